@@ -1,0 +1,23 @@
+// The node agent: a daemon that accepts control connections from coordinators and runs one test
+// at a time on their behalf.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <fabperf/spec.hpp>
+
+namespace fabperf {
+
+struct AgentOptions {
+  std::string listen_host{"::"};  // dual-stack by default
+  std::uint16_t listen_port{kDefaultAgentPort};
+  int ready_fd{-1};  // when >= 0: write "LISTENING host:port\n" there once listening, then close
+  std::chrono::seconds max_duration{3600};
+  std::size_t max_sessions{64};
+};
+
+// Runs until SIGINT/SIGTERM; returns the process exit code.
+int run_agent(const AgentOptions& options);
+
+}  // namespace fabperf

@@ -1,0 +1,77 @@
+// What one agent measured in one test: raw counters, never derived figures (the coordinator
+// computes those once, in report/compute). It is the body of the RESULT control message.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fabperf/histogram.hpp>
+
+namespace fabperf {
+
+enum class FlowRole { client, server };
+// The direction data moves on a flow, seen from the client: write = client sends, read =
+// server sends; rpc flows carry requests both ways.
+enum class FlowOp { write, read, rpc };
+std::string_view to_string(FlowRole r);
+std::string_view to_string(FlowOp o);
+
+// TCP_INFO at the close of the window (valid=false for transports without it).
+struct TcpSample {
+  bool valid{false};
+  std::uint64_t total_retrans{0};
+  std::uint32_t rtt_us{0};
+  std::uint32_t rttvar_us{0};
+  std::uint32_t snd_mss{0};
+  std::uint32_t rcv_mss{0};
+  std::uint32_t pmtu{0};
+  std::uint32_t snd_cwnd{0};
+};
+
+struct FlowResult {
+  std::uint32_t id{0};
+  FlowRole role{FlowRole::client};
+  FlowOp op{FlowOp::write};
+  std::uint32_t peer_node{0};
+  std::string local;   // address:port
+  std::string remote;  // address:port
+  std::uint64_t tx_bytes_total{0};
+  std::uint64_t rx_bytes_total{0};
+  std::uint64_t tx_bytes_window{0};
+  std::uint64_t rx_bytes_window{0};
+  std::uint64_t msgs_window{0};       // completed RPCs (client side, rpc mode)
+  std::uint64_t retrans_window{0};    // TCP_INFO total_retrans delta over the window
+  TcpSample tcp;
+  std::string error;                  // empty when the flow ended cleanly
+};
+
+// Node totals over one sampling interval; t_ns is the interval's end, from the window's open.
+struct IntervalSample {
+  std::int64_t t_ns{0};
+  std::uint64_t tx_bytes{0};
+  std::uint64_t rx_bytes{0};
+};
+
+struct AgentResult {
+  std::uint32_t node_index{0};
+  std::string hostname;
+  bool aborted{false};
+  std::string abort_reason;
+  double window_s{0};          // the window as this agent's clock measured it
+  double cpu_busy_pct{0};      // whole host, /proc/stat over the window
+  std::int64_t retrans_segs{-1};  // host TCP RetransSegs delta over the window; -1 unknown
+  double process_cpu_s{0};     // this agent's own CPU time over the window
+  std::vector<FlowResult> flows;
+  std::optional<LatencyHistogram> latency;  // rpc-mode clients: per-block latency
+  std::vector<IntervalSample> intervals;
+  std::vector<std::string> warnings;
+};
+
+nlohmann::json to_json(const AgentResult& r);
+AgentResult parse_agent_result(const nlohmann::json& j);  // throws ProtocolError
+
+}  // namespace fabperf

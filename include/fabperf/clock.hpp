@@ -1,0 +1,32 @@
+// Clock offset estimation between the coordinator and each agent, NTP-style, over the control
+// channel. Both sides use their own monotonic clock (CLOCK_MONOTONIC): nothing assumes the hosts'
+// clocks are synchronized, and a wall-clock step during a test cannot move the window.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace fabperf {
+
+// Monotonic nanoseconds on this host.
+std::int64_t mono_now_ns() noexcept;
+// Sleeps until the monotonic clock reaches t (absolute, CLOCK_MONOTONIC).
+void sleep_until_mono_ns(std::int64_t t) noexcept;
+
+// One exchange: coordinator sends at t0, agent receives at t1 and replies at t2 (agent clock),
+// coordinator receives at t3 (coordinator clock).
+struct ClockSample {
+  std::int64_t t0, t1, t2, t3;
+};
+
+struct ClockEstimate {
+  std::int64_t offset_ns{0};       // agent_clock - coordinator_clock
+  std::int64_t uncertainty_ns{0};  // half the best round trip: the true offset is within +-this
+  std::int64_t rtt_ns{0};
+  int samples{0};
+};
+
+// Uses the sample with the smallest round trip (least queueing), as NTP's clock filter does.
+ClockEstimate estimate_clock_offset(std::span<const ClockSample> samples) noexcept;
+
+}  // namespace fabperf

@@ -1,0 +1,44 @@
+// The coordinator: connects to the agents, estimates their clock offsets, assigns roles, starts
+// every flow at one instant and collects raw results into a RunRecord (report.hpp computes).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <fabperf/report.hpp>
+#include <fabperf/spec.hpp>
+
+namespace fabperf {
+
+struct RunRequest {
+  TestSpec spec = TestSpec::make({});
+  std::vector<HostPort> servers;
+  std::vector<HostPort> clients;
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::nanoseconds interval{std::chrono::seconds(1)};
+  std::string coordinator_name{"fabperf"};
+};
+
+// Throws Error(infrastructure) when the test cannot start (agent unreachable, busy, set-up
+// failed): every agent already contacted is released first. Once the test has started it always
+// returns a RunRecord; nodes lost on the way are marked in it. SIGINT/SIGTERM during the test
+// stops it early and still returns what was measured.
+RunRecord run_test(const RunRequest& request);
+
+// Spawns N agents of this very binary on 127.0.0.1 (distinct ports) as child processes and stops
+// them (by PID) when destroyed.
+class LocalAgents {
+ public:
+  LocalAgents(int count, const std::string& log_level);
+  ~LocalAgents();
+  LocalAgents(const LocalAgents&) = delete;
+  LocalAgents& operator=(const LocalAgents&) = delete;
+  [[nodiscard]] const std::vector<HostPort>& endpoints() const { return endpoints_; }
+
+ private:
+  std::vector<int> pids_;
+  std::vector<HostPort> endpoints_;
+};
+
+}  // namespace fabperf

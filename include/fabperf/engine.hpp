@@ -1,0 +1,189 @@
+// The engine interface and the shared run loop. An engine (TCP, later RDMA verbs) only opens
+// connections and moves bytes; RunContext owns the schedule (common start, window, stop), the
+// per-flow counters, the latency histograms and everything else that is the same for every
+// transport, so a new transport is a second implementation, never a fork of the timing logic.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <thread>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <fabperf/agent_result.hpp>
+#include <fabperf/histogram.hpp>
+#include <fabperf/proto.hpp>
+#include <fabperf/spec.hpp>
+
+namespace fabperf {
+
+// Instants on this host's monotonic clock (ns), already corrected for the coordinator's offset.
+struct Schedule {
+  std::int64_t start_at{0};
+  std::int64_t window_open{0};
+  std::int64_t window_close{0};
+  std::int64_t end_at{0};
+  std::int64_t interval_ns{1'000'000'000};
+};
+
+// Bumped by the data plane with relaxed atomics; aligned so two flows never share a cache line.
+struct alignas(64) FlowCounters {
+  std::atomic<std::uint64_t> tx_bytes{0};
+  std::atomic<std::uint64_t> rx_bytes{0};
+  std::atomic<std::uint64_t> msgs{0};
+  void add_tx(std::uint64_t n) noexcept { tx_bytes.fetch_add(n, std::memory_order_relaxed); }
+  void add_rx(std::uint64_t n) noexcept { rx_bytes.fetch_add(n, std::memory_order_relaxed); }
+  void add_msg() noexcept { msgs.fetch_add(1, std::memory_order_relaxed); }
+};
+
+// One connection (TCP) or queue pair (RDMA).
+class Flow {
+ public:
+  Flow(FlowRole role, FlowOp op, std::uint32_t peer_node, std::string local, std::string remote);
+  virtual ~Flow() = default;
+  Flow(const Flow&) = delete;
+  Flow& operator=(const Flow&) = delete;
+
+  // Transport statistics; called by the sampler thread while the flow runs.
+  [[nodiscard]] virtual TcpSample sample_transport() const { return {}; }
+
+  // Records the first error only; the flow's thread calls it, then ends.
+  void fail(std::string message);
+  [[nodiscard]] std::string error() const;
+
+  FlowCounters counters;
+  std::uint32_t id{0};
+  const FlowRole role;
+  const FlowOp op;
+  const std::uint32_t peer_node;
+  const std::string local;
+  const std::string remote;
+
+ private:
+  mutable std::mutex error_mu_;
+  std::string error_;
+};
+
+class RunContext {
+ public:
+  RunContext(TestSpec spec, std::uint32_t node_index, std::string hostname);
+
+  [[nodiscard]] const TestSpec& spec() const { return spec_; }
+  [[nodiscard]] std::uint32_t node_index() const { return node_index_; }
+
+  // Set-up phase (thread-safe).
+  Flow& add_flow(std::unique_ptr<Flow> flow);
+  LatencyHistogram& add_histogram();
+  void warn(std::string message);
+  [[nodiscard]] std::vector<std::string> warnings() const;
+  [[nodiscard]] std::size_t flow_count() const;
+
+  // Data threads: block until the common start (returns early on abort).
+  void wait_for_start() const noexcept;
+  [[nodiscard]] bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
+  [[nodiscard]] bool aborted() const noexcept { return aborted_.load(std::memory_order_relaxed); }
+  [[nodiscard]] const Schedule& schedule() const noexcept { return schedule_; }
+  [[nodiscard]] bool in_window(std::int64_t t) const noexcept {
+    return t >= schedule_.window_open && t < schedule_.window_close;
+  }
+  // Past this instant no data thread may still be running; peers that stall are abandoned.
+  [[nodiscard]] std::int64_t hard_deadline() const noexcept { return schedule_.end_at + kGraceNs; }
+  static constexpr std::int64_t kGraceNs = 3'000'000'000;
+
+  // Driver side.
+  void set_schedule(const Schedule& s) { schedule_ = s; }
+  void release_start() noexcept;
+  void request_stop() noexcept;
+  void abort(std::string reason) noexcept;
+  [[nodiscard]] std::string abort_reason() const;
+  // Interruptible sleep for the driver thread; returns false when aborted first.
+  bool sleep_until(std::int64_t t) const;
+
+  // Read by the run loop after the data threads were joined.
+  std::vector<Flow*> flows() const;
+  std::vector<const LatencyHistogram*> histograms() const;
+
+ private:
+  const TestSpec spec_;
+  const std::uint32_t node_index_;
+  const std::string hostname_;
+  Schedule schedule_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::vector<std::unique_ptr<Flow>> flows_;
+  std::vector<std::unique_ptr<LatencyHistogram>> histograms_;
+  std::vector<std::string> warnings_;
+  std::string abort_reason_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> aborted_{false};
+
+  friend class TestRun;
+};
+
+// Server and client halves of a test, as the coordinator assigned them to this agent.
+struct ServerPlan {
+  std::string bind_address;  // numeric; the address the coordinator reached this agent on
+  proto::Token token{};
+  std::uint32_t expect_connections{0};
+};
+struct ClientPlan {
+  proto::Token token{};  // already derived for this client (see derive_client_token)
+  std::vector<proto::Target> targets;
+};
+// Each client proves membership of the test with its own token, derived from the test token, so
+// a data connection cannot claim to be another client and no IP allow-list is needed
+// (multi-homed hosts connect from addresses the coordinator never saw).
+proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node);
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  // Listens and starts accepting data connections; returns the data port.
+  virtual std::uint16_t prepare_server(RunContext& ctx, const ServerPlan& plan) = 0;
+  // Opens every data connection of this client (blocking, bounded by timeouts).
+  virtual void prepare_client(RunContext& ctx, const ClientPlan& plan) = 0;
+  // Spawns the data threads; they wait in ctx.wait_for_start().
+  virtual void start(RunContext& ctx) = 0;
+  // Unblocks every data thread promptly (shuts sockets down); safe from any thread.
+  virtual void abort() noexcept = 0;
+  virtual void join() = 0;
+};
+
+// Throws UsageError for a transport this build does not have.
+std::unique_ptr<Engine> make_engine(Transport t);
+
+// Drives one test on one agent: a driver thread releases the start, snapshots every counter at
+// the window's open and close (and at each interval between), stops the flows at end_at, joins
+// them (aborting stragglers at the hard deadline) and hands the AgentResult to on_done.
+class TestRun {
+ public:
+  TestRun(std::unique_ptr<Engine> engine, std::unique_ptr<RunContext> ctx);
+  ~TestRun();
+  TestRun(const TestRun&) = delete;
+  TestRun& operator=(const TestRun&) = delete;
+
+  Engine& engine() { return *engine_; }
+  RunContext& context() { return *ctx_; }
+
+  // on_done runs on the driver thread.
+  void start(const Schedule& schedule, std::function<void(AgentResult)> on_done);
+  void abort(const std::string& reason) noexcept;
+  // Joins everything (data threads and driver); after this the run holds no threads or sockets.
+  void finish();
+
+ private:
+  void drive(std::function<void(AgentResult)> on_done);
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<RunContext> ctx_;
+  std::thread driver_;
+  std::atomic<bool> engine_started_{false};
+};
+
+}  // namespace fabperf

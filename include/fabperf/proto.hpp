@@ -1,0 +1,181 @@
+// The control protocol: length-prefixed frames (magic, version, type, length) carrying JSON
+// bodies. Every frame is size-capped before anything is allocated, every body is parsed into a
+// typed message field by field (type and range), and anything else is a ProtocolError that names
+// the message and the field. The transport (Asio) lives in src/proto/conn.hpp; this header is
+// pure so the fuzzer and unit tests can drive it without sockets.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fabperf/spec.hpp>
+
+namespace fabperf::proto {
+
+inline constexpr std::uint32_t kMagic = 0x46425046;  // "FBPF"
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::size_t kHeaderSize = 12;
+// Results of a large test are the biggest frames; 16 MiB holds ~80k connections.
+inline constexpr std::uint32_t kMaxBody = 16u << 20;
+inline constexpr std::size_t kMaxString = 4096;
+inline constexpr std::size_t kMaxList = 100000;
+
+enum class MsgType : std::uint16_t {
+  hello = 1,
+  hello_ok = 2,
+  ping = 3,
+  pong = 4,
+  setup_server = 5,
+  setup_server_ok = 6,
+  setup_client = 7,
+  setup_client_ok = 8,
+  start = 9,
+  heartbeat = 10,
+  abort = 11,
+  result = 12,
+  error = 13,
+  bye = 14,
+};
+inline constexpr std::uint16_t kMaxMsgType = 14;
+std::string_view to_string(MsgType t);
+
+struct Header {
+  std::uint16_t version{kVersion};
+  MsgType type{MsgType::hello};
+  std::uint32_t length{0};
+};
+
+// Throws ProtocolError: wrong magic, other version (names both), unknown type, length over cap.
+Header decode_header(std::span<const std::uint8_t, kHeaderSize> bytes, std::uint32_t max_body = kMaxBody);
+std::array<std::uint8_t, kHeaderSize> encode_header(MsgType type, std::uint32_t length);
+// Header + serialized body; throws ProtocolError if the body exceeds the cap.
+std::vector<std::uint8_t> encode_frame(MsgType type, const nlohmann::json& body);
+// Parses a body (must be a JSON object); throws ProtocolError naming the message type.
+nlohmann::json parse_body(MsgType type, std::span<const std::uint8_t> body);
+
+// Field-by-field validation of a JSON object; errors read "<context>.<field>: <problem>".
+class Fields {
+ public:
+  Fields(const nlohmann::json& j, std::string context);
+  [[nodiscard]] bool has(const char* name) const;
+  [[nodiscard]] std::uint64_t u64(const char* name, std::uint64_t lo, std::uint64_t hi) const;
+  [[nodiscard]] std::int64_t i64(const char* name, std::int64_t lo, std::int64_t hi) const;
+  [[nodiscard]] double num(const char* name, double lo, double hi) const;
+  [[nodiscard]] bool boolean(const char* name) const;
+  [[nodiscard]] std::string str(const char* name, std::size_t max_len = kMaxString) const;
+  [[nodiscard]] const nlohmann::json& array(const char* name, std::size_t max_items = kMaxList) const;
+  [[nodiscard]] const nlohmann::json& object(const char* name) const;
+  [[nodiscard]] std::vector<std::string> strings(const char* name, std::size_t max_items,
+                                                 std::size_t max_len = kMaxString) const;
+  [[nodiscard]] std::string ctx(const char* name) const { return context_ + "." + name; }
+
+ private:
+  const nlohmann::json& get(const char* name) const;
+  const nlohmann::json& j_;
+  std::string context_;
+};
+
+// ---- Typed messages -----------------------------------------------------------------------
+
+inline constexpr std::size_t kTokenBytes = 16;
+using Token = std::array<std::uint8_t, kTokenBytes>;
+std::string to_hex(std::span<const std::uint8_t> bytes);
+Token token_from_hex(std::string_view hex, const std::string& context);  // throws ProtocolError
+Token random_token();
+
+struct Hello {
+  std::uint32_t proto_min{kVersion};
+  std::uint32_t proto_max{kVersion};
+  std::string coordinator;  // a name for logs and "busy" messages
+};
+struct HelloOk {
+  std::uint32_t proto{kVersion};
+  std::string hostname;
+  std::string version;
+  std::int64_t pid{0};
+};
+struct Ping {
+  std::uint64_t seq{0};
+};
+struct Pong {
+  std::uint64_t seq{0};
+  std::int64_t t_rx{0};  // agent clock when the ping arrived
+  std::int64_t t_tx{0};  // agent clock when the pong left
+};
+struct SetupServer {
+  std::string test_id;
+  Token token{};
+  TestSpec spec = TestSpec::make({});
+  std::uint32_t node_index{0};
+  std::uint32_t expect_connections{0};
+};
+struct SetupServerOk {
+  std::uint16_t data_port{0};
+  std::vector<std::string> warnings;
+};
+struct Target {
+  std::uint32_t node_index{0};
+  std::string host;  // numeric address of the server agent (as the coordinator reached it)
+  std::uint16_t port{0};
+};
+struct SetupClient {
+  std::string test_id;
+  Token token{};
+  TestSpec spec = TestSpec::make({});
+  std::uint32_t node_index{0};
+  std::vector<Target> targets;
+};
+struct SetupClientOk {
+  std::uint32_t connections{0};
+  std::vector<std::string> warnings;
+};
+// All instants are on the receiving agent's monotonic clock.
+struct Start {
+  std::int64_t start_at{0};
+  std::int64_t window_open{0};
+  std::int64_t window_close{0};
+  std::int64_t end_at{0};
+  std::int64_t interval_ns{1'000'000'000};  // sampling period of the time series
+};
+struct Abort {
+  std::string reason;
+};
+struct ErrorMsg {
+  std::string code;  // "busy", "bad_request", "setup_failed", "protocol"
+  std::string message;
+};
+
+nlohmann::json to_json(const Hello&);
+nlohmann::json to_json(const HelloOk&);
+nlohmann::json to_json(const Ping&);
+nlohmann::json to_json(const Pong&);
+nlohmann::json to_json(const SetupServer&);
+nlohmann::json to_json(const SetupServerOk&);
+nlohmann::json to_json(const SetupClient&);
+nlohmann::json to_json(const SetupClientOk&);
+nlohmann::json to_json(const Start&);
+nlohmann::json to_json(const Abort&);
+nlohmann::json to_json(const ErrorMsg&);
+
+Hello parse_hello(const nlohmann::json&);
+HelloOk parse_hello_ok(const nlohmann::json&);
+Ping parse_ping(const nlohmann::json&);
+Pong parse_pong(const nlohmann::json&);
+SetupServer parse_setup_server(const nlohmann::json&);
+SetupServerOk parse_setup_server_ok(const nlohmann::json&);
+SetupClient parse_setup_client(const nlohmann::json&);
+SetupClientOk parse_setup_client_ok(const nlohmann::json&);
+Start parse_start(const nlohmann::json&);
+Abort parse_abort(const nlohmann::json&);
+ErrorMsg parse_error(const nlohmann::json&);
+
+// Decodes a complete frame (header + body) and validates the body against its message type;
+// the fuzzer's entry point. Throws ProtocolError.
+void validate_frame(std::span<const std::uint8_t> frame);
+
+}  // namespace fabperf::proto

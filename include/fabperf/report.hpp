@@ -1,0 +1,143 @@
+// The report model. A RunRecord is what the coordinator collected (raw agent results and what
+// happened to each node); compute_report() turns it into a Report once; renderers (text, JSON)
+// only format a Report. Nothing downstream of compute_report() does arithmetic on counters.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fabperf/agent_result.hpp>
+#include <fabperf/clock.hpp>
+#include <fabperf/spec.hpp>
+
+namespace fabperf {
+
+inline constexpr int kResultSchemaVersion = 1;
+inline constexpr const char* kResultSchema = "fabperf.result";
+
+enum class NodeStatus { ok, lost, stalled, failed };
+std::string_view to_string(NodeStatus s);
+
+struct NodeRecord {
+  std::uint32_t index{0};
+  std::string name;     // as the user gave it (host:port)
+  std::string address;  // numeric address the coordinator reached
+  std::string hostname; // as the agent reported it
+  bool is_server{false};
+  bool is_client{false};
+  NodeStatus status{NodeStatus::ok};
+  std::string error;
+  ClockEstimate clock;
+  std::vector<std::string> setup_warnings;
+  std::optional<AgentResult> result;
+};
+
+struct RunRecord {
+  TestSpec spec = TestSpec::make({});
+  std::string test_id;
+  std::string started_at;  // ISO 8601 UTC, coordinator's wall clock (informational)
+  bool interrupted{false};
+  std::vector<NodeRecord> nodes;
+};
+
+struct LatencySummary {
+  std::uint64_t count{0};
+  double mean_us{0}, stddev_us{0}, min_us{0}, p50_us{0}, p90_us{0}, p99_us{0}, p999_us{0}, max_us{0};
+};
+LatencySummary summarize(const LatencyHistogram& h);
+
+struct Throughput {
+  std::uint64_t bytes{0};
+  double mb_per_s{0};
+  double gbit_per_s{0};
+  std::uint64_t msgs{0};
+  double msg_per_s{0};
+};
+
+struct IntervalPoint {
+  double t_s{0};  // end of the interval, from the window's open
+  double tx_mb_per_s{0};
+  double rx_mb_per_s{0};
+};
+
+struct NodeReport {
+  std::uint32_t index{0};
+  std::string name;
+  std::string hostname;
+  std::string role;  // "server", "client" or "server+client"
+  NodeStatus status{NodeStatus::ok};
+  std::string error;
+  bool aborted{false};
+  double window_s{0};
+  double tx_mb_per_s{0};
+  double rx_mb_per_s{0};
+  double cpu_busy_pct{0};
+  std::int64_t retrans_segs{-1};
+  double process_cpu_s{0};
+  double clock_offset_us{0};
+  double clock_uncertainty_us{0};
+  std::optional<LatencySummary> latency;
+  std::optional<LatencyHistogram> histogram;
+  std::vector<IntervalPoint> intervals;
+  std::vector<std::string> warnings;
+};
+
+struct PairReport {
+  std::uint32_t client{0};
+  std::uint32_t server{0};
+  std::string measured_by;  // "client", or "server" when the client's result was lost
+  Throughput tput;
+  std::uint32_t connections{0};
+  std::uint64_t retrans{0};
+  std::uint32_t rtt_us{0};    // largest rtt among the pair's connections
+  std::uint32_t snd_mss{0};   // smallest send MSS among the pair's connections
+  std::uint64_t server_bytes{0};  // the same window as the server counted it
+};
+
+struct ConnReport {
+  std::uint32_t node{0};
+  std::uint32_t peer{0};
+  FlowRole role{FlowRole::client};
+  FlowOp op{FlowOp::write};
+  std::string local, remote;
+  std::uint64_t tx_bytes_window{0}, rx_bytes_window{0};
+  std::uint64_t tx_bytes_total{0}, rx_bytes_total{0};
+  double mb_per_s{0};
+  std::uint64_t retrans{0};
+  TcpSample tcp;
+  std::string error;
+};
+
+struct Report {
+  std::string fabperf_version;
+  std::string test_id;
+  std::string started_at;
+  TestSpec spec = TestSpec::make({});
+  bool interrupted{false};
+  bool complete{true};  // every node reported a full, unaborted result
+  int servers{0};
+  int clients{0};
+  Throughput aggregate;
+  double window_s{0};
+  double cli_cpu_pct{0};
+  double srv_cpu_pct{0};
+  std::optional<LatencySummary> latency;  // all clients merged (rpc mode)
+  std::optional<LatencyHistogram> histogram;
+  std::vector<NodeReport> nodes;
+  std::vector<PairReport> pairs;
+  std::vector<ConnReport> connections;
+  std::vector<std::string> findings;  // problems a reader must see: lost nodes, failed flows, clamps
+  double max_clock_uncertainty_us{0};
+};
+
+Report compute_report(const RunRecord& run);
+
+// Renderers: only formatting. `verbose` adds the per-connection table.
+std::string render_text(const Report& r, bool verbose);
+std::string render_summary_line(const Report& r);  // nsdperf's one-line result
+nlohmann::json render_json(const Report& r);
+
+}  // namespace fabperf

@@ -1,0 +1,102 @@
+// The test specification: validated once, immutable afterwards, and separate from its wire
+// encoding. Nothing in fabperf changes a setting behind the user's back: a value that cannot be
+// honoured is an error (or, where the kernel clamps it, a reported warning), never a silent edit.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fabperf {
+
+enum class TestKind { write, read, rw };
+enum class Mode { rpc, stream };
+enum class Transport { tcp, rdma };
+
+std::string_view to_string(TestKind t);
+std::string_view to_string(Mode m);
+std::string_view to_string(Transport t);
+TestKind parse_test_kind(std::string_view s);  // throws UsageError
+Mode parse_mode(std::string_view s);
+Transport parse_transport(std::string_view s);
+
+// Limits (nsdperf's where it has them: docs/usage.md).
+namespace limits {
+inline constexpr std::uint64_t kMinBuffsize = 4 * 1024;
+inline constexpr std::uint64_t kMaxBuffsize = 16 * 1024 * 1024;
+inline constexpr std::uint64_t kMaxSocksize = 100 * 1024 * 1024;
+inline constexpr std::uint32_t kMaxThreads = 4096;
+inline constexpr std::uint32_t kMaxParallel = 8191;
+inline constexpr std::chrono::nanoseconds kMinTime = std::chrono::milliseconds(200);
+inline constexpr std::chrono::nanoseconds kMaxTime = std::chrono::hours(24 * 7);
+}  // namespace limits
+
+// What the user may set; every field optional so "unset" and "default" stay distinguishable.
+struct SpecParams {
+  std::optional<TestKind> test;
+  std::optional<Mode> mode;
+  std::optional<Transport> transport;
+  std::optional<std::uint64_t> buffsize;
+  std::optional<std::uint64_t> socksize;
+  std::optional<std::uint32_t> threads;
+  std::optional<std::uint32_t> parallel;
+  std::optional<std::chrono::nanoseconds> time;
+  std::optional<std::chrono::nanoseconds> warmup;
+  std::optional<std::chrono::nanoseconds> cooldown;
+};
+
+class TestSpec {
+ public:
+  // Applies defaults and validates; throws UsageError naming the setting and the problem.
+  static TestSpec make(const SpecParams& p);
+
+  [[nodiscard]] TestKind test() const { return test_; }
+  [[nodiscard]] Mode mode() const { return mode_; }
+  [[nodiscard]] Transport transport() const { return transport_; }
+  [[nodiscard]] std::uint64_t buffsize() const { return buffsize_; }
+  [[nodiscard]] std::uint64_t socksize() const { return socksize_; }
+  [[nodiscard]] std::uint32_t threads() const { return threads_; }
+  [[nodiscard]] std::uint32_t parallel() const { return parallel_; }
+  [[nodiscard]] std::chrono::nanoseconds time() const { return time_; }
+  // The measurement window is [warmup, time - cooldown] after the common start.
+  [[nodiscard]] std::chrono::nanoseconds warmup() const { return warmup_; }
+  [[nodiscard]] std::chrono::nanoseconds cooldown() const { return cooldown_; }
+  [[nodiscard]] std::chrono::nanoseconds window() const { return time_ - warmup_ - cooldown_; }
+
+  // Connections a client opens to one server (rw in stream mode opens both directions).
+  [[nodiscard]] std::uint32_t connections_per_pair() const;
+
+  friend bool operator==(const TestSpec&, const TestSpec&) = default;
+
+ private:
+  TestSpec() = default;
+  TestKind test_{TestKind::write};
+  Mode mode_{Mode::rpc};
+  Transport transport_{Transport::tcp};
+  std::uint64_t buffsize_{0};
+  std::uint64_t socksize_{0};
+  std::uint32_t threads_{0};
+  std::uint32_t parallel_{0};
+  std::chrono::nanoseconds time_{0};
+  std::chrono::nanoseconds warmup_{0};
+  std::chrono::nanoseconds cooldown_{0};
+};
+
+// Wire encoding (the control protocol carries it; the decoder re-validates through make()).
+nlohmann::json to_json(const TestSpec& s);
+TestSpec spec_from_json(const nlohmann::json& j);  // throws ProtocolError
+
+// host[:port], [v6addr]:port, or a bare IPv6 address. Port defaults to 6668 (nsdperf's).
+inline constexpr std::uint16_t kDefaultAgentPort = 6668;
+struct HostPort {
+  std::string host;
+  std::uint16_t port{kDefaultAgentPort};
+  [[nodiscard]] std::string str() const;  // brackets IPv6 literals
+  friend bool operator==(const HostPort&, const HostPort&) = default;
+};
+HostPort parse_host_port(std::string_view text, std::string_view what);  // throws UsageError
+
+}  // namespace fabperf

@@ -1,0 +1,396 @@
+#include <fabperf/agent.hpp>
+#include <fabperf/build_config.hpp>
+#include <fabperf/clock.hpp>
+#include <fabperf/engine.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/sysstat.hpp>
+
+#include "proto/conn.hpp"
+
+#include <csignal>
+#include <ctime>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+namespace fabperf {
+namespace {
+
+using namespace std::chrono_literals;
+using proto::FramedConn;
+using proto::MsgType;
+
+constexpr auto kHelloDeadline = 5s;
+constexpr auto kFrameDeadline = 5s;
+// The coordinator sends a heartbeat every second; this much silence means it is gone.
+constexpr auto kIdleDeadline = 5s;
+constexpr auto kHeartbeat = 1s;
+
+std::string numeric_address(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
+  }
+  return a.to_string();
+}
+
+std::string now_text() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+// One test held by one session, from the first SETUP to the RESULT (or abort).
+struct TestState {
+  std::string test_id;
+  std::string owner;  // coordinator description for "busy" errors
+  std::string since;
+  std::unique_ptr<RunContext> ctx;
+  std::unique_ptr<Engine> engine;
+  std::shared_ptr<TestRun> run;
+  bool server_ready{false};
+  bool client_ready{false};
+};
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& o) : opts_(o), acceptor_(io_), signals_(io_, SIGINT, SIGTERM), pool_(2) {}
+
+  int run() {
+    const auto addr = asio::ip::make_address(opts_.listen_host);
+    Tcp::endpoint ep(addr, opts_.listen_port);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(Tcp::acceptor::reuse_address(true));
+    if (addr.is_v6()) acceptor_.set_option(asio::ip::v6_only(false));
+    error_code ec;
+    acceptor_.bind(ep, ec);
+    if (ec) throw SystemError("listen on", HostPort{opts_.listen_host, opts_.listen_port}.str(), ec.message());
+    acceptor_.listen(asio::socket_base::max_listen_connections);
+    const auto bound = acceptor_.local_endpoint();
+    const std::string where = HostPort{numeric_address(bound.address()), bound.port()}.str();
+    spdlog::info("fabperf agent {} listening on {} (pid {}, max test duration {} s)", FABPERF_VERSION, where,
+                 getpid(), opts_.max_duration.count());
+    if (opts_.ready_fd >= 0) {
+      const std::string line = fmt::format("LISTENING {}\n", where);
+      (void)!::write(opts_.ready_fd, line.data(), line.size());
+      ::close(opts_.ready_fd);
+    }
+    signals_.async_wait([this](error_code e, int sig) {
+      if (e) return;
+      spdlog::info("agent: signal {} received, stopping", sig);
+      stopping_ = true;
+      acceptor_.close();
+      if (test_ && test_->run) test_->run->abort("agent stopped by signal");
+      for (auto& w : sessions_) {
+        if (auto c = w.lock()) c->close();
+      }
+      if (test_) {
+        release_test_async();  // stops the loop once the test's threads are joined
+      } else {
+        io_.stop();
+      }
+    });
+    asio::co_spawn(io_, accept_loop(), asio::detached);
+    io_.run();
+    pool_.join();
+    return 0;
+  }
+
+ private:
+  asio::awaitable<void> accept_loop() {
+    while (!stopping_) {
+      error_code ec;
+      Tcp::socket sock = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (stopping_) break;
+        continue;
+      }
+      const auto remote = sock.remote_endpoint(ec);
+      const std::string peer = ec ? "?" : HostPort{numeric_address(remote.address()), remote.port()}.str();
+      std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+      if (sessions_.size() >= opts_.max_sessions) {
+        spdlog::warn("control connection from {} refused: {} sessions already open", peer, sessions_.size());
+        continue;
+      }
+      auto conn = std::make_shared<FramedConn>(std::move(sock), peer);
+      sessions_.push_back(conn);
+      asio::co_spawn(io_, session(conn), asio::detached);
+    }
+  }
+
+  template <typename F>
+  asio::awaitable<void> blocking(F f) {
+    co_await asio::co_spawn(pool_, [f = std::move(f)]() -> asio::awaitable<void> {
+      f();
+      co_return;
+    }, asio::use_awaitable);
+  }
+
+  asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {
+    asio::steady_timer t(io_);
+    while (conn->is_open()) {
+      t.expires_after(kHeartbeat);
+      error_code ec;
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (conn->is_open()) conn->send(MsgType::heartbeat, nlohmann::json::object());
+    }
+  }
+
+  void send_error(FramedConn& c, std::string code, std::string message) {
+    spdlog::warn("agent: to {}: {}", c.peer(), message);
+    c.send(MsgType::error, proto::to_json(proto::ErrorMsg{std::move(code), std::move(message)}));
+  }
+
+  asio::awaitable<void> session(std::shared_ptr<FramedConn> conn) {
+    std::string who = conn->peer();
+    std::string protocol_error;
+    try {
+      auto f = co_await conn->read(kHelloDeadline, kFrameDeadline);
+      if (f.type != MsgType::hello) {
+        send_error(*conn, "protocol", fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
+        co_await conn->flush();
+        conn->close();
+        co_return;
+      }
+      const auto hello = proto::parse_hello(f.body);
+      if (hello.proto_min > proto::kVersion || hello.proto_max < proto::kVersion) {
+        send_error(*conn, "version",
+                   fmt::format("protocol version mismatch: coordinator speaks {}..{}, this agent speaks {}",
+                               hello.proto_min, hello.proto_max, proto::kVersion));
+        co_await conn->flush();
+        conn->close();
+        co_return;
+      }
+      who = fmt::format("{} ({})", hello.coordinator, conn->peer());
+      spdlog::info("agent: coordinator {} connected", who);
+      conn->send(MsgType::hello_ok, proto::to_json(proto::HelloOk{proto::kVersion, local_hostname(), FABPERF_VERSION, getpid()}));
+      asio::co_spawn(io_, heartbeats(conn), asio::detached);
+      const std::string bind_address = numeric_address(conn->socket().local_endpoint().address());
+
+      for (;;) {
+        auto fr = co_await conn->read(kIdleDeadline, kFrameDeadline);
+        const std::int64_t t_rx = mono_now_ns();
+        switch (fr.type) {
+          case MsgType::ping: {
+            const auto p = proto::parse_ping(fr.body);
+            conn->send(MsgType::pong, proto::to_json(proto::Pong{p.seq, t_rx, mono_now_ns()}));
+            break;
+          }
+          case MsgType::heartbeat: break;
+          case MsgType::setup_server: co_await on_setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address); break;
+          case MsgType::setup_client: co_await on_setup_client(conn, who, proto::parse_setup_client(fr.body)); break;
+          case MsgType::start: on_start(conn, proto::parse_start(fr.body)); break;
+          case MsgType::abort: {
+            const auto a = proto::parse_abort(fr.body);
+            if (owner_ == conn.get()) {
+              spdlog::warn("agent: test aborted by coordinator: {}", a.reason);
+              if (test_->run) {
+                test_->run->abort("aborted by coordinator: " + a.reason);
+              } else {
+                release_test_async();
+              }
+            }
+            break;
+          }
+          case MsgType::bye:
+            co_await conn->flush();
+            conn->close();
+            break;
+          default:
+            send_error(*conn, "protocol", fmt::format("unexpected {} from a coordinator", proto::to_string(fr.type)));
+            break;
+        }
+        if (!conn->is_open()) break;
+      }
+    } catch (const ProtocolError& e) {
+      protocol_error = e.what();
+    } catch (const std::exception& e) {
+      if (owner_ == conn.get() || !stopping_) spdlog::info("agent: session {} ended: {}", who, e.what());
+    }
+    if (!protocol_error.empty()) {
+      // A peer that breaks the protocol is told why, then dropped.
+      spdlog::warn("agent: session {}: {}", who, protocol_error);
+      if (conn->is_open()) {
+        send_error(*conn, "protocol", protocol_error);
+        co_await conn->flush();
+      }
+    }
+    conn->close();
+    if (owner_ == conn.get()) {
+      // The coordinator is gone: nothing may keep sending on its behalf.
+      spdlog::warn("agent: lost coordinator {} during a test: stopping all traffic", who);
+      owner_ = nullptr;
+      if (test_ && test_->run) {
+        test_->run->abort("coordinator connection lost");
+      }
+      release_test_async();
+    }
+  }
+
+  // Claims the agent for this session or explains who holds it. Returns false when busy.
+  bool claim(const std::shared_ptr<FramedConn>& conn, const std::string& who, const std::string& test_id,
+             const TestSpec& spec) {
+    if (owner_ && owner_ != conn.get()) {
+      send_error(*conn, "busy", fmt::format("agent busy: running test {} for coordinator {} since {}", test_->test_id,
+                                            test_->owner, test_->since));
+      return false;
+    }
+    if (!owner_ && test_) {
+      send_error(*conn, "busy", "agent busy: still cleaning up the previous test, retry in a moment");
+      return false;
+    }
+    if (spec.time() > opts_.max_duration) {
+      send_error(*conn, "limit", fmt::format("test time {} s exceeds this agent's --max-duration {} s",
+                                             spec.time().count() / 1'000'000'000, opts_.max_duration.count()));
+      return false;
+    }
+    if (test_ && (test_->test_id != test_id || test_->run)) {
+      send_error(*conn, "protocol", fmt::format("test {} is already set up on this agent", test_->test_id));
+      return false;
+    }
+    if (!test_) {
+      test_ = std::make_shared<TestState>();
+      test_->test_id = test_id;
+      test_->owner = who;
+      test_->since = now_text();
+      owner_ = conn.get();
+    }
+    return true;
+  }
+
+  void ensure_engine(const TestSpec& spec, std::uint32_t node_index) {
+    if (!test_->ctx) {
+      test_->ctx = std::make_unique<RunContext>(spec, node_index, local_hostname());
+      test_->engine = make_engine(spec.transport());
+    } else if (!(test_->ctx->spec() == spec) || test_->ctx->node_index() != node_index) {
+      throw ProtocolError("server and client set-up of one test disagree on the spec or node index");
+    }
+  }
+
+  asio::awaitable<void> on_setup_server(std::shared_ptr<FramedConn> conn, std::string who, proto::SetupServer m,
+                                        std::string bind_address) {
+    if (!claim(conn, who, m.test_id, m.spec)) co_return;
+    auto state = test_;
+    std::uint16_t port = 0;
+    std::string error;
+    try {
+      ensure_engine(m.spec, m.node_index);
+      if (state->server_ready) throw ProtocolError("server role already set up");
+      ServerPlan plan{bind_address, m.token, m.expect_connections};
+      co_await blocking([&] { port = state->engine->prepare_server(*state->ctx, plan); });
+      state->server_ready = true;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (!error.empty()) {
+      send_error(*conn, "setup_failed", fmt::format("server set-up failed: {}", error));
+      if (owner_ == conn.get()) {
+        owner_ = nullptr;
+        release_test_async();
+      }
+      co_return;
+    }
+    spdlog::info("agent: test {}: serving data on {} port {}", m.test_id, bind_address, port);
+    conn->send(MsgType::setup_server_ok, proto::to_json(proto::SetupServerOk{port, state->ctx->warnings()}));
+  }
+
+  asio::awaitable<void> on_setup_client(std::shared_ptr<FramedConn> conn, std::string who, proto::SetupClient m) {
+    if (!claim(conn, who, m.test_id, m.spec)) co_return;
+    auto state = test_;
+    std::string error;
+    try {
+      ensure_engine(m.spec, m.node_index);
+      if (state->client_ready) throw ProtocolError("client role already set up");
+      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets};
+      co_await blocking([&] { state->engine->prepare_client(*state->ctx, plan); });
+      state->client_ready = true;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (!error.empty()) {
+      send_error(*conn, "setup_failed", fmt::format("client set-up failed: {}", error));
+      if (owner_ == conn.get()) {
+        owner_ = nullptr;
+        release_test_async();
+      }
+      co_return;
+    }
+    conn->send(MsgType::setup_client_ok,
+               proto::to_json(proto::SetupClientOk{static_cast<std::uint32_t>(state->ctx->flow_count()), state->ctx->warnings()}));
+  }
+
+  void on_start(const std::shared_ptr<FramedConn>& conn, const proto::Start& m) {
+    if (owner_ != conn.get() || !test_ || test_->run || !(test_->server_ready || test_->client_ready)) {
+      send_error(*conn, "protocol", "START without a test set up by this coordinator");
+      return;
+    }
+    const std::int64_t now = mono_now_ns();
+    if (m.start_at > now + 60'000'000'000LL || m.end_at < now) {
+      send_error(*conn, "protocol", "START: schedule is not within the next minute of this agent's clock");
+      owner_ = nullptr;
+      release_test_async();
+      return;
+    }
+    Schedule s{m.start_at, m.window_open, m.window_close, m.end_at, m.interval_ns};
+    auto state = test_;
+    state->run = std::make_shared<TestRun>(std::move(state->engine), std::move(state->ctx));
+    std::weak_ptr<FramedConn> weak = conn;
+    state->run->start(s, [this, weak, state](AgentResult r) {
+      asio::post(io_, [this, weak, state, r = std::move(r)]() mutable {
+        if (auto c = weak.lock(); c && c->is_open()) {
+          try {
+            c->send(MsgType::result, to_json(r));
+          } catch (const std::exception& e) {
+            send_error(*c, "result", fmt::format("result could not be sent: {}", e.what()));
+          }
+        }
+        spdlog::info("agent: test {} finished{}", state->test_id, r.aborted ? " (aborted: " + r.abort_reason + ")" : "");
+        if (test_ == state) {
+          owner_ = nullptr;
+          release_test_async();
+        }
+      });
+    });
+  }
+
+  // Joins every thread and closes every socket of the current test off the I/O thread, then
+  // marks the agent free.
+  void release_test_async() {
+    if (!test_) return;
+    auto state = test_;
+    asio::post(pool_, [this, state] {
+      if (state->run) {
+        state->run->finish();
+      } else if (state->engine) {
+        state->engine->abort();
+        state->engine->join();
+      }
+      asio::post(io_, [this, state] {
+        if (test_ == state) test_.reset();
+        if (stopping_ && !test_) io_.stop();
+      });
+    });
+  }
+
+  AgentOptions opts_;
+  asio::io_context io_;
+  Tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::thread_pool pool_;
+  std::vector<std::weak_ptr<FramedConn>> sessions_;
+  std::shared_ptr<TestState> test_;
+  const FramedConn* owner_{nullptr};
+  bool stopping_{false};
+};
+
+}  // namespace
+
+int run_agent(const AgentOptions& options) {
+  std::signal(SIGPIPE, SIG_IGN);
+  Agent agent(options);
+  return agent.run();
+}
+
+}  // namespace fabperf

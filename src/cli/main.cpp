@@ -1,0 +1,248 @@
+// fabperf: one binary, subcommands over the core library. Parsing and validation only; the work
+// happens in the library. Exit codes: docs/usage.md.
+#include <fabperf/agent.hpp>
+#include <fabperf/build_config.hpp>
+#include <fabperf/coordinator.hpp>
+#include <fabperf/engine.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/report.hpp>
+#include <fabperf/spec.hpp>
+#include <fabperf/units.hpp>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <netdb.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace fabperf {
+namespace {
+
+constexpr const char* kUsage = R"(usage: fabperf <command> [options]
+
+commands:
+  agent     run a node agent (listens on TCP 6668)
+  run       run a test against agents (or --local N agents on this host)
+  version   print the version
+  help      this text; 'fabperf <command> --help' for a command's options
+
+exit codes: 0 ok, 1 a KPI failed, 2 usage error (nothing started),
+            3 infrastructure failure (agent unreachable, lost mid-test; partial results are still written)
+)";
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("fabperf");
+  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  const auto lvl = spdlog::level::from_str(level);
+  if (lvl == spdlog::level::off && level != "off") {
+    throw UsageError(fmt::format("--log-level '{}': unknown level (trace, debug, info, warn, error, off)", level));
+  }
+  spdlog::set_level(lvl);
+}
+
+cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) {
+  try {
+    auto r = opts.parse(argc, argv);
+    if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+    return r;
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+template <typename T>
+T get(const cxxopts::ParseResult& r, const std::string& name) {
+  try {
+    return r[name].as<T>();
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(fmt::format("--{}: {}", name, e.what()));
+  }
+}
+
+int cmd_agent(int argc, char** argv) {
+  cxxopts::Options o("fabperf agent", "Run a fabperf node agent.");
+  o.add_options()
+    ("listen", "address and port to listen on ([::]:6668 = all addresses)", cxxopts::value<std::string>()->default_value("[::]:6668"))
+    ("ready-fd", "write 'LISTENING host:port' to this file descriptor once listening", cxxopts::value<int>()->default_value("-1"))
+    ("max-duration", "longest test this agent accepts", cxxopts::value<std::string>()->default_value("3600"))
+    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))
+    ("h,help", "this help");
+  auto r = parse(o, argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  setup_logging(get<std::string>(r, "log-level"));
+  AgentOptions a;
+  const auto hp = parse_host_port(get<std::string>(r, "listen"), "--listen");
+  a.listen_host = hp.host;
+  a.listen_port = hp.port;
+  a.ready_fd = get<int>(r, "ready-fd");
+  const auto md = parse_duration(get<std::string>(r, "max-duration"), "--max-duration");
+  if (md < std::chrono::seconds(1)) throw UsageError("--max-duration: must be at least 1 s");
+  a.max_duration = std::chrono::duration_cast<std::chrono::seconds>(md);
+  return run_agent(a);
+}
+
+std::vector<HostPort> host_list(const std::string& text, const char* what) {
+  std::vector<HostPort> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw UsageError(fmt::format("{} '{}': empty host in the list", what, text));
+    HostPort hp = parse_host_port(item, what);
+    if (hp.port == 0) throw UsageError(fmt::format("{} '{}': port 0 is not an agent's port", what, item));
+    // Resolve now: a typo must fail before anything starts.
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
+    if (rc != 0) throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, gai_strerror(rc)));
+    freeaddrinfo(res);
+    for (const auto& x : out) {
+      if (x == hp) throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
+    }
+    out.push_back(std::move(hp));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+int cmd_run(int argc, char** argv) {
+  cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
+  o.add_options("hosts")
+    ("servers", "server agents: host[:port],... (port 6668 by default; [v6addr]:port)", cxxopts::value<std::string>())
+    ("clients", "client agents: host[:port],...", cxxopts::value<std::string>())
+    ("local", "start N agents on this host (127.0.0.1) and split them into servers and clients", cxxopts::value<int>());
+  o.add_options("test")
+    ("test", "write, read or rw", cxxopts::value<std::string>()->default_value("write"))
+    ("mode", "rpc (nsdperf-like blocks with a reply) or stream (continuous)", cxxopts::value<std::string>()->default_value("rpc"))
+    ("transport", "tcp or rdma", cxxopts::value<std::string>()->default_value("tcp"))
+    ("time", "test time in seconds (nsdperf ttime)", cxxopts::value<std::string>()->default_value("10"))
+    ("buffsize", "block size, 4K..16M", cxxopts::value<std::string>()->default_value("4M"))
+    ("socksize", "socket buffer size, 0 = OS default", cxxopts::value<std::string>()->default_value("0"))
+    ("threads", "tester threads per client (rpc mode)", cxxopts::value<std::string>()->default_value("4"))
+    ("parallel", "TCP connections per client-server pair", cxxopts::value<std::string>()->default_value("1"))
+    ("warmup", "seconds excluded at the start (default 10% of --time)", cxxopts::value<std::string>())
+    ("cooldown", "seconds excluded at the end (default 10% of --time)", cxxopts::value<std::string>())
+    ("interval", "sampling interval of the time series", cxxopts::value<std::string>()->default_value("1"));
+  o.add_options("output")
+    ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
+    ("v,verbose", "add the per-connection table")
+    ("q,quiet", "print only the nsdperf-style summary line")
+    ("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))
+    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
+    ("h,help", "this help");
+  auto r = parse(o, argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help({"hosts", "test", "output"});
+    return 0;
+  }
+  setup_logging(get<std::string>(r, "log-level"));
+
+  SpecParams p;
+  p.test = parse_test_kind(get<std::string>(r, "test"));
+  p.mode = parse_mode(get<std::string>(r, "mode"));
+  p.transport = parse_transport(get<std::string>(r, "transport"));
+  p.time = parse_duration(get<std::string>(r, "time"), "--time");
+  p.buffsize = parse_size(get<std::string>(r, "buffsize"), "--buffsize");
+  p.socksize = parse_size(get<std::string>(r, "socksize"), "--socksize");
+  p.threads = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "threads"), "--threads", 1, limits::kMaxThreads));
+  p.parallel = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "parallel"), "--parallel", 1, limits::kMaxParallel));
+  if (r.count("warmup")) p.warmup = parse_duration(get<std::string>(r, "warmup"), "--warmup");
+  if (r.count("cooldown")) p.cooldown = parse_duration(get<std::string>(r, "cooldown"), "--cooldown");
+  RunRequest req;
+  req.spec = TestSpec::make(p);
+  // Fail early and clearly rather than after agents were set up.
+  (void)make_engine(req.spec.transport());
+  req.interval = parse_duration(get<std::string>(r, "interval"), "--interval");
+  if (req.interval < std::chrono::milliseconds(10)) throw UsageError("--interval: must be at least 0.01 s");
+  req.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
+  if (req.connect_timeout < std::chrono::milliseconds(100)) throw UsageError("--connect-timeout: must be at least 0.1 s");
+
+  const bool quiet = r.count("quiet") > 0;
+  const bool verbose = r.count("verbose") > 0;
+  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
+
+  std::unique_ptr<LocalAgents> local;
+  if (r.count("local")) {
+    if (r.count("servers") || r.count("clients")) throw UsageError("--local: cannot be combined with --servers/--clients");
+    const int n = get<int>(r, "local");
+    if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
+    local = std::make_unique<LocalAgents>(n, "warn");
+    const auto& eps = local->endpoints();
+    const std::size_t n_servers = eps.size() / 2;
+    req.servers.assign(eps.begin(), eps.begin() + static_cast<std::ptrdiff_t>(n_servers));
+    req.clients.assign(eps.begin() + static_cast<std::ptrdiff_t>(n_servers), eps.end());
+  } else {
+    if (!r.count("servers") || !r.count("clients")) {
+      throw UsageError("give --servers and --clients (host[:port],...), or --local N");
+    }
+    req.servers = host_list(get<std::string>(r, "servers"), "--servers");
+    req.clients = host_list(get<std::string>(r, "clients"), "--clients");
+    for (const auto& c : req.clients) {
+      for (const auto& s : req.servers) {
+        if (c == s) throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
+      }
+    }
+  }
+
+  const RunRecord record = run_test(req);
+  const Report report = compute_report(record);
+  const auto doc = render_json(report);
+  if (json_path == "-") {
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    if (!json_path.empty()) {
+      std::ofstream out(json_path);
+      out << doc.dump(2) << "\n";
+      if (!out) {
+        std::cout << render_text(report, verbose);
+        throw SystemError("write results to", json_path, errno);
+      }
+    }
+    std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
+  }
+  return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
+}
+
+int dispatch(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return static_cast<int>(ExitCode::usage);
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "agent") return cmd_agent(argc - 1, argv + 1);
+  if (cmd == "run") return cmd_run(argc - 1, argv + 1);
+  if (cmd == "version" || cmd == "--version") {
+    std::cout << "fabperf " << FABPERF_VERSION << (FABPERF_HAVE_RDMA ? " (rdma-core found)" : " (without RDMA)") << "\n";
+    return 0;
+  }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    std::cout << kUsage;
+    return 0;
+  }
+  throw UsageError(fmt::format("unknown command '{}' (try 'fabperf help')", cmd));
+}
+
+}  // namespace
+}  // namespace fabperf
+
+int main(int argc, char** argv) {
+  try {
+    return fabperf::dispatch(argc, argv);
+  } catch (const fabperf::Error& e) {
+    std::cerr << "fabperf: " << e.what() << "\n";
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << "fabperf: internal error: " << e.what() << "\n";
+    return static_cast<int>(fabperf::ExitCode::internal);
+  }
+}

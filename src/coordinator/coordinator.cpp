@@ -1,0 +1,363 @@
+#include <fabperf/clock.hpp>
+#include <fabperf/coordinator.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/units.hpp>
+
+#include "proto/conn.hpp"
+
+#include <csignal>
+#include <ctime>
+#include <fmt/format.h>
+#include <functional>
+#include <spdlog/spdlog.h>
+
+namespace fabperf {
+namespace {
+
+using namespace std::chrono_literals;
+using proto::FramedConn;
+using proto::MsgType;
+using nlohmann::json;
+
+constexpr auto kFrameDeadline = 5s;
+// Agents send a heartbeat every second: this much silence means the agent is gone or stopped.
+constexpr auto kIdleDeadline = 5s;
+constexpr int kClockPings = 8;
+
+std::string numeric_address(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
+  }
+  return a.to_string();
+}
+
+std::string iso_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Completes when count_down() was called n times.
+class Latch {
+ public:
+  Latch(asio::any_io_executor ex, std::size_t n) : timer_(ex, asio::steady_timer::time_point::max()), n_(n) {}
+  void count_down() {
+    if (n_ > 0 && --n_ == 0) timer_.cancel();
+  }
+  asio::awaitable<void> wait() {
+    while (n_ > 0) {
+      error_code ec;
+      co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+
+ private:
+  asio::steady_timer timer_;
+  std::size_t n_;
+};
+
+struct Node {
+  NodeRecord rec;
+  HostPort hp;
+  std::shared_ptr<FramedConn> conn;
+  std::uint16_t data_port{0};
+  std::string failure;  // set-up phase failure, if any
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(const RunRequest& req) : req_(req), signals_(io_, SIGINT, SIGTERM) {
+    std::uint32_t i = 0;
+    for (const auto& s : req.servers) add_node(i++, s, true);
+    for (const auto& c : req.clients) add_node(i++, c, false);
+  }
+
+  RunRecord run() {
+    RunRecord record;
+    std::exception_ptr failure;
+    signals_.async_wait([this](error_code ec, int) {
+      if (ec) return;
+      on_interrupt();
+    });
+    asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
+      try {
+        record = co_await flow();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      for (auto& n : nodes_) {
+        if (n.conn) n.conn->close();
+      }
+      signals_.cancel();
+    }, asio::detached);
+    io_.run();
+    if (failure) std::rethrow_exception(failure);
+    return record;
+  }
+
+ private:
+  void add_node(std::uint32_t index, const HostPort& hp, bool server) {
+    Node n;
+    n.hp = hp;
+    n.rec.index = index;
+    n.rec.name = hp.str();
+    n.rec.is_server = server;
+    n.rec.is_client = !server;
+    nodes_.push_back(std::move(n));
+  }
+
+  void on_interrupt() {
+    if (!running_) {
+      // Nothing measured yet: release everybody and stop.
+      interrupted_ = true;
+      for (auto& n : nodes_) {
+        if (n.conn) n.conn->close();
+      }
+      return;
+    }
+    if (interrupted_) return;
+    interrupted_ = true;
+    spdlog::warn("interrupted: stopping the test and collecting what was measured");
+    for (auto& n : nodes_) {
+      if (n.conn && n.conn->is_open()) n.conn->send(MsgType::abort, proto::to_json(proto::Abort{"interrupted by the user"}));
+    }
+    signals_.async_wait([this](error_code ec, int) {
+      if (!ec) {
+        spdlog::warn("second interrupt: abandoning result collection");
+        for (auto& n : nodes_) {
+          if (n.conn) n.conn->close();
+        }
+      }
+    });
+  }
+
+  // Runs fn on every node concurrently; an exception marks that node's failure.
+  asio::awaitable<void> each(const std::function<asio::awaitable<void>(Node&)>& fn, std::function<bool(const Node&)> which = {}) {
+    std::vector<Node*> sel;
+    for (auto& n : nodes_) {
+      if (!which || which(n)) sel.push_back(&n);
+    }
+    Latch latch(co_await asio::this_coro::executor, sel.size());
+    for (Node* n : sel) {
+      asio::co_spawn(io_, [&fn, &latch, n]() -> asio::awaitable<void> {
+        try {
+          co_await fn(*n);
+        } catch (const std::exception& e) {
+          n->failure = e.what();
+        }
+        latch.count_down();
+      }, asio::detached);
+    }
+    co_await latch.wait();
+  }
+
+  void throw_if_failed(const std::string& phase) {
+    std::vector<std::string> errs;
+    for (const auto& n : nodes_) {
+      if (!n.failure.empty()) errs.push_back(n.failure);
+    }
+    if (errs.empty()) return;
+    for (auto& n : nodes_) {
+      if (n.conn && n.conn->is_open()) n.conn->send(MsgType::abort, proto::to_json(proto::Abort{phase + " failed on another agent"}));
+    }
+    std::string msg = errs.front();
+    for (std::size_t i = 1; i < errs.size(); ++i) msg += "\n" + errs[i];
+    throw Error(ExitCode::infrastructure, msg);
+  }
+
+  // Reads frames until `want`, skipping heartbeats; an ERROR from the agent becomes an Error.
+  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle = kIdleDeadline) {
+    for (;;) {
+      auto f = co_await n.conn->read(idle, kFrameDeadline);
+      if (f.type == MsgType::heartbeat) continue;
+      if (f.type == want) co_return std::move(f.body);
+      if (f.type == MsgType::error) {
+        const auto e = proto::parse_error(f.body);
+        throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
+      }
+      throw ProtocolError(fmt::format("agent {}: expected {}, got {}", n.rec.name, proto::to_string(want), proto::to_string(f.type)));
+    }
+  }
+
+  asio::awaitable<void> connect(Node& n) {
+    auto ex = co_await asio::this_coro::executor;
+    Tcp::resolver resolver(ex);
+    error_code ec;
+    auto results = co_await resolver.async_resolve(n.hp.host, std::to_string(n.hp.port), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) throw SystemError("cannot reach agent", n.rec.name, fmt::format("name does not resolve ({})", ec.message()));
+    Tcp::socket sock(ex);
+    asio::steady_timer timer(ex);
+    bool timed_out = false;
+    timer.expires_after(req_.connect_timeout);
+    timer.async_wait([&](error_code e) {
+      if (!e) {
+        timed_out = true;
+        error_code ignored;
+        sock.close(ignored);
+      }
+    });
+    co_await asio::async_connect(sock, results, asio::redirect_error(asio::use_awaitable, ec));
+    timer.cancel();
+    if (timed_out) {
+      throw SystemError("cannot reach agent", n.rec.name,
+                        fmt::format("connection timed out after {:.1f} s", static_cast<double>(req_.connect_timeout.count()) / 1e3));
+    }
+    if (ec) throw SystemError("cannot reach agent", n.rec.name, ec.message());
+    n.rec.address = numeric_address(sock.remote_endpoint().address());
+    n.conn = std::make_shared<FramedConn>(std::move(sock), n.rec.name);
+    n.conn->send(MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, req_.coordinator_name}));
+    json body;
+    try {
+      body = co_await expect(n, MsgType::hello_ok);
+    } catch (const ProtocolError& e) {
+      throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
+    }
+    const auto ok = proto::parse_hello_ok(body);
+    n.rec.hostname = ok.hostname;
+    asio::co_spawn(io_, heartbeats(n.conn), asio::detached);
+  }
+
+  asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    while (conn->is_open()) {
+      t.expires_after(1s);
+      error_code ec;
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (conn->is_open()) conn->send(MsgType::heartbeat, json::object());
+    }
+  }
+
+  asio::awaitable<void> sync_clock(Node& n) {
+    std::vector<ClockSample> samples;
+    for (int i = 0; i < kClockPings; ++i) {
+      const std::int64_t t0 = mono_now_ns();
+      n.conn->send(MsgType::ping, proto::to_json(proto::Ping{static_cast<std::uint64_t>(i)}));
+      const auto pong = proto::parse_pong(co_await expect(n, MsgType::pong));
+      const std::int64_t t3 = mono_now_ns();
+      if (pong.seq != static_cast<std::uint64_t>(i)) throw ProtocolError(fmt::format("agent {}: PONG out of sequence", n.rec.name));
+      samples.push_back({t0, pong.t_rx, pong.t_tx, t3});
+    }
+    n.rec.clock = estimate_clock_offset(samples);
+  }
+
+  asio::awaitable<RunRecord> flow() {
+    RunRecord rec;
+    rec.spec = req_.spec;
+    rec.test_id = proto::to_hex(proto::random_token()).substr(0, 16);
+    rec.started_at = iso_now();
+    const TestSpec& spec = req_.spec;
+
+    co_await each([this](Node& n) { return connect(n); });
+    throw_if_failed("connect");
+    // One agent given under two names would both serve and load itself.
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      for (std::size_t j = i + 1; j < nodes_.size(); ++j) {
+        if (nodes_[i].conn->socket().remote_endpoint() == nodes_[j].conn->socket().remote_endpoint()) {
+          throw Error(ExitCode::usage, fmt::format("{} and {} are the same agent", nodes_[i].rec.name, nodes_[j].rec.name));
+        }
+      }
+    }
+    if (interrupted_) throw Error(ExitCode::infrastructure, "interrupted before the test started");
+    co_await each([this](Node& n) { return sync_clock(n); });
+    throw_if_failed("clock synchronisation");
+
+    const proto::Token token = proto::random_token();
+    const std::uint32_t n_clients = static_cast<std::uint32_t>(req_.clients.size());
+    co_await each([&](Node& n) -> asio::awaitable<void> {
+      proto::SetupServer m;
+      m.test_id = rec.test_id;
+      m.token = token;
+      m.spec = spec;
+      m.node_index = n.rec.index;
+      m.expect_connections = n_clients * spec.connections_per_pair();
+      n.conn->send(MsgType::setup_server, proto::to_json(m));
+      const auto ok = proto::parse_setup_server_ok(co_await expect(n, MsgType::setup_server_ok, 30s));
+      n.data_port = ok.data_port;
+      n.rec.setup_warnings = ok.warnings;
+    }, [](const Node& n) { return n.rec.is_server; });
+    throw_if_failed("server set-up");
+
+    std::vector<proto::Target> targets;
+    for (const auto& n : nodes_) {
+      if (n.rec.is_server) targets.push_back({n.rec.index, n.rec.address, n.data_port});
+    }
+    co_await each([&](Node& n) -> asio::awaitable<void> {
+      proto::SetupClient m;
+      m.test_id = rec.test_id;
+      m.token = token;
+      m.spec = spec;
+      m.node_index = n.rec.index;
+      m.targets = targets;
+      n.conn->send(MsgType::setup_client, proto::to_json(m));
+      // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
+      const auto ok = proto::parse_setup_client_ok(co_await expect(n, MsgType::setup_client_ok, 120s));
+      for (const auto& w : ok.warnings) {
+        if (std::find(n.rec.setup_warnings.begin(), n.rec.setup_warnings.end(), w) == n.rec.setup_warnings.end()) {
+          n.rec.setup_warnings.push_back(w);
+        }
+      }
+    }, [](const Node& n) { return n.rec.is_client; });
+    throw_if_failed("client set-up");
+    if (interrupted_) {
+      throw_if_failed("start");
+      throw Error(ExitCode::infrastructure, "interrupted before the test started");
+    }
+
+    // A common start far enough ahead that every START arrives first.
+    std::int64_t max_rtt = 0;
+    for (const auto& n : nodes_) max_rtt = std::max(max_rtt, n.rec.clock.rtt_ns);
+    const std::int64_t start = mono_now_ns() + std::max<std::int64_t>(300'000'000, 4 * max_rtt);
+    const std::int64_t open = start + spec.warmup().count();
+    const std::int64_t close = start + spec.time().count() - spec.cooldown().count();
+    const std::int64_t end = start + spec.time().count();
+    for (auto& n : nodes_) {
+      const std::int64_t off = n.rec.clock.offset_ns;
+      n.conn->send(MsgType::start, proto::to_json(proto::Start{start + off, open + off, close + off, end + off, req_.interval.count()}));
+    }
+    running_ = true;
+
+    // Collect. Agents stop by their own schedule; one that goes silent is marked and the rest go on.
+    co_await each([&](Node& n) -> asio::awaitable<void> {
+      try {
+        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result));
+      } catch (const ProtocolError& e) {
+        n.rec.status = NodeStatus::failed;
+        n.rec.error = e.what();
+      } catch (const std::exception& e) {
+        const std::string what = e.what();
+        n.rec.status = what.find("no message within") != std::string::npos ? NodeStatus::stalled : NodeStatus::lost;
+        n.rec.error = what;
+      }
+    });
+    running_ = false;
+    for (auto& n : nodes_) {
+      if (n.conn && n.conn->is_open()) n.conn->send(MsgType::bye, json::object());
+    }
+    co_await each([](Node& n) -> asio::awaitable<void> {
+      if (n.conn) co_await n.conn->flush();
+    });
+    rec.interrupted = interrupted_;
+    for (auto& n : nodes_) rec.nodes.push_back(n.rec);
+    co_return rec;
+  }
+
+  const RunRequest& req_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  std::vector<Node> nodes_;
+  bool running_{false};
+  bool interrupted_{false};
+};
+
+}  // namespace
+
+RunRecord run_test(const RunRequest& request) {
+  std::signal(SIGPIPE, SIG_IGN);
+  Coordinator c(request);
+  return c.run();
+}
+
+}  // namespace fabperf

@@ -1,0 +1,97 @@
+#include <fabperf/clock.hpp>
+#include <fabperf/coordinator.hpp>
+#include <fabperf/error.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace fabperf {
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw SystemError("readlink", "/proc/self/exe", errno);
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// Reads one "LISTENING host:port" line from fd within timeout_ms.
+std::string read_ready_line(int fd, int timeout_ms) {
+  std::string line;
+  const std::int64_t deadline = mono_now_ns() + std::int64_t{timeout_ms} * 1'000'000;
+  char c = 0;
+  while (line.size() < 256) {
+    const int left = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, left) <= 0) continue;
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n <= 0) break;
+    if (c == '\n') return line;
+    line.push_back(c);
+  }
+  return line;
+}
+
+void stop_pid(int pid) {
+  ::kill(pid, SIGTERM);
+  for (int i = 0; i < 50; ++i) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
+    ::usleep(20'000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+}  // namespace
+
+LocalAgents::LocalAgents(int count, const std::string& log_level) {
+  const std::string exe = self_exe();
+  try {
+    for (int i = 0; i < count; ++i) {
+      int pipefd[2];
+      if (::pipe2(pipefd, O_CLOEXEC) != 0) throw SystemError("pipe", "for a local agent", errno);
+      posix_spawn_file_actions_t fa;
+      posix_spawn_file_actions_init(&fa);
+      // The child gets the pipe's write end as fd 3 (dup2 clears CLOEXEC on the copy).
+      posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
+      std::vector<std::string> args = {exe, "agent", "--listen", "127.0.0.1:0", "--ready-fd", "3", "--log-level", log_level};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      pid_t pid = 0;
+      const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
+      posix_spawn_file_actions_destroy(&fa);
+      ::close(pipefd[1]);
+      if (rc != 0) {
+        ::close(pipefd[0]);
+        throw SystemError("start local agent", exe, rc);
+      }
+      pids_.push_back(pid);
+      const std::string line = read_ready_line(pipefd[0], 10000);
+      ::close(pipefd[0]);
+      constexpr std::string_view kPrefix = "LISTENING ";
+      if (line.rfind(kPrefix, 0) != 0) {
+        throw SystemError("start local agent", fmt::format("pid {}", pid), "it did not report a listening port within 10 s");
+      }
+      endpoints_.push_back(parse_host_port(line.substr(kPrefix.size()), "local agent address"));
+    }
+  } catch (...) {
+    for (int pid : pids_) stop_pid(pid);
+    throw;
+  }
+}
+
+LocalAgents::~LocalAgents() {
+  for (int pid : pids_) stop_pid(pid);
+}
+
+}  // namespace fabperf

@@ -1,0 +1,39 @@
+#include <fabperf/clock.hpp>
+
+#include <cerrno>
+#include <ctime>
+
+namespace fabperf {
+
+std::int64_t mono_now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void sleep_until_mono_ns(std::int64_t t) noexcept {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(t / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(t % 1'000'000'000);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+ClockEstimate estimate_clock_offset(std::span<const ClockSample> samples) noexcept {
+  ClockEstimate best;
+  bool have = false;
+  for (const auto& s : samples) {
+    const std::int64_t rtt = (s.t3 - s.t0) - (s.t2 - s.t1);
+    if (rtt < 0) continue;  // impossible sample: agent reports more processing than round trip
+    if (!have || rtt < best.rtt_ns) {
+      best.rtt_ns = rtt;
+      best.offset_ns = ((s.t1 - s.t0) + (s.t2 - s.t3)) / 2;
+      best.uncertainty_ns = rtt / 2;
+      have = true;
+    }
+  }
+  best.samples = static_cast<int>(samples.size());
+  return best;
+}
+
+}  // namespace fabperf

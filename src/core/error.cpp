@@ -1,0 +1,22 @@
+#include <fabperf/error.hpp>
+
+#include <cstring>
+#include <fmt/format.h>
+
+namespace fabperf {
+
+std::string errno_text(int err) {
+  char buf[256];
+  // GNU strerror_r may return a static string instead of filling buf.
+  const char* s = strerror_r(err, buf, sizeof buf);
+  return s;
+}
+
+SystemError::SystemError(std::string_view operation, std::string_view object, int err)
+    : Error(ExitCode::infrastructure, fmt::format("{} {}: {}", operation, object, errno_text(err))) {}
+
+SystemError::SystemError(std::string_view operation, std::string_view object,
+                         std::string_view reason)
+    : Error(ExitCode::infrastructure, fmt::format("{} {}: {}", operation, object, reason)) {}
+
+}  // namespace fabperf

@@ -1,0 +1,108 @@
+#include <fabperf/error.hpp>
+#include <fabperf/units.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace fabperf {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Splits "12.5ms" into the number 12.5 and the suffix "ms".
+bool split_number(std::string_view text, double& value, std::string_view& suffix) {
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc{} || ptr == begin) return false;
+  suffix = std::string_view(ptr, static_cast<std::size_t>(end - ptr));
+  return true;
+}
+
+}  // namespace
+
+std::uint64_t parse_size(std::string_view text, std::string_view what) {
+  double value = 0;
+  std::string_view suffix;
+  if (text.empty() || !split_number(text, value, suffix) || !std::isfinite(value)) {
+    throw UsageError(fmt::format("{} '{}': not a size (expected e.g. 4096, 256K, 4M, 1G)", what,
+                                 text));
+  }
+  if (value < 0) throw UsageError(fmt::format("{} '{}': size cannot be negative", what, text));
+  const std::string s = lower(suffix);
+  double mult = 1;
+  if (s.empty() || s == "b") {
+    mult = 1;
+  } else if (s == "k" || s == "kb" || s == "kib") {
+    mult = 1024.0;
+  } else if (s == "m" || s == "mb" || s == "mib") {
+    mult = 1024.0 * 1024.0;
+  } else if (s == "g" || s == "gb" || s == "gib") {
+    mult = 1024.0 * 1024.0 * 1024.0;
+  } else {
+    throw UsageError(fmt::format("{} '{}': unknown size suffix '{}' (use K, M or G)", what, text,
+                                 suffix));
+  }
+  const double bytes = value * mult;
+  if (bytes > 1e18) throw UsageError(fmt::format("{} '{}': size too large", what, text));
+  if (bytes != std::floor(bytes)) {
+    throw UsageError(fmt::format("{} '{}': not a whole number of bytes", what, text));
+  }
+  return static_cast<std::uint64_t>(bytes);
+}
+
+std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view what) {
+  double value = 0;
+  std::string_view suffix;
+  if (text.empty() || !split_number(text, value, suffix) || !std::isfinite(value)) {
+    throw UsageError(
+        fmt::format("{} '{}': not a duration (expected seconds, e.g. 10, 2.5, 500ms)", what, text));
+  }
+  if (value < 0) throw UsageError(fmt::format("{} '{}': duration cannot be negative", what, text));
+  const std::string s = lower(suffix);
+  double seconds = value;
+  if (s.empty() || s == "s") {
+  } else if (s == "ms") {
+    seconds = value / 1e3;
+  } else if (s == "us") {
+    seconds = value / 1e6;
+  } else if (s == "m" || s == "min") {
+    seconds = value * 60;
+  } else if (s == "h") {
+    seconds = value * 3600;
+  } else {
+    throw UsageError(fmt::format("{} '{}': unknown time unit '{}' (use s, ms, m or h)", what, text,
+                                 suffix));
+  }
+  if (seconds > 1e7) throw UsageError(fmt::format("{} '{}': duration too long", what, text));
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
+}
+
+std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t lo,
+                       std::int64_t hi) {
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size()) {
+    throw UsageError(fmt::format("{} '{}': not a whole number", what, text));
+  }
+  if (v < lo || v > hi) {
+    throw UsageError(fmt::format("{} {}: out of range ({}..{})", what, v, lo, hi));
+  }
+  return v;
+}
+
+std::string format_size(std::uint64_t bytes) {
+  constexpr std::uint64_t kK = 1024, kM = kK * 1024, kG = kM * 1024;
+  if (bytes != 0 && bytes % kG == 0) return fmt::format("{}G", bytes / kG);
+  if (bytes != 0 && bytes % kM == 0) return fmt::format("{}M", bytes / kM);
+  if (bytes != 0 && bytes % kK == 0) return fmt::format("{}K", bytes / kK);
+  return fmt::format("{}", bytes);
+}
+
+}  // namespace fabperf

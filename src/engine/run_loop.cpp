@@ -1,0 +1,282 @@
+#include <fabperf/clock.hpp>
+#include <fabperf/engine.hpp>
+#include <fabperf/sysstat.hpp>
+
+#include <chrono>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <spdlog/spdlog.h>
+
+namespace fabperf {
+
+Flow::Flow(FlowRole r, FlowOp o, std::uint32_t peer, std::string l, std::string rem)
+    : role(r), op(o), peer_node(peer), local(std::move(l)), remote(std::move(rem)) {}
+
+void Flow::fail(std::string message) {
+  std::lock_guard lk(error_mu_);
+  if (error_.empty()) error_ = std::move(message);
+}
+
+std::string Flow::error() const {
+  std::lock_guard lk(error_mu_);
+  return error_;
+}
+
+RunContext::RunContext(TestSpec spec, std::uint32_t node_index, std::string hostname)
+    : spec_(spec), node_index_(node_index), hostname_(std::move(hostname)) {}
+
+Flow& RunContext::add_flow(std::unique_ptr<Flow> flow) {
+  std::lock_guard lk(mu_);
+  flow->id = static_cast<std::uint32_t>(flows_.size());
+  flows_.push_back(std::move(flow));
+  return *flows_.back();
+}
+
+LatencyHistogram& RunContext::add_histogram() {
+  std::lock_guard lk(mu_);
+  histograms_.push_back(std::make_unique<LatencyHistogram>());
+  return *histograms_.back();
+}
+
+void RunContext::warn(std::string message) {
+  std::lock_guard lk(mu_);
+  for (const auto& w : warnings_) {
+    if (w == message) return;
+  }
+  warnings_.push_back(std::move(message));
+}
+
+std::vector<std::string> RunContext::warnings() const {
+  std::lock_guard lk(mu_);
+  return warnings_;
+}
+
+std::size_t RunContext::flow_count() const {
+  std::lock_guard lk(mu_);
+  return flows_.size();
+}
+
+void RunContext::wait_for_start() const noexcept { started_.wait(false, std::memory_order_acquire); }
+
+void RunContext::release_start() noexcept {
+  started_.store(true, std::memory_order_release);
+  started_.notify_all();
+}
+
+void RunContext::request_stop() noexcept {
+  stop_.store(true, std::memory_order_relaxed);
+  std::lock_guard lk(mu_);
+  cv_.notify_all();
+}
+
+void RunContext::abort(std::string reason) noexcept {
+  {
+    std::lock_guard lk(mu_);
+    if (!aborted_.load()) abort_reason_ = std::move(reason);
+    aborted_.store(true);
+    stop_.store(true);
+  }
+  cv_.notify_all();
+  release_start();
+}
+
+std::string RunContext::abort_reason() const {
+  std::lock_guard lk(mu_);
+  return abort_reason_;
+}
+
+bool RunContext::sleep_until(std::int64_t t) const {
+  const std::chrono::steady_clock::time_point tp{std::chrono::nanoseconds(t)};
+  std::unique_lock lk(mu_);
+  cv_.wait_until(lk, tp, [&] { return aborted_.load(); });
+  return !aborted_.load();
+}
+
+std::vector<Flow*> RunContext::flows() const {
+  std::lock_guard lk(mu_);
+  std::vector<Flow*> out;
+  out.reserve(flows_.size());
+  for (const auto& f : flows_) out.push_back(f.get());
+  return out;
+}
+
+std::vector<const LatencyHistogram*> RunContext::histograms() const {
+  std::lock_guard lk(mu_);
+  std::vector<const LatencyHistogram*> out;
+  for (const auto& h : histograms_) out.push_back(h.get());
+  return out;
+}
+
+proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node) {
+  std::uint8_t msg[4] = {static_cast<std::uint8_t>(client_node >> 24), static_cast<std::uint8_t>(client_node >> 16),
+                         static_cast<std::uint8_t>(client_node >> 8), static_cast<std::uint8_t>(client_node)};
+  std::uint8_t mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), test_token.data(), static_cast<int>(test_token.size()), msg, sizeof msg, mac, &len);
+  proto::Token out{};
+  std::copy_n(mac, out.size(), out.begin());
+  return out;
+}
+
+// ---- TestRun ---------------------------------------------------------------------------
+
+TestRun::TestRun(std::unique_ptr<Engine> engine, std::unique_ptr<RunContext> ctx)
+    : engine_(std::move(engine)), ctx_(std::move(ctx)) {}
+
+TestRun::~TestRun() {
+  abort("test run destroyed");
+  finish();
+}
+
+void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> on_done) {
+  ctx_->set_schedule(schedule);
+  engine_->start(*ctx_);
+  engine_started_ = true;
+  driver_ = std::thread([this, cb = std::move(on_done)]() mutable { drive(std::move(cb)); });
+}
+
+void TestRun::abort(const std::string& reason) noexcept {
+  ctx_->abort(reason);
+  engine_->abort();
+}
+
+void TestRun::finish() {
+  if (driver_.joinable()) driver_.join();
+  if (!engine_started_) {
+    engine_->abort();
+  }
+  engine_->join();
+}
+
+namespace {
+struct Snapshot {
+  std::int64_t t{0};
+  std::vector<std::uint64_t> tx, rx, msgs;
+  std::vector<TcpSample> tcp;
+  CpuTimes cpu;
+  std::int64_t retrans_segs{-1};
+  std::int64_t proc_cpu_ns{0};
+};
+
+Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
+  Snapshot s;
+  s.t = mono_now_ns();
+  s.tx.reserve(flows.size());
+  s.rx.reserve(flows.size());
+  for (const auto* f : flows) {
+    s.tx.push_back(f->counters.tx_bytes.load(std::memory_order_relaxed));
+    s.rx.push_back(f->counters.rx_bytes.load(std::memory_order_relaxed));
+  }
+  if (!full) return s;
+  for (const auto* f : flows) {
+    s.msgs.push_back(f->counters.msgs.load(std::memory_order_relaxed));
+    s.tcp.push_back(f->sample_transport());
+  }
+  s.cpu = read_cpu_times();
+  s.retrans_segs = read_tcp_retrans_segs();
+  s.proc_cpu_ns = process_cpu_ns();
+  return s;
+}
+
+std::uint64_t sum(const std::vector<std::uint64_t>& v) {
+  std::uint64_t t = 0;
+  for (auto x : v) t += x;
+  return t;
+}
+}  // namespace
+
+void TestRun::drive(std::function<void(AgentResult)> on_done) {
+  RunContext& ctx = *ctx_;
+  const Schedule s = ctx.schedule();
+  const auto flows = ctx.flows();
+  AgentResult r;
+  r.node_index = ctx.node_index();
+  r.hostname = ctx.hostname_;
+
+  Snapshot open, close;
+  bool have_open = false, have_close = false;
+  if (ctx.sleep_until(s.start_at)) {
+    ctx.release_start();
+    if (ctx.sleep_until(s.window_open)) {
+      open = take_snapshot(flows, true);
+      have_open = true;
+      Snapshot prev = open;
+      // Interval samples: node totals; the last one ends at window_close.
+      for (std::int64_t t = s.window_open + s.interval_ns; t < s.window_close && !ctx.aborted(); t += s.interval_ns) {
+        if (!ctx.sleep_until(t)) break;
+        Snapshot cur = take_snapshot(flows, false);
+        r.intervals.push_back({cur.t - open.t, sum(cur.tx) - sum(prev.tx), sum(cur.rx) - sum(prev.rx)});
+        prev = std::move(cur);
+      }
+      if (ctx.sleep_until(s.window_close)) {
+        close = take_snapshot(flows, true);
+        have_close = true;
+        r.intervals.push_back({close.t - open.t, sum(close.tx) - sum(prev.tx), sum(close.rx) - sum(prev.rx)});
+      }
+    }
+    ctx.sleep_until(s.end_at);
+  }
+  ctx.request_stop();
+  ctx.release_start();
+
+  // Data threads stop by themselves shortly after end_at; a peer that stalls is abandoned at the
+  // hard deadline by shutting every socket down.
+  std::atomic<bool> joined{false};
+  std::thread watchdog([&] {
+    while (!joined.load() && mono_now_ns() < ctx.hard_deadline() && !ctx.aborted()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!joined.load()) engine_->abort();
+  });
+  engine_->join();
+  joined = true;
+  watchdog.join();
+
+  if (ctx.aborted()) {
+    r.aborted = true;
+    r.abort_reason = ctx.abort_reason();
+  }
+  if (!have_close) {
+    // Aborted inside the window: what was measured up to now still counts, over the time it took.
+    close = take_snapshot(flows, true);
+    if (!have_open) open = close;
+  }
+  r.window_s = static_cast<double>(close.t - open.t) / 1e9;
+  r.cpu_busy_pct = cpu_busy_pct(open.cpu, close.cpu);
+  if (open.retrans_segs >= 0 && close.retrans_segs >= open.retrans_segs) {
+    r.retrans_segs = close.retrans_segs - open.retrans_segs;
+  }
+  r.process_cpu_s = static_cast<double>(close.proc_cpu_ns - open.proc_cpu_ns) / 1e9;
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const Flow& f = *flows[i];
+    FlowResult x;
+    x.id = f.id;
+    x.role = f.role;
+    x.op = f.op;
+    x.peer_node = f.peer_node;
+    x.local = f.local;
+    x.remote = f.remote;
+    x.tx_bytes_total = f.counters.tx_bytes.load();
+    x.rx_bytes_total = f.counters.rx_bytes.load();
+    x.tx_bytes_window = close.tx[i] - open.tx[i];
+    x.rx_bytes_window = close.rx[i] - open.rx[i];
+    x.msgs_window = close.msgs[i] - open.msgs[i];
+    const auto& t0 = open.tcp[i];
+    const auto& t1 = close.tcp[i];
+    x.retrans_window = t1.total_retrans >= t0.total_retrans ? t1.total_retrans - t0.total_retrans : 0;
+    x.tcp = t1.valid ? t1 : f.sample_transport();
+    x.error = f.error();
+    r.flows.push_back(std::move(x));
+  }
+  LatencyHistogram merged;
+  bool any = false;
+  for (const auto* h : ctx.histograms()) {
+    merged.merge(*h);
+    any = true;
+  }
+  if (any) r.latency = merged;
+  r.warnings = ctx.warnings();
+  on_done(std::move(r));
+}
+
+}  // namespace fabperf

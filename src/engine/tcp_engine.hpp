@@ -1,0 +1,66 @@
+#pragma once
+
+#include <fabperf/engine.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fabperf {
+
+class TcpFlow final : public Flow {
+ public:
+  TcpFlow(int fd, FlowRole role, FlowOp op, std::uint32_t peer_node, std::string local, std::string remote);
+  ~TcpFlow() override;
+  [[nodiscard]] TcpSample sample_transport() const override;
+  [[nodiscard]] int fd() const { return fd_; }
+  void shutdown_both() noexcept;
+
+ private:
+  int fd_;
+};
+
+class TcpEngine final : public Engine {
+ public:
+  TcpEngine();
+  ~TcpEngine() override;
+  [[nodiscard]] std::string_view name() const override { return "tcp"; }
+  std::uint16_t prepare_server(RunContext& ctx, const ServerPlan& plan) override;
+  void prepare_client(RunContext& ctx, const ClientPlan& plan) override;
+  void start(RunContext& ctx) override;
+  void abort() noexcept override;
+  void join() override;
+
+ private:
+  struct RpcConn;
+  void accept_loop();
+  int connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, const ClientPlan& plan);
+  void ensure_tx_buffer(std::size_t n);
+  void stream_send(TcpFlow& f);
+  void stream_receive(TcpFlow& f);
+  void rpc_server(TcpFlow& f);
+  void rpc_tester(std::uint32_t t);
+  void rpc_receiver(RpcConn& c);
+
+  RunContext* ctx_{nullptr};
+  ServerPlan server_plan_;
+  int listen_fd_{-1};
+  std::thread accept_thread_;
+  std::atomic<bool> accept_stop_{false};
+  std::atomic<bool> socksize_warned_{false};
+  std::vector<std::uint8_t> tx_buf_;  // read-only once the test starts; shared by all senders
+
+  std::mutex mu_;
+  std::vector<TcpFlow*> server_flows_;
+  std::vector<TcpFlow*> client_flows_;
+  std::vector<std::unique_ptr<RpcConn>> rpc_conns_;
+  std::vector<std::vector<RpcConn*>> rpc_table_;  // [server][lane]
+  std::vector<LatencyHistogram*> tester_hist_;
+  std::vector<std::thread> threads_;
+  std::vector<std::thread> testers_;
+  std::vector<std::thread> receivers_;
+};
+
+}  // namespace fabperf

@@ -1,0 +1,141 @@
+#include "proto/conn.hpp"
+
+#include <fabperf/error.hpp>
+
+#include <fmt/format.h>
+
+namespace fabperf::proto {
+
+FramedConn::FramedConn(Tcp::socket socket, std::string peer_name)
+    : socket_(std::move(socket)),
+      peer_(std::move(peer_name)),
+      read_timer_(socket_.get_executor()),
+      write_timer_(socket_.get_executor()),
+      flushed_(socket_.get_executor()) {
+  error_code ec;
+  socket_.set_option(Tcp::no_delay(true), ec);
+}
+
+void FramedConn::close() noexcept {
+  if (!open_) return;
+  open_ = false;
+  error_code ec;
+  socket_.shutdown(Tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  read_timer_.cancel();
+  write_timer_.cancel();
+  flushed_.cancel();
+}
+
+void FramedConn::arm_read_timer(std::chrono::milliseconds d) {
+  read_timer_.expires_after(d);
+  read_timer_.async_wait([weak = weak_from_this()](error_code ec) {
+    if (ec) return;  // cancelled: the read finished in time
+    if (auto self = weak.lock()) {
+      self->read_timed_out_ = true;
+      error_code ignored;
+      self->socket_.cancel(ignored);
+    }
+  });
+}
+
+asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chrono::milliseconds frame) {
+  auto self = shared_from_this();  // keep alive across suspension
+  if (!open_) throw SystemError("read from", peer_, "connection closed");
+  std::array<std::uint8_t, kHeaderSize> hdr{};
+  error_code ec;
+  read_timed_out_ = false;
+
+  auto check = [&](const char* what, std::chrono::milliseconds d) {
+    if (read_timed_out_) {
+      close();
+      throw SystemError("read from", peer_,
+                        fmt::format("no {} within {:.1f} s", what, static_cast<double>(d.count()) / 1000.0));
+    }
+    if (ec == asio::error::eof) {
+      close();
+      throw SystemError("read from", peer_, "connection closed by peer");
+    }
+    if (ec) {
+      close();
+      throw SystemError("read from", peer_, ec.message());
+    }
+  };
+
+  // Idle deadline until the first byte, then one deadline for the rest of the frame.
+  arm_read_timer(idle);
+  co_await asio::async_read(socket_, asio::buffer(hdr.data(), 1), asio::redirect_error(asio::use_awaitable, ec));
+  read_timer_.cancel();
+  check("message", idle);
+  arm_read_timer(frame);
+  co_await asio::async_read(socket_, asio::buffer(hdr.data() + 1, kHeaderSize - 1),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || read_timed_out_) {
+    read_timer_.cancel();
+    check("complete frame header", frame);
+  }
+  Header h;
+  try {
+    h = decode_header(hdr);
+  } catch (const ProtocolError& e) {
+    read_timer_.cancel();
+    close();
+    throw ProtocolError(fmt::format("from {}: {}", peer_, e.what()));
+  }
+  body_buf_.resize(h.length);
+  co_await asio::async_read(socket_, asio::buffer(body_buf_), asio::redirect_error(asio::use_awaitable, ec));
+  read_timer_.cancel();
+  check("complete frame body", frame);
+  Frame f;
+  f.type = h.type;
+  try {
+    f.body = parse_body(h.type, body_buf_);
+  } catch (const ProtocolError& e) {
+    close();
+    throw ProtocolError(fmt::format("from {}: {}", peer_, e.what()));
+  }
+  if (body_buf_.capacity() > (64u << 10)) std::vector<std::uint8_t>().swap(body_buf_);
+  co_return f;
+}
+
+void FramedConn::send(MsgType type, const nlohmann::json& body) {
+  if (!open_) return;
+  queue_.push_back(encode_frame(type, body));
+  if (!writing_) {
+    writing_ = true;
+    asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->writer(); },
+                   asio::detached);
+  }
+}
+
+asio::awaitable<void> FramedConn::writer() {
+  auto self = shared_from_this();
+  while (open_ && !queue_.empty()) {
+    write_timer_.expires_after(kWriteDeadline);
+    write_timer_.async_wait([weak = weak_from_this()](error_code ec) {
+      if (ec) return;
+      if (auto s = weak.lock()) s->close();  // peer stopped reading: give up on it
+    });
+    error_code ec;
+    co_await asio::async_write(socket_, asio::buffer(queue_.front()), asio::redirect_error(asio::use_awaitable, ec));
+    write_timer_.cancel();
+    if (ec) {
+      close();
+      break;
+    }
+    queue_.pop_front();
+  }
+  writing_ = false;
+  flushed_.cancel();  // wake flush() waiters
+}
+
+asio::awaitable<void> FramedConn::flush() {
+  auto self = shared_from_this();
+  while (open_ && writing_) {
+    flushed_.expires_after(std::chrono::seconds(30));
+    error_code ec;
+    co_await flushed_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+}  // namespace fabperf::proto

@@ -1,0 +1,214 @@
+#include <fabperf/agent_result.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/proto.hpp>
+
+#include <fmt/format.h>
+#include <openssl/rand.h>
+
+namespace fabperf::proto {
+
+using nlohmann::json;
+
+std::string to_hex(std::span<const std::uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (auto b : bytes) {
+    s.push_back(kDigits[b >> 4]);
+    s.push_back(kDigits[b & 0xf]);
+  }
+  return s;
+}
+
+Token token_from_hex(std::string_view hex, const std::string& context) {
+  Token t{};
+  if (hex.size() != 2 * kTokenBytes) throw ProtocolError(fmt::format("{}: token must be {} hex digits", context, 2 * kTokenBytes));
+  auto nib = [&](char c) -> std::uint8_t {
+    if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
+    if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
+    throw ProtocolError(fmt::format("{}: token is not lower-case hex", context));
+  };
+  for (std::size_t i = 0; i < kTokenBytes; ++i) {
+    t[i] = static_cast<std::uint8_t>((nib(hex[2 * i]) << 4) | nib(hex[2 * i + 1]));
+  }
+  return t;
+}
+
+Token random_token() {
+  Token t{};
+  if (RAND_bytes(t.data(), static_cast<int>(t.size())) != 1) {
+    throw SystemError("RAND_bytes", "test token", "OpenSSL random generator failed");
+  }
+  return t;
+}
+
+namespace {
+constexpr std::int64_t kMaxInstant = INT64_MAX / 4;
+constexpr std::size_t kMaxName = 256;
+
+json spec_fields(const std::string& test_id, const Token& token, const TestSpec& spec, std::uint32_t node) {
+  return {{"test_id", test_id}, {"token", to_hex(token)}, {"spec", to_json(spec)}, {"node_index", node}};
+}
+
+TestSpec parse_spec_field(const Fields& f) {
+  return spec_from_json(f.object("spec"));
+}
+}  // namespace
+
+json to_json(const Hello& m) {
+  return {{"proto_min", m.proto_min}, {"proto_max", m.proto_max}, {"coordinator", m.coordinator}};
+}
+Hello parse_hello(const json& j) {
+  Fields f(j, "HELLO");
+  Hello m;
+  m.proto_min = static_cast<std::uint32_t>(f.u64("proto_min", 1, 65535));
+  m.proto_max = static_cast<std::uint32_t>(f.u64("proto_max", m.proto_min, 65535));
+  m.coordinator = f.str("coordinator", kMaxName);
+  return m;
+}
+
+json to_json(const HelloOk& m) {
+  return {{"proto", m.proto}, {"hostname", m.hostname}, {"version", m.version}, {"pid", m.pid}};
+}
+HelloOk parse_hello_ok(const json& j) {
+  Fields f(j, "HELLO_OK");
+  HelloOk m;
+  m.proto = static_cast<std::uint32_t>(f.u64("proto", 1, 65535));
+  m.hostname = f.str("hostname", kMaxName);
+  m.version = f.str("version", 64);
+  m.pid = f.i64("pid", 0, INT32_MAX);
+  return m;
+}
+
+json to_json(const Ping& m) { return {{"seq", m.seq}}; }
+Ping parse_ping(const json& j) {
+  Fields f(j, "PING");
+  return Ping{f.u64("seq", 0, UINT32_MAX)};
+}
+
+json to_json(const Pong& m) { return {{"seq", m.seq}, {"t_rx", m.t_rx}, {"t_tx", m.t_tx}}; }
+Pong parse_pong(const json& j) {
+  Fields f(j, "PONG");
+  Pong m;
+  m.seq = f.u64("seq", 0, UINT32_MAX);
+  m.t_rx = f.i64("t_rx", 0, kMaxInstant);
+  m.t_tx = f.i64("t_tx", m.t_rx, kMaxInstant);
+  return m;
+}
+
+json to_json(const SetupServer& m) {
+  json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
+  j["expect_connections"] = m.expect_connections;
+  return j;
+}
+SetupServer parse_setup_server(const json& j) {
+  Fields f(j, "SETUP_SERVER");
+  SetupServer m;
+  m.test_id = f.str("test_id", 64);
+  m.token = token_from_hex(f.str("token", 64), f.ctx("token"));
+  m.spec = parse_spec_field(f);
+  m.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
+  m.expect_connections = static_cast<std::uint32_t>(f.u64("expect_connections", 1, kMaxList));
+  return m;
+}
+
+json to_json(const SetupServerOk& m) { return {{"data_port", m.data_port}, {"warnings", m.warnings}}; }
+SetupServerOk parse_setup_server_ok(const json& j) {
+  Fields f(j, "SETUP_SERVER_OK");
+  SetupServerOk m;
+  m.data_port = static_cast<std::uint16_t>(f.u64("data_port", 1, 65535));
+  m.warnings = f.strings("warnings", 1000);
+  return m;
+}
+
+json to_json(const SetupClient& m) {
+  json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
+  json t = json::array();
+  for (const auto& x : m.targets) t.push_back({{"node_index", x.node_index}, {"host", x.host}, {"port", x.port}});
+  j["targets"] = std::move(t);
+  return j;
+}
+SetupClient parse_setup_client(const json& j) {
+  Fields f(j, "SETUP_CLIENT");
+  SetupClient m;
+  m.test_id = f.str("test_id", 64);
+  m.token = token_from_hex(f.str("token", 64), f.ctx("token"));
+  m.spec = parse_spec_field(f);
+  m.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
+  const auto& arr = f.array("targets", kMaxList);
+  if (arr.empty()) throw ProtocolError("SETUP_CLIENT.targets: empty");
+  const std::uint64_t conns = static_cast<std::uint64_t>(arr.size()) * m.spec.connections_per_pair();
+  if (conns > kMaxList) throw ProtocolError(fmt::format("SETUP_CLIENT: {} connections exceed the limit of {}", conns, kMaxList));
+  for (const auto& e : arr) {
+    Fields t(e, "SETUP_CLIENT.targets[]");
+    Target x;
+    x.node_index = static_cast<std::uint32_t>(t.u64("node_index", 0, kMaxList));
+    x.host = t.str("host", kMaxName);
+    x.port = static_cast<std::uint16_t>(t.u64("port", 1, 65535));
+    m.targets.push_back(std::move(x));
+  }
+  return m;
+}
+
+json to_json(const SetupClientOk& m) { return {{"connections", m.connections}, {"warnings", m.warnings}}; }
+SetupClientOk parse_setup_client_ok(const json& j) {
+  Fields f(j, "SETUP_CLIENT_OK");
+  SetupClientOk m;
+  m.connections = static_cast<std::uint32_t>(f.u64("connections", 0, kMaxList));
+  m.warnings = f.strings("warnings", 1000);
+  return m;
+}
+
+json to_json(const Start& m) {
+  return {{"start_at", m.start_at}, {"window_open", m.window_open}, {"window_close", m.window_close}, {"end_at", m.end_at}, {"interval_ns", m.interval_ns}};
+}
+Start parse_start(const json& j) {
+  Fields f(j, "START");
+  Start m;
+  m.start_at = f.i64("start_at", 0, kMaxInstant);
+  m.window_open = f.i64("window_open", m.start_at, kMaxInstant);
+  m.window_close = f.i64("window_close", m.window_open, kMaxInstant);
+  m.end_at = f.i64("end_at", m.window_close, kMaxInstant);
+  m.interval_ns = f.i64("interval_ns", 10'000'000, 3600LL * 1'000'000'000);
+  return m;
+}
+
+json to_json(const Abort& m) { return {{"reason", m.reason}}; }
+Abort parse_abort(const json& j) {
+  Fields f(j, "ABORT");
+  return Abort{f.str("reason")};
+}
+
+json to_json(const ErrorMsg& m) { return {{"code", m.code}, {"message", m.message}}; }
+ErrorMsg parse_error(const json& j) {
+  Fields f(j, "ERROR");
+  ErrorMsg m;
+  m.code = f.str("code", 64);
+  m.message = f.str("message");
+  return m;
+}
+
+void validate_frame(std::span<const std::uint8_t> frame) {
+  if (frame.size() < kHeaderSize) throw ProtocolError("frame shorter than its header");
+  const Header h = decode_header(frame.first<kHeaderSize>());
+  if (frame.size() - kHeaderSize != h.length) throw ProtocolError("frame length does not match its header");
+  const json j = parse_body(h.type, frame.subspan(kHeaderSize));
+  switch (h.type) {
+    case MsgType::hello: (void)parse_hello(j); break;
+    case MsgType::hello_ok: (void)parse_hello_ok(j); break;
+    case MsgType::ping: (void)parse_ping(j); break;
+    case MsgType::pong: (void)parse_pong(j); break;
+    case MsgType::setup_server: (void)parse_setup_server(j); break;
+    case MsgType::setup_server_ok: (void)parse_setup_server_ok(j); break;
+    case MsgType::setup_client: (void)parse_setup_client(j); break;
+    case MsgType::setup_client_ok: (void)parse_setup_client_ok(j); break;
+    case MsgType::start: (void)parse_start(j); break;
+    case MsgType::abort: (void)parse_abort(j); break;
+    case MsgType::result: (void)parse_agent_result(j); break;
+    case MsgType::error: (void)parse_error(j); break;
+    case MsgType::heartbeat:
+    case MsgType::bye: break;
+  }
+}
+
+}  // namespace fabperf::proto

@@ -1,0 +1,227 @@
+#include <fabperf/build_config.hpp>
+#include <fabperf/report.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+
+namespace fabperf {
+
+std::string_view to_string(NodeStatus s) {
+  switch (s) {
+    case NodeStatus::ok: return "ok";
+    case NodeStatus::lost: return "lost";
+    case NodeStatus::stalled: return "stalled";
+    case NodeStatus::failed: return "failed";
+  }
+  return "?";
+}
+
+LatencySummary summarize(const LatencyHistogram& h) {
+  LatencySummary s;
+  s.count = h.count();
+  s.mean_us = h.mean_ns() / 1e3;
+  s.stddev_us = h.stddev_ns() / 1e3;
+  s.min_us = static_cast<double>(h.min_ns()) / 1e3;
+  s.p50_us = h.percentile_ns(50) / 1e3;
+  s.p90_us = h.percentile_ns(90) / 1e3;
+  s.p99_us = h.percentile_ns(99) / 1e3;
+  s.p999_us = h.percentile_ns(99.9) / 1e3;
+  s.max_us = static_cast<double>(h.max_ns()) / 1e3;
+  return s;
+}
+
+namespace {
+
+Throughput make_tput(std::uint64_t bytes, std::uint64_t msgs, double seconds) {
+  Throughput t;
+  t.bytes = bytes;
+  t.mb_per_s = mb_per_s(bytes, seconds);
+  t.gbit_per_s = gbit_per_s(bytes, seconds);
+  t.msgs = msgs;
+  t.msg_per_s = seconds > 0 ? static_cast<double>(msgs) / seconds : 0.0;
+  return t;
+}
+
+std::string role_of(const NodeRecord& n) {
+  if (n.is_server && n.is_client) return "server+client";
+  return n.is_server ? "server" : "client";
+}
+
+}  // namespace
+
+Report compute_report(const RunRecord& run) {
+  Report r;
+  r.fabperf_version = FABPERF_VERSION;
+  r.test_id = run.test_id;
+  r.started_at = run.started_at;
+  r.spec = run.spec;
+  r.interrupted = run.interrupted;
+  const bool stream = run.spec.mode() == Mode::stream;
+  const double nominal_window = static_cast<double>(run.spec.window().count()) / 1e9;
+
+  std::vector<double> cli_cpu, srv_cpu;
+  LatencyHistogram all_lat;
+  bool any_lat = false;
+
+  // Per pair: what the client counted and, separately, what the server counted.
+  struct PairAcc {
+    std::uint64_t client_bytes{0}, server_bytes{0}, msgs{0}, server_msgs{0}, retrans{0};
+    std::uint32_t conns{0}, server_conns{0}, rtt{0}, mss{0};
+    double client_window{0}, server_window{0};
+    bool client_reported{false};
+  };
+  std::map<std::pair<std::uint32_t, std::uint32_t>, PairAcc> pairs;
+
+  for (const auto& n : run.nodes) {
+    if (n.is_server) ++r.servers;
+    if (n.is_client) ++r.clients;
+    NodeReport nr;
+    nr.index = n.index;
+    nr.name = n.name;
+    nr.hostname = n.hostname;
+    nr.role = role_of(n);
+    nr.status = n.status;
+    nr.error = n.error;
+    nr.clock_offset_us = static_cast<double>(n.clock.offset_ns) / 1e3;
+    nr.clock_uncertainty_us = static_cast<double>(n.clock.uncertainty_ns) / 1e3;
+    r.max_clock_uncertainty_us = std::max(r.max_clock_uncertainty_us, nr.clock_uncertainty_us);
+    nr.warnings = n.setup_warnings;
+    if (n.status != NodeStatus::ok) {
+      r.complete = false;
+      r.findings.push_back(fmt::format("node {} {}: {} (its own counters are missing from this report)", n.name,
+                                       to_string(n.status), n.error));
+    }
+    if (n.result) {
+      const AgentResult& a = *n.result;
+      nr.aborted = a.aborted;
+      if (a.aborted) {
+        r.complete = false;
+        r.findings.push_back(fmt::format("node {} stopped early: {}", n.name, a.abort_reason));
+      }
+      nr.window_s = a.window_s > 0 ? a.window_s : nominal_window;
+      nr.cpu_busy_pct = a.cpu_busy_pct;
+      nr.retrans_segs = a.retrans_segs;
+      nr.process_cpu_s = a.process_cpu_s;
+      std::uint64_t tx = 0, rx = 0;
+      for (const auto& f : a.flows) {
+        tx += f.tx_bytes_window;
+        rx += f.rx_bytes_window;
+        const std::uint64_t bytes = f.tx_bytes_window + f.rx_bytes_window;
+        ConnReport c;
+        c.node = n.index;
+        c.peer = f.peer_node;
+        c.role = f.role;
+        c.op = f.op;
+        c.local = f.local;
+        c.remote = f.remote;
+        c.tx_bytes_window = f.tx_bytes_window;
+        c.rx_bytes_window = f.rx_bytes_window;
+        c.tx_bytes_total = f.tx_bytes_total;
+        c.rx_bytes_total = f.rx_bytes_total;
+        c.mb_per_s = mb_per_s(bytes, nr.window_s);
+        c.retrans = f.retrans_window;
+        c.tcp = f.tcp;
+        c.error = f.error;
+        if (!f.error.empty()) {
+          r.findings.push_back(fmt::format("connection {} -> {} on {}: {}", f.local, f.remote, n.name, f.error));
+        }
+        r.connections.push_back(std::move(c));
+
+        const auto key = f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node)
+                                                    : std::make_pair(f.peer_node, n.index);
+        auto& p = pairs[key];
+        if (f.role == FlowRole::client) {
+          p.client_reported = true;
+          p.client_bytes += bytes;
+          p.msgs += stream ? 0 : f.msgs_window;
+          p.client_window = nr.window_s;
+          p.retrans += f.retrans_window;
+          ++p.conns;
+          if (f.tcp.valid) {
+            p.rtt = std::max(p.rtt, f.tcp.rtt_us);
+            p.mss = p.mss == 0 ? f.tcp.snd_mss : std::min(p.mss, f.tcp.snd_mss);
+          }
+        } else {
+          p.server_bytes += bytes;
+          p.server_msgs += stream ? 0 : f.msgs_window;
+          p.server_window = nr.window_s;
+          ++p.server_conns;
+        }
+      }
+      nr.tx_mb_per_s = mb_per_s(tx, nr.window_s);
+      nr.rx_mb_per_s = mb_per_s(rx, nr.window_s);
+      if (n.is_client) cli_cpu.push_back(a.cpu_busy_pct);
+      if (n.is_server) srv_cpu.push_back(a.cpu_busy_pct);
+      if (a.latency) {
+        nr.latency = summarize(*a.latency);
+        nr.histogram = *a.latency;
+        all_lat.merge(*a.latency);
+        any_lat = true;
+      }
+      std::int64_t prev_t = 0;
+      for (const auto& s : a.intervals) {
+        const double dt = static_cast<double>(s.t_ns - prev_t) / 1e9;
+        prev_t = s.t_ns;
+        nr.intervals.push_back({static_cast<double>(s.t_ns) / 1e9, mb_per_s(s.tx_bytes, dt), mb_per_s(s.rx_bytes, dt)});
+      }
+      for (const auto& w : a.warnings) {
+        if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
+      }
+    }
+    for (const auto& w : nr.warnings) r.findings.push_back(fmt::format("node {}: {}", n.name, w));
+    r.nodes.push_back(std::move(nr));
+  }
+
+  std::uint64_t agg_bytes = 0, agg_msgs = 0;
+  double agg_mb = 0, agg_msg_rate = 0;
+  for (const auto& [key, p] : pairs) {
+    PairReport pr;
+    pr.client = key.first;
+    pr.server = key.second;
+    pr.server_bytes = p.server_bytes;
+    pr.retrans = p.retrans;
+    pr.rtt_us = p.rtt;
+    pr.snd_mss = p.mss;
+    if (p.client_reported) {
+      pr.measured_by = "client";
+      pr.connections = p.conns;
+      std::uint64_t msgs = stream ? p.client_bytes / run.spec.buffsize() : p.msgs;
+      pr.tput = make_tput(p.client_bytes, msgs, p.client_window);
+    } else {
+      // The client's own counters were lost with it; the server saw the same bytes.
+      pr.measured_by = "server";
+      pr.connections = p.server_conns;
+      std::uint64_t msgs = stream ? p.server_bytes / run.spec.buffsize() : p.server_msgs;
+      pr.tput = make_tput(p.server_bytes, msgs, p.server_window);
+    }
+    agg_bytes += pr.tput.bytes;
+    agg_msgs += pr.tput.msgs;
+    agg_mb += pr.tput.mb_per_s;
+    agg_msg_rate += pr.tput.msg_per_s;
+    r.pairs.push_back(std::move(pr));
+  }
+  // Each pair's rate uses its own node's measured window; the aggregate is their sum.
+  r.aggregate.bytes = agg_bytes;
+  r.aggregate.msgs = agg_msgs;
+  r.aggregate.mb_per_s = agg_mb;
+  r.aggregate.gbit_per_s = agg_mb * 8.0 / 1e3;
+  r.aggregate.msg_per_s = agg_msg_rate;
+  r.window_s = nominal_window;
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+  };
+  r.cli_cpu_pct = mean(cli_cpu);
+  r.srv_cpu_pct = mean(srv_cpu);
+  if (any_lat) {
+    r.latency = summarize(all_lat);
+    r.histogram = all_lat;
+  }
+  if (r.interrupted) r.findings.insert(r.findings.begin(), "test interrupted by the user: results cover the time measured");
+  return r;
+}
+
+}  // namespace fabperf

@@ -1,0 +1,112 @@
+#include <fabperf/agent_result.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/proto.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace fabperf {
+
+using nlohmann::json;
+
+std::string_view to_string(FlowRole r) { return r == FlowRole::client ? "client" : "server"; }
+std::string_view to_string(FlowOp o) {
+  switch (o) {
+    case FlowOp::write: return "write";
+    case FlowOp::read: return "read";
+    case FlowOp::rpc: return "rpc";
+  }
+  return "?";
+}
+
+json to_json(const AgentResult& r) {
+  json flows = json::array();
+  for (const auto& f : r.flows) {
+    json tcp = nullptr;
+    if (f.tcp.valid) {
+      tcp = {{"total_retrans", f.tcp.total_retrans}, {"rtt_us", f.tcp.rtt_us}, {"rttvar_us", f.tcp.rttvar_us},
+             {"snd_mss", f.tcp.snd_mss}, {"rcv_mss", f.tcp.rcv_mss}, {"pmtu", f.tcp.pmtu},
+             {"snd_cwnd", f.tcp.snd_cwnd}};
+    }
+    flows.push_back({{"id", f.id}, {"role", to_string(f.role)}, {"op", to_string(f.op)},
+                     {"peer_node", f.peer_node}, {"local", f.local}, {"remote", f.remote},
+                     {"tx_bytes_total", f.tx_bytes_total}, {"rx_bytes_total", f.rx_bytes_total},
+                     {"tx_bytes_window", f.tx_bytes_window}, {"rx_bytes_window", f.rx_bytes_window},
+                     {"msgs_window", f.msgs_window}, {"retrans_window", f.retrans_window},
+                     {"tcp", tcp}, {"error", f.error}});
+  }
+  json iv = json::array();
+  for (const auto& s : r.intervals) iv.push_back({s.t_ns, s.tx_bytes, s.rx_bytes});
+  return {{"node_index", r.node_index}, {"hostname", r.hostname}, {"aborted", r.aborted},
+          {"abort_reason", r.abort_reason}, {"window_s", r.window_s}, {"cpu_busy_pct", r.cpu_busy_pct},
+          {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
+          {"latency", r.latency ? to_json(*r.latency) : json(nullptr)}, {"intervals", std::move(iv)},
+          {"warnings", r.warnings}};
+}
+
+AgentResult parse_agent_result(const json& j) {
+  using proto::Fields;
+  Fields f(j, "RESULT");
+  AgentResult r;
+  constexpr std::uint64_t kMaxBytes = 1ULL << 62;
+  r.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, proto::kMaxList));
+  r.hostname = f.str("hostname", 256);
+  r.aborted = f.boolean("aborted");
+  r.abort_reason = f.str("abort_reason");
+  r.window_s = f.num("window_s", 0, 1e7);
+  r.cpu_busy_pct = f.num("cpu_busy_pct", 0, 100);
+  r.retrans_segs = f.i64("retrans_segs", -1, INT64_MAX / 2);
+  r.process_cpu_s = f.num("process_cpu_s", 0, 1e9);
+  for (const auto& e : f.array("flows")) {
+    Fields g(e, "RESULT.flows[]");
+    FlowResult x;
+    x.id = static_cast<std::uint32_t>(g.u64("id", 0, proto::kMaxList * 16));
+    const auto role = g.str("role", 16);
+    if (role == "client") x.role = FlowRole::client;
+    else if (role == "server") x.role = FlowRole::server;
+    else throw ProtocolError(fmt::format("{}: unknown role '{}'", g.ctx("role"), role));
+    const auto op = g.str("op", 16);
+    if (op == "write") x.op = FlowOp::write;
+    else if (op == "read") x.op = FlowOp::read;
+    else if (op == "rpc") x.op = FlowOp::rpc;
+    else throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
+    x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, proto::kMaxList));
+    x.local = g.str("local", 128);
+    x.remote = g.str("remote", 128);
+    x.tx_bytes_total = g.u64("tx_bytes_total", 0, kMaxBytes);
+    x.rx_bytes_total = g.u64("rx_bytes_total", 0, kMaxBytes);
+    x.tx_bytes_window = g.u64("tx_bytes_window", 0, x.tx_bytes_total);
+    x.rx_bytes_window = g.u64("rx_bytes_window", 0, x.rx_bytes_total);
+    x.msgs_window = g.u64("msgs_window", 0, kMaxBytes);
+    x.retrans_window = g.u64("retrans_window", 0, kMaxBytes);
+    const auto& tcp = e.find("tcp");
+    if (tcp == e.end()) throw ProtocolError(fmt::format("{}: missing field", g.ctx("tcp")));
+    if (!tcp->is_null()) {
+      Fields t(*tcp, "RESULT.flows[].tcp");
+      x.tcp.valid = true;
+      x.tcp.total_retrans = t.u64("total_retrans", 0, kMaxBytes);
+      x.tcp.rtt_us = static_cast<std::uint32_t>(t.u64("rtt_us", 0, UINT32_MAX));
+      x.tcp.rttvar_us = static_cast<std::uint32_t>(t.u64("rttvar_us", 0, UINT32_MAX));
+      x.tcp.snd_mss = static_cast<std::uint32_t>(t.u64("snd_mss", 0, UINT32_MAX));
+      x.tcp.rcv_mss = static_cast<std::uint32_t>(t.u64("rcv_mss", 0, UINT32_MAX));
+      x.tcp.pmtu = static_cast<std::uint32_t>(t.u64("pmtu", 0, UINT32_MAX));
+      x.tcp.snd_cwnd = static_cast<std::uint32_t>(t.u64("snd_cwnd", 0, UINT32_MAX));
+    }
+    x.error = g.str("error");
+    r.flows.push_back(std::move(x));
+  }
+  const auto lat = j.find("latency");
+  if (lat == j.end()) throw ProtocolError("RESULT.latency: missing field");
+  if (!lat->is_null()) r.latency = histogram_from_json(*lat);
+  for (const auto& e : f.array("intervals", 1000000)) {
+    if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() ||
+        !e[2].is_number_unsigned()) {
+      throw ProtocolError("RESULT.intervals[]: expected [t_ns, tx_bytes, rx_bytes]");
+    }
+    r.intervals.push_back({e[0].get<std::int64_t>(), e[1].get<std::uint64_t>(), e[2].get<std::uint64_t>()});
+  }
+  r.warnings = f.strings("warnings", 1000);
+  return r;
+}
+
+}  // namespace fabperf

@@ -1,0 +1,112 @@
+#include <fabperf/report.hpp>
+#include <fabperf/units.hpp>
+
+#include <nlohmann/json.hpp>
+
+namespace fabperf {
+
+using nlohmann::json;
+
+namespace {
+std::string k(const Column& c) { return std::string(c.key); }
+
+json tput_json(const Throughput& t) {
+  return {{k(col::bytes), t.bytes}, {k(col::mb_per_s), t.mb_per_s}, {k(col::gbit_per_s), t.gbit_per_s},
+          {"msgs", t.msgs}, {k(col::msg_per_s), t.msg_per_s}};
+}
+
+json latency_json(const LatencySummary& l, const LatencyHistogram* h) {
+  json j = {{k(col::count), l.count}, {k(col::mean_us), l.mean_us}, {"stddev_us", l.stddev_us}, {"min_us", l.min_us},
+            {k(col::p50_us), l.p50_us}, {k(col::p90_us), l.p90_us}, {k(col::p99_us), l.p99_us},
+            {k(col::p999_us), l.p999_us}, {k(col::max_us), l.max_us}};
+  if (h) {
+    json b = json::array();
+    for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
+      if (h->bucket_count(i)) {
+        b.push_back({{"lo_us", LatencyHistogram::bucket_lower_ns(i) / 1e3},
+                     {"hi_us", LatencyHistogram::bucket_upper_ns(i) / 1e3},
+                     {"count", h->bucket_count(i)}});
+      }
+    }
+    j["buckets"] = std::move(b);
+  }
+  return j;
+}
+}  // namespace
+
+json render_json(const Report& r) {
+  json nodes = json::array();
+  for (const auto& n : r.nodes) {
+    json iv = json::array();
+    for (const auto& p : n.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+    nodes.push_back({{"index", n.index},
+                     {k(col::node), n.name},
+                     {"hostname", n.hostname},
+                     {k(col::role), n.role},
+                     {k(col::status), to_string(n.status)},
+                     {"error", n.error},
+                     {"aborted", n.aborted},
+                     {"window_s", n.window_s},
+                     {k(col::tx_mb_per_s), n.tx_mb_per_s},
+                     {k(col::rx_mb_per_s), n.rx_mb_per_s},
+                     {k(col::cpu_busy_pct), n.cpu_busy_pct},
+                     {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
+                     {"process_cpu_s", n.process_cpu_s},
+                     {k(col::clock_offset_us), n.clock_offset_us},
+                     {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
+                     {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
+                     {"intervals", std::move(iv)},
+                     {"warnings", n.warnings}});
+  }
+  json pairs = json::array();
+  for (const auto& p : r.pairs) {
+    json j = tput_json(p.tput);
+    j["client"] = p.client;
+    j["server"] = p.server;
+    j["measured_by"] = p.measured_by;
+    j["connections"] = p.connections;
+    j[k(col::retrans)] = p.retrans;
+    j[k(col::rtt_us)] = p.rtt_us;
+    j[k(col::snd_mss)] = p.snd_mss;
+    j["server_bytes"] = p.server_bytes;
+    pairs.push_back(std::move(j));
+  }
+  json conns = json::array();
+  for (const auto& c : r.connections) {
+    json tcp = nullptr;
+    if (c.tcp.valid) {
+      tcp = {{k(col::rtt_us), c.tcp.rtt_us}, {"rttvar_us", c.tcp.rttvar_us}, {k(col::snd_mss), c.tcp.snd_mss},
+             {"rcv_mss", c.tcp.rcv_mss}, {"pmtu", c.tcp.pmtu}, {"snd_cwnd", c.tcp.snd_cwnd},
+             {"total_retrans", c.tcp.total_retrans}};
+    }
+    conns.push_back({{k(col::node), c.node}, {"peer", c.peer}, {k(col::role), to_string(c.role)}, {"op", to_string(c.op)},
+                     {"local", c.local}, {"remote", c.remote}, {"tx_bytes_window", c.tx_bytes_window},
+                     {"rx_bytes_window", c.rx_bytes_window}, {"tx_bytes_total", c.tx_bytes_total},
+                     {"rx_bytes_total", c.rx_bytes_total}, {k(col::mb_per_s), c.mb_per_s}, {k(col::retrans), c.retrans},
+                     {"tcp", tcp}, {"error", c.error}});
+  }
+  json agg = tput_json(r.aggregate);
+  agg["window_s"] = r.window_s;
+  return {{"schema", kResultSchema},
+          {"schema_version", kResultSchemaVersion},
+          {"fabperf_version", r.fabperf_version},
+          {"test_id", r.test_id},
+          {"started_at", r.started_at},
+          {"settings", to_json(r.spec)},
+          {"complete", r.complete},
+          {"interrupted", r.interrupted},
+          {"clients", r.clients},
+          {"servers", r.servers},
+          {"aggregate", std::move(agg)},
+          {"cli_cpu_pct", r.cli_cpu_pct},
+          {"srv_cpu_pct", r.srv_cpu_pct},
+          {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
+          {"latency", r.latency ? latency_json(*r.latency, r.histogram ? &*r.histogram : nullptr) : json(nullptr)},
+          {"nodes", std::move(nodes)},
+          {"pairs", std::move(pairs)},
+          {"connections", std::move(conns)},
+          {"findings", r.findings},
+          {"summary", render_summary_line(r)}};
+}
+
+}  // namespace fabperf

@@ -1,0 +1,189 @@
+#include <fabperf/report.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+
+namespace fabperf {
+namespace {
+
+// Minimal column-aligned table: first column left-aligned, the rest right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)} {}
+  // A column is right-aligned when every value in it looks like a number (or "-").
+  void add(std::vector<std::string> row) {
+    numeric_.resize(rows_[0].size(), true);
+    for (std::size_t i = 0; i < row.size() && i < numeric_.size(); ++i) {
+      const auto& v = row[i];
+      const bool num = v == "-" || (!v.empty() && (std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '-') &&
+                                    v.find_first_not_of("0123456789.-") == std::string::npos);
+      numeric_[i] = numeric_[i] && num;
+    }
+    rows_.push_back(std::move(row));
+  }
+  [[nodiscard]] std::string str(const std::string& indent = "  ") const {
+    std::vector<std::size_t> w(rows_[0].size(), 0);
+    for (const auto& r : rows_) {
+      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    }
+    std::string out;
+    for (const auto& r : rows_) {
+      out += indent;
+      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
+        const bool left = i == 0 || !numeric_[i];
+        out += fmt::format(left ? "{}{:<{}}" : "{}{:>{}}", i == 0 ? "" : "  ", r[i], w[i]);
+      }
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      out += '\n';
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  std::vector<bool> numeric_;
+};
+
+std::string h(const Column& c) { return std::string(c.header); }
+std::string f1(double v) { return fmt::format("{:.1f}", v); }
+std::string f0(double v) { return fmt::format("{:.0f}", v); }
+
+std::string us(double v) {
+  if (v >= 100) return f0(v);
+  if (v >= 10) return f1(v);
+  return fmt::format("{:.2f}", v);
+}
+
+const NodeReport* node_by_index(const Report& r, std::uint32_t i) {
+  for (const auto& n : r.nodes) {
+    if (n.index == i) return &n;
+  }
+  return nullptr;
+}
+
+std::string name_of(const Report& r, std::uint32_t i) {
+  const auto* n = node_by_index(r, i);
+  return n ? n->name : fmt::format("node{}", i);
+}
+
+std::string spark(const std::vector<IntervalPoint>& pts, bool tx) {
+  static constexpr const char* kBars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  double mx = 0;
+  for (const auto& p : pts) mx = std::max(mx, tx ? p.tx_mb_per_s : p.rx_mb_per_s);
+  std::string s;
+  for (const auto& p : pts) {
+    const double v = tx ? p.tx_mb_per_s : p.rx_mb_per_s;
+    const int i = mx > 0 ? std::clamp(static_cast<int>(v / mx * 7.999), 0, 7) : 0;
+    s += kBars[i];
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string render_summary_line(const Report& r) {
+  const auto& s = r.spec;
+  const double t = static_cast<double>(s.time().count()) / 1e9;
+  std::string line = fmt::format("{}-{} {} {:.0f} MB/sec ({:.0f} msg/sec), cli {:.0f}% srv {:.0f}%, time {:g}, buff {}",
+                                 r.clients, r.servers, to_string(s.test()), r.aggregate.mb_per_s,
+                                 r.aggregate.msg_per_s, r.cli_cpu_pct, r.srv_cpu_pct, t, s.buffsize());
+  if (s.socksize() != 0) line += fmt::format(", sock {}", s.socksize());
+  if (s.threads() != 4) line += fmt::format(", th {}", s.threads());
+  if (s.parallel() != 1) line += fmt::format(", parallel {}", s.parallel());
+  return line;
+}
+
+std::string render_text(const Report& r, bool verbose) {
+  const auto& s = r.spec;
+  std::string out;
+  const double t = static_cast<double>(s.time().count()) / 1e9;
+  const double w0 = static_cast<double>(s.warmup().count()) / 1e9;
+  const double w1 = t - static_cast<double>(s.cooldown().count()) / 1e9;
+  out += fmt::format("fabperf {}: test {} ({} mode, {}), {} client(s) -> {} server(s)\n", r.fabperf_version,
+                     to_string(s.test()), to_string(s.mode()), to_string(s.transport()), r.clients, r.servers);
+  out += fmt::format("  time {:g} s, measured {:g}..{:g} s; buffsize {}, socksize {}, threads {}, parallel {}\n", t, w0, w1,
+                     format_size(s.buffsize()), s.socksize() ? format_size(s.socksize()) : "OS default", s.threads(),
+                     s.parallel());
+  out += fmt::format("  clocks aligned to within {} us (largest offset uncertainty)\n\n", us(r.max_clock_uncertainty_us));
+
+  out += "Nodes\n";
+  Table nodes({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::cpu_busy_pct),
+               h(col::retrans_segs), h(col::clock_offset_us), h(col::clock_uncertainty_us)});
+  for (const auto& n : r.nodes) {
+    const bool have = n.status == NodeStatus::ok || n.window_s > 0;
+    nodes.add({n.name, n.role, std::string(to_string(n.status)) + (n.aborted ? "*" : ""), have ? f1(n.tx_mb_per_s) : "-",
+               have ? f1(n.rx_mb_per_s) : "-", have ? f0(n.cpu_busy_pct) : "-",
+               n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", f0(n.clock_offset_us), us(n.clock_uncertainty_us)});
+  }
+  out += nodes.str() + "\n";
+
+  out += "Pairs (client -> server)\n";
+  Table pairs({"client", "server", h(col::mb_per_s), h(col::msg_per_s), "conns", h(col::retrans), h(col::rtt_us), h(col::snd_mss)});
+  for (const auto& p : r.pairs) {
+    pairs.add({name_of(r, p.client) + (p.measured_by == "server" ? " (by server)" : ""), name_of(r, p.server),
+               f1(p.tput.mb_per_s), f0(p.tput.msg_per_s), std::to_string(p.connections), std::to_string(p.retrans),
+               p.rtt_us ? std::to_string(p.rtt_us) : "-", p.snd_mss ? std::to_string(p.snd_mss) : "-"});
+  }
+  out += pairs.str() + "\n";
+
+  if (r.latency) {
+    out += "Block latency (rpc round trip, window only)\n";
+    Table lat({"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us), h(col::p999_us),
+               h(col::max_us)});
+    auto row = [&](const std::string& name, const LatencySummary& l) {
+      lat.add({name, std::to_string(l.count), us(l.mean_us), us(l.p50_us), us(l.p90_us), us(l.p99_us), us(l.p999_us),
+               us(l.max_us)});
+    };
+    for (const auto& n : r.nodes) {
+      if (n.latency) row(n.name, *n.latency);
+    }
+    if (r.clients > 1) row("all", *r.latency);
+    out += lat.str() + "\n";
+  }
+
+  bool any_iv = false;
+  for (const auto& n : r.nodes) any_iv = any_iv || n.intervals.size() > 1;
+  if (any_iv) {
+    out += "Over time (per interval, tx+rx MB/s: min / avg / max)\n";
+    Table iv({h(col::node), "min", "avg", "max", "tx", "rx"});
+    for (const auto& n : r.nodes) {
+      if (n.intervals.empty()) continue;
+      double mn = 1e300, mx = 0, sum = 0;
+      for (const auto& p : n.intervals) {
+        const double v = p.tx_mb_per_s + p.rx_mb_per_s;
+        mn = std::min(mn, v);
+        mx = std::max(mx, v);
+        sum += v;
+      }
+      iv.add({n.name, f1(mn), f1(sum / static_cast<double>(n.intervals.size())), f1(mx), spark(n.intervals, true),
+              spark(n.intervals, false)});
+    }
+    out += iv.str() + "\n";
+  }
+
+  if (verbose) {
+    out += "Connections\n";
+    Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us), h(col::snd_mss),
+                 "error"});
+    for (const auto& c : r.connections) {
+      conns.add({name_of(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
+                 f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
+                 c.tcp.valid ? std::to_string(c.tcp.snd_mss) : "-", c.error.empty() ? "" : c.error});
+    }
+    out += conns.str() + "\n";
+  }
+
+  if (!r.findings.empty()) {
+    out += "Findings\n";
+    for (const auto& f : r.findings) out += "  ! " + f + "\n";
+    out += "\n";
+  }
+  out += fmt::format("aggregate {:.1f} MB/s ({:.2f} Gbit/s, {:.0f} msg/s){}\n", r.aggregate.mb_per_s, r.aggregate.gbit_per_s,
+                     r.aggregate.msg_per_s, r.complete ? "" : "  [INCOMPLETE: see findings]");
+  out += render_summary_line(r) + "\n";
+  return out;
+}
+
+}  // namespace fabperf
