@@ -33,7 +33,8 @@ class Table {
       out += indent;
       for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
         const bool left = i == 0 || !numeric_[i];
-        out += fmt::format(left ? "{}{:<{}}" : "{}{:>{}}", i == 0 ? "" : "  ", r[i], w[i]);
+        if (i > 0) out += "  ";
+        out += left ? fmt::format("{:<{}}", r[i], w[i]) : fmt::format("{:>{}}", r[i], w[i]);
       }
       while (!out.empty() && out.back() == ' ') out.pop_back();
       out += '\n';

@@ -1,0 +1,280 @@
+// End-to-end tests through the real binary: agents are separate processes on loopback.
+#include "integration/harness.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <csignal>
+#include <netinet/in.h>
+#include <regex>
+#include <sys/socket.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace fabperf::test;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+json run_json(const std::vector<std::string>& args, int expect_exit = 0) {
+  std::vector<std::string> a = {"run"};
+  a.insert(a.end(), args.begin(), args.end());
+  a.push_back("--json");
+  a.push_back("-");
+  const auto r = run_fabperf(a, 60s);
+  EXPECT_EQ(r.exit_code, expect_exit) << r.err;
+  try {
+    return json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "stdout is not JSON: " << e.what() << "\n" << r.out << "\n" << r.err;
+    return json::object();
+  }
+}
+
+// Client-counted and server-counted bytes over the whole test, per direction.
+struct Totals {
+  std::uint64_t client_tx{0}, client_rx{0}, server_tx{0}, server_rx{0};
+};
+Totals totals(const json& doc) {
+  Totals t;
+  for (const auto& c : doc["connections"]) {
+    if (c["role"] == "client") {
+      t.client_tx += c["tx_bytes_total"].get<std::uint64_t>();
+      t.client_rx += c["rx_bytes_total"].get<std::uint64_t>();
+    } else {
+      t.server_tx += c["tx_bytes_total"].get<std::uint64_t>();
+      t.server_rx += c["rx_bytes_total"].get<std::uint64_t>();
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+class TestKinds : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(TestKinds, BothEndsCountTheSameBytes) {
+  const auto& [test, mode] = GetParam();
+  AgentProcess s1, c1, c2;
+  const json doc = run_json({"--servers", s1.address(), "--clients", c1.address() + "," + c2.address(), "--test", test,
+                             "--mode", mode, "--time", "1.5", "--buffsize", "256K", "--threads", "2"});
+  ASSERT_TRUE(doc.contains("aggregate"));
+  EXPECT_EQ(doc["schema"], "fabperf.result");
+  EXPECT_EQ(doc["schema_version"], 1);
+  EXPECT_TRUE(doc["complete"].get<bool>()) << doc["findings"].dump();
+  EXPECT_GT(doc["aggregate"]["mb_per_s"].get<double>(), 1.0);
+  EXPECT_EQ(doc["clients"], 2);
+  EXPECT_EQ(doc["servers"], 1);
+  EXPECT_EQ(doc["pairs"].size(), 2u);
+  const Totals t = totals(doc);
+  // Every byte one end sent was received by the other: the stop is clean on both sides.
+  EXPECT_EQ(t.client_tx, t.server_rx);
+  EXPECT_EQ(t.client_rx, t.server_tx);
+  if (test == "write") {
+    EXPECT_GT(t.client_tx, 0u);
+    EXPECT_EQ(t.client_rx, 0u);
+  } else if (test == "read") {
+    EXPECT_GT(t.client_rx, 0u);
+    EXPECT_EQ(t.client_tx, 0u);
+  } else {
+    EXPECT_GT(t.client_rx, 0u);
+    EXPECT_GT(t.client_tx, 0u);
+  }
+  // The aggregate is the sum of the pairs.
+  double sum = 0;
+  for (const auto& p : doc["pairs"]) sum += p["mb_per_s"].get<double>();
+  EXPECT_NEAR(doc["aggregate"]["mb_per_s"].get<double>(), sum, 1e-6 * sum + 1e-9);
+  if (mode == "rpc") {
+    ASSERT_FALSE(doc["latency"].is_null());
+    EXPECT_GT(doc["latency"]["count"].get<std::uint64_t>(), 0u);
+    EXPECT_LE(doc["latency"]["p50_us"].get<double>(), doc["latency"]["p99_us"].get<double>());
+    EXPECT_GT(doc["aggregate"]["msg_per_s"].get<double>(), 0.0);
+  }
+  const std::string summary = doc["summary"];
+  EXPECT_EQ(summary.rfind("2-1 " + test + " ", 0), 0u) << summary;
+}
+
+INSTANTIATE_TEST_SUITE_P(Run, TestKinds,
+                         ::testing::Combine(::testing::Values("write", "read", "rw"), ::testing::Values("rpc", "stream")),
+                         [](const auto& pi) { return std::get<0>(pi.param) + "_" + std::get<1>(pi.param); });
+
+TEST(Run, TextReportEndsWithNsdperfSummaryLine) {
+  AgentProcess s, c;
+  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize", "1M"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The line wrappers parse: "C-S test N MB/sec (M msg/sec), cli X% srv Y%, time T, buff B"
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n1-1 write \d+ MB/sec \(\d+ msg/sec\), cli \d+% srv \d+%, time 1, buff 1048576\n$)")))
+      << r.out;
+  EXPECT_NE(r.out.find("Pairs (client -> server)"), std::string::npos);
+}
+
+TEST(Run, LocalModeStartsAndStopsItsOwnAgents) {
+  const auto r = run_fabperf({"run", "--local", "2", "--time", "1", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("1-1 write ", 0), 0u) << r.out;
+}
+
+TEST(Run, SecondCoordinatorGetsBusyNamingTheHolder) {
+  AgentProcess s, c1, c2;
+  const std::string out = temp_path("busy.out"), err = temp_path("busy.err");
+  const int first = spawn_fabperf({"run", "--servers", s.address(), "--clients", c1.address(), "--time", "3"}, out, err);
+  std::this_thread::sleep_for(1200ms);
+  const auto second = run_fabperf({"run", "--servers", s.address(), "--clients", c2.address(), "--time", "1"});
+  EXPECT_EQ(second.exit_code, 3) << second.err;
+  EXPECT_NE(second.err.find("busy"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find(s.address()), std::string::npos) << second.err;
+  int st = 0;
+  ASSERT_EQ(::waitpid(first, &st, 0), first);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << read_file(err);
+  // The holder's test was not disturbed and the agent serves the next test.
+  const auto again = run_fabperf({"run", "--servers", s.address(), "--clients", c2.address(), "--time", "1", "-q"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+}
+
+TEST(Run, UnreachableAgentIsNamedAndOthersReleased) {
+  AgentProcess c;
+  const auto r = run_fabperf({"run", "--servers", "127.0.0.1:1", "--clients", c.address(), "--time", "1"}, 30s);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("cannot reach agent 127.0.0.1:1: Connection refused"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+  AgentProcess s;
+  const auto ok = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "-q"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST(Run, NotAnAgentIsReportedAsWrongProtocol) {
+  // A listener that answers with garbage: e.g. an HTTP server. Here: a socket that sends junk.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  const int pid = ::fork();
+  if (pid == 0) {
+    // Child: python-free junk server on an ephemeral port, reporting the port through the pipe.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd, 4);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    const std::uint16_t port = ntohs(a.sin_port);
+    (void)!::write(p[1], &port, sizeof port);
+    for (int i = 0; i < 2; ++i) {
+      const int c = ::accept(fd, nullptr, nullptr);
+      const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+      (void)!::write(c, junk, sizeof junk);
+      ::sleep(1);
+      ::close(c);
+    }
+    ::_exit(0);
+  }
+  std::uint16_t port = 0;
+  ASSERT_EQ(::read(p[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  AgentProcess c;
+  const auto r = run_fabperf({"run", "--servers", "127.0.0.1:" + std::to_string(port), "--clients", c.address(), "--time", "1"});
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("not a fabperf agent"), std::string::npos) << r.err;
+}
+
+TEST(Run, AgentKilledMidTestGivesPartialResultNotHang) {
+  AgentProcess s1, s2, c;
+  const std::string json_path = temp_path("killed.json");
+  const std::string out = temp_path("killed.out"), err = temp_path("killed.err");
+  const int coord = spawn_fabperf({"run", "--servers", s1.address() + "," + s2.address(), "--clients", c.address(), "--time", "4",
+                                   "--mode", "stream", "--json", json_path}, out, err);
+  std::this_thread::sleep_for(2s);
+  s2.kill(SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  int st = 0;
+  bool exited = false;
+  while (std::chrono::steady_clock::now() - t0 < 20s) {
+    if (::waitpid(coord, &st, WNOHANG) == coord) {
+      exited = true;
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  if (!exited) {
+    ::kill(coord, SIGKILL);
+    ::waitpid(coord, &st, 0);
+  }
+  ASSERT_TRUE(exited) << "coordinator hung after an agent died";
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << read_file(err);
+  const json doc = json::parse(read_file(json_path));
+  EXPECT_FALSE(doc["complete"].get<bool>());
+  bool saw_lost = false;
+  for (const auto& n : doc["nodes"]) {
+    if (n["node"] == s2.address()) {
+      EXPECT_EQ(n["status"], "lost");
+      saw_lost = true;
+    } else {
+      EXPECT_EQ(n["status"], "ok");
+    }
+  }
+  EXPECT_TRUE(saw_lost);
+  // The surviving pair was measured and reported.
+  bool surviving_pair = false;
+  for (const auto& p : doc["pairs"]) {
+    if (p["server"] == 0) surviving_pair = p["mb_per_s"].get<double>() > 0;
+  }
+  EXPECT_TRUE(surviving_pair) << doc["pairs"].dump();
+  EXPECT_NE(read_file(out).find("lost"), std::string::npos);
+}
+
+TEST(Run, InterruptedCoordinatorStillWritesResults) {
+  AgentProcess s, c;
+  const std::string json_path = temp_path("int.json");
+  const int coord = spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "6", "--json", json_path},
+                                  temp_path("int.out"), temp_path("int.err"));
+  std::this_thread::sleep_for(2500ms);
+  ::kill(coord, SIGINT);
+  int st = 0;
+  ASSERT_EQ(::waitpid(coord, &st, 0), coord);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+  const json doc = json::parse(read_file(json_path));
+  EXPECT_TRUE(doc["interrupted"].get<bool>());
+  EXPECT_GT(doc["aggregate"]["mb_per_s"].get<double>(), 0.0);
+}
+
+struct BadArgs {
+  std::vector<std::string> args;
+  std::string expect;
+};
+
+void PrintTo(const BadArgs& b, std::ostream* os) {
+  for (const auto& a : b.args) *os << a << ' ';
+}
+
+class CliErrors : public ::testing::TestWithParam<BadArgs> {};
+
+TEST_P(CliErrors, OneLineExitTwoNothingStarted) {
+  const auto& p = GetParam();
+  std::vector<std::string> a = {"run"};
+  a.insert(a.end(), p.args.begin(), p.args.end());
+  const auto r = run_fabperf(a, 30s);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(p.expect), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Run, CliErrors,
+    ::testing::Values(BadArgs{{"--local", "2", "--buffsize", "4Q"}, "--buffsize '4Q': unknown size suffix 'Q'"},
+                      BadArgs{{"--local", "2", "--buffsize", "1K"}, "--buffsize 1K: out of range"},
+                      BadArgs{{"--local", "2", "--threads", "0"}, "--threads 0: out of range"},
+                      BadArgs{{"--local", "2", "--time", "-1"}, "--time '-1': duration cannot be negative"},
+                      BadArgs{{"--local", "2", "--parallel", "x"}, "--parallel 'x': not a whole number"},
+                      BadArgs{{"--local", "2", "--test", "swim"}, "--test 'swim': unknown test"},
+                      BadArgs{{"--local", "2", "--frobnicate"}, "frobnicate"},
+                      BadArgs{{"--servers", "no-such-host.invalid", "--clients", "127.0.0.1"}, "does not resolve"},
+                      BadArgs{{"--servers", "127.0.0.1:7000", "--clients", "127.0.0.1:7000"}, "is also a server"},
+                      BadArgs{{"--servers", "127.0.0.1"}, "give --servers and --clients"},
+                      BadArgs{{"--local", "1"}, "--local 1: out of range"},
+                      BadArgs{{"--local", "2", "--transport", "carrier-pigeon"}, "--transport 'carrier-pigeon'"}),
+    [](const auto& pi) { return "case" + std::to_string(pi.index); });
