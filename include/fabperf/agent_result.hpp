@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fabperf/histogram.hpp>
+#include <fabperf/links.hpp>
 
 namespace fabperf {
 
@@ -47,6 +48,21 @@ struct FlowResult {
   std::uint64_t retrans_window{0};    // TCP_INFO total_retrans delta over the window
   TcpSample tcp;
   std::string error;                  // empty when the flow ended cleanly
+  std::string iface;                  // local interface the flow leaves on ("" unknown)
+};
+
+// Raw counters of one interface at one instant; t_ns from the window's open.
+struct LinkSample {
+  std::int64_t t_ns{0};
+  LinkCounters counters;
+};
+
+// An interface that carried test traffic: its inventory and counter samples at the window's
+// open, each interval and the close. A link that disappears mid-test keeps the samples it had.
+struct LinkResult {
+  LinkInfo info;
+  std::vector<LinkSample> samples;
+  bool vanished{false};
 };
 
 // Node totals over one sampling interval; t_ns is the interval's end, from the window's open.
@@ -68,6 +84,8 @@ struct AgentResult {
   std::vector<FlowResult> flows;
   std::optional<LatencyHistogram> latency;  // rpc-mode clients: per-block latency
   std::vector<IntervalSample> intervals;
+  std::vector<LinkResult> links;
+  SocketLimits socket_limits;
   std::vector<std::string> warnings;
 };
 

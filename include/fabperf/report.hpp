@@ -63,6 +63,28 @@ struct IntervalPoint {
   double rx_mb_per_s{0};
 };
 
+struct LinkReport {
+  std::string name;
+  std::string kind;
+  std::string driver;
+  int mtu{0};
+  std::int64_t speed_mbps{-1};
+  std::string duplex;
+  double window_s{0};          // between the first and last counter sample
+  double tx_mb_per_s{0};       // interface counters: everything on the wire, headers included
+  double rx_mb_per_s{0};
+  double payload_tx_mb_per_s{0};  // fabperf's own bytes on flows leaving on this link
+  double payload_rx_mb_per_s{0};
+  double utilization_pct{-1};  // busier direction's wire bits / negotiated speed; -1 unknown
+  double best_goodput_mb_per_s{0};  // framing arithmetic for this speed and MTU
+  double efficiency_pct{-1};   // busier direction's payload / best goodput; -1 unknown
+  std::uint64_t tx_errors{0}, rx_errors{0}, tx_dropped{0}, rx_dropped{0};
+  std::vector<IntervalPoint> intervals;
+  bool vanished{false};
+  std::uint32_t min_sender_mss{0};  // smallest send MSS of connections this node mainly sends on
+  bool jumbo_mismatch{false};
+};
+
 struct NodeReport {
   std::uint32_t index{0};
   std::string name;
@@ -82,6 +104,7 @@ struct NodeReport {
   std::optional<LatencySummary> latency;
   std::optional<LatencyHistogram> histogram;
   std::vector<IntervalPoint> intervals;
+  std::vector<LinkReport> links;
   std::vector<std::string> warnings;
 };
 

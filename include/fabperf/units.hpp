@@ -64,6 +64,16 @@ inline constexpr Column p999_us{"p999_us", "p99.9 us", "us"};
 inline constexpr Column max_us{"max_us", "max us", "us"};
 inline constexpr Column mean_us{"mean_us", "mean us", "us"};
 inline constexpr Column count{"count", "count", ""};
+inline constexpr Column link{"link", "link", ""};
+inline constexpr Column kind{"kind", "kind", ""};
+inline constexpr Column speed_mbps{"speed_mbps", "speed Mb/s", "10^6 bit/s"};
+inline constexpr Column mtu{"mtu", "mtu", "B"};
+inline constexpr Column payload_mb_per_s{"payload_mb_per_s", "payload MB/s", "10^6 B/s"};
+inline constexpr Column utilization_pct{"utilization_pct", "util %", "%"};
+inline constexpr Column efficiency_pct{"efficiency_pct", "eff %", "%"};
+inline constexpr Column best_goodput_mb_per_s{"best_goodput_mb_per_s", "best MB/s", "10^6 B/s"};
+inline constexpr Column errors{"errors", "errors", "packets"};
+inline constexpr Column drops{"drops", "drops", "packets"};
 }  // namespace col
 
 }  // namespace fabperf

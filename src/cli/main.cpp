@@ -2,6 +2,8 @@
 // happens in the library. Exit codes: docs/usage.md.
 #include <fabperf/agent.hpp>
 #include <fabperf/build_config.hpp>
+#include <fabperf/compare.hpp>
+#include <fabperf/links.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
@@ -26,6 +28,8 @@ constexpr const char* kUsage = R"(usage: fabperf <command> [options]
 commands:
   agent     run a node agent (listens on TCP 6668)
   run       run a test against agents (or --local N agents on this host)
+  links     list this host's network interfaces: speed, MTU, addresses, bonds, socket limits
+  compare   compare two saved results (before/after a change) link by link
   version   print the version
   help      this text; 'fabperf <command> --help' for a command's options
 
@@ -213,6 +217,89 @@ int cmd_run(int argc, char** argv) {
   return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
 }
 
+int cmd_links(int argc, char** argv) {
+  cxxopts::Options o("fabperf links", "List this host's network interfaces.");
+  o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")("h,help", "this help");
+  auto r = parse(o, argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  const auto links = read_links();
+  const auto limits = read_socket_limits();
+  if (r.count("json")) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& l : links) arr.push_back(to_json(l));
+    std::cout << nlohmann::json{{"links", arr}, {"socket_limits", to_json(limits)}}.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver", "state",
+                           "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
+  for (const auto& l : links) {
+    if (!r.count("all") && l.operstate == "down") continue;
+    std::string rel = l.master;
+    if (!l.members.empty()) {
+      for (const auto& m : l.members) rel += (rel.empty() ? "" : "+") + m;
+    }
+    if (!l.vlan_parent.empty()) rel = "vlan of " + l.vlan_parent;
+    std::string addrs;
+    for (const auto& a : l.addresses) addrs += (addrs.empty() ? "" : " ") + a;
+    std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", l.name, l.kind,
+                             l.driver.empty() ? "-" : l.driver, l.operstate,
+                             l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.duplex, l.mtu,
+                             rel.empty() ? "-" : rel, addrs.empty() ? "-" : addrs);
+  }
+  std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
+                           limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
+                           limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);
+  return 0;
+}
+
+int cmd_compare(int argc, char** argv) {
+  cxxopts::Options o("fabperf compare", "Compare two fabperf results link by link: fabperf compare BEFORE.json AFTER.json");
+  o.add_options()
+    ("expect-gain", "every link must gain at least PCT percent (e.g. 40 for 40GbE -> 56GbE)", cxxopts::value<std::string>())
+    ("json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())
+    ("files", "", cxxopts::value<std::vector<std::string>>())
+    ("h,help", "this help");
+  o.parse_positional({"files"});
+  o.positional_help("BEFORE.json AFTER.json");
+  auto r = parse(o, argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  const auto files = r.count("files") ? get<std::vector<std::string>>(r, "files") : std::vector<std::string>{};
+  if (files.size() != 2) throw UsageError("compare: give exactly two result files: BEFORE.json AFTER.json");
+  CompareOptions opts;
+  if (r.count("expect-gain")) {
+    const auto& t = get<std::string>(r, "expect-gain");
+    std::string num = t;
+    if (!num.empty() && num.back() == '%') num.pop_back();
+    char* end = nullptr;
+    const double v = std::strtod(num.c_str(), &end);
+    if (num.empty() || end != num.c_str() + num.size() || !(v > -100 && v < 10000)) {
+      throw UsageError(fmt::format("--expect-gain '{}': expected a percentage such as 40", t));
+    }
+    opts.expect_gain_pct = v;
+  }
+  const auto before = load_result_file(files[0]);
+  const auto after = load_result_file(files[1]);
+  const Comparison c = compare_results(before, after, files[0], files[1], opts);
+  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
+  if (json_path == "-") {
+    std::cout << render_comparison_json(c).dump(2) << "\n";
+  } else {
+    std::cout << render_comparison_text(c);
+    if (!json_path.empty()) {
+      std::ofstream out(json_path);
+      out << render_comparison_json(c).dump(2) << "\n";
+      if (!out) throw SystemError("write comparison to", json_path, errno);
+    }
+  }
+  return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
+}
+
 int dispatch(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
@@ -221,6 +308,8 @@ int dispatch(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "agent") return cmd_agent(argc - 1, argv + 1);
   if (cmd == "run") return cmd_run(argc - 1, argv + 1);
+  if (cmd == "links") return cmd_links(argc - 1, argv + 1);
+  if (cmd == "compare") return cmd_compare(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "fabperf " << FABPERF_VERSION << (FABPERF_HAVE_RDMA ? " (rdma-core found)" : " (without RDMA)") << "\n";
     return 0;

@@ -1,8 +1,11 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/engine.hpp>
+#include <fabperf/links.hpp>
 #include <fabperf/sysstat.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
@@ -178,6 +181,28 @@ Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
   return s;
 }
 
+// The interfaces the test's flows leave on, by local address.
+std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows, std::vector<std::string>& per_flow) {
+  std::vector<std::string> names;
+  std::map<std::string, std::string> by_addr;
+  for (const auto* f : flows) {
+    auto it = by_addr.find(f->local);
+    if (it == by_addr.end()) it = by_addr.emplace(f->local, interface_of_address(f->local)).first;
+    per_flow.push_back(it->second);
+    if (!it->second.empty() && std::find(names.begin(), names.end(), it->second) == names.end()) names.push_back(it->second);
+  }
+  return names;
+}
+
+void sample_links(std::vector<LinkResult>& links, std::int64_t t_ns) {
+  for (auto& l : links) {
+    if (l.vanished) continue;
+    LinkSample s{t_ns, read_link_counters(l.info.name)};
+    if (!s.counters.present) l.vanished = true;
+    l.samples.push_back(s);
+  }
+}
+
 std::uint64_t sum(const std::vector<std::uint64_t>& v) {
   std::uint64_t t = 0;
   for (auto x : v) t += x;
@@ -193,24 +218,34 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
   r.node_index = ctx.node_index();
   r.hostname = ctx.hostname_;
 
+  // Interfaces are looked up before the start, so the window's edges only read counters.
+  std::vector<std::string> flow_iface;
+  for (const auto& name : flow_interfaces(flows, flow_iface)) {
+    if (auto info = read_link(name)) r.links.push_back(LinkResult{std::move(*info), {}, false});
+  }
+  r.socket_limits = read_socket_limits();
+
   Snapshot open, close;
   bool have_open = false, have_close = false;
   if (ctx.sleep_until(s.start_at)) {
     ctx.release_start();
     if (ctx.sleep_until(s.window_open)) {
       open = take_snapshot(flows, true);
+      sample_links(r.links, 0);
       have_open = true;
       Snapshot prev = open;
       // Interval samples: node totals; the last one ends at window_close.
       for (std::int64_t t = s.window_open + s.interval_ns; t < s.window_close && !ctx.aborted(); t += s.interval_ns) {
         if (!ctx.sleep_until(t)) break;
         Snapshot cur = take_snapshot(flows, false);
+        sample_links(r.links, cur.t - open.t);
         r.intervals.push_back({cur.t - open.t, sum(cur.tx) - sum(prev.tx), sum(cur.rx) - sum(prev.rx)});
         prev = std::move(cur);
       }
       if (ctx.sleep_until(s.window_close)) {
         close = take_snapshot(flows, true);
         have_close = true;
+        sample_links(r.links, close.t - open.t);
         r.intervals.push_back({close.t - open.t, sum(close.tx) - sum(prev.tx), sum(close.rx) - sum(prev.rx)});
       }
     }
@@ -239,7 +274,11 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
   if (!have_close) {
     // Aborted inside the window: what was measured up to now still counts, over the time it took.
     close = take_snapshot(flows, true);
-    if (!have_open) open = close;
+    if (!have_open) {
+      open = close;
+    } else {
+      sample_links(r.links, close.t - open.t);
+    }
   }
   r.window_s = static_cast<double>(close.t - open.t) / 1e9;
   r.cpu_busy_pct = cpu_busy_pct(open.cpu, close.cpu);
@@ -266,6 +305,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     x.retrans_window = t1.total_retrans >= t0.total_retrans ? t1.total_retrans - t0.total_retrans : 0;
     x.tcp = t1.valid ? t1 : f.sample_transport();
     x.error = f.error();
+    x.iface = flow_iface[i];
     r.flows.push_back(std::move(x));
   }
   LatencyHistogram merged;

@@ -1,4 +1,5 @@
 #include <fabperf/build_config.hpp>
+#include <fabperf/links.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/units.hpp>
 
@@ -47,6 +48,78 @@ Throughput make_tput(std::uint64_t bytes, std::uint64_t msgs, double seconds) {
 std::string role_of(const NodeRecord& n) {
   if (n.is_server && n.is_client) return "server+client";
   return n.is_server ? "server" : "client";
+}
+
+LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::string& node, std::vector<std::string>& findings) {
+  LinkReport lr;
+  lr.name = l.info.name;
+  lr.kind = l.info.kind;
+  lr.driver = l.info.driver;
+  lr.mtu = l.info.mtu;
+  lr.speed_mbps = l.info.speed_mbps;
+  lr.duplex = l.info.duplex;
+  lr.vanished = l.vanished;
+  std::vector<const LinkSample*> ok;
+  for (const auto& s : l.samples) {
+    if (s.counters.present) ok.push_back(&s);
+  }
+  if (l.vanished) {
+    findings.push_back(fmt::format("link {} on {} disappeared during the test: figures cover the {} samples taken before",
+                                   l.info.name, node, ok.size()));
+  }
+  if (ok.size() >= 2) {
+    const auto& c0 = ok.front()->counters;
+    const auto& c1 = ok.back()->counters;
+    lr.window_s = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
+    lr.tx_mb_per_s = mb_per_s(c1.tx_bytes - c0.tx_bytes, lr.window_s);
+    lr.rx_mb_per_s = mb_per_s(c1.rx_bytes - c0.rx_bytes, lr.window_s);
+    lr.tx_errors = c1.tx_errors - c0.tx_errors;
+    lr.rx_errors = c1.rx_errors - c0.rx_errors;
+    lr.tx_dropped = c1.tx_dropped - c0.tx_dropped;
+    lr.rx_dropped = c1.rx_dropped - c0.rx_dropped;
+    for (std::size_t i = 1; i < ok.size(); ++i) {
+      const double dt = static_cast<double>(ok[i]->t_ns - ok[i - 1]->t_ns) / 1e9;
+      lr.intervals.push_back({static_cast<double>(ok[i]->t_ns) / 1e9,
+                              mb_per_s(ok[i]->counters.tx_bytes - ok[i - 1]->counters.tx_bytes, dt),
+                              mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
+    }
+  }
+  std::uint64_t ptx = 0, prx = 0;
+  for (const auto& f : a.flows) {
+    if (f.iface != l.info.name) continue;
+    ptx += f.tx_bytes_window;
+    prx += f.rx_bytes_window;
+    // The MSS this node sends with, on connections where it is the main sender.
+    if (f.tcp.valid && f.tx_bytes_window > f.rx_bytes_window && f.tcp.snd_mss > 0) {
+      lr.min_sender_mss = lr.min_sender_mss == 0 ? f.tcp.snd_mss : std::min(lr.min_sender_mss, f.tcp.snd_mss);
+    }
+  }
+  const double w = a.window_s > 0 ? a.window_s : lr.window_s;
+  lr.payload_tx_mb_per_s = mb_per_s(ptx, w);
+  lr.payload_rx_mb_per_s = mb_per_s(prx, w);
+  if (lr.speed_mbps > 0) {
+    const double wire = std::max(lr.tx_mb_per_s, lr.rx_mb_per_s);
+    lr.utilization_pct = 100.0 * wire * 8.0 / static_cast<double>(lr.speed_mbps);
+    lr.best_goodput_mb_per_s = best_tcp_goodput_mb_per_s(lr.speed_mbps, lr.mtu);
+    if (lr.best_goodput_mb_per_s > 0) {
+      lr.efficiency_pct = 100.0 * std::max(lr.payload_tx_mb_per_s, lr.payload_rx_mb_per_s) / lr.best_goodput_mb_per_s;
+    }
+  }
+  // Jumbo frames checked, not assumed: the interface says MTU > 1500 but the connection's
+  // segments are 1500-class, so the peer or a switch port in between runs a smaller MTU.
+  if (lr.kind != "loopback" && lr.mtu > 1500 && lr.min_sender_mss > 0 &&
+      static_cast<double>(lr.min_sender_mss) < 0.9 * expected_mss(lr.mtu)) {
+    lr.jumbo_mismatch = true;
+    findings.push_back(fmt::format(
+        "jumbo frames not in use on {} {}: MTU {} allows MSS {}, but connections send with MSS {} (the peer's or a "
+        "switch port's MTU is smaller)",
+        node, lr.name, lr.mtu, expected_mss(lr.mtu), lr.min_sender_mss));
+  }
+  if (lr.tx_errors + lr.rx_errors + lr.tx_dropped + lr.rx_dropped > 0) {
+    findings.push_back(fmt::format("link {} on {}: {} tx / {} rx errors, {} tx / {} rx drops during the window", lr.name,
+                                   node, lr.tx_errors, lr.rx_errors, lr.tx_dropped, lr.rx_dropped));
+  }
+  return lr;
 }
 
 }  // namespace
@@ -166,6 +239,7 @@ Report compute_report(const RunRecord& run) {
         prev_t = s.t_ns;
         nr.intervals.push_back({static_cast<double>(s.t_ns) / 1e9, mb_per_s(s.tx_bytes, dt), mb_per_s(s.rx_bytes, dt)});
       }
+      for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, r.findings));
       for (const auto& w : a.warnings) {
         if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
       }

@@ -33,7 +33,17 @@ json to_json(const AgentResult& r) {
                      {"tx_bytes_total", f.tx_bytes_total}, {"rx_bytes_total", f.rx_bytes_total},
                      {"tx_bytes_window", f.tx_bytes_window}, {"rx_bytes_window", f.rx_bytes_window},
                      {"msgs_window", f.msgs_window}, {"retrans_window", f.retrans_window},
-                     {"tcp", tcp}, {"error", f.error}});
+                     {"tcp", tcp}, {"error", f.error}, {"iface", f.iface}});
+  }
+  json links = json::array();
+  for (const auto& l : r.links) {
+    json samples = json::array();
+    for (const auto& s : l.samples) {
+      const auto& c = s.counters;
+      samples.push_back({s.t_ns, c.present, c.tx_bytes, c.rx_bytes, c.tx_packets, c.rx_packets, c.tx_errors, c.rx_errors,
+                         c.tx_dropped, c.rx_dropped});
+    }
+    links.push_back({{"info", to_json(l.info)}, {"samples", std::move(samples)}, {"vanished", l.vanished}});
   }
   json iv = json::array();
   for (const auto& s : r.intervals) iv.push_back({s.t_ns, s.tx_bytes, s.rx_bytes});
@@ -41,7 +51,7 @@ json to_json(const AgentResult& r) {
           {"abort_reason", r.abort_reason}, {"window_s", r.window_s}, {"cpu_busy_pct", r.cpu_busy_pct},
           {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)}, {"intervals", std::move(iv)},
-          {"warnings", r.warnings}};
+          {"links", std::move(links)}, {"socket_limits", to_json(r.socket_limits)}, {"warnings", r.warnings}};
 }
 
 AgentResult parse_agent_result(const json& j) {
@@ -93,6 +103,7 @@ AgentResult parse_agent_result(const json& j) {
       x.tcp.snd_cwnd = static_cast<std::uint32_t>(t.u64("snd_cwnd", 0, UINT32_MAX));
     }
     x.error = g.str("error");
+    x.iface = g.str("iface", 64);
     r.flows.push_back(std::move(x));
   }
   const auto lat = j.find("latency");
@@ -104,6 +115,43 @@ AgentResult parse_agent_result(const json& j) {
       throw ProtocolError("RESULT.intervals[]: expected [t_ns, tx_bytes, rx_bytes]");
     }
     r.intervals.push_back({e[0].get<std::int64_t>(), e[1].get<std::uint64_t>(), e[2].get<std::uint64_t>()});
+  }
+  for (const auto& e : f.array("links", 4096)) {
+    Fields g(e, "RESULT.links[]");
+    LinkResult l;
+    l.info = link_from_json(g.object("info"));
+    l.vanished = g.boolean("vanished");
+    for (const auto& s : g.array("samples", 1000000)) {
+      if (!s.is_array() || s.size() != 10 || !s[0].is_number_integer() || !s[1].is_boolean()) {
+        throw ProtocolError("RESULT.links[].samples[]: expected [t_ns, present, 8 counters]");
+      }
+      LinkSample x;
+      x.t_ns = s[0].get<std::int64_t>();
+      x.counters.present = s[1].get<bool>();
+      std::uint64_t* dst[] = {&x.counters.tx_bytes, &x.counters.rx_bytes, &x.counters.tx_packets, &x.counters.rx_packets,
+                              &x.counters.tx_errors, &x.counters.rx_errors, &x.counters.tx_dropped, &x.counters.rx_dropped};
+      for (std::size_t i = 0; i < 8; ++i) {
+        if (!s[i + 2].is_number_unsigned()) throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
+        *dst[i] = s[i + 2].get<std::uint64_t>();
+      }
+      l.samples.push_back(x);
+    }
+    r.links.push_back(std::move(l));
+  }
+  {
+    Fields g(f.object("socket_limits"), "RESULT.socket_limits");
+    r.socket_limits.rmem_max = g.u64("rmem_max", 0, 1ULL << 48);
+    r.socket_limits.wmem_max = g.u64("wmem_max", 0, 1ULL << 48);
+    auto triple = [&](const char* name, std::uint64_t* out) {
+      const auto& a = g.array(name, 3);
+      if (a.size() != 3) throw ProtocolError(fmt::format("{}: expected 3 numbers", g.ctx(name)));
+      for (std::size_t i = 0; i < 3; ++i) {
+        if (!a[i].is_number_unsigned()) throw ProtocolError(fmt::format("{}: expected unsigned integers", g.ctx(name)));
+        out[i] = a[i].get<std::uint64_t>();
+      }
+    };
+    triple("tcp_rmem", r.socket_limits.tcp_rmem);
+    triple("tcp_wmem", r.socket_limits.tcp_wmem);
   }
   r.warnings = f.strings("warnings", 1000);
   return r;

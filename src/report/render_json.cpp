@@ -32,6 +32,24 @@ json latency_json(const LatencySummary& l, const LatencyHistogram* h) {
   }
   return j;
 }
+json links_json(const std::vector<LinkReport>& links) {
+  json out = json::array();
+  for (const auto& l : links) {
+    json iv = json::array();
+    for (const auto& p : l.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+    auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
+    out.push_back({{k(col::link), l.name}, {k(col::kind), l.kind}, {"driver", l.driver}, {k(col::mtu), l.mtu},
+                   {k(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)}, {"duplex", l.duplex},
+                   {"window_s", l.window_s}, {k(col::tx_mb_per_s), l.tx_mb_per_s}, {k(col::rx_mb_per_s), l.rx_mb_per_s},
+                   {"payload_tx_mb_per_s", l.payload_tx_mb_per_s}, {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
+                   {k(col::utilization_pct), opt(l.utilization_pct)},
+                   {k(col::best_goodput_mb_per_s), l.best_goodput_mb_per_s > 0 ? json(l.best_goodput_mb_per_s) : json(nullptr)},
+                   {k(col::efficiency_pct), opt(l.efficiency_pct)}, {"tx_errors", l.tx_errors}, {"rx_errors", l.rx_errors},
+                   {"tx_dropped", l.tx_dropped}, {"rx_dropped", l.rx_dropped}, {"vanished", l.vanished},
+                   {"min_sender_mss", l.min_sender_mss}, {"jumbo_mismatch", l.jumbo_mismatch}, {"intervals", std::move(iv)}});
+  }
+  return out;
+}
 }  // namespace
 
 json render_json(const Report& r) {
@@ -56,6 +74,7 @@ json render_json(const Report& r) {
                      {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
                      {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
                      {"intervals", std::move(iv)},
+                     {"links", links_json(n.links)},
                      {"warnings", n.warnings}});
   }
   json pairs = json::array();

@@ -82,6 +82,12 @@ std::string spark(const std::vector<IntervalPoint>& pts, bool tx) {
   return s;
 }
 
+std::string spark_total(const std::vector<IntervalPoint>& pts) {
+  std::vector<IntervalPoint> t;
+  for (const auto& p : pts) t.push_back({p.t_s, p.tx_mb_per_s + p.rx_mb_per_s, 0});
+  return spark(t, true);
+}
+
 }  // namespace
 
 std::string render_summary_line(const Report& r) {
@@ -162,6 +168,25 @@ std::string render_text(const Report& r, bool verbose) {
               spark(n.intervals, false)});
     }
     out += iv.str() + "\n";
+  }
+
+  bool any_link = false;
+  for (const auto& n : r.nodes) any_link = any_link || !n.links.empty();
+  if (any_link) {
+    out += "Links (interface counters over the window; payload = fabperf's bytes on the link)\n";
+    Table lt({h(col::node), h(col::link), h(col::kind), h(col::speed_mbps), h(col::mtu), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
+              h(col::payload_mb_per_s), h(col::utilization_pct), h(col::efficiency_pct), h(col::errors), h(col::drops), "tx+rx over time"});
+    for (const auto& n : r.nodes) {
+      for (const auto& l : n.links) {
+        lt.add({n.name, l.name + (l.vanished ? " (gone)" : "") + (l.jumbo_mismatch ? " (!mtu)" : ""), l.kind,
+                l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", std::to_string(l.mtu), f1(l.tx_mb_per_s),
+                f1(l.rx_mb_per_s), f1(std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s)),
+                l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-", l.efficiency_pct >= 0 ? f1(l.efficiency_pct) : "-",
+                std::to_string(l.tx_errors + l.rx_errors), std::to_string(l.tx_dropped + l.rx_dropped),
+                spark_total(l.intervals)});
+      }
+    }
+    out += lt.str() + "\n";
   }
 
   if (verbose) {

@@ -1,0 +1,57 @@
+// Before/after comparison of two saved results (`fabperf compare`): matches links, nodes and
+// pairs by name, computes each change, the change the link speeds predict, the interval noise,
+// and a verdict per link. Pure: JSON in, a Comparison out; renderers only format.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fabperf {
+
+struct CompareOptions {
+  std::optional<double> expect_gain_pct;  // --expect-gain: every link must gain at least this
+};
+
+struct Delta {
+  std::string name;
+  double before{0}, after{0};
+  double change_pct{0};
+  bool matched{true};  // false: present in only one of the runs
+};
+
+enum class LinkVerdict { as_expected, less_than_expected, improved, no_change, regressed, missing };
+std::string_view to_string(LinkVerdict v);
+
+struct LinkDelta {
+  std::string node, link;
+  double before_mb{0}, after_mb{0};  // payload MB/s on the link (busier direction)
+  double change_pct{0};
+  std::int64_t before_speed{-1}, after_speed{-1};
+  std::optional<double> predicted_pct;  // from the speeds, or --expect-gain
+  double noise_before_pct{0}, noise_after_pct{0};  // coefficient of variation of the interval samples
+  LinkVerdict verdict{LinkVerdict::no_change};
+  bool fails{false};
+};
+
+struct Comparison {
+  std::string before_file, after_file;
+  Delta aggregate;
+  std::vector<Delta> nodes;
+  std::vector<Delta> pairs;
+  std::vector<LinkDelta> links;
+  std::vector<std::string> notes;
+  bool failed{false};  // a link regressed or fell short of the expected gain
+};
+
+// Throws UsageError naming the file and the problem (schema, version, unrelated runs).
+Comparison compare_results(const nlohmann::json& before, const nlohmann::json& after, const std::string& before_file,
+                           const std::string& after_file, const CompareOptions& opts);
+// Reads and parses a result file; UsageError naming the file on any problem.
+nlohmann::json load_result_file(const std::string& path);
+
+std::string render_comparison_text(const Comparison& c);
+nlohmann::json render_comparison_json(const Comparison& c);
+
+}  // namespace fabperf

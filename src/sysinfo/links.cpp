@@ -1,0 +1,274 @@
+#include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
+#include <fabperf/proto.hpp>
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <ifaddrs.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace fabperf {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::int64_t read_num(const std::string& path, std::int64_t fallback) {
+  const std::string s = read_text(path);
+  if (s.empty()) return fallback;
+  try {
+    return std::stoll(s);
+  } catch (...) {
+    return fallback;
+  }
+}
+
+std::string link_target_name(const std::string& path) {
+  std::error_code ec;
+  const auto t = fs::read_symlink(path, ec);
+  return ec ? "" : t.filename().string();
+}
+
+// ethtool ioctls: only meaningful for this host's live interfaces (root == "").
+struct EthtoolAnswer {
+  std::string driver;
+  std::int64_t speed{-1};
+  std::string duplex;
+};
+EthtoolAnswer ethtool_query(const std::string& name) {
+  EthtoolAnswer a;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return a;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  ethtool_drvinfo info{};
+  info.cmd = ETHTOOL_GDRVINFO;
+  ifr.ifr_data = reinterpret_cast<char*>(&info);
+  if (::ioctl(fd, SIOCETHTOOL, &ifr) == 0) a.driver = info.driver;
+  ethtool_cmd cmd{};
+  cmd.cmd = ETHTOOL_GSET;
+  ifr.ifr_data = reinterpret_cast<char*>(&cmd);
+  if (::ioctl(fd, SIOCETHTOOL, &ifr) == 0) {
+    const std::uint32_t sp = ethtool_cmd_speed(&cmd);
+    if (sp != 0 && sp != static_cast<std::uint32_t>(SPEED_UNKNOWN)) a.speed = sp;
+    a.duplex = cmd.duplex == DUPLEX_FULL ? "full" : cmd.duplex == DUPLEX_HALF ? "half" : "";
+  }
+  ::close(fd);
+  return a;
+}
+
+std::vector<std::string> addresses_of(const std::string& name) {
+  std::vector<std::string> out;
+  ifaddrs* ifa = nullptr;
+  if (getifaddrs(&ifa) != 0) return out;
+  for (auto* p = ifa; p; p = p->ifa_next) {
+    if (!p->ifa_addr || name != p->ifa_name) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    int prefix = 0;
+    if (p->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr, buf, sizeof buf);
+      if (p->ifa_netmask) {
+        prefix = __builtin_popcount(reinterpret_cast<sockaddr_in*>(p->ifa_netmask)->sin_addr.s_addr);
+      }
+    } else if (p->ifa_addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, buf, sizeof buf);
+      if (p->ifa_netmask) {
+        const auto* m = reinterpret_cast<sockaddr_in6*>(p->ifa_netmask)->sin6_addr.s6_addr;
+        for (int i = 0; i < 16; ++i) prefix += __builtin_popcount(m[i]);
+      }
+    } else {
+      continue;
+    }
+    out.push_back(fmt::format("{}/{}", buf, prefix));
+  }
+  freeifaddrs(ifa);
+  return out;
+}
+
+}  // namespace
+
+std::optional<LinkInfo> read_link(const std::string& name, const std::string& root) {
+  const std::string base = root + "/sys/class/net/" + name;
+  std::error_code ec;
+  if (name.empty() || name.find('/') != std::string::npos || !fs::exists(base, ec)) return std::nullopt;
+  LinkInfo l;
+  l.name = name;
+  l.mtu = static_cast<int>(read_num(base + "/mtu", 0));
+  l.operstate = read_text(base + "/operstate");
+  l.mac = read_text(base + "/address");
+  // sysfs speed is -1 (or unreadable: EINVAL) for links without one.
+  l.speed_mbps = read_num(base + "/speed", -1);
+  if (l.speed_mbps <= 0) l.speed_mbps = -1;
+  l.duplex = read_text(base + "/duplex");
+  l.driver = link_target_name(base + "/device/driver");
+  l.master = link_target_name(base + "/master");
+  l.numa_node = static_cast<int>(read_num(base + "/device/numa_node", -1));
+  if (fs::exists(base + "/bonding", ec)) {
+    l.kind = "bond";
+    std::istringstream ss(read_text(base + "/bonding/slaves"));
+    for (std::string m; ss >> m;) l.members.push_back(m);
+  } else if (fs::exists(base + "/bridge", ec)) {
+    l.kind = "bridge";
+  } else if (name == "lo" || read_num(base + "/type", 0) == 772) {
+    l.kind = "loopback";
+  } else if (fs::exists(base + "/device", ec)) {
+    l.kind = "physical";
+  } else {
+    l.kind = "virtual";
+  }
+  // A VLAN's parent is its only lower device.
+  for (const auto& e : fs::directory_iterator(base, ec)) {
+    const std::string fn = e.path().filename().string();
+    if (fn.rfind("lower_", 0) == 0 && l.kind != "bond" && l.kind != "bridge") {
+      l.vlan_parent = fn.substr(6);
+      l.kind = "vlan";
+    }
+  }
+  if (root.empty()) {
+    const auto eth = ethtool_query(name);
+    if (l.driver.empty()) l.driver = eth.driver;
+    if (l.speed_mbps < 0 && eth.speed > 0) l.speed_mbps = eth.speed;
+    if (l.duplex.empty() || l.duplex == "unknown") l.duplex = eth.duplex.empty() ? l.duplex : eth.duplex;
+    if (l.driver == "veth" && l.kind == "virtual") l.kind = "veth";
+    l.addresses = addresses_of(name);
+  }
+  if (l.duplex.empty()) l.duplex = "unknown";
+  return l;
+}
+
+std::vector<LinkInfo> read_links(const std::string& root) {
+  std::vector<LinkInfo> out;
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(root + "/sys/class/net", ec)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    if (auto l = read_link(n, root)) out.push_back(std::move(*l));
+  }
+  return out;
+}
+
+LinkCounters read_link_counters(const std::string& name, const std::string& root) {
+  LinkCounters c;
+  const std::string base = root + "/sys/class/net/" + name + "/statistics/";
+  std::ifstream probe(base + "tx_bytes");
+  if (!probe) return c;
+  auto num = [&](const char* f) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, read_num(base + f, 0))); };
+  c.present = true;
+  c.tx_bytes = num("tx_bytes");
+  c.rx_bytes = num("rx_bytes");
+  c.tx_packets = num("tx_packets");
+  c.rx_packets = num("rx_packets");
+  c.tx_errors = num("tx_errors");
+  c.rx_errors = num("rx_errors");
+  c.tx_dropped = num("tx_dropped");
+  c.rx_dropped = num("rx_dropped");
+  return c;
+}
+
+SocketLimits read_socket_limits(const std::string& root) {
+  SocketLimits s;
+  s.rmem_max = static_cast<std::uint64_t>(read_num(root + "/proc/sys/net/core/rmem_max", 0));
+  s.wmem_max = static_cast<std::uint64_t>(read_num(root + "/proc/sys/net/core/wmem_max", 0));
+  auto triple = [&](const std::string& path, std::uint64_t* out) {
+    std::ifstream in(path);
+    for (int i = 0; i < 3; ++i) in >> out[i];
+  };
+  triple(root + "/proc/sys/net/ipv4/tcp_rmem", s.tcp_rmem);
+  triple(root + "/proc/sys/net/ipv4/tcp_wmem", s.tcp_wmem);
+  return s;
+}
+
+std::string interface_of_address(const std::string& address) {
+  std::string ip = address;
+  if (!ip.empty() && ip.front() == '[') {
+    ip = ip.substr(1, ip.find(']') - 1);
+  } else if (std::count(ip.begin(), ip.end(), ':') == 1) {
+    ip = ip.substr(0, ip.find(':'));
+  }
+  in6_addr a6{};
+  in_addr a4{};
+  const bool v4 = inet_pton(AF_INET, ip.c_str(), &a4) == 1;
+  const bool v6 = !v4 && inet_pton(AF_INET6, ip.c_str(), &a6) == 1;
+  if (!v4 && !v6) return "";
+  ifaddrs* ifa = nullptr;
+  if (getifaddrs(&ifa) != 0) return "";
+  std::string found;
+  for (auto* p = ifa; p && found.empty(); p = p->ifa_next) {
+    if (!p->ifa_addr) continue;
+    if (v4 && p->ifa_addr->sa_family == AF_INET &&
+        reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr == a4.s_addr) {
+      found = p->ifa_name;
+    } else if (v6 && p->ifa_addr->sa_family == AF_INET6 &&
+               std::memcmp(&reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, &a6, sizeof a6) == 0) {
+      found = p->ifa_name;
+    }
+  }
+  freeifaddrs(ifa);
+  return found;
+}
+
+double best_tcp_goodput_mb_per_s(std::int64_t speed_mbps, int mtu) {
+  if (speed_mbps <= 0 || mtu <= 52) return 0.0;
+  const double bits = static_cast<double>(speed_mbps) * 1e6;
+  return bits / 8.0 * static_cast<double>(mtu - 52) / static_cast<double>(mtu + 38) / 1e6;
+}
+
+int expected_mss(int mtu) { return mtu > 52 ? mtu - 52 : 0; }
+
+nlohmann::json to_json(const LinkInfo& l) {
+  return {{"name", l.name}, {"kind", l.kind}, {"driver", l.driver}, {"operstate", l.operstate},
+          {"mac", l.mac}, {"addresses", l.addresses}, {"mtu", l.mtu},
+          {"speed_mbps", l.speed_mbps >= 0 ? nlohmann::json(l.speed_mbps) : nlohmann::json(nullptr)},
+          {"duplex", l.duplex}, {"master", l.master}, {"members", l.members}, {"vlan_parent", l.vlan_parent},
+          {"numa_node", l.numa_node}};
+}
+
+nlohmann::json to_json(const SocketLimits& s) {
+  return {{"rmem_max", s.rmem_max},
+          {"wmem_max", s.wmem_max},
+          {"tcp_rmem", {s.tcp_rmem[0], s.tcp_rmem[1], s.tcp_rmem[2]}},
+          {"tcp_wmem", {s.tcp_wmem[0], s.tcp_wmem[1], s.tcp_wmem[2]}}};
+}
+
+LinkInfo link_from_json(const nlohmann::json& j) {
+  proto::Fields f(j, "link");
+  LinkInfo l;
+  l.name = f.str("name", 64);
+  l.kind = f.str("kind", 32);
+  l.driver = f.str("driver", 64);
+  l.operstate = f.str("operstate", 32);
+  l.mac = f.str("mac", 64);
+  l.addresses = f.strings("addresses", 256, 64);
+  l.mtu = static_cast<int>(f.u64("mtu", 0, 1u << 20));
+  const auto& sp = j.find("speed_mbps");
+  if (sp == j.end()) throw ProtocolError("link.speed_mbps: missing field");
+  l.speed_mbps = sp->is_null() ? -1 : f.i64("speed_mbps", 0, 100'000'000);
+  l.duplex = f.str("duplex", 16);
+  l.master = f.str("master", 64);
+  l.members = f.strings("members", 64, 64);
+  l.vlan_parent = f.str("vlan_parent", 64);
+  l.numa_node = static_cast<int>(f.i64("numa_node", -1, 4096));
+  return l;
+}
+
+}  // namespace fabperf
