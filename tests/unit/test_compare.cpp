@@ -1,0 +1,92 @@
+#include <fabperf/compare.hpp>
+#include <fabperf/error.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace fabperf;
+using nlohmann::json;
+
+namespace {
+// A minimal result document with per-link payload rates and steady interval samples.
+json result(const std::vector<std::pair<std::string, double>>& links, std::int64_t speed, int version = 1) {
+  json node_links = json::array();
+  double total = 0;
+  for (const auto& [name, mb] : links) {
+    json iv = json::array();
+    for (int i = 0; i < 8; ++i) iv.push_back({{"t_s", i + 1}, {"tx_mb_per_s", mb * (i % 2 ? 1.005 : 0.995)}, {"rx_mb_per_s", 0}});
+    node_links.push_back({{"link", name}, {"kind", "veth"}, {"speed_mbps", speed}, {"payload_tx_mb_per_s", mb},
+                          {"payload_rx_mb_per_s", 0.0}, {"intervals", iv}});
+    total += mb;
+  }
+  return {{"schema", "fabperf.result"},
+          {"schema_version", version},
+          {"settings", {{"test", "write"}, {"mode", "stream"}}},
+          {"aggregate", {{"mb_per_s", total}}},
+          {"nodes", {{{"index", 0}, {"node", "h2:6668"}, {"tx_mb_per_s", 0.0}, {"rx_mb_per_s", total}, {"links", json::array()}},
+                     {{"index", 1}, {"node", "h1:6668"}, {"tx_mb_per_s", total}, {"rx_mb_per_s", 0.0}, {"links", node_links}}}},
+          {"pairs", {{{"client", 1}, {"server", 0}, {"mb_per_s", total}}}}};
+}
+}  // namespace
+
+TEST(Compare, SpeedChangePredictsGainAndEveryLinkMeetsIt) {
+  const auto c = compare_results(result({{"eth0", 4900}, {"eth1", 4900}}, 40000),
+                                 result({{"eth0", 6850}, {"eth1", 6870}}, 56000), "b.json", "a.json", {});
+  ASSERT_EQ(c.links.size(), 2u);
+  for (const auto& l : c.links) {
+    ASSERT_TRUE(l.predicted_pct.has_value());
+    EXPECT_NEAR(*l.predicted_pct, 40.0, 1e-9);
+    EXPECT_NEAR(l.change_pct, 100.0 * (l.after_mb / l.before_mb - 1), 1e-9);
+    EXPECT_EQ(l.verdict, LinkVerdict::as_expected) << l.link;
+    EXPECT_FALSE(l.fails);
+  }
+  EXPECT_FALSE(c.failed);
+  EXPECT_NEAR(c.aggregate.change_pct, 40.0, 0.5);
+  EXPECT_NE(render_comparison_text(c).find("improved as expected"), std::string::npos);
+}
+
+TEST(Compare, OneLinkLeftBehindIsNamedAndFails) {
+  CompareOptions o;
+  o.expect_gain_pct = 40;
+  const auto c = compare_results(result({{"eth0", 49}, {"eth1", 49}}, 10000), result({{"eth0", 68.6}, {"eth1", 49.2}}, 10000),
+                                 "b", "a", o);
+  ASSERT_EQ(c.links.size(), 2u);
+  EXPECT_EQ(c.links[0].verdict, LinkVerdict::as_expected);
+  EXPECT_EQ(c.links[1].link, "eth1");
+  EXPECT_EQ(c.links[1].verdict, LinkVerdict::no_change);
+  EXPECT_TRUE(c.links[1].fails);
+  EXPECT_TRUE(c.failed);
+  const auto j = render_comparison_json(c);
+  EXPECT_EQ(j["links"][1]["verdict"], "no change");
+  EXPECT_TRUE(j["failed"].get<bool>());
+}
+
+TEST(Compare, RegressionAndShortfallVerdicts) {
+  const auto c = compare_results(result({{"eth0", 100}, {"eth1", 100}}, 40000), result({{"eth0", 80}, {"eth1", 115}}, 56000), "b",
+                                 "a", {});
+  EXPECT_EQ(c.links[0].verdict, LinkVerdict::regressed);
+  EXPECT_TRUE(c.links[0].fails);
+  EXPECT_EQ(c.links[1].verdict, LinkVerdict::less_than_expected);
+  // Without --expect-gain, falling short of the speed's prediction is reported but only a
+  // regression fails.
+  EXPECT_FALSE(c.links[1].fails);
+  EXPECT_TRUE(c.failed);
+}
+
+TEST(Compare, BadInputsAreUsageErrorsNamingTheFile) {
+  const auto ok = result({{"eth0", 1}}, 1000);
+  EXPECT_THROW(compare_results(ok, result({{"eth0", 1}}, 1000, 2), "b.json", "a.json", {}), UsageError);
+  try {
+    compare_results(ok, result({{"eth0", 1}}, 1000, 2), "b.json", "a.json", {});
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a.json has 2"), std::string::npos) << e.what();
+  }
+  json other = ok;
+  other["nodes"][0]["node"] = "x:1";
+  other["nodes"][1]["node"] = "y:1";
+  EXPECT_THROW(compare_results(ok, other, "b", "a", {}), UsageError);
+  EXPECT_THROW(compare_results(json{{"schema", "something"}}, ok, "b", "a", {}), UsageError);
+  json missing = ok;
+  missing.erase("pairs");
+  EXPECT_THROW(compare_results(ok, missing, "b", "a", {}), UsageError);
+}
