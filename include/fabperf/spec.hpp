@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fabperf {
 
@@ -46,6 +47,15 @@ struct SpecParams {
   std::optional<std::chrono::nanoseconds> time;
   std::optional<std::chrono::nanoseconds> warmup;
   std::optional<std::chrono::nanoseconds> cooldown;
+  // Data-plane tuning (docs/performance.md).
+  std::optional<bool> skip_rx_copy;           // MSG_TRUNC: the kernel discards received data
+  std::optional<bool> zerocopy;               // MSG_ZEROCOPY sends, completions reaped
+  std::optional<std::string> congestion;      // TCP_CONGESTION, e.g. cubic, bbr
+  std::optional<std::uint64_t> rate;          // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
+  std::optional<std::uint32_t> busy_poll_us;  // SO_BUSY_POLL; 0 = off
+  std::optional<std::uint64_t> notsent_lowat; // TCP_NOTSENT_LOWAT; 0 = kernel default
+  std::optional<std::vector<int>> cpus;       // pin data threads round-robin; empty = NUMA-local default
+  std::optional<bool> no_affinity;            // never pin
 };
 
 class TestSpec {
@@ -66,6 +76,15 @@ class TestSpec {
   [[nodiscard]] std::chrono::nanoseconds cooldown() const { return cooldown_; }
   [[nodiscard]] std::chrono::nanoseconds window() const { return time_ - warmup_ - cooldown_; }
 
+  [[nodiscard]] bool skip_rx_copy() const { return skip_rx_copy_; }
+  [[nodiscard]] bool zerocopy() const { return zerocopy_; }
+  [[nodiscard]] const std::string& congestion() const { return congestion_; }
+  [[nodiscard]] std::uint64_t rate() const { return rate_; }
+  [[nodiscard]] std::uint32_t busy_poll_us() const { return busy_poll_us_; }
+  [[nodiscard]] std::uint64_t notsent_lowat() const { return notsent_lowat_; }
+  [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
+  [[nodiscard]] bool no_affinity() const { return no_affinity_; }
+
   // Connections a client opens to one server (rw in stream mode opens both directions).
   [[nodiscard]] std::uint32_t connections_per_pair() const;
 
@@ -83,7 +102,18 @@ class TestSpec {
   std::chrono::nanoseconds time_{0};
   std::chrono::nanoseconds warmup_{0};
   std::chrono::nanoseconds cooldown_{0};
+  bool skip_rx_copy_{false};
+  bool zerocopy_{false};
+  std::string congestion_;
+  std::uint64_t rate_{0};
+  std::uint32_t busy_poll_us_{0};
+  std::uint64_t notsent_lowat_{0};
+  std::vector<int> cpus_;
+  bool no_affinity_{false};
 };
+
+// "0-3,8,10-11" -> {0,1,2,3,8,10,11}; throws UsageError naming `what`.
+std::vector<int> parse_cpu_list(std::string_view text, std::string_view what);
 
 // Wire encoding (the control protocol carries it; the decoder re-validates through make()).
 nlohmann::json to_json(const TestSpec& s);

@@ -82,7 +82,44 @@ TestSpec TestSpec::make(const SpecParams& p) {
   if (s.window() < std::chrono::milliseconds(100)) {
     throw UsageError(fmt::format("measurement window {} s is shorter than 0.1 s", secs(s.window())));
   }
+  s.skip_rx_copy_ = p.skip_rx_copy.value_or(false);
+  s.zerocopy_ = p.zerocopy.value_or(false);
+  s.congestion_ = p.congestion.value_or("");
+  if (s.congestion_.size() > 15 ||
+      s.congestion_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+    throw UsageError(fmt::format("--congestion '{}': not a congestion control name (e.g. cubic, bbr, reno)", s.congestion_));
+  }
+  s.rate_ = p.rate.value_or(0);
+  if (s.rate_ != 0 && s.rate_ < 1000) throw UsageError(fmt::format("--rate {}: below 1000 bytes/s", s.rate_));
+  s.busy_poll_us_ = p.busy_poll_us.value_or(0);
+  if (s.busy_poll_us_ > 1'000'000) throw UsageError(fmt::format("--busy-poll {}: out of range (0..1000000 us)", s.busy_poll_us_));
+  s.notsent_lowat_ = p.notsent_lowat.value_or(0);
+  if (s.notsent_lowat_ > limits::kMaxSocksize) throw UsageError("--notsent-lowat: out of range (up to 100M)");
+  s.cpus_ = p.cpus.value_or(std::vector<int>{});
+  if (s.cpus_.size() > 4096) throw UsageError("--cpus: more than 4096 CPUs");
+  for (int c : s.cpus_) {
+    if (c < 0 || c >= 4096) throw UsageError(fmt::format("--cpus: CPU {} out of range (0..4095)", c));
+  }
+  s.no_affinity_ = p.no_affinity.value_or(false);
+  if (s.no_affinity_ && !s.cpus_.empty()) throw UsageError("--cpus and --no-affinity contradict each other");
   return s;
+}
+
+std::vector<int> parse_cpu_list(std::string_view text, std::string_view what) {
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const auto item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const auto dash = item.find('-');
+    const std::int64_t lo = parse_int(item.substr(0, dash), what, 0, 4095);
+    const std::int64_t hi = dash == std::string_view::npos ? lo : parse_int(item.substr(dash + 1), what, 0, 4095);
+    if (hi < lo) throw UsageError(fmt::format("{} '{}': range {} runs backwards", what, text, item));
+    for (auto c = lo; c <= hi; ++c) out.push_back(static_cast<int>(c));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 std::uint32_t TestSpec::connections_per_pair() const {
@@ -100,7 +137,15 @@ nlohmann::json to_json(const TestSpec& s) {
           {"parallel", s.parallel()},
           {"time_ns", s.time().count()},
           {"warmup_ns", s.warmup().count()},
-          {"cooldown_ns", s.cooldown().count()}};
+          {"cooldown_ns", s.cooldown().count()},
+          {"skip_rx_copy", s.skip_rx_copy()},
+          {"zerocopy", s.zerocopy()},
+          {"congestion", s.congestion()},
+          {"rate", s.rate()},
+          {"busy_poll_us", s.busy_poll_us()},
+          {"notsent_lowat", s.notsent_lowat()},
+          {"cpus", s.cpus()},
+          {"no_affinity", s.no_affinity()}};
 }
 
 namespace {
@@ -140,6 +185,32 @@ TestSpec spec_from_json(const nlohmann::json& j) {
     p.time = std::chrono::nanoseconds(field<std::int64_t>(j, "time_ns", 0, max_ns));
     p.warmup = std::chrono::nanoseconds(field<std::int64_t>(j, "warmup_ns", 0, max_ns));
     p.cooldown = std::chrono::nanoseconds(field<std::int64_t>(j, "cooldown_ns", 0, max_ns));
+    // Tuning fields are optional on the wire: a coordinator that does not send them gets defaults.
+    auto flag = [&](const char* name) -> std::optional<bool> {
+      const auto it = j.find(name);
+      if (it == j.end()) return std::nullopt;
+      if (!it->is_boolean()) throw ProtocolError(fmt::format("spec.{}: not a boolean", name));
+      return it->get<bool>();
+    };
+    p.skip_rx_copy = flag("skip_rx_copy");
+    p.zerocopy = flag("zerocopy");
+    p.no_affinity = flag("no_affinity");
+    if (j.contains("congestion")) p.congestion = str_field(j, "congestion");
+    if (j.contains("rate")) p.rate = field<std::uint64_t>(j, "rate", 0, 1ULL << 50);
+    if (j.contains("busy_poll_us")) p.busy_poll_us = field<std::uint32_t>(j, "busy_poll_us", 0, 1'000'000);
+    if (j.contains("notsent_lowat")) p.notsent_lowat = field<std::uint64_t>(j, "notsent_lowat", 0, limits::kMaxSocksize);
+    if (j.contains("cpus")) {
+      const auto& c = j["cpus"];
+      if (!c.is_array() || c.size() > 4096) throw ProtocolError("spec.cpus: not an array of at most 4096 CPUs");
+      std::vector<int> cpus;
+      for (const auto& e : c) {
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= 4096) {
+          throw ProtocolError("spec.cpus: entries must be CPU numbers 0..4095");
+        }
+        cpus.push_back(e.get<int>());
+      }
+      p.cpus = std::move(cpus);
+    }
     return TestSpec::make(p);
   } catch (const UsageError& e) {
     throw ProtocolError(fmt::format("spec: {}", e.what()));
