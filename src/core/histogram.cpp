@@ -75,7 +75,8 @@ double LatencyHistogram::percentile_ns(double p) const noexcept {
 nlohmann::json to_json(const LatencyHistogram& h) {
   nlohmann::json b = nlohmann::json::array();
   for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
-    if (h.buckets_[static_cast<std::size_t>(i)]) b.push_back({i, h.buckets_[static_cast<std::size_t>(i)]});
+    // The index goes out unsigned: histogram_from_json accepts only unsigned integers.
+    if (h.buckets_[static_cast<std::size_t>(i)]) b.push_back({static_cast<std::uint64_t>(i), h.buckets_[static_cast<std::size_t>(i)]});
   }
   return {{"count", h.count_}, {"min_ns", h.min_ns()}, {"max_ns", h.max_},
           {"sum_ns", h.sum_},  {"sum_sq_ns2", h.sum_sq_}, {"buckets", std::move(b)}};
