@@ -115,8 +115,11 @@ LatencyHistogram histogram_from_json(const nlohmann::json& j) {
     }
     const auto idx = e[0].get<std::uint64_t>();
     if (idx >= static_cast<std::uint64_t>(LatencyHistogram::kBuckets)) throw fail("bucket index out of range");
-    h.buckets_[idx] += e[1].get<std::uint64_t>();
-    total += e[1].get<std::uint64_t>();
+    const auto c = e[1].get<std::uint64_t>();
+    // Checked before adding, so counts that wrap around 2^64 cannot fake a matching total.
+    if (c > h.count_ - total) throw fail("bucket counts do not add up to 'count'");
+    h.buckets_[idx] += c;
+    total += c;
   }
   if (total != h.count_) throw fail("bucket counts do not add up to 'count'");
   return h;
