@@ -55,7 +55,11 @@ double LatencyHistogram::percentile_ns(double p) const noexcept {
   if (count_ == 0) return 0.0;
   p = std::clamp(p, 0.0, 100.0);
   // Rank of the wanted sample (1-based), nearest-rank definition.
-  const double rank = std::max(1.0, std::ceil(p / 100.0 * static_cast<double>(count_)));
+  // p/100*count is inexact in binary (99.9/100*1000 = 999.0000000000001): a product within
+  // rounding error of a whole number is that number, or ceil() would skip to the next sample.
+  double exact = p / 100.0 * static_cast<double>(count_);
+  if (std::abs(exact - std::round(exact)) <= 1e-9 * std::max(1.0, exact)) exact = std::round(exact);
+  const double rank = std::max(1.0, std::ceil(exact));
   double cum = 0;
   for (int i = 0; i < kBuckets; ++i) {
     const auto c = static_cast<double>(buckets_[static_cast<std::size_t>(i)]);
