@@ -55,7 +55,11 @@ double LatencyHistogram::percentile_ns(double p) const noexcept {
   if (count_ == 0) return 0.0;
   p = std::clamp(p, 0.0, 100.0);
   // Rank of the wanted sample (1-based), nearest-rank definition.
-  const double rank = std::max(1.0, std::ceil(p / 100.0 * static_cast<double>(count_)));
+  // p/100*count is inexact in binary (99.9/100*1000 = 999.0000000000001): a product within
+  // rounding error of a whole number is that number, or ceil() would skip to the next sample.
+  double exact = p / 100.0 * static_cast<double>(count_);
+  if (std::abs(exact - std::round(exact)) <= 1e-9 * std::max(1.0, exact)) exact = std::round(exact);
+  const double rank = std::max(1.0, std::ceil(exact));
   double cum = 0;
   for (int i = 0; i < kBuckets; ++i) {
     const auto c = static_cast<double>(buckets_[static_cast<std::size_t>(i)]);
@@ -75,7 +79,8 @@ double LatencyHistogram::percentile_ns(double p) const noexcept {
 nlohmann::json to_json(const LatencyHistogram& h) {
   nlohmann::json b = nlohmann::json::array();
   for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
-    if (h.buckets_[static_cast<std::size_t>(i)]) b.push_back({i, h.buckets_[static_cast<std::size_t>(i)]});
+    // The index goes out unsigned: histogram_from_json accepts only unsigned integers.
+    if (h.buckets_[static_cast<std::size_t>(i)]) b.push_back({static_cast<std::uint64_t>(i), h.buckets_[static_cast<std::size_t>(i)]});
   }
   return {{"count", h.count_}, {"min_ns", h.min_ns()}, {"max_ns", h.max_},
           {"sum_ns", h.sum_},  {"sum_sq_ns2", h.sum_sq_}, {"buckets", std::move(b)}};
@@ -114,8 +119,11 @@ LatencyHistogram histogram_from_json(const nlohmann::json& j) {
     }
     const auto idx = e[0].get<std::uint64_t>();
     if (idx >= static_cast<std::uint64_t>(LatencyHistogram::kBuckets)) throw fail("bucket index out of range");
-    h.buckets_[idx] += e[1].get<std::uint64_t>();
-    total += e[1].get<std::uint64_t>();
+    const auto c = e[1].get<std::uint64_t>();
+    // Checked before adding, so counts that wrap around 2^64 cannot fake a matching total.
+    if (c > h.count_ - total) throw fail("bucket counts do not add up to 'count'");
+    h.buckets_[idx] += c;
+    total += c;
   }
   if (total != h.count_) throw fail("bucket counts do not add up to 'count'");
   return h;

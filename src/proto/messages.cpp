@@ -51,7 +51,13 @@ json spec_fields(const std::string& test_id, const Token& token, const TestSpec&
 }
 
 TestSpec parse_spec_field(const Fields& f) {
-  return spec_from_json(f.object("spec"));
+  const auto& j = f.object("spec");
+  try {
+    return spec_from_json(j);
+  } catch (const ProtocolError& e) {
+    // spec_from_json names only "spec.<field>"; say which message carried it.
+    throw ProtocolError(fmt::format("{}: {}", f.ctx("spec"), e.what()));
+  }
 }
 }  // namespace
 

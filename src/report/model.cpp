@@ -108,7 +108,14 @@ AgentResult parse_agent_result(const json& j) {
   }
   const auto lat = j.find("latency");
   if (lat == j.end()) throw ProtocolError("RESULT.latency: missing field");
-  if (!lat->is_null()) r.latency = histogram_from_json(*lat);
+  if (!lat->is_null()) {
+    try {
+      r.latency = histogram_from_json(*lat);
+    } catch (const ProtocolError& e) {
+      // histogram_from_json names only "histogram"; say which message and field carried it.
+      throw ProtocolError(fmt::format("RESULT.latency: {}", e.what()));
+    }
+  }
   for (const auto& e : f.array("intervals", 1000000)) {
     if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() ||
         !e[2].is_number_unsigned()) {
