@@ -23,7 +23,7 @@ struct ClockEstimate {
   std::int64_t offset_ns{0};       // agent_clock - coordinator_clock
   std::int64_t uncertainty_ns{0};  // half the best round trip: the true offset is within +-this
   std::int64_t rtt_ns{0};
-  int samples{0};
+  int samples{0};  // usable exchanges; 0 means no estimate at all
 };
 
 // Uses the sample with the smallest round trip (least queueing), as NTP's clock filter does.

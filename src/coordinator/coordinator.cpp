@@ -241,6 +241,10 @@ class Coordinator {
       samples.push_back({t0, pong.t_rx, pong.t_tx, t3});
     }
     n.rec.clock = estimate_clock_offset(samples);
+    if (n.rec.clock.samples == 0) {
+      throw ProtocolError(fmt::format("agent {}: clock synchronisation failed: no exchange was consistent "
+                                      "(the agent's timestamps exceed the round trip)", n.rec.name));
+    }
   }
 
   asio::awaitable<RunRecord> flow() {

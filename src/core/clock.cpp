@@ -25,6 +25,7 @@ ClockEstimate estimate_clock_offset(std::span<const ClockSample> samples) noexce
   for (const auto& s : samples) {
     const std::int64_t rtt = (s.t3 - s.t0) - (s.t2 - s.t1);
     if (rtt < 0) continue;  // impossible sample: agent reports more processing than round trip
+    ++best.samples;
     if (!have || rtt < best.rtt_ns) {
       best.rtt_ns = rtt;
       best.offset_ns = ((s.t1 - s.t0) + (s.t2 - s.t3)) / 2;
@@ -32,7 +33,6 @@ ClockEstimate estimate_clock_offset(std::span<const ClockSample> samples) noexce
       have = true;
     }
   }
-  best.samples = static_cast<int>(samples.size());
   return best;
 }
 

@@ -101,6 +101,12 @@ TEST(ClockOffset, UncertaintyIsHalfTheRtt) {
   }
 }
 
+TEST(ClockOffset, OnlyImpossibleSamplesGiveNoEstimate) {
+  // The agent claims to have held each ping longer than the whole round trip.
+  const ClockSample s[] = {{0, 10, 500, 100}, {1000, 1010, 1600, 1100}};
+  EXPECT_EQ(estimate_clock_offset(s).samples, 0);
+}
+
 TEST(ClockOffset, NoSamples) {
   const auto e = estimate_clock_offset({});
   EXPECT_EQ(e.offset_ns, 0);

@@ -257,7 +257,55 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("time_ns"), 10'000'000'000LL);
   EXPECT_EQ(j.at("warmup_ns"), 1'000'000'000LL);
   EXPECT_EQ(j.at("cooldown_ns"), 1'000'000'000LL);
-  EXPECT_EQ(j.size(), 10u);
+  EXPECT_EQ(j.at("skip_rx_copy"), false);
+  EXPECT_EQ(j.at("zerocopy"), false);
+  EXPECT_EQ(j.at("congestion"), "");
+  EXPECT_EQ(j.at("rate"), 0);
+  EXPECT_EQ(j.at("busy_poll_us"), 0);
+  EXPECT_EQ(j.at("notsent_lowat"), 0);
+  EXPECT_EQ(j.at("cpus"), nlohmann::json::array());
+  EXPECT_EQ(j.at("no_affinity"), false);
+  EXPECT_EQ(j.size(), 18u);
+}
+
+TEST(SpecTuning, RoundTripsAndValidates) {
+  SpecParams p;
+  p.skip_rx_copy = true;
+  p.zerocopy = true;
+  p.congestion = "bbr";
+  p.rate = 125'000'000;
+  p.busy_poll_us = 50;
+  p.notsent_lowat = 131072;
+  p.cpus = std::vector<int>{0, 2, 3};
+  const auto s = TestSpec::make(p);
+  EXPECT_EQ(spec_from_json(to_json(s)), s);
+  EXPECT_EQ(s.cpus(), (std::vector<int>{0, 2, 3}));
+  SpecParams bad = p;
+  bad.congestion = "bbr; rm -rf";
+  EXPECT_THROW(TestSpec::make(bad), UsageError);
+  bad = p;
+  bad.no_affinity = true;
+  EXPECT_THROW(TestSpec::make(bad), UsageError);
+  bad = p;
+  bad.rate = 10;
+  EXPECT_THROW(TestSpec::make(bad), UsageError);
+  // Older coordinators send no tuning fields: defaults apply.
+  auto j = to_json(TestSpec::make({}));
+  for (const char* k : {"skip_rx_copy", "zerocopy", "congestion", "rate", "busy_poll_us", "notsent_lowat", "cpus", "no_affinity"}) {
+    j.erase(k);
+  }
+  EXPECT_EQ(spec_from_json(j), TestSpec::make({}));
+  j["cpus"] = {1, -1};
+  EXPECT_THROW(spec_from_json(j), ProtocolError);
+}
+
+TEST(SpecTuning, CpuLists) {
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11", "--cpus"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpu_list("5", "--cpus"), (std::vector<int>{5}));
+  EXPECT_THROW(parse_cpu_list("3-1", "--cpus"), UsageError);
+  EXPECT_THROW(parse_cpu_list("a", "--cpus"), UsageError);
+  EXPECT_THROW(parse_cpu_list("1,,2", "--cpus"), UsageError);
+  EXPECT_THROW(parse_cpu_list("5000", "--cpus"), UsageError);
 }
 
 TEST(SpecWire, RoundTrip) {
