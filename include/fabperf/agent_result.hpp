@@ -72,6 +72,12 @@ struct IntervalSample {
   std::uint64_t rx_bytes{0};
 };
 
+// CPU time one data thread used inside the window (host-limit detection).
+struct ThreadCpu {
+  std::string label;  // e.g. "send-3", "recv-0", "rpc-2"
+  double cpu_s{0};
+};
+
 struct AgentResult {
   std::uint32_t node_index{0};
   std::string hostname;
@@ -85,6 +91,7 @@ struct AgentResult {
   std::optional<LatencyHistogram> latency;  // rpc-mode clients: per-block latency
   std::vector<IntervalSample> intervals;
   std::vector<LinkResult> links;
+  std::vector<ThreadCpu> threads;
   SocketLimits socket_limits;
   std::vector<std::string> warnings;
 };

@@ -103,6 +103,17 @@ class RunContext {
   // Interruptible sleep for the driver thread; returns false when aborted first.
   bool sleep_until(std::int64_t t) const;
 
+  // Data threads call this first: names the thread, pins it to the next CPU of the test's list
+  // (when there is one) and registers it for per-thread CPU accounting.
+  void enter_data_thread(const char* role, std::uint32_t index) noexcept;
+  void set_cpus(std::vector<int> cpus) { cpus_ = std::move(cpus); }
+  [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
+  struct ThreadEntry {
+    int tid;
+    std::string label;
+  };
+  std::vector<ThreadEntry> threads() const;
+
   // Read by the run loop after the data threads were joined.
   std::vector<Flow*> flows() const;
   std::vector<const LatencyHistogram*> histograms() const;
@@ -117,6 +128,9 @@ class RunContext {
   std::vector<std::unique_ptr<Flow>> flows_;
   std::vector<std::unique_ptr<LatencyHistogram>> histograms_;
   std::vector<std::string> warnings_;
+  std::vector<ThreadEntry> threads_;
+  std::vector<int> cpus_;
+  std::atomic<std::uint32_t> next_cpu_{0};
   std::string abort_reason_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
@@ -182,6 +196,8 @@ class TestRun {
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<RunContext> ctx_;
+  std::vector<LinkResult> links_;
+  std::vector<std::string> flow_iface_;  // per flow, in ctx_->flows() order
   std::thread driver_;
   std::atomic<bool> engine_started_{false};
 };

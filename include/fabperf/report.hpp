@@ -16,6 +16,8 @@
 namespace fabperf {
 
 inline constexpr int kResultSchemaVersion = 1;
+// A data thread busier than this in the window means the host may be the limit, not the fabric.
+inline constexpr double kHostLimitedPct = 90.0;
 inline constexpr const char* kResultSchema = "fabperf.result";
 
 enum class NodeStatus { ok, lost, stalled, failed };
@@ -99,6 +101,10 @@ struct NodeReport {
   double cpu_busy_pct{0};
   std::int64_t retrans_segs{-1};
   double process_cpu_s{0};
+  double bytes_per_cpu_s{0};  // payload moved per second of this agent's CPU time (tx+rx)
+  std::string busiest_thread;  // the data thread that used the most CPU in the window
+  double busiest_thread_pct{0};
+  bool host_limited{false};    // a data thread was busy >= kHostLimitedPct of the window
   double clock_offset_us{0};
   double clock_uncertainty_us{0};
   std::optional<LatencySummary> latency;

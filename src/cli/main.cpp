@@ -136,6 +136,16 @@ int cmd_run(int argc, char** argv) {
     ("warmup", "seconds excluded at the start (default 10% of --time)", cxxopts::value<std::string>())
     ("cooldown", "seconds excluded at the end (default 10% of --time)", cxxopts::value<std::string>())
     ("interval", "sampling interval of the time series", cxxopts::value<std::string>()->default_value("1"));
+  o.add_options("tuning")
+    ("skip-rx-copy", "receivers discard data in the kernel (MSG_TRUNC) instead of copying it")
+    ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped)")
+    ("congestion", "TCP congestion control, e.g. cubic or bbr", cxxopts::value<std::string>())
+    ("rate", "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", cxxopts::value<std::string>())
+    ("busy-poll", "SO_BUSY_POLL microseconds", cxxopts::value<std::string>())
+    ("notsent-lowat", "TCP_NOTSENT_LOWAT bytes", cxxopts::value<std::string>())
+    ("cpus", "pin data threads round-robin to these CPUs, e.g. 0-3,8 (default: the NIC's NUMA node when known)",
+     cxxopts::value<std::string>())
+    ("no-affinity", "never pin data threads");
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -145,7 +155,7 @@ int cmd_run(int argc, char** argv) {
     ("h,help", "this help");
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "output"});
+    std::cout << o.help({"hosts", "test", "tuning", "output"});
     return 0;
   }
   setup_logging(get<std::string>(r, "log-level"));
@@ -161,6 +171,16 @@ int cmd_run(int argc, char** argv) {
   p.parallel = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "parallel"), "--parallel", 1, limits::kMaxParallel));
   if (r.count("warmup")) p.warmup = parse_duration(get<std::string>(r, "warmup"), "--warmup");
   if (r.count("cooldown")) p.cooldown = parse_duration(get<std::string>(r, "cooldown"), "--cooldown");
+  if (r.count("skip-rx-copy")) p.skip_rx_copy = true;
+  if (r.count("zerocopy")) p.zerocopy = true;
+  if (r.count("no-affinity")) p.no_affinity = true;
+  if (r.count("congestion")) p.congestion = get<std::string>(r, "congestion");
+  if (r.count("rate")) p.rate = parse_size(get<std::string>(r, "rate"), "--rate");
+  if (r.count("busy-poll")) {
+    p.busy_poll_us = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "busy-poll"), "--busy-poll", 0, 1'000'000));
+  }
+  if (r.count("notsent-lowat")) p.notsent_lowat = parse_size(get<std::string>(r, "notsent-lowat"), "--notsent-lowat");
+  if (r.count("cpus")) p.cpus = parse_cpu_list(get<std::string>(r, "cpus"), "--cpus");
   RunRequest req;
   req.spec = TestSpec::make(p);
   // Fail early and clearly rather than after agents were set up.

@@ -4,8 +4,14 @@
 #include <fabperf/sysstat.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <chrono>
 #include <map>
+#include <sstream>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
@@ -110,6 +116,30 @@ std::vector<const LatencyHistogram*> RunContext::histograms() const {
   return out;
 }
 
+void RunContext::enter_data_thread(const char* role, std::uint32_t index) noexcept {
+  char name[16];
+  std::snprintf(name, sizeof name, "fp-%s-%u", role, index);
+  pthread_setname_np(pthread_self(), name);
+  if (!cpus_.empty()) {
+    const int cpu = cpus_[next_cpu_.fetch_add(1) % cpus_.size()];
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  }
+  try {
+    std::lock_guard lk(mu_);
+    threads_.push_back({static_cast<int>(::gettid()), std::string(name + 3)});
+  } catch (...) {
+    // Accounting is best effort; the data path must not fail because of it.
+  }
+}
+
+std::vector<RunContext::ThreadEntry> RunContext::threads() const {
+  std::lock_guard lk(mu_);
+  return threads_;
+}
+
 proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node) {
   std::uint8_t msg[4] = {static_cast<std::uint8_t>(client_node >> 24), static_cast<std::uint8_t>(client_node >> 16),
                          static_cast<std::uint8_t>(client_node >> 8), static_cast<std::uint8_t>(client_node)};
@@ -119,36 +149,6 @@ proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t c
   proto::Token out{};
   std::copy_n(mac, out.size(), out.begin());
   return out;
-}
-
-// ---- TestRun ---------------------------------------------------------------------------
-
-TestRun::TestRun(std::unique_ptr<Engine> engine, std::unique_ptr<RunContext> ctx)
-    : engine_(std::move(engine)), ctx_(std::move(ctx)) {}
-
-TestRun::~TestRun() {
-  abort("test run destroyed");
-  finish();
-}
-
-void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> on_done) {
-  ctx_->set_schedule(schedule);
-  engine_->start(*ctx_);
-  engine_started_ = true;
-  driver_ = std::thread([this, cb = std::move(on_done)]() mutable { drive(std::move(cb)); });
-}
-
-void TestRun::abort(const std::string& reason) noexcept {
-  ctx_->abort(reason);
-  engine_->abort();
-}
-
-void TestRun::finish() {
-  if (driver_.joinable()) driver_.join();
-  if (!engine_started_) {
-    engine_->abort();
-  }
-  engine_->join();
 }
 
 namespace {
@@ -194,6 +194,41 @@ std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows, std::v
   return names;
 }
 
+// user+system CPU time of one of this process's threads, in seconds; -1 when it is gone.
+double thread_cpu_s(int tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  const auto close = line.rfind(')');  // the name may contain spaces and parentheses
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  // Fields after the name start at 3 (state); utime and stime are 14 and 15.
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The CPUs of the NUMA node the test's interfaces sit on, when sysfs says (-1: no preference).
+std::vector<int> numa_cpus(const std::vector<LinkResult>& links) {
+  for (const auto& l : links) {
+    if (l.info.numa_node < 0) continue;
+    std::ifstream in("/sys/devices/system/node/node" + std::to_string(l.info.numa_node) + "/cpulist");
+    std::string list;
+    if (std::getline(in, list) && !list.empty()) {
+      try {
+        return parse_cpu_list(list, "numa cpulist");
+      } catch (...) {
+        return {};
+      }
+    }
+  }
+  return {};
+}
+
 void sample_links(std::vector<LinkResult>& links, std::int64_t t_ns) {
   for (auto& l : links) {
     if (l.vanished) continue;
@@ -210,6 +245,43 @@ std::uint64_t sum(const std::vector<std::uint64_t>& v) {
 }
 }  // namespace
 
+// ---- TestRun ---------------------------------------------------------------------------
+
+TestRun::TestRun(std::unique_ptr<Engine> engine, std::unique_ptr<RunContext> ctx)
+    : engine_(std::move(engine)), ctx_(std::move(ctx)) {}
+
+TestRun::~TestRun() {
+  abort("test run destroyed");
+  finish();
+}
+
+void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> on_done) {
+  ctx_->set_schedule(schedule);
+  // Interfaces are looked up before the start, so the window's edges only read counters; the
+  // CPU list follows the NIC's NUMA node unless the user chose one (or none).
+  for (const auto& name : flow_interfaces(ctx_->flows(), flow_iface_)) {
+    if (auto info = read_link(name)) links_.push_back(LinkResult{std::move(*info), {}, false});
+  }
+  const TestSpec& spec = ctx_->spec();
+  if (!spec.no_affinity()) ctx_->set_cpus(spec.cpus().empty() ? numa_cpus(links_) : spec.cpus());
+  engine_->start(*ctx_);
+  engine_started_ = true;
+  driver_ = std::thread([this, cb = std::move(on_done)]() mutable { drive(std::move(cb)); });
+}
+
+void TestRun::abort(const std::string& reason) noexcept {
+  ctx_->abort(reason);
+  engine_->abort();
+}
+
+void TestRun::finish() {
+  if (driver_.joinable()) driver_.join();
+  if (!engine_started_) {
+    engine_->abort();
+  }
+  engine_->join();
+}
+
 void TestRun::drive(std::function<void(AgentResult)> on_done) {
   RunContext& ctx = *ctx_;
   const Schedule s = ctx.schedule();
@@ -218,12 +290,11 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
   r.node_index = ctx.node_index();
   r.hostname = ctx.hostname_;
 
-  // Interfaces are looked up before the start, so the window's edges only read counters.
-  std::vector<std::string> flow_iface;
-  for (const auto& name : flow_interfaces(flows, flow_iface)) {
-    if (auto info = read_link(name)) r.links.push_back(LinkResult{std::move(*info), {}, false});
-  }
+  r.links = std::move(links_);
+  const std::vector<std::string>& flow_iface = flow_iface_;
   r.socket_limits = read_socket_limits();
+  std::vector<RunContext::ThreadEntry> threads;
+  std::vector<double> thread_cpu_open;
 
   Snapshot open, close;
   bool have_open = false, have_close = false;
@@ -232,6 +303,8 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     if (ctx.sleep_until(s.window_open)) {
       open = take_snapshot(flows, true);
       sample_links(r.links, 0);
+      threads = ctx.threads();
+      for (const auto& t : threads) thread_cpu_open.push_back(thread_cpu_s(t.tid));
       have_open = true;
       Snapshot prev = open;
       // Interval samples: node totals; the last one ends at window_close.
@@ -246,6 +319,10 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
         close = take_snapshot(flows, true);
         have_close = true;
         sample_links(r.links, close.t - open.t);
+        for (std::size_t i = 0; i < threads.size(); ++i) {
+          const double c = thread_cpu_s(threads[i].tid);
+          if (c >= 0 && thread_cpu_open[i] >= 0) r.threads.push_back({threads[i].label, c - thread_cpu_open[i]});
+        }
         r.intervals.push_back({close.t - open.t, sum(close.tx) - sum(prev.tx), sum(close.rx) - sum(prev.rx)});
       }
     }

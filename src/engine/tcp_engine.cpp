@@ -22,6 +22,7 @@
 #include <semaphore>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <linux/errqueue.h>
 #include <unistd.h>
 
 namespace fabperf {
@@ -118,6 +119,59 @@ void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned) {
   }
 }
 
+// Applies the test's data-plane tuning to one connection; failures become reported warnings
+// (the kernel lacks the feature, or the value is refused), never silent changes.
+void tune_socket(int fd, RunContext& ctx) {
+  const TestSpec& spec = ctx.spec();
+  auto opt = [&](int level, int name, const void* v, socklen_t len, const std::string& what) {
+    if (setsockopt(fd, level, name, v, len) != 0) ctx.warn(fmt::format("{}: refused by the kernel ({})", what, errno_text(errno)));
+  };
+  if (!spec.congestion().empty()) {
+    opt(IPPROTO_TCP, TCP_CONGESTION, spec.congestion().data(), static_cast<socklen_t>(spec.congestion().size()),
+        fmt::format("--congestion {} (see /proc/sys/net/ipv4/tcp_available_congestion_control)", spec.congestion()));
+  }
+  if (spec.rate() != 0) {
+    const std::uint64_t r = spec.rate();
+    opt(SOL_SOCKET, SO_MAX_PACING_RATE, &r, sizeof r, fmt::format("--rate {} B/s", r));
+  }
+  if (spec.busy_poll_us() != 0) {
+    const int v = static_cast<int>(spec.busy_poll_us());
+    opt(SOL_SOCKET, SO_BUSY_POLL, &v, sizeof v, fmt::format("--busy-poll {} us (needs CAP_NET_ADMIN above net.core.busy_poll)", v));
+  }
+  if (spec.notsent_lowat() != 0) {
+    const int v = static_cast<int>(spec.notsent_lowat());
+    opt(IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v, fmt::format("--notsent-lowat {}", v));
+  }
+  if (spec.zerocopy()) {
+    const int one = 1;
+    opt(SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one, "--zerocopy (SO_ZEROCOPY)");
+  }
+}
+
+// Drains MSG_ZEROCOPY completions (they pile up in the error queue and count against optmem).
+// The send buffer never changes, so completions need no matching: only draining. Returns false
+// when the kernel reported that it copied the data anyway (loopback and veth do).
+bool reap_zerocopy(int fd) {
+  bool zero = true;
+  for (;;) {
+    char control[128];
+    msghdr msg{};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (::recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) break;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+            (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR))) {
+        continue;
+      }
+      sock_extended_err ee{};
+      std::memcpy(&ee, CMSG_DATA(cm), sizeof ee);
+      if (ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED)) zero = false;
+    }
+  }
+  return zero;
+}
+
 // Sends all of [p, p+n); returns bytes sent. Gives up at the hard deadline or on abort, or when
 // stop_early says so (stream senders may stop mid-buffer; rpc senders must finish the block).
 template <typename Count>
@@ -146,10 +200,11 @@ bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ct
 // Receives exactly n bytes. Returns 1 on success, 0 on a clean EOF before the first byte, -1 on
 // error (err set; EPIPE for EOF mid-message).
 template <typename Count>
-int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err) {
+int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
   std::size_t got = 0;
   while (got < n) {
-    const ssize_t k = ::recv(fd, p + got, n - got, 0);
+    // With MSG_TRUNC the kernel consumes the bytes without copying them (p is not written).
+    const ssize_t k = ::recv(fd, p + got, n - got, flags);
     if (k > 0) {
       count(static_cast<std::uint64_t>(k));
       got += static_cast<std::size_t>(k);
@@ -549,21 +604,34 @@ void TcpEngine::join() {
 // ---- hot loops ----------------------------------------------------------------------------
 
 void TcpEngine::stream_send(TcpFlow& f) {
+  ctx_->enter_data_thread("send", f.id);
+  tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const std::size_t n = ctx.spec().buffsize();
   const std::uint8_t* buf = tx_buf_.data();
   const int fd = f.fd();
+  const bool zc = ctx.spec().zerocopy();
+  const int flags = MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0);
+  bool all_zero = true;
+  unsigned sends = 0;
   ctx.wait_for_start();
   while (!ctx.stopping()) {
-    const ssize_t k = ::send(fd, buf, n, MSG_NOSIGNAL);
+    const ssize_t k = ::send(fd, buf, n, flags);
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
+      if (zc && (++sends & 7) == 0) all_zero = reap_zerocopy(fd) && all_zero;
     } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       continue;  // a tick: look at the stop flag again
+    } else if (k < 0 && zc && errno == ENOBUFS) {
+      all_zero = reap_zerocopy(fd) && all_zero;  // completions exhausted optmem: drain and retry
     } else {
       if (!ctx.aborted()) f.fail(fmt::format("send: {}", err_text(k < 0 ? errno : EPIPE)));
       return;
     }
+  }
+  if (zc) {
+    all_zero = reap_zerocopy(fd) && all_zero;
+    if (!all_zero) ctx_->warn("--zerocopy: the kernel copied the data anyway on this path (it does for loopback and veth)");
   }
   ::shutdown(fd, SHUT_WR);
   // Wait for the peer to read everything and close, so both ends count the same bytes.
@@ -574,13 +642,16 @@ void TcpEngine::stream_send(TcpFlow& f) {
 }
 
 void TcpEngine::stream_receive(TcpFlow& f) {
+  ctx_->enter_data_thread("recv", f.id);
+  tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const std::size_t n = std::min<std::size_t>(ctx.spec().buffsize(), kMaxRecvChunk);
   std::vector<std::uint8_t> buf(n);
   const int fd = f.fd();
+  const int flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
   ctx.wait_for_start();
   for (;;) {
-    const ssize_t k = ::recv(fd, buf.data(), n, 0);
+    const ssize_t k = ::recv(fd, buf.data(), n, flags);
     if (k > 0) {
       f.counters.add_rx(static_cast<std::uint64_t>(k));
     } else if (k == 0) {
@@ -600,7 +671,10 @@ void TcpEngine::stream_receive(TcpFlow& f) {
 }
 
 void TcpEngine::rpc_server(TcpFlow& f) {
+  ctx_->enter_data_thread("serve", f.id);
+  tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
+  const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
   const std::uint64_t max_len = ctx.spec().buffsize();
   std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
   const std::uint8_t* tx = tx_buf_.data();
@@ -630,7 +704,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
       std::uint64_t left = len;
       while (left > 0) {
         const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
-        if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err) <= 0) {
+        if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
           if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err == 0 ? EPIPE : err)));
           return;
         }
@@ -655,6 +729,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
 }
 
 void TcpEngine::rpc_tester(std::uint32_t t) {
+  ctx_->enter_data_thread("rpc", t);
   const RunContext& ctx = *ctx_;
   const TestSpec& spec = ctx.spec();
   const std::uint64_t len = spec.buffsize();
@@ -706,7 +781,10 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
 }
 
 void TcpEngine::rpc_receiver(RpcConn& c) {
+  ctx_->enter_data_thread("reply", c.flow->id);
+  tune_socket(c.flow->fd(), *ctx_);
   const RunContext& ctx = *ctx_;
+  const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
   const std::uint64_t max_len = ctx.spec().buffsize();
   std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
   const int fd = c.flow->fd();
@@ -741,7 +819,7 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
     bool ok = true;
     while (left > 0) {
       const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
-      if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err) <= 0) {
+      if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
         ok = false;
         break;
       }

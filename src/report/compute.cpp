@@ -225,6 +225,20 @@ Report compute_report(const RunRecord& run) {
       }
       nr.tx_mb_per_s = mb_per_s(tx, nr.window_s);
       nr.rx_mb_per_s = mb_per_s(rx, nr.window_s);
+      if (a.process_cpu_s > 0) nr.bytes_per_cpu_s = static_cast<double>(tx + rx) / a.process_cpu_s;
+      for (const auto& t : a.threads) {
+        const double pct = nr.window_s > 0 ? 100.0 * t.cpu_s / nr.window_s : 0.0;
+        if (pct > nr.busiest_thread_pct) {
+          nr.busiest_thread_pct = pct;
+          nr.busiest_thread = t.label;
+        }
+      }
+      if (nr.busiest_thread_pct >= kHostLimitedPct) {
+        nr.host_limited = true;
+        r.findings.push_back(fmt::format("host-limited: fabperf thread {} at {:.0f}% CPU on {}: this node's CPU, not the "
+                                         "fabric, may limit its figures",
+                                         nr.busiest_thread, nr.busiest_thread_pct, n.name));
+      }
       if (n.is_client) cli_cpu.push_back(a.cpu_busy_pct);
       if (n.is_server) srv_cpu.push_back(a.cpu_busy_pct);
       if (a.latency) {

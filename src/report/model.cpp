@@ -19,6 +19,14 @@ std::string_view to_string(FlowOp o) {
   return "?";
 }
 
+namespace {
+json threads_json(const std::vector<ThreadCpu>& threads) {
+  json t = json::array();
+  for (const auto& x : threads) t.push_back({x.label, x.cpu_s});
+  return t;
+}
+}  // namespace
+
 json to_json(const AgentResult& r) {
   json flows = json::array();
   for (const auto& f : r.flows) {
@@ -51,7 +59,8 @@ json to_json(const AgentResult& r) {
           {"abort_reason", r.abort_reason}, {"window_s", r.window_s}, {"cpu_busy_pct", r.cpu_busy_pct},
           {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)}, {"intervals", std::move(iv)},
-          {"links", std::move(links)}, {"socket_limits", to_json(r.socket_limits)}, {"warnings", r.warnings}};
+          {"links", std::move(links)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
+          {"warnings", r.warnings}};
 }
 
 AgentResult parse_agent_result(const json& j) {
@@ -144,6 +153,15 @@ AgentResult parse_agent_result(const json& j) {
       l.samples.push_back(x);
     }
     r.links.push_back(std::move(l));
+  }
+  if (j.contains("threads")) {
+    for (const auto& e : f.array("threads", 100000)) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_string() || e[0].get_ref<const std::string&>().size() > 32 ||
+          !e[1].is_number() || e[1].get<double>() < 0 || e[1].get<double>() > 1e9) {
+        throw ProtocolError("RESULT.threads[]: expected [label, cpu seconds]");
+      }
+      r.threads.push_back({e[0].get<std::string>(), e[1].get<double>()});
+    }
   }
   {
     Fields g(f.object("socket_limits"), "RESULT.socket_limits");
