@@ -162,7 +162,9 @@ class Engine {
   virtual std::uint16_t prepare_server(RunContext& ctx, const ServerPlan& plan) = 0;
   // Opens every data connection of this client (blocking, bounded by timeouts).
   virtual void prepare_client(RunContext& ctx, const ClientPlan& plan) = 0;
-  // Spawns the data threads; they wait in ctx.wait_for_start().
+  // Stops accepting data connections: after this the test's set of flows is final.
+  virtual void seal(RunContext& ctx) = 0;
+  // Spawns the data threads (after seal); they wait in ctx.wait_for_start().
   virtual void start(RunContext& ctx) = 0;
   // Unblocks every data thread promptly (shuts sockets down); safe from any thread.
   virtual void abort() noexcept = 0;

@@ -257,6 +257,7 @@ TestRun::~TestRun() {
 
 void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> on_done) {
   ctx_->set_schedule(schedule);
+  engine_->seal(*ctx_);
   // Interfaces are looked up before the start, so the window's edges only read counters; the
   // CPU list follows the NIC's NUMA node unless the user chose one (or none).
   for (const auto& name : flow_interfaces(ctx_->flows(), flow_iface_)) {
@@ -291,7 +292,9 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
   r.hostname = ctx.hostname_;
 
   r.links = std::move(links_);
-  const std::vector<std::string>& flow_iface = flow_iface_;
+  // The flow set was sealed before flow_iface_ was built, so both list the same flows.
+  std::vector<std::string> flow_iface = flow_iface_;
+  flow_iface.resize(flows.size());
   r.socket_limits = read_socket_limits();
   std::vector<RunContext::ThreadEntry> threads;
   std::vector<double> thread_cpu_open;

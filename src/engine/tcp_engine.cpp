@@ -535,10 +535,15 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   }
 }
 
-void TcpEngine::start(RunContext& ctx) {
+void TcpEngine::seal(RunContext& ctx) {
   ctx_ = &ctx;
+  // The accept loop finishes the connection in hand (ack sent, flow registered) before it exits.
   accept_stop_ = true;
   if (accept_thread_.joinable()) accept_thread_.join();
+}
+
+void TcpEngine::start(RunContext& ctx) {
+  seal(ctx);
   const TestSpec& spec = ctx.spec();
   ensure_tx_buffer(spec.buffsize());
   std::lock_guard lk(mu_);

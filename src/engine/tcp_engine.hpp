@@ -29,6 +29,7 @@ class TcpEngine final : public Engine {
   [[nodiscard]] std::string_view name() const override { return "tcp"; }
   std::uint16_t prepare_server(RunContext& ctx, const ServerPlan& plan) override;
   void prepare_client(RunContext& ctx, const ClientPlan& plan) override;
+  void seal(RunContext& ctx) override;
   void start(RunContext& ctx) override;
   void abort() noexcept override;
   void join() override;
