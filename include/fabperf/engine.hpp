@@ -148,6 +148,7 @@ struct ServerPlan {
 struct ClientPlan {
   proto::Token token{};  // already derived for this client (see derive_client_token)
   std::vector<proto::Target> targets;
+  std::vector<std::string> source_addrs;  // per link (empty: the kernel picks the source)
 };
 // Each client proves membership of the test with its own token, derived from the test token, so
 // a data connection cannot claim to be another client and no IP allow-list is needed

@@ -113,6 +113,7 @@ struct SetupServer {
   TestSpec spec = TestSpec::make({});
   std::uint32_t node_index{0};
   std::uint32_t expect_connections{0};
+  bool any_address{false};  // listen on every address (the clients use per-link addresses)
 };
 struct SetupServerOk {
   std::uint16_t data_port{0};
@@ -122,6 +123,7 @@ struct Target {
   std::uint32_t node_index{0};
   std::string host;  // numeric address of the server agent (as the coordinator reached it)
   std::uint16_t port{0};
+  std::vector<std::string> link_hosts;  // per link; connection c goes to link_hosts[c % L]
 };
 struct SetupClient {
   std::string test_id;
@@ -129,6 +131,7 @@ struct SetupClient {
   TestSpec spec = TestSpec::make({});
   std::uint32_t node_index{0};
   std::vector<Target> targets;
+  std::vector<std::string> source_addrs;  // per link: connection c binds source_addrs[c % L]
 };
 struct SetupClientOk {
   std::uint32_t connections{0};

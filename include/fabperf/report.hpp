@@ -28,6 +28,7 @@ struct NodeRecord {
   std::string name;     // as the user gave it (host:port)
   std::string address;  // numeric address the coordinator reached
   std::string hostname; // as the agent reported it
+  std::vector<std::string> links;  // per-link data addresses, when given
   bool is_server{false};
   bool is_client{false};
   NodeStatus status{NodeStatus::ok};

@@ -124,9 +124,13 @@ inline constexpr std::uint16_t kDefaultAgentPort = 6668;
 struct HostPort {
   std::string host;
   std::uint16_t port{kDefaultAgentPort};
-  [[nodiscard]] std::string str() const;  // brackets IPv6 literals
+  // Data addresses, one per link, when the host has several (NAME@ADDR+ADDR): connection c of a
+  // client-server pair uses link c mod L on both ends. Empty: data goes to the control address.
+  std::vector<std::string> links;
+  [[nodiscard]] std::string str() const;  // host:port, brackets IPv6 literals (links not shown)
   friend bool operator==(const HostPort&, const HostPort&) = default;
 };
-HostPort parse_host_port(std::string_view text, std::string_view what);  // throws UsageError
+// NAME[:PORT][@ADDR[+ADDR...]]; throws UsageError.
+HostPort parse_host_port(std::string_view text, std::string_view what);
 
 }  // namespace fabperf

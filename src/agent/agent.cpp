@@ -66,10 +66,10 @@ class Agent {
     if (addr.is_v6()) acceptor_.set_option(asio::ip::v6_only(false));
     error_code ec;
     acceptor_.bind(ep, ec);
-    if (ec) throw SystemError("listen on", HostPort{opts_.listen_host, opts_.listen_port}.str(), ec.message());
+    if (ec) throw SystemError("listen on", HostPort{opts_.listen_host, opts_.listen_port, {}}.str(), ec.message());
     acceptor_.listen(asio::socket_base::max_listen_connections);
     const auto bound = acceptor_.local_endpoint();
-    const std::string where = HostPort{numeric_address(bound.address()), bound.port()}.str();
+    const std::string where = HostPort{numeric_address(bound.address()), bound.port(), {}}.str();
     spdlog::info("fabperf agent {} listening on {} (pid {}, max test duration {} s)", FABPERF_VERSION, where,
                  getpid(), opts_.max_duration.count());
     if (opts_.ready_fd >= 0) {
@@ -108,7 +108,7 @@ class Agent {
         continue;
       }
       const auto remote = sock.remote_endpoint(ec);
-      const std::string peer = ec ? "?" : HostPort{numeric_address(remote.address()), remote.port()}.str();
+      const std::string peer = ec ? "?" : HostPort{numeric_address(remote.address()), remote.port(), {}}.str();
       std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
       if (sessions_.size() >= opts_.max_sessions) {
         spdlog::warn("control connection from {} refused: {} sessions already open", peer, sessions_.size());
@@ -278,6 +278,7 @@ class Agent {
     try {
       ensure_engine(m.spec, m.node_index);
       if (state->server_ready) throw ProtocolError("server role already set up");
+      if (m.any_address) bind_address = bind_address.find(':') == std::string::npos ? "0.0.0.0" : "::";
       ServerPlan plan{bind_address, m.token, m.expect_connections};
       co_await blocking([&] { port = state->engine->prepare_server(*state->ctx, plan); });
       state->server_ready = true;
@@ -303,7 +304,7 @@ class Agent {
     try {
       ensure_engine(m.spec, m.node_index);
       if (state->client_ready) throw ProtocolError("client role already set up");
-      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets};
+      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs};
       co_await blocking([&] { state->engine->prepare_client(*state->ctx, plan); });
       state->client_ready = true;
     } catch (const std::exception& e) {

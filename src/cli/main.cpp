@@ -109,7 +109,7 @@ std::vector<HostPort> host_list(const std::string& text, const char* what) {
     if (rc != 0) throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, gai_strerror(rc)));
     freeaddrinfo(res);
     for (const auto& x : out) {
-      if (x == hp) throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
+      if (x.host == hp.host && x.port == hp.port) throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
     }
     out.push_back(std::move(hp));
     if (comma == std::string::npos) break;
@@ -121,7 +121,8 @@ std::vector<HostPort> host_list(const std::string& text, const char* what) {
 int cmd_run(int argc, char** argv) {
   cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
   o.add_options("hosts")
-    ("servers", "server agents: host[:port],... (port 6668 by default; [v6addr]:port)", cxxopts::value<std::string>())
+    ("servers", "server agents: host[:port][@LINKADDR+LINKADDR...],... (port 6668 by default; [v6addr]:port)",
+     cxxopts::value<std::string>())
     ("clients", "client agents: host[:port],...", cxxopts::value<std::string>())
     ("local", "start N agents on this host (127.0.0.1) and split them into servers and clients", cxxopts::value<int>());
   o.add_options("test")
@@ -213,7 +214,34 @@ int cmd_run(int argc, char** argv) {
     req.clients = host_list(get<std::string>(r, "clients"), "--clients");
     for (const auto& c : req.clients) {
       for (const auto& s : req.servers) {
-        if (c == s) throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
+        if (c.host == s.host && c.port == s.port) {
+          throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
+        }
+      }
+    }
+    // Per-link pinning pairs link i of a client with link i of a server: counts must match.
+    std::size_t links = 0;
+    std::string first;
+    for (const auto* list : {&req.servers, &req.clients}) {
+      for (const auto& h : *list) {
+        if (h.links.empty()) continue;
+        if (links == 0) {
+          links = h.links.size();
+          first = h.str();
+        } else if (h.links.size() != links) {
+          throw UsageError(fmt::format("{} has {} link addresses but {} has {}: give every node the same number",
+                                       h.str(), h.links.size(), first, links));
+        }
+      }
+    }
+    if (links > 0) {
+      for (const auto* list : {&req.servers, &req.clients}) {
+        for (const auto& h : *list) {
+          if (h.links.empty()) {
+            throw UsageError(fmt::format("{} has no link addresses while {} has {}: give every node NAME@ADDR+ADDR...",
+                                         h.str(), first, links));
+          }
+        }
       }
     }
   }

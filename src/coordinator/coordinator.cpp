@@ -102,6 +102,7 @@ class Coordinator {
   void add_node(std::uint32_t index, const HostPort& hp, bool server) {
     Node n;
     n.hp = hp;
+    n.rec.links = hp.links;
     n.rec.index = index;
     n.rec.name = hp.str();
     n.rec.is_server = server;
@@ -277,6 +278,7 @@ class Coordinator {
       m.spec = spec;
       m.node_index = n.rec.index;
       m.expect_connections = n_clients * spec.connections_per_pair();
+      m.any_address = !n.hp.links.empty();
       n.conn->send(MsgType::setup_server, proto::to_json(m));
       const auto ok = proto::parse_setup_server_ok(co_await expect(n, MsgType::setup_server_ok, 30s));
       n.data_port = ok.data_port;
@@ -286,7 +288,7 @@ class Coordinator {
 
     std::vector<proto::Target> targets;
     for (const auto& n : nodes_) {
-      if (n.rec.is_server) targets.push_back({n.rec.index, n.rec.address, n.data_port});
+      if (n.rec.is_server) targets.push_back({n.rec.index, n.rec.address, n.data_port, n.hp.links});
     }
     co_await each([&](Node& n) -> asio::awaitable<void> {
       proto::SetupClient m;
@@ -295,6 +297,7 @@ class Coordinator {
       m.spec = spec;
       m.node_index = n.rec.index;
       m.targets = targets;
+      m.source_addrs = n.hp.links;
       n.conn->send(MsgType::setup_client, proto::to_json(m));
       // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
       const auto ok = proto::parse_setup_client_ok(co_await expect(n, MsgType::setup_client_ok, 120s));

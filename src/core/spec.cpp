@@ -222,7 +222,35 @@ std::string HostPort::str() const {
   return fmt::format("{}:{}", host, port);
 }
 
+namespace {
+HostPort parse_plain_host_port(std::string_view text, std::string_view what);
+}  // namespace
+
 HostPort parse_host_port(std::string_view text, std::string_view what) {
+  const auto at = text.find('@');
+  if (at == std::string_view::npos) return parse_plain_host_port(text, what);
+  HostPort hp = parse_plain_host_port(text.substr(0, at), what);
+  std::string_view rest = text.substr(at + 1);
+  if (rest.empty()) throw UsageError(fmt::format("{} '{}': no link address after '@'", what, text));
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const auto plus = rest.find('+', start);
+    std::string_view a = rest.substr(start, plus == std::string_view::npos ? std::string_view::npos : plus - start);
+    if (!a.empty() && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+    if (a.empty()) throw UsageError(fmt::format("{} '{}': empty link address", what, text));
+    if (a.find_first_not_of("0123456789abcdefABCDEF.:%") != std::string_view::npos) {
+      throw UsageError(fmt::format("{} '{}': link address '{}' is not a numeric IPv4 or IPv6 address", what, text, a));
+    }
+    hp.links.emplace_back(a);
+    if (hp.links.size() > 64) throw UsageError(fmt::format("{} '{}': more than 64 links", what, text));
+    if (plus == std::string_view::npos) break;
+    start = plus + 1;
+  }
+  return hp;
+}
+
+namespace {
+HostPort parse_plain_host_port(std::string_view text, std::string_view what) {
   HostPort hp;
   auto bad = [&](std::string_view why) {
     return UsageError(fmt::format("{} '{}': {}", what, text, why));
@@ -264,5 +292,6 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
   }
   return hp;
 }
+}  // namespace
 
 }  // namespace fabperf

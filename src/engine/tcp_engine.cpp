@@ -432,20 +432,41 @@ void TcpEngine::accept_loop() {
   }
 }
 
-int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, const ClientPlan& plan) {
+int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
+                           const ClientPlan& plan) {
   RunContext& ctx = *ctx_;
-  const std::string where = t.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", t.host, t.port)
-                                                                   : fmt::format("{}:{}", t.host, t.port);
+  // Per-link pinning: the pair's connection c uses link c mod L on both ends.
+  const std::string& host = t.link_hosts.empty() ? t.host : t.link_hosts[pair_conn % t.link_hosts.size()];
+  const std::string source = plan.source_addrs.empty() ? "" : plan.source_addrs[pair_conn % plan.source_addrs.size()];
+  const std::string where = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, t.port)
+                                                                 : fmt::format("{}:{}", host, t.port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   const std::string port = std::to_string(t.port);
-  const int gai = getaddrinfo(t.host.c_str(), port.c_str(), &hints, &res);
+  const int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
   if (gai != 0) throw SystemError("resolve data address", where, gai_strerror(gai));
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     freeaddrinfo(res);
     throw SystemError("socket for", where, errno);
+  }
+  if (!source.empty()) {
+    addrinfo sh{};
+    sh.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+    sh.ai_family = res->ai_family;
+    sh.ai_socktype = SOCK_STREAM;
+    addrinfo* src = nullptr;
+    const int g2 = getaddrinfo(source.c_str(), "0", &sh, &src);
+    const int b = g2 == 0 ? ::bind(fd, src->ai_addr, src->ai_addrlen) : -1;
+    const int e = errno;
+    if (src) freeaddrinfo(src);
+    if (g2 != 0 || b != 0) {
+      freeaddrinfo(res);
+      ::close(fd);
+      throw SystemError("bind data connection to link address", source,
+                        g2 != 0 ? std::string(gai_strerror(g2)) : errno_text(e));
+    }
   }
   apply_socksize(fd, ctx, socksize_warned_);
   if (ctx.spec().mode() == Mode::rpc) {
@@ -514,7 +535,7 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
              : spec.test() == TestKind::read ? FlowOp::read
                                              : (c % 2 == 0 ? FlowOp::write : FlowOp::read);
       }
-      const int fd = connect_one(t, op, conn_index++, plan);
+      const int fd = connect_one(t, op, conn_index++, c, plan);
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
       getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);

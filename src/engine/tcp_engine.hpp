@@ -37,7 +37,8 @@ class TcpEngine final : public Engine {
  private:
   struct RpcConn;
   void accept_loop();
-  int connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, const ClientPlan& plan);
+  int connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
+                  const ClientPlan& plan);
   void ensure_tx_buffer(std::size_t n);
   void stream_send(TcpFlow& f);
   void stream_receive(TcpFlow& f);

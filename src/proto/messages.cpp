@@ -105,6 +105,7 @@ Pong parse_pong(const json& j) {
 json to_json(const SetupServer& m) {
   json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
   j["expect_connections"] = m.expect_connections;
+  j["any_address"] = m.any_address;
   return j;
 }
 SetupServer parse_setup_server(const json& j) {
@@ -115,6 +116,7 @@ SetupServer parse_setup_server(const json& j) {
   m.spec = parse_spec_field(f);
   m.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
   m.expect_connections = static_cast<std::uint32_t>(f.u64("expect_connections", 1, kMaxList));
+  if (f.has("any_address")) m.any_address = f.boolean("any_address");
   return m;
 }
 
@@ -130,8 +132,11 @@ SetupServerOk parse_setup_server_ok(const json& j) {
 json to_json(const SetupClient& m) {
   json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
   json t = json::array();
-  for (const auto& x : m.targets) t.push_back({{"node_index", x.node_index}, {"host", x.host}, {"port", x.port}});
+  for (const auto& x : m.targets) {
+    t.push_back({{"node_index", x.node_index}, {"host", x.host}, {"port", x.port}, {"link_hosts", x.link_hosts}});
+  }
   j["targets"] = std::move(t);
+  j["source_addrs"] = m.source_addrs;
   return j;
 }
 SetupClient parse_setup_client(const json& j) {
@@ -151,7 +156,14 @@ SetupClient parse_setup_client(const json& j) {
     x.node_index = static_cast<std::uint32_t>(t.u64("node_index", 0, kMaxList));
     x.host = t.str("host", kMaxName);
     x.port = static_cast<std::uint16_t>(t.u64("port", 1, 65535));
+    if (t.has("link_hosts")) x.link_hosts = t.strings("link_hosts", 64, kMaxName);
     m.targets.push_back(std::move(x));
+  }
+  if (f.has("source_addrs")) m.source_addrs = f.strings("source_addrs", 64, kMaxName);
+  for (const auto& x : m.targets) {
+    if (!m.source_addrs.empty() && !x.link_hosts.empty() && x.link_hosts.size() != m.source_addrs.size()) {
+      throw ProtocolError("SETUP_CLIENT: targets' link_hosts and source_addrs must list the same number of links");
+    }
   }
   return m;
 }

@@ -447,31 +447,31 @@ TEST(HostPortParse, NameDefaultsToNsdperfPort) {
 }
 
 TEST(HostPortParse, NameWithPort) {
-  EXPECT_EQ(parse_host_port("node1:7000", "x"), (HostPort{"node1", 7000}));
-  EXPECT_EQ(parse_host_port("node1:0", "x"), (HostPort{"node1", 0}));
-  EXPECT_EQ(parse_host_port("node1:65535", "x"), (HostPort{"node1", 65535}));
+  EXPECT_EQ(parse_host_port("node1:7000", "x"), (HostPort{"node1", 7000, {}}));
+  EXPECT_EQ(parse_host_port("node1:0", "x"), (HostPort{"node1", 0, {}}));
+  EXPECT_EQ(parse_host_port("node1:65535", "x"), (HostPort{"node1", 65535, {}}));
 }
 
 TEST(HostPortParse, Ipv4WithPort) {
   const auto hp = parse_host_port("10.0.0.1:6000", "x");
-  EXPECT_EQ(hp, (HostPort{"10.0.0.1", 6000}));
+  EXPECT_EQ(hp, (HostPort{"10.0.0.1", 6000, {}}));
   EXPECT_EQ(hp.str(), "10.0.0.1:6000");
-  EXPECT_EQ(parse_host_port("192.168.1.254", "x"), (HostPort{"192.168.1.254", 6668}));
+  EXPECT_EQ(parse_host_port("192.168.1.254", "x"), (HostPort{"192.168.1.254", 6668, {}}));
 }
 
 TEST(HostPortParse, BracketedIpv6) {
   const auto hp = parse_host_port("[fe80::1]:7001", "x");
-  EXPECT_EQ(hp, (HostPort{"fe80::1", 7001}));
+  EXPECT_EQ(hp, (HostPort{"fe80::1", 7001, {}}));
   EXPECT_EQ(hp.str(), "[fe80::1]:7001");
-  EXPECT_EQ(parse_host_port("[::1]", "x"), (HostPort{"::1", 6668}));
-  EXPECT_EQ(parse_host_port("[fe80::1%eth0]:9", "x"), (HostPort{"fe80::1%eth0", 9}));
+  EXPECT_EQ(parse_host_port("[::1]", "x"), (HostPort{"::1", 6668, {}}));
+  EXPECT_EQ(parse_host_port("[fe80::1%eth0]:9", "x"), (HostPort{"fe80::1%eth0", 9, {}}));
 }
 
 TEST(HostPortParse, BareIpv6) {
   const auto hp = parse_host_port("2001:db8::42", "x");
-  EXPECT_EQ(hp, (HostPort{"2001:db8::42", 6668}));
+  EXPECT_EQ(hp, (HostPort{"2001:db8::42", 6668, {}}));
   EXPECT_EQ(hp.str(), "[2001:db8::42]:6668");
-  EXPECT_EQ(parse_host_port("::1", "x"), (HostPort{"::1", 6668}));
+  EXPECT_EQ(parse_host_port("::1", "x"), (HostPort{"::1", 6668, {}}));
   // str() output parses back to the same value.
   EXPECT_EQ(parse_host_port(hp.str(), "x"), hp);
 }
@@ -518,4 +518,18 @@ TEST(HostPortParse, HostTooLong) {
   EXPECT_EQ(parse_host_port(ok, "x").host, ok);
   const std::string longer(254, 'a');
   EXPECT_TRUE(contains(error_of<UsageError>([&] { (void)parse_host_port(longer, "x"); }), "too long"));
+}
+
+TEST(HostPortParse, LinkAddresses) {
+  const auto hp = parse_host_port("h1:7000@198.18.0.1+198.18.1.1", "--clients");
+  EXPECT_EQ(hp.host, "h1");
+  EXPECT_EQ(hp.port, 7000);
+  EXPECT_EQ(hp.links, (std::vector<std::string>{"198.18.0.1", "198.18.1.1"}));
+  EXPECT_EQ(hp.str(), "h1:7000");
+  const auto v6 = parse_host_port("[fd00::1]@[fd00::1]+fd01::1", "x");
+  EXPECT_EQ(v6.links, (std::vector<std::string>{"fd00::1", "fd01::1"}));
+  EXPECT_EQ(parse_host_port("h2@10.0.0.2", "x").links.size(), 1u);
+  for (const char* bad : {"h1@", "h1@+10.0.0.1", "h1@10.0.0.1+", "h1@eth0", "h1@10.0.0.1;rm"}) {
+    EXPECT_THROW(parse_host_port(bad, "--servers"), UsageError) << bad;
+  }
 }
