@@ -49,6 +49,7 @@ struct FlowResult {
   TcpSample tcp;
   std::string error;                  // empty when the flow ended cleanly
   std::string iface;                  // local interface the flow leaves on ("" unknown)
+  std::uint64_t verify_errors{0};     // --verify: received chunks that differed from the pattern
 };
 
 // Raw counters of one interface at one instant; t_ns from the window's open.

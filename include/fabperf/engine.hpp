@@ -38,6 +38,7 @@ struct alignas(64) FlowCounters {
   void add_tx(std::uint64_t n) noexcept { tx_bytes.fetch_add(n, std::memory_order_relaxed); }
   void add_rx(std::uint64_t n) noexcept { rx_bytes.fetch_add(n, std::memory_order_relaxed); }
   void add_msg() noexcept { msgs.fetch_add(1, std::memory_order_relaxed); }
+  std::atomic<std::uint64_t> verify_errors{0};  // received chunks that differed from the pattern
 };
 
 // One connection (TCP) or queue pair (RDMA).
@@ -50,6 +51,8 @@ class Flow {
 
   // Transport statistics; called by the sampler thread while the flow runs.
   [[nodiscard]] virtual TcpSample sample_transport() const { return {}; }
+
+  void add_verify_error() noexcept { counters.verify_errors.fetch_add(1, std::memory_order_relaxed); }
 
   // Records the first error only; the flow's thread calls it, then ends.
   void fail(std::string message);

@@ -161,6 +161,7 @@ struct Report {
   std::vector<ConnReport> connections;
   std::vector<std::string> findings;  // problems a reader must see: lost nodes, failed flows, clamps
   double max_clock_uncertainty_us{0};
+  std::uint64_t verify_errors{0};  // --verify: mismatching chunks over all flows
 };
 
 Report compute_report(const RunRecord& run);

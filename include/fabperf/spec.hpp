@@ -13,7 +13,13 @@
 
 namespace fabperf {
 
-enum class TestKind { write, read, rw };
+// nsdperf's tests. nwrite: the server pulls the client's data (differs from write only over RDMA;
+// over TCP it moves the same bytes the same way). swrite/sread: each tester thread sticks to one
+// server instead of cycling over all of them. rw: half the threads read, half write.
+enum class TestKind { write, read, rw, nwrite, swrite, sread };
+// Data flows from client to server for write-like tests.
+bool is_write_like(TestKind t);
+bool is_sticky(TestKind t);
 enum class Mode { rpc, stream };
 enum class Transport { tcp, rdma };
 
@@ -56,6 +62,7 @@ struct SpecParams {
   std::optional<std::uint64_t> notsent_lowat; // TCP_NOTSENT_LOWAT; 0 = kernel default
   std::optional<std::vector<int>> cpus;       // pin data threads round-robin; empty = NUMA-local default
   std::optional<bool> no_affinity;            // never pin
+  std::optional<bool> verify;                 // receivers check every byte against the pattern
 };
 
 class TestSpec {
@@ -84,6 +91,7 @@ class TestSpec {
   [[nodiscard]] std::uint64_t notsent_lowat() const { return notsent_lowat_; }
   [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
   [[nodiscard]] bool no_affinity() const { return no_affinity_; }
+  [[nodiscard]] bool verify() const { return verify_; }
 
   // Connections a client opens to one server (rw in stream mode opens both directions).
   [[nodiscard]] std::uint32_t connections_per_pair() const;
@@ -110,6 +118,7 @@ class TestSpec {
   std::uint64_t notsent_lowat_{0};
   std::vector<int> cpus_;
   bool no_affinity_{false};
+  bool verify_{false};
 };
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; throws UsageError naming `what`.

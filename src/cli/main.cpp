@@ -126,7 +126,7 @@ int cmd_run(int argc, char** argv) {
     ("clients", "client agents: host[:port],...", cxxopts::value<std::string>())
     ("local", "start N agents on this host (127.0.0.1) and split them into servers and clients", cxxopts::value<int>());
   o.add_options("test")
-    ("test", "write, read or rw", cxxopts::value<std::string>()->default_value("write"))
+    ("test", "write, read, rw, nwrite, swrite or sread", cxxopts::value<std::string>()->default_value("write"))
     ("mode", "rpc (nsdperf-like blocks with a reply) or stream (continuous)", cxxopts::value<std::string>()->default_value("rpc"))
     ("transport", "tcp or rdma", cxxopts::value<std::string>()->default_value("tcp"))
     ("time", "test time in seconds (nsdperf ttime)", cxxopts::value<std::string>()->default_value("10"))
@@ -146,7 +146,8 @@ int cmd_run(int argc, char** argv) {
     ("notsent-lowat", "TCP_NOTSENT_LOWAT bytes", cxxopts::value<std::string>())
     ("cpus", "pin data threads round-robin to these CPUs, e.g. 0-3,8 (default: the NIC's NUMA node when known)",
      cxxopts::value<std::string>())
-    ("no-affinity", "never pin data threads");
+    ("no-affinity", "never pin data threads")
+    ("verify", "receivers check every byte against the sent pattern (nsdperf verify on)");
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -175,6 +176,7 @@ int cmd_run(int argc, char** argv) {
   if (r.count("skip-rx-copy")) p.skip_rx_copy = true;
   if (r.count("zerocopy")) p.zerocopy = true;
   if (r.count("no-affinity")) p.no_affinity = true;
+  if (r.count("verify")) p.verify = true;
   if (r.count("congestion")) p.congestion = get<std::string>(r, "congestion");
   if (r.count("rate")) p.rate = parse_size(get<std::string>(r, "rate"), "--rate");
   if (r.count("busy-poll")) {

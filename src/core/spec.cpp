@@ -12,6 +12,9 @@ std::string_view to_string(TestKind t) {
     case TestKind::write: return "write";
     case TestKind::read: return "read";
     case TestKind::rw: return "rw";
+    case TestKind::nwrite: return "nwrite";
+    case TestKind::swrite: return "swrite";
+    case TestKind::sread: return "sread";
   }
   return "?";
 }
@@ -22,8 +25,14 @@ TestKind parse_test_kind(std::string_view s) {
   if (s == "write") return TestKind::write;
   if (s == "read") return TestKind::read;
   if (s == "rw") return TestKind::rw;
-  throw UsageError(fmt::format("--test '{}': unknown test (write, read or rw)", s));
+  if (s == "nwrite") return TestKind::nwrite;
+  if (s == "swrite") return TestKind::swrite;
+  if (s == "sread") return TestKind::sread;
+  throw UsageError(fmt::format("--test '{}': unknown test (write, read, rw, nwrite, swrite or sread)", s));
 }
+
+bool is_write_like(TestKind t) { return t == TestKind::write || t == TestKind::nwrite || t == TestKind::swrite; }
+bool is_sticky(TestKind t) { return t == TestKind::swrite || t == TestKind::sread; }
 Mode parse_mode(std::string_view s) {
   if (s == "rpc") return Mode::rpc;
   if (s == "stream") return Mode::stream;
@@ -101,6 +110,8 @@ TestSpec TestSpec::make(const SpecParams& p) {
     if (c < 0 || c >= 4096) throw UsageError(fmt::format("--cpus: CPU {} out of range (0..4095)", c));
   }
   s.no_affinity_ = p.no_affinity.value_or(false);
+  s.verify_ = p.verify.value_or(false);
+  if (s.verify_ && s.skip_rx_copy_) throw UsageError("verify needs the received data: it cannot be combined with --skip-rx-copy");
   if (s.no_affinity_ && !s.cpus_.empty()) throw UsageError("--cpus and --no-affinity contradict each other");
   return s;
 }
@@ -145,7 +156,8 @@ nlohmann::json to_json(const TestSpec& s) {
           {"busy_poll_us", s.busy_poll_us()},
           {"notsent_lowat", s.notsent_lowat()},
           {"cpus", s.cpus()},
-          {"no_affinity", s.no_affinity()}};
+          {"no_affinity", s.no_affinity()},
+          {"verify", s.verify()}};
 }
 
 namespace {
@@ -195,6 +207,7 @@ TestSpec spec_from_json(const nlohmann::json& j) {
     p.skip_rx_copy = flag("skip_rx_copy");
     p.zerocopy = flag("zerocopy");
     p.no_affinity = flag("no_affinity");
+    p.verify = flag("verify");
     if (j.contains("congestion")) p.congestion = str_field(j, "congestion");
     if (j.contains("rate")) p.rate = field<std::uint64_t>(j, "rate", 0, 1ULL << 50);
     if (j.contains("busy_poll_us")) p.busy_poll_us = field<std::uint32_t>(j, "busy_poll_us", 0, 1'000'000);

@@ -386,6 +386,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     x.tcp = t1.valid ? t1 : f.sample_transport();
     x.error = f.error();
     x.iface = flow_iface[i];
+    x.verify_errors = f.counters.verify_errors.load();
     r.flows.push_back(std::move(x));
   }
   LatencyHistogram merged;

@@ -531,8 +531,8 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
     for (std::uint32_t c = 0; c < per_pair; ++c) {
       FlowOp op = FlowOp::rpc;
       if (spec.mode() == Mode::stream) {
-        op = spec.test() == TestKind::write  ? FlowOp::write
-             : spec.test() == TestKind::read ? FlowOp::read
+        op = is_write_like(spec.test())  ? FlowOp::write
+             : spec.test() != TestKind::rw ? FlowOp::read
                                              : (c % 2 == 0 ? FlowOp::write : FlowOp::read);
       }
       const int fd = connect_one(t, op, conn_index++, c, plan);
@@ -640,11 +640,13 @@ void TcpEngine::stream_send(TcpFlow& f) {
   const int flags = MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0);
   bool all_zero = true;
   unsigned sends = 0;
+  std::size_t off = 0;  // resume where a partial send stopped: the stream is the buffer repeated
   ctx.wait_for_start();
   while (!ctx.stopping()) {
-    const ssize_t k = ::send(fd, buf, n, flags);
+    const ssize_t k = ::send(fd, buf + off, n - off, flags);
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
+      off = (off + static_cast<std::size_t>(k)) % n;
       if (zc && (++sends & 7) == 0) all_zero = reap_zerocopy(fd) && all_zero;
     } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       continue;  // a tick: look at the stop flag again
@@ -675,11 +677,24 @@ void TcpEngine::stream_receive(TcpFlow& f) {
   std::vector<std::uint8_t> buf(n);
   const int fd = f.fd();
   const int flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
+  const bool verify = ctx.spec().verify();
+  const std::size_t period = ctx.spec().buffsize();
+  std::size_t pos = 0;  // offset in the sender's buffer of the next byte
   ctx.wait_for_start();
   for (;;) {
     const ssize_t k = ::recv(fd, buf.data(), n, flags);
     if (k > 0) {
       f.counters.add_rx(static_cast<std::uint64_t>(k));
+      if (verify) {
+        std::size_t done = 0;
+        const auto got = static_cast<std::size_t>(k);
+        while (done < got) {
+          const std::size_t run = std::min(got - done, period - pos);
+          if (std::memcmp(buf.data() + done, tx_buf_.data() + pos, run) != 0) f.add_verify_error();
+          done += run;
+          pos = (pos + run) % period;
+        }
+      }
     } else if (k == 0) {
       break;  // the sender finished
     } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
@@ -701,6 +716,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
   tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
+  const bool verify = ctx.spec().verify();
   const std::uint64_t max_len = ctx.spec().buffsize();
   std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
   const std::uint8_t* tx = tx_buf_.data();
@@ -734,6 +750,8 @@ void TcpEngine::rpc_server(TcpFlow& f) {
           if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err == 0 ? EPIPE : err)));
           return;
         }
+        // Every block carries the same pattern: compare with it at this offset in the block.
+        if (verify && std::memcmp(buf.data(), tx + (len - left), chunk) != 0) f.add_verify_error();
         left -= chunk;
       }
       put64(reply + 8, 0);
@@ -759,13 +777,14 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   const RunContext& ctx = *ctx_;
   const TestSpec& spec = ctx.spec();
   const std::uint64_t len = spec.buffsize();
-  const std::uint32_t op = spec.test() == TestKind::write ? kOpWrite
-                           : spec.test() == TestKind::read ? kOpRead
+  const std::uint32_t op = is_write_like(spec.test())     ? kOpWrite
+                           : spec.test() != TestKind::rw ? kOpRead
                                                            : (t % 2 == 0 ? kOpWrite : kOpRead);
   LatencyHistogram& hist = *tester_hist_[t];
   const std::size_t servers = rpc_table_.size();
   const std::uint32_t lane = t % spec.parallel();
   std::size_t s = t % servers;
+  const bool sticky = is_sticky(spec.test());
   std::uint8_t hdr[kRpcHdrSize];
   put32(hdr, kRpcMagic);
   put32(hdr + 4, op);
@@ -774,9 +793,9 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   std::size_t dead_in_a_row = 0;
   while (!ctx.stopping()) {
     RpcConn& c = *rpc_table_[s][lane];
-    s = (s + 1) % servers;
+    if (!sticky) s = (s + 1) % servers;  // swrite/sread: the thread stays with its server
     if (c.broken.load(std::memory_order_relaxed)) {
-      if (++dead_in_a_row >= servers) return;  // every server of this lane is gone
+      if (sticky || ++dead_in_a_row >= servers) return;  // every server this thread uses is gone
       continue;
     }
     dead_in_a_row = 0;
@@ -811,6 +830,7 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
   tune_socket(c.flow->fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
+  const bool verify = ctx.spec().verify();
   const std::uint64_t max_len = ctx.spec().buffsize();
   std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
   const int fd = c.flow->fd();
@@ -849,6 +869,7 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
         ok = false;
         break;
       }
+      if (verify && std::memcmp(buf.data(), tx_buf_.data() + (len - left), chunk) != 0) c.flow->add_verify_error();
       left -= chunk;
     }
     if (!ok) {

@@ -197,6 +197,11 @@ Report compute_report(const RunRecord& run) {
         c.retrans = f.retrans_window;
         c.tcp = f.tcp;
         c.error = f.error;
+        if (f.verify_errors > 0) {
+          r.findings.push_back(fmt::format("data verification failed on {} ({} -> {}): {} received chunks differed from "
+                                           "what was sent", n.name, f.local, f.remote, f.verify_errors));
+        }
+        r.verify_errors += f.verify_errors;
         if (!f.error.empty()) {
           r.findings.push_back(fmt::format("connection {} -> {} on {}: {}", f.local, f.remote, n.name, f.error));
         }

@@ -41,7 +41,8 @@ json to_json(const AgentResult& r) {
                      {"tx_bytes_total", f.tx_bytes_total}, {"rx_bytes_total", f.rx_bytes_total},
                      {"tx_bytes_window", f.tx_bytes_window}, {"rx_bytes_window", f.rx_bytes_window},
                      {"msgs_window", f.msgs_window}, {"retrans_window", f.retrans_window},
-                     {"tcp", tcp}, {"error", f.error}, {"iface", f.iface}});
+                     {"tcp", tcp}, {"error", f.error}, {"iface", f.iface},
+                     {"verify_errors", f.verify_errors}});
   }
   json links = json::array();
   for (const auto& l : r.links) {
@@ -113,6 +114,7 @@ AgentResult parse_agent_result(const json& j) {
     }
     x.error = g.str("error");
     x.iface = g.str("iface", 64);
+    if (g.has("verify_errors")) x.verify_errors = g.u64("verify_errors", 0, kMaxBytes);
     r.flows.push_back(std::move(x));
   }
   const auto lat = j.find("latency");

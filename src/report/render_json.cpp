@@ -128,6 +128,7 @@ json render_json(const Report& r) {
           {"nodes", std::move(nodes)},
           {"pairs", std::move(pairs)},
           {"connections", std::move(conns)},
+          {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
           {"findings", r.findings},
           {"summary", render_summary_line(r)}};
 }

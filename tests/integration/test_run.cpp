@@ -278,3 +278,37 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArgs{{"--local", "1"}, "--local 1: out of range"},
                       BadArgs{{"--local", "2", "--transport", "carrier-pigeon"}, "--transport 'carrier-pigeon'"}),
     [](const auto& pi) { return "case" + std::to_string(pi.index); });
+
+TEST(Run, StickyTestsKeepEachThreadOnOneServer) {
+  AgentProcess s1, s2, c;
+  const std::string servers = s1.address() + "," + s2.address();
+  // One tester thread: write cycles over both servers, swrite stays with the first.
+  const json cyc = run_json({"--servers", servers, "--clients", c.address(), "--test", "write", "--threads", "1", "--time", "1",
+                             "--buffsize", "64K"});
+  const json stk = run_json({"--servers", servers, "--clients", c.address(), "--test", "swrite", "--threads", "1", "--time", "1",
+                             "--buffsize", "64K"});
+  ASSERT_EQ(cyc["pairs"].size(), 2u);
+  ASSERT_EQ(stk["pairs"].size(), 2u);
+  EXPECT_GT(cyc["pairs"][0]["bytes"].get<std::uint64_t>(), 0u);
+  EXPECT_GT(cyc["pairs"][1]["bytes"].get<std::uint64_t>(), 0u);
+  const auto a = stk["pairs"][0]["bytes"].get<std::uint64_t>(), b = stk["pairs"][1]["bytes"].get<std::uint64_t>();
+  EXPECT_TRUE((a > 0) != (b > 0)) << a << " " << b;
+  EXPECT_EQ(stk["summary"].get<std::string>().rfind("1-2 swrite ", 0), 0u);
+}
+
+TEST(Run, VerifyChecksEveryByteAcrossPartialSendsAndReceives) {
+  AgentProcess s, c;
+  for (const char* mode : {"rpc", "stream"}) {
+    for (const char* test : {"write", "read"}) {
+      // An odd block size makes partial sends and receives straddle block boundaries.
+      const json doc = run_json({"--servers", s.address(), "--clients", c.address(), "--test", test, "--mode", mode, "--time", "1",
+                                 "--buffsize", "100003", "--verify"});
+      ASSERT_TRUE(doc["verify"].is_object()) << mode << " " << test;
+      EXPECT_EQ(doc["verify"]["errors"], 0) << mode << " " << test << " " << doc["findings"].dump();
+      EXPECT_GT(doc["aggregate"]["bytes"].get<std::uint64_t>(), 10'000'000u) << mode << " " << test;
+    }
+  }
+  const auto bad = run_fabperf({"run", "--local", "2", "--verify", "--skip-rx-copy"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("verify"), std::string::npos);
+}
