@@ -17,7 +17,8 @@ namespace fabperf {
 enum class FlowRole { client, server };
 // The direction data moves on a flow, seen from the client: write = client sends, read =
 // server sends; rpc flows carry requests both ways.
-enum class FlowOp { write, read, rpc };
+// probe: a connection that carries only zero-length pings (network delay under load).
+enum class FlowOp { write, read, rpc, probe };
 std::string_view to_string(FlowRole r);
 std::string_view to_string(FlowOp o);
 
@@ -90,6 +91,7 @@ struct AgentResult {
   double process_cpu_s{0};     // this agent's own CPU time over the window
   std::vector<FlowResult> flows;
   std::optional<LatencyHistogram> latency;  // rpc-mode clients: per-block latency
+  std::optional<LatencyHistogram> delay;    // clients: ping round trips to the servers, under load
   std::vector<IntervalSample> intervals;
   std::vector<LinkResult> links;
   std::vector<ThreadCpu> threads;

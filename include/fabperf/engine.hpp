@@ -81,6 +81,9 @@ class RunContext {
   // Set-up phase (thread-safe).
   Flow& add_flow(std::unique_ptr<Flow> flow);
   LatencyHistogram& add_histogram();
+  LatencyHistogram& delay_histogram() { return delay_; }
+  [[nodiscard]] bool has_delay() const { return has_delay_.load(); }
+  void mark_delay() { has_delay_ = true; }
   void warn(std::string message);
   [[nodiscard]] std::vector<std::string> warnings() const;
   [[nodiscard]] std::size_t flow_count() const;
@@ -130,6 +133,8 @@ class RunContext {
   mutable std::condition_variable cv_;
   std::vector<std::unique_ptr<Flow>> flows_;
   std::vector<std::unique_ptr<LatencyHistogram>> histograms_;
+  LatencyHistogram delay_;  // written by the one probe thread, read after it was joined
+  std::atomic<bool> has_delay_{false};
   std::vector<std::string> warnings_;
   std::vector<ThreadEntry> threads_;
   std::vector<int> cpus_;

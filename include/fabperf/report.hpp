@@ -110,6 +110,8 @@ struct NodeReport {
   double clock_uncertainty_us{0};
   std::optional<LatencySummary> latency;
   std::optional<LatencyHistogram> histogram;
+  std::optional<LatencySummary> delay;  // ping round trips to the servers, under load (clients)
+  std::optional<LatencyHistogram> delay_histogram;
   std::vector<IntervalPoint> intervals;
   std::vector<LinkReport> links;
   std::vector<std::string> warnings;
@@ -156,6 +158,8 @@ struct Report {
   double srv_cpu_pct{0};
   std::optional<LatencySummary> latency;  // all clients merged (rpc mode)
   std::optional<LatencyHistogram> histogram;
+  std::optional<LatencySummary> delay;  // all clients merged
+  std::optional<LatencyHistogram> delay_histogram;
   std::vector<NodeReport> nodes;
   std::vector<PairReport> pairs;
   std::vector<ConnReport> connections;

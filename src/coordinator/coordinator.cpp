@@ -277,7 +277,8 @@ class Coordinator {
       m.token = token;
       m.spec = spec;
       m.node_index = n.rec.index;
-      m.expect_connections = n_clients * spec.connections_per_pair();
+      // Each client also opens one delay-probe connection to every server.
+      m.expect_connections = n_clients * (spec.connections_per_pair() + 1);
       m.any_address = !n.hp.links.empty();
       n.conn->send(MsgType::setup_server, proto::to_json(m));
       const auto ok = proto::parse_setup_server_ok(co_await expect(n, MsgType::setup_server_ok, 30s));

@@ -396,6 +396,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     any = true;
   }
   if (any) r.latency = merged;
+  if (ctx.has_delay()) r.delay = ctx.delay_histogram();
   r.warnings = ctx.warnings();
   on_done(std::move(r));
 }

@@ -40,7 +40,10 @@ constexpr int kConnectTimeoutMs = 5000;
 constexpr int kHandshakeTimeoutMs = 5000;
 constexpr std::size_t kMaxRecvChunk = 4u << 20;
 
-enum WireOp : std::uint32_t { kOpWrite = 1, kOpRead = 2, kOpRpc = 3 };
+enum WireOp : std::uint32_t { kOpWrite = 1, kOpRead = 2, kOpRpc = 3, kOpProbe = 4 };
+// An rpc request with this op and length 0 is a ping: answered at once, counts no data.
+constexpr std::uint32_t kOpPing = 3;
+constexpr std::int64_t kProbePeriodNs = 10'000'000;
 enum AckStatus : std::uint32_t { kAckOk = 0, kAckBadHello = 1, kAckBadToken = 2, kAckTooMany = 3 };
 
 void put32(std::uint8_t* p, std::uint32_t v) {
@@ -405,7 +408,8 @@ void TcpEngine::accept_loop() {
       reject(kAckBadToken, "token does not belong to this test");
       continue;
     }
-    const bool op_ok = ctx.spec().mode() == Mode::rpc ? op == kOpRpc : (op == kOpWrite || op == kOpRead);
+    const bool op_ok = op == kOpProbe ||
+                       (ctx.spec().mode() == Mode::rpc ? op == kOpRpc : (op == kOpWrite || op == kOpRead));
     if (!op_ok) {
       reject(kAckBadHello, fmt::format("operation {} does not match the test", op));
       continue;
@@ -419,7 +423,9 @@ void TcpEngine::accept_loop() {
       ::close(fd);
       continue;
     }
-    const FlowOp fop = op == kOpRpc ? FlowOp::rpc : (op == kOpWrite ? FlowOp::write : FlowOp::read);
+    const FlowOp fop = op == kOpProbe ? FlowOp::probe
+                       : op == kOpRpc ? FlowOp::rpc
+                                      : (op == kOpWrite ? FlowOp::write : FlowOp::read);
     set_timeouts(fd, kTickMs);
     auto flow = std::make_unique<TcpFlow>(fd, FlowRole::server, fop, client_node, local_text(fd), remote);
     auto* raw = flow.get();
@@ -495,7 +501,9 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
     throw SystemError("data connection to", where, e);
   }
   std::uint8_t hello[kHelloSize] = {};
-  const std::uint32_t wop = op == FlowOp::rpc ? kOpRpc : (op == FlowOp::write ? kOpWrite : kOpRead);
+  const std::uint32_t wop = op == FlowOp::probe ? kOpProbe
+                            : op == FlowOp::rpc ? kOpRpc
+                                                : (op == FlowOp::write ? kOpWrite : kOpRead);
   put32(hello, kDataMagic);
   put32(hello + 4, (std::uint32_t{kDataVersion} << 16) | wop);
   std::memcpy(hello + 8, plan.token.data(), plan.token.size());
@@ -550,6 +558,19 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       }
     }
     if (spec.mode() == Mode::rpc) rpc_table_.push_back(std::move(row));
+    // One more connection per server for delay pings; it carries no test data.
+    const int pfd = connect_one(t, FlowOp::probe, conn_index++, 0, plan);
+    const int one = 1;
+    setsockopt(pfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_storage pss{};
+    socklen_t plen = sizeof pss;
+    getpeername(pfd, reinterpret_cast<sockaddr*>(&pss), &plen);
+    auto probe = std::make_unique<TcpFlow>(pfd, FlowRole::client, FlowOp::probe, t.node_index, local_text(pfd), sockaddr_text(pss));
+    auto* praw = probe.get();
+    ctx.add_flow(std::move(probe));
+    std::lock_guard lk(mu_);
+    client_flows_.push_back(praw);
+    probe_flows_.push_back(praw);
   }
   if (spec.mode() == Mode::rpc) {
     for (std::uint32_t t = 0; t < spec.threads(); ++t) tester_hist_.push_back(&ctx.add_histogram());
@@ -569,7 +590,7 @@ void TcpEngine::start(RunContext& ctx) {
   ensure_tx_buffer(spec.buffsize());
   std::lock_guard lk(mu_);
   for (TcpFlow* f : server_flows_) {
-    if (f->op == FlowOp::rpc) {
+    if (f->op == FlowOp::rpc || f->op == FlowOp::probe) {
       threads_.emplace_back([this, f] { rpc_server(*f); });
     } else if (f->op == FlowOp::write) {
       threads_.emplace_back([this, f] { stream_receive(*f); });
@@ -577,8 +598,13 @@ void TcpEngine::start(RunContext& ctx) {
       threads_.emplace_back([this, f] { stream_send(*f); });
     }
   }
+  if (!probe_flows_.empty()) {
+    ctx.mark_delay();
+    threads_.emplace_back([this] { probe_loop(); });
+  }
   if (spec.mode() == Mode::stream) {
     for (TcpFlow* f : client_flows_) {
+      if (f->op == FlowOp::probe) continue;
       if (f->op == FlowOp::write) {
         threads_.emplace_back([this, f] { stream_send(*f); });
       } else {
@@ -736,6 +762,16 @@ void TcpEngine::rpc_server(TcpFlow& f) {
     }
     const std::uint32_t op = get32(hdr + 4);
     const std::uint64_t len = get64(hdr + 8);
+    if (get32(hdr) == kRpcMagic && op == kOpPing && len == 0) {
+      put32(reply, kReplyMagic);
+      put32(reply + 4, 0);
+      put64(reply + 8, 0);
+      if (!send_all(fd, reply, sizeof reply, ctx, none, err)) {
+        if (!ctx.aborted()) f.fail(fmt::format("ping reply: {}", err_text(err)));
+        return;
+      }
+      continue;
+    }
     if (get32(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
       f.fail(fmt::format("rpc request: malformed (op {}, length {}, limit {})", op, len, max_len));
       return;
@@ -886,6 +922,43 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
   c.broken = true;
   for (auto* w : c.pending) w->done.release();
   c.pending.clear();
+}
+
+// Network delay under load: a zero-length ping to each server in turn every 10 ms on the probe
+// connections; only round trips that complete inside the window are recorded.
+void TcpEngine::probe_loop() {
+  ctx_->enter_data_thread("probe", 0);
+  RunContext& ctx = *ctx_;
+  LatencyHistogram& hist = ctx.delay_histogram();
+  std::uint8_t ping[kRpcHdrSize], reply[kRpcHdrSize];
+  put32(ping, kRpcMagic);
+  put32(ping + 4, kOpPing);
+  put64(ping + 8, 0);
+  auto none = [](std::uint64_t) {};
+  std::vector<bool> dead(probe_flows_.size(), false);
+  ctx.wait_for_start();
+  std::int64_t next = mono_now_ns();
+  while (!ctx.stopping()) {
+    for (std::size_t i = 0; i < probe_flows_.size() && !ctx.stopping(); ++i) {
+      if (dead[i]) continue;
+      TcpFlow& f = *probe_flows_[i];
+      int err = 0;
+      const std::int64_t t0 = mono_now_ns();
+      if (!send_all(f.fd(), ping, sizeof ping, ctx, none, err) || recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 ||
+          get32(reply) != kReplyMagic) {
+        if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
+        dead[i] = true;
+        continue;
+      }
+      const std::int64_t t1 = mono_now_ns();
+      if (ctx.in_window(t1)) hist.record(static_cast<std::uint64_t>(t1 - t0));
+    }
+    next += kProbePeriodNs;
+    const std::int64_t now = mono_now_ns();
+    if (next < now) next = now;
+    ctx.sleep_until(std::min(next, ctx.schedule().end_at));
+  }
+  for (TcpFlow* f : probe_flows_) ::shutdown(f->fd(), SHUT_WR);
 }
 
 }  // namespace fabperf

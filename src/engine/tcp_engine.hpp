@@ -45,6 +45,7 @@ class TcpEngine final : public Engine {
   void rpc_server(TcpFlow& f);
   void rpc_tester(std::uint32_t t);
   void rpc_receiver(RpcConn& c);
+  void probe_loop();
 
   RunContext* ctx_{nullptr};
   ServerPlan server_plan_;
@@ -57,6 +58,7 @@ class TcpEngine final : public Engine {
   std::mutex mu_;
   std::vector<TcpFlow*> server_flows_;
   std::vector<TcpFlow*> client_flows_;
+  std::vector<TcpFlow*> probe_flows_;  // one per server, pings only
   std::vector<std::unique_ptr<RpcConn>> rpc_conns_;
   std::vector<std::vector<RpcConn*>> rpc_table_;  // [server][lane]
   std::vector<LatencyHistogram*> tester_hist_;

@@ -135,8 +135,8 @@ Report compute_report(const RunRecord& run) {
   const double nominal_window = static_cast<double>(run.spec.window().count()) / 1e9;
 
   std::vector<double> cli_cpu, srv_cpu;
-  LatencyHistogram all_lat;
-  bool any_lat = false;
+  LatencyHistogram all_lat, all_delay;
+  bool any_lat = false, any_delay = false;
 
   // Per pair: what the client counted and, separately, what the server counted.
   struct PairAcc {
@@ -207,6 +207,7 @@ Report compute_report(const RunRecord& run) {
         }
         r.connections.push_back(std::move(c));
 
+        if (f.op == FlowOp::probe) continue;  // pings only: no data, not one of the pair's connections
         const auto key = f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node)
                                                     : std::make_pair(f.peer_node, n.index);
         auto& p = pairs[key];
@@ -246,6 +247,12 @@ Report compute_report(const RunRecord& run) {
       }
       if (n.is_client) cli_cpu.push_back(a.cpu_busy_pct);
       if (n.is_server) srv_cpu.push_back(a.cpu_busy_pct);
+      if (a.delay && a.delay->count() > 0) {
+        nr.delay = summarize(*a.delay);
+        nr.delay_histogram = *a.delay;
+        all_delay.merge(*a.delay);
+        any_delay = true;
+      }
       if (a.latency) {
         nr.latency = summarize(*a.latency);
         nr.histogram = *a.latency;
@@ -312,6 +319,10 @@ Report compute_report(const RunRecord& run) {
   if (any_lat) {
     r.latency = summarize(all_lat);
     r.histogram = all_lat;
+  }
+  if (any_delay) {
+    r.delay = summarize(all_delay);
+    r.delay_histogram = all_delay;
   }
   if (r.interrupted) r.findings.insert(r.findings.begin(), "test interrupted by the user: results cover the time measured");
   return r;

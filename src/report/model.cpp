@@ -15,6 +15,7 @@ std::string_view to_string(FlowOp o) {
     case FlowOp::write: return "write";
     case FlowOp::read: return "read";
     case FlowOp::rpc: return "rpc";
+    case FlowOp::probe: return "probe";
   }
   return "?";
 }
@@ -59,7 +60,8 @@ json to_json(const AgentResult& r) {
   return {{"node_index", r.node_index}, {"hostname", r.hostname}, {"aborted", r.aborted},
           {"abort_reason", r.abort_reason}, {"window_s", r.window_s}, {"cpu_busy_pct", r.cpu_busy_pct},
           {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
-          {"latency", r.latency ? to_json(*r.latency) : json(nullptr)}, {"intervals", std::move(iv)},
+          {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
+          {"delay", r.delay ? to_json(*r.delay) : json(nullptr)}, {"intervals", std::move(iv)},
           {"links", std::move(links)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
           {"warnings", r.warnings}};
 }
@@ -89,6 +91,7 @@ AgentResult parse_agent_result(const json& j) {
     if (op == "write") x.op = FlowOp::write;
     else if (op == "read") x.op = FlowOp::read;
     else if (op == "rpc") x.op = FlowOp::rpc;
+    else if (op == "probe") x.op = FlowOp::probe;
     else throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
     x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, proto::kMaxList));
     x.local = g.str("local", 128);
@@ -126,7 +129,15 @@ AgentResult parse_agent_result(const json& j) {
       // histogram_from_json names only "histogram"; say which message and field carried it.
       throw ProtocolError(fmt::format("RESULT.latency: {}", e.what()));
     }
+  }  const auto del = j.find("delay");
+  if (del != j.end() && !del->is_null()) {
+    try {
+      r.delay = histogram_from_json(*del);
+    } catch (const ProtocolError& e) {
+      throw ProtocolError(fmt::format("RESULT.delay: {}", e.what()));
+    }
   }
+
   for (const auto& e : f.array("intervals", 1000000)) {
     if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() ||
         !e[2].is_number_unsigned()) {

@@ -77,6 +77,7 @@ json render_json(const Report& r) {
                      {k(col::clock_offset_us), n.clock_offset_us},
                      {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
                      {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
+                     {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
                      {"intervals", std::move(iv)},
                      {"links", links_json(n.links)},
                      {"warnings", n.warnings}});
@@ -125,6 +126,7 @@ json render_json(const Report& r) {
           {"srv_cpu_pct", r.srv_cpu_pct},
           {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
           {"latency", r.latency ? latency_json(*r.latency, r.histogram ? &*r.histogram : nullptr) : json(nullptr)},
+          {"delay", r.delay ? latency_json(*r.delay, r.delay_histogram ? &*r.delay_histogram : nullptr) : json(nullptr)},
           {"nodes", std::move(nodes)},
           {"pairs", std::move(pairs)},
           {"connections", std::move(conns)},

@@ -150,6 +150,17 @@ std::string render_text(const Report& r, bool verbose) {
     out += lat.str() + "\n";
   }
 
+  if (r.delay) {
+    out += "Network delay (10 ms pings to every server during the test, window only)\n";
+    Table lat({"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us), h(col::max_us)});
+    for (const auto& n : r.nodes) {
+      if (!n.delay) continue;
+      const auto& l = *n.delay;
+      lat.add({n.name, std::to_string(l.count), us(l.mean_us), us(l.p50_us), us(l.p90_us), us(l.p99_us), us(l.max_us)});
+    }
+    out += lat.str() + "\n";
+  }
+
   bool any_iv = false;
   for (const auto& n : r.nodes) any_iv = any_iv || n.intervals.size() > 1;
   if (any_iv) {

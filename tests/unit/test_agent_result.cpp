@@ -264,3 +264,52 @@ TEST(AgentResultJson, AcceptsBoundaryValues) {
   EXPECT_FALSE(r.latency.has_value());
   EXPECT_FALSE(r.flows[0].tcp.valid);
 }
+
+TEST(AgentResultWire, NewerFieldsRoundTrip) {
+  AgentResult r;
+  r.node_index = 3;
+  r.hostname = "h3";
+  FlowResult f;
+  f.op = FlowOp::probe;
+  f.iface = "eth1";
+  f.verify_errors = 7;
+  f.local = "198.18.1.1:4000";
+  f.remote = "198.18.1.2:5000";
+  r.flows.push_back(f);
+  LatencyHistogram d;
+  d.record(25'000);
+  d.record(900'000);
+  r.delay = d;
+  r.threads = {{"send-0", 1.25}, {"probe-0", 0.01}};
+  LinkResult l;
+  l.info.name = "eth1";
+  l.info.kind = "veth";
+  l.info.mtu = 9000;
+  l.info.speed_mbps = 10000;
+  LinkSample s0{0, {true, 1, 2, 3, 4, 5, 6, 7, 8}};
+  LinkSample s1{1'000'000'000, {true, 11, 12, 13, 14, 15, 16, 17, 18}};
+  l.samples = {s0, s1};
+  l.vanished = true;
+  r.links.push_back(l);
+  r.socket_limits.rmem_max = 4194304;
+  r.socket_limits.tcp_wmem[2] = 6291456;
+  const AgentResult b = parse_agent_result(nlohmann::json::parse(to_json(r).dump()));
+  ASSERT_EQ(b.flows.size(), 1u);
+  EXPECT_EQ(b.flows[0].op, FlowOp::probe);
+  EXPECT_EQ(b.flows[0].iface, "eth1");
+  EXPECT_EQ(b.flows[0].verify_errors, 7u);
+  ASSERT_TRUE(b.delay.has_value());
+  EXPECT_EQ(*b.delay, d);
+  ASSERT_EQ(b.threads.size(), 2u);
+  EXPECT_EQ(b.threads[0].label, "send-0");
+  EXPECT_DOUBLE_EQ(b.threads[0].cpu_s, 1.25);
+  ASSERT_EQ(b.links.size(), 1u);
+  EXPECT_EQ(b.links[0].info.name, "eth1");
+  EXPECT_EQ(b.links[0].info.speed_mbps, 10000);
+  EXPECT_TRUE(b.links[0].vanished);
+  ASSERT_EQ(b.links[0].samples.size(), 2u);
+  EXPECT_EQ(b.links[0].samples[1].counters.rx_dropped, 18u);
+  EXPECT_EQ(b.links[0].samples[1].t_ns, 1'000'000'000);
+  EXPECT_EQ(b.socket_limits.rmem_max, 4194304u);
+  EXPECT_EQ(b.socket_limits.tcp_wmem[2], 6291456u);
+}

@@ -265,7 +265,8 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("notsent_lowat"), 0);
   EXPECT_EQ(j.at("cpus"), nlohmann::json::array());
   EXPECT_EQ(j.at("no_affinity"), false);
-  EXPECT_EQ(j.size(), 18u);
+  EXPECT_EQ(j.at("verify"), false);
+  EXPECT_EQ(j.size(), 19u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
