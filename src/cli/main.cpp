@@ -4,6 +4,7 @@
 #include <fabperf/build_config.hpp>
 #include <fabperf/compare.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/shell.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
@@ -30,6 +31,7 @@ commands:
   run       run a test against agents (or --local N agents on this host)
   links     list this host's network interfaces: speed, MTU, addresses, bonds, socket limits
   compare   compare two saved results (before/after a change) link by link
+  shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
   version   print the version
   help      this text; 'fabperf <command> --help' for a command's options
 
@@ -350,6 +352,27 @@ int cmd_compare(int argc, char** argv) {
   return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
 }
 
+int cmd_shell(int argc, char** argv) {
+  cxxopts::Options o("fabperf shell", "nsdperf-compatible command shell: fabperf shell [-i FILE] [COMMAND...]");
+  o.add_options()
+    ("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())
+    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
+    ("commands", "", cxxopts::value<std::vector<std::string>>())
+    ("h,help", "this help");
+  o.parse_positional({"commands"});
+  o.positional_help("[COMMAND...]");
+  auto r = parse(o, argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  setup_logging(get<std::string>(r, "log-level"));
+  ShellOptions so;
+  if (r.count("input")) so.input_files = get<std::vector<std::string>>(r, "input");
+  if (r.count("commands")) so.commands = get<std::vector<std::string>>(r, "commands");
+  return run_shell(so);
+}
+
 int dispatch(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << kUsage;
@@ -360,6 +383,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "run") return cmd_run(argc - 1, argv + 1);
   if (cmd == "links") return cmd_links(argc - 1, argv + 1);
   if (cmd == "compare") return cmd_compare(argc - 1, argv + 1);
+  if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "fabperf " << FABPERF_VERSION << (FABPERF_HAVE_RDMA ? " (rdma-core found)" : " (without RDMA)") << "\n";
     return 0;

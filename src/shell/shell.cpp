@@ -1,0 +1,493 @@
+#include <fabperf/build_config.hpp>
+#include <fabperf/coordinator.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/report.hpp>
+#include <fabperf/shell.hpp>
+#include <fabperf/spec.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <netdb.h>
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <unistd.h>
+
+namespace fabperf {
+namespace {
+
+// One command: its full name and handler. Any unambiguous prefix of the name is accepted.
+struct Command {
+  const char* name;
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"server", "server HOST...       add server nodes"},
+    {"client", "client HOST...       add client nodes"},
+    {"delete", "delete HOST...       remove nodes"},
+    {"reset", "reset                remove all nodes, restore every default"},
+    {"test", "test [write|read|nwrite|swrite|sread|rw]...   run tests (none given: nwrite, then read)"},
+    {"ttime", "ttime SECONDS        test time (default 10)"},
+    {"buffsize", "buffsize BYTES       block size, 4K..16M (default 4194304)"},
+    {"socksize", "socksize BYTES       socket buffer size, 0 = OS default, up to 100M"},
+    {"threads", "threads N            tester threads per client, 1..4096 (default 4)"},
+    {"parallel", "parallel N           connections per client-server pair, 1..8191 (default 1)"},
+    {"rdma", "rdma on|off|all|inline   RDMA transport (this build: off only)"},
+    {"usecm", "usecm on|off         RDMA connection manager (RDMA only)"},
+    {"sinline", "sinline on|off       RDMA inline sends (RDMA only)"},
+    {"maxrdma", "maxrdma N            RDMA ports per node (RDMA only)"},
+    {"hist", "hist on|off          print block transmit time histograms"},
+    {"verify", "verify on|off        check the contents of every block"},
+    {"plot", "plot FILE            write the last test's throughput over time to FILE"},
+    {"check", "check                connect to every node, report versions and clock offsets"},
+    {"status", "status               show nodes and settings"},
+    {"version", "version              show the version"},
+    {"debug", "debug [LEVEL]        set the log level (0 off .. 3 debug)"},
+    {"source", "source FILE          run commands from FILE"},
+    {"kill", "kill HOST...         stop the agents on these nodes"},
+    {"killall", "killall              stop the agents on every node"},
+    {"quit", "quit                 leave"},
+    {"exit", "exit                 leave"},
+    {"help", "help                 this list"},
+};
+
+struct ShellError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string resolve_command(const std::string& word) {
+  std::vector<std::string> hits;
+  for (const auto& c : kCommands) {
+    const std::string n = c.name;
+    if (n == word) return n;
+    if (n.rfind(word, 0) == 0) hits.push_back(n);
+  }
+  if (hits.size() == 1) return hits.front();
+  if (hits.empty()) throw ShellError(fmt::format("Unknown command '{}' (type 'help')", word));
+  std::string all;
+  for (const auto& h : hits) all += (all.empty() ? "" : ", ") + h;
+  throw ShellError(fmt::format("Ambiguous command '{}': {}", word, all));
+}
+
+bool on_off(const std::vector<std::string>& args, const std::string& cmd) {
+  if (args.size() != 1 || (args[0] != "on" && args[0] != "off")) throw ShellError(fmt::format("Usage: {} on|off", cmd));
+  return args[0] == "on";
+}
+
+std::int64_t number(const std::vector<std::string>& args, const std::string& cmd, std::int64_t lo, std::int64_t hi) {
+  if (args.size() != 1) throw ShellError(fmt::format("Usage: {} N", cmd));
+  try {
+    return parse_int(args[0], cmd, lo, hi);
+  } catch (const UsageError& e) {
+    throw ShellError(e.what());
+  }
+}
+
+}  // namespace
+
+class ShellSession {
+ public:
+  ShellSession(std::ostream& out, std::ostream& err, std::string key_file)
+      : out_(out), err_(err), key_file_(std::move(key_file)) {}
+
+  // Runs every command of one line. Returns false on the first error (already printed).
+  bool line(const std::string& text) {
+    for (const auto& cmd : split_commands(text)) {
+      if (quit_) return true;
+      try {
+        execute(cmd);
+      } catch (const ShellError& e) {
+        err_ << e.what() << "\n";
+        return false;
+      } catch (const Error& e) {
+        err_ << e.what() << "\n";
+        last_code_ = static_cast<int>(e.code());
+        return false;
+      }
+    }
+    return true;
+  }
+  [[nodiscard]] bool quit() const { return quit_; }
+  [[nodiscard]] int last_code() const { return last_code_; }
+
+ private:
+  // ';' separates commands, as does a '/' standing alone; '#' starts a comment.
+  static std::vector<std::vector<std::string>> split_commands(const std::string& text) {
+    std::string t = text.substr(0, text.find('#'));
+    std::vector<std::vector<std::string>> out(1);
+    std::istringstream in(t);
+    std::string w;
+    while (in >> w) {
+      std::size_t start = 0;
+      while (true) {
+        const auto semi = w.find(';', start);
+        const std::string part = w.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+        if (part == "/") {
+          out.emplace_back();
+        } else if (!part.empty()) {
+          out.back().push_back(part);
+        }
+        if (semi == std::string::npos) break;
+        out.emplace_back();
+        start = semi + 1;
+      }
+    }
+    std::erase_if(out, [](const auto& v) { return v.empty(); });
+    return out;
+  }
+
+  void say(const std::string& s) { out_ << s << "\n"; }
+
+  static HostPort host(const std::string& text) {
+    try {
+      HostPort hp = parse_host_port(text, "host");
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* res = nullptr;
+      if (const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res); rc != 0) {
+        throw ShellError(fmt::format("Cannot find address for host {} ({})", hp.host, gai_strerror(rc)));
+      }
+      freeaddrinfo(res);
+      return hp;
+    } catch (const UsageError& e) {
+      throw ShellError(e.what());
+    }
+  }
+
+  static bool same(const HostPort& a, const HostPort& b) { return a.host == b.host && a.port == b.port; }
+
+  void add_nodes(std::vector<HostPort>& to, const std::vector<HostPort>& other, const std::vector<std::string>& args,
+                 const char* role) {
+    if (args.empty()) throw ShellError(fmt::format("Usage: {} HOST...", role));
+    for (const auto& a : args) {
+      const HostPort hp = host(a);
+      if (std::any_of(other.begin(), other.end(), [&](const HostPort& x) { return same(x, hp); })) {
+        throw ShellError(fmt::format("{} is already a {}", hp.str(), role == std::string("server") ? "client" : "server"));
+      }
+      if (std::none_of(to.begin(), to.end(), [&](const HostPort& x) { return same(x, hp); })) {
+        to.push_back(hp);
+        say(fmt::format("Added {} {}", role, hp.str()));
+      }
+    }
+  }
+
+  void execute(const std::vector<std::string>& words) {
+    const std::string cmd = resolve_command(words[0]);
+    const std::vector<std::string> args(words.begin() + 1, words.end());
+    if (cmd == "server") {
+      add_nodes(servers_, clients_, args, "server");
+    } else if (cmd == "client") {
+      add_nodes(clients_, servers_, args, "client");
+    } else if (cmd == "delete") {
+      if (args.empty()) throw ShellError("Usage: delete HOST...");
+      for (const auto& a : args) {
+        const HostPort hp = host(a);
+        const auto before = servers_.size() + clients_.size();
+        std::erase_if(servers_, [&](const HostPort& x) { return same(x, hp); });
+        std::erase_if(clients_, [&](const HostPort& x) { return same(x, hp); });
+        if (servers_.size() + clients_.size() == before) throw ShellError(fmt::format("{} is not a node", hp.str()));
+        say(fmt::format("Deleted {}", hp.str()));
+      }
+    } else if (cmd == "reset") {
+      servers_.clear();
+      clients_.clear();
+      p_ = SpecParams{};
+      hist_ = false;
+      say("Reset to defaults, all nodes deleted");
+    } else if (cmd == "ttime") {
+      const auto t = number(args, cmd, 1, 7 * 24 * 3600);
+      p_.time = std::chrono::seconds(t);
+      say(fmt::format("Test time set to {} seconds", t));
+    } else if (cmd == "buffsize") {
+      const auto b = size_arg(args, cmd);
+      if (b < limits::kMinBuffsize || b > limits::kMaxBuffsize) {
+        throw ShellError(fmt::format("Buffer size {} out of range ({}..{})", b, limits::kMinBuffsize, limits::kMaxBuffsize));
+      }
+      p_.buffsize = b;
+      say(fmt::format("Buffer size set to {} bytes", b));
+    } else if (cmd == "socksize") {
+      const auto b = size_arg(args, cmd);
+      if (b > limits::kMaxSocksize) throw ShellError(fmt::format("Socket buffer size {} out of range (0..{})", b, limits::kMaxSocksize));
+      p_.socksize = b;
+      say(fmt::format("Socket buffer size set to {} bytes", b));
+    } else if (cmd == "threads") {
+      p_.threads = static_cast<std::uint32_t>(number(args, cmd, 1, limits::kMaxThreads));
+      say(fmt::format("Number of tester threads set to {}", *p_.threads));
+    } else if (cmd == "parallel") {
+      p_.parallel = static_cast<std::uint32_t>(number(args, cmd, 1, limits::kMaxParallel));
+      say(fmt::format("Number of parallel connections set to {}", *p_.parallel));
+    } else if (cmd == "rdma") {
+      if (args.size() != 1 || (args[0] != "on" && args[0] != "off" && args[0] != "all" && args[0] != "inline")) {
+        throw ShellError("Usage: rdma on|off|all|inline");
+      }
+      if (args[0] != "off") {
+        throw ShellError(FABPERF_HAVE_RDMA ? "RDMA is not available: the RDMA verbs engine is not implemented in this version"
+                                           : "RDMA is not available: fabperf was built without RDMA support");
+      }
+      say("RDMA off");
+    } else if (cmd == "usecm" || cmd == "sinline") {
+      const bool on = on_off(args, cmd);
+      say(fmt::format("{} {} (applies to RDMA tests only; RDMA is off)", cmd, on ? "on" : "off"));
+    } else if (cmd == "maxrdma") {
+      const auto n = number(args, cmd, 1, 64);
+      say(fmt::format("Maximum RDMA ports set to {} (applies to RDMA tests only; RDMA is off)", n));
+    } else if (cmd == "hist") {
+      hist_ = on_off(args, cmd);
+      say(fmt::format("Histograms {}", hist_ ? "on" : "off"));
+    } else if (cmd == "verify") {
+      p_.verify = on_off(args, cmd);
+      say(fmt::format("Data verification {}", *p_.verify ? "on" : "off"));
+    } else if (cmd == "plot") {
+      plot(args);
+    } else if (cmd == "check") {
+      check();
+    } else if (cmd == "status") {
+      status();
+    } else if (cmd == "version") {
+      say(fmt::format("fabperf {} (nsdperf-compatible shell)", FABPERF_VERSION));
+    } else if (cmd == "debug") {
+      const auto lvl = args.empty() ? 3 : number(args, cmd, 0, 3);
+      static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::off, spdlog::level::warn, spdlog::level::info,
+                                                              spdlog::level::debug};
+      spdlog::set_level(kLevels[lvl]);
+      say(fmt::format("Debug level set to {}", lvl));
+    } else if (cmd == "source") {
+      if (args.size() != 1) throw ShellError("Usage: source FILE");
+      source(args[0]);
+    } else if (cmd == "kill" || cmd == "killall") {
+      throw ShellError(
+          "kill/killall: fabperf agents are started and stopped by their launcher (systemd, ssh, Slurm); stop them there");
+    } else if (cmd == "quit" || cmd == "exit") {
+      quit_ = true;
+    } else if (cmd == "help") {
+      for (const auto& c : kCommands) say(fmt::format("  {}", c.help));
+      say("Commands may be abbreviated to any unambiguous prefix; ';' separates commands, '#' starts a comment.");
+    } else if (cmd == "test") {
+      test(args);
+    }
+  }
+
+  static std::uint64_t size_arg(const std::vector<std::string>& args, const std::string& cmd) {
+    if (args.size() != 1) throw ShellError(fmt::format("Usage: {} BYTES", cmd));
+    try {
+      return parse_size(args[0], cmd);
+    } catch (const UsageError& e) {
+      throw ShellError(e.what());
+    }
+  }
+
+  void source(const std::string& path) {
+    if (++depth_ > 16) {
+      --depth_;
+      throw ShellError("source: nested more than 16 deep");
+    }
+    std::ifstream in(path);
+    if (!in) {
+      --depth_;
+      throw ShellError(fmt::format("Cannot open {}", path));
+    }
+    std::string l;
+    int n = 0;
+    while (std::getline(in, l) && !quit_) {
+      ++n;
+      if (!line(l)) {
+        --depth_;
+        throw ShellError(fmt::format("{}:{}: stopped at this line", path, n));
+      }
+    }
+    --depth_;
+  }
+
+  void status() {
+    auto list = [](const std::vector<HostPort>& v) {
+      std::string s;
+      for (const auto& h : v) s += " " + h.str();
+      return s.empty() ? std::string(" (none)") : s;
+    };
+    const TestSpec s = TestSpec::make(p_);
+    say(fmt::format("servers:{}", list(servers_)));
+    say(fmt::format("clients:{}", list(clients_)));
+    say(fmt::format("ttime {} buffsize {} socksize {} threads {} parallel {} rdma off hist {} verify {}",
+                    s.time().count() / 1'000'000'000, s.buffsize(), s.socksize(), s.threads(), s.parallel(),
+                    hist_ ? "on" : "off", s.verify() ? "on" : "off"));
+  }
+
+  RunRequest request(TestKind kind) {
+    if (servers_.empty() || clients_.empty()) throw ShellError("Need at least one server and one client (commands server, client)");
+    SpecParams p = p_;
+    p.test = kind;
+    p.mode = Mode::rpc;
+    RunRequest req;
+    try {
+      req.spec = TestSpec::make(p);
+    } catch (const UsageError& e) {
+      throw ShellError(e.what());
+    }
+    req.servers = servers_;
+    req.clients = clients_;
+    req.coordinator_name = "fabperf shell";
+    (void)key_file_;
+    return req;
+  }
+
+  void check() {
+    if (servers_.empty() && clients_.empty()) throw ShellError("No nodes (commands server, client)");
+    // A one-second probe test between the current nodes proves reachability and data paths.
+    RunRequest req = request(TestKind::write);
+    SpecParams p = p_;
+    p.time = std::chrono::seconds(1);
+    p.test = TestKind::write;
+    p.mode = Mode::rpc;
+    req.spec = TestSpec::make(p);
+    const Report r = compute_report(run_test(req));
+    for (const auto& n : r.nodes) {
+      say(fmt::format("{} ({}): {}, clock offset {:.0f} +- {:.0f} us", n.name, n.hostname, to_string(n.status), n.clock_offset_us,
+                      n.clock_uncertainty_us));
+    }
+    say(r.complete ? "All nodes ok" : "Some nodes failed the check");
+  }
+
+  void plot(const std::vector<std::string>& args) {
+    if (args.size() != 1) throw ShellError("Usage: plot FILE");
+    if (!last_) throw ShellError("No test has run yet");
+    std::ofstream f(args[0]);
+    if (!f) throw ShellError(fmt::format("Cannot write {}", args[0]));
+    f << "# fabperf " << to_string(last_->spec.test()) << ": seconds since the window opened, then tx+rx MB/s per node\n";
+    f << "# t_s";
+    for (const auto& n : last_->nodes) f << " " << n.name;
+    f << "\n";
+    std::size_t rows = 0;
+    for (const auto& n : last_->nodes) rows = std::max(rows, n.intervals.size());
+    for (std::size_t i = 0; i < rows; ++i) {
+      double t = 0;
+      std::string line;
+      for (const auto& n : last_->nodes) {
+        if (i < n.intervals.size()) {
+          t = n.intervals[i].t_s;
+          line += fmt::format(" {:.1f}", n.intervals[i].tx_mb_per_s + n.intervals[i].rx_mb_per_s);
+        } else {
+          line += " -";
+        }
+      }
+      f << fmt::format("{:.3f}", t) << line << "\n";
+    }
+    say(fmt::format("Plot data written to {}", args[0]));
+  }
+
+  // nsdperf's per-client histogram block: average/median/std deviation in msec, then 1-ms rows.
+  void histogram_block(const std::string& host, const std::string& title, const LatencyHistogram& h) {
+    say(fmt::format("{} {} (average {:.3f} msec, median {:.3f} msec, std deviation {:.3f} msec)", host, title,
+                    h.mean_ns() / 1e6, h.percentile_ns(50) / 1e6, h.stddev_ns() / 1e6));
+    say("     msec  nevents");
+    std::map<std::uint64_t, std::uint64_t> rows;
+    for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
+      const auto c = h.bucket_count(i);
+      if (c == 0) continue;
+      // Each log bucket lands in the 1-ms row of its geometric middle, clamped to the exact range.
+      double mid = std::sqrt(LatencyHistogram::bucket_lower_ns(i) * LatencyHistogram::bucket_upper_ns(i));
+      mid = std::clamp(mid, static_cast<double>(h.min_ns()), static_cast<double>(h.max_ns()));
+      rows[static_cast<std::uint64_t>(mid / 1e6)] += c;
+    }
+    for (const auto& [ms, c] : rows) say(fmt::format("{:9} {:8}", ms, c));
+  }
+
+  void fine_block(const std::string& host, const LatencyHistogram& h) {
+    say(fmt::format("{} block transmit times, fine buckets (usec lower bound, nevents)", host));
+    for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
+      if (h.bucket_count(i)) say(fmt::format("{:12.1f} {:8}", LatencyHistogram::bucket_lower_ns(i) / 1e3, h.bucket_count(i)));
+    }
+  }
+
+  void test(const std::vector<std::string>& args) {
+    std::vector<TestKind> kinds;
+    if (args.empty()) {
+      kinds = {TestKind::nwrite, TestKind::read};
+    } else {
+      for (const auto& a : args) {
+        try {
+          kinds.push_back(parse_test_kind(a));
+        } catch (const UsageError&) {
+          throw ShellError(fmt::format("Unknown test '{}' (write, read, nwrite, swrite, sread, rw)", a));
+        }
+      }
+    }
+    for (const auto k : kinds) {
+      RunRequest req = request(k);
+      const Report r = compute_report(run_test(req));
+      last_ = r;
+      say(render_summary_line(r));
+      for (const auto& n : r.nodes) {
+        if (n.delay_histogram && n.delay_histogram->count() > 0) {
+          histogram_block(host_of(n.name), "network delay times", *n.delay_histogram);
+        }
+      }
+      if (hist_) {
+        for (const auto& n : r.nodes) {
+          if (n.histogram && n.histogram->count() > 0) {
+            histogram_block(host_of(n.name), "block transmit times", *n.histogram);
+            fine_block(host_of(n.name), *n.histogram);
+          }
+        }
+      }
+      for (const auto& f : r.findings) say("  ! " + f);
+      if (!r.complete) {
+        last_code_ = static_cast<int>(ExitCode::infrastructure);
+        throw ShellError(fmt::format("Test {} incomplete: a node was lost", to_string(k)));
+      }
+    }
+  }
+
+  static std::string host_of(const std::string& name) { return parse_host_port(name, "node").host; }
+
+  std::ostream& out_;
+  std::ostream& err_;
+  std::string key_file_;
+  std::vector<HostPort> servers_;
+  std::vector<HostPort> clients_;
+  SpecParams p_;
+  bool hist_{false};
+  bool quit_{false};
+  int depth_{0};
+  int last_code_{0};
+  std::optional<Report> last_;
+};
+
+int run_shell(const ShellOptions& o) {
+  ShellSession s(std::cout, std::cerr, o.key_file);
+  bool scripted = false;
+  if (!o.commands.empty()) {
+    scripted = true;
+    std::string joined;
+    for (const auto& c : o.commands) joined += c + " ";
+    if (!s.line(joined)) return s.last_code() ? s.last_code() : static_cast<int>(ExitCode::usage);
+  }
+  for (const auto& f : o.input_files) {
+    scripted = true;
+    std::ifstream in(f);
+    if (!in) {
+      std::cerr << fmt::format("Cannot open {}\n", f);
+      return static_cast<int>(ExitCode::usage);
+    }
+    std::string l;
+    while (!s.quit() && std::getline(in, l)) {
+      if (!s.line(l)) return s.last_code() ? s.last_code() : static_cast<int>(ExitCode::usage);
+    }
+  }
+  if (scripted) return 0;
+  const bool tty = ::isatty(0);
+  std::string l;
+  while (!s.quit()) {
+    if (tty) std::cout << "nsdperf> " << std::flush;
+    if (!std::getline(std::cin, l)) break;
+    s.line(l);  // interactive: report and continue
+  }
+  return 0;
+}
+
+}  // namespace fabperf
