@@ -121,7 +121,9 @@ void RunContext::enter_data_thread(const char* role, std::uint32_t index) noexce
   std::snprintf(name, sizeof name, "fp-%s-%u", role, index);
   pthread_setname_np(pthread_self(), name);
   if (!cpus_.empty()) {
-    const int cpu = cpus_[next_cpu_.fetch_add(1) % cpus_.size()];
+    // Agents sharing a host start their rotation at different CPUs (by node index), so one
+    // test's sender and receiver do not pile onto the same core.
+    const int cpu = cpus_[(node_index_ + next_cpu_.fetch_add(1)) % cpus_.size()];
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
