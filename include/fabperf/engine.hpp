@@ -140,6 +140,10 @@ struct ClientPlan {
 // (multi-homed hosts connect from addresses the coordinator never saw).
 proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node);
 
+// Upper bound of the buffers the data plane allocates for `flows` connections of this spec (one
+// shared send buffer plus one receive buffer per connection); the agent's --max-buffer-memory.
+std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows);
+
 class Engine {
  public:
   virtual ~Engine() = default;
