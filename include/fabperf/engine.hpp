@@ -187,6 +187,7 @@ class TestRun {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<RunContext> ctx_;
   std::thread driver_;
+  std::mutex finish_mu_;  // finish() may be reached from the destructor and the agent's release
   std::atomic<bool> engine_started_{false};
 };
 

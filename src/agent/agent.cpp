@@ -59,6 +59,7 @@ struct TestState {
   bool server_ready{false};
   bool client_ready{false};
   std::uint64_t buffer_bytes{0};  // reserved by the roles set up so far (--max-buffer-memory)
+  bool releasing{false};          // release_test_async() already scheduled for this test
 };
 
 class Agent {
@@ -454,7 +455,10 @@ class Agent {
   // Joins every thread and closes every socket of the current test off the I/O thread, then
   // marks the agent free.
   void release_test_async() {
-    if (!test_) return;
+    // Both the lost session and the finished run may ask for the release: join only once (two
+    // concurrent joins of the same threads are undefined behaviour and hung the agent).
+    if (!test_ || test_->releasing) return;
+    test_->releasing = true;
     auto state = test_;
     asio::post(pool_, [this, state] {
       if (state->run) {
