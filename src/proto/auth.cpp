@@ -148,7 +148,7 @@ void write_key_file(const std::string& path, bool force) {
     const int e = errno;
     OPENSSL_cleanse(text.data(), text.size());
     if (e == EEXIST) throw UsageError(fmt::format("keygen {}: file exists (use --force to replace it)", path));
-    throw SystemError("create key file", path, e);
+    throw UsageError(fmt::format("keygen {}: {}", path, errno_text(e)));
   }
   // The umask may only have removed bits; make sure of exactly 0600.
   (void)::fchmod(fd, 0600);
