@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include <fabperf/auth.hpp>
 #include <fabperf/spec.hpp>
 
 namespace fabperf {
@@ -15,6 +16,12 @@ struct AgentOptions {
   int ready_fd{-1};  // when >= 0: write "LISTENING host:port\n" there once listening, then close
   std::chrono::seconds max_duration{3600};
   std::size_t max_sessions{64};
+  // Shared key (auth.hpp). Empty: only loopback coordinators are accepted, unless insecure.
+  auth::Key key;
+  std::string key_source;  // where the key came from, for the start-up line
+  bool insecure{false};    // no key, yet listen on and accept from any address
+  // Buffers a test may make this agent allocate (send buffer + one receive buffer per flow).
+  std::uint64_t max_buffer_memory{1ull << 30};
 };
 
 // Runs until SIGINT/SIGTERM; returns the process exit code.

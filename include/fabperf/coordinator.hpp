@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <fabperf/auth.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
 
@@ -18,6 +19,8 @@ struct RunRequest {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::nanoseconds interval{std::chrono::seconds(1)};
   std::string coordinator_name{"fabperf"};
+  // Shared key; empty: only agents without a key (loopback or --insecure) are usable.
+  auth::Key key;
 };
 
 // Throws Error(infrastructure) when the test cannot start (agent unreachable, busy, set-up
@@ -30,7 +33,8 @@ RunRecord run_test(const RunRequest& request);
 // them (by PID) when destroyed.
 class LocalAgents {
  public:
-  LocalAgents(int count, const std::string& log_level);
+  // key_file: passed to each agent as --key-file (empty: none).
+  LocalAgents(int count, const std::string& log_level, const std::string& key_file = {});
   ~LocalAgents();
   LocalAgents(const LocalAgents&) = delete;
   LocalAgents& operator=(const LocalAgents&) = delete;

@@ -163,6 +163,10 @@ struct ClientPlan {
 // (multi-homed hosts connect from addresses the coordinator never saw).
 proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node);
 
+// Upper bound of the buffers the data plane allocates for `flows` connections of this spec (one
+// shared send buffer plus one receive buffer per connection); the agent's --max-buffer-memory.
+std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows);
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -210,6 +214,7 @@ class TestRun {
   std::vector<LinkResult> links_;
   std::vector<std::string> flow_iface_;  // per flow, in ctx_->flows() order
   std::thread driver_;
+  std::mutex finish_mu_;  // finish() may be reached from the destructor and the agent's release
   std::atomic<bool> engine_started_{false};
 };
 

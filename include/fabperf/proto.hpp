@@ -13,17 +13,24 @@
 #include <string_view>
 #include <vector>
 
+#include <fabperf/auth.hpp>
 #include <fabperf/spec.hpp>
 
 namespace fabperf::proto {
 
 inline constexpr std::uint32_t kMagic = 0x46425046;  // "FBPF"
-inline constexpr std::uint16_t kVersion = 1;
+// 2: shared-key authentication (AUTH/AUTH_OK), capabilities, data-plane hello with proofs.
+inline constexpr std::uint16_t kVersion = 2;
 inline constexpr std::size_t kHeaderSize = 12;
 // Results of a large test are the biggest frames; 16 MiB holds ~80k connections.
 inline constexpr std::uint32_t kMaxBody = 16u << 20;
 inline constexpr std::size_t kMaxString = 4096;
 inline constexpr std::size_t kMaxList = 100000;
+// Until a peer has proven it holds the key, no frame may be larger than this (HELLO, AUTH,
+// AUTH_OK, ERROR are all far smaller): nothing large is buffered or parsed for a stranger.
+inline constexpr std::uint32_t kMaxPreAuthBody = 4096;
+inline constexpr std::size_t kMaxCaps = 32;
+inline constexpr std::size_t kMaxCapLength = 64;
 
 enum class MsgType : std::uint16_t {
   hello = 1,
@@ -40,8 +47,10 @@ enum class MsgType : std::uint16_t {
   result = 12,
   error = 13,
   bye = 14,
+  auth = 15,     // agent -> coordinator: agent nonce and proof
+  auth_ok = 16,  // coordinator -> agent: coordinator proof
 };
-inline constexpr std::uint16_t kMaxMsgType = 14;
+inline constexpr std::uint16_t kMaxMsgType = 16;
 std::string_view to_string(MsgType t);
 
 struct Header {
@@ -88,16 +97,30 @@ std::string to_hex(std::span<const std::uint8_t> bytes);
 Token token_from_hex(std::string_view hex, const std::string& context);  // throws ProtocolError
 Token random_token();
 
+// Capabilities this build advertises in HELLO, AUTH and HELLO_OK.
+std::vector<std::string> local_capabilities();
+
 struct Hello {
   std::uint32_t proto_min{kVersion};
   std::uint32_t proto_max{kVersion};
   std::string coordinator;  // a name for logs and "busy" messages
+  std::vector<std::string> caps;
+  auth::Nonce nonce{};  // the coordinator's challenge
 };
 struct HelloOk {
   std::uint32_t proto{kVersion};
   std::string hostname;
   std::string version;
   std::int64_t pid{0};
+  std::vector<std::string> caps;
+};
+struct Auth {
+  auth::Nonce nonce{};  // the agent's challenge
+  auth::Proof proof{};  // auth::agent_proof(key, hello.nonce, nonce)
+  std::vector<std::string> caps;
+};
+struct AuthOk {
+  auth::Proof proof{};  // auth::coordinator_proof(key, auth.nonce, hello.nonce)
 };
 struct Ping {
   std::uint64_t seq{0};
@@ -155,6 +178,8 @@ struct ErrorMsg {
 
 nlohmann::json to_json(const Hello&);
 nlohmann::json to_json(const HelloOk&);
+nlohmann::json to_json(const Auth&);
+nlohmann::json to_json(const AuthOk&);
 nlohmann::json to_json(const Ping&);
 nlohmann::json to_json(const Pong&);
 nlohmann::json to_json(const SetupServer&);
@@ -167,6 +192,8 @@ nlohmann::json to_json(const ErrorMsg&);
 
 Hello parse_hello(const nlohmann::json&);
 HelloOk parse_hello_ok(const nlohmann::json&);
+Auth parse_auth(const nlohmann::json&);
+AuthOk parse_auth_ok(const nlohmann::json&);
 Ping parse_ping(const nlohmann::json&);
 Pong parse_pong(const nlohmann::json&);
 SetupServer parse_setup_server(const nlohmann::json&);

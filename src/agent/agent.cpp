@@ -22,8 +22,9 @@ using proto::MsgType;
 
 constexpr auto kHelloDeadline = 5s;
 constexpr auto kFrameDeadline = 5s;
-// The coordinator sends a heartbeat every second; this much silence means it is gone.
-constexpr auto kIdleDeadline = 5s;
+// The coordinator sends a heartbeat every second; this much silence means it is gone. Short
+// enough that traffic stops within 5 s of the coordinator vanishing (a tick of 0.2 s to stop).
+constexpr auto kIdleDeadline = 4s;
 constexpr auto kHeartbeat = 1s;
 
 std::string numeric_address(const asio::ip::address& a) {
@@ -31,6 +32,11 @@ std::string numeric_address(const asio::ip::address& a) {
     return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
   }
   return a.to_string();
+}
+
+bool is_loopback(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+  return a.is_loopback();
 }
 
 std::string now_text() {
@@ -52,6 +58,8 @@ struct TestState {
   std::shared_ptr<TestRun> run;
   bool server_ready{false};
   bool client_ready{false};
+  std::uint64_t buffer_bytes{0};  // reserved by the roles set up so far (--max-buffer-memory)
+  bool releasing{false};          // release_test_async() already scheduled for this test
 };
 
 class Agent {
@@ -59,7 +67,15 @@ class Agent {
   explicit Agent(const AgentOptions& o) : opts_(o), acceptor_(io_), signals_(io_, SIGINT, SIGTERM), pool_(2) {}
 
   int run() {
-    const auto addr = asio::ip::make_address(opts_.listen_host);
+    error_code aec;
+    const auto addr = asio::ip::make_address(opts_.listen_host, aec);
+    if (aec) throw UsageError(fmt::format("--listen {}: not a numeric IP address", opts_.listen_host));
+    if (opts_.key.empty() && !opts_.insecure && !addr.is_loopback()) {
+      throw UsageError(fmt::format(
+          "--listen {}: refusing to accept coordinators from the network without a key: give --key-file FILE "
+          "(create one with 'fabperf keygen FILE'), listen on 127.0.0.1, or pass --insecure",
+          HostPort{opts_.listen_host, opts_.listen_port, {}}.str()));
+    }
     Tcp::endpoint ep(addr, opts_.listen_port);
     acceptor_.open(ep.protocol());
     acceptor_.set_option(Tcp::acceptor::reuse_address(true));
@@ -70,8 +86,16 @@ class Agent {
     acceptor_.listen(asio::socket_base::max_listen_connections);
     const auto bound = acceptor_.local_endpoint();
     const std::string where = HostPort{numeric_address(bound.address()), bound.port(), {}}.str();
-    spdlog::info("fabperf agent {} listening on {} (pid {}, max test duration {} s)", FABPERF_VERSION, where,
-                 getpid(), opts_.max_duration.count());
+    spdlog::info("fabperf agent {} listening on {} (pid {}, max test duration {} s, max buffer memory {} MiB)",
+                 FABPERF_VERSION, where, getpid(), opts_.max_duration.count(), opts_.max_buffer_memory >> 20);
+    if (!opts_.key.empty()) {
+      spdlog::info("agent: coordinators must prove the shared key from {} (HMAC-SHA256 challenge-response)",
+                   opts_.key_source);
+    } else if (opts_.insecure) {
+      spdlog::warn("agent: INSECURE: no key; any host that reaches {} can make this agent send traffic", where);
+    } else {
+      spdlog::warn("agent: no key: accepting coordinators on loopback only (use --key-file to accept remote ones)");
+    }
     if (opts_.ready_fd >= 0) {
       const std::string line = fmt::format("LISTENING {}\n", where);
       (void)!::write(opts_.ready_fd, line.data(), line.size());
@@ -109,6 +133,11 @@ class Agent {
       }
       const auto remote = sock.remote_endpoint(ec);
       const std::string peer = ec ? "?" : HostPort{numeric_address(remote.address()), remote.port(), {}}.str();
+      if (opts_.key.empty() && !opts_.insecure && !ec && !is_loopback(remote.address())) {
+        spdlog::warn("agent: refused control connection from {}: this agent has no key and accepts loopback "
+                     "coordinators only (start it with --key-file)", peer);
+        continue;
+      }
       std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
       if (sessions_.size() >= opts_.max_sessions) {
         spdlog::warn("control connection from {} refused: {} sessions already open", peer, sessions_.size());
@@ -143,29 +172,75 @@ class Agent {
     c.send(MsgType::error, proto::to_json(proto::ErrorMsg{std::move(code), std::move(message)}));
   }
 
+  // Refuses the session: tells the peer why (an ERROR frame), logs it, closes.
+  asio::awaitable<void> refuse(std::shared_ptr<FramedConn> conn, std::string code, std::string message) {
+    send_error(*conn, std::move(code), message);
+    co_await conn->flush();
+    conn->close();
+  }
+
+  // The coordinator's half of the challenge-response; true when it proved the key. Nothing but
+  // AUTH_OK (or an ERROR saying why it gave up) is accepted, and only small frames.
+  asio::awaitable<bool> authenticate(std::shared_ptr<FramedConn> conn, const proto::Hello& hello) {
+    const auth::Nonce mine = auth::make_nonce();
+    conn->send(MsgType::auth, proto::to_json(proto::Auth{mine, auth::agent_proof(opts_.key, hello.nonce, mine),
+                                                         proto::local_capabilities()}));
+    proto::Frame f;
+    try {
+      f = co_await conn->read(kHelloDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
+    } catch (const std::exception& e) {
+      spdlog::warn("agent: authentication failed for {}: no proof ({})", conn->peer(), e.what());
+      conn->close();
+      co_return false;
+    }
+    if (f.type == MsgType::error) {
+      std::string why = "the coordinator gave up";
+      try {
+        why = proto::parse_error(f.body).message;
+      } catch (const ProtocolError&) {
+      }
+      spdlog::warn("agent: authentication failed for {}: {}", conn->peer(), why);
+      conn->close();
+      co_return false;
+    }
+    if (f.type != MsgType::auth_ok) {
+      spdlog::warn("agent: authentication failed for {}: expected AUTH_OK, got {}", conn->peer(), proto::to_string(f.type));
+      co_await refuse(conn, "auth", fmt::format("authentication failed: expected AUTH_OK, got {}", proto::to_string(f.type)));
+      co_return false;
+    }
+    const auto ok = proto::parse_auth_ok(f.body);
+    if (!auth::proofs_equal(auth::coordinator_proof(opts_.key, mine, hello.nonce), ok.proof)) {
+      spdlog::warn("agent: authentication failed for {}: key mismatch (the coordinator's proof is wrong)", conn->peer());
+      co_await refuse(conn, "auth", "authentication failed: key mismatch");
+      co_return false;
+    }
+    co_return true;
+  }
+
   asio::awaitable<void> session(std::shared_ptr<FramedConn> conn) {
     std::string who = conn->peer();
     std::string protocol_error;
     try {
-      auto f = co_await conn->read(kHelloDeadline, kFrameDeadline);
+      // Nothing large is read or parsed before the peer proved the key.
+      auto f = co_await conn->read(kHelloDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
       if (f.type != MsgType::hello) {
-        send_error(*conn, "protocol", fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
-        co_await conn->flush();
-        conn->close();
+        co_await refuse(conn, "protocol", fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
         co_return;
       }
       const auto hello = proto::parse_hello(f.body);
       if (hello.proto_min > proto::kVersion || hello.proto_max < proto::kVersion) {
-        send_error(*conn, "version",
-                   fmt::format("protocol version mismatch: coordinator speaks {}..{}, this agent speaks {}",
-                               hello.proto_min, hello.proto_max, proto::kVersion));
-        co_await conn->flush();
-        conn->close();
+        co_await refuse(conn, "version",
+                        fmt::format("protocol version mismatch: coordinator speaks {}..{}, this agent speaks {}",
+                                    hello.proto_min, hello.proto_max, proto::kVersion));
         co_return;
       }
+      if (!opts_.key.empty()) {
+        if (!co_await authenticate(conn, hello)) co_return;
+      }
       who = fmt::format("{} ({})", hello.coordinator, conn->peer());
-      spdlog::info("agent: coordinator {} connected", who);
-      conn->send(MsgType::hello_ok, proto::to_json(proto::HelloOk{proto::kVersion, local_hostname(), FABPERF_VERSION, getpid()}));
+      spdlog::info("agent: coordinator {} connected{}", who, opts_.key.empty() ? " (no key)" : ", key verified");
+      conn->send(MsgType::hello_ok, proto::to_json(proto::HelloOk{proto::kVersion, local_hostname(), FABPERF_VERSION,
+                                                                  getpid(), proto::local_capabilities()}));
       asio::co_spawn(io_, heartbeats(conn), asio::detached);
       const std::string bind_address = numeric_address(conn->socket().local_endpoint().address());
 
@@ -198,6 +273,13 @@ class Agent {
             co_await conn->flush();
             conn->close();
             break;
+          case MsgType::error: {
+            // E.g. a coordinator with a key that refuses this key-less agent.
+            const auto e = proto::parse_error(fr.body);
+            spdlog::warn("agent: coordinator {} gave up on this agent: {}", who, e.message);
+            conn->close();
+            break;
+          }
           default:
             send_error(*conn, "protocol", fmt::format("unexpected {} from a coordinator", proto::to_string(fr.type)));
             break;
@@ -260,6 +342,19 @@ class Agent {
     return true;
   }
 
+  // Reserves buffer memory for a role; throws Error naming the limit when it would be exceeded.
+  void reserve_buffers(const TestSpec& spec, std::uint64_t flows, const char* role) {
+    const std::uint64_t need = estimate_buffer_memory(spec, flows);
+    if (test_->buffer_bytes + need > opts_.max_buffer_memory) {
+      throw Error(ExitCode::usage,
+                  fmt::format("{} role needs {} MiB of buffers ({} connections, buffsize {}), more than this agent's "
+                              "--max-buffer-memory {} MiB",
+                              role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20, flows, spec.buffsize(),
+                              opts_.max_buffer_memory >> 20));
+    }
+    test_->buffer_bytes += need;
+  }
+
   void ensure_engine(const TestSpec& spec, std::uint32_t node_index) {
     if (!test_->ctx) {
       test_->ctx = std::make_unique<RunContext>(spec, node_index, local_hostname());
@@ -279,6 +374,7 @@ class Agent {
       ensure_engine(m.spec, m.node_index);
       if (state->server_ready) throw ProtocolError("server role already set up");
       if (m.any_address) bind_address = bind_address.find(':') == std::string::npos ? "0.0.0.0" : "::";
+      reserve_buffers(m.spec, m.expect_connections, "server");
       ServerPlan plan{bind_address, m.token, m.expect_connections};
       co_await blocking([&] { port = state->engine->prepare_server(*state->ctx, plan); });
       state->server_ready = true;
@@ -304,6 +400,7 @@ class Agent {
     try {
       ensure_engine(m.spec, m.node_index);
       if (state->client_ready) throw ProtocolError("client role already set up");
+      reserve_buffers(m.spec, std::uint64_t{m.targets.size()} * m.spec.connections_per_pair(), "client");
       ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs};
       co_await blocking([&] { state->engine->prepare_client(*state->ctx, plan); });
       state->client_ready = true;
@@ -359,7 +456,10 @@ class Agent {
   // Joins every thread and closes every socket of the current test off the I/O thread, then
   // marks the agent free.
   void release_test_async() {
-    if (!test_) return;
+    // Both the lost session and the finished run may ask for the release: join only once (two
+    // concurrent joins of the same threads are undefined behaviour and hung the agent).
+    if (!test_ || test_->releasing) return;
+    test_->releasing = true;
     auto state = test_;
     asio::post(pool_, [this, state] {
       if (state->run) {
@@ -390,6 +490,7 @@ class Agent {
 
 int run_agent(const AgentOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);
+  if (options.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   Agent agent(options);
   return agent.run();
 }

@@ -1,6 +1,7 @@
 // fabperf: one binary, subcommands over the core library. Parsing and validation only; the work
 // happens in the library. Exit codes: docs/usage.md.
 #include <fabperf/agent.hpp>
+#include <fabperf/auth.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/compare.hpp>
 #include <fabperf/links.hpp>
@@ -32,8 +33,13 @@ commands:
   links     list this host's network interfaces: speed, MTU, addresses, bonds, socket limits
   compare   compare two saved results (before/after a change) link by link
   shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
+  keygen    write a new random shared key: 'fabperf keygen FILE [--force]' (mode 0600)
   version   print the version
   help      this text; 'fabperf <command> --help' for a command's options
+
+security: agents and coordinators given the same --key-file (or FABPERF_KEY_FILE) prove it to
+          each other before anything else; without a key an agent serves loopback only
+          (docs/security.md)
 
 exit codes: 0 ok, 1 a KPI failed, 2 usage error (nothing started),
             3 infrastructure failure (agent unreachable, lost mid-test; partial results are still written)
@@ -60,6 +66,9 @@ cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) {
   }
 }
 
+// --key-file, else FABPERF_KEY_FILE; empty path: no key.
+std::string key_file_option(const cxxopts::ParseResult& r);
+
 template <typename T>
 T get(const cxxopts::ParseResult& r, const std::string& name) {
   try {
@@ -69,12 +78,46 @@ T get(const cxxopts::ParseResult& r, const std::string& name) {
   }
 }
 
+std::string key_file_option(const cxxopts::ParseResult& r) {
+  if (r.count("key-file")) {
+    const auto path = get<std::string>(r, "key-file");
+    if (path.empty()) throw UsageError("--key-file: empty path");
+    return path;
+  }
+  return auth::key_file_from_env();
+}
+
+int cmd_keygen(int argc, char** argv) {
+  cxxopts::Options o("fabperf keygen", "Write a new random shared key for agents and coordinators (mode 0600).");
+  o.positional_help("FILE");
+  o.add_options()
+    ("file", "key file to create", cxxopts::value<std::string>())
+    ("force", "replace an existing file")
+    ("h,help", "this help");
+  o.parse_positional({"file"});
+  auto r = parse(o, argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  if (!r.count("file")) throw UsageError("keygen: give the key file to create: fabperf keygen FILE");
+  const auto path = get<std::string>(r, "file");
+  if (path.empty()) throw UsageError("keygen: empty file name");
+  auth::write_key_file(path, r.count("force") > 0);
+  std::cout << "wrote a new key to " << path << " (mode 0600); copy it to every agent host, keep it private\n";
+  return 0;
+}
+
 int cmd_agent(int argc, char** argv) {
   cxxopts::Options o("fabperf agent", "Run a fabperf node agent.");
   o.add_options()
     ("listen", "address and port to listen on ([::]:6668 = all addresses)", cxxopts::value<std::string>()->default_value("[::]:6668"))
     ("ready-fd", "write 'LISTENING host:port' to this file descriptor once listening", cxxopts::value<int>()->default_value("-1"))
     ("max-duration", "longest test this agent accepts", cxxopts::value<std::string>()->default_value("3600"))
+    ("max-buffer-memory", "most buffer memory a test may make this agent allocate", cxxopts::value<std::string>()->default_value("1G"))
+    ("key-file", "shared key (from 'fabperf keygen'); coordinators must prove it. Default: $FABPERF_KEY_FILE",
+     cxxopts::value<std::string>())
+    ("insecure", "without a key, still listen on non-loopback addresses and obey any coordinator")
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))
     ("h,help", "this help");
   auto r = parse(o, argc, argv);
@@ -91,6 +134,15 @@ int cmd_agent(int argc, char** argv) {
   const auto md = parse_duration(get<std::string>(r, "max-duration"), "--max-duration");
   if (md < std::chrono::seconds(1)) throw UsageError("--max-duration: must be at least 1 s");
   a.max_duration = std::chrono::duration_cast<std::chrono::seconds>(md);
+  a.max_buffer_memory = parse_size(get<std::string>(r, "max-buffer-memory"), "--max-buffer-memory");
+  if (a.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
+  a.insecure = r.count("insecure") > 0;
+  const std::string key_file = key_file_option(r);
+  if (!key_file.empty()) {
+    if (a.insecure) throw UsageError("--insecure: cannot be combined with a key file (--key-file or FABPERF_KEY_FILE)");
+    a.key = auth::load_key_file(key_file);
+    a.key_source = key_file;
+  }
   return run_agent(a);
 }
 
@@ -155,6 +207,8 @@ int cmd_run(int argc, char** argv) {
     ("v,verbose", "add the per-connection table")
     ("q,quiet", "print only the nsdperf-style summary line")
     ("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))
+    ("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+     cxxopts::value<std::string>())
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
     ("h,help", "this help");
   auto r = parse(o, argc, argv);
@@ -196,6 +250,9 @@ int cmd_run(int argc, char** argv) {
       parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
   if (req.connect_timeout < std::chrono::milliseconds(100)) throw UsageError("--connect-timeout: must be at least 0.1 s");
 
+  const std::string key_file = key_file_option(r);
+  if (!key_file.empty()) req.key = auth::load_key_file(key_file);
+
   const bool quiet = r.count("quiet") > 0;
   const bool verbose = r.count("verbose") > 0;
   const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
@@ -205,7 +262,7 @@ int cmd_run(int argc, char** argv) {
     if (r.count("servers") || r.count("clients")) throw UsageError("--local: cannot be combined with --servers/--clients");
     const int n = get<int>(r, "local");
     if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
-    local = std::make_unique<LocalAgents>(n, "warn");
+    local = std::make_unique<LocalAgents>(n, "warn", key_file);
     const auto& eps = local->endpoints();
     const std::size_t n_servers = eps.size() / 2;
     req.servers.assign(eps.begin(), eps.begin() + static_cast<std::ptrdiff_t>(n_servers));
@@ -384,6 +441,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "links") return cmd_links(argc - 1, argv + 1);
   if (cmd == "compare") return cmd_compare(argc - 1, argv + 1);
   if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
+  if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
     std::cout << "fabperf " << FABPERF_VERSION << (FABPERF_HAVE_RDMA ? " (rdma-core found)" : " (without RDMA)") << "\n";
     return 0;

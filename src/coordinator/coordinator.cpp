@@ -209,16 +209,74 @@ class Coordinator {
     if (ec) throw SystemError("cannot reach agent", n.rec.name, ec.message());
     n.rec.address = numeric_address(sock.remote_endpoint().address());
     n.conn = std::make_shared<FramedConn>(std::move(sock), n.rec.name);
-    n.conn->send(MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, req_.coordinator_name}));
-    json body;
+    const json body = co_await handshake(n);
+    proto::HelloOk ok;
     try {
-      body = co_await expect(n, MsgType::hello_ok);
+      ok = proto::parse_hello_ok(body);
     } catch (const ProtocolError& e) {
       throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
     }
-    const auto ok = proto::parse_hello_ok(body);
     n.rec.hostname = ok.hostname;
     asio::co_spawn(io_, heartbeats(n.conn), asio::detached);
+  }
+
+  // Gives up on an agent during the handshake: tells it why (so its log says so), then closes.
+  asio::awaitable<void> tell_auth_failure(Node& n, std::string tell_agent) {
+    n.conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{"auth", std::move(tell_agent)}));
+    co_await n.conn->flush();
+    n.conn->close();
+  }
+  Error auth_error(const Node& n, const std::string& why) {
+    return Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", n.rec.name, why));
+  }
+
+  // HELLO and, when the agent challenges, the mutual HMAC proof; returns HELLO_OK's body.
+  asio::awaitable<json> handshake(Node& n) {
+    proto::Hello hello{proto::kVersion, proto::kVersion, req_.coordinator_name, proto::local_capabilities(),
+                       auth::make_nonce()};
+    n.conn->send(MsgType::hello, proto::to_json(hello));
+    proto::Frame f;
+    try {
+      f = co_await n.conn->read(kIdleDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
+    } catch (const ProtocolError& e) {
+      throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
+    }
+    if (f.type == MsgType::error) {
+      const auto e = proto::parse_error(f.body);
+      throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
+    }
+    if (f.type == MsgType::hello_ok) {
+      if (!req_.key.empty()) {
+        co_await tell_auth_failure(
+            n, "this coordinator has a key and refuses an agent without one (start the agent with --key-file)");
+        throw auth_error(n, "the agent has no key (it accepts unauthenticated coordinators); refusing to use it with a key");
+      }
+      co_return std::move(f.body);
+    }
+    if (f.type != MsgType::auth) {
+      throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected AUTH or HELLO_OK, got {})",
+                                      n.rec.name, proto::to_string(f.type)));
+    }
+    const auto a = proto::parse_auth(f.body);
+    if (req_.key.empty()) {
+      co_await tell_auth_failure(n, "the coordinator has no key");
+      throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
+    }
+    if (!auth::proofs_equal(auth::agent_proof(req_.key, hello.nonce, a.nonce), a.proof)) {
+      co_await tell_auth_failure(n, "key mismatch (the agent's proof does not match the coordinator's key)");
+      throw auth_error(n, "key mismatch");
+    }
+    n.conn->send(MsgType::auth_ok, proto::to_json(proto::AuthOk{auth::coordinator_proof(req_.key, a.nonce, hello.nonce)}));
+    // The agent answers HELLO_OK, or ERROR when it rejects our proof.
+    proto::Frame g = co_await n.conn->read(kIdleDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
+    if (g.type == MsgType::error) {
+      const auto e = proto::parse_error(g.body);
+      throw Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", n.rec.name, e.message));
+    }
+    if (g.type != MsgType::hello_ok) {
+      throw ProtocolError(fmt::format("agent {}: expected HELLO_OK, got {}", n.rec.name, proto::to_string(g.type)));
+    }
+    co_return std::move(g.body);
   }
 
   asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {

@@ -53,7 +53,7 @@ void stop_pid(int pid) {
 
 }  // namespace
 
-LocalAgents::LocalAgents(int count, const std::string& log_level) {
+LocalAgents::LocalAgents(int count, const std::string& log_level, const std::string& key_file) {
   const std::string exe = self_exe();
   try {
     for (int i = 0; i < count; ++i) {
@@ -64,6 +64,10 @@ LocalAgents::LocalAgents(int count, const std::string& log_level) {
       // The child gets the pipe's write end as fd 3 (dup2 clears CLOEXEC on the copy).
       posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
       std::vector<std::string> args = {exe, "agent", "--listen", "127.0.0.1:0", "--ready-fd", "3", "--log-level", log_level};
+      if (!key_file.empty()) {
+        args.push_back("--key-file");
+        args.push_back(key_file);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

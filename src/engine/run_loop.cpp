@@ -278,6 +278,7 @@ void TestRun::abort(const std::string& reason) noexcept {
 }
 
 void TestRun::finish() {
+  std::lock_guard lk(finish_mu_);
   if (driver_.joinable()) driver_.join();
   if (!engine_started_) {
     engine_->abort();

@@ -3,10 +3,12 @@
 // flag; the loops never allocate, log or throw.
 #include "engine/tcp_engine.hpp"
 
+#include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/units.hpp>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -31,9 +33,22 @@ namespace {
 constexpr std::uint32_t kDataMagic = 0x46425044;   // "FBPD": data connection hello
 constexpr std::uint32_t kRpcMagic = 0x46425052;    // "FBPR": rpc request
 constexpr std::uint32_t kReplyMagic = 0x46425041;  // "FBPA": rpc reply
-constexpr std::uint16_t kDataVersion = 1;
-constexpr std::size_t kHelloSize = 32;
-constexpr std::size_t kAckSize = 8;
+// Data hello (client -> server), 80 bytes:
+//   magic | version<<16 | op | client node | connection index | client nonce (32) | mac (32)
+//   mac = HMAC(client token, "fabperf-data-hello\0" | the first 48 bytes)
+// Data ack (server -> client), 40 bytes:
+//   magic | status | mac (32),  mac = HMAC(client token, "fabperf-data-ack\0" | nonce | status)
+// The client token (derive_client_token) never crosses the wire, so neither side can be fooled
+// by a peer that merely saw a handshake; the ack's mac proves the server holds the test token,
+// so a client sends load only to an agent of its own test. A (node, index) is accepted once.
+constexpr std::uint16_t kDataVersion = 2;
+constexpr std::size_t kHelloFields = 16;
+constexpr std::size_t kHelloSigned = kHelloFields + auth::kNonceBytes;
+constexpr std::size_t kHelloSize = kHelloSigned + auth::kProofBytes;
+constexpr std::size_t kAckSigned = 8;
+constexpr std::size_t kAckSize = kAckSigned + auth::kProofBytes;
+constexpr std::string_view kHelloLabel{"fabperf-data-hello\0", 19};
+constexpr std::string_view kAckLabel{"fabperf-data-ack\0", 17};
 constexpr std::size_t kRpcHdrSize = 16;
 constexpr int kTickMs = 200;
 constexpr int kConnectTimeoutMs = 5000;
@@ -44,7 +59,18 @@ enum WireOp : std::uint32_t { kOpWrite = 1, kOpRead = 2, kOpRpc = 3, kOpProbe = 
 // An rpc request with this op and length 0 is a ping: answered at once, counts no data.
 constexpr std::uint32_t kOpPing = 3;
 constexpr std::int64_t kProbePeriodNs = 10'000'000;
-enum AckStatus : std::uint32_t { kAckOk = 0, kAckBadHello = 1, kAckBadToken = 2, kAckTooMany = 3 };
+enum AckStatus : std::uint32_t { kAckOk = 0, kAckBadHello = 1, kAckBadToken = 2, kAckTooMany = 3, kAckDuplicate = 4 };
+
+std::span<const std::uint8_t> label_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+auth::Proof hello_mac(const proto::Token& client_token, const std::uint8_t* hello) {
+  return auth::hmac_sha256(client_token, {label_bytes(kHelloLabel), std::span<const std::uint8_t>(hello, kHelloSigned)});
+}
+auth::Proof ack_mac(const proto::Token& client_token, const std::uint8_t* nonce, const std::uint8_t* ack) {
+  return auth::hmac_sha256(client_token, {label_bytes(kAckLabel), std::span<const std::uint8_t>(nonce, auth::kNonceBytes),
+                                          std::span<const std::uint8_t>(ack, kAckSigned)});
+}
 
 void put32(std::uint8_t* p, std::uint32_t v) {
   p[0] = static_cast<std::uint8_t>(v >> 24);
@@ -270,6 +296,10 @@ bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_
 
 }  // namespace
 
+std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows) {
+  return spec.buffsize() + flows * std::min<std::uint64_t>(spec.buffsize(), kMaxRecvChunk);
+}
+
 // ---- TcpFlow ------------------------------------------------------------------------------
 
 TcpFlow::TcpFlow(int fd, FlowRole r, FlowOp o, std::uint32_t peer, std::string local_addr, std::string remote_addr)
@@ -374,6 +404,8 @@ std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan)
 void TcpEngine::accept_loop() {
   RunContext& ctx = *ctx_;
   std::uint32_t accepted = 0;
+  std::vector<std::uint64_t> seen;  // (client node, connection index) already accepted
+  seen.reserve(server_plan_.expect_connections);
   while (!accept_stop_.load() && !ctx.aborted()) {
     pollfd pfd{listen_fd_, POLLIN, 0};
     const int pr = ::poll(&pfd, 1, 100);
@@ -384,7 +416,7 @@ void TcpEngine::accept_loop() {
     if (fd < 0) continue;
     const std::string remote = sockaddr_text(peer);
     std::uint8_t hello[kHelloSize];
-    std::uint8_t ack[kAckSize];
+    std::uint8_t ack[kAckSize] = {};
     put32(ack, kDataMagic);
     auto reject = [&](AckStatus st, const std::string& why) {
       put32(ack + 4, st);
@@ -398,14 +430,21 @@ void TcpEngine::accept_loop() {
       continue;
     }
     if (get32(hello) != kDataMagic || (get32(hello + 4) >> 16) != kDataVersion) {
-      reject(kAckBadHello, "not a fabperf data hello");
+      reject(kAckBadHello, "not a fabperf data hello of this version");
       continue;
     }
     const std::uint32_t op = get32(hello + 4) & 0xffff;
-    const std::uint32_t client_node = get32(hello + 24);
-    const proto::Token want = derive_client_token(server_plan_.token, client_node);
-    if (CRYPTO_memcmp(want.data(), hello + 8, want.size()) != 0) {
-      reject(kAckBadToken, "token does not belong to this test");
+    const std::uint32_t client_node = get32(hello + 8);
+    const std::uint32_t conn_index = get32(hello + 12);
+    const proto::Token client_token = derive_client_token(server_plan_.token, client_node);
+    const auth::Proof want = hello_mac(client_token, hello);
+    if (CRYPTO_memcmp(want.data(), hello + kHelloSigned, want.size()) != 0) {
+      reject(kAckBadToken, "no valid proof of this test's token");
+      continue;
+    }
+    const std::uint64_t key = (std::uint64_t{client_node} << 32) | conn_index;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      reject(kAckDuplicate, fmt::format("client {} connection {} already connected (replayed hello?)", client_node, conn_index));
       continue;
     }
     const bool op_ok = op == kOpProbe ||
@@ -419,6 +458,8 @@ void TcpEngine::accept_loop() {
       continue;
     }
     put32(ack + 4, kAckOk);
+    const auth::Proof mac = ack_mac(client_token, hello + kHelloFields, ack);
+    std::memcpy(ack + kAckSigned, mac.data(), mac.size());
     if (!io_exact(fd, ack, sizeof ack, true, kHandshakeTimeoutMs)) {
       ::close(fd);
       continue;
@@ -434,6 +475,7 @@ void TcpEngine::accept_loop() {
       std::lock_guard lk(mu_);
       server_flows_.push_back(raw);
     }
+    seen.push_back(key);
     ++accepted;
   }
 }
@@ -506,22 +548,38 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
                                                 : (op == FlowOp::write ? kOpWrite : kOpRead);
   put32(hello, kDataMagic);
   put32(hello + 4, (std::uint32_t{kDataVersion} << 16) | wop);
-  std::memcpy(hello + 8, plan.token.data(), plan.token.size());
-  put32(hello + 24, ctx.node_index());
-  put32(hello + 28, conn_index);
+  put32(hello + 8, ctx.node_index());
+  put32(hello + 12, conn_index);
+  const auth::Nonce nonce = auth::make_nonce();
+  std::memcpy(hello + kHelloFields, nonce.data(), nonce.size());
+  const auth::Proof mac = hello_mac(plan.token, hello);
+  std::memcpy(hello + kHelloSigned, mac.data(), mac.size());
   std::uint8_t ack[kAckSize];
   if (!io_exact(fd, hello, sizeof hello, true, kHandshakeTimeoutMs) ||
       !io_exact(fd, ack, sizeof ack, false, kHandshakeTimeoutMs)) {
     const int e = errno;
     ::close(fd);
-    throw SystemError("data handshake with", where, e);
+    throw SystemError("data handshake with", where,
+                      fmt::format("no answer from a fabperf agent of this test ({}); not an agent of this test?",
+                                  errno_text(e)));
   }
-  if (get32(ack) != kDataMagic || get32(ack + 4) != kAckOk) {
+  if (get32(ack) != kDataMagic) {
     ::close(fd);
-    static constexpr const char* kWhy[] = {"ok", "hello not understood", "token rejected", "too many connections"};
+    throw SystemError("data handshake with", where, "the peer is not a fabperf agent (no data ack); no load sent");
+  }
+  if (get32(ack + 4) != kAckOk) {
+    ::close(fd);
+    static constexpr const char* kWhy[] = {"ok", "hello not understood", "token rejected", "too many connections",
+                                           "duplicate connection"};
     const auto st = get32(ack + 4);
     throw SystemError("data handshake with", where,
-                      fmt::format("server refused the connection: {}", st < 4 ? kWhy[st] : "unknown status"));
+                      fmt::format("server refused the connection: {}", st < 5 ? kWhy[st] : "unknown status"));
+  }
+  const auth::Proof want = ack_mac(plan.token, nonce.data(), ack);
+  if (CRYPTO_memcmp(want.data(), ack + kAckSigned, want.size()) != 0) {
+    ::close(fd);
+    throw SystemError("data handshake with", where,
+                      "the peer did not prove it is an agent of this test (wrong ack proof); no load sent");
   }
   // Back to blocking with a tick, for the data loops.
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);

@@ -39,7 +39,8 @@ void FramedConn::arm_read_timer(std::chrono::milliseconds d) {
   });
 }
 
-asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chrono::milliseconds frame) {
+asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
+                                        std::uint32_t max_body) {
   auto self = shared_from_this();  // keep alive across suspension
   if (!open_) throw SystemError("read from", peer_, "connection closed");
   std::array<std::uint8_t, kHeaderSize> hdr{};
@@ -76,7 +77,7 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
   }
   Header h;
   try {
-    h = decode_header(hdr);
+    h = decode_header(hdr, max_body);
   } catch (const ProtocolError& e) {
     read_timer_.cancel();
     close();

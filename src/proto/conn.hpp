@@ -25,8 +25,10 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
  public:
   FramedConn(Tcp::socket socket, std::string peer_name);
 
-  // Throws ProtocolError (bad frame), SystemError (closed, reset, deadline passed).
-  asio::awaitable<Frame> read(std::chrono::milliseconds idle, std::chrono::milliseconds frame);
+  // Throws ProtocolError (bad frame, body over max_body), SystemError (closed, reset, deadline
+  // passed). Before authentication, callers pass kMaxPreAuthBody.
+  asio::awaitable<Frame> read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
+                              std::uint32_t max_body = kMaxBody);
   // Queues a frame; the write has its own deadline and closes the connection when it passes.
   void send(MsgType type, const nlohmann::json& body);
   // Waits until everything queued so far was written (or the connection closed).

@@ -22,6 +22,8 @@ std::string_view to_string(MsgType t) {
     case MsgType::result: return "RESULT";
     case MsgType::error: return "ERROR";
     case MsgType::bye: return "BYE";
+    case MsgType::auth: return "AUTH";
+    case MsgType::auth_ok: return "AUTH_OK";
   }
   return "UNKNOWN";
 }

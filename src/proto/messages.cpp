@@ -61,20 +61,28 @@ TestSpec parse_spec_field(const Fields& f) {
 }
 }  // namespace
 
+std::vector<std::string> local_capabilities() { return {std::string(auth::kCapability)}; }
+
 json to_json(const Hello& m) {
-  return {{"proto_min", m.proto_min}, {"proto_max", m.proto_max}, {"coordinator", m.coordinator}};
+  return {{"proto_min", m.proto_min}, {"proto_max", m.proto_max}, {"coordinator", m.coordinator},
+          {"caps", m.caps}, {"nonce", to_hex(m.nonce)}};
 }
 Hello parse_hello(const json& j) {
   Fields f(j, "HELLO");
   Hello m;
   m.proto_min = static_cast<std::uint32_t>(f.u64("proto_min", 1, 65535));
   m.proto_max = static_cast<std::uint32_t>(f.u64("proto_max", m.proto_min, 65535));
+  // A peer of another version may not share the rest of this layout: the caller names both
+  // versions instead of complaining about a field.
+  if (m.proto_min > kVersion || m.proto_max < kVersion) return m;
   m.coordinator = f.str("coordinator", kMaxName);
+  m.caps = f.strings("caps", kMaxCaps, kMaxCapLength);
+  m.nonce = auth::nonce_from_hex(f.str("nonce", 2 * auth::kNonceBytes), f.ctx("nonce"));
   return m;
 }
 
 json to_json(const HelloOk& m) {
-  return {{"proto", m.proto}, {"hostname", m.hostname}, {"version", m.version}, {"pid", m.pid}};
+  return {{"proto", m.proto}, {"hostname", m.hostname}, {"version", m.version}, {"pid", m.pid}, {"caps", m.caps}};
 }
 HelloOk parse_hello_ok(const json& j) {
   Fields f(j, "HELLO_OK");
@@ -83,6 +91,25 @@ HelloOk parse_hello_ok(const json& j) {
   m.hostname = f.str("hostname", kMaxName);
   m.version = f.str("version", 64);
   m.pid = f.i64("pid", 0, INT32_MAX);
+  m.caps = f.strings("caps", kMaxCaps, kMaxCapLength);
+  return m;
+}
+
+json to_json(const Auth& m) { return {{"nonce", to_hex(m.nonce)}, {"proof", to_hex(m.proof)}, {"caps", m.caps}}; }
+Auth parse_auth(const json& j) {
+  Fields f(j, "AUTH");
+  Auth m;
+  m.nonce = auth::nonce_from_hex(f.str("nonce", 2 * auth::kNonceBytes), f.ctx("nonce"));
+  m.proof = auth::proof_from_hex(f.str("proof", 2 * auth::kProofBytes), f.ctx("proof"));
+  m.caps = f.strings("caps", kMaxCaps, kMaxCapLength);
+  return m;
+}
+
+json to_json(const AuthOk& m) { return {{"proof", to_hex(m.proof)}}; }
+AuthOk parse_auth_ok(const json& j) {
+  Fields f(j, "AUTH_OK");
+  AuthOk m;
+  m.proof = auth::proof_from_hex(f.str("proof", 2 * auth::kProofBytes), f.ctx("proof"));
   return m;
 }
 
@@ -214,6 +241,8 @@ void validate_frame(std::span<const std::uint8_t> frame) {
   switch (h.type) {
     case MsgType::hello: (void)parse_hello(j); break;
     case MsgType::hello_ok: (void)parse_hello_ok(j); break;
+    case MsgType::auth: (void)parse_auth(j); break;
+    case MsgType::auth_ok: (void)parse_auth_ok(j); break;
     case MsgType::ping: (void)parse_ping(j); break;
     case MsgType::pong: (void)parse_pong(j); break;
     case MsgType::setup_server: (void)parse_setup_server(j); break;

@@ -28,7 +28,7 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
 }
 }  // namespace
 
-AgentProcess::AgentProcess(std::vector<std::string> extra_args) {
+AgentProcess::AgentProcess(std::vector<std::string> extra_args, const std::string& stderr_path) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   std::vector<std::string> args = {fabperf_bin(), "agent", "--listen", "127.0.0.1:0", "--ready-fd", "3", "--log-level", "warn"};
@@ -37,6 +37,9 @@ AgentProcess::AgentProcess(std::vector<std::string> extra_args) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, p[1], 3);
+  if (!stderr_path.empty()) {
+    posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
   const int rc = posix_spawn(&pid_, fabperf_bin(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   ::close(p[1]);

@@ -16,7 +16,8 @@ const char* fabperf_bin();
 // A fabperf agent child process on 127.0.0.1 (port chosen by the kernel).
 class AgentProcess {
  public:
-  explicit AgentProcess(std::vector<std::string> extra_args = {});
+  // stderr_path: where the agent's log goes (empty: inherited).
+  explicit AgentProcess(std::vector<std::string> extra_args = {}, const std::string& stderr_path = {});
   ~AgentProcess();
   AgentProcess(const AgentProcess&) = delete;
   AgentProcess& operator=(const AgentProcess&) = delete;

@@ -61,8 +61,8 @@ std::string body_text(const std::vector<std::uint8_t>& frame) {
 }
 
 // Sample messages with every field away from its default.
-Hello sample_hello() { return {1, 1, "coord@host-1"}; }
-HelloOk sample_hello_ok() { return {1, "agent-7.example", "0.1.0", 31337}; }
+Hello sample_hello() { return {kVersion, kVersion, "coord@host-1", {}, {}}; }
+HelloOk sample_hello_ok() { return {kVersion, "agent-7.example", "0.1.0", 31337, {}}; }
 Ping sample_ping() { return {4'000'000'000}; }
 Pong sample_pong() { return {17, 1'000'000'123, 1'000'050'456}; }
 Token sample_token() {
@@ -121,7 +121,7 @@ json wire(const json& j) { return json::parse(j.dump()); }
 
 TEST(Frame, HeaderLayoutIsBigEndian) {
   const auto h = encode_header(MsgType::result, 0x01020304);
-  const std::array<std::uint8_t, kHeaderSize> expect{'F', 'B', 'P', 'F', 0, 1, 0, 12, 1, 2, 3, 4};
+  const std::array<std::uint8_t, kHeaderSize> expect{'F', 'B', 'P', 'F', 0, static_cast<std::uint8_t>(kVersion), 0, 12, 1, 2, 3, 4};
   EXPECT_EQ(h, expect);
   EXPECT_EQ(kMagic, 0x46425046u);
 }
@@ -187,7 +187,7 @@ TEST(Frame, WrongMagic) {
 }
 
 TEST(Frame, OtherVersionNamesBoth) {
-  for (std::uint16_t v : {std::uint16_t{0}, std::uint16_t{2}, std::uint16_t{0xffff}}) {
+  for (std::uint16_t v : {std::uint16_t{0}, static_cast<std::uint16_t>(kVersion + 1), std::uint16_t{0xffff}}) {
     const auto msg = header_error(raw_header(kMagic, v, 1, 0));
     EXPECT_TRUE(contains(msg, "version mismatch")) << msg;
     EXPECT_TRUE(contains(msg, "peer speaks version " + std::to_string(v))) << msg;
@@ -196,7 +196,7 @@ TEST(Frame, OtherVersionNamesBoth) {
 }
 
 TEST(Frame, UnknownType) {
-  for (std::uint16_t t : {std::uint16_t{0}, std::uint16_t{15}, std::uint16_t{0xffff}}) {
+  for (std::uint16_t t : {std::uint16_t{0}, static_cast<std::uint16_t>(kMaxMsgType + 1), std::uint16_t{0xffff}}) {
     const auto msg = header_error(raw_header(kMagic, kVersion, t, 0));
     EXPECT_TRUE(contains(msg, "unknown message type " + std::to_string(t))) << msg;
   }
@@ -263,17 +263,17 @@ TEST(Frame, DeepNestingRejected) {
 
 TEST(Messages, HelloRoundTrip) {
   const auto m = parse_hello(wire(to_json(sample_hello())));
-  EXPECT_EQ(m.proto_min, 1u);
-  EXPECT_EQ(m.proto_max, 1u);
+  EXPECT_EQ(m.proto_min, kVersion);
+  EXPECT_EQ(m.proto_max, kVersion);
   EXPECT_EQ(m.coordinator, "coord@host-1");
-  const auto m2 = parse_hello(to_json(Hello{2, 7, ""}));
+  const auto m2 = parse_hello(to_json(Hello{2, 7, "", {}, {}}));
   EXPECT_EQ(m2.proto_min, 2u);
   EXPECT_EQ(m2.proto_max, 7u);
 }
 
 TEST(Messages, HelloOkRoundTrip) {
   const auto m = parse_hello_ok(wire(to_json(sample_hello_ok())));
-  EXPECT_EQ(m.proto, 1u);
+  EXPECT_EQ(m.proto, kVersion);
   EXPECT_EQ(m.hostname, "agent-7.example");
   EXPECT_EQ(m.version, "0.1.0");
   EXPECT_EQ(m.pid, 31337);
@@ -447,7 +447,7 @@ TEST(MessagesReject, TypeConfusionNamesMessageAndField) {
       {"HELLO", kHello, hello, "proto_min", 65536, "HELLO.proto_min"},
       {"HELLO", kHello, hello, "proto_min", 0, "HELLO.proto_min"},
       // order constraints
-      {"HELLO", kHello, to_json(Hello{3, 3, "c"}), "proto_max", 2, "HELLO.proto_max: 2 out of range"},
+      {"HELLO", kHello, to_json(Hello{3, 3, "c", {}, {}}), "proto_max", 2, "HELLO.proto_max: 2 out of range"},
       {"PONG", kPong, pong, "t_tx", 1'000'000'122, "PONG.t_tx"},
       {"START", kStart, start, "window_open", 999'999'999, "START.window_open"},
       {"START", kStart, start, "window_close", 1'999'999'999, "START.window_close"},
@@ -640,6 +640,8 @@ TEST(ValidateFrame, AcceptsValidFramesOfEveryType) {
       {MsgType::result, to_json(sample_result())},
       {MsgType::error, to_json(sample_error())},
       {MsgType::bye, json::object()},
+      {MsgType::auth, to_json(Auth{{}, {}, {}})},
+      {MsgType::auth_ok, to_json(AuthOk{})},
   };
   ASSERT_EQ(frames.size(), kMaxMsgType);
   for (const auto& [type, body] : frames) {
@@ -667,8 +669,8 @@ TEST(ValidateFrame, RejectsBadHeaders) {
   EXPECT_NO_THROW(validate_frame(frame_of(raw_header(kMagic, kVersion, 3, len), body)));
   EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic + 1, kVersion, 3, len), body)); }),
                        "magic"));
-  EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, 2, 3, len), body)); }),
+  EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, kVersion + 1, 3, len), body)); }),
                        "version"));
-  EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, kVersion, 15, len), body)); }),
-                       "unknown message type 15"));
+  EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, kVersion, kMaxMsgType + 1, len), body)); }),
+                       "unknown message type " + std::to_string(kMaxMsgType + 1)));
 }

@@ -1,0 +1,224 @@
+#include <fabperf/auth.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/proto.hpp>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fabperf::auth {
+namespace {
+
+constexpr std::string_view kAgentLabel{"fabperf-agent\0", 14};
+constexpr std::string_view kCoordLabel{"fabperf-coord\0", 14};
+
+std::span<const std::uint8_t> as_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Strict fixed-length lower/upper-case hex; false on any other character or length.
+template <std::size_t N>
+bool decode_hex(std::string_view hex, std::array<std::uint8_t, N>& out) {
+  if (hex.size() != 2 * N) return false;
+  for (std::size_t i = 0; i < N; ++i) {
+    const int hi = hex_digit(hex[2 * i]);
+    const int lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<std::uint8_t>((hi << 4) | lo);
+  }
+  return true;
+}
+
+}  // namespace
+
+Key::Key(std::vector<std::uint8_t> bytes) : bytes_(std::move(bytes)) {}
+
+Key::~Key() {
+  if (!bytes_.empty()) OPENSSL_cleanse(bytes_.data(), bytes_.size());
+}
+
+Key parse_key(std::string_view text, std::string_view source) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  const std::string_view hex = first == std::string_view::npos ? std::string_view{} : text.substr(first, last - first + 1);
+  if (hex.empty()) throw UsageError(fmt::format("key file {}: empty (create one with 'fabperf keygen FILE')", source));
+  if (hex.size() % 2 != 0 || hex.size() < 2 * kMinKeyBytes || hex.size() > 2 * kMaxKeyBytes) {
+    throw UsageError(fmt::format("key file {}: a key is {}..{} hex digits (create one with 'fabperf keygen FILE')", source,
+                                 2 * kMinKeyBytes, 2 * kMaxKeyBytes));
+  }
+  std::vector<std::uint8_t> bytes(hex.size() / 2);
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const int hi = hex_digit(hex[2 * i]);
+    const int lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      OPENSSL_cleanse(bytes.data(), bytes.size());
+      throw UsageError(fmt::format("key file {}: not a hex key (create one with 'fabperf keygen FILE')", source));
+    }
+    bytes[i] = static_cast<std::uint8_t>((hi << 4) | lo);
+  }
+  return Key(std::move(bytes));
+}
+
+std::optional<std::string> key_file_mode_problem(mode_t mode, uid_t owner, uid_t me) {
+  if (!S_ISREG(mode)) return std::string("not a regular file");
+  if ((mode & 077) != 0) {
+    return fmt::format("group or others can access it (mode {:04o}); run 'chmod 600' on it", mode & 07777);
+  }
+  if (owner != me && owner != 0) return fmt::format("owned by uid {}, not by this user (uid {}) or root", owner, me);
+  return std::nullopt;
+}
+
+Key load_key_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    const int e = errno;
+    throw UsageError(fmt::format("key file {}: {}", path, errno_text(e)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw UsageError(fmt::format("key file {}: {}", path, errno_text(e)));
+  }
+  if (auto why = key_file_mode_problem(st.st_mode, st.st_uid, ::geteuid())) {
+    ::close(fd);
+    throw UsageError(fmt::format("key file {}: refusing to use it: {}", path, *why));
+  }
+  // A key file is tiny; anything large is not a key file.
+  char buf[1024];
+  std::size_t n = 0;
+  for (;;) {
+    const ssize_t k = ::read(fd, buf + n, sizeof buf - n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw UsageError(fmt::format("key file {}: {}", path, errno_text(e)));
+    }
+    if (k == 0) break;
+    n += static_cast<std::size_t>(k);
+    if (n == sizeof buf) {
+      ::close(fd);
+      OPENSSL_cleanse(buf, sizeof buf);
+      throw UsageError(fmt::format("key file {}: too large to be a key file", path));
+    }
+  }
+  ::close(fd);
+  try {
+    Key k = parse_key(std::string_view(buf, n), path);
+    OPENSSL_cleanse(buf, sizeof buf);
+    return k;
+  } catch (...) {
+    OPENSSL_cleanse(buf, sizeof buf);
+    throw;
+  }
+}
+
+void write_key_file(const std::string& path, bool force) {
+  std::array<std::uint8_t, kKeygenBytes> raw{};
+  if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) {
+    throw SystemError("generate key for", path, "OpenSSL random generator failed");
+  }
+  std::string text = proto::to_hex(raw) + "\n";
+  OPENSSL_cleanse(raw.data(), raw.size());
+  if (force) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (!S_ISREG(st.st_mode)) throw UsageError(fmt::format("keygen {}: exists and is not a regular file", path));
+      if (::unlink(path.c_str()) != 0) throw SystemError("replace key file", path, errno);
+    }
+  }
+  // O_EXCL: never write through a pre-existing file or symlink; 0600 from the start.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    OPENSSL_cleanse(text.data(), text.size());
+    if (e == EEXIST) throw UsageError(fmt::format("keygen {}: file exists (use --force to replace it)", path));
+    throw UsageError(fmt::format("keygen {}: {}", path, errno_text(e)));
+  }
+  // The umask may only have removed bits; make sure of exactly 0600.
+  (void)::fchmod(fd, 0600);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t k = ::write(fd, text.data() + done, text.size() - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      const int e = k < 0 ? errno : EIO;
+      ::close(fd);
+      ::unlink(path.c_str());
+      OPENSSL_cleanse(text.data(), text.size());
+      throw SystemError("write key file", path, e);
+    }
+    done += static_cast<std::size_t>(k);
+  }
+  OPENSSL_cleanse(text.data(), text.size());
+  if (::fsync(fd) != 0 || ::close(fd) != 0) throw SystemError("write key file", path, errno);
+}
+
+std::string key_file_from_env() {
+  const char* v = std::getenv("FABPERF_KEY_FILE");
+  return v ? std::string(v) : std::string();
+}
+
+Nonce make_nonce() {
+  Nonce n{};
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
+    throw SystemError("RAND_bytes", "authentication nonce", "OpenSSL random generator failed");
+  }
+  return n;
+}
+
+Proof hmac_sha256(std::span<const std::uint8_t> key, std::initializer_list<std::span<const std::uint8_t>> parts) {
+  // Handshake-sized inputs: one buffer and OpenSSL's one-shot HMAC (not deprecated in 3.0).
+  std::vector<std::uint8_t> msg;
+  for (const auto& p : parts) msg.insert(msg.end(), p.begin(), p.end());
+  Proof out{};
+  unsigned int len = 0;
+  static const std::uint8_t kEmpty = 0;
+  const std::uint8_t* k = key.empty() ? &kEmpty : key.data();
+  if (HMAC(EVP_sha256(), k, static_cast<int>(key.size()), msg.data(), msg.size(), out.data(), &len) == nullptr ||
+      len != out.size()) {
+    throw SystemError("HMAC", "HMAC-SHA256", "OpenSSL failed");
+  }
+  return out;
+}
+
+Proof agent_proof(const Key& key, const Nonce& coordinator_nonce, const Nonce& agent_nonce) {
+  return hmac_sha256(key.bytes(), {as_bytes(kAgentLabel), coordinator_nonce, agent_nonce});
+}
+
+Proof coordinator_proof(const Key& key, const Nonce& agent_nonce, const Nonce& coordinator_nonce) {
+  return hmac_sha256(key.bytes(), {as_bytes(kCoordLabel), agent_nonce, coordinator_nonce});
+}
+
+bool proofs_equal(const Proof& expected, const Proof& received) {
+  return CRYPTO_memcmp(expected.data(), received.data(), expected.size()) == 0;
+}
+
+Nonce nonce_from_hex(std::string_view hex, const std::string& context) {
+  Nonce n{};
+  if (!decode_hex(hex, n)) throw ProtocolError(fmt::format("{}: nonce must be {} hex digits", context, 2 * kNonceBytes));
+  return n;
+}
+
+Proof proof_from_hex(std::string_view hex, const std::string& context) {
+  Proof p{};
+  if (!decode_hex(hex, p)) throw ProtocolError(fmt::format("{}: proof must be {} hex digits", context, 2 * kProofBytes));
+  return p;
+}
+
+}  // namespace fabperf::auth

@@ -1,0 +1,134 @@
+// Replays fuzz corpora through the same entry point as the libFuzzer target, in the normal
+// build (no clang needed): `fabperf_fuzz_replay DIR...`. Any exception other than the
+// documented protocol/usage errors, or a crash, fails. With --write-seeds DIR it writes the
+// seed corpus (valid frames of every message type plus hostile ones) that tests/fuzz/corpus/
+// holds.
+#include "fuzz/fuzz_one.hpp"
+
+#include <fabperf/agent_result.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+using namespace fabperf;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+Bytes raw(proto::MsgType t, const std::string& body, std::uint32_t claimed) {
+  const auto h = proto::encode_header(t, claimed);
+  std::string all(reinterpret_cast<const char*>(h.data()), h.size());
+  all += body;
+  return Bytes(all.begin(), all.end());
+}
+Bytes raw(proto::MsgType t, const std::string& body) { return raw(t, body, static_cast<std::uint32_t>(body.size())); }
+
+std::vector<std::pair<std::string, Bytes>> seeds() {
+  using proto::MsgType;
+  std::vector<std::pair<std::string, Bytes>> s;
+  auto add = [&](std::string name, Bytes b) { s.emplace_back(std::move(name), std::move(b)); };
+  SpecParams p;
+  p.mode = Mode::stream;
+  p.time = std::chrono::seconds(2);
+  const TestSpec spec = TestSpec::make(p);
+  const auto nonce = auth::make_nonce();
+  add("hello", proto::encode_frame(MsgType::hello, proto::to_json(proto::Hello{2, 2, "coord", proto::local_capabilities(), nonce})));
+  add("hello_ok", proto::encode_frame(MsgType::hello_ok, proto::to_json(proto::HelloOk{2, "host", "0.1.0", 42, {"auth-hmac-sha256"}})));
+  add("auth", proto::encode_frame(MsgType::auth, proto::to_json(proto::Auth{nonce, auth::Proof{}, {"auth-hmac-sha256"}})));
+  add("auth_ok", proto::encode_frame(MsgType::auth_ok, proto::to_json(proto::AuthOk{auth::Proof{}})));
+  add("ping", proto::encode_frame(MsgType::ping, proto::to_json(proto::Ping{7})));
+  add("pong", proto::encode_frame(MsgType::pong, proto::to_json(proto::Pong{7, 100, 200})));
+  proto::SetupServer ss;
+  ss.test_id = "0123456789abcdef";
+  ss.spec = spec;
+  ss.expect_connections = 2;
+  add("setup_server", proto::encode_frame(MsgType::setup_server, proto::to_json(ss)));
+  add("setup_server_ok", proto::encode_frame(MsgType::setup_server_ok, proto::to_json(proto::SetupServerOk{4000, {"w"}})));
+  proto::SetupClient sc;
+  sc.test_id = "0123456789abcdef";
+  sc.spec = spec;
+  sc.node_index = 1;
+  sc.targets = {proto::Target{0, "127.0.0.1", 4000, {}}, proto::Target{2, "::1", 4001, {}}};
+  add("setup_client", proto::encode_frame(MsgType::setup_client, proto::to_json(sc)));
+  add("setup_client_ok", proto::encode_frame(MsgType::setup_client_ok, proto::to_json(proto::SetupClientOk{2, {}})));
+  add("start", proto::encode_frame(MsgType::start, proto::to_json(proto::Start{1000, 2000, 3000, 4000, 1'000'000'000})));
+  add("heartbeat", proto::encode_frame(MsgType::heartbeat, json::object()));
+  add("abort", proto::encode_frame(MsgType::abort, proto::to_json(proto::Abort{"user"})));
+  add("error", proto::encode_frame(MsgType::error, proto::to_json(proto::ErrorMsg{"auth", "key mismatch"})));
+  add("bye", proto::encode_frame(MsgType::bye, json::object()));
+  add("result", proto::encode_frame(MsgType::result, to_json(AgentResult{})));
+  // Hostile.
+  Bytes len_max = raw(MsgType::hello, "");
+  len_max[8] = len_max[9] = len_max[10] = len_max[11] = 0xff;
+  add("nasty_length_ffffffff", len_max);
+  add("nasty_length_over_cap", raw(MsgType::ping, "{}", proto::kMaxBody + 1));
+  add("nasty_truncated_body", raw(MsgType::hello, "{\"proto_min\":", 200));
+  Bytes bad_magic = raw(MsgType::ping, "{\"seq\":1}");
+  bad_magic[0] = 'G';
+  add("nasty_bad_magic", bad_magic);
+  Bytes v1 = raw(MsgType::ping, "{\"seq\":1}");
+  v1[5] = 1;
+  add("nasty_version_1", v1);
+  Bytes t0 = raw(MsgType::ping, "{}");
+  t0[7] = 0;
+  add("nasty_type_0", t0);
+  Bytes t99 = raw(MsgType::ping, "{}");
+  t99[7] = 99;
+  add("nasty_type_99", t99);
+  add("nasty_deep", raw(MsgType::ping, "{\"a\":" + std::string(200, '[') + std::string(200, ']') + "}"));
+  add("nasty_not_object", raw(MsgType::ping, "[1,2,3]"));
+  add("nasty_hello_types", raw(MsgType::hello, R"({"proto_min":"2","proto_max":2.5,"coordinator":7,"caps":{},"nonce":[]})"));
+  add("nasty_hello_range", raw(MsgType::hello, R"({"proto_min":2,"proto_max":1,"coordinator":"x","caps":[],"nonce":"00"})"));
+  add("nasty_pong_negative", raw(MsgType::pong, R"({"seq":1,"t_rx":-5,"t_tx":18446744073709551615})"));
+  add("nasty_start_order", raw(MsgType::start, R"({"start_at":5,"window_open":4,"window_close":3,"end_at":2,"interval_ns":1})"));
+  json big = proto::to_json(sc);
+  big["spec"]["threads"] = 1e300;
+  big["spec"]["buffsize"] = -1;
+  add("nasty_setup_client_spec", proto::encode_frame(MsgType::setup_client, big));
+  json many = proto::to_json(sc);
+  many["targets"] = json::array();
+  for (int i = 0; i < 40; ++i) many["targets"].push_back({{"node_index", i}, {"host", std::string(300, 'h')}, {"port", 70000}});
+  add("nasty_setup_client_targets", proto::encode_frame(MsgType::setup_client, many));
+  add("nasty_auth_proof", raw(MsgType::auth, R"({"nonce":"zz","proof":null,"caps":[1]})"));
+  add("nasty_utf8", raw(MsgType::abort, "{\"reason\":\"\xff\xfe\"}"));
+  add("nasty_nan", raw(MsgType::ping, R"({"seq":NaN})"));
+  const std::string key = std::string(64, 'a') + "\n";
+  add("key_text", Bytes(key.begin(), key.end()));
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--write-seeds") {
+    fs::create_directories(argv[2]);
+    for (const auto& [name, bytes] : seeds()) {
+      std::ofstream out(fs::path(argv[2]) / name, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    }
+    return 0;
+  }
+  if (argc < 2) {
+    std::cerr << "usage: fabperf_fuzz_replay DIR... | --write-seeds DIR\n";
+    return 2;
+  }
+  std::size_t n = 0;
+  for (int i = 1; i < argc; ++i) {
+    for (const auto& e : fs::directory_iterator(argv[i])) {
+      if (!e.is_regular_file()) continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      const Bytes b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      fabperf::fuzz::fuzz_one(b.data(), b.size());
+      ++n;
+    }
+  }
+  std::cout << "replayed " << n << " inputs without a crash or an unexpected exception\n";
+  return n > 0 ? 0 : 1;
+}
