@@ -255,6 +255,10 @@ TestRun::TestRun(std::unique_ptr<Engine> engine, std::unique_ptr<RunContext> ctx
 TestRun::~TestRun() {
   abort("test run destroyed");
   finish();
+  // The engine's flows belong to the context: the engine (whose destructor still touches its
+  // flows) must go first, whatever the member order.
+  engine_.reset();
+  ctx_.reset();
 }
 
 void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> on_done) {
