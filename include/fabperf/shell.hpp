@@ -13,7 +13,7 @@ namespace fabperf {
 struct ShellOptions {
   std::vector<std::string> input_files;  // -i FILE (in order)
   std::vector<std::string> commands;     // commands given on the command line
-  std::string key_file;                  // passed to every test's coordinator
+  std::string key_file;                  // the shared key proven to every agent (empty: none)
 };
 
 // Runs the shell: command-line commands first, then -i files, then (when neither was given) the

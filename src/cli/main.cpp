@@ -413,6 +413,8 @@ int cmd_shell(int argc, char** argv) {
   cxxopts::Options o("fabperf shell", "nsdperf-compatible command shell: fabperf shell [-i FILE] [COMMAND...]");
   o.add_options()
     ("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())
+    ("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+     cxxopts::value<std::string>())
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
     ("commands", "", cxxopts::value<std::vector<std::string>>())
     ("h,help", "this help");
@@ -427,6 +429,7 @@ int cmd_shell(int argc, char** argv) {
   ShellOptions so;
   if (r.count("input")) so.input_files = get<std::vector<std::string>>(r, "input");
   if (r.count("commands")) so.commands = get<std::vector<std::string>>(r, "commands");
+  so.key_file = key_file_option(r);
   return run_shell(so);
 }
 

@@ -1,3 +1,4 @@
+#include <fabperf/auth.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
@@ -93,8 +94,9 @@ std::int64_t number(const std::vector<std::string>& args, const std::string& cmd
 
 class ShellSession {
  public:
-  ShellSession(std::ostream& out, std::ostream& err, std::string key_file)
-      : out_(out), err_(err), key_file_(std::move(key_file)) {}
+  ShellSession(std::ostream& out, std::ostream& err, const std::string& key_file) : out_(out), err_(err) {
+    if (!key_file.empty()) key_ = auth::load_key_file(key_file);
+  }
 
   // Runs every command of one line. Returns false on the first error (already printed).
   bool line(const std::string& text) {
@@ -332,7 +334,7 @@ class ShellSession {
     req.servers = servers_;
     req.clients = clients_;
     req.coordinator_name = "fabperf shell";
-    (void)key_file_;
+    req.key = key_;
     return req;
   }
 
@@ -447,7 +449,7 @@ class ShellSession {
 
   std::ostream& out_;
   std::ostream& err_;
-  std::string key_file_;
+  auth::Key key_{};
   std::vector<HostPort> servers_;
   std::vector<HostPort> clients_;
   SpecParams p_;
@@ -459,7 +461,7 @@ class ShellSession {
 };
 
 int run_shell(const ShellOptions& o) {
-  ShellSession s(std::cout, std::cerr, o.key_file);
+  ShellSession s(std::cout, std::cerr, o.key_file);  // a bad key file throws a UsageError: exit 2
   bool scripted = false;
   if (!o.commands.empty()) {
     scripted = true;
