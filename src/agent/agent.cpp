@@ -27,17 +27,7 @@ constexpr auto kFrameDeadline = 5s;
 constexpr auto kIdleDeadline = 4s;
 constexpr auto kHeartbeat = 1s;
 
-std::string numeric_address(const asio::ip::address& a) {
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
-  }
-  return a.to_string();
-}
-
-bool is_loopback(const asio::ip::address& a) {
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
-  return a.is_loopback();
-}
+bool is_loopback(const asio::ip::address& a) { return unmapped(a).is_loopback(); }
 
 std::string now_text() {
   const std::time_t t = std::time(nullptr);

@@ -24,13 +24,6 @@ constexpr auto kFrameDeadline = 5s;
 constexpr auto kIdleDeadline = 5s;
 constexpr int kClockPings = 8;
 
-std::string numeric_address(const asio::ip::address& a) {
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
-  }
-  return a.to_string();
-}
-
 std::string iso_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
