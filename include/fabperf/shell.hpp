@@ -21,8 +21,4 @@ struct ShellOptions {
 // error (the shell stops at the first one), or the test's code when a test failed.
 int run_shell(const ShellOptions& options);
 
-// Executes one line of commands (for tests and `source`); errors are printed to `err` and make it
-// return false; a "quit" sets quit.
-class ShellSession;
-
 }  // namespace fabperf
