@@ -22,6 +22,7 @@ bool is_write_like(TestKind t);
 bool is_sticky(TestKind t);
 enum class Mode { rpc, stream };
 enum class Transport { tcp, rdma };
+enum class RdmaVerb { write, send };
 
 std::string_view to_string(TestKind t);
 std::string_view to_string(Mode m);
@@ -29,6 +30,7 @@ std::string_view to_string(Transport t);
 TestKind parse_test_kind(std::string_view s);  // throws UsageError
 Mode parse_mode(std::string_view s);
 Transport parse_transport(std::string_view s);
+RdmaVerb parse_rdma_verb(std::string_view s);  // write | send
 
 // Limits (nsdperf's where it has them: docs/usage.md).
 namespace limits {
@@ -63,6 +65,14 @@ struct SpecParams {
   std::optional<std::vector<int>> cpus;       // pin data threads round-robin; empty = NUMA-local default
   std::optional<bool> no_affinity;            // never pin
   std::optional<bool> verify;                 // receivers check every byte against the pattern
+  // RDMA verbs engine (docs/rdma.md).
+  std::optional<std::string> rdma_device;     // DEV[:PORT][,DEV[:PORT]...]; empty = every device
+  std::optional<std::int32_t> gid_index;      // -1 = the RoCE v2 GID matching the test address
+  std::optional<RdmaVerb> rdma_verb;          // how write-like data moves: RDMA WRITE or SEND
+  std::optional<std::uint32_t> qdepth;        // work requests outstanding per QP
+  std::optional<std::uint32_t> inline_size;   // max_inline_data asked for; blocks up to it go inline
+  std::optional<std::uint32_t> cq_mod;        // stream senders ask for a completion every N posts
+  std::optional<bool> rdma_events;            // completion events instead of busy polling
 };
 
 class TestSpec {
@@ -92,6 +102,13 @@ class TestSpec {
   [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
   [[nodiscard]] bool no_affinity() const { return no_affinity_; }
   [[nodiscard]] bool verify() const { return verify_; }
+  [[nodiscard]] const std::string& rdma_device() const { return rdma_device_; }
+  [[nodiscard]] std::int32_t gid_index() const { return gid_index_; }
+  [[nodiscard]] RdmaVerb rdma_verb() const { return rdma_verb_; }
+  [[nodiscard]] std::uint32_t qdepth() const { return qdepth_; }
+  [[nodiscard]] std::uint32_t inline_size() const { return inline_size_; }
+  [[nodiscard]] std::uint32_t cq_mod() const { return cq_mod_; }
+  [[nodiscard]] bool rdma_events() const { return rdma_events_; }
 
   // Connections a client opens to one server (rw in stream mode opens both directions).
   [[nodiscard]] std::uint32_t connections_per_pair() const;
@@ -119,6 +136,13 @@ class TestSpec {
   std::vector<int> cpus_;
   bool no_affinity_{false};
   bool verify_{false};
+  std::string rdma_device_;
+  std::int32_t gid_index_{-1};
+  RdmaVerb rdma_verb_{RdmaVerb::write};
+  std::uint32_t qdepth_{16};
+  std::uint32_t inline_size_{0};
+  std::uint32_t cq_mod_{1};
+  bool rdma_events_{false};
 };
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; throws UsageError naming `what`.

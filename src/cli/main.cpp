@@ -202,6 +202,16 @@ int cmd_run(int argc, char** argv) {
      cxxopts::value<std::string>())
     ("no-affinity", "never pin data threads")
     ("verify", "receivers check every byte against the sent pattern (nsdperf verify on)");
+  o.add_options("rdma")
+    ("rdma-device", "RDMA devices to use: DEV[:PORT][,...] (default: the port whose RoCE v2 GID matches the test address)",
+     cxxopts::value<std::string>())
+    ("gid-index", "use this GID index instead of matching the test address", cxxopts::value<std::string>())
+    ("rdma-verb", "how write-like blocks move: write (RDMA WRITE_WITH_IMM) or send (SEND/RECV)",
+     cxxopts::value<std::string>()->default_value("write"))
+    ("qdepth", "work requests in flight per QP (stream mode)", cxxopts::value<std::string>()->default_value("16"))
+    ("inline", "max_inline_data asked for each QP; blocks up to it are sent inline", cxxopts::value<std::string>())
+    ("cq-mod", "stream senders ask for a completion every N posts (CQ moderation)", cxxopts::value<std::string>())
+    ("rdma-events", "wait for completion events instead of busy polling");
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -213,7 +223,7 @@ int cmd_run(int argc, char** argv) {
     ("h,help", "this help");
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "tuning", "output"});
+    std::cout << o.help({"hosts", "test", "tuning", "rdma", "output"});
     return 0;
   }
   setup_logging(get<std::string>(r, "log-level"));
@@ -240,6 +250,13 @@ int cmd_run(int argc, char** argv) {
   }
   if (r.count("notsent-lowat")) p.notsent_lowat = parse_size(get<std::string>(r, "notsent-lowat"), "--notsent-lowat");
   if (r.count("cpus")) p.cpus = parse_cpu_list(get<std::string>(r, "cpus"), "--cpus");
+  if (r.count("rdma-device")) p.rdma_device = get<std::string>(r, "rdma-device");
+  if (r.count("gid-index")) p.gid_index = static_cast<std::int32_t>(parse_int(get<std::string>(r, "gid-index"), "--gid-index", 0, 65535));
+  p.rdma_verb = parse_rdma_verb(get<std::string>(r, "rdma-verb"));
+  p.qdepth = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "qdepth"), "--qdepth", 1, 4096));
+  if (r.count("inline")) p.inline_size = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "inline"), "--inline", 0, 4096));
+  if (r.count("cq-mod")) p.cq_mod = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "cq-mod"), "--cq-mod", 1, 4096));
+  if (r.count("rdma-events")) p.rdma_events = true;
   RunRequest req;
   req.spec = TestSpec::make(p);
   // Fail early and clearly rather than after agents were set up.

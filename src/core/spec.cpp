@@ -43,6 +43,11 @@ Transport parse_transport(std::string_view s) {
   if (s == "rdma") return Transport::rdma;
   throw UsageError(fmt::format("--transport '{}': unknown transport (tcp or rdma)", s));
 }
+RdmaVerb parse_rdma_verb(std::string_view s) {
+  if (s == "write") return RdmaVerb::write;
+  if (s == "send") return RdmaVerb::send;
+  throw UsageError(fmt::format("--rdma-verb '{}': unknown verb (write or send)", s));
+}
 
 namespace {
 double secs(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
@@ -113,6 +118,26 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.verify_ = p.verify.value_or(false);
   if (s.verify_ && s.skip_rx_copy_) throw UsageError("verify needs the received data: it cannot be combined with --skip-rx-copy");
   if (s.no_affinity_ && !s.cpus_.empty()) throw UsageError("--cpus and --no-affinity contradict each other");
+  s.rdma_device_ = p.rdma_device.value_or("");
+  if (s.rdma_device_.size() > 256 ||
+      s.rdma_device_.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:,") != std::string::npos) {
+    throw UsageError(fmt::format("--rdma-device '{}': not a list of DEV[:PORT] (e.g. mlx5_0:1,mlx5_1)", s.rdma_device_));
+  }
+  s.gid_index_ = p.gid_index.value_or(-1);
+  if (s.gid_index_ < -1 || s.gid_index_ > 65535) throw UsageError(fmt::format("--gid-index {}: out of range (0..65535)", s.gid_index_));
+  s.rdma_verb_ = p.rdma_verb.value_or(RdmaVerb::write);
+  s.qdepth_ = p.qdepth.value_or(16);
+  if (s.qdepth_ < 1 || s.qdepth_ > 4096) throw UsageError(fmt::format("--qdepth {}: out of range (1..4096)", s.qdepth_));
+  s.inline_size_ = p.inline_size.value_or(0);
+  if (s.inline_size_ > 4096) throw UsageError(fmt::format("--inline {}: out of range (0..4096 bytes)", s.inline_size_));
+  s.cq_mod_ = p.cq_mod.value_or(1);
+  if (s.cq_mod_ < 1 || s.cq_mod_ > s.qdepth_) {
+    throw UsageError(fmt::format("--cq-mod {}: out of range (1..--qdepth {})", s.cq_mod_, s.qdepth_));
+  }
+  s.rdma_events_ = p.rdma_events.value_or(false);
+  if (s.transport_ == Transport::rdma && s.verify_) {
+    throw UsageError("--verify is not available with --transport rdma (RDMA blocks land in one shared buffer)");
+  }
   return s;
 }
 
@@ -157,7 +182,14 @@ nlohmann::json to_json(const TestSpec& s) {
           {"notsent_lowat", s.notsent_lowat()},
           {"cpus", s.cpus()},
           {"no_affinity", s.no_affinity()},
-          {"verify", s.verify()}};
+          {"verify", s.verify()},
+          {"rdma_device", s.rdma_device()},
+          {"gid_index", s.gid_index()},
+          {"rdma_verb", s.rdma_verb() == RdmaVerb::write ? "write" : "send"},
+          {"qdepth", s.qdepth()},
+          {"inline_size", s.inline_size()},
+          {"cq_mod", s.cq_mod()},
+          {"rdma_events", s.rdma_events()}};
 }
 
 namespace {
@@ -212,6 +244,17 @@ TestSpec spec_from_json(const nlohmann::json& j) {
     if (j.contains("rate")) p.rate = field<std::uint64_t>(j, "rate", 0, 1ULL << 50);
     if (j.contains("busy_poll_us")) p.busy_poll_us = field<std::uint32_t>(j, "busy_poll_us", 0, 1'000'000);
     if (j.contains("notsent_lowat")) p.notsent_lowat = field<std::uint64_t>(j, "notsent_lowat", 0, limits::kMaxSocksize);
+    p.rdma_events = flag("rdma_events");
+    if (j.contains("rdma_device")) {
+      const auto it = j.find("rdma_device");
+      if (!it->is_string() || it->get_ref<const std::string&>().size() > 256) throw ProtocolError("spec.rdma_device: not a short string");
+      p.rdma_device = it->get<std::string>();
+    }
+    if (j.contains("gid_index")) p.gid_index = field<std::int32_t>(j, "gid_index", -1, 65535);
+    if (j.contains("rdma_verb")) p.rdma_verb = parse_rdma_verb(str_field(j, "rdma_verb"));
+    if (j.contains("qdepth")) p.qdepth = field<std::uint32_t>(j, "qdepth", 1, 4096);
+    if (j.contains("inline_size")) p.inline_size = field<std::uint32_t>(j, "inline_size", 0, 4096);
+    if (j.contains("cq_mod")) p.cq_mod = field<std::uint32_t>(j, "cq_mod", 1, 4096);
     if (j.contains("cpus")) {
       const auto& c = j["cpus"];
       if (!c.is_array() || c.size() > 4096) throw ProtocolError("spec.cpus: not an array of at most 4096 CPUs");

@@ -3,6 +3,9 @@
 #include <fabperf/error.hpp>
 
 #include "engine/tcp_engine.hpp"
+#if FABPERF_HAVE_RDMA
+#include "engine/verbs_engine.hpp"
+#endif
 
 namespace fabperf {
 
@@ -11,7 +14,7 @@ std::unique_ptr<Engine> make_engine(Transport t) {
     case Transport::tcp: return std::make_unique<TcpEngine>();
     case Transport::rdma:
 #if FABPERF_HAVE_RDMA
-      throw UsageError("--transport rdma: the RDMA verbs engine is not implemented yet in this version");
+      return make_verbs_engine();
 #else
       throw UsageError("--transport rdma: fabperf was built without RDMA support (install libibverbs-dev and librdmacm-dev, then rebuild)");
 #endif

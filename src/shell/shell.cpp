@@ -39,7 +39,7 @@ constexpr Command kCommands[] = {
     {"socksize", "socksize BYTES       socket buffer size, 0 = OS default, up to 100M"},
     {"threads", "threads N            tester threads per client, 1..4096 (default 4)"},
     {"parallel", "parallel N           connections per client-server pair, 1..8191 (default 1)"},
-    {"rdma", "rdma on|off|all|inline   RDMA transport (this build: off only)"},
+    {"rdma", "rdma on|off          RDMA verbs transport for the data (--transport rdma)"},
     {"usecm", "usecm on|off         RDMA connection manager (RDMA only)"},
     {"sinline", "sinline on|off       RDMA inline sends (RDMA only)"},
     {"maxrdma", "maxrdma N            RDMA ports per node (RDMA only)"},
@@ -228,11 +228,18 @@ class ShellSession {
       if (args.size() != 1 || (args[0] != "on" && args[0] != "off" && args[0] != "all" && args[0] != "inline")) {
         throw ShellError("Usage: rdma on|off|all|inline");
       }
-      if (args[0] != "off") {
-        throw ShellError(FABPERF_HAVE_RDMA ? "RDMA is not available: the RDMA verbs engine is not implemented in this version"
-                                           : "RDMA is not available: fabperf was built without RDMA support");
+      if (args[0] == "off") {
+        p_.transport = Transport::tcp;
+        say("RDMA off");
+      } else if (!FABPERF_HAVE_RDMA) {
+        throw ShellError("RDMA is not available: fabperf was built without RDMA support");
+      } else if (args[0] == "on") {
+        // nsdperf's "rdma on": data over RDMA (the verbs engine), control over TCP.
+        p_.transport = Transport::rdma;
+        say("RDMA on");
+      } else {
+        throw ShellError(fmt::format("rdma {}: not available (fabperf's RDMA engine supports rdma on|off)", args[0]));
       }
-      say("RDMA off");
     } else if (cmd == "usecm" || cmd == "sinline") {
       const bool on = on_off(args, cmd);
       say(fmt::format("{} {} (applies to RDMA tests only; RDMA is off)", cmd, on ? "on" : "off"));
@@ -315,8 +322,9 @@ class ShellSession {
     const TestSpec s = TestSpec::make(p_);
     say(fmt::format("servers:{}", list(servers_)));
     say(fmt::format("clients:{}", list(clients_)));
-    say(fmt::format("ttime {} buffsize {} socksize {} threads {} parallel {} rdma off hist {} verify {}",
+    say(fmt::format("ttime {} buffsize {} socksize {} threads {} parallel {} rdma {} hist {} verify {}",
                     s.time().count() / 1'000'000'000, s.buffsize(), s.socksize(), s.threads(), s.parallel(),
+                    s.transport() == Transport::rdma ? "on" : "off",
                     hist_ ? "on" : "off", s.verify() ? "on" : "off"));
   }
 

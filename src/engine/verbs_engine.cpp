@@ -1,0 +1,1059 @@
+// RDMA verbs data plane: RC queue pairs on libibverbs, one thread and one CQ per QP.
+//
+// Set-up follows perftest's order (find device -> open -> check port -> PD/MR/CQ/QP -> exchange
+// -> RTR/RTS), with the exchange done on an authenticated TCP side channel per QP: the client
+// sends its QP number, PSN, GID/LID, buffer address and rkey under an HMAC of its per-client
+// token; the server answers with its own under an HMAC that proves it holds the test token. The
+// port and GID are chosen by matching the local address of that side channel (the address the
+// test uses) against each port's RoCE v2 GIDs, so multi-GID RoCE ports work without --gid-index.
+//
+// Data movement (nsdperf's meanings; "notice" = a zero-byte SEND_WITH_IMM):
+//   write  client -> server: RDMA WRITE_WITH_IMM (or SEND with --rdma-verb send)
+//   read   server -> client: the same, server to client
+//   nwrite server pulls the client's block with RDMA READ; a notice tells the client
+//   rpc: one block per request with a reply (write: data + notice back; read: notice + data back;
+//        nwrite: notice, READ, notice back); latency from post to reply.
+// The hot loops never allocate, log or throw; a failed post or a completion error ends that
+// flow with a message naming the verb, the device, the status and the peer.
+#include "engine/verbs_engine.hpp"
+
+#include <fabperf/auth.hpp>
+#include <fabperf/clock.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/units.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <arpa/inet.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <random>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace fabperf {
+namespace {
+
+constexpr std::uint32_t kHelloMagic = 0x46425256;  // "FBRV"
+constexpr std::uint32_t kAckMagic = 0x46425241;    // "FBRA"
+constexpr std::uint16_t kVersion = 1;
+constexpr int kTickMs = 200;
+constexpr int kConnectTimeoutMs = 5000;
+constexpr std::size_t kEndpointSize = 48;
+// hello: magic | version<<16 | dir<<8 | rpc | client node | conn index | nonce (32) | endpoint | mac
+constexpr std::size_t kHelloSigned = 16 + auth::kNonceBytes + kEndpointSize;
+constexpr std::size_t kHelloSize = kHelloSigned + auth::kProofBytes;
+// ack: magic | status | endpoint | reason (64) | mac over (label, nonce, the first 120 bytes)
+constexpr std::size_t kReasonSize = 64;
+constexpr std::size_t kAckSigned = 8 + kEndpointSize + kReasonSize;
+constexpr std::size_t kAckSize = kAckSigned + auth::kProofBytes;
+constexpr std::string_view kHelloLabel{"fabperf-rdma-hello\0", 19};
+constexpr std::string_view kAckLabel{"fabperf-rdma-ack\0", 17};
+
+enum class Dir : std::uint8_t { push = 1, pull_back = 2, nread = 3 };  // write, read, nwrite
+enum AckStatus : std::uint32_t { kAckOk = 0, kAckBadHello = 1, kAckBadToken = 2, kAckSetupFailed = 3 };
+
+std::span<const std::uint8_t> bytes_of(std::string_view s) { return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}; }
+void put32(std::uint8_t* p, std::uint32_t v) {
+  p[0] = static_cast<std::uint8_t>(v >> 24);
+  p[1] = static_cast<std::uint8_t>(v >> 16);
+  p[2] = static_cast<std::uint8_t>(v >> 8);
+  p[3] = static_cast<std::uint8_t>(v);
+}
+std::uint32_t get32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+void put64(std::uint8_t* p, std::uint64_t v) {
+  put32(p, static_cast<std::uint32_t>(v >> 32));
+  put32(p + 4, static_cast<std::uint32_t>(v));
+}
+std::uint64_t get64(const std::uint8_t* p) { return (std::uint64_t{get32(p)} << 32) | get32(p + 4); }
+
+// What one side of a QP tells the other.
+struct Endpoint {
+  std::uint32_t qpn{0};
+  std::uint32_t psn{0};
+  std::uint32_t lid{0};
+  std::uint32_t rkey{0};
+  std::uint64_t addr{0};
+  std::uint64_t len{0};
+  ibv_gid gid{};
+};
+void put_endpoint(std::uint8_t* p, const Endpoint& e) {
+  put32(p, e.qpn);
+  put32(p + 4, e.psn);
+  put32(p + 8, e.lid);
+  put32(p + 12, e.rkey);
+  put64(p + 16, e.addr);
+  put64(p + 24, e.len);
+  std::memcpy(p + 32, e.gid.raw, 16);
+}
+Endpoint get_endpoint(const std::uint8_t* p) {
+  Endpoint e;
+  e.qpn = get32(p);
+  e.psn = get32(p + 4);
+  e.lid = get32(p + 8);
+  e.rkey = get32(p + 12);
+  e.addr = get64(p + 16);
+  e.len = get64(p + 24);
+  std::memcpy(e.gid.raw, p + 32, 16);
+  return e;
+}
+
+std::string gid_text(const ibv_gid& g) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
+  return buf;
+}
+
+bool io_all(int fd, std::uint8_t* p, std::size_t n, bool write, int timeout_ms) {
+  const std::int64_t deadline = mono_now_ns() + std::int64_t{timeout_ms} * 1'000'000;
+  std::size_t done = 0;
+  while (done < n) {
+    const std::int64_t left = (deadline - mono_now_ns()) / 1'000'000;
+    if (left <= 0) return false;
+    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
+    if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
+    const ssize_t k = write ? ::send(fd, p + done, n - done, MSG_NOSIGNAL) : ::recv(fd, p + done, n - done, 0);
+    if (k <= 0) {
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      return false;
+    }
+    done += static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+std::string sock_addr_text(const sockaddr_storage& ss, bool with_port) {
+  char host[INET6_ADDRSTRLEN] = {};
+  std::uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  return with_port ? fmt::format("{}:{}", host, port) : std::string(host);
+}
+
+// The GID a RoCE port holds for this IP address (IPv4 as ::ffff:a.b.c.d).
+ibv_gid gid_for(const sockaddr_storage& ss) {
+  ibv_gid g{};
+  if (ss.ss_family == AF_INET) {
+    g.raw[10] = 0xff;
+    g.raw[11] = 0xff;
+    std::memcpy(g.raw + 12, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, 4);
+  } else {
+    const auto& a6 = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+    std::memcpy(g.raw, &a6, 16);
+  }
+  return g;
+}
+
+// Device selection: DEV[:PORT][,...] from --rdma-device.
+struct DevSel {
+  std::string name;
+  int port{0};  // 0 = every port
+};
+std::vector<DevSel> parse_device_list(const std::string& text) {
+  std::vector<DevSel> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    DevSel d;
+    const auto colon = item.find(':');
+    d.name = item.substr(0, colon);
+    if (colon != std::string::npos) {
+      d.port = static_cast<int>(parse_int(item.substr(colon + 1), "--rdma-device port", 1, 255));
+    }
+    if (d.name.empty()) throw UsageError(fmt::format("--rdma-device '{}': empty device name", text));
+    out.push_back(d);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// One opened device port with its protection domain and the test's one registered buffer.
+struct Device {
+  std::string name;
+  std::string label;  // "rxe0:1"
+  ibv_context* ctx{nullptr};
+  ibv_pd* pd{nullptr};
+  ibv_mr* mr{nullptr};
+  std::uint8_t* buf{nullptr};
+  std::size_t block{0};  // src = buf, dst = buf + block
+  std::uint8_t port{1};
+  int gid_index{-1};
+  ibv_gid gid{};
+  bool infiniband{false};
+  std::uint16_t lid{0};
+  ibv_mtu mtu{IBV_MTU_1024};
+  std::uint32_t max_rd_atomic{1};
+  std::uint32_t max_inline{0};
+  std::string key;  // the local address it was chosen for
+  ~Device() {
+    if (mr) ibv_dereg_mr(mr);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+    std::free(buf);
+  }
+};
+
+std::string verbs_fail(const char* call, const std::string& dev, int err) {
+  return fmt::format("{}: {} on {}", call, errno_text(err), dev);
+}
+
+// Opens the port whose GID matches `local` (or the --gid-index one), registers the buffer.
+std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage& local) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n == 0) {
+    if (list) ibv_free_device_list(list);
+    throw Error(ExitCode::infrastructure,
+                "no RDMA device found (ibv_get_device_list: none under /sys/class/infiniband; load a driver or add "
+                "Soft-RoCE with 'rdma link add rxe0 type rxe netdev IF')");
+  }
+  std::vector<DevSel> want;
+  if (!spec.rdma_device().empty()) want = parse_device_list(spec.rdma_device());
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(list[i]));
+  for (const auto& w : want) {
+    if (std::find(names.begin(), names.end(), w.name) == names.end()) {
+      ibv_free_device_list(list);
+      throw Error(ExitCode::infrastructure,
+                  fmt::format("--rdma-device {}: no such RDMA device (found: {})", w.name, fmt::join(names, ", ")));
+    }
+  }
+  const ibv_gid want_gid = gid_for(local);
+  const std::string addr = sock_addr_text(local, false);
+  std::vector<std::string> looked;
+  std::string problem;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = names[static_cast<std::size_t>(i)];
+    int only_port = 0;
+    if (!want.empty()) {
+      auto it = std::find_if(want.begin(), want.end(), [&](const DevSel& d) { return d.name == name; });
+      if (it == want.end()) continue;
+      only_port = it->port;
+    }
+    ibv_context* c = ibv_open_device(list[i]);
+    if (!c) {
+      problem = verbs_fail("ibv_open_device", name, errno);
+      looked.push_back(name + " (cannot open)");
+      continue;
+    }
+    ibv_device_attr da{};
+    if (ibv_query_device(c, &da) != 0) {
+      problem = verbs_fail("ibv_query_device", name, errno);
+      ibv_close_device(c);
+      continue;
+    }
+    for (int p = 1; p <= da.phys_port_cnt; ++p) {
+      if (only_port != 0 && p != only_port) continue;
+      const std::string label = fmt::format("{}:{}", name, p);
+      ibv_port_attr pa{};
+      if (ibv_query_port(c, static_cast<std::uint8_t>(p), &pa) != 0) {
+        looked.push_back(label + " (" + verbs_fail("ibv_query_port", label, errno) + ")");
+        continue;
+      }
+      if (pa.state != IBV_PORT_ACTIVE) {
+        looked.push_back(fmt::format("{} ({})", label, ibv_port_state_str(pa.state)));
+        continue;
+      }
+      int chosen = -1;
+      ibv_gid chosen_gid{};
+      const bool ib = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+      std::vector<std::string> gids;
+      if (spec.gid_index() >= 0) {
+        ibv_gid_entry e{};
+        if (spec.gid_index() >= pa.gid_tbl_len ||
+            ibv_query_gid_ex(c, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(spec.gid_index()), &e, 0) != 0) {
+          ibv_close_device(c);
+          ibv_free_device_list(list);
+          throw Error(ExitCode::infrastructure,
+                      fmt::format("--gid-index {}: {} has no GID at that index (table size {})", spec.gid_index(), label,
+                                  pa.gid_tbl_len));
+        }
+        chosen = spec.gid_index();
+        std::memcpy(chosen_gid.raw, e.gid.raw, 16);
+      } else if (ib) {
+        ibv_query_gid(c, static_cast<std::uint8_t>(p), 0, &chosen_gid);
+        chosen = 0;
+      } else {
+        for (int g = 0; g < pa.gid_tbl_len; ++g) {
+          ibv_gid_entry e{};
+          if (ibv_query_gid_ex(c, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(g), &e, 0) != 0) continue;
+          ibv_gid gg{};
+          std::memcpy(gg.raw, e.gid.raw, 16);
+          gids.push_back(fmt::format("{}={}{}", g, gid_text(gg), e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "/v2" : "/v1"));
+          if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && std::memcmp(gg.raw, want_gid.raw, 16) == 0) {
+            chosen = g;
+            chosen_gid = gg;
+            break;
+          }
+        }
+      }
+      if (chosen < 0) {
+        looked.push_back(fmt::format("{} [GIDs {}]", label, fmt::join(gids, " ")));
+        continue;
+      }
+      auto d = std::make_unique<Device>();
+      d->name = name;
+      d->label = label;
+      d->ctx = c;
+      d->port = static_cast<std::uint8_t>(p);
+      d->gid_index = chosen;
+      d->gid = chosen_gid;
+      d->infiniband = ib;
+      d->lid = pa.lid;
+      d->mtu = pa.active_mtu;
+      d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(da.max_qp_rd_atom, 1, 16));
+      d->key = addr;
+      ibv_free_device_list(list);
+      d->pd = ibv_alloc_pd(c);
+      if (!d->pd) throw Error(ExitCode::infrastructure, verbs_fail("ibv_alloc_pd", label, errno));
+      d->block = spec.buffsize();
+      if (posix_memalign(reinterpret_cast<void**>(&d->buf), 4096, 2 * d->block) != 0) {
+        throw Error(ExitCode::infrastructure, fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d->block)));
+      }
+      for (std::size_t k = 0; k < 2 * d->block; ++k) d->buf[k] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
+      d->mr = ibv_reg_mr(d->pd, d->buf, 2 * d->block, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+      if (!d->mr) throw Error(ExitCode::infrastructure, verbs_fail("ibv_reg_mr", label, errno));
+      return d;
+    }
+    ibv_close_device(c);
+  }
+  ibv_free_device_list(list);
+  throw Error(ExitCode::infrastructure,
+              fmt::format("no active RDMA port has a RoCE v2 GID for {} (looked at: {}{}){}", addr,
+                          looked.empty() ? std::string("no port") : fmt::format("{}", fmt::join(looked, "; ")),
+                          spec.rdma_device().empty() ? "" : ", --rdma-device " + spec.rdma_device(),
+                          problem.empty() ? std::string() : "; " + problem));
+}
+
+// ---- queue pairs ----------------------------------------------------------------------------
+
+class VerbsFlow final : public Flow {
+ public:
+  using Flow::Flow;
+};
+
+struct Qp {
+  Device* dev{nullptr};
+  ibv_comp_channel* ch{nullptr};
+  ibv_cq* cq{nullptr};
+  ibv_qp* qp{nullptr};
+  Endpoint local;
+  Endpoint remote;
+  Dir dir{Dir::push};
+  bool rpc{false};
+  bool client{true};
+  std::uint32_t peer_node{0};
+  std::string peer;  // "node N (ADDR) qpn Q"
+  VerbsFlow* flow{nullptr};
+  LatencyHistogram* hist{nullptr};
+  ~Qp() {
+    if (qp) ibv_destroy_qp(qp);
+    if (cq) ibv_destroy_cq(cq);
+    if (ch) ibv_destroy_comp_channel(ch);
+  }
+};
+
+std::uint32_t random_psn() {
+  std::random_device rd;
+  return rd() & 0xffffff;
+}
+
+// Creates the QP (INIT) with its CQ and posts the receives; throws naming the verb.
+std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec) {
+  auto q = std::make_unique<Qp>();
+  q->dev = &d;
+  const int depth = static_cast<int>(spec.qdepth());
+  if (spec.rdma_events()) {
+    q->ch = ibv_create_comp_channel(d.ctx);
+    if (!q->ch) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_comp_channel", d.label, errno));
+  }
+  q->cq = ibv_create_cq(d.ctx, 4 * depth + 8, nullptr, q->ch, 0);
+  if (!q->cq) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_cq", d.label, errno));
+  ibv_qp_init_attr ia{};
+  ia.send_cq = q->cq;
+  ia.recv_cq = q->cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = static_cast<std::uint32_t>(2 * depth + 2);
+  ia.cap.max_recv_wr = static_cast<std::uint32_t>(2 * depth + 2);
+  ia.cap.max_send_sge = 1;
+  ia.cap.max_recv_sge = 1;
+  ia.cap.max_inline_data = spec.inline_size();
+  q->qp = ibv_create_qp(d.pd, &ia);
+  if (!q->qp) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_qp", d.label, errno));
+  d.max_inline = ia.cap.max_inline_data;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = d.port;
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  if (int e = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS); e != 0) {
+    throw Error(ExitCode::infrastructure, verbs_fail("ibv_modify_qp(INIT)", d.label, e));
+  }
+  q->local.qpn = q->qp->qp_num;
+  q->local.psn = random_psn();
+  q->local.lid = d.lid;
+  q->local.rkey = d.mr->rkey;
+  q->local.addr = reinterpret_cast<std::uintptr_t>(d.buf);
+  q->local.len = 2 * d.block;
+  q->local.gid = d.gid;
+  for (int i = 0; i < 2 * depth + 2; ++i) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.buf + d.block), static_cast<std::uint32_t>(d.block), d.mr->lkey};
+    ibv_recv_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (int e = ibv_post_recv(q->qp, &wr, &bad); e != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_post_recv", d.label, e));
+  }
+  if (q->ch && ibv_req_notify_cq(q->cq, 0) != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_req_notify_cq", d.label, errno));
+  return q;
+}
+
+// INIT -> RTR -> RTS against the peer's endpoint.
+void connect_qp(Qp& q) {
+  const Device& d = *q.dev;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = d.mtu;
+  a.dest_qp_num = q.remote.qpn;
+  a.rq_psn = q.remote.psn;
+  a.max_dest_rd_atomic = static_cast<std::uint8_t>(d.max_rd_atomic);
+  a.min_rnr_timer = 12;
+  a.ah_attr.port_num = d.port;
+  if (d.infiniband) {
+    a.ah_attr.dlid = static_cast<std::uint16_t>(q.remote.lid);
+  } else {
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = q.remote.gid;
+    a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(d.gid_index);
+    a.ah_attr.grh.hop_limit = 64;
+  }
+  if (int e = ibv_modify_qp(&*q.qp, &a,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+      e != 0) {
+    throw Error(ExitCode::infrastructure, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTR)", d.label, e), q.peer));
+  }
+  ibv_qp_attr r{};
+  r.qp_state = IBV_QPS_RTS;
+  r.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try: a dead peer is noticed within ~0.5 s
+  r.retry_cnt = 7;
+  r.rnr_retry = 7;
+  r.sq_psn = q.local.psn;
+  r.max_rd_atomic = static_cast<std::uint8_t>(d.max_rd_atomic);
+  if (int e = ibv_modify_qp(q.qp, &r,
+                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                IBV_QP_MAX_QP_RD_ATOMIC);
+      e != 0) {
+    throw Error(ExitCode::infrastructure, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTS)", d.label, e), q.peer));
+  }
+}
+
+const char* opcode_name(ibv_wc_opcode op) {
+  switch (op) {
+    case IBV_WC_SEND: return "SEND";
+    case IBV_WC_RDMA_WRITE: return "RDMA WRITE";
+    case IBV_WC_RDMA_READ: return "RDMA READ";
+    case IBV_WC_RECV: return "RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV (WRITE_WITH_IMM)";
+    default: return "work request";
+  }
+}
+
+}  // namespace
+
+// ---- the engine -----------------------------------------------------------------------------
+
+class VerbsEngine final : public Engine {
+ public:
+  VerbsEngine() = default;
+  ~VerbsEngine() override {
+    abort();
+    join();
+    qps_.clear();  // QPs before the devices they were created on
+    devices_.clear();
+  }
+  [[nodiscard]] std::string_view name() const override { return "rdma"; }
+  std::uint16_t prepare_server(RunContext& ctx, const ServerPlan& plan) override;
+  void prepare_client(RunContext& ctx, const ClientPlan& plan) override;
+  void seal(RunContext& ctx) override;
+  void start(RunContext& ctx) override;
+  void abort() noexcept override {
+    stop_ = true;
+    accept_stop_ = true;
+  }
+  void join() override;
+
+ private:
+  Device& device_for(const sockaddr_storage& local);
+  void accept_loop();
+  void serve_hello(int fd);
+  // Hot loops.
+  int poll(Qp& q, ibv_wc* wc, int n) noexcept;
+  int post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept;
+  int post_notice(Qp& q, std::uint32_t imm, bool signaled) noexcept;
+  int repost_recv(Qp& q) noexcept;
+  void fail(Qp& q, const char* what, int err) noexcept;
+  void fail_wc(Qp& q, const ibv_wc& wc) noexcept;
+  void stream_active(Qp& q);
+  void stream_passive(Qp& q);
+  void rpc_client(Qp& q);
+  void rpc_server(Qp& q);
+
+  RunContext* ctx_{nullptr};
+  ServerPlan server_plan_;
+  int listen_fd_{-1};
+  std::thread accept_thread_;
+  std::atomic<bool> accept_stop_{false};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<Qp>> qps_;
+  std::vector<std::thread> threads_;
+};
+
+Device& VerbsEngine::device_for(const sockaddr_storage& local) {
+  const std::string key = sock_addr_text(local, false);
+  std::lock_guard lk(mu_);
+  for (auto& d : devices_) {
+    if (d->key == key) return *d;
+  }
+  devices_.push_back(open_device(ctx_->spec(), local));
+  return *devices_.back();
+}
+
+std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& plan) {
+  ctx_ = &ctx;
+  server_plan_ = plan;
+  // Fail at set-up, not at the first client, when this node has no usable device at all.
+  {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list) ibv_free_device_list(list);
+    if (n == 0) {
+      throw Error(ExitCode::infrastructure,
+                  "no RDMA device found (ibv_get_device_list: none under /sys/class/infiniband; load a driver or add "
+                  "Soft-RoCE with 'rdma link add rxe0 type rxe netdev IF')");
+    }
+    if (!ctx.spec().rdma_device().empty()) (void)parse_device_list(ctx.spec().rdma_device());
+  }
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int gai = getaddrinfo(plan.bind_address.c_str(), "0", &hints, &res); gai != 0) {
+    throw SystemError("resolve RDMA set-up address", plan.bind_address, gai_strerror(gai));
+  }
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(res);
+    throw SystemError("socket", plan.bind_address, errno);
+  }
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+    const int e = errno;
+    freeaddrinfo(res);
+    ::close(fd);
+    throw SystemError("listen for RDMA set-up connections on", plan.bind_address, e);
+  }
+  freeaddrinfo(res);
+  listen_fd_ = fd;
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  const std::uint16_t port = ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
+                                                     : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  accept_thread_ = std::thread([this] { accept_loop(); });
+  return port;
+}
+
+void VerbsEngine::accept_loop() {
+  while (!accept_stop_) {
+    pollfd pfd{listen_fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, kTickMs) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    serve_hello(fd);
+    ::close(fd);
+  }
+}
+
+// One QP per set-up connection: check the client's proof, create and connect our QP, answer.
+void VerbsEngine::serve_hello(int fd) {
+  std::uint8_t hello[kHelloSize];
+  if (!io_all(fd, hello, sizeof hello, false, kConnectTimeoutMs)) return;
+  std::uint8_t ack[kAckSize] = {};
+  put32(ack, kAckMagic);
+  auto answer = [&](std::uint32_t status, const std::string& reason, const proto::Token* tok) {
+    put32(ack + 4, status);
+    std::memcpy(ack + 8 + kEndpointSize, reason.data(), std::min(reason.size(), kReasonSize - 1));
+    if (tok) {
+      const auto mac = auth::hmac_sha256(*tok, {bytes_of(kAckLabel), std::span<const std::uint8_t>(hello + 16, auth::kNonceBytes),
+                                                std::span<const std::uint8_t>(ack, kAckSigned)});
+      std::memcpy(ack + kAckSigned, mac.data(), mac.size());
+    }
+    io_all(fd, ack, sizeof ack, true, kConnectTimeoutMs);
+  };
+  if (get32(hello) != kHelloMagic || (get32(hello + 4) >> 16) != kVersion) {
+    answer(kAckBadHello, "not a fabperf RDMA set-up hello of this version", nullptr);
+    return;
+  }
+  const std::uint32_t node = get32(hello + 8);
+  const proto::Token tok = derive_client_token(server_plan_.token, node);
+  auth::Proof mac{};
+  std::memcpy(mac.data(), hello + kHelloSigned, mac.size());
+  const auto want = auth::hmac_sha256(tok, {bytes_of(kHelloLabel), std::span<const std::uint8_t>(hello, kHelloSigned)});
+  if (!auth::proofs_equal(want, mac)) {
+    answer(kAckBadToken, "bad proof", nullptr);
+    return;
+  }
+  const auto b = get32(hello + 4);
+  const auto dir = static_cast<Dir>((b >> 8) & 0xff);
+  if (dir != Dir::push && dir != Dir::pull_back && dir != Dir::nread) {
+    answer(kAckBadHello, "unknown direction", &tok);
+    return;
+  }
+  sockaddr_storage local{}, peer{};
+  socklen_t len = sizeof local;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
+  len = sizeof peer;
+  getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len);
+  try {
+    Device& d = device_for(local);
+    auto q = create_qp(d, ctx_->spec());
+    q->dir = dir;
+    q->rpc = (b & 0xff) != 0;
+    q->client = false;
+    q->peer_node = node;
+    q->remote = get_endpoint(hello + 16 + auth::kNonceBytes);
+    q->peer = fmt::format("node {} ({}) qpn {}", node, sock_addr_text(peer, false), q->remote.qpn);
+    connect_qp(*q);
+    put_endpoint(ack + 8, q->local);
+    const FlowOp op = q->rpc ? FlowOp::rpc : (dir == Dir::pull_back ? FlowOp::read : FlowOp::write);
+    auto flow = std::make_unique<VerbsFlow>(FlowRole::server, op, node,
+                                            fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q->local.qpn),
+                                            fmt::format("{} qpn {}", sock_addr_text(peer, false), q->remote.qpn));
+    q->flow = flow.get();
+    ctx_->add_flow(std::move(flow));
+    std::lock_guard lk(mu_);
+    qps_.push_back(std::move(q));
+  } catch (const std::exception& e) {
+    ctx_->warn(fmt::format("RDMA set-up for node {} failed: {}", node, e.what()));
+    answer(kAckSetupFailed, e.what(), &tok);
+    return;
+  }
+  answer(kAckOk, "", &tok);
+}
+
+void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
+  ctx_ = &ctx;
+  const TestSpec& spec = ctx.spec();
+  const std::uint32_t per_pair = spec.connections_per_pair();
+  std::uint32_t conn_index = 0;
+  for (const auto& t : plan.targets) {
+    for (std::uint32_t c = 0; c < per_pair; ++c, ++conn_index) {
+      Dir dir = Dir::push;
+      const TestKind k = spec.test();
+      if (k == TestKind::nwrite) dir = Dir::nread;
+      else if (k == TestKind::read || k == TestKind::sread) dir = Dir::pull_back;
+      else if (k == TestKind::rw) dir = c % 2 == 0 ? Dir::push : Dir::pull_back;
+      const std::string host = t.link_hosts.empty() ? t.host : t.link_hosts[c % t.link_hosts.size()];
+      const std::string where = fmt::format("{}:{}", host, t.port);
+      // The set-up side channel: TCP to the server agent's RDMA port.
+      addrinfo hints{};
+      hints.ai_flags = AI_NUMERICHOST;
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* res = nullptr;
+      if (const int gai = getaddrinfo(host.c_str(), std::to_string(t.port).c_str(), &hints, &res); gai != 0) {
+        throw SystemError("resolve", where, gai_strerror(gai));
+      }
+      const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        freeaddrinfo(res);
+        throw SystemError("socket", where, errno);
+      }
+      struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+      } closer{fd};
+      if (!plan.source_addrs.empty()) {
+        const std::string& src = plan.source_addrs[c % plan.source_addrs.size()];
+        addrinfo* sres = nullptr;
+        addrinfo sh{};
+        sh.ai_flags = AI_NUMERICHOST;
+        sh.ai_socktype = SOCK_STREAM;
+        if (getaddrinfo(src.c_str(), "0", &sh, &sres) == 0) {
+          const int r = ::bind(fd, sres->ai_addr, sres->ai_addrlen);
+          freeaddrinfo(sres);
+          if (r != 0) {
+            freeaddrinfo(res);
+            throw SystemError("bind source address", src, errno);
+          }
+        }
+      }
+      const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+      freeaddrinfo(res);
+      if (rc != 0) throw SystemError("connect RDMA set-up channel to", where, errno);
+      sockaddr_storage local{};
+      socklen_t len = sizeof local;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
+      Device& d = device_for(local);
+      auto q = create_qp(d, spec);
+      q->dir = dir;
+      q->rpc = spec.mode() == Mode::rpc;
+      q->client = true;
+      q->peer_node = t.node_index;
+      std::uint8_t hello[kHelloSize] = {};
+      put32(hello, kHelloMagic);
+      put32(hello + 4, (std::uint32_t{kVersion} << 16) | (std::uint32_t{static_cast<std::uint8_t>(dir)} << 8) | (q->rpc ? 1u : 0u));
+      put32(hello + 8, ctx.node_index());
+      put32(hello + 12, conn_index);
+      const auto nonce = auth::make_nonce();
+      std::memcpy(hello + 16, nonce.data(), nonce.size());
+      put_endpoint(hello + 16 + auth::kNonceBytes, q->local);
+      const auto mac = auth::hmac_sha256(plan.token, {bytes_of(kHelloLabel), std::span<const std::uint8_t>(hello, kHelloSigned)});
+      std::memcpy(hello + kHelloSigned, mac.data(), mac.size());
+      std::uint8_t ack[kAckSize] = {};
+      if (!io_all(fd, hello, sizeof hello, true, kConnectTimeoutMs) || !io_all(fd, ack, sizeof ack, false, kConnectTimeoutMs)) {
+        throw SystemError("RDMA set-up exchange with", where, "no answer within 5 s");
+      }
+      const std::uint32_t status = get32(ack + 4);
+      std::string reason(reinterpret_cast<const char*>(ack + 8 + kEndpointSize), kReasonSize);
+      reason = reason.c_str();
+      if (get32(ack) != kAckMagic) throw SystemError("RDMA set-up exchange with", where, "not a fabperf RDMA agent");
+      if (status == kAckBadToken || status == kAckBadHello) {
+        throw SystemError("RDMA set-up exchange with", where, fmt::format("refused: {}", reason));
+      }
+      auth::Proof got{};
+      std::memcpy(got.data(), ack + kAckSigned, got.size());
+      const auto want = auth::hmac_sha256(plan.token, {bytes_of(kAckLabel), std::span<const std::uint8_t>(nonce.data(), nonce.size()),
+                                                       std::span<const std::uint8_t>(ack, kAckSigned)});
+      if (!auth::proofs_equal(want, got)) {
+        throw SystemError("RDMA set-up exchange with", where, "the server's answer does not prove the test token");
+      }
+      if (status != kAckOk) throw SystemError("RDMA set-up on server", where, reason);
+      q->remote = get_endpoint(ack + 8);
+      if (q->remote.len < 2 * d.block) throw SystemError("RDMA set-up exchange with", where, "the server's buffer is too small");
+      q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, q->remote.qpn);
+      connect_qp(*q);
+      const FlowOp op = q->rpc ? FlowOp::rpc : (dir == Dir::pull_back ? FlowOp::read : FlowOp::write);
+      auto flow = std::make_unique<VerbsFlow>(FlowRole::client, op, t.node_index,
+                                              fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q->local.qpn),
+                                              fmt::format("{} qpn {}", host, q->remote.qpn));
+      q->flow = flow.get();
+      ctx.add_flow(std::move(flow));
+      if (q->rpc) q->hist = &ctx.add_histogram();
+      std::lock_guard lk(mu_);
+      qps_.push_back(std::move(q));
+    }
+  }
+  if (spec.mode() == Mode::rpc && spec.threads() != 4) {
+    ctx.warn("--threads does not apply to --transport rdma: rpc concurrency is one request in flight per QP (--parallel QPs per pair)");
+  }
+}
+
+void VerbsEngine::seal(RunContext& ctx) {
+  ctx_ = &ctx;
+  accept_stop_ = true;
+  if (accept_thread_.joinable()) accept_thread_.join();
+}
+
+void VerbsEngine::start(RunContext& ctx) {
+  seal(ctx);
+  std::lock_guard lk(mu_);
+  for (auto& qp : qps_) {
+    Qp* q = qp.get();
+    if (q->rpc) {
+      threads_.emplace_back([this, q] { q->client ? rpc_client(*q) : rpc_server(*q); });
+    } else {
+      // The side that posts: the client for write, the server for read and nwrite.
+      const bool active = (q->dir == Dir::push) == q->client;
+      threads_.emplace_back([this, q, active] { active ? stream_active(*q) : stream_passive(*q); });
+    }
+  }
+}
+
+void VerbsEngine::join() {
+  accept_stop_ = true;
+  if (accept_thread_.joinable()) accept_thread_.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
+}
+
+// ---- hot loops ----------------------------------------------------------------------------
+
+void VerbsEngine::fail(Qp& q, const char* what, int err) noexcept {
+  try {
+    q.flow->fail(fmt::format("{}: {} on {} (peer {})", what, errno_text(err), q.dev->label, q.peer));
+  } catch (...) {
+  }
+}
+
+void VerbsEngine::fail_wc(Qp& q, const ibv_wc& wc) noexcept {
+  try {
+    q.flow->fail(fmt::format("{} completion on {}: {} (wc status {}, vendor error {:#x}; peer {})", opcode_name(wc.opcode),
+                             q.dev->label, ibv_wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err, q.peer));
+  } catch (...) {
+  }
+}
+
+// Up to n completions; with --rdma-events sleeps on the channel (at most one tick) when idle.
+int VerbsEngine::poll(Qp& q, ibv_wc* wc, int n) noexcept {
+  int k = ibv_poll_cq(q.cq, n, wc);
+  if (k != 0 || !q.ch) return k;
+  pollfd pfd{q.ch->fd, POLLIN, 0};
+  if (::poll(&pfd, 1, kTickMs) <= 0) return 0;
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  if (ibv_get_cq_event(q.ch, &ev_cq, &ev_ctx) == 0) {
+    ibv_ack_cq_events(ev_cq, 1);
+    ibv_req_notify_cq(q.cq, 0);
+  }
+  return ibv_poll_cq(q.cq, n, wc);
+}
+
+// One block: push/pull_back move it with WRITE_WITH_IMM (or SEND), nread pulls it with READ.
+int VerbsEngine::post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept {
+  const Device& d = *q.dev;
+  const auto len = static_cast<std::uint32_t>(d.block);
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  if (dir == Dir::nread) {
+    // Read the peer's source block into our destination block.
+    sge = {reinterpret_cast<std::uintptr_t>(d.buf + d.block), len, d.mr->lkey};
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr = q.remote.addr;
+    wr.wr.rdma.rkey = q.remote.rkey;
+  } else {
+    sge = {reinterpret_cast<std::uintptr_t>(d.buf), len, d.mr->lkey};
+    if (ctx_->spec().rdma_verb() == RdmaVerb::send) {
+      wr.opcode = IBV_WR_SEND;
+    } else {
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.imm_data = htonl(len);
+      wr.wr.rdma.remote_addr = q.remote.addr + q.remote.len / 2;
+      wr.wr.rdma.rkey = q.remote.rkey;
+    }
+    if (len <= d.max_inline) wr.send_flags |= IBV_SEND_INLINE;
+  }
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(q.qp, &wr, &bad);
+}
+
+int VerbsEngine::post_notice(Qp& q, std::uint32_t imm, bool signaled) noexcept {
+  ibv_send_wr wr{};
+  wr.wr_id = 0;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(imm);
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(q.qp, &wr, &bad);
+}
+
+int VerbsEngine::repost_recv(Qp& q) noexcept {
+  const Device& d = *q.dev;
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.buf + d.block), static_cast<std::uint32_t>(d.block), d.mr->lkey};
+  ibv_recv_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(q.qp, &wr, &bad);
+}
+
+bool is_recv(const ibv_wc& wc) { return (wc.opcode & IBV_WC_RECV) != 0; }
+
+// The posting side of a stream: keeps qdepth blocks in flight, a completion every --cq-mod posts.
+void VerbsEngine::stream_active(Qp& q) {
+  ctx_->enter_data_thread("rdma-tx", q.flow->id);
+  RunContext& ctx = *ctx_;
+  ctx.wait_for_start();
+  const std::uint64_t len = q.dev->block;
+  const bool nread = q.dir == Dir::nread;
+  // READs are bounded by the responder resources; every READ is signalled (its data counts).
+  const std::uint64_t depth = nread ? std::min<std::uint64_t>(ctx.spec().qdepth(), q.dev->max_rd_atomic) : ctx.spec().qdepth();
+  const std::uint32_t mod = nread ? 1 : ctx.spec().cq_mod();
+  std::uint64_t posted = 0, completed = 0, last_signaled = 0;
+  std::uint32_t since = 0;
+  ibv_wc wc[16];
+  while (!ctx.stopping() && !stop_) {
+    while (posted - completed < depth) {
+      const bool sig = ++since >= mod || posted + 1 - completed >= depth;
+      if (sig) since = 0;
+      if (int e = post_data(q, q.dir, sig, posted + 1); e != 0) return fail(q, nread ? "ibv_post_send(RDMA READ)" : "ibv_post_send", e);
+      ++posted;
+      if (sig) last_signaled = posted;
+    }
+    const int n = poll(q, wc, 16);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
+      if (is_recv(wc[i]) || wc[i].wr_id == 0) continue;  // notices
+      const std::uint64_t upto = wc[i].wr_id;
+      if (upto <= completed) continue;
+      const std::uint64_t blocks = upto - completed;
+      completed = upto;
+      if (nread) {
+        q.flow->counters.add_rx(blocks * len);
+        // Tell the client its block was taken (unsignalled: the next READ's completion retires it).
+        if (int e = post_notice(q, static_cast<std::uint32_t>(len), false); e != 0) return fail(q, "ibv_post_send(notice)", e);
+      } else {
+        q.flow->counters.add_tx(blocks * len);
+      }
+      q.flow->counters.add_msg();
+    }
+    if (n < 0) return fail(q, "ibv_poll_cq", EIO);
+  }
+  // Drain what is still in flight (bounded), so the peer's count matches ours.
+  const std::int64_t until = std::min(ctx.hard_deadline() - 1'000'000'000, mono_now_ns() + 2'000'000'000);
+  while (completed < last_signaled && mono_now_ns() < until && !ctx.aborted()) {
+    const int n = poll(q, wc, 16);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
+      if (is_recv(wc[i]) || wc[i].wr_id == 0 || wc[i].wr_id <= completed) continue;
+      const std::uint64_t blocks = wc[i].wr_id - completed;
+      completed = wc[i].wr_id;
+      if (nread) {
+        q.flow->counters.add_rx(blocks * len);
+        post_notice(q, static_cast<std::uint32_t>(len), true);
+      } else {
+        q.flow->counters.add_tx(blocks * len);
+      }
+    }
+  }
+}
+
+// The target of a stream: counts what arrives (WRITE_WITH_IMM/SEND) or what was taken (notices).
+void VerbsEngine::stream_passive(Qp& q) {
+  ctx_->enter_data_thread("rdma-rx", q.flow->id);
+  RunContext& ctx = *ctx_;
+  ctx.wait_for_start();
+  ibv_wc wc[16];
+  const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
+  // The passive side keeps counting after the stop until the active side's drain is over.
+  while (!stop_ && !ctx.aborted() && mono_now_ns() < until) {
+    if (ctx.stopping() && mono_now_ns() > ctx.schedule().end_at + 500'000'000) break;
+    const int n = poll(q, wc, 16);
+    if (n < 0) return fail(q, "ibv_poll_cq", EIO);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
+      if (!is_recv(wc[i])) continue;
+      if (q.dir == Dir::nread) {
+        q.flow->counters.add_tx(ntohl(wc[i].imm_data));
+      } else {
+        q.flow->counters.add_rx(wc[i].byte_len);
+      }
+      q.flow->counters.add_msg();
+      if (int e = repost_recv(q); e != 0) return fail(q, "ibv_post_recv", e);
+    }
+  }
+}
+
+// One request in flight: push = data then a notice back; pull_back = notice then data back;
+// nread = notice, the server READs, notice back. Latency from the post to the reply.
+void VerbsEngine::rpc_client(Qp& q) {
+  ctx_->enter_data_thread("rdma-rpc", q.flow->id);
+  RunContext& ctx = *ctx_;
+  ctx.wait_for_start();
+  const std::uint64_t len = q.dev->block;
+  ibv_wc wc[8];
+  const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
+  while (!ctx.stopping() && !stop_) {
+    const std::int64_t t0 = mono_now_ns();
+    const int e = q.dir == Dir::push ? post_data(q, Dir::push, true, 1) : post_notice(q, 0, true);
+    if (e != 0) return fail(q, "ibv_post_send", e);
+    bool sent = false, replied = false;
+    std::uint32_t got = 0;
+    while (!(sent && replied)) {
+      if (stop_ || ctx.aborted() || mono_now_ns() > until) return;
+      const int n = poll(q, wc, 8);
+      if (n < 0) return fail(q, "ibv_poll_cq", EIO);
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
+        if (is_recv(wc[i])) {
+          replied = true;
+          got = wc[i].byte_len;
+          if (int r = repost_recv(q); r != 0) return fail(q, "ibv_post_recv", r);
+        } else {
+          sent = true;
+        }
+      }
+    }
+    const std::int64_t t1 = mono_now_ns();
+    if (ctx.in_window(t1)) q.hist->record(static_cast<std::uint64_t>(t1 - t0));
+    if (q.dir == Dir::pull_back) {
+      q.flow->counters.add_rx(got);
+    } else {
+      q.flow->counters.add_tx(len);
+    }
+    q.flow->counters.add_msg();
+  }
+}
+
+void VerbsEngine::rpc_server(Qp& q) {
+  ctx_->enter_data_thread("rdma-srv", q.flow->id);
+  RunContext& ctx = *ctx_;
+  ctx.wait_for_start();
+  const std::uint64_t len = q.dev->block;
+  ibv_wc wc[8];
+  const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
+  while (!stop_ && !ctx.aborted() && mono_now_ns() < until) {
+    if (ctx.stopping() && mono_now_ns() > ctx.schedule().end_at + 500'000'000) break;
+    const int n = poll(q, wc, 8);
+    if (n < 0) return fail(q, "ibv_poll_cq", EIO);
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& w = wc[i];
+      if (w.status != IBV_WC_SUCCESS) return fail_wc(q, w);
+      if (is_recv(w)) {
+        if (int r = repost_recv(q); r != 0) return fail(q, "ibv_post_recv", r);
+        q.flow->counters.add_msg();
+        int e = 0;
+        if (q.dir == Dir::push) {
+          q.flow->counters.add_rx(w.byte_len);
+          e = post_notice(q, 0, true);
+        } else if (q.dir == Dir::pull_back) {
+          e = post_data(q, Dir::pull_back, true, 1);
+        } else {
+          e = post_data(q, Dir::nread, true, 1);
+        }
+        if (e != 0) return fail(q, "ibv_post_send", e);
+      } else if (w.opcode == IBV_WC_RDMA_READ) {
+        q.flow->counters.add_rx(len);
+        if (int e = post_notice(q, static_cast<std::uint32_t>(len), true); e != 0) return fail(q, "ibv_post_send(notice)", e);
+      } else if (w.wr_id == 1 && q.dir == Dir::pull_back) {
+        q.flow->counters.add_tx(len);
+      }
+    }
+  }
+}
+
+std::unique_ptr<Engine> make_verbs_engine() { return std::make_unique<VerbsEngine>(); }
+
+}  // namespace fabperf

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Runs inside a scripts/vm-lab guest (root, Soft-RoCE modules loaded). Every check of the rdma
+# label in one boot: bytes agree on both ends for write/read/nwrite x rpc/stream x write/send,
+# the error paths, and fabperf beside perftest's ib_write_bw on the same rxe device.
+# Writes RESULTS/summary.txt; exits non-zero when a check failed.
+set -uo pipefail
+FABPERF=${FABPERF:?}
+OUT=${VMLAB_RESULTS:?}
+W=$(mktemp -d /tmp/rdma.XXXXXX)
+SUM="$OUT/summary.txt"
+: >"$SUM"
+fails=0
+PIDS=()
+say() { echo "$*" | tee -a "$SUM"; }
+ok() { say "PASS $*"; }
+bad() { say "FAIL $*"; fails=$((fails + 1)); }
+stop_pids() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done; for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done; PIDS=(); }
+trap stop_pids EXIT
+
+# Soft-RoCE on lo: agents on 127.0.0.2 and .3 get GIDs ::ffff:127.0.0.2/3 of the same rxe0.
+/usr/bin/ip addr add 127.0.0.2/8 dev lo
+/usr/bin/ip addr add 127.0.0.3/8 dev lo
+rdma link add rxe0 type rxe netdev lo || { bad "rdma link add rxe0"; exit 1; }
+for _ in $(seq 50); do grep -q 7f00:0003 /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null && break; sleep 0.1; done
+say "rxe0 GIDs: $(cd /sys/class/infiniband/rxe0/ports/1/gids && for g in 0 1 2 3; do printf '%s=%s ' $g "$(cat $g)"; done)"
+
+start_agent() {  # ADDR -> pid in PIDS, waits until it listens
+  local ready="$W/ready.$1"
+  "$FABPERF" agent --listen "$1:6668" --ready-fd 3 --log-level warn 3>"$ready" 2>>"$W/agent.$1.log" &
+  PIDS+=($!)
+  for _ in $(seq 200); do grep -q LISTENING "$ready" 2>/dev/null && return 0; sleep 0.1; done
+  bad "agent on $1 did not start: $(cat "$W/agent.$1.log")"; exit 1
+}
+start_agent 127.0.0.2
+start_agent 127.0.0.3
+SRV_PID=${PIDS[0]}
+
+# check TEST MODE VERB: a short run; both ends' byte counts must agree.
+check() {
+  local test=$1 mode=$2 verb=$3 t0 t1
+  t0=$(date +%s.%N)
+  "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test "$test" --mode "$mode" \
+    --rdma-verb "$verb" --time 2 --buffsize 64K --parallel 2 --json "$W/$test-$mode-$verb.json" --quiet >"$W/run.out" 2>&1
+  local rc=$?
+  t1=$(date +%s.%N)
+  if [ $rc -ne 0 ]; then bad "$test/$mode/$verb: fabperf run exited $rc: $(tail -3 "$W/run.out")"; return; fi
+  if python3 - "$W/$test-$mode-$verb.json" "$test" >>"$SUM" 2>&1 <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1])); test = sys.argv[2]
+cs = doc["connections"]
+def tot(role, k): return sum(c[k] for c in cs if c["role"] == role)
+errs = [c.get("error") for c in cs if c.get("error")]
+assert not errs, f"flow errors: {errs}"
+if test == "read":
+    a, b = tot("server", "tx_bytes_total"), tot("client", "rx_bytes_total")
+else:
+    a, b = tot("client", "tx_bytes_total"), tot("server", "rx_bytes_total")
+print(f"  {test}: sender counted {a} B, receiver {b} B, aggregate {doc['aggregate']['mb_per_s']:.1f} MB/s")
+assert a > 0 and a == b, f"byte counts differ: {a} vs {b}"
+assert doc["complete"], doc.get("findings")
+PY
+  then ok "$test/$mode/$verb ($(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s)"; else bad "$test/$mode/$verb"; fi
+}
+for mode in stream rpc; do
+  check write "$mode" write
+  check read "$mode" write
+  check nwrite "$mode" write
+  check write "$mode" send
+done
+
+# Error paths: each must fail with exit 3 and a message naming what was looked for.
+expect_fail() {  # NAME PATTERN ARGS...
+  local name=$1 pat=$2; shift 2
+  "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --time 1 --buffsize 64K "$@" >"$W/err.out" 2>&1
+  local rc=$?
+  if [ $rc -eq 3 ] && grep -q "$pat" "$W/err.out"; then ok "$name: exit 3, '$(grep -m1 "$pat" "$W/err.out" | cut -c1-160)'"
+  else bad "$name: exit $rc, output: $(head -3 "$W/err.out")"; fi
+}
+expect_fail "unknown device" "no such RDMA device" --rdma-device mlx9_7
+expect_fail "wrong GID index" "has no GID at that index" --gid-index 77
+
+# perftest beside fabperf on the same rxe0 (64 KiB writes, 128 in flight; perftest MB = 2^20).
+ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F >"$W/pt-srv.out" 2>&1 &
+PT=$!
+sleep 1
+ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1
+wait $PT
+pt=$(awk '/^ *65536 /{print $4}' "$W/pt-cli.out" | tail -1)
+"$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 5 \
+  --buffsize 64K --qdepth 128 --cq-mod 32 --json "$W/fp-bw.json" --quiet >"$W/run.out" 2>&1
+fp=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aggregate"]["mb_per_s"])' "$W/fp-bw.json" 2>/dev/null)
+if [ -n "$pt" ] && [ -n "$fp" ]; then
+  ratio=$(awk -v f="$fp" -v p="$pt" 'BEGIN{printf "%.3f", f / (p * 1.048576)}')
+  say "BANDWIDTH fabperf ${fp} MB/s (10^6) vs ib_write_bw ${pt} MiB/s = $(awk -v p="$pt" 'BEGIN{printf "%.1f", p*1.048576}') MB/s: ratio $ratio (target >= 0.9)"
+  if awk -v r="$ratio" 'BEGIN{exit !(r >= 0.9)}'; then ok "fabperf/ib_write_bw ratio $ratio"; else say "WARN ratio $ratio below 0.9 (emulated, shared host)"; fi
+else
+  bad "bandwidth comparison: perftest '$pt' fabperf '$fp' ($(tail -2 "$W/pt-cli.out") / $(tail -2 "$W/run.out"))"
+fi
+
+# Peer dies mid-test: kill the server agent 2 s into a 6 s run; the run must end by itself,
+# exit 3 and report the lost node, with what was measured kept.
+"$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 6 \
+  --buffsize 64K --json "$W/dies.json" >"$W/dies.out" 2>&1 &
+RUN=$!
+sleep 3
+kill -KILL "$SRV_PID"
+t0=$(date +%s)
+wait $RUN; rc=$?
+t1=$(date +%s)
+if [ $rc -eq 3 ] && python3 - "$W/dies.json" >>"$SUM" 2>&1 <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+nodes = doc["nodes"]
+print("  nodes:", [(n.get("name"), n.get("status")) for n in nodes])
+print("  client flow errors:", [c.get("error") for c in doc["connections"] if c["role"] == "client"])
+assert any(n.get("status") != "ok" for n in nodes), "no node marked lost"
+PY
+then ok "peer dies mid-test: run ended $((t1 - t0)) s after the kill, exit 3"
+else bad "peer dies mid-test: exit $rc ($(tail -3 "$W/dies.out"))"; fi
+
+cp "$W"/*.json "$W"/*.out "$OUT/" 2>/dev/null
+say "fails: $fails"
+[ $fails -eq 0 ]
