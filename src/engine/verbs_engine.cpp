@@ -509,7 +509,9 @@ class VerbsEngine final : public Engine {
   // Hot loops.
   int poll(Qp& q, ibv_wc* wc, int n) noexcept;
   int post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept;
-  int post_notice(Qp& q, std::uint32_t imm, bool signaled) noexcept;
+  int post_notice(Qp& q, std::uint32_t imm, bool signaled, std::uint64_t wr_id = 0) noexcept;
+  // After the stop: true while completions still arrive (the peer's drain), bounded.
+  bool keep_draining(std::int64_t& last_activity, int n) const noexcept;
   int repost_recv(Qp& q) noexcept;
   void fail(Qp& q, const char* what, int err) noexcept;
   void fail_wc(Qp& q, const ibv_wc& wc) noexcept;
@@ -869,9 +871,9 @@ int VerbsEngine::post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) n
   return ibv_post_send(q.qp, &wr, &bad);
 }
 
-int VerbsEngine::post_notice(Qp& q, std::uint32_t imm, bool signaled) noexcept {
+int VerbsEngine::post_notice(Qp& q, std::uint32_t imm, bool signaled, std::uint64_t wr_id) noexcept {
   ibv_send_wr wr{};
-  wr.wr_id = 0;
+  wr.wr_id = wr_id;
   wr.opcode = IBV_WR_SEND_WITH_IMM;
   wr.imm_data = htonl(imm);
   wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
@@ -887,6 +889,12 @@ int VerbsEngine::repost_recv(Qp& q) noexcept {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   return ibv_post_recv(q.qp, &wr, &bad);
+}
+
+bool VerbsEngine::keep_draining(std::int64_t& last_activity, int n) const noexcept {
+  const std::int64_t now = mono_now_ns();
+  if (last_activity == 0 || n > 0) last_activity = now;
+  return now - last_activity < 500'000'000;
 }
 
 bool is_recv(const ibv_wc& wc) { return (wc.opcode & IBV_WC_RECV) != 0; }
@@ -931,6 +939,11 @@ void VerbsEngine::stream_active(Qp& q) {
     }
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);
   }
+  // Blocks posted after the last signalled one are retired by one more signalled (zero-byte)
+  // work request: RC completes in order, so its completion covers them.
+  if (!nread && posted > last_signaled && !ctx.aborted()) {
+    if (post_notice(q, 0, true, posted) == 0) last_signaled = posted;
+  }
   // Drain what is still in flight (bounded), so the peer's count matches ours.
   const std::int64_t until = std::min(ctx.hard_deadline() - 1'000'000'000, mono_now_ns() + 2'000'000'000);
   while (completed < last_signaled && mono_now_ns() < until && !ctx.aborted()) {
@@ -958,10 +971,11 @@ void VerbsEngine::stream_passive(Qp& q) {
   ibv_wc wc[16];
   const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
   // The passive side keeps counting after the stop until the active side's drain is over.
+  std::int64_t last = 0;
   while (!stop_ && !ctx.aborted() && mono_now_ns() < until) {
-    if (ctx.stopping() && mono_now_ns() > ctx.schedule().end_at + 500'000'000) break;
     const int n = poll(q, wc, 16);
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);
+    if (ctx.stopping() && !keep_draining(last, n)) break;
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
       if (!is_recv(wc[i])) continue;
@@ -1024,10 +1038,11 @@ void VerbsEngine::rpc_server(Qp& q) {
   const std::uint64_t len = q.dev->block;
   ibv_wc wc[8];
   const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
+  std::int64_t last = 0;
   while (!stop_ && !ctx.aborted() && mono_now_ns() < until) {
-    if (ctx.stopping() && mono_now_ns() > ctx.schedule().end_at + 500'000'000) break;
     const int n = poll(q, wc, 8);
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);
+    if (ctx.stopping() && !keep_draining(last, n)) break;
     for (int i = 0; i < n; ++i) {
       const ibv_wc& w = wc[i];
       if (w.status != IBV_WC_SUCCESS) return fail_wc(q, w);

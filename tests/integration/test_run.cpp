@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <csignal>
+#include <filesystem>
 #include <netinet/in.h>
 #include <regex>
 #include <sys/socket.h>
@@ -311,4 +312,19 @@ TEST(Run, VerifyChecksEveryByteAcrossPartialSendsAndReceives) {
   const auto bad = run_fabperf({"run", "--local", "2", "--verify", "--skip-rx-copy"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("verify"), std::string::npos);
+}
+
+// The host running the suite has no RDMA device (real RDMA runs in the VM lab, label rdma): the
+// RDMA transport must say what it looked for, or that the build lacks it, and start nothing.
+TEST(Run, RdmaWithoutDeviceOrSupportFailsClearly) {
+  if (std::filesystem::exists("/sys/class/infiniband") && !std::filesystem::is_empty("/sys/class/infiniband")) {
+    GTEST_SKIP() << "this host has RDMA devices";
+  }
+  const auto r = run_fabperf({"run", "--local", "2", "--transport", "rdma", "--time", "1", "--quiet"});
+  if (r.exit_code == 2) {
+    EXPECT_NE(r.err.find("fabperf was built without RDMA support"), std::string::npos) << r.err;
+  } else {
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.err.find("no RDMA device found"), std::string::npos) << r.err;
+  }
 }

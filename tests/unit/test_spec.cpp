@@ -266,7 +266,9 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("cpus"), nlohmann::json::array());
   EXPECT_EQ(j.at("no_affinity"), false);
   EXPECT_EQ(j.at("verify"), false);
-  EXPECT_EQ(j.size(), 19u);
+  EXPECT_EQ(j.at("gid_index"), -1);
+  EXPECT_EQ(j.at("qdepth"), 16);
+  EXPECT_EQ(j.size(), 26u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
@@ -533,4 +535,41 @@ TEST(HostPortParse, LinkAddresses) {
   for (const char* bad : {"h1@", "h1@+10.0.0.1", "h1@10.0.0.1+", "h1@eth0", "h1@10.0.0.1;rm"}) {
     EXPECT_THROW(parse_host_port(bad, "--servers"), UsageError) << bad;
   }
+}
+
+TEST(SpecRdma, DefaultsRoundTripAndValidation) {
+  const auto d = TestSpec::make({});
+  EXPECT_EQ(d.rdma_device(), "");
+  EXPECT_EQ(d.gid_index(), -1);
+  EXPECT_EQ(d.rdma_verb(), RdmaVerb::write);
+  EXPECT_EQ(d.qdepth(), 16u);
+  EXPECT_EQ(d.cq_mod(), 1u);
+  SpecParams p;
+  p.transport = Transport::rdma;
+  p.rdma_device = "mlx5_0:1,mlx5_1";
+  p.gid_index = 3;
+  p.rdma_verb = RdmaVerb::send;
+  p.qdepth = 128;
+  p.inline_size = 220;
+  p.cq_mod = 32;
+  p.rdma_events = true;
+  const auto s = TestSpec::make(p);
+  EXPECT_EQ(spec_from_json(to_json(s)), s);
+  EXPECT_EQ(spec_from_json(json::parse(to_json(s).dump())), s);
+  EXPECT_EQ(parse_rdma_verb("send"), RdmaVerb::send);
+  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_rdma_verb("atomic"); }), "--rdma-verb 'atomic'"));
+  auto bad = [](auto edit, const char* want) {
+    SpecParams q;
+    q.transport = Transport::rdma;
+    edit(q);
+    EXPECT_TRUE(contains(error_of<UsageError>([&] { (void)TestSpec::make(q); }), want)) << want;
+  };
+  bad([](SpecParams& q) { q.qdepth = 0; }, "--qdepth 0");
+  bad([](SpecParams& q) { q.qdepth = 8; q.cq_mod = 9; }, "--cq-mod 9");
+  bad([](SpecParams& q) { q.inline_size = 5000; }, "--inline 5000");
+  bad([](SpecParams& q) { q.rdma_device = "mlx5 0"; }, "--rdma-device 'mlx5 0'");
+  bad([](SpecParams& q) { q.verify = true; }, "--verify is not available with --transport rdma");
+  json j = to_json(s);
+  j["gid_index"] = -2;
+  EXPECT_THROW(spec_from_json(j), ProtocolError);
 }

@@ -35,55 +35,54 @@ start_agent 127.0.0.2
 start_agent 127.0.0.3
 SRV_PID=${PIDS[0]}
 
-# check TEST MODE VERB: a short run; both ends' byte counts must agree.
-check() {
-  local test=$1 mode=$2 verb=$3 t0 t1
+# run_case TEST MODE VERB: a short run; the byte counts of both ends are checked at the end in
+# one python (python's start-up costs seconds in the emulated guest).
+CASES=()
+run_case() {
+  local test=$1 mode=$2 verb=$3 t0 t1 rc
   t0=$(date +%s.%N)
   "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test "$test" --mode "$mode" \
-    --rdma-verb "$verb" --time 2 --buffsize 64K --parallel 2 --json "$W/$test-$mode-$verb.json" --quiet >"$W/run.out" 2>&1
-  local rc=$?
+    --rdma-verb "$verb" --time 2 --buffsize 64K --json "$W/$test-$mode-$verb.json" --quiet >"$W/run.out" 2>&1
+  rc=$?
   t1=$(date +%s.%N)
   if [ $rc -ne 0 ]; then bad "$test/$mode/$verb: fabperf run exited $rc: $(tail -3 "$W/run.out")"; return; fi
-  if python3 - "$W/$test-$mode-$verb.json" "$test" >>"$SUM" 2>&1 <<'PY'
+  say "ran $test/$mode/$verb in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s"
+  CASES+=("$W/$test-$mode-$verb.json")
+}
+check_cases() {
+  python3 - "${CASES[@]}" <<'PY' | tee -a "$SUM"
 import json, sys
-doc = json.load(open(sys.argv[1])); test = sys.argv[2]
-cs = doc["connections"]
-def tot(role, k): return sum(c[k] for c in cs if c["role"] == role)
-errs = [c.get("error") for c in cs if c.get("error")]
-assert not errs, f"flow errors: {errs}"
-if test == "read":
-    a, b = tot("server", "tx_bytes_total"), tot("client", "rx_bytes_total")
-else:
-    a, b = tot("client", "tx_bytes_total"), tot("server", "rx_bytes_total")
-print(f"  {test}: sender counted {a} B, receiver {b} B, aggregate {doc['aggregate']['mb_per_s']:.1f} MB/s")
-assert a > 0 and a == b, f"byte counts differ: {a} vs {b}"
-assert doc["complete"], doc.get("findings")
+bad = 0
+for path in sys.argv[1:]:
+    name = path.rsplit("/", 1)[1][:-5]
+    try:
+        doc = json.load(open(path)); test = name.split("-")[0]
+        cs = doc["connections"]
+        def tot(role, k): return sum(c[k] for c in cs if c["role"] == role)
+        errs = [c.get("error") for c in cs if c.get("error")]
+        assert not errs, f"flow errors: {errs}"
+        if test == "read":
+            a, b = tot("server", "tx_bytes_total"), tot("client", "rx_bytes_total")
+        else:
+            a, b = tot("client", "tx_bytes_total"), tot("server", "rx_bytes_total")
+        assert a > 0 and a == b, f"byte counts differ: sender {a} vs receiver {b}"
+        assert doc["complete"], doc.get("findings")
+        print(f"PASS {name}: sender {a} B = receiver {b} B, aggregate {doc['aggregate']['mb_per_s']:.1f} MB/s")
+    except Exception as e:
+        bad += 1
+        print(f"FAIL {name}: {e}")
+print(f"matrix fails: {bad}")
 PY
-  then ok "$test/$mode/$verb ($(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s)"; else bad "$test/$mode/$verb"; fi
+  local n
+  n=$(grep -c '^FAIL ' "$SUM")
+  [ "$n" -eq "$fails" ] || fails=$n
 }
-for mode in stream rpc; do
-  check write "$mode" write
-  check read "$mode" write
-  check nwrite "$mode" write
-  check write "$mode" send
-done
-
-# Error paths: each must fail with exit 3 and a message naming what was looked for.
-expect_fail() {  # NAME PATTERN ARGS...
-  local name=$1 pat=$2; shift 2
-  "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --time 1 --buffsize 64K "$@" >"$W/err.out" 2>&1
-  local rc=$?
-  if [ $rc -eq 3 ] && grep -q "$pat" "$W/err.out"; then ok "$name: exit 3, '$(grep -m1 "$pat" "$W/err.out" | cut -c1-160)'"
-  else bad "$name: exit $rc, output: $(head -3 "$W/err.out")"; fi
-}
-expect_fail "unknown device" "no such RDMA device" --rdma-device mlx9_7
-expect_fail "wrong GID index" "has no GID at that index" --gid-index 77
 
 # perftest beside fabperf on the same rxe0 (64 KiB writes, 128 in flight; perftest MB = 2^20).
 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F >"$W/pt-srv.out" 2>&1 &
 PT=$!
 sleep 1
-ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1
+timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1
 wait $PT
 pt=$(awk '/^ *65536 /{print $4}' "$W/pt-cli.out" | tail -1)
 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 5 \
@@ -97,9 +96,27 @@ else
   bad "bandwidth comparison: perftest '$pt' fabperf '$fp' ($(tail -2 "$W/pt-cli.out") / $(tail -2 "$W/run.out"))"
 fi
 
+# Error paths: each must fail with exit 3 and a message naming what was looked for.
+expect_fail() {  # NAME PATTERN ARGS...
+  local name=$1 pat=$2; shift 2
+  timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --time 1 --buffsize 64K "$@" >"$W/err.out" 2>&1
+  local rc=$?
+  if [ $rc -eq 3 ] && grep -q "$pat" "$W/err.out"; then ok "$name: exit 3, '$(grep -m1 "$pat" "$W/err.out" | cut -c1-160)'"
+  else bad "$name: exit $rc, output: $(head -3 "$W/err.out")"; fi
+}
+expect_fail "unknown device" "no such RDMA device" --rdma-device mlx9_7
+expect_fail "wrong GID index" "has no GID at that index" --gid-index 77
+
+for mode in stream rpc; do
+  run_case write "$mode" write
+  run_case read "$mode" write
+  run_case nwrite "$mode" write
+  run_case write "$mode" send
+done
+check_cases
 # Peer dies mid-test: kill the server agent 2 s into a 6 s run; the run must end by itself,
 # exit 3 and report the lost node, with what was measured kept.
-"$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 6 \
+timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 6 \
   --buffsize 64K --json "$W/dies.json" >"$W/dies.out" 2>&1 &
 RUN=$!
 sleep 3

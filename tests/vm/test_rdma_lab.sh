@@ -7,7 +7,7 @@ if ! "$FABPERF" version 2>/dev/null | grep -q "rdma-core found"; then echo "SKIP
 RES=$(mktemp -d /tmp/fabperf-rdma-lab.XXXXXX)
 trap 'rm -rf "$RES"' EXIT
 t0=$(date +%s)
-"$TOP/scripts/vm-lab" --quiet --timeout 540 --modules rdma --results "$RES" --env "FABPERF=$FABPERF" "$TOP/tests/vm/rdma_guest.sh"
+"$TOP/scripts/vm-lab" --quiet --timeout 570 --modules rdma --results "$RES" --env "FABPERF=$FABPERF" "$TOP/tests/vm/rdma_guest.sh"
 rc=$?
 t1=$(date +%s)
 [ -f "$RES/summary.txt" ] && cat "$RES/summary.txt"
