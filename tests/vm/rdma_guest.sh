@@ -6,7 +6,8 @@
 set -uo pipefail
 FABPERF=${FABPERF:?}
 OUT=${VMLAB_RESULTS:?}
-W=$(mktemp -d /tmp/rdma.XXXXXX)
+W="$OUT/work"  # on the results share, so a timed-out boot still leaves its logs
+mkdir -p "$W"
 SUM="$OUT/summary.txt"
 : >"$SUM"
 fails=0
@@ -41,7 +42,7 @@ CASES=()
 run_case() {
   local test=$1 mode=$2 verb=$3 t0 t1 rc
   t0=$(date +%s.%N)
-  "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test "$test" --mode "$mode" \
+  timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test "$test" --mode "$mode" \
     --rdma-verb "$verb" --time 2 --buffsize 64K --json "$W/$test-$mode-$verb.json" --quiet >"$W/run.out" 2>&1
   rc=$?
   t1=$(date +%s.%N)
@@ -79,13 +80,13 @@ PY
 }
 
 # perftest beside fabperf on the same rxe0 (64 KiB writes, 128 in flight; perftest MB = 2^20).
-ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F >"$W/pt-srv.out" 2>&1 &
+timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F >"$W/pt-srv.out" 2>&1 &
 PT=$!
 sleep 1
 timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1
 wait $PT
 pt=$(awk '/^ *65536 /{print $4}' "$W/pt-cli.out" | tail -1)
-"$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 5 \
+timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 5 \
   --buffsize 64K --qdepth 128 --cq-mod 32 --json "$W/fp-bw.json" --quiet >"$W/run.out" 2>&1
 fp=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aggregate"]["mb_per_s"])' "$W/fp-bw.json" 2>/dev/null)
 if [ -n "$pt" ] && [ -n "$fp" ]; then
@@ -135,6 +136,5 @@ PY
 then ok "peer dies mid-test: run ended $((t1 - t0)) s after the kill, exit 3"
 else bad "peer dies mid-test: exit $rc ($(tail -3 "$W/dies.out"))"; fi
 
-cp "$W"/*.json "$W"/*.out "$OUT/" 2>/dev/null
 say "fails: $fails"
 [ $fails -eq 0 ]

@@ -5,7 +5,7 @@
 FABPERF=$1 TOP=$2
 if ! "$FABPERF" version 2>/dev/null | grep -q "rdma-core found"; then echo "SKIP: fabperf was built without RDMA support"; exit 77; fi
 RES=$(mktemp -d /tmp/fabperf-rdma-lab.XXXXXX)
-trap 'rm -rf "$RES"' EXIT
+trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$RES"' EXIT
 t0=$(date +%s)
 "$TOP/scripts/vm-lab" --quiet --timeout 570 --modules rdma --results "$RES" --env "FABPERF=$FABPERF" "$TOP/tests/vm/rdma_guest.sh"
 rc=$?
