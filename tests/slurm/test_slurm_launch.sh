@@ -6,7 +6,7 @@
 # Usage: test_slurm_launch.sh FABPERF_BIN SOURCE_DIR
 set -uo pipefail
 BIN=$(readlink -f "$1")
-SRC=$2
+SRC=$(readlink -f "$2")
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (slurmd runs jobs as root here)"; exit 77; fi
 for p in munged slurmctld slurmd sbatch srun scontrol sinfo; do
   command -v "$p" >/dev/null || { echo "SKIP: $p missing (apt-get install slurmctld slurmd slurm-client munge)"; exit 77; }
@@ -31,7 +31,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 mkdir -p "$T/munge" && chmod 755 "$T/munge"
 dd if=/dev/urandom of="$T/munge.key" bs=1024 count=1 status=none && chmod 600 "$T/munge.key"
 munged --foreground --force --key-file="$T/munge.key" --socket="$T/munge/munge.socket" \
-  --pid-file="$T/munged.pid" --log-file="$T/munged.log" --seed-file="$T/munge.seed" &
+  --pid-file="$T/munged.pid" --log-file="$T/munged.log" --seed-file="$T/munge.seed" >"$T/munged.out" 2>&1 &
 PIDS+=($!)
 
 CTLD_PORT=$(free_port)
@@ -81,7 +81,7 @@ for _ in $(seq 150); do
 done
 if [ "$up" -ne 1 ]; then
   echo "FAIL: the Slurm cluster did not come up: $(sinfo -N 2>&1 | tail -4)"
-  tail -5 "$T"/slurmctld.log "$T"/slurmd.*.log "$T"/*.out 2>/dev/null
+  tail -n 5 "$T"/slurmctld.log "$T"/slurmd.*.log "$T"/*.out 2>/dev/null
   exit 1
 fi
 echo "cluster up after $(echo "$(date +%s.%N) - $t_start" | bc) s"
@@ -121,7 +121,7 @@ rc=$?
 
 echo "--- job output"; cat "$T/job.out"
 if [ "$fails" -ne 0 ]; then
-  tail -20 "$T/slurmctld.log" "$T"/slurmd.n1.log
+  tail -n 20 "$T/slurmctld.log" "$T"/slurmd.n1.log
   exit 1
 fi
 echo "PASS (total $(echo "$(date +%s.%N) - $t_start" | bc) s)"
