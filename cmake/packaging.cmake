@@ -15,7 +15,7 @@ add_custom_target(fabperf_manpage ALL DEPENDS ${_man}.gz)
 
 install(TARGETS fabperf RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${_man}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
-install(FILES ${PROJECT_SOURCE_DIR}/scripts/fabperf-agent.service DESTINATION lib/systemd/system)
+install(FILES ${PROJECT_SOURCE_DIR}/scripts/fabperf-agent.service DESTINATION lib/systemd/system)  # /usr/lib/systemd/system: systemd reads both
 install(FILES ${PROJECT_SOURCE_DIR}/scripts/fabperf.bash-completion
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME fabperf)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/copyright ${PROJECT_BINARY_DIR}/packaging/changelog.gz
