@@ -508,6 +508,7 @@ class Agent {
 
 int run_agent(const AgentOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
   if (options.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   Agent agent(options);
   return agent.run();

@@ -1,6 +1,7 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/sysstat.hpp>
 #include <fabperf/units.hpp>
 
 #include "proto/conn.hpp"
@@ -438,6 +439,7 @@ class Coordinator {
 
 RunRecord run_test(const RunRequest& request) {
   std::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
   Coordinator c(request);
   return c.run();
 }

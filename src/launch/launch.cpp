@@ -1,6 +1,7 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/launch.hpp>
+#include <fabperf/sysstat.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -458,6 +459,7 @@ LabelledLine parse_labelled(std::string_view line) {
 std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshOptions& o) {
   if (hosts.empty()) throw UsageError("--launch ssh: no hosts");
   if (o.fanout < 1) throw UsageError("--launch-fanout: must be at least 1");
+  raise_fd_limit();
   auto agents = std::make_unique<LaunchedAgents>(one_time_key());
   auto& children = agents->children();
   children.reserve(hosts.size());
