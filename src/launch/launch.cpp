@@ -556,7 +556,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
         continue;
       }
       if (mono_now_ns() >= deadline[h]) {
-        fail(h, fmt::format("no agent ready within {} ({})", fmt_seconds(o.timeout), stderr_summary(c.err_text)));
+        fail(h, fmt::format("no agent ready within {}: {}", fmt_seconds(o.timeout), stderr_summary(c.err_text)));
       }
     }
   }
