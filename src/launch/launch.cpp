@@ -487,6 +487,11 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
 
   while (finished < hosts.size()) {
     if (interrupted()) {
+      // Sessions still connecting have no agent to stop gracefully: end them now, so Ctrl-C is
+      // prompt (the ones with a ready agent stop through their stdin, in the destructor).
+      for (std::size_t h = 0; h < next; ++h) {
+        if (!done[h]) ::kill(-children[child_of[h]].pid, SIGTERM);
+      }
       throw Error(ExitCode::infrastructure, "interrupted while starting agents over ssh; stopped them all");
     }
     while (active < o.fanout && next < hosts.size()) {
@@ -638,7 +643,10 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   const std::int64_t t0 = mono_now_ns();
   const std::int64_t deadline = t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
   while (port_of.size() < nodes.size()) {
-    if (interrupted()) throw Error(ExitCode::infrastructure, "interrupted while starting agents with srun; stopped them");
+    if (interrupted()) {
+      ::kill(-c.pid, SIGTERM);  // srun ends its step on SIGTERM
+      throw Error(ExitCode::infrastructure, "interrupted while starting agents with srun; stopped them");
+    }
     if (mono_now_ns() >= deadline) {
       throw Error(ExitCode::infrastructure, fmt::format("srun: {} of {} agents ready after {} ({})", port_of.size(),
                                                         nodes.size(), fmt_seconds(o.timeout), stderr_summary(c.err_text)));

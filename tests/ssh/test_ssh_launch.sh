@@ -167,6 +167,41 @@ t0=$(date +%s.%N)
 sessions_gone 8 || fail "SIGKILL of the coordinator: processes left under sshd: $(descendants "$SSHD_PID")"
 echo "ok: coordinator SIGKILLed: agents $(echo $seen) gone after $(echo "$(date +%s.%N) - $t0" | bc) s"
 
+# 8. SIGINT while ssh is still connecting (a port that accepts and never speaks ssh): the
+# launch gives up at once, exit 3, and the ssh it had started is gone (by PID).
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.6", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+conns = []
+t = time.time()
+while time.time() - t < 60:
+    s.settimeout(1)
+    try: conns.append(s.accept()[0])
+    except socket.timeout: pass
+' > "$T/mute.port" &
+mute_pid=$!
+for _ in $(seq 50); do [ -s "$T/mute.port" ] && break; sleep 0.1; done
+MUTE=$(cat "$T/mute.port")
+"$BIN" run --launch ssh --ssh-command "ssh -F /dev/null" "--ssh-option=-p$MUTE" "--ssh-option=-i$T/id" \
+  "--ssh-option=-oUserKnownHostsFile=$T/known_hosts" --agent-path "$BIN" --servers 127.0.0.6 --clients 127.0.0.7 \
+  --launch-timeout 30 "${TEST[@]}" >"$T/out8" 2>"$T/err8" &
+run_pid=$!
+kids=""
+for _ in $(seq 50); do kids=$(ps -o pid= --ppid "$run_pid" | tr -d ' '); [ -n "$kids" ] && break; sleep 0.1; done
+sleep 1
+t0=$(date +%s.%N)
+kill -INT "$run_pid"
+wait "$run_pid"; rc=$?
+took=$(echo "$(date +%s.%N) - $t0" | bc)
+kill "$mute_pid" 2>/dev/null; wait "$mute_pid" 2>/dev/null
+[ "$rc" -eq 3 ] || fail "SIGINT during the launch: exit $rc ($(cat "$T/err8"))"
+grep -q "interrupted while starting agents" "$T/err8" || fail "SIGINT during the launch: $(cat "$T/err8")"
+[ -n "$kids" ] || fail "SIGINT during the launch: no ssh process was seen"
+[ "$(echo "$took < 3" | bc)" -eq 1 ] || fail "SIGINT during the launch: took $took s to exit"
+for p in $kids; do kill -0 "$p" 2>/dev/null && fail "SIGINT during the launch: ssh $p still running"; done
+echo "ok: SIGINT while ssh connects: exit $rc after $took s, ssh $(echo $kids) gone"
+
 if [ "$fails" -ne 0 ]; then
   echo "sshd log:"; cat "$T/sshd.log"
   exit 1
