@@ -114,6 +114,23 @@ for d in /proc/[0-9]*; do
 done
 [ -z "$left" ] || fail "agents of job $jobid still running: $left"
 
+# The agent fails to start on the nodes (wrong path): the job fails with exit 3 and the shell's
+# own words, and nothing of it is left.
+t0=$(date +%s.%N)
+timeout 60 sbatch --wait -N 2 -o "$T/bad.out" --wrap "$BIN run --launch slurm --agent-path /nonexistent/fabperf --time 1 --launch-timeout 20" \
+  >"$T/sbatch2.out" 2>&1
+rc=$?
+jobid2=$(grep -o '[0-9]\+' "$T/sbatch2.out" | head -1)
+echo "failing job took $(echo "$(date +%s.%N) - $t0" | bc) s: $(grep fabperf: "$T/bad.out" | head -2 | tr '\n' ' ')"
+[ "$rc" -ne 0 ] || fail "a job with a wrong agent path succeeded"
+grep -q "exit code 3\|ExitCode=3" "$T/sbatch2.out" 2>/dev/null || [ "$(scontrol show job "$jobid2" 2>/dev/null | grep -o 'ExitCode=[0-9]*' | head -1)" = "ExitCode=3" ] ||
+  fail "wrong agent path: job exit is not 3: $(scontrol show job "$jobid2" 2>/dev/null | grep -o 'ExitCode=[0-9:]*')"
+grep -q "/nonexistent/fabperf" "$T/bad.out" || fail "wrong agent path: the error does not say so: $(cat "$T/bad.out")"
+for d in /proc/[0-9]*; do
+  [ "$(cat "$d/comm" 2>/dev/null)" = srun ] || continue
+  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$jobid2" && fail "srun ${d#/proc/} of the failed job still running"
+done
+
 # Outside an allocation: a clear usage error.
 env -u SLURM_JOB_NODELIST "$BIN" run --launch slurm --time 1 >"$T/o" 2>"$T/e"
 rc=$?
