@@ -290,7 +290,8 @@ int cmd_run(int argc, char** argv) {
   if (req.connect_timeout < std::chrono::milliseconds(100)) throw UsageError("--connect-timeout: must be at least 0.1 s");
 
   const std::string key_file = key_file_option(r);
-  if (!key_file.empty()) req.key = auth::load_key_file(key_file);
+  // Launched agents get a one-time key instead (cli::start_launch refuses --key-file).
+  if (!key_file.empty() && !r.count("launch")) req.key = auth::load_key_file(key_file);
 
   const bool quiet = r.count("quiet") > 0;
   const bool verbose = r.count("verbose") > 0;
