@@ -60,6 +60,9 @@ chroot "$M" /bin/bash -ec '
   stat -c "%a %U:%G" /etc/fabperf
   man -l /usr/share/man/man1/fabperf.1.gz 2>&1 >/dev/null | head -3
   MANWIDTH=100 man -l /usr/share/man/man1/fabperf.1.gz 2>/dev/null | grep -q -- "--launch" || { echo "man page lacks --launch"; exit 12; }
+  c=$(bash -c "source /usr/share/bash-completion/completions/fabperf; COMP_WORDS=(fabperf run --lau); COMP_CWORD=2; _fabperf; echo \${COMPREPLY[*]}")
+  echo "completion of run --lau: $c"
+  case "$c" in *--launch-timeout*) ;; *) echo "bash completion does not complete run options"; exit 16 ;; esac
   systemd-analyze verify /usr/lib/systemd/system/fabperf-agent.service 2>&1 | grep -v "^$" | head -5 || true
   # The agent starts as the service would: its user, its key file.
   fabperf keygen /etc/fabperf/key >/dev/null && chown fabperf:fabperf /etc/fabperf/key
