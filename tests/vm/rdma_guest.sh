@@ -82,8 +82,12 @@ PY
 # perftest beside fabperf on the same rxe0 (64 KiB writes, 128 in flight; perftest MB = 2^20).
 timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F >"$W/pt-srv.out" 2>&1 &
 PT=$!
-sleep 1
-timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1
+# The emulated guest may take seconds to get the server listening: retry while it lives.
+for _ in $(seq 30); do
+  sleep 1
+  timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1 && break
+  grep -q "Couldn't connect" "$W/pt-cli.out" && kill -0 $PT 2>/dev/null || break
+done
 wait $PT
 pt=$(awk '/^ *65536 /{print $4}' "$W/pt-cli.out" | tail -1)
 timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 5 \
