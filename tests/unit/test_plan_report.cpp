@@ -42,7 +42,9 @@ json run_result(int clients, int servers, double pair_mb) {
   return {{"schema", "fabperf.result"}, {"schema_version", 1}, {"fabperf_version", "0.test"}, {"test_id", "t1"},
           {"started_at", "2026-01-01T00:00:00Z"}, {"settings", {{"test", "write"}}},
           {"aggregate", {{"mb_per_s", pair_mb * clients * servers}, {"gbit_per_s", 1.0}, {"window_s", 1.5}}},
-          {"nodes", nodes}, {"pairs", pairs}, {"findings", json::array()}, {"summary", "1-1 write 100 MB/sec"}};
+          {"nodes", nodes}, {"pairs", pairs}, {"findings", json::array()}, {"summary", "1-1 write 100 MB/sec"},
+          {"latency", {{"count", 10}, {"mean_us", 50.0}, {"p50_us", 40.0}, {"p99_us", 90.0}, {"max_us", 100.0},
+                       {"buckets", {{{"lo_us", 32.0}, {"hi_us", 64.0}, {"count", 7}}, {{"lo_us", 64.0}, {"hi_us", 128.0}, {"count", 3}}}}}}};
 }
 
 json plan_line(int steps_total = 2) {
