@@ -60,7 +60,9 @@ std::string host_part(const std::string& endpoint) {
 }
 
 // Result nodes carry the endpoint the coordinator used ("10.0.0.1:6668"); the plan names hosts.
-// Match by name, then by address, then by role order against the step's client/server lists.
+// Match by name, then by an address that only one host of the step's role list has (agents
+// sharing an address, as in --local tests, differ only by port), then by role order against the
+// step's client/server lists.
 std::vector<std::string> node_names(const json& result, const std::vector<Host>& hosts,
                                     const std::vector<std::string>& clients, const std::vector<std::string>& servers) {
   std::vector<std::string> out;
@@ -68,26 +70,29 @@ std::vector<std::string> node_names(const json& result, const std::vector<Host>&
   for (const auto& n : result["nodes"]) {
     const std::string given = str(n, "node");
     const std::string host = host_part(given);
+    const std::string role = str(n, "role");
+    const bool is_client = role.find("client") != std::string::npos;
+    const std::vector<std::string>& candidates = is_client ? clients : servers;
     std::string found;
     for (const auto& h : hosts) {
-      if (h.name == given || h.name == host || (!h.address.empty() && (h.address == host || h.address == given))) {
-        found = h.name;
-        break;
-      }
+      if (h.name == given || h.name == host) found = h.name;
     }
     if (found.empty()) {
-      const std::string role = str(n, "role");
-      // An "server+client" node only exists in patterns where each host plays both roles; its
-      // plan name is then in both lists at the same position, so the client list serves.
-      if (role.rfind("client", 0) == 0 || role == "server+client") {
-        if (ci < clients.size()) found = clients[ci];
-        ++ci;
-        if (role == "server+client") ++si;
-      } else if (role == "server") {
-        if (si < servers.size()) found = servers[si];
-        ++si;
+      int matches = 0;
+      for (const auto& h : hosts) {
+        if (h.address.empty() || std::find(candidates.begin(), candidates.end(), h.name) == candidates.end()) continue;
+        if (h.address == host || h.address == given) {
+          found = h.name;
+          ++matches;
+        }
       }
+      if (matches != 1) found.clear();
     }
+    // Role order: a "server+client" node plays both roles, so it takes a place in both lists.
+    const std::size_t pos = is_client ? ci : si;
+    if (found.empty() && pos < candidates.size()) found = candidates[pos];
+    if (is_client) ++ci;
+    if (role.find("server") != std::string::npos) ++si;
     out.push_back(found.empty() ? given : found);
   }
   return out;

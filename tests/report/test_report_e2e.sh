@@ -86,13 +86,13 @@ print("formats ok: verdict", verdict, "kpis", exp["kpis"], "failed", exp["failed
 PY
 
 # A single run's JSON is accepted as it is.
-"$bin" report run1.json --format text | grep -q "VERDICT: NO KPI"
+"$bin" report run1.json --format text | grep "VERDICT: NO KPI" >/dev/null
 "$bin" report run1.json --format junit | python3 -c 'import sys, xml.etree.ElementTree as E; assert len(E.parse(sys.stdin).getroot().findall(".//testcase")) == 1'
 
 # A plan that stopped: no "end"; its steps are still reported.
 python3 "$here/make_results.py" stopped.jsonl --no-end run1.json run2.json run3.json run4.json >/dev/null
-"$bin" report stopped.jsonl | grep -q "did not finish"
-"$bin" report stopped.jsonl --format junit | grep -q 'name="plan finished"'
+"$bin" report stopped.jsonl | grep "did not finish" >/dev/null
+"$bin" report stopped.jsonl --format junit | grep 'name="plan finished"' >/dev/null
 
 # Malformed input: FILE:LINE and exit 2.
 sed '3s/.*/{"type": "step", "index": oops}/' results.jsonl >bad.jsonl

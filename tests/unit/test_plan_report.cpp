@@ -222,12 +222,17 @@ TEST(PlanModel, MatrixVerdictAndNames) {
 }
 
 TEST(PlanModel, NamesMatchedByAddress) {
-  auto s = step_line(0, "n3", "n1", 50);
-  s["result"]["nodes"][0]["node"] = "10.0.0.1:6668";  // a client whose address is n1's
-  s["result"]["nodes"][1]["node"] = "n3";
+  auto s = step_line(0, "n1", "n2", 50);
+  s["clients"] = {"n1", "n3"};
+  s["result"] = run_result(2, 1, 50);
+  s["result"]["nodes"][0]["node"] = "10.0.0.3:6668";  // clients in the other order than the step lists them
+  s["result"]["nodes"][1]["node"] = "10.0.0.1:6668";
+  s["result"]["nodes"][2]["node"] = "n2";
   const auto r = build_plan_report(load(lines({plan_line(1), s, end_line(true)})));
-  EXPECT_EQ(r.steps[0].nodes[0].node, "n1");
-  EXPECT_EQ(r.steps[0].nodes[1].node, "n3");
+  EXPECT_EQ(r.steps[0].nodes[0].node, "n3");
+  EXPECT_EQ(r.steps[0].nodes[1].node, "n1");
+  EXPECT_EQ(r.steps[0].nodes[2].node, "n2");
+  EXPECT_EQ(r.steps[0].pairs[0].client, "n3");
 }
 
 TEST(PlanModel, FailedStepIsAnErrorVerdict) {
