@@ -37,7 +37,7 @@ double nice_step(double max, int n) {
 std::string fmt_num(double v) {
   if (v == 0) return "0";
   if (std::fabs(v) >= 100) return fmt::format("{:.0f}", v);
-  if (std::fabs(v) >= 10) return fmt::format("{:.1f}", v);
+  if (std::fabs(v) >= 10 || v == std::floor(v)) return fmt::format("{:.{}f}", v, v == std::floor(v) ? 0 : 1);
   return fmt::format("{:.2g}", v);
 }
 
@@ -87,8 +87,8 @@ std::string threshold_line(const Geometry& g, const Threshold& t, double ymax) {
   const double y = g.top + g.ph() * (1 - t.value / ymax);
   return fmt::format("<g class=\"kpi-line\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
                      "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
-                     "text-anchor=\"end\" fill=\"{}\">{}</text></g>\n",
-                     g.left, g.left + g.pw(), y, y, kFail, g.left + g.pw(), y - 5, kFail, e(t.label));
+                     "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" stroke-linejoin=\"round\">{}</text></g>\n",
+                     g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, e(t.label));
 }
 
 struct BarGroup {
@@ -129,10 +129,10 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
     const std::string label = gr.failed ? gr.label + " \u2717" : gr.label;
     if (rotate) {
       out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\" transform=\"rotate(-40 {:.1f} {:.1f})\"{}>{}</text>\n",
-                         cx, ly, cx, ly, gr.failed ? fmt::format(" fill=\"{}\"", kFail) : "", e(label));
+                         cx, ly, cx, ly, gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
     } else {
       out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\"{}>{}</text>\n", cx, ly,
-                         gr.failed ? fmt::format(" fill=\"{}\"", kFail) : "", e(label));
+                         gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
     }
   }
   out += threshold_line(g, t, ymax);
@@ -305,7 +305,7 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
                          x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, e(m.nodes[i]), e(m.nodes[j]), *v,
                          bad ? " (KPI failed)" : "");
       if (cell >= 34) {
-        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\" fill=\"{}\">{:.0f}</text>\n",
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\" style=\"fill:{}\">{:.0f}</text>\n",
                            x + cell / 2, y + cell / 2 + 4, dark ? "#fff" : kInk, *v);
       }
     }
@@ -391,7 +391,7 @@ section.step { background:#fff; border:1px solid var(--line); border-radius:8px;
 figure { margin:0; } figure.wide { margin: 8px 0 0; }
 figcaption { font-size: 12.5px; font-weight:600; color:#374151; margin-bottom: 2px; }
 svg.chart { width:100%; height:auto; display:block; background:#fff; }
-svg text { font-family: inherit; fill: var(--ink); }
+svg text { font-family: inherit; }
 svg .tick { font-size: 11px; fill: #4b5563; } svg .axis { font-size: 11px; fill: var(--muted); }
 svg .cell { font-size: 11px; font-weight: 600; } svg .kpi-label { font-size: 11px; font-weight: 600; fill:#dc2626; }
 code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12.5px; }
