@@ -99,6 +99,7 @@ struct KpiCheck {
   std::string kpi;
   std::string scope;    // node, pair, link, aggregate, step
   std::string subject;  // "n1", "n1->n2", "n1/eth0", ""
+  bool measured{true};  // false: the value could not be measured (then the check failed)
   double value{0};
   double threshold{0};
   std::string op;  // ">=" or "<="
@@ -155,6 +156,7 @@ struct KpiGroup {
   std::string unit;
   int passed{0};
   int failed{0};
+  bool worst_measured{true};
   double worst{0};  // the value farthest on the wrong side (or closest to the line when all pass)
   std::string worst_subject;
 };

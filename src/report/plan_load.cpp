@@ -138,7 +138,7 @@ void check_kpi(const json& j, const LineError& e) {
   e.string(j, "kpi");
   e.one_of(j, "scope", {"node", "pair", "link", "aggregate", "step"});
   e.string(j, "subject");
-  e.number(j, "value");
+  if (!e.field(j, "value").is_null()) e.number(j, "value");  // null: could not be measured
   e.number(j, "threshold");
   e.one_of(j, "op", {">=", "<="});
   e.string(j, "unit");

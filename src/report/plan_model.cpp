@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -195,6 +196,7 @@ KpiCheck kpi_check(const json& k) {
   c.kpi = str(k, "kpi");
   c.scope = str(k, "scope");
   c.subject = str(k, "subject");
+  c.measured = k["value"].is_number();
   c.value = num(k, "value");
   c.threshold = num(k, "threshold");
   c.op = str(k, "op");
@@ -204,8 +206,12 @@ KpiCheck kpi_check(const json& k) {
   return c;
 }
 
-// How far a value is on the failing side of its threshold (positive = failing).
-double shortfall(const KpiCheck& c) { return c.op == ">=" ? c.threshold - c.value : c.value - c.threshold; }
+// How far a value is on the failing side of its threshold (positive = failing); a check that
+// could not be measured is the worst of all.
+double shortfall(const KpiCheck& c) {
+  if (!c.measured) return std::numeric_limits<double>::infinity();
+  return c.op == ">=" ? c.threshold - c.value : c.value - c.threshold;
+}
 
 }  // namespace
 
@@ -260,16 +266,20 @@ PlanReport build_plan_report(const RawResults& raw) {
 
   // KPI groups: one line per (test, KPI, scope, threshold) in the verdict table.
   std::map<std::string, std::size_t> group_at;
+  std::vector<const KpiCheck*> worst_at;
   for (const auto& k : r.kpis) {
     const auto key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", k.test, k.kpi, k.scope, k.op, k.threshold);
     auto it = group_at.find(key);
     if (it == group_at.end()) {
       it = group_at.emplace(key, r.kpi_groups.size()).first;
-      r.kpi_groups.push_back({k.test, k.kpi, k.scope, k.op, k.threshold, k.unit, 0, 0, k.value, k.subject});
+      r.kpi_groups.push_back({k.test, k.kpi, k.scope, k.op, k.threshold, k.unit, 0, 0, k.measured, k.value, k.subject});
+      worst_at.push_back(&k);
     }
     auto& g = r.kpi_groups[it->second];
     (k.pass ? g.passed : g.failed) += 1;
-    if (shortfall(k) > (g.op == ">=" ? g.threshold - g.worst : g.worst - g.threshold)) {
+    if (shortfall(k) > shortfall(*worst_at[it->second])) {
+      worst_at[it->second] = &k;
+      g.worst_measured = k.measured;
       g.worst = k.value;
       g.worst_subject = k.subject;
     }

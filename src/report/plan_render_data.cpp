@@ -59,7 +59,7 @@ json latency_json(const std::optional<LatencyView>& l) {
 json kpi_json(const KpiCheck& c) {
   return {{k(col::test), c.test.empty() ? json(nullptr) : json(c.test)},
           {k(col::step), c.step.empty() ? json(nullptr) : json(c.step)},
-          {k(col::kpi), c.kpi}, {k(col::scope), c.scope}, {k(col::subject), c.subject}, {k(col::value), c.value},
+          {k(col::kpi), c.kpi}, {k(col::scope), c.scope}, {k(col::subject), c.subject}, {k(col::value), c.measured ? json(c.value) : json(nullptr)},
           {k(col::threshold), c.threshold}, {"op", c.op}, {"unit", c.unit}, {k(col::pass), c.pass}, {k(col::detail), c.detail}};
 }
 
@@ -113,7 +113,7 @@ json render_plan_json(const PlanReport& r) {
   for (const auto& g : r.kpi_groups) {
     groups.push_back({{k(col::test), g.test.empty() ? json(nullptr) : json(g.test)}, {k(col::kpi), g.kpi},
                       {k(col::scope), g.scope}, {"op", g.op}, {k(col::threshold), g.threshold}, {"unit", g.unit},
-                      {"passed", g.passed}, {"failed", g.failed}, {"worst", g.worst}, {"worst_subject", g.worst_subject}});
+                      {"passed", g.passed}, {"failed", g.failed}, {"worst", g.worst_measured ? json(g.worst) : json(nullptr)}, {"worst_subject", g.worst_subject}});
   }
   json matrices = json::array();
   for (const auto& m : r.matrices) {
@@ -190,7 +190,7 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
     row({k(col::test), k(col::step), k(col::kpi), k(col::scope), k(col::subject), k(col::value), "op", k(col::threshold),
          "unit", k(col::pass), k(col::detail)});
     for (const auto& c : r.kpis) {
-      row({c.test, c.step, c.kpi, c.scope, c.subject, num(c.value), c.op, num(c.threshold), c.unit, c.pass ? "true" : "false",
+      row({c.test, c.step, c.kpi, c.scope, c.subject, c.measured ? num(c.value) : "", c.op, num(c.threshold), c.unit, c.pass ? "true" : "false",
            c.detail});
     }
   } else {
@@ -245,7 +245,8 @@ std::string render_plan_junit(const PlanReport& r) {
     if (!c.step.empty()) name += " [" + c.step + "]";
     su.body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">\n",
                            xml_escape(prefix + "." + (c.test.empty() ? "plan" : c.test)), xml_escape(name));
-    const std::string measured = fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, c.value, c.unit, c.op, c.threshold);
+    const std::string measured = c.measured ? fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, c.value, c.unit, c.op, c.threshold)
+                                            : fmt::format("{}: not measured (required {} {:g} {})", c.kpi, c.op, c.threshold, c.unit);
     if (!c.pass) {
       ++su.failures;
       su.body += fmt::format("      <failure message=\"{}\" type=\"kpi\">{}</failure>\n",

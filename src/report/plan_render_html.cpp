@@ -445,9 +445,10 @@ std::string render_plan_html(const PlanReport& r) {
            "<th class=\"num\">checks</th><th class=\"num\">failed</th><th class=\"num\">worst</th><th>worst at</th><th>result</th></tr></thead><tbody>\n";
     for (const auto& g : r.kpi_groups) {
       out += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
-                         "<td class=\"num\">{}</td><td class=\"num\">{:.1f}</td><td>{}</td><td>{}</td></tr>\n",
+                         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
                          g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope),
-                         e(g.op), g.threshold, e(g.unit), g.passed + g.failed, g.failed, g.worst,
+                         e(g.op), g.threshold, e(g.unit), g.passed + g.failed, g.failed,
+                         g.worst_measured ? fmt_num(g.worst) : std::string("n/a"),
                          e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
     }
     out += "</tbody></table>\n";
@@ -456,10 +457,10 @@ std::string render_plan_html(const PlanReport& r) {
              "<th class=\"num\">value</th><th class=\"num\">required</th><th>detail</th></tr></thead><tbody>\n";
       for (const auto& k : r.kpis) {
         if (k.pass) continue;
-        out += fmt::format("<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f} {}</td>"
+        out += fmt::format("<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
                            "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
                            e(k.kpi), e(k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step),
-                           e(k.subject.empty() ? "-" : k.subject), k.value, e(k.unit), e(k.op), k.threshold, e(k.detail));
+                           e(k.subject.empty() ? "-" : k.subject), k.measured ? fmt_num(k.value) : std::string("n/a"), e(k.unit), e(k.op), k.threshold, e(k.detail));
       }
       out += "</tbody></table>\n";
     }

@@ -28,7 +28,8 @@ class Table {
     for (const auto& r : rows_) {
       std::string line = indent;
       for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
-        const bool numeric = !r[i].empty() && (std::isdigit(static_cast<unsigned char>(r[i][0])) || r[i][0] == '-') &&
+        const auto digit = [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; };
+        const bool numeric = !r[i].empty() && (digit(r[i][0]) || (r[i][0] == '-' && r[i].size() > 1 && digit(r[i][1]))) &&
                              &r != &rows_.front();
         line += numeric ? fmt::format("{:>{}}", r[i], w[i]) : fmt::format("{:<{}}", r[i], w[i]);
         if (i + 1 < r.size()) line += "  ";
@@ -54,6 +55,7 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 std::string kpi_value(double v) { return fmt::format("{:g}", std::round(v * 100) / 100); }
+std::string kpi_value(bool measured, double v) { return measured ? kpi_value(v) : "n/a"; }
 
 }  // namespace
 
@@ -76,7 +78,7 @@ std::string render_plan_text(const PlanReport& r) {
     Table t({h(col::kpi), h(col::test), h(col::scope), h(col::threshold), "checks", "failed", "worst", "worst at", h(col::pass)});
     for (const auto& g : r.kpi_groups) {
       t.add({g.kpi, g.test.empty() ? "(plan)" : g.test, g.scope, fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit),
-             std::to_string(g.passed + g.failed), std::to_string(g.failed), kpi_value(g.worst),
+             std::to_string(g.passed + g.failed), std::to_string(g.failed), kpi_value(g.worst_measured, g.worst),
              g.worst_subject.empty() ? "-" : g.worst_subject, g.failed ? "FAIL" : "pass"});
     }
     out += t.str();
@@ -86,7 +88,7 @@ std::string render_plan_text(const PlanReport& r) {
       for (const auto& k : r.kpis) {
         if (k.pass) continue;
         f.add({k.kpi, k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step, k.subject.empty() ? "-" : k.subject,
-               fmt::format("{} {}", kpi_value(k.value), k.unit), fmt::format("{} {}", k.op, kpi_value(k.threshold)), k.detail});
+               fmt::format("{} {}", kpi_value(k.measured, k.value), k.unit), fmt::format("{} {}", k.op, kpi_value(k.threshold)), k.detail});
       }
       out += f.str();
     }

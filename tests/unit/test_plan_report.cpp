@@ -314,3 +314,18 @@ TEST(PlanRender, TextAndJsonCarryTheVerdict) {
   EXPECT_TRUE(j["matrices"][0]["mb_per_s"][0][0].is_null());
   EXPECT_EQ(j["steps"].size(), 2u);
 }
+
+TEST(PlanModel, UnmeasuredKpiValueIsNullAndWorst) {
+  auto k = kpi_line("ap/0", "n1->n2", 0, false);
+  k["value"] = nullptr;
+  k["kpi"] = "min-efficiency-pct";
+  const auto r = build_plan_report(load(good() + k.dump() + "\n"));
+  ASSERT_EQ(r.kpis.size(), 3u);
+  EXPECT_FALSE(r.kpis[2].measured);
+  EXPECT_EQ(r.kpi_failed, 2);
+  EXPECT_EQ(render_plan_json(r)["kpis"][2]["value"], nullptr);
+  EXPECT_NE(render_plan_text(r).find("n/a"), std::string::npos);
+  EXPECT_NE(render_plan_junit(r).find("not measured"), std::string::npos);
+  k["value"] = "high";
+  EXPECT_EQ(load_error(good() + k.dump() + "\n"), "r.jsonl:7: kpi record: field 'value' must be a number");
+}
