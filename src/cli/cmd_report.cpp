@@ -12,7 +12,7 @@
 #include <fstream>
 #include <iostream>
 
-namespace fabperf {
+namespace fabperf::cli {
 
 int cmd_report(int argc, char** argv) {
   cxxopts::Options o("fabperf report",
@@ -73,4 +73,4 @@ int cmd_report(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace fabperf
+}  // namespace fabperf::cli

@@ -1,8 +1,9 @@
-// Subcommands that live in their own files (src/cli/cmd_NAME.cpp); main.cpp dispatches to them.
+// Subcommands that live in their own files (main.cpp only dispatches to them).
 #pragma once
 
-namespace fabperf {
+namespace fabperf::cli {
 
-int cmd_report(int argc, char** argv);  // cmd_report.cpp
+// `fabperf report RESULTS --format text|json|csv|junit|html` (cmd_report.cpp)
+int cmd_report(int argc, char** argv);
 
-}  // namespace fabperf
+}  // namespace fabperf::cli

@@ -446,7 +446,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "run") return cmd_run(argc - 1, argv + 1);
   if (cmd == "links") return cmd_links(argc - 1, argv + 1);
   if (cmd == "compare") return cmd_compare(argc - 1, argv + 1);
-  if (cmd == "report") return cmd_report(argc - 1, argv + 1);
+  if (cmd == "report") return cli::cmd_report(argc - 1, argv + 1);
   if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
   if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
