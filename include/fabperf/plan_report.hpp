@@ -31,6 +31,7 @@ struct RawResults {
   std::optional<nlohmann::json> end;  // the "end" line, when the plan finished
   int resumed{0};                 // how many "plan" lines after the first (resumed runs)
   int superseded_steps{0};        // step records replaced by a later record of the same id
+  std::size_t truncated_line{0};  // a last line cut off mid-write (ignored), 0 if none
 };
 
 // Reads a results file; throws UsageError naming FILE:LINE for every malformed line, an unknown

@@ -241,7 +241,7 @@ RawResults load_results(std::istream& in, const std::string& name) {
       // The writer appends whole lines and flushes each; only a crash mid-write leaves a last line
       // without its newline. What came before it is intact and is reported.
       if (last_unterminated && have_plan) {
-        raw.plan["_truncated_line"] = lineno;
+        raw.truncated_line = lineno;
         break;
       }
       throw UsageError(fmt::format("{}:{}: not valid JSON", name, lineno));

@@ -328,9 +328,8 @@ PlanReport build_plan_report(const RawResults& raw) {
   }
 
   // Notes and verdict.
-  if (raw.plan.contains("_truncated_line")) {
-    r.notes.push_back(fmt::format("line {} was cut off mid-write (the writer stopped); it was ignored",
-                                  raw.plan["_truncated_line"].get<std::size_t>()));
+  if (raw.truncated_line > 0) {
+    r.notes.push_back(fmt::format("line {} was cut off mid-write (the writer stopped); it was ignored", raw.truncated_line));
   }
   if (r.resumed > 0) r.notes.push_back(fmt::format("the plan was resumed {} time(s); the last record of each step counts", r.resumed));
   if (raw.superseded_steps > 0) {
