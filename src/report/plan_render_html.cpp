@@ -216,10 +216,11 @@ std::string histogram_chart(const std::string& title, const LatencyView& l) {
                          g.top + g.ph() + 16, fmt_us(b.lo_us));
     }
   }
-  // Percentile markers at the bucket holding each percentile.
+  // Percentile markers at the bucket holding each percentile: the last non-empty bucket that
+  // starts at or below it (only non-empty buckets are drawn, so gaps between them are skipped).
   for (const auto& [name, v] : {std::pair<const char*, double>{"p50", l.p50_us}, {"p99", l.p99_us}}) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (v >= l.buckets[i].lo_us && (v < l.buckets[i].hi_us || i + 1 == n)) {
+    for (std::size_t i = n; i-- > 0;) {
+      if (v >= l.buckets[i].lo_us || i == 0) {
         const double x = g.left + slot * (static_cast<double>(i) + 0.5);
         out += fmt::format("<g class=\"pct\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
                            "stroke-dasharray=\"3 3\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{} {}</text></g>\n",

@@ -82,6 +82,7 @@ assert "<script" not in html.lower()
 assert html.count('class="heat-cell"') == 12, html.count('class="heat-cell"')
 assert html.count('class="kpi-line"') >= 4
 assert 'class="chart timeseries"' in html and 'class="chart histogram"' in html
+assert html.count('class="pct"') == 2 * html.count('class="chart histogram"')  # p50 and p99 on each
 print("formats ok: verdict", verdict, "kpis", exp["kpis"], "failed", exp["failed"])
 PY
 
