@@ -74,6 +74,20 @@ inline constexpr Column efficiency_pct{"efficiency_pct", "eff %", "%"};
 inline constexpr Column best_goodput_mb_per_s{"best_goodput_mb_per_s", "best MB/s", "10^6 B/s"};
 inline constexpr Column errors{"errors", "errors", "packets"};
 inline constexpr Column drops{"drops", "drops", "packets"};
+// fabperf report (plan results)
+inline constexpr Column step{"step", "step", ""};
+inline constexpr Column test{"test", "test", ""};
+inline constexpr Column pattern{"pattern", "pattern", ""};
+inline constexpr Column client{"client", "client", ""};
+inline constexpr Column server{"server", "server", ""};
+inline constexpr Column duration_s{"duration_s", "time s", "s"};
+inline constexpr Column kpi{"kpi", "KPI", ""};
+inline constexpr Column scope{"scope", "scope", ""};
+inline constexpr Column subject{"subject", "subject", ""};
+inline constexpr Column value{"value", "value", ""};
+inline constexpr Column threshold{"threshold", "threshold", ""};
+inline constexpr Column pass{"pass", "result", ""};
+inline constexpr Column detail{"detail", "detail", ""};
 }  // namespace col
 
 }  // namespace fabperf

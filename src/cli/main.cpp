@@ -1,5 +1,7 @@
 // fabperf: one binary, subcommands over the core library. Parsing and validation only; the work
 // happens in the library. Exit codes: docs/usage.md.
+#include "cli/commands.hpp"
+
 #include <fabperf/agent.hpp>
 #include <fabperf/auth.hpp>
 #include <fabperf/build_config.hpp>
@@ -36,6 +38,7 @@ commands:
   run       run a test against agents (or --local N agents on this host)
   links     list this host's network interfaces: speed, MTU, addresses, bonds, socket limits
   compare   compare two saved results (before/after a change) link by link
+  report    render results (a plan's results file or a run's JSON): text, json, csv, junit, html
   shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
   keygen    write a new random shared key: 'fabperf keygen FILE [--force]' (mode 0600)
   version   print the version
@@ -506,6 +509,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "run") return cmd_run(argc - 1, argv + 1);
   if (cmd == "links") return cmd_links(argc - 1, argv + 1);
   if (cmd == "compare") return cmd_compare(argc - 1, argv + 1);
+  if (cmd == "report") return cli::cmd_report(argc - 1, argv + 1);
   if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
   if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {

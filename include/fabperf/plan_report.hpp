@@ -1,0 +1,207 @@
+// `fabperf report`: the results of a plan (JSON Lines written by `fabperf run --plan ...
+// --results FILE`, schema "fabperf.plan-results") or of one run (`fabperf run --json FILE`)
+// turned into a PlanReport view model, then formatted as text, JSON, CSV, JUnit XML or one
+// self-contained HTML page. Three stages, each testable alone:
+//   load_results()       file -> RawResults (every malformed line: UsageError "FILE:LINE: ...")
+//   build_plan_report()  RawResults -> PlanReport (all arithmetic: aggregates, matrix, verdict)
+//   render_plan_*()      PlanReport -> text (formatting only; columns from units.hpp)
+// The line format is documented in docs/reports.md.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fabperf {
+
+inline constexpr const char* kPlanResultsSchema = "fabperf.plan-results";
+inline constexpr int kPlanResultsVersion = 1;
+
+// What the file held, validated line by line but not yet interpreted.
+struct RawResults {
+  std::string path;
+  bool single_run{false};         // a plain `fabperf run --json` result, not a plan results file
+  nlohmann::json plan;            // the "plan" line (for a single run: a synthesized header)
+  std::vector<nlohmann::json> steps;  // one per step id, the last record of that id, by index
+  std::vector<nlohmann::json> kpis;   // one per check key, the last record of that key
+  std::optional<nlohmann::json> end;  // the "end" line, when the plan finished
+  int resumed{0};                 // how many "plan" lines after the first (resumed runs)
+  int superseded_steps{0};        // step records replaced by a later record of the same id
+  std::size_t truncated_line{0};  // a last line cut off mid-write (ignored), 0 if none
+};
+
+// Reads a results file; throws UsageError naming FILE:LINE for every malformed line, an unknown
+// schema or version. A file that ends without "end" is accepted (the plan did not finish).
+RawResults load_results(const std::string& path);
+// The same from a stream; `name` is used in messages.
+RawResults load_results(std::istream& in, const std::string& name);
+
+struct HistBucket {
+  double lo_us{0};
+  double hi_us{0};
+  std::uint64_t count{0};
+};
+
+struct LatencyView {
+  std::string what;  // "rpc" (request latency) or "delay" (ping round trips under load)
+  std::uint64_t count{0};
+  double mean_us{0}, min_us{0}, p50_us{0}, p90_us{0}, p99_us{0}, p999_us{0}, max_us{0};
+  std::vector<HistBucket> buckets;  // non-empty buckets only, ascending
+};
+
+struct NodeRow {
+  std::string node;  // the plan's host name when it could be matched, else the name the run used
+  std::string role;
+  std::string status;
+  double tx_mb_per_s{0};
+  double rx_mb_per_s{0};
+  double cpu_busy_pct{0};
+  std::int64_t retrans_segs{-1};  // -1 unknown
+  std::optional<LatencyView> latency;
+};
+
+struct PairRow {
+  std::string client;
+  std::string server;
+  double mb_per_s{0};
+  std::uint64_t retrans{0};
+  std::uint32_t rtt_us{0};
+};
+
+struct LinkRow {
+  std::string node;
+  std::string link;
+  double tx_mb_per_s{0};       // interface counters
+  double rx_mb_per_s{0};
+  double payload_mb_per_s{0};  // fabperf's bytes on this link, busier direction
+  std::int64_t speed_mbps{-1};
+  double utilization_pct{-1};
+  std::uint64_t errors{0};
+  std::uint64_t drops{0};
+};
+
+struct SeriesPoint {
+  double t_s{0};
+  double mb_per_s{0};
+};
+
+struct Series {
+  std::string name;  // "aggregate" or a node name
+  std::vector<SeriesPoint> points;
+};
+
+struct KpiCheck {
+  std::string test;  // "" for a plan-wide check
+  std::string step;  // "" for a test-wide or plan-wide check
+  std::string kpi;
+  std::string scope;    // node, pair, link, aggregate, step
+  std::string subject;  // "n1", "n1->n2", "n1/eth0", ""
+  bool measured{true};  // false: the value could not be measured (then the check failed)
+  double value{0};
+  double threshold{0};
+  std::string op;  // ">=" or "<="
+  std::string unit;
+  bool pass{false};
+  std::string detail;
+};
+
+struct StepView {
+  int index{0};
+  std::string id;
+  std::string test;
+  std::string pattern;
+  std::vector<std::string> clients;
+  std::vector<std::string> servers;
+  std::string status;  // done, failed, interrupted
+  std::string error;
+  std::string started_at;
+  double duration_s{0};
+  bool measured{false};  // the step has a result
+  std::string op;        // write, read, ... (from the result's settings)
+  std::string summary;   // nsdperf's one-line result
+  double mb_per_s{0};
+  double gbit_per_s{0};
+  double msg_per_s{0};
+  double window_s{0};
+  std::vector<NodeRow> nodes;
+  std::vector<PairRow> pairs;
+  std::vector<LinkRow> links;
+  std::optional<LatencyView> latency;  // all clients merged
+  std::optional<LatencyView> delay;
+  std::vector<Series> series;  // aggregate first, then one per node that sent data
+  std::vector<std::string> findings;
+  int kpi_passed{0};
+  int kpi_failed{0};
+};
+
+// The all-pairs matrix of one test: cell [c][s] is client c -> server s in MB/s.
+struct PairMatrix {
+  std::string test;
+  std::vector<std::string> nodes;
+  std::vector<std::vector<std::optional<double>>> mb_per_s;
+  double min{0};
+  double max{0};
+  int cells{0};  // measured cells
+};
+
+struct KpiGroup {
+  std::string test;  // "" for plan-wide checks
+  std::string kpi;
+  std::string scope;
+  std::string op;
+  double threshold{0};
+  std::string unit;
+  int passed{0};
+  int failed{0};
+  bool worst_measured{true};
+  double worst{0};  // the value farthest on the wrong side (or closest to the line when all pass)
+  std::string worst_subject;
+};
+
+struct PlanReport {
+  std::string source;  // the file read
+  std::string kind;    // "plan" or "run"
+  std::string plan_name;
+  std::string plan_file;
+  std::string fabperf_version;
+  std::string started_at;
+  std::string finished_at;  // "" when the plan did not finish
+  bool finished{false};
+  bool interrupted{false};
+  int exit_code{-1};  // from "end"; -1 when absent
+  int steps_total{0};
+  int steps_done{0};
+  int steps_failed{0};
+  int steps_interrupted{0};
+  int steps_missing{0};  // planned but no record
+  int resumed{0};
+  std::string verdict;  // PASS, FAIL, ERROR (steps failed, no KPI failed), INCOMPLETE
+  std::string verdict_reason;
+  std::vector<StepView> steps;
+  std::vector<KpiCheck> kpis;
+  std::vector<KpiGroup> kpi_groups;
+  int kpi_passed{0};
+  int kpi_failed{0};
+  std::vector<PairMatrix> matrices;
+  std::vector<std::string> notes;  // things a reader must know (unfinished plan, resumed run)
+};
+
+PlanReport build_plan_report(const RawResults& raw);
+
+// Formats. CSV tables: "steps" (one row per step x node; default), "pairs", "links", "kpis".
+std::string render_plan_text(const PlanReport& r);
+nlohmann::json render_plan_json(const PlanReport& r);
+std::string render_plan_csv(const PlanReport& r, const std::string& table);
+std::string render_plan_junit(const PlanReport& r);
+std::string render_plan_html(const PlanReport& r);
+
+// Text for XML/HTML element content and attribute values.
+std::string xml_escape(std::string_view s);
+// One CSV field: quoted when it holds a comma, quote or line break.
+std::string csv_field(std::string_view s);
+
+}  // namespace fabperf

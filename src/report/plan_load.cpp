@@ -1,0 +1,297 @@
+// Reading a results file: JSON Lines of schema "fabperf.plan-results" (docs/reports.md), or one
+// `fabperf run --json` result. Every line is checked here, field by field, so that the model
+// builder can read the records without guessing; a bad line names FILE:LINE and what is wrong.
+#include <fabperf/error.hpp>
+#include <fabperf/plan_report.hpp>
+#include <fabperf/report.hpp>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace fabperf {
+
+using nlohmann::json;
+
+namespace {
+
+class LineError {
+ public:
+  LineError(const std::string& file, std::size_t line, std::string_view record)
+      : file_(file), line_(line), record_(record) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    if (record_.empty()) throw UsageError(fmt::format("{}:{}: {}", file_, line_, problem));
+    throw UsageError(fmt::format("{}:{}: {} record: {}", file_, line_, record_, problem));
+  }
+  const json& field(const json& j, const char* name) const {
+    const auto it = j.find(name);
+    if (it == j.end()) fail(fmt::format("missing field '{}'", name));
+    return *it;
+  }
+  void string(const json& j, const char* name) const {
+    if (!field(j, name).is_string()) fail(fmt::format("field '{}' must be a string", name));
+  }
+  void string_or_null(const json& j, const char* name) const {
+    const auto& v = field(j, name);
+    if (!v.is_string() && !v.is_null()) fail(fmt::format("field '{}' must be a string or null", name));
+  }
+  void number(const json& j, const char* name) const {
+    if (!field(j, name).is_number()) fail(fmt::format("field '{}' must be a number", name));
+  }
+  void boolean(const json& j, const char* name) const {
+    if (!field(j, name).is_boolean()) fail(fmt::format("field '{}' must be true or false", name));
+  }
+  void integer(const json& j, const char* name, std::int64_t lo, std::int64_t hi) const {
+    const auto& v = field(j, name);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
+      fail(fmt::format("field '{}' must be a whole number in [{}, {}]", name, lo, hi));
+    }
+  }
+  void strings(const json& j, const char* name) const {
+    const auto& v = field(j, name);
+    if (!v.is_array()) fail(fmt::format("field '{}' must be a list of names", name));
+    for (const auto& e : v) {
+      if (!e.is_string()) fail(fmt::format("field '{}' must be a list of names", name));
+    }
+  }
+  void one_of(const json& j, const char* name, std::initializer_list<const char*> allowed) const {
+    string(j, name);
+    const auto s = j[name].get<std::string>();
+    std::string list;
+    for (const char* a : allowed) {
+      if (s == a) return;
+      list += list.empty() ? a : fmt::format(", {}", a);
+    }
+    fail(fmt::format("field '{}' is '{}'; expected one of: {}", name, s, list));
+  }
+
+ private:
+  const std::string& file_;
+  std::size_t line_;
+  std::string_view record_;
+};
+
+// A result as `fabperf run --json` writes it; enough is checked that the model can rely on it.
+void check_run_result(const json& r, const LineError& e) {
+  if (!r.is_object()) e.fail("'result' must be a fabperf run result object");
+  const auto schema = r.value("schema", std::string{});
+  if (schema != kResultSchema) {
+    e.fail(fmt::format("'result' has schema '{}', expected '{}'", schema, kResultSchema));
+  }
+  if (r.value("schema_version", 0) != kResultSchemaVersion) {
+    e.fail(fmt::format("'result' has schema_version {}, this fabperf reads version {}",
+                       r.contains("schema_version") ? r["schema_version"].dump() : "(none)", kResultSchemaVersion));
+  }
+  for (const char* list : {"nodes", "pairs"}) {
+    if (!r.contains(list) || !r[list].is_array()) e.fail(fmt::format("'result.{}' missing or not a list", list));
+  }
+  if (!r.contains("aggregate") || !r["aggregate"].is_object()) e.fail("'result.aggregate' missing");
+}
+
+void check_plan(const json& j, const LineError& e) {
+  const auto schema = j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  if (schema != kPlanResultsSchema) {
+    e.fail(fmt::format("schema '{}' is not a fabperf plan results file (expected '{}')", schema, kPlanResultsSchema));
+  }
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kPlanResultsVersion) {
+    e.fail(fmt::format("results version {} is not supported (this fabperf reads version {})",
+                       j.contains("version") ? j["version"].dump() : "(none)", kPlanResultsVersion));
+  }
+  e.string(j, "fabperf_version");
+  e.string(j, "started_at");
+  e.string(j, "plan_file");
+  e.integer(j, "steps_total", 0, 1 << 24);
+  const auto& plan = e.field(j, "plan");
+  if (!plan.is_object()) e.fail("field 'plan' must be an object");
+  if (plan.contains("hosts")) {
+    if (!plan["hosts"].is_array()) e.fail("'plan.hosts' must be a list");
+    for (const auto& h : plan["hosts"]) {
+      if (!h.is_object() || !h.contains("name") || !h["name"].is_string()) e.fail("'plan.hosts' entries need a 'name'");
+    }
+  }
+}
+
+void check_step(const json& j, const LineError& e) {
+  e.integer(j, "index", 0, 1 << 24);
+  e.string(j, "id");
+  e.string(j, "test");
+  e.one_of(j, "pattern", {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast",
+                          "broadcast", "all-to-all"});
+  e.strings(j, "clients");
+  e.strings(j, "servers");
+  e.one_of(j, "status", {"done", "failed", "interrupted"});
+  if (j.contains("error")) e.string(j, "error");
+  e.string(j, "started_at");
+  e.number(j, "duration_s");
+  if (j.contains("result") && !j["result"].is_null()) check_run_result(j["result"], e);
+  if (j["status"] == "done" && (!j.contains("result") || j["result"].is_null())) {
+    e.fail("status 'done' but no 'result'");
+  }
+}
+
+void check_kpi(const json& j, const LineError& e) {
+  e.string_or_null(j, "test");
+  e.string_or_null(j, "step");
+  e.string(j, "kpi");
+  e.one_of(j, "scope", {"node", "pair", "link", "aggregate", "step"});
+  e.string(j, "subject");
+  if (!e.field(j, "value").is_null()) e.number(j, "value");  // null: could not be measured
+  e.number(j, "threshold");
+  e.one_of(j, "op", {">=", "<="});
+  e.string(j, "unit");
+  e.boolean(j, "pass");
+  e.string(j, "detail");
+}
+
+void check_end(const json& j, const LineError& e) {
+  e.string(j, "finished_at");
+  e.boolean(j, "interrupted");
+  e.boolean(j, "passed");
+  e.integer(j, "exit_code", 0, 4);
+}
+
+std::string kpi_key(const json& k) {
+  return k["test"].dump() + '\x1f' + k["step"].dump() + '\x1f' + k["kpi"].get<std::string>() + '\x1f' +
+         k["scope"].get<std::string>() + '\x1f' + k["subject"].get<std::string>();
+}
+
+// A single `fabperf run --json` result as a one-step plan with no KPIs.
+RawResults from_single_run(json r, const std::string& name) {
+  RawResults raw;
+  raw.path = name;
+  raw.single_run = true;
+  const LineError e(name, 1, "");
+  check_run_result(r, e);
+  std::vector<std::string> clients, servers;
+  for (const auto& n : r["nodes"]) {
+    const auto role = n.value("role", std::string{});
+    const auto nm = n.value("node", std::string{});
+    if (role.find("client") != std::string::npos) clients.push_back(nm);
+    if (role.find("server") != std::string::npos) servers.push_back(nm);
+  }
+  const std::string test = r.contains("settings") ? r["settings"].value("test", std::string{"run"}) : "run";
+  raw.plan = {{"type", "plan"},
+              {"schema", kPlanResultsSchema},
+              {"version", kPlanResultsVersion},
+              {"fabperf_version", r.value("fabperf_version", std::string{})},
+              {"started_at", r.value("started_at", std::string{})},
+              {"plan_file", ""},
+              {"plan", {{"name", r.value("test_id", std::string{})}, {"hosts", json::array()}, {"tests", json::array()}}},
+              {"steps_total", 1}};
+  const bool interrupted = r.value("interrupted", false);
+  raw.steps.push_back({{"type", "step"},
+                       {"index", 0},
+                       {"id", test + "/0"},
+                       {"test", test},
+                       {"pattern", "bipartite"},
+                       {"clients", clients},
+                       {"servers", servers},
+                       {"status", interrupted ? "interrupted" : "done"},
+                       {"error", ""},
+                       {"started_at", r.value("started_at", std::string{})},
+                       {"duration_s", r.contains("settings") && r["settings"].contains("time_ns") && r["settings"]["time_ns"].is_number()
+                                          ? r["settings"]["time_ns"].get<double>() / 1e9 : 0.0},
+                       {"result", std::move(r)}});
+  raw.end = json{{"type", "end"}, {"finished_at", ""}, {"interrupted", interrupted}, {"passed", true}, {"exit_code", 0}};
+  return raw;
+}
+
+}  // namespace
+
+RawResults load_results(std::istream& in, const std::string& name) {
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw UsageError(fmt::format("{}: empty file: not a fabperf results file", name));
+  }
+
+  // A whole-file JSON document (pretty-printed, as `fabperf run --json` writes) is a single run.
+  {
+    json whole = json::parse(text, nullptr, false);
+    if (!whole.is_discarded() && whole.is_object() && !whole.contains("type")) {
+      const auto schema = whole.value("schema", std::string{});
+      if (schema == kResultSchema) return from_single_run(std::move(whole), name);
+      throw UsageError(fmt::format("{}: schema '{}' is neither '{}' nor '{}'", name, schema, kPlanResultsSchema,
+                                   kResultSchema));
+    }
+  }
+
+  RawResults raw;
+  raw.path = name;
+  std::map<std::string, json> steps;  // by id
+  std::vector<std::string> kpi_order;
+  std::map<std::string, json> kpis;
+  bool have_plan = false;
+  std::size_t lineno = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const auto nl = text.find('\n', pos);
+    const bool last_unterminated = nl == std::string::npos;
+    std::string line = text.substr(pos, last_unterminated ? std::string::npos : nl - pos);
+    pos = last_unterminated ? text.size() : nl + 1;
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) {
+      // The writer appends whole lines and flushes each; only a crash mid-write leaves a last line
+      // without its newline. What came before it is intact and is reported.
+      if (last_unterminated && have_plan) {
+        raw.truncated_line = lineno;
+        break;
+      }
+      throw UsageError(fmt::format("{}:{}: not valid JSON", name, lineno));
+    }
+    if (!j.is_object()) throw UsageError(fmt::format("{}:{}: expected a JSON object", name, lineno));
+    if (!j.contains("type") || !j["type"].is_string()) {
+      throw UsageError(fmt::format("{}:{}: record has no \"type\" (plan, step, kpi or end)", name, lineno));
+    }
+    const auto type = j["type"].get<std::string>();
+    const LineError e(name, lineno, type);
+    if (!have_plan && type != "plan") {
+      throw UsageError(fmt::format("{}:{}: the first record must be the \"plan\" header, found \"{}\"", name, lineno, type));
+    }
+    if (type == "plan") {
+      check_plan(j, e);
+      if (!have_plan) {
+        raw.plan = std::move(j);
+        have_plan = true;
+      } else {
+        ++raw.resumed;
+        raw.end.reset();  // a resumed run: finished only when a later "end" says so
+      }
+    } else if (type == "step") {
+      check_step(j, e);
+      const auto id = j["id"].get<std::string>();
+      if (steps.count(id)) ++raw.superseded_steps;
+      steps[id] = std::move(j);
+    } else if (type == "kpi") {
+      check_kpi(j, e);
+      const auto key = kpi_key(j);
+      if (!kpis.count(key)) kpi_order.push_back(key);
+      kpis[key] = std::move(j);
+    } else if (type == "end") {
+      check_end(j, e);
+      raw.end = std::move(j);
+    } else {
+      throw UsageError(fmt::format("{}:{}: unknown record type \"{}\" (expected plan, step, kpi or end)", name, lineno, type));
+    }
+  }
+  for (auto& [id, s] : steps) raw.steps.push_back(std::move(s));
+  std::stable_sort(raw.steps.begin(), raw.steps.end(),
+                   [](const json& a, const json& b) { return a["index"].get<int>() < b["index"].get<int>(); });
+  for (const auto& key : kpi_order) raw.kpis.push_back(std::move(kpis[key]));
+  return raw;
+}
+
+RawResults load_results(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("report: cannot read {}: {}", path, errno_text(errno)));
+  return load_results(in, path);
+}
+
+}  // namespace fabperf

@@ -1,0 +1,369 @@
+// RawResults -> PlanReport: every number a report shows is taken or derived here, once. The
+// renderers only format what this builds.
+#include <fabperf/plan_report.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace fabperf {
+
+using nlohmann::json;
+
+namespace {
+
+double num(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+std::string str(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+std::optional<LatencyView> latency_view(const json& j, const char* what) {
+  if (!j.is_object()) return std::nullopt;
+  LatencyView v;
+  v.what = what;
+  v.count = j.value("count", std::uint64_t{0});
+  v.mean_us = num(j, "mean_us");
+  v.min_us = num(j, "min_us");
+  v.p50_us = num(j, "p50_us");
+  v.p90_us = num(j, "p90_us");
+  v.p99_us = num(j, "p99_us");
+  v.p999_us = num(j, "p999_us");
+  v.max_us = num(j, "max_us");
+  if (j.contains("buckets") && j["buckets"].is_array()) {
+    for (const auto& b : j["buckets"]) {
+      v.buckets.push_back({num(b, "lo_us"), num(b, "hi_us"), b.value("count", std::uint64_t{0})});
+    }
+    std::sort(v.buckets.begin(), v.buckets.end(), [](const auto& a, const auto& b) { return a.lo_us < b.lo_us; });
+  }
+  return v;
+}
+
+struct Host {
+  std::string name;
+  std::string address;
+};
+
+std::string host_part(const std::string& endpoint) {
+  if (!endpoint.empty() && endpoint.front() == '[') {
+    const auto close = endpoint.find(']');
+    return close == std::string::npos ? endpoint : endpoint.substr(1, close - 1);
+  }
+  const auto colon = endpoint.rfind(':');
+  if (colon != std::string::npos && endpoint.find(':') == colon) return endpoint.substr(0, colon);
+  return endpoint;
+}
+
+// Result nodes carry the endpoint the coordinator used ("10.0.0.1:6668"); the plan names hosts.
+// Match by name, then by an address that only one host of the step's role list has (agents
+// sharing an address, as in --local tests, differ only by port), then by role order against the
+// step's client/server lists.
+std::vector<std::string> node_names(const json& result, const std::vector<Host>& hosts,
+                                    const std::vector<std::string>& clients, const std::vector<std::string>& servers) {
+  std::vector<std::string> out;
+  std::size_t ci = 0, si = 0;
+  for (const auto& n : result["nodes"]) {
+    const std::string given = str(n, "node");
+    const std::string host = host_part(given);
+    const std::string role = str(n, "role");
+    const bool is_client = role.find("client") != std::string::npos;
+    const std::vector<std::string>& candidates = is_client ? clients : servers;
+    std::string found;
+    for (const auto& h : hosts) {
+      if (h.name == given || h.name == host) found = h.name;
+    }
+    if (found.empty()) {
+      int matches = 0;
+      for (const auto& h : hosts) {
+        if (h.address.empty() || std::find(candidates.begin(), candidates.end(), h.name) == candidates.end()) continue;
+        if (h.address == host || h.address == given) {
+          found = h.name;
+          ++matches;
+        }
+      }
+      if (matches != 1) found.clear();
+    }
+    // Role order: a "server+client" node plays both roles, so it takes a place in both lists.
+    const std::size_t pos = is_client ? ci : si;
+    if (found.empty() && pos < candidates.size()) found = candidates[pos];
+    if (is_client) ++ci;
+    if (role.find("server") != std::string::npos) ++si;
+    out.push_back(found.empty() ? given : found);
+  }
+  return out;
+}
+
+void fill_step(StepView& s, const json& r, const std::vector<Host>& hosts) {
+  s.measured = true;
+  if (r.contains("settings") && r["settings"].is_object()) s.op = str(r["settings"], "test");
+  s.summary = str(r, "summary");
+  const auto& agg = r["aggregate"];
+  s.mb_per_s = num(agg, "mb_per_s");
+  s.gbit_per_s = num(agg, "gbit_per_s");
+  s.msg_per_s = num(agg, "msg_per_s");
+  s.window_s = num(agg, "window_s");
+  s.latency = latency_view(r.value("latency", json()), "rpc");
+  s.delay = latency_view(r.value("delay", json()), "delay");
+  if (r.contains("findings") && r["findings"].is_array()) {
+    for (const auto& f : r["findings"]) {
+      if (f.is_string()) s.findings.push_back(f.get<std::string>());
+    }
+  }
+  const auto names = node_names(r, hosts, s.clients, s.servers);
+  std::map<std::uint64_t, std::string> by_index;
+  std::size_t i = 0;
+  Series aggregate{"aggregate", {}};
+  std::vector<Series> per_node;
+  for (const auto& n : r["nodes"]) {
+    const std::string& name = names[i];
+    by_index[n.value("index", static_cast<std::uint64_t>(i))] = name;
+    ++i;
+    NodeRow row;
+    row.node = name;
+    row.role = str(n, "role");
+    row.status = str(n, "status");
+    row.tx_mb_per_s = num(n, "tx_mb_per_s");
+    row.rx_mb_per_s = num(n, "rx_mb_per_s");
+    row.cpu_busy_pct = num(n, "cpu_busy_pct");
+    row.retrans_segs = n.contains("retrans_segs") && n["retrans_segs"].is_number_integer()
+                           ? n["retrans_segs"].get<std::int64_t>() : -1;
+    row.latency = latency_view(n.value("latency", json()), "rpc");
+    if (!row.latency) row.latency = latency_view(n.value("delay", json()), "delay");
+    s.nodes.push_back(std::move(row));
+
+    if (n.contains("links") && n["links"].is_array()) {
+      for (const auto& l : n["links"]) {
+        LinkRow lr;
+        lr.node = name;
+        lr.link = str(l, "link");
+        lr.tx_mb_per_s = num(l, "tx_mb_per_s");
+        lr.rx_mb_per_s = num(l, "rx_mb_per_s");
+        lr.payload_mb_per_s = std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
+        lr.speed_mbps = l.contains("speed_mbps") && l["speed_mbps"].is_number() ? l["speed_mbps"].get<std::int64_t>() : -1;
+        lr.utilization_pct = l.contains("utilization_pct") && l["utilization_pct"].is_number()
+                                 ? l["utilization_pct"].get<double>() : -1;
+        lr.errors = l.value("tx_errors", std::uint64_t{0}) + l.value("rx_errors", std::uint64_t{0});
+        lr.drops = l.value("tx_dropped", std::uint64_t{0}) + l.value("rx_dropped", std::uint64_t{0});
+        s.links.push_back(std::move(lr));
+      }
+    }
+
+    // Every payload byte is sent by exactly one node, so the sum of the senders' tx series is the
+    // step's throughput over time. Agents' intervals share the window's start, so the k-th
+    // interval of each node covers the same time.
+    if (n.contains("intervals") && n["intervals"].is_array() && !n["intervals"].empty()) {
+      Series ns{name, {}};
+      double sent = 0;
+      std::size_t k = 0;
+      for (const auto& p : n["intervals"]) {
+        const double tx = num(p, "tx_mb_per_s");
+        sent += tx;
+        ns.points.push_back({num(p, "t_s"), tx});
+        if (aggregate.points.size() <= k) aggregate.points.push_back({num(p, "t_s"), 0});
+        aggregate.points[k].mb_per_s += tx;
+        ++k;
+      }
+      if (sent > 0) per_node.push_back(std::move(ns));
+    }
+  }
+  if (!aggregate.points.empty()) {
+    s.series.push_back(std::move(aggregate));
+    for (auto& ns : per_node) s.series.push_back(std::move(ns));
+  }
+  for (const auto& p : r["pairs"]) {
+    PairRow pr;
+    const auto c = p.value("client", std::uint64_t{0});
+    const auto sv = p.value("server", std::uint64_t{0});
+    pr.client = by_index.count(c) ? by_index[c] : fmt::format("node{}", c);
+    pr.server = by_index.count(sv) ? by_index[sv] : fmt::format("node{}", sv);
+    pr.mb_per_s = num(p, "mb_per_s");
+    pr.retrans = p.value("retrans", std::uint64_t{0});
+    pr.rtt_us = p.value("rtt_us", std::uint32_t{0});
+    s.pairs.push_back(std::move(pr));
+  }
+}
+
+KpiCheck kpi_check(const json& k) {
+  KpiCheck c;
+  c.test = k["test"].is_string() ? k["test"].get<std::string>() : "";
+  c.step = k["step"].is_string() ? k["step"].get<std::string>() : "";
+  c.kpi = str(k, "kpi");
+  c.scope = str(k, "scope");
+  c.subject = str(k, "subject");
+  c.measured = k["value"].is_number();
+  c.value = num(k, "value");
+  c.threshold = num(k, "threshold");
+  c.op = str(k, "op");
+  c.unit = str(k, "unit");
+  c.pass = k["pass"].get<bool>();
+  c.detail = str(k, "detail");
+  return c;
+}
+
+// How far a value is on the failing side of its threshold (positive = failing); a check that
+// could not be measured is the worst of all.
+double shortfall(const KpiCheck& c) {
+  if (!c.measured) return std::numeric_limits<double>::infinity();
+  return c.op == ">=" ? c.threshold - c.value : c.value - c.threshold;
+}
+
+}  // namespace
+
+PlanReport build_plan_report(const RawResults& raw) {
+  PlanReport r;
+  r.source = raw.path;
+  r.kind = raw.single_run ? "run" : "plan";
+  const auto& plan = raw.plan.value("plan", json::object());
+  r.plan_name = str(plan, "name");
+  r.plan_file = str(raw.plan, "plan_file");
+  r.fabperf_version = str(raw.plan, "fabperf_version");
+  r.started_at = str(raw.plan, "started_at");
+  r.steps_total = raw.plan.value("steps_total", 0);
+  r.resumed = raw.resumed;
+  std::vector<Host> hosts;
+  if (plan.contains("hosts") && plan["hosts"].is_array()) {
+    for (const auto& h : plan["hosts"]) hosts.push_back({str(h, "name"), str(h, "address")});
+  }
+
+  for (const auto& k : raw.kpis) r.kpis.push_back(kpi_check(k));
+
+  for (const auto& sj : raw.steps) {
+    StepView s;
+    s.index = sj["index"].get<int>();
+    s.id = str(sj, "id");
+    s.test = str(sj, "test");
+    s.pattern = str(sj, "pattern");
+    s.clients = sj["clients"].get<std::vector<std::string>>();
+    s.servers = sj["servers"].get<std::vector<std::string>>();
+    s.status = str(sj, "status");
+    s.error = str(sj, "error");
+    s.started_at = str(sj, "started_at");
+    s.duration_s = num(sj, "duration_s");
+    if (sj.contains("result") && sj["result"].is_object()) fill_step(s, sj["result"], hosts);
+    for (const auto& k : r.kpis) {
+      if (k.step != s.id) continue;
+      (k.pass ? s.kpi_passed : s.kpi_failed) += 1;
+    }
+    if (s.status == "done") ++r.steps_done;
+    if (s.status == "failed") ++r.steps_failed;
+    if (s.status == "interrupted") ++r.steps_interrupted;
+    r.steps.push_back(std::move(s));
+  }
+  r.steps_missing = std::max(0, r.steps_total - static_cast<int>(r.steps.size()));
+
+  if (raw.end) {
+    r.finished = true;
+    r.finished_at = str(*raw.end, "finished_at");
+    r.interrupted = raw.end->value("interrupted", false);
+    r.exit_code = raw.end->value("exit_code", -1);
+  }
+
+  // KPI groups: one line per (test, KPI, scope, threshold) in the verdict table.
+  std::map<std::string, std::size_t> group_at;
+  std::vector<const KpiCheck*> worst_at;
+  for (const auto& k : r.kpis) {
+    const auto key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", k.test, k.kpi, k.scope, k.op, k.threshold);
+    auto it = group_at.find(key);
+    if (it == group_at.end()) {
+      it = group_at.emplace(key, r.kpi_groups.size()).first;
+      r.kpi_groups.push_back({k.test, k.kpi, k.scope, k.op, k.threshold, k.unit, 0, 0, k.measured, k.value, k.subject});
+      worst_at.push_back(&k);
+    }
+    auto& g = r.kpi_groups[it->second];
+    (k.pass ? g.passed : g.failed) += 1;
+    if (shortfall(k) > shortfall(*worst_at[it->second])) {
+      worst_at[it->second] = &k;
+      g.worst_measured = k.measured;
+      g.worst = k.value;
+      g.worst_subject = k.subject;
+    }
+    (k.pass ? r.kpi_passed : r.kpi_failed) += 1;
+  }
+
+  // All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
+  std::map<std::string, std::size_t> matrix_at;
+  for (const auto& s : r.steps) {
+    if (s.pattern != "all-pairs" || s.pairs.empty()) continue;
+    auto it = matrix_at.find(s.test);
+    if (it == matrix_at.end()) {
+      it = matrix_at.emplace(s.test, r.matrices.size()).first;
+      PairMatrix m;
+      m.test = s.test;
+      for (const auto& h : hosts) m.nodes.push_back(h.name);
+      r.matrices.push_back(std::move(m));
+    }
+    auto& m = r.matrices[it->second];
+    for (const auto& p : s.pairs) {
+      for (const auto* n : {&p.client, &p.server}) {
+        if (std::find(m.nodes.begin(), m.nodes.end(), *n) == m.nodes.end()) m.nodes.push_back(*n);
+      }
+    }
+  }
+  for (auto& m : r.matrices) {
+    const auto n = m.nodes.size();
+    m.mb_per_s.assign(n, std::vector<std::optional<double>>(n));
+    auto pos = [&](const std::string& name) {
+      return static_cast<std::size_t>(std::find(m.nodes.begin(), m.nodes.end(), name) - m.nodes.begin());
+    };
+    for (const auto& s : r.steps) {
+      if (s.test != m.test || s.pattern != "all-pairs") continue;
+      for (const auto& p : s.pairs) m.mb_per_s[pos(p.client)][pos(p.server)] = p.mb_per_s;  // later steps win
+    }
+    bool first = true;
+    for (const auto& row : m.mb_per_s) {
+      for (const auto& c : row) {
+        if (!c) continue;
+        m.min = first ? *c : std::min(m.min, *c);
+        m.max = first ? *c : std::max(m.max, *c);
+        first = false;
+        ++m.cells;
+      }
+    }
+  }
+
+  // Notes and verdict.
+  if (raw.truncated_line > 0) {
+    r.notes.push_back(fmt::format("line {} was cut off mid-write (the writer stopped); it was ignored", raw.truncated_line));
+  }
+  if (r.resumed > 0) r.notes.push_back(fmt::format("the plan was resumed {} time(s); the last record of each step counts", r.resumed));
+  if (raw.superseded_steps > 0) {
+    r.notes.push_back(fmt::format("{} step record(s) were replaced by a later record of the same step", raw.superseded_steps));
+  }
+  if (!r.finished) r.notes.push_back("the plan did not finish (no \"end\" record): the results below are what was measured before it stopped");
+  if (r.interrupted) r.notes.push_back("the plan was interrupted");
+  if (r.steps_missing > 0) r.notes.push_back(fmt::format("{} of {} planned steps have no record", r.steps_missing, r.steps_total));
+
+  if (r.kpi_failed > 0) {
+    r.verdict = "FAIL";
+    r.verdict_reason = fmt::format("{} of {} KPI checks failed", r.kpi_failed, r.kpi_failed + r.kpi_passed);
+  } else if (r.steps_failed > 0) {
+    r.verdict = "ERROR";
+    r.verdict_reason = fmt::format("{} step(s) failed to run", r.steps_failed);
+  } else if (!r.finished || r.interrupted || r.steps_missing > 0 || r.steps_interrupted > 0) {
+    r.verdict = "INCOMPLETE";
+    r.verdict_reason = fmt::format("{} of {} steps done; {} KPI checks passed so far", r.steps_done,
+                                   std::max(r.steps_total, static_cast<int>(r.steps.size())), r.kpi_passed);
+  } else if (r.kpis.empty()) {
+    r.verdict = "NO KPI";
+    r.verdict_reason = fmt::format("{} step(s) measured; no KPI was checked", r.steps_done);
+  } else {
+    r.verdict = "PASS";
+    r.verdict_reason = fmt::format("all {} KPI checks passed", r.kpi_passed);
+  }
+  if (r.finished && r.kind == "plan") {
+    const bool recorded_pass = raw.end->value("passed", false);
+    if (recorded_pass != (r.verdict == "PASS" || r.verdict == "NO KPI")) {
+      r.notes.push_back(fmt::format("the run itself recorded passed={} (exit code {}); the verdict here is from the records",
+                                    recorded_pass, r.exit_code));
+    }
+  }
+  return r;
+}
+
+}  // namespace fabperf

@@ -1,0 +1,555 @@
+// PlanReport -> one self-contained HTML page: inline CSS, inline SVG charts drawn here, no
+// script, no external font, style or image (clusters are often air-gapped, and the file must
+// open the same way years later). Every text from the results is escaped. Formatting only.
+#include <fabperf/plan_report.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace fabperf {
+
+namespace {
+
+std::string e(std::string_view s) { return xml_escape(s); }
+
+constexpr const char* kTx = "#2563eb";
+constexpr const char* kRx = "#14b8a6";
+constexpr const char* kFail = "#dc2626";
+constexpr const char* kInk = "#1f2937";
+constexpr const char* kMuted = "#6b7280";
+constexpr const char* kGrid = "#e5e7eb";
+constexpr const char* kSeriesColors[] = {"#2563eb", "#db2777", "#16a34a", "#ea580c", "#7c3aed",
+                                         "#0891b2", "#ca8a04", "#4b5563", "#be123c", "#059669"};
+
+// A round axis step giving about `n` ticks up to `max`.
+double nice_step(double max, int n) {
+  if (max <= 0) return 1;
+  const double raw = max / n;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    if (raw <= m * mag) return m * mag;
+  }
+  return 10 * mag;
+}
+
+std::string fmt_num(double v) {
+  if (v == 0) return "0";
+  if (std::fabs(v) >= 100) return fmt::format("{:.0f}", v);
+  if (std::fabs(v) >= 10 || v == std::floor(v)) return fmt::format("{:.{}f}", v, v == std::floor(v) ? 0 : 1);
+  return fmt::format("{:.2g}", v);
+}
+
+std::string fmt_us(double v) {
+  if (v >= 1e6) return fmt::format("{:.3g} s", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.3g} ms", v / 1e3);
+  return fmt::format("{:.3g} us", v);
+}
+
+struct Threshold {
+  bool present{false};
+  double value{0};
+  std::string label;
+};
+
+struct Geometry {
+  double w{720}, h{260}, left{64}, right{16}, top{28}, bottom{56};
+  [[nodiscard]] double pw() const { return w - left - right; }
+  [[nodiscard]] double ph() const { return h - top - bottom; }
+};
+
+std::string svg_open(const Geometry& g, const std::string& cls, const std::string& label) {
+  return fmt::format("<svg class=\"chart {}\" viewBox=\"0 0 {:.0f} {:.0f}\" role=\"img\" aria-label=\"{}\" "
+                     "xmlns=\"http://www.w3.org/2000/svg\">\n",
+                     cls, g.w, g.h, e(label));
+}
+
+// Horizontal grid lines and y labels from 0 to ymax.
+std::string y_axis(const Geometry& g, double ymax, const std::string& unit) {
+  std::string out;
+  const double step = nice_step(ymax, 5);
+  for (double v = 0; v <= ymax * 1.0001; v += step) {
+    const double y = g.top + g.ph() * (1 - v / ymax);
+    out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"/>", g.left,
+                       g.left + g.pw(), y, y, kGrid);
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", g.left - 6, y + 4,
+                       fmt_num(v));
+  }
+  out += fmt::format("<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
+                     "text-anchor=\"middle\">{}</text>\n",
+                     g.top + g.ph() / 2, g.top + g.ph() / 2, e(unit));
+  return out;
+}
+
+std::string threshold_line(const Geometry& g, const Threshold& t, double ymax) {
+  if (!t.present) return "";
+  const double y = g.top + g.ph() * (1 - t.value / ymax);
+  return fmt::format("<g class=\"kpi-line\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+                     "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
+                     "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" stroke-linejoin=\"round\">{}</text></g>\n",
+                     g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, e(t.label));
+}
+
+struct BarGroup {
+  std::string label;
+  std::vector<double> values;  // one per series
+  bool failed{false};          // a KPI check of this subject failed
+};
+
+// Vertical grouped bars (one group per node or link), an optional KPI threshold line.
+std::string bar_chart(const std::string& title, const std::vector<std::string>& series, const std::vector<BarGroup>& groups,
+                      const Threshold& t, const std::string& unit) {
+  Geometry g;
+  double ymax = t.present ? t.value : 0;
+  for (const auto& gr : groups) {
+    for (const double v : gr.values) ymax = std::max(ymax, v);
+  }
+  ymax = ymax > 0 ? ymax * 1.12 : 1;
+  ymax = std::ceil(ymax / nice_step(ymax, 5)) * nice_step(ymax, 5);
+  const bool rotate = groups.size() > 8;
+  if (rotate) g.bottom = 84;
+  std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "bars", title);
+  out += y_axis(g, ymax, unit);
+  const double slot = g.pw() / static_cast<double>(std::max<std::size_t>(groups.size(), 1));
+  const double bw = std::min(36.0, slot * 0.8 / static_cast<double>(std::max<std::size_t>(series.size(), 1)));
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& gr = groups[i];
+    const double x0 = g.left + slot * static_cast<double>(i) + (slot - bw * static_cast<double>(series.size())) / 2;
+    for (std::size_t k = 0; k < gr.values.size() && k < series.size(); ++k) {
+      const double v = gr.values[k];
+      const double bh = g.ph() * v / ymax;
+      out += fmt::format("<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
+                         "rx=\"2\"><title>{} {}: {:.1f} {}</title></rect>\n",
+                         x0 + bw * static_cast<double>(k), g.top + g.ph() - bh, std::max(bw - 2, 1.0), bh,
+                         k == 0 ? kTx : kRx, e(gr.label), e(series[k]), v, e(unit));
+    }
+    const double cx = g.left + slot * (static_cast<double>(i) + 0.5);
+    const double ly = g.top + g.ph() + 16;
+    const std::string label = gr.failed ? gr.label + " \u2717" : gr.label;
+    if (rotate) {
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\" transform=\"rotate(-40 {:.1f} {:.1f})\"{}>{}</text>\n",
+                         cx, ly, cx, ly, gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
+    } else {
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\"{}>{}</text>\n", cx, ly,
+                         gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
+    }
+  }
+  out += threshold_line(g, t, ymax);
+  // Legend, top left.
+  double lx = g.left + 4;
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    out += fmt::format("<rect x=\"{:.1f}\" y=\"8\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" "
+                       "class=\"tick\">{}</text>",
+                       lx, k == 0 ? kTx : kRx, lx + 14, e(series[k]));
+    lx += 24 + 7.0 * static_cast<double>(series[k].size());
+  }
+  out += "\n</svg>\n</figure>\n";
+  return out;
+}
+
+std::string line_chart(const std::string& title, const std::vector<Series>& series) {
+  Geometry g;
+  double xmax = 0, ymax = 0;
+  for (const auto& s : series) {
+    for (const auto& p : s.points) {
+      xmax = std::max(xmax, p.t_s);
+      ymax = std::max(ymax, p.mb_per_s);
+    }
+  }
+  if (xmax <= 0) xmax = 1;
+  ymax = ymax > 0 ? ymax * 1.12 : 1;
+  ymax = std::ceil(ymax / nice_step(ymax, 5)) * nice_step(ymax, 5);
+  std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "timeseries", title);
+  out += y_axis(g, ymax, "MB/s");
+  const double xs = nice_step(xmax, 6);
+  for (double v = 0; v <= xmax * 1.0001; v += xs) {
+    const double x = g.left + g.pw() * v / xmax;
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{}</text>", x,
+                       g.top + g.ph() + 16, fmt_num(v));
+  }
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">seconds into the measured window</text>\n",
+                     g.left + g.pw() / 2, g.top + g.ph() + 36);
+  std::size_t ci = 0;
+  double lx = g.left + 4;
+  for (const auto& s : series) {
+    const bool agg = s.name == "aggregate";
+    const char* color = agg ? kInk : kSeriesColors[ci++ % std::size(kSeriesColors)];
+    std::string pts;
+    for (const auto& p : s.points) {
+      pts += fmt::format("{:.1f},{:.1f} ", g.left + g.pw() * p.t_s / xmax, g.top + g.ph() * (1 - p.mb_per_s / ymax));
+    }
+    out += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" points=\"{}\"><title>{}</title></polyline>\n",
+                       color, agg ? 2.5 : 1.5, pts, e(s.name));
+    if (lx < g.w - 80) {
+      out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"13\" y2=\"13\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{:.1f}\" "
+                         "y=\"17\" class=\"tick\">{}</text>",
+                         lx, lx + 14, color, lx + 18, e(s.name));
+      lx += 28 + 7.0 * static_cast<double>(s.name.size());
+    }
+  }
+  out += "\n</svg>\n</figure>\n";
+  return out;
+}
+
+std::string histogram_chart(const std::string& title, const LatencyView& l) {
+  Geometry g;
+  g.bottom = 64;
+  std::uint64_t cmax = 0;
+  for (const auto& b : l.buckets) cmax = std::max(cmax, b.count);
+  const double ymax = std::ceil(static_cast<double>(cmax) * 1.12 / nice_step(static_cast<double>(cmax) * 1.12, 5)) *
+                      nice_step(static_cast<double>(cmax) * 1.12, 5);
+  std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "histogram", title);
+  out += y_axis(g, ymax > 0 ? ymax : 1, "samples");
+  const auto n = l.buckets.size();
+  const double slot = g.pw() / static_cast<double>(std::max<std::size_t>(n, 1));
+  const std::size_t label_every = std::max<std::size_t>(1, n / 8);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& b = l.buckets[i];
+    const double bh = g.ph() * static_cast<double>(b.count) / (ymax > 0 ? ymax : 1);
+    const double x = g.left + slot * static_cast<double>(i);
+    out += fmt::format("<rect class=\"hbar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#7c3aed\">"
+                       "<title>{} - {}: {} samples</title></rect>\n",
+                       x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, fmt_us(b.lo_us), fmt_us(b.hi_us), b.count);
+    if (i % label_every == 0) {
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{}</text>", x + slot / 2,
+                         g.top + g.ph() + 16, fmt_us(b.lo_us));
+    }
+  }
+  // Percentile markers at the bucket holding each percentile: the last non-empty bucket that
+  // starts at or below it (only non-empty buckets are drawn, so gaps between them are skipped).
+  for (const auto& [name, v] : {std::pair<const char*, double>{"p50", l.p50_us}, {"p99", l.p99_us}}) {
+    for (std::size_t i = n; i-- > 0;) {
+      if (v >= l.buckets[i].lo_us || i == 0) {
+        const double x = g.left + slot * (static_cast<double>(i) + 0.5);
+        out += fmt::format("<g class=\"pct\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+                           "stroke-dasharray=\"3 3\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{} {}</text></g>\n",
+                           x, x, g.top, g.top + g.ph(), kInk, x, g.top - 4, name, fmt_us(v));
+        break;
+      }
+    }
+  }
+  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">latency (bucket lower edge)</text>\n",
+                     g.left + g.pw() / 2, g.top + g.ph() + 40);
+  out += "</svg>\n</figure>\n";
+  return out;
+}
+
+// Perceptually even, colour-blind safe (viridis, 5 stops): t in [0, 1].
+std::string viridis(double t, bool* dark) {
+  static constexpr double stops[][3] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
+  t = std::clamp(t, 0.0, 1.0) * 4;
+  const int i = std::min(3, static_cast<int>(t));
+  const double f = t - i;
+  double c[3];
+  for (int k = 0; k < 3; ++k) c[k] = stops[i][k] + (stops[i + 1][k] - stops[i][k]) * f;
+  if (dark) *dark = (0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2]) < 140;
+  return fmt::format("#{:02x}{:02x}{:02x}", static_cast<int>(c[0]), static_cast<int>(c[1]), static_cast<int>(c[2]));
+}
+
+std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
+  const auto n = m.nodes.size();
+  const double cell = std::clamp(560.0 / static_cast<double>(std::max<std::size_t>(n, 1)), 18.0, 64.0);
+  std::size_t longest = 4;
+  for (const auto& s : m.nodes) longest = std::max(longest, s.size());
+  const double left = 30 + 7.0 * static_cast<double>(longest);
+  const double top = 36 + 7.0 * static_cast<double>(longest);
+  const double legend_w = 90;
+  const double w = left + cell * static_cast<double>(n) + legend_w + 20;
+  const double h = std::max(top + cell * static_cast<double>(n) + 20, top + 220);
+  // Pair checks of this test: failing cells get a red frame.
+  auto failed = [&](const std::string& c, const std::string& s) {
+    for (const auto& k : kpis) {
+      if (k.scope == "pair" && !k.pass && k.test == m.test && k.subject == c + "->" + s) return true;
+    }
+    return false;
+  };
+  const std::string title = fmt::format("All-pairs throughput of '{}' (MB/s): row = client (sender), column = server", m.test);
+  std::string out = "<figure class=\"wide\">\n<figcaption>" + e(title) + "</figcaption>\n";
+  out += fmt::format("<svg class=\"chart heatmap\" viewBox=\"0 0 {:.0f} {:.0f}\" style=\"max-width:{:.0f}px\" role=\"img\" "
+                     "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+                     w, h, w, e(title));
+  out += "<defs><linearGradient id=\"hm-scale-" + e(m.test) + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  for (int i = 0; i <= 4; ++i) {
+    out += fmt::format("<stop offset=\"{}%\" stop-color=\"{}\"/>", i * 25, viridis(i / 4.0, nullptr));
+  }
+  out += "</linearGradient></defs>\n";
+  out += fmt::format("<text x=\"{:.1f}\" y=\"14\" class=\"axis\" text-anchor=\"middle\">server (receives)</text>\n",
+                     left + cell * static_cast<double>(n) / 2);
+  out += fmt::format("<text x=\"12\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">client (sends)</text>\n",
+                     top + cell * static_cast<double>(n) / 2, top + cell * static_cast<double>(n) / 2);
+  for (std::size_t j = 0; j < n; ++j) {
+    const double x = left + cell * (static_cast<double>(j) + 0.5);
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" transform=\"rotate(-45 {:.1f} {:.1f})\">{}</text>\n",
+                       x, top - 6, x, top - 6, e(m.nodes[j]));
+  }
+  const double span = m.max - m.min;
+  for (std::size_t i = 0; i < n; ++i) {
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", left - 6,
+                       top + cell * (static_cast<double>(i) + 0.5) + 4, e(m.nodes[i]));
+    for (std::size_t j = 0; j < n; ++j) {
+      const double x = left + cell * static_cast<double>(j);
+      const double y = top + cell * static_cast<double>(i);
+      const auto& v = m.mb_per_s[i][j];
+      if (!v) {
+        out += fmt::format("<rect class=\"heat-empty\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+                           "fill=\"{}\" stroke=\"#fff\"><title>{} -&gt; {}: {}</title></rect>\n",
+                           x, y, cell, cell, i == j ? "#f3f4f6" : "#e5e7eb", e(m.nodes[i]), e(m.nodes[j]),
+                           i == j ? "same host" : "not measured");
+        continue;
+      }
+      bool dark = false;
+      const std::string color = viridis(span > 0 ? (*v - m.min) / span : 0.5, &dark);
+      const bool bad = failed(m.nodes[i], m.nodes[j]);
+      out += fmt::format("<rect class=\"heat-cell\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
+                         "stroke=\"{}\" stroke-width=\"{}\"><title>{} -&gt; {}: {:.1f} MB/s{}</title></rect>\n",
+                         x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, e(m.nodes[i]), e(m.nodes[j]), *v,
+                         bad ? " (KPI failed)" : "");
+      if (cell >= 34) {
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\" style=\"fill:{}\">{:.0f}</text>\n",
+                           x + cell / 2, y + cell / 2 + 4, dark ? "#fff" : kInk, *v);
+      }
+    }
+  }
+  // Legend: the colour scale from the lowest to the highest measured pair.
+  const double lx = left + cell * static_cast<double>(n) + 24;
+  const double lh = 160;
+  out += fmt::format("<g class=\"legend\"><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">MB/s</text>"
+                     "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"16\" height=\"{:.1f}\" fill=\"url(#hm-scale-{})\" stroke=\"{}\"/>",
+                     lx, top - 8, lx, top, lh, e(m.test), kGrid);
+  for (int i = 0; i <= 4; ++i) {
+    const double v = m.min + span * i / 4.0;
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">{:.0f}</text>", lx + 22, top + lh * (1 - i / 4.0) + 4, v);
+  }
+  out += "</g>\n</svg>\n";
+  out += fmt::format("<p class=\"muted\">{} pairs measured; lowest {:.0f} MB/s, highest {:.0f} MB/s ({:.0f}% of the highest). "
+                     "Darker cells are slower; a red frame marks a pair whose KPI check failed.</p>\n</figure>\n",
+                     m.cells, m.min, m.max, m.max > 0 ? 100.0 * m.min / m.max : 0.0);
+  return out;
+}
+
+// The first MB/s threshold of `scope` that applies to this step (its own checks, else its test's).
+Threshold step_threshold(const PlanReport& r, const StepView& s, const std::string& scope) {
+  for (const bool own : {true, false}) {
+    for (const auto& k : r.kpis) {
+      if (k.scope != scope || k.unit.find("MB/s") == std::string::npos) continue;
+      if (own ? k.step != s.id : (!k.step.empty() || k.test != s.test)) continue;
+      return {true, k.threshold, fmt::format("KPI {} {} {:g} {}", k.kpi, k.op == ">=" ? "\u2265" : "\u2264", k.threshold, k.unit)};
+    }
+  }
+  return {};
+}
+
+bool subject_failed(const PlanReport& r, const StepView& s, const std::string& scope, const std::string& subject) {
+  for (const auto& k : r.kpis) {
+    if (k.scope == scope && k.subject == subject && !k.pass && (k.step == s.id || (k.step.empty() && k.test == s.test))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string pill(const std::string& text, const std::string& cls) {
+  return "<span class=\"pill " + cls + "\">" + e(text) + "</span>";
+}
+
+std::string status_class(const std::string& status) {
+  if (status == "done" || status == "PASS" || status == "pass") return "ok";
+  if (status == "interrupted" || status == "INCOMPLETE" || status == "NO KPI") return "warn";
+  return "bad";
+}
+
+constexpr const char* kStyle = R"CSS(
+:root { --ink:#1f2937; --muted:#6b7280; --line:#e5e7eb; --bg:#f8fafc; --ok:#15803d; --bad:#b91c1c; --warn:#b45309; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1180px; margin: 0 auto; padding: 24px 28px 48px; }
+header.top { display:flex; justify-content:space-between; align-items:flex-start; gap:24px;
+  border-bottom: 1px solid var(--line); padding-bottom: 16px; margin-bottom: 8px; }
+h1 { font-size: 22px; margin: 0 0 4px; font-weight: 650; }
+h2 { font-size: 17px; margin: 28px 0 10px; font-weight: 650; }
+h3 { font-size: 15px; margin: 0 0 6px; font-weight: 650; }
+.muted { color: var(--muted); font-size: 12.5px; }
+.verdict { text-align:center; min-width: 200px; border-radius: 10px; padding: 12px 18px; color:#fff; }
+.verdict .word { font-size: 28px; font-weight: 800; letter-spacing: .04em; }
+.verdict.ok { background: var(--ok); } .verdict.bad { background: var(--bad); } .verdict.warn { background: var(--warn); }
+.cards { display:flex; gap:12px; flex-wrap:wrap; margin: 14px 0 4px; }
+.card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px 14px; min-width:120px; }
+.card b { display:block; font-size:20px; }
+table { border-collapse: collapse; width: 100%; background:#fff; border:1px solid var(--line); border-radius:6px; }
+th, td { padding: 5px 10px; border-bottom: 1px solid var(--line); text-align:left; vertical-align: top; }
+th { background:#f1f5f9; font-weight:600; font-size:12.5px; color:#374151; }
+td.num, th.num { text-align:right; font-variant-numeric: tabular-nums; }
+tr.failed td { background:#fef2f2; }
+.pill { display:inline-block; padding: 1px 8px; border-radius: 999px; font-size: 12px; font-weight:600; }
+.pill.ok { background:#dcfce7; color:var(--ok); } .pill.bad { background:#fee2e2; color:var(--bad); }
+.pill.warn { background:#fef3c7; color:var(--warn); }
+.notes { background:#fffbeb; border:1px solid #fde68a; border-radius:6px; padding:8px 14px; margin:12px 0; }
+.notes li { margin: 2px 0; }
+section.step { background:#fff; border:1px solid var(--line); border-radius:8px; padding:14px 16px; margin: 14px 0; }
+.charts { display:grid; grid-template-columns: repeat(auto-fit, minmax(440px, 1fr)); gap: 12px; margin-top: 10px; }
+figure { margin:0; } figure.wide { margin: 8px 0 0; }
+figcaption { font-size: 12.5px; font-weight:600; color:#374151; margin-bottom: 2px; }
+svg.chart { width:100%; height:auto; display:block; background:#fff; }
+svg text { font-family: inherit; }
+svg .tick { font-size: 11px; fill: #4b5563; } svg .axis { font-size: 11px; fill: var(--muted); }
+svg .cell { font-size: 11px; font-weight: 600; } svg .kpi-label { font-size: 11px; font-weight: 600; fill:#dc2626; }
+code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12.5px; }
+footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
+@media print {
+  body { background:#fff; font-size: 11px; } main { max-width:none; padding: 0; }
+  section.step, figure, table { break-inside: avoid; }
+  .verdict, .pill, tr.failed td, svg { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+  .charts { grid-template-columns: 1fr 1fr; }
+}
+)CSS";
+
+}  // namespace
+
+std::string render_plan_html(const PlanReport& r) {
+  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  // No script, no connection of any kind: say so to the browser too.
+  out += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n";
+  const std::string title = r.kind == "plan" ? "fabperf report: " + (r.plan_name.empty() ? r.source : r.plan_name)
+                                             : "fabperf report: " + r.source;
+  out += "<title>" + e(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
+
+  // Header with the verdict.
+  out += "<header class=\"top\">\n<div>\n<h1>" + e(title) + "</h1>\n<div class=\"muted\">";
+  out += r.kind == "plan" ? "plan " + e(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; " : std::string("single run &middot; ");
+  out += "started " + e(r.started_at) + " &middot; " + (r.finished ? "finished " + e(r.finished_at) : std::string("<b>did not finish</b>"));
+  out += " &middot; fabperf " + e(r.fabperf_version) + " &middot; <span class=\"mono\">" + e(r.source) + "</span></div>\n";
+  out += "<div class=\"cards\">";
+  out += fmt::format("<div class=\"card\"><b>{}/{}</b><span class=\"muted\">steps done</span></div>", r.steps_done,
+                     std::max(r.steps_total, static_cast<int>(r.steps.size())));
+  out += fmt::format("<div class=\"card\"><b>{}</b><span class=\"muted\">steps failed</span></div>", r.steps_failed);
+  out += fmt::format("<div class=\"card\"><b>{}</b><span class=\"muted\">KPI checks passed</span></div>", r.kpi_passed);
+  out += fmt::format("<div class=\"card\"><b{}>{}</b><span class=\"muted\">KPI checks failed</span></div>",
+                     r.kpi_failed ? " style=\"color:#b91c1c\"" : "", r.kpi_failed);
+  out += "</div>\n</div>\n";
+  out += "<div class=\"verdict " + status_class(r.verdict) + "\" id=\"verdict\"><div class=\"word\">" + e(r.verdict) +
+         "</div><div>" + e(r.verdict_reason) + "</div></div>\n</header>\n";
+  if (!r.notes.empty()) {
+    out += "<div class=\"notes\"><ul>";
+    for (const auto& n : r.notes) out += "<li>" + e(n) + "</li>";
+    out += "</ul></div>\n";
+  }
+
+  // Verdict table.
+  out += "<h2>KPI verdict</h2>\n";
+  if (r.kpi_groups.empty()) {
+    out += "<p class=\"muted\">No KPI was checked in these results.</p>\n";
+  } else {
+    out += "<table class=\"verdict-table\"><thead><tr><th>KPI</th><th>test</th><th>scope</th><th class=\"num\">threshold</th>"
+           "<th class=\"num\">checks</th><th class=\"num\">failed</th><th class=\"num\">worst</th><th>worst at</th><th>result</th></tr></thead><tbody>\n";
+    for (const auto& g : r.kpi_groups) {
+      out += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
+                         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
+                         g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope),
+                         e(g.op), g.threshold, e(g.unit), g.passed + g.failed, g.failed,
+                         g.worst_measured ? fmt_num(g.worst) : std::string("n/a"),
+                         e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
+    }
+    out += "</tbody></table>\n";
+    if (r.kpi_failed) {
+      out += "<h2>Failed checks</h2>\n<table class=\"failed-checks\"><thead><tr><th>KPI</th><th>step</th><th>subject</th>"
+             "<th class=\"num\">value</th><th class=\"num\">required</th><th>detail</th></tr></thead><tbody>\n";
+      for (const auto& k : r.kpis) {
+        if (k.pass) continue;
+        out += fmt::format("<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
+                           "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
+                           e(k.kpi), e(k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step),
+                           e(k.subject.empty() ? "-" : k.subject), k.measured ? fmt_num(k.value) : std::string("n/a"), e(k.unit), e(k.op), k.threshold, e(k.detail));
+      }
+      out += "</tbody></table>\n";
+    }
+  }
+
+  // Steps.
+  out += "<h2>Steps</h2>\n<table class=\"steps\"><thead><tr><th class=\"num\">#</th><th>step</th><th>pattern</th><th>status</th>"
+         "<th>clients &rarr; servers</th><th class=\"num\">MB/s</th><th class=\"num\">Gbit/s</th><th class=\"num\">time s</th>"
+         "<th>KPIs</th></tr></thead><tbody>\n";
+  for (const auto& s : r.steps) {
+    std::string cs, ss;
+    for (const auto& c : s.clients) cs += (cs.empty() ? "" : ", ") + c;
+    for (const auto& c : s.servers) ss += (ss.empty() ? "" : ", ") + c;
+    out += fmt::format("<tr{}><td class=\"num\">{}</td><td><a href=\"#step-{}\">{}</a></td><td>{}</td><td>{}</td><td>{} &rarr; {}</td>"
+                       "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.1f}</td><td>{}</td></tr>\n",
+                       s.kpi_failed || s.status == "failed" ? " class=\"failed\"" : "", s.index, s.index, e(s.id), e(s.pattern),
+                       pill(s.status, status_class(s.status)), e(cs), e(ss), s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-",
+                       s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", s.duration_s,
+                       s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-");
+  }
+  out += "</tbody></table>\n";
+
+  if (!r.matrices.empty()) {
+    out += "<h2>All-pairs matrix</h2>\n";
+    for (const auto& m : r.matrices) out += heatmap(m, r.kpis);
+  }
+
+  // One section per step.
+  out += "<h2>Step details</h2>\n";
+  for (const auto& s : r.steps) {
+    out += fmt::format("<section class=\"step\" id=\"step-{}\">\n<h3>Step {}: {} {}</h3>\n", s.index, s.index, e(s.id),
+                       pill(s.status, status_class(s.status)));
+    out += "<div class=\"muted\">" + e(s.pattern) + (s.op.empty() ? "" : " &middot; " + e(s.op)) + " &middot; started " +
+           e(s.started_at) + (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + e(s.summary) + "</span>") + "</div>\n";
+    if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + e(s.error) + "</p>\n";
+    if (!s.measured) {
+      out += "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
+      continue;
+    }
+    out += "<div class=\"charts\">\n";
+    std::vector<BarGroup> nodes;
+    for (const auto& n : s.nodes) {
+      nodes.push_back({n.node, {n.tx_mb_per_s, n.rx_mb_per_s}, subject_failed(r, s, "node", n.node)});
+    }
+    out += bar_chart("Per-node throughput", {"tx", "rx"}, nodes, step_threshold(r, s, "node"), "MB/s");
+    if (!s.links.empty()) {
+      std::vector<BarGroup> links;
+      for (const auto& l : s.links) {
+        const std::string name = l.node + "/" + l.link;
+        links.push_back({name, {l.tx_mb_per_s, l.rx_mb_per_s}, subject_failed(r, s, "link", name)});
+      }
+      out += bar_chart("Per-link throughput (interface counters)", {"tx", "rx"}, links, step_threshold(r, s, "link"), "MB/s");
+    }
+    if (!s.series.empty()) out += line_chart("Throughput over time", s.series);
+    for (const auto* l : {&s.latency, &s.delay}) {
+      if (*l && !(*l)->buckets.empty()) {
+        out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}",
+                                           (*l)->what == "rpc" ? "Request" : "Ping under load", (*l)->count, fmt_us((*l)->p50_us),
+                                           fmt_us((*l)->p99_us), fmt_us((*l)->max_us)),
+                               **l);
+      }
+    }
+    out += "</div>\n";
+    out += "<table class=\"nodes\" style=\"margin-top:10px\"><thead><tr><th>node</th><th>role</th><th>status</th>"
+           "<th class=\"num\">tx MB/s</th><th class=\"num\">rx MB/s</th><th class=\"num\">CPU %</th><th class=\"num\">retrans</th>"
+           "<th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">max</th></tr></thead><tbody>\n";
+    for (const auto& n : s.nodes) {
+      const auto& l = n.latency;
+      out += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f}</td><td class=\"num\">{:.1f}</td>"
+                         "<td class=\"num\">{:.0f}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+                         "<td class=\"num\">{}</td></tr>\n",
+                         subject_failed(r, s, "node", n.node) ? " class=\"failed\"" : "", e(n.node), e(n.role),
+                         pill(n.status, n.status == "ok" ? "ok" : "bad"), n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct,
+                         n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
+                         l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-");
+    }
+    out += "</tbody></table>\n";
+    if (!s.findings.empty()) {
+      out += "<div class=\"notes\"><ul>";
+      for (const auto& f : s.findings) out += "<li>" + e(f) + "</li>";
+      out += "</ul></div>\n";
+    }
+    out += "</section>\n";
+  }
+  out += "<footer>Written by <span class=\"mono\">fabperf report</span> from <span class=\"mono\">" + e(r.source) +
+         "</span>. MB = 10<sup>6</sup> bytes. Self-contained: no scripts, fonts or styles are loaded from anywhere.</footer>\n";
+  out += "</main>\n</body>\n</html>\n";
+  return out;
+}
+
+}  // namespace fabperf

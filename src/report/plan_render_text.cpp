@@ -1,0 +1,166 @@
+// PlanReport -> text for a terminal: the verdict first, then the failed checks, the steps, and
+// each step's nodes, pairs, links and latency. Formatting only.
+#include <fabperf/plan_report.hpp>
+#include <fabperf/units.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace fabperf {
+
+namespace {
+
+std::string h(const Column& c) { return std::string(c.header); }
+
+// A left-aligned text table with columns sized to their content; numbers right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)} {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  [[nodiscard]] bool empty() const { return rows_.size() <= 1; }
+  [[nodiscard]] std::string str(const std::string& indent = "  ") const {
+    std::vector<std::size_t> w(rows_.front().size(), 0);
+    for (const auto& r : rows_) {
+      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    }
+    std::string out;
+    for (const auto& r : rows_) {
+      std::string line = indent;
+      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
+        const auto digit = [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; };
+        const bool numeric = !r[i].empty() && (digit(r[i][0]) || (r[i][0] == '-' && r[i].size() > 1 && digit(r[i][1]))) &&
+                             &r != &rows_.front();
+        line += numeric ? fmt::format("{:>{}}", r[i], w[i]) : fmt::format("{:<{}}", r[i], w[i]);
+        if (i + 1 < r.size()) line += "  ";
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string f1(double v) { return fmt::format("{:.1f}", v); }
+std::string f0(double v) { return fmt::format("{:.0f}", v); }
+std::string us(double v) { return v >= 100 ? f0(v) : fmt::format("{:.1f}", v); }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+std::string kpi_value(double v) { return fmt::format("{:g}", std::round(v * 100) / 100); }
+std::string kpi_value(bool measured, double v) { return measured ? kpi_value(v) : "n/a"; }
+
+}  // namespace
+
+std::string render_plan_text(const PlanReport& r) {
+  std::string out;
+  if (r.kind == "plan") {
+    out += fmt::format("fabperf report: {}  (plan '{}'{}; fabperf {})\n", r.source, r.plan_name,
+                       r.plan_file.empty() ? "" : " from " + r.plan_file, r.fabperf_version);
+    out += fmt::format("started {}, {}\n", r.started_at, r.finished ? "finished " + r.finished_at : "did not finish");
+  } else {
+    out += fmt::format("fabperf report: {}  (one run, {}; fabperf {})\n", r.source, r.started_at, r.fabperf_version);
+  }
+  out += fmt::format("\nVERDICT: {}  ({})\n", r.verdict, r.verdict_reason);
+  out += fmt::format("steps: {} done, {} failed, {} interrupted, {} not run, of {}\n", r.steps_done, r.steps_failed,
+                     r.steps_interrupted, r.steps_missing, r.steps_total);
+  for (const auto& n : r.notes) out += "note: " + n + "\n";
+
+  if (!r.kpi_groups.empty()) {
+    out += "\nKPI checks\n";
+    Table t({h(col::kpi), h(col::test), h(col::scope), h(col::threshold), "checks", "failed", "worst", "worst at", h(col::pass)});
+    for (const auto& g : r.kpi_groups) {
+      t.add({g.kpi, g.test.empty() ? "(plan)" : g.test, g.scope, fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit),
+             std::to_string(g.passed + g.failed), std::to_string(g.failed), kpi_value(g.worst_measured, g.worst),
+             g.worst_subject.empty() ? "-" : g.worst_subject, g.failed ? "FAIL" : "pass"});
+    }
+    out += t.str();
+    if (r.kpi_failed > 0) {
+      out += "\nFailed checks\n";
+      Table f({h(col::kpi), h(col::step), h(col::subject), h(col::value), h(col::threshold), h(col::detail)});
+      for (const auto& k : r.kpis) {
+        if (k.pass) continue;
+        f.add({k.kpi, k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step, k.subject.empty() ? "-" : k.subject,
+               fmt::format("{} {}", kpi_value(k.measured, k.value), k.unit), fmt::format("{} {}", k.op, kpi_value(k.threshold)), k.detail});
+      }
+      out += f.str();
+    }
+  }
+
+  out += "\nSteps\n";
+  Table st({"#", h(col::step), h(col::pattern), h(col::status), "clients -> servers", h(col::mb_per_s), h(col::gbit_per_s),
+            h(col::duration_s), "KPIs"});
+  for (const auto& s : r.steps) {
+    st.add({std::to_string(s.index), s.id, s.pattern, s.status, join(s.clients) + " -> " + join(s.servers),
+            s.measured ? f0(s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", f1(s.duration_s),
+            s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"});
+  }
+  out += st.str();
+
+  for (const auto& m : r.matrices) {
+    out += fmt::format("\nAll-pairs matrix of '{}' (MB/s, row = client sending to column = server)\n", m.test);
+    std::vector<std::string> head{"client \\ server"};
+    for (const auto& n : m.nodes) head.push_back(n);
+    Table t(head);
+    for (std::size_t i = 0; i < m.nodes.size(); ++i) {
+      std::vector<std::string> row{m.nodes[i]};
+      for (std::size_t j = 0; j < m.nodes.size(); ++j) {
+        row.push_back(m.mb_per_s[i][j] ? f0(*m.mb_per_s[i][j]) : (i == j ? "." : "-"));
+      }
+      t.add(row);
+    }
+    out += t.str();
+    if (m.cells > 0) out += fmt::format("  min {:.0f}, max {:.0f} MB/s over {} pairs\n", m.min, m.max, m.cells);
+  }
+
+  for (const auto& s : r.steps) {
+    out += fmt::format("\n== step {} {} ({}, {})\n", s.index, s.id, s.pattern, s.status);
+    if (!s.error.empty()) out += "  error: " + s.error + "\n";
+    if (!s.measured) {
+      out += "  nothing was measured\n";
+      continue;
+    }
+    if (!s.summary.empty()) out += "  " + s.summary + "\n";
+    Table nt({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::cpu_busy_pct),
+              h(col::retrans_segs), h(col::p50_us), h(col::p99_us), h(col::max_us)});
+    for (const auto& n : s.nodes) {
+      const auto& l = n.latency;
+      nt.add({n.node, n.role, n.status, f1(n.tx_mb_per_s), f1(n.rx_mb_per_s), f0(n.cpu_busy_pct),
+              n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? us(l->p50_us) : "-", l ? us(l->p99_us) : "-",
+              l ? us(l->max_us) : "-"});
+    }
+    out += nt.str();
+    if (!s.pairs.empty()) {
+      Table pt({h(col::client), h(col::server), h(col::mb_per_s), h(col::retrans), h(col::rtt_us)});
+      for (const auto& p : s.pairs) pt.add({p.client, p.server, f1(p.mb_per_s), std::to_string(p.retrans), std::to_string(p.rtt_us)});
+      out += "  pairs:\n" + pt.str("    ");
+    }
+    if (!s.links.empty()) {
+      Table lt({h(col::node), h(col::link), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::payload_mb_per_s),
+                h(col::speed_mbps), h(col::utilization_pct), h(col::errors), h(col::drops)});
+      for (const auto& l : s.links) {
+        lt.add({l.node, l.link, f1(l.tx_mb_per_s), f1(l.rx_mb_per_s), f1(l.payload_mb_per_s),
+                l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-",
+                std::to_string(l.errors), std::to_string(l.drops)});
+      }
+      out += "  links:\n" + lt.str("    ");
+    }
+    for (const auto* l : {&s.latency, &s.delay}) {
+      if (!*l) continue;
+      const auto& v = **l;
+      out += fmt::format("  {} latency: {} samples, mean {} us, p50 {}, p90 {}, p99 {}, p99.9 {}, max {} us\n",
+                         v.what, v.count, us(v.mean_us), us(v.p50_us), us(v.p90_us), us(v.p99_us), us(v.p999_us), us(v.max_us));
+    }
+    for (const auto& f : s.findings) out += "  finding: " + f + "\n";
+  }
+  return out;
+}
+
+}  // namespace fabperf
