@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fabperf/auth.hpp>
+#include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
 
@@ -27,6 +28,12 @@ struct RunRequest {
   // own servers, so concurrent disjoint pairs never cross. An agent listed both as a server and as
   // a client (equal HostPort) becomes one node with both roles (ring, all-to-all).
   std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;
+};
+
+// SIGINT/SIGTERM before the test started: nothing was measured (a plan stops, not "failed").
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(const std::string& message) : Error(ExitCode::infrastructure, message) {}
 };
 
 // Throws Error(infrastructure) when the test cannot start (agent unreachable, busy, set-up

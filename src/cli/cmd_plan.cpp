@@ -124,10 +124,14 @@ int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::millisecon
     }
   }
   const auto names = node_names(p);
-  if (!quiet) std::cout << fmt::format("preflight: {} hosts, probe of every ordered pair ({} s)\n", p.hosts.size(), 0.5);
+  if (!quiet) std::cout << fmt::format("preflight: {} hosts, probe of every ordered pair ({} s)\n", p.hosts.size(),
+                                   std::chrono::duration<double>(req.spec.time()).count());
   RunRecord rec;
   try {
     rec = run_test(req);
+  } catch (const Interrupted&) {
+    std::cout << "preflight: interrupted\n";
+    return static_cast<int>(ExitCode::infrastructure);
   } catch (const Error& e) {
     // The message names the agent; say which plan host that is, and how to fix it.
     std::string who;
@@ -387,6 +391,11 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
           worst_infra = worst_infra == 2 ? 2 : 3;
         }
         summary = fmt::format("{:.0f} MB/s", report.aggregate.mb_per_s);
+      } catch (const Interrupted& e) {
+        rec["status"] = "interrupted";
+        rec["error"] = e.what();
+        interrupted = true;
+        summary = "interrupted";
       } catch (const Error& e) {
         rec["status"] = "failed";
         rec["error"] = e.what();

@@ -202,6 +202,8 @@ class Coordinator {
   }
 
   void throw_if_failed(const std::string& phase) {
+    // An interrupt before the start closes the connections, so the phase's errors are only its echo.
+    if (interrupted_) throw Interrupted("interrupted before the test started");
     std::vector<std::string> errs;
     for (const auto& n : nodes_) {
       if (!n.failure.empty()) errs.push_back(n.failure);
@@ -376,7 +378,7 @@ class Coordinator {
         }
       }
     }
-    if (interrupted_) throw Error(ExitCode::infrastructure, "interrupted before the test started");
+    if (interrupted_) throw Interrupted("interrupted before the test started");
     co_await each([this](Node& n) { return sync_clock(n); });
     throw_if_failed("clock synchronisation");
 
@@ -428,7 +430,7 @@ class Coordinator {
     throw_if_failed("client set-up");
     if (interrupted_) {
       throw_if_failed("start");
-      throw Error(ExitCode::infrastructure, "interrupted before the test started");
+      throw Interrupted("interrupted before the test started");
     }
 
     // A common start far enough ahead that every START arrives first.
