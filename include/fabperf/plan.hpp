@@ -185,8 +185,9 @@ struct PreflightLimits {
 std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
                                         const std::map<std::string, std::string>& names,
                                         const PreflightLimits& lim);
-// The probe's settings: stream writes, one connection per pair, short.
-TestSpec preflight_spec(std::uint64_t socksize);
+// The probe's settings: stream writes, one connection per pair and link (connection c of a pair
+// uses link c mod L, so every link is probed), short.
+TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links);
 std::string render_findings(const std::vector<Finding>& f);
 
 }  // namespace fabperf::plan

@@ -112,7 +112,7 @@ std::uint64_t max_socksize(const plan::Plan& p) {
 // (0 fine or warnings only, 3 errors).
 int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet) {
   RunRequest req;
-  req.spec = plan::preflight_spec(max_socksize(p));
+  req.spec = plan::preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
   req.key = key;
   req.connect_timeout = connect_timeout;
   req.interval = std::chrono::milliseconds(100);

@@ -31,14 +31,20 @@ const std::set<std::string>& pattern_keys() {
   return k;
 }
 
+// Already names file, line and field: passed through Ctx::wrap unchanged.
+class PlanError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 class Ctx {
  public:
   explicit Ctx(std::string file) : file_(std::move(file)) {}
 
   [[noreturn]] void fail(const toml::node* n, std::string_view field, const std::string& problem) const {
     const auto line = n ? n->source().begin.line : 0;
-    if (field.empty()) throw UsageError(fmt::format("{}:{}: {}", file_, line, problem));
-    throw UsageError(fmt::format("{}:{}: field '{}': {}", file_, line, field, problem));
+    if (field.empty()) throw PlanError(fmt::format("{}:{}: {}", file_, line, problem));
+    throw PlanError(fmt::format("{}:{}: field '{}': {}", file_, line, field, problem));
   }
   [[nodiscard]] std::string where(const toml::node* n) const {
     return fmt::format("{}:{}", file_, n ? n->source().begin.line : 0);
@@ -49,6 +55,8 @@ class Ctx {
   auto wrap(const toml::node* n, std::string_view field, F&& fn) const {
     try {
       return fn();
+    } catch (const PlanError&) {
+      throw;
     } catch (const UsageError& e) {
       fail(n, field, e.what());
     }

@@ -30,7 +30,7 @@ std::string most_common(const std::map<std::string, int>& counts) {
 
 }  // namespace
 
-TestSpec preflight_spec(std::uint64_t socksize) {
+TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
   SpecParams p;
   p.test = TestKind::write;
   p.mode = Mode::stream;
@@ -40,7 +40,7 @@ TestSpec preflight_spec(std::uint64_t socksize) {
   p.cooldown = std::chrono::milliseconds(100);
   p.buffsize = 256 * 1024;
   p.socksize = socksize;
-  p.parallel = 1;
+  p.parallel = std::max<std::uint32_t>(1, links);
   return TestSpec::make(p);
 }
 
