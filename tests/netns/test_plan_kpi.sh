@@ -46,4 +46,5 @@ assert lines[-1]["type"] == "end" and lines[-1]["exit_code"] == 1 and not lines[
 PY
 grep -q "FAIL min-link-mbps.*h2/eth1" "$WORK/out.txt" || { echo "FAIL: verdict table does not name h2/eth1"; exit 1; }
 grep -q "preflight: ok" "$WORK/out.txt" || { echo "FAIL: preflight did not pass"; exit 1; }
+grep -q "every test interface has MTU 1500 (6 interfaces)" "$WORK/out.txt" || { echo "FAIL: preflight did not probe both links"; exit 1; }
 echo PASS
