@@ -10,6 +10,8 @@ namespace fabperf {
 
 // Monotonic nanoseconds on this host.
 std::int64_t mono_now_ns() noexcept;
+// Wall-clock (CLOCK_REALTIME) nanoseconds since the epoch: only for comparing hosts' clocks.
+std::int64_t wall_now_ns() noexcept;
 // Sleeps until the monotonic clock reaches t (absolute, CLOCK_MONOTONIC).
 void sleep_until_mono_ns(std::int64_t t) noexcept;
 

@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fabperf/auth.hpp>
+#include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
 
@@ -21,6 +23,17 @@ struct RunRequest {
   std::string coordinator_name{"fabperf"};
   // Shared key; empty: only agents without a key (loopback or --insecure) are usable.
   auth::Key key;
+  // Who loads whom, as (index into clients, index into servers). Empty: every client loads every
+  // server (nsdperf's bipartite). Given (pattern steps): each client opens connections only to its
+  // own servers, so concurrent disjoint pairs never cross. An agent listed both as a server and as
+  // a client (equal HostPort) becomes one node with both roles (ring, all-to-all).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;
+};
+
+// SIGINT/SIGTERM before the test started: nothing was measured (a plan stops, not "failed").
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(const std::string& message) : Error(ExitCode::infrastructure, message) {}
 };
 
 // Throws Error(infrastructure) when the test cannot start (agent unreachable, busy, set-up

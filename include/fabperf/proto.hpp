@@ -129,6 +129,9 @@ struct Pong {
   std::uint64_t seq{0};
   std::int64_t t_rx{0};  // agent clock when the ping arrived
   std::int64_t t_tx{0};  // agent clock when the pong left
+  // Agent's wall clock (CLOCK_REALTIME, ns since the epoch) when the pong left; 0 when the agent
+  // does not send it. Only pre-flight's clock check uses it: tests run on the monotonic clock.
+  std::int64_t t_wall{0};
 };
 struct SetupServer {
   std::string test_id;

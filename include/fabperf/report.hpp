@@ -34,6 +34,9 @@ struct NodeRecord {
   NodeStatus status{NodeStatus::ok};
   std::string error;
   ClockEstimate clock;
+  // Agent's wall clock minus the coordinator's (CLOCK_REALTIME), from the clock exchange with the
+  // smallest round trip; unset when the agent does not report its wall clock (pre-flight).
+  std::optional<double> wall_offset_s;
   std::vector<std::string> setup_warnings;
   std::optional<AgentResult> result;
 };

@@ -266,7 +266,7 @@ class Agent {
         switch (fr.type) {
           case MsgType::ping: {
             const auto p = proto::parse_ping(fr.body);
-            conn->send(MsgType::pong, proto::to_json(proto::Pong{p.seq, t_rx, mono_now_ns()}));
+            conn->send(MsgType::pong, proto::to_json(proto::Pong{p.seq, t_rx, mono_now_ns(), wall_now_ns()}));
             break;
           }
           case MsgType::heartbeat: break;

@@ -1,9 +1,45 @@
 // Subcommands that live in their own files (main.cpp only dispatches to them).
 #pragma once
 
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <fabperf/auth.hpp>
+#include <fabperf/plan.hpp>
+
 namespace fabperf::cli {
 
 // `fabperf report RESULTS --format text|json|csv|junit|html` (cmd_report.cpp)
 int cmd_report(int argc, char** argv);
+
+// `fabperf plan check PLAN`
+int cmd_plan(int argc, char** argv);
+// `fabperf preflight PLAN` or `fabperf preflight --local N | --hosts H,H...`
+int cmd_preflight(int argc, char** argv);
+
+struct PlanRunOptions {
+  std::string results;  // empty: NAME-YYYYmmdd-HHMMSS.jsonl in the current directory
+  std::string resume;   // continue this results file
+  bool quiet{false};
+  bool preflight{true};
+  auth::Key key;
+  std::chrono::milliseconds connect_timeout{5000};
+};
+// Executes a plan (preflight, steps, results file, KPIs, verdicts); returns the exit code.
+int run_plan(const plan::Plan& p, const PlanRunOptions& o);
+
+// `fabperf run --pattern ...`: a one-test plan from the command line.
+struct CliPattern {
+  std::string pattern;
+  std::string pairs;   // "A->B,C->D"
+  std::string target;  // host name
+  std::uint32_t concurrent_pairs{1};
+  std::uint32_t k{1};
+  std::vector<std::string> kpis;  // NAME=VALUE
+  std::string kpi_profile;
+};
+plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
+                         std::chrono::nanoseconds interval);
 
 }  // namespace fabperf::cli

@@ -35,7 +35,10 @@ constexpr const char* kUsage = R"(usage: fabperf <command> [options]
 
 commands:
   agent     run a node agent (listens on TCP 6668)
-  run       run a test against agents (or --local N agents on this host)
+  run       run a test against agents (or --local N agents on this host); 'run PLAN' runs a plan file,
+            'run --pattern NAME' a traffic pattern (docs/plans.md)
+  plan      'fabperf plan check PLAN': validate a plan file and print what would run
+  preflight check agents, data connections, MTU/MSS, link speeds, buffers and clocks before a plan
   links     list this host's network interfaces: speed, MTU, addresses, bonds, socket limits
   compare   compare two saved results (before/after a change) link by link
   report    render results (a plan's results file or a run's JSON): text, json, csv, junit, html
@@ -253,6 +256,23 @@ int cmd_run(int argc, char** argv) {
     ("inline", "max_inline_data asked for each QP; blocks up to it are sent inline", cxxopts::value<std::string>())
     ("cq-mod", "stream senders ask for a completion every N posts (CQ moderation)", cxxopts::value<std::string>())
     ("rdma-events", "wait for completion events instead of busy polling");
+  // Patterns, plan files, results and KPIs (docs/plans.md): handled by cli/cmd_plan.cpp.
+  o.add_options("plan")
+    ("plan", "plan file (TOML) to run: fabperf run PLAN", cxxopts::value<std::string>())
+    ("pattern", "traffic pattern: bipartite, pairs, each-vs-rest, halves, all-pairs, ring, incast, broadcast, all-to-all",
+     cxxopts::value<std::string>())
+    ("hosts", "agents for a pattern: host[:port][@LINK+LINK],... (instead of --servers/--clients)", cxxopts::value<std::string>())
+    ("pairs", "pattern pairs: CLIENT->SERVER,... (host names; n1, n2, ... with --local)", cxxopts::value<std::string>())
+    ("concurrent-pairs", "all-pairs: disjoint pairs per step", cxxopts::value<std::string>()->default_value("1"))
+    ("ring-k", "ring: node i loads node i+k", cxxopts::value<std::string>()->default_value("1"))
+    ("target", "incast: the receiver; broadcast: the sender (host name)", cxxopts::value<std::string>())
+    ("kpi", "threshold NAME=VALUE (may repeat), e.g. min-node-mbps=2000", cxxopts::value<std::vector<std::string>>())
+    ("kpi-profile", "ready-made KPI set: ibm-readiness", cxxopts::value<std::string>())
+    ("results", "JSON Lines results file (default: NAME-DATE-TIME.jsonl)", cxxopts::value<std::string>())
+    ("resume", "continue a plan from its results file without re-running finished steps", cxxopts::value<std::string>())
+    ("no-preflight", "skip the pre-flight checks before a plan or pattern");
+  o.parse_positional({"plan"});
+  o.positional_help("[PLAN]");
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -265,10 +285,41 @@ int cmd_run(int argc, char** argv) {
   cli::add_launch_options(o);
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "tuning", "rdma", "output", "launch"});
+    std::cout << o.help({"hosts", "test", "tuning", "rdma", "plan", "output", "launch"});
     return 0;
   }
   setup_logging(get<std::string>(r, "log-level"));
+
+  cli::PlanRunOptions pro;
+  pro.quiet = r.count("quiet") > 0;
+  pro.preflight = r.count("no-preflight") == 0;
+  if (r.count("results")) pro.results = get<std::string>(r, "results");
+  if (r.count("resume")) pro.resume = get<std::string>(r, "resume");
+  const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") || r.count("kpi") ||
+                         r.count("kpi-profile");
+  if (r.count("plan")) {
+    // A plan sets its own hosts and knobs: a command-line value would be silently ignored.
+    for (const auto& opt : {"servers", "clients", "local", "hosts", "pattern", "pairs", "concurrent-pairs", "ring-k", "target", "kpi",
+                            "kpi-profile", "test", "mode", "transport", "time", "buffsize", "socksize", "threads", "parallel", "warmup",
+                            "cooldown", "interval", "skip-rx-copy", "zerocopy", "congestion", "rate", "busy-poll", "notsent-lowat",
+                            "cpus", "no-affinity", "verify", "json", "verbose", "launch"}) {
+      if (r.count(opt)) throw UsageError(fmt::format("--{}: not with a plan file (set it in the plan; docs/plans.md)", opt));
+    }
+    const auto pl = plan::load_plan(get<std::string>(r, "plan"));
+    const std::string kf = key_file_option(r);
+    if (!kf.empty()) pro.key = auth::load_key_file(kf);
+    pro.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
+    return cli::run_plan(pl, pro);
+  }
+  if (!plan_mode) {
+    for (const auto& opt : {"hosts", "pairs", "target", "no-preflight"}) {
+      if (r.count(opt)) throw UsageError(fmt::format("--{}: only with --pattern or a plan", opt));
+    }
+    if (r.count("concurrent-pairs") || r.count("ring-k")) throw UsageError("--concurrent-pairs/--ring-k: only with --pattern");
+  } else if (r.count("json") || r.count("verbose")) {
+    throw UsageError("--json/--verbose: a pattern run writes its results with --results (render them with 'fabperf report')");
+  }
 
   SpecParams p;
   p.test = parse_test_kind(get<std::string>(r, "test"));
@@ -320,9 +371,46 @@ int cmd_run(int argc, char** argv) {
   // Declared before the run so it outlives it: destroying it stops the launched agents.
   const auto launched = cli::start_launch(r, req, host_list);
   std::unique_ptr<LocalAgents> local;
+  if (plan_mode) {
+    std::vector<plan::PlanHost> hosts;
+    if (launched) {
+      // The launcher started the --servers/--clients agents and filled in the request.
+      if (r.count("hosts")) throw UsageError("--hosts: not with --launch (give --servers and --clients)");
+      for (const auto& h : req.servers) hosts.push_back({h.str(), h, false, true});
+      for (const auto& h : req.clients) hosts.push_back({h.str(), h, true, false});
+    } else if (r.count("local")) {
+      if (r.count("servers") || r.count("clients") || r.count("hosts")) throw UsageError("--local: cannot be combined with --servers/--clients/--hosts");
+      const int n = get<int>(r, "local");
+      if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
+      local = std::make_unique<LocalAgents>(n, "warn", key_file);
+      const auto& eps = local->endpoints();
+      // As without a pattern: the first half serve, the rest are clients (bipartite uses it).
+      for (std::size_t i = 0; i < eps.size(); ++i) hosts.push_back({fmt::format("n{}", i + 1), eps[i], i >= eps.size() / 2, i < eps.size() / 2});
+    } else if (r.count("hosts")) {
+      if (r.count("servers") || r.count("clients")) throw UsageError("--hosts: cannot be combined with --servers/--clients");
+      for (auto& h : host_list(get<std::string>(r, "hosts"), "--hosts")) hosts.push_back({h.str(), h, true, true});
+    } else {
+      if (!r.count("servers") || !r.count("clients")) throw UsageError("give --hosts, --servers and --clients, or --local N");
+      for (auto& h : host_list(get<std::string>(r, "servers"), "--servers")) hosts.push_back({h.str(), h, false, true});
+      for (auto& h : host_list(get<std::string>(r, "clients"), "--clients")) hosts.push_back({h.str(), h, true, false});
+    }
+    cli::CliPattern cp;
+    cp.pattern = r.count("pattern") ? get<std::string>(r, "pattern") : "bipartite";
+    if (r.count("pairs")) cp.pairs = get<std::string>(r, "pairs");
+    if (r.count("target")) cp.target = get<std::string>(r, "target");
+    cp.concurrent_pairs = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
+    cp.k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
+    if (r.count("kpi")) cp.kpis = get<std::vector<std::string>>(r, "kpi");
+    if (r.count("kpi-profile")) cp.kpi_profile = get<std::string>(r, "kpi-profile");
+    const auto pl = cli::plan_from_cli(std::move(hosts), cp, req.spec, req.interval);
+    pro.key = req.key;
+    pro.connect_timeout = req.connect_timeout;
+    return cli::run_plan(pl, pro);
+  }
   if (launched) {
     // servers, clients and key come from the launcher
   } else if (r.count("local")) {
+
     if (r.count("servers") || r.count("clients")) throw UsageError("--local: cannot be combined with --servers/--clients");
     const int n = get<int>(r, "local");
     if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
@@ -507,6 +595,8 @@ int dispatch(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "agent") return cmd_agent(argc - 1, argv + 1);
   if (cmd == "run") return cmd_run(argc - 1, argv + 1);
+  if (cmd == "plan") return cli::cmd_plan(argc - 1, argv + 1);
+  if (cmd == "preflight") return cli::cmd_preflight(argc - 1, argv + 1);
   if (cmd == "links") return cmd_links(argc - 1, argv + 1);
   if (cmd == "compare") return cmd_compare(argc - 1, argv + 1);
   if (cmd == "report") return cli::cmd_report(argc - 1, argv + 1);

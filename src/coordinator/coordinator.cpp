@@ -11,6 +11,7 @@
 #include <ctime>
 #include <fmt/format.h>
 #include <functional>
+#include <set>
 #include <spdlog/spdlog.h>
 
 namespace fabperf {
@@ -66,8 +67,25 @@ class Coordinator {
  public:
   explicit Coordinator(const RunRequest& req) : req_(req), signals_(io_, SIGINT, SIGTERM) {
     std::uint32_t i = 0;
-    for (const auto& s : req.servers) add_node(i++, s, true);
-    for (const auto& c : req.clients) add_node(i++, c, false);
+    for (const auto& s : req.servers) {
+      server_node_.push_back(nodes_.size());
+      add_node(i++, s, true);
+    }
+    for (const auto& c : req.clients) {
+      std::size_t at = nodes_.size();
+      if (!req.pairs.empty()) {
+        for (std::size_t k = 0; k < req.servers.size(); ++k) {
+          if (req.servers[k] == c) at = server_node_[k];
+        }
+      }
+      client_node_.push_back(at);
+      if (at == nodes_.size()) {
+        add_node(i++, c, false);
+      } else {
+        nodes_[at].rec.is_client = true;
+      }
+    }
+    check_pairs();
   }
 
   RunRecord run() {
@@ -105,6 +123,41 @@ class Coordinator {
     n.rec.is_server = server;
     n.rec.is_client = !server;
     nodes_.push_back(std::move(n));
+  }
+
+  // Explicit pairs must name existing agents, never a node with itself, each pair once, and leave
+  // no agent without a partner (it would wait for connections that never come).
+  void check_pairs() {
+    if (req_.pairs.empty()) return;
+    std::vector<bool> serves(server_node_.size(), false), loads(client_node_.size(), false);
+    std::set<std::pair<std::size_t, std::size_t>> seen;
+    for (const auto& [c, s] : req_.pairs) {
+      if (c >= client_node_.size() || s >= server_node_.size()) {
+        throw UsageError(fmt::format("pair ({}, {}): no such client or server", c, s));
+      }
+      const std::size_t cn = client_node_[c], sn = server_node_[s];
+      if (cn == sn) throw UsageError(fmt::format("pair {} -> {}: a node cannot load itself", nodes_[cn].rec.name, nodes_[sn].rec.name));
+      if (!seen.insert({cn, sn}).second) {
+        throw UsageError(fmt::format("pair {} -> {} is listed twice", nodes_[cn].rec.name, nodes_[sn].rec.name));
+      }
+      loads[c] = serves[s] = true;
+    }
+    for (std::size_t k = 0; k < serves.size(); ++k) {
+      if (!serves[k]) throw UsageError(fmt::format("server {} is in no pair", req_.servers[k].str()));
+    }
+    for (std::size_t k = 0; k < loads.size(); ++k) {
+      if (!loads[k]) throw UsageError(fmt::format("client {} is in no pair", req_.clients[k].str()));
+    }
+  }
+
+  // The servers client node `cn` loads.
+  [[nodiscard]] std::vector<std::size_t> servers_of(std::size_t cn) const {
+    std::vector<std::size_t> out;
+    if (req_.pairs.empty()) return server_node_;
+    for (const auto& [c, s] : req_.pairs) {
+      if (client_node_[c] == cn) out.push_back(server_node_[s]);
+    }
+    return out;
   }
 
   void on_interrupt() {
@@ -153,6 +206,8 @@ class Coordinator {
   }
 
   void throw_if_failed(const std::string& phase) {
+    // An interrupt before the start closes the connections, so the phase's errors are only its echo.
+    if (interrupted_) throw Interrupted("interrupted before the test started");
     std::vector<std::string> errs;
     for (const auto& n : nodes_) {
       if (!n.failure.empty()) errs.push_back(n.failure);
@@ -291,11 +346,18 @@ class Coordinator {
 
   asio::awaitable<void> sync_clock(Node& n) {
     std::vector<ClockSample> samples;
+    std::int64_t best_rtt = INT64_MAX;
     for (int i = 0; i < kClockPings; ++i) {
+      const std::int64_t w0 = wall_now_ns();
       const std::int64_t t0 = mono_now_ns();
       n.conn->send(MsgType::ping, proto::to_json(proto::Ping{static_cast<std::uint64_t>(i)}));
       const auto pong = proto::parse_pong(co_await expect(n, MsgType::pong));
       const std::int64_t t3 = mono_now_ns();
+      const std::int64_t w3 = wall_now_ns();
+      if (pong.t_wall != 0 && t3 - t0 < best_rtt) {
+        best_rtt = t3 - t0;
+        n.rec.wall_offset_s = static_cast<double>(pong.t_wall - (w0 + (w3 - w0) / 2)) / 1e9;
+      }
       if (pong.seq != static_cast<std::uint64_t>(i)) throw ProtocolError(fmt::format("agent {}: PONG out of sequence", n.rec.name));
       samples.push_back({t0, pong.t_rx, pong.t_tx, t3});
     }
@@ -333,12 +395,17 @@ class Coordinator {
         }
       }
     }
-    if (interrupted_) throw Error(ExitCode::infrastructure, "interrupted before the test started");
+    if (interrupted_) throw Interrupted("interrupted before the test started");
     co_await each([this](Node& n) { return sync_clock(n); });
     throw_if_failed("clock synchronisation");
 
     const proto::Token token = proto::random_token();
-    const std::uint32_t n_clients = static_cast<std::uint32_t>(req_.clients.size());
+    // Clients loading each server node.
+    std::vector<std::uint32_t> n_clients(nodes_.size(), 0);
+    for (std::size_t k = 0; k < nodes_.size(); ++k) {
+      if (!nodes_[k].rec.is_client) continue;
+      for (const std::size_t sn : servers_of(k)) ++n_clients[sn];
+    }
     co_await each([&](Node& n) -> asio::awaitable<void> {
       proto::SetupServer m;
       m.test_id = rec.test_id;
@@ -346,7 +413,7 @@ class Coordinator {
       m.spec = spec;
       m.node_index = n.rec.index;
       // Each client also opens one delay-probe connection to every server.
-      m.expect_connections = n_clients * (spec.connections_per_pair() + 1);
+      m.expect_connections = n_clients[static_cast<std::size_t>(&n - nodes_.data())] * (spec.connections_per_pair() + 1);
       m.any_address = !n.hp.links.empty();
       n.conn->send(MsgType::setup_server, proto::to_json(m));
       const auto ok = proto::parse_setup_server_ok(co_await expect(n, MsgType::setup_server_ok, 30s));
@@ -355,11 +422,12 @@ class Coordinator {
     }, [](const Node& n) { return n.rec.is_server; });
     throw_if_failed("server set-up");
 
-    std::vector<proto::Target> targets;
-    for (const auto& n : nodes_) {
-      if (n.rec.is_server) targets.push_back({n.rec.index, n.rec.address, n.data_port, n.hp.links});
-    }
     co_await each([&](Node& n) -> asio::awaitable<void> {
+      std::vector<proto::Target> targets;
+      for (const std::size_t sn : servers_of(static_cast<std::size_t>(&n - nodes_.data()))) {
+        const Node& t = nodes_[sn];
+        targets.push_back({t.rec.index, t.rec.address, t.data_port, t.hp.links});
+      }
       proto::SetupClient m;
       m.test_id = rec.test_id;
       m.token = token;
@@ -380,7 +448,7 @@ class Coordinator {
     spdlog::info("coordinator: {} agents set up in {:.3f} s", nodes_.size(), since(t_begin));
     if (interrupted_) {
       throw_if_failed("start");
-      throw Error(ExitCode::infrastructure, "interrupted before the test started");
+      throw Interrupted("interrupted before the test started");
     }
 
     // A common start far enough ahead that every START arrives first.
@@ -429,6 +497,8 @@ class Coordinator {
   asio::io_context io_;
   asio::signal_set signals_;
   std::vector<Node> nodes_;
+  std::vector<std::size_t> server_node_;  // index in nodes_ of req_.servers[i]
+  std::vector<std::size_t> client_node_;  // index in nodes_ of req_.clients[i]
   bool running_{false};
   bool interrupted_{false};
   bool finished_{false};

@@ -11,6 +11,12 @@ std::int64_t mono_now_ns() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+std::int64_t wall_now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 void sleep_until_mono_ns(std::int64_t t) noexcept {
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(t / 1'000'000'000);

@@ -119,13 +119,18 @@ Ping parse_ping(const json& j) {
   return Ping{f.u64("seq", 0, UINT32_MAX)};
 }
 
-json to_json(const Pong& m) { return {{"seq", m.seq}, {"t_rx", m.t_rx}, {"t_tx", m.t_tx}}; }
+json to_json(const Pong& m) {
+  json j = {{"seq", m.seq}, {"t_rx", m.t_rx}, {"t_tx", m.t_tx}};
+  if (m.t_wall != 0) j["t_wall"] = m.t_wall;
+  return j;
+}
 Pong parse_pong(const json& j) {
   Fields f(j, "PONG");
   Pong m;
   m.seq = f.u64("seq", 0, UINT32_MAX);
   m.t_rx = f.i64("t_rx", 0, kMaxInstant);
   m.t_tx = f.i64("t_tx", m.t_rx, kMaxInstant);
+  if (j.contains("t_wall")) m.t_wall = f.i64("t_wall", 0, kMaxInstant);
   return m;
 }
 

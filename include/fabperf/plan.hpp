@@ -1,0 +1,193 @@
+// Acceptance plans: traffic patterns (who loads whom, step by step), plan files (TOML), KPIs with
+// verdicts, and the JSON Lines results file (docs/plans.md, docs/results-format.md).
+// Everything here is pure except load_plan (reads a file): the executor lives in the CLI.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fabperf/report.hpp>
+#include <fabperf/spec.hpp>
+
+namespace fabperf::plan {
+
+// ---- patterns ----
+enum class Pattern { bipartite, pairs, each_vs_rest, halves, all_pairs, ring, incast, broadcast, all_to_all };
+std::string_view to_string(Pattern p);
+Pattern parse_pattern(std::string_view s);  // throws UsageError listing the names
+// One-line description for help and docs.
+std::string_view describe(Pattern p);
+
+struct Flow {
+  std::uint32_t client{0};  // index into the node list the pattern was given
+  std::uint32_t server{0};
+  friend bool operator==(const Flow&, const Flow&) = default;
+};
+// The flows of one step run at once, as one coordinated test.
+struct Step {
+  std::vector<Flow> flows;
+};
+
+struct PatternParams {
+  Pattern pattern{Pattern::bipartite};
+  std::vector<std::uint32_t> clients;  // bipartite
+  std::vector<std::uint32_t> servers;  // bipartite
+  std::vector<Flow> pairs;             // pairs
+  std::uint32_t concurrent_pairs{1};   // all-pairs: disjoint pairs per step
+  std::uint32_t k{1};                  // ring: node i loads node i+k
+  std::uint32_t target{0};             // incast: the receiver; broadcast: the sender
+};
+
+// The steps of a pattern over n nodes (indexes 0..n-1); throws UsageError when the parameters do
+// not fit (too few nodes, k out of range, ...).
+std::vector<Step> make_steps(std::size_t n, const PatternParams& p);
+
+// ---- KPIs ----
+struct KpiSet {
+  std::optional<double> min_node_mbps;       // each client node's payload MB/s, per step
+  std::optional<double> min_pair_mbps;       // each client->server pair, per step
+  std::optional<double> min_aggregate_mbps;  // each step's aggregate
+  std::optional<double> min_spread;          // min/max of the node values over the test (0..1)
+  std::optional<double> max_p99_latency_us;  // each client node's p99 (rpc latency, else ping delay)
+  std::optional<double> max_retransmits;     // segments per pair, per step
+  std::optional<double> max_nic_errors;      // errors + drops per link, summed over the test
+  std::optional<double> min_link_mbps;       // per link: the best payload MB/s it carried in the test
+  std::optional<double> min_efficiency_pct;  // per link: the best efficiency vs its negotiated speed
+  [[nodiscard]] bool empty() const;
+  friend bool operator==(const KpiSet&, const KpiSet&) = default;
+};
+// KPI names as written in plans and --kpi (also the "kpi" field of results).
+const std::vector<std::string>& kpi_names();
+// Sets one KPI by name; throws UsageError naming it when unknown or out of range.
+void set_kpi(KpiSet& k, std::string_view name, double value);
+// Named profiles: "ibm-readiness". Throws UsageError for an unknown name.
+KpiSet kpi_profile(std::string_view name);
+// Fields of `over` replace those of `base`.
+KpiSet merge(const KpiSet& base, const KpiSet& over);
+nlohmann::json to_json(const KpiSet& k);
+
+// ---- plans ----
+struct PlanHost {
+  std::string name;
+  HostPort hp;
+  bool client{true};  // roles; bipartite uses them
+  bool server{true};
+};
+
+struct PlanTest {
+  std::string name;
+  PatternParams pattern;
+  std::vector<std::uint32_t> hosts;  // indexes into Plan::hosts, in the order the pattern sees them
+  TestSpec spec = TestSpec::make({});
+  std::chrono::nanoseconds interval{std::chrono::seconds(1)};
+  KpiSet kpis;
+  nlohmann::json normalized;  // the test as written, with defaults applied (results file)
+};
+
+struct Plan {
+  std::string name;
+  std::string file;
+  std::vector<PlanHost> hosts;
+  std::vector<PlanTest> tests;
+  KpiSet kpis;  // plan-wide: evaluated once over every step of the plan
+  double clock_warn_s{1.0};  // preflight: warn when two nodes' clocks differ by more
+};
+
+// Parses a TOML plan; every mistake is a UsageError "FILE:LINE: field 'x': problem".
+Plan parse_plan(std::string_view text, const std::string& file);
+Plan load_plan(const std::string& path);
+// Checks the test's pattern against its hosts (throws UsageError) and fills t.normalized.
+void normalize(const Plan& p, PlanTest& t);
+// The "plan" object of the results file's first line.
+nlohmann::json plan_json(const Plan& p);
+
+// One step of a plan, ready to run.
+struct PlannedStep {
+  std::size_t index{0};     // plan-wide, 0-based
+  std::string id;           // TESTNAME/K
+  std::size_t test{0};      // index into Plan::tests
+  std::vector<std::uint32_t> clients;  // plan host indexes, in first-appearance order
+  std::vector<std::uint32_t> servers;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;  // (index into clients, index into servers)
+};
+std::vector<PlannedStep> expand(const Plan& p);
+// Set-up and collection around each step's test time (connect, clock sync, set-up, start).
+inline constexpr double kStepOverheadS = 0.7;
+double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps);
+// What `plan check` prints: hosts, tests, steps and durations.
+std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps);
+
+// ---- KPI evaluation (over the step results exactly as the results file holds them) ----
+struct StepOutcome {
+  std::string id;
+  std::string test;
+  nlohmann::json result;  // render_json(Report)
+};
+
+struct KpiCheck {
+  std::optional<std::string> test;  // null: plan-wide
+  std::optional<std::string> step;  // null: over the whole test (or plan)
+  std::string kpi;
+  std::string scope;    // node, pair, link, aggregate, step
+  std::string subject;  // "n1", "n1->n2", "n1/eth0" or ""
+  std::optional<double> value;  // null: could not be measured (then pass is false)
+  double threshold{0};
+  std::string op;  // ">=" or "<="
+  std::string unit;
+  bool pass{false};
+  std::string detail;
+};
+
+// `names` maps the result's node names (host:port) to plan host names.
+std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
+                                    const std::map<std::string, std::string>& names,
+                                    const std::optional<std::string>& test);
+nlohmann::json to_json(const KpiCheck& c);
+KpiCheck kpi_check_from_json(const nlohmann::json& j);
+// The verdict table printed at the end of a run: failures first, then a count of passes.
+std::string render_verdicts(const std::vector<KpiCheck>& checks);
+
+// ---- results file (JSON Lines; docs/results-format.md) ----
+inline constexpr const char* kResultsSchema = "fabperf.plan-results";
+inline constexpr int kResultsVersion = 1;
+
+struct ResumeState {
+  nlohmann::json plan_record;
+  std::map<std::string, nlohmann::json> steps;  // id -> last step record
+  std::vector<KpiCheck> kpis;
+};
+// Reads an existing results file; throws UsageError naming FILE:LINE on a malformed line.
+ResumeState read_results(const std::string& path);
+
+std::string iso8601_now();
+
+// ---- pre-flight ----
+struct Finding {
+  std::string level;  // "error" (the plan would measure something wrong or fail), "warning", "ok"
+  std::string node;   // plan host name, "a->b", "a/eth0" or "" (fabric-wide)
+  std::string what;
+  std::string fix;
+};
+struct PreflightLimits {
+  std::uint64_t socksize{0};  // the largest socksize the plan asks for (0: OS default)
+  double clock_warn_s{1.0};
+};
+// Judges a short all-to-all probe test: data connections, MTU per test interface, MSS per pair
+// against the MTUs, link speeds, socket buffer limits, wall-clock offsets. `names` maps the
+// report's node names (host:port) to plan host names.
+std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
+                                        const std::map<std::string, std::string>& names,
+                                        const PreflightLimits& lim);
+// The probe's settings: stream writes, one connection per pair and link (connection c of a pair
+// uses link c mod L, so every link is probed), short.
+TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links);
+std::string render_findings(const std::vector<Finding>& f);
+
+}  // namespace fabperf::plan

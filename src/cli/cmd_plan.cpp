@@ -1,0 +1,568 @@
+// Plans end to end: `fabperf plan check`, `fabperf preflight`, and the executor behind
+// `fabperf run PLAN` / `fabperf run --pattern`. Results go to a JSON Lines file, one record per
+// finished step, written and synced before the next step starts (docs/results-format.md).
+#include "cli/commands.hpp"
+
+#include <fabperf/build_config.hpp>
+#include <fabperf/coordinator.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/units.hpp>
+
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <ctime>
+#include <csignal>
+#include <cxxopts.hpp>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <iostream>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fabperf::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_stop{false};
+void on_stop_signal(int) { g_stop = true; }
+
+// Between steps a SIGINT/SIGTERM only sets a flag (the plan stops before the next step); during
+// a step the coordinator's own handler stops the test and keeps what was measured. Asio puts the
+// default action back when a test ends, so this is re-armed after every step.
+void arm_stop_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Appends whole lines and syncs each one: a crash or a dead agent loses nothing already written.
+class ResultsFile {
+ public:
+  ResultsFile(const std::string& path, bool must_be_new) : path_(path) {
+    int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC;
+    if (must_be_new) flags |= O_EXCL;
+    fd_ = ::open(path.c_str(), flags, 0644);
+    if (fd_ < 0 && errno == EEXIST) {
+      throw UsageError(fmt::format("--results {}: already exists (continue it with --resume {}, or choose another name)", path, path));
+    }
+    if (fd_ < 0) throw SystemError("open results file", path, errno);
+  }
+  ~ResultsFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ResultsFile(const ResultsFile&) = delete;
+  ResultsFile& operator=(const ResultsFile&) = delete;
+
+  void write(const json& j) {
+    const std::string line = j.dump() + "\n";
+    std::size_t off = 0;
+    while (off < line.size()) {
+      const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw SystemError("write results file", path_, errno);
+      off += static_cast<std::size_t>(n);
+    }
+    ::fsync(fd_);
+  }
+
+ private:
+  std::string path_;
+  int fd_{-1};
+};
+
+std::string hms(double s) {
+  const auto t = static_cast<long>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
+  return fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+std::string default_results_name(const std::string& plan_name) {
+  std::string base;
+  for (const char ch : plan_name.substr(plan_name.find_last_of('/') + 1)) {
+    base += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' ? ch : '-';
+  }
+  if (const auto dot = base.rfind("-toml"); dot != std::string::npos && dot + 5 == base.size()) base.resize(dot);
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return fmt::format("{}-{}.jsonl", base.empty() ? "plan" : base, buf);
+}
+
+std::map<std::string, std::string> node_names(const plan::Plan& p) {
+  std::map<std::string, std::string> m;
+  for (const auto& h : p.hosts) m[h.hp.str()] = h.name;
+  return m;
+}
+
+std::uint64_t max_socksize(const plan::Plan& p) {
+  std::uint64_t s = 0;
+  for (const auto& t : p.tests) s = std::max(s, t.spec.socksize());
+  return s;
+}
+
+// The probe test: every host loads every other one at once, briefly. Returns the exit code
+// (0 fine or warnings only, 3 errors).
+int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet) {
+  RunRequest req;
+  req.spec = plan::preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
+  req.key = key;
+  req.connect_timeout = connect_timeout;
+  req.interval = std::chrono::milliseconds(100);
+  for (std::uint32_t i = 0; i < p.hosts.size(); ++i) {
+    req.servers.push_back(p.hosts[i].hp);
+    req.clients.push_back(p.hosts[i].hp);
+    for (std::uint32_t j = 0; j < p.hosts.size(); ++j) {
+      if (i != j) req.pairs.emplace_back(i, j);
+    }
+  }
+  const auto names = node_names(p);
+  if (!quiet) std::cout << fmt::format("preflight: {} hosts, probe of every ordered pair ({} s)\n", p.hosts.size(),
+                                   std::chrono::duration<double>(req.spec.time()).count());
+  RunRecord rec;
+  try {
+    rec = run_test(req);
+  } catch (const Interrupted&) {
+    std::cout << "preflight: interrupted\n";
+    return static_cast<int>(ExitCode::infrastructure);
+  } catch (const Error& e) {
+    // The message names the agent; say which plan host that is, and how to fix it.
+    std::string who;
+    for (const auto& [addr, name] : names) {
+      if (std::string(e.what()).find(addr) != std::string::npos) who += (who.empty() ? "" : ", ") + name;
+    }
+    std::cout << plan::render_findings({{"error", who, e.what(),
+                                         "start 'fabperf agent' there with the same key, and open its port (6668) and data ports"}});
+    std::cout << "preflight: FAILED (fix the above, or run with --no-preflight)\n";
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  arm_stop_handler();
+  const Report rep = compute_report(rec);
+  const auto findings = plan::preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
+  std::size_t errors = 0, warnings = 0;
+  for (const auto& f : findings) {
+    errors += f.level == "error" ? 1 : 0;
+    warnings += f.level == "warning" ? 1 : 0;
+  }
+  if (!quiet || errors > 0) std::cout << plan::render_findings(findings);
+  if (rec.interrupted) {
+    std::cout << "preflight: interrupted\n";
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  if (errors > 0) {
+    std::cout << fmt::format("preflight: FAILED, {} errors, {} warnings (fix them, or run with --no-preflight)\n", errors, warnings);
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  if (!quiet) std::cout << fmt::format("preflight: ok ({} warnings)\n", warnings);
+  return 0;
+}
+
+}  // namespace
+
+plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
+                         std::chrono::nanoseconds interval) {
+  plan::Plan p;
+  p.name = "run-" + c.pattern;
+  p.file = "(command line)";
+  p.hosts = std::move(hosts);
+  plan::PlanTest t;
+  t.name = c.pattern;
+  t.pattern.pattern = plan::parse_pattern(c.pattern);
+  for (std::uint32_t i = 0; i < p.hosts.size(); ++i) t.hosts.push_back(i);
+  const auto index = [&](const std::string& name, const char* what) {
+    for (std::uint32_t i = 0; i < p.hosts.size(); ++i) {
+      if (p.hosts[i].name == name) return i;
+    }
+    std::string all;
+    for (const auto& h : p.hosts) all += (all.empty() ? "" : ", ") + h.name;
+    throw UsageError(fmt::format("{} '{}': no such host (hosts: {})", what, name, all));
+  };
+  const auto P = t.pattern.pattern;
+  if (!c.pairs.empty() && P != plan::Pattern::pairs) throw UsageError("--pairs: only with --pattern pairs");
+  if (!c.target.empty() && P != plan::Pattern::incast && P != plan::Pattern::broadcast) {
+    throw UsageError("--target: only with --pattern incast or broadcast");
+  }
+  if (c.concurrent_pairs != 1 && P != plan::Pattern::all_pairs) throw UsageError("--concurrent-pairs: only with --pattern all-pairs");
+  if (c.k != 1 && P != plan::Pattern::ring) throw UsageError("--ring-k: only with --pattern ring");
+  if (P == plan::Pattern::bipartite) {
+    for (std::uint32_t i = 0; i < p.hosts.size(); ++i) (p.hosts[i].client ? t.pattern.clients : t.pattern.servers).push_back(i);
+  }
+  if (P == plan::Pattern::pairs) {
+    if (c.pairs.empty()) throw UsageError("--pattern pairs: give --pairs A->B,C->D");
+    std::size_t start = 0;
+    while (start <= c.pairs.size()) {
+      const auto comma = c.pairs.find(',', start);
+      const std::string item = c.pairs.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const auto arrow = item.find("->");
+      if (arrow == std::string::npos) throw UsageError(fmt::format("--pairs '{}': expected CLIENT->SERVER", item));
+      t.pattern.pairs.push_back({index(item.substr(0, arrow), "--pairs"), index(item.substr(arrow + 2), "--pairs")});
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (!c.target.empty()) t.pattern.target = index(c.target, "--target");
+  t.pattern.concurrent_pairs = c.concurrent_pairs;
+  t.pattern.k = c.k;
+  t.spec = spec;
+  t.interval = interval;
+  if (!c.kpi_profile.empty()) t.kpis = plan::kpi_profile(c.kpi_profile);
+  for (const auto& kv : c.kpis) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) throw UsageError(fmt::format("--kpi '{}': expected NAME=VALUE, e.g. min-node-mbps=2000", kv));
+    const std::string v = kv.substr(eq + 1);
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size()) throw UsageError(fmt::format("--kpi '{}': '{}' is not a number", kv, v));
+    try {
+      plan::set_kpi(t.kpis, kv.substr(0, eq), x);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("--kpi: {}", e.what()));
+    }
+  }
+  plan::normalize(p, t);
+  p.tests.push_back(std::move(t));
+  return p;
+}
+
+int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
+  const auto steps = plan::expand(p);
+  const auto names = node_names(p);
+  const json plan_obj = plan::plan_json(p);
+
+  // Resume: the same plan, steps already done are not run again.
+  std::string path = o.results;
+  plan::ResumeState prior;
+  if (!o.resume.empty()) {
+    if (!o.results.empty() && o.results != o.resume) throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
+    prior = plan::read_results(o.resume);
+    if (prior.plan_record.value("plan", json()) != plan_obj) {
+      throw UsageError(fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o.resume));
+    }
+    path = o.resume;
+  } else if (path.empty()) {
+    path = default_results_name(p.name == p.file ? p.file : p.name);
+  }
+  std::size_t to_run = 0;
+  for (const auto& s : steps) {
+    const auto it = prior.steps.find(s.id);
+    if (it == prior.steps.end() || it->second.value("status", "") != "done") ++to_run;
+  }
+  double est = 0;
+  for (const auto& s : steps) {
+    const auto it = prior.steps.find(s.id);
+    if (it == prior.steps.end() || it->second.value("status", "") != "done") {
+      est += std::chrono::duration<double>(p.tests[s.test].spec.time()).count() + plan::kStepOverheadS;
+    }
+  }
+  if (!o.quiet) {
+    std::cout << fmt::format("plan '{}': {} tests, {} steps{}, estimated {} (results: {})\n", p.name, p.tests.size(), steps.size(),
+                             to_run == steps.size() ? "" : fmt::format(" ({} to run, {} done before)", to_run, steps.size() - to_run),
+                             hms(est), path);
+  }
+
+  arm_stop_handler();
+  g_stop = false;
+  if (o.preflight && to_run > 0) {
+    const int rc = preflight(p, o.key, o.connect_timeout, o.quiet);
+    if (rc != 0) return rc;
+    if (g_stop) {
+      std::cout << "interrupted before the first step\n";
+      return static_cast<int>(ExitCode::infrastructure);
+    }
+  }
+
+  ResultsFile out(path, o.resume.empty());
+  if (o.resume.empty()) {
+    out.write({{"type", "plan"},
+               {"schema", plan::kResultsSchema},
+               {"version", plan::kResultsVersion},
+               {"fabperf_version", FABPERF_VERSION},
+               {"started_at", plan::iso8601_now()},
+               {"plan_file", p.file},
+               {"plan", plan_obj},
+               {"steps_total", steps.size()}});
+  }
+
+  const bool tty = !o.quiet && ::isatty(STDOUT_FILENO) == 1;
+  const auto t0 = Clock::now();
+  std::vector<plan::StepOutcome> outcomes;  // every done step, plan-wide
+  std::vector<plan::KpiCheck> checks;
+  std::vector<std::size_t> ran_in_test(p.tests.size(), 0);
+  bool interrupted = false, any_step_ran = false;
+  int worst_infra = 0;  // 2 or 3 once a step could not run
+  std::string last;
+  double ran_s = 0, ran_time_s = 0;  // wall time of the steps run so far, and their test time
+  std::size_t ran = 0;
+
+  const auto eval_test = [&](std::size_t ti) {
+    const auto& t = p.tests[ti];
+    if (t.kpis.empty()) return;
+    std::vector<plan::KpiCheck> stored;
+    for (const auto& c : prior.kpis) {
+      if (c.test && *c.test == t.name) stored.push_back(c);
+    }
+    if (ran_in_test[ti] == 0 && !stored.empty()) {
+      checks.insert(checks.end(), stored.begin(), stored.end());
+      return;
+    }
+    std::vector<plan::StepOutcome> mine;
+    for (const auto& s : outcomes) {
+      if (s.test == t.name) mine.push_back(s);
+    }
+    for (auto& c : plan::evaluate_kpis(t.kpis, mine, names, t.name)) {
+      out.write(plan::to_json(c));
+      checks.push_back(std::move(c));
+    }
+  };
+
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& s = steps[i];
+    const auto& t = p.tests[s.test];
+    std::vector<std::string> cn, sn;
+    for (const auto h : s.clients) cn.push_back(p.hosts[h].name);
+    for (const auto h : s.servers) sn.push_back(p.hosts[h].name);
+    const auto it = prior.steps.find(s.id);
+    if (it != prior.steps.end() && it->second.value("status", "") == "done") {
+      if (it->second.contains("result")) outcomes.push_back({s.id, t.name, it->second["result"]});
+    } else {
+      if (g_stop) {
+        interrupted = true;
+        break;
+      }
+      const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+      double left = 0;
+      for (std::size_t j = i; j < steps.size(); ++j) {
+        const auto jt = prior.steps.find(steps[j].id);
+        if (jt == prior.steps.end() || jt->second.value("status", "") != "done") {
+          left += std::chrono::duration<double>(p.tests[steps[j].test].spec.time()).count() + plan::kStepOverheadS;
+        }
+      }
+      // Once steps have run, their measured set-up cost replaces the estimate.
+      if (ran > 0) {
+        double planned = 0;
+        std::size_t n_left = 0;
+        for (std::size_t j = i; j < steps.size(); ++j) {
+          const auto jt = prior.steps.find(steps[j].id);
+          if (jt == prior.steps.end() || jt->second.value("status", "") != "done") ++n_left;
+        }
+        planned = left - static_cast<double>(n_left) * plan::kStepOverheadS;
+        left = planned + static_cast<double>(n_left) * std::max(0.0, ran_s / static_cast<double>(ran) - ran_time_s / static_cast<double>(ran));
+      }
+      if (tty) {
+        std::cout << fmt::format("\r\033[K[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}{}", i + 1, steps.size(), s.id,
+                                 cn.size(), sn.size(), hms(elapsed), hms(left), last.empty() ? "" : "  last: " + last)
+                  << std::flush;
+      }
+      RunRequest req;
+      req.spec = t.spec;
+      req.interval = t.interval;
+      req.key = o.key;
+      req.connect_timeout = o.connect_timeout;
+      for (const auto h : s.servers) req.servers.push_back(p.hosts[h].hp);
+      for (const auto h : s.clients) req.clients.push_back(p.hosts[h].hp);
+      req.pairs = s.pairs;
+      json rec = {{"type", "step"}, {"index", s.index}, {"id", s.id}, {"test", t.name},
+                  {"pattern", std::string(plan::to_string(t.pattern.pattern))}, {"clients", cn}, {"servers", sn},
+                  {"status", "done"}, {"error", ""}, {"started_at", plan::iso8601_now()}};
+      const auto st0 = Clock::now();
+      std::string summary;
+      try {
+        const RunRecord r = run_test(req);
+        const Report report = compute_report(r);
+        rec["result"] = render_json(report);
+        if (r.interrupted) {
+          rec["status"] = "interrupted";
+          rec["error"] = "interrupted by the user";
+          interrupted = true;
+        } else if (!report.complete) {
+          rec["status"] = "failed";
+          std::string err;
+          for (const auto& n : r.nodes) {
+            if (!n.error.empty()) err += (err.empty() ? "" : "; ") + n.error;
+          }
+          rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
+          worst_infra = worst_infra == 2 ? 2 : 3;
+        }
+        summary = fmt::format("{:.0f} MB/s", report.aggregate.mb_per_s);
+      } catch (const Interrupted& e) {
+        rec["status"] = "interrupted";
+        rec["error"] = e.what();
+        interrupted = true;
+        summary = "interrupted";
+      } catch (const Error& e) {
+        rec["status"] = "failed";
+        rec["error"] = e.what();
+        worst_infra = e.code() == ExitCode::usage ? 2 : (worst_infra == 2 ? 2 : 3);
+        summary = "failed";
+      }
+      arm_stop_handler();
+      const double dur = std::chrono::duration<double>(Clock::now() - st0).count();
+      rec["duration_s"] = dur;
+      out.write(rec);
+      any_step_ran = true;
+      ++ran_in_test[s.test];
+      ran_s += dur;
+      ran_time_s += std::chrono::duration<double>(t.spec.time()).count();
+      ++ran;
+      const std::string status = rec["status"].get<std::string>();
+      last = fmt::format("{} {}", s.id, status == "done" ? summary : status);
+      if (status == "done") outcomes.push_back({s.id, t.name, rec["result"]});
+      if (tty) {
+        if (status != "done") std::cout << "\n" << fmt::format("step {}: {}: {}", s.id, status, rec["error"].get<std::string>()) << "\n";
+      } else if (!o.quiet) {
+        std::string flows;
+        for (const auto& [c, v] : s.pairs) flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", cn[c], sn[v]);
+        if (flows.size() > 60) flows = fmt::format("{} pairs", s.pairs.size());
+        std::cout << fmt::format("step {}/{} {} ({}): {}{} in {:.1f} s\n", i + 1, steps.size(), s.id, flows, status,
+                                 status == "done" ? ", " + summary : ": " + rec["error"].get<std::string>(), dur)
+                  << std::flush;
+      }
+      if (interrupted) break;
+    }
+    // A test's KPIs once its last step is behind.
+    if (i + 1 == steps.size() || steps[i + 1].test != s.test) eval_test(s.test);
+  }
+  if (tty) std::cout << "\r\033[K" << std::flush;
+
+  if (!interrupted && !p.kpis.empty()) {
+    std::vector<plan::KpiCheck> stored;
+    for (const auto& c : prior.kpis) {
+      if (!c.test) stored.push_back(c);
+    }
+    if (!any_step_ran && !stored.empty()) {
+      checks.insert(checks.end(), stored.begin(), stored.end());
+    } else {
+      for (auto& c : plan::evaluate_kpis(p.kpis, outcomes, names, std::nullopt)) {
+        out.write(plan::to_json(c));
+        checks.push_back(std::move(c));
+      }
+    }
+  }
+  bool kpi_failed = false;
+  for (const auto& c : checks) kpi_failed = kpi_failed || !c.pass;
+  int code = 0;
+  if (worst_infra == 2) {
+    code = 2;
+  } else if (worst_infra == 3 || interrupted) {
+    code = 3;
+  } else if (kpi_failed) {
+    code = 1;
+  }
+  out.write({{"type", "end"}, {"finished_at", plan::iso8601_now()}, {"interrupted", interrupted}, {"passed", code == 0},
+             {"exit_code", code}});
+
+  const std::size_t done_steps = outcomes.size();
+  const std::size_t failed_steps = steps.size() - done_steps;
+  std::cout << plan::render_verdicts(checks);
+  std::cout << fmt::format("plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p.name, done_steps, steps.size(),
+                           interrupted ? " (interrupted: continue with --resume " + path + ")"
+                           : failed_steps > 0 ? fmt::format(" ({} failed or not run: --resume {} runs them again)", failed_steps, path)
+                                              : std::string(),
+                           code == 0 ? "PASSED" : code == 1 ? "KPI FAILED" : code == 2 ? "PLAN ERROR" : "INCOMPLETE",
+                           hms(std::chrono::duration<double>(Clock::now() - t0).count()), path);
+  return code;
+}
+
+int cmd_plan(int argc, char** argv) {
+  cxxopts::Options o("fabperf plan", "Plans: 'fabperf plan check PLAN' validates a plan and prints what would run.");
+  o.add_options()
+    ("args", "", cxxopts::value<std::vector<std::string>>())
+    ("h,help", "this help");
+  o.parse_positional({"args"});
+  o.positional_help("check PLAN");
+  const auto r = [&] {
+    try {
+      return o.parse(argc, argv);
+    } catch (const cxxopts::exceptions::exception& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  const auto args = r.count("args") ? r["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (args.size() != 2 || args[0] != "check") throw UsageError("plan: usage: fabperf plan check PLAN");
+  const auto p = plan::load_plan(args[1]);
+  std::cout << plan::describe_plan(p, plan::expand(p));
+  std::cout << "plan ok\n";
+  return 0;
+}
+
+int cmd_preflight(int argc, char** argv) {
+  cxxopts::Options o("fabperf preflight", "Check a fabric before a plan: fabperf preflight PLAN | --hosts H,H... | --local N");
+  o.add_options()
+    ("plan", "", cxxopts::value<std::string>())
+    ("hosts", "agents: host[:port][@LINK+LINK],...", cxxopts::value<std::string>())
+    ("local", "start N agents on this host", cxxopts::value<int>())
+    ("socksize", "socket buffer size the tests will ask for", cxxopts::value<std::string>()->default_value("0"))
+    ("clock-warn", "warn when wall clocks differ by more seconds", cxxopts::value<double>()->default_value("1"))
+    ("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))
+    ("key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())
+    ("h,help", "this help");
+  o.parse_positional({"plan"});
+  o.positional_help("[PLAN]");
+  const auto r = [&] {
+    try {
+      return o.parse(argc, argv);
+    } catch (const cxxopts::exceptions::exception& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  std::string key_file = r.count("key-file") ? r["key-file"].as<std::string>() : auth::key_file_from_env();
+  auth::Key key;
+  if (!key_file.empty()) key = auth::load_key_file(key_file);
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(r["connect-timeout"].as<std::string>(), "--connect-timeout"));
+  std::unique_ptr<LocalAgents> local;
+  plan::Plan p;
+  const int sources = static_cast<int>(r.count("plan") + r.count("hosts") + r.count("local"));
+  if (sources != 1) throw UsageError("preflight: give a plan, --hosts H,H... or --local N");
+  if (r.count("plan")) {
+    p = plan::load_plan(r["plan"].as<std::string>());
+    if (r.count("socksize") || r.count("clock-warn")) throw UsageError("preflight: --socksize and --clock-warn come from the plan");
+  } else {
+    std::vector<HostPort> hps;
+    if (r.count("local")) {
+      const int n = r["local"].as<int>();
+      if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
+      local = std::make_unique<LocalAgents>(n, "warn", key_file);
+      hps = local->endpoints();
+    } else {
+      const auto text = r["hosts"].as<std::string>();
+      std::size_t start = 0;
+      while (start <= text.size()) {
+        const auto comma = text.find(',', start);
+        hps.push_back(parse_host_port(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start), "--hosts"));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      if (hps.size() < 2) throw UsageError("--hosts: give at least two agents");
+    }
+    for (std::size_t i = 0; i < hps.size(); ++i) {
+      p.hosts.push_back({local ? fmt::format("n{}", i + 1) : hps[i].str(), hps[i], true, true});
+    }
+    plan::PlanTest t;
+    SpecParams sp;
+    sp.socksize = parse_size(r["socksize"].as<std::string>(), "--socksize");
+    t.spec = TestSpec::make(sp);
+    p.tests.push_back(t);
+    p.clock_warn_s = r["clock-warn"].as<double>();
+    if (!(p.clock_warn_s > 0)) throw UsageError("--clock-warn: must be positive");
+  }
+  return preflight(p, key, timeout, false);
+}
+
+}  // namespace fabperf::cli

@@ -1,0 +1,340 @@
+// KPIs: thresholds evaluated per node / pair / link / step over step results as the results file
+// holds them (render_json of each step's Report), so a resumed plan judges finished steps exactly
+// like fresh ones.
+#include <fabperf/error.hpp>
+#include <fabperf/plan.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fmt/format.h>
+
+namespace fabperf::plan {
+namespace {
+
+using nlohmann::json;
+
+struct KpiDef {
+  const char* name;
+  std::optional<double> KpiSet::*field;
+  const char* scope;
+  const char* op;
+  const char* unit;
+  double lo, hi;
+};
+const std::vector<KpiDef>& defs() {
+  static const std::vector<KpiDef> d{
+      {"min-node-mbps", &KpiSet::min_node_mbps, "node", ">=", "MB/s", 0, 1e9},
+      {"min-pair-mbps", &KpiSet::min_pair_mbps, "pair", ">=", "MB/s", 0, 1e9},
+      {"min-aggregate-mbps", &KpiSet::min_aggregate_mbps, "step", ">=", "MB/s", 0, 1e12},
+      {"min-spread", &KpiSet::min_spread, "aggregate", ">=", "min/max", 0, 1},
+      {"max-p99-latency-us", &KpiSet::max_p99_latency_us, "node", "<=", "us", 0, 1e12},
+      {"max-retransmits", &KpiSet::max_retransmits, "pair", "<=", "segments", 0, 1e15},
+      {"max-nic-errors", &KpiSet::max_nic_errors, "link", "<=", "packets", 0, 1e15},
+      {"min-link-mbps", &KpiSet::min_link_mbps, "link", ">=", "MB/s", 0, 1e9},
+      {"min-efficiency-pct", &KpiSet::min_efficiency_pct, "link", ">=", "%", 0, 100},
+  };
+  return d;
+}
+const KpiDef& def(std::string_view name) {
+  for (const auto& d : defs()) {
+    if (name == d.name) return d;
+  }
+  throw UsageError(fmt::format("unknown KPI '{}'", name));
+}
+
+double num(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+// A client node's payload in the direction its test drives: write-like tests send, read receives,
+// rw does both.
+double node_mbps(const json& node, const std::string& test) {
+  if (test == "read" || test == "sread") return num(node, "rx_mb_per_s");
+  if (test == "rw") return num(node, "tx_mb_per_s") + num(node, "rx_mb_per_s");
+  return num(node, "tx_mb_per_s");
+}
+
+std::string fmtv(double v) {
+  if (std::fabs(v) >= 100 || v == std::floor(v)) return fmt::format("{:.0f}", v);
+  return fmt::format("{:.3g}", v);
+}
+
+}  // namespace
+
+bool KpiSet::empty() const { return *this == KpiSet{}; }
+
+const std::vector<std::string>& kpi_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& d : defs()) n.emplace_back(d.name);
+    return n;
+  }();
+  return names;
+}
+
+void set_kpi(KpiSet& k, std::string_view name, double value) {
+  const auto& d = def(name);
+  if (!(value >= d.lo && value <= d.hi)) {
+    throw UsageError(fmt::format("KPI '{}': {} is out of range ({}..{})", name, value, fmtv(d.lo), fmtv(d.hi)));
+  }
+  k.*d.field = value;
+}
+
+KpiSet kpi_profile(std::string_view name) {
+  KpiSet k;
+  if (name == "ibm-readiness") {
+    // ../shared/NOTES.md section 2: every node >= 2000 MB/s, min/max >= 0.79; retransmits and NIC
+    // errors are reported for information by that tool, so they are not thresholds here.
+    k.min_node_mbps = 2000;
+    k.min_spread = 0.79;
+    return k;
+  }
+  if (name == "none") return k;
+  throw UsageError(fmt::format("unknown KPI profile '{}' (ibm-readiness, none)", name));
+}
+
+KpiSet merge(const KpiSet& base, const KpiSet& over) {
+  KpiSet k = base;
+  for (const auto& d : defs()) {
+    if (over.*d.field) k.*d.field = over.*d.field;
+  }
+  return k;
+}
+
+json to_json(const KpiSet& k) {
+  json j = json::object();
+  for (const auto& d : defs()) {
+    if (k.*d.field) j[d.name] = *(k.*d.field);
+  }
+  return j;
+}
+
+std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
+                                    const std::map<std::string, std::string>& names,
+                                    const std::optional<std::string>& test) {
+  std::vector<KpiCheck> out;
+  const auto label = [&](const std::string& n) {
+    const auto it = names.find(n);
+    return it == names.end() ? n : it->second;
+  };
+  const auto check = [&](const KpiDef& d, const std::optional<std::string>& step, std::string subject,
+                         std::optional<double> value, std::string detail) {
+    KpiCheck c;
+    c.test = test;
+    c.step = step;
+    c.kpi = d.name;
+    c.scope = d.scope;
+    c.subject = std::move(subject);
+    c.value = value;
+    c.threshold = *(k.*d.field);
+    c.op = d.op;
+    c.unit = d.unit;
+    c.pass = value && (std::string(d.op) == ">=" ? *value >= c.threshold : *value <= c.threshold);
+    c.detail = std::move(detail);
+    out.push_back(std::move(c));
+  };
+
+  // Node values over the test, for the spread.
+  struct NodeValue {
+    std::string step, node;
+    double mbps;
+  };
+  std::vector<NodeValue> node_values;
+  // Links over the test: best throughput and efficiency, summed errors.
+  struct LinkAcc {
+    double best_mbps{-1};
+    std::string best_mbps_step;
+    std::optional<double> best_eff;
+    std::string best_eff_step;
+    double speed{-1};
+    double errors{0};
+    std::string error_detail;
+  };
+  std::map<std::string, LinkAcc> links;
+  std::vector<std::string> link_order;
+
+  for (const auto& s : steps) {
+    const json& r = s.result;
+    if (!r.is_object()) continue;
+    const std::string tkind = r.value("/settings/test"_json_pointer, std::string("write"));
+    std::map<std::uint64_t, std::string> by_index;
+    for (const auto& n : r.value("nodes", json::array())) {
+      by_index[n.value("index", std::uint64_t{0})] = label(n.value("node", std::string()));
+    }
+    for (const auto& n : r.value("nodes", json::array())) {
+      const std::string name = label(n.value("node", std::string()));
+      const bool is_client = n.value("role", std::string()).find("client") != std::string::npos;
+      if (is_client) {
+        const double v = node_mbps(n, tkind);
+        node_values.push_back({s.id, name, v});
+        if (k.min_node_mbps) {
+          check(def("min-node-mbps"), s.id, name, v, fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), tkind));
+        }
+        if (k.max_p99_latency_us) {
+          const bool rpc = n.contains("latency") && n["latency"].is_object();
+          const json* lat = rpc ? &n["latency"] : n.contains("delay") && n["delay"].is_object() ? &n["delay"] : nullptr;
+          if (lat) {
+            const double p99 = num(*lat, "p99_us");
+            check(def("max-p99-latency-us"), s.id, name, p99,
+                  fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(p99), lat->value("count", 0),
+                              rpc ? "requests" : "ping round trips under load"));
+          } else {
+            check(def("max-p99-latency-us"), s.id, name, std::nullopt, fmt::format("{} in {}: no latency was measured", name, s.id));
+          }
+        }
+      }
+      for (const auto& l : n.value("links", json::array())) {
+        const std::string sub = name + "/" + l.value("link", std::string("?"));
+        if (!links.count(sub)) link_order.push_back(sub);
+        auto& a = links[sub];
+        const double mb = std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
+        if (mb > a.best_mbps) {
+          a.best_mbps = mb;
+          a.best_mbps_step = s.id;
+        }
+        if (l.contains("efficiency_pct") && l["efficiency_pct"].is_number()) {
+          const double e = l["efficiency_pct"].get<double>();
+          if (!a.best_eff || e > *a.best_eff) {
+            a.best_eff = e;
+            a.best_eff_step = s.id;
+          }
+        }
+        if (l.contains("speed_mbps") && l["speed_mbps"].is_number()) a.speed = l["speed_mbps"].get<double>();
+        const double e = num(l, "tx_errors") + num(l, "rx_errors") + num(l, "tx_dropped") + num(l, "rx_dropped");
+        if (e > 0) {
+          a.error_detail += fmt::format("{}{}: tx_errors {} rx_errors {} tx_dropped {} rx_dropped {}",
+                                        a.error_detail.empty() ? "" : "; ", s.id, fmtv(num(l, "tx_errors")),
+                                        fmtv(num(l, "rx_errors")), fmtv(num(l, "tx_dropped")), fmtv(num(l, "rx_dropped")));
+        }
+        a.errors += e;
+      }
+    }
+    for (const auto& p : r.value("pairs", json::array())) {
+      const std::string sub = by_index[p.value("client", std::uint64_t{0})] + "->" + by_index[p.value("server", std::uint64_t{0})];
+      if (k.min_pair_mbps) {
+        const double v = num(p, "mb_per_s");
+        check(def("min-pair-mbps"), s.id, sub, v,
+              fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, fmtv(v), p.value("connections", 0)));
+      }
+      if (k.max_retransmits) {
+        const double v = num(p, "retrans");
+        check(def("max-retransmits"), s.id, sub, v, fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(v)));
+      }
+    }
+    if (k.min_aggregate_mbps) {
+      const double v = num(r.value("aggregate", json::object()), "mb_per_s");
+      check(def("min-aggregate-mbps"), s.id, "", v,
+            fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(v), r.value("clients", 0), r.value("servers", 0)));
+    }
+  }
+
+  if (k.min_spread) {
+    if (node_values.empty()) {
+      check(def("min-spread"), std::nullopt, "", std::nullopt, "no client node was measured");
+    } else {
+      const auto [mn, mx] = std::minmax_element(node_values.begin(), node_values.end(),
+                                                [](const NodeValue& a, const NodeValue& b) { return a.mbps < b.mbps; });
+      const double ratio = mx->mbps > 0 ? mn->mbps / mx->mbps : 0.0;
+      check(def("min-spread"), std::nullopt, "", ratio,
+            fmt::format("slowest {} {} MB/s ({}), fastest {} {} MB/s ({}) over {} node results", mn->node, fmtv(mn->mbps),
+                        mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
+    }
+  }
+  for (const auto& sub : link_order) {
+    const auto& a = links[sub];
+    if (k.min_link_mbps) {
+      check(def("min-link-mbps"), std::nullopt, sub, a.best_mbps,
+            fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step));
+    }
+    if (k.min_efficiency_pct) {
+      if (a.best_eff) {
+        check(def("min-efficiency-pct"), std::nullopt, sub, *a.best_eff,
+              fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed), a.best_eff_step));
+      } else {
+        check(def("min-efficiency-pct"), std::nullopt, sub, std::nullopt,
+              fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
+      }
+    }
+    if (k.max_nic_errors) {
+      check(def("max-nic-errors"), std::nullopt, sub, a.errors,
+            a.error_detail.empty() ? fmt::format("{}: no errors or drops", sub) : sub + ": " + a.error_detail);
+    }
+  }
+  return out;
+}
+
+json to_json(const KpiCheck& c) {
+  return {{"type", "kpi"},
+          {"test", c.test ? json(*c.test) : json(nullptr)},
+          {"step", c.step ? json(*c.step) : json(nullptr)},
+          {"kpi", c.kpi},
+          {"scope", c.scope},
+          {"subject", c.subject},
+          {"value", c.value ? json(*c.value) : json(nullptr)},
+          {"threshold", c.threshold},
+          {"op", c.op},
+          {"unit", c.unit},
+          {"pass", c.pass},
+          {"detail", c.detail}};
+}
+
+KpiCheck kpi_check_from_json(const json& j) {
+  KpiCheck c;
+  if (j.at("test").is_string()) c.test = j["test"].get<std::string>();
+  if (j.at("step").is_string()) c.step = j["step"].get<std::string>();
+  c.kpi = j.at("kpi").get<std::string>();
+  c.scope = j.at("scope").get<std::string>();
+  c.subject = j.at("subject").get<std::string>();
+  if (j.at("value").is_number()) c.value = j["value"].get<double>();
+  c.threshold = j.at("threshold").get<double>();
+  c.op = j.at("op").get<std::string>();
+  c.unit = j.at("unit").get<std::string>();
+  c.pass = j.at("pass").get<bool>();
+  c.detail = j.at("detail").get<std::string>();
+  return c;
+}
+
+std::string render_verdicts(const std::vector<KpiCheck>& checks) {
+  if (checks.empty()) return "KPIs: none set\n";
+  std::size_t failed = 0;
+  std::string rows;
+  for (const auto& c : checks) {
+    if (c.pass) continue;
+    ++failed;
+    rows += fmt::format("  FAIL {:<18} {:<22} {:<14} {:>10} {} {:<8} {}\n", c.kpi, c.subject.empty() ? "-" : c.subject,
+                        c.step ? *c.step : (c.test ? *c.test : std::string("plan")),
+                        c.value ? fmtv(*c.value) : std::string("n/a"), c.op, fmtv(c.threshold) + " " + c.unit, c.detail);
+  }
+  // Passing checks are summarised per KPI with the worst value, so the table stays readable on
+  // big fabrics; every check is in the results file.
+  std::map<std::string, std::pair<std::size_t, const KpiCheck*>> passed;
+  for (const auto& c : checks) {
+    if (!c.pass) continue;
+    auto& [n, worst] = passed[(c.test ? *c.test : std::string("plan")) + " " + c.kpi];
+    ++n;
+    const bool lower_is_worse = c.op == ">=";
+    if (!worst || (c.value && worst->value && (lower_is_worse ? *c.value < *worst->value : *c.value > *worst->value))) worst = &c;
+  }
+  std::string out = fmt::format("KPI verdicts: {} checks, {} failed\n", checks.size(), failed);
+  out += rows;
+  for (const auto& [key, v] : passed) {
+    const auto& w = *v.second;
+    out += fmt::format("  pass {:<40} {:>4} checks, worst {} {} {} {} ({})\n", key, v.first,
+                       w.value ? fmtv(*w.value) : std::string("n/a"), w.unit, w.op, fmtv(w.threshold),
+                       w.subject.empty() ? (w.step ? *w.step : std::string("-")) : w.subject);
+  }
+  return out;
+}
+
+std::string iso8601_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace fabperf::plan

@@ -1,0 +1,554 @@
+// Plan files in TOML (toml++): every node carries its line, so every mistake is reported as
+// FILE:LINE: field 'x': problem. Values go through the same parsers and the same TestSpec::make
+// as `fabperf run`'s options: a plan cannot express anything the command line could not.
+#include <fabperf/error.hpp>
+#include <fabperf/plan.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace fabperf::plan {
+namespace {
+
+using nlohmann::json;
+
+// The knobs a test may set: `fabperf run` option names.
+const std::set<std::string>& spec_keys() {
+  static const std::set<std::string> k{"test",   "mode",      "transport",    "time",     "buffsize",      "socksize",
+                                       "threads", "parallel", "warmup",       "cooldown", "interval",      "skip-rx-copy",
+                                       "zerocopy", "congestion", "rate",      "busy-poll", "notsent-lowat", "cpus",
+                                       "no-affinity", "verify"};
+  return k;
+}
+const std::set<std::string>& pattern_keys() {
+  static const std::set<std::string> k{"pattern", "hosts", "clients", "servers", "pairs", "concurrent-pairs", "k", "target"};
+  return k;
+}
+
+// Already names file, line and field: passed through Ctx::wrap unchanged.
+class PlanError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+class Ctx {
+ public:
+  explicit Ctx(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const toml::node* n, std::string_view field, const std::string& problem) const {
+    const auto line = n ? n->source().begin.line : 0;
+    if (field.empty()) throw PlanError(fmt::format("{}:{}: {}", file_, line, problem));
+    throw PlanError(fmt::format("{}:{}: field '{}': {}", file_, line, field, problem));
+  }
+  [[nodiscard]] std::string where(const toml::node* n) const {
+    return fmt::format("{}:{}", file_, n ? n->source().begin.line : 0);
+  }
+
+  // Runs fn, turning a UsageError into one that names the file, line and field.
+  template <typename F>
+  auto wrap(const toml::node* n, std::string_view field, F&& fn) const {
+    try {
+      return fn();
+    } catch (const PlanError&) {
+      throw;
+    } catch (const UsageError& e) {
+      fail(n, field, e.what());
+    }
+  }
+
+  std::string str(const toml::node& n, std::string_view field) const {
+    if (!n.is_string()) fail(&n, field, fmt::format("expected a string, got {}", type_name(n)));
+    return *n.value<std::string>();
+  }
+  // Numbers and strings become the text the command line would have carried.
+  std::string scalar_text(const toml::node& n, std::string_view field) const {
+    if (n.is_string()) return *n.value<std::string>();
+    if (n.is_integer()) return std::to_string(*n.value<std::int64_t>());
+    if (n.is_floating_point()) return fmt::format("{}", *n.value<double>());
+    fail(&n, field, fmt::format("expected a number or a string, got {}", type_name(n)));
+  }
+  double number(const toml::node& n, std::string_view field) const {
+    if (n.is_integer()) return static_cast<double>(*n.value<std::int64_t>());
+    if (n.is_floating_point()) return *n.value<double>();
+    fail(&n, field, fmt::format("expected a number, got {}", type_name(n)));
+  }
+  bool boolean(const toml::node& n, std::string_view field) const {
+    if (!n.is_boolean()) fail(&n, field, fmt::format("expected true or false, got {}", type_name(n)));
+    return *n.value<bool>();
+  }
+  std::vector<std::string> strings(const toml::node& n, std::string_view field) const {
+    const auto* a = n.as_array();
+    if (!a) fail(&n, field, fmt::format("expected an array of strings, got {}", type_name(n)));
+    std::vector<std::string> out;
+    for (const auto& e : *a) out.push_back(str(e, field));
+    return out;
+  }
+  const toml::table& table(const toml::node& n, std::string_view field) const {
+    const auto* t = n.as_table();
+    if (!t) fail(&n, field, fmt::format("expected a table, got {}", type_name(n)));
+    return *t;
+  }
+
+  static std::string type_name(const toml::node& n) {
+    switch (n.type()) {
+      case toml::node_type::string: return "a string";
+      case toml::node_type::integer: return "an integer";
+      case toml::node_type::floating_point: return "a number";
+      case toml::node_type::boolean: return "a boolean";
+      case toml::node_type::array: return "an array";
+      case toml::node_type::table: return "a table";
+      default: return "a date or time";
+    }
+  }
+
+ private:
+  std::string file_;
+};
+
+KpiSet parse_kpis(const Ctx& c, const toml::table& t) {
+  KpiSet k;
+  // The profile first, so explicit thresholds override it wherever they appear in the table.
+  if (const auto* p = t.get("profile")) k = c.wrap(p, "profile", [&] { return kpi_profile(c.str(*p, "profile")); });
+  for (const auto& [key, v] : t) {
+    const std::string name(key.str());
+    if (name == "profile") continue;
+    const auto& names = kpi_names();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string all;
+      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+      c.fail(&v, name, fmt::format("unknown KPI (profile, {})", all));
+    }
+    const double value = c.number(v, name);
+    c.wrap(&v, name, [&] {
+      set_kpi(k, name, value);
+      return 0;
+    });
+  }
+  return k;
+}
+
+// A test's settings: `defaults` then the test's own table (the test wins).
+struct Merged {
+  std::map<std::string, const toml::node*> v;
+  const toml::node* get(const std::string& k) const {
+    const auto it = v.find(k);
+    return it == v.end() ? nullptr : it->second;
+  }
+};
+
+}  // namespace
+
+Plan parse_plan(std::string_view text, const std::string& file) {
+  Ctx c(file);
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
+  }
+  Plan plan;
+  plan.file = file;
+  plan.name = file;
+  for (const auto& [key, v] : root) {
+    const std::string k(key.str());
+    if (k != "name" && k != "hosts" && k != "defaults" && k != "tests" && k != "kpis" && k != "clock-warn") {
+      c.fail(&v, k, "unknown top-level field (name, clock-warn, hosts, defaults, tests, kpis)");
+    }
+  }
+  if (const auto* n = root.get("name")) plan.name = c.str(*n, "name");
+  if (const auto* n = root.get("clock-warn")) {
+    plan.clock_warn_s = c.number(*n, "clock-warn");
+    if (!(plan.clock_warn_s > 0 && plan.clock_warn_s <= 3600)) c.fail(n, "clock-warn", "must be within 0..3600 seconds");
+  }
+
+  // Hosts.
+  const auto* hosts = root.get("hosts");
+  if (!hosts) throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+  const auto* harr = hosts->as_array();
+  if (!harr || harr->empty()) c.fail(hosts, "hosts", "expected one or more [[hosts]] tables");
+  for (const auto& hn : *harr) {
+    const auto& t = c.table(hn, "hosts");
+    PlanHost h;
+    for (const auto& [key, v] : t) {
+      const std::string k(key.str());
+      if (k != "name" && k != "address" && k != "links" && k != "roles") {
+        c.fail(&v, k, "unknown host field (name, address, links, roles)");
+      }
+    }
+    const auto* name = t.get("name");
+    if (!name) c.fail(&hn, "name", "missing in this host");
+    h.name = c.str(*name, "name");
+    if (h.name.empty() || h.name.find_first_of(" /,>") != std::string::npos) {
+      c.fail(name, "name", fmt::format("'{}': use a non-empty name without spaces, '/', ',' or '>'", h.name));
+    }
+    for (const auto& o : plan.hosts) {
+      if (o.name == h.name) c.fail(name, "name", fmt::format("host '{}' is listed twice", h.name));
+    }
+    const auto* addr = t.get("address");
+    if (!addr) c.fail(&hn, "address", fmt::format("missing for host '{}'", h.name));
+    h.hp = c.wrap(addr, "address", [&] { return parse_host_port(c.str(*addr, "address"), "address"); });
+    if (h.hp.port == 0) c.fail(addr, "address", "port 0 is not an agent's port");
+    if (const auto* l = t.get("links")) {
+      if (!h.hp.links.empty()) c.fail(l, "links", "given twice (also as ADDRESS@LINK+LINK in 'address')");
+      h.hp.links = c.strings(*l, "links");
+      if (h.hp.links.empty()) c.fail(l, "links", "empty list");
+    }
+    if (const auto* r = t.get("roles")) {
+      const auto roles = c.strings(*r, "roles");
+      h.client = h.server = false;
+      for (const auto& role : roles) {
+        if (role == "client") {
+          h.client = true;
+        } else if (role == "server") {
+          h.server = true;
+        } else {
+          c.fail(r, "roles", fmt::format("unknown role '{}' (client, server)", role));
+        }
+      }
+      if (roles.empty()) c.fail(r, "roles", "empty list (client, server)");
+    }
+    for (const auto& o : plan.hosts) {
+      if (o.hp.host == h.hp.host && o.hp.port == h.hp.port) {
+        c.fail(addr, "address", fmt::format("{} is also host '{}'", h.hp.str(), o.name));
+      }
+    }
+    plan.hosts.push_back(std::move(h));
+  }
+  // Per-link pinning pairs link i with link i: counts must match (as on the command line).
+  for (const auto& h : plan.hosts) {
+    if (h.hp.links.size() != plan.hosts.front().hp.links.size()) {
+      throw UsageError(fmt::format("{}: field 'links': host '{}' has {} link addresses but '{}' has {}: give every host the same number",
+                                   c.where(harr), h.name, h.hp.links.size(), plan.hosts.front().name,
+                                   plan.hosts.front().hp.links.size()));
+    }
+  }
+  const auto host_index = [&](const toml::node& n, std::string_view field, const std::string& name) {
+    for (std::size_t i = 0; i < plan.hosts.size(); ++i) {
+      if (plan.hosts[i].name == name) return static_cast<std::uint32_t>(i);
+    }
+    c.fail(&n, field, fmt::format("no host named '{}'", name));
+  };
+
+  // Defaults.
+  Merged defaults;
+  if (const auto* d = root.get("defaults")) {
+    for (const auto& [key, v] : c.table(*d, "defaults")) {
+      const std::string k(key.str());
+      if (!spec_keys().count(k) && !pattern_keys().count(k) && k != "kpis") {
+        c.fail(&v, k, "unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads)");
+      }
+      defaults.v[k] = &v;
+    }
+  }
+
+  // Tests.
+  const auto* tests = root.get("tests");
+  if (!tests) throw UsageError(fmt::format("{}:1: field 'tests': missing (give one or more [[tests]] tables)", file));
+  const auto* tarr = tests->as_array();
+  if (!tarr || tarr->empty()) c.fail(tests, "tests", "expected one or more [[tests]] tables");
+  for (const auto& tn : *tarr) {
+    const auto& t = c.table(tn, "tests");
+    Merged m = defaults;
+    for (const auto& [key, v] : t) {
+      const std::string k(key.str());
+      if (!spec_keys().count(k) && !pattern_keys().count(k) && k != "kpis" && k != "name") {
+        c.fail(&v, k, "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, kpis, "
+                      "or a 'fabperf run' option such as time, buffsize, threads)");
+      }
+      m.v[k] = &v;
+    }
+    PlanTest pt;
+    const auto* name = t.get("name");
+    if (!name) c.fail(&tn, "name", "missing in this test");
+    pt.name = c.str(*name, "name");
+    if (pt.name.empty() || pt.name.find_first_of(" /") != std::string::npos) {
+      c.fail(name, "name", fmt::format("'{}': use a non-empty name without spaces or '/'", pt.name));
+    }
+    for (const auto& o : plan.tests) {
+      if (o.name == pt.name) c.fail(name, "name", fmt::format("test '{}' is listed twice", pt.name));
+    }
+    const auto* pat = m.get("pattern");
+    if (!pat) c.fail(&tn, "pattern", fmt::format("missing in test '{}'", pt.name));
+    pt.pattern.pattern = c.wrap(pat, "pattern", [&] { return parse_pattern(c.str(*pat, "pattern")); });
+    const Pattern P = pt.pattern.pattern;
+
+    // The nodes the pattern sees: 'hosts' (a subset, in order) or every host.
+    if (const auto* hs = m.get("hosts")) {
+      for (const auto& n : c.strings(*hs, "hosts")) {
+        const auto i = host_index(*hs, "hosts", n);
+        if (std::find(pt.hosts.begin(), pt.hosts.end(), i) != pt.hosts.end()) c.fail(hs, "hosts", fmt::format("'{}' is listed twice", n));
+        pt.hosts.push_back(i);
+      }
+    } else {
+      for (std::size_t i = 0; i < plan.hosts.size(); ++i) pt.hosts.push_back(static_cast<std::uint32_t>(i));
+    }
+    const auto local = [&](const toml::node& n, std::string_view field, const std::string& hname) {
+      const auto gi = host_index(n, field, hname);
+      const auto it = std::find(pt.hosts.begin(), pt.hosts.end(), gi);
+      if (it == pt.hosts.end()) c.fail(&n, field, fmt::format("'{}' is not in this test's hosts", hname));
+      return static_cast<std::uint32_t>(it - pt.hosts.begin());
+    };
+    const auto only_for = [&](const char* key, std::initializer_list<Pattern> ps) {
+      const auto* n = t.get(key);
+      if (n && std::find(ps.begin(), ps.end(), P) == ps.end()) {
+        c.fail(n, key, fmt::format("does not apply to pattern {}", to_string(P)));
+      }
+      return m.get(key);
+    };
+    if (const auto* n = only_for("clients", {Pattern::bipartite})) {
+      for (const auto& s : c.strings(*n, "clients")) pt.pattern.clients.push_back(local(*n, "clients", s));
+    }
+    if (const auto* n = only_for("servers", {Pattern::bipartite})) {
+      for (const auto& s : c.strings(*n, "servers")) pt.pattern.servers.push_back(local(*n, "servers", s));
+    }
+    if (P == Pattern::bipartite) {
+      // Roles decide who is who unless the test names them.
+      for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
+        const auto& h = plan.hosts[pt.hosts[i]];
+        const bool listed_c = std::find(pt.pattern.clients.begin(), pt.pattern.clients.end(), i) != pt.pattern.clients.end();
+        const bool listed_s = std::find(pt.pattern.servers.begin(), pt.pattern.servers.end(), i) != pt.pattern.servers.end();
+        if (listed_c && listed_s) c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", h.name));
+      }
+      if (pt.pattern.clients.empty() && pt.pattern.servers.empty()) {
+        for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
+          const auto& h = plan.hosts[pt.hosts[i]];
+          if (h.client && h.server) {
+            c.fail(&tn, "pattern", fmt::format("bipartite: host '{}' has both roles; give it one role or list 'clients' and 'servers'", h.name));
+          }
+          (h.client ? pt.pattern.clients : pt.pattern.servers).push_back(i);
+        }
+      }
+    }
+    if (const auto* n = only_for("pairs", {Pattern::pairs})) {
+      for (const auto& s : c.strings(*n, "pairs")) {
+        const auto arrow = s.find("->");
+        if (arrow == std::string::npos) c.fail(n, "pairs", fmt::format("'{}': expected CLIENT->SERVER", s));
+        pt.pattern.pairs.push_back({local(*n, "pairs", s.substr(0, arrow)), local(*n, "pairs", s.substr(arrow + 2))});
+      }
+    } else if (P == Pattern::pairs) {
+      c.fail(&tn, "pairs", "pattern pairs needs a list such as [\"n1->n2\", \"n3->n4\"]");
+    }
+    if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs})) {
+      pt.pattern.concurrent_pairs = static_cast<std::uint32_t>(
+          c.wrap(n, "concurrent-pairs", [&] { return parse_int(c.scalar_text(*n, "concurrent-pairs"), "value", 1, 4096); }));
+    }
+    if (const auto* n = only_for("k", {Pattern::ring})) {
+      pt.pattern.k = static_cast<std::uint32_t>(c.wrap(n, "k", [&] { return parse_int(c.scalar_text(*n, "k"), "value", 1, 65535); }));
+    }
+    if (const auto* n = only_for("target", {Pattern::incast, Pattern::broadcast})) {
+      pt.pattern.target = local(*n, "target", c.str(*n, "target"));
+    }
+    // The pattern's own checks (node counts, k range, ...), at the test's line.
+    c.wrap(&tn, "pattern", [&] { return make_steps(pt.hosts.size(), pt.pattern); });
+
+    // Spec: the same parsers and limits as the command line.
+    SpecParams p;
+    const auto knob = [&](const char* key) { return m.get(key); };
+    if (const auto* n = knob("test")) p.test = c.wrap(n, "test", [&] { return parse_test_kind(c.str(*n, "test")); });
+    if (const auto* n = knob("mode")) p.mode = c.wrap(n, "mode", [&] { return parse_mode(c.str(*n, "mode")); });
+    if (const auto* n = knob("transport")) p.transport = c.wrap(n, "transport", [&] { return parse_transport(c.str(*n, "transport")); });
+    const auto dur = [&](const char* key) -> std::optional<std::chrono::nanoseconds> {
+      const auto* n = knob(key);
+      if (!n) return std::nullopt;
+      return c.wrap(n, key, [&] { return parse_duration(c.scalar_text(*n, key), "value"); });
+    };
+    const auto size = [&](const char* key) -> std::optional<std::uint64_t> {
+      const auto* n = knob(key);
+      if (!n) return std::nullopt;
+      return c.wrap(n, key, [&] { return parse_size(c.scalar_text(*n, key), "value"); });
+    };
+    const auto integer = [&](const char* key, std::int64_t lo, std::int64_t hi) -> std::optional<std::uint32_t> {
+      const auto* n = knob(key);
+      if (!n) return std::nullopt;
+      return static_cast<std::uint32_t>(c.wrap(n, key, [&] { return parse_int(c.scalar_text(*n, key), "value", lo, hi); }));
+    };
+    const auto flag = [&](const char* key) -> std::optional<bool> {
+      const auto* n = knob(key);
+      if (!n) return std::nullopt;
+      return c.boolean(*n, key);
+    };
+    p.time = dur("time");
+    p.warmup = dur("warmup");
+    p.cooldown = dur("cooldown");
+    p.buffsize = size("buffsize");
+    p.socksize = size("socksize");
+    p.rate = size("rate");
+    p.notsent_lowat = size("notsent-lowat");
+    p.threads = integer("threads", 1, limits::kMaxThreads);
+    p.parallel = integer("parallel", 1, limits::kMaxParallel);
+    p.busy_poll_us = integer("busy-poll", 0, 1'000'000);
+    p.skip_rx_copy = flag("skip-rx-copy");
+    p.zerocopy = flag("zerocopy");
+    p.no_affinity = flag("no-affinity");
+    p.verify = flag("verify");
+    if (const auto* n = knob("congestion")) p.congestion = c.str(*n, "congestion");
+    if (const auto* n = knob("cpus")) {
+      p.cpus = c.wrap(n, "cpus", [&] {
+        if (const auto* a = n->as_array()) {
+          std::string list;
+          for (const auto& e : *a) list += (list.empty() ? "" : ",") + c.scalar_text(e, "cpus");
+          return parse_cpu_list(list, "value");
+        }
+        return parse_cpu_list(c.scalar_text(*n, "cpus"), "value");
+      });
+    }
+    // Settings that only make sense together (warmup + cooldown < time, ...) fail at the test.
+    pt.spec = c.wrap(&tn, "", [&] { return TestSpec::make(p); });
+    if (const auto iv = dur("interval")) {
+      if (*iv < std::chrono::milliseconds(10)) c.fail(knob("interval"), "interval", "must be at least 0.01 s");
+      pt.interval = *iv;
+    }
+    // KPIs: the defaults' table, then the test's own thresholds over it.
+    if (const auto* n = defaults.get("kpis")) pt.kpis = parse_kpis(c, c.table(*n, "kpis"));
+    if (const auto* n = t.get("kpis")) pt.kpis = merge(pt.kpis, parse_kpis(c, c.table(*n, "kpis")));
+
+    normalize(plan, pt);
+    plan.tests.push_back(std::move(pt));
+  }
+  if (const auto* n = root.get("kpis")) plan.kpis = parse_kpis(c, c.table(*n, "kpis"));
+  return plan;
+}
+
+void normalize(const Plan& p, PlanTest& t) {
+  json hn = json::array();
+  for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
+  json tj = {{"name", t.name}, {"pattern", std::string(to_string(t.pattern.pattern))}, {"hosts", hn}};
+  const auto names_of = [&](const std::vector<std::uint32_t>& v) {
+    json a = json::array();
+    for (const auto i : v) a.push_back(p.hosts[t.hosts[i]].name);
+    return a;
+  };
+  if (t.pattern.pattern == Pattern::bipartite) {
+    tj["clients"] = names_of(t.pattern.clients);
+    tj["servers"] = names_of(t.pattern.servers);
+  }
+  if (t.pattern.pattern == Pattern::pairs) {
+    json a = json::array();
+    for (const auto& f : t.pattern.pairs) a.push_back(p.hosts[t.hosts[f.client]].name + "->" + p.hosts[t.hosts[f.server]].name);
+    tj["pairs"] = a;
+  }
+  if (t.pattern.pattern == Pattern::all_pairs) tj["concurrent-pairs"] = t.pattern.concurrent_pairs;
+  if (t.pattern.pattern == Pattern::ring) tj["k"] = t.pattern.k;
+  if (t.pattern.pattern == Pattern::incast || t.pattern.pattern == Pattern::broadcast) tj["target"] = p.hosts[t.hosts[t.pattern.target]].name;
+  tj["settings"] = to_json(t.spec);
+  tj["interval_s"] = std::chrono::duration<double>(t.interval).count();
+  tj["kpis"] = to_json(t.kpis);
+  tj["steps"] = make_steps(t.hosts.size(), t.pattern).size();
+  t.normalized = std::move(tj);
+}
+
+Plan load_plan(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("plan {}: cannot be read ({})", path, errno_text(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_plan(ss.str(), path);
+}
+
+json plan_json(const Plan& p) {
+  json hosts = json::array();
+  for (const auto& h : p.hosts) {
+    json roles = json::array();
+    if (h.client) roles.push_back("client");
+    if (h.server) roles.push_back("server");
+    hosts.push_back({{"name", h.name}, {"address", h.hp.str()}, {"links", h.hp.links}, {"roles", roles}});
+  }
+  json tests = json::array();
+  for (const auto& t : p.tests) tests.push_back(t.normalized);
+  return {{"name", p.name}, {"hosts", hosts}, {"tests", tests}, {"kpis", to_json(p.kpis)}};
+}
+
+std::vector<PlannedStep> expand(const Plan& p) {
+  std::vector<PlannedStep> out;
+  for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
+    const auto& t = p.tests[ti];
+    const auto steps = make_steps(t.hosts.size(), t.pattern);
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      PlannedStep ps;
+      ps.index = out.size();
+      ps.id = fmt::format("{}/{}", t.name, k);
+      ps.test = ti;
+      const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
+        const auto it = std::find(v.begin(), v.end(), h);
+        if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
+        v.push_back(h);
+        return static_cast<std::uint32_t>(v.size() - 1);
+      };
+      for (const auto& f : steps[k].flows) {
+        const auto ci = slot(ps.clients, t.hosts[f.client]);
+        const auto si = slot(ps.servers, t.hosts[f.server]);
+        ps.pairs.emplace_back(ci, si);
+      }
+      out.push_back(std::move(ps));
+    }
+  }
+  return out;
+}
+
+double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps) {
+  double s = 0;
+  for (const auto& st : steps) s += std::chrono::duration<double>(p.tests[st.test].spec.time()).count() + kStepOverheadS;
+  return s;
+}
+
+std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) {
+  const auto dur = [](double s) {
+    if (s < 120) return fmt::format("{:.1f} s", s);
+    if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+    return fmt::format("{:.2f} h", s / 3600);
+  };
+  std::string out = fmt::format("plan '{}' ({}): {} hosts, {} tests, {} steps, about {}\n", p.name, p.file, p.hosts.size(),
+                                p.tests.size(), steps.size(), dur(estimate_seconds(p, steps)));
+  out += "hosts:\n";
+  for (const auto& h : p.hosts) {
+    std::string links;
+    for (const auto& l : h.hp.links) links += (links.empty() ? " links " : "+") + l;
+    out += fmt::format("  {:<12} {}{} ({})\n", h.name, h.hp.str(), links,
+                       h.client && h.server ? "client, server" : h.client ? "client" : "server");
+  }
+  for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
+    const auto& t = p.tests[ti];
+    std::size_t n = 0;
+    for (const auto& s : steps) n += s.test == ti ? 1 : 0;
+    const double secs = std::chrono::duration<double>(t.spec.time()).count();
+    out += fmt::format("test '{}': pattern {}, {} {} over {}, time {} s, {} steps, about {}\n", t.name, to_string(t.pattern.pattern),
+                       to_string(t.spec.test()), to_string(t.spec.mode()), to_string(t.spec.transport()), secs, n,
+                       dur(static_cast<double>(n) * (secs + kStepOverheadS)));
+    out += fmt::format("  settings: buffsize {} socksize {} threads {} parallel {} warmup {} s cooldown {} s\n",
+                       format_size(t.spec.buffsize()), format_size(t.spec.socksize()), t.spec.threads(), t.spec.parallel(),
+                       std::chrono::duration<double>(t.spec.warmup()).count(),
+                       std::chrono::duration<double>(t.spec.cooldown()).count());
+    const auto kp = to_json(t.kpis);
+    if (!kp.empty()) {
+      std::string ks;
+      for (const auto& [k, v] : kp.items()) ks += fmt::format("{}{} {}", ks.empty() ? "" : ", ", k, v.dump());
+      out += "  KPIs: " + ks + "\n";
+    }
+    // Long tests: the first eight steps and the last one.
+    std::size_t k = 0;
+    for (const auto& s : steps) {
+      if (s.test != ti) continue;
+      ++k;
+      if (n > 10 && k > 8 && k < n) {
+        if (k == 9) out += fmt::format("  ... {} more steps\n", n - 9);
+        continue;
+      }
+      std::string flows;
+      for (const auto& [c, v] : s.pairs) {
+        flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", p.hosts[s.clients[c]].name, p.hosts[s.servers[v]].name);
+      }
+      out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, flows);
+    }
+  }
+  const auto kp = to_json(p.kpis);
+  if (!kp.empty()) out += "plan-wide KPIs: " + kp.dump() + "\n";
+  return out;
+}
+
+}  // namespace fabperf::plan

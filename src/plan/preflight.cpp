@@ -1,0 +1,224 @@
+// Pre-flight: what a short all-to-all probe test says about the fabric before hours of testing.
+// Every finding names the node (or pair, or link) and the fix.
+#include <fabperf/plan.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
+
+namespace fabperf::plan {
+namespace {
+
+// IPv4 + TCP headers and the timestamp option: MSS = MTU - 52 on Linux by default.
+constexpr int kTcpIpOverhead = 52;
+// Room for IPv6 headers (20 more) and other options before an MSS counts as too small.
+constexpr int kMssSlack = 40;
+
+std::string most_common(const std::map<std::string, int>& counts) {
+  std::string best;
+  int n = -1;
+  for (const auto& [k, c] : counts) {
+    if (c > n) {
+      best = k;
+      n = c;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
+  SpecParams p;
+  p.test = TestKind::write;
+  p.mode = Mode::stream;
+  // Long enough that every flow is running inside the window even on a busy host.
+  p.time = std::chrono::milliseconds(1000);
+  p.warmup = std::chrono::milliseconds(300);
+  p.cooldown = std::chrono::milliseconds(100);
+  p.buffsize = 256 * 1024;
+  p.socksize = socksize;
+  p.parallel = std::max<std::uint32_t>(1, links);
+  return TestSpec::make(p);
+}
+
+std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
+                                        const std::map<std::string, std::string>& names, const PreflightLimits& lim) {
+  std::vector<Finding> out;
+  const auto label = [&](const std::string& n) {
+    const auto it = names.find(n);
+    return it == names.end() ? n : it->second;
+  };
+  std::map<std::uint32_t, std::string> by_index;
+  for (const auto& n : report.nodes) by_index[n.index] = label(n.name);
+
+  // Agents that answered but lost or failed during the probe.
+  for (const auto& n : report.nodes) {
+    if (n.status != NodeStatus::ok) {
+      out.push_back({"error", label(n.name), fmt::format("agent {} during the probe: {}", to_string(n.status), n.error),
+                     "check the agent's log and that it stays running ('fabperf agent')"});
+    }
+  }
+  // Data connections: every pair must have moved data.
+  for (const auto& c : report.connections) {
+    if (!c.error.empty()) {
+      out.push_back({"error", by_index[c.node] + "->" + by_index[c.peer], "data connection failed: " + c.error,
+                     "open the agents' data ports between these hosts (firewall, routes)"});
+    }
+  }
+  // Set-up fails when a data connection cannot be opened, so a pair here is connected; one that
+  // moved nothing in the window is stalled rather than blocked.
+  std::size_t moved = 0;
+  std::set<std::pair<std::uint32_t, std::uint32_t>> idle;
+  for (const auto& p : report.pairs) {
+    if (p.tput.bytes > 0) {
+      ++moved;
+    } else {
+      idle.insert({p.client, p.server});
+      out.push_back({"warning", by_index[p.client] + "->" + by_index[p.server],
+                     "connected, but moved no data in the probe window (an overloaded host, or a path that drops data after "
+                     "the handshake)",
+                     "check the hosts' load, and firewalls or routes that treat data differently from new connections"});
+    }
+  }
+  if (!report.pairs.empty() && moved == report.pairs.size()) {
+    out.push_back({"ok", "", fmt::format("all {} ordered pairs opened a data connection and moved data", moved), ""});
+  }
+
+  // MTU per test interface: one value across the fabric.
+  std::map<std::string, int> mtu_count;
+  std::map<std::string, int> node_mtu;  // "n1/eth0" -> mtu
+  std::map<std::uint32_t, int> min_mtu;  // per node index, over its test links
+  std::map<std::string, int> speed_count;
+  std::map<std::string, std::int64_t> link_speed;
+  std::vector<std::string> unknown_speed;
+  for (const auto& n : report.nodes) {
+    for (const auto& l : n.links) {
+      const std::string sub = label(n.name) + "/" + l.name;
+      node_mtu[sub] = l.mtu;
+      ++mtu_count[std::to_string(l.mtu)];
+      auto& m = min_mtu[n.index];
+      m = m == 0 ? l.mtu : std::min(m, l.mtu);
+      if (l.speed_mbps > 0) {
+        link_speed[sub] = l.speed_mbps;
+        ++speed_count[std::to_string(l.speed_mbps)];
+      } else {
+        unknown_speed.push_back(sub);
+      }
+    }
+  }
+  if (!mtu_count.empty()) {
+    const std::string common = most_common(mtu_count);
+    bool same = true;
+    for (const auto& [sub, mtu] : node_mtu) {
+      if (std::to_string(mtu) != common) {
+        same = false;
+        const auto slash = sub.find('/');
+        out.push_back({"error", sub, fmt::format("MTU {} while the other test interfaces use {}", mtu, common),
+                       fmt::format("on {}: ip link set dev {} mtu {} (and the switch port to match)", sub.substr(0, slash),
+                                   sub.substr(slash + 1), common)});
+      }
+    }
+    if (same) out.push_back({"ok", "", fmt::format("every test interface has MTU {} ({} interfaces)", common, node_mtu.size()), ""});
+  }
+  // MSS per pair against the smaller MTU of its two ends.
+  std::size_t mss_ok = 0;
+  for (const auto& p : report.pairs) {
+    const int mtu = std::min(min_mtu[p.client] ? min_mtu[p.client] : 65536, min_mtu[p.server] ? min_mtu[p.server] : 65536);
+    // The MSS of a connection that sent nothing is not the negotiated one.
+    if (p.snd_mss == 0 || mtu == 0 || idle.count({p.client, p.server})) continue;
+    const int expect = mtu - kTcpIpOverhead;
+    if (static_cast<int>(p.snd_mss) + kMssSlack < expect) {
+      out.push_back({"error", by_index[p.client] + "->" + by_index[p.server],
+                     fmt::format("probe connection MSS {} but the interfaces' MTU {} allows about {}: a smaller MTU somewhere on the "
+                                 "path (switch port, router) or MSS clamping",
+                                 p.snd_mss, mtu, expect),
+                     "set the same MTU on every hop between these hosts"});
+    } else {
+      ++mss_ok;
+    }
+  }
+  if (mss_ok > 0 && mss_ok + idle.size() == report.pairs.size()) {
+    out.push_back({"ok", "", fmt::format("MSS of every probe connection matches its interfaces' MTU ({} pairs)", mss_ok), ""});
+  }
+  // Link speeds: equal across the fabric, outliers named.
+  if (!speed_count.empty()) {
+    const std::string common = most_common(speed_count);
+    bool same = true;
+    for (const auto& [sub, sp] : link_speed) {
+      if (std::to_string(sp) != common) {
+        same = false;
+        out.push_back({"warning", sub, fmt::format("negotiated speed {} Mb/s while most test links run at {} Mb/s", sp, common),
+                       "check the cable, transceiver and switch port (ethtool shows the negotiated speed)"});
+      }
+    }
+    if (same) out.push_back({"ok", "", fmt::format("every test link negotiated {} Mb/s", common), ""});
+  }
+  if (!unknown_speed.empty()) {
+    std::string l;
+    for (const auto& s : unknown_speed) l += (l.empty() ? "" : ", ") + s;
+    out.push_back({"warning", "", "link speed unknown (virtual or loopback interfaces): " + l,
+                   "efficiency KPIs cannot be judged on these links"});
+  }
+  // Socket buffer limits against the plan's socksize.
+  for (const auto& n : probe.nodes) {
+    if (!n.result) continue;
+    const auto& sl = n.result->socket_limits;
+    const std::string who = label(n.name);
+    if (lim.socksize > 0) {
+      for (const auto& [name, v] : {std::pair<const char*, std::uint64_t>{"net.core.rmem_max", sl.rmem_max},
+                                    std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
+        if (v < lim.socksize) {
+          out.push_back({"error", who,
+                         fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers", name, v,
+                                     format_size(lim.socksize)),
+                         fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
+        }
+      }
+    }
+  }
+  // Wall clocks (Spectrum Scale itself needs them within 2 s of each other).
+  std::optional<double> lo, hi;
+  std::string lo_n, hi_n;
+  for (const auto& n : probe.nodes) {
+    if (!n.wall_offset_s) continue;
+    const double o = *n.wall_offset_s;
+    if (!lo || o < *lo) {
+      lo = o;
+      lo_n = label(n.name);
+    }
+    if (!hi || o > *hi) {
+      hi = o;
+      hi_n = label(n.name);
+    }
+    if (std::fabs(o) > lim.clock_warn_s) {
+      out.push_back({"warning", label(n.name),
+                     fmt::format("wall clock {:+.3f} s from the coordinator's (threshold {} s; Spectrum Scale needs < 2 s)", o,
+                                 lim.clock_warn_s),
+                     "run chrony or ntpd against the same time source on every node"});
+    }
+  }
+  if (lo && hi) {
+    if (*hi - *lo > lim.clock_warn_s) {
+      out.push_back({"warning", lo_n + "," + hi_n, fmt::format("wall clocks differ by {:.3f} s between {} and {}", *hi - *lo, lo_n, hi_n),
+                     "synchronise the clocks (chrony/ntpd) before running"});
+    } else {
+      out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", *hi - *lo), ""});
+    }
+  }
+  // Whatever else the report found (jumbo mismatch, setup warnings, clamps) is worth seeing too.
+  for (const auto& f : report.findings) out.push_back({"warning", "", f, ""});
+  return out;
+}
+
+std::string render_findings(const std::vector<Finding>& f) {
+  std::string out;
+  for (const auto& x : f) {
+    out += fmt::format("  {:<7} {}{}{}\n", x.level, x.node.empty() ? "" : x.node + ": ", x.what, x.fix.empty() ? "" : "  -> fix: " + x.fix);
+  }
+  return out;
+}
+
+}  // namespace fabperf::plan

@@ -1,0 +1,337 @@
+// Patterns (the exact step sequences), plan file parsing and its FILE:LINE errors, KPI evaluation.
+#include <fabperf/error.hpp>
+#include <fabperf/plan.hpp>
+
+#include <gtest/gtest.h>
+#include <set>
+
+using namespace fabperf;
+using namespace fabperf::plan;
+
+namespace {
+
+std::vector<std::vector<std::pair<int, int>>> flows(const std::vector<Step>& steps) {
+  std::vector<std::vector<std::pair<int, int>>> out;
+  for (const auto& s : steps) {
+    std::vector<std::pair<int, int>> v;
+    for (const auto& f : s.flows) v.emplace_back(static_cast<int>(f.client), static_cast<int>(f.server));
+    out.push_back(v);
+  }
+  return out;
+}
+using F = std::vector<std::vector<std::pair<int, int>>>;
+
+PatternParams pat(Pattern p) {
+  PatternParams x;
+  x.pattern = p;
+  return x;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    (void)parse_plan(text, "p.toml");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const char* kHosts = R"(
+[[hosts]]
+name = "a"
+address = "127.0.0.1:7001"
+[[hosts]]
+name = "b"
+address = "127.0.0.1:7002"
+[[hosts]]
+name = "c"
+address = "127.0.0.1:7003"
+[[hosts]]
+name = "d"
+address = "127.0.0.1:7004"
+)";
+
+}  // namespace
+
+TEST(Patterns, EachVsRest) {
+  EXPECT_EQ(flows(make_steps(3, pat(Pattern::each_vs_rest))),
+            (F{{{0, 1}, {0, 2}}, {{1, 0}, {1, 2}}, {{2, 0}, {2, 1}}}));
+}
+
+TEST(Patterns, Halves) {
+  EXPECT_EQ(flows(make_steps(4, pat(Pattern::halves))), (F{{{0, 2}, {0, 3}, {1, 2}, {1, 3}}}));
+  EXPECT_EQ(flows(make_steps(3, pat(Pattern::halves))), (F{{{0, 1}, {0, 2}}}));
+}
+
+TEST(Patterns, AllPairsOneAtATime) {
+  EXPECT_EQ(flows(make_steps(3, pat(Pattern::all_pairs))),
+            (F{{{0, 1}}, {{0, 2}}, {{1, 0}}, {{1, 2}}, {{2, 0}}, {{2, 1}}}));
+}
+
+TEST(Patterns, AllPairsConcurrentAreDisjointAndComplete) {
+  for (std::uint32_t n : {4u, 5u, 8u, 9u}) {
+    for (std::uint32_t k = 1; k <= n / 2; ++k) {
+      auto p = pat(Pattern::all_pairs);
+      p.concurrent_pairs = k;
+      const auto steps = make_steps(n, p);
+      std::set<std::pair<std::uint32_t, std::uint32_t>> seen;
+      for (const auto& s : steps) {
+        ASSERT_LE(s.flows.size(), k);
+        ASSERT_GE(s.flows.size(), 1u);
+        std::set<std::uint32_t> busy;
+        for (const auto& f : s.flows) {
+          EXPECT_TRUE(busy.insert(f.client).second) << "node in two pairs of one step";
+          EXPECT_TRUE(busy.insert(f.server).second) << "node in two pairs of one step";
+          EXPECT_TRUE(seen.insert({f.client, f.server}).second) << "pair twice";
+        }
+      }
+      EXPECT_EQ(seen.size(), n * (n - 1)) << n << " " << k;
+      // Packing must actually shorten the matrix.
+      if (k == n / 2 && n % 2 == 0) {
+        EXPECT_LE(steps.size(), 2 * (n - 1) + n) << n;
+      }
+    }
+  }
+  auto p = pat(Pattern::all_pairs);
+  p.concurrent_pairs = 3;
+  EXPECT_THROW(make_steps(5, p), UsageError);  // only 2 disjoint pairs fit in 5 nodes
+}
+
+TEST(Patterns, AllPairsTwoConcurrentOnFour) {
+  auto p = pat(Pattern::all_pairs);
+  p.concurrent_pairs = 2;
+  const auto f = flows(make_steps(4, p));
+  EXPECT_EQ(f.front(), (std::vector<std::pair<int, int>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(f.size(), 6u);
+}
+
+TEST(Patterns, Ring) {
+  EXPECT_EQ(flows(make_steps(4, pat(Pattern::ring))), (F{{{0, 1}, {1, 2}, {2, 3}, {3, 0}}}));
+  auto p = pat(Pattern::ring);
+  p.k = 2;
+  EXPECT_EQ(flows(make_steps(4, p)), (F{{{0, 2}, {1, 3}, {2, 0}, {3, 1}}}));
+  p.k = 4;
+  EXPECT_THROW(make_steps(4, p), UsageError);
+}
+
+TEST(Patterns, IncastBroadcastAllToAll) {
+  auto p = pat(Pattern::incast);
+  p.target = 2;
+  EXPECT_EQ(flows(make_steps(3, p)), (F{{{0, 2}, {1, 2}}}));
+  p.pattern = Pattern::broadcast;
+  EXPECT_EQ(flows(make_steps(3, p)), (F{{{2, 0}, {2, 1}}}));
+  p.target = 3;
+  EXPECT_THROW(make_steps(3, p), UsageError);
+  EXPECT_EQ(flows(make_steps(3, pat(Pattern::all_to_all))), (F{{{0, 1}, {0, 2}, {1, 0}, {1, 2}, {2, 0}, {2, 1}}}));
+}
+
+TEST(Patterns, BipartiteAndPairs) {
+  auto p = pat(Pattern::bipartite);
+  p.clients = {2, 3};
+  p.servers = {0};
+  EXPECT_EQ(flows(make_steps(4, p)), (F{{{2, 0}, {3, 0}}}));
+  p.servers = {2};
+  EXPECT_THROW(make_steps(4, p), UsageError);
+  auto q = pat(Pattern::pairs);
+  q.pairs = {{0, 1}, {2, 3}};
+  EXPECT_EQ(flows(make_steps(4, q)), (F{{{0, 1}, {2, 3}}}));
+  q.pairs = {{0, 0}};
+  EXPECT_THROW(make_steps(4, q), UsageError);
+  EXPECT_THROW(make_steps(1, pat(Pattern::each_vs_rest)), UsageError);
+}
+
+TEST(Patterns, NamesRoundTrip) {
+  for (const auto* n : {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast", "broadcast", "all-to-all"}) {
+    EXPECT_EQ(to_string(parse_pattern(n)), n);
+  }
+  EXPECT_THROW(parse_pattern("mesh"), UsageError);
+}
+
+TEST(PlanFile, ParsesAndExpands) {
+  const std::string text = std::string("name = \"t\"\n") + kHosts + R"(
+[defaults]
+time = 2
+buffsize = "1M"
+[[tests]]
+name = "ring"
+pattern = "ring"
+k = 2
+mode = "stream"
+[[tests]]
+name = "matrix"
+pattern = "all-pairs"
+concurrent-pairs = 2
+hosts = ["d", "c", "b", "a"]
+kpis = { profile = "ibm-readiness", min-pair-mbps = 10 }
+)";
+  const auto p = parse_plan(text, "t.toml");
+  ASSERT_EQ(p.tests.size(), 2u);
+  EXPECT_EQ(p.tests[0].spec.time(), std::chrono::seconds(2));
+  EXPECT_EQ(p.tests[0].spec.buffsize(), 1u << 20);
+  EXPECT_EQ(p.tests[0].spec.mode(), Mode::stream);
+  EXPECT_EQ(p.tests[1].spec.mode(), Mode::rpc);
+  EXPECT_EQ(*p.tests[1].kpis.min_node_mbps, 2000);
+  EXPECT_EQ(*p.tests[1].kpis.min_spread, 0.79);
+  EXPECT_EQ(*p.tests[1].kpis.min_pair_mbps, 10);
+  const auto steps = expand(p);
+  ASSERT_EQ(steps.size(), 1u + 6u);
+  EXPECT_EQ(steps[0].id, "ring/0");
+  EXPECT_EQ(steps[0].pairs.size(), 4u);
+  // Ring: every node is both a client and a server.
+  EXPECT_EQ(steps[0].clients.size(), 4u);
+  EXPECT_EQ(steps[0].servers.size(), 4u);
+  // The matrix sees hosts in the test's order: d first.
+  EXPECT_EQ(steps[1].id, "matrix/0");
+  EXPECT_EQ(steps[1].index, 1u);
+  EXPECT_EQ(steps[1].clients, (std::vector<std::uint32_t>{3, 1}));
+  EXPECT_EQ(steps[1].servers, (std::vector<std::uint32_t>{2, 0}));
+  EXPECT_NEAR(estimate_seconds(p, steps), 7 * (2 + kStepOverheadS), 1e-9);
+  const auto j = plan_json(p);
+  EXPECT_EQ(j["tests"][1]["concurrent-pairs"], 2);
+  EXPECT_EQ(j["tests"][1]["settings"]["buffsize"], 1 << 20);
+  EXPECT_EQ(j["hosts"][0]["address"], "127.0.0.1:7001");
+  EXPECT_NE(describe_plan(p, steps).find("matrix/0"), std::string::npos);
+}
+
+TEST(PlanFile, LinksAndRoles) {
+  const auto p = parse_plan(R"(
+[[hosts]]
+name = "s"
+address = "127.0.0.1:7001@127.0.0.1+127.0.0.2"
+roles = ["server"]
+[[hosts]]
+name = "c"
+address = "127.0.0.1:7002"
+links = ["127.0.0.3", "127.0.0.4"]
+roles = ["client"]
+[[tests]]
+name = "b"
+pattern = "bipartite"
+)", "l.toml");
+  EXPECT_EQ(p.hosts[0].hp.links.size(), 2u);
+  EXPECT_EQ(p.hosts[1].hp.links[1], "127.0.0.4");
+  const auto steps = expand(p);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].clients, (std::vector<std::uint32_t>{1}));
+  EXPECT_EQ(steps[0].servers, (std::vector<std::uint32_t>{0}));
+}
+
+TEST(PlanFile, ErrorsNameFileLineAndField) {
+  const std::string h = kHosts;  // 13 lines; the first [[tests]] below starts on line 14
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"mesh\"\n"),
+            "p.toml:16: field 'pattern': unknown pattern 'mesh' (one of bipartite, pairs, each-vs-rest, halves, all-pairs, ring, "
+            "incast, broadcast, all-to-all)");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntime = \"ten\"\n").substr(0, 25), "p.toml:17: field 'time': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nthreads = 0\n").substr(0, 28), "p.toml:17: field 'threads': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nbufsize = \"4M\"\n").substr(0, 28), "p.toml:17: field 'bufsize': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nk = 4\n"),
+            "p.toml:14: field 'pattern': pattern ring: k 4 must be within 1..3");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"incast\"\ntarget = \"zz\"\n"),
+            "p.toml:17: field 'target': no host named 'zz'");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntarget = \"a\"\n"),
+            "p.toml:17: field 'target': does not apply to pattern ring");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-node-mbs = 5\n"),
+            "p.toml:18: field 'min-node-mbs': unknown KPI (profile, min-node-mbps, min-pair-mbps, min-aggregate-mbps, min-spread, "
+            "max-p99-latency-us, max-retransmits, max-nic-errors, min-link-mbps, min-efficiency-pct)");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-spread = 1.5\n").substr(0, 31),
+            "p.toml:18: field 'min-spread': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nwarmup = 6\ncooldown = 6\n").substr(0, 11), "p.toml:14: ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = 3\n"),
+            "p.toml:17: field 'mode': expected a string, got an integer");
+  // TOML syntax errors carry line and column.
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\n").substr(0, 13), "p.toml:15:10:");
+  EXPECT_EQ(error_of("[[hosts]]\nname = \"a\"\n"), "p.toml:1: field 'address': missing for host 'a'");
+  EXPECT_EQ(error_of("[[hosts]]\nname = \"a\"\naddress = \"h:1\"\n[[hosts]]\nname = \"a\"\naddress = \"h:2\"\n"),
+            "p.toml:5: field 'name': host 'a' is listed twice");
+  EXPECT_EQ(error_of(std::string(kHosts) + "colour = 1\n").substr(0, 27), "p.toml:14: field 'colour': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"pairs\"\npairs = [\"a-b\"]\n"),
+            "p.toml:17: field 'pairs': 'a-b': expected CLIENT->SERVER");
+}
+
+TEST(Kpi, ProfilesAndNames) {
+  const auto k = kpi_profile("ibm-readiness");
+  EXPECT_EQ(*k.min_node_mbps, 2000);
+  EXPECT_EQ(*k.min_spread, 0.79);
+  EXPECT_THROW(kpi_profile("fast"), UsageError);
+  KpiSet s;
+  EXPECT_THROW(set_kpi(s, "min-spread", 2), UsageError);
+  EXPECT_THROW(set_kpi(s, "max-speed", 2), UsageError);
+  set_kpi(s, "max-retransmits", 0);
+  EXPECT_EQ(*s.max_retransmits, 0);
+}
+
+namespace {
+nlohmann::json node(int index, const std::string& name, const std::string& role, double tx, double rx,
+                    nlohmann::json links = nlohmann::json::array()) {
+  return {{"index", index}, {"node", name}, {"role", role}, {"tx_mb_per_s", tx}, {"rx_mb_per_s", rx},
+          {"latency", {{"count", 10}, {"p99_us", 100.0 * (index + 1)}}}, {"links", links}};
+}
+nlohmann::json link(const std::string& name, double payload_tx, double eff, int errors) {
+  return {{"link", name}, {"payload_tx_mb_per_s", payload_tx}, {"payload_rx_mb_per_s", 0.0}, {"efficiency_pct", eff},
+          {"speed_mbps", 1000}, {"tx_errors", errors}, {"rx_errors", 0}, {"tx_dropped", 0}, {"rx_dropped", 0}};
+}
+}  // namespace
+
+TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
+  // Step 0: a loads b and c (write); step 1: b loads a and c.
+  StepOutcome s0{"t/0", "t",
+                 {{"settings", {{"test", "write"}}},
+                  {"clients", 1},
+                  {"servers", 2},
+                  {"aggregate", {{"mb_per_s", 2500.0}}},
+                  {"nodes",
+                   {node(0, "h:1", "client", 2500, 1, {link("eth0", 2500, 90, 0)}), node(1, "h:2", "server", 1, 1250),
+                    node(2, "h:3", "server", 1, 1250)}},
+                  {"pairs", {{{"client", 0}, {"server", 1}, {"mb_per_s", 1250.0}, {"retrans", 0}, {"connections", 1}},
+                             {{"client", 0}, {"server", 2}, {"mb_per_s", 1250.0}, {"retrans", 7}, {"connections", 1}}}}}};
+  StepOutcome s1{"t/1", "t",
+                 {{"settings", {{"test", "write"}}},
+                  {"clients", 1},
+                  {"servers", 2},
+                  {"aggregate", {{"mb_per_s", 1800.0}}},
+                  {"nodes",
+                   {node(0, "h:2", "client", 1800, 1, {link("eth0", 1800, 60, 3)}), node(1, "h:1", "server", 1, 900),
+                    node(2, "h:3", "server", 1, 900)}},
+                  {"pairs", {{{"client", 0}, {"server", 1}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}},
+                             {{"client", 0}, {"server", 2}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}}}}}};
+  KpiSet k = kpi_profile("ibm-readiness");
+  k.max_retransmits = 5;
+  k.max_nic_errors = 0;
+  k.min_efficiency_pct = 80;
+  k.max_p99_latency_us = 99;
+  const std::map<std::string, std::string> names{{"h:1", "a"}, {"h:2", "b"}, {"h:3", "c"}};
+  const auto checks = evaluate_kpis(k, {s0, s1}, names, std::string("t"));
+  std::set<std::string> failed;
+  for (const auto& c : checks) {
+    if (!c.pass) failed.insert(c.kpi + " " + c.subject + " " + (c.step ? *c.step : "-"));
+  }
+  EXPECT_EQ(failed, (std::set<std::string>{"min-node-mbps b t/1", "min-spread  -", "max-retransmits a->c t/0",
+                                           "max-nic-errors b/eth0 -", "min-efficiency-pct b/eth0 -",
+                                           "max-p99-latency-us a t/0", "max-p99-latency-us b t/1"}));
+  for (const auto& c : checks) {
+    if (c.kpi == "min-spread") {
+      EXPECT_NEAR(*c.value, 1800.0 / 2500.0, 1e-9);
+      EXPECT_NE(c.detail.find("slowest b 1800 MB/s (t/1)"), std::string::npos) << c.detail;
+    }
+    const auto back = kpi_check_from_json(to_json(c));
+    EXPECT_EQ(back.subject, c.subject);
+    EXPECT_EQ(back.pass, c.pass);
+  }
+  EXPECT_NE(render_verdicts(checks).find("FAIL min-node-mbps"), std::string::npos);
+}
+
+TEST(Kpi, UnmeasurableIsNotAPass) {
+  StepOutcome s{"t/0", "t",
+                {{"settings", {{"test", "write"}}},
+                 {"nodes", {{{"index", 0}, {"node", "h:1"}, {"role", "client"}, {"tx_mb_per_s", 5.0},
+                             {"links", {{{"link", "lo"}, {"efficiency_pct", nullptr}}}}}}},
+                 {"pairs", nlohmann::json::array()}}};
+  KpiSet k;
+  k.min_efficiency_pct = 50;
+  const auto checks = evaluate_kpis(k, {s}, {}, std::nullopt);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].pass);
+  EXPECT_FALSE(checks[0].value.has_value());
+  EXPECT_EQ(to_json(checks[0])["value"], nullptr);
+  EXPECT_EQ(to_json(checks[0])["test"], nullptr);
+}
