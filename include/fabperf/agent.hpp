@@ -22,6 +22,8 @@ struct AgentOptions {
   bool insecure{false};    // no key, yet listen on and accept from any address
   // Buffers a test may make this agent allocate (send buffer + one receive buffer per flow).
   std::uint64_t max_buffer_memory{1ull << 30};
+  // SHUTDOWN from a coordinator (the shell's kill/killall) is obeyed; see docs/security.md.
+  bool allow_remote_kill{true};
 };
 
 // Runs until SIGINT/SIGTERM; returns the process exit code.

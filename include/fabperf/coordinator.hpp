@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <fabperf/auth.hpp>
+#include <fabperf/links.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
 
@@ -21,6 +22,8 @@ struct RunRequest {
   std::string coordinator_name{"fabperf"};
   // Shared key; empty: only agents without a key (loopback or --insecure) are usable.
   auth::Key key;
+  // --bind-dev: per-link devices for client flows ("auto": the device of each link address).
+  std::vector<std::string> bind_devs;
 };
 
 // Throws Error(infrastructure) when the test cannot start (agent unreachable, busy, set-up
@@ -28,6 +31,30 @@ struct RunRequest {
 // returns a RunRecord; nodes lost on the way are marked in it. SIGINT/SIGTERM during the test
 // stops it early and still returns what was measured.
 RunRecord run_test(const RunRequest& request);
+
+// Administration outside a test: connect to agents (in parallel, authenticated as for a run) and
+// ask each one thing. One entry per agent, in the order given; `error` names the agent and the
+// problem when it could not be reached or refused.
+struct AgentQuery {
+  std::vector<HostPort> agents;
+  std::chrono::milliseconds connect_timeout{5000};
+  std::string coordinator_name{"fabperf"};
+  auth::Key key;
+};
+struct AgentLinks {
+  std::string agent;  // as given (host:port)
+  std::string hostname;
+  std::vector<LinkInfo> links;
+  SocketLimits limits;
+  std::string error;  // empty on success
+};
+std::vector<AgentLinks> fetch_links(const AgentQuery& query);
+// Tells each agent to exit cleanly (SHUTDOWN); the error is set where it refused or was unreachable.
+struct AgentShutdown {
+  std::string agent;
+  std::string error;
+};
+std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::string& reason);
 
 // Spawns N agents of this very binary on 127.0.0.1 (distinct ports) as child processes and stops
 // them (by PID) when destroyed.

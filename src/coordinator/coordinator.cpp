@@ -68,6 +68,29 @@ class Coordinator {
     for (const auto& c : req.clients) add_node(i++, c, false);
   }
 
+  // Connects to every node in parallel, then runs fn on each one that answered; failures stay
+  // in Node::failure. No test is set up; the connections close at the end.
+  void administer(const std::function<asio::awaitable<void>(Node&)>& fn) {
+    asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
+      co_await each([&](Node& n) -> asio::awaitable<void> {
+        co_await connect(n);
+        co_await fn(n);
+        if (n.conn->is_open()) {
+          n.conn->send(MsgType::bye, json::object());
+          co_await n.conn->flush();
+        }
+      });
+      for (auto& n : nodes_) {
+        if (n.conn) n.conn->close();
+      }
+      io_.stop();  // no need to wait for the heartbeat timers to notice
+    }, asio::detached);
+    io_.run();
+  }
+  [[nodiscard]] const std::vector<Node>& nodes() const { return nodes_; }
+
+  asio::awaitable<json> expect_reply(Node& n, MsgType want) { return expect(n, want); }
+
   RunRecord run() {
     RunRecord record;
     std::exception_ptr failure;
@@ -350,6 +373,7 @@ class Coordinator {
       m.node_index = n.rec.index;
       m.targets = targets;
       m.source_addrs = n.hp.links;
+      m.bind_devs = req_.bind_devs;
       n.conn->send(MsgType::setup_client, proto::to_json(m));
       // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
       const auto ok = proto::parse_setup_client_ok(co_await expect(n, MsgType::setup_client_ok, 120s));
@@ -412,6 +436,56 @@ class Coordinator {
 };
 
 }  // namespace
+
+namespace {
+RunRequest admin_request(const AgentQuery& q) {
+  RunRequest r;
+  r.servers = q.agents;
+  r.connect_timeout = q.connect_timeout;
+  r.coordinator_name = q.coordinator_name;
+  r.key = q.key;
+  return r;
+}
+}  // namespace
+
+std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
+  std::signal(SIGPIPE, SIG_IGN);
+  const RunRequest req = admin_request(query);
+  Coordinator c(req);
+  std::vector<AgentLinks> out(query.agents.size());
+  c.administer([&](Node& n) -> asio::awaitable<void> {
+    n.conn->send(MsgType::links_request, json::object());
+    proto::LinksReply r;
+    try {
+      r = proto::parse_links(co_await c.expect_reply(n, MsgType::links));
+    } catch (const ProtocolError& e) {
+      throw ProtocolError(fmt::format("agent {}: bad LINKS reply: {}", n.rec.name, e.what()));
+    }
+    auto& o = out[n.rec.index];
+    o.hostname = std::move(r.hostname);
+    o.links = std::move(r.links);
+    o.limits = r.limits;
+  });
+  for (const auto& n : c.nodes()) {
+    out[n.rec.index].agent = n.rec.name;
+    out[n.rec.index].error = n.failure;
+  }
+  return out;
+}
+
+std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::string& reason) {
+  std::signal(SIGPIPE, SIG_IGN);
+  const RunRequest req = admin_request(query);
+  Coordinator c(req);
+  c.administer([&](Node& n) -> asio::awaitable<void> {
+    n.conn->send(MsgType::shutdown, proto::to_json(proto::Shutdown{reason}));
+    (void)co_await c.expect_reply(n, MsgType::bye);
+    n.conn->close();
+  });
+  std::vector<AgentShutdown> out;
+  for (const auto& n : c.nodes()) out.push_back({n.rec.name, n.failure});
+  return out;
+}
 
 RunRecord run_test(const RunRequest& request) {
   std::signal(SIGPIPE, SIG_IGN);

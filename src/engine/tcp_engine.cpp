@@ -6,6 +6,8 @@
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
+#include <fabperf/sysstat.hpp>
 #include <fabperf/units.hpp>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -499,6 +502,18 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
     freeaddrinfo(res);
     throw SystemError("socket for", where, errno);
   }
+  if (!bind_devs_.empty()) {
+    const std::string& dev = bind_devs_[pair_conn % bind_devs_.size()];
+    if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev.c_str(), static_cast<socklen_t>(dev.size())) != 0) {
+      const int e = errno;
+      freeaddrinfo(res);
+      ::close(fd);
+      if (e == EPERM) {
+        throw SystemError("--bind-dev", dev, "SO_BINDTODEVICE needs CAP_NET_RAW here: run the agent as root or grant it cap_net_raw");
+      }
+      throw SystemError("--bind-dev: bind data connection to device", dev, e);
+    }
+  }
   if (!source.empty()) {
     addrinfo sh{};
     sh.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
@@ -587,8 +602,34 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
   return fd;
 }
 
+// --bind-dev: one device per link, every one checked before any connection opens.
+static std::vector<std::string> resolve_bind_devs(const ClientPlan& plan) {
+  std::vector<std::string> out;
+  if (plan.bind_devs.size() == 1 && plan.bind_devs.front() == "auto") {
+    if (plan.source_addrs.empty()) {
+      throw UsageError("--bind-dev auto: this client has no link addresses (give it as NAME@ADDR+ADDR)");
+    }
+    for (const auto& a : plan.source_addrs) {
+      std::string dev = interface_of_address(a);
+      if (dev.empty()) {
+        throw UsageError(fmt::format("--bind-dev auto: no interface of {} owns link address {}", local_hostname(), a));
+      }
+      out.push_back(std::move(dev));
+    }
+    return out;
+  }
+  for (const auto& d : plan.bind_devs) {
+    if (::if_nametoindex(d.c_str()) == 0) {
+      throw UsageError(fmt::format("--bind-dev {}: no such network interface on {}", d, local_hostname()));
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
 void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   ctx_ = &ctx;
+  bind_devs_ = resolve_bind_devs(plan);
   const TestSpec& spec = ctx.spec();
   const std::uint32_t per_pair = spec.connections_per_pair();
   std::uint32_t conn_index = 0;
@@ -606,6 +647,7 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       socklen_t len = sizeof ss;
       getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);
       auto flow = std::make_unique<TcpFlow>(fd, FlowRole::client, op, t.node_index, local_text(fd), sockaddr_text(ss));
+      if (!bind_devs_.empty()) flow->device = bind_devs_[c % bind_devs_.size()];
       auto* raw = flow.get();
       ctx.add_flow(std::move(flow));
       std::lock_guard lk(mu_);

@@ -53,6 +53,7 @@ class TcpEngine final : public Engine {
   std::thread accept_thread_;
   std::atomic<bool> accept_stop_{false};
   std::atomic<bool> socksize_warned_{false};
+  std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;  // read-only once the test starts; shared by all senders
 
   std::mutex mu_;

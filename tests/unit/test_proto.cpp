@@ -642,6 +642,9 @@ TEST(ValidateFrame, AcceptsValidFramesOfEveryType) {
       {MsgType::bye, json::object()},
       {MsgType::auth, to_json(Auth{{}, {}, {}})},
       {MsgType::auth_ok, to_json(AuthOk{})},
+      {MsgType::links_request, json::object()},
+      {MsgType::links, to_json(LinksReply{"h", {LinkInfo{}}, SocketLimits{}})},
+      {MsgType::shutdown, to_json(Shutdown{"killall"})},
   };
   ASSERT_EQ(frames.size(), kMaxMsgType);
   for (const auto& [type, body] : frames) {
