@@ -24,7 +24,15 @@ struct RunRequest {
   auth::Key key;
   // --bind-dev: per-link devices for client flows ("auto": the device of each link address).
   std::vector<std::string> bind_devs;
+  // --socksize auto: size the socket buffers from the bandwidth-delay product (socksize_from_bdp)
+  // once the agents' link speeds and the control connections' round trips are known.
+  bool socksize_auto{false};
 };
+
+// --socksize auto: twice the bandwidth-delay product (TCP needs about that much buffer to keep a
+// window of one BDP in flight: the kernel keeps part of each buffer for bookkeeping), at least
+// 256 KiB, rounded up to 64 KiB, at most limits::kMaxSocksize. 0 when the speed is unknown.
+std::uint64_t socksize_from_bdp(std::int64_t speed_mbps, std::int64_t rtt_ns);
 
 // Throws Error(infrastructure) when the test cannot start (agent unreachable, busy, set-up
 // failed): every agent already contacted is released first. Once the test has started it always

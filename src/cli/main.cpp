@@ -214,7 +214,7 @@ int cmd_run(int argc, char** argv) {
     ("transport", "tcp or rdma", cxxopts::value<std::string>()->default_value("tcp"))
     ("time", "test time in seconds (nsdperf ttime)", cxxopts::value<std::string>()->default_value("10"))
     ("buffsize", "block size, 4K..16M", cxxopts::value<std::string>()->default_value("4M"))
-    ("socksize", "socket buffer size, 0 = OS default", cxxopts::value<std::string>()->default_value("0"))
+    ("socksize", "socket buffer size, 0 = OS default, auto = from the bandwidth-delay product", cxxopts::value<std::string>()->default_value("0"))
     ("threads", "tester threads per client (rpc mode)", cxxopts::value<std::string>()->default_value("4"))
     ("parallel", "TCP connections per client-server pair", cxxopts::value<std::string>()->default_value("1"))
     ("warmup", "seconds excluded at the start (default 10% of --time)", cxxopts::value<std::string>())
@@ -222,7 +222,9 @@ int cmd_run(int argc, char** argv) {
     ("interval", "sampling interval of the time series", cxxopts::value<std::string>()->default_value("1"));
   o.add_options("tuning")
     ("skip-rx-copy", "receivers discard data in the kernel (MSG_TRUNC) instead of copying it")
-    ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped)")
+    ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped); the same as --send-method zerocopy")
+    ("send-method", "stream senders: write (send from a buffer), zerocopy (MSG_ZEROCOPY) or sendfile (from a memfd)",
+     cxxopts::value<std::string>()->default_value("write"))
     ("congestion", "TCP congestion control, e.g. cubic or bbr", cxxopts::value<std::string>())
     ("rate", "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", cxxopts::value<std::string>())
     ("busy-poll", "SO_BUSY_POLL microseconds", cxxopts::value<std::string>())
@@ -258,13 +260,21 @@ int cmd_run(int argc, char** argv) {
   p.transport = parse_transport(get<std::string>(r, "transport"));
   p.time = parse_duration(get<std::string>(r, "time"), "--time");
   p.buffsize = parse_size(get<std::string>(r, "buffsize"), "--buffsize");
-  p.socksize = parse_size(get<std::string>(r, "socksize"), "--socksize");
+  const bool socksize_auto = get<std::string>(r, "socksize") == "auto";
+  p.socksize = socksize_auto ? 0 : parse_size(get<std::string>(r, "socksize"), "--socksize");
   p.threads = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "threads"), "--threads", 1, limits::kMaxThreads));
   p.parallel = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "parallel"), "--parallel", 1, limits::kMaxParallel));
   if (r.count("warmup")) p.warmup = parse_duration(get<std::string>(r, "warmup"), "--warmup");
   if (r.count("cooldown")) p.cooldown = parse_duration(get<std::string>(r, "cooldown"), "--cooldown");
   if (r.count("skip-rx-copy")) p.skip_rx_copy = true;
   if (r.count("zerocopy")) p.zerocopy = true;
+  if (const auto sm = get<std::string>(r, "send-method"); sm == "zerocopy") {
+    p.zerocopy = true;
+  } else if (sm == "sendfile") {
+    p.sendfile = true;
+  } else if (sm != "write") {
+    throw UsageError(fmt::format("--send-method '{}': expected write, zerocopy or sendfile", sm));
+  }
   if (r.count("no-affinity")) p.no_affinity = true;
   if (r.count("verify")) p.verify = true;
   if (r.count("congestion")) p.congestion = get<std::string>(r, "congestion");
@@ -276,6 +286,7 @@ int cmd_run(int argc, char** argv) {
   if (r.count("cpus")) p.cpus = parse_cpu_list(get<std::string>(r, "cpus"), "--cpus");
   RunRequest req;
   req.spec = TestSpec::make(p);
+  req.socksize_auto = socksize_auto;
   // Fail early and clearly rather than after agents were set up.
   (void)make_engine(req.spec.transport());
   req.interval = parse_duration(get<std::string>(r, "interval"), "--interval");
@@ -356,7 +367,8 @@ int cmd_run(int argc, char** argv) {
 
   const RunRecord record = run_test(req);
   const Report report = compute_report(record);
-  const auto doc = render_json(report);
+  auto doc = render_json(report);
+  if (!record.socksize_basis.empty()) doc["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
   if (json_path == "-") {
     std::cout << doc.dump(2) << "\n";
   } else {
@@ -369,6 +381,7 @@ int cmd_run(int argc, char** argv) {
       }
     }
     std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
+    if (!quiet && !record.socksize_basis.empty()) std::cout << record.socksize_basis << "\n";
   }
   return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
 }

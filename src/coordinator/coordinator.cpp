@@ -5,6 +5,8 @@
 
 #include "proto/conn.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <ctime>
 #include <fmt/format.h>
@@ -322,12 +324,73 @@ class Coordinator {
     }
   }
 
+  // --socksize auto: the slowest data interface of any node (from each agent's inventory) times
+  // the round trip between a client and a server, estimated as the largest client plus the
+  // largest server round trip of the control connections (the coordinator sits between them or
+  // on one of them, so this errs on the large side).
+  asio::awaitable<void> auto_socksize(RunRecord& rec) {
+    struct Seen {
+      std::int64_t speed_mbps;
+      std::string what;  // "eth0 on host:port"
+    };
+    std::vector<Seen> seen;
+    co_await each([&](Node& n) -> asio::awaitable<void> {
+      n.conn->send(MsgType::links_request, json::object());
+      const auto reply = proto::parse_links(co_await expect(n, MsgType::links));
+      const std::vector<std::string> addrs = n.hp.links.empty() ? std::vector<std::string>{n.rec.address} : n.hp.links;
+      for (const auto& a : addrs) {
+        std::int64_t s = -1;
+        std::string name = "?";
+        for (const auto& l : reply.links) {
+          for (const auto& cidr : l.addresses) {
+            if (cidr.substr(0, cidr.find('/')) == a) {
+              s = l.speed_mbps;
+              name = l.name;
+            }
+          }
+        }
+        seen.push_back({s, fmt::format("{} ({}) on {}", name, a, n.rec.name)});
+      }
+    });
+    if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return !n.failure.empty(); })) co_return;
+    std::int64_t speed = -1;
+    std::string slowest;
+    for (const auto& s : seen) {
+      if (s.speed_mbps <= 0) {  // one unknown speed makes the product unknown
+        speed = 0;
+        slowest = s.what + " reports no speed";
+        break;
+      }
+      if (speed < 0 || s.speed_mbps < speed) {
+        speed = s.speed_mbps;
+        slowest = s.what;
+      }
+    }
+    std::int64_t rtt_c = 0, rtt_s = 0;
+    for (const auto& n : nodes_) {
+      auto& r = n.rec.is_client ? rtt_c : rtt_s;
+      r = std::max(r, n.rec.clock.rtt_ns);
+    }
+    const std::int64_t rtt = rtt_c + rtt_s;
+    const std::uint64_t size = socksize_from_bdp(speed, rtt);
+    if (size == 0) {
+      rec.socksize_basis = fmt::format("socksize auto: link speed unknown ({}): left to the OS (autotuning)", slowest);
+      co_return;
+    }
+    json j = to_json(rec.spec);
+    j["socksize"] = size;
+    rec.spec = spec_from_json(j);
+    rec.socksize_basis = fmt::format(
+        "socksize auto: {} = 2 x BDP ({} Mb/s, slowest link {}, x round trip {:.0f} us) (min 256K, max 100M)",
+        format_size(size), speed, slowest, static_cast<double>(rtt) / 1e3);
+  }
+
   asio::awaitable<RunRecord> flow() {
     RunRecord rec;
     rec.spec = req_.spec;
     rec.test_id = proto::to_hex(proto::random_token()).substr(0, 16);
     rec.started_at = iso_now();
-    const TestSpec& spec = req_.spec;
+    const TestSpec& spec = rec.spec;  // --socksize auto replaces it before any set-up
 
     co_await each([this](Node& n) { return connect(n); });
     throw_if_failed("connect");
@@ -342,6 +405,10 @@ class Coordinator {
     if (interrupted_) throw Error(ExitCode::infrastructure, "interrupted before the test started");
     co_await each([this](Node& n) { return sync_clock(n); });
     throw_if_failed("clock synchronisation");
+    if (req_.socksize_auto) {
+      co_await auto_socksize(rec);
+      throw_if_failed("link inventory for --socksize auto");
+    }
 
     const proto::Token token = proto::random_token();
     const std::uint32_t n_clients = static_cast<std::uint32_t>(req_.clients.size());
@@ -436,6 +503,16 @@ class Coordinator {
 };
 
 }  // namespace
+
+std::uint64_t socksize_from_bdp(std::int64_t speed_mbps, std::int64_t rtt_ns) {
+  if (speed_mbps <= 0) return 0;
+  constexpr std::uint64_t kMin = 256u << 10, kGrain = 64u << 10;
+  const double bdp = static_cast<double>(speed_mbps) * 1e6 / 8.0 * static_cast<double>(std::max<std::int64_t>(rtt_ns, 0)) / 1e9;
+  const double want = 2.0 * bdp;
+  if (want >= static_cast<double>(limits::kMaxSocksize)) return limits::kMaxSocksize;
+  std::uint64_t size = static_cast<std::uint64_t>(std::ceil(want / static_cast<double>(kGrain))) * kGrain;
+  return std::clamp<std::uint64_t>(size, kMin, limits::kMaxSocksize);
+}
 
 namespace {
 RunRequest admin_request(const AgentQuery& q) {

@@ -26,6 +26,8 @@
 #include <poll.h>
 #include <semaphore>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <linux/errqueue.h>
 #include <unistd.h>
@@ -361,6 +363,7 @@ TcpEngine::TcpEngine() = default;
 TcpEngine::~TcpEngine() {
   abort();
   join();
+  if (tx_memfd_ >= 0) ::close(tx_memfd_);
 }
 
 void TcpEngine::ensure_tx_buffer(std::size_t n) {
@@ -688,6 +691,22 @@ void TcpEngine::start(RunContext& ctx) {
   seal(ctx);
   const TestSpec& spec = ctx.spec();
   ensure_tx_buffer(spec.buffsize());
+  if (spec.sendfile() && tx_memfd_ < 0) {
+    // The same pattern as tx_buf_, so receivers verify sendfile data exactly as written data.
+    const int mfd = ::memfd_create("fabperf-tx", MFD_CLOEXEC);
+    if (mfd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
+    std::size_t done = 0;
+    while (done < spec.buffsize()) {
+      const ssize_t w = ::write(mfd, tx_buf_.data() + done, spec.buffsize() - done);
+      if (w <= 0) {
+        const int e = errno;
+        ::close(mfd);
+        throw SystemError("--send-method sendfile: fill memfd", "fabperf-tx", e);
+      }
+      done += static_cast<std::size_t>(w);
+    }
+    tx_memfd_ = mfd;
+  }
   std::lock_guard lk(mu_);
   for (TcpFlow* f : server_flows_) {
     if (f->op == FlowOp::rpc || f->op == FlowOp::probe) {
@@ -763,13 +782,20 @@ void TcpEngine::stream_send(TcpFlow& f) {
   const std::uint8_t* buf = tx_buf_.data();
   const int fd = f.fd();
   const bool zc = ctx.spec().zerocopy();
+  const int memfd = ctx.spec().sendfile() ? tx_memfd_ : -1;
   const int flags = MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0);
   bool all_zero = true;
   unsigned sends = 0;
   std::size_t off = 0;  // resume where a partial send stopped: the stream is the buffer repeated
   ctx.wait_for_start();
   while (!ctx.stopping()) {
-    const ssize_t k = ::send(fd, buf + off, n - off, flags);
+    ssize_t k = 0;
+    if (memfd >= 0) {
+      off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
+      k = ::sendfile(fd, memfd, &pos, n - off);
+    } else {
+      k = ::send(fd, buf + off, n - off, flags);
+    }
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
       off = (off + static_cast<std::size_t>(k)) % n;

@@ -4,7 +4,8 @@
 #  - one device for every flow (`--bind-dev eth1`): everything leaves host 1 by eth1, although
 #    half the flows' source addresses belong to eth0 (the binding, not the address, decides), and
 #    the report counts those flows on eth1;
-#  - a device the host lacks: exit 3, the error names the device and the host.
+#  - a device the host lacks: exit 3, the error names the device and the host;
+#  - (while the lab is up) --socksize auto sizes the buffers from veth's 10000 Mb/s.
 FABPERF=$1 TOP=$2
 . "$(dirname "$0")/lib.sh"
 require_root
@@ -66,6 +67,19 @@ set -e
 cat "$WORK/swapped.err"
 [ $rc -eq 3 ] && grep -q "data connection to 198.18" "$WORK/swapped.err" ||
   { echo "FAIL: swapped devices should make the data connections fail (rc $rc)"; exit 1; }
+
+# --socksize auto on veth (sysfs speed 10000 Mb/s): the size follows from that speed and the
+# control connections' round trips, and is what the agents were given.
+run auto-sock.json --socksize auto
+python3 - "$WORK/auto-sock.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+a = doc["socksize_auto"]
+print("socksize auto:", a["basis"])
+assert a["socksize"] >= 256 * 1024 and a["socksize"] % 65536 == 0, a
+assert doc["settings"]["socksize"] == a["socksize"], doc["settings"]
+assert "10000 Mb/s" in a["basis"], a["basis"]
+PY
 
 set +e
 run bad.json --bind-dev nosuch0 2>"$WORK/bad.err"
