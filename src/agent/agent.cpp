@@ -8,7 +8,9 @@
 
 #include "proto/conn.hpp"
 
+#include <array>
 #include <csignal>
+#include <memory>
 #include <ctime>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -94,9 +96,9 @@ class Agent {
     }
     signals_.async_wait([this](error_code e, int sig) {
       if (e) return;
-      spdlog::info("agent: signal {} received, stopping", sig);
-      stop("agent stopped by signal");
+      stop(fmt::format("signal {} received", sig));
     });
+    if (opts_.exit_on_stdin_eof) watch_stdin();
     asio::co_spawn(io_, accept_loop(), asio::detached);
     io_.run();
     pool_.join();
@@ -104,6 +106,40 @@ class Agent {
   }
 
  private:
+  // The launcher keeps our stdin open for as long as it wants us; EOF (or an error) means stop.
+  void watch_stdin() {
+    const int fd = ::dup(0);
+    if (fd < 0) throw SystemError("watch", "stdin", errno);
+    stdin_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](error_code e, std::size_t) { on_stdin(e); });
+  }
+  void on_stdin(error_code e) {
+    if (stopping_) return;
+    if (e) {
+      stop("stdin closed (the launcher is gone or asked us to stop)");
+      return;
+    }
+    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](error_code e2, std::size_t) { on_stdin(e2); });
+  }
+
+  void stop(const std::string& why) {
+    if (stopping_) return;
+    spdlog::info("agent: {}, stopping", why);
+    signals_.cancel();
+    if (stdin_) stdin_->close();
+    stopping_ = true;
+    acceptor_.close();
+    if (test_ && test_->run) test_->run->abort("agent stopped: " + why);
+    for (auto& w : sessions_) {
+      if (auto c = w.lock()) c->close();
+    }
+    if (test_) {
+      release_test_async();  // stops the loop once the test's threads are joined
+    } else {
+      io_.stop();
+    }
+  }
+
   asio::awaitable<void> accept_loop() {
     while (!stopping_) {
       error_code ec;
@@ -130,23 +166,6 @@ class Agent {
     }
   }
 
-  // Clean exit (signal or SHUTDOWN): no new sessions, the running test aborted and joined.
-  void stop(const std::string& why) {
-    if (stopping_) return;
-    stopping_ = true;
-    signals_.cancel();
-    acceptor_.close();
-    if (test_ && test_->run) test_->run->abort(why);
-    for (auto& w : sessions_) {
-      if (auto c = w.lock()) c->close();
-    }
-    if (test_) {
-      release_test_async();  // stops the loop once the test's threads are joined
-    } else {
-      io_.stop();
-    }
-  }
-
   // SHUTDOWN (the shell's kill/killall). Who may stop the agent: any coordinator it accepted
   // when that coordinator proved the key or is on loopback; an --insecure agent refuses remote
   // ones (anybody on the network could stop it), --no-remote-kill refuses all. A test owned by
@@ -168,7 +187,7 @@ class Agent {
     spdlog::warn("agent: coordinator {} asked this agent to exit ({}): stopping", who, m.reason.empty() ? "no reason" : m.reason);
     conn->send(MsgType::bye, nlohmann::json::object());
     co_await conn->flush();
-    stop("agent stopped by coordinator " + who);
+    stop(fmt::format("coordinator {} asked it to exit", who));
   }
 
   template <typename F>
@@ -514,6 +533,8 @@ class Agent {
   asio::io_context io_;
   Tcp::acceptor acceptor_;
   asio::signal_set signals_;
+  std::unique_ptr<asio::posix::stream_descriptor> stdin_;
+  std::array<char, 256> stdin_buf_{};
   asio::thread_pool pool_;
   std::vector<std::weak_ptr<FramedConn>> sessions_;
   std::shared_ptr<TestState> test_;
@@ -525,6 +546,7 @@ class Agent {
 
 int run_agent(const AgentOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
   if (options.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   Agent agent(options);
   return agent.run();
