@@ -67,6 +67,7 @@ set -e
 cat "$WORK/swapped.err"
 [ $rc -eq 3 ] && grep -q "data connection to 198.18" "$WORK/swapped.err" ||
   { echo "FAIL: swapped devices should make the data connections fail (rc $rc)"; exit 1; }
+sleep 2  # the agents release the aborted set-up asynchronously ("busy: still cleaning up")
 
 # --socksize auto on veth (sysfs speed 10000 Mb/s): the size follows from that speed and the
 # control connections' round trips, and is what the agents were given.
