@@ -74,6 +74,8 @@ s.send(b"buffsize 64K\r")
 s.until(b"Buffer size set to 65536 bytes")
 s.send(b"\x1b[A\x1b[A\r")  # up, up: "ttime 5" again
 s.until(DONE, count=2)
+s.until(b"nsdperf> ", count=4)  # back at the prompt, in raw mode again
+time.sleep(0.5)
 s.send(b"\x04")  # Ctrl-D on an empty line: end of input
 status = s.close()
 if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
@@ -89,6 +91,8 @@ s.until(b"nsdperf> ")
 time.sleep(0.5)  # libedit may print the prompt before it switches the terminal to raw mode
 s.send(b"\x1b[A\r")
 s.until(DONE)
+s.until(b"nsdperf> ", count=2)
+time.sleep(0.5)
 s.send(b"\x04")
 s.close()
 print("ok: line edited, history recalled in the session and from the history file")
