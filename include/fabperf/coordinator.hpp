@@ -9,6 +9,7 @@
 
 #include <fabperf/auth.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
 
@@ -28,6 +29,11 @@ struct RunRequest {
   // own servers, so concurrent disjoint pairs never cross. An agent listed both as a server and as
   // a client (equal HostPort) becomes one node with both roles (ring, all-to-all).
   std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;
+  // --bind-dev: per-link devices for client flows ("auto": the device of each link address).
+  std::vector<std::string> bind_devs;
+  // --socksize auto: size the socket buffers from the bandwidth-delay product (socksize_from_bdp)
+  // once the agents' link speeds and the control connections' round trips are known.
+  bool socksize_auto{false};
 };
 
 // SIGINT/SIGTERM before the test started: nothing was measured (a plan stops, not "failed").
@@ -36,11 +42,40 @@ class Interrupted : public Error {
   explicit Interrupted(const std::string& message) : Error(ExitCode::infrastructure, message) {}
 };
 
+// --socksize auto: twice the bandwidth-delay product (TCP needs about that much buffer to keep a
+// window of one BDP in flight: the kernel keeps part of each buffer for bookkeeping), at least
+// 256 KiB, rounded up to 64 KiB, at most limits::kMaxSocksize. 0 when the speed is unknown.
+std::uint64_t socksize_from_bdp(std::int64_t speed_mbps, std::int64_t rtt_ns);
+
 // Throws Error(infrastructure) when the test cannot start (agent unreachable, busy, set-up
 // failed): every agent already contacted is released first. Once the test has started it always
 // returns a RunRecord; nodes lost on the way are marked in it. SIGINT/SIGTERM during the test
 // stops it early and still returns what was measured.
 RunRecord run_test(const RunRequest& request);
+
+// Administration outside a test: connect to agents (in parallel, authenticated as for a run) and
+// ask each one thing. One entry per agent, in the order given; `error` names the agent and the
+// problem when it could not be reached or refused.
+struct AgentQuery {
+  std::vector<HostPort> agents;
+  std::chrono::milliseconds connect_timeout{5000};
+  std::string coordinator_name{"fabperf"};
+  auth::Key key;
+};
+struct AgentLinks {
+  std::string agent;  // as given (host:port)
+  std::string hostname;
+  std::vector<LinkInfo> links;
+  SocketLimits limits;
+  std::string error;  // empty on success
+};
+std::vector<AgentLinks> fetch_links(const AgentQuery& query);
+// Tells each agent to exit cleanly (SHUTDOWN); the error is set where it refused or was unreachable.
+struct AgentShutdown {
+  std::string agent;
+  std::string error;
+};
+std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::string& reason);
 
 // Spawns N agents of this very binary on 127.0.0.1 (distinct ports) as child processes and stops
 // them (by PID) when destroyed.

@@ -65,6 +65,9 @@ class Flow {
   const std::uint32_t peer_node;
   const std::string local;
   const std::string remote;
+  // Set before the flow is added when the engine bound it to a device (--bind-dev): its traffic
+  // is counted on that link, whatever interface owns the local address.
+  std::string device;
 
  private:
   mutable std::mutex error_mu_;
@@ -157,6 +160,7 @@ struct ClientPlan {
   proto::Token token{};  // already derived for this client (see derive_client_token)
   std::vector<proto::Target> targets;
   std::vector<std::string> source_addrs;  // per link (empty: the kernel picks the source)
+  std::vector<std::string> bind_devs;     // per link SO_BINDTODEVICE (proto::SetupClient::bind_devs)
 };
 // Each client proves membership of the test with its own token, derived from the test token, so
 // a data connection cannot claim to be another client and no IP allow-list is needed

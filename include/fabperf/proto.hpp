@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <fabperf/auth.hpp>
+#include <fabperf/links.hpp>
 #include <fabperf/spec.hpp>
 
 namespace fabperf::proto {
@@ -49,8 +50,12 @@ enum class MsgType : std::uint16_t {
   bye = 14,
   auth = 15,     // agent -> coordinator: agent nonce and proof
   auth_ok = 16,  // coordinator -> agent: coordinator proof
+  // 17-19: administration outside a test (polish branch's range).
+  links_request = 17,  // coordinator -> agent: send the link inventory
+  links = 18,          // agent -> coordinator: LinksReply
+  shutdown = 19,       // coordinator -> agent: exit cleanly (shell kill/killall); answered BYE or ERROR
 };
-inline constexpr std::uint16_t kMaxMsgType = 16;
+inline constexpr std::uint16_t kMaxMsgType = 19;
 std::string_view to_string(MsgType t);
 
 struct Header {
@@ -158,6 +163,9 @@ struct SetupClient {
   std::uint32_t node_index{0};
   std::vector<Target> targets;
   std::vector<std::string> source_addrs;  // per link: connection c binds source_addrs[c % L]
+  // --bind-dev: SO_BINDTODEVICE per link (connection c binds bind_devs[c % size]); the single
+  // entry "auto" means the device that owns each link's source address. Empty: no binding.
+  std::vector<std::string> bind_devs;
 };
 struct SetupClientOk {
   std::uint32_t connections{0};
@@ -172,6 +180,15 @@ struct Start {
   std::int64_t interval_ns{1'000'000'000};  // sampling period of the time series
 };
 struct Abort {
+  std::string reason;
+};
+// The agent host's link inventory (links.hpp), as `fabperf links` prints it locally.
+struct LinksReply {
+  std::string hostname;
+  std::vector<LinkInfo> links;
+  SocketLimits limits;
+};
+struct Shutdown {
   std::string reason;
 };
 struct ErrorMsg {
@@ -192,6 +209,8 @@ nlohmann::json to_json(const SetupClientOk&);
 nlohmann::json to_json(const Start&);
 nlohmann::json to_json(const Abort&);
 nlohmann::json to_json(const ErrorMsg&);
+nlohmann::json to_json(const LinksReply&);
+nlohmann::json to_json(const Shutdown&);
 
 Hello parse_hello(const nlohmann::json&);
 HelloOk parse_hello_ok(const nlohmann::json&);
@@ -206,6 +225,8 @@ SetupClientOk parse_setup_client_ok(const nlohmann::json&);
 Start parse_start(const nlohmann::json&);
 Abort parse_abort(const nlohmann::json&);
 ErrorMsg parse_error(const nlohmann::json&);
+LinksReply parse_links(const nlohmann::json&);
+Shutdown parse_shutdown(const nlohmann::json&);
 
 // Decodes a complete frame (header + body) and validates the body against its message type;
 // the fuzzer's entry point. Throws ProtocolError.

@@ -47,6 +47,8 @@ struct RunRecord {
   std::string started_at;  // ISO 8601 UTC, coordinator's wall clock (informational)
   bool interrupted{false};
   std::vector<NodeRecord> nodes;
+  // --socksize auto: how the size in spec was chosen (speed, round trip, BDP); empty otherwise.
+  std::string socksize_basis;
 };
 
 struct LatencySummary {

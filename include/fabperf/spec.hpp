@@ -58,6 +58,7 @@ struct SpecParams {
   // Data-plane tuning (docs/performance.md).
   std::optional<bool> skip_rx_copy;           // MSG_TRUNC: the kernel discards received data
   std::optional<bool> zerocopy;               // MSG_ZEROCOPY sends, completions reaped
+  std::optional<bool> sendfile;               // stream senders: sendfile(2) from a memfd of the pattern
   std::optional<std::string> congestion;      // TCP_CONGESTION, e.g. cubic, bbr
   std::optional<std::uint64_t> rate;          // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
   std::optional<std::uint32_t> busy_poll_us;  // SO_BUSY_POLL; 0 = off
@@ -95,6 +96,7 @@ class TestSpec {
 
   [[nodiscard]] bool skip_rx_copy() const { return skip_rx_copy_; }
   [[nodiscard]] bool zerocopy() const { return zerocopy_; }
+  [[nodiscard]] bool sendfile() const { return sendfile_; }
   [[nodiscard]] const std::string& congestion() const { return congestion_; }
   [[nodiscard]] std::uint64_t rate() const { return rate_; }
   [[nodiscard]] std::uint32_t busy_poll_us() const { return busy_poll_us_; }
@@ -129,6 +131,7 @@ class TestSpec {
   std::chrono::nanoseconds cooldown_{0};
   bool skip_rx_copy_{false};
   bool zerocopy_{false};
+  bool sendfile_{false};
   std::string congestion_;
   std::uint64_t rate_{0};
   std::uint32_t busy_poll_us_{0};

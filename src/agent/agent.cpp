@@ -3,6 +3,7 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
 #include <fabperf/sysstat.hpp>
 
 #include "proto/conn.hpp"
@@ -165,6 +166,30 @@ class Agent {
     }
   }
 
+  // SHUTDOWN (the shell's kill/killall). Who may stop the agent: any coordinator it accepted
+  // when that coordinator proved the key or is on loopback; an --insecure agent refuses remote
+  // ones (anybody on the network could stop it), --no-remote-kill refuses all. A test owned by
+  // another coordinator is never cut short.
+  asio::awaitable<void> on_shutdown(std::shared_ptr<FramedConn> conn, const std::string& who, const proto::Shutdown& m,
+                                    bool loopback_peer) {
+    std::string refusal;
+    if (!opts_.allow_remote_kill) {
+      refusal = "this agent was started with --no-remote-kill (stop it through its launcher)";
+    } else if (opts_.key.empty() && !loopback_peer) {
+      refusal = "this agent has no key: only a coordinator on its own host may stop it (start it with --key-file)";
+    } else if (owner_ && owner_ != conn.get()) {
+      refusal = fmt::format("agent busy: running test {} for coordinator {}", test_->test_id, test_->owner);
+    }
+    if (!refusal.empty()) {
+      send_error(*conn, "refused", "shutdown refused: " + refusal);
+      co_return;
+    }
+    spdlog::warn("agent: coordinator {} asked this agent to exit ({}): stopping", who, m.reason.empty() ? "no reason" : m.reason);
+    conn->send(MsgType::bye, nlohmann::json::object());
+    co_await conn->flush();
+    stop(fmt::format("coordinator {} asked it to exit", who));
+  }
+
   template <typename F>
   asio::awaitable<void> blocking(F f) {
     co_await asio::co_spawn(pool_, [f = std::move(f)]() -> asio::awaitable<void> {
@@ -270,6 +295,19 @@ class Agent {
             break;
           }
           case MsgType::heartbeat: break;
+          case MsgType::links_request: {
+            proto::LinksReply reply;
+            co_await blocking([&] {
+              reply.hostname = local_hostname();
+              reply.links = read_links();
+              reply.limits = read_socket_limits();
+            });
+            conn->send(MsgType::links, proto::to_json(reply));
+            break;
+          }
+          case MsgType::shutdown:
+            co_await on_shutdown(conn, who, proto::parse_shutdown(fr.body), is_loopback(conn->socket().remote_endpoint().address()));
+            break;
           case MsgType::setup_server: co_await on_setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address); break;
           case MsgType::setup_client: co_await on_setup_client(conn, who, proto::parse_setup_client(fr.body)); break;
           case MsgType::start: on_start(conn, proto::parse_start(fr.body)); break;
@@ -417,7 +455,7 @@ class Agent {
       ensure_engine(m.spec, m.node_index);
       if (state->client_ready) throw ProtocolError("client role already set up");
       reserve_buffers(m.spec, std::uint64_t{m.targets.size()} * m.spec.connections_per_pair(), "client");
-      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs};
+      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs, m.bind_devs};
       co_await blocking([&] { state->engine->prepare_client(*state->ctx, plan); });
       state->client_ready = true;
     } catch (const std::exception& e) {

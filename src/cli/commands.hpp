@@ -2,10 +2,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include <cstddef>
+
 #include <fabperf/auth.hpp>
+#include <fabperf/coordinator.hpp>
 #include <fabperf/plan.hpp>
 
 namespace fabperf::cli {
@@ -43,3 +47,12 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
                          std::chrono::nanoseconds interval);
 
 }  // namespace fabperf::cli
+
+namespace fabperf {
+
+// `fabperf run --per-link sequential`: one test step per link (every host restricted to its
+// link i), each step reported, then the steps compared. Returns the exit code.
+int run_per_link_sequential(const RunRequest& base, std::size_t n_links, const std::string& json_path, bool quiet,
+                            bool verbose);
+
+}  // namespace fabperf

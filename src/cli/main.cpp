@@ -39,7 +39,7 @@ commands:
             'run --pattern NAME' a traffic pattern (docs/plans.md)
   plan      'fabperf plan check PLAN': validate a plan file and print what would run
   preflight check agents, data connections, MTU/MSS, link speeds, buffers and clocks before a plan
-  links     list this host's network interfaces: speed, MTU, addresses, bonds, socket limits
+  links     list network interfaces (this host, or agents: links HOST...): speed, MTU, bonds, socket limits
   compare   compare two saved results (before/after a change) link by link
   report    render results (a plan's results file or a run's JSON): text, json, csv, junit, html
   shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
@@ -152,6 +152,7 @@ int cmd_agent(int argc, char** argv) {
     ("key-file", "shared key (from 'fabperf keygen'); coordinators must prove it. Default: $FABPERF_KEY_FILE",
      cxxopts::value<std::string>())
     ("insecure", "without a key, still listen on non-loopback addresses and obey any coordinator")
+    ("no-remote-kill", "refuse the shell's kill/killall (SHUTDOWN); stop this agent through its launcher")
     ("key-stdin", "read the shared key (hex) from the first line of stdin, as 'run --launch' passes it")
     ("exit-on-stdin-eof", "stop when stdin reaches end of file (the launcher holds it open)")
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))
@@ -173,6 +174,7 @@ int cmd_agent(int argc, char** argv) {
   a.max_buffer_memory = parse_size(get<std::string>(r, "max-buffer-memory"), "--max-buffer-memory");
   if (a.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   a.insecure = r.count("insecure") > 0;
+  a.allow_remote_kill = r.count("no-remote-kill") == 0;
   a.exit_on_stdin_eof = r.count("exit-on-stdin-eof") > 0;
   if (r.count("key-stdin")) {
     if (a.insecure) throw UsageError("--insecure: cannot be combined with --key-stdin");
@@ -216,6 +218,31 @@ std::vector<HostPort> host_list(const std::string& text, const char* what) {
   return out;
 }
 
+// --bind-dev auto | DEV[+DEV...]: one device per link, or one for every flow.
+std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_links) {
+  if (text == "auto") {
+    if (n_links == 0) throw UsageError("--bind-dev auto: give the hosts link addresses (NAME@ADDR+ADDR...)");
+    return {"auto"};
+  }
+  std::vector<std::string> devs;
+  std::size_t start = 0;
+  for (;;) {
+    const auto plus = text.find('+', start);
+    std::string d = text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    if (d.empty() || d.size() > 15 || d.find_first_of("/ \t") != std::string::npos) {
+      throw UsageError(fmt::format("--bind-dev '{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
+    }
+    devs.push_back(std::move(d));
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  if (devs.size() > 1 && devs.size() != n_links) {
+    throw UsageError(fmt::format("--bind-dev '{}': {} devices for {} links per host (give one per link, or one for all)",
+                                 text, devs.size(), n_links));
+  }
+  return devs;
+}
+
 int cmd_run(int argc, char** argv) {
   cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
   o.add_options("hosts")
@@ -229,7 +256,7 @@ int cmd_run(int argc, char** argv) {
     ("transport", "tcp or rdma", cxxopts::value<std::string>()->default_value("tcp"))
     ("time", "test time in seconds (nsdperf ttime)", cxxopts::value<std::string>()->default_value("10"))
     ("buffsize", "block size, 4K..16M", cxxopts::value<std::string>()->default_value("4M"))
-    ("socksize", "socket buffer size, 0 = OS default", cxxopts::value<std::string>()->default_value("0"))
+    ("socksize", "socket buffer size, 0 = OS default, auto = from the bandwidth-delay product", cxxopts::value<std::string>()->default_value("0"))
     ("threads", "tester threads per client (rpc mode)", cxxopts::value<std::string>()->default_value("4"))
     ("parallel", "TCP connections per client-server pair", cxxopts::value<std::string>()->default_value("1"))
     ("warmup", "seconds excluded at the start (default 10% of --time)", cxxopts::value<std::string>())
@@ -237,7 +264,9 @@ int cmd_run(int argc, char** argv) {
     ("interval", "sampling interval of the time series", cxxopts::value<std::string>()->default_value("1"));
   o.add_options("tuning")
     ("skip-rx-copy", "receivers discard data in the kernel (MSG_TRUNC) instead of copying it")
-    ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped)")
+    ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped); the same as --send-method zerocopy")
+    ("send-method", "stream senders: write (send from a buffer), zerocopy (MSG_ZEROCOPY) or sendfile (from a memfd)",
+     cxxopts::value<std::string>()->default_value("write"))
     ("congestion", "TCP congestion control, e.g. cubic or bbr", cxxopts::value<std::string>())
     ("rate", "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", cxxopts::value<std::string>())
     ("busy-poll", "SO_BUSY_POLL microseconds", cxxopts::value<std::string>())
@@ -273,6 +302,11 @@ int cmd_run(int argc, char** argv) {
     ("no-preflight", "skip the pre-flight checks before a plan or pattern");
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
+  o.add_options("per-link")
+    ("bind-dev", "SO_BINDTODEVICE for client flows: 'auto' (the device of each link address) or DEV[+DEV...], one per link",
+     cxxopts::value<std::string>())
+    ("per-link", "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
+     cxxopts::value<std::string>()->default_value("all"));
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -285,7 +319,7 @@ int cmd_run(int argc, char** argv) {
   cli::add_launch_options(o);
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "tuning", "rdma", "plan", "output", "launch"});
+    std::cout << o.help({"hosts", "test", "tuning", "per-link", "rdma", "plan", "output", "launch"});
     return 0;
   }
   setup_logging(get<std::string>(r, "log-level"));
@@ -327,13 +361,21 @@ int cmd_run(int argc, char** argv) {
   p.transport = parse_transport(get<std::string>(r, "transport"));
   p.time = parse_duration(get<std::string>(r, "time"), "--time");
   p.buffsize = parse_size(get<std::string>(r, "buffsize"), "--buffsize");
-  p.socksize = parse_size(get<std::string>(r, "socksize"), "--socksize");
+  const bool socksize_auto = get<std::string>(r, "socksize") == "auto";
+  p.socksize = socksize_auto ? 0 : parse_size(get<std::string>(r, "socksize"), "--socksize");
   p.threads = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "threads"), "--threads", 1, limits::kMaxThreads));
   p.parallel = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "parallel"), "--parallel", 1, limits::kMaxParallel));
   if (r.count("warmup")) p.warmup = parse_duration(get<std::string>(r, "warmup"), "--warmup");
   if (r.count("cooldown")) p.cooldown = parse_duration(get<std::string>(r, "cooldown"), "--cooldown");
   if (r.count("skip-rx-copy")) p.skip_rx_copy = true;
   if (r.count("zerocopy")) p.zerocopy = true;
+  if (const auto sm = get<std::string>(r, "send-method"); sm == "zerocopy") {
+    p.zerocopy = true;
+  } else if (sm == "sendfile") {
+    p.sendfile = true;
+  } else if (sm != "write") {
+    throw UsageError(fmt::format("--send-method '{}': expected write, zerocopy or sendfile", sm));
+  }
   if (r.count("no-affinity")) p.no_affinity = true;
   if (r.count("verify")) p.verify = true;
   if (r.count("congestion")) p.congestion = get<std::string>(r, "congestion");
@@ -352,6 +394,7 @@ int cmd_run(int argc, char** argv) {
   if (r.count("rdma-events")) p.rdma_events = true;
   RunRequest req;
   req.spec = TestSpec::make(p);
+  req.socksize_auto = socksize_auto;
   // Fail early and clearly rather than after agents were set up.
   (void)make_engine(req.spec.transport());
   req.interval = parse_duration(get<std::string>(r, "interval"), "--interval");
@@ -459,11 +502,25 @@ int cmd_run(int argc, char** argv) {
     }
   }
 
+  std::size_t n_links = 0;
+  for (const auto& h : req.servers) n_links = std::max(n_links, h.links.size());
+  for (const auto& h : req.clients) n_links = std::max(n_links, h.links.size());
+  if (r.count("bind-dev")) req.bind_devs = bind_dev_option(get<std::string>(r, "bind-dev"), n_links);
+  const std::string per_link = get<std::string>(r, "per-link");
+  if (per_link != "all" && per_link != "sequential") {
+    throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
+  }
+  if (per_link == "sequential") {
+    if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
+    return run_per_link_sequential(req, n_links, json_path, quiet, verbose);
+  }
+
   const RunRecord record = run_test(req);
   // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
   if (launched) launch::install_interrupt_flag();
   const Report report = compute_report(record);
-  const auto doc = render_json(report);
+  auto doc = render_json(report);
+  if (!record.socksize_basis.empty()) doc["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
   if (json_path == "-") {
     std::cout << doc.dump(2) << "\n";
   } else {
@@ -476,30 +533,16 @@ int cmd_run(int argc, char** argv) {
       }
     }
     std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
+    if (!quiet && !record.socksize_basis.empty()) std::cout << record.socksize_basis << "\n";
   }
   return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
 }
 
-int cmd_links(int argc, char** argv) {
-  cxxopts::Options o("fabperf links", "List this host's network interfaces.");
-  o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")("h,help", "this help");
-  auto r = parse(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
-  const auto links = read_links();
-  const auto limits = read_socket_limits();
-  if (r.count("json")) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& l : links) arr.push_back(to_json(l));
-    std::cout << nlohmann::json{{"links", arr}, {"socket_limits", to_json(limits)}}.dump(2) << "\n";
-    return 0;
-  }
+void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all) {
   std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver", "state",
                            "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
   for (const auto& l : links) {
-    if (!r.count("all") && l.operstate == "down") continue;
+    if (!all && l.operstate == "down") continue;
     std::string rel = l.master;
     if (!l.members.empty()) {
       for (const auto& m : l.members) rel += (rel.empty() ? "" : "+") + m;
@@ -515,7 +558,74 @@ int cmd_links(int argc, char** argv) {
   std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
                            limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
                            limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);
-  return 0;
+}
+
+nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits& limits) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& l : links) arr.push_back(to_json(l));
+  return nlohmann::json{{"links", arr}, {"socket_limits", to_json(limits)}};
+}
+
+int cmd_links(int argc, char** argv) {
+  cxxopts::Options o("fabperf links", "List network interfaces: this host's, or those of the agents named (fabperf links [HOST[:PORT]...]).");
+  o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")
+    ("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+     cxxopts::value<std::string>())
+    ("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))
+    ("hosts", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
+  o.parse_positional({"hosts"});
+  o.positional_help("[HOST[:PORT]...]");
+  auto r = parse(o, argc, argv);
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  const bool json_out = r.count("json") > 0;
+  const bool all = r.count("all") > 0;
+  if (!r.count("hosts")) {
+    const auto links = read_links();
+    const auto limits = read_socket_limits();
+    if (json_out) {
+      std::cout << links_json(links, limits).dump(2) << "\n";
+    } else {
+      print_links_table(links, limits, all);
+    }
+    return 0;
+  }
+  // Remote inventory: each agent answers over its authenticated control connection.
+  AgentQuery q;
+  for (const auto& h : get<std::vector<std::string>>(r, "hosts")) {
+    for (auto& hp : host_list(h, "links")) q.agents.push_back(std::move(hp));
+  }
+  q.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
+  if (q.connect_timeout < std::chrono::milliseconds(100)) throw UsageError("--connect-timeout: must be at least 0.1 s");
+  const std::string key_file = key_file_option(r);
+  if (!key_file.empty()) q.key = auth::load_key_file(key_file);
+  spdlog::set_level(spdlog::level::off);  // errors are reported per host below
+  const auto replies = fetch_links(q);
+  int failed = 0;
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const auto& a : replies) {
+    if (!a.error.empty()) {
+      ++failed;
+      std::cerr << "fabperf: links: " << a.error << "\n";
+      hosts.push_back({{"agent", a.agent}, {"error", a.error}});
+      continue;
+    }
+    if (json_out) {
+      auto j = links_json(a.links, a.limits);
+      j["agent"] = a.agent;
+      j["hostname"] = a.hostname;
+      hosts.push_back(std::move(j));
+    } else {
+      std::cout << fmt::format("== {} ({}) ==\n", a.agent, a.hostname);
+      print_links_table(a.links, a.limits, all);
+      std::cout << "\n";
+    }
+  }
+  if (json_out) std::cout << nlohmann::json{{"hosts", hosts}}.dump(2) << "\n";
+  return failed > 0 ? static_cast<int>(ExitCode::infrastructure) : 0;
 }
 
 int cmd_compare(int argc, char** argv) {

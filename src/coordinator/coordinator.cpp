@@ -7,6 +7,7 @@
 #include "proto/conn.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <ctime>
 #include <fmt/format.h>
@@ -87,6 +88,29 @@ class Coordinator {
     }
     check_pairs();
   }
+
+  // Connects to every node in parallel, then runs fn on each one that answered; failures stay
+  // in Node::failure. No test is set up; the connections close at the end.
+  void administer(const std::function<asio::awaitable<void>(Node&)>& fn) {
+    asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
+      co_await each([&](Node& n) -> asio::awaitable<void> {
+        co_await connect(n);
+        co_await fn(n);
+        if (n.conn->is_open()) {
+          n.conn->send(MsgType::bye, json::object());
+          co_await n.conn->flush();
+        }
+      });
+      for (auto& n : nodes_) {
+        if (n.conn) n.conn->close();
+      }
+      io_.stop();  // no need to wait for the heartbeat timers to notice
+    }, asio::detached);
+    io_.run();
+  }
+  [[nodiscard]] const std::vector<Node>& nodes() const { return nodes_; }
+
+  asio::awaitable<json> expect_reply(Node& n, MsgType want) { return expect(n, want); }
 
   RunRecord run() {
     RunRecord record;
@@ -368,12 +392,73 @@ class Coordinator {
     }
   }
 
+  // --socksize auto: the slowest data interface of any node (from each agent's inventory) times
+  // the round trip between a client and a server, estimated as the largest client plus the
+  // largest server round trip of the control connections (the coordinator sits between them or
+  // on one of them, so this errs on the large side).
+  asio::awaitable<void> auto_socksize(RunRecord& rec) {
+    struct Seen {
+      std::int64_t speed_mbps;
+      std::string what;  // "eth0 on host:port"
+    };
+    std::vector<Seen> seen;
+    co_await each([&](Node& n) -> asio::awaitable<void> {
+      n.conn->send(MsgType::links_request, json::object());
+      const auto reply = proto::parse_links(co_await expect(n, MsgType::links));
+      const std::vector<std::string> addrs = n.hp.links.empty() ? std::vector<std::string>{n.rec.address} : n.hp.links;
+      for (const auto& a : addrs) {
+        std::int64_t s = -1;
+        std::string name = "?";
+        for (const auto& l : reply.links) {
+          for (const auto& cidr : l.addresses) {
+            if (cidr.substr(0, cidr.find('/')) == a) {
+              s = l.speed_mbps;
+              name = l.name;
+            }
+          }
+        }
+        seen.push_back({s, fmt::format("{} ({}) on {}", name, a, n.rec.name)});
+      }
+    });
+    if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return !n.failure.empty(); })) co_return;
+    std::int64_t speed = -1;
+    std::string slowest;
+    for (const auto& s : seen) {
+      if (s.speed_mbps <= 0) {  // one unknown speed makes the product unknown
+        speed = 0;
+        slowest = s.what + " reports no speed";
+        break;
+      }
+      if (speed < 0 || s.speed_mbps < speed) {
+        speed = s.speed_mbps;
+        slowest = s.what;
+      }
+    }
+    std::int64_t rtt_c = 0, rtt_s = 0;
+    for (const auto& n : nodes_) {
+      auto& r = n.rec.is_client ? rtt_c : rtt_s;
+      r = std::max(r, n.rec.clock.rtt_ns);
+    }
+    const std::int64_t rtt = rtt_c + rtt_s;
+    const std::uint64_t size = socksize_from_bdp(speed, rtt);
+    if (size == 0) {
+      rec.socksize_basis = fmt::format("socksize auto: link speed unknown ({}): left to the OS (autotuning)", slowest);
+      co_return;
+    }
+    json j = to_json(rec.spec);
+    j["socksize"] = size;
+    rec.spec = spec_from_json(j);
+    rec.socksize_basis = fmt::format(
+        "socksize auto: {} = 2 x BDP ({} Mb/s, slowest link {}, x round trip {:.0f} us) (min 256K, max 100M)",
+        format_size(size), speed, slowest, static_cast<double>(rtt) / 1e3);
+  }
+
   asio::awaitable<RunRecord> flow() {
     RunRecord rec;
     rec.spec = req_.spec;
     rec.test_id = proto::to_hex(proto::random_token()).substr(0, 16);
     rec.started_at = iso_now();
-    const TestSpec& spec = req_.spec;
+    const TestSpec& spec = rec.spec;  // --socksize auto replaces it before any set-up
 
     const std::int64_t t_begin = mono_now_ns();
     auto since = [](std::int64_t t) { return static_cast<double>(mono_now_ns() - t) / 1e9; };
@@ -398,6 +483,10 @@ class Coordinator {
     if (interrupted_) throw Interrupted("interrupted before the test started");
     co_await each([this](Node& n) { return sync_clock(n); });
     throw_if_failed("clock synchronisation");
+    if (req_.socksize_auto) {
+      co_await auto_socksize(rec);
+      throw_if_failed("link inventory for --socksize auto");
+    }
 
     const proto::Token token = proto::random_token();
     // Clients loading each server node.
@@ -435,6 +524,7 @@ class Coordinator {
       m.node_index = n.rec.index;
       m.targets = targets;
       m.source_addrs = n.hp.links;
+      m.bind_devs = req_.bind_devs;
       n.conn->send(MsgType::setup_client, proto::to_json(m));
       // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
       const auto ok = proto::parse_setup_client_ok(co_await expect(n, MsgType::setup_client_ok, 120s));
@@ -506,6 +596,66 @@ class Coordinator {
 };
 
 }  // namespace
+
+std::uint64_t socksize_from_bdp(std::int64_t speed_mbps, std::int64_t rtt_ns) {
+  if (speed_mbps <= 0) return 0;
+  constexpr std::uint64_t kMin = 256u << 10, kGrain = 64u << 10;
+  const double bdp = static_cast<double>(speed_mbps) * 1e6 / 8.0 * static_cast<double>(std::max<std::int64_t>(rtt_ns, 0)) / 1e9;
+  const double want = 2.0 * bdp;
+  if (want >= static_cast<double>(limits::kMaxSocksize)) return limits::kMaxSocksize;
+  std::uint64_t size = static_cast<std::uint64_t>(std::ceil(want / static_cast<double>(kGrain))) * kGrain;
+  return std::clamp<std::uint64_t>(size, kMin, limits::kMaxSocksize);
+}
+
+namespace {
+RunRequest admin_request(const AgentQuery& q) {
+  RunRequest r;
+  r.servers = q.agents;
+  r.connect_timeout = q.connect_timeout;
+  r.coordinator_name = q.coordinator_name;
+  r.key = q.key;
+  return r;
+}
+}  // namespace
+
+std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
+  std::signal(SIGPIPE, SIG_IGN);
+  const RunRequest req = admin_request(query);
+  Coordinator c(req);
+  std::vector<AgentLinks> out(query.agents.size());
+  c.administer([&](Node& n) -> asio::awaitable<void> {
+    n.conn->send(MsgType::links_request, json::object());
+    proto::LinksReply r;
+    try {
+      r = proto::parse_links(co_await c.expect_reply(n, MsgType::links));
+    } catch (const ProtocolError& e) {
+      throw ProtocolError(fmt::format("agent {}: bad LINKS reply: {}", n.rec.name, e.what()));
+    }
+    auto& o = out[n.rec.index];
+    o.hostname = std::move(r.hostname);
+    o.links = std::move(r.links);
+    o.limits = r.limits;
+  });
+  for (const auto& n : c.nodes()) {
+    out[n.rec.index].agent = n.rec.name;
+    out[n.rec.index].error = n.failure;
+  }
+  return out;
+}
+
+std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::string& reason) {
+  std::signal(SIGPIPE, SIG_IGN);
+  const RunRequest req = admin_request(query);
+  Coordinator c(req);
+  c.administer([&](Node& n) -> asio::awaitable<void> {
+    n.conn->send(MsgType::shutdown, proto::to_json(proto::Shutdown{reason}));
+    (void)co_await c.expect_reply(n, MsgType::bye);
+    n.conn->close();
+  });
+  std::vector<AgentShutdown> out;
+  for (const auto& n : c.nodes()) out.push_back({n.rec.name, n.failure});
+  return out;
+}
 
 RunRecord run_test(const RunRequest& request) {
   std::signal(SIGPIPE, SIG_IGN);

@@ -98,6 +98,9 @@ TestSpec TestSpec::make(const SpecParams& p) {
   }
   s.skip_rx_copy_ = p.skip_rx_copy.value_or(false);
   s.zerocopy_ = p.zerocopy.value_or(false);
+  s.sendfile_ = p.sendfile.value_or(false);
+  if (s.sendfile_ && s.zerocopy_) throw UsageError("--send-method: sendfile and zerocopy are alternatives, choose one");
+  if (s.sendfile_ && s.mode_ != Mode::stream) throw UsageError("--send-method sendfile: stream mode only (--mode stream)");
   s.congestion_ = p.congestion.value_or("");
   if (s.congestion_.size() > 15 ||
       s.congestion_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
@@ -176,6 +179,7 @@ nlohmann::json to_json(const TestSpec& s) {
           {"cooldown_ns", s.cooldown().count()},
           {"skip_rx_copy", s.skip_rx_copy()},
           {"zerocopy", s.zerocopy()},
+          {"sendfile", s.sendfile()},
           {"congestion", s.congestion()},
           {"rate", s.rate()},
           {"busy_poll_us", s.busy_poll_us()},
@@ -238,6 +242,7 @@ TestSpec spec_from_json(const nlohmann::json& j) {
     };
     p.skip_rx_copy = flag("skip_rx_copy");
     p.zerocopy = flag("zerocopy");
+    p.sendfile = flag("sendfile");
     p.no_affinity = flag("no_affinity");
     p.verify = flag("verify");
     if (j.contains("congestion")) p.congestion = str_field(j, "congestion");

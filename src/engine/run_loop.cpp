@@ -188,10 +188,14 @@ std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows, std::v
   std::vector<std::string> names;
   std::map<std::string, std::string> by_addr;
   for (const auto* f : flows) {
-    auto it = by_addr.find(f->local);
-    if (it == by_addr.end()) it = by_addr.emplace(f->local, interface_of_address(f->local)).first;
-    per_flow.push_back(it->second);
-    if (!it->second.empty() && std::find(names.begin(), names.end(), it->second) == names.end()) names.push_back(it->second);
+    std::string name = f->device;
+    if (name.empty()) {
+      auto it = by_addr.find(f->local);
+      if (it == by_addr.end()) it = by_addr.emplace(f->local, interface_of_address(f->local)).first;
+      name = it->second;
+    }
+    if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    per_flow.push_back(std::move(name));
   }
   return names;
 }

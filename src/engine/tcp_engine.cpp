@@ -6,6 +6,8 @@
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
+#include <fabperf/sysstat.hpp>
 #include <fabperf/units.hpp>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,6 +26,8 @@
 #include <poll.h>
 #include <semaphore>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <linux/errqueue.h>
 #include <unistd.h>
@@ -358,6 +363,7 @@ TcpEngine::TcpEngine() = default;
 TcpEngine::~TcpEngine() {
   abort();
   join();
+  if (tx_memfd_ >= 0) ::close(tx_memfd_);
 }
 
 void TcpEngine::ensure_tx_buffer(std::size_t n) {
@@ -499,6 +505,18 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
     freeaddrinfo(res);
     throw SystemError("socket for", where, errno);
   }
+  if (!bind_devs_.empty()) {
+    const std::string& dev = bind_devs_[pair_conn % bind_devs_.size()];
+    if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev.c_str(), static_cast<socklen_t>(dev.size())) != 0) {
+      const int e = errno;
+      freeaddrinfo(res);
+      ::close(fd);
+      if (e == EPERM) {
+        throw SystemError("--bind-dev", dev, "SO_BINDTODEVICE needs CAP_NET_RAW here: run the agent as root or grant it cap_net_raw");
+      }
+      throw SystemError("--bind-dev: bind data connection to device", dev, e);
+    }
+  }
   if (!source.empty()) {
     addrinfo sh{};
     sh.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
@@ -587,8 +605,34 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
   return fd;
 }
 
+// --bind-dev: one device per link, every one checked before any connection opens.
+static std::vector<std::string> resolve_bind_devs(const ClientPlan& plan) {
+  std::vector<std::string> out;
+  if (plan.bind_devs.size() == 1 && plan.bind_devs.front() == "auto") {
+    if (plan.source_addrs.empty()) {
+      throw UsageError("--bind-dev auto: this client has no link addresses (give it as NAME@ADDR+ADDR)");
+    }
+    for (const auto& a : plan.source_addrs) {
+      std::string dev = interface_of_address(a);
+      if (dev.empty()) {
+        throw UsageError(fmt::format("--bind-dev auto: no interface of {} owns link address {}", local_hostname(), a));
+      }
+      out.push_back(std::move(dev));
+    }
+    return out;
+  }
+  for (const auto& d : plan.bind_devs) {
+    if (::if_nametoindex(d.c_str()) == 0) {
+      throw UsageError(fmt::format("--bind-dev {}: no such network interface on {}", d, local_hostname()));
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
 void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   ctx_ = &ctx;
+  bind_devs_ = resolve_bind_devs(plan);
   const TestSpec& spec = ctx.spec();
   const std::uint32_t per_pair = spec.connections_per_pair();
   std::uint32_t conn_index = 0;
@@ -606,6 +650,7 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       socklen_t len = sizeof ss;
       getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);
       auto flow = std::make_unique<TcpFlow>(fd, FlowRole::client, op, t.node_index, local_text(fd), sockaddr_text(ss));
+      if (!bind_devs_.empty()) flow->device = bind_devs_[c % bind_devs_.size()];
       auto* raw = flow.get();
       ctx.add_flow(std::move(flow));
       std::lock_guard lk(mu_);
@@ -646,6 +691,22 @@ void TcpEngine::start(RunContext& ctx) {
   seal(ctx);
   const TestSpec& spec = ctx.spec();
   ensure_tx_buffer(spec.buffsize());
+  if (spec.sendfile() && tx_memfd_ < 0) {
+    // The same pattern as tx_buf_, so receivers verify sendfile data exactly as written data.
+    const int mfd = ::memfd_create("fabperf-tx", MFD_CLOEXEC);
+    if (mfd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
+    std::size_t done = 0;
+    while (done < spec.buffsize()) {
+      const ssize_t w = ::write(mfd, tx_buf_.data() + done, spec.buffsize() - done);
+      if (w <= 0) {
+        const int e = errno;
+        ::close(mfd);
+        throw SystemError("--send-method sendfile: fill memfd", "fabperf-tx", e);
+      }
+      done += static_cast<std::size_t>(w);
+    }
+    tx_memfd_ = mfd;
+  }
   std::lock_guard lk(mu_);
   for (TcpFlow* f : server_flows_) {
     if (f->op == FlowOp::rpc || f->op == FlowOp::probe) {
@@ -721,13 +782,20 @@ void TcpEngine::stream_send(TcpFlow& f) {
   const std::uint8_t* buf = tx_buf_.data();
   const int fd = f.fd();
   const bool zc = ctx.spec().zerocopy();
+  const int memfd = ctx.spec().sendfile() ? tx_memfd_ : -1;
   const int flags = MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0);
   bool all_zero = true;
   unsigned sends = 0;
   std::size_t off = 0;  // resume where a partial send stopped: the stream is the buffer repeated
   ctx.wait_for_start();
   while (!ctx.stopping()) {
-    const ssize_t k = ::send(fd, buf + off, n - off, flags);
+    ssize_t k = 0;
+    if (memfd >= 0) {
+      off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
+      k = ::sendfile(fd, memfd, &pos, n - off);
+    } else {
+      k = ::send(fd, buf + off, n - off, flags);
+    }
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
       off = (off + static_cast<std::size_t>(k)) % n;

@@ -53,7 +53,9 @@ class TcpEngine final : public Engine {
   std::thread accept_thread_;
   std::atomic<bool> accept_stop_{false};
   std::atomic<bool> socksize_warned_{false};
+  std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;  // read-only once the test starts; shared by all senders
+  int tx_memfd_{-1};                  // --send-method sendfile: tx_buf_'s pattern in a memfd
 
   std::mutex mu_;
   std::vector<TcpFlow*> server_flows_;

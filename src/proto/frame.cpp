@@ -24,6 +24,9 @@ std::string_view to_string(MsgType t) {
     case MsgType::bye: return "BYE";
     case MsgType::auth: return "AUTH";
     case MsgType::auth_ok: return "AUTH_OK";
+    case MsgType::links_request: return "LINKS_REQUEST";
+    case MsgType::links: return "LINKS";
+    case MsgType::shutdown: return "SHUTDOWN";
   }
   return "UNKNOWN";
 }

@@ -169,6 +169,7 @@ json to_json(const SetupClient& m) {
   }
   j["targets"] = std::move(t);
   j["source_addrs"] = m.source_addrs;
+  if (!m.bind_devs.empty()) j["bind_devs"] = m.bind_devs;
   return j;
 }
 SetupClient parse_setup_client(const json& j) {
@@ -192,6 +193,14 @@ SetupClient parse_setup_client(const json& j) {
     m.targets.push_back(std::move(x));
   }
   if (f.has("source_addrs")) m.source_addrs = f.strings("source_addrs", 64, kMaxName);
+  if (f.has("bind_devs")) {
+    m.bind_devs = f.strings("bind_devs", 64, 15);  // IFNAMSIZ - 1
+    for (const auto& d : m.bind_devs) {
+      if (d.empty() || d.find_first_of("/ \t") != std::string::npos) {
+        throw ProtocolError(fmt::format("SETUP_CLIENT.bind_devs: '{}' is not an interface name", d));
+      }
+    }
+  }
   for (const auto& x : m.targets) {
     if (!m.source_addrs.empty() && !x.link_hosts.empty() && x.link_hosts.size() != m.source_addrs.size()) {
       throw ProtocolError("SETUP_CLIENT: targets' link_hosts and source_addrs must list the same number of links");
@@ -238,6 +247,39 @@ ErrorMsg parse_error(const json& j) {
   return m;
 }
 
+json to_json(const LinksReply& m) {
+  json links = json::array();
+  for (const auto& l : m.links) links.push_back(to_json(l));
+  return {{"hostname", m.hostname}, {"links", std::move(links)}, {"socket_limits", to_json(m.limits)}};
+}
+LinksReply parse_links(const json& j) {
+  Fields f(j, "LINKS");
+  LinksReply m;
+  m.hostname = f.str("hostname", 256);
+  for (const auto& l : f.array("links", 4096)) m.links.push_back(link_from_json(l));
+  const auto& sl = f.object("socket_limits");
+  Fields g(sl, "LINKS.socket_limits");
+  m.limits.rmem_max = g.u64("rmem_max", 0, UINT64_MAX);
+  m.limits.wmem_max = g.u64("wmem_max", 0, UINT64_MAX);
+  const char* names[2] = {"tcp_rmem", "tcp_wmem"};
+  std::uint64_t* dst[2] = {m.limits.tcp_rmem, m.limits.tcp_wmem};
+  for (int k = 0; k < 2; ++k) {
+    const auto& a = g.array(names[k], 3);
+    if (a.size() != 3) throw ProtocolError(fmt::format("{}: expected 3 numbers (min default max)", g.ctx(names[k])));
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (!a[i].is_number_unsigned()) throw ProtocolError(fmt::format("{}[{}]: expected a non-negative integer", g.ctx(names[k]), i));
+      dst[k][i] = a[i].get<std::uint64_t>();
+    }
+  }
+  return m;
+}
+
+json to_json(const Shutdown& m) { return {{"reason", m.reason}}; }
+Shutdown parse_shutdown(const json& j) {
+  Fields f(j, "SHUTDOWN");
+  return Shutdown{f.str("reason", 256)};
+}
+
 void validate_frame(std::span<const std::uint8_t> frame) {
   if (frame.size() < kHeaderSize) throw ProtocolError("frame shorter than its header");
   const Header h = decode_header(frame.first<kHeaderSize>());
@@ -258,7 +300,10 @@ void validate_frame(std::span<const std::uint8_t> frame) {
     case MsgType::abort: (void)parse_abort(j); break;
     case MsgType::result: (void)parse_agent_result(j); break;
     case MsgType::error: (void)parse_error(j); break;
+    case MsgType::links: (void)parse_links(j); break;
+    case MsgType::shutdown: (void)parse_shutdown(j); break;
     case MsgType::heartbeat:
+    case MsgType::links_request:
     case MsgType::bye: break;
   }
 }

@@ -7,6 +7,8 @@
 #include <fabperf/spec.hpp>
 #include <fabperf/units.hpp>
 
+#include "shell/line_reader.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -270,8 +272,7 @@ class ShellSession {
       if (args.size() != 1) throw ShellError("Usage: source FILE");
       source(args[0]);
     } else if (cmd == "kill" || cmd == "killall") {
-      throw ShellError(
-          "kill/killall: fabperf agents are started and stopped by their launcher (systemd, ssh, Slurm); stop them there");
+      kill(cmd, args);
     } else if (cmd == "quit" || cmd == "exit") {
       quit_ = true;
     } else if (cmd == "help") {
@@ -280,6 +281,35 @@ class ShellSession {
     } else if (cmd == "test") {
       test(args);
     }
+  }
+
+  // nsdperf's kill (the named nodes) and killall (every node): each agent is told to exit over
+  // its authenticated control connection (SHUTDOWN) and leaves the node lists once it agreed.
+  void kill(const std::string& cmd, const std::vector<std::string>& args) {
+    AgentQuery q;
+    q.coordinator_name = "fabperf shell";
+    q.key = key_;
+    if (cmd == "kill") {
+      if (args.empty()) throw ShellError("Usage: kill HOST...");
+      for (const auto& a : args) q.agents.push_back(host(a));
+    } else {
+      if (!args.empty()) throw ShellError("Usage: killall");
+      q.agents = servers_;
+      q.agents.insert(q.agents.end(), clients_.begin(), clients_.end());
+      if (q.agents.empty()) throw ShellError("killall: no nodes defined (use server/client)");
+    }
+    std::string failures;
+    for (const auto& r : shutdown_agents(q, "nsdperf " + cmd)) {
+      if (!r.error.empty()) {
+        failures += (failures.empty() ? "" : "\n") + r.error;
+        continue;
+      }
+      const HostPort hp = host(r.agent);
+      std::erase_if(servers_, [&](const HostPort& x) { return same(x, hp); });
+      std::erase_if(clients_, [&](const HostPort& x) { return same(x, hp); });
+      say(fmt::format("Killed {}", r.agent));
+    }
+    if (!failures.empty()) throw ShellError(failures);
   }
 
   static std::uint64_t size_arg(const std::vector<std::string>& args, const std::string& cmd) {
@@ -490,11 +520,11 @@ int run_shell(const ShellOptions& o) {
     }
   }
   if (scripted) return 0;
-  const bool tty = ::isatty(0);
+  // On a terminal: line editing and history (libedit) when built with it; otherwise plain reads.
+  const auto reader = make_line_reader(::isatty(0) != 0);
   std::string l;
   while (!s.quit()) {
-    if (tty) std::cout << "nsdperf> " << std::flush;
-    if (!std::getline(std::cin, l)) break;
+    if (!reader->read("nsdperf> ", l)) break;
     s.line(l);  // interactive: report and continue
   }
   return 0;

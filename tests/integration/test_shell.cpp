@@ -92,7 +92,7 @@ TEST(Shell, BadValuesAndAmbiguityAreOneLineErrors) {
                         Case{"test", "Need at least one server and one client"}, Case{"test swim", "Unknown test 'swim'"},
                         Case{"server no-such-host.invalid", "Cannot find address for host"},
                         Case{"delete 127.0.0.1:9", "is not a node"}, Case{"source /nonexistent", "Cannot open /nonexistent"},
-                        Case{"plot /tmp/x", "No test has run yet"}, Case{"killall", "stop them there"}}) {
+                        Case{"plot /tmp/x", "No test has run yet"}, Case{"killall", "killall: no nodes defined"}, Case{"kill", "Usage: kill HOST..."}}) {
     const auto r = run_fabperf({"shell", c.cmd});
     EXPECT_EQ(r.exit_code, 2) << c.cmd;
     EXPECT_NE(r.err.find(c.msg), std::string::npos) << c.cmd << ": " << r.err;

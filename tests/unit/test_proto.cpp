@@ -83,7 +83,7 @@ TestSpec sample_spec() {
 SetupServer sample_setup_server() { return {"0123456789abcdef", sample_token(), sample_spec(), 3, 12}; }
 SetupServerOk sample_setup_server_ok() { return {45678, {"socksize clamped to 4M", "second warning"}}; }
 SetupClient sample_setup_client() {
-  return {"0123456789abcdef", sample_token(), sample_spec(), 1, {{2, "10.0.0.2", 40001, {}}, {3, "fe80::3", 40002, {}}}, {}};
+  return {"0123456789abcdef", sample_token(), sample_spec(), 1, {{2, "10.0.0.2", 40001, {}}, {3, "fe80::3", 40002, {}}}, {}, {}};
 }
 SetupClientOk sample_setup_client_ok() { return {4, {"one warning"}}; }
 Start sample_start() { return {1'000'000'000, 2'000'000'000, 9'000'000'000, 10'000'000'000, 250'000'000}; }
@@ -642,6 +642,9 @@ TEST(ValidateFrame, AcceptsValidFramesOfEveryType) {
       {MsgType::bye, json::object()},
       {MsgType::auth, to_json(Auth{{}, {}, {}})},
       {MsgType::auth_ok, to_json(AuthOk{})},
+      {MsgType::links_request, json::object()},
+      {MsgType::links, to_json(LinksReply{"h", {LinkInfo{}}, SocketLimits{}})},
+      {MsgType::shutdown, to_json(Shutdown{"killall"})},
   };
   ASSERT_EQ(frames.size(), kMaxMsgType);
   for (const auto& [type, body] : frames) {

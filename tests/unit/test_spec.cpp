@@ -259,6 +259,7 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("cooldown_ns"), 1'000'000'000LL);
   EXPECT_EQ(j.at("skip_rx_copy"), false);
   EXPECT_EQ(j.at("zerocopy"), false);
+  EXPECT_EQ(j.at("sendfile"), false);
   EXPECT_EQ(j.at("congestion"), "");
   EXPECT_EQ(j.at("rate"), 0);
   EXPECT_EQ(j.at("busy_poll_us"), 0);
@@ -268,7 +269,7 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("verify"), false);
   EXPECT_EQ(j.at("gid_index"), -1);
   EXPECT_EQ(j.at("qdepth"), 16);
-  EXPECT_EQ(j.size(), 26u);
+  EXPECT_EQ(j.size(), 27u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
@@ -294,12 +295,27 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   EXPECT_THROW(TestSpec::make(bad), UsageError);
   // Older coordinators send no tuning fields: defaults apply.
   auto j = to_json(TestSpec::make({}));
-  for (const char* k : {"skip_rx_copy", "zerocopy", "congestion", "rate", "busy_poll_us", "notsent_lowat", "cpus", "no_affinity"}) {
+  for (const char* k : {"skip_rx_copy", "zerocopy", "sendfile", "congestion", "rate", "busy_poll_us", "notsent_lowat", "cpus", "no_affinity"}) {
     j.erase(k);
   }
   EXPECT_EQ(spec_from_json(j), TestSpec::make({}));
   j["cpus"] = {1, -1};
   EXPECT_THROW(spec_from_json(j), ProtocolError);
+}
+
+TEST(SpecTuning, SendfileIsAStreamModeAlternativeToZerocopy) {
+  SpecParams p;
+  p.mode = Mode::stream;
+  p.sendfile = true;
+  const auto s = TestSpec::make(p);
+  EXPECT_TRUE(s.sendfile());
+  EXPECT_EQ(spec_from_json(to_json(s)), s);
+  SpecParams bad = p;
+  bad.zerocopy = true;
+  EXPECT_THROW(TestSpec::make(bad), UsageError);
+  bad = p;
+  bad.mode = Mode::rpc;
+  EXPECT_THROW(TestSpec::make(bad), UsageError);
 }
 
 TEST(SpecTuning, CpuLists) {

@@ -1,0 +1,54 @@
+// Data-plane options through the real binary: --send-method sendfile (bytes verified end to
+// end) and --socksize auto (runs; on loopback the speed is unknown, so the OS keeps sizing).
+#include "integration/harness.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace fabperf::test;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+TEST(SendMethod, SendfileFromAMemfdDeliversVerifiedBytes) {
+  // 100K blocks: receive chunks straddle the sender's pattern period, as in the write path's test.
+  const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--send-method", "sendfile", "--verify",
+                              "--parallel", "2", "--time", "1", "--buffsize", "100K", "--json", "-"}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json doc = json::parse(r.out);
+  EXPECT_TRUE(doc.at("complete").get<bool>()) << doc.at("findings").dump();
+  EXPECT_TRUE(doc.at("settings").at("sendfile").get<bool>());
+  EXPECT_EQ(doc.at("verify").at("errors").get<std::uint64_t>(), 0u);
+  EXPECT_GT(doc.at("aggregate").at("bytes").get<std::uint64_t>(), 10'000'000u) << doc.at("aggregate").dump();
+}
+
+TEST(SendMethod, BadCombinationsAreUsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* msg;
+  };
+  for (const Case& c : {Case{{"--send-method", "sendfile"}, "--send-method sendfile: stream mode only"},
+                        Case{{"--mode", "stream", "--send-method", "carrier-pigeon"}, "--send-method 'carrier-pigeon'"},
+                        Case{{"--mode", "stream", "--zerocopy", "--send-method", "sendfile"}, "sendfile and zerocopy"}}) {
+    std::vector<std::string> args = {"run", "--local", "2", "--time", "1"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const auto r = run_fabperf(args, 30s);
+    EXPECT_EQ(r.exit_code, 2) << c.msg;
+    EXPECT_NE(r.err.find(c.msg), std::string::npos) << r.err;
+  }
+}
+
+TEST(SocksizeAuto, RunsAndSaysHowTheSizeWasChosen) {
+  const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--socksize", "auto", "--time", "1",
+                              "--buffsize", "256K", "--json", "-"}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json doc = json::parse(r.out);
+  EXPECT_TRUE(doc.at("complete").get<bool>());
+  const auto& a = doc.at("socksize_auto");
+  // Loopback has no link speed: the product is unknown and the kernel's autotuning stays.
+  EXPECT_NE(a.at("basis").get<std::string>().find("link speed unknown (lo (127.0.0.1)"), std::string::npos) << a.dump();
+  EXPECT_EQ(a.at("socksize").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(doc.at("settings").at("socksize").get<std::uint64_t>(), 0u);
+  const auto t = run_fabperf({"run", "--local", "2", "--socksize", "auto", "--time", "1", "--buffsize", "256K"}, 60s);
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("socksize auto: link speed unknown"), std::string::npos) << t.out;
+}
