@@ -63,6 +63,7 @@ struct SpecParams {
   std::optional<std::vector<int>> cpus;       // pin data threads round-robin; empty = NUMA-local default
   std::optional<bool> no_affinity;            // never pin
   std::optional<bool> verify;                 // receivers check every byte against the pattern
+  std::optional<bool> spread_ports;           // bind client source ports that cover every bond member
 };
 
 class TestSpec {
@@ -92,6 +93,7 @@ class TestSpec {
   [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
   [[nodiscard]] bool no_affinity() const { return no_affinity_; }
   [[nodiscard]] bool verify() const { return verify_; }
+  [[nodiscard]] bool spread_ports() const { return spread_ports_; }
 
   // Connections a client opens to one server (rw in stream mode opens both directions).
   [[nodiscard]] std::uint32_t connections_per_pair() const;
@@ -119,6 +121,7 @@ class TestSpec {
   std::vector<int> cpus_;
   bool no_affinity_{false};
   bool verify_{false};
+  bool spread_ports_{false};
 };
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; throws UsageError naming `what`.

@@ -74,6 +74,17 @@ inline constexpr Column efficiency_pct{"efficiency_pct", "eff %", "%"};
 inline constexpr Column best_goodput_mb_per_s{"best_goodput_mb_per_s", "best MB/s", "10^6 B/s"};
 inline constexpr Column errors{"errors", "errors", "packets"};
 inline constexpr Column drops{"drops", "drops", "packets"};
+// Bonds.
+inline constexpr Column bond{"bond", "bond", ""};
+inline constexpr Column member{"member", "member", ""};
+inline constexpr Column tx_share_pct{"tx_share_pct", "tx %", "%"};
+inline constexpr Column rx_share_pct{"rx_share_pct", "rx %", "%"};
+inline constexpr Column predicted_tx_share_pct{"predicted_tx_share_pct", "pred tx %", "%"};
+inline constexpr Column predicted_flows{"predicted_flows", "flows", ""};
+inline constexpr Column mii_status{"mii_status", "MII", ""};
+inline constexpr Column link_failures{"link_failures", "failures", ""};
+inline constexpr Column jain{"jain", "Jain", ""};
+inline constexpr Column members_used{"members_used", "links used", ""};
 }  // namespace col
 
 }  // namespace fabperf

@@ -4,6 +4,7 @@
 #include <fabperf/auth.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/compare.hpp>
+#include <fabperf/bonding.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/shell.hpp>
 #include <fabperf/coordinator.hpp>
@@ -202,6 +203,9 @@ int cmd_run(int argc, char** argv) {
      cxxopts::value<std::string>())
     ("no-affinity", "never pin data threads")
     ("verify", "receivers check every byte against the sent pattern (nsdperf verify on)");
+  o.add_options("bonding")
+    ("spread-ports", "clients bind source ports chosen so that their flows cover every member of the local bond "
+     "evenly under its xmit_hash_policy (802.3ad/balance-xor with layer3+4); the ports used are reported");
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -213,7 +217,7 @@ int cmd_run(int argc, char** argv) {
     ("h,help", "this help");
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "tuning", "output"});
+    std::cout << o.help({"hosts", "test", "tuning", "bonding", "output"});
     return 0;
   }
   setup_logging(get<std::string>(r, "log-level"));
@@ -233,6 +237,7 @@ int cmd_run(int argc, char** argv) {
   if (r.count("zerocopy")) p.zerocopy = true;
   if (r.count("no-affinity")) p.no_affinity = true;
   if (r.count("verify")) p.verify = true;
+  if (r.count("spread-ports")) p.spread_ports = true;
   if (r.count("congestion")) p.congestion = get<std::string>(r, "congestion");
   if (r.count("rate")) p.rate = parse_size(get<std::string>(r, "rate"), "--rate");
   if (r.count("busy-poll")) {
@@ -336,10 +341,21 @@ int cmd_links(int argc, char** argv) {
   }
   const auto links = read_links();
   const auto limits = read_socket_limits();
+  std::vector<BondInfo> bonds;
+  for (const auto& l : links) {
+    if (l.kind != "bond") continue;
+    if (auto b = read_bond(l.name)) bonds.push_back(std::move(*b));
+  }
   if (r.count("json")) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& l : links) arr.push_back(to_json(l));
-    std::cout << nlohmann::json{{"links", arr}, {"socket_limits", to_json(limits)}}.dump(2) << "\n";
+    nlohmann::json barr = nlohmann::json::array();
+    for (const auto& b : bonds) {
+      auto j = to_json(b);
+      j["findings"] = bond_findings(b);
+      barr.push_back(std::move(j));
+    }
+    std::cout << nlohmann::json{{"links", arr}, {"bonds", barr}, {"socket_limits", to_json(limits)}}.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver", "state",
@@ -358,6 +374,7 @@ int cmd_links(int argc, char** argv) {
                              l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.duplex, l.mtu,
                              rel.empty() ? "-" : rel, addrs.empty() ? "-" : addrs);
   }
+  std::cout << render_bond_inventory_text(bonds);
   std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
                            limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
                            limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);

@@ -360,6 +360,12 @@ class Coordinator {
       }
     }, [](const Node& n) { return n.rec.is_client; });
     throw_if_failed("client set-up");
+    // Bond sanity findings are worth reading before the numbers arrive.
+    for (const auto& n : nodes_) {
+      for (const auto& w : n.rec.setup_warnings) {
+        if (w.rfind("bond ", 0) == 0) spdlog::warn("{}: {}", n.rec.name, w);
+      }
+    }
     if (interrupted_) {
       throw_if_failed("start");
       throw Error(ExitCode::infrastructure, "interrupted before the test started");

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Runs inside one VM-lab guest (scripts/vm-lab --modules bonding,...): real Linux bonds between
+# network namespaces, every member shaped to 200 Mbit/s (tbf), fabperf agents and coordinators
+# inside the namespaces. One boot covers every variant:
+#   lacp:   802.3ad layer3+4 on two direct veth pairs: inventory; 8 flows with --spread-ports
+#           (shares 40-60%, >= 1.8x one member, members vs counters within 3%, the hash's member
+#           per flow vs tc's per-port counters on each member);
+#   alb:    balance-alb through a bridge "switch" namespace: one address pair -> one member and
+#           fabperf says why; two pairs -> both members carry;
+#   down:   802.3ad again, one member set down mid-test: reported, traffic moved, test complete.
+# Usage: guest.sh FABPERF  (results and captured /proc/net/bonding texts go to $VMLAB_RESULTS)
+set -euo pipefail
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+FABPERF=$1
+OUT=${VMLAB_RESULTS:?run me through scripts/vm-lab}
+HERE=$(cd "$(dirname "$0")" && pwd)
+W=/tmp/bondtest
+mkdir -p "$W"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+t0=$(date +%s.%N)
+stamp() { echo "[$(/usr/bin/python3 -c "import sys; print(f'{float(sys.argv[1]) - float(sys.argv[2]):6.1f}s')" "$(date +%s.%N)" "$t0")] $*"; }
+
+KEYARGS=()
+if "$FABPERF" keygen "$W/key" >/dev/null 2>&1; then KEYARGS=(--key-file "$W/key"); fi
+RATE=200mbit
+shape() { ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate $RATE burst 32kb latency 100ms; }
+
+agent() {  # agent NS ADDR
+  local ready="$W/ready.$1"
+  ip netns exec "$1" "$FABPERF" agent --listen "$2:6668" --ready-fd 3 --log-level warn "${KEYARGS[@]}" \
+    3>"$ready" 2>>"$OUT/agent-$1.log" &
+  PIDS+=($!)
+  for _ in $(seq 200); do grep -q LISTENING "$ready" 2>/dev/null && return 0; sleep 0.1; done
+  cat "$OUT/agent-$1.log"; fail "agent in $1 did not start"
+}
+
+# --- 802.3ad: two direct wires (a bridge would swallow the LACPDUs) ---------------------------
+stamp "setting up 802.3ad bonds"
+for n in 1 2; do ip netns add L$n; ip -n L$n link set lo up; done
+for i in 0 1; do ip link add m$i netns L1 type veth peer name m$i netns L2; done
+for n in 1 2; do
+  ip -n L$n link add bond0 type bond mode 802.3ad miimon 100 lacp_rate fast xmit_hash_policy layer3+4
+  for i in 0 1; do ip -n L$n link set m$i master bond0; done
+  ip -n L$n link set bond0 up
+  ip -n L$n addr add 198.18.10.$n/24 dev bond0
+  for i in 0 1; do shape L$n m$i; done
+done
+lacp_ready() {
+  ip netns exec "$1" cat /proc/net/bonding/bond0 | /usr/bin/python3 -c '
+import sys
+t = sys.stdin.read()
+ok = "Number of ports: 2" in t and "Partner Mac Address: 00:00:00:00:00:00" not in t
+sys.exit(0 if ok else 1)'
+}
+for _ in $(seq 150); do lacp_ready L1 && lacp_ready L2 && break; sleep 0.2; done
+lacp_ready L1 && lacp_ready L2 || { ip netns exec L1 cat /proc/net/bonding/bond0; fail "LACP did not settle in 30 s"; }
+stamp "LACP settled"
+ip netns exec L1 cat /proc/net/bonding/bond0 >"$OUT/proc-8023ad-layer34.txt"
+ip netns exec L1 "$FABPERF" links --json >"$OUT/lacp-links.json"
+ip netns exec L1 "$FABPERF" links >"$OUT/lacp-links.txt"
+cat "$OUT/lacp-links.txt"
+/usr/bin/python3 "$HERE/check.py" inventory-lacp "$OUT/lacp-links.json"
+
+agent L1 198.18.10.1
+agent L2 198.18.10.2
+
+# sample_members NS OUTFILE DEV...: the members' tx counters read by the test itself (one
+# process per reading, timestamped there) over 3 s of the steady middle of a run, independent of
+# fabperf's sampling; writes "dev MB/s" lines.
+read_counters() {  # read_counters NS DEV...: "time bytes bytes..."
+  local ns=$1; shift
+  local files=()
+  for d in "$@"; do files+=("/sys/class/net/$d/statistics/tx_bytes"); done
+  ip netns exec "$ns" sh -c 'a=$(date +%s.%N); c=$(cat "$@" | tr "\n" " "); b=$(date +%s.%N); echo "$a $b $c"' sh "${files[@]}"
+}
+sample_members() {
+  local ns=$1 out=$2; shift 2
+  local first second
+  first=$(read_counters "$ns" "$@")
+  sleep 3
+  second=$(read_counters "$ns" "$@")
+  /usr/bin/python3 - "$first" "$second" "$@" >"$out" <<'PY'
+import sys
+a, b, devs = sys.argv[1].split(), sys.argv[2].split(), sys.argv[3:]
+ta = (float(a[0]) + float(a[1])) / 2
+tb = (float(b[0]) + float(b[1])) / 2
+for i, d in enumerate(devs):
+    print(d, (int(b[2 + i]) - int(a[2 + i])) / (tb - ta) / 1e6)
+PY
+}
+
+# wait_flows NS N: until N data connections (source ports 10000-32767: --spread-ports) are up.
+wait_flows() {
+  for _ in $(seq 200); do
+    local c
+    c=$(ip netns exec "$1" ss -Htn state established '( sport >= :10000 and sport <= :32767 )' | wc -l)
+    [ "$c" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  fail "the $2 data connections did not come up in $1"
+}
+
+# Per-port egress counters on each member (tc clsact + u32, one filter per source port): which
+# member really carried each flow.
+port_filters() {  # port_filters NS DEV...
+  local ns=$1; shift
+  local ports
+  ports=$(ip netns exec "$ns" ss -Htn state established '( sport >= :10000 and sport <= :32767 )' | awk '{print $3}' | sed 's/.*://' | sort -u)
+  for d in "$@"; do
+    ip netns exec "$ns" tc qdisc replace dev "$d" clsact
+    local prio=1
+    for p in $ports; do
+      ip netns exec "$ns" tc filter add dev "$d" egress prio $prio protocol ip u32 match ip sport "$p" 0xffff action ok
+      prio=$((prio + 1))
+    done
+  done
+  echo "$ports" >"$W/ports.$ns"
+}
+port_counts() {  # port_counts NS OUTFILE DEV...: "dev port bytes" lines
+  local ns=$1 out=$2; shift 2
+  : >"$out"
+  for d in "$@"; do
+    local prio=1
+    for p in $(cat "$W/ports.$ns"); do
+      local bytes
+      bytes=$(ip netns exec "$ns" tc -s filter show dev "$d" egress prio $prio | awk '/Sent/{print $2; exit}')
+      echo "$d $p ${bytes:-0}" >>"$out"
+      prio=$((prio + 1))
+    done
+  done
+}
+
+RUN=(--mode stream --buffsize 256K --time 8 --warmup 2 --cooldown 1 --interval 1 "${KEYARGS[@]}")
+
+stamp "802.3ad: 8 flows with --spread-ports"
+ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports "${RUN[@]}" \
+  --json "$OUT/lacp8.json" >"$OUT/lacp8.out" 2>&1 &
+run_pid=$!
+wait_flows L1 8
+port_filters L1 m0 m1
+sleep 1.5
+sample_members L1 "$W/lacp8.counters" m0 m1
+wait $run_pid || { cat "$OUT/lacp8.out"; fail "fabperf run (802.3ad, 8 flows) exited $?"; }
+port_counts L1 "$W/lacp8.ports" m0 m1
+cp "$W/lacp8.counters" "$OUT/lacp8.counters"; cp "$W/lacp8.ports" "$OUT/lacp8.ports"
+/usr/bin/python3 "$HERE/check.py" lacp8 "$OUT/lacp8.json" "$W/lacp8.counters" "$W/lacp8.ports"
+
+# --- 802.3ad: a member goes down mid-test ---------------------------------------------------
+stamp "802.3ad: member m1 down mid-test"
+ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports "${RUN[@]}" \
+  --json "$OUT/lacpdown.json" >"$OUT/lacpdown.out" 2>&1 &
+run_pid=$!
+wait_flows L1 8
+sleep 4.5
+ip -n L1 link set m1 down
+stamp "m1 set down"
+set +e
+wait $run_pid
+rc=$?
+set -e
+cat "$OUT/lacpdown.out"
+[ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "fabperf run (member down) exited $rc"
+ip netns exec L1 cat /proc/net/bonding/bond0 >"$OUT/proc-8023ad-member-down.txt"
+/usr/bin/python3 "$HERE/check.py" lacpdown "$OUT/lacpdown.json"
+for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+PIDS=()
+
+# --- balance-alb: a bridge "switch" in a third namespace ------------------------------------
+stamp "setting up balance-alb bonds behind a bridge"
+ip netns add AS; ip -n AS link set lo up
+ip -n AS link add br0 type bridge
+ip -n AS link set br0 up
+for n in 1 2; do
+  ip netns add A$n; ip -n A$n link set lo up
+  ip -n A$n link add bond0 type bond mode balance-alb miimon 100
+  for i in 0 1; do
+    ip link add m$i netns A$n type veth peer name s${n}m$i netns AS
+    ip -n AS link set s${n}m$i master br0
+    ip -n AS link set s${n}m$i up
+    ip -n A$n link set m$i master bond0
+    shape A$n m$i
+    shape AS s${n}m$i
+  done
+  ip -n A$n link set bond0 up
+  # The same addresses as the 802.3ad pair (other namespaces): the two results compare node by node.
+  ip -n A$n addr add 198.18.10.$n/24 dev bond0
+  ip -n A$n addr add 198.18.10.1$n/24 dev bond0
+done
+for _ in $(seq 100); do ip netns exec A1 /bin/busybox ping -c1 -W1 198.18.10.2 >/dev/null 2>&1 && break; sleep 0.2; done
+ip netns exec A1 /bin/busybox ping -c1 -W2 198.18.10.12 >/dev/null || fail "no path through the bridge between the ALB bonds"
+stamp "ALB ready"
+ip netns exec A1 cat /proc/net/bonding/bond0 >"$OUT/proc-balance-alb.txt"
+ip netns exec A1 "$FABPERF" links --json >"$OUT/alb-links.json"
+/usr/bin/python3 "$HERE/check.py" inventory-alb "$OUT/alb-links.json"
+agent A1 198.18.10.1
+agent A2 198.18.10.2
+
+stamp "balance-alb: one address pair"
+ip netns exec A1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 "${RUN[@]}" \
+  --json "$OUT/alb1.json" >"$OUT/alb1.out" 2>&1 &
+run_pid=$!
+sleep 3.5
+sample_members A1 "$W/alb1.counters" m0 m1
+wait $run_pid || { cat "$OUT/alb1.out"; fail "fabperf run (alb, one pair) exited $?"; }
+cp "$W/alb1.counters" "$OUT/alb1.counters"
+/usr/bin/python3 "$HERE/check.py" alb1 "$OUT/alb1.json" "$W/alb1.counters"
+
+stamp "balance-alb: two address pairs"
+ip netns exec A1 "$FABPERF" run --servers 198.18.10.2@198.18.10.2+198.18.10.12 --clients 198.18.10.1@198.18.10.1+198.18.10.11 \
+  --parallel 8 "${RUN[@]}" --json "$OUT/alb2.json" >"$OUT/alb2.out" 2>&1 &
+run_pid=$!
+sleep 3.5
+sample_members A1 "$W/alb2.counters" m0 m1
+wait $run_pid || { cat "$OUT/alb2.out"; fail "fabperf run (alb, two pairs) exited $?"; }
+cp "$W/alb2.counters" "$OUT/alb2.counters"
+/usr/bin/python3 "$HERE/check.py" alb2 "$OUT/alb2.json" "$W/alb2.counters"
+
+# The comparison workflow: the same test on both bonds, side by side.
+for v in alb1 alb2; do
+  "$FABPERF" compare "$OUT/lacp8.json" "$OUT/$v.json" --json "$OUT/compare-$v.json" >"$OUT/compare-$v.txt" 2>&1 || true
+  cat "$OUT/compare-$v.txt"
+done
+/usr/bin/python3 "$HERE/check.py" compare "$OUT/compare-alb1.json" "$OUT/compare-alb2.json"
+stamp "all bonding checks passed"

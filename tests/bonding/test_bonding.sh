@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# ctest label `bonding`: real Linux bonds (802.3ad and balance-alb) in one VM-lab guest
+# (scripts/vm-lab, Debian's kernel under qemu: the host kernel has no bonding driver). Every check
+# is in tests/bonding/guest.sh and check.py; this driver boots the guest once and reports.
+# SKIP (77) when not root or when the VM lab cannot run here (no qemu, no kernel).
+set -uo pipefail
+FABPERF=$1 TOP=$2
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: the VM lab needs root"; exit 77; fi
+RES=$(mktemp -d /tmp/fabperf-bonding.XXXXXX)
+start=$(date +%s)
+# sch_ingress/cls_u32/act_gact: the per-port tc counters that say which member carried each flow.
+"$TOP/scripts/vm-lab" --modules bonding,sch_ingress,cls_u32,act_gact --timeout "${FABPERF_BONDING_TIMEOUT:-420}" \
+  --results "$RES" --quiet "$TOP/tests/bonding/guest.sh" "$FABPERF"
+rc=$?
+[ -f "$RES/guest-0.log" ] && cat "$RES/guest-0.log"
+echo "bonding VM stage: $(( $(date +%s) - start )) s wall, exit $rc (results: $RES)"
+if [ $rc -eq 0 ] && [ -z "${FABPERF_KEEP_RESULTS:-}" ]; then rm -rf "$RES"; fi
+exit $rc
