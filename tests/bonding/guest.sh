@@ -8,12 +8,12 @@
 #   alb:    balance-alb through a bridge "switch" namespace: one address pair -> one member and
 #           fabperf says why; two pairs -> both members carry;
 #   down:   802.3ad again, one member set down mid-test: reported, traffic moved, test complete.
-# Usage: guest.sh FABPERF  (results and captured /proc/net/bonding texts go to $VMLAB_RESULTS)
+# Usage: guest.sh FABPERF TESTS_BONDING_DIR  (results and captured /proc/net/bonding texts go to $VMLAB_RESULTS)
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 FABPERF=$1
+HERE=$2  # tests/bonding (the lab runs a copy of this script from its results folder)
 OUT=${VMLAB_RESULTS:?run me through scripts/vm-lab}
-HERE=$(cd "$(dirname "$0")" && pwd)
 W=/tmp/bondtest
 mkdir -p "$W"
 PIDS=()
@@ -28,7 +28,10 @@ stamp() { echo "[$(/usr/bin/python3 -c "import sys; print(f'{float(sys.argv[1]) 
 KEYARGS=()
 if "$FABPERF" keygen "$W/key" >/dev/null 2>&1; then KEYARGS=(--key-file "$W/key"); fi
 RATE=200mbit
-shape() { ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate $RATE burst 32kb latency 100ms; }
+shape() {  # shape NS DEV...
+  local ns=$1; shift
+  for d in "$@"; do echo "qdisc replace dev $d root tbf rate $RATE burst 32kb latency 100ms"; done | ip netns exec "$ns" tc -b -
+}
 
 agent() {  # agent NS ADDR
   local ready="$W/ready.$1"
@@ -41,14 +44,19 @@ agent() {  # agent NS ADDR
 
 # --- 802.3ad: two direct wires (a bridge would swallow the LACPDUs) ---------------------------
 stamp "setting up 802.3ad bonds"
-for n in 1 2; do ip netns add L$n; ip -n L$n link set lo up; done
-for i in 0 1; do ip link add m$i netns L1 type veth peer name m$i netns L2; done
+# Batched: every process start is slow in an emulated guest.
+for n in 1 2; do ip netns add L$n; done
+printf 'link add m%s netns L1 type veth peer name m%s netns L2\n' 0 0 1 1 | ip -b -
 for n in 1 2; do
-  ip -n L$n link add bond0 type bond mode 802.3ad miimon 100 lacp_rate fast xmit_hash_policy layer3+4
-  for i in 0 1; do ip -n L$n link set m$i master bond0; done
-  ip -n L$n link set bond0 up
-  ip -n L$n addr add 198.18.10.$n/24 dev bond0
-  for i in 0 1; do shape L$n m$i; done
+  ip -n L$n -b - <<B
+link set lo up
+link add bond0 type bond mode 802.3ad miimon 100 lacp_rate fast xmit_hash_policy layer3+4
+link set m0 master bond0
+link set m1 master bond0
+link set bond0 up
+addr add 198.18.10.$n/24 dev bond0
+B
+  shape L$n m0 m1
 done
 lacp_ready() {
   ip netns exec "$1" cat /proc/net/bonding/bond0 | /usr/bin/python3 -c '
@@ -112,13 +120,13 @@ port_filters() {  # port_filters NS DEV...
   local ports
   ports=$(ip netns exec "$ns" ss -Htn state established '( sport >= :10000 and sport <= :32767 )' | awk '{print $3}' | sed 's/.*://' | sort -u)
   for d in "$@"; do
-    ip netns exec "$ns" tc qdisc replace dev "$d" clsact
+    echo "qdisc replace dev $d clsact"
     local prio=1
     for p in $ports; do
-      ip netns exec "$ns" tc filter add dev "$d" egress prio $prio protocol ip u32 match ip sport "$p" 0xffff action ok
+      echo "filter add dev $d egress prio $prio protocol ip u32 match ip sport $p 0xffff action ok"
       prio=$((prio + 1))
     done
-  done
+  done | ip netns exec "$ns" tc -b -
   echo "$ports" >"$W/ports.$ns"
 }
 port_counts() {  # port_counts NS OUTFILE DEV...: "dev port bytes" lines
@@ -177,15 +185,20 @@ ip -n AS link add br0 type bridge
 ip -n AS link set br0 up
 for n in 1 2; do
   ip netns add A$n; ip -n A$n link set lo up
-  ip -n A$n link add bond0 type bond mode balance-alb miimon 100
-  for i in 0 1; do
-    ip link add m$i netns A$n type veth peer name s${n}m$i netns AS
-    ip -n AS link set s${n}m$i master br0
-    ip -n AS link set s${n}m$i up
-    ip -n A$n link set m$i master bond0
-    shape A$n m$i
-    shape AS s${n}m$i
-  done
+  printf "link add m%s netns A$n type veth peer name s${n}m%s netns AS\n" 0 0 1 1 | ip -b -
+  ip -n AS -b - <<B
+link set s${n}m0 master br0
+link set s${n}m1 master br0
+link set s${n}m0 up
+link set s${n}m1 up
+B
+  ip -n A$n -b - <<B
+link add bond0 type bond mode balance-alb miimon 100
+link set m0 master bond0
+link set m1 master bond0
+B
+  shape A$n m0 m1
+  shape AS s${n}m0 s${n}m1
   ip -n A$n link set bond0 up
   # The same addresses as the 802.3ad pair (other namespaces): the two results compare node by node.
   ip -n A$n addr add 198.18.10.$n/24 dev bond0

@@ -10,7 +10,7 @@ RES=$(mktemp -d /tmp/fabperf-bonding.XXXXXX)
 start=$(date +%s)
 # sch_ingress/cls_u32/act_gact: the per-port tc counters that say which member carried each flow.
 "$TOP/scripts/vm-lab" --modules bonding,sch_ingress,cls_u32,act_gact --timeout "${FABPERF_BONDING_TIMEOUT:-420}" \
-  --results "$RES" --quiet "$TOP/tests/bonding/guest.sh" "$FABPERF"
+  --results "$RES" --quiet "$TOP/tests/bonding/guest.sh" "$FABPERF" "$TOP/tests/bonding"
 rc=$?
 [ -f "$RES/guest-0.log" ] && cat "$RES/guest-0.log"
 echo "bonding VM stage: $(( $(date +%s) - start )) s wall, exit $rc (results: $RES)"

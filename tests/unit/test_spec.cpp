@@ -266,7 +266,8 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("cpus"), nlohmann::json::array());
   EXPECT_EQ(j.at("no_affinity"), false);
   EXPECT_EQ(j.at("verify"), false);
-  EXPECT_EQ(j.size(), 19u);
+  EXPECT_EQ(j.at("spread_ports"), false);
+  EXPECT_EQ(j.size(), 20u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
