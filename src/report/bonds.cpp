@@ -228,6 +228,8 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
         mr.predicted_flows = 0;
         mr.predicted_tx_share_pct = 0;
       }
+      // A node that only receives sends no payload: no share to predict.
+      if (pred_all == 0) mr.predicted_tx_share_pct = -1;
     }
     if (!all) {
       br.prediction = "partial: some flows' peers have no known MAC (layer2 policies need the ARP entry)";

@@ -4,7 +4,8 @@ and tc readings) and asserts what docs/bonding.md promises. Prints the measured 
 import json
 import sys
 
-RATE_MBIT = 200
+import os
+RATE_MBIT = float(os.environ.get("BOND_RATE_MBIT", "16"))
 MTU = 1500
 BEST = RATE_MBIT * 1e6 / 8 * (MTU - 52) / (MTU + 38) / 1e6  # one member's best TCP goodput, MB/s
 

@@ -8,7 +8,9 @@
 #   alb:    balance-alb through a bridge "switch" namespace: one address pair -> one member and
 #           fabperf says why; two pairs -> both members carry;
 #   down:   802.3ad again, one member set down mid-test: reported, traffic moved, test complete.
-# Usage: guest.sh FABPERF TESTS_BONDING_DIR  (results and captured /proc/net/bonding texts go to $VMLAB_RESULTS)
+# Usage: guest.sh FABPERF TESTS_BONDING_DIR. Results, the test's own counter readings and the
+# captured /proc/net/bonding texts go to $VMLAB_RESULTS; test_bonding.sh checks them on the host
+# (check.py), where Python does not have to load over 9p in an emulated CPU.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 FABPERF=$1
@@ -23,11 +25,20 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 t0=$(date +%s.%N)
-stamp() { echo "[$(/usr/bin/python3 -c "import sys; print(f'{float(sys.argv[1]) - float(sys.argv[2]):6.1f}s')" "$(date +%s.%N)" "$t0")] $*"; }
+stamp() { echo "[$(echo "$(date +%s.%N) $t0" | awk '{printf "%6.1fs", $1 - $2}')] $*"; }
+# The host root is shared over 9p without a page cache: every exec of a 49 MB binary reads it
+# again. One stripped copy in the guest's own tmpfs.
+cp "$FABPERF" "$W/fabperf"
+strip --strip-debug "$W/fabperf" 2>/dev/null || true
+FABPERF=$W/fabperf
 
 KEYARGS=()
 if "$FABPERF" keygen "$W/key" >/dev/null 2>&1; then KEYARGS=(--key-file "$W/key"); fi
-RATE=200mbit
+# 16 Mbit/s per member: far below what the emulated guest's CPU moves even on a busy host (7-8 MB/s
+# measured with 2 cores shared), so the members, not the CPU, are the limit.
+RATE_MBIT=${BOND_RATE_MBIT:-16}
+RATE=${RATE_MBIT}mbit
+export BOND_RATE_MBIT=$RATE_MBIT
 shape() {  # shape NS DEV...
   local ns=$1; shift
   for d in "$@"; do echo "qdisc replace dev $d root tbf rate $RATE burst 32kb latency 100ms"; done | ip netns exec "$ns" tc -b -
@@ -59,11 +70,9 @@ B
   shape L$n m0 m1
 done
 lacp_ready() {
-  ip netns exec "$1" cat /proc/net/bonding/bond0 | /usr/bin/python3 -c '
-import sys
-t = sys.stdin.read()
-ok = "Number of ports: 2" in t and "Partner Mac Address: 00:00:00:00:00:00" not in t
-sys.exit(0 if ok else 1)'
+  local t
+  t=$(ip netns exec "$1" cat /proc/net/bonding/bond0)
+  grep -q "Number of ports: 2" <<<"$t" && ! grep -q "Partner Mac Address: 00:00:00:00:00:00" <<<"$t"
 }
 for _ in $(seq 150); do lacp_ready L1 && lacp_ready L2 && break; sleep 0.2; done
 lacp_ready L1 && lacp_ready L2 || { ip netns exec L1 cat /proc/net/bonding/bond0; fail "LACP did not settle in 30 s"; }
@@ -72,7 +81,6 @@ ip netns exec L1 cat /proc/net/bonding/bond0 >"$OUT/proc-8023ad-layer34.txt"
 ip netns exec L1 "$FABPERF" links --json >"$OUT/lacp-links.json"
 ip netns exec L1 "$FABPERF" links >"$OUT/lacp-links.txt"
 cat "$OUT/lacp-links.txt"
-/usr/bin/python3 "$HERE/check.py" inventory-lacp "$OUT/lacp-links.json"
 
 agent L1 198.18.10.1
 agent L2 198.18.10.2
@@ -92,14 +100,14 @@ sample_members() {
   first=$(read_counters "$ns" "$@")
   sleep 3
   second=$(read_counters "$ns" "$@")
-  /usr/bin/python3 - "$first" "$second" "$@" >"$out" <<'PY'
-import sys
-a, b, devs = sys.argv[1].split(), sys.argv[2].split(), sys.argv[3:]
-ta = (float(a[0]) + float(a[1])) / 2
-tb = (float(b[0]) + float(b[1])) / 2
-for i, d in enumerate(devs):
-    print(d, (int(b[2 + i]) - int(a[2 + i])) / (tb - ta) / 1e6)
-PY
+  # "dev MB/s" per member; times are the middle of each reading.
+  local i=3
+  : >"$out"
+  for d in "$@"; do
+    echo "$first|$second" | awk -F'|' -v i=$i -v d="$d" '{split($1, a, " "); split($2, b, " ");
+      printf "%s %.6f\n", d, (b[i] - a[i]) / ((b[1] + b[2]) / 2 - (a[1] + a[2]) / 2) / 1e6}' >>"$out"
+    i=$((i + 1))
+  done
 }
 
 # wait_flows NS N: until N data connections (source ports 10000-32767: --spread-ports) are up.
@@ -156,7 +164,6 @@ sample_members L1 "$W/lacp8.counters" m0 m1
 wait $run_pid || { cat "$OUT/lacp8.out"; fail "fabperf run (802.3ad, 8 flows) exited $?"; }
 port_counts L1 "$W/lacp8.ports" m0 m1
 cp "$W/lacp8.counters" "$OUT/lacp8.counters"; cp "$W/lacp8.ports" "$OUT/lacp8.ports"
-/usr/bin/python3 "$HERE/check.py" lacp8 "$OUT/lacp8.json" "$W/lacp8.counters" "$W/lacp8.ports"
 
 # --- 802.3ad: a member goes down mid-test ---------------------------------------------------
 stamp "802.3ad: member m1 down mid-test"
@@ -174,7 +181,6 @@ set -e
 cat "$OUT/lacpdown.out"
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "fabperf run (member down) exited $rc"
 ip netns exec L1 cat /proc/net/bonding/bond0 >"$OUT/proc-8023ad-member-down.txt"
-/usr/bin/python3 "$HERE/check.py" lacpdown "$OUT/lacpdown.json"
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 PIDS=()
 
@@ -209,7 +215,6 @@ ip netns exec A1 /bin/busybox ping -c1 -W2 198.18.10.12 >/dev/null || fail "no p
 stamp "ALB ready"
 ip netns exec A1 cat /proc/net/bonding/bond0 >"$OUT/proc-balance-alb.txt"
 ip netns exec A1 "$FABPERF" links --json >"$OUT/alb-links.json"
-/usr/bin/python3 "$HERE/check.py" inventory-alb "$OUT/alb-links.json"
 agent A1 198.18.10.1
 agent A2 198.18.10.2
 
@@ -221,7 +226,6 @@ sleep 3.5
 sample_members A1 "$W/alb1.counters" m0 m1
 wait $run_pid || { cat "$OUT/alb1.out"; fail "fabperf run (alb, one pair) exited $?"; }
 cp "$W/alb1.counters" "$OUT/alb1.counters"
-/usr/bin/python3 "$HERE/check.py" alb1 "$OUT/alb1.json" "$W/alb1.counters"
 
 stamp "balance-alb: two address pairs"
 ip netns exec A1 "$FABPERF" run --servers 198.18.10.2@198.18.10.2+198.18.10.12 --clients 198.18.10.1@198.18.10.1+198.18.10.11 \
@@ -231,12 +235,9 @@ sleep 3.5
 sample_members A1 "$W/alb2.counters" m0 m1
 wait $run_pid || { cat "$OUT/alb2.out"; fail "fabperf run (alb, two pairs) exited $?"; }
 cp "$W/alb2.counters" "$OUT/alb2.counters"
-/usr/bin/python3 "$HERE/check.py" alb2 "$OUT/alb2.json" "$W/alb2.counters"
 
 # The comparison workflow: the same test on both bonds, side by side.
 for v in alb1 alb2; do
   "$FABPERF" compare "$OUT/lacp8.json" "$OUT/$v.json" --json "$OUT/compare-$v.json" >"$OUT/compare-$v.txt" 2>&1 || true
-  cat "$OUT/compare-$v.txt"
 done
-/usr/bin/python3 "$HERE/check.py" compare "$OUT/compare-alb1.json" "$OUT/compare-alb2.json"
-stamp "all bonding checks passed"
+stamp "all variants ran; the host checks the results (check.py)"
