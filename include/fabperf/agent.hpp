@@ -22,6 +22,9 @@ struct AgentOptions {
   bool insecure{false};    // no key, yet listen on and accept from any address
   // Buffers a test may make this agent allocate (send buffer + one receive buffer per flow).
   std::uint64_t max_buffer_memory{1ull << 30};
+  // Launched agents (ssh, srun: launch.hpp) stop when their launcher goes away: the launcher holds
+  // the agent's stdin open, so end of file on stdin means it is gone (or asked us to stop).
+  bool exit_on_stdin_eof{false};
 };
 
 // Runs until SIGINT/SIGTERM; returns the process exit code.

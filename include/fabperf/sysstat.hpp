@@ -22,6 +22,11 @@ std::int64_t read_tcp_retrans_segs(const std::string& proc_net_snmp = "/proc/net
 // CPU time (user+system) of this process, in nanoseconds, from getrusage.
 std::int64_t process_cpu_ns() noexcept;
 
+// Raises this process's open-file soft limit to its hard limit (a coordinator holds a control
+// connection, and a launcher three pipes, per agent; a server agent one socket per connection:
+// the usual soft limit of 1024 runs out at a few hundred nodes). Returns the new soft limit.
+std::uint64_t raise_fd_limit() noexcept;
+
 // Host name of this machine.
 std::string local_hostname();
 

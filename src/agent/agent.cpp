@@ -7,7 +7,9 @@
 
 #include "proto/conn.hpp"
 
+#include <array>
 #include <csignal>
+#include <memory>
 #include <ctime>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -93,19 +95,9 @@ class Agent {
     }
     signals_.async_wait([this](error_code e, int sig) {
       if (e) return;
-      spdlog::info("agent: signal {} received, stopping", sig);
-      stopping_ = true;
-      acceptor_.close();
-      if (test_ && test_->run) test_->run->abort("agent stopped by signal");
-      for (auto& w : sessions_) {
-        if (auto c = w.lock()) c->close();
-      }
-      if (test_) {
-        release_test_async();  // stops the loop once the test's threads are joined
-      } else {
-        io_.stop();
-      }
+      stop(fmt::format("signal {} received", sig));
     });
+    if (opts_.exit_on_stdin_eof) watch_stdin();
     asio::co_spawn(io_, accept_loop(), asio::detached);
     io_.run();
     pool_.join();
@@ -113,6 +105,40 @@ class Agent {
   }
 
  private:
+  // The launcher keeps our stdin open for as long as it wants us; EOF (or an error) means stop.
+  void watch_stdin() {
+    const int fd = ::dup(0);
+    if (fd < 0) throw SystemError("watch", "stdin", errno);
+    stdin_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](error_code e, std::size_t) { on_stdin(e); });
+  }
+  void on_stdin(error_code e) {
+    if (stopping_) return;
+    if (e) {
+      stop("stdin closed (the launcher is gone or asked us to stop)");
+      return;
+    }
+    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](error_code e2, std::size_t) { on_stdin(e2); });
+  }
+
+  void stop(const std::string& why) {
+    if (stopping_) return;
+    spdlog::info("agent: {}, stopping", why);
+    signals_.cancel();
+    if (stdin_) stdin_->close();
+    stopping_ = true;
+    acceptor_.close();
+    if (test_ && test_->run) test_->run->abort("agent stopped: " + why);
+    for (auto& w : sessions_) {
+      if (auto c = w.lock()) c->close();
+    }
+    if (test_) {
+      release_test_async();  // stops the loop once the test's threads are joined
+    } else {
+      io_.stop();
+    }
+  }
+
   asio::awaitable<void> accept_loop() {
     while (!stopping_) {
       error_code ec;
@@ -469,6 +495,8 @@ class Agent {
   asio::io_context io_;
   Tcp::acceptor acceptor_;
   asio::signal_set signals_;
+  std::unique_ptr<asio::posix::stream_descriptor> stdin_;
+  std::array<char, 256> stdin_buf_{};
   asio::thread_pool pool_;
   std::vector<std::weak_ptr<FramedConn>> sessions_;
   std::shared_ptr<TestState> test_;
@@ -480,6 +508,7 @@ class Agent {
 
 int run_agent(const AgentOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
   if (options.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   Agent agent(options);
   return agent.run();

@@ -14,11 +14,15 @@
 #include <fabperf/spec.hpp>
 #include <fabperf/units.hpp>
 
+#include "cli/launch_cli.hpp"
+
 #include <cxxopts.hpp>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <netdb.h>
+#include <poll.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -109,6 +113,30 @@ int cmd_keygen(int argc, char** argv) {
   return 0;
 }
 
+// One line from stdin, read byte by byte so nothing after it is consumed (the agent then watches
+// stdin for end of file). Bounded: a launcher that sends nothing within 30 s is not coming.
+auth::Key read_key_from_stdin() {
+  std::string line;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{0, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
+      throw UsageError("--key-stdin: no key line on stdin within 30 s");
+    }
+    char c = 0;
+    const ssize_t n = ::read(0, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw UsageError("--key-stdin: stdin ended before a key line");
+    if (c == '\n') break;
+    if (line.size() > 4 * auth::kMaxKeyBytes) throw UsageError("--key-stdin: the first line of stdin is too long for a key");
+    line.push_back(c);
+  }
+  auth::Key key = auth::parse_key(line, "stdin");
+  std::fill(line.begin(), line.end(), '\0');
+  return key;
+}
+
 int cmd_agent(int argc, char** argv) {
   cxxopts::Options o("fabperf agent", "Run a fabperf node agent.");
   o.add_options()
@@ -119,6 +147,8 @@ int cmd_agent(int argc, char** argv) {
     ("key-file", "shared key (from 'fabperf keygen'); coordinators must prove it. Default: $FABPERF_KEY_FILE",
      cxxopts::value<std::string>())
     ("insecure", "without a key, still listen on non-loopback addresses and obey any coordinator")
+    ("key-stdin", "read the shared key (hex) from the first line of stdin, as 'run --launch' passes it")
+    ("exit-on-stdin-eof", "stop when stdin reaches end of file (the launcher holds it open)")
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))
     ("h,help", "this help");
   auto r = parse(o, argc, argv);
@@ -138,6 +168,14 @@ int cmd_agent(int argc, char** argv) {
   a.max_buffer_memory = parse_size(get<std::string>(r, "max-buffer-memory"), "--max-buffer-memory");
   if (a.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   a.insecure = r.count("insecure") > 0;
+  a.exit_on_stdin_eof = r.count("exit-on-stdin-eof") > 0;
+  if (r.count("key-stdin")) {
+    if (a.insecure) throw UsageError("--insecure: cannot be combined with --key-stdin");
+    if (r.count("key-file")) throw UsageError("--key-stdin: cannot be combined with --key-file");
+    a.key = read_key_from_stdin();
+    a.key_source = "stdin";
+    return run_agent(a);
+  }
   const std::string key_file = key_file_option(r);
   if (!key_file.empty()) {
     if (a.insecure) throw UsageError("--insecure: cannot be combined with a key file (--key-file or FABPERF_KEY_FILE)");
@@ -215,9 +253,10 @@ int cmd_run(int argc, char** argv) {
      cxxopts::value<std::string>())
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
     ("h,help", "this help");
+  cli::add_launch_options(o);
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "tuning", "bonding", "output"});
+    std::cout << o.help({"hosts", "test", "tuning", "bonding", "output", "launch"});
     return 0;
   }
   setup_logging(get<std::string>(r, "log-level"));
@@ -256,14 +295,19 @@ int cmd_run(int argc, char** argv) {
   if (req.connect_timeout < std::chrono::milliseconds(100)) throw UsageError("--connect-timeout: must be at least 0.1 s");
 
   const std::string key_file = key_file_option(r);
-  if (!key_file.empty()) req.key = auth::load_key_file(key_file);
+  // Launched agents get a one-time key instead (cli::start_launch refuses --key-file).
+  if (!key_file.empty() && !r.count("launch")) req.key = auth::load_key_file(key_file);
 
   const bool quiet = r.count("quiet") > 0;
   const bool verbose = r.count("verbose") > 0;
   const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
 
+  // Declared before the run so it outlives it: destroying it stops the launched agents.
+  const auto launched = cli::start_launch(r, req, host_list);
   std::unique_ptr<LocalAgents> local;
-  if (r.count("local")) {
+  if (launched) {
+    // servers, clients and key come from the launcher
+  } else if (r.count("local")) {
     if (r.count("servers") || r.count("clients")) throw UsageError("--local: cannot be combined with --servers/--clients");
     const int n = get<int>(r, "local");
     if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
@@ -313,6 +357,8 @@ int cmd_run(int argc, char** argv) {
   }
 
   const RunRecord record = run_test(req);
+  // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
+  if (launched) launch::install_interrupt_flag();
   const Report report = compute_report(record);
   const auto doc = render_json(report);
   if (json_path == "-") {

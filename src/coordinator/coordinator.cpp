@@ -1,10 +1,12 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/sysstat.hpp>
 #include <fabperf/units.hpp>
 
 #include "proto/conn.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <ctime>
 #include <fmt/format.h>
@@ -84,6 +86,8 @@ class Coordinator {
       for (auto& n : nodes_) {
         if (n.conn) n.conn->close();
       }
+      finished_ = true;
+      for (auto& t : heartbeat_timers_) t->cancel();
       signals_.cancel();
     }, asio::detached);
     io_.run();
@@ -273,11 +277,14 @@ class Coordinator {
   }
 
   asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {
-    asio::steady_timer t(co_await asio::this_coro::executor);
-    while (conn->is_open()) {
-      t.expires_after(1s);
+    // Kept where run() can cancel it: a sleeping heartbeat would otherwise hold io_.run() (and
+    // the whole process) up to a second after the test is over.
+    auto t = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
+    heartbeat_timers_.push_back(t);
+    while (conn->is_open() && !finished_) {
+      t->expires_after(1s);
       error_code ec;
-      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      co_await t->async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (conn->is_open()) conn->send(MsgType::heartbeat, json::object());
     }
   }
@@ -306,13 +313,23 @@ class Coordinator {
     rec.started_at = iso_now();
     const TestSpec& spec = req_.spec;
 
+    const std::int64_t t_begin = mono_now_ns();
+    auto since = [](std::int64_t t) { return static_cast<double>(mono_now_ns() - t) / 1e9; };
     co_await each([this](Node& n) { return connect(n); });
     throw_if_failed("connect");
-    // One agent given under two names would both serve and load itself.
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      for (std::size_t j = i + 1; j < nodes_.size(); ++j) {
-        if (nodes_[i].conn->socket().remote_endpoint() == nodes_[j].conn->socket().remote_endpoint()) {
-          throw Error(ExitCode::usage, fmt::format("{} and {} are the same agent", nodes_[i].rec.name, nodes_[j].rec.name));
+    spdlog::info("coordinator: connected to {} agents in {:.3f} s", nodes_.size(), since(t_begin));
+    // One agent given under two names would both serve and load itself. Sorted, not pairwise:
+    // thousands of agents.
+    {
+      std::vector<std::pair<Tcp::endpoint, std::size_t>> eps;
+      eps.reserve(nodes_.size());
+      for (std::size_t i = 0; i < nodes_.size(); ++i) eps.emplace_back(nodes_[i].conn->socket().remote_endpoint(), i);
+      std::sort(eps.begin(), eps.end());
+      for (std::size_t i = 1; i < eps.size(); ++i) {
+        if (eps[i].first == eps[i - 1].first) {
+          const auto a = std::min(eps[i].second, eps[i - 1].second);
+          const auto b = std::max(eps[i].second, eps[i - 1].second);
+          throw Error(ExitCode::usage, fmt::format("{} and {} are the same agent", nodes_[a].rec.name, nodes_[b].rec.name));
         }
       }
     }
@@ -360,6 +377,7 @@ class Coordinator {
       }
     }, [](const Node& n) { return n.rec.is_client; });
     throw_if_failed("client set-up");
+    spdlog::info("coordinator: {} agents set up in {:.3f} s", nodes_.size(), since(t_begin));
     // Bond sanity findings are worth reading before the numbers arrive.
     for (const auto& n : nodes_) {
       for (const auto& w : n.rec.setup_warnings) {
@@ -398,12 +416,16 @@ class Coordinator {
       }
     });
     running_ = false;
+    spdlog::info("coordinator: results of {} agents collected {:.3f} s after the test's end", nodes_.size(),
+                 static_cast<double>(mono_now_ns() - end) / 1e9);
+    const std::int64_t t_release = mono_now_ns();
     for (auto& n : nodes_) {
       if (n.conn && n.conn->is_open()) n.conn->send(MsgType::bye, json::object());
     }
     co_await each([](Node& n) -> asio::awaitable<void> {
       if (n.conn) co_await n.conn->flush();
     });
+    spdlog::info("coordinator: {} agents released in {:.3f} s", nodes_.size(), since(t_release));
     rec.interrupted = interrupted_;
     for (auto& n : nodes_) rec.nodes.push_back(n.rec);
     co_return rec;
@@ -415,12 +437,15 @@ class Coordinator {
   std::vector<Node> nodes_;
   bool running_{false};
   bool interrupted_{false};
+  bool finished_{false};
+  std::vector<std::shared_ptr<asio::steady_timer>> heartbeat_timers_;
 };
 
 }  // namespace
 
 RunRecord run_test(const RunRequest& request) {
   std::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
   Coordinator c(request);
   return c.run();
 }

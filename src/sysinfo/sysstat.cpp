@@ -66,4 +66,15 @@ std::string local_hostname() {
   return buf;
 }
 
+std::uint64_t raise_fd_limit() noexcept {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit want = r;
+    want.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &want) == 0) r = want;
+  }
+  return static_cast<std::uint64_t>(r.rlim_cur);
+}
+
 }  // namespace fabperf

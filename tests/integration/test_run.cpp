@@ -276,7 +276,12 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArgs{{"--servers", "127.0.0.1:7000", "--clients", "127.0.0.1:7000"}, "is also a server"},
                       BadArgs{{"--servers", "127.0.0.1"}, "give --servers and --clients"},
                       BadArgs{{"--local", "1"}, "--local 1: out of range"},
-                      BadArgs{{"--local", "2", "--transport", "carrier-pigeon"}, "--transport 'carrier-pigeon'"}),
+                      BadArgs{{"--local", "2", "--transport", "carrier-pigeon"}, "--transport 'carrier-pigeon'"},
+                      BadArgs{{"--launch", "pdsh", "--servers", "a", "--clients", "b"}, "--launch 'pdsh': expected ssh or slurm"},
+                      BadArgs{{"--launch", "ssh", "--key-file", "/k", "--servers", "127.0.0.1", "--clients", "127.0.0.2"},
+                              "--key-file: not used with --launch"},
+                      BadArgs{{"--launch", "ssh", "--servers", "127.0.0.1", "--clients", "127.0.0.1"}, "is also a server"},
+                      BadArgs{{"--launch", "ssh", "--local", "2"}, "--launch: cannot be combined with --local"}),
     [](const auto& pi) { return "case" + std::to_string(pi.index); });
 
 TEST(Run, StickyTestsKeepEachThreadOnOneServer) {

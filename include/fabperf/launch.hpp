@@ -1,0 +1,104 @@
+// Launchers: start fabperf agents on a list of hosts through the engines clusters already run
+// (the system OpenSSH client, Slurm's srun), hand back the endpoints ready for run_test(), and
+// stop them all again. One call each way, so `fabperf run` and plan runs share it.
+//
+// Every launched agent gets a one-time key generated here and written to the launcher's stdin
+// (never a command line, never a file); the launcher's stdin then stays open and the agent
+// (--exit-on-stdin-eof) stops when it closes. So agents go away when we close it (stop()), when
+// ssh/srun dies, or when this process dies (the launchers get PR_SET_PDEATHSIG).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fabperf/auth.hpp>
+#include <fabperf/spec.hpp>
+
+namespace fabperf::launch {
+
+struct SshOptions {
+  // Program and leading arguments (e.g. {"ssh", "-F", "cfg"}); fabperf adds -T, BatchMode=yes,
+  // ConnectTimeout and LogLevel=ERROR, then `extra`, then the host and the remote command.
+  std::vector<std::string> ssh_command{"ssh"};
+  std::vector<std::string> extra;  // more arguments for ssh, placed before the host
+  std::string agent_path{"fabperf"};
+  // Address the remote agent listens on; empty: the address the ssh connection arrived at
+  // (SSH_CONNECTION's server address), so the agent is reachable where ssh reached the host.
+  std::string agent_listen;
+  std::uint16_t agent_port{0};  // 0: the agent picks a free port and reports it
+  std::size_t fanout{32};       // ssh sessions being set up at once
+  std::chrono::milliseconds timeout{30000};  // per host: ssh connect + agent ready
+  std::string agent_log_level{"warn"};
+};
+
+struct SlurmOptions {
+  std::string srun{"srun"};
+  std::string scontrol{"scontrol"};
+  std::vector<std::string> extra;  // more srun arguments
+  std::string agent_path;          // empty: this very binary's path (same on every node)
+  std::uint16_t agent_port{0};
+  std::chrono::milliseconds timeout{60000};  // the whole step: all agents ready
+  std::string agent_log_level{"warn"};
+};
+
+// A set of started agents. Destroying it stops them (stop()); stop() is idempotent.
+class Agents {
+ public:
+  virtual ~Agents() = default;
+  Agents() = default;
+  Agents(const Agents&) = delete;
+  Agents& operator=(const Agents&) = delete;
+  // One per requested host, in the order asked for, ready to connect to with key().
+  [[nodiscard]] virtual const std::vector<HostPort>& endpoints() const = 0;
+  [[nodiscard]] virtual const auth::Key& key() const = 0;
+  // Closes every launcher's stdin, waits up to `grace` for the agents (and ssh/srun) to exit,
+  // then terminates and kills what is left. Never throws.
+  virtual void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000)) noexcept = 0;
+  // PIDs of the local launcher processes still running (ssh, srun), for tests and logs.
+  [[nodiscard]] virtual std::vector<int> launcher_pids() const = 0;
+};
+
+// Starts one agent per host (hosts[i].host is the ssh destination; .port is ignored, .links are
+// kept). Throws Error(infrastructure) naming every host that failed with ssh's own error text
+// (everything already started is stopped first), or when interrupted (SIGINT/SIGTERM).
+std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshOptions& options);
+
+// Inside a Slurm allocation: one agent on each of `nodes` (node names; empty: every node of
+// SLURM_JOB_NODELIST) in one overlapping srun step. Endpoints are NodeAddr:port, in `nodes` order.
+std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& nodes, const SlurmOptions& options);
+
+// The allocation's node names (`scontrol show hostnames $SLURM_JOB_NODELIST`). Throws UsageError
+// outside an allocation.
+std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& options);
+
+// While installed, SIGINT/SIGTERM set a flag that the launchers poll (to give up and clean up)
+// instead of killing the process. run_test() installs its own handling while it runs.
+void install_interrupt_flag();
+[[nodiscard]] bool interrupted();
+
+// ---- pure helpers (unit-tested) ----
+// POSIX sh single-quoting.
+std::string shell_quote(std::string_view s);
+// The remote sh command ssh runs on every host.
+std::string ssh_remote_command(const SshOptions& options);
+// The full ssh argv for one host.
+std::vector<std::string> ssh_argv(const SshOptions& options, const std::string& host);
+// The last few non-empty lines of a launcher's stderr, on one line (for error messages).
+std::string stderr_summary(std::string_view text);
+// Port from an agent's "LISTENING host:port" line; nullopt-like 0 when the line is not one.
+std::uint16_t ready_port(std::string_view line);
+// `scontrol -o show node` output -> NodeName -> NodeAddr.
+std::map<std::string, std::string> parse_node_addrs(std::string_view scontrol_output);
+// One srun --label line: "  3: text" -> {3, "text"}; task -1 when unlabelled.
+struct LabelledLine {
+  int task{-1};
+  std::string text;
+};
+LabelledLine parse_labelled(std::string_view line);
+
+}  // namespace fabperf::launch

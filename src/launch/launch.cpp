@@ -1,0 +1,695 @@
+#include <fabperf/clock.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/launch.hpp>
+#include <fabperf/sysstat.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <span>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <mutex>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace fabperf::launch {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt_signal(int) { g_interrupted = 1; }
+
+std::string hex(std::span<const std::uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (auto b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw SystemError("readlink", "/proc/self/exe", errno);
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {}", WTERMSIG(status));
+  return "stopped";
+}
+
+// One launcher process (ssh or srun) with pipes on its stdin, stdout and stderr.
+struct Child {
+  std::string label;  // host or "srun"
+  int pid{-1};
+  int in{-1};   // our end of its stdin (kept open: closing it stops the agent)
+  int out{-1};  // its stdout
+  int err{-1};  // its stderr
+  std::string out_buf;
+  std::string err_text;  // everything it wrote to stderr during set-up (bounded)
+  std::string err_line;  // partial line after set-up (forwarded line by line)
+  bool exited{false};
+  int status{0};
+};
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// fork+exec rather than posix_spawn: the child needs its own process group (a terminal's Ctrl-C
+// reaches us, and we stop it in order) and PR_SET_PDEATHSIG (it dies with us, even on SIGKILL,
+// which closes the remote side's stdin and stops the agent there).
+Child spawn(const std::string& label, const std::vector<std::string>& argv) {
+  int pin[2], pout[2], perr[2];
+  if (::pipe2(pin, O_CLOEXEC) != 0) throw SystemError("pipe", "for " + label, errno);
+  if (::pipe2(pout, O_CLOEXEC) != 0) {
+    ::close(pin[0]);
+    ::close(pin[1]);
+    throw SystemError("pipe", "for " + label, errno);
+  }
+  if (::pipe2(perr, O_CLOEXEC) != 0) {
+    for (int fd : {pin[0], pin[1], pout[0], pout[1]}) ::close(fd);
+    throw SystemError("pipe", "for " + label, errno);
+  }
+  std::vector<char*> args;
+  std::vector<std::string> copy = argv;
+  for (auto& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {pin[0], pin[1], pout[0], pout[1], perr[0], perr[1]}) ::close(fd);
+    throw SystemError("fork", "for " + label, e);
+  }
+  if (pid == 0) {
+    // Async-signal-safe calls only until exec.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGPIPE, &sa, nullptr);
+    ::dup2(pin[0], 0);
+    ::dup2(pout[1], 1);
+    ::dup2(perr[1], 2);
+    ::execvp(args[0], args.data());
+    static const char kMsg[] = "cannot execute the launcher program\n";
+    (void)!::write(2, kMsg, sizeof kMsg - 1);
+    ::_exit(127);
+  }
+  ::close(pin[0]);
+  ::close(pout[1]);
+  ::close(perr[1]);
+  Child c;
+  c.label = label;
+  c.pid = pid;
+  c.in = pin[1];
+  c.out = pout[0];
+  c.err = perr[0];
+  for (int fd : {c.in, c.out, c.err}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return c;
+}
+
+// Reads what is available; returns false on end of file or error.
+bool read_some(int fd, std::string& into, std::size_t cap = 1 << 20) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      if (into.size() < cap) into.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+}
+
+// Waits up to ms for the child to exit; true when it did.
+bool reap(Child& c, int ms) {
+  if (c.exited) return true;
+  const std::int64_t deadline = mono_now_ns() + std::int64_t{ms} * 1'000'000;
+  for (;;) {
+    int st = 0;
+    const pid_t r = ::waitpid(c.pid, &st, WNOHANG);
+    if (r == c.pid || (r < 0 && errno == ECHILD)) {
+      c.exited = true;
+      c.status = st;
+      return true;
+    }
+    if (mono_now_ns() >= deadline) return false;
+    ::usleep(5'000);
+  }
+}
+
+// The started launchers; stop() ends them all. A thread forwards their stderr (agent warnings)
+// while the test runs, so a chatty agent never blocks on a full pipe.
+class LaunchedAgents final : public Agents {
+ public:
+  explicit LaunchedAgents(auth::Key key) : key_(std::move(key)) {
+    if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw SystemError("pipe", "launcher wake-up", errno);
+  }
+  ~LaunchedAgents() override {
+    stop(std::chrono::milliseconds(5000));
+    close_fd(wake_[0]);
+    close_fd(wake_[1]);
+  }
+
+  const std::vector<HostPort>& endpoints() const override { return endpoints_; }
+  const auth::Key& key() const override { return key_; }
+
+  std::vector<int> launcher_pids() const override {
+    std::lock_guard lock(mu_);
+    std::vector<int> out;
+    for (const auto& c : children_) {
+      if (!c.exited) out.push_back(c.pid);
+    }
+    return out;
+  }
+
+  void stop(std::chrono::milliseconds grace) noexcept override {
+    stop_forwarding();
+    std::lock_guard lock(mu_);
+    if (children_.empty()) return;
+    for (auto& c : children_) close_fd(c.in);
+    // Keep draining their output while they exit: an agent blocked on a full pipe never would.
+    auto drain_and_wait = [&](std::int64_t ms) {
+      const std::int64_t deadline = mono_now_ns() + ms * 1'000'000;
+      for (;;) {
+        bool all = true;
+        for (auto& c : children_) {
+          if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) close_fd(c.out);
+          if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) close_fd(c.err);
+          if (!reap(c, 0)) all = false;
+        }
+        if (all || mono_now_ns() >= deadline) return all;
+        ::usleep(10'000);
+      }
+    };
+    if (!drain_and_wait(grace.count())) {
+      for (auto& c : children_) {
+        if (!c.exited) {
+          spdlog::warn("launch: {} (pid {}) did not stop within {:.1f} s; terminating it", c.label, c.pid,
+                       static_cast<double>(grace.count()) / 1e3);
+          ::kill(-c.pid, SIGTERM);
+        }
+      }
+      if (!drain_and_wait(2000)) {
+        for (auto& c : children_) {
+          if (!c.exited) ::kill(-c.pid, SIGKILL);
+        }
+        drain_and_wait(2000);
+      }
+    }
+    for (auto& c : children_) {
+      close_fd(c.out);
+      close_fd(c.err);
+    }
+    children_.clear();
+  }
+
+  // Set-up phase (single-threaded, before forwarding starts).
+  std::vector<Child>& children() { return children_; }
+  std::vector<HostPort>& mutable_endpoints() { return endpoints_; }
+
+  void start_forwarding() {
+    forwarder_ = std::thread([this] { forward_loop(); });
+  }
+
+ private:
+  void stop_forwarding() noexcept {
+    if (!forwarder_.joinable()) return;
+    const char x = 1;
+    (void)!::write(wake_[1], &x, 1);
+    forwarder_.join();
+  }
+
+  void forward_loop() {
+    for (;;) {
+      std::vector<pollfd> fds{{wake_[0], POLLIN, 0}};
+      std::vector<std::pair<Child*, bool>> who{{nullptr, false}};
+      {
+        std::lock_guard lock(mu_);
+        for (auto& c : children_) {
+          if (c.out >= 0) {
+            fds.push_back({c.out, POLLIN, 0});
+            who.emplace_back(&c, false);
+          }
+          if (c.err >= 0) {
+            fds.push_back({c.err, POLLIN, 0});
+            who.emplace_back(&c, true);
+          }
+        }
+      }
+      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
+      if (fds[0].revents) return;
+      std::lock_guard lock(mu_);
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        Child& c = *who[i].first;
+        if (!who[i].second) {
+          std::string ignored;
+          if (!read_some(c.out, ignored, 0)) close_fd(c.out);
+          continue;
+        }
+        const bool open = read_some(c.err, c.err_line, 1 << 16);
+        std::size_t nl;
+        while ((nl = c.err_line.find('\n')) != std::string::npos) {
+          std::string line = c.err_line.substr(0, nl);
+          c.err_line.erase(0, nl + 1);
+          if (!line.empty() && line.back() == '\r') line.pop_back();
+          if (!line.empty()) spdlog::warn("agent on {}: {}", c.label, line);
+        }
+        if (!open) {
+          close_fd(c.err);
+          if (reap(c, 200)) spdlog::warn("launch: {} {} while the agent was in use", c.label, describe_status(c.status));
+        }
+      }
+    }
+  }
+
+  auth::Key key_;
+  std::vector<HostPort> endpoints_;
+  mutable std::mutex mu_;
+  std::vector<Child> children_;
+  std::thread forwarder_;
+  int wake_[2]{-1, -1};
+};
+
+auth::Key one_time_key() {
+  const auto n = auth::make_nonce();  // 32 random bytes from OpenSSL
+  return auth::Key(std::vector<std::uint8_t>(n.begin(), n.end()));
+}
+
+void send_key(Child& c, const auth::Key& key) {
+  std::string line = hex(key.bytes()) + "\n";
+  // The pipe is empty and far larger than a key line: this write is complete or failed.
+  const ssize_t n = ::write(c.in, line.data(), line.size());
+  std::fill(line.begin(), line.end(), '\0');
+  if (n != static_cast<ssize_t>(line.size())) {
+    // The launcher already exited (EPIPE): its stderr will say why.
+    close_fd(c.in);
+  }
+}
+
+std::string fmt_seconds(std::chrono::milliseconds ms) { return fmt::format("{:.0f} s", static_cast<double>(ms.count()) / 1e3); }
+
+std::string run_capture(const std::vector<std::string>& argv, const std::string& what) {
+  Child c = spawn(argv.front(), argv);
+  close_fd(c.in);
+  std::string out;
+  const std::int64_t deadline = mono_now_ns() + 30'000'000'000;
+  while (c.out >= 0 || c.err >= 0) {
+    std::vector<pollfd> fds;
+    if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
+    if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+    if (mono_now_ns() > deadline) {
+      ::kill(-c.pid, SIGKILL);
+      break;
+    }
+    ::poll(fds.data(), fds.size(), 200);
+    if (c.out >= 0 && !read_some(c.out, out)) close_fd(c.out);
+    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
+  }
+  close_fd(c.out);
+  close_fd(c.err);
+  reap(c, 5000);
+  if (!c.exited) {
+    ::kill(-c.pid, SIGKILL);
+    reap(c, 5000);
+  }
+  if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
+    throw Error(ExitCode::infrastructure, fmt::format("{}: '{}' {}: {}", what, argv.front(), describe_status(c.status),
+                                                      stderr_summary(c.err_text)));
+  }
+  return out;
+}
+
+}  // namespace
+
+void install_interrupt_flag() {
+  g_interrupted = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool interrupted() { return g_interrupted != 0; }
+
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "'";
+}
+
+std::string ssh_remote_command(const SshOptions& o) {
+  // POSIX sh (the remote login shell runs it). SSH_CONNECTION = "client port server port".
+  std::string listen;
+  if (o.agent_listen.empty()) {
+    listen = fmt::format("\"[${{3:-::}}]:{}\"", o.agent_port);
+  } else {
+    listen = shell_quote(fmt::format("[{}]:{}", o.agent_listen, o.agent_port));
+  }
+  return fmt::format("set -- $SSH_CONNECTION; exec {} agent --listen {} --ready-fd 1 --key-stdin --exit-on-stdin-eof "
+                     "--log-level {}",
+                     shell_quote(o.agent_path), listen, shell_quote(o.agent_log_level));
+}
+
+std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) {
+  std::vector<std::string> argv = o.ssh_command;
+  const auto secs = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count());
+  for (const std::string a : {"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o"}) argv.push_back(a);
+  argv.push_back(fmt::format("ConnectTimeout={}", secs));
+  argv.insert(argv.end(), o.extra.begin(), o.extra.end());
+  argv.push_back("--");
+  argv.push_back(host);
+  argv.push_back(ssh_remote_command(o));
+  return argv;
+}
+
+std::string stderr_summary(std::string_view text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto nl = text.find('\n', start);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string line(text.substr(start, nl - start));
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+    start = nl + 1;
+  }
+  if (lines.empty()) return "(no error output)";
+  const std::size_t from = lines.size() > 3 ? lines.size() - 3 : 0;
+  std::string out;
+  for (std::size_t i = from; i < lines.size(); ++i) out += (out.empty() ? "" : " / ") + lines[i];
+  if (out.size() > 400) out = out.substr(0, 397) + "...";
+  return out;
+}
+
+std::uint16_t ready_port(std::string_view line) {
+  constexpr std::string_view kPrefix = "LISTENING ";
+  if (line.substr(0, kPrefix.size()) != kPrefix) return 0;
+  const auto colon = line.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 >= line.size()) return 0;
+  unsigned v = 0;
+  for (char c : line.substr(colon + 1)) {
+    if (c < '0' || c > '9') return 0;
+    v = v * 10 + static_cast<unsigned>(c - '0');
+    if (v > 65535) return 0;
+  }
+  return static_cast<std::uint16_t>(v);
+}
+
+std::map<std::string, std::string> parse_node_addrs(std::string_view text) {
+  std::map<std::string, std::string> out;
+  std::string name;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) {
+      if (text[i] == '\n') name.clear();  // `scontrol -o`: one node per line
+      ++i;
+    }
+    const std::size_t start = i;
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    const std::string_view tok = text.substr(start, i - start);
+    if (tok.rfind("NodeName=", 0) == 0) {
+      name = std::string(tok.substr(9));
+    } else if (tok.rfind("NodeAddr=", 0) == 0 && !name.empty()) {
+      out[name] = std::string(tok.substr(9));
+    }
+  }
+  return out;
+}
+
+LabelledLine parse_labelled(std::string_view line) {
+  std::size_t i = 0;
+  while (i < line.size() && line[i] == ' ') ++i;
+  const std::size_t d = i;
+  int task = 0;
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9' && i - d < 9) task = task * 10 + (line[i++] - '0');
+  if (i == d || line.substr(i, 2) != ": ") return {-1, std::string(line)};
+  return {task, std::string(line.substr(i + 2))};
+}
+
+std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshOptions& o) {
+  if (hosts.empty()) throw UsageError("--launch ssh: no hosts");
+  if (o.fanout < 1) throw UsageError("--launch-fanout: must be at least 1");
+  raise_fd_limit();
+  auto agents = std::make_unique<LaunchedAgents>(one_time_key());
+  auto& children = agents->children();
+  children.reserve(hosts.size());
+  auto& eps = agents->mutable_endpoints();
+  eps.resize(hosts.size());
+  std::vector<std::string> errors(hosts.size());
+  std::vector<bool> done(hosts.size(), false);
+  std::vector<std::int64_t> deadline(hosts.size(), 0);
+  std::vector<std::size_t> child_of(hosts.size(), SIZE_MAX);
+  std::size_t next = 0, active = 0, finished = 0;
+  const std::int64_t t0 = mono_now_ns();
+
+  auto fail = [&](std::size_t h, std::string why) {
+    Child& c = children[child_of[h]];
+    close_fd(c.in);
+    if (!reap(c, 2000)) {
+      ::kill(-c.pid, SIGKILL);
+      reap(c, 2000);
+    }
+    errors[h] = fmt::format("{}: {}", hosts[h].host, why);
+    done[h] = true;
+    --active;
+    ++finished;
+  };
+
+  while (finished < hosts.size()) {
+    if (interrupted()) {
+      // Sessions still connecting have no agent to stop gracefully: end them now, so Ctrl-C is
+      // prompt (the ones with a ready agent stop through their stdin, in the destructor).
+      for (std::size_t h = 0; h < next; ++h) {
+        if (!done[h]) ::kill(-children[child_of[h]].pid, SIGTERM);
+      }
+      throw Error(ExitCode::infrastructure, "interrupted while starting agents over ssh; stopped them all");
+    }
+    while (active < o.fanout && next < hosts.size()) {
+      const std::size_t h = next++;
+      child_of[h] = children.size();
+      children.push_back(spawn(hosts[h].host, ssh_argv(o, hosts[h].host)));
+      send_key(children.back(), agents->key());
+      deadline[h] = mono_now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
+      ++active;
+    }
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> host_of;
+    std::int64_t wake = mono_now_ns() + 100'000'000;  // re-check the interrupt flag
+    for (std::size_t h = 0; h < next; ++h) {
+      if (done[h]) continue;
+      const Child& c = children[child_of[h]];
+      if (c.out >= 0) {
+        fds.push_back({c.out, POLLIN, 0});
+        host_of.push_back(h);
+      }
+      if (c.err >= 0) {
+        fds.push_back({c.err, POLLIN, 0});
+        host_of.push_back(h);
+      }
+      wake = std::min(wake, deadline[h]);
+    }
+    const auto ms = std::max<std::int64_t>(0, (wake - mono_now_ns()) / 1'000'000);
+    if (::poll(fds.data(), fds.size(), static_cast<int>(ms)) < 0 && errno != EINTR) {
+      throw SystemError("poll", "ssh launchers", errno);
+    }
+    for (std::size_t h = 0; h < next; ++h) {
+      if (done[h]) continue;
+      Child& c = children[child_of[h]];
+      if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
+      if (c.out >= 0 && !read_some(c.out, c.out_buf, 4096)) close_fd(c.out);
+      // A login script may print before the agent does: skip lines until the ready line.
+      std::uint16_t port = 0;
+      std::size_t nl;
+      while (port == 0 && (nl = c.out_buf.find('\n')) != std::string::npos) {
+        port = ready_port(std::string_view(c.out_buf).substr(0, nl));
+        c.out_buf.erase(0, nl + 1);
+      }
+      if (port != 0) {
+        eps[h] = hosts[h];
+        eps[h].port = port;
+        done[h] = true;
+        --active;
+        ++finished;
+        spdlog::info("launch: agent on {} ready on port {} ({:.2f} s)", hosts[h].host, port,
+                     static_cast<double>(mono_now_ns() - t0) / 1e9);
+        continue;
+      }
+      if (c.out < 0) {
+        // stdout closed without a ready line: ssh or the agent failed; wait for its status and
+        // the rest of its error text.
+        const std::int64_t until = mono_now_ns() + 2'000'000'000;
+        while (c.err >= 0 && mono_now_ns() < until) {
+          pollfd p{c.err, POLLIN, 0};
+          ::poll(&p, 1, 100);
+          if (!read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
+        }
+        close_fd(c.in);
+        reap(c, 2000);
+        const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
+        fail(h, fmt::format("{} {}: {}", who, c.exited ? describe_status(c.status) : "closed its output",
+                            stderr_summary(c.err_text)));
+        continue;
+      }
+      if (mono_now_ns() >= deadline[h]) {
+        fail(h, fmt::format("no agent ready within {}: {}", fmt_seconds(o.timeout), stderr_summary(c.err_text)));
+      }
+    }
+  }
+  std::string msg;
+  std::size_t failed = 0;
+  for (const auto& e : errors) {
+    if (e.empty()) continue;
+    ++failed;
+    msg += (msg.empty() ? "" : "\n") + e;
+  }
+  if (failed > 0) {
+    throw Error(ExitCode::infrastructure,
+                fmt::format("could not start agents over ssh on {} of {} hosts:\n{}", failed, hosts.size(), msg));
+  }
+  spdlog::info("launch: {} agents started over ssh in {:.2f} s", hosts.size(),
+               static_cast<double>(mono_now_ns() - t0) / 1e9);
+  agents->start_forwarding();
+  return agents;
+}
+
+std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& o) {
+  const char* list = std::getenv("SLURM_JOB_NODELIST");
+  if (list == nullptr || *list == '\0') {
+    throw UsageError("--launch slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is not set): run it from an "
+                     "sbatch script or salloc");
+  }
+  const std::string out = run_capture({o.scontrol, "show", "hostnames", list}, "list the allocation's nodes");
+  std::vector<std::string> nodes;
+  std::size_t start = 0;
+  while (start < out.size()) {
+    auto nl = out.find('\n', start);
+    if (nl == std::string::npos) nl = out.size();
+    std::string n = out.substr(start, nl - start);
+    while (!n.empty() && std::isspace(static_cast<unsigned char>(n.back()))) n.pop_back();
+    if (!n.empty()) nodes.push_back(std::move(n));
+    start = nl + 1;
+  }
+  if (nodes.empty()) throw Error(ExitCode::infrastructure, fmt::format("scontrol show hostnames '{}': no nodes", list));
+  return nodes;
+}
+
+std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, const SlurmOptions& o) {
+  const auto allocation = slurm_allocation_nodes(o);
+  const std::vector<std::string> nodes = wanted.empty() ? allocation : wanted;
+  std::string nodelist;
+  for (const auto& n : nodes) {
+    if (std::find(allocation.begin(), allocation.end(), n) == allocation.end()) {
+      throw UsageError(fmt::format("--launch slurm: node '{}' is not in this allocation ({})", n,
+                                   std::getenv("SLURM_JOB_NODELIST")));
+    }
+    nodelist += (nodelist.empty() ? "" : ",") + n;
+  }
+  const auto addrs = parse_node_addrs(run_capture({o.scontrol, "-o", "show", "node", nodelist}, "read the nodes' addresses"));
+  for (const auto& n : nodes) {
+    if (!addrs.count(n)) throw Error(ExitCode::infrastructure, fmt::format("scontrol show node {}: no NodeAddr", n));
+  }
+  const std::string agent = o.agent_path.empty() ? self_exe() : o.agent_path;
+  // The node's name first (task order is Slurm's business), then the agent's ready line.
+  const std::string script = fmt::format(
+      "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
+      "--exit-on-stdin-eof --log-level {}",
+      o.agent_port, shell_quote(o.agent_log_level));
+  std::vector<std::string> argv = {o.srun, "--overlap", fmt::format("--nodes={}", nodes.size()),
+                                   fmt::format("--ntasks={}", nodes.size()), "--ntasks-per-node=1",
+                                   "--nodelist=" + nodelist, "--input=all", "--label", "--kill-on-bad-exit=0",
+                                   "--job-name=fabperf-agents"};
+  argv.insert(argv.end(), o.extra.begin(), o.extra.end());
+  for (const std::string a : {"sh", "-c"}) argv.push_back(a);
+  argv.push_back(script);
+  argv.push_back(agent);
+
+  auto agents = std::make_unique<LaunchedAgents>(one_time_key());
+  auto& children = agents->children();
+  children.push_back(spawn("srun", argv));
+  Child& c = children.back();
+  send_key(c, agents->key());
+  std::map<int, std::string> node_of;
+  std::map<int, std::uint16_t> port_of;
+  const std::int64_t t0 = mono_now_ns();
+  const std::int64_t deadline = t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
+  while (port_of.size() < nodes.size()) {
+    if (interrupted()) {
+      ::kill(-c.pid, SIGTERM);  // srun ends its step on SIGTERM
+      throw Error(ExitCode::infrastructure, "interrupted while starting agents with srun; stopped them");
+    }
+    if (mono_now_ns() >= deadline) {
+      throw Error(ExitCode::infrastructure, fmt::format("srun: {} of {} agents ready after {} ({})", port_of.size(),
+                                                        nodes.size(), fmt_seconds(o.timeout), stderr_summary(c.err_text)));
+    }
+    std::vector<pollfd> fds;
+    if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
+    if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
+    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
+    if (c.out >= 0 && !read_some(c.out, c.out_buf)) close_fd(c.out);
+    std::size_t nl;
+    while ((nl = c.out_buf.find('\n')) != std::string::npos) {
+      const auto l = parse_labelled(std::string_view(c.out_buf).substr(0, nl));
+      c.out_buf.erase(0, nl + 1);
+      if (l.task < 0) continue;
+      if (l.text.rfind("NODE ", 0) == 0) {
+        node_of[l.task] = l.text.substr(5);
+      } else if (const auto p = ready_port(l.text); p != 0) {
+        port_of[l.task] = p;
+      }
+    }
+    if (c.out < 0 && port_of.size() < nodes.size()) {
+      reap(c, 2000);
+      throw Error(ExitCode::infrastructure, fmt::format("srun {} with {} of {} agents ready: {}",
+                                                        c.exited ? describe_status(c.status) : "closed its output",
+                                                        port_of.size(), nodes.size(), stderr_summary(c.err_text)));
+    }
+  }
+  c.err_text.clear();
+  auto& eps = agents->mutable_endpoints();
+  for (const auto& n : nodes) {
+    int task = -1;
+    for (const auto& [t, name] : node_of) {
+      if (name == n) task = t;
+    }
+    if (task < 0 || !port_of.count(task)) {
+      throw Error(ExitCode::infrastructure, fmt::format("srun: no agent reported from node {}", n));
+    }
+    eps.push_back(HostPort{addrs.at(n), port_of.at(task), {}});
+  }
+  spdlog::info("launch: {} agents started with srun in {:.2f} s", nodes.size(), static_cast<double>(mono_now_ns() - t0) / 1e9);
+  agents->start_forwarding();
+  return agents;
+}
+
+}  // namespace fabperf::launch
