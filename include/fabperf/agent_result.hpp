@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fabperf/bonding.hpp>
 #include <fabperf/histogram.hpp>
 #include <fabperf/links.hpp>
 
@@ -67,6 +68,15 @@ struct LinkResult {
   bool vanished{false};
 };
 
+// A bond that carried test traffic: its inventory when the test started and when it ended (link
+// failures, members that went down), and the MACs of the flows' peers (for the layer2 hashes).
+// Its members' counters are in AgentResult::links, like any link's.
+struct BondResult {
+  BondInfo at_open;
+  BondInfo at_close;
+  std::vector<std::pair<std::string, std::string>> neighbors;  // peer IP -> MAC (ARP table)
+};
+
 // Node totals over one sampling interval; t_ns is the interval's end, from the window's open.
 struct IntervalSample {
   std::int64_t t_ns{0};
@@ -94,6 +104,7 @@ struct AgentResult {
   std::optional<LatencyHistogram> delay;    // clients: ping round trips to the servers, under load
   std::vector<IntervalSample> intervals;
   std::vector<LinkResult> links;
+  std::vector<BondResult> bonds;
   std::vector<ThreadCpu> threads;
   SocketLimits socket_limits;
   std::vector<std::string> warnings;

@@ -35,12 +35,35 @@ struct LinkDelta {
   bool fails{false};
 };
 
+// One bond in one run, as its saved result shows it.
+struct BondSide {
+  bool present{false};
+  std::string mode, hash_policy;
+  double tx_mb{0}, rx_mb{0};  // member counters, MB/s
+  double tx_used{0}, rx_used{0};  // effective links used, (sum x)^2 / sum x^2
+  double capacity_used_pct{-1};
+  struct Member {
+    std::string name;
+    double tx_share_pct{0}, rx_share_pct{0};
+    std::uint64_t link_failures{0};
+  };
+  std::vector<Member> members;
+  std::string summary;  // one plain line
+};
+
+struct BondDelta {
+  std::string node, bond;
+  BondSide before, after;
+  std::string verdict;  // plain language: which side moved more, which spread better, why
+};
+
 struct Comparison {
   std::string before_file, after_file;
   Delta aggregate;
   std::vector<Delta> nodes;
   std::vector<Delta> pairs;
   std::vector<LinkDelta> links;
+  std::vector<BondDelta> bonds;
   std::vector<std::string> notes;
   bool failed{false};  // a link regressed or fell short of the expected gain
 };
@@ -50,6 +73,11 @@ Comparison compare_results(const nlohmann::json& before, const nlohmann::json& a
                            const std::string& after_file, const CompareOptions& opts);
 // Reads and parses a result file; UsageError naming the file on any problem.
 nlohmann::json load_result_file(const std::string& path);
+
+// Bonds matched by (node, bond name) between the two results (src/report/compare_bonds.cpp).
+std::vector<BondDelta> compare_bonds(const nlohmann::json& before, const nlohmann::json& after);
+std::string render_bond_deltas_text(const std::vector<BondDelta>& bonds);
+nlohmann::json bond_deltas_json(const std::vector<BondDelta>& bonds);
 
 std::string render_comparison_text(const Comparison& c);
 nlohmann::json render_comparison_json(const Comparison& c);

@@ -216,6 +216,7 @@ class TestRun {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<RunContext> ctx_;
   std::vector<LinkResult> links_;
+  std::vector<BondResult> bonds_;  // bonds among links_ (their members are links_ too)
   std::vector<std::string> flow_iface_;  // per flow, in ctx_->flows() order
   std::thread driver_;
   std::mutex finish_mu_;  // finish() may be reached from the destructor and the agent's release

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fabperf/agent_result.hpp>
+#include <fabperf/bonding.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/spec.hpp>
 
@@ -93,6 +94,47 @@ struct LinkReport {
   bool jumbo_mismatch{false};
 };
 
+// One bond member over the window, from its own counters.
+struct BondMemberReport {
+  std::string name;
+  std::int64_t speed_mbps{-1};
+  std::string state_open, state_close;  // MII status at the window's open and close
+  std::uint64_t link_failures{0};       // new link failures during the test
+  double tx_mb_per_s{0}, rx_mb_per_s{0};
+  double tx_share_pct{0}, rx_share_pct{0};  // of the bond's member bytes, each direction
+  int predicted_flows{-1};                  // flows the hash puts on this member; -1 not predicted
+  double predicted_tx_share_pct{-1};        // of the predicted flows' payload bytes; -1 not predicted
+  double first_tx_mb_per_s{0}, last_tx_mb_per_s{0};  // first and last interval (traffic moved?)
+  double first_rx_mb_per_s{0}, last_rx_mb_per_s{0};
+  std::vector<IntervalPoint> intervals;
+};
+
+// A flow that left on a bond, with the member the kernel's hash puts it on.
+struct BondFlowReport {
+  std::string local, remote;
+  std::uint64_t tx_bytes_window{0};
+  int member_index{-1};  // into the usable members; -1 not predictable
+  std::string member;
+};
+
+// How one node's bond spread the test's traffic (compute_report; renderers only format).
+struct BondReport {
+  std::string name, mode, hash_policy;
+  int peers{0};                     // distinct peer addresses of the test's flows on this bond
+  std::vector<BondMemberReport> members;
+  double tx_mb_per_s{0}, rx_mb_per_s{0};  // sum over members
+  double member_speed_sum_mbps{0};        // sum of the members' negotiated speeds; 0 unknown
+  double best_goodput_mb_per_s{0};        // framing arithmetic over the member speeds
+  double capacity_used_pct{-1};           // busier direction / best goodput; -1 unknown
+  double tx_jain{0}, rx_jain{0};          // Jain's fairness over members: 1 = even, 1/n = one member
+  double tx_members_used{0}, rx_members_used{0};  // (sum x)^2 / sum x^2: "1.6 of 2 links used"
+  double tx_max_min{0}, rx_max_min{0};    // max/min member share; 0 when a member carried nothing
+  std::string prediction;   // "", "agrees", "differs", or why none was made
+  std::vector<BondFlowReport> flows;
+  std::vector<std::string> notes;  // plain-language explanations
+  BondInfo inventory;              // at the window's open
+};
+
 struct NodeReport {
   std::uint32_t index{0};
   std::string name;
@@ -119,6 +161,7 @@ struct NodeReport {
   std::optional<LatencyHistogram> delay_histogram;
   std::vector<IntervalPoint> intervals;
   std::vector<LinkReport> links;
+  std::vector<BondReport> bonds;
   std::vector<std::string> warnings;
 };
 
@@ -174,10 +217,21 @@ struct Report {
 };
 
 Report compute_report(const RunRecord& run);
+// A node's bond figures from its raw result (src/report/bonds.cpp); findings get what a reader
+// must see (members outside the aggregator, link failures during the test, prediction mismatch).
+BondReport bond_report(const BondResult& b, const AgentResult& a, const std::string& node,
+                       std::vector<std::string>& findings);
+// Jain's fairness index of xs: (sum x)^2 / (n * sum x^2); 0 for an empty or all-zero list.
+double jain_index(const std::vector<double>& xs);
 
 // Renderers: only formatting. `verbose` adds the per-connection table.
 std::string render_text(const Report& r, bool verbose);
 std::string render_summary_line(const Report& r);  // nsdperf's one-line result
 nlohmann::json render_json(const Report& r);
+// The bonds section of the text report ("" when no bond carried the test) and its JSON.
+std::string render_bonds_text(const Report& r);
+nlohmann::json bonds_json(const std::vector<BondReport>& bonds);
+// `fabperf links`: each bond's settings and members, then its sanity findings.
+std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds);
 
 }  // namespace fabperf

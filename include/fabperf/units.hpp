@@ -88,6 +88,17 @@ inline constexpr Column value{"value", "value", ""};
 inline constexpr Column threshold{"threshold", "threshold", ""};
 inline constexpr Column pass{"pass", "result", ""};
 inline constexpr Column detail{"detail", "detail", ""};
+// Bonds.
+inline constexpr Column bond{"bond", "bond", ""};
+inline constexpr Column member{"member", "member", ""};
+inline constexpr Column tx_share_pct{"tx_share_pct", "tx %", "%"};
+inline constexpr Column rx_share_pct{"rx_share_pct", "rx %", "%"};
+inline constexpr Column predicted_tx_share_pct{"predicted_tx_share_pct", "pred tx %", "%"};
+inline constexpr Column predicted_flows{"predicted_flows", "flows", ""};
+inline constexpr Column mii_status{"mii_status", "MII", ""};
+inline constexpr Column link_failures{"link_failures", "failures", ""};
+inline constexpr Column jain{"jain", "Jain", ""};
+inline constexpr Column members_used{"members_used", "links used", ""};
 }  // namespace col
 
 }  // namespace fabperf

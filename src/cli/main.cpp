@@ -6,6 +6,7 @@
 #include <fabperf/auth.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/compare.hpp>
+#include <fabperf/bonding.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/shell.hpp>
 #include <fabperf/coordinator.hpp>
@@ -307,6 +308,9 @@ int cmd_run(int argc, char** argv) {
      cxxopts::value<std::string>())
     ("per-link", "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
      cxxopts::value<std::string>()->default_value("all"));
+  o.add_options("bonding")
+    ("spread-ports", "clients bind source ports chosen so that their flows cover every member of the local bond "
+     "evenly under its xmit_hash_policy (802.3ad/balance-xor with layer3+4); the ports used are reported");
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -319,7 +323,7 @@ int cmd_run(int argc, char** argv) {
   cli::add_launch_options(o);
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "tuning", "per-link", "rdma", "plan", "output", "launch"});
+    std::cout << o.help({"hosts", "test", "tuning", "per-link", "bonding", "rdma", "plan", "output", "launch"});
     return 0;
   }
   setup_logging(get<std::string>(r, "log-level"));
@@ -378,6 +382,7 @@ int cmd_run(int argc, char** argv) {
   }
   if (r.count("no-affinity")) p.no_affinity = true;
   if (r.count("verify")) p.verify = true;
+  if (r.count("spread-ports")) p.spread_ports = true;
   if (r.count("congestion")) p.congestion = get<std::string>(r, "congestion");
   if (r.count("rate")) p.rate = parse_size(get<std::string>(r, "rate"), "--rate");
   if (r.count("busy-poll")) {
@@ -538,7 +543,18 @@ int cmd_run(int argc, char** argv) {
   return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
 }
 
-void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all) {
+// Bonds are read only for this host: the LINKS message carries interfaces, not bond state.
+std::vector<BondInfo> local_bonds(const std::vector<LinkInfo>& links) {
+  std::vector<BondInfo> bonds;
+  for (const auto& l : links) {
+    if (l.kind != "bond") continue;
+    if (auto b = read_bond(l.name)) bonds.push_back(std::move(*b));
+  }
+  return bonds;
+}
+
+void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all,
+                       const std::vector<BondInfo>& bonds) {
   std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver", "state",
                            "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
   for (const auto& l : links) {
@@ -555,15 +571,23 @@ void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& l
                              l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.duplex, l.mtu,
                              rel.empty() ? "-" : rel, addrs.empty() ? "-" : addrs);
   }
+  std::cout << render_bond_inventory_text(bonds);
   std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
                            limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
                            limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);
 }
 
-nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits& limits) {
+nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits& limits,
+                          const std::vector<BondInfo>& bonds) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& l : links) arr.push_back(to_json(l));
-  return nlohmann::json{{"links", arr}, {"socket_limits", to_json(limits)}};
+  nlohmann::json barr = nlohmann::json::array();
+  for (const auto& b : bonds) {
+    auto j = to_json(b);
+    j["findings"] = bond_findings(b);
+    barr.push_back(std::move(j));
+  }
+  return nlohmann::json{{"links", arr}, {"bonds", barr}, {"socket_limits", to_json(limits)}};
 }
 
 int cmd_links(int argc, char** argv) {
@@ -586,9 +610,9 @@ int cmd_links(int argc, char** argv) {
     const auto links = read_links();
     const auto limits = read_socket_limits();
     if (json_out) {
-      std::cout << links_json(links, limits).dump(2) << "\n";
+      std::cout << links_json(links, limits, local_bonds(links)).dump(2) << "\n";
     } else {
-      print_links_table(links, limits, all);
+      print_links_table(links, limits, all, local_bonds(links));
     }
     return 0;
   }
@@ -614,13 +638,13 @@ int cmd_links(int argc, char** argv) {
       continue;
     }
     if (json_out) {
-      auto j = links_json(a.links, a.limits);
+      auto j = links_json(a.links, a.limits, {});
       j["agent"] = a.agent;
       j["hostname"] = a.hostname;
       hosts.push_back(std::move(j));
     } else {
       std::cout << fmt::format("== {} ({}) ==\n", a.agent, a.hostname);
-      print_links_table(a.links, a.limits, all);
+      print_links_table(a.links, a.limits, all, {});
       std::cout << "\n";
     }
   }

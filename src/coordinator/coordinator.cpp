@@ -536,6 +536,12 @@ class Coordinator {
     }, [](const Node& n) { return n.rec.is_client; });
     throw_if_failed("client set-up");
     spdlog::info("coordinator: {} agents set up in {:.3f} s", nodes_.size(), since(t_begin));
+    // Bond sanity findings are worth reading before the numbers arrive.
+    for (const auto& n : nodes_) {
+      for (const auto& w : n.rec.setup_warnings) {
+        if (w.rfind("bond ", 0) == 0) spdlog::warn("{}: {}", n.rec.name, w);
+      }
+    }
     if (interrupted_) {
       throw_if_failed("start");
       throw Interrupted("interrupted before the test started");

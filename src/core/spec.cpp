@@ -119,6 +119,7 @@ TestSpec TestSpec::make(const SpecParams& p) {
   }
   s.no_affinity_ = p.no_affinity.value_or(false);
   s.verify_ = p.verify.value_or(false);
+  s.spread_ports_ = p.spread_ports.value_or(false);
   if (s.verify_ && s.skip_rx_copy_) throw UsageError("verify needs the received data: it cannot be combined with --skip-rx-copy");
   if (s.no_affinity_ && !s.cpus_.empty()) throw UsageError("--cpus and --no-affinity contradict each other");
   s.rdma_device_ = p.rdma_device.value_or("");
@@ -193,7 +194,8 @@ nlohmann::json to_json(const TestSpec& s) {
           {"qdepth", s.qdepth()},
           {"inline_size", s.inline_size()},
           {"cq_mod", s.cq_mod()},
-          {"rdma_events", s.rdma_events()}};
+          {"rdma_events", s.rdma_events()},
+          {"spread_ports", s.spread_ports()}};
 }
 
 namespace {
@@ -245,6 +247,7 @@ TestSpec spec_from_json(const nlohmann::json& j) {
     p.sendfile = flag("sendfile");
     p.no_affinity = flag("no_affinity");
     p.verify = flag("verify");
+    p.spread_ports = flag("spread_ports");
     if (j.contains("congestion")) p.congestion = str_field(j, "congestion");
     if (j.contains("rate")) p.rate = field<std::uint64_t>(j, "rate", 0, 1ULL << 50);
     if (j.contains("busy_poll_us")) p.busy_poll_us = field<std::uint32_t>(j, "busy_poll_us", 0, 1'000'000);

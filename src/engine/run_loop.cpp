@@ -1,5 +1,6 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/engine.hpp>
+#include <fabperf/bonding.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/sysstat.hpp>
 
@@ -200,6 +201,31 @@ std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows, std::v
   return names;
 }
 
+// MACs of the peers the bond's flows talk to, from the ARP table (layer2 hash prediction).
+std::vector<std::pair<std::string, std::string>> bond_neighbors(const std::vector<Flow*>& flows,
+                                                                const std::vector<std::string>& flow_iface,
+                                                                const std::string& bond) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in("/proc/net/arp");
+  std::map<std::string, std::string> arp;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string ip, hw, flags, mac, mask, dev;
+    if (ss >> ip >> hw >> flags >> mac >> mask >> dev && dev == bond) arp[ip] = mac;
+  }
+  for (std::size_t i = 0; i < flows.size() && i < flow_iface.size(); ++i) {
+    if (flow_iface[i] != bond) continue;
+    std::string ip = flows[i]->remote.substr(0, flows[i]->remote.rfind(':'));
+    if (!ip.empty() && ip.front() == '[') ip = ip.substr(1, ip.size() - 2);
+    const auto it = arp.find(ip);
+    if (it == arp.end()) continue;
+    if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == ip; })) out.emplace_back(ip, it->second);
+  }
+  return out;
+}
+
 // user+system CPU time of one of this process's threads, in seconds; -1 when it is gone.
 double thread_cpu_s(int tid) {
   std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
@@ -273,6 +299,21 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
   for (const auto& name : flow_interfaces(ctx_->flows(), flow_iface_)) {
     if (auto info = read_link(name)) links_.push_back(LinkResult{std::move(*info), {}, false});
   }
+  // A bond's members are links too: their counters show how the bond spread the traffic.
+  const std::size_t flow_links = links_.size();
+  for (std::size_t i = 0; i < flow_links; ++i) {
+    if (links_[i].info.kind != "bond") continue;
+    auto bond = read_bond(links_[i].info.name);
+    if (!bond) continue;
+    BondResult br;
+    br.at_open = *bond;
+    br.neighbors = bond_neighbors(ctx_->flows(), flow_iface_, bond->name);
+    for (const auto& m : bond->members) {
+      const bool have = std::any_of(links_.begin(), links_.end(), [&](const LinkResult& l) { return l.info.name == m.name; });
+      if (auto info = have ? std::nullopt : read_link(m.name)) links_.push_back(LinkResult{std::move(*info), {}, false});
+    }
+    bonds_.push_back(std::move(br));
+  }
   const TestSpec& spec = ctx_->spec();
   if (!spec.no_affinity()) ctx_->set_cpus(spec.cpus().empty() ? numa_cpus(links_) : spec.cpus());
   engine_->start(*ctx_);
@@ -303,6 +344,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
   r.hostname = ctx.hostname_;
 
   r.links = std::move(links_);
+  r.bonds = std::move(bonds_);
   // The flow set was sealed before flow_iface_ was built, so both list the same flows.
   std::vector<std::string> flow_iface = flow_iface_;
   flow_iface.resize(flows.size());
@@ -333,6 +375,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
         close = take_snapshot(flows, true);
         have_close = true;
         sample_links(r.links, close.t - open.t);
+        for (auto& b : r.bonds) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
         for (std::size_t i = 0; i < threads.size(); ++i) {
           const double c = thread_cpu_s(threads[i].tid);
           if (c >= 0 && thread_cpu_open[i] >= 0) r.threads.push_back({threads[i].label, c - thread_cpu_open[i]});
@@ -370,6 +413,9 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     } else {
       sample_links(r.links, close.t - open.t);
     }
+  }
+  for (auto& b : r.bonds) {
+    if (b.at_close.name.empty()) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
   }
   r.window_s = static_cast<double>(close.t - open.t) / 1e9;
   r.cpu_busy_pct = cpu_busy_pct(open.cpu, close.cpu);

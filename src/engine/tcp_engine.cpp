@@ -25,6 +25,8 @@
 #include <openssl/crypto.h>
 #include <poll.h>
 #include <semaphore>
+#include <set>
+#include <map>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -105,6 +107,21 @@ std::string sockaddr_text(const sockaddr_storage& ss) {
   inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
   port = ntohs(a->sin6_port);
   return fmt::format("[{}]:{}", host, port);
+}
+
+std::string numeric_host(const sockaddr_storage& ss) {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, host, sizeof host);
+  } else if (ss.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, host, sizeof host);
+  }
+  return host;
+}
+
+void set_port(sockaddr* sa, std::uint16_t port) {
+  if (sa->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(sa)->sin_port = htons(port);
+  if (sa->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = htons(port);
 }
 
 std::string local_text(int fd) {
@@ -517,20 +534,65 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
       throw SystemError("--bind-dev: bind data connection to device", dev, e);
     }
   }
-  if (!source.empty()) {
+  std::string bind_addr = source;
+  std::optional<std::uint16_t> bind_port;
+  if (ctx.spec().spread_ports() && op != FlowOp::probe) {
+    // The kernel's choice of source address, asked without sending anything (UDP connect).
+    std::string src_ip = source;
+    if (src_ip.empty()) {
+      const int u = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      if (u >= 0 && ::connect(u, res->ai_addr, res->ai_addrlen) == 0 &&
+          getsockname(u, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+        src_ip = numeric_host(ss);
+      }
+      if (u >= 0) ::close(u);
+    }
+    sockaddr_storage dst{};
+    std::memcpy(&dst, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof dst));
+    if (!src_ip.empty()) {
+      bind_addr = src_ip;
+      bind_port = spread_port(src_ip, numeric_host(dst), t.port, 0);
+    }
+  }
+  if (!bind_addr.empty()) {
     addrinfo sh{};
     sh.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
     sh.ai_family = res->ai_family;
     sh.ai_socktype = SOCK_STREAM;
     addrinfo* src = nullptr;
-    const int g2 = getaddrinfo(source.c_str(), "0", &sh, &src);
-    const int b = g2 == 0 ? ::bind(fd, src->ai_addr, src->ai_addrlen) : -1;
-    const int e = errno;
+    const int g2 = getaddrinfo(bind_addr.c_str(), "0", &sh, &src);
+    int b = -1;
+    int e = 0;
+    if (g2 == 0) {
+      if (bind_port) {
+        // A chosen port may be in use (or in TIME_WAIT from an earlier test): take the next one
+        // that lands on the same member.
+        const int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_storage dst{};
+        std::memcpy(&dst, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof dst));
+        for (int attempt = 0; attempt < 64 && bind_port; ++attempt) {
+          set_port(src->ai_addr, *bind_port);
+          b = ::bind(fd, src->ai_addr, src->ai_addrlen);
+          e = errno;
+          if (b == 0 || e != EADDRINUSE) break;
+          spread_port_taken(bind_addr, *bind_port);
+          bind_port = spread_port(bind_addr, numeric_host(dst), t.port, attempt + 1);
+        }
+      }
+      if (!bind_port) {
+        b = ::bind(fd, src->ai_addr, src->ai_addrlen);
+        e = errno;
+      }
+    }
     if (src) freeaddrinfo(src);
     if (g2 != 0 || b != 0) {
       freeaddrinfo(res);
       ::close(fd);
-      throw SystemError("bind data connection to link address", source,
+      throw SystemError(bind_port ? "bind data connection to spread port on" : "bind data connection to link address",
+                        bind_port ? fmt::format("{}:{}", bind_addr, *bind_port) : bind_addr,
                         g2 != 0 ? std::string(gai_strerror(g2)) : errno_text(e));
     }
   }
@@ -630,6 +692,51 @@ static std::vector<std::string> resolve_bind_devs(const ClientPlan& plan) {
   return out;
 }
 
+std::optional<std::uint16_t> TcpEngine::spread_port(const std::string& src_ip, const std::string& dst_ip,
+                                                    std::uint16_t dst_port, int attempt) {
+  auto it = spread_.find(src_ip);
+  if (it == spread_.end()) {
+    Spread sp;
+    const std::string iface = interface_of_address(src_ip);
+    const auto bond = read_bond(iface);
+    const auto policy = bond ? parse_hash_policy(bond->hash_policy) : std::nullopt;
+    const int members = bond ? static_cast<int>(usable_members(*bond).size()) : 0;
+    if (!bond) {
+      ctx_->warn(fmt::format("--spread-ports: {} leaves on {}, which is not a bond: ports left to the kernel", src_ip,
+                             iface.empty() ? "an unknown interface" : iface));
+    } else if (!bond_hashes(*bond) || !policy || !policy_uses_ports(*policy)) {
+      ctx_->warn(fmt::format("--spread-ports: bond {} ({}{}) does not choose members by port: ports left to the kernel",
+                             bond->name, bond->mode, bond->hash_policy.empty() ? "" : ", " + bond->hash_policy));
+    } else if (members < 1) {
+      ctx_->warn(fmt::format("--spread-ports: bond {} has no usable member: ports left to the kernel", bond->name));
+    } else {
+      sp.bond = bond->name;
+      sp.policy = *policy;
+      sp.members = members;
+    }
+    it = spread_.emplace(src_ip, std::move(sp)).first;
+  }
+  Spread& sp = it->second;
+  if (sp.bond.empty()) return std::nullopt;
+  // A retry after EADDRINUSE stays on the member the first attempt aimed at.
+  const int member = static_cast<int>((attempt == 0 ? sp.next++ : sp.next - 1) % static_cast<std::uint32_t>(sp.members));
+  FlowHeaders h;
+  h.src_ip = src_ip;
+  h.dst_ip = dst_ip;
+  h.dst_port = dst_port;
+  // Below the default ephemeral range (32768-60999), so the kernel's own choices do not collide.
+  const auto port = port_for_member(sp.policy, h, member, sp.members, 10000, 32767, sp.taken);
+  if (port) sp.taken.push_back(*port);
+  return port;
+}
+
+void TcpEngine::spread_port_taken(const std::string& src_ip, std::uint16_t port) {
+  auto it = spread_.find(src_ip);
+  if (it != spread_.end() && std::find(it->second.taken.begin(), it->second.taken.end(), port) == it->second.taken.end()) {
+    it->second.taken.push_back(port);
+  }
+}
+
 void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   ctx_ = &ctx;
   bind_devs_ = resolve_bind_devs(plan);
@@ -677,6 +784,20 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   }
   if (spec.mode() == Mode::rpc) {
     for (std::uint32_t t = 0; t < spec.threads(); ++t) tester_hist_.push_back(&ctx.add_histogram());
+  }
+  // Bond sanity before the test: what the flows leave on, and how many peers each bond talks to.
+  std::map<std::string, std::set<std::string>> bond_peers;
+  std::map<std::string, bool> is_bond;
+  for (const auto* f : client_flows_) {
+    const std::string iface = interface_of_address(f->local);
+    auto it = is_bond.find(iface);
+    if (it == is_bond.end()) it = is_bond.emplace(iface, read_bond(iface).has_value()).first;
+    if (it->second) bond_peers[iface].insert(f->remote.substr(0, f->remote.rfind(':')));
+  }
+  for (const auto& [iface, peers] : bond_peers) {
+    if (const auto b = read_bond(iface)) {
+      for (const auto& w : bond_findings(*b, static_cast<int>(peers.size()))) ctx.warn(w);
+    }
   }
 }
 

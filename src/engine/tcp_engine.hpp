@@ -2,7 +2,12 @@
 
 #include <fabperf/engine.hpp>
 
+#include <fabperf/bonding.hpp>
+
 #include <atomic>
+#include <map>
+#include <optional>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -39,6 +44,11 @@ class TcpEngine final : public Engine {
   void accept_loop();
   int connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
                   const ClientPlan& plan);
+  // --spread-ports: the source port that puts this connection on the next member of the local
+  // bond (round-robin over the usable members); nullopt when the bond's policy cannot be steered.
+  std::optional<std::uint16_t> spread_port(const std::string& src_ip, const std::string& dst_ip, std::uint16_t dst_port,
+                                           int attempt);
+  void spread_port_taken(const std::string& src_ip, std::uint16_t port);
   void ensure_tx_buffer(std::size_t n);
   void stream_send(TcpFlow& f);
   void stream_receive(TcpFlow& f);
@@ -56,6 +66,15 @@ class TcpEngine final : public Engine {
   std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;  // read-only once the test starts; shared by all senders
   int tx_memfd_{-1};                  // --send-method sendfile: tx_buf_'s pattern in a memfd
+
+  struct Spread {
+    std::string bond;  // empty: not a bond, or one whose policy ignores ports (warned once)
+    HashPolicy policy{HashPolicy::layer34};
+    int members{0};
+    std::uint32_t next{0};
+    std::vector<std::uint16_t> taken;
+  };
+  std::map<std::string, Spread> spread_;  // by local source address; set-up thread only
 
   std::mutex mu_;
   std::vector<TcpFlow*> server_flows_;

@@ -222,6 +222,7 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
       c.links.push_back(d);
     }
   }
+  c.bonds = compare_bonds(b, a);
   if (c.links.empty()) c.notes.push_back("no non-loopback links in the results: nothing to judge per link");
   c.failed = std::any_of(c.links.begin(), c.links.end(), [](const LinkDelta& d) { return d.fails; });
   return c;
@@ -247,6 +248,7 @@ std::string render_comparison_text(const Comparison& c) {
     }
     out += "\n";
   }
+  out += render_bond_deltas_text(c.bonds);
   out += "Nodes (tx+rx MB/s)\n";
   for (const auto& d : c.nodes) {
     out += d.matched ? fmt::format("  {:<24} {:>9.1f} -> {:>9.1f}  {}\n", d.name, d.before, d.after, pct(d.change_pct))
@@ -279,7 +281,7 @@ json render_comparison_json(const Comparison& c) {
   for (const auto& d : c.nodes) nodes.push_back(delta(d));
   for (const auto& d : c.pairs) pairs.push_back(delta(d));
   return {{"schema", "fabperf.compare"}, {"schema_version", 1}, {"before", c.before_file}, {"after", c.after_file},
-          {"aggregate", delta(c.aggregate)}, {"links", links}, {"nodes", nodes}, {"pairs", pairs}, {"notes", c.notes},
+          {"aggregate", delta(c.aggregate)}, {"links", links}, {"nodes", nodes}, {"pairs", pairs}, {"bonds", bond_deltas_json(c.bonds)}, {"notes", c.notes},
           {"failed", c.failed}};
 }
 

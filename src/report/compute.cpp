@@ -266,6 +266,7 @@ Report compute_report(const RunRecord& run) {
         nr.intervals.push_back({static_cast<double>(s.t_ns) / 1e9, mb_per_s(s.tx_bytes, dt), mb_per_s(s.rx_bytes, dt)});
       }
       for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, r.findings));
+      for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, r.findings));
       for (const auto& w : a.warnings) {
         if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
       }

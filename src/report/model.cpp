@@ -55,6 +55,12 @@ json to_json(const AgentResult& r) {
     }
     links.push_back({{"info", to_json(l.info)}, {"samples", std::move(samples)}, {"vanished", l.vanished}});
   }
+  json bonds = json::array();
+  for (const auto& b : r.bonds) {
+    json nb = json::array();
+    for (const auto& [ip, mac] : b.neighbors) nb.push_back({ip, mac});
+    bonds.push_back({{"at_open", to_json(b.at_open)}, {"at_close", to_json(b.at_close)}, {"neighbors", std::move(nb)}});
+  }
   json iv = json::array();
   for (const auto& s : r.intervals) iv.push_back({s.t_ns, s.tx_bytes, s.rx_bytes});
   return {{"node_index", r.node_index}, {"hostname", r.hostname}, {"aborted", r.aborted},
@@ -62,7 +68,7 @@ json to_json(const AgentResult& r) {
           {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
           {"delay", r.delay ? to_json(*r.delay) : json(nullptr)}, {"intervals", std::move(iv)},
-          {"links", std::move(links)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
+          {"links", std::move(links)}, {"bonds", std::move(bonds)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
           {"warnings", r.warnings}};
 }
 
@@ -166,6 +172,23 @@ AgentResult parse_agent_result(const json& j) {
       l.samples.push_back(x);
     }
     r.links.push_back(std::move(l));
+  }
+  // Optional: agents without bond support send none.
+  if (j.contains("bonds")) {
+    for (const auto& e : f.array("bonds", 64)) {
+      Fields g(e, "RESULT.bonds[]");
+      BondResult b;
+      b.at_open = bond_from_json(g.object("at_open"));
+      b.at_close = bond_from_json(g.object("at_close"));
+      for (const auto& n : g.array("neighbors", 4096)) {
+        if (!n.is_array() || n.size() != 2 || !n[0].is_string() || !n[1].is_string() ||
+            n[0].get_ref<const std::string&>().size() > 64 || n[1].get_ref<const std::string&>().size() > 32) {
+          throw ProtocolError("RESULT.bonds[].neighbors[]: expected [address, mac]");
+        }
+        b.neighbors.emplace_back(n[0].get<std::string>(), n[1].get<std::string>());
+      }
+      r.bonds.push_back(std::move(b));
+    }
   }
   if (j.contains("threads")) {
     for (const auto& e : f.array("threads", 100000)) {

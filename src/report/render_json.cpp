@@ -52,6 +52,40 @@ json links_json(const std::vector<LinkReport>& links) {
 }
 }  // namespace
 
+json bonds_json(const std::vector<BondReport>& bonds) {
+  json out = json::array();
+  auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
+  for (const auto& b : bonds) {
+    json members = json::array();
+    for (const auto& m : b.members) {
+      json iv = json::array();
+      for (const auto& p : m.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+      members.push_back({{k(col::member), m.name}, {k(col::speed_mbps), m.speed_mbps > 0 ? json(m.speed_mbps) : json(nullptr)},
+                         {"state_open", m.state_open}, {"state_close", m.state_close}, {k(col::link_failures), m.link_failures},
+                         {k(col::tx_mb_per_s), m.tx_mb_per_s}, {k(col::rx_mb_per_s), m.rx_mb_per_s},
+                         {k(col::tx_share_pct), m.tx_share_pct}, {k(col::rx_share_pct), m.rx_share_pct},
+                         {k(col::predicted_flows), m.predicted_flows >= 0 ? json(m.predicted_flows) : json(nullptr)},
+                         {k(col::predicted_tx_share_pct), opt(m.predicted_tx_share_pct)}, {"intervals", std::move(iv)}});
+    }
+    json flows = json::array();
+    for (const auto& f : b.flows) {
+      flows.push_back({{"local", f.local}, {"remote", f.remote}, {"tx_bytes_window", f.tx_bytes_window},
+                       {"member_index", f.member_index >= 0 ? json(f.member_index) : json(nullptr)},
+                       {k(col::member), f.member.empty() ? json(nullptr) : json(f.member)}});
+    }
+    out.push_back({{k(col::bond), b.name}, {"mode", b.mode}, {"hash_policy", b.hash_policy}, {"peers", b.peers},
+                   {"members", std::move(members)}, {k(col::tx_mb_per_s), b.tx_mb_per_s}, {k(col::rx_mb_per_s), b.rx_mb_per_s},
+                   {"member_speed_sum_mbps", b.member_speed_sum_mbps > 0 ? json(b.member_speed_sum_mbps) : json(nullptr)},
+                   {k(col::best_goodput_mb_per_s), b.best_goodput_mb_per_s > 0 ? json(b.best_goodput_mb_per_s) : json(nullptr)},
+                   {"capacity_used_pct", opt(b.capacity_used_pct)}, {"tx_jain", b.tx_jain}, {"rx_jain", b.rx_jain},
+                   {"tx_members_used", b.tx_members_used}, {"rx_members_used", b.rx_members_used},
+                   {"tx_max_min", b.tx_max_min > 0 ? json(b.tx_max_min) : json(nullptr)},
+                   {"rx_max_min", b.rx_max_min > 0 ? json(b.rx_max_min) : json(nullptr)}, {"prediction", b.prediction},
+                   {"flows", std::move(flows)}, {"notes", b.notes}, {"inventory", to_json(b.inventory)}});
+  }
+  return out;
+}
+
 json render_json(const Report& r) {
   json nodes = json::array();
   for (const auto& n : r.nodes) {
@@ -80,6 +114,7 @@ json render_json(const Report& r) {
                      {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
                      {"intervals", std::move(iv)},
                      {"links", links_json(n.links)},
+                     {"bonds", bonds_json(n.bonds)},
                      {"warnings", n.warnings}});
   }
   json pairs = json::array();

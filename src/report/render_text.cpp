@@ -200,6 +200,8 @@ std::string render_text(const Report& r, bool verbose) {
     out += lt.str() + "\n";
   }
 
+  out += render_bonds_text(r);
+
   if (verbose) {
     out += "Connections\n";
     Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us), h(col::snd_mss),
@@ -220,6 +222,47 @@ std::string render_text(const Report& r, bool verbose) {
   out += fmt::format("aggregate {:.1f} MB/s ({:.2f} Gbit/s, {:.0f} msg/s){}\n", r.aggregate.mb_per_s, r.aggregate.gbit_per_s,
                      r.aggregate.msg_per_s, r.complete ? "" : "  [INCOMPLETE: see findings]");
   out += render_summary_line(r) + "\n";
+  return out;
+}
+
+std::string render_bonds_text(const Report& r) {
+  std::string out;
+  for (const auto& n : r.nodes) {
+    for (const auto& b : n.bonds) {
+      out += fmt::format("Bond {} on {}: {}{}, {} member(s), {} peer address(es)\n", b.name, n.name,
+                         b.mode.empty() ? "unknown mode" : b.mode, b.hash_policy.empty() ? "" : " " + b.hash_policy,
+                         b.members.size(), b.peers);
+      Table t({h(col::member), h(col::speed_mbps), h(col::mii_status), h(col::link_failures), h(col::tx_mb_per_s),
+               h(col::rx_mb_per_s), h(col::tx_share_pct), h(col::rx_share_pct), h(col::predicted_flows),
+               h(col::predicted_tx_share_pct), "tx+rx over time"});
+      for (const auto& m : b.members) {
+        t.add({m.name, m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-",
+               m.state_open == m.state_close ? m.state_open : m.state_open + "->" + m.state_close,
+               std::to_string(m.link_failures), f1(m.tx_mb_per_s), f1(m.rx_mb_per_s), f1(m.tx_share_pct), f1(m.rx_share_pct),
+               m.predicted_flows >= 0 ? std::to_string(m.predicted_flows) : "-",
+               m.predicted_tx_share_pct >= 0 ? f1(m.predicted_tx_share_pct) : "-", spark_total(m.intervals)});
+      }
+      out += t.str();
+      out += fmt::format("  bond total: tx {:.1f} MB/s, rx {:.1f} MB/s", b.tx_mb_per_s, b.rx_mb_per_s);
+      if (b.member_speed_sum_mbps > 0) {
+        out += fmt::format(" of {:.0f} Mb/s in members ({:.1f}% used; best TCP goodput {:.1f} MB/s)", b.member_speed_sum_mbps,
+                           b.capacity_used_pct, b.best_goodput_mb_per_s);
+      }
+      out += fmt::format("\n  balance: tx Jain {:.2f} ({:.1f} of {} links used, max/min {}), rx Jain {:.2f} ({:.1f} of {} "
+                         "links used, max/min {})\n",
+                         b.tx_jain, b.tx_members_used, b.members.size(), b.tx_max_min > 0 ? f1(b.tx_max_min) : "inf",
+                         b.rx_jain, b.rx_members_used, b.members.size(), b.rx_max_min > 0 ? f1(b.rx_max_min) : "inf");
+      if (!b.prediction.empty()) out += "  hash prediction: " + b.prediction + "\n";
+      if (!b.flows.empty()) {
+        out += "  flows (local -> remote: member by the kernel's hash):\n";
+        for (const auto& f : b.flows) {
+          out += fmt::format("    {} -> {}: {}\n", f.local, f.remote, f.member.empty() ? "?" : f.member);
+        }
+      }
+      for (const auto& note : b.notes) out += "  * " + note + "\n";
+      out += "\n";
+    }
+  }
   return out;
 }
 

@@ -159,7 +159,11 @@ std::vector<LinkInfo> read_links(const std::string& root) {
   std::vector<LinkInfo> out;
   std::error_code ec;
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(root + "/sys/class/net", ec)) names.push_back(e.path().filename().string());
+  // Interfaces are directories (or links to them); the bonding driver adds a plain file,
+  // bonding_masters, that is not one.
+  for (const auto& e : fs::directory_iterator(root + "/sys/class/net", ec)) {
+    if (e.is_directory(ec)) names.push_back(e.path().filename().string());
+  }
   std::sort(names.begin(), names.end());
   for (const auto& n : names) {
     if (auto l = read_link(n, root)) out.push_back(std::move(*l));

@@ -269,7 +269,8 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("verify"), false);
   EXPECT_EQ(j.at("gid_index"), -1);
   EXPECT_EQ(j.at("qdepth"), 16);
-  EXPECT_EQ(j.size(), 27u);
+  EXPECT_EQ(j.at("spread_ports"), false);
+  EXPECT_EQ(j.size(), 28u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {

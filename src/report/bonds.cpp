@@ -1,0 +1,359 @@
+// Bond figures: per-member throughput and shares from the members' own counters, balance
+// (Jain's index, max/min), capacity used, and the member the kernel's hash picks for each flow.
+#include <fabperf/bonding.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
+#include <fabperf/report.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
+
+namespace fabperf {
+namespace {
+
+// "198.18.0.1:40000" or "[fd00::1]:40000" -> address, port.
+bool split_endpoint(const std::string& e, std::string& ip, std::uint16_t& port) {
+  const auto colon = e.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= e.size()) return false;
+  ip = e.substr(0, colon);
+  if (!ip.empty() && ip.front() == '[') {
+    if (ip.back() != ']') return false;
+    ip = ip.substr(1, ip.size() - 2);
+  }
+  try {
+    const int p = std::stoi(e.substr(colon + 1));
+    if (p < 0 || p > 65535) return false;
+    port = static_cast<std::uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+const BondMember* member_of(const BondInfo& b, const std::string& name) {
+  for (const auto& m : b.members) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+std::string join_split(const std::vector<int>& counts) {
+  std::string s;
+  for (int c : counts) s += fmt::format("{}{}", s.empty() ? "" : "/", c);
+  return s;
+}
+
+}  // namespace
+
+double jain_index(const std::vector<double>& xs) {
+  double sum = 0, sq = 0;
+  for (double x : xs) {
+    sum += x;
+    sq += x * x;
+  }
+  return xs.empty() || sq <= 0 ? 0.0 : sum * sum / (static_cast<double>(xs.size()) * sq);
+}
+
+BondReport bond_report(const BondResult& b, const AgentResult& a, const std::string& node,
+                       std::vector<std::string>& findings) {
+  BondReport br;
+  const BondInfo& open = b.at_open;
+  br.name = open.name;
+  br.mode = open.mode;
+  br.hash_policy = open.hash_policy;
+  br.inventory = open;
+  const std::string who = fmt::format("{} bond {} ({}{})", node, br.name, br.mode.empty() ? "unknown mode" : br.mode,
+                                      br.hash_policy.empty() ? "" : " " + br.hash_policy);
+
+  std::set<std::string> peers;
+  std::uint64_t flow_tx = 0, flow_rx = 0;
+  std::vector<const FlowResult*> flows;
+  for (const auto& f : a.flows) {
+    if (f.iface != br.name || f.op == FlowOp::probe) continue;
+    flows.push_back(&f);
+    std::string ip;
+    std::uint16_t port = 0;
+    if (split_endpoint(f.remote, ip, port)) peers.insert(ip);
+    flow_tx += f.tx_bytes_window;
+    flow_rx += f.rx_bytes_window;
+  }
+  br.peers = static_cast<int>(peers.size());
+  // The client agents already reported these before the test (node warnings): not twice.
+  for (const auto& f : bond_findings(open, br.peers)) {
+    if (std::find(a.warnings.begin(), a.warnings.end(), f) == a.warnings.end()) findings.push_back(fmt::format("{}: {}", node, f));
+  }
+
+  // Members, from their counters over the same window as every link.
+  bool all_speeds = !open.members.empty();
+  std::vector<std::uint64_t> txb, rxb;
+  for (const auto& m : open.members) {
+    BondMemberReport mr;
+    mr.name = m.name;
+    mr.speed_mbps = m.speed_mbps;
+    mr.state_open = m.mii_status;
+    const BondMember* mc = member_of(b.at_close, m.name);
+    mr.state_close = mc ? mc->mii_status : "gone";
+    mr.link_failures = mc && mc->link_failures > m.link_failures ? mc->link_failures - m.link_failures : 0;
+    std::uint64_t tx = 0, rx = 0;
+    for (const auto& l : a.links) {
+      if (l.info.name != m.name) continue;
+      std::vector<const LinkSample*> ok;
+      for (const auto& s : l.samples) {
+        if (s.counters.present) ok.push_back(&s);
+      }
+      if (ok.size() < 2) break;
+      const double w = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
+      tx = ok.back()->counters.tx_bytes - ok.front()->counters.tx_bytes;
+      rx = ok.back()->counters.rx_bytes - ok.front()->counters.rx_bytes;
+      mr.tx_mb_per_s = mb_per_s(tx, w);
+      mr.rx_mb_per_s = mb_per_s(rx, w);
+      for (std::size_t i = 1; i < ok.size(); ++i) {
+        const double dt = static_cast<double>(ok[i]->t_ns - ok[i - 1]->t_ns) / 1e9;
+        mr.intervals.push_back({static_cast<double>(ok[i]->t_ns) / 1e9,
+                                mb_per_s(ok[i]->counters.tx_bytes - ok[i - 1]->counters.tx_bytes, dt),
+                                mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
+      }
+      break;
+    }
+    if (!mr.intervals.empty()) {
+      mr.first_tx_mb_per_s = mr.intervals.front().tx_mb_per_s;
+      mr.first_rx_mb_per_s = mr.intervals.front().rx_mb_per_s;
+      mr.last_tx_mb_per_s = mr.intervals.back().tx_mb_per_s;
+      mr.last_rx_mb_per_s = mr.intervals.back().rx_mb_per_s;
+    }
+    txb.push_back(tx);
+    rxb.push_back(rx);
+    if (m.speed_mbps <= 0) all_speeds = false;
+    br.member_speed_sum_mbps += static_cast<double>(std::max<std::int64_t>(0, m.speed_mbps));
+    br.best_goodput_mb_per_s += best_tcp_goodput_mb_per_s(m.speed_mbps, m.mtu > 0 ? m.mtu : open.mtu);
+    br.tx_mb_per_s += mr.tx_mb_per_s;
+    br.rx_mb_per_s += mr.rx_mb_per_s;
+    br.members.push_back(std::move(mr));
+  }
+  if (!all_speeds) {
+    br.member_speed_sum_mbps = 0;
+    br.best_goodput_mb_per_s = 0;
+  }
+  std::uint64_t tx_all = 0, rx_all = 0;
+  for (auto x : txb) tx_all += x;
+  for (auto x : rxb) rx_all += x;
+  std::vector<double> txr, rxr;
+  for (std::size_t i = 0; i < br.members.size(); ++i) {
+    auto& mr = br.members[i];
+    mr.tx_share_pct = tx_all > 0 ? 100.0 * static_cast<double>(txb[i]) / static_cast<double>(tx_all) : 0;
+    mr.rx_share_pct = rx_all > 0 ? 100.0 * static_cast<double>(rxb[i]) / static_cast<double>(rx_all) : 0;
+    txr.push_back(mr.tx_mb_per_s);
+    rxr.push_back(mr.rx_mb_per_s);
+  }
+  auto balance = [](const std::vector<double>& xs, double& jain, double& used, double& max_min) {
+    jain = jain_index(xs);
+    used = jain * static_cast<double>(xs.size());
+    const auto [lo, hi] = std::minmax_element(xs.begin(), xs.end());
+    max_min = xs.empty() || *lo <= 0 ? 0.0 : *hi / *lo;
+  };
+  balance(txr, br.tx_jain, br.tx_members_used, br.tx_max_min);
+  balance(rxr, br.rx_jain, br.rx_members_used, br.rx_max_min);
+  if (br.member_speed_sum_mbps > 0) {
+    br.capacity_used_pct = 100.0 * std::max(br.tx_mb_per_s, br.rx_mb_per_s) * 8.0 / br.member_speed_sum_mbps;
+  }
+
+  // The member each flow leaves on, by the kernel's hash.
+  const auto policy = parse_hash_policy(br.hash_policy);
+  const auto usable = usable_members(open);
+  if (!bond_hashes(open)) {
+    br.prediction = fmt::format("none: {} does not pick members by hash", br.mode.empty() ? "this mode" : br.mode);
+  } else if (!policy) {
+    br.prediction = fmt::format("none: unknown xmit_hash_policy '{}'", br.hash_policy);
+  } else if (*policy == HashPolicy::encap34) {
+    br.prediction = "none: encap3+4 uses each socket's random flow hash for locally sent TCP";
+  } else if (usable.empty()) {
+    br.prediction = "none: no usable member (down or outside the active aggregator)";
+  } else if (flows.empty()) {
+    br.prediction = "none: no test flow left on this bond";
+  } else {
+    std::vector<std::uint64_t> pred(usable.size(), 0);
+    std::vector<int> counts(usable.size(), 0);
+    bool all = true;
+    for (const auto* f : flows) {
+      BondFlowReport fr;
+      fr.local = f->local;
+      fr.remote = f->remote;
+      fr.tx_bytes_window = f->tx_bytes_window;
+      FlowHeaders h;
+      bool ok = split_endpoint(f->local, h.src_ip, h.src_port) && split_endpoint(f->remote, h.dst_ip, h.dst_port);
+      if (ok && *policy != HashPolicy::layer34) {
+        const auto src = parse_mac(open.mac);
+        std::optional<Mac> dst;
+        for (const auto& [ip, mac] : b.neighbors) {
+          if (ip == h.dst_ip) dst = parse_mac(mac);
+        }
+        ok = src && dst;
+        if (ok) {
+          h.src_mac = *src;
+          h.dst_mac = *dst;
+        }
+      }
+      std::optional<int> m;
+      if (ok) {
+        try {
+          m = predict_member(*policy, h, static_cast<int>(usable.size()));
+        } catch (const Error&) {
+          m.reset();
+        }
+      }
+      if (m) {
+        fr.member_index = *m;
+        fr.member = usable[static_cast<std::size_t>(*m)];
+        pred[static_cast<std::size_t>(*m)] += f->tx_bytes_window;
+        ++counts[static_cast<std::size_t>(*m)];
+      } else {
+        all = false;
+      }
+      br.flows.push_back(std::move(fr));
+    }
+    std::uint64_t pred_all = 0;
+    for (auto x : pred) pred_all += x;
+    for (std::size_t i = 0; i < usable.size(); ++i) {
+      for (auto& mr : br.members) {
+        if (mr.name != usable[i]) continue;
+        mr.predicted_flows = counts[i];
+        mr.predicted_tx_share_pct = pred_all > 0 ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all) : 0;
+      }
+    }
+    for (auto& mr : br.members) {
+      if (mr.predicted_flows < 0) {
+        mr.predicted_flows = 0;
+        mr.predicted_tx_share_pct = 0;
+      }
+      // A node that only receives sends no payload: no share to predict.
+      if (pred_all == 0) mr.predicted_tx_share_pct = -1;
+    }
+    if (!all) {
+      br.prediction = "partial: some flows' peers have no known MAC (layer2 policies need the ARP entry)";
+    } else if (flow_tx < flow_rx || pred_all == 0) {
+      br.prediction = "not compared: this node mostly receives on this bond (its transmit side carries ACKs only)";
+    } else {
+      // Payload shares against counter shares: headers cost every member alike, so 10 points
+      // apart means a flow is on another member than the hash says.
+      double worst = 0;
+      for (const auto& mr : br.members) worst = std::max(worst, std::fabs(mr.predicted_tx_share_pct - mr.tx_share_pct));
+      br.prediction = worst <= 10.0 ? "agrees" : "differs";
+      if (worst > 10.0) {
+        findings.push_back(fmt::format(
+            "{}: the members' transmit shares differ from the kernel hash's prediction by up to {:.0f} points: this "
+            "kernel hashes differently, or a member failed over",
+            who, worst));
+      }
+    }
+    br.notes.push_back(fmt::format("{}: {} flows -> {} split over {} (predicted), {:.1f} of {} links used (transmit)", who,
+                                   flows.size(), join_split(counts), fmt::join(usable, "/"), br.tx_members_used,
+                                   br.members.size()));
+  }
+
+  // Plain-language reading of the split.
+  const std::size_t n = br.members.size();
+  auto top = [&](bool tx) -> const BondMemberReport* {
+    const BondMemberReport* best = nullptr;
+    for (const auto& mr : br.members) {
+      if (!best || (tx ? mr.tx_share_pct > best->tx_share_pct : mr.rx_share_pct > best->rx_share_pct)) best = &mr;
+    }
+    return best;
+  };
+  const bool lb = br.mode == "balance-alb" || br.mode == "balance-tlb";
+  if (n >= 2 && tx_all > 0) {
+    const auto* t = top(true);
+    if (t && t->tx_share_pct >= 90.0) {
+      if (lb) {
+        br.notes.push_back(fmt::format(
+            "{}: transmit side on one member ({} {:.0f}%): {} gives each peer one member, and this test has {} peer "
+            "address(es) on the bond: more peers (addresses) spread it",
+            who, t->name, t->tx_share_pct, br.mode, br.peers));
+      } else if (bond_hashes(open)) {
+        br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%): the hash put every flow there "
+                                       "({} flow(s), {} peer(s)){}",
+                                       who, t->name, t->tx_share_pct, flows.size(), br.peers,
+                                       policy && policy_uses_ports(*policy) ? "; --spread-ports chooses source ports that cover every member" : ""));
+      } else {
+        br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%)", who, t->name, t->tx_share_pct));
+      }
+    } else {
+      br.notes.push_back(fmt::format("{}: transmit {:.1f} of {} links used ({})", who, br.tx_members_used, n, [&] {
+        std::string s;
+        for (const auto& mr : br.members) s += fmt::format("{}{} {:.0f}%", s.empty() ? "" : ", ", mr.name, mr.tx_share_pct);
+        return s;
+      }()));
+    }
+  }
+  if (n >= 2 && rx_all > 0) {
+    const auto* r = top(false);
+    if (r && r->rx_share_pct >= 90.0) {
+      if (br.mode == "balance-alb") {
+        br.notes.push_back(fmt::format(
+            "{}: receive side on one member ({} {:.0f}%): balance-alb answers each peer's ARP with one member's MAC, so "
+            "everything from one peer address arrives on one member ({} peer address(es) here)",
+            who, r->name, r->rx_share_pct, br.peers));
+      } else if (br.mode == "balance-tlb") {
+        br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%): balance-tlb receives on the "
+                                       "active member only", who, r->name, r->rx_share_pct));
+      } else if (br.mode == "802.3ad" || br.mode == "balance-xor") {
+        br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%): the peer's (switch's) hash sends "
+                                       "everything there; a host predicts only its own transmit side",
+                                       who, r->name, r->rx_share_pct));
+      } else {
+        br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%)", who, r->name, r->rx_share_pct));
+      }
+    } else {
+      br.notes.push_back(fmt::format("{}: receive {:.1f} of {} links used", who, br.rx_members_used, n));
+    }
+  }
+  for (const auto& mr : br.members) {
+    if (mr.link_failures == 0 && mr.state_close == mr.state_open) continue;
+    std::vector<std::string> others;
+    for (const auto& o : br.members) {
+      if (o.name != mr.name) others.push_back(fmt::format("{} {:.1f} -> {:.1f} MB/s", o.name,
+                                                          std::max(o.first_tx_mb_per_s, o.first_rx_mb_per_s),
+                                                          std::max(o.last_tx_mb_per_s, o.last_rx_mb_per_s)));
+    }
+    const std::string text = fmt::format(
+        "{}: member {} changed during the test: {} -> {}, {} new link failure(s); its traffic went {:.1f} -> {:.1f} "
+        "MB/s (first/last interval), the others: {}",
+        who, mr.name, mr.state_open, mr.state_close, mr.link_failures, std::max(mr.first_tx_mb_per_s, mr.first_rx_mb_per_s),
+        std::max(mr.last_tx_mb_per_s, mr.last_rx_mb_per_s), others.empty() ? std::string("none") : fmt::format("{}", fmt::join(others, ", ")));
+    findings.push_back(text);
+    br.notes.push_back(text);
+  }
+  return br;
+}
+
+std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds) {
+  std::string out;
+  for (const auto& b : bonds) {
+    out += fmt::format("\nbond {}: mode {}", b.name, b.mode.empty() ? "?" : b.mode);
+    if (!b.hash_policy.empty()) out += ", xmit_hash_policy " + b.hash_policy;
+    out += fmt::format(", MII {}, miimon {} ms", b.mii_status.empty() ? "?" : b.mii_status, b.miimon_ms);
+    if (b.arp_interval_ms > 0) out += fmt::format(", arp_interval {} ms ({})", b.arp_interval_ms, fmt::join(b.arp_targets, ","));
+    if (b.mode == "802.3ad") {
+      out += fmt::format(", lacp_rate {}, ad_select {}, active aggregator {} ({} ports), partner {}",
+                         b.lacp_rate.empty() ? "?" : b.lacp_rate, b.ad_select.empty() ? "?" : b.ad_select,
+                         b.active_aggregator >= 0 ? std::to_string(b.active_aggregator) : "none", b.aggregator_ports,
+                         b.partner_mac.empty() ? "?" : b.partner_mac);
+    }
+    if (!b.active_slave.empty()) out += ", active " + b.active_slave;
+    out += fmt::format(", mtu {}\n", b.mtu);
+    out += fmt::format("  {:<16} {:<10} {:>10} {:<7} {:>8} {:>6} {:>10} {}\n", "member", "MII", "speed Mb/s", "duplex",
+                       "failures", "mtu", "aggregator", "lacp actor/partner state");
+    for (const auto& m : b.members) {
+      out += fmt::format("  {:<16} {:<10} {:>10} {:<7} {:>8} {:>6} {:>10} {}\n", m.name, m.mii_status.empty() ? "?" : m.mii_status,
+                         m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-", m.duplex, m.link_failures, m.mtu,
+                         m.aggregator_id >= 0 ? std::to_string(m.aggregator_id) : "-",
+                         m.actor_port_state >= 0 ? fmt::format("{}/{}", m.actor_port_state, m.partner_port_state) : "-");
+    }
+    for (const auto& f : bond_findings(b)) out += "  ! " + f + "\n";
+  }
+  return out;
+}
+
+}  // namespace fabperf

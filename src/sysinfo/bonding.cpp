@@ -1,0 +1,465 @@
+#include <fabperf/bonding.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/proto.hpp>
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace fabperf {
+namespace {
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string first_word(std::string_view s) {
+  const std::string t = trim(s);
+  return t.substr(0, t.find(' '));
+}
+
+int to_int(const std::string& s, int fallback) {
+  try {
+    std::size_t used = 0;
+    const int v = std::stoi(s, &used);
+    return used > 0 ? v : fallback;
+  } catch (...) {
+    return fallback;
+  }
+}
+
+std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
+  try {
+    return std::stoll(s);
+  } catch (...) {
+    return fallback;
+  }
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return trim(s);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The 32-bit words the kernel xors, as an x86 (little-endian) kernel reads network-order bytes.
+std::uint32_t le32(const std::uint8_t* b) {
+  return std::uint32_t{b[0]} | std::uint32_t{b[1]} << 8 | std::uint32_t{b[2]} << 16 | std::uint32_t{b[3]} << 24;
+}
+
+// flow_get_u32_src/dst: the IPv4 address, or ipv6_addr_hash (xor of the four words).
+struct Addr {
+  bool v6{false};
+  std::uint32_t word{0};
+};
+Addr addr_word(const std::string& ip) {
+  in_addr a4{};
+  in6_addr a6{};
+  if (inet_pton(AF_INET, ip.c_str(), &a4) == 1) {
+    return {false, le32(reinterpret_cast<const std::uint8_t*>(&a4.s_addr))};
+  }
+  if (inet_pton(AF_INET6, ip.c_str(), &a6) == 1) {
+    const auto* b = a6.s6_addr;
+    return {true, le32(b) ^ le32(b + 4) ^ le32(b + 8) ^ le32(b + 12)};
+  }
+  throw UsageError(fmt::format("bond hash: '{}' is not a numeric IPv4 or IPv6 address", ip));
+}
+
+// bond_eth_hash: last bytes of both MACs and the EtherType in host order.
+std::uint32_t eth_hash(const FlowHeaders& h, bool v6) {
+  const std::uint32_t proto = v6 ? 0x86DD : 0x0800;
+  return std::uint32_t{h.dst_mac[5]} ^ std::uint32_t{h.src_mac[5]} ^ proto;
+}
+
+// bond_ip_hash: xor both addresses in, fold, and for the L4 policies drop the lowest bit.
+std::uint32_t ip_hash(std::uint32_t hash, std::uint32_t src, std::uint32_t dst, bool l4) {
+  hash ^= dst ^ src;
+  hash ^= hash >> 16;
+  hash ^= hash >> 8;
+  return l4 ? hash >> 1 : hash;
+}
+
+}  // namespace
+
+std::string bond_mode_short(std::string_view long_name) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"load balancing (round-robin)", "balance-rr"},
+      {"fault-tolerance (active-backup)", "active-backup"},
+      {"load balancing (xor)", "balance-xor"},
+      {"fault-tolerance (broadcast)", "broadcast"},
+      {"IEEE 802.3ad Dynamic link aggregation", "802.3ad"},
+      {"transmit load balancing", "balance-tlb"},
+      {"adaptive load balancing", "balance-alb"},
+  };
+  for (const auto& [l, s] : kNames) {
+    if (long_name.substr(0, std::string_view(l).size()) == l) return s;
+  }
+  return "";
+}
+
+BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
+  BondInfo b;
+  b.name = name;
+  enum class Block { master, active_agg, slave, actor_pdu, partner_pdu };
+  Block block = Block::master;
+  BondMember* m = nullptr;
+  std::istringstream in{std::string(text)};
+  for (std::string raw; std::getline(in, raw);) {
+    const std::string line = trim(raw);
+    if (line.empty()) continue;
+    if (line == "Active Aggregator Info:") {
+      block = Block::active_agg;
+      continue;
+    }
+    if (line == "details actor lacp pdu:") {
+      if (m) block = Block::actor_pdu;
+      continue;
+    }
+    if (line == "details partner lacp pdu:") {
+      if (m) block = Block::partner_pdu;
+      continue;
+    }
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, colon);
+    const std::string val = trim(std::string_view(line).substr(colon + 1));
+    if (key == "Slave Interface") {
+      b.members.push_back(BondMember{});
+      m = &b.members.back();
+      m->name = val;
+      block = Block::slave;
+      continue;
+    }
+    if (block == Block::actor_pdu || block == Block::partner_pdu) {
+      if (key == "port state") (block == Block::actor_pdu ? m->actor_port_state : m->partner_port_state) = to_int(val, -1);
+      // Other pdu fields are not used; a key of the slave's own level ends the pdu block.
+      if (key == "port state" || key == "system priority" || key == "system mac address" || key == "port key" ||
+          key == "oper key" || key == "port priority" || key == "port number") {
+        continue;
+      }
+      block = Block::slave;
+    }
+    if (block == Block::slave && m) {
+      if (key == "MII Status") m->mii_status = val;
+      else if (key == "Speed") m->speed_mbps = val.rfind("Unknown", 0) == 0 ? -1 : to_i64(val, -1);
+      else if (key == "Duplex") m->duplex = val;
+      else if (key == "Link Failure Count") m->link_failures = static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(val, 0)));
+      else if (key == "Permanent HW addr") m->perm_hwaddr = val;
+      else if (key == "Aggregator ID") m->aggregator_id = to_int(val, -1);
+      continue;
+    }
+    if (block == Block::active_agg) {
+      if (key == "Aggregator ID") b.active_aggregator = to_int(val, -1);
+      else if (key == "Number of ports") b.aggregator_ports = to_int(val, 0);
+      else if (key == "Partner Mac Address") b.partner_mac = val;
+      if (key == "Aggregator ID" || key == "Number of ports" || key == "Actor Key" || key == "Partner Key" ||
+          key == "Partner Mac Address") {
+        continue;
+      }
+      block = Block::master;
+    }
+    if (key == "Bonding Mode") b.mode = bond_mode_short(val);
+    else if (key == "Transmit Hash Policy") b.hash_policy = first_word(val);
+    else if (key == "MII Status") b.mii_status = val;
+    else if (key == "MII Polling Interval (ms)") b.miimon_ms = to_int(val, 0);
+    else if (key == "Up Delay (ms)") b.updelay_ms = to_int(val, 0);
+    else if (key == "Down Delay (ms)") b.downdelay_ms = to_int(val, 0);
+    else if (key == "ARP Polling Interval (ms)") b.arp_interval_ms = to_int(val, 0);
+    else if (key == "ARP IP target/s (n.n.n.n form)") {
+      std::string t = val;
+      std::replace(t.begin(), t.end(), ',', ' ');
+      std::istringstream ts(t);
+      for (std::string a; ts >> a;) b.arp_targets.push_back(a);
+    } else if (key == "LACP rate") b.lacp_rate = val;
+    else if (key == "Aggregator selection policy (ad_select)") b.ad_select = val;
+    else if (key == "Currently Active Slave") b.active_slave = val == "None" ? "" : val;
+  }
+  return b;
+}
+
+std::optional<BondInfo> read_bond(const std::string& name, const std::string& root) {
+  if (name.empty() || name.find('/') != std::string::npos) return std::nullopt;
+  const std::string sys = root + "/sys/class/net/" + name;
+  std::error_code ec;
+  if (!fs::exists(sys + "/bonding", ec)) return std::nullopt;
+  BondInfo b = parse_proc_bonding(read_all(root + "/proc/net/bonding/" + name), name);
+  const std::string bs = sys + "/bonding/";
+  // sysfs is authoritative where it answers (and the only source when /proc is not mounted for
+  // this namespace); /proc keeps what sysfs does not show per member.
+  if (auto v = first_word(read_line(bs + "mode")); !v.empty()) b.mode = v;
+  if (b.mode == "802.3ad" || b.mode == "balance-xor") {
+    if (auto v = first_word(read_line(bs + "xmit_hash_policy")); !v.empty()) b.hash_policy = v;
+  } else {
+    b.hash_policy.clear();  // only the hashing modes use it
+  }
+  if (auto v = read_line(bs + "miimon"); !v.empty()) b.miimon_ms = to_int(v, b.miimon_ms);
+  if (auto v = read_line(bs + "arp_interval"); !v.empty()) b.arp_interval_ms = to_int(v, b.arp_interval_ms);
+  if (b.mode == "802.3ad") {
+    if (auto v = first_word(read_line(bs + "lacp_rate")); !v.empty()) b.lacp_rate = v;
+    if (auto v = first_word(read_line(bs + "ad_select")); !v.empty()) b.ad_select = v;
+    if (auto v = read_line(bs + "ad_aggregator"); !v.empty()) b.active_aggregator = to_int(v, b.active_aggregator);
+    if (auto v = read_line(bs + "ad_num_ports"); !v.empty()) b.aggregator_ports = to_int(v, b.aggregator_ports);
+    if (auto v = read_line(bs + "ad_partner_mac"); !v.empty()) b.partner_mac = v;
+  }
+  b.mtu = to_int(read_line(sys + "/mtu"), 0);
+  b.mac = read_line(sys + "/address");
+  if (b.mii_status.empty()) b.mii_status = read_line(sys + "/operstate") == "up" ? "up" : "down";
+  // The slave list in sysfs is the kernel's order; members /proc did not list are added.
+  std::istringstream ss(read_line(bs + "slaves"));
+  std::vector<BondMember> ordered;
+  for (std::string s; ss >> s;) {
+    auto it = std::find_if(b.members.begin(), b.members.end(), [&](const BondMember& x) { return x.name == s; });
+    BondMember x = it != b.members.end() ? *it : BondMember{};
+    x.name = s;
+    const std::string ms = root + "/sys/class/net/" + s;
+    const std::string sl = ms + "/bonding_slave/";
+    if (x.mii_status.empty()) x.mii_status = read_line(sl + "mii_status");
+    if (x.link_failures == 0) x.link_failures = static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(read_line(sl + "link_failure_count"), 0)));
+    if (x.perm_hwaddr.empty()) x.perm_hwaddr = read_line(sl + "perm_hwaddr");
+    if (x.aggregator_id < 0 && b.mode == "802.3ad") x.aggregator_id = to_int(read_line(sl + "ad_aggregator_id"), -1);
+    if (x.actor_port_state < 0) x.actor_port_state = to_int(read_line(sl + "ad_actor_oper_port_state"), -1);
+    if (x.partner_port_state < 0) x.partner_port_state = to_int(read_line(sl + "ad_partner_oper_port_state"), -1);
+    if (x.speed_mbps < 0) {
+      const auto sp = to_i64(read_line(ms + "/speed"), -1);
+      x.speed_mbps = sp > 0 ? sp : -1;
+    }
+    if (x.duplex.empty()) x.duplex = read_line(ms + "/duplex");
+    x.mtu = to_int(read_line(ms + "/mtu"), 0);
+    x.operstate = read_line(ms + "/operstate");
+    ordered.push_back(std::move(x));
+  }
+  if (!ordered.empty()) b.members = std::move(ordered);
+  for (auto& x : b.members) {
+    if (x.duplex.empty()) x.duplex = "unknown";
+  }
+  return b;
+}
+
+bool is_zero_mac(std::string_view mac) {
+  for (char c : mac) {
+    if (c != '0' && c != ':') return false;
+  }
+  return true;
+}
+
+bool bond_hashes(const BondInfo& b) { return b.mode == "802.3ad" || b.mode == "balance-xor"; }
+
+std::vector<std::string> usable_members(const BondInfo& b) {
+  std::vector<std::string> out;
+  for (const auto& m : b.members) {
+    if (m.mii_status != "up") continue;
+    if (b.mode == "802.3ad" && (b.active_aggregator < 0 || m.aggregator_id != b.active_aggregator)) continue;
+    out.push_back(m.name);
+  }
+  return out;
+}
+
+std::vector<std::string> bond_findings(const BondInfo& b, int peers) {
+  std::vector<std::string> f;
+  const std::string who = fmt::format("bond {} ({})", b.name, b.mode.empty() ? "unknown mode" : b.mode);
+  if (b.members.empty()) {
+    f.push_back(fmt::format("{}: has no members", who));
+    return f;
+  }
+  std::set<std::int64_t> speeds;
+  for (const auto& m : b.members) {
+    if (m.mii_status != "up") {
+      f.push_back(fmt::format("{}: member {} is {} (MII status), {} link failures so far", who, m.name,
+                              m.mii_status.empty() ? "in an unknown state" : m.mii_status, m.link_failures));
+    }
+    if (m.speed_mbps > 0) speeds.insert(m.speed_mbps);
+    if (b.mtu > 0 && m.mtu > 0 && m.mtu != b.mtu) {
+      f.push_back(fmt::format("{}: MTU mismatch: bond {} but member {} has {}", who, b.mtu, m.name, m.mtu));
+    }
+  }
+  if (speeds.size() > 1) {
+    std::string list;
+    for (const auto& m : b.members) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", m.name,
+                                                        m.speed_mbps > 0 ? fmt::format("{} Mb/s", m.speed_mbps) : "?");
+    f.push_back(fmt::format("{}: members run at different speeds ({}): hashing spreads flows, not bytes, evenly", who, list));
+  }
+  if (b.mode == "802.3ad") {
+    if (b.active_aggregator < 0) {
+      f.push_back(fmt::format("{}: no active aggregator: LACP has not come up", who));
+    } else {
+      if (is_zero_mac(b.partner_mac)) {
+        f.push_back(fmt::format("{}: no LACP partner (partner MAC {}): the switch side does not run LACP on these ports",
+                                who, b.partner_mac.empty() ? "unknown" : b.partner_mac));
+      }
+      for (const auto& m : b.members) {
+        if (m.aggregator_id != b.active_aggregator) {
+          f.push_back(fmt::format("{}: member {} is outside the active aggregator ({} vs {}): it carries no traffic", who,
+                                  m.name, m.aggregator_id < 0 ? std::string("none") : std::to_string(m.aggregator_id),
+                                  b.active_aggregator));
+        }
+      }
+    }
+  }
+  if (bond_hashes(b) && (b.hash_policy == "layer2" || b.hash_policy.empty()) && peers >= 0 &&
+      peers < static_cast<int>(b.members.size()) * 2) {
+    f.push_back(fmt::format("{}: xmit_hash_policy layer2 hashes by MAC only: with {} peer(s) at most {} of {} members "
+                            "carry this host's transmit traffic",
+                            who, peers, std::min<std::size_t>(static_cast<std::size_t>(std::max(peers, 1)), b.members.size()),
+                            b.members.size()));
+  }
+  return f;
+}
+
+// ---- transmit hash -------------------------------------------------------------------------
+
+std::optional<HashPolicy> parse_hash_policy(std::string_view s) {
+  if (s == "layer2") return HashPolicy::layer2;
+  if (s == "layer2+3") return HashPolicy::layer23;
+  if (s == "layer3+4") return HashPolicy::layer34;
+  if (s == "encap2+3") return HashPolicy::encap23;
+  if (s == "encap3+4") return HashPolicy::encap34;
+  if (s == "vlan+srcmac") return HashPolicy::vlan_srcmac;
+  return std::nullopt;
+}
+
+std::string_view to_string(HashPolicy p) {
+  switch (p) {
+    case HashPolicy::layer2: return "layer2";
+    case HashPolicy::layer23: return "layer2+3";
+    case HashPolicy::layer34: return "layer3+4";
+    case HashPolicy::encap23: return "encap2+3";
+    case HashPolicy::encap34: return "encap3+4";
+    case HashPolicy::vlan_srcmac: return "vlan+srcmac";
+  }
+  return "?";
+}
+
+std::optional<Mac> parse_mac(std::string_view s) {
+  Mac m{};
+  unsigned v[6];
+  if (s.size() != 17 || std::sscanf(std::string(s).c_str(), "%2x:%2x:%2x:%2x:%2x:%2x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < 6; ++i) m[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v[i]);
+  return m;
+}
+
+std::optional<std::uint32_t> bond_xmit_hash(HashPolicy p, const FlowHeaders& h) {
+  if (p == HashPolicy::vlan_srcmac) {
+    // bond_vlan_srcmac_hash, untagged: vendor half xor device half of the source MAC.
+    const std::uint32_t vendor = std::uint32_t{h.src_mac[0]} << 16 | std::uint32_t{h.src_mac[1]} << 8 | h.src_mac[2];
+    const std::uint32_t dev = std::uint32_t{h.src_mac[3]} << 16 | std::uint32_t{h.src_mac[4]} << 8 | h.src_mac[5];
+    return vendor ^ dev;
+  }
+  // Locally sent TCP carries the socket's random flow hash, which encap3+4 uses as is.
+  if (p == HashPolicy::encap34) return std::nullopt;
+  const Addr src = addr_word(h.src_ip);
+  const Addr dst = addr_word(h.dst_ip);
+  if (p == HashPolicy::layer2) return eth_hash(h, src.v6);
+  if (p == HashPolicy::layer23 || p == HashPolicy::encap23) {
+    return ip_hash(eth_hash(h, src.v6), src.word, dst.word, false);
+  }
+  // layer3+4: the 32 bits of the two ports as they sit in the TCP header.
+  const std::uint8_t ports[4] = {static_cast<std::uint8_t>(h.src_port >> 8), static_cast<std::uint8_t>(h.src_port & 0xff),
+                                 static_cast<std::uint8_t>(h.dst_port >> 8), static_cast<std::uint8_t>(h.dst_port & 0xff)};
+  return ip_hash(le32(ports), src.word, dst.word, true);
+}
+
+std::optional<int> predict_member(HashPolicy p, const FlowHeaders& h, int member_count) {
+  if (member_count <= 0) return std::nullopt;
+  const auto hash = bond_xmit_hash(p, h);
+  if (!hash) return std::nullopt;
+  return static_cast<int>(*hash % static_cast<std::uint32_t>(member_count));
+}
+
+bool policy_uses_ports(HashPolicy p) { return p == HashPolicy::layer34; }
+
+std::optional<std::uint16_t> port_for_member(HashPolicy p, FlowHeaders h, int member, int member_count,
+                                             std::uint16_t first, std::uint16_t last,
+                                             const std::vector<std::uint16_t>& taken) {
+  if (!policy_uses_ports(p) || member_count <= 0 || member < 0 || member >= member_count || first > last) {
+    return std::nullopt;
+  }
+  for (std::uint32_t port = first; port <= last; ++port) {
+    if (std::find(taken.begin(), taken.end(), port) != taken.end()) continue;
+    h.src_port = static_cast<std::uint16_t>(port);
+    if (predict_member(p, h, member_count) == member) return h.src_port;
+  }
+  return std::nullopt;
+}
+
+// ---- JSON ----------------------------------------------------------------------------------
+
+nlohmann::json to_json(const BondInfo& b) {
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& m : b.members) {
+    members.push_back({{"name", m.name}, {"mii_status", m.mii_status},
+                       {"speed_mbps", m.speed_mbps >= 0 ? nlohmann::json(m.speed_mbps) : nlohmann::json(nullptr)},
+                       {"duplex", m.duplex}, {"link_failures", m.link_failures}, {"perm_hwaddr", m.perm_hwaddr},
+                       {"aggregator_id", m.aggregator_id}, {"actor_port_state", m.actor_port_state},
+                       {"partner_port_state", m.partner_port_state}, {"mtu", m.mtu}, {"operstate", m.operstate}});
+  }
+  return {{"name", b.name}, {"mode", b.mode}, {"hash_policy", b.hash_policy}, {"mii_status", b.mii_status},
+          {"miimon_ms", b.miimon_ms}, {"updelay_ms", b.updelay_ms}, {"downdelay_ms", b.downdelay_ms},
+          {"arp_interval_ms", b.arp_interval_ms}, {"arp_targets", b.arp_targets}, {"lacp_rate", b.lacp_rate},
+          {"ad_select", b.ad_select}, {"active_slave", b.active_slave}, {"active_aggregator", b.active_aggregator},
+          {"aggregator_ports", b.aggregator_ports}, {"partner_mac", b.partner_mac}, {"mtu", b.mtu}, {"mac", b.mac},
+          {"members", std::move(members)}};
+}
+
+BondInfo bond_from_json(const nlohmann::json& j) {
+  proto::Fields f(j, "bond");
+  BondInfo b;
+  b.name = f.str("name", 64);
+  b.mode = f.str("mode", 32);
+  b.hash_policy = f.str("hash_policy", 32);
+  b.mii_status = f.str("mii_status", 32);
+  b.miimon_ms = static_cast<int>(f.i64("miimon_ms", 0, 1 << 30));
+  b.updelay_ms = static_cast<int>(f.i64("updelay_ms", 0, 1 << 30));
+  b.downdelay_ms = static_cast<int>(f.i64("downdelay_ms", 0, 1 << 30));
+  b.arp_interval_ms = static_cast<int>(f.i64("arp_interval_ms", 0, 1 << 30));
+  b.arp_targets = f.strings("arp_targets", 16, 64);
+  b.lacp_rate = f.str("lacp_rate", 16);
+  b.ad_select = f.str("ad_select", 16);
+  b.active_slave = f.str("active_slave", 64);
+  b.active_aggregator = static_cast<int>(f.i64("active_aggregator", -1, 1 << 16));
+  b.aggregator_ports = static_cast<int>(f.i64("aggregator_ports", 0, 1 << 16));
+  b.partner_mac = f.str("partner_mac", 32);
+  b.mtu = static_cast<int>(f.i64("mtu", 0, 1 << 20));
+  b.mac = f.str("mac", 32);
+  for (const auto& e : f.array("members", 64)) {
+    proto::Fields g(e, "bond.members[]");
+    BondMember m;
+    m.name = g.str("name", 64);
+    m.mii_status = g.str("mii_status", 32);
+    const auto sp = e.find("speed_mbps");
+    if (sp == e.end()) throw ProtocolError("bond.members[].speed_mbps: missing field");
+    m.speed_mbps = sp->is_null() ? -1 : g.i64("speed_mbps", 0, 100'000'000);
+    m.duplex = g.str("duplex", 16);
+    m.link_failures = g.u64("link_failures", 0, ~0ULL);
+    m.perm_hwaddr = g.str("perm_hwaddr", 32);
+    m.aggregator_id = static_cast<int>(g.i64("aggregator_id", -1, 1 << 16));
+    m.actor_port_state = static_cast<int>(g.i64("actor_port_state", -1, 255));
+    m.partner_port_state = static_cast<int>(g.i64("partner_port_state", -1, 255));
+    m.mtu = static_cast<int>(g.i64("mtu", 0, 1 << 20));
+    m.operstate = g.str("operstate", 32);
+    b.members.push_back(std::move(m));
+  }
+  return b;
+}
+
+}  // namespace fabperf

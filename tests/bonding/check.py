@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Checks for tests/bonding/guest.sh: each mode reads fabperf's JSON (and the test's own counter
+and tc readings) and asserts what docs/bonding.md promises. Prints the measured figures."""
+import json
+import sys
+
+import os
+RATE_MBIT = float(os.environ.get("BOND_RATE_MBIT", "5"))
+MTU = 1500
+BEST = RATE_MBIT * 1e6 / 8 * (MTU - 52) / (MTU + 38) / 1e6  # one member's best TCP goodput, MB/s
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def load(p):
+    with open(p) as f:
+        return json.load(f)
+
+
+def node(doc, role):
+    for n in doc["nodes"]:
+        if n["role"] == role:
+            return n
+    fail(f"no {role} node in the result")
+
+
+def bond_of(n, name="bond0"):
+    for b in n.get("bonds", []):
+        if b["bond"] == name:
+            return b
+    fail(f"node {n['node']}: no bond {name} in the result (bonds: {[b['bond'] for b in n.get('bonds', [])]})")
+
+
+def members(b):
+    return {m["member"]: m for m in b["members"]}
+
+
+def counters(path):
+    out = {}
+    for line in open(path):
+        d, r = line.split()
+        out[d] = float(r)
+    return out
+
+
+def check_counters(b, path, what):
+    seen = counters(path)
+    for name, m in members(b).items():
+        ours, theirs = m["tx_mb_per_s"], seen[name]
+        diff = abs(ours - theirs)
+        rel = diff / theirs if theirs > 0 else 0
+        print(f"  {what} {name}: fabperf {ours:.2f} MB/s tx, counters read by the test {theirs:.2f} MB/s "
+              f"({100 * rel:.1f}% apart)")
+        # 3% of the member's rate; an idle member (ARP, LACPDUs) gets a 0.1 MB/s floor.
+        if diff > max(0.03 * theirs, 0.1):
+            fail(f"{what} {name}: fabperf's {ours:.2f} MB/s vs the counters' {theirs:.2f} MB/s: more than 3% apart")
+
+
+def show(b):
+    for m in b["members"]:
+        pf = m.get("predicted_flows")
+        print(f"  {m['member']}: tx {m['tx_mb_per_s']:.2f} MB/s ({m['tx_share_pct']:.1f}%), rx {m['rx_mb_per_s']:.2f} MB/s "
+              f"({m['rx_share_pct']:.1f}%), predicted flows {pf}, MII {m['state_open']}->{m['state_close']}, "
+              f"new link failures {m['link_failures']}")
+    print(f"  bond tx {b['tx_mb_per_s']:.2f} rx {b['rx_mb_per_s']:.2f} MB/s; tx Jain {b['tx_jain']:.3f} "
+          f"({b['tx_members_used']:.2f} links used), rx Jain {b['rx_jain']:.3f}; prediction: {b['prediction']}")
+    for n in b["notes"]:
+        print("  *", n)
+
+
+def inventory(path, mode):
+    doc = load(path)
+    bonds = {b["name"]: b for b in doc["bonds"]}
+    if "bond0" not in bonds:
+        fail(f"fabperf links shows no bond0: {list(bonds)}")
+    b = bonds["bond0"]
+    names = [m["name"] for m in b["members"]]
+    if names != ["m0", "m1"]:
+        fail(f"members {names}, expected m0, m1")
+    if b["mode"] != mode:
+        fail(f"mode {b['mode']}, expected {mode}")
+    for m in b["members"]:
+        if m["mii_status"] != "up" or m["speed_mbps"] != 10000 or m["duplex"] != "full":
+            fail(f"member {m['name']}: {m}")
+    if mode == "802.3ad":
+        if b["hash_policy"] != "layer3+4" or b["lacp_rate"] != "fast":
+            fail(f"policy {b['hash_policy']} lacp_rate {b['lacp_rate']}")
+        if b["aggregator_ports"] != 2 or any(m["aggregator_id"] != b["active_aggregator"] for m in b["members"]):
+            fail(f"members not both in the active aggregator {b['active_aggregator']}: {b}")
+        if set(b["partner_mac"]) <= set("0:"):
+            fail("no LACP partner")
+    else:
+        if b["hash_policy"] != "":
+            fail(f"balance-alb shows a hash policy {b['hash_policy']!r}")
+    if b["findings"]:
+        fail(f"unexpected findings: {b['findings']}")
+    print(f"inventory {mode}: ok ({b['name']}: {', '.join(names)}; aggregator {b['active_aggregator']}, "
+          f"partner {b['partner_mac'] or '-'})")
+
+
+def lacp8(path, counter_path, ports_path):
+    doc = load(path)
+    if not doc["complete"]:
+        fail(f"incomplete: {doc['findings']}")
+    b = bond_of(node(doc, "client"))
+    print("802.3ad layer3+4, 8 flows, --spread-ports (client side):")
+    show(b)
+    for name, m in members(b).items():
+        if not 40 <= m["tx_share_pct"] <= 60:
+            fail(f"{name} carried {m['tx_share_pct']:.1f}% of the bond's bytes (40-60% expected)")
+        if m["predicted_flows"] != 4:
+            fail(f"{name}: {m['predicted_flows']} flows predicted, 4 expected with --spread-ports")
+    agg = doc["aggregate"]["mb_per_s"]
+    print(f"  aggregate {agg:.2f} MB/s payload = {agg / BEST:.2f}x one member's best goodput ({BEST:.2f} MB/s at "
+          f"{RATE_MBIT} Mbit/s, MTU {MTU}); members' wire sum {b['tx_mb_per_s']:.2f} MB/s")
+    if agg < 1.8 * BEST:
+        fail(f"aggregate {agg:.2f} MB/s < 1.8 x {BEST:.2f}")
+    check_counters(b, counter_path, "802.3ad")
+    if b["prediction"] != "agrees":
+        fail(f"prediction: {b['prediction']}")
+    # Truth per flow: the member whose per-port tc counter saw the flow's bytes.
+    seen = {}
+    for line in open(ports_path):
+        dev, port, nbytes = line.split()
+        seen.setdefault(int(port), {})[dev] = int(nbytes)
+    if len(b["flows"]) != 8:
+        fail(f"{len(b['flows'])} flows on the bond, 8 expected")
+    ports = []
+    for f in b["flows"]:
+        port = int(f["local"].rsplit(":", 1)[1])
+        ports.append(port)
+        if not 10000 <= port <= 32767:
+            fail(f"flow {f['local']}: not a --spread-ports port")
+        by_dev = seen.get(port)
+        if not by_dev:
+            fail(f"no tc counter for port {port}")
+        real = max(by_dev, key=by_dev.get)
+        share = by_dev[real] / max(1, sum(by_dev.values()))
+        print(f"  flow {f['local']} -> {f['remote']}: predicted {f['member']}, tc counted {by_dev} -> {real}")
+        if real != f["member"] or share < 0.99:
+            fail(f"flow {f['local']}: predicted {f['member']}, measured {real} ({100 * share:.1f}% of its bytes)")
+    print(f"  ports used: {sorted(ports)}; every flow on its predicted member")
+
+
+def lacpdown(path):
+    doc = load(path)
+    print("802.3ad, member m1 down mid-test:")
+    b = bond_of(node(doc, "client"))
+    show(b)
+    for f in doc["findings"]:
+        print("  !", f)
+    if not doc["complete"]:
+        fail(f"the test did not complete: {doc['findings']}")
+    m = members(b)
+    if m["m1"]["link_failures"] < 1 or m["m1"]["state_close"] != "down":
+        fail(f"m1 not reported failed: {m['m1']}")
+    if not any("member m1 changed during the test" in f for f in doc["findings"]):
+        fail("no finding about m1")
+    iv0, iv1 = m["m0"]["intervals"], m["m1"]["intervals"]
+    first1, last1 = iv1[0]["tx_mb_per_s"], iv1[-1]["tx_mb_per_s"]
+    last0 = iv0[-1]["tx_mb_per_s"]
+    print(f"  m1 tx first/last interval {first1:.2f}/{last1:.2f} MB/s; m0 last {last0:.2f} MB/s")
+    if not (first1 > 0.5 * BEST and last1 < 0.1 * first1 and last0 > 0.8 * BEST):
+        fail("traffic did not move from m1 to m0")
+    errors = [c for c in doc.get("connections", []) if c.get("error")]
+    if errors:
+        fail(f"flows failed: {errors}")
+
+
+def alb(path, counter_path, pairs):
+    doc = load(path)
+    if not doc["complete"]:
+        fail(f"incomplete: {doc['findings']}")
+    cb = bond_of(node(doc, "client"))
+    sb = bond_of(node(doc, "server"))
+    print(f"balance-alb, {pairs} address pair(s): client")
+    show(cb)
+    print("  server")
+    show(sb)
+    print(f"  aggregate {doc['aggregate']['mb_per_s']:.2f} MB/s payload")
+    check_counters(cb, counter_path, "balance-alb")
+    tx = sorted(m["tx_share_pct"] for m in cb["members"])
+    rx = sorted(m["rx_share_pct"] for m in sb["members"])
+    if pairs == 1:
+        if tx[-1] < 90 or rx[-1] < 90:
+            fail(f"one pair should stay on one member each way: client tx {tx}, server rx {rx}")
+        if not any("gives each peer one member" in n for n in cb["notes"]):
+            fail(f"the client's notes do not say why: {cb['notes']}")
+        if not any("answers each peer's ARP" in n for n in sb["notes"]):
+            fail(f"the server's notes do not say why: {sb['notes']}")
+    else:
+        # Receive: balance-alb answers the two client addresses' ARP with different members
+        # (round robin), so both carry. Transmit: each destination gets the least loaded member
+        # when it is first seen, which may be the same one until the 10 s rebalance: reported only.
+        if rx[0] < 20:
+            fail(f"two pairs should use both members on the server's receive side: {rx}")
+        print(f"  client transmit shares {tx} (ALB assigns each destination when first seen)")
+
+
+def compare(path1, path2):
+    for p in (path1, path2):
+        c = load(p)
+        bs = [d for d in c["bonds"] if d["before"] and d["after"]]
+        if not bs:
+            fail(f"{p}: no bond in both runs")
+        for d in bs:
+            print(f"compare {d['node']} {d['bond']}: {d['verdict']}")
+            if d["before"]["mode"] != "802.3ad" or d["after"]["mode"] != "balance-alb" or not d["verdict"]:
+                fail(f"{p}: {d}")
+
+
+mode = sys.argv[1]
+if mode == "inventory-lacp":
+    inventory(sys.argv[2], "802.3ad")
+elif mode == "inventory-alb":
+    inventory(sys.argv[2], "balance-alb")
+elif mode == "lacp8":
+    lacp8(*sys.argv[2:5])
+elif mode == "lacpdown":
+    lacpdown(sys.argv[2])
+elif mode == "alb1":
+    alb(sys.argv[2], sys.argv[3], 1)
+elif mode == "alb2":
+    alb(sys.argv[2], sys.argv[3], 2)
+elif mode == "compare":
+    compare(sys.argv[2], sys.argv[3])
+else:
+    fail(f"unknown check {mode}")

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Runs inside one VM-lab guest (scripts/vm-lab --modules bonding,...): real Linux bonds between
+# network namespaces, every member shaped to 200 Mbit/s (tbf), fabperf agents and coordinators
+# inside the namespaces. One boot covers every variant:
+#   lacp:   802.3ad layer3+4 on two direct veth pairs: inventory; 8 flows with --spread-ports
+#           (shares 40-60%, >= 1.8x one member, members vs counters within 3%, the hash's member
+#           per flow vs tc's per-port counters on each member);
+#   alb:    balance-alb through a bridge "switch" namespace: one address pair -> one member and
+#           fabperf says why; two pairs -> both members carry;
+#   down:   802.3ad again, one member set down mid-test: reported, traffic moved, test complete.
+# Usage: guest.sh FABPERF TESTS_BONDING_DIR. Results, the test's own counter readings and the
+# captured /proc/net/bonding texts go to $VMLAB_RESULTS; test_bonding.sh checks them on the host
+# (check.py), where Python does not have to load over 9p in an emulated CPU.
+set -euo pipefail
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+FABPERF=$1
+HERE=$2  # tests/bonding (the lab runs a copy of this script from its results folder)
+OUT=${VMLAB_RESULTS:?run me through scripts/vm-lab}
+W=/tmp/bondtest
+mkdir -p "$W"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+t0=$(date +%s.%N)
+stamp() { echo "[$(echo "$(date +%s.%N) $t0" | awk '{printf "%6.1fs", $1 - $2}')] $*"; }
+# The host root is shared over 9p without a page cache: every exec of a 49 MB binary reads it
+# again. One stripped copy in the guest's own tmpfs.
+cp "$FABPERF" "$W/fabperf"
+strip --strip-debug "$W/fabperf" 2>/dev/null || true
+FABPERF=$W/fabperf
+
+KEYARGS=()
+if "$FABPERF" keygen "$W/key" >/dev/null 2>&1; then KEYARGS=(--key-file "$W/key"); fi
+# 5 Mbit/s per member: well below what the emulated guest's CPU moves even on a crowded host
+# (7.6 MB/s with 8 flows measured at load 18 on 2 cores; 2.5 MB/s while a second VM ran), so the
+# members, not the CPU, are the limit. NOTES section 9's 200 Mbit/s needs an idle host.
+RATE_MBIT=${BOND_RATE_MBIT:-5}
+RATE=${RATE_MBIT}mbit
+export BOND_RATE_MBIT=$RATE_MBIT
+shape() {  # shape NS DEV...
+  local ns=$1; shift
+  for d in "$@"; do echo "qdisc replace dev $d root tbf rate $RATE burst 32kb latency 100ms"; done | ip netns exec "$ns" tc -b -
+}
+
+agent() {  # agent NS ADDR
+  local ready="$W/ready.$1"
+  ip netns exec "$1" "$FABPERF" agent --listen "$2:6668" --ready-fd 3 --log-level warn "${KEYARGS[@]}" \
+    3>"$ready" 2>>"$OUT/agent-$1.log" &
+  PIDS+=($!)
+  for _ in $(seq 200); do grep -q LISTENING "$ready" 2>/dev/null && return 0; sleep 0.1; done
+  cat "$OUT/agent-$1.log"; fail "agent in $1 did not start"
+}
+
+# --- 802.3ad: two direct wires (a bridge would swallow the LACPDUs) ---------------------------
+stamp "setting up 802.3ad bonds"
+# Batched: every process start is slow in an emulated guest.
+for n in 1 2; do ip netns add L$n; done
+printf 'link add m%s netns L1 type veth peer name m%s netns L2\n' 0 0 1 1 | ip -b -
+for n in 1 2; do
+  ip -n L$n -b - <<B
+link set lo up
+link add bond0 type bond mode 802.3ad miimon 100 lacp_rate fast xmit_hash_policy layer3+4
+link set m0 master bond0
+link set m1 master bond0
+link set bond0 up
+addr add 198.18.10.$n/24 dev bond0
+B
+  shape L$n m0 m1
+done
+lacp_ready() {
+  local t
+  t=$(ip netns exec "$1" cat /proc/net/bonding/bond0)
+  grep -q "Number of ports: 2" <<<"$t" && ! grep -q "Partner Mac Address: 00:00:00:00:00:00" <<<"$t"
+}
+for _ in $(seq 150); do lacp_ready L1 && lacp_ready L2 && break; sleep 0.2; done
+lacp_ready L1 && lacp_ready L2 || { ip netns exec L1 cat /proc/net/bonding/bond0; fail "LACP did not settle in 30 s"; }
+stamp "LACP settled"
+ip netns exec L1 cat /proc/net/bonding/bond0 >"$OUT/proc-8023ad-layer34.txt"
+ip netns exec L1 "$FABPERF" links --json >"$OUT/lacp-links.json"
+ip netns exec L1 "$FABPERF" links >"$OUT/lacp-links.txt"
+cat "$OUT/lacp-links.txt"
+
+agent L1 198.18.10.1
+agent L2 198.18.10.2
+
+# sample_members NS OUTFILE DEV...: the members' tx counters read by the test itself (one
+# process per reading, timestamped there) over 3 s of the steady middle of a run, independent of
+# fabperf's sampling; writes "dev MB/s" lines.
+read_counters() {  # read_counters NS DEV...: "time bytes bytes..."
+  local ns=$1; shift
+  local files=()
+  for d in "$@"; do files+=("/sys/class/net/$d/statistics/tx_bytes"); done
+  ip netns exec "$ns" sh -c 'a=$(date +%s.%N); c=$(cat "$@" | tr "\n" " "); b=$(date +%s.%N); echo "$a $b $c"' sh "${files[@]}"
+}
+sample_members() {
+  local ns=$1 out=$2; shift 2
+  local first second
+  first=$(read_counters "$ns" "$@")
+  sleep 3
+  second=$(read_counters "$ns" "$@")
+  # "dev MB/s" per member; times are the middle of each reading.
+  local i=3
+  : >"$out"
+  for d in "$@"; do
+    echo "$first|$second" | awk -F'|' -v i=$i -v d="$d" '{split($1, a, " "); split($2, b, " ");
+      printf "%s %.6f\n", d, (b[i] - a[i]) / ((b[1] + b[2]) / 2 - (a[1] + a[2]) / 2) / 1e6}' >>"$out"
+    i=$((i + 1))
+  done
+}
+
+# wait_flows NS N: until N data connections (source ports 10000-32767: --spread-ports) are up.
+wait_flows() {
+  for _ in $(seq 200); do
+    local c
+    c=$(ip netns exec "$1" ss -Htn state established '( sport >= :10000 and sport <= :32767 )' | wc -l)
+    [ "$c" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  fail "the $2 data connections did not come up in $1"
+}
+
+# Per-port egress counters on each member (tc clsact + u32, one filter per source port): which
+# member really carried each flow.
+port_filters() {  # port_filters NS DEV...
+  local ns=$1; shift
+  local ports
+  ports=$(ip netns exec "$ns" ss -Htn state established '( sport >= :10000 and sport <= :32767 )' | awk '{print $3}' | sed 's/.*://' | sort -u)
+  for d in "$@"; do
+    echo "qdisc replace dev $d clsact"
+    local prio=1
+    for p in $ports; do
+      echo "filter add dev $d egress prio $prio protocol ip u32 match ip sport $p 0xffff action ok"
+      prio=$((prio + 1))
+    done
+  done | ip netns exec "$ns" tc -b -
+  echo "$ports" >"$W/ports.$ns"
+}
+port_counts() {  # port_counts NS OUTFILE DEV...: "dev port bytes" lines
+  local ns=$1 out=$2; shift 2
+  : >"$out"
+  for d in "$@"; do
+    local prio=1
+    for p in $(cat "$W/ports.$ns"); do
+      local bytes
+      bytes=$(ip netns exec "$ns" tc -s filter show dev "$d" egress prio $prio | awk '/Sent/{print $2; exit}')
+      echo "$d $p ${bytes:-0}" >>"$out"
+      prio=$((prio + 1))
+    done
+  done
+}
+
+# Long enough that the slow emulated guest installs its per-port tc counters and reads the
+# members' counters while the flows still run; the window excludes the first 6 s.
+RUN=(--mode stream --buffsize 64K --time 16 --warmup 6 --cooldown 1 --interval 1 "${KEYARGS[@]}")
+
+stamp "802.3ad: 8 flows with --spread-ports"
+ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports "${RUN[@]}" \
+  --json "$OUT/lacp8.json" >"$OUT/lacp8.out" 2>&1 &
+run_pid=$!
+wait_flows L1 8
+port_filters L1 m0 m1
+sample_members L1 "$W/lacp8.counters" m0 m1
+wait $run_pid || { cat "$OUT/lacp8.out"; fail "fabperf run (802.3ad, 8 flows) exited $?"; }
+port_counts L1 "$W/lacp8.ports" m0 m1
+cp "$W/lacp8.counters" "$OUT/lacp8.counters"; cp "$W/lacp8.ports" "$OUT/lacp8.ports"
+
+# --- 802.3ad: a member goes down mid-test ---------------------------------------------------
+stamp "802.3ad: member m1 down mid-test"
+ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports "${RUN[@]}" \
+  --json "$OUT/lacpdown.json" >"$OUT/lacpdown.out" 2>&1 &
+run_pid=$!
+wait_flows L1 8
+sleep 9
+ip -n L1 link set m1 down
+stamp "m1 set down"
+set +e
+wait $run_pid
+rc=$?
+set -e
+cat "$OUT/lacpdown.out"
+[ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "fabperf run (member down) exited $rc"
+ip netns exec L1 cat /proc/net/bonding/bond0 >"$OUT/proc-8023ad-member-down.txt"
+for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+PIDS=()
+
+# --- balance-alb: a bridge "switch" in a third namespace ------------------------------------
+stamp "setting up balance-alb bonds behind a bridge"
+ip netns add AS; ip -n AS link set lo up
+ip -n AS link add br0 type bridge
+ip -n AS link set br0 up
+for n in 1 2; do
+  ip netns add A$n; ip -n A$n link set lo up
+  printf "link add m%s netns A$n type veth peer name s${n}m%s netns AS\n" 0 0 1 1 | ip -b -
+  ip -n AS -b - <<B
+link set s${n}m0 master br0
+link set s${n}m1 master br0
+link set s${n}m0 up
+link set s${n}m1 up
+B
+  ip -n A$n -b - <<B
+link add bond0 type bond mode balance-alb miimon 100
+link set m0 master bond0
+link set m1 master bond0
+B
+  shape A$n m0 m1
+  shape AS s${n}m0 s${n}m1
+  ip -n A$n link set bond0 up
+  # The same addresses as the 802.3ad pair (other namespaces): the two results compare node by node.
+  ip -n A$n addr add 198.18.10.$n/24 dev bond0
+  ip -n A$n addr add 198.18.10.1$n/24 dev bond0
+done
+for _ in $(seq 100); do ip netns exec A1 /bin/busybox ping -c1 -W1 198.18.10.2 >/dev/null 2>&1 && break; sleep 0.2; done
+ip netns exec A1 /bin/busybox ping -c1 -W2 198.18.10.12 >/dev/null || fail "no path through the bridge between the ALB bonds"
+stamp "ALB ready"
+ip netns exec A1 cat /proc/net/bonding/bond0 >"$OUT/proc-balance-alb.txt"
+ip netns exec A1 "$FABPERF" links --json >"$OUT/alb-links.json"
+agent A1 198.18.10.1
+agent A2 198.18.10.2
+
+stamp "balance-alb: one address pair"
+ip netns exec A1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 "${RUN[@]}" \
+  --json "$OUT/alb1.json" >"$OUT/alb1.out" 2>&1 &
+run_pid=$!
+sleep 7
+sample_members A1 "$W/alb1.counters" m0 m1
+wait $run_pid || { cat "$OUT/alb1.out"; fail "fabperf run (alb, one pair) exited $?"; }
+cp "$W/alb1.counters" "$OUT/alb1.counters"
+
+stamp "balance-alb: two address pairs"
+ip netns exec A1 "$FABPERF" run --servers 198.18.10.2@198.18.10.2+198.18.10.12 --clients 198.18.10.1@198.18.10.1+198.18.10.11 \
+  --parallel 8 "${RUN[@]}" --json "$OUT/alb2.json" >"$OUT/alb2.out" 2>&1 &
+run_pid=$!
+sleep 7
+sample_members A1 "$W/alb2.counters" m0 m1
+wait $run_pid || { cat "$OUT/alb2.out"; fail "fabperf run (alb, two pairs) exited $?"; }
+cp "$W/alb2.counters" "$OUT/alb2.counters"
+
+# The comparison workflow: the same test on both bonds, side by side.
+for v in alb1 alb2; do
+  "$FABPERF" compare "$OUT/lacp8.json" "$OUT/$v.json" --json "$OUT/compare-$v.json" >"$OUT/compare-$v.txt" 2>&1 || true
+done
+stamp "all variants ran; the host checks the results (check.py)"
