@@ -119,12 +119,14 @@ for mode in stream rpc; do
   run_case write "$mode" send
 done
 check_cases
-# Peer dies mid-test: kill the server agent 2 s into a 6 s run; the run must end by itself,
+# Peer dies mid-test: kill the server agent 2 s after set-up, in a 6 s run; the run must end by itself,
 # exit 3 and report the lost node, with what was measured kept.
 timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 6 \
-  --buffsize 64K --json "$W/dies.json" >"$W/dies.out" 2>&1 &
+  --buffsize 64K --json "$W/dies.json" --log-level info >"$W/dies.out" 2>&1 &
 RUN=$!
-sleep 3
+# Kill only once the test runs: a fixed delay hit the set-up instead on a loaded host.
+for _ in $(seq 1 600); do grep -q 'agents set up' "$W/dies.out" 2>/dev/null && break; sleep 0.1; done
+sleep 2
 kill -KILL "$SRV_PID"
 t0=$(date +%s)
 wait $RUN; rc=$?
