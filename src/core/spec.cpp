@@ -98,7 +98,10 @@ TestSpec TestSpec::make(const SpecParams& p) {
   }
   s.skip_rx_copy_ = p.skip_rx_copy.value_or(false);
   s.zerocopy_ = p.zerocopy.value_or(false);
-  s.sendfile_ = p.sendfile.value_or(false);
+  // Unset = auto: TCP stream senders use sendfile(2) (no copy from user space: the single-flow
+  // figure is otherwise bound by the sender's copy, docs/performance.md); rpc senders and
+  // --zerocopy keep send(2).
+  s.sendfile_ = p.sendfile.value_or(s.mode_ == Mode::stream && s.transport_ == Transport::tcp && !s.zerocopy_);
   if (s.sendfile_ && s.zerocopy_) throw UsageError("--send-method: sendfile and zerocopy are alternatives, choose one");
   if (s.sendfile_ && s.mode_ != Mode::stream) throw UsageError("--send-method sendfile: stream mode only (--mode stream)");
   s.congestion_ = p.congestion.value_or("");

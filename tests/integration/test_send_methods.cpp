@@ -21,6 +21,20 @@ TEST(SendMethod, SendfileFromAMemfdDeliversVerifiedBytes) {
   EXPECT_GT(doc.at("aggregate").at("bytes").get<std::uint64_t>(), 10'000'000u) << doc.at("aggregate").dump();
 }
 
+TEST(SendMethod, StreamModeDefaultsToSendfileAndWriteCanBeChosen) {
+  for (const auto& [method, want] : {std::pair<const char*, bool>{"auto", true}, {"write", false}}) {
+    const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--send-method", method, "--time", "1",
+                                "--buffsize", "256K", "--verify", "--json", "-"}, 60s);
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    const json doc = json::parse(r.out);
+    EXPECT_EQ(doc.at("settings").at("sendfile").get<bool>(), want) << method;
+    EXPECT_EQ(doc.at("verify").at("errors").get<std::uint64_t>(), 0u) << method;
+  }
+  const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--time", "1", "--buffsize", "256K"}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("send method sendfile"), std::string::npos) << r.out;
+}
+
 TEST(SendMethod, BadCombinationsAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;

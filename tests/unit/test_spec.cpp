@@ -304,6 +304,23 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   EXPECT_THROW(spec_from_json(j), ProtocolError);
 }
 
+TEST(SpecTuning, SendMethodAutoIsSendfileForTcpStreamsOnly) {
+  SpecParams p;
+  EXPECT_FALSE(TestSpec::make(p).sendfile());  // rpc (the default mode)
+  p.mode = Mode::stream;
+  EXPECT_TRUE(TestSpec::make(p).sendfile());
+  SpecParams z = p;
+  z.zerocopy = true;
+  EXPECT_FALSE(TestSpec::make(z).sendfile());
+  EXPECT_TRUE(TestSpec::make(z).zerocopy());
+  SpecParams w = p;
+  w.sendfile = false;  // --send-method write
+  EXPECT_FALSE(TestSpec::make(w).sendfile());
+  SpecParams r = p;
+  r.transport = Transport::rdma;
+  EXPECT_FALSE(TestSpec::make(r).sendfile());
+}
+
 TEST(SpecTuning, SendfileIsAStreamModeAlternativeToZerocopy) {
   SpecParams p;
   p.mode = Mode::stream;
