@@ -266,7 +266,7 @@ int cmd_run(int argc, char** argv) {
   o.add_options("tuning")
     ("skip-rx-copy", "receivers discard data in the kernel (MSG_TRUNC) instead of copying it")
     ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped); the same as --send-method zerocopy")
-    ("send-method", "stream senders: auto (sendfile in TCP stream mode), write (send from a buffer), zerocopy (MSG_ZEROCOPY) or sendfile (from a memfd)",
+    ("send-method", "TCP senders: auto (= sendfile unless --zerocopy), write (send from a buffer), zerocopy (MSG_ZEROCOPY, stream mode) or sendfile (from a memfd)",
      cxxopts::value<std::string>()->default_value("auto"))
     ("congestion", "TCP congestion control, e.g. cubic or bbr", cxxopts::value<std::string>())
     ("rate", "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", cxxopts::value<std::string>())

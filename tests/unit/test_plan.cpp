@@ -170,8 +170,8 @@ kpis = { profile = "ibm-readiness", min-pair-mbps = 10 }
   EXPECT_EQ(p.tests[0].spec.buffsize(), 1u << 20);
   EXPECT_EQ(p.tests[0].spec.mode(), Mode::stream);
   EXPECT_EQ(p.tests[1].spec.mode(), Mode::rpc);
-  EXPECT_TRUE(p.tests[0].spec.sendfile());  // send-method auto in stream mode
-  EXPECT_FALSE(p.tests[1].spec.sendfile());
+  EXPECT_TRUE(p.tests[0].spec.sendfile());  // send-method auto: sendfile in both modes
+  EXPECT_TRUE(p.tests[1].spec.sendfile());
   EXPECT_EQ(*p.tests[1].kpis.min_node_mbps, 2000);
   EXPECT_EQ(*p.tests[1].kpis.min_spread, 0.79);
   EXPECT_EQ(*p.tests[1].kpis.min_pair_mbps, 10);
