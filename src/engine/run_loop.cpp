@@ -73,6 +73,10 @@ void RunContext::release_start() noexcept {
   started_.notify_all();
 }
 
+void RunContext::note_drain_progress() const noexcept {
+  drain_progress_ns_.store(mono_now_ns(), std::memory_order_relaxed);
+}
+
 void RunContext::request_stop() noexcept {
   stop_.store(true, std::memory_order_relaxed);
   std::lock_guard lk(mu_);
@@ -358,6 +362,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     ctx.release_start();
     if (ctx.sleep_until(s.window_open)) {
       open = take_snapshot(flows, true);
+      r.window_open_unix_ns = wall_now_ns() - (mono_now_ns() - open.t);
       sample_links(r.links, 0);
       threads = ctx.threads();
       for (const auto& t : threads) thread_cpu_open.push_back(thread_cpu_s(t.tid));

@@ -174,6 +174,7 @@ Report compute_report(const RunRecord& run) {
         r.findings.push_back(fmt::format("node {} stopped early: {}", n.name, a.abort_reason));
       }
       nr.window_s = a.window_s > 0 ? a.window_s : nominal_window;
+      nr.window_open_unix_s = static_cast<double>(a.window_open_unix_ns) / 1e9;
       nr.cpu_busy_pct = a.cpu_busy_pct;
       nr.retrans_segs = a.retrans_segs;
       nr.process_cpu_s = a.process_cpu_s;
@@ -325,6 +326,7 @@ Report compute_report(const RunRecord& run) {
     r.delay = summarize(all_delay);
     r.delay_histogram = all_delay;
   }
+  explain_alb_receive(run, r);
   if (r.interrupted) r.findings.insert(r.findings.begin(), "test interrupted by the user: results cover the time measured");
   return r;
 }

@@ -19,11 +19,12 @@ if [ $rc -eq 0 ]; then
   chk() { python3 "$TOP/tests/bonding/check.py" "$@" || rc=1; }
   export BOND_RATE_MBIT=${BOND_RATE_MBIT:-5}
   chk inventory-lacp "$RES/lacp-links.json"
-  chk lacp8 "$RES/lacp8.json" "$RES/lacp8.counters" "$RES/lacp8.ports"
+  chk lacp8 "$RES/lacp8.json" "$RES/lacp8.samples" "$RES/lacp8.ports"
   chk lacpdown "$RES/lacpdown.json"
+  chk preflight "$RES/preflight-down.out"
   chk inventory-alb "$RES/alb-links.json"
-  chk alb1 "$RES/alb1.json" "$RES/alb1.counters"
-  chk alb2 "$RES/alb2.json" "$RES/alb2.counters"
+  chk alb1 "$RES/alb1.json" "$RES"
+  chk alb2 "$RES/alb2.json" "$RES"
   chk compare "$RES/compare-alb1.json" "$RES/compare-alb2.json"
 fi
 echo "bonding VM: $vm_s s for the guest (boot + every variant)"
