@@ -209,12 +209,19 @@ cp "$W/lacp8.ports" "$OUT/lacp8.ports"
 
 # --- 802.3ad: a member goes down mid-test ---------------------------------------------------
 stamp "802.3ad: member m1 down mid-test"
-ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports "${RUN[@]}" \
+# The member goes down through an `ip` that is already running (a process start takes seconds in
+# a busy emulated guest): 8 s after the flows are up, inside the window of a 24 s test (6..23 s).
+mkfifo "$W/down"
+ip -n L1 -b "$W/down" &
+down_pid=$!
+ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports \
+  --mode stream --buffsize 64K --time 24 --warmup 6 --cooldown 1 --interval 1 "${KEYARGS[@]}" \
   --json "$OUT/lacpdown.json" >"$OUT/lacpdown.out" 2>&1 &
 run_pid=$!
 wait_flows L1 8
-sleep 9
-ip -n L1 link set m1 down
+read -r -t 8 _ <>"$TICK" || :
+echo "link set m1 down" >"$W/down"
+wait $down_pid
 stamp "m1 set down"
 set +e
 wait $run_pid
