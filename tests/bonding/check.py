@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-RATE_MBIT = float(os.environ.get("BOND_RATE_MBIT", "5"))
+RATE_MBIT = float(os.environ.get("BOND_RATE_MBIT", "3"))
 MTU = 1500
 BEST = RATE_MBIT * 1e6 / 8 * (MTU - 52) / (MTU + 38) / 1e6  # one member's best TCP goodput, MB/s
 
@@ -56,7 +56,7 @@ def counter_at(rows, t, dev, k):
     """Counter k (0 tx, 1 rx) of dev at time t, interpolated between the two samples around it."""
     for (t0, a), (t1, b) in zip(rows, rows[1:]):
         if t0 <= t <= t1:
-            if t1 - t0 > 1.0:
+            if t1 - t0 > 2.5:  # every 0.2 s when the guest is idle; far apart on a starved one
                 fail(f"the samples around {t:.2f} are {t1 - t0:.2f} s apart (the sampler stalled)")
             x0, x1 = a[dev][k], b[dev][k]
             return x0 + (x1 - x0) * (t - t0) / (t1 - t0) if t1 > t0 else x0
