@@ -225,16 +225,16 @@ bool reap_zerocopy(int fd) {
   return zero;
 }
 
-// Sends all of [p, p+n); returns bytes sent. Gives up at the hard deadline or on abort, or when
-// stop_early says so (stream senders may stop mid-buffer; rpc senders must finish the block).
-template <typename Count>
-bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | flags);
+// Writes n bytes with op(done) (one send/sendfile call for the bytes after `done`), retrying
+// ticks. Gives up at the hard deadline or on abort: an rpc sender must finish its block.
+template <typename Op, typename Count>
+bool write_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op&& op) {
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t k = op(done);
     if (k > 0) {
       count(static_cast<std::uint64_t>(k));
-      p += k;
-      n -= static_cast<std::size_t>(k);
+      done += static_cast<std::size_t>(k);
       continue;
     }
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -250,29 +250,20 @@ bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ct
   return true;
 }
 
+template <typename Count>
+bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
+  return write_all(n, ctx, count, err, [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
+}
+
 // Sends one whole rpc block: with sendfile(2) from the memfd holding the pattern when there is
 // one (no copy from user space), else from the pattern buffer.
 template <typename Count>
 bool send_block(int fd, int memfd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err) {
   if (memfd < 0) return send_all(fd, p, n, ctx, count, err);
-  off_t pos = 0;
-  while (static_cast<std::size_t>(pos) < n) {
-    const ssize_t k = ::sendfile(fd, memfd, &pos, n - static_cast<std::size_t>(pos));  // advances pos
-    if (k > 0) {
-      count(static_cast<std::uint64_t>(k));
-      continue;
-    }
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
-        err = ETIMEDOUT;
-        return false;
-      }
-      continue;
-    }
-    err = k < 0 ? errno : EPIPE;
-    return false;
-  }
-  return true;
+  return write_all(n, ctx, count, err, [&](std::size_t done) {
+    off_t pos = static_cast<off_t>(done);
+    return ::sendfile(fd, memfd, &pos, n - done);
+  });
 }
 
 // Receives exactly n bytes. Returns 1 on success, 0 on a clean EOF before the first byte, -1 on
