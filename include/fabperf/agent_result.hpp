@@ -96,6 +96,9 @@ struct AgentResult {
   bool aborted{false};
   std::string abort_reason;
   double window_s{0};          // the window as this agent's clock measured it
+  // The window's open on this agent's wall clock (Unix ns; 0 unknown): lets counters read
+  // elsewhere (a switch, monitoring, a test) be compared over exactly fabperf's window.
+  std::int64_t window_open_unix_ns{0};
   double cpu_busy_pct{0};      // whole host, /proc/stat over the window
   std::int64_t retrans_segs{-1};  // host TCP RetransSegs delta over the window; -1 unknown
   double process_cpu_s{0};     // this agent's own CPU time over the window

@@ -78,6 +78,16 @@ std::vector<std::string> usable_members(const BondInfo& b);
 // <0 unknown).
 std::vector<std::string> bond_findings(const BondInfo& b, int peers = -1);
 
+// The same checks with what to do about each (pre-flight names the node, the bond and the fix).
+// `serious`: the bond would carry less than it should (a member down or not aggregated, no LACP
+// partner), so a test on it measures the fault, not the fabric.
+struct BondCheck {
+  std::string what;
+  std::string fix;
+  bool serious{false};
+};
+std::vector<BondCheck> bond_checks(const BondInfo& b, int peers = -1);
+
 // ---- transmit hash -------------------------------------------------------------------------
 
 enum class HashPolicy { layer2, layer23, layer34, encap23, encap34, vlan_srcmac };

@@ -99,9 +99,20 @@ class RunContext {
   [[nodiscard]] bool in_window(std::int64_t t) const noexcept {
     return t >= schedule_.window_open && t < schedule_.window_close;
   }
-  // Past this instant no data thread may still be running; peers that stall are abandoned.
-  [[nodiscard]] std::int64_t hard_deadline() const noexcept { return schedule_.end_at + kGraceNs; }
+  // Past this instant no data thread may still be running; peers that stall are abandoned. After
+  // end_at the flows drain what the kernel still holds, which takes seconds on a slow or shaped
+  // link (or a bond that lost a member): every sign of progress there moves the deadline on by
+  // kGraceNs, up to kMaxDrainNs after end_at. Cutting a connection that still delivers makes the
+  // kernel answer the data in flight with resets: a normal end of test must not look like that.
+  [[nodiscard]] std::int64_t hard_deadline() const noexcept {
+    const std::int64_t p = drain_progress_ns_.load(std::memory_order_relaxed);
+    const std::int64_t moved = (p > schedule_.end_at ? p : schedule_.end_at) + kGraceNs;
+    return moved < schedule_.end_at + kMaxDrainNs ? moved : schedule_.end_at + kMaxDrainNs;
+  }
   static constexpr std::int64_t kGraceNs = 3'000'000'000;
+  static constexpr std::int64_t kMaxDrainNs = 60'000'000'000;
+  // Data threads past the stop: bytes still moved (received, or left the send queue).
+  void note_drain_progress() const noexcept;
 
   // Driver side.
   void set_schedule(const Schedule& s) { schedule_ = s; }
@@ -138,6 +149,7 @@ class RunContext {
   std::vector<std::unique_ptr<LatencyHistogram>> histograms_;
   LatencyHistogram delay_;  // written by the one probe thread, read after it was joined
   std::atomic<bool> has_delay_{false};
+  mutable std::atomic<std::int64_t> drain_progress_ns_{0};
   std::vector<std::string> warnings_;
   std::vector<ThreadEntry> threads_;
   std::vector<int> cpus_;

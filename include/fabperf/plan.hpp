@@ -185,6 +185,10 @@ struct PreflightLimits {
 std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
                                         const std::map<std::string, std::string>& names,
                                         const PreflightLimits& lim);
+// Bond sanity (bond_checks) of every bond the probe's flows used, on every agent: one finding per
+// problem naming the node and the bond ("n1/bond0"), what is wrong and the fix; serious ones (a
+// member down or outside the aggregator, no LACP partner) are errors. Part of preflight_findings.
+std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names);
 // The probe's settings: stream writes, one connection per pair and link (connection c of a pair
 // uses link c mod L, so every link is probed), short.
 TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links);

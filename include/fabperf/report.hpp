@@ -145,6 +145,7 @@ struct NodeReport {
   std::string error;
   bool aborted{false};
   double window_s{0};
+  double window_open_unix_s{0};  // the agent's wall clock at the window's open; 0 unknown
   double tx_mb_per_s{0};
   double rx_mb_per_s{0};
   double cpu_busy_pct{0};
@@ -240,6 +241,13 @@ class ReportBuilder {
 // must see (members outside the aggregator, link failures during the test, prediction mismatch).
 BondReport bond_report(const BondResult& b, const AgentResult& a, const std::string& node,
                        std::vector<std::string>& findings);
+// balance-alb receive side: which member each of a bond's addresses reaches, by the MACs the
+// peers' ARP tables hold for it (their bond results carry them); a note on the bond's report.
+// `nodes`: the run's nodes, or any subset holding every node that has a bond.
+void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r);
+// True when the node's report has a balance-alb bond: its notes need every peer's result, so a
+// streamed result writes its section last (src/report/result_stream.cpp).
+bool needs_peer_results(const NodeReport& n);
 // Jain's fairness index of xs: (sum x)^2 / (n * sum x^2); 0 for an empty or all-zero list.
 double jain_index(const std::vector<double>& xs);
 

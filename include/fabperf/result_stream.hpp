@@ -3,7 +3,8 @@
 // node's section and flushes it, and spools the node's connections to an unlinked temporary file
 // beside FILE; finish() appends `connections`, `pairs` and the summary keys. Memory holds one
 // report per node and the pairs' accumulators, never the connections nor the document, and a
-// coordinator killed while collecting leaves the header and every node section written so far.
+// coordinator killed while collecting leaves the header and every node section written so far
+// (a node with a balance-alb bond is written at finish(): its notes need the peers' ARP tables).
 // The finished file parses to the same JSON value as render_json(compute_report(run)) (nodes in
 // index order; connections grouped by node in the order results arrived).
 #pragma once
@@ -38,6 +39,7 @@ class ResultStream final : public ResultSink {
 
  private:
   void write(std::FILE* f, const std::string& text) noexcept;
+  void write_node(const NodeReport& nr) noexcept;
   void fail(int err) noexcept;
 
   std::string path_;
@@ -46,6 +48,7 @@ class ResultStream final : public ResultSink {
   std::FILE* spool_{nullptr};  // the connections until finish(); null: they stay in memory
   std::optional<ReportBuilder> builder_;
   std::vector<ConnReport> conns_;  // kept: keep_connections, or no spool
+  std::vector<std::uint32_t> deferred_;  // balance-alb nodes: written at finish()
   bool started_{false};
   bool first_node_{true};
   bool first_conn_{true};

@@ -73,6 +73,10 @@ void RunContext::release_start() noexcept {
   started_.notify_all();
 }
 
+void RunContext::note_drain_progress() const noexcept {
+  drain_progress_ns_.store(mono_now_ns(), std::memory_order_relaxed);
+}
+
 void RunContext::request_stop() noexcept {
   stop_.store(true, std::memory_order_relaxed);
   std::lock_guard lk(mu_);
@@ -261,10 +265,16 @@ std::vector<int> numa_cpus(const std::vector<LinkResult>& links) {
   return {};
 }
 
-void sample_links(std::vector<LinkResult>& links, std::int64_t t_ns) {
+// Each link's counters are stamped when they are read (from the window's open at open_t): on a
+// busy host the reads of one sample spread over many milliseconds, and a rate over a window
+// whose edges were read late by different amounts would be off by that difference.
+void sample_links(std::vector<LinkResult>& links, std::int64_t open_t) {
   for (auto& l : links) {
     if (l.vanished) continue;
-    LinkSample s{t_ns, read_link_counters(l.info.name)};
+    const std::int64_t before = mono_now_ns();
+    const LinkCounters c = read_link_counters(l.info.name);
+    const std::int64_t after = mono_now_ns();
+    LinkSample s{before + (after - before) / 2 - open_t, c};
     if (!s.counters.present) l.vanished = true;
     l.samples.push_back(s);
   }
@@ -358,7 +368,8 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     ctx.release_start();
     if (ctx.sleep_until(s.window_open)) {
       open = take_snapshot(flows, true);
-      sample_links(r.links, 0);
+      r.window_open_unix_ns = wall_now_ns() - (mono_now_ns() - open.t);
+      sample_links(r.links, open.t);
       threads = ctx.threads();
       for (const auto& t : threads) thread_cpu_open.push_back(thread_cpu_s(t.tid));
       have_open = true;
@@ -367,14 +378,14 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
       for (std::int64_t t = s.window_open + s.interval_ns; t < s.window_close && !ctx.aborted(); t += s.interval_ns) {
         if (!ctx.sleep_until(t)) break;
         Snapshot cur = take_snapshot(flows, false);
-        sample_links(r.links, cur.t - open.t);
+        sample_links(r.links, open.t);
         r.intervals.push_back({cur.t - open.t, sum(cur.tx) - sum(prev.tx), sum(cur.rx) - sum(prev.rx)});
         prev = std::move(cur);
       }
       if (ctx.sleep_until(s.window_close)) {
         close = take_snapshot(flows, true);
         have_close = true;
-        sample_links(r.links, close.t - open.t);
+        sample_links(r.links, open.t);
         for (auto& b : r.bonds) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
         for (std::size_t i = 0; i < threads.size(); ++i) {
           const double c = thread_cpu_s(threads[i].tid);
@@ -411,7 +422,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     if (!have_open) {
       open = close;
     } else {
-      sample_links(r.links, close.t - open.t);
+      sample_links(r.links, open.t);
     }
   }
   for (auto& b : r.bonds) {

@@ -1,5 +1,6 @@
 // Pre-flight: what a short all-to-all probe test says about the fabric before hours of testing.
 // Every finding names the node (or pair, or link) and the fix.
+#include <fabperf/bonding.hpp>
 #include <fabperf/plan.hpp>
 #include <fabperf/units.hpp>
 
@@ -208,8 +209,39 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
       out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", *hi - *lo), ""});
     }
   }
+  // Bonds: every agent's, with the fix. The report repeats them among its own findings.
+  const auto bonds = preflight_bond_findings(probe, names);
+  out.insert(out.end(), bonds.begin(), bonds.end());
   // Whatever else the report found (jumbo mismatch, setup warnings, clamps) is worth seeing too.
-  for (const auto& f : report.findings) out.push_back({"warning", "", f, ""});
+  for (const auto& f : report.findings) {
+    const bool dup = std::any_of(bonds.begin(), bonds.end(), [&](const Finding& b) { return f.find(b.what) != std::string::npos; });
+    if (!dup) out.push_back({"warning", "", f, ""});
+  }
+  return out;
+}
+
+std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names) {
+  std::vector<Finding> out;
+  std::size_t bonds = 0;
+  for (const auto& n : probe.nodes) {
+    if (!n.result) continue;
+    const auto it = names.find(n.name);
+    const std::string who = it == names.end() ? n.name : it->second;
+    for (const auto& b : n.result->bonds) {
+      ++bonds;
+      // The peers this node's probe flows reach through the bond (layer2 hashing needs several).
+      std::set<std::string> peers;
+      for (const auto& f : n.result->flows) {
+        if (f.iface == b.at_open.name && f.op != FlowOp::probe) peers.insert(f.remote.substr(0, f.remote.rfind(':')));
+      }
+      for (const auto& c : bond_checks(b.at_open, static_cast<int>(peers.size()))) {
+        out.push_back({c.serious ? "error" : "warning", who + "/" + b.at_open.name, c.what, fmt::format("on {}: {}", who, c.fix)});
+      }
+    }
+  }
+  if (bonds > 0 && out.empty()) {
+    out.push_back({"ok", "", fmt::format("{} bond(s) on the test interfaces pass the bond checks (members up, one speed, MTU as the bond, LACP partner and one aggregator where 802.3ad)", bonds), ""});
+  }
   return out;
 }
 

@@ -328,6 +328,64 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
   return br;
 }
 
+bool needs_peer_results(const NodeReport& n) {
+  return std::any_of(n.bonds.begin(), n.bonds.end(), [](const BondReport& b) { return b.mode == "balance-alb"; });
+}
+
+void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
+  for (const auto& n : nodes) {
+    if (!n.result) continue;
+    for (const auto& b : n.result->bonds) {
+      const BondInfo& bond = b.at_open;
+      if (bond.mode != "balance-alb") continue;
+      std::set<std::string> mine;  // this bond's addresses the test's flows used
+      for (const auto& f : n.result->flows) {
+        std::string ip;
+        std::uint16_t port = 0;
+        if (f.iface == bond.name && f.op != FlowOp::probe && split_endpoint(f.local, ip, port)) mine.insert(ip);
+      }
+      // Each peer's ARP entry for one of these addresses is the member its traffic arrives on.
+      std::set<std::string> told, members;
+      for (const auto& m : nodes) {
+        if (m.index == n.index || !m.result) continue;
+        for (const auto& pb : m.result->bonds) {
+          for (const auto& [ip, mac] : pb.neighbors) {
+            if (!mine.count(ip)) continue;
+            std::string who;
+            for (const auto& x : bond.members) {
+              if (!x.perm_hwaddr.empty() && x.perm_hwaddr == mac) who = x.name;
+            }
+            if (who.empty()) who = mac == bond.mac && !bond.active_slave.empty() ? bond.active_slave : "MAC " + mac;
+            members.insert(who);
+            told.insert(fmt::format("{} -> {} (at {})", ip, who, m.name));
+          }
+        }
+      }
+      if (told.empty()) continue;
+      std::string verdict;
+      if (members.size() == 1 && mine.size() >= 2) {
+        verdict = fmt::format("every address of this bond reaches {} only, so its receive side cannot spread: the peers "
+                              "learned one MAC for all of them (ARP answered before the bond had all its members, or "
+                              "asked from a single peer address)",
+                              *members.begin());
+      } else if (members.size() == 1) {
+        verdict = fmt::format("one address, one member ({}): more address pairs let balance-alb spread the receive side",
+                              *members.begin());
+      } else {
+        verdict = fmt::format("{} members receive", members.size());
+      }
+      for (auto& nr : r.nodes) {
+        if (nr.index != n.index) continue;
+        for (auto& br : nr.bonds) {
+          if (br.name != bond.name) continue;
+          br.notes.push_back(fmt::format("{} bond {} (balance-alb): receive members by the peers' ARP tables: {}; {}", n.name,
+                                         bond.name, fmt::join(told, ", "), verdict));
+        }
+      }
+    }
+  }
+}
+
 std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds) {
   std::string out;
   for (const auto& b : bonds) {

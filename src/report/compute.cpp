@@ -147,6 +147,9 @@ struct NodeAcc {
 
 struct ReportBuilder::State {
   Report r;
+  // Bonded nodes' raw bonds and bond flows only: the balance-alb receive notes need every peer's
+  // ARP table (explain_alb_receive), and a result without bonds holds none.
+  std::vector<NodeRecord> bonded;
   bool stream{true};
   double nominal_window{0};
   std::uint64_t buffsize{1};
@@ -202,6 +205,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       findings.push_back(fmt::format("node {} stopped early: {}", n.name, a.abort_reason));
     }
     nr.window_s = a.window_s > 0 ? a.window_s : s_->nominal_window;
+    nr.window_open_unix_s = static_cast<double>(a.window_open_unix_ns) / 1e9;
     nr.cpu_busy_pct = a.cpu_busy_pct;
     nr.retrans_segs = a.retrans_segs;
     nr.process_cpu_s = a.process_cpu_s;
@@ -291,6 +295,19 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     }
     for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, findings));
     for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, findings));
+    if (!a.bonds.empty()) {
+      NodeRecord lite;
+      lite.index = n.index;
+      lite.name = n.name;
+      AgentResult ar;
+      ar.bonds = a.bonds;
+      for (const auto& f : a.flows) {
+        const bool on_bond = std::any_of(a.bonds.begin(), a.bonds.end(), [&](const BondResult& b) { return b.at_open.name == f.iface; });
+        if (on_bond) ar.flows.push_back(f);
+      }
+      lite.result = std::move(ar);
+      s_->bonded.push_back(std::move(lite));
+    }
     for (const auto& w : a.warnings) {
       if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
     }
@@ -375,6 +392,8 @@ Report ReportBuilder::finish(bool interrupted) && {
     r.delay = summarize(all_delay);
     r.delay_histogram = all_delay;
   }
+  explain_alb_receive(s_->bonded, r);
+  s_->bonded.clear();
   if (r.interrupted) r.findings.insert(r.findings.begin(), "test interrupted by the user: results cover the time measured");
   return r;
 }

@@ -64,7 +64,8 @@ json to_json(const AgentResult& r) {
   json iv = json::array();
   for (const auto& s : r.intervals) iv.push_back({s.t_ns, s.tx_bytes, s.rx_bytes});
   return {{"node_index", r.node_index}, {"hostname", r.hostname}, {"aborted", r.aborted},
-          {"abort_reason", r.abort_reason}, {"window_s", r.window_s}, {"cpu_busy_pct", r.cpu_busy_pct},
+          {"abort_reason", r.abort_reason}, {"window_s", r.window_s}, {"window_open_unix_ns", r.window_open_unix_ns},
+          {"cpu_busy_pct", r.cpu_busy_pct},
           {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
           {"delay", r.delay ? to_json(*r.delay) : json(nullptr)}, {"intervals", std::move(iv)},
@@ -82,6 +83,8 @@ AgentResult parse_agent_result(const json& j) {
   r.aborted = f.boolean("aborted");
   r.abort_reason = f.str("abort_reason");
   r.window_s = f.num("window_s", 0, 1e7);
+  // Optional: agents older than the field send none.
+  if (j.contains("window_open_unix_ns")) r.window_open_unix_ns = f.i64("window_open_unix_ns", 0, INT64_MAX);
   r.cpu_busy_pct = f.num("cpu_busy_pct", 0, 100);
   r.retrans_segs = f.i64("retrans_segs", -1, INT64_MAX / 2);
   r.process_cpu_s = f.num("process_cpu_s", 0, 1e9);

@@ -99,6 +99,7 @@ json node_json(const NodeReport& n) {
           {"error", n.error},
           {"aborted", n.aborted},
           {"window_s", n.window_s},
+          {"window_open_unix_s", n.window_open_unix_s > 0 ? json(n.window_open_unix_s) : json(nullptr)},
           {k(col::tx_mb_per_s), n.tx_mb_per_s},
           {k(col::rx_mb_per_s), n.rx_mb_per_s},
           {k(col::cpu_busy_pct), n.cpu_busy_pct},

@@ -111,11 +111,12 @@ void ResultStream::node(const NodeRecord& n) noexcept {
     if (!builder_) return;
     std::vector<ConnReport> conns;
     const NodeReport& nr = builder_->add(n, n.index, conns);
+    if (needs_peer_results(nr)) {
+      deferred_.push_back(n.index);  // its section is written by finish(), with the peers' notes
+    } else if (out_ && err_ == 0) {
+      write_node(nr);
+    }
     if (out_ && err_ == 0) {
-      write(out_, (first_node_ ? "\n    " : ",\n    ") + indented(node_json(nr), 4));
-      first_node_ = false;
-      // Into the kernel now: a coordinator killed later leaves this node on disk.
-      if (std::fflush(out_) != 0) fail(errno);
       if (spool_) {
         for (const auto& c : conns) {
           write(spool_, (first_conn_ ? "\n    " : ",\n    ") + indented(connection_json(c), 4));
@@ -130,6 +131,13 @@ void ResultStream::node(const NodeRecord& n) noexcept {
   }
 }
 
+void ResultStream::write_node(const NodeReport& nr) noexcept {
+  write(out_, (first_node_ ? "\n    " : ",\n    ") + indented(node_json(nr), 4));
+  first_node_ = false;
+  // Into the kernel now: a coordinator killed later leaves this node on disk.
+  if (std::fflush(out_) != 0) fail(errno);
+}
+
 Report ResultStream::finish(const RunRecord& run, const json& extra) {
   if (!started_) {
     started(run);
@@ -137,6 +145,14 @@ Report ResultStream::finish(const RunRecord& run, const json& extra) {
   }
   Report r = std::move(*builder_).finish(run.interrupted);
   builder_.reset();
+  if (out_ && err_ == 0) {
+    for (const auto idx : deferred_) {
+      for (const auto& nr : r.nodes) {
+        if (nr.index == idx) write_node(nr);
+      }
+    }
+  }
+  deferred_.clear();
   if (out_ && err_ == 0) {
     std::string text = "\n  ],\n  \"connections\": [";
     write(out_, text);

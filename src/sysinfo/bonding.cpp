@@ -273,55 +273,81 @@ std::vector<std::string> usable_members(const BondInfo& b) {
   return out;
 }
 
-std::vector<std::string> bond_findings(const BondInfo& b, int peers) {
-  std::vector<std::string> f;
+std::vector<BondCheck> bond_checks(const BondInfo& b, int peers) {
+  std::vector<BondCheck> f;
   const std::string who = fmt::format("bond {} ({})", b.name, b.mode.empty() ? "unknown mode" : b.mode);
+  const std::string proc = fmt::format("/proc/net/bonding/{}", b.name);
   if (b.members.empty()) {
-    f.push_back(fmt::format("{}: has no members", who));
+    f.push_back({fmt::format("{}: has no members", who), fmt::format("enslave its links (ip link set LINK master {})", b.name),
+                 true});
     return f;
   }
   std::set<std::int64_t> speeds;
   for (const auto& m : b.members) {
     if (m.mii_status != "up") {
-      f.push_back(fmt::format("{}: member {} is {} (MII status), {} link failures so far", who, m.name,
-                              m.mii_status.empty() ? "in an unknown state" : m.mii_status, m.link_failures));
+      f.push_back({fmt::format("{}: member {} is {} (MII status), {} link failures so far", who, m.name,
+                               m.mii_status.empty() ? "in an unknown state" : m.mii_status, m.link_failures),
+                   fmt::format("bring {} up (ip link set {} up; check its cable, transceiver and switch port), then check {}",
+                               m.name, m.name, proc),
+                   true});
     }
     if (m.speed_mbps > 0) speeds.insert(m.speed_mbps);
     if (b.mtu > 0 && m.mtu > 0 && m.mtu != b.mtu) {
-      f.push_back(fmt::format("{}: MTU mismatch: bond {} but member {} has {}", who, b.mtu, m.name, m.mtu));
+      f.push_back({fmt::format("{}: MTU mismatch: bond {} but member {} has {}", who, b.mtu, m.name, m.mtu),
+                   fmt::format("set the MTU on the bond, which passes it to every member: ip link set {} mtu {}", b.name, b.mtu),
+                   false});
     }
   }
   if (speeds.size() > 1) {
     std::string list;
     for (const auto& m : b.members) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", m.name,
                                                         m.speed_mbps > 0 ? fmt::format("{} Mb/s", m.speed_mbps) : "?");
-    f.push_back(fmt::format("{}: members run at different speeds ({}): hashing spreads flows, not bytes, evenly", who, list));
+    f.push_back({fmt::format("{}: members run at different speeds ({}): hashing spreads flows, not bytes, evenly", who, list),
+                 "check the slower member's negotiated speed (ethtool), cable, transceiver and switch port; bond members of "
+                 "one speed",
+                 false});
   }
   if (b.mode == "802.3ad") {
+    const std::string lacp = "configure the switch ports of every member as one LACP (802.3ad) port-channel, mode active";
     if (b.active_aggregator < 0) {
-      f.push_back(fmt::format("{}: no active aggregator: LACP has not come up", who));
+      f.push_back({fmt::format("{}: no active aggregator: LACP has not come up", who), lacp + ", then check " + proc, true});
     } else {
       if (is_zero_mac(b.partner_mac)) {
-        f.push_back(fmt::format("{}: no LACP partner (partner MAC {}): the switch side does not run LACP on these ports",
-                                who, b.partner_mac.empty() ? "unknown" : b.partner_mac));
+        f.push_back({fmt::format("{}: no LACP partner (partner MAC {}): the switch side does not run LACP on these ports",
+                                 who, b.partner_mac.empty() ? "unknown" : b.partner_mac),
+                     lacp, true});
       }
       for (const auto& m : b.members) {
         if (m.aggregator_id != b.active_aggregator) {
-          f.push_back(fmt::format("{}: member {} is outside the active aggregator ({} vs {}): it carries no traffic", who,
-                                  m.name, m.aggregator_id < 0 ? std::string("none") : std::to_string(m.aggregator_id),
-                                  b.active_aggregator));
+          f.push_back({fmt::format("{}: member {} is outside the active aggregator ({} vs {}): it carries no traffic", who,
+                                   m.name, m.aggregator_id < 0 ? std::string("none") : std::to_string(m.aggregator_id),
+                                   b.active_aggregator),
+                       fmt::format("put {}'s switch port in the same LACP port-channel (same switch or MLAG pair, same "
+                                   "speed) as the other members, then check {}",
+                                   m.name, proc),
+                       true});
         }
       }
     }
   }
   if (bond_hashes(b) && (b.hash_policy == "layer2" || b.hash_policy.empty()) && peers >= 0 &&
       peers < static_cast<int>(b.members.size()) * 2) {
-    f.push_back(fmt::format("{}: xmit_hash_policy layer2 hashes by MAC only: with {} peer(s) at most {} of {} members "
-                            "carry this host's transmit traffic",
-                            who, peers, std::min<std::size_t>(static_cast<std::size_t>(std::max(peers, 1)), b.members.size()),
-                            b.members.size()));
+    f.push_back({fmt::format("{}: xmit_hash_policy layer2 hashes by MAC only: with {} peer(s) at most {} of {} members "
+                             "carry this host's transmit traffic",
+                             who, peers, std::min<std::size_t>(static_cast<std::size_t>(std::max(peers, 1)), b.members.size()),
+                             b.members.size()),
+                 fmt::format("hash by addresses and ports: echo layer3+4 > /sys/class/net/{}/bonding/xmit_hash_policy "
+                             "(and the same policy in the host's network configuration)",
+                             b.name),
+                 false});
   }
   return f;
+}
+
+std::vector<std::string> bond_findings(const BondInfo& b, int peers) {
+  std::vector<std::string> out;
+  for (auto& c : bond_checks(b, peers)) out.push_back(std::move(c.what));
+  return out;
 }
 
 // ---- transmit hash -------------------------------------------------------------------------

@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Runs inside one VM-lab guest (scripts/vm-lab --modules bonding,...): real Linux bonds between
-# network namespaces, every member shaped to 200 Mbit/s (tbf), fabperf agents and coordinators
-# inside the namespaces. One boot covers every variant:
+# network namespaces, every member shaped with tbf (BOND_RATE_MBIT), fabperf agents and
+# coordinators inside the namespaces. One boot covers every variant:
+#   texts:  /proc/net/bonding of active-backup, balance-xor, balance-rr, balance-tlb bonds (no
+#           traffic; stored as parser test data in tests/data/bonding/);
 #   lacp:   802.3ad layer3+4 on two direct veth pairs: inventory; 8 flows with --spread-ports
 #           (shares 40-60%, >= 1.8x one member, members vs counters within 3%, the hash's member
 #           per flow vs tc's per-port counters on each member);
-#   alb:    balance-alb through a bridge "switch" namespace: one address pair -> one member and
-#           fabperf says why; two pairs -> both members carry;
-#   down:   802.3ad again, one member set down mid-test: reported, traffic moved, test complete.
-# Usage: guest.sh FABPERF TESTS_BONDING_DIR. Results, the test's own counter readings and the
-# captured /proc/net/bonding texts go to $VMLAB_RESULTS; test_bonding.sh checks them on the host
+#   down:   802.3ad again, one member set down mid-test: reported, traffic moved, test complete,
+#           no connection reset; then `fabperf preflight` names the down member and the fix;
+#   alb:    balance-alb through a bridge "switch" namespace, two address pairs in two subnets,
+#           each client address ARPs its server address once both bonds have both members (the
+#           server's rlb then answers each with another member's MAC): one pair -> one member
+#           and fabperf says why; two pairs -> both members receive, and fabperf says which
+#           member each address reaches.
+# Counter agreement: a sampler in each namespace reads the members' sysfs counters every 0.2 s
+# with its wall-clock time; check.py interpolates them at fabperf's own window edges (the JSON's
+# nodes[].window_open_unix_s and window_s) and compares with fabperf's member figures.
+# Usage: guest.sh FABPERF TESTS_BONDING_DIR. Results, the samples and the captured
+# /proc/net/bonding texts go to $VMLAB_RESULTS; test_bonding.sh checks them on the host
 # (check.py), where Python does not have to load over 9p in an emulated CPU.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -34,10 +43,11 @@ FABPERF=$W/fabperf
 
 KEYARGS=()
 if "$FABPERF" keygen "$W/key" >/dev/null 2>&1; then KEYARGS=(--key-file "$W/key"); fi
-# 5 Mbit/s per member: well below what the emulated guest's CPU moves even on a crowded host
-# (7.6 MB/s with 8 flows measured at load 18 on 2 cores; 2.5 MB/s while a second VM ran), so the
-# members, not the CPU, are the limit. NOTES section 9's 200 Mbit/s needs an idle host.
-RATE_MBIT=${BOND_RATE_MBIT:-5}
+# 3 Mbit/s per member: below what the emulated guest's CPU moves on a crowded host, so the
+# members, not the CPU, are the limit (at 5 Mbit/s and host load 13 the guest moved only 0.84 of
+# the members' 1.2 MB/s; 2.5 MB/s while a second VM ran). NOTES section 9's 200 Mbit/s needs an
+# idle host.
+RATE_MBIT=${BOND_RATE_MBIT:-3}
 RATE=${RATE_MBIT}mbit
 export BOND_RATE_MBIT=$RATE_MBIT
 shape() {  # shape NS DEV...
@@ -70,6 +80,31 @@ addr add 198.18.10.$n/24 dev bond0
 B
   shape L$n m0 m1
 done
+
+# While LACP settles: the other modes' /proc/net/bonding texts (parser test data), no traffic.
+ip netns add T
+{
+  echo "link set lo up"
+  for b in ab xor rr tlb; do
+    echo "link add ${b}0 type veth peer name ${b}0p"
+    echo "link add ${b}1 type veth peer name ${b}1p"
+  done
+  echo "link add bab type bond mode active-backup miimon 100"
+  echo "link add bxor type bond mode balance-xor miimon 100 xmit_hash_policy layer2+3"
+  echo "link add brr type bond mode balance-rr miimon 100"
+  echo "link add btlb type bond mode balance-tlb miimon 100"
+  for b in ab xor rr tlb; do
+    echo "link set ${b}0 master b$b"
+    echo "link set ${b}1 master b$b"
+    echo "link set ${b}0p up"
+    echo "link set ${b}1p up"
+    echo "link set b$b up"
+  done
+} | ip -n T -b -
+sleep 1  # miimon sees the members up
+ip netns exec T bash -c 'for b in bab bxor brr btlb; do echo "$(</proc/net/bonding/$b)" >"$1/proc-$b.txt"; done' sh "$OUT"
+ip netns del T
+
 lacp_ready() {
   local t
   t=$(ip netns exec "$1" cat /proc/net/bonding/bond0)
@@ -86,29 +121,33 @@ cat "$OUT/lacp-links.txt"
 agent L1 198.18.10.1
 agent L2 198.18.10.2
 
-# sample_members NS OUTFILE DEV...: the members' tx counters read by the test itself (one
-# process per reading, timestamped there) over 3 s of the steady middle of a run, independent of
-# fabperf's sampling; writes "dev MB/s" lines.
-read_counters() {  # read_counters NS DEV...: "time bytes bytes..."
-  local ns=$1; shift
-  local files=()
-  for d in "$@"; do files+=("/sys/class/net/$d/statistics/tx_bytes"); done
-  ip netns exec "$ns" sh -c 'a=$(date +%s.%N); c=$(cat "$@" | tr "\n" " "); b=$(date +%s.%N); echo "$a $b $c"' sh "${files[@]}"
-}
-sample_members() {
+# sampler NS OUTFILE DEV...: every 0.2 s one line "unix_time tx rx [tx rx]..." of the members'
+# sysfs counters, from one bash process (builtins only: no process start per reading), until
+# stop_samplers. The time is taken before the reads; a reading takes well under a millisecond.
+SAMPLERS=()
+mkfifo "$W/tick"
+sampler() {
   local ns=$1 out=$2; shift 2
-  local first second
-  first=$(read_counters "$ns" "$@")
-  sleep 3
-  second=$(read_counters "$ns" "$@")
-  # "dev MB/s" per member; times are the middle of each reading.
-  local i=3
-  : >"$out"
-  for d in "$@"; do
-    echo "$first|$second" | awk -F'|' -v i=$i -v d="$d" '{split($1, a, " "); split($2, b, " ");
-      printf "%s %.6f\n", d, (b[i] - a[i]) / ((b[1] + b[2]) / 2 - (a[1] + a[2]) / 2) / 1e6}' >>"$out"
-    i=$((i + 1))
-  done
+  ip netns exec "$ns" bash -c '
+    out=$1; shift
+    exec 3<>"$TICK"
+    while :; do
+      line=$EPOCHREALTIME
+      for d in "$@"; do
+        read -r t </sys/class/net/$d/statistics/tx_bytes
+        read -r r </sys/class/net/$d/statistics/rx_bytes
+        line+=" $t $r"
+      done
+      echo "$line" >>"$out"
+      read -r -t 0.2 -u 3 _ || :
+    done' sh "$out" "$@" &
+  SAMPLERS+=($!)
+  PIDS+=($!)
+}
+export TICK=$W/tick
+stop_samplers() {
+  for p in "${SAMPLERS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  SAMPLERS=()
 }
 
 # wait_flows NS N: until N data connections (source ports 10000-32767: --spread-ports) are up.
@@ -138,43 +177,52 @@ port_filters() {  # port_filters NS DEV...
   done | ip netns exec "$ns" tc -b -
   echo "$ports" >"$W/ports.$ns"
 }
-port_counts() {  # port_counts NS OUTFILE DEV...: "dev port bytes" lines
+port_counts() {  # port_counts NS OUTFILE DEV...: "dev port bytes" lines (one tc per member)
   local ns=$1 out=$2; shift 2
   : >"$out"
   for d in "$@"; do
-    local prio=1
-    for p in $(cat "$W/ports.$ns"); do
-      local bytes
-      bytes=$(ip netns exec "$ns" tc -s filter show dev "$d" egress prio $prio | awk '/Sent/{print $2; exit}')
-      echo "$d $p ${bytes:-0}" >>"$out"
-      prio=$((prio + 1))
-    done
+    # Filter `pref N` counts port number N of the list; its first "Sent" line is its own.
+    ip netns exec "$ns" tc -s filter show dev "$d" egress | tee "$OUT/tc-filters-$ns-$d.txt" |
+      awk -v d="$d" -v ports="$(tr '\n' ' ' <"$W/ports.$ns")" '
+        BEGIN { n = split(ports, p, " ") }
+        match($0, /pref [0-9]+/) { cur = substr($0, RSTART + 5, RLENGTH - 5) + 0 }
+        /Sent/ && cur > 0 && !(cur in seen) { seen[cur] = $2 }
+        END { for (i = 1; i <= n; i++) print d, p[i], (i in seen) ? seen[i] : 0 }' >>"$out"
   done
 }
 
-# Long enough that the slow emulated guest installs its per-port tc counters and reads the
-# members' counters while the flows still run; the window excludes the first 6 s.
+# Long enough that the slow emulated guest installs its per-port tc counters while the flows
+# still run; the window excludes the first 6 s.
 RUN=(--mode stream --buffsize 64K --time 16 --warmup 6 --cooldown 1 --interval 1 "${KEYARGS[@]}")
 
 stamp "802.3ad: 8 flows with --spread-ports"
+sampler L1 "$OUT/lacp8.samples" m0 m1
+sampler L2 "$OUT/lacp8.server-samples" m0 m1
 ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports "${RUN[@]}" \
   --json "$OUT/lacp8.json" >"$OUT/lacp8.out" 2>&1 &
 run_pid=$!
 wait_flows L1 8
 port_filters L1 m0 m1
-sample_members L1 "$W/lacp8.counters" m0 m1
 wait $run_pid || { cat "$OUT/lacp8.out"; fail "fabperf run (802.3ad, 8 flows) exited $?"; }
+stop_samplers
 port_counts L1 "$W/lacp8.ports" m0 m1
-cp "$W/lacp8.counters" "$OUT/lacp8.counters"; cp "$W/lacp8.ports" "$OUT/lacp8.ports"
+cp "$W/lacp8.ports" "$OUT/lacp8.ports"
 
 # --- 802.3ad: a member goes down mid-test ---------------------------------------------------
 stamp "802.3ad: member m1 down mid-test"
-ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports "${RUN[@]}" \
+# The member goes down through an `ip` that is already running (a process start takes seconds in
+# a busy emulated guest): 8 s after the flows are up, inside the window of a 24 s test (6..23 s).
+mkfifo "$W/down"
+ip -n L1 -b "$W/down" &
+down_pid=$!
+ip netns exec L1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 --spread-ports \
+  --mode stream --buffsize 64K --time 24 --warmup 6 --cooldown 1 --interval 1 "${KEYARGS[@]}" \
   --json "$OUT/lacpdown.json" >"$OUT/lacpdown.out" 2>&1 &
 run_pid=$!
 wait_flows L1 8
-sleep 9
-ip -n L1 link set m1 down
+read -r -t 8 _ <>"$TICK" || :
+echo "link set m1 down" >"$W/down"
+wait $down_pid
 stamp "m1 set down"
 set +e
 wait $run_pid
@@ -183,6 +231,13 @@ set -e
 cat "$OUT/lacpdown.out"
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "fabperf run (member down) exited $rc"
 ip netns exec L1 cat /proc/net/bonding/bond0 >"$OUT/proc-8023ad-member-down.txt"
+# Pre-flight on the degraded bonds: both agents' bond findings, each with the node and the fix.
+stamp "preflight with m1 down"
+set +e
+ip netns exec L1 "$FABPERF" preflight --hosts 198.18.10.1,198.18.10.2 "${KEYARGS[@]}" >"$OUT/preflight-down.out" 2>&1
+echo "exit $?" >>"$OUT/preflight-down.out"
+set -e
+cat "$OUT/preflight-down.out"
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 PIDS=()
 
@@ -207,36 +262,48 @@ link set m1 master bond0
 B
   shape A$n m0 m1
   shape AS s${n}m0 s${n}m1
-  ip -n A$n link set bond0 up
-  # The same addresses as the 802.3ad pair (other namespaces): the two results compare node by node.
-  ip -n A$n addr add 198.18.10.$n/24 dev bond0
-  ip -n A$n addr add 198.18.10.1$n/24 dev bond0
+  # The first pair has the 802.3ad pair's addresses (the results compare node by node); the second
+  # pair is in its own subnet, so every ARP for it leaves from its own address (a neighbour
+  # re-probe picks the source in the target's subnet): the server's rlb keys members by client address.
+  ip -n A$n -b - <<B
+link set bond0 up
+addr add 198.18.10.$n/24 dev bond0
+addr add 198.18.11.$n/24 dev bond0
+B
 done
-for _ in $(seq 100); do ip netns exec A1 /bin/busybox ping -c1 -W1 198.18.10.2 >/dev/null 2>&1 && break; sleep 0.2; done
-ip netns exec A1 /bin/busybox ping -c1 -W2 198.18.10.12 >/dev/null || fail "no path through the bridge between the ALB bonds"
+# ALB receive balancing (rlb): the server answers each client address's ARP with the next member's
+# MAC, so each client address must ARP the server only now that both bonds have both members,
+# one after the other, and from its own address.
+sleep 0.5
+for pair in 10 11; do
+  for _ in $(seq 50); do
+    ip netns exec A1 /bin/busybox ping -c1 -W1 -I 198.18.$pair.1 198.18.$pair.2 >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+done
+ip netns exec A1 /bin/busybox ping -c1 -W2 -I 198.18.11.1 198.18.11.2 >/dev/null || fail "no path through the bridge between the ALB bonds"
 stamp "ALB ready"
+ip -n A1 neigh show dev bond0 | tee "$OUT/alb-neigh.txt"
+ip -n A2 -d link show m0 >"$OUT/alb-server-members.txt"; ip -n A2 -d link show m1 >>"$OUT/alb-server-members.txt"
 ip netns exec A1 cat /proc/net/bonding/bond0 >"$OUT/proc-balance-alb.txt"
 ip netns exec A1 "$FABPERF" links --json >"$OUT/alb-links.json"
 agent A1 198.18.10.1
 agent A2 198.18.10.2
 
 stamp "balance-alb: one address pair"
+sampler A1 "$OUT/alb1.samples" m0 m1
+sampler A2 "$OUT/alb1.server-samples" m0 m1
 ip netns exec A1 "$FABPERF" run --servers 198.18.10.2 --clients 198.18.10.1 --parallel 8 "${RUN[@]}" \
-  --json "$OUT/alb1.json" >"$OUT/alb1.out" 2>&1 &
-run_pid=$!
-sleep 7
-sample_members A1 "$W/alb1.counters" m0 m1
-wait $run_pid || { cat "$OUT/alb1.out"; fail "fabperf run (alb, one pair) exited $?"; }
-cp "$W/alb1.counters" "$OUT/alb1.counters"
+  --json "$OUT/alb1.json" >"$OUT/alb1.out" 2>&1 || { cat "$OUT/alb1.out"; fail "fabperf run (alb, one pair) exited $?"; }
+stop_samplers
 
 stamp "balance-alb: two address pairs"
-ip netns exec A1 "$FABPERF" run --servers 198.18.10.2@198.18.10.2+198.18.10.12 --clients 198.18.10.1@198.18.10.1+198.18.10.11 \
-  --parallel 8 "${RUN[@]}" --json "$OUT/alb2.json" >"$OUT/alb2.out" 2>&1 &
-run_pid=$!
-sleep 7
-sample_members A1 "$W/alb2.counters" m0 m1
-wait $run_pid || { cat "$OUT/alb2.out"; fail "fabperf run (alb, two pairs) exited $?"; }
-cp "$W/alb2.counters" "$OUT/alb2.counters"
+sampler A1 "$OUT/alb2.samples" m0 m1
+sampler A2 "$OUT/alb2.server-samples" m0 m1
+ip netns exec A1 "$FABPERF" run --servers 198.18.10.2@198.18.10.2+198.18.11.2 --clients 198.18.10.1@198.18.10.1+198.18.11.1 \
+  --parallel 8 "${RUN[@]}" --json "$OUT/alb2.json" >"$OUT/alb2.out" 2>&1 || { cat "$OUT/alb2.out"; fail "fabperf run (alb, two pairs) exited $?"; }
+stop_samplers
+ip -n A1 neigh show dev bond0 >"$OUT/alb-neigh-after.txt"
 
 # The comparison workflow: the same test on both bonds, side by side.
 for v in alb1 alb2; do

@@ -1,6 +1,9 @@
 #include <fabperf/bonding.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/plan.hpp>
+#include <fabperf/report.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -112,6 +115,250 @@ TEST(BondParse, XorLayer2WithFewPeers) {
   EXPECT_TRUE(bond_hashes(b));
   EXPECT_TRUE(has(bond_findings(b, 1), "layer2 hashes by MAC only"));
   EXPECT_FALSE(has(bond_findings(b, 8), "layer2"));
+}
+
+// Captured in the VM lab (tests/bonding/guest.sh, Debian's 6.1.0-57 kernel): the parser reads the
+// real kernel's text field by field.
+TEST(BondParseVm, Lacp8023adLayer34Settled) {
+  const BondInfo b = parse_proc_bonding(data("vm-8023ad-layer34.txt"), "bond0");
+  EXPECT_EQ(b.mode, "802.3ad");
+  EXPECT_EQ(b.hash_policy, "layer3+4");
+  EXPECT_EQ(b.mii_status, "up");
+  EXPECT_EQ(b.miimon_ms, 100);
+  EXPECT_EQ(b.updelay_ms, 0);
+  EXPECT_EQ(b.downdelay_ms, 0);
+  EXPECT_EQ(b.arp_interval_ms, 0);
+  EXPECT_EQ(b.lacp_rate, "fast");
+  EXPECT_EQ(b.ad_select, "stable");
+  EXPECT_EQ(b.active_slave, "");
+  EXPECT_EQ(b.active_aggregator, 1);
+  EXPECT_EQ(b.aggregator_ports, 2);
+  EXPECT_EQ(b.partner_mac, "aa:98:fd:a0:e7:54");
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(b.members[0].name, "m0");
+  EXPECT_EQ(b.members[0].perm_hwaddr, "be:8d:e6:41:93:8b");
+  EXPECT_EQ(b.members[1].name, "m1");
+  EXPECT_EQ(b.members[1].perm_hwaddr, "d6:9f:de:12:96:e5");
+  for (const auto& m : b.members) {
+    EXPECT_EQ(m.mii_status, "up");
+    EXPECT_EQ(m.speed_mbps, 10000);
+    EXPECT_EQ(m.duplex, "full");
+    EXPECT_EQ(m.link_failures, 0u);
+    EXPECT_EQ(m.aggregator_id, 1);
+    EXPECT_EQ(m.actor_port_state, 63);  // 61 + LACP fast timeout
+    EXPECT_EQ(m.partner_port_state, 63);
+  }
+  EXPECT_EQ(usable_members(b), (std::vector<std::string>{"m0", "m1"}));
+  EXPECT_TRUE(bond_checks(b, 1).empty());
+}
+
+TEST(BondParseVm, Lacp8023adMemberDown) {
+  const BondInfo b = parse_proc_bonding(data("vm-8023ad-member-down.txt"), "bond0");
+  EXPECT_EQ(b.mode, "802.3ad");
+  EXPECT_EQ(b.active_aggregator, 1);
+  EXPECT_EQ(b.aggregator_ports, 1);
+  EXPECT_EQ(b.partner_mac, "aa:98:fd:a0:e7:54");
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(b.members[0].mii_status, "up");
+  EXPECT_EQ(b.members[0].actor_port_state, 63);
+  const auto& m1 = b.members[1];
+  EXPECT_EQ(m1.name, "m1");
+  EXPECT_EQ(m1.mii_status, "down");
+  EXPECT_EQ(m1.speed_mbps, 10000);  // veth keeps reporting its speed while down
+  EXPECT_EQ(m1.link_failures, 1u);
+  EXPECT_EQ(m1.aggregator_id, 1);
+  EXPECT_EQ(m1.actor_port_state, 15);   // no longer collecting/distributing
+  EXPECT_EQ(m1.partner_port_state, 55);
+  EXPECT_EQ(usable_members(b), (std::vector<std::string>{"m0"}));
+  const auto c = bond_checks(b, 1);
+  ASSERT_EQ(c.size(), 1u) << ::testing::PrintToString(bond_findings(b, 1));
+  EXPECT_EQ(c[0].what, "bond bond0 (802.3ad): member m1 is down (MII status), 1 link failures so far");
+  EXPECT_TRUE(c[0].serious);
+  EXPECT_EQ(c[0].fix.rfind("bring m1 up (ip link set m1 up", 0), 0u) << c[0].fix;
+}
+
+TEST(BondParseVm, BalanceAlb) {
+  const BondInfo b = parse_proc_bonding(data("vm-balance-alb.txt"), "bond0");
+  EXPECT_EQ(b.mode, "balance-alb");
+  EXPECT_EQ(b.hash_policy, "");
+  EXPECT_EQ(b.active_slave, "m0");
+  EXPECT_EQ(b.miimon_ms, 100);
+  EXPECT_EQ(b.active_aggregator, -1);
+  EXPECT_EQ(b.lacp_rate, "");
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(b.members[0].perm_hwaddr, "1a:55:9d:1b:bf:de");
+  EXPECT_EQ(b.members[1].perm_hwaddr, "de:65:58:8b:75:a4");
+  for (const auto& m : b.members) {
+    EXPECT_EQ(m.mii_status, "up");
+    EXPECT_EQ(m.speed_mbps, 10000);
+    EXPECT_EQ(m.aggregator_id, -1);
+    EXPECT_EQ(m.actor_port_state, -1);
+  }
+  EXPECT_FALSE(bond_hashes(b));
+  EXPECT_TRUE(bond_findings(b, 1).empty());
+}
+
+// Bonds the lab makes only for their texts (no traffic): two veth members each, miimon 100.
+TEST(BondParseVm, ActiveBackup) {
+  const BondInfo b = parse_proc_bonding(data("vm-active-backup.txt"), "bab");
+  EXPECT_EQ(b.mode, "active-backup");
+  EXPECT_EQ(b.hash_policy, "");
+  EXPECT_EQ(b.active_slave, "ab0");
+  EXPECT_EQ(b.mii_status, "up");
+  EXPECT_EQ(b.miimon_ms, 100);
+  EXPECT_EQ(b.arp_interval_ms, 0);
+  EXPECT_TRUE(b.arp_targets.empty());
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(b.members[0].name, "ab0");
+  EXPECT_EQ(b.members[0].perm_hwaddr, "42:fa:29:53:2a:2d");
+  EXPECT_EQ(b.members[1].name, "ab1");
+  EXPECT_EQ(b.members[1].perm_hwaddr, "5e:bd:2a:88:58:a4");
+  for (const auto& m : b.members) {
+    EXPECT_EQ(m.mii_status, "up");
+    EXPECT_EQ(m.speed_mbps, 10000);
+    EXPECT_EQ(m.duplex, "full");
+    EXPECT_EQ(m.link_failures, 0u);
+    EXPECT_EQ(m.aggregator_id, -1);
+  }
+  EXPECT_FALSE(bond_hashes(b));
+  EXPECT_TRUE(bond_checks(b, 1).empty());
+}
+
+TEST(BondParseVm, BalanceXorLayer23) {
+  const BondInfo b = parse_proc_bonding(data("vm-balance-xor-layer23.txt"), "bxor");
+  EXPECT_EQ(b.mode, "balance-xor");
+  EXPECT_EQ(b.hash_policy, "layer2+3");
+  EXPECT_EQ(b.active_slave, "");
+  EXPECT_EQ(b.miimon_ms, 100);
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(b.members[0].name, "xor0");
+  EXPECT_EQ(b.members[0].perm_hwaddr, "f2:d8:6e:0b:73:a7");
+  EXPECT_EQ(b.members[1].name, "xor1");
+  EXPECT_EQ(b.members[1].perm_hwaddr, "36:a5:d7:11:b9:9e");
+  EXPECT_TRUE(bond_hashes(b));
+  EXPECT_EQ(usable_members(b), (std::vector<std::string>{"xor0", "xor1"}));
+  EXPECT_TRUE(bond_checks(b, 1).empty());  // layer2+3 is not the layer2 finding
+}
+
+TEST(BondParseVm, BalanceRoundRobin) {
+  const BondInfo b = parse_proc_bonding(data("vm-balance-rr.txt"), "brr");
+  EXPECT_EQ(b.mode, "balance-rr");
+  EXPECT_EQ(b.hash_policy, "");
+  EXPECT_EQ(b.active_slave, "");
+  EXPECT_EQ(b.mii_status, "up");
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(b.members[0].name, "rr0");
+  EXPECT_EQ(b.members[0].perm_hwaddr, "fe:ae:8c:07:f3:df");
+  EXPECT_EQ(b.members[1].name, "rr1");
+  EXPECT_EQ(b.members[1].perm_hwaddr, "de:a0:f7:5c:ac:b7");
+  EXPECT_FALSE(bond_hashes(b));
+  EXPECT_TRUE(bond_checks(b, 1).empty());
+}
+
+TEST(BondParseVm, BalanceTlb) {
+  const BondInfo b = parse_proc_bonding(data("vm-balance-tlb.txt"), "btlb");
+  EXPECT_EQ(b.mode, "balance-tlb");
+  EXPECT_EQ(b.active_slave, "tlb0");
+  ASSERT_EQ(b.members.size(), 2u);
+  EXPECT_EQ(b.members[0].name, "tlb0");
+  EXPECT_EQ(b.members[0].perm_hwaddr, "92:e7:8c:49:02:50");
+  EXPECT_EQ(b.members[1].name, "tlb1");
+  EXPECT_EQ(b.members[1].perm_hwaddr, "d6:4c:06:a9:94:a9");
+  for (const auto& m : b.members) EXPECT_EQ(m.speed_mbps, 10000);
+  EXPECT_TRUE(bond_checks(b, 1).empty());
+}
+
+namespace {
+NodeRecord bonded_node(std::uint32_t index, const std::string& name, const std::string& proc_file,
+                       const std::vector<std::string>& locals, const std::string& remote) {
+  NodeRecord n;
+  n.index = index;
+  n.name = name;
+  AgentResult a;
+  BondResult br;
+  br.at_open = parse_proc_bonding(data(proc_file), "bond0");
+  br.at_close = br.at_open;
+  a.bonds.push_back(br);
+  for (const auto& l : locals) {
+    FlowResult f;
+    f.iface = "bond0";
+    f.local = l;
+    f.remote = remote;
+    a.flows.push_back(f);
+  }
+  n.result = a;
+  return n;
+}
+}  // namespace
+
+TEST(PreflightBonds, EveryAgentsFindingsNameNodeBondAndFix) {
+  RunRecord rec;
+  rec.nodes.push_back(bonded_node(0, "198.18.10.1:6668", "vm-8023ad-member-down.txt", {"198.18.10.1:10000"}, "198.18.10.2:5001"));
+  rec.nodes.push_back(bonded_node(1, "198.18.10.2:6668", "vm-8023ad-layer34.txt", {"198.18.10.2:5001"}, "198.18.10.1:10000"));
+  rec.nodes.push_back(bonded_node(2, "198.18.10.3:6668", "8023ad_nopartner.txt", {"198.18.10.3:10000"}, "198.18.10.1:5001"));
+  const std::map<std::string, std::string> names{{"198.18.10.1:6668", "n1"}, {"198.18.10.3:6668", "n3"}};
+  const auto f = plan::preflight_bond_findings(rec, names);
+  ASSERT_EQ(f.size(), 3u) << plan::render_findings(f);
+  EXPECT_EQ(f[0].level, "error");
+  EXPECT_EQ(f[0].node, "n1/bond0");
+  EXPECT_EQ(f[0].what, "bond bond0 (802.3ad): member m1 is down (MII status), 1 link failures so far");
+  EXPECT_EQ(f[0].fix.rfind("on n1: bring m1 up", 0), 0u) << f[0].fix;
+  EXPECT_EQ(f[1].node, "n3/bond0");
+  EXPECT_NE(f[1].what.find("no LACP partner"), std::string::npos);
+  EXPECT_NE(f[1].fix.find("LACP (802.3ad) port-channel"), std::string::npos);
+  EXPECT_NE(f[2].what.find("member a1 is outside the active aggregator (2 vs 1)"), std::string::npos);
+  EXPECT_EQ(f[2].level, "error");
+
+  // The whole pre-flight shows each once, even though the report repeats them among its findings.
+  Report rep;
+  rep.findings.push_back("198.18.10.1:6668: " + f[0].what);
+  rep.findings.push_back("something else");
+  const auto all = plan::preflight_findings(rec, rep, names, {});
+  const auto count = std::count_if(all.begin(), all.end(), [](const plan::Finding& x) {
+    return x.what.find("member m1 is down") != std::string::npos;
+  });
+  EXPECT_EQ(count, 1);
+  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [](const plan::Finding& x) { return x.what == "something else"; }));
+
+  // Healthy bonds: one "ok" line.
+  RunRecord good;
+  good.nodes.push_back(bonded_node(0, "a:1", "vm-8023ad-layer34.txt", {"198.18.10.1:10000"}, "198.18.10.2:5001"));
+  good.nodes.push_back(bonded_node(1, "b:1", "vm-balance-alb.txt", {"198.18.10.2:5001"}, "198.18.10.1:10000"));
+  const auto ok = plan::preflight_bond_findings(good, {});
+  ASSERT_EQ(ok.size(), 1u) << plan::render_findings(ok);
+  EXPECT_EQ(ok[0].level, "ok");
+  EXPECT_NE(ok[0].what.find("2 bond(s)"), std::string::npos);
+}
+
+TEST(BondAlbReceive, SaysWhichMemberEachAddressReaches) {
+  // Server: balance-alb with two addresses in use; client: its ARP table for them.
+  auto run_with = [](const std::string& mac10, const std::string& mac11) {
+    RunRecord rec;
+    rec.nodes.push_back(bonded_node(0, "srv:1", "vm-balance-alb.txt", {"198.18.10.2:5001", "198.18.11.2:5001"}, "198.18.10.1:1"));
+    auto c = bonded_node(1, "cli:1", "vm-balance-alb.txt", {"198.18.10.1:10000"}, "198.18.10.2:5001");
+    c.result->bonds[0].neighbors = {{"198.18.10.2", mac10}, {"198.18.11.2", mac11}};
+    rec.nodes.push_back(c);
+    Report r;
+    for (const auto& n : rec.nodes) {
+      NodeReport nr;
+      nr.index = n.index;
+      nr.name = n.name;
+      BondReport br;
+      br.name = "bond0";
+      nr.bonds.push_back(br);
+      r.nodes.push_back(nr);
+    }
+    explain_alb_receive(rec.nodes, r);
+    return r.nodes[0].bonds[0].notes;
+  };
+  const auto spread = run_with("1a:55:9d:1b:bf:de", "de:65:58:8b:75:a4");
+  ASSERT_EQ(spread.size(), 1u);
+  EXPECT_NE(spread[0].find("198.18.10.2 -> m0 (at cli:1)"), std::string::npos) << spread[0];
+  EXPECT_NE(spread[0].find("198.18.11.2 -> m1 (at cli:1)"), std::string::npos) << spread[0];
+  EXPECT_NE(spread[0].find("2 members receive"), std::string::npos) << spread[0];
+  const auto stuck = run_with("1a:55:9d:1b:bf:de", "1a:55:9d:1b:bf:de");
+  ASSERT_EQ(stuck.size(), 1u);
+  EXPECT_NE(stuck[0].find("every address of this bond reaches m0 only"), std::string::npos) << stuck[0];
 }
 
 TEST(BondParse, GarbageGivesNoMode) {

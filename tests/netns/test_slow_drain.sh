@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A slow link and big socket buffers: when a stream test stops, the senders' kernels still hold
+# more data than the link moves in the 3 s no-progress grace (what a bond that lost a member does
+# to the flows it moves). The test must still end normally: every connection drains and closes,
+# no reset, no "peer stalled", and every byte a client sent reached its server.
+FABPERF=$1 TOP=$2
+. "$(dirname "$0")/lib.sh"
+require_root
+TAG="dr$(( $$ % 100000 ))"
+"$LAB" up "$TAG" --direct --rate 4mbit >/dev/null
+start_agent 1 198.18.0.1
+start_agent 2 198.18.0.2
+
+t0=$(date +%s.%N)
+in_host 1 "$FABPERF" run --servers 198.18.0.2 --clients 198.18.0.1 "${KEYARGS[@]}" --mode stream --parallel 8 \
+  --socksize 256K --buffsize 64K --time 3 --warmup 0.5 --cooldown 0.5 --json "$WORK/drain.json" --quiet
+t1=$(date +%s.%N)
+python3 - "$WORK/drain.json" "$t0" "$t1" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+wall = float(sys.argv[3]) - float(sys.argv[2])
+conns = [c for c in doc["connections"] if c["op"] == "write"]
+errors = [f"{c['role']} {c['local']} -> {c['remote']}: {c['error']}" for c in conns if c["error"]]
+assert not errors, f"connections failed at the end of a normal test: {errors}"
+assert doc["complete"], doc["findings"]
+sent = {(c["local"], c["remote"]): c["tx_bytes_total"] for c in conns if c["role"] == "client"}
+got = {(c["remote"], c["local"]): c["rx_bytes_total"] for c in conns if c["role"] == "server"}
+assert len(sent) == 8 and sent.keys() == got.keys(), (sent, got)
+lost = {k: sent[k] - got[k] for k in sent if sent[k] != got[k]}
+assert not lost, f"bytes sent but never received (connection cut while draining): {lost}"
+total = sum(sent.values())
+# The drain really was longer than the old fixed 3 s grace: this test would have cut connections.
+over = wall - 3.0
+print(f"8 flows over 4 Mbit/s: {total} B sent, all received; run took {wall:.1f} s for a 3 s test "
+      f"({over:.1f} s after the stop, set-up included)")
+assert over > 4.0, f"the senders' queues drained in {over:.1f} s: not the slow drain this test is about"
+PY
+echo "PASS"
