@@ -651,7 +651,7 @@ TEST(MessagesReject, RdmaListsInSetupMessages) {
   for (const auto& b : cases) check_bad(b);
   // More queue pairs than the limit of one message's connections.
   json big = to_json(ss);
-  big["rdma_clients"] = json(std::vector<int>(50001, 1));  // rw stream, parallel 2: 4 per client
+  big["rdma_clients"] = json(std::vector<unsigned>(50001, 1));  // rw stream, parallel 2: 4 per client
   EXPECT_TRUE(contains(proto_error_of([&] { (void)parse_setup_server(big); }), "SETUP_SERVER.rdma_clients: 200004 queue pairs exceed"));
 }
 
