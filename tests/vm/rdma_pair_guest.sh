@@ -12,7 +12,7 @@ set -uo pipefail
 FABPERF=${FABPERF:?}
 OUT=${VMLAB_RESULTS:?}
 KEY=${KEY:?}
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+VMTESTS=${VMTESTS:?}  # tests/vm of the checkout (vm-lab runs a copy of this script)
 W="$OUT/wire-g$VMLAB_GUEST"
 mkdir -p "$W"
 SUM="$OUT/summary-wire.txt"
@@ -96,6 +96,6 @@ say "wire fails: $fails"
 
 # The single-guest checks (Soft-RoCE on lo) in the same boot, on their own device.
 rdma link delete rxew
-bash "$HERE/rdma_guest.sh"
+bash "$VMTESTS/rdma_guest.sh"
 rc=$?
 [ $fails -eq 0 ] && [ $rc -eq 0 ]

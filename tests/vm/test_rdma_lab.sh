@@ -11,7 +11,7 @@ trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$RES"' EXIT
 "$FABPERF" keygen "$RES/key" >/dev/null || exit 3
 t0=$(date +%s)
 "$TOP/scripts/vm-lab" --quiet --guests 2 --timeout 570 --modules rdma --results "$RES" --env "FABPERF=$FABPERF" \
-  --env "KEY=$RES/key" "$TOP/tests/vm/rdma_pair_guest.sh"
+  --env "KEY=$RES/key" --env "VMTESTS=$TOP/tests/vm" "$TOP/tests/vm/rdma_pair_guest.sh"
 rc=$?
 t1=$(date +%s)
 [ -f "$RES/summary-wire.txt" ] && cat "$RES/summary-wire.txt"
