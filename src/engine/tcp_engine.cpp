@@ -223,16 +223,16 @@ bool reap_zerocopy(int fd) {
   return zero;
 }
 
-// Sends all of [p, p+n); returns bytes sent. Gives up at the hard deadline or on abort, or when
-// stop_early says so (stream senders may stop mid-buffer; rpc senders must finish the block).
-template <typename Count>
-bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err) {
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+// Writes n bytes with op(done) (one send/sendfile call for the bytes after `done`), retrying
+// ticks. Gives up at the hard deadline or on abort: an rpc sender must finish its block.
+template <typename Op, typename Count>
+bool write_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op&& op) {
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t k = op(done);
     if (k > 0) {
       count(static_cast<std::uint64_t>(k));
-      p += k;
-      n -= static_cast<std::size_t>(k);
+      done += static_cast<std::size_t>(k);
       continue;
     }
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -246,6 +246,22 @@ bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ct
     return false;
   }
   return true;
+}
+
+template <typename Count>
+bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
+  return write_all(n, ctx, count, err, [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
+}
+
+// Sends one whole rpc block: with sendfile(2) from the memfd holding the pattern when there is
+// one (no copy from user space), else from the pattern buffer.
+template <typename Count>
+bool send_block(int fd, int memfd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err) {
+  if (memfd < 0) return send_all(fd, p, n, ctx, count, err);
+  return write_all(n, ctx, count, err, [&](std::size_t done) {
+    off_t pos = static_cast<off_t>(done);
+    return ::sendfile(fd, memfd, &pos, n - done);
+  });
 }
 
 // Receives exactly n bytes. Returns 1 on success, 0 on a clean EOF before the first byte, -1 on
@@ -993,6 +1009,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
   const std::uint64_t max_len = ctx.spec().buffsize();
   std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
   const std::uint8_t* tx = tx_buf_.data();
+  const int memfd = ctx.spec().sendfile() ? tx_memfd_ : -1;
   const int fd = f.fd();
   auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
@@ -1044,8 +1061,8 @@ void TcpEngine::rpc_server(TcpFlow& f) {
       }
     } else {
       put64(reply + 8, len);
-      if (!send_all(fd, reply, sizeof reply, ctx, none, err) ||
-          !send_all(fd, tx, static_cast<std::size_t>(len), ctx, tx_count, err)) {
+      if (!send_all(fd, reply, sizeof reply, ctx, none, err, MSG_MORE) ||
+          !send_block(fd, memfd, tx, static_cast<std::size_t>(len), ctx, tx_count, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
         return;
       }
@@ -1068,6 +1085,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   const std::uint32_t lane = t % spec.parallel();
   std::size_t s = t % servers;
   const bool sticky = is_sticky(spec.test());
+  const int memfd = spec.sendfile() ? tx_memfd_ : -1;
   std::uint8_t hdr[kRpcHdrSize];
   put32(hdr, kRpcMagic);
   put32(hdr + 4, op);
@@ -1096,8 +1114,9 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
       }
       int err = 0;
       auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
-      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err) ||
-          (op == kOpWrite && !send_all(c.flow->fd(), tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
+      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
+          (op == kOpWrite &&
+           !send_block(c.flow->fd(), memfd, tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
         c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
       }
     }
