@@ -92,7 +92,6 @@ for path in sys.argv[1:]:
 print(f"wire fails: {bad}")
 PY
 fails=$(grep -c '^FAIL ' "$SUM")
-say "wire fails: $fails"
 
 # The single-guest checks (Soft-RoCE on lo) in the same boot, on their own device.
 rdma link delete rxew
