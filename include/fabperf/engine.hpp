@@ -167,6 +167,12 @@ struct ServerPlan {
   std::string bind_address;  // numeric; the address the coordinator reached this agent on
   proto::Token token{};
   std::uint32_t expect_connections{0};
+  // RDMA queue pairs set up through the coordinator (proto::SetupServer::rdma_clients): the
+  // client nodes to create queue pairs for, the address each connection c uses on this node
+  // (link_addrs[c % L], else control_address) to choose the RDMA port by GID.
+  std::vector<std::uint32_t> rdma_clients{};
+  std::vector<std::string> link_addrs{};
+  std::string control_address{};
 };
 struct ClientPlan {
   proto::Token token{};  // already derived for this client (see derive_client_token)
@@ -195,6 +201,12 @@ class Engine {
   virtual void seal(RunContext& ctx) = 0;
   // Spawns the data threads (after seal); they wait in ctx.wait_for_start().
   virtual void start(RunContext& ctx) = 0;
+  // Queue pairs exchanged over the control channel (RDMA without --rdma-cm, docs/rdma.md): the
+  // endpoints the last prepare_server/prepare_client created, for the coordinator to forward.
+  virtual std::vector<proto::RdmaEndpoint> take_endpoints() { return {}; }
+  // Server side: connects its queue pairs to the clients' endpoints (RDMA_CONNECT); returns how
+  // many are ready. Throws naming the endpoint that does not fit.
+  virtual std::size_t connect_endpoints(RunContext& ctx, const std::vector<proto::RdmaEndpoint>& peers);
   // Unblocks every data thread promptly (shuts sockets down); safe from any thread.
   virtual void abort() noexcept = 0;
   virtual void join() = 0;

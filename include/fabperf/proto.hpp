@@ -54,8 +54,11 @@ enum class MsgType : std::uint16_t {
   links_request = 17,  // coordinator -> agent: send the link inventory
   links = 18,          // agent -> coordinator: LinksReply
   shutdown = 19,       // coordinator -> agent: exit cleanly (shell kill/killall); answered BYE or ERROR
+  // 20-25: RDMA connection set-up (rdmacm branch's range).
+  rdma_connect = 20,     // coordinator -> server agent: the clients' queue pair endpoints (RdmaConnect)
+  rdma_connect_ok = 21,  // server agent -> coordinator: its queue pairs are ready to send (RdmaConnectOk)
 };
-inline constexpr std::uint16_t kMaxMsgType = 19;
+inline constexpr std::uint16_t kMaxMsgType = 21;
 std::string_view to_string(MsgType t);
 
 struct Header {
@@ -138,6 +141,25 @@ struct Pong {
   // does not send it. Only pre-flight's clock check uses it: tests run on the monotonic clock.
   std::int64_t t_wall{0};
 };
+// One end of an RDMA reliable-connected queue pair, as the other end needs it to connect
+// (docs/rdma.md "Exchange"): exchanged through the coordinator unless the test uses --rdma-cm.
+struct RdmaEndpoint {
+  std::uint32_t node{0};  // the node that owns this queue pair
+  std::uint32_t peer{0};  // the node it connects to
+  std::uint32_t conn{0};  // connection index within the client-server pair
+  std::uint32_t qpn{0};   // 24 bits
+  std::uint32_t psn{0};   // 24 bits
+  std::uint32_t lid{0};   // InfiniBand only (16 bits); 0 on RoCE
+  std::array<std::uint8_t, 16> gid{};
+  std::uint64_t addr{0};  // the registered buffer (source block, then destination block)
+  std::uint64_t len{0};
+  std::uint32_t rkey{0};
+  friend bool operator==(const RdmaEndpoint&, const RdmaEndpoint&) = default;
+};
+nlohmann::json to_json(const RdmaEndpoint&);
+// `context` names the message and list, e.g. "RDMA_CONNECT.endpoints[3]".
+RdmaEndpoint parse_rdma_endpoint(const nlohmann::json&, const std::string& context);
+
 struct SetupServer {
   std::string test_id;
   Token token{};
@@ -145,16 +167,23 @@ struct SetupServer {
   std::uint32_t node_index{0};
   std::uint32_t expect_connections{0};
   bool any_address{false};  // listen on every address (the clients use per-link addresses)
+  // RDMA over the control channel: the client nodes this server gets queue pairs for (each
+  // connections_per_pair() of them) and this server's own per-link addresses (they choose the
+  // RDMA port by GID). Empty for TCP and --rdma-cm.
+  std::vector<std::uint32_t> rdma_clients{};
+  std::vector<std::string> link_addrs{};
 };
 struct SetupServerOk {
-  std::uint16_t data_port{0};
+  std::uint16_t data_port{0};  // 0: the transport needs none (RDMA queue pairs via the coordinator)
   std::vector<std::string> warnings;
+  std::vector<RdmaEndpoint> rdma{};  // the server's queue pairs, waiting for their clients
 };
 struct Target {
   std::uint32_t node_index{0};
   std::string host;  // numeric address of the server agent (as the coordinator reached it)
   std::uint16_t port{0};
   std::vector<std::string> link_hosts;  // per link; connection c goes to link_hosts[c % L]
+  std::vector<RdmaEndpoint> rdma{};     // the server's queue pairs for this client (one per connection)
 };
 struct SetupClient {
   std::string test_id;
@@ -170,6 +199,15 @@ struct SetupClient {
 struct SetupClientOk {
   std::uint32_t connections{0};
   std::vector<std::string> warnings;
+  std::vector<RdmaEndpoint> rdma{};  // the client's queue pairs, already connected (RTS)
+};
+// The coordinator forwards the clients' endpoints to the server that owns the other ends.
+struct RdmaConnect {
+  std::string test_id;
+  std::vector<RdmaEndpoint> endpoints;
+};
+struct RdmaConnectOk {
+  std::uint32_t queue_pairs{0};  // the server's queue pairs now ready to send
 };
 // All instants are on the receiving agent's monotonic clock.
 struct Start {
@@ -211,6 +249,8 @@ nlohmann::json to_json(const Abort&);
 nlohmann::json to_json(const ErrorMsg&);
 nlohmann::json to_json(const LinksReply&);
 nlohmann::json to_json(const Shutdown&);
+nlohmann::json to_json(const RdmaConnect&);
+nlohmann::json to_json(const RdmaConnectOk&);
 
 Hello parse_hello(const nlohmann::json&);
 HelloOk parse_hello_ok(const nlohmann::json&);
@@ -227,6 +267,8 @@ Abort parse_abort(const nlohmann::json&);
 ErrorMsg parse_error(const nlohmann::json&);
 LinksReply parse_links(const nlohmann::json&);
 Shutdown parse_shutdown(const nlohmann::json&);
+RdmaConnect parse_rdma_connect(const nlohmann::json&);
+RdmaConnectOk parse_rdma_connect_ok(const nlohmann::json&);
 
 // Decodes a complete frame (header + body) and validates the body against its message type;
 // the fuzzer's entry point. Throws ProtocolError.

@@ -74,6 +74,7 @@ struct SpecParams {
   std::optional<std::uint32_t> inline_size;   // max_inline_data asked for; blocks up to it go inline
   std::optional<std::uint32_t> cq_mod;        // stream senders ask for a completion every N posts
   std::optional<bool> rdma_events;            // completion events instead of busy polling
+  std::optional<bool> rdma_cm;                // connect queue pairs with librdmacm, not via the coordinator
   std::optional<bool> spread_ports;           // bind client source ports that cover every bond member
 };
 
@@ -112,6 +113,7 @@ class TestSpec {
   [[nodiscard]] std::uint32_t inline_size() const { return inline_size_; }
   [[nodiscard]] std::uint32_t cq_mod() const { return cq_mod_; }
   [[nodiscard]] bool rdma_events() const { return rdma_events_; }
+  [[nodiscard]] bool rdma_cm() const { return rdma_cm_; }
   [[nodiscard]] bool spread_ports() const { return spread_ports_; }
 
   // Connections a client opens to one server (rw in stream mode opens both directions).
@@ -148,6 +150,7 @@ class TestSpec {
   std::uint32_t inline_size_{0};
   std::uint32_t cq_mod_{1};
   bool rdma_events_{false};
+  bool rdma_cm_{false};
   bool spread_ports_{false};
 };
 

@@ -301,6 +301,7 @@ class Agent {
             break;
           case MsgType::setup_server: co_await on_setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address); break;
           case MsgType::setup_client: co_await on_setup_client(conn, who, proto::parse_setup_client(fr.body)); break;
+          case MsgType::rdma_connect: co_await on_rdma_connect(conn, proto::parse_rdma_connect(fr.body)); break;
           case MsgType::start: on_start(conn, proto::parse_start(fr.body)); break;
           case MsgType::abort: {
             const auto a = proto::parse_abort(fr.body);
@@ -414,14 +415,19 @@ class Agent {
     if (!claim(conn, who, m.test_id, m.spec)) co_return;
     auto state = test_;
     std::uint16_t port = 0;
+    std::vector<proto::RdmaEndpoint> endpoints;
     std::string error;
     try {
       ensure_engine(m.spec, m.node_index);
       if (state->server_ready) throw ProtocolError("server role already set up");
+      const std::string control_address = bind_address;
       if (m.any_address) bind_address = bind_address.find(':') == std::string::npos ? "0.0.0.0" : "::";
       reserve_buffers(m.spec, m.expect_connections, "server");
-      ServerPlan plan{bind_address, m.token, m.expect_connections};
-      co_await blocking([&] { port = state->engine->prepare_server(*state->ctx, plan); });
+      ServerPlan plan{bind_address, m.token, m.expect_connections, m.rdma_clients, m.link_addrs, control_address};
+      co_await blocking([&] {
+        port = state->engine->prepare_server(*state->ctx, plan);
+        endpoints = state->engine->take_endpoints();
+      });
       state->server_ready = true;
     } catch (const std::exception& e) {
       error = e.what();
@@ -435,19 +441,23 @@ class Agent {
       co_return;
     }
     spdlog::info("agent: test {}: serving data on {} port {}", m.test_id, bind_address, port);
-    conn->send(MsgType::setup_server_ok, proto::to_json(proto::SetupServerOk{port, state->ctx->warnings()}));
+    conn->send(MsgType::setup_server_ok, proto::to_json(proto::SetupServerOk{port, state->ctx->warnings(), std::move(endpoints)}));
   }
 
   asio::awaitable<void> on_setup_client(std::shared_ptr<FramedConn> conn, std::string who, proto::SetupClient m) {
     if (!claim(conn, who, m.test_id, m.spec)) co_return;
     auto state = test_;
+    std::vector<proto::RdmaEndpoint> endpoints;
     std::string error;
     try {
       ensure_engine(m.spec, m.node_index);
       if (state->client_ready) throw ProtocolError("client role already set up");
       reserve_buffers(m.spec, std::uint64_t{m.targets.size()} * m.spec.connections_per_pair(), "client");
       ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs, m.bind_devs};
-      co_await blocking([&] { state->engine->prepare_client(*state->ctx, plan); });
+      co_await blocking([&] {
+        state->engine->prepare_client(*state->ctx, plan);
+        endpoints = state->engine->take_endpoints();
+      });
       state->client_ready = true;
     } catch (const std::exception& e) {
       error = e.what();
@@ -460,8 +470,34 @@ class Agent {
       }
       co_return;
     }
-    conn->send(MsgType::setup_client_ok,
-               proto::to_json(proto::SetupClientOk{static_cast<std::uint32_t>(state->ctx->flow_count()), state->ctx->warnings()}));
+    conn->send(MsgType::setup_client_ok, proto::to_json(proto::SetupClientOk{static_cast<std::uint32_t>(state->ctx->flow_count()),
+                                                                            state->ctx->warnings(), std::move(endpoints)}));
+  }
+
+  // The clients' queue pair endpoints for this server's queue pairs (after every SETUP_CLIENT).
+  asio::awaitable<void> on_rdma_connect(std::shared_ptr<FramedConn> conn, proto::RdmaConnect m) {
+    if (owner_ != conn.get() || !test_ || test_->test_id != m.test_id || !test_->server_ready || test_->run) {
+      send_error(*conn, "protocol", fmt::format("RDMA_CONNECT for test {}, which this coordinator has not set up here as a server",
+                                                m.test_id));
+      co_return;
+    }
+    auto state = test_;
+    std::size_t ready = 0;
+    std::string error;
+    try {
+      co_await blocking([&] { ready = state->engine->connect_endpoints(*state->ctx, m.endpoints); });
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (!error.empty()) {
+      send_error(*conn, "setup_failed", fmt::format("RDMA queue pair set-up failed: {}", error));
+      if (owner_ == conn.get()) {
+        owner_ = nullptr;
+        release_test_async();
+      }
+      co_return;
+    }
+    conn->send(MsgType::rdma_connect_ok, proto::to_json(proto::RdmaConnectOk{static_cast<std::uint32_t>(ready)}));
   }
 
   void on_start(const std::shared_ptr<FramedConn>& conn, const proto::Start& m) {

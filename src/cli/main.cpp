@@ -280,7 +280,8 @@ int cmd_run(int argc, char** argv) {
     ("qdepth", "work requests in flight per QP (stream mode)", cxxopts::value<std::string>()->default_value("16"))
     ("inline", "max_inline_data asked for each QP; blocks up to it are sent inline", cxxopts::value<std::string>())
     ("cq-mod", "stream senders ask for a completion every N posts (CQ moderation)", cxxopts::value<std::string>())
-    ("rdma-events", "wait for completion events instead of busy polling");
+    ("rdma-events", "wait for completion events instead of busy polling")
+    ("rdma-cm", "connect queue pairs with librdmacm (rdma_cm) instead of through the coordinator");
   // Patterns, plan files, results and KPIs (docs/plans.md): handled by cli/cmd_plan.cpp.
   o.add_options("plan")
     ("plan", "plan file (TOML) to run: fabperf run PLAN", cxxopts::value<std::string>())
@@ -394,6 +395,7 @@ int cmd_run(int argc, char** argv) {
   if (r.count("inline")) p.inline_size = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "inline"), "--inline", 0, 4096));
   if (r.count("cq-mod")) p.cq_mod = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "cq-mod"), "--cq-mod", 1, 4096));
   if (r.count("rdma-events")) p.rdma_events = true;
+  if (r.count("rdma-cm")) p.rdma_cm = true;
   RunRequest req;
   req.spec = TestSpec::make(p);
   req.socksize_auto = socksize_auto;

@@ -53,6 +53,9 @@ struct Node {
   std::shared_ptr<FramedConn> conn;
   std::uint16_t data_port{0};
   std::string failure;  // set-up phase failure, if any
+  // RDMA through the control channel: this node's server and client queue pair endpoints.
+  std::vector<proto::RdmaEndpoint> rdma_server_eps;
+  std::vector<proto::RdmaEndpoint> rdma_client_eps;
 };
 
 class Coordinator {
@@ -482,9 +485,16 @@ class Coordinator {
     const proto::Token token = proto::random_token();
     // Clients loading each server node.
     std::vector<std::uint32_t> n_clients(nodes_.size(), 0);
+    // RDMA queue pairs exchanged through this control channel (not --rdma-cm): each server
+    // learns which clients to create queue pairs for.
+    const bool rdma_cc = spec.transport() == Transport::rdma && !spec.rdma_cm();
+    std::vector<std::vector<std::uint32_t>> rdma_clients(nodes_.size());
     for (std::size_t k = 0; k < nodes_.size(); ++k) {
       if (!nodes_[k].rec.is_client) continue;
-      for (const std::size_t sn : servers_of(k)) ++n_clients[sn];
+      for (const std::size_t sn : servers_of(k)) {
+        ++n_clients[sn];
+        if (rdma_cc) rdma_clients[sn].push_back(nodes_[k].rec.index);
+      }
     }
     co_await each([&](Node& n) -> asio::awaitable<void> {
       proto::SetupServer m;
@@ -495,8 +505,27 @@ class Coordinator {
       // Each client also opens one delay-probe connection to every server.
       m.expect_connections = n_clients[static_cast<std::size_t>(&n - nodes_.data())] * (spec.connections_per_pair() + 1);
       m.any_address = !n.hp.links.empty();
+      const std::size_t at = static_cast<std::size_t>(&n - nodes_.data());
+      if (rdma_cc) {
+        m.rdma_clients = rdma_clients[at];
+        m.link_addrs = n.hp.links;
+      }
       n.conn->send(MsgType::setup_server, proto::to_json(m));
-      const auto ok = proto::parse_setup_server_ok(co_await expect(n, MsgType::setup_server_ok, 30s));
+      auto ok = proto::parse_setup_server_ok(co_await expect(n, MsgType::setup_server_ok, 30s));
+      if (!rdma_cc && ok.data_port == 0) throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.data_port: 0", n.rec.name));
+      if (rdma_cc) {
+        const std::size_t want = rdma_clients[at].size() * spec.connections_per_pair();
+        if (ok.rdma.size() != want) {
+          throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.rdma: {} queue pairs, expected {}", n.rec.name, ok.rdma.size(), want));
+        }
+        for (const auto& e : ok.rdma) {
+          if (e.node != n.rec.index) {
+            throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.rdma: an endpoint of node {}, not of this node {}", n.rec.name,
+                                            e.node, n.rec.index));
+          }
+        }
+        n.rdma_server_eps = std::move(ok.rdma);
+      }
       n.data_port = ok.data_port;
       n.rec.setup_warnings = ok.warnings;
     }, [](const Node& n) { return n.rec.is_server; });
@@ -506,7 +535,11 @@ class Coordinator {
       std::vector<proto::Target> targets;
       for (const std::size_t sn : servers_of(static_cast<std::size_t>(&n - nodes_.data()))) {
         const Node& t = nodes_[sn];
-        targets.push_back({t.rec.index, t.rec.address, t.data_port, t.hp.links});
+        std::vector<proto::RdmaEndpoint> eps;
+        for (const auto& e : t.rdma_server_eps) {
+          if (e.peer == n.rec.index) eps.push_back(e);
+        }
+        targets.push_back({t.rec.index, t.rec.address, t.data_port, t.hp.links, std::move(eps)});
       }
       proto::SetupClient m;
       m.test_id = rec.test_id;
@@ -518,7 +551,16 @@ class Coordinator {
       m.bind_devs = req_.bind_devs;
       n.conn->send(MsgType::setup_client, proto::to_json(m));
       // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
-      const auto ok = proto::parse_setup_client_ok(co_await expect(n, MsgType::setup_client_ok, 120s));
+      auto ok = proto::parse_setup_client_ok(co_await expect(n, MsgType::setup_client_ok, 120s));
+      if (rdma_cc) {
+        for (const auto& e : ok.rdma) {
+          if (e.node != n.rec.index || e.peer >= nodes_.size() || !nodes_[e.peer].rec.is_server) {
+            throw ProtocolError(fmt::format("agent {}: SETUP_CLIENT_OK.rdma: endpoint of node {} for node {} does not fit this test",
+                                            n.rec.name, e.node, e.peer));
+          }
+        }
+        n.rdma_client_eps = std::move(ok.rdma);
+      }
       for (const auto& w : ok.warnings) {
         if (std::find(n.rec.setup_warnings.begin(), n.rec.setup_warnings.end(), w) == n.rec.setup_warnings.end()) {
           n.rec.setup_warnings.push_back(w);
@@ -526,6 +568,28 @@ class Coordinator {
       }
     }, [](const Node& n) { return n.rec.is_client; });
     throw_if_failed("client set-up");
+    if (rdma_cc) {
+      // The clients' queue pairs are at RTS; each server brings its own up against them.
+      co_await each([&](Node& n) -> asio::awaitable<void> {
+        proto::RdmaConnect m{rec.test_id, {}};
+        for (const auto& c : nodes_) {
+          for (const auto& e : c.rdma_client_eps) {
+            if (e.peer == n.rec.index) m.endpoints.push_back(e);
+          }
+        }
+        if (m.endpoints.size() != n.rdma_server_eps.size()) {
+          throw ProtocolError(fmt::format("agent {}: its clients returned {} RDMA queue pairs for its {}", n.rec.name,
+                                          m.endpoints.size(), n.rdma_server_eps.size()));
+        }
+        n.conn->send(MsgType::rdma_connect, proto::to_json(m));
+        const auto ok = proto::parse_rdma_connect_ok(co_await expect(n, MsgType::rdma_connect_ok, 30s));
+        if (ok.queue_pairs != m.endpoints.size()) {
+          throw ProtocolError(fmt::format("agent {}: RDMA_CONNECT_OK.queue_pairs: {}, expected {}", n.rec.name, ok.queue_pairs,
+                                          m.endpoints.size()));
+        }
+      }, [](const Node& n) { return n.rec.is_server && !n.rdma_server_eps.empty(); });
+      throw_if_failed("RDMA queue pair set-up");
+    }
     spdlog::info("coordinator: {} agents set up in {:.3f} s", nodes_.size(), since(t_begin));
     // Bond sanity findings are worth reading before the numbers arrive.
     for (const auto& n : nodes_) {

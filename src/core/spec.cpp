@@ -146,6 +146,8 @@ TestSpec TestSpec::make(const SpecParams& p) {
     throw UsageError(fmt::format("--cq-mod {}: out of range (1..--qdepth {})", s.cq_mod_, s.qdepth_));
   }
   s.rdma_events_ = p.rdma_events.value_or(false);
+  s.rdma_cm_ = p.rdma_cm.value_or(false);
+  if (s.rdma_cm_ && s.transport_ != Transport::rdma) throw UsageError("--rdma-cm: only with --transport rdma");
   if (s.transport_ == Transport::rdma && s.verify_) {
     throw UsageError("--verify is not available with --transport rdma (RDMA blocks land in one shared buffer)");
   }
@@ -202,6 +204,7 @@ nlohmann::json to_json(const TestSpec& s) {
           {"inline_size", s.inline_size()},
           {"cq_mod", s.cq_mod()},
           {"rdma_events", s.rdma_events()},
+          {"rdma_cm", s.rdma_cm()},
           {"spread_ports", s.spread_ports()}};
 }
 
@@ -260,6 +263,7 @@ TestSpec spec_from_json(const nlohmann::json& j) {
     if (j.contains("busy_poll_us")) p.busy_poll_us = field<std::uint32_t>(j, "busy_poll_us", 0, 1'000'000);
     if (j.contains("notsent_lowat")) p.notsent_lowat = field<std::uint64_t>(j, "notsent_lowat", 0, limits::kMaxSocksize);
     p.rdma_events = flag("rdma_events");
+    p.rdma_cm = flag("rdma_cm");
     if (j.contains("rdma_device")) {
       const auto it = j.find("rdma_device");
       if (!it->is_string() || it->get_ref<const std::string&>().size() > 256) throw ProtocolError("spec.rdma_device: not a short string");

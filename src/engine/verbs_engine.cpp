@@ -1,11 +1,17 @@
 // RDMA verbs data plane: RC queue pairs on libibverbs, one thread and one CQ per QP.
 //
 // Set-up follows perftest's order (find device -> open -> check port -> PD/MR/CQ/QP -> exchange
-// -> RTR/RTS), with the exchange done on an authenticated TCP side channel per QP: the client
-// sends its QP number, PSN, GID/LID, buffer address and rkey under an HMAC of its per-client
-// token; the server answers with its own under an HMAC that proves it holds the test token. The
-// port and GID are chosen by matching the local address of that side channel (the address the
-// test uses) against each port's RoCE v2 GIDs, so multi-GID RoCE ports work without --gid-index.
+// -> RTR/RTS). The exchange goes one of two ways (docs/rdma.md "Set-up"):
+//  - by default through the coordinator's control channel, which is already authenticated: the
+//    server creates its QPs at SETUP_SERVER and returns their endpoints (QP number, PSN, GID/LID,
+//    buffer address, rkey), each client gets them with SETUP_CLIENT, connects its QPs and returns
+//    its own, and RDMA_CONNECT hands those to the server, which then connects its QPs;
+//  - with --rdma-cm through librdmacm: the client resolves the server's address and connects, the
+//    server agent listens and accepts; the private data carries the buffer address and rkey under
+//    an HMAC of the client's token (so a stranger cannot get a QP) and the server's answer proves
+//    the test token in return.
+// Without rdma_cm the port and GID are chosen by matching the address the test uses on each node
+// against each port's RoCE v2 GIDs, so multi-GID RoCE ports work without --gid-index.
 //
 // Data movement (nsdperf's meanings; "notice" = a zero-byte SEND_WITH_IMM):
 //   write  client -> server: RDMA WRITE_WITH_IMM (or SEND with --rdma-verb send)
@@ -24,6 +30,7 @@
 #include <fabperf/units.hpp>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #include <arpa/inet.h>
 #include <algorithm>
@@ -34,7 +41,6 @@
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <random>
 #include <spdlog/spdlog.h>
@@ -44,24 +50,27 @@
 namespace fabperf {
 namespace {
 
-constexpr std::uint32_t kHelloMagic = 0x46425256;  // "FBRV"
-constexpr std::uint32_t kAckMagic = 0x46425241;    // "FBRA"
-constexpr std::uint16_t kVersion = 1;
 constexpr int kTickMs = 200;
-constexpr int kConnectTimeoutMs = 5000;
-constexpr std::size_t kEndpointSize = 48;
-// hello: magic | version<<16 | dir<<8 | rpc | client node | conn index | nonce (32) | endpoint | mac
-constexpr std::size_t kHelloSigned = 16 + auth::kNonceBytes + kEndpointSize;
-constexpr std::size_t kHelloSize = kHelloSigned + auth::kProofBytes;
-// ack: magic | status | endpoint | reason (64) | mac over (label, nonce, the first 120 bytes)
-constexpr std::size_t kReasonSize = 64;
-constexpr std::size_t kAckSigned = 8 + kEndpointSize + kReasonSize;
-constexpr std::size_t kAckSize = kAckSigned + auth::kProofBytes;
-constexpr std::string_view kHelloLabel{"fabperf-rdma-hello\0", 19};
-constexpr std::string_view kAckLabel{"fabperf-rdma-ack\0", 17};
+constexpr int kCmTimeoutMs = 5000;  // each rdma_cm step (address, route, connect)
+// --rdma-cm private data. The connect request carries at most 56 bytes over RDMA_PS_TCP:
+//   magic "FC" | version | dir<<1|rpc | client node | conn index | rkey | addr | HMAC (32 bytes)
+// with the HMAC of the client's token over the first 24 bytes. The answer (REP, up to 196):
+//   magic "FA" | version | status | rkey | addr | HMAC (32) of the client's token over the
+// request's HMAC and the answer's first 16 bytes; a refusal (REJ) carries a reason text.
+// The per-test token makes a request useless in another test; within a test a (node, conn) is
+// accepted once.
+constexpr std::uint16_t kCmReqMagic = 0x4643;  // "FC"
+constexpr std::uint16_t kCmRepMagic = 0x4641;  // "FA"
+constexpr std::uint8_t kCmVersion = 1;
+constexpr std::size_t kCmReqSigned = 24;
+constexpr std::size_t kCmReqSize = kCmReqSigned + auth::kProofBytes;  // 56
+constexpr std::size_t kCmRepSigned = 16;
+constexpr std::size_t kCmRepSize = kCmRepSigned + auth::kProofBytes;  // 48
+constexpr std::size_t kCmRejectSize = 140;
+constexpr std::string_view kCmReqLabel{"fabperf-rdma-cm-req\0", 20};
+constexpr std::string_view kCmRepLabel{"fabperf-rdma-cm-rep\0", 20};
 
 enum class Dir : std::uint8_t { push = 1, pull_back = 2, nread = 3 };  // write, read, nwrite
-enum AckStatus : std::uint32_t { kAckOk = 0, kAckBadHello = 1, kAckBadToken = 2, kAckSetupFailed = 3 };
 
 std::span<const std::uint8_t> bytes_of(std::string_view s) { return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}; }
 void put32(std::uint8_t* p, std::uint32_t v) {
@@ -73,6 +82,11 @@ void put32(std::uint8_t* p, std::uint32_t v) {
 std::uint32_t get32(const std::uint8_t* p) {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
 }
+void put16(std::uint8_t* p, std::uint16_t v) {
+  p[0] = static_cast<std::uint8_t>(v >> 8);
+  p[1] = static_cast<std::uint8_t>(v);
+}
+std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
 void put64(std::uint8_t* p, std::uint64_t v) {
   put32(p, static_cast<std::uint32_t>(v >> 32));
   put32(p + 4, static_cast<std::uint32_t>(v));
@@ -89,24 +103,14 @@ struct Endpoint {
   std::uint64_t len{0};
   ibv_gid gid{};
 };
-void put_endpoint(std::uint8_t* p, const Endpoint& e) {
-  put32(p, e.qpn);
-  put32(p + 4, e.psn);
-  put32(p + 8, e.lid);
-  put32(p + 12, e.rkey);
-  put64(p + 16, e.addr);
-  put64(p + 24, e.len);
-  std::memcpy(p + 32, e.gid.raw, 16);
+proto::RdmaEndpoint to_wire(const Endpoint& e, std::uint32_t node, std::uint32_t peer, std::uint32_t conn) {
+  proto::RdmaEndpoint w{node, peer, conn, e.qpn, e.psn, e.lid, {}, e.addr, e.len, e.rkey};
+  std::memcpy(w.gid.data(), e.gid.raw, 16);
+  return w;
 }
-Endpoint get_endpoint(const std::uint8_t* p) {
-  Endpoint e;
-  e.qpn = get32(p);
-  e.psn = get32(p + 4);
-  e.lid = get32(p + 8);
-  e.rkey = get32(p + 12);
-  e.addr = get64(p + 16);
-  e.len = get64(p + 24);
-  std::memcpy(e.gid.raw, p + 32, 16);
+Endpoint from_wire(const proto::RdmaEndpoint& w) {
+  Endpoint e{w.qpn, w.psn, w.lid, w.rkey, w.addr, w.len, {}};
+  std::memcpy(e.gid.raw, w.gid.data(), 16);
   return e;
 }
 
@@ -114,24 +118,6 @@ std::string gid_text(const ibv_gid& g) {
   char buf[INET6_ADDRSTRLEN] = {};
   inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
   return buf;
-}
-
-bool io_all(int fd, std::uint8_t* p, std::size_t n, bool write, int timeout_ms) {
-  const std::int64_t deadline = mono_now_ns() + std::int64_t{timeout_ms} * 1'000'000;
-  std::size_t done = 0;
-  while (done < n) {
-    const std::int64_t left = (deadline - mono_now_ns()) / 1'000'000;
-    if (left <= 0) return false;
-    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
-    if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
-    const ssize_t k = write ? ::send(fd, p + done, n - done, MSG_NOSIGNAL) : ::recv(fd, p + done, n - done, 0);
-    if (k <= 0) {
-      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      return false;
-    }
-    done += static_cast<std::size_t>(k);
-  }
-  return true;
 }
 
 std::string sock_addr_text(const sockaddr_storage& ss, bool with_port) {
@@ -161,6 +147,43 @@ ibv_gid gid_for(const sockaddr_storage& ss) {
     std::memcpy(g.raw, &a6, 16);
   }
   return g;
+}
+
+// A numeric address (and port) as a socket address; throws naming what it was for.
+sockaddr_storage numeric_sockaddr(const std::string& host, std::uint16_t port, const char* what) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  if (const int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); gai != 0) {
+    throw SystemError(what, host, gai_strerror(gai));
+  }
+  sockaddr_storage ss{};
+  std::memcpy(&ss, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof ss));
+  freeaddrinfo(res);
+  return ss;
+}
+
+// The local address the kernel would use towards `host` (from `source` when given): the address
+// this connection uses on this node, whose GID picks the RDMA port. A connected UDP socket
+// sends nothing.
+sockaddr_storage local_address_towards(const std::string& host, const std::string& source) {
+  const sockaddr_storage dst = numeric_sockaddr(host, 4791, "resolve RDMA peer address");
+  const int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw SystemError("socket", host, errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  const socklen_t dlen = dst.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  if (!source.empty()) {
+    const sockaddr_storage src = numeric_sockaddr(source, 0, "resolve source address");
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&src), dlen) != 0) throw SystemError("bind source address", source, errno);
+  }
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen) != 0) throw SystemError("find the local address towards", host, errno);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) throw SystemError("getsockname towards", host, errno);
+  return local;
 }
 
 // Device selection: DEV[:PORT][,...] from --rdma-device.
@@ -193,6 +216,7 @@ struct Device {
   std::string name;
   std::string label;  // "rxe0:1"
   ibv_context* ctx{nullptr};
+  bool borrowed_ctx{false};  // librdmacm's context (--rdma-cm): it closes it, not us
   ibv_pd* pd{nullptr};
   ibv_mr* mr{nullptr};
   std::uint8_t* buf{nullptr};
@@ -205,17 +229,30 @@ struct Device {
   ibv_mtu mtu{IBV_MTU_1024};
   std::uint32_t max_rd_atomic{1};
   std::uint32_t max_inline{0};
-  std::string key;  // the local address it was chosen for
+  std::string key;  // the local address it was chosen for ("cm:DEV:PORT" with --rdma-cm)
   ~Device() {
     if (mr) ibv_dereg_mr(mr);
     if (pd) ibv_dealloc_pd(pd);
-    if (ctx) ibv_close_device(ctx);
+    if (ctx && !borrowed_ctx) ibv_close_device(ctx);
     std::free(buf);
   }
 };
 
 std::string verbs_fail(const char* call, const std::string& dev, int err) {
   return fmt::format("{}: {} on {}", call, errno_text(err), dev);
+}
+
+// The protection domain and the one registered buffer (2 x --buffsize) of an opened port.
+void register_buffer(Device& d, const TestSpec& spec) {
+  d.pd = ibv_alloc_pd(d.ctx);
+  if (!d.pd) throw Error(ExitCode::infrastructure, verbs_fail("ibv_alloc_pd", d.label, errno));
+  d.block = spec.buffsize();
+  if (posix_memalign(reinterpret_cast<void**>(&d.buf), 4096, 2 * d.block) != 0) {
+    throw Error(ExitCode::infrastructure, fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d.block)));
+  }
+  for (std::size_t k = 0; k < 2 * d.block; ++k) d.buf[k] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
+  d.mr = ibv_reg_mr(d.pd, d.buf, 2 * d.block, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (!d.mr) throw Error(ExitCode::infrastructure, verbs_fail("ibv_reg_mr", d.label, errno));
 }
 
 // Opens the port whose GID matches `local` (or the --gid-index one), registers the buffer.
@@ -325,15 +362,7 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
       d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(da.max_qp_rd_atom, 1, 16));
       d->key = addr;
       ibv_free_device_list(list);
-      d->pd = ibv_alloc_pd(c);
-      if (!d->pd) throw Error(ExitCode::infrastructure, verbs_fail("ibv_alloc_pd", label, errno));
-      d->block = spec.buffsize();
-      if (posix_memalign(reinterpret_cast<void**>(&d->buf), 4096, 2 * d->block) != 0) {
-        throw Error(ExitCode::infrastructure, fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d->block)));
-      }
-      for (std::size_t k = 0; k < 2 * d->block; ++k) d->buf[k] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
-      d->mr = ibv_reg_mr(d->pd, d->buf, 2 * d->block, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-      if (!d->mr) throw Error(ExitCode::infrastructure, verbs_fail("ibv_reg_mr", label, errno));
+      register_buffer(*d, spec);
       return d;
     }
     ibv_close_device(c);
@@ -344,6 +373,28 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
                           looked.empty() ? std::string("no port") : fmt::format("{}", fmt::join(looked, "; ")),
                           spec.rdma_device().empty() ? "" : ", --rdma-device " + spec.rdma_device(),
                           problem.empty() ? std::string() : "; " + problem));
+}
+
+// --rdma-cm: the port librdmacm bound the connection to (its own device context).
+std::unique_ptr<Device> open_cm_device(ibv_context* ctx, std::uint8_t port, const TestSpec& spec) {
+  auto d = std::make_unique<Device>();
+  d->name = ibv_get_device_name(ctx->device);
+  d->label = fmt::format("{}:{}", d->name, port);
+  d->ctx = ctx;
+  d->borrowed_ctx = true;
+  d->port = port;
+  d->key = "cm:" + d->label;
+  ibv_device_attr da{};
+  if (ibv_query_device(ctx, &da) != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_query_device", d->label, errno));
+  // rdma_cm passes these as the connection's responder resources and initiator depth.
+  d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(std::min(da.max_qp_rd_atom, da.max_qp_init_rd_atom), 1, 16));
+  ibv_port_attr pa{};
+  if (ibv_query_port(ctx, port, &pa) != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_query_port", d->label, errno));
+  d->infiniband = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  d->lid = pa.lid;
+  d->mtu = pa.active_mtu;
+  register_buffer(*d, spec);
+  return d;
 }
 
 // ---- queue pairs ----------------------------------------------------------------------------
@@ -358,17 +409,24 @@ struct Qp {
   ibv_comp_channel* ch{nullptr};
   ibv_cq* cq{nullptr};
   ibv_qp* qp{nullptr};
+  rdma_cm_id* cm_id{nullptr};  // --rdma-cm: owns the QP and the connection
   Endpoint local;
   Endpoint remote;
   Dir dir{Dir::push};
   bool rpc{false};
   bool client{true};
   std::uint32_t peer_node{0};
+  std::uint32_t conn{0};  // connection index within the client-server pair
   std::string peer;  // "node N (ADDR) qpn Q"
   VerbsFlow* flow{nullptr};
   LatencyHistogram* hist{nullptr};
   ~Qp() {
-    if (qp) ibv_destroy_qp(qp);
+    if (cm_id) {
+      if (cm_id->qp) rdma_destroy_qp(cm_id);
+      rdma_destroy_id(cm_id);
+    } else if (qp) {
+      ibv_destroy_qp(qp);
+    }
     if (cq) ibv_destroy_cq(cq);
     if (ch) ibv_destroy_comp_channel(ch);
   }
@@ -379,8 +437,19 @@ std::uint32_t random_psn() {
   return rd() & 0xffffff;
 }
 
-// Creates the QP (INIT) with its CQ and posts the receives; throws naming the verb.
-std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec) {
+// The direction of connection c of a client-server pair (rw alternates).
+Dir dir_for(const TestSpec& spec, std::uint32_t c) {
+  const TestKind k = spec.test();
+  if (k == TestKind::nwrite) return Dir::nread;
+  if (k == TestKind::read || k == TestKind::sread) return Dir::pull_back;
+  if (k == TestKind::rw) return c % 2 == 0 ? Dir::push : Dir::pull_back;
+  return Dir::push;
+}
+
+// Creates the QP with its CQ and posts the receives; throws naming the verb. Without a cm id the
+// QP is created with ibv_create_qp and moved to INIT here; with one, rdma_create_qp does both and
+// the QP then belongs to the id (rdma_accept/rdma_connect bring it to RTS).
+std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, rdma_cm_id* id = nullptr) {
   auto q = std::make_unique<Qp>();
   q->dev = &d;
   const int depth = static_cast<int>(spec.qdepth());
@@ -399,17 +468,22 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec) {
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
   ia.cap.max_inline_data = spec.inline_size();
-  q->qp = ibv_create_qp(d.pd, &ia);
-  if (!q->qp) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_qp", d.label, errno));
-  d.max_inline = ia.cap.max_inline_data;
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = d.port;
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (int e = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS); e != 0) {
-    throw Error(ExitCode::infrastructure, verbs_fail("ibv_modify_qp(INIT)", d.label, e));
+  if (id) {
+    if (rdma_create_qp(id, d.pd, &ia) != 0) throw Error(ExitCode::infrastructure, verbs_fail("rdma_create_qp", d.label, errno));
+    q->qp = id->qp;
+  } else {
+    q->qp = ibv_create_qp(d.pd, &ia);
+    if (!q->qp) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_qp", d.label, errno));
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = d.port;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    if (int e = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS); e != 0) {
+      throw Error(ExitCode::infrastructure, verbs_fail("ibv_modify_qp(INIT)", d.label, e));
+    }
   }
+  d.max_inline = ia.cap.max_inline_data;
   q->local.qpn = q->qp->qp_num;
   q->local.psn = random_psn();
   q->local.lid = d.lid;
@@ -490,12 +564,18 @@ class VerbsEngine final : public Engine {
   ~VerbsEngine() override {
     abort();
     join();
-    qps_.clear();  // QPs before the devices they were created on
+    qps_.clear();  // QPs (and their cm ids) before the devices and channels they belong to
+    pending_.clear();
+    if (cm_listen_id_) rdma_destroy_id(cm_listen_id_);
+    if (cm_listen_ch_) rdma_destroy_event_channel(cm_listen_ch_);
+    if (cm_client_ch_) rdma_destroy_event_channel(cm_client_ch_);
     devices_.clear();
   }
   [[nodiscard]] std::string_view name() const override { return "rdma"; }
   std::uint16_t prepare_server(RunContext& ctx, const ServerPlan& plan) override;
   void prepare_client(RunContext& ctx, const ClientPlan& plan) override;
+  std::vector<proto::RdmaEndpoint> take_endpoints() override;
+  std::size_t connect_endpoints(RunContext& ctx, const std::vector<proto::RdmaEndpoint>& peers) override;
   void seal(RunContext& ctx) override;
   void start(RunContext& ctx) override;
   void abort() noexcept override {
@@ -506,8 +586,13 @@ class VerbsEngine final : public Engine {
 
  private:
   Device& device_for(const sockaddr_storage& local);
-  void accept_loop();
-  void serve_hello(int fd);
+  Device& cm_device_for(rdma_cm_id* id);
+  void add_flow(Qp& q, FlowRole role, const std::string& remote);
+  // --rdma-cm.
+  std::uint16_t cm_listen(const ServerPlan& plan);
+  void cm_accept_loop();
+  void cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std::size_t len);
+  void cm_connect(const ClientPlan& plan, const proto::Target& t, std::uint32_t c, const std::string& host);
   // Hot loops.
   int poll(Qp& q, ibv_wc* wc, int n) noexcept;
   int post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept;
@@ -524,13 +609,17 @@ class VerbsEngine final : public Engine {
 
   RunContext* ctx_{nullptr};
   ServerPlan server_plan_;
-  int listen_fd_{-1};
   std::thread accept_thread_;
   std::atomic<bool> accept_stop_{false};
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Qp>> qps_;
+  std::vector<std::unique_ptr<Qp>> pending_;       // server QPs waiting for RDMA_CONNECT
+  std::vector<proto::RdmaEndpoint> fresh_;         // endpoints for the coordinator (take_endpoints)
+  rdma_event_channel* cm_listen_ch_{nullptr};
+  rdma_cm_id* cm_listen_id_{nullptr};
+  rdma_event_channel* cm_client_ch_{nullptr};
   std::vector<std::thread> threads_;
 };
 
@@ -544,9 +633,32 @@ Device& VerbsEngine::device_for(const sockaddr_storage& local) {
   return *devices_.back();
 }
 
+Device& VerbsEngine::cm_device_for(rdma_cm_id* id) {
+  if (!id->verbs) throw Error(ExitCode::infrastructure, "rdma_cm bound the connection to no RDMA device");
+  const std::string key = fmt::format("cm:{}:{}", ibv_get_device_name(id->verbs->device), id->port_num);
+  std::lock_guard lk(mu_);
+  for (auto& d : devices_) {
+    if (d->key == key && d->ctx == id->verbs) return *d;
+  }
+  devices_.push_back(open_cm_device(id->verbs, id->port_num, ctx_->spec()));
+  return *devices_.back();
+}
+
+void VerbsEngine::add_flow(Qp& q, FlowRole role, const std::string& remote) {
+  const Device& d = *q.dev;
+  const FlowOp op = q.rpc ? FlowOp::rpc : (q.dir == Dir::pull_back ? FlowOp::read : FlowOp::write);
+  const std::string local = q.cm_id ? fmt::format("{} rdma_cm qpn {}", d.label, q.local.qpn)
+                                    : fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q.local.qpn);
+  auto flow = std::make_unique<VerbsFlow>(role, op, q.peer_node, local, fmt::format("{} qpn {}", remote, q.remote.qpn));
+  q.flow = flow.get();
+  ctx_->add_flow(std::move(flow));
+  if (q.rpc && q.client) q.hist = &ctx_->add_histogram();
+}
+
 std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& plan) {
   ctx_ = &ctx;
   server_plan_ = plan;
+  const TestSpec& spec = ctx.spec();
   // Fail at set-up, not at the first client, when this node has no usable device at all.
   {
     int n = 0;
@@ -557,198 +669,374 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
                   "no RDMA device found (ibv_get_device_list: none under /sys/class/infiniband; load a driver or add "
                   "Soft-RoCE with 'rdma link add rxe0 type rxe netdev IF')");
     }
-    if (!ctx.spec().rdma_device().empty()) (void)parse_device_list(ctx.spec().rdma_device());
+    if (!spec.rdma_device().empty()) (void)parse_device_list(spec.rdma_device());
   }
-  const auto l = net::listen_any_port(plan.bind_address, 1024, "RDMA set-up");
-  listen_fd_ = l.fd;
-  const std::uint16_t port = l.port;
-  accept_thread_ = std::thread([this] { accept_loop(); });
-  return port;
-}
-
-void VerbsEngine::accept_loop() {
-  while (!accept_stop_) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, kTickMs) <= 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    serve_hello(fd);
-    ::close(fd);
-  }
-}
-
-// One QP per set-up connection: check the client's proof, create and connect our QP, answer.
-void VerbsEngine::serve_hello(int fd) {
-  std::uint8_t hello[kHelloSize];
-  if (!io_all(fd, hello, sizeof hello, false, kConnectTimeoutMs)) return;
-  std::uint8_t ack[kAckSize] = {};
-  put32(ack, kAckMagic);
-  auto answer = [&](std::uint32_t status, const std::string& reason, const proto::Token* tok) {
-    put32(ack + 4, status);
-    std::memcpy(ack + 8 + kEndpointSize, reason.data(), std::min(reason.size(), kReasonSize - 1));
-    if (tok) {
-      const auto mac = auth::hmac_sha256(*tok, {bytes_of(kAckLabel), std::span<const std::uint8_t>(hello + 16, auth::kNonceBytes),
-                                                std::span<const std::uint8_t>(ack, kAckSigned)});
-      std::memcpy(ack + kAckSigned, mac.data(), mac.size());
+  if (spec.rdma_cm()) return cm_listen(plan);
+  // Through the coordinator: one QP per connection of every client, returned by take_endpoints.
+  const std::uint32_t per_pair = spec.connections_per_pair();
+  for (const std::uint32_t client : plan.rdma_clients) {
+    for (std::uint32_t c = 0; c < per_pair; ++c) {
+      const std::string& addr = plan.link_addrs.empty() ? plan.control_address : plan.link_addrs[c % plan.link_addrs.size()];
+      Device& d = device_for(numeric_sockaddr(addr, 0, "resolve RDMA server address"));
+      auto q = create_qp(d, spec);
+      q->dir = dir_for(spec, c);
+      q->rpc = spec.mode() == Mode::rpc;
+      q->client = false;
+      q->peer_node = client;
+      q->conn = c;
+      std::lock_guard lk(mu_);
+      fresh_.push_back(to_wire(q->local, ctx.node_index(), client, c));
+      pending_.push_back(std::move(q));
     }
-    io_all(fd, ack, sizeof ack, true, kConnectTimeoutMs);
-  };
-  if (get32(hello) != kHelloMagic || (get32(hello + 4) >> 16) != kVersion) {
-    answer(kAckBadHello, "not a fabperf RDMA set-up hello of this version", nullptr);
-    return;
   }
-  const std::uint32_t node = get32(hello + 8);
-  const proto::Token tok = derive_client_token(server_plan_.token, node);
-  auth::Proof mac{};
-  std::memcpy(mac.data(), hello + kHelloSigned, mac.size());
-  const auto want = auth::hmac_sha256(tok, {bytes_of(kHelloLabel), std::span<const std::uint8_t>(hello, kHelloSigned)});
-  if (!auth::proofs_equal(want, mac)) {
-    answer(kAckBadToken, "bad proof", nullptr);
-    return;
+  return 0;
+}
+
+std::vector<proto::RdmaEndpoint> VerbsEngine::take_endpoints() {
+  std::lock_guard lk(mu_);
+  return std::exchange(fresh_, {});
+}
+
+// RDMA_CONNECT: the clients' endpoints for the QPs prepare_server created.
+std::size_t VerbsEngine::connect_endpoints(RunContext& ctx, const std::vector<proto::RdmaEndpoint>& peers) {
+  ctx_ = &ctx;
+  std::lock_guard lk(mu_);
+  std::size_t ready = 0;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    const auto& e = peers[i];
+    const std::string where = fmt::format("RDMA_CONNECT.endpoints[{}]", i);
+    if (e.peer != ctx.node_index()) {
+      throw ProtocolError(fmt::format("{}.peer: node {}, but this agent is node {}", where, e.peer, ctx.node_index()));
+    }
+    auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& q) { return q->peer_node == e.node && q->conn == e.conn; });
+    if (it == pending_.end()) {
+      throw ProtocolError(fmt::format("{}: no queue pair of this server waits for node {} connection {} (unknown or already connected)",
+                                      where, e.node, e.conn));
+    }
+    Qp& q = **it;
+    if (e.len < 2 * q.dev->block) {
+      throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", where, e.len,
+                                      2 * q.dev->block));
+    }
+    q.remote = from_wire(e);
+    q.peer = fmt::format("node {} ({}) qpn {}", e.node, gid_text(q.remote.gid), q.remote.qpn);
+    connect_qp(q);
+    add_flow(q, FlowRole::server, gid_text(q.remote.gid));
+    qps_.push_back(std::move(*it));
+    pending_.erase(it);
+    ++ready;
   }
-  const auto b = get32(hello + 4);
-  const auto dir = static_cast<Dir>((b >> 8) & 0xff);
-  if (dir != Dir::push && dir != Dir::pull_back && dir != Dir::nread) {
-    answer(kAckBadHello, "unknown direction", &tok);
-    return;
+  if (!pending_.empty()) {
+    const Qp& q = *pending_.front();
+    throw ProtocolError(fmt::format("RDMA_CONNECT: no endpoint for node {} connection {} ({} queue pairs of this server left unconnected)",
+                                    q.peer_node, q.conn, pending_.size()));
   }
-  sockaddr_storage local{}, peer{};
-  socklen_t len = sizeof local;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
-  len = sizeof peer;
-  getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len);
-  try {
-    Device& d = device_for(local);
-    auto q = create_qp(d, ctx_->spec());
-    q->dir = dir;
-    q->rpc = (b & 0xff) != 0;
-    q->client = false;
-    q->peer_node = node;
-    q->remote = get_endpoint(hello + 16 + auth::kNonceBytes);
-    q->peer = fmt::format("node {} ({}) qpn {}", node, sock_addr_text(peer, false), q->remote.qpn);
-    connect_qp(*q);
-    put_endpoint(ack + 8, q->local);
-    const FlowOp op = q->rpc ? FlowOp::rpc : (dir == Dir::pull_back ? FlowOp::read : FlowOp::write);
-    auto flow = std::make_unique<VerbsFlow>(FlowRole::server, op, node,
-                                            fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q->local.qpn),
-                                            fmt::format("{} qpn {}", sock_addr_text(peer, false), q->remote.qpn));
-    q->flow = flow.get();
-    ctx_->add_flow(std::move(flow));
-    std::lock_guard lk(mu_);
-    qps_.push_back(std::move(q));
-  } catch (const std::exception& e) {
-    ctx_->warn(fmt::format("RDMA set-up for node {} failed: {}", node, e.what()));
-    answer(kAckSetupFailed, e.what(), &tok);
-    return;
-  }
-  answer(kAckOk, "", &tok);
+  return ready;
 }
 
 void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   ctx_ = &ctx;
   const TestSpec& spec = ctx.spec();
   const std::uint32_t per_pair = spec.connections_per_pair();
-  std::uint32_t conn_index = 0;
-  for (const auto& t : plan.targets) {
-    for (std::uint32_t c = 0; c < per_pair; ++c, ++conn_index) {
-      Dir dir = Dir::push;
-      const TestKind k = spec.test();
-      if (k == TestKind::nwrite) dir = Dir::nread;
-      else if (k == TestKind::read || k == TestKind::sread) dir = Dir::pull_back;
-      else if (k == TestKind::rw) dir = c % 2 == 0 ? Dir::push : Dir::pull_back;
+  for (std::size_t ti = 0; ti < plan.targets.size(); ++ti) {
+    const auto& t = plan.targets[ti];
+    const std::string list = fmt::format("SETUP_CLIENT.targets[{}].rdma", ti);
+    if (!spec.rdma_cm() && t.rdma.size() != per_pair) {
+      throw ProtocolError(fmt::format("{}: {} queue pairs of node {}, expected {} (one per connection)", list, t.rdma.size(),
+                                      t.node_index, per_pair));
+    }
+    for (std::uint32_t c = 0; c < per_pair; ++c) {
       const std::string host = t.link_hosts.empty() ? t.host : t.link_hosts[c % t.link_hosts.size()];
-      const std::string where = fmt::format("{}:{}", host, t.port);
-      // The set-up side channel: TCP to the server agent's RDMA port.
-      addrinfo hints{};
-      hints.ai_flags = AI_NUMERICHOST;
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* res = nullptr;
-      if (const int gai = getaddrinfo(host.c_str(), std::to_string(t.port).c_str(), &hints, &res); gai != 0) {
-        throw SystemError("resolve", where, gai_strerror(gai));
+      if (spec.rdma_cm()) {
+        cm_connect(plan, t, c, host);
+        continue;
       }
-      const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) {
-        freeaddrinfo(res);
-        throw SystemError("socket", where, errno);
+      auto e = std::find_if(t.rdma.begin(), t.rdma.end(), [&](const proto::RdmaEndpoint& x) { return x.conn == c; });
+      if (e == t.rdma.end()) throw ProtocolError(fmt::format("{}: no queue pair for connection {}", list, c));
+      if (e->node != t.node_index || e->peer != ctx.node_index()) {
+        throw ProtocolError(fmt::format("{}: endpoint of node {} for node {}, expected node {} for this node {}", list, e->node,
+                                        e->peer, t.node_index, ctx.node_index()));
       }
-      struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-      } closer{fd};
-      if (!plan.source_addrs.empty()) {
-        const std::string& src = plan.source_addrs[c % plan.source_addrs.size()];
-        addrinfo* sres = nullptr;
-        addrinfo sh{};
-        sh.ai_flags = AI_NUMERICHOST;
-        sh.ai_socktype = SOCK_STREAM;
-        if (getaddrinfo(src.c_str(), "0", &sh, &sres) == 0) {
-          const int r = ::bind(fd, sres->ai_addr, sres->ai_addrlen);
-          freeaddrinfo(sres);
-          if (r != 0) {
-            freeaddrinfo(res);
-            throw SystemError("bind source address", src, errno);
-          }
-        }
+      const std::string source = plan.source_addrs.empty() ? std::string() : plan.source_addrs[c % plan.source_addrs.size()];
+      Device& d = device_for(local_address_towards(host, source));
+      if (e->len < 2 * d.block) {
+        throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", list, e->len,
+                                        2 * d.block));
       }
-      const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-      freeaddrinfo(res);
-      if (rc != 0) throw SystemError("connect RDMA set-up channel to", where, errno);
-      sockaddr_storage local{};
-      socklen_t len = sizeof local;
-      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
-      Device& d = device_for(local);
       auto q = create_qp(d, spec);
-      q->dir = dir;
+      q->dir = dir_for(spec, c);
       q->rpc = spec.mode() == Mode::rpc;
       q->client = true;
       q->peer_node = t.node_index;
-      std::uint8_t hello[kHelloSize] = {};
-      put32(hello, kHelloMagic);
-      put32(hello + 4, (std::uint32_t{kVersion} << 16) | (std::uint32_t{static_cast<std::uint8_t>(dir)} << 8) | (q->rpc ? 1u : 0u));
-      put32(hello + 8, ctx.node_index());
-      put32(hello + 12, conn_index);
-      const auto nonce = auth::make_nonce();
-      std::memcpy(hello + 16, nonce.data(), nonce.size());
-      put_endpoint(hello + 16 + auth::kNonceBytes, q->local);
-      const auto mac = auth::hmac_sha256(plan.token, {bytes_of(kHelloLabel), std::span<const std::uint8_t>(hello, kHelloSigned)});
-      std::memcpy(hello + kHelloSigned, mac.data(), mac.size());
-      std::uint8_t ack[kAckSize] = {};
-      if (!io_all(fd, hello, sizeof hello, true, kConnectTimeoutMs) || !io_all(fd, ack, sizeof ack, false, kConnectTimeoutMs)) {
-        throw SystemError("RDMA set-up exchange with", where, "no answer within 5 s");
-      }
-      const std::uint32_t status = get32(ack + 4);
-      std::string reason(reinterpret_cast<const char*>(ack + 8 + kEndpointSize), kReasonSize);
-      reason = reason.c_str();
-      if (get32(ack) != kAckMagic) throw SystemError("RDMA set-up exchange with", where, "not a fabperf RDMA agent");
-      if (status == kAckBadToken || status == kAckBadHello) {
-        throw SystemError("RDMA set-up exchange with", where, fmt::format("refused: {}", reason));
-      }
-      auth::Proof got{};
-      std::memcpy(got.data(), ack + kAckSigned, got.size());
-      const auto want = auth::hmac_sha256(plan.token, {bytes_of(kAckLabel), std::span<const std::uint8_t>(nonce.data(), nonce.size()),
-                                                       std::span<const std::uint8_t>(ack, kAckSigned)});
-      if (!auth::proofs_equal(want, got)) {
-        throw SystemError("RDMA set-up exchange with", where, "the server's answer does not prove the test token");
-      }
-      if (status != kAckOk) throw SystemError("RDMA set-up on server", where, reason);
-      q->remote = get_endpoint(ack + 8);
-      if (q->remote.len < 2 * d.block) throw SystemError("RDMA set-up exchange with", where, "the server's buffer is too small");
+      q->conn = c;
+      q->remote = from_wire(*e);
       q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, q->remote.qpn);
       connect_qp(*q);
-      const FlowOp op = q->rpc ? FlowOp::rpc : (dir == Dir::pull_back ? FlowOp::read : FlowOp::write);
-      auto flow = std::make_unique<VerbsFlow>(FlowRole::client, op, t.node_index,
-                                              fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q->local.qpn),
-                                              fmt::format("{} qpn {}", host, q->remote.qpn));
-      q->flow = flow.get();
-      ctx.add_flow(std::move(flow));
-      if (q->rpc) q->hist = &ctx.add_histogram();
+      add_flow(*q, FlowRole::client, host);
       std::lock_guard lk(mu_);
+      fresh_.push_back(to_wire(q->local, ctx.node_index(), t.node_index, c));
       qps_.push_back(std::move(q));
     }
   }
   if (spec.mode() == Mode::rpc && spec.threads() != 4) {
     ctx.warn("--threads does not apply to --transport rdma: rpc concurrency is one request in flight per QP (--parallel QPs per pair)");
   }
+}
+
+// ---- --rdma-cm ------------------------------------------------------------------------------
+
+namespace {
+
+std::string cm_fail(const char* call, const std::string& where, int err) {
+  return fmt::format("{} {}: {} (--rdma-cm; are rdma_cm and rdma_ucm loaded?)", call, where, errno_text(err));
+}
+
+// Waits for `want` on `id` (events of other ids on the channel are acknowledged and skipped).
+// Returns the event's private data and the peer's QP number; throws naming what came instead.
+struct CmResult {
+  std::vector<std::uint8_t> data;
+  std::uint32_t qp_num{0};
+};
+CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want, const std::string& where) {
+  const std::int64_t deadline = mono_now_ns() + std::int64_t{kCmTimeoutMs} * 1'000'000;
+  for (;;) {
+    const std::int64_t left = (deadline - mono_now_ns()) / 1'000'000;
+    if (left <= 0) {
+      throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: no {} within {} s (--rdma-cm)", where, rdma_event_str(want),
+                                                        kCmTimeoutMs / 1000));
+    }
+    pollfd pfd{ch->fd, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ch, &ev) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_get_cm_event", where, errno));
+    if (ev->id != id) {
+      rdma_ack_cm_event(ev);
+      continue;
+    }
+    CmResult r;
+    const rdma_cm_event_type got = ev->event;
+    const int status = ev->status;
+    if (ev->param.conn.private_data && ev->param.conn.private_data_len > 0) {
+      const auto* p = static_cast<const std::uint8_t*>(ev->param.conn.private_data);
+      r.data.assign(p, p + ev->param.conn.private_data_len);
+    }
+    r.qp_num = ev->param.conn.qp_num;
+    rdma_ack_cm_event(ev);
+    if (got == want) return r;
+    std::string reason;
+    if (got == RDMA_CM_EVENT_REJECTED && !r.data.empty()) {
+      reason.assign(r.data.begin(), r.data.end());
+      reason = reason.c_str();
+      if (!reason.empty()) reason = ": refused by the server: " + reason;
+    }
+    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: {} (status {}) instead of {}{}", where, rdma_event_str(got), status,
+                                                      rdma_event_str(want), reason));
+  }
+}
+
+}  // namespace
+
+std::uint16_t VerbsEngine::cm_listen(const ServerPlan& plan) {
+  const std::string& where = plan.bind_address;
+  cm_listen_ch_ = rdma_create_event_channel();
+  if (!cm_listen_ch_) throw Error(ExitCode::infrastructure, cm_fail("rdma_create_event_channel", "on " + where, errno));
+  if (rdma_create_id(cm_listen_ch_, &cm_listen_id_, nullptr, RDMA_PS_TCP) != 0) {
+    cm_listen_id_ = nullptr;
+    throw Error(ExitCode::infrastructure, cm_fail("rdma_create_id", "on " + where, errno));
+  }
+  sockaddr_storage ss = numeric_sockaddr(plan.bind_address, 0, "resolve RDMA listen address");
+  if (rdma_bind_addr(cm_listen_id_, reinterpret_cast<sockaddr*>(&ss)) != 0) {
+    throw Error(ExitCode::infrastructure, cm_fail("rdma_bind_addr", where + " (no RDMA device has this address?)", errno));
+  }
+  if (rdma_listen(cm_listen_id_, 1024) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_listen", "on " + where, errno));
+  const std::uint16_t port = ntohs(rdma_get_src_port(cm_listen_id_));
+  accept_thread_ = std::thread([this] { cm_accept_loop(); });
+  return port;
+}
+
+void VerbsEngine::cm_accept_loop() {
+  while (!accept_stop_) {
+    pollfd pfd{cm_listen_ch_->fd, POLLIN, 0};
+    if (::poll(&pfd, 1, kTickMs) <= 0) continue;
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(cm_listen_ch_, &ev) != 0) continue;
+    const rdma_cm_event_type type = ev->event;
+    rdma_cm_id* id = ev->id;
+    std::uint8_t req[kCmReqSize] = {};
+    std::size_t len = 0;
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST && ev->param.conn.private_data) {
+      len = std::min<std::size_t>(ev->param.conn.private_data_len, sizeof req);
+      std::memcpy(req, ev->param.conn.private_data, len);
+    }
+    rdma_ack_cm_event(ev);
+    // ESTABLISHED and DISCONNECTED need nothing: a QP whose peer vanishes fails its completions.
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) cm_serve_request(id, req, len);
+  }
+}
+
+// One QP per connection request: check the client's proof, create the QP on the request's id,
+// accept with our buffer address, rkey and proof.
+void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std::size_t len) {
+  auto refuse = [&](const std::string& why) {
+    char text[kCmRejectSize] = {};
+    std::memcpy(text, why.data(), std::min(why.size(), sizeof text - 1));
+    rdma_reject(id, text, static_cast<std::uint8_t>(std::strlen(text) + 1));
+  };
+  if (len < kCmReqSize || get16(req) != kCmReqMagic || req[2] != kCmVersion) {
+    refuse("not a fabperf RDMA connection request of this version");
+    rdma_destroy_id(id);
+    return;
+  }
+  const std::uint32_t node = get32(req + 4);
+  const std::uint32_t conn = get32(req + 8);
+  const proto::Token tok = derive_client_token(server_plan_.token, node);
+  auth::Proof mac{};
+  std::memcpy(mac.data(), req + kCmReqSigned, mac.size());
+  if (!auth::proofs_equal(auth::hmac_sha256(tok, {bytes_of(kCmReqLabel), std::span<const std::uint8_t>(req, kCmReqSigned)}), mac)) {
+    ctx_->warn(fmt::format("RDMA connection request claiming node {} refused: bad proof (not a client of this test)", node));
+    refuse("bad proof");
+    rdma_destroy_id(id);
+    return;
+  }
+  const auto dir = static_cast<Dir>(req[3] >> 1);
+  if (dir != Dir::push && dir != Dir::pull_back && dir != Dir::nread) {
+    refuse("unknown direction");
+    rdma_destroy_id(id);
+    return;
+  }
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& q : qps_) {
+      if (!q->client && q->peer_node == node && q->conn == conn) {
+        refuse("this connection is already set up");
+        rdma_destroy_id(id);
+        return;
+      }
+    }
+  }
+  std::unique_ptr<Qp> q;
+  char peer_addr[INET6_ADDRSTRLEN] = {};
+  if (sockaddr* pa = rdma_get_peer_addr(id); pa && pa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(pa)->sin_addr, peer_addr, sizeof peer_addr);
+  } else if (pa && pa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(pa)->sin6_addr, peer_addr, sizeof peer_addr);
+  }
+  try {
+    Device& d = cm_device_for(id);
+    q = create_qp(d, ctx_->spec(), id);
+    q->cm_id = id;  // from here on the QP owns the id
+    q->dir = dir;
+    q->rpc = (req[3] & 1) != 0;
+    q->client = false;
+    q->peer_node = node;
+    q->conn = conn;
+    q->remote.rkey = get32(req + 12);
+    q->remote.addr = get64(req + 16);
+    q->remote.len = 2 * d.block;
+    std::uint8_t rep[kCmRepSize] = {};
+    put16(rep, kCmRepMagic);
+    rep[2] = kCmVersion;
+    put32(rep + 4, q->local.rkey);
+    put64(rep + 8, q->local.addr);
+    const auto proof = auth::hmac_sha256(tok, {bytes_of(kCmRepLabel), std::span<const std::uint8_t>(mac.data(), mac.size()),
+                                               std::span<const std::uint8_t>(rep, kCmRepSigned)});
+    std::memcpy(rep + kCmRepSigned, proof.data(), proof.size());
+    rdma_conn_param p{};
+    p.private_data = rep;
+    p.private_data_len = static_cast<std::uint8_t>(sizeof rep);
+    p.responder_resources = static_cast<std::uint8_t>(d.max_rd_atomic);
+    p.initiator_depth = static_cast<std::uint8_t>(d.max_rd_atomic);
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    if (rdma_accept(id, &p) != 0) throw Error(ExitCode::infrastructure, verbs_fail("rdma_accept", d.label, errno));
+    q->peer = fmt::format("node {} ({}) qpn {}", node, peer_addr, q->qp->qp_num);
+    add_flow(*q, FlowRole::server, peer_addr);
+    std::lock_guard lk(mu_);
+    qps_.push_back(std::move(q));
+  } catch (const std::exception& e) {
+    ctx_->warn(fmt::format("RDMA set-up (rdma_cm) for node {} failed: {}", node, e.what()));
+    refuse(e.what());
+    if (!q || !q->cm_id) rdma_destroy_id(id);  // else the QP's destructor destroys it
+  }
+}
+
+void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std::uint32_t c, const std::string& host) {
+  const TestSpec& spec = ctx_->spec();
+  const std::string where = fmt::format("{}:{}", host, t.port);
+  if (!cm_client_ch_) {
+    cm_client_ch_ = rdma_create_event_channel();
+    if (!cm_client_ch_) throw Error(ExitCode::infrastructure, cm_fail("rdma_create_event_channel", "for " + where, errno));
+  }
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(cm_client_ch_, &id, nullptr, RDMA_PS_TCP) != 0) {
+    throw Error(ExitCode::infrastructure, cm_fail("rdma_create_id", "for " + where, errno));
+  }
+  struct IdGuard {
+    rdma_cm_id* id;
+    ~IdGuard() {
+      if (id) rdma_destroy_id(id);
+    }
+  } guard{id};
+  sockaddr_storage dst = numeric_sockaddr(host, t.port, "resolve RDMA server address");
+  sockaddr_storage src{};
+  const bool bind_src = !plan.source_addrs.empty();
+  if (bind_src) src = numeric_sockaddr(plan.source_addrs[c % plan.source_addrs.size()], 0, "resolve source address");
+  if (rdma_resolve_addr(id, bind_src ? reinterpret_cast<sockaddr*>(&src) : nullptr, reinterpret_cast<sockaddr*>(&dst), kCmTimeoutMs) != 0) {
+    throw Error(ExitCode::infrastructure, cm_fail("rdma_resolve_addr", where, errno));
+  }
+  (void)cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ADDR_RESOLVED, "resolving " + where);
+  if (rdma_resolve_route(id, kCmTimeoutMs) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_resolve_route", where, errno));
+  (void)cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ROUTE_RESOLVED, "route to " + where);
+  Device& d = cm_device_for(id);
+  auto q = create_qp(d, spec, id);
+  q->cm_id = id;
+  guard.id = nullptr;  // the QP owns the id now
+  q->dir = dir_for(spec, c);
+  q->rpc = spec.mode() == Mode::rpc;
+  q->client = true;
+  q->peer_node = t.node_index;
+  q->conn = c;
+  std::uint8_t req[kCmReqSize] = {};
+  put16(req, kCmReqMagic);
+  req[2] = kCmVersion;
+  req[3] = static_cast<std::uint8_t>((static_cast<std::uint8_t>(q->dir) << 1) | (q->rpc ? 1 : 0));
+  put32(req + 4, ctx_->node_index());
+  put32(req + 8, c);
+  put32(req + 12, q->local.rkey);
+  put64(req + 16, q->local.addr);
+  const auto mac = auth::hmac_sha256(plan.token, {bytes_of(kCmReqLabel), std::span<const std::uint8_t>(req, kCmReqSigned)});
+  std::memcpy(req + kCmReqSigned, mac.data(), mac.size());
+  // 4.096 us * 2^14 = 67 ms per try, as without rdma_cm: a dead peer is noticed within ~0.5 s.
+  std::uint8_t ack_timeout = 14;
+  (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout);
+  rdma_conn_param p{};
+  p.private_data = req;
+  p.private_data_len = static_cast<std::uint8_t>(sizeof req);
+  p.responder_resources = static_cast<std::uint8_t>(d.max_rd_atomic);
+  p.initiator_depth = static_cast<std::uint8_t>(d.max_rd_atomic);
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
+  if (rdma_connect(id, &p) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_connect", where, errno));
+  const CmResult r = cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ESTABLISHED, "connect to " + where);
+  const std::uint8_t* rep = r.data.data();
+  if (r.data.size() < kCmRepSize || get16(rep) != kCmRepMagic || rep[2] != kCmVersion) {
+    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm connect to {}: the answer is not from a fabperf agent of this version", where));
+  }
+  auth::Proof got{};
+  std::memcpy(got.data(), rep + kCmRepSigned, got.size());
+  const auto want = auth::hmac_sha256(plan.token, {bytes_of(kCmRepLabel), std::span<const std::uint8_t>(mac.data(), mac.size()),
+                                                   std::span<const std::uint8_t>(rep, kCmRepSigned)});
+  if (!auth::proofs_equal(want, got)) {
+    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm connect to {}: the server's answer does not prove the test token", where));
+  }
+  q->remote.rkey = get32(rep + 4);
+  q->remote.addr = get64(rep + 8);
+  q->remote.len = 2 * d.block;
+  q->remote.qpn = r.qp_num;
+  q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, r.qp_num);
+  add_flow(*q, FlowRole::client, host);
+  std::lock_guard lk(mu_);
+  qps_.push_back(std::move(q));
 }
 
 void VerbsEngine::seal(RunContext& ctx) {
@@ -779,10 +1067,6 @@ void VerbsEngine::join() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
-  if (listen_fd_ >= 0) {
-    ::close(listen_fd_);
-    listen_fd_ = -1;
-  }
 }
 
 // ---- hot loops ----------------------------------------------------------------------------

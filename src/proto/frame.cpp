@@ -27,6 +27,8 @@ std::string_view to_string(MsgType t) {
     case MsgType::links_request: return "LINKS_REQUEST";
     case MsgType::links: return "LINKS";
     case MsgType::shutdown: return "SHUTDOWN";
+    case MsgType::rdma_connect: return "RDMA_CONNECT";
+    case MsgType::rdma_connect_ok: return "RDMA_CONNECT_OK";
   }
   return "UNKNOWN";
 }

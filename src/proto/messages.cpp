@@ -134,10 +134,52 @@ Pong parse_pong(const json& j) {
   return m;
 }
 
+json to_json(const RdmaEndpoint& e) {
+  return {{"node", e.node}, {"peer", e.peer}, {"conn", e.conn}, {"qpn", e.qpn}, {"psn", e.psn}, {"lid", e.lid},
+          {"gid", to_hex(e.gid)}, {"addr", e.addr}, {"len", e.len}, {"rkey", e.rkey}};
+}
+RdmaEndpoint parse_rdma_endpoint(const json& j, const std::string& context) {
+  Fields f(j, context);
+  RdmaEndpoint e;
+  e.node = static_cast<std::uint32_t>(f.u64("node", 0, kMaxList));
+  e.peer = static_cast<std::uint32_t>(f.u64("peer", 0, kMaxList));
+  if (e.peer == e.node) throw ProtocolError(fmt::format("{}: the node's own index {}, not another node", f.ctx("peer"), e.peer));
+  e.conn = static_cast<std::uint32_t>(f.u64("conn", 0, kMaxList - 1));
+  e.qpn = static_cast<std::uint32_t>(f.u64("qpn", 1, 0xffffff));  // QP numbers are 24 bits; 0 is the SMI QP
+  e.psn = static_cast<std::uint32_t>(f.u64("psn", 0, 0xffffff));
+  e.lid = static_cast<std::uint32_t>(f.u64("lid", 0, 0xffff));
+  const std::string gid = f.str("gid", 64);
+  if (gid.size() != 32 || gid.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw ProtocolError(fmt::format("{}: must be 32 lower-case hex digits (a 128-bit GID)", f.ctx("gid")));
+  }
+  for (std::size_t i = 0; i < 16; ++i) e.gid[i] = static_cast<std::uint8_t>(std::stoul(gid.substr(2 * i, 2), nullptr, 16));
+  e.addr = f.u64("addr", 0, UINT64_MAX);
+  e.len = f.u64("len", 1, 2 * limits::kMaxBuffsize);
+  e.rkey = static_cast<std::uint32_t>(f.u64("rkey", 0, UINT32_MAX));
+  return e;
+}
+
+namespace {
+json endpoints_json(const std::vector<RdmaEndpoint>& v) {
+  json a = json::array();
+  for (const auto& e : v) a.push_back(to_json(e));
+  return a;
+}
+std::vector<RdmaEndpoint> parse_endpoints(const Fields& f, const char* name) {
+  std::vector<RdmaEndpoint> out;
+  const auto& a = f.array(name, kMaxList);
+  out.reserve(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) out.push_back(parse_rdma_endpoint(a[i], fmt::format("{}[{}]", f.ctx(name), i)));
+  return out;
+}
+}  // namespace
+
 json to_json(const SetupServer& m) {
   json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
   j["expect_connections"] = m.expect_connections;
   j["any_address"] = m.any_address;
+  if (!m.rdma_clients.empty()) j["rdma_clients"] = m.rdma_clients;
+  if (!m.link_addrs.empty()) j["link_addrs"] = m.link_addrs;
   return j;
 }
 SetupServer parse_setup_server(const json& j) {
@@ -149,15 +191,32 @@ SetupServer parse_setup_server(const json& j) {
   m.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
   m.expect_connections = static_cast<std::uint32_t>(f.u64("expect_connections", 1, kMaxList));
   if (f.has("any_address")) m.any_address = f.boolean("any_address");
+  if (f.has("rdma_clients")) {
+    const auto& a = f.array("rdma_clients", kMaxList);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_number_unsigned() || a[i].get<std::uint64_t>() >= kMaxList) {
+        throw ProtocolError(fmt::format("{}[{}]: not a node index", f.ctx("rdma_clients"), i));
+      }
+      m.rdma_clients.push_back(a[i].get<std::uint32_t>());
+    }
+    const std::uint64_t qps = std::uint64_t{m.rdma_clients.size()} * m.spec.connections_per_pair();
+    if (qps > kMaxList) throw ProtocolError(fmt::format("{}: {} queue pairs exceed the limit of {}", f.ctx("rdma_clients"), qps, kMaxList));
+  }
+  if (f.has("link_addrs")) m.link_addrs = f.strings("link_addrs", 64, kMaxName);
   return m;
 }
 
-json to_json(const SetupServerOk& m) { return {{"data_port", m.data_port}, {"warnings", m.warnings}}; }
+json to_json(const SetupServerOk& m) {
+  json j = {{"data_port", m.data_port}, {"warnings", m.warnings}};
+  if (!m.rdma.empty()) j["rdma"] = endpoints_json(m.rdma);
+  return j;
+}
 SetupServerOk parse_setup_server_ok(const json& j) {
   Fields f(j, "SETUP_SERVER_OK");
   SetupServerOk m;
-  m.data_port = static_cast<std::uint16_t>(f.u64("data_port", 1, 65535));
+  m.data_port = static_cast<std::uint16_t>(f.u64("data_port", 0, 65535));
   m.warnings = f.strings("warnings", 1000);
+  if (f.has("rdma")) m.rdma = parse_endpoints(f, "rdma");
   return m;
 }
 
@@ -165,7 +224,9 @@ json to_json(const SetupClient& m) {
   json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
   json t = json::array();
   for (const auto& x : m.targets) {
-    t.push_back({{"node_index", x.node_index}, {"host", x.host}, {"port", x.port}, {"link_hosts", x.link_hosts}});
+    json o = {{"node_index", x.node_index}, {"host", x.host}, {"port", x.port}, {"link_hosts", x.link_hosts}};
+    if (!x.rdma.empty()) o["rdma"] = endpoints_json(x.rdma);
+    t.push_back(std::move(o));
   }
   j["targets"] = std::move(t);
   j["source_addrs"] = m.source_addrs;
@@ -188,8 +249,9 @@ SetupClient parse_setup_client(const json& j) {
     Target x;
     x.node_index = static_cast<std::uint32_t>(t.u64("node_index", 0, kMaxList));
     x.host = t.str("host", kMaxName);
-    x.port = static_cast<std::uint16_t>(t.u64("port", 1, 65535));
+    x.port = static_cast<std::uint16_t>(t.u64("port", 0, 65535));
     if (t.has("link_hosts")) x.link_hosts = t.strings("link_hosts", 64, kMaxName);
+    if (t.has("rdma")) x.rdma = parse_endpoints(t, "rdma");
     m.targets.push_back(std::move(x));
   }
   if (f.has("source_addrs")) m.source_addrs = f.strings("source_addrs", 64, kMaxName);
@@ -209,13 +271,41 @@ SetupClient parse_setup_client(const json& j) {
   return m;
 }
 
-json to_json(const SetupClientOk& m) { return {{"connections", m.connections}, {"warnings", m.warnings}}; }
+json to_json(const SetupClientOk& m) {
+  json j = {{"connections", m.connections}, {"warnings", m.warnings}};
+  if (!m.rdma.empty()) j["rdma"] = endpoints_json(m.rdma);
+  return j;
+}
 SetupClientOk parse_setup_client_ok(const json& j) {
   Fields f(j, "SETUP_CLIENT_OK");
   SetupClientOk m;
   m.connections = static_cast<std::uint32_t>(f.u64("connections", 0, kMaxList));
   m.warnings = f.strings("warnings", 1000);
+  if (f.has("rdma")) m.rdma = parse_endpoints(f, "rdma");
   return m;
+}
+
+json to_json(const RdmaConnect& m) { return {{"test_id", m.test_id}, {"endpoints", endpoints_json(m.endpoints)}}; }
+RdmaConnect parse_rdma_connect(const json& j) {
+  Fields f(j, "RDMA_CONNECT");
+  RdmaConnect m;
+  m.test_id = f.str("test_id", 64);
+  m.endpoints = parse_endpoints(f, "endpoints");
+  if (m.endpoints.empty()) throw ProtocolError("RDMA_CONNECT.endpoints: empty");
+  const std::uint32_t server = m.endpoints.front().peer;
+  for (std::size_t i = 0; i < m.endpoints.size(); ++i) {
+    if (m.endpoints[i].peer != server) {
+      throw ProtocolError(fmt::format("RDMA_CONNECT.endpoints[{}].peer: {}, but endpoints[0] is for node {} (one server per message)", i,
+                                      m.endpoints[i].peer, server));
+    }
+  }
+  return m;
+}
+
+json to_json(const RdmaConnectOk& m) { return {{"queue_pairs", m.queue_pairs}}; }
+RdmaConnectOk parse_rdma_connect_ok(const json& j) {
+  Fields f(j, "RDMA_CONNECT_OK");
+  return RdmaConnectOk{static_cast<std::uint32_t>(f.u64("queue_pairs", 1, kMaxList))};
 }
 
 json to_json(const Start& m) {
@@ -302,6 +392,8 @@ void validate_frame(std::span<const std::uint8_t> frame) {
     case MsgType::error: (void)parse_error(j); break;
     case MsgType::links: (void)parse_links(j); break;
     case MsgType::shutdown: (void)parse_shutdown(j); break;
+    case MsgType::rdma_connect: (void)parse_rdma_connect(j); break;
+    case MsgType::rdma_connect_ok: (void)parse_rdma_connect_ok(j); break;
     case MsgType::heartbeat:
     case MsgType::links_request:
     case MsgType::bye: break;

@@ -58,6 +58,12 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   sc.targets = {proto::Target{0, "127.0.0.1", 4000, {}}, proto::Target{2, "::1", 4001, {}}};
   add("setup_client", proto::encode_frame(MsgType::setup_client, proto::to_json(sc)));
   add("setup_client_ok", proto::encode_frame(MsgType::setup_client_ok, proto::to_json(proto::SetupClientOk{2, {}})));
+  proto::RdmaEndpoint ep{1, 0, 0, 0x11, 0x22, 0, {}, 0x7f0000001000ULL, 131072, 0x1234};
+  ep.gid[10] = ep.gid[11] = 0xff;
+  add("rdma_connect", proto::encode_frame(MsgType::rdma_connect, proto::to_json(proto::RdmaConnect{"0123456789abcdef", {ep}})));
+  add("rdma_connect_ok", proto::encode_frame(MsgType::rdma_connect_ok, proto::to_json(proto::RdmaConnectOk{1})));
+  add("nasty_rdma_connect", raw(MsgType::rdma_connect, R"({"test_id":"x","endpoints":[{"node":1,"peer":1,"conn":-1,"qpn":0,)"
+                                                        R"("psn":16777216,"lid":1e9,"gid":"FF","addr":-1,"len":0,"rkey":4294967296}]})"));
   add("start", proto::encode_frame(MsgType::start, proto::to_json(proto::Start{1000, 2000, 3000, 4000, 1'000'000'000})));
   add("heartbeat", proto::encode_frame(MsgType::heartbeat, json::object()));
   add("abort", proto::encode_frame(MsgType::abort, proto::to_json(proto::Abort{"user"})));

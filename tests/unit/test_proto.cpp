@@ -86,6 +86,12 @@ SetupClient sample_setup_client() {
   return {"0123456789abcdef", sample_token(), sample_spec(), 1, {{2, "10.0.0.2", 40001, {}}, {3, "fe80::3", 40002, {}}}, {}, {}};
 }
 SetupClientOk sample_setup_client_ok() { return {4, {"one warning"}}; }
+RdmaEndpoint sample_endpoint(std::uint32_t node, std::uint32_t peer, std::uint32_t conn) {
+  RdmaEndpoint e{node, peer, conn, 0x123456, 0xabcdef, 0, {}, 0x7f00deadbeef0000ULL, 2u << 20, 0xfedcba98};
+  for (std::size_t i = 0; i < 16; ++i) e.gid[i] = static_cast<std::uint8_t>(0xf0 + i);
+  return e;
+}
+RdmaConnect sample_rdma_connect() { return {"0123456789abcdef", {sample_endpoint(1, 0, 0), sample_endpoint(1, 0, 1), sample_endpoint(2, 0, 0)}}; }
 Start sample_start() { return {1'000'000'000, 2'000'000'000, 9'000'000'000, 10'000'000'000, 250'000'000}; }
 Abort sample_abort() { return {"user pressed ^C"}; }
 ErrorMsg sample_error() { return {"busy", "agent is running a test for coord@other"}; }
@@ -516,7 +522,7 @@ TEST(MessagesReject, SetupClientTargets) {
   const std::vector<Bad> cases = {
       {"SETUP_CLIENT", kSetupClient, good, "targets", json::array(), "SETUP_CLIENT.targets: empty"},
       {"SETUP_CLIENT", kSetupClient, good, "targets/0", "10.0.0.2:40001", "SETUP_CLIENT.targets[]: not a JSON object"},
-      {"SETUP_CLIENT", kSetupClient, good, "targets/0/port", 0, "SETUP_CLIENT.targets[].port: 0 out of range"},
+      {"SETUP_CLIENT", kSetupClient, good, "targets/0/port", -1, "SETUP_CLIENT.targets[].port"},
       {"SETUP_CLIENT", kSetupClient, good, "targets/0/port", 65536, "SETUP_CLIENT.targets[].port"},
       {"SETUP_CLIENT", kSetupClient, good, "targets/1/node_index", 100001, "SETUP_CLIENT.targets[].node_index"},
       {"SETUP_CLIENT", kSetupClient, good, "targets/1/host", kErase, "SETUP_CLIENT.targets[].host: missing field"},
@@ -549,7 +555,7 @@ TEST(MessagesReject, SetupFieldsAndSpec) {
       {"SETUP_SERVER", kSetupServer, ss, "token", 5, "SETUP_SERVER.token: expected a string"},
       {"SETUP_SERVER", kSetupServer, ss, "token", "00", "SETUP_SERVER.token: token must be 32 hex digits"},
       {"SETUP_CLIENT", kSetupClient, sc, "token", std::string(32, 'G'), "SETUP_CLIENT.token: token is not lower-case hex"},
-      {"SETUP_SERVER_OK", kSetupServerOk, to_json(sample_setup_server_ok()), "data_port", 0,
+      {"SETUP_SERVER_OK", kSetupServerOk, to_json(sample_setup_server_ok()), "data_port", -1,
        "SETUP_SERVER_OK.data_port"},
       {"SETUP_SERVER_OK", kSetupServerOk, to_json(sample_setup_server_ok()), "data_port", 70000,
        "SETUP_SERVER_OK.data_port"},
@@ -557,6 +563,96 @@ TEST(MessagesReject, SetupFieldsAndSpec) {
        "SETUP_CLIENT_OK.connections"},
   };
   for (const auto& b : cases) check_bad(b);
+}
+
+// ---- RDMA queue pair exchange (RDMA_CONNECT and the set-up messages' rdma lists) --------------
+
+TEST(Messages, RdmaEndpointsRoundTrip) {
+  const auto c = parse_rdma_connect(wire(to_json(sample_rdma_connect())));
+  EXPECT_EQ(c.test_id, "0123456789abcdef");
+  ASSERT_EQ(c.endpoints.size(), 3u);
+  EXPECT_EQ(c.endpoints[1], sample_endpoint(1, 0, 1));
+  EXPECT_EQ(c.endpoints[0].addr, 0x7f00deadbeef0000ULL);  // 64-bit addresses survive JSON
+  EXPECT_EQ(c.endpoints[0].rkey, 0xfedcba98u);
+  EXPECT_EQ(to_json(c.endpoints[0])["gid"], "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff");
+  EXPECT_EQ(parse_rdma_connect_ok(wire(to_json(RdmaConnectOk{3}))).queue_pairs, 3u);
+  SetupServerOk so = sample_setup_server_ok();
+  so.data_port = 0;  // no data port: the queue pairs travel in the answer
+  so.rdma = {sample_endpoint(0, 1, 0)};
+  EXPECT_EQ(parse_setup_server_ok(wire(to_json(so))).rdma, so.rdma);
+  SetupClient sc = sample_setup_client();
+  sc.targets[0].rdma = {sample_endpoint(2, 1, 0), sample_endpoint(2, 1, 1)};
+  EXPECT_EQ(parse_setup_client(wire(to_json(sc))).targets[0].rdma, sc.targets[0].rdma);
+  EXPECT_TRUE(parse_setup_client(wire(to_json(sc))).targets[1].rdma.empty());
+  SetupServer ss = sample_setup_server();
+  ss.rdma_clients = {1, 4};
+  ss.link_addrs = {"10.1.0.1", "10.2.0.1"};
+  const auto ss2 = parse_setup_server(wire(to_json(ss)));
+  EXPECT_EQ(ss2.rdma_clients, ss.rdma_clients);
+  EXPECT_EQ(ss2.link_addrs, ss.link_addrs);
+  EXPECT_FALSE(to_json(sample_setup_server()).contains("rdma_clients"));  // TCP tests carry none
+  SetupClientOk co = sample_setup_client_ok();
+  co.rdma = {sample_endpoint(1, 2, 0)};
+  EXPECT_EQ(parse_setup_client_ok(wire(to_json(co))).rdma, co.rdma);
+}
+
+TEST(MessagesReject, RdmaConnectFields) {
+  const Parser p = [](const json& j) { (void)parse_rdma_connect(j); };
+  const json good = to_json(sample_rdma_connect());
+  const std::vector<Bad> cases = {
+      {"RDMA_CONNECT", p, good, "test_id", kErase, "RDMA_CONNECT.test_id: missing field"},
+      {"RDMA_CONNECT", p, good, "endpoints", kErase, "RDMA_CONNECT.endpoints: missing field"},
+      {"RDMA_CONNECT", p, good, "endpoints", json::array(), "RDMA_CONNECT.endpoints: empty"},
+      {"RDMA_CONNECT", p, good, "endpoints", json::object(), "RDMA_CONNECT.endpoints: expected an array"},
+      {"RDMA_CONNECT", p, good, "endpoints/1", "qp", "RDMA_CONNECT.endpoints[1]: not a JSON object"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/node", 100001, "RDMA_CONNECT.endpoints[0].node"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/peer", 1, "RDMA_CONNECT.endpoints[0].peer: the node's own index 1"},
+      {"RDMA_CONNECT", p, good, "endpoints/2/peer", 3, "RDMA_CONNECT.endpoints[2].peer: 3, but endpoints[0] is for node 0"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/conn", -1, "RDMA_CONNECT.endpoints[0].conn"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/qpn", 0, "RDMA_CONNECT.endpoints[0].qpn: 0 out of range"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/qpn", 0x1000000, "RDMA_CONNECT.endpoints[0].qpn"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/qpn", kErase, "RDMA_CONNECT.endpoints[0].qpn: missing field"},
+      {"RDMA_CONNECT", p, good, "endpoints/1/psn", 0x1000000, "RDMA_CONNECT.endpoints[1].psn"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/lid", 65536, "RDMA_CONNECT.endpoints[0].lid"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/gid", "fe80::1", "RDMA_CONNECT.endpoints[0].gid: must be 32 lower-case hex digits"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/gid", std::string(32, 'F'), "RDMA_CONNECT.endpoints[0].gid: must be 32"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/gid", 5, "RDMA_CONNECT.endpoints[0].gid: expected a string"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/addr", -1, "RDMA_CONNECT.endpoints[0].addr"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/addr", "0x1000", "RDMA_CONNECT.endpoints[0].addr"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/len", 0, "RDMA_CONNECT.endpoints[0].len: 0 out of range"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/len", 1ULL << 40, "RDMA_CONNECT.endpoints[0].len"},
+      {"RDMA_CONNECT", p, good, "endpoints/2/rkey", 1ULL << 32, "RDMA_CONNECT.endpoints[2].rkey"},
+      {"RDMA_CONNECT", p, good, "endpoints/2/rkey", 1.5, "RDMA_CONNECT.endpoints[2].rkey"},
+  };
+  for (const auto& b : cases) check_bad(b);
+  const Parser ok = [](const json& j) { (void)parse_rdma_connect_ok(j); };
+  check_bad({"RDMA_CONNECT_OK", ok, to_json(RdmaConnectOk{2}), "queue_pairs", 0, "RDMA_CONNECT_OK.queue_pairs: 0 out of range"});
+  check_bad({"RDMA_CONNECT_OK", ok, to_json(RdmaConnectOk{2}), "queue_pairs", kErase, "RDMA_CONNECT_OK.queue_pairs: missing"});
+  EXPECT_TRUE(contains(proto_error_of([&] { p(json::array()); }), "RDMA_CONNECT: not a JSON object"));
+}
+
+TEST(MessagesReject, RdmaListsInSetupMessages) {
+  SetupServer ss = sample_setup_server();
+  ss.rdma_clients = {1};
+  SetupServerOk so = sample_setup_server_ok();
+  so.rdma = {sample_endpoint(0, 1, 0)};
+  SetupClient sc = sample_setup_client();
+  sc.targets[1].rdma = {sample_endpoint(3, 1, 0)};
+  SetupClientOk co = sample_setup_client_ok();
+  co.rdma = {sample_endpoint(1, 2, 0), sample_endpoint(1, 2, 1)};
+  const std::vector<Bad> cases = {
+      {"SETUP_SERVER", kSetupServer, to_json(ss), "rdma_clients/0", -1, "SETUP_SERVER.rdma_clients[0]: not a node index"},
+      {"SETUP_SERVER", kSetupServer, to_json(ss), "rdma_clients", "1", "SETUP_SERVER.rdma_clients: expected an array"},
+      {"SETUP_SERVER", kSetupServer, to_json(ss), "link_addrs", json::array({1}), "SETUP_SERVER.link_addrs"},
+      {"SETUP_SERVER_OK", kSetupServerOk, to_json(so), "rdma/0/gid", "", "SETUP_SERVER_OK.rdma[0].gid"},
+      {"SETUP_CLIENT", kSetupClient, to_json(sc), "targets/1/rdma/0/qpn", -5, "SETUP_CLIENT.targets[].rdma[0].qpn"},
+      {"SETUP_CLIENT_OK", kSetupClientOk, to_json(co), "rdma/1/psn", "1", "SETUP_CLIENT_OK.rdma[1].psn"},
+  };
+  for (const auto& b : cases) check_bad(b);
+  // More queue pairs than the limit of one message's connections.
+  json big = to_json(ss);
+  big["rdma_clients"] = json(std::vector<unsigned>(50001, 1));  // rw stream, parallel 2: 4 per client
+  EXPECT_TRUE(contains(proto_error_of([&] { (void)parse_setup_server(big); }), "SETUP_SERVER.rdma_clients: 200004 queue pairs exceed"));
 }
 
 // ---- tokens ---------------------------------------------------------------------------------
@@ -645,6 +741,8 @@ TEST(ValidateFrame, AcceptsValidFramesOfEveryType) {
       {MsgType::links_request, json::object()},
       {MsgType::links, to_json(LinksReply{"h", {LinkInfo{}}, SocketLimits{}})},
       {MsgType::shutdown, to_json(Shutdown{"killall"})},
+      {MsgType::rdma_connect, to_json(sample_rdma_connect())},
+      {MsgType::rdma_connect_ok, to_json(RdmaConnectOk{2})},
   };
   ASSERT_EQ(frames.size(), kMaxMsgType);
   for (const auto& [type, body] : frames) {

@@ -270,7 +270,8 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("gid_index"), -1);
   EXPECT_EQ(j.at("qdepth"), 16);
   EXPECT_EQ(j.at("spread_ports"), false);
-  EXPECT_EQ(j.size(), 28u);
+  EXPECT_EQ(j.at("rdma_cm"), false);
+  EXPECT_EQ(j.size(), 29u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
@@ -591,7 +592,10 @@ TEST(SpecRdma, DefaultsRoundTripAndValidation) {
   p.inline_size = 220;
   p.cq_mod = 32;
   p.rdma_events = true;
+  p.rdma_cm = true;
   const auto s = TestSpec::make(p);
+  EXPECT_TRUE(s.rdma_cm());
+  EXPECT_FALSE(d.rdma_cm());
   EXPECT_EQ(spec_from_json(to_json(s)), s);
   EXPECT_EQ(spec_from_json(json::parse(to_json(s).dump())), s);
   EXPECT_EQ(parse_rdma_verb("send"), RdmaVerb::send);
@@ -607,6 +611,9 @@ TEST(SpecRdma, DefaultsRoundTripAndValidation) {
   bad([](SpecParams& q) { q.inline_size = 5000; }, "--inline 5000");
   bad([](SpecParams& q) { q.rdma_device = "mlx5 0"; }, "--rdma-device 'mlx5 0'");
   bad([](SpecParams& q) { q.verify = true; }, "--verify is not available with --transport rdma");
+  SpecParams tcp_cm;
+  tcp_cm.rdma_cm = true;
+  EXPECT_TRUE(contains(error_of<UsageError>([&] { (void)TestSpec::make(tcp_cm); }), "--rdma-cm: only with --transport rdma"));
   json j = to_json(s);
   j["gid_index"] = -2;
   EXPECT_THROW(spec_from_json(j), ProtocolError);

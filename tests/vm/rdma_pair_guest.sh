@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Runs in both guests of a two-guest scripts/vm-lab boot (root, Soft-RoCE modules loaded), joined
+# by one wire (eth0: 198.18.100.1 in guest 0, .2 in guest 1). One boot for the whole rdma label:
+#  - guest 1 adds rxe on its wire end, runs an agent and waits until guest 0 is done with it;
+#  - guest 0 adds rxe on its end, runs an agent and the coordinator: write/nwrite across the wire
+#    with the queue pairs exchanged through the coordinator (the default) and with --rdma-cm,
+#    bytes checked on both ends, MB/s and set-up times in RESULTS/summary-wire.txt; then it
+#    removes that rxe device and runs every single-guest check (tests/vm/rdma_guest.sh, Soft-RoCE
+#    on lo) in the same boot.
+# Exits non-zero when a check failed.
+set -uo pipefail
+FABPERF=${FABPERF:?}
+OUT=${VMLAB_RESULTS:?}
+KEY=${KEY:?}
+VMTESTS=${VMTESTS:?}  # tests/vm of the checkout (vm-lab runs a copy of this script)
+W="$OUT/wire-g$VMLAB_GUEST"
+mkdir -p "$W"
+SUM="$OUT/summary-wire.txt"
+fails=0
+AGENT=""
+say() { echo "$*" | tee -a "$SUM"; }
+ok() { say "PASS $*"; }
+bad() { say "FAIL $*"; fails=$((fails + 1)); }
+stop_agent() { if [ -n "$AGENT" ]; then kill -TERM "$AGENT" 2>/dev/null; wait "$AGENT" 2>/dev/null; AGENT=""; fi; }
+trap stop_agent EXIT
+
+[ "${VMLAB_GUESTS:-1}" = 2 ] || { echo "rdma_pair_guest.sh needs scripts/vm-lab --guests 2"; exit 2; }
+rdma link add rxew type rxe netdev eth0 || { bad "guest $VMLAB_GUEST: rdma link add rxew netdev eth0"; exit 1; }
+hexaddr=$(printf '%02x%02x:%02x%02x' $(echo "$VMLAB_ADDR" | tr . ' '))
+for _ in $(seq 100); do grep -q "$hexaddr" /sys/class/infiniband/rxew/ports/1/gids/* 2>/dev/null && break; sleep 0.1; done
+"$FABPERF" agent --listen "$VMLAB_ADDR:6668" --key-file "$KEY" --ready-fd 3 --log-level warn 3>"$W/ready" 2>>"$W/agent.log" &
+AGENT=$!
+for _ in $(seq 200); do grep -q LISTENING "$W/ready" 2>/dev/null && break; sleep 0.1; done
+grep -q LISTENING "$W/ready" || { bad "guest $VMLAB_GUEST: agent did not start: $(cat "$W/agent.log")"; exit 1; }
+
+if [ "$VMLAB_GUEST" = 1 ]; then
+  touch "$OUT/.wire-peer-ready"
+  # Serve until guest 0 is done with the wire checks (bounded: the lab's timeout kills us anyway).
+  for _ in $(seq 3000); do [ -f "$OUT/.wire-done" ] && break; sleep 0.1; done
+  [ -f "$OUT/.wire-done" ] || echo "guest 1: guest 0 never finished the wire checks"
+  exit 0
+fi
+
+: >"$SUM"
+for _ in $(seq 600); do [ -f "$OUT/.wire-peer-ready" ] && break; sleep 0.1; done
+[ -f "$OUT/.wire-peer-ready" ] || { bad "guest 1's agent never became ready"; touch "$OUT/.wire-done"; exit 1; }
+say "rxew GIDs: $(cd /sys/class/infiniband/rxew/ports/1/gids && for g in 0 1; do printf '%s=%s ' $g "$(cat $g)"; done)"
+
+# Server in guest 1, client in guest 0: the traffic crosses the wire.
+CASES=()
+run_wire() {  # NAME ARGS...
+  local name=$1 t0 t1 rc setup; shift
+  t0=$(date +%s.%N)
+  timeout -k 5 120 "$FABPERF" run --transport rdma --servers "$VMLAB_PEER_ADDR" --clients "$VMLAB_ADDR" --key-file "$KEY" \
+    --time 3 --buffsize 64K --json "$W/$name.json" --quiet --log-level info "$@" >"$W/$name.out" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  if [ $rc -ne 0 ]; then bad "$name: fabperf run exited $rc: $(grep -v '^\[' "$W/$name.out" | tail -3) $(tail -2 "$W/$name.out")"; return; fi
+  setup=$(sed -n 's/.*agents set up in \([0-9.]*\) s.*/\1/p' "$W/$name.out" | head -1)
+  say "ran $name ($*) in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s; set-up (connect, clock sync, QPs) ${setup:-?} s"
+  CASES+=("$W/$name.json")
+}
+run_wire cc-write --test write --mode stream
+run_wire cm-write --test write --mode stream --rdma-cm
+run_wire cm-nwrite --test nwrite --mode stream --rdma-cm --parallel 2
+run_wire cc-read-rpc --test read --mode rpc
+touch "$OUT/.wire-done"
+stop_agent
+
+python3 - "${CASES[@]}" <<'PY' | tee -a "$SUM"
+import json, sys
+bad = 0
+for path in sys.argv[1:]:
+    name = path.rsplit("/", 1)[1][:-5]
+    try:
+        doc = json.load(open(path)); test = name.split("-")[1]
+        cs = doc["connections"]
+        def tot(role, k): return sum(c[k] for c in cs if c["role"] == role)
+        errs = [c.get("error") for c in cs if c.get("error")]
+        assert not errs, f"flow errors: {errs}"
+        if test == "read":
+            a, b = tot("server", "tx_bytes_total"), tot("client", "rx_bytes_total")
+        else:
+            a, b = tot("client", "tx_bytes_total"), tot("server", "rx_bytes_total")
+        assert a > 0 and a == b, f"byte counts differ: sender {a} vs receiver {b}"
+        assert doc["complete"], doc.get("findings")
+        local = sorted({c["local"] for c in cs})
+        print(f"PASS {name}: sender {a} B = receiver {b} B, aggregate {doc['aggregate']['mb_per_s']:.1f} MB/s; {len(cs)} flows, e.g. {local[0]}")
+    except Exception as e:
+        bad += 1
+        print(f"FAIL {name}: {e}")
+print(f"wire fails: {bad}")
+PY
+fails=$(grep -c '^FAIL ' "$SUM")
+
+# The single-guest checks (Soft-RoCE on lo) in the same boot, on their own device.
+rdma link delete rxew
+bash "$VMTESTS/rdma_guest.sh"
+rc=$?
+[ $fails -eq 0 ] && [ $rc -eq 0 ]
