@@ -267,6 +267,7 @@ Report compute_report(const RunRecord& run) {
       }
       for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, r.findings));
       for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, r.findings));
+      for (const auto& p : a.rdma_ports) nr.rdma_ports.push_back(rdma_port_report(p, a, run.spec.buffsize(), n.name, r.findings));
       for (const auto& w : a.warnings) {
         if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
       }

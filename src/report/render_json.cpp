@@ -115,6 +115,7 @@ json render_json(const Report& r) {
                      {"intervals", std::move(iv)},
                      {"links", links_json(n.links)},
                      {"bonds", bonds_json(n.bonds)},
+                     {"rdma_ports", rdma_ports_json(n.rdma_ports)},
                      {"warnings", n.warnings}});
   }
   json pairs = json::array();

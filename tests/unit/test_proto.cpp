@@ -643,7 +643,7 @@ TEST(ValidateFrame, AcceptsValidFramesOfEveryType) {
       {MsgType::auth, to_json(Auth{{}, {}, {}})},
       {MsgType::auth_ok, to_json(AuthOk{})},
       {MsgType::links_request, json::object()},
-      {MsgType::links, to_json(LinksReply{"h", {LinkInfo{}}, SocketLimits{}})},
+      {MsgType::links, to_json(LinksReply{"h", {LinkInfo{}}, SocketLimits{}, {}})},
       {MsgType::shutdown, to_json(Shutdown{"killall"})},
   };
   ASSERT_EQ(frames.size(), kMaxMsgType);
