@@ -267,8 +267,8 @@ int cmd_run(int argc, char** argv) {
   o.add_options("tuning")
     ("skip-rx-copy", "receivers discard data in the kernel (MSG_TRUNC) instead of copying it")
     ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped); the same as --send-method zerocopy")
-    ("send-method", "stream senders: write (send from a buffer), zerocopy (MSG_ZEROCOPY) or sendfile (from a memfd)",
-     cxxopts::value<std::string>()->default_value("write"))
+    ("send-method", "TCP senders: auto (= sendfile unless --zerocopy), write (send from a buffer), zerocopy (MSG_ZEROCOPY, stream mode) or sendfile (from a memfd)",
+     cxxopts::value<std::string>()->default_value("auto"))
     ("congestion", "TCP congestion control, e.g. cubic or bbr", cxxopts::value<std::string>())
     ("rate", "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", cxxopts::value<std::string>())
     ("busy-poll", "SO_BUSY_POLL microseconds", cxxopts::value<std::string>())
@@ -378,8 +378,10 @@ int cmd_run(int argc, char** argv) {
     p.zerocopy = true;
   } else if (sm == "sendfile") {
     p.sendfile = true;
-  } else if (sm != "write") {
-    throw UsageError(fmt::format("--send-method '{}': expected write, zerocopy or sendfile", sm));
+  } else if (sm == "write") {
+    p.sendfile = false;
+  } else if (sm != "auto") {
+    throw UsageError(fmt::format("--send-method '{}': expected auto, write, zerocopy or sendfile", sm));
   }
   if (r.count("no-affinity")) p.no_affinity = true;
   if (r.count("verify")) p.verify = true;

@@ -98,9 +98,16 @@ TestSpec TestSpec::make(const SpecParams& p) {
   }
   s.skip_rx_copy_ = p.skip_rx_copy.value_or(false);
   s.zerocopy_ = p.zerocopy.value_or(false);
-  s.sendfile_ = p.sendfile.value_or(false);
+  // Only the stream sender implements MSG_ZEROCOPY: refused elsewhere rather than ignored.
+  if (s.zerocopy_ && (s.mode_ != Mode::stream || s.transport_ != Transport::tcp)) {
+    throw UsageError("--zerocopy: TCP stream mode only (--mode stream); rpc blocks use sendfile by default");
+  }
+  // Unset = auto: TCP senders (stream data, rpc blocks) use sendfile(2): no copy from user space,
+  // which otherwise bounds a single flow on the sender's core (docs/performance.md); --zerocopy
+  // keeps send(2).
+  s.sendfile_ = p.sendfile.value_or(s.transport_ == Transport::tcp && !s.zerocopy_);
   if (s.sendfile_ && s.zerocopy_) throw UsageError("--send-method: sendfile and zerocopy are alternatives, choose one");
-  if (s.sendfile_ && s.mode_ != Mode::stream) throw UsageError("--send-method sendfile: stream mode only (--mode stream)");
+  if (s.sendfile_ && s.transport_ != Transport::tcp) throw UsageError("--send-method sendfile: TCP only (--transport tcp)");
   s.congestion_ = p.congestion.value_or("");
   if (s.congestion_.size() > 15 ||
       s.congestion_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {

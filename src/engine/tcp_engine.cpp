@@ -226,13 +226,38 @@ bool reap_zerocopy(int fd) {
 // Sends all of [p, p+n); returns bytes sent. Gives up at the hard deadline or on abort, or when
 // stop_early says so (stream senders may stop mid-buffer; rpc senders must finish the block).
 template <typename Count>
-bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err) {
+bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
   while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | flags);
     if (k > 0) {
       count(static_cast<std::uint64_t>(k));
       p += k;
       n -= static_cast<std::size_t>(k);
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
+        err = ETIMEDOUT;
+        return false;
+      }
+      continue;
+    }
+    err = k < 0 ? errno : EPIPE;
+    return false;
+  }
+  return true;
+}
+
+// Sends one whole rpc block: with sendfile(2) from the memfd holding the pattern when there is
+// one (no copy from user space), else from the pattern buffer.
+template <typename Count>
+bool send_block(int fd, int memfd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err) {
+  if (memfd < 0) return send_all(fd, p, n, ctx, count, err);
+  off_t pos = 0;
+  while (static_cast<std::size_t>(pos) < n) {
+    const ssize_t k = ::sendfile(fd, memfd, &pos, n - static_cast<std::size_t>(pos));  // advances pos
+    if (k > 0) {
+      count(static_cast<std::uint64_t>(k));
       continue;
     }
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -993,6 +1018,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
   const std::uint64_t max_len = ctx.spec().buffsize();
   std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
   const std::uint8_t* tx = tx_buf_.data();
+  const int memfd = ctx.spec().sendfile() ? tx_memfd_ : -1;
   const int fd = f.fd();
   auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
@@ -1044,8 +1070,8 @@ void TcpEngine::rpc_server(TcpFlow& f) {
       }
     } else {
       put64(reply + 8, len);
-      if (!send_all(fd, reply, sizeof reply, ctx, none, err) ||
-          !send_all(fd, tx, static_cast<std::size_t>(len), ctx, tx_count, err)) {
+      if (!send_all(fd, reply, sizeof reply, ctx, none, err, MSG_MORE) ||
+          !send_block(fd, memfd, tx, static_cast<std::size_t>(len), ctx, tx_count, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
         return;
       }
@@ -1068,6 +1094,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   const std::uint32_t lane = t % spec.parallel();
   std::size_t s = t % servers;
   const bool sticky = is_sticky(spec.test());
+  const int memfd = spec.sendfile() ? tx_memfd_ : -1;
   std::uint8_t hdr[kRpcHdrSize];
   put32(hdr, kRpcMagic);
   put32(hdr + 4, op);
@@ -1096,8 +1123,9 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
       }
       int err = 0;
       auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
-      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err) ||
-          (op == kOpWrite && !send_all(c.flow->fd(), tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
+      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
+          (op == kOpWrite &&
+           !send_block(c.flow->fd(), memfd, tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
         c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
       }
     }

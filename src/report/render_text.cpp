@@ -113,6 +113,10 @@ std::string render_text(const Report& r, bool verbose) {
   out += fmt::format("  time {:g} s, measured {:g}..{:g} s; buffsize {}, socksize {}, threads {}, parallel {}\n", t, w0, w1,
                      format_size(s.buffsize()), s.socksize() ? format_size(s.socksize()) : "OS default", s.threads(),
                      s.parallel());
+  if (s.transport() == Transport::tcp) {
+    out += fmt::format("  send method {}{}\n", s.zerocopy() ? "zerocopy (MSG_ZEROCOPY)" : s.sendfile() ? "sendfile" : "write",
+                       s.skip_rx_copy() ? "; receivers skip the copy (MSG_TRUNC)" : "");
+  }
   out += fmt::format("  clocks aligned to within {} us (largest offset uncertainty)\n\n", us(r.max_clock_uncertainty_us));
 
   out += "Nodes\n";

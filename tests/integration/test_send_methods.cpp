@@ -21,14 +21,43 @@ TEST(SendMethod, SendfileFromAMemfdDeliversVerifiedBytes) {
   EXPECT_GT(doc.at("aggregate").at("bytes").get<std::uint64_t>(), 10'000'000u) << doc.at("aggregate").dump();
 }
 
+TEST(SendMethod, StreamModeDefaultsToSendfileAndWriteCanBeChosen) {
+  for (const auto& [method, want] : {std::pair<const char*, bool>{"auto", true}, {"write", false}}) {
+    const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--send-method", method, "--time", "1",
+                                "--buffsize", "256K", "--verify", "--json", "-"}, 60s);
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    const json doc = json::parse(r.out);
+    EXPECT_EQ(doc.at("settings").at("sendfile").get<bool>(), want) << method;
+    EXPECT_EQ(doc.at("verify").at("errors").get<std::uint64_t>(), 0u) << method;
+  }
+  const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--time", "1", "--buffsize", "256K"}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("send method sendfile"), std::string::npos) << r.out;
+}
+
+TEST(SendMethod, RpcBlocksGoWithSendfileBothWays) {
+  // write: the client's blocks; read: the server's replies; rw: both.
+  for (const char* test : {"write", "read", "rw"}) {
+    const auto r = run_fabperf({"run", "--local", "2", "--test", test, "--verify", "--time", "1", "--buffsize", "300K",
+                                "--json", "-"}, 60s);
+    ASSERT_EQ(r.exit_code, 0) << test << r.err << r.out;
+    const json doc = json::parse(r.out);
+    EXPECT_TRUE(doc.at("settings").at("sendfile").get<bool>()) << test;
+    EXPECT_TRUE(doc.at("complete").get<bool>()) << test << doc.at("findings").dump();
+    EXPECT_EQ(doc.at("verify").at("errors").get<std::uint64_t>(), 0u) << test;
+    EXPECT_GT(doc.at("aggregate").at("bytes").get<std::uint64_t>(), 3'000'000u) << test;
+  }
+}
+
 TEST(SendMethod, BadCombinationsAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;
     const char* msg;
   };
-  for (const Case& c : {Case{{"--send-method", "sendfile"}, "--send-method sendfile: stream mode only"},
+  for (const Case& c : {Case{{"--transport", "rdma", "--send-method", "sendfile"}, "--send-method sendfile: TCP only"},
                         Case{{"--mode", "stream", "--send-method", "carrier-pigeon"}, "--send-method 'carrier-pigeon'"},
-                        Case{{"--mode", "stream", "--zerocopy", "--send-method", "sendfile"}, "sendfile and zerocopy"}}) {
+                        Case{{"--mode", "stream", "--zerocopy", "--send-method", "sendfile"}, "sendfile and zerocopy"},
+                        Case{{"--zerocopy"}, "--zerocopy: TCP stream mode only"}}) {
     std::vector<std::string> args = {"run", "--local", "2", "--time", "1"};
     args.insert(args.end(), c.args.begin(), c.args.end());
     const auto r = run_fabperf(args, 30s);

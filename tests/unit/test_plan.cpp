@@ -170,6 +170,8 @@ kpis = { profile = "ibm-readiness", min-pair-mbps = 10 }
   EXPECT_EQ(p.tests[0].spec.buffsize(), 1u << 20);
   EXPECT_EQ(p.tests[0].spec.mode(), Mode::stream);
   EXPECT_EQ(p.tests[1].spec.mode(), Mode::rpc);
+  EXPECT_TRUE(p.tests[0].spec.sendfile());  // send-method auto: sendfile in both modes
+  EXPECT_TRUE(p.tests[1].spec.sendfile());
   EXPECT_EQ(*p.tests[1].kpis.min_node_mbps, 2000);
   EXPECT_EQ(*p.tests[1].kpis.min_spread, 0.79);
   EXPECT_EQ(*p.tests[1].kpis.min_pair_mbps, 10);
@@ -208,6 +210,8 @@ roles = ["client"]
 name = "b"
 pattern = "bipartite"
 )", "l.toml");
+  EXPECT_FALSE(parse_plan(std::string(kHosts) + "[[tests]]\nname = \"w\"\npattern = \"ring\"\nmode = \"stream\"\n"
+                          "send-method = \"write\"\n", "w.toml").tests[0].spec.sendfile());
   EXPECT_EQ(p.hosts[0].hp.links.size(), 2u);
   EXPECT_EQ(p.hosts[1].hp.links[1], "127.0.0.4");
   const auto steps = expand(p);
@@ -244,6 +248,8 @@ TEST(PlanFile, ErrorsNameFileLineAndField) {
   EXPECT_EQ(error_of("[[hosts]]\nname = \"a\"\naddress = \"h:1\"\n[[hosts]]\nname = \"a\"\naddress = \"h:2\"\n"),
             "p.toml:5: field 'name': host 'a' is listed twice");
   EXPECT_EQ(error_of(std::string(kHosts) + "colour = 1\n").substr(0, 27), "p.toml:14: field 'colour': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = \"stream\"\nsend-method = \"mmap\"\n"),
+            "p.toml:18: field 'send-method': 'mmap': expected auto, write, zerocopy or sendfile");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"pairs\"\npairs = [\"a-b\"]\n"),
             "p.toml:17: field 'pairs': 'a-b': expected CLIENT->SERVER");
 }

@@ -259,7 +259,7 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("cooldown_ns"), 1'000'000'000LL);
   EXPECT_EQ(j.at("skip_rx_copy"), false);
   EXPECT_EQ(j.at("zerocopy"), false);
-  EXPECT_EQ(j.at("sendfile"), false);
+  EXPECT_EQ(j.at("sendfile"), true);
   EXPECT_EQ(j.at("congestion"), "");
   EXPECT_EQ(j.at("rate"), 0);
   EXPECT_EQ(j.at("busy_poll_us"), 0);
@@ -275,6 +275,7 @@ TEST(SpecWire, ToJsonFields) {
 
 TEST(SpecTuning, RoundTripsAndValidates) {
   SpecParams p;
+  p.mode = Mode::stream;
   p.skip_rx_copy = true;
   p.zerocopy = true;
   p.congestion = "bbr";
@@ -304,6 +305,23 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   EXPECT_THROW(spec_from_json(j), ProtocolError);
 }
 
+TEST(SpecTuning, SendMethodAutoIsSendfileForTcp) {
+  SpecParams p;
+  EXPECT_TRUE(TestSpec::make(p).sendfile());  // rpc (the default mode)
+  p.mode = Mode::stream;
+  EXPECT_TRUE(TestSpec::make(p).sendfile());
+  SpecParams z = p;
+  z.zerocopy = true;
+  EXPECT_FALSE(TestSpec::make(z).sendfile());
+  EXPECT_TRUE(TestSpec::make(z).zerocopy());
+  SpecParams w = p;
+  w.sendfile = false;  // --send-method write
+  EXPECT_FALSE(TestSpec::make(w).sendfile());
+  SpecParams r = p;
+  r.transport = Transport::rdma;
+  EXPECT_FALSE(TestSpec::make(r).sendfile());
+}
+
 TEST(SpecTuning, SendfileIsAStreamModeAlternativeToZerocopy) {
   SpecParams p;
   p.mode = Mode::stream;
@@ -315,8 +333,11 @@ TEST(SpecTuning, SendfileIsAStreamModeAlternativeToZerocopy) {
   bad.zerocopy = true;
   EXPECT_THROW(TestSpec::make(bad), UsageError);
   bad = p;
-  bad.mode = Mode::rpc;
+  bad.transport = Transport::rdma;
   EXPECT_THROW(TestSpec::make(bad), UsageError);
+  SpecParams zr;  // rpc mode
+  zr.zerocopy = true;
+  EXPECT_THROW(TestSpec::make(zr), UsageError);
 }
 
 TEST(SpecTuning, CpuLists) {
