@@ -139,6 +139,47 @@ TEST_F(FakeRdma, InfiniBandInventory) {
   EXPECT_FALSE(read_rdma_device("../x", root()).has_value());
 }
 
+// Captured from Soft-RoCE on lo in the VM lab (tests/data/rdma/README.md).
+TEST(RdmaSysfs, CapturedSoftRoceTree) {
+  const std::string root = std::string(FABPERF_TEST_DATA) + "/rdma/rxe-lo";
+  const auto devs = read_rdma_devices(root);
+  ASSERT_EQ(devs.size(), 1u);
+  const auto& d = devs[0];
+  EXPECT_EQ(d.name, "rxe0");
+  EXPECT_EQ(d.node_type, "CA");
+  EXPECT_EQ(d.parent, "lo");
+  EXPECT_EQ(d.node_guid, "0200:00ff:fe00:0000");
+  ASSERT_EQ(d.ports.size(), 1u);
+  const auto& p = d.ports[0];
+  EXPECT_EQ(p.state, "ACTIVE");
+  EXPECT_EQ(p.phys_state, "LinkUp");
+  EXPECT_EQ(p.link_layer, "Ethernet");
+  EXPECT_EQ(p.rate, "2.5 Gb/sec (1X SDR)");
+  EXPECT_DOUBLE_EQ(p.rate_gbps, 2.5);
+  EXPECT_EQ(p.width, "1X");
+  EXPECT_EQ(p.speed, "SDR");
+  EXPECT_EQ(p.netdev, "lo");
+  EXPECT_EQ(p.active_mtu, 4096);  // lo's 65536 less the headers, capped at IB's largest
+  EXPECT_EQ(p.mtu_source, "netdev");
+  EXPECT_EQ(p.gid_table_len, 8);
+  ASSERT_EQ(p.gids.size(), 5u);
+  EXPECT_EQ(p.gids[0].gid, "fe80::200:ff:fe00:0");
+  EXPECT_EQ(p.gids[1].gid, "::ffff:127.0.0.1");
+  EXPECT_EQ(p.gids[3].gid, "::ffff:127.0.0.3");
+  EXPECT_EQ(p.gids[4].gid, "::1");
+  for (const auto& g : p.gids) {
+    EXPECT_EQ(g.type, "RoCE v2") << g.index;
+    EXPECT_EQ(g.netdev, "lo") << g.index;
+  }
+  const auto c = read_rdma_port_counters("rxe0", 1, root);
+  EXPECT_TRUE(c.present);
+  EXPECT_EQ(c.values.size(), 16u);  // 17 files less lifespan, a setting
+  EXPECT_NE(value_of(c, "hw_counters/sent_pkts"), nullptr);
+  EXPECT_NE(value_of(c, "hw_counters/retry_exceeded_err"), nullptr);
+  EXPECT_EQ(value_of(c, "hw_counters/lifespan"), nullptr);
+  EXPECT_TRUE(c.unreadable.empty());
+}
+
 TEST_F(FakeRdma, CountersReadableUnreadableAndSettings) {
   ib_port(123456, 2, 5);
   const auto c = read_rdma_port_counters("mlx5_0", 1, root());

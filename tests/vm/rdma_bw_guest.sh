@@ -2,10 +2,10 @@
 # Runs inside a scripts/vm-lab guest: fabperf's RDMA write stream against perftest's ib_write_bw
 # on the same rxe0 in one guest, like with like (64 KiB writes, 128 in flight, a completion every
 # 100 posts: ib_write_bw's defaults), alternating the tools round by round so host load hits both
-# alike. Guest CPU (/proc/stat) is recorded around every run; PERF=1 adds a perf profile of the
-# last round. Not part of ctest (minutes of emulation): docs/rdma.md says how it is used.
+# alike. Guest CPU (/proc/stat) and fabperf's busiest thread are recorded for every run. Not part
+# of ctest (minutes of emulation): docs/rdma.md says how it is used.
 #   scripts/vm-lab --results DIR --env FABPERF=build/fabperf [--env FABPERF_B=/path/old/fabperf] \
-#     [--env ROUNDS=3] [--env SECS=4] [--env PERF=1] [--env CAPTURE=1] tests/vm/rdma_bw_guest.sh
+#     [--env ROUNDS=3] [--env SECS=4] [--env CAPTURE=1] tests/vm/rdma_bw_guest.sh
 # Writes DIR/bw.txt (one line per run, then the ratios); CAPTURE=1 also copies rxe0's sysfs files
 # (the first 8 GID entries) to DIR/sysfs for tests/data/rdma.
 set -uo pipefail
@@ -48,38 +48,25 @@ cpu_snap() { awk '/^cpu /{print $2+$3, $4, $7+$8, $5+$6, $2+$3+$4+$5+$6+$7+$8+$9
 cpu_diff() {  # "before" "after" -> "usr X% sys Y% sirq Z% idle W%"
   echo "$1 $2" | awk '{t=$10-$5; if (t<=0) t=1; printf "usr %.0f%% sys %.0f%% sirq %.0f%% idle %.0f%%", 100*($6-$1)/t, 100*($7-$2)/t, 100*($8-$3)/t, 100*($9-$4)/t}'
 }
-perf_on() {  # NAME: profile the whole guest for 3 s, one second into the run
-  [ "${PERF:-0}" = 1 ] && [ "$round" = "$ROUNDS" ] || return 0
-  (sleep 1; perf record -a -e cpu-clock -F 499 -o "$W/perf.$1.data" -- sleep 3 >/dev/null 2>&1) &
-  PERF_PID=$!
-}
-perf_off() {
-  [ -n "${PERF_PID:-}" ] || return 0
-  wait "$PERF_PID"; PERF_PID=
-  perf report -i "$W/perf.$1.data" --stdio --sort comm,dso --percent-limit 2 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 >"$W/perf.$1.comm.txt"
-  perf report -i "$W/perf.$1.data" --stdio --sort sym --percent-limit 1.5 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40 >"$W/perf.$1.sym.txt"
-}
 
-PT=()
-pt_run() {
-  local srv before after mib
-  timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -t 128 -Q 100 -D "$SECS" -F >"$W/pt-srv.out" 2>&1 &
+declare -A PT
+pt_run() {  # LABEL QDEPTH CQMOD
+  local label=$1 qd=$2 cq=$3 srv before after mib
+  timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -t "$qd" -Q "$cq" -D "$SECS" -F >"$W/pt-srv.out" 2>&1 &
   srv=$!
   for _ in $(seq 30); do
     sleep 1
     before=$(cpu_snap)
-    perf_on pt
-    timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -t 128 -Q 100 -D "$SECS" -F 127.0.0.1 >"$W/pt-cli.out" 2>&1 && break
+    timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -t "$qd" -Q "$cq" -D "$SECS" -F 127.0.0.1 >"$W/pt-cli.out" 2>&1 && break
     grep -q "Couldn't connect" "$W/pt-cli.out" && kill -0 $srv 2>/dev/null || break
   done
   after=$(cpu_snap)
   wait $srv
-  perf_off pt
   mib=$(awk '/^ *65536 /{print $4}' "$W/pt-cli.out" | tail -1)
   if [ -z "$mib" ]; then say "round $round ib_write_bw: no result ($(tail -2 "$W/pt-cli.out"))"; return; fi
   local mb; mb=$(awk -v p="$mib" 'BEGIN{printf "%.2f", p*1.048576}')
-  PT+=("$mb")
-  say "round $round ib_write_bw      -t 128 -Q 100: $mb MB/s ($mib MiB/s)   guest CPU $(cpu_diff "$before" "$after")"
+  PT[$label]="${PT[$label]:-} $mb"
+  say "round $round ib_write_bw $label -t $qd -Q $cq: $mb MB/s ($mib MiB/s)   guest CPU $(cpu_diff "$before" "$after")"
 }
 
 declare -A FP
@@ -92,11 +79,9 @@ fp_run() {  # LABEL BINARY QDEPTH CQMOD
   PIDS=($a $b)
   for _ in $(seq 200); do grep -q LISTENING "$W/ready.a" 2>/dev/null && grep -q LISTENING "$W/ready.b" 2>/dev/null && break; sleep 0.1; done
   before=$(cpu_snap)
-  perf_on "$label"
   timeout -k 5 120 "$bin" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream \
     --time "$SECS" --warmup 1 --buffsize 64K --qdepth "$qd" --cq-mod "$cq" --json "$W/fp.$label.json" --quiet >"$W/fp.out" 2>&1
   after=$(cpu_snap)
-  perf_off "$label"
   stop_pids
   rm -f "$W/ready.a" "$W/ready.b"
   local line
@@ -114,18 +99,19 @@ PY
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  pt_run
-  fp_run new "$FABPERF" 128 100
-  [ -n "$FABPERF_B" ] && fp_run old "$FABPERF_B" 128 100
-  fp_run new-q16 "$FABPERF" 16 1
+  pt_run q128 128 100
+  fp_run q128 "$FABPERF" 128 100
+  [ -n "$FABPERF_B" ] && fp_run q128-old "$FABPERF_B" 128 100
+  pt_run q16 16 1
+  fp_run q16 "$FABPERF" 16 1
+  [ -n "$FABPERF_B" ] && fp_run q16-old "$FABPERF_B" 16 1
 done
 
 mean() { echo "$@" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; if (NF) printf "%.2f", s/NF}'; }
-ptm=$(mean "${PT[@]}")
-say "ib_write_bw mean $ptm MB/s over ${#PT[@]} runs"
-for label in "${!FP[@]}"; do
+# Each fabperf variant against ib_write_bw at the same depth and moderation (label up to "-old").
+for label in $(echo "${!FP[@]}" | tr ' ' '\n' | sort); do
   m=$(mean ${FP[$label]})
-  say "fabperf $label mean $m MB/s:$(echo "${FP[$label]}") -> ratio $(awk -v f="$m" -v p="$ptm" 'BEGIN{if (p>0) printf "%.2f", f/p}')"
+  ptm=$(mean ${PT[${label%-old}]:-})
+  say "fabperf $label mean $m MB/s (${FP[$label]# }) vs ib_write_bw ${label%-old} mean ${ptm:-?} MB/s (${PT[${label%-old}]# }): ratio $(awk -v f="$m" -v p="${ptm:-0}" 'BEGIN{if (p>0) printf "%.2f", f/p; else printf "?"}')"
 done
-for f in "$W"/perf.*.comm.txt "$W"/perf.*.sym.txt; do [ -s "$f" ] && { echo "== $f"; cat "$f"; } >>"$SUM"; done
 exit 0
