@@ -72,7 +72,9 @@ for path in sys.argv[1:]:
         # RDMA port counters: every node reports rxe0:1 with two samples; on the write stream the
         # packets rxe0 sent over the client's window agree with fabperf's bytes: 64 KiB blocks in
         # 4096-byte packets (the active MTU on lo) = 16 data packets per block, plus one ACK per
-        # block from the responder (the same rxe0 sends both in this one-guest lab).
+        # block from the responder (the same rxe0 sends both in this one-guest lab). Packets sent
+        # beyond that must be explained by retransmissions the counters show (RNR NAKs, transport
+        # retries, duplicates: a starved emulated guest has them), which the report then names.
         ports = [(n["node"], p) for n in doc["nodes"] for p in n.get("rdma_ports", [])]
         assert ports and all(p["rdma_port"] == "rxe0:1" and p["have_counters"] for _, p in ports), f"rdma_ports: {ports}"
         if name == "write-stream-write":
@@ -82,11 +84,16 @@ for path in sys.argv[1:]:
             assert cp["active_mtu"] == 4096 and data > 0 and sent is not None, f"rxe0:1 {cp}"
             expect = data + data // 16
             ratio = sent / expect
-            assert 0.85 <= ratio <= 1.2 and 0.85 <= rcvd / expect <= 1.2, (
-                f"rxe0 sent_pkts {sent} / rcvd_pkts {rcvd} vs {expect} expected for {cp['payload_tx_bytes']} B")
             moved = {k: v for k, v in cp["counters"].items() if v}
+            retries = {k: v for k, v in cp["error_counters"].items() if v}
+            assert ratio >= 0.9 and rcvd / expect >= 0.9, (
+                f"rxe0 sent_pkts {sent} / rcvd_pkts {rcvd} below the {expect} packets {cp['payload_tx_bytes']} B need")
+            assert (ratio <= 1.15 and rcvd / expect <= 1.15) or retries, (
+                f"rxe0 sent_pkts {sent} / rcvd_pkts {rcvd} vs {expect} expected, with no retransmission counted: {moved}")
+            if retries:
+                assert any("rxe0:1" in x and "error counters grew" in x for x in doc["findings"]), doc["findings"]
             print(f"PASS {name} port counters: rxe0 sent_pkts +{sent}, rcvd_pkts +{rcvd} vs {data} data packets + "
-                  f"{data // 16} ACKs for {cp['payload_tx_bytes']} B of payload (ratio {ratio:.3f}); counters that moved: {moved}; "
+                  f"{data // 16} ACKs for {cp['payload_tx_bytes']} B of payload (ratio {ratio:.3f}{'; excess explained by retransmissions' if retries and ratio > 1.15 else ''}); counters that moved: {moved}; "
                   f"not readable: {cp['unreadable']}")
     except Exception as e:
         bad += 1
