@@ -63,7 +63,7 @@ pt_run() {  # LABEL QDEPTH CQMOD
   after=$(cpu_snap)
   wait $srv
   mib=$(awk '/^ *65536 /{print $4}' "$W/pt-cli.out" | tail -1)
-  if [ -z "$mib" ]; then say "round $round ib_write_bw: no result ($(tail -2 "$W/pt-cli.out"))"; return; fi
+  if ! awk -v v="${mib:-0}" 'BEGIN{exit !(v > 0)}'; then say "round $round ib_write_bw $label: no result ($(tail -2 "$W/pt-cli.out" | tr -s ' \t' ' '))"; return; fi
   local mb; mb=$(awk -v p="$mib" 'BEGIN{printf "%.2f", p*1.048576}')
   PT[$label]="${PT[$label]:-} $mb"
   say "round $round ib_write_bw $label -t $qd -Q $cq: $mb MB/s ($mib MiB/s)   guest CPU $(cpu_diff "$before" "$after")"
@@ -93,7 +93,7 @@ print(f"{d['aggregate']['mb_per_s']:.2f} | {th}")
 PY
 )
   local mb=${line%% |*}
-  if ! [[ "$mb" =~ ^[0-9.]+$ ]]; then say "round $round fabperf $label: no result ($line; $(tail -2 "$W/fp.out"))"; return; fi
+  if ! [[ "$mb" =~ ^[0-9.]+$ ]] || ! awk -v v="$mb" 'BEGIN{exit !(v > 0)}'; then say "round $round fabperf $label: no result ($line; $(tail -2 "$W/fp.out"))"; return; fi
   FP[$label]="${FP[$label]:-} $mb"
   say "round $round fabperf $label -q $qd -Q $cq: $mb MB/s   guest CPU $(cpu_diff "$before" "$after")   threads: ${line#*| }"
 }

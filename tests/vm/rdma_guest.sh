@@ -130,8 +130,10 @@ PTS=() FPS=()
 for round in 1 2; do
   pt=$(pt_once); fp=$(fp_once)
   say "bandwidth round $round: ib_write_bw ${pt:-?} MB/s, fabperf ${fp:-?} MB/s"
-  [ -n "$pt" ] && PTS+=("$pt")
-  [ -n "$fp" ] && FPS+=("$fp")
+  # A run that measured nothing (a starved guest: perftest's duration alarm can fire before it
+  # measured; fabperf's window can shrink to nothing) is reported, not averaged.
+  awk -v v="${pt:-0}" 'BEGIN{exit !(v > 0)}' && PTS+=("$pt")
+  awk -v v="${fp:-0}" 'BEGIN{exit !(v > 0)}' && FPS+=("$fp")
 done
 if [ ${#PTS[@]} -gt 0 ] && [ ${#FPS[@]} -gt 0 ]; then
   pt=$(echo "${PTS[@]}" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; printf "%.2f", s/NF}')
