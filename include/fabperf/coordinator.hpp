@@ -16,6 +16,17 @@
 
 namespace fabperf {
 
+// Takes the results of a running test as they arrive (ResultStream writes them to the results
+// file), so the coordinator holds none of them. Called on the coordinator's thread; must not throw.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  // The test has started: header.nodes are every node, without results.
+  virtual void started(const RunRecord& header) noexcept = 0;
+  // Once per node: its result, or why there is none (status, error).
+  virtual void node(const NodeRecord& n) noexcept = 0;
+};
+
 struct RunRequest {
   TestSpec spec = TestSpec::make({});
   std::vector<HostPort> servers;
@@ -35,6 +46,8 @@ struct RunRequest {
   // --socksize auto: size the socket buffers from the bandwidth-delay product (socksize_from_bdp)
   // once the agents' link speeds and the control connections' round trips are known.
   bool socksize_auto{false};
+  // Not null: results go to it as they arrive, and run_test's RunRecord carries no node results.
+  ResultSink* sink{nullptr};
 };
 
 // SIGINT/SIGTERM before the test started: nothing was measured (a plan stops, not "failed").

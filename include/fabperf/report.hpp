@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -244,6 +245,24 @@ struct Report {
 };
 
 Report compute_report(const RunRecord& run);
+// compute_report() one node at a time, for a coordinator that writes each node out as its result
+// arrives (result_stream.hpp). `order` places the node in the report (its index); the Report is
+// the same whatever order nodes are added in. compute_report(run) is add() over run.nodes, finish().
+class ReportBuilder {
+ public:
+  explicit ReportBuilder(const RunRecord& run);  // the run's header; run.nodes is not read
+  ~ReportBuilder();
+  ReportBuilder(ReportBuilder&&) noexcept;
+  ReportBuilder& operator=(ReportBuilder&&) noexcept;
+  // The node's report; its connections are appended to conns (the builder keeps none).
+  const NodeReport& add(const NodeRecord& n, std::size_t order, std::vector<ConnReport>& conns);
+  // Nodes in order, pairs, aggregate, merged latency, findings; `connections` is left empty.
+  Report finish(bool interrupted) &&;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 // A node's bond figures from its raw result (src/report/bonds.cpp); findings get what a reader
 // must see (members outside the aggregator, link failures during the test, prediction mismatch).
 BondReport bond_report(const BondResult& b, const AgentResult& a, const std::string& node,

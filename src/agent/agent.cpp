@@ -33,15 +33,6 @@ constexpr auto kHeartbeat = 1s;
 
 bool is_loopback(const asio::ip::address& a) { return unmapped(a).is_loopback(); }
 
-std::string now_text() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
-  return buf;
-}
-
 // One test held by one session, from the first SETUP to the RESULT (or abort).
 struct TestState {
   std::string test_id;
@@ -392,7 +383,7 @@ class Agent {
       test_ = std::make_shared<TestState>();
       test_->test_id = test_id;
       test_->owner = who;
-      test_->since = now_text();
+      test_->since = wall_clock_text("%H:%M:%S", false);
       owner_ = conn.get();
     }
     return true;

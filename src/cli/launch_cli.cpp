@@ -1,4 +1,5 @@
 #include "cli/launch_cli.hpp"
+#include "cli/options.hpp"
 
 #include <fabperf/error.hpp>
 #include <fabperf/units.hpp>
@@ -9,15 +10,6 @@
 
 namespace fabperf::cli {
 namespace {
-
-template <typename T>
-T get(const cxxopts::ParseResult& r, const std::string& name) {
-  try {
-    return r[name].as<T>();
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(fmt::format("--{}: {}", name, e.what()));
-  }
-}
 
 std::vector<std::string> words(const std::string& text, const char* what) {
   std::istringstream in(text);

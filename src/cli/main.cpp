@@ -14,10 +14,12 @@
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
+#include <fabperf/result_stream.hpp>
 #include <fabperf/spec.hpp>
 #include <fabperf/units.hpp>
 
 #include "cli/launch_cli.hpp"
+#include "cli/options.hpp"
 
 #include <cxxopts.hpp>
 #include <fmt/format.h>
@@ -81,14 +83,7 @@ cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) {
 // --key-file, else FABPERF_KEY_FILE; empty path: no key.
 std::string key_file_option(const cxxopts::ParseResult& r);
 
-template <typename T>
-T get(const cxxopts::ParseResult& r, const std::string& name) {
-  try {
-    return r[name].as<T>();
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(fmt::format("--{}: {}", name, e.what()));
-  }
-}
+using cli::get;
 
 std::string key_file_option(const cxxopts::ParseResult& r) {
   if (r.count("key-file")) {
@@ -523,22 +518,21 @@ int cmd_run(int argc, char** argv) {
     return run_per_link_sequential(req, n_links, json_path, quiet, verbose);
   }
 
+  // The JSON result is written as the agents' results arrive (docs/usage.md, "Written as collected").
+  ResultStream results(json_path, verbose);
+  req.sink = &results;
   const RunRecord record = run_test(req);
   // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
   if (launched) launch::install_interrupt_flag();
-  const Report report = compute_report(record);
-  auto doc = render_json(report);
-  if (!record.socksize_basis.empty()) doc["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
+  nlohmann::json extra = nlohmann::json::object();
+  if (!record.socksize_basis.empty()) extra["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
+  const Report report = results.finish(record, extra);
   if (json_path == "-") {
-    std::cout << doc.dump(2) << "\n";
+    if (results.write_error() != 0) throw SystemError("write results to", "standard output", results.write_error());
   } else {
-    if (!json_path.empty()) {
-      std::ofstream out(json_path);
-      out << doc.dump(2) << "\n";
-      if (!out) {
-        std::cout << render_text(report, verbose);
-        throw SystemError("write results to", json_path, errno);
-      }
+    if (results.write_error() != 0) {
+      std::cout << render_text(report, verbose);
+      throw SystemError("write results to", json_path, results.write_error());
     }
     std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
     if (!quiet && !record.socksize_basis.empty()) std::cout << record.socksize_basis << "\n";

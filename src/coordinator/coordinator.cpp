@@ -28,15 +28,6 @@ constexpr auto kFrameDeadline = 5s;
 constexpr auto kIdleDeadline = 5s;
 constexpr int kClockPings = 8;
 
-std::string iso_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // Completes when count_down() was called n times.
 class Latch {
  public:
@@ -457,7 +448,7 @@ class Coordinator {
     RunRecord rec;
     rec.spec = req_.spec;
     rec.test_id = proto::to_hex(proto::random_token()).substr(0, 16);
-    rec.started_at = iso_now();
+    rec.started_at = iso8601_utc_now();
     const TestSpec& spec = rec.spec;  // --socksize auto replaces it before any set-up
 
     const std::int64_t t_begin = mono_now_ns();
@@ -559,8 +550,14 @@ class Coordinator {
       n.conn->send(MsgType::start, proto::to_json(proto::Start{start + off, open + off, close + off, end + off, req_.interval.count()}));
     }
     running_ = true;
+    if (req_.sink) {
+      RunRecord header = rec;
+      for (const auto& n : nodes_) header.nodes.push_back(n.rec);
+      req_.sink->started(header);
+    }
 
     // Collect. Agents stop by their own schedule; one that goes silent is marked and the rest go on.
+    // With a sink, each node's result goes out as it arrives and is not kept here.
     co_await each([&](Node& n) -> asio::awaitable<void> {
       try {
         n.rec.result = parse_agent_result(co_await expect(n, MsgType::result));
@@ -571,6 +568,10 @@ class Coordinator {
         const std::string what = e.what();
         n.rec.status = what.find("no message within") != std::string::npos ? NodeStatus::stalled : NodeStatus::lost;
         n.rec.error = what;
+      }
+      if (req_.sink) {
+        req_.sink->node(n.rec);
+        n.rec.result.reset();
       }
     });
     running_ = false;

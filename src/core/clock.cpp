@@ -11,6 +11,18 @@ std::int64_t mono_now_ns() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+std::string wall_clock_text(const char* strftime_format, bool utc) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  if (utc) {
+    gmtime_r(&t, &tm);
+  } else {
+    localtime_r(&t, &tm);
+  }
+  char buf[64];
+  return std::strftime(buf, sizeof buf, strftime_format, &tm) > 0 ? buf : "";
+}
+
 std::int64_t wall_now_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -16,6 +16,7 @@
 // The hot loops never allocate, log or throw; a failed post or a completion error ends that
 // flow with a message naming the verb, the device, the status and the peer.
 #include "engine/verbs_engine.hpp"
+#include "net/listen.hpp"
 
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
@@ -560,33 +561,9 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
     }
     if (!ctx.spec().rdma_device().empty()) (void)parse_device_list(ctx.spec().rdma_device());
   }
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (const int gai = getaddrinfo(plan.bind_address.c_str(), "0", &hints, &res); gai != 0) {
-    throw SystemError("resolve RDMA set-up address", plan.bind_address, gai_strerror(gai));
-  }
-  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    freeaddrinfo(res);
-    throw SystemError("socket", plan.bind_address, errno);
-  }
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
-    const int e = errno;
-    freeaddrinfo(res);
-    ::close(fd);
-    throw SystemError("listen for RDMA set-up connections on", plan.bind_address, e);
-  }
-  freeaddrinfo(res);
-  listen_fd_ = fd;
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  const std::uint16_t port = ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
-                                                     : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  const auto l = net::listen_any_port(plan.bind_address, 1024, "RDMA set-up");
+  listen_fd_ = l.fd;
+  const std::uint16_t port = l.port;
   accept_thread_ = std::thread([this] { accept_loop(); });
   return port;
 }

@@ -1,6 +1,7 @@
 // KPIs: thresholds evaluated per node / pair / link / step over step results as the results file
 // holds them (render_json of each step's Report), so a resumed plan judges finished steps exactly
 // like fresh ones.
+#include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/plan.hpp>
 
@@ -328,13 +329,6 @@ std::string render_verdicts(const std::vector<KpiCheck>& checks) {
   return out;
 }
 
-std::string iso8601_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string iso8601_now() { return iso8601_utc_now(); }
 
 }  // namespace fabperf::plan

@@ -124,161 +124,210 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
 
 }  // namespace
 
-Report compute_report(const RunRecord& run) {
+namespace {
+
+// Per pair: what the client counted and, separately, what the server counted.
+struct PairAcc {
+  std::uint64_t client_bytes{0}, server_bytes{0}, msgs{0}, server_msgs{0}, retrans{0};
+  std::uint32_t conns{0}, server_conns{0}, rtt{0}, mss{0};
+  double client_window{0}, server_window{0};
+  bool client_reported{false};
+};
+
+// What finish() needs of each node, kept in the order the caller gave so that sums of doubles,
+// merged histograms and findings come out the same whatever order results arrived in.
+struct NodeAcc {
+  std::size_t order{0};
+  NodeReport report;
+  std::vector<std::string> findings;
+  std::optional<double> cli_cpu, srv_cpu;
+};
+
+}  // namespace
+
+struct ReportBuilder::State {
   Report r;
+  bool stream{true};
+  double nominal_window{0};
+  std::uint64_t buffsize{1};
+  std::map<std::pair<std::uint32_t, std::uint32_t>, PairAcc> pairs;
+  std::vector<NodeAcc> nodes;
+};
+
+ReportBuilder::ReportBuilder(const RunRecord& run) : s_(std::make_unique<State>()) {
+  Report& r = s_->r;
   r.fabperf_version = FABPERF_VERSION;
   r.test_id = run.test_id;
   r.started_at = run.started_at;
   r.spec = run.spec;
   r.interrupted = run.interrupted;
-  const bool stream = run.spec.mode() == Mode::stream;
-  const double nominal_window = static_cast<double>(run.spec.window().count()) / 1e9;
+  s_->stream = run.spec.mode() == Mode::stream;
+  s_->nominal_window = static_cast<double>(run.spec.window().count()) / 1e9;
+  s_->buffsize = run.spec.buffsize();
+}
 
+ReportBuilder::~ReportBuilder() = default;
+ReportBuilder::ReportBuilder(ReportBuilder&&) noexcept = default;
+ReportBuilder& ReportBuilder::operator=(ReportBuilder&&) noexcept = default;
+
+const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std::vector<ConnReport>& conns) {
+  Report& r = s_->r;
+  const bool stream = s_->stream;
+  NodeAcc acc;
+  acc.order = order;
+  std::vector<std::string>& findings = acc.findings;
+  NodeReport& nr = acc.report;
+  if (n.is_server) ++r.servers;
+  if (n.is_client) ++r.clients;
+  nr.index = n.index;
+  nr.name = n.name;
+  nr.hostname = n.hostname;
+  nr.role = role_of(n);
+  nr.status = n.status;
+  nr.error = n.error;
+  nr.clock_offset_us = static_cast<double>(n.clock.offset_ns) / 1e3;
+  nr.clock_uncertainty_us = static_cast<double>(n.clock.uncertainty_ns) / 1e3;
+  r.max_clock_uncertainty_us = std::max(r.max_clock_uncertainty_us, nr.clock_uncertainty_us);
+  nr.warnings = n.setup_warnings;
+  if (n.status != NodeStatus::ok) {
+    r.complete = false;
+    findings.push_back(fmt::format("node {} {}: {} (its own counters are missing from this report)", n.name,
+                                   to_string(n.status), n.error));
+  }
+  if (n.result) {
+    const AgentResult& a = *n.result;
+    nr.aborted = a.aborted;
+    if (a.aborted) {
+      r.complete = false;
+      findings.push_back(fmt::format("node {} stopped early: {}", n.name, a.abort_reason));
+    }
+    nr.window_s = a.window_s > 0 ? a.window_s : s_->nominal_window;
+    nr.cpu_busy_pct = a.cpu_busy_pct;
+    nr.retrans_segs = a.retrans_segs;
+    nr.process_cpu_s = a.process_cpu_s;
+    std::uint64_t tx = 0, rx = 0;
+    for (const auto& f : a.flows) {
+      tx += f.tx_bytes_window;
+      rx += f.rx_bytes_window;
+      const std::uint64_t bytes = f.tx_bytes_window + f.rx_bytes_window;
+      ConnReport c;
+      c.node = n.index;
+      c.peer = f.peer_node;
+      c.role = f.role;
+      c.op = f.op;
+      c.local = f.local;
+      c.remote = f.remote;
+      c.tx_bytes_window = f.tx_bytes_window;
+      c.rx_bytes_window = f.rx_bytes_window;
+      c.tx_bytes_total = f.tx_bytes_total;
+      c.rx_bytes_total = f.rx_bytes_total;
+      c.mb_per_s = mb_per_s(bytes, nr.window_s);
+      c.retrans = f.retrans_window;
+      c.tcp = f.tcp;
+      c.error = f.error;
+      if (f.verify_errors > 0) {
+        findings.push_back(fmt::format("data verification failed on {} ({} -> {}): {} received chunks differed from "
+                                       "what was sent", n.name, f.local, f.remote, f.verify_errors));
+      }
+      r.verify_errors += f.verify_errors;
+      if (!f.error.empty()) {
+        findings.push_back(fmt::format("connection {} -> {} on {}: {}", f.local, f.remote, n.name, f.error));
+      }
+      conns.push_back(std::move(c));
+
+      if (f.op == FlowOp::probe) continue;  // pings only: no data, not one of the pair's connections
+      const auto key = f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node)
+                                                  : std::make_pair(f.peer_node, n.index);
+      auto& p = s_->pairs[key];
+      if (f.role == FlowRole::client) {
+        p.client_reported = true;
+        p.client_bytes += bytes;
+        p.msgs += stream ? 0 : f.msgs_window;
+        p.client_window = nr.window_s;
+        p.retrans += f.retrans_window;
+        ++p.conns;
+        if (f.tcp.valid) {
+          p.rtt = std::max(p.rtt, f.tcp.rtt_us);
+          p.mss = p.mss == 0 ? f.tcp.snd_mss : std::min(p.mss, f.tcp.snd_mss);
+        }
+      } else {
+        p.server_bytes += bytes;
+        p.server_msgs += stream ? 0 : f.msgs_window;
+        p.server_window = nr.window_s;
+        ++p.server_conns;
+      }
+    }
+    nr.tx_mb_per_s = mb_per_s(tx, nr.window_s);
+    nr.rx_mb_per_s = mb_per_s(rx, nr.window_s);
+    if (a.process_cpu_s > 0) nr.bytes_per_cpu_s = static_cast<double>(tx + rx) / a.process_cpu_s;
+    for (const auto& t : a.threads) {
+      const double pct = nr.window_s > 0 ? 100.0 * t.cpu_s / nr.window_s : 0.0;
+      if (pct > nr.busiest_thread_pct) {
+        nr.busiest_thread_pct = pct;
+        nr.busiest_thread = t.label;
+      }
+    }
+    if (nr.busiest_thread_pct >= kHostLimitedPct) {
+      nr.host_limited = true;
+      findings.push_back(fmt::format("host-limited: fabperf thread {} at {:.0f}% CPU on {}: this node's CPU, not the "
+                                     "fabric, may limit its figures",
+                                     nr.busiest_thread, nr.busiest_thread_pct, n.name));
+    }
+    if (n.is_client) acc.cli_cpu = a.cpu_busy_pct;
+    if (n.is_server) acc.srv_cpu = a.cpu_busy_pct;
+    if (a.delay && a.delay->count() > 0) {
+      nr.delay = summarize(*a.delay);
+      nr.delay_histogram = *a.delay;
+    }
+    if (a.latency) {
+      nr.latency = summarize(*a.latency);
+      nr.histogram = *a.latency;
+    }
+    std::int64_t prev_t = 0;
+    for (const auto& sm : a.intervals) {
+      const double dt = static_cast<double>(sm.t_ns - prev_t) / 1e9;
+      prev_t = sm.t_ns;
+      nr.intervals.push_back({static_cast<double>(sm.t_ns) / 1e9, mb_per_s(sm.tx_bytes, dt), mb_per_s(sm.rx_bytes, dt)});
+    }
+    for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, findings));
+    for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, findings));
+    for (const auto& p : a.rdma_ports) nr.rdma_ports.push_back(rdma_port_report(p, a, s_->buffsize, n.name, findings));
+    for (const auto& w : a.warnings) {
+      if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
+    }
+  }
+  for (const auto& w : nr.warnings) findings.push_back(fmt::format("node {}: {}", n.name, w));
+  s_->nodes.push_back(std::move(acc));
+  return s_->nodes.back().report;
+}
+
+Report ReportBuilder::finish(bool interrupted) && {
+  Report r = std::move(s_->r);
+  r.interrupted = r.interrupted || interrupted;
+  const bool stream = s_->stream;
+  std::stable_sort(s_->nodes.begin(), s_->nodes.end(), [](const NodeAcc& a, const NodeAcc& b) { return a.order < b.order; });
   std::vector<double> cli_cpu, srv_cpu;
   LatencyHistogram all_lat, all_delay;
   bool any_lat = false, any_delay = false;
-
-  // Per pair: what the client counted and, separately, what the server counted.
-  struct PairAcc {
-    std::uint64_t client_bytes{0}, server_bytes{0}, msgs{0}, server_msgs{0}, retrans{0};
-    std::uint32_t conns{0}, server_conns{0}, rtt{0}, mss{0};
-    double client_window{0}, server_window{0};
-    bool client_reported{false};
-  };
-  std::map<std::pair<std::uint32_t, std::uint32_t>, PairAcc> pairs;
-
-  for (const auto& n : run.nodes) {
-    if (n.is_server) ++r.servers;
-    if (n.is_client) ++r.clients;
-    NodeReport nr;
-    nr.index = n.index;
-    nr.name = n.name;
-    nr.hostname = n.hostname;
-    nr.role = role_of(n);
-    nr.status = n.status;
-    nr.error = n.error;
-    nr.clock_offset_us = static_cast<double>(n.clock.offset_ns) / 1e3;
-    nr.clock_uncertainty_us = static_cast<double>(n.clock.uncertainty_ns) / 1e3;
-    r.max_clock_uncertainty_us = std::max(r.max_clock_uncertainty_us, nr.clock_uncertainty_us);
-    nr.warnings = n.setup_warnings;
-    if (n.status != NodeStatus::ok) {
-      r.complete = false;
-      r.findings.push_back(fmt::format("node {} {}: {} (its own counters are missing from this report)", n.name,
-                                       to_string(n.status), n.error));
+  for (auto& n : s_->nodes) {
+    if (n.cli_cpu) cli_cpu.push_back(*n.cli_cpu);
+    if (n.srv_cpu) srv_cpu.push_back(*n.srv_cpu);
+    if (n.report.delay_histogram) {
+      all_delay.merge(*n.report.delay_histogram);
+      any_delay = true;
     }
-    if (n.result) {
-      const AgentResult& a = *n.result;
-      nr.aborted = a.aborted;
-      if (a.aborted) {
-        r.complete = false;
-        r.findings.push_back(fmt::format("node {} stopped early: {}", n.name, a.abort_reason));
-      }
-      nr.window_s = a.window_s > 0 ? a.window_s : nominal_window;
-      nr.cpu_busy_pct = a.cpu_busy_pct;
-      nr.retrans_segs = a.retrans_segs;
-      nr.process_cpu_s = a.process_cpu_s;
-      std::uint64_t tx = 0, rx = 0;
-      for (const auto& f : a.flows) {
-        tx += f.tx_bytes_window;
-        rx += f.rx_bytes_window;
-        const std::uint64_t bytes = f.tx_bytes_window + f.rx_bytes_window;
-        ConnReport c;
-        c.node = n.index;
-        c.peer = f.peer_node;
-        c.role = f.role;
-        c.op = f.op;
-        c.local = f.local;
-        c.remote = f.remote;
-        c.tx_bytes_window = f.tx_bytes_window;
-        c.rx_bytes_window = f.rx_bytes_window;
-        c.tx_bytes_total = f.tx_bytes_total;
-        c.rx_bytes_total = f.rx_bytes_total;
-        c.mb_per_s = mb_per_s(bytes, nr.window_s);
-        c.retrans = f.retrans_window;
-        c.tcp = f.tcp;
-        c.error = f.error;
-        if (f.verify_errors > 0) {
-          r.findings.push_back(fmt::format("data verification failed on {} ({} -> {}): {} received chunks differed from "
-                                           "what was sent", n.name, f.local, f.remote, f.verify_errors));
-        }
-        r.verify_errors += f.verify_errors;
-        if (!f.error.empty()) {
-          r.findings.push_back(fmt::format("connection {} -> {} on {}: {}", f.local, f.remote, n.name, f.error));
-        }
-        r.connections.push_back(std::move(c));
-
-        if (f.op == FlowOp::probe) continue;  // pings only: no data, not one of the pair's connections
-        const auto key = f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node)
-                                                    : std::make_pair(f.peer_node, n.index);
-        auto& p = pairs[key];
-        if (f.role == FlowRole::client) {
-          p.client_reported = true;
-          p.client_bytes += bytes;
-          p.msgs += stream ? 0 : f.msgs_window;
-          p.client_window = nr.window_s;
-          p.retrans += f.retrans_window;
-          ++p.conns;
-          if (f.tcp.valid) {
-            p.rtt = std::max(p.rtt, f.tcp.rtt_us);
-            p.mss = p.mss == 0 ? f.tcp.snd_mss : std::min(p.mss, f.tcp.snd_mss);
-          }
-        } else {
-          p.server_bytes += bytes;
-          p.server_msgs += stream ? 0 : f.msgs_window;
-          p.server_window = nr.window_s;
-          ++p.server_conns;
-        }
-      }
-      nr.tx_mb_per_s = mb_per_s(tx, nr.window_s);
-      nr.rx_mb_per_s = mb_per_s(rx, nr.window_s);
-      if (a.process_cpu_s > 0) nr.bytes_per_cpu_s = static_cast<double>(tx + rx) / a.process_cpu_s;
-      for (const auto& t : a.threads) {
-        const double pct = nr.window_s > 0 ? 100.0 * t.cpu_s / nr.window_s : 0.0;
-        if (pct > nr.busiest_thread_pct) {
-          nr.busiest_thread_pct = pct;
-          nr.busiest_thread = t.label;
-        }
-      }
-      if (nr.busiest_thread_pct >= kHostLimitedPct) {
-        nr.host_limited = true;
-        r.findings.push_back(fmt::format("host-limited: fabperf thread {} at {:.0f}% CPU on {}: this node's CPU, not the "
-                                         "fabric, may limit its figures",
-                                         nr.busiest_thread, nr.busiest_thread_pct, n.name));
-      }
-      if (n.is_client) cli_cpu.push_back(a.cpu_busy_pct);
-      if (n.is_server) srv_cpu.push_back(a.cpu_busy_pct);
-      if (a.delay && a.delay->count() > 0) {
-        nr.delay = summarize(*a.delay);
-        nr.delay_histogram = *a.delay;
-        all_delay.merge(*a.delay);
-        any_delay = true;
-      }
-      if (a.latency) {
-        nr.latency = summarize(*a.latency);
-        nr.histogram = *a.latency;
-        all_lat.merge(*a.latency);
-        any_lat = true;
-      }
-      std::int64_t prev_t = 0;
-      for (const auto& s : a.intervals) {
-        const double dt = static_cast<double>(s.t_ns - prev_t) / 1e9;
-        prev_t = s.t_ns;
-        nr.intervals.push_back({static_cast<double>(s.t_ns) / 1e9, mb_per_s(s.tx_bytes, dt), mb_per_s(s.rx_bytes, dt)});
-      }
-      for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, r.findings));
-      for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, r.findings));
-      for (const auto& p : a.rdma_ports) nr.rdma_ports.push_back(rdma_port_report(p, a, run.spec.buffsize(), n.name, r.findings));
-      for (const auto& w : a.warnings) {
-        if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
-      }
+    if (n.report.histogram) {
+      all_lat.merge(*n.report.histogram);
+      any_lat = true;
     }
-    for (const auto& w : nr.warnings) r.findings.push_back(fmt::format("node {}: {}", n.name, w));
-    r.nodes.push_back(std::move(nr));
+    for (auto& f : n.findings) r.findings.push_back(std::move(f));
+    r.nodes.push_back(std::move(n.report));
   }
+  s_->nodes.clear();
 
   std::uint64_t agg_bytes = 0, agg_msgs = 0;
   double agg_mb = 0, agg_msg_rate = 0;
-  for (const auto& [key, p] : pairs) {
+  for (const auto& [key, p] : s_->pairs) {
     PairReport pr;
     pr.client = key.first;
     pr.server = key.second;
@@ -289,13 +338,13 @@ Report compute_report(const RunRecord& run) {
     if (p.client_reported) {
       pr.measured_by = "client";
       pr.connections = p.conns;
-      std::uint64_t msgs = stream ? p.client_bytes / run.spec.buffsize() : p.msgs;
+      std::uint64_t msgs = stream ? p.client_bytes / s_->buffsize : p.msgs;
       pr.tput = make_tput(p.client_bytes, msgs, p.client_window);
     } else {
       // The client's own counters were lost with it; the server saw the same bytes.
       pr.measured_by = "server";
       pr.connections = p.server_conns;
-      std::uint64_t msgs = stream ? p.server_bytes / run.spec.buffsize() : p.server_msgs;
+      std::uint64_t msgs = stream ? p.server_bytes / s_->buffsize : p.server_msgs;
       pr.tput = make_tput(p.server_bytes, msgs, p.server_window);
     }
     agg_bytes += pr.tput.bytes;
@@ -304,17 +353,18 @@ Report compute_report(const RunRecord& run) {
     agg_msg_rate += pr.tput.msg_per_s;
     r.pairs.push_back(std::move(pr));
   }
+  s_->pairs.clear();
   // Each pair's rate uses its own node's measured window; the aggregate is their sum.
   r.aggregate.bytes = agg_bytes;
   r.aggregate.msgs = agg_msgs;
   r.aggregate.mb_per_s = agg_mb;
   r.aggregate.gbit_per_s = agg_mb * 8.0 / 1e3;
   r.aggregate.msg_per_s = agg_msg_rate;
-  r.window_s = nominal_window;
+  r.window_s = s_->nominal_window;
   auto mean = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
   };
   r.cli_cpu_pct = mean(cli_cpu);
   r.srv_cpu_pct = mean(srv_cpu);
@@ -327,6 +377,15 @@ Report compute_report(const RunRecord& run) {
     r.delay_histogram = all_delay;
   }
   if (r.interrupted) r.findings.insert(r.findings.begin(), "test interrupted by the user: results cover the time measured");
+  return r;
+}
+
+Report compute_report(const RunRecord& run) {
+  ReportBuilder b(run);
+  std::vector<ConnReport> conns;
+  for (std::size_t i = 0; i < run.nodes.size(); ++i) b.add(run.nodes[i], i, conns);
+  Report r = std::move(b).finish(run.interrupted);
+  r.connections = std::move(conns);
   return r;
 }
 

@@ -219,6 +219,27 @@ RawResults load_results(std::istream& in, const std::string& name) {
                                    kResultSchema));
     }
   }
+  // A run's result cut short: `fabperf run --json` writes the header and each node's section as its
+  // result arrives, and the rest at the end (docs/usage.md, "Written as collected").
+  {
+    const auto first = text.find_first_not_of(" \t\r\n");
+    const auto schema_at = text.find("\"schema\": \"fabperf.result\"");
+    if (text[first] == '{' && schema_at != std::string::npos && schema_at < 64) {
+      std::size_t complete = 0;
+      const auto nodes_at = text.find("\n  \"nodes\": [");
+      if (nodes_at != std::string::npos) {
+        const auto nodes_end = text.find("\n  ]", nodes_at);
+        for (auto at = text.find("\n    }", nodes_at); at != std::string::npos && at < nodes_end;
+             at = text.find("\n    }", at + 1)) {
+          ++complete;
+        }
+      }
+      throw UsageError(fmt::format(
+          "{}: a partial fabperf result: the run stopped while collecting results ({} complete node section{} written, "
+          "no pairs, aggregate or summary); report reads complete results only",
+          name, complete, complete == 1 ? "" : "s"));
+    }
+  }
 
   RawResults raw;
   raw.path = name;

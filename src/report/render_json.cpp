@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/result_json.hpp"
+
 namespace fabperf {
 
 using nlohmann::json;
@@ -86,89 +88,104 @@ json bonds_json(const std::vector<BondReport>& bonds) {
   return out;
 }
 
-json render_json(const Report& r) {
-  json nodes = json::array();
-  for (const auto& n : r.nodes) {
-    json iv = json::array();
-    for (const auto& p : n.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
-    nodes.push_back({{"index", n.index},
-                     {k(col::node), n.name},
-                     {"hostname", n.hostname},
-                     {k(col::role), n.role},
-                     {k(col::status), to_string(n.status)},
-                     {"error", n.error},
-                     {"aborted", n.aborted},
-                     {"window_s", n.window_s},
-                     {k(col::tx_mb_per_s), n.tx_mb_per_s},
-                     {k(col::rx_mb_per_s), n.rx_mb_per_s},
-                     {k(col::cpu_busy_pct), n.cpu_busy_pct},
-                     {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
-                     {"process_cpu_s", n.process_cpu_s},
-                     {"bytes_per_cpu_s", n.bytes_per_cpu_s},
-                     {"busiest_thread", n.busiest_thread},
-                     {"busiest_thread_pct", n.busiest_thread_pct},
-                     {"host_limited", n.host_limited},
-                     {k(col::clock_offset_us), n.clock_offset_us},
-                     {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
-                     {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
-                     {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
-                     {"intervals", std::move(iv)},
-                     {"links", links_json(n.links)},
-                     {"bonds", bonds_json(n.bonds)},
-                     {"rdma_ports", rdma_ports_json(n.rdma_ports)},
-                     {"warnings", n.warnings}});
+json node_json(const NodeReport& n) {
+  json iv = json::array();
+  for (const auto& p : n.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+  return {{"index", n.index},
+          {k(col::node), n.name},
+          {"hostname", n.hostname},
+          {k(col::role), n.role},
+          {k(col::status), to_string(n.status)},
+          {"error", n.error},
+          {"aborted", n.aborted},
+          {"window_s", n.window_s},
+          {k(col::tx_mb_per_s), n.tx_mb_per_s},
+          {k(col::rx_mb_per_s), n.rx_mb_per_s},
+          {k(col::cpu_busy_pct), n.cpu_busy_pct},
+          {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
+          {"process_cpu_s", n.process_cpu_s},
+          {"bytes_per_cpu_s", n.bytes_per_cpu_s},
+          {"busiest_thread", n.busiest_thread},
+          {"busiest_thread_pct", n.busiest_thread_pct},
+          {"host_limited", n.host_limited},
+          {k(col::clock_offset_us), n.clock_offset_us},
+          {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
+          {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
+          {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
+          {"intervals", std::move(iv)},
+          {"links", links_json(n.links)},
+          {"bonds", bonds_json(n.bonds)},
+          {"rdma_ports", rdma_ports_json(n.rdma_ports)},
+          {"warnings", n.warnings}};
+}
+
+json pair_json(const PairReport& p) {
+  json j = tput_json(p.tput);
+  j["client"] = p.client;
+  j["server"] = p.server;
+  j["measured_by"] = p.measured_by;
+  j["connections"] = p.connections;
+  j[k(col::retrans)] = p.retrans;
+  j[k(col::rtt_us)] = p.rtt_us;
+  j[k(col::snd_mss)] = p.snd_mss;
+  j["server_bytes"] = p.server_bytes;
+  return j;
+}
+
+json connection_json(const ConnReport& c) {
+  json tcp = nullptr;
+  if (c.tcp.valid) {
+    tcp = {{k(col::rtt_us), c.tcp.rtt_us}, {"rttvar_us", c.tcp.rttvar_us}, {k(col::snd_mss), c.tcp.snd_mss},
+           {"rcv_mss", c.tcp.rcv_mss}, {"pmtu", c.tcp.pmtu}, {"snd_cwnd", c.tcp.snd_cwnd},
+           {"total_retrans", c.tcp.total_retrans}};
   }
-  json pairs = json::array();
-  for (const auto& p : r.pairs) {
-    json j = tput_json(p.tput);
-    j["client"] = p.client;
-    j["server"] = p.server;
-    j["measured_by"] = p.measured_by;
-    j["connections"] = p.connections;
-    j[k(col::retrans)] = p.retrans;
-    j[k(col::rtt_us)] = p.rtt_us;
-    j[k(col::snd_mss)] = p.snd_mss;
-    j["server_bytes"] = p.server_bytes;
-    pairs.push_back(std::move(j));
-  }
-  json conns = json::array();
-  for (const auto& c : r.connections) {
-    json tcp = nullptr;
-    if (c.tcp.valid) {
-      tcp = {{k(col::rtt_us), c.tcp.rtt_us}, {"rttvar_us", c.tcp.rttvar_us}, {k(col::snd_mss), c.tcp.snd_mss},
-             {"rcv_mss", c.tcp.rcv_mss}, {"pmtu", c.tcp.pmtu}, {"snd_cwnd", c.tcp.snd_cwnd},
-             {"total_retrans", c.tcp.total_retrans}};
-    }
-    conns.push_back({{k(col::node), c.node}, {"peer", c.peer}, {k(col::role), to_string(c.role)}, {"op", to_string(c.op)},
-                     {"local", c.local}, {"remote", c.remote}, {"tx_bytes_window", c.tx_bytes_window},
-                     {"rx_bytes_window", c.rx_bytes_window}, {"tx_bytes_total", c.tx_bytes_total},
-                     {"rx_bytes_total", c.rx_bytes_total}, {k(col::mb_per_s), c.mb_per_s}, {k(col::retrans), c.retrans},
-                     {"tcp", tcp}, {"error", c.error}});
-  }
-  json agg = tput_json(r.aggregate);
-  agg["window_s"] = r.window_s;
+  return {{k(col::node), c.node}, {"peer", c.peer}, {k(col::role), to_string(c.role)}, {"op", to_string(c.op)},
+          {"local", c.local}, {"remote", c.remote}, {"tx_bytes_window", c.tx_bytes_window},
+          {"rx_bytes_window", c.rx_bytes_window}, {"tx_bytes_total", c.tx_bytes_total},
+          {"rx_bytes_total", c.rx_bytes_total}, {k(col::mb_per_s), c.mb_per_s}, {k(col::retrans), c.retrans},
+          {"tcp", tcp}, {"error", c.error}};
+}
+
+json result_header_json(const Report& r) {
   return {{"schema", kResultSchema},
           {"schema_version", kResultSchemaVersion},
           {"fabperf_version", r.fabperf_version},
           {"test_id", r.test_id},
           {"started_at", r.started_at},
           {"settings", to_json(r.spec)},
-          {"complete", r.complete},
-          {"interrupted", r.interrupted},
           {"clients", r.clients},
-          {"servers", r.servers},
+          {"servers", r.servers}};
+}
+
+json result_summary_json(const Report& r) {
+  json agg = tput_json(r.aggregate);
+  agg["window_s"] = r.window_s;
+  return {{"complete", r.complete},
+          {"interrupted", r.interrupted},
           {"aggregate", std::move(agg)},
           {"cli_cpu_pct", r.cli_cpu_pct},
           {"srv_cpu_pct", r.srv_cpu_pct},
           {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
           {"latency", r.latency ? latency_json(*r.latency, r.histogram ? &*r.histogram : nullptr) : json(nullptr)},
           {"delay", r.delay ? latency_json(*r.delay, r.delay_histogram ? &*r.delay_histogram : nullptr) : json(nullptr)},
-          {"nodes", std::move(nodes)},
-          {"pairs", std::move(pairs)},
-          {"connections", std::move(conns)},
           {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
           {"findings", r.findings},
           {"summary", render_summary_line(r)}};
+}
+
+json render_json(const Report& r) {
+  json nodes = json::array();
+  for (const auto& n : r.nodes) nodes.push_back(node_json(n));
+  json pairs = json::array();
+  for (const auto& p : r.pairs) pairs.push_back(pair_json(p));
+  json conns = json::array();
+  for (const auto& c : r.connections) conns.push_back(connection_json(c));
+  json doc = result_header_json(r);
+  doc.update(result_summary_json(r));
+  doc["nodes"] = std::move(nodes);
+  doc["pairs"] = std::move(pairs);
+  doc["connections"] = std::move(conns);
+  return doc;
 }
 
 }  // namespace fabperf

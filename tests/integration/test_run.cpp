@@ -333,3 +333,40 @@ TEST(Run, RdmaWithoutDeviceOrSupportFailsClearly) {
     EXPECT_NE(r.err.find("no RDMA device found"), std::string::npos) << r.err;
   }
 }
+
+// The JSON result is written as results arrive (docs/results-format.md): a coordinator killed
+// after the start leaves the header on disk, and `fabperf report` names the file partial. The
+// same agents then give a complete file that report reads.
+TEST(Run, CoordinatorKilledMidTestLeavesAPartialResultThatReportNames) {
+  AgentProcess s, c;
+  const std::string json_path = temp_path("killed.json");
+  const int coord = spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "4", "--json",
+                                   json_path}, temp_path("killed.out"), temp_path("killed.err"));
+  bool header = false;
+  for (int i = 0; i < 100 && !header; ++i) {
+    std::this_thread::sleep_for(100ms);
+    header = read_file(json_path).find("\"nodes\": [") != std::string::npos;
+  }
+  ::kill(coord, SIGKILL);
+  ::waitpid(coord, nullptr, 0);
+  ASSERT_TRUE(header) << "no result header 10 s after the run began: " << read_file(temp_path("killed.err"));
+  const std::string text = read_file(json_path);
+  EXPECT_NE(text.find("\"schema\": \"fabperf.result\""), std::string::npos) << text.substr(0, 300);
+  EXPECT_NE(text.find("\"settings\": {"), std::string::npos);
+  const auto r = run_fabperf({"report", json_path}, 30s);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("a partial fabperf result"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0 complete node sections"), std::string::npos) << r.err;
+
+  // The agents noticed the coordinator's death (their test was aborted); a full run now.
+  std::this_thread::sleep_for(1500ms);
+  const auto full = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--json",
+                                 json_path, "--quiet"}, 60s);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  const json doc = json::parse(read_file(json_path));
+  EXPECT_EQ(doc.at("nodes").size(), 2u);
+  EXPECT_TRUE(doc.at("complete").get<bool>());
+  EXPECT_GT(doc.at("aggregate").at("bytes").get<std::uint64_t>(), 0u);
+  const auto rep = run_fabperf({"report", json_path}, 30s);
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+}

@@ -43,3 +43,22 @@ start_agent() {
 in_host() { local h=$1; shift; ip netns exec "$("$LAB" ns "$TAG" "$h")" "$@"; }
 
 counter() { in_host "$1" cat "/sys/class/net/$2/statistics/$3"; }
+
+# two_link_lab PREFIX MTU RATE: hosts 1 and 2 joined directly by two links (MTU, shaped to RATE),
+# an agent on each; sets TAG, SERVERS (host 2) and CLIENTS (host 1) with both link addresses.
+two_link_lab() {
+  TAG="$1$(( $$ % 100000 ))"
+  "$LAB" up "$TAG" --direct --links 2 --mtu "$2" --rate "$3" >/dev/null
+  start_agent 1 198.18.0.1
+  start_agent 2 198.18.0.2
+  SERVERS=198.18.0.2@198.18.0.2+198.18.1.2
+  CLIENTS=198.18.0.1@198.18.0.1+198.18.1.1
+}
+
+# two_link_run SECONDS OUT.json [extra args]: host 1 loads host 2 over both links (stream, 2 flows);
+# the result goes to $WORK/OUT.json.
+two_link_run() {
+  local secs=$1 out=$2; shift 2
+  in_host 1 "$FABPERF" run --servers "$SERVERS" --clients "$CLIENTS" "${KEYARGS[@]}" --mode stream --parallel 2 \
+    --time "$secs" --buffsize 256K --json "$WORK/$out" --quiet "$@"
+}

@@ -9,18 +9,8 @@
 FABPERF=$1 TOP=$2
 . "$(dirname "$0")/lib.sh"
 require_root
-TAG="bd$(( $$ % 100000 ))"
-"$LAB" up "$TAG" --direct --links 2 --mtu 1500 --rate 200mbit >/dev/null
-start_agent 1 198.18.0.1
-start_agent 2 198.18.0.2
-SERVERS=198.18.0.2@198.18.0.2+198.18.1.2
-CLIENTS=198.18.0.1@198.18.0.1+198.18.1.1
-
-run() {  # run OUT.json [extra args]
-  local out=$1; shift
-  in_host 1 "$FABPERF" run --servers "$SERVERS" --clients "$CLIENTS" "${KEYARGS[@]}" --mode stream --parallel 2 \
-    --time 2 --buffsize 256K --json "$WORK/$out" --quiet "$@"
-}
+two_link_lab bd 1500 200mbit
+run() { two_link_run 2 "$@"; }  # run OUT.json [extra args]
 
 tx() { counter 1 "$1" tx_bytes; }
 

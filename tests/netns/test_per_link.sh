@@ -8,18 +8,8 @@
 FABPERF=$1 TOP=$2
 . "$(dirname "$0")/lib.sh"
 require_root
-TAG="pl$(( $$ % 100000 ))"
-"$LAB" up "$TAG" --direct --links 2 --mtu 9000 --rate 400mbit >/dev/null
-start_agent 1 198.18.0.1
-start_agent 2 198.18.0.2
-SERVERS=198.18.0.2@198.18.0.2+198.18.1.2
-CLIENTS=198.18.0.1@198.18.0.1+198.18.1.1
-
-run() {  # run OUT.json [extra args]
-  local out=$1; shift
-  in_host 1 "$FABPERF" run --servers "$SERVERS" --clients "$CLIENTS" "${KEYARGS[@]}" --mode stream --parallel 2 \
-    --time 5 --buffsize 256K --json "$WORK/$out" --quiet "$@"
-}
+two_link_lab pl 9000 400mbit
+run() { two_link_run 5 "$@"; }  # run OUT.json [extra args]
 
 run before.json
 python3 - "$WORK/before.json" <<'PY'

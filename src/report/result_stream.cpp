@@ -1,0 +1,190 @@
+#include <fabperf/result_stream.hpp>
+
+#include <fabperf/build_config.hpp>
+#include <fabperf/error.hpp>
+
+#include "report/result_json.hpp"
+
+#include <array>
+#include <cerrno>
+#include <fcntl.h>
+#include <iterator>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+namespace fabperf {
+
+using nlohmann::json;
+
+namespace {
+
+// v as json::dump(2) writes it, every line after the first shifted right by `by` spaces: the
+// value sits at that depth of the document. (Strings never hold a raw newline: dump escapes it.)
+std::string indented(const json& v, int by) {
+  const std::string d = v.dump(2);
+  const std::string pad = "\n" + std::string(static_cast<std::size_t>(by), ' ');
+  std::string out;
+  out.reserve(d.size() + d.size() / 8);
+  for (char c : d) {
+    if (c == '\n') {
+      out += pad;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string member(const std::string& key, const json& v) { return "  " + json(key).dump() + ": " + indented(v, 2); }
+
+// An unlinked file in the results file's directory (same file system as the result), else in
+// the system's temporary directory.
+std::FILE* open_spool(const std::string& path) {
+  if (!path.empty() && path != "-") {
+    const auto slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      if (std::FILE* f = ::fdopen(fd, "w+")) return f;
+      ::close(fd);
+    }
+  }
+  return std::tmpfile();
+}
+
+}  // namespace
+
+ResultStream::ResultStream(std::string path, bool keep_connections) : path_(std::move(path)), keep_(keep_connections) {}
+
+ResultStream::~ResultStream() {
+  if (out_ && out_ != stdout) std::fclose(out_);
+  if (spool_) std::fclose(spool_);
+}
+
+void ResultStream::fail(int err) noexcept {
+  if (err_ == 0) err_ = err != 0 ? err : EIO;
+}
+
+void ResultStream::write(std::FILE* f, const std::string& text) noexcept {
+  if (!f || err_ != 0) return;
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) fail(errno);
+}
+
+void ResultStream::started(const RunRecord& header) noexcept {
+  started_ = true;
+  try {
+    builder_.emplace(header);
+    if (path_.empty()) return;
+    out_ = path_ == "-" ? stdout : std::fopen(path_.c_str(), "w");
+    if (!out_) {
+      fail(errno);
+      return;
+    }
+    spool_ = open_spool(path_);
+    if (!spool_) spdlog::warn("results: no temporary file for the connections ({}): they are kept in memory", errno_text(errno));
+    Report h;
+    h.fabperf_version = FABPERF_VERSION;
+    h.test_id = header.test_id;
+    h.started_at = header.started_at;
+    h.spec = header.spec;
+    for (const auto& n : header.nodes) {
+      h.servers += n.is_server ? 1 : 0;
+      h.clients += n.is_client ? 1 : 0;
+    }
+    const json head = result_header_json(h);
+    std::string text = "{\n";
+    for (const char* k : {"schema", "schema_version", "fabperf_version", "test_id", "started_at", "settings", "clients",
+                          "servers"}) {
+      text += member(k, head.at(k)) + ",\n";
+    }
+    text += "  \"nodes\": [";
+    write(out_, text);
+    if (std::fflush(out_) != 0) fail(errno);
+  } catch (const std::exception& e) {
+    spdlog::error("results: {}", e.what());
+    fail(EINVAL);
+  }
+}
+
+void ResultStream::node(const NodeRecord& n) noexcept {
+  try {
+    if (!builder_) return;
+    std::vector<ConnReport> conns;
+    const NodeReport& nr = builder_->add(n, n.index, conns);
+    if (out_ && err_ == 0) {
+      write(out_, (first_node_ ? "\n    " : ",\n    ") + indented(node_json(nr), 4));
+      first_node_ = false;
+      // Into the kernel now: a coordinator killed later leaves this node on disk.
+      if (std::fflush(out_) != 0) fail(errno);
+      if (spool_) {
+        for (const auto& c : conns) {
+          write(spool_, (first_conn_ ? "\n    " : ",\n    ") + indented(connection_json(c), 4));
+          first_conn_ = false;
+        }
+      }
+    }
+    if (keep_ || (out_ && !spool_)) conns_.insert(conns_.end(), std::make_move_iterator(conns.begin()), std::make_move_iterator(conns.end()));
+  } catch (const std::exception& e) {
+    spdlog::error("results of {}: {}", n.name, e.what());
+    fail(EINVAL);
+  }
+}
+
+Report ResultStream::finish(const RunRecord& run, const json& extra) {
+  if (!started_) {
+    started(run);
+    for (const auto& n : run.nodes) node(n);
+  }
+  Report r = std::move(*builder_).finish(run.interrupted);
+  builder_.reset();
+  if (out_ && err_ == 0) {
+    std::string text = "\n  ],\n  \"connections\": [";
+    write(out_, text);
+    if (spool_) {
+      if (std::fflush(spool_) != 0 || std::fseek(spool_, 0, SEEK_SET) != 0) fail(errno);
+      std::array<char, 1 << 16> buf{};
+      while (err_ == 0) {
+        const std::size_t k = std::fread(buf.data(), 1, buf.size(), spool_);
+        if (k == 0) {
+          if (std::ferror(spool_)) fail(errno);
+          break;
+        }
+        if (std::fwrite(buf.data(), 1, k, out_) != k) fail(errno);
+      }
+      std::fclose(spool_);
+      spool_ = nullptr;
+    } else {
+      for (const auto& c : conns_) {
+        write(out_, (first_conn_ ? "\n    " : ",\n    ") + indented(connection_json(c), 4));
+        first_conn_ = false;
+      }
+    }
+    text = "\n  ],\n  \"pairs\": [";
+    bool first = true;
+    for (const auto& p : r.pairs) {
+      text += (first ? "\n    " : ",\n    ") + indented(pair_json(p), 4);
+      first = false;
+    }
+    text += "\n  ],\n";
+    const json tail = result_summary_json(r);
+    for (const char* k : {"complete", "interrupted", "aggregate", "cli_cpu_pct", "srv_cpu_pct", "max_clock_uncertainty_us",
+                          "latency", "delay", "verify", "findings"}) {
+      text += member(k, tail.at(k)) + ",\n";
+    }
+    if (extra.is_object()) {
+      for (const auto& [k, v] : extra.items()) text += member(k, v) + ",\n";
+    }
+    text += member("summary", tail.at("summary")) + "\n}\n";
+    write(out_, text);
+    if (std::fflush(out_) != 0) fail(errno);
+  }
+  if (out_ && out_ != stdout) {
+    if (std::fclose(out_) != 0) fail(errno);
+  }
+  out_ = nullptr;
+  if (keep_) r.connections = std::move(conns_);
+  conns_.clear();
+  return r;
+}
+
+}  // namespace fabperf

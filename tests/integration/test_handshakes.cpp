@@ -1,0 +1,122 @@
+// The TCP engine's server side handshakes data connections concurrently: a burst of clients all
+// gets in, and a client that connects and never sends its hello delays nobody else. In-process
+// engines on 127.0.0.1 (the server half and client halves of a test, as agents run them).
+#include "engine/tcp_engine.hpp"
+
+#include <fabperf/clock.hpp>
+#include <fabperf/proto.hpp>
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace fabperf;
+
+namespace {
+
+TestSpec spec_with(std::uint32_t parallel) {
+  SpecParams p;
+  p.mode = Mode::stream;
+  p.parallel = parallel;
+  return TestSpec::make(p);
+}
+
+// A client's half: every connection to the server (parallel + 1 probe), or the error.
+struct ClientRun {
+  std::unique_ptr<RunContext> ctx;
+  TcpEngine engine;
+  std::string error;
+  double seconds{0};
+};
+
+void run_client(ClientRun& c, const TestSpec& spec, std::uint32_t node, const proto::Token& test_token, std::uint16_t port) {
+  c.ctx = std::make_unique<RunContext>(spec, node, "client");
+  ClientPlan plan;
+  plan.token = derive_client_token(test_token, node);
+  plan.targets.push_back({0, "127.0.0.1", port, {}});
+  const std::int64_t t0 = mono_now_ns();
+  try {
+    c.engine.prepare_client(*c.ctx, plan);
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  }
+  c.seconds = static_cast<double>(mono_now_ns() - t0) / 1e9;
+}
+
+int connect_silent(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+}  // namespace
+
+TEST(DataHandshakes, ManyClientsAtOnceAllGetIn) {
+  constexpr std::uint32_t kClients = 64, kParallel = 8;
+  const TestSpec spec = spec_with(kParallel);
+  const proto::Token token = proto::random_token();
+  RunContext server_ctx(spec, 0, "server");
+  TcpEngine server;
+  const std::uint32_t expect = kClients * (kParallel + 1);  // + one delay probe per pair
+  const std::uint16_t port = server.prepare_server(server_ctx, {"127.0.0.1", token, expect});
+  std::vector<std::unique_ptr<ClientRun>> clients;
+  for (std::uint32_t i = 0; i < kClients; ++i) clients.push_back(std::make_unique<ClientRun>());
+  {
+    std::vector<std::thread> threads;
+    for (std::uint32_t i = 0; i < kClients; ++i) {
+      threads.emplace_back([&, i] { run_client(*clients[i], spec, i + 1, token, port); });
+    }
+    for (auto& t : threads) t.join();
+  }
+  double slowest = 0;
+  for (const auto& c : clients) {
+    EXPECT_EQ(c->error, "");
+    EXPECT_EQ(c->ctx->flow_count(), kParallel + 1);
+    slowest = std::max(slowest, c->seconds);
+  }
+  server.seal(server_ctx);
+  EXPECT_EQ(server_ctx.flow_count(), expect);
+  std::printf("%u connections from %u clients at once: slowest client set up in %.3f s\n", expect, kClients, slowest);
+  server_ctx.abort("test over");
+  for (auto& c : clients) c->ctx->abort("test over");
+}
+
+TEST(DataHandshakes, ASilentConnectionDelaysNobody) {
+  const TestSpec spec = spec_with(4);
+  const proto::Token token = proto::random_token();
+  RunContext server_ctx(spec, 0, "server");
+  TcpEngine server;
+  const std::uint16_t port = server.prepare_server(server_ctx, {"127.0.0.1", token, 2 * 5});
+  // Connected first and never says anything: one at a time, every handshake behind it waited for
+  // its 5 s deadline, and the clients' own 5 s deadlines ran out meanwhile.
+  const int silent = connect_silent(port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server has taken it in
+  ClientRun a, b;
+  std::thread ta([&] { run_client(a, spec, 1, token, port); });
+  std::thread tb([&] { run_client(b, spec, 2, token, port); });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a.error, "");
+  EXPECT_EQ(b.error, "");
+  EXPECT_LT(std::max(a.seconds, b.seconds), 2.0) << "handshakes waited behind the silent connection";
+  EXPECT_EQ(a.ctx->flow_count(), 5u);
+  EXPECT_EQ(b.ctx->flow_count(), 5u);
+  server.seal(server_ctx);
+  EXPECT_EQ(server_ctx.flow_count(), 10u);
+  // The silent one is not a flow; the server closed it when the test was sealed.
+  char byte = 0;
+  EXPECT_EQ(::recv(silent, &byte, 1, 0), 0);
+  ::close(silent);
+  server_ctx.abort("test over");
+  a.ctx->abort("test over");
+  b.ctx->abort("test over");
+}
