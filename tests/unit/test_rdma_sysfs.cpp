@@ -173,7 +173,7 @@ TEST(RdmaSysfs, CapturedSoftRoceTree) {
   }
   const auto c = read_rdma_port_counters("rxe0", 1, root);
   EXPECT_TRUE(c.present);
-  EXPECT_EQ(c.values.size(), 16u);  // 17 files less lifespan, a setting
+  EXPECT_EQ(c.values.size(), 15u);  // 16 files less lifespan, a setting
   EXPECT_NE(value_of(c, "hw_counters/sent_pkts"), nullptr);
   EXPECT_NE(value_of(c, "hw_counters/retry_exceeded_err"), nullptr);
   EXPECT_EQ(value_of(c, "hw_counters/lifespan"), nullptr);
