@@ -12,6 +12,7 @@
 #include <fabperf/bonding.hpp>
 #include <fabperf/histogram.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
 
 namespace fabperf {
 
@@ -52,6 +53,7 @@ struct FlowResult {
   std::string error;                  // empty when the flow ended cleanly
   std::string iface;                  // local interface the flow leaves on ("" unknown)
   std::uint64_t verify_errors{0};     // --verify: received chunks that differed from the pattern
+  std::string rdma_port;              // RDMA: the local device port ("rxe0:1"); "" for TCP
 };
 
 // Raw counters of one interface at one instant; t_ns from the window's open.
@@ -66,6 +68,18 @@ struct LinkResult {
   LinkInfo info;
   std::vector<LinkSample> samples;
   bool vanished{false};
+};
+
+// An RDMA port that carried test traffic: its inventory when the test started and its
+// counters (counters/ and hw_counters/) at the window's open and close.
+struct RdmaPortSample {
+  std::int64_t t_ns{0};
+  RdmaPortCounters counters;
+};
+struct RdmaPortResult {
+  std::string device;
+  RdmaPort info;
+  std::vector<RdmaPortSample> samples;
 };
 
 // A bond that carried test traffic: its inventory when the test started and when it ended (link
@@ -108,6 +122,7 @@ struct AgentResult {
   std::vector<IntervalSample> intervals;
   std::vector<LinkResult> links;
   std::vector<BondResult> bonds;
+  std::vector<RdmaPortResult> rdma_ports;
   std::vector<ThreadCpu> threads;
   SocketLimits socket_limits;
   std::vector<std::string> warnings;

@@ -10,6 +10,7 @@
 #include <fabperf/auth.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
 
@@ -80,6 +81,7 @@ struct AgentLinks {
   std::string hostname;
   std::vector<LinkInfo> links;
   SocketLimits limits;
+  std::vector<RdmaDevice> rdma;  // empty from agents that predate RDMA inventory
   std::string error;  // empty on success
 };
 std::vector<AgentLinks> fetch_links(const AgentQuery& query);

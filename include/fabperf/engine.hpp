@@ -68,6 +68,8 @@ class Flow {
   // Set before the flow is added when the engine bound it to a device (--bind-dev): its traffic
   // is counted on that link, whatever interface owns the local address.
   std::string device;
+  // RDMA: the local device port the queue pair uses ("rxe0:1"), whose counters the run samples.
+  std::string rdma_port;
 
  private:
   mutable std::mutex error_mu_;
@@ -241,6 +243,7 @@ class TestRun {
   std::unique_ptr<RunContext> ctx_;
   std::vector<LinkResult> links_;
   std::vector<BondResult> bonds_;  // bonds among links_ (their members are links_ too)
+  std::vector<RdmaPortResult> rdma_ports_;  // RDMA device ports the flows use
   std::vector<std::string> flow_iface_;  // per flow, in ctx_->flows() order
   std::thread driver_;
   std::mutex finish_mu_;  // finish() may be reached from the destructor and the agent's release

@@ -15,6 +15,7 @@
 
 #include <fabperf/auth.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/spec.hpp>
 
 namespace fabperf::proto {
@@ -225,6 +226,7 @@ struct LinksReply {
   std::string hostname;
   std::vector<LinkInfo> links;
   SocketLimits limits;
+  std::vector<RdmaDevice> rdma;  // /sys/class/infiniband; optional in the message
 };
 struct Shutdown {
   std::string reason;

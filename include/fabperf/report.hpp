@@ -136,6 +136,32 @@ struct BondReport {
   BondInfo inventory;              // at the window's open
 };
 
+// One RDMA device port over the window, from its counters/ and hw_counters/ (compute_report).
+struct RdmaCounterDelta {
+  std::string name;  // "counters/port_xmit_data", "hw_counters/sent_pkts"
+  std::uint64_t delta{0};
+  bool error{false};  // an error/retry counter (is_rdma_error_counter)
+};
+struct RdmaPortReport {
+  std::string port;  // "rxe0:1"
+  std::string link_layer, rate, netdev;
+  int active_mtu{0};
+  double window_s{0};  // between the two counter samples
+  std::vector<RdmaCounterDelta> counters;  // every readable counter, zero deltas included
+  std::vector<std::string> unreadable;     // files present but unreadable
+  bool have_counters{false};  // two samples of a present port
+  // Data counters: port_xmit_data/port_rcv_data count 4-byte words (IB PMA): bytes = words * 4.
+  std::int64_t tx_bytes{-1}, rx_bytes{-1};      // -1: the port has no data counters
+  std::int64_t tx_packets{-1}, rx_packets{-1};  // port_*_packets, else hw sent_pkts/rcvd_pkts
+  double tx_mb_per_s{-1}, rx_mb_per_s{-1};
+  // fabperf's own bytes on queue pairs of this port (this node's flows), and what they need on
+  // the wire: blocks split into packets of the active MTU, each with its headers.
+  std::uint64_t payload_tx_bytes{0}, payload_rx_bytes{0};
+  std::uint64_t data_packets_tx{0}, data_packets_rx{0};  // ceil(block / MTU) per block
+  std::uint64_t header_bytes_per_packet{0};  // link-layer headers counted by the data counters
+  double tx_bytes_per_payload{-1};  // counter bytes / payload bytes (>= 1: headers); -1 unknown
+};
+
 struct NodeReport {
   std::uint32_t index{0};
   std::string name;
@@ -164,6 +190,7 @@ struct NodeReport {
   std::vector<IntervalPoint> intervals;
   std::vector<LinkReport> links;
   std::vector<BondReport> bonds;
+  std::vector<RdmaPortReport> rdma_ports;
   std::vector<std::string> warnings;
 };
 
@@ -248,6 +275,18 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r);
 // True when the node's report has a balance-alb bond: its notes need every peer's result, so a
 // streamed result writes its section last (src/report/result_stream.cpp).
 bool needs_peer_results(const NodeReport& n);
+// A node's RDMA port figures from its raw result (src/report/rdma_ports.cpp); findings get the
+// error counters that grew.
+RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, std::uint64_t block_size,
+                                const std::string& node, std::vector<std::string>& findings);
+// RDMA headers the data counters see per packet (beyond the payload), by link layer: RoCE v2 =
+// Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4; InfiniBand = LRH 8 + BTH 12 + ICRC 4
+// + VCRC 2. WRITE's first packet adds RETH 16, WRITE_WITH_IMM's last ImmDt 4 (not included).
+std::uint64_t rdma_header_bytes(const std::string& link_layer);
+std::string render_rdma_ports_text(const Report& r);
+// `fabperf links`: RDMA devices, their ports and GID tables ("" when there are none).
+std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices);
+nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports);
 // Jain's fairness index of xs: (sum x)^2 / (n * sum x^2); 0 for an empty or all-zero list.
 double jain_index(const std::vector<double>& xs);
 

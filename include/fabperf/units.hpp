@@ -99,6 +99,17 @@ inline constexpr Column mii_status{"mii_status", "MII", ""};
 inline constexpr Column link_failures{"link_failures", "failures", ""};
 inline constexpr Column jain{"jain", "Jain", ""};
 inline constexpr Column members_used{"members_used", "links used", ""};
+// RDMA ports.
+inline constexpr Column rdma_port{"rdma_port", "port", ""};
+inline constexpr Column link_layer{"link_layer", "layer", ""};
+inline constexpr Column rate{"rate", "rate", ""};
+inline constexpr Column active_mtu{"active_mtu", "mtu", "B"};
+inline constexpr Column tx_packets{"tx_packets", "tx pkts", "packets"};
+inline constexpr Column rx_packets{"rx_packets", "rx pkts", "packets"};
+inline constexpr Column data_packets{"data_packets", "data pkts", "packets"};
+inline constexpr Column payload_tx_bytes{"payload_tx_bytes", "payload tx B", "B"};
+inline constexpr Column payload_rx_bytes{"payload_rx_bytes", "payload rx B", "B"};
+inline constexpr Column error_counters{"error_counters", "errors", ""};
 }  // namespace col
 
 }  // namespace fabperf

@@ -4,6 +4,7 @@
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/sysstat.hpp>
 
 #include "proto/conn.hpp"
@@ -292,6 +293,7 @@ class Agent {
               reply.hostname = local_hostname();
               reply.links = read_links();
               reply.limits = read_socket_limits();
+              reply.rdma = read_local_rdma_devices();
             });
             conn->send(MsgType::links, proto::to_json(reply));
             break;

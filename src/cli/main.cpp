@@ -8,6 +8,7 @@
 #include <fabperf/compare.hpp>
 #include <fabperf/bonding.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/shell.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/engine.hpp>
@@ -552,7 +553,7 @@ std::vector<BondInfo> local_bonds(const std::vector<LinkInfo>& links) {
 }
 
 void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all,
-                       const std::vector<BondInfo>& bonds) {
+                       const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
   std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver", "state",
                            "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
   for (const auto& l : links) {
@@ -570,13 +571,14 @@ void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& l
                              rel.empty() ? "-" : rel, addrs.empty() ? "-" : addrs);
   }
   std::cout << render_bond_inventory_text(bonds);
+  std::cout << render_rdma_inventory_text(rdma);
   std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
                            limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
                            limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);
 }
 
 nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits& limits,
-                          const std::vector<BondInfo>& bonds) {
+                          const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& l : links) arr.push_back(to_json(l));
   nlohmann::json barr = nlohmann::json::array();
@@ -585,7 +587,9 @@ nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits
     j["findings"] = bond_findings(b);
     barr.push_back(std::move(j));
   }
-  return nlohmann::json{{"links", arr}, {"bonds", barr}, {"socket_limits", to_json(limits)}};
+  nlohmann::json rarr = nlohmann::json::array();
+  for (const auto& d : rdma) rarr.push_back(to_json(d));
+  return nlohmann::json{{"links", arr}, {"bonds", barr}, {"socket_limits", to_json(limits)}, {"rdma", rarr}};
 }
 
 int cmd_links(int argc, char** argv) {
@@ -607,10 +611,11 @@ int cmd_links(int argc, char** argv) {
   if (!r.count("hosts")) {
     const auto links = read_links();
     const auto limits = read_socket_limits();
+    const auto rdma = read_local_rdma_devices();
     if (json_out) {
-      std::cout << links_json(links, limits, local_bonds(links)).dump(2) << "\n";
+      std::cout << links_json(links, limits, local_bonds(links), rdma).dump(2) << "\n";
     } else {
-      print_links_table(links, limits, all, local_bonds(links));
+      print_links_table(links, limits, all, local_bonds(links), rdma);
     }
     return 0;
   }
@@ -636,13 +641,13 @@ int cmd_links(int argc, char** argv) {
       continue;
     }
     if (json_out) {
-      auto j = links_json(a.links, a.limits, {});
+      auto j = links_json(a.links, a.limits, {}, a.rdma);
       j["agent"] = a.agent;
       j["hostname"] = a.hostname;
       hosts.push_back(std::move(j));
     } else {
       std::cout << fmt::format("== {} ({}) ==\n", a.agent, a.hostname);
-      print_links_table(a.links, a.limits, all, {});
+      print_links_table(a.links, a.limits, all, {}, a.rdma);
       std::cout << "\n";
     }
   }

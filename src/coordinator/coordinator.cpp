@@ -706,6 +706,7 @@ std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
     o.hostname = std::move(r.hostname);
     o.links = std::move(r.links);
     o.limits = r.limits;
+    o.rdma = std::move(r.rdma);
   });
   for (const auto& n : c.nodes()) {
     out[n.rec.index].agent = n.rec.name;

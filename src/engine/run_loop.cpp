@@ -2,10 +2,12 @@
 #include <fabperf/engine.hpp>
 #include <fabperf/bonding.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/sysstat.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <pthread.h>
 #include <sched.h>
@@ -280,6 +282,34 @@ void sample_links(std::vector<LinkResult>& links, std::int64_t open_t) {
   }
 }
 
+void sample_rdma_ports(std::vector<RdmaPortResult>& ports, std::int64_t t_ns) {
+  for (auto& p : ports) p.samples.push_back({t_ns, read_rdma_port_counters(p.device, p.info.port)});
+}
+
+// The RDMA device ports of the flows ("rxe0:1"), each once, with their inventory.
+std::vector<RdmaPortResult> flow_rdma_ports(const std::vector<Flow*>& flows) {
+  std::vector<RdmaPortResult> out;
+  for (const auto* f : flows) {
+    const auto colon = f->rdma_port.rfind(':');
+    if (colon == std::string::npos) continue;
+    const std::string dev = f->rdma_port.substr(0, colon);
+    const int port = std::atoi(f->rdma_port.c_str() + colon + 1);
+    if (std::any_of(out.begin(), out.end(), [&](const RdmaPortResult& r) { return r.device == dev && r.info.port == port; })) {
+      continue;
+    }
+    RdmaPortResult r;
+    r.device = dev;
+    r.info.port = port;
+    if (auto d = read_rdma_device(dev)) {
+      for (const auto& p : d->ports) {
+        if (p.port == port) r.info = p;
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::uint64_t sum(const std::vector<std::uint64_t>& v) {
   std::uint64_t t = 0;
   for (auto x : v) t += x;
@@ -324,6 +354,7 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
     }
     bonds_.push_back(std::move(br));
   }
+  rdma_ports_ = flow_rdma_ports(ctx_->flows());
   const TestSpec& spec = ctx_->spec();
   if (!spec.no_affinity()) ctx_->set_cpus(spec.cpus().empty() ? numa_cpus(links_) : spec.cpus());
   engine_->start(*ctx_);
@@ -355,6 +386,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
 
   r.links = std::move(links_);
   r.bonds = std::move(bonds_);
+  r.rdma_ports = std::move(rdma_ports_);
   // The flow set was sealed before flow_iface_ was built, so both list the same flows.
   std::vector<std::string> flow_iface = flow_iface_;
   flow_iface.resize(flows.size());
@@ -370,6 +402,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
       open = take_snapshot(flows, true);
       r.window_open_unix_ns = wall_now_ns() - (mono_now_ns() - open.t);
       sample_links(r.links, open.t);
+      sample_rdma_ports(r.rdma_ports, 0);
       threads = ctx.threads();
       for (const auto& t : threads) thread_cpu_open.push_back(thread_cpu_s(t.tid));
       have_open = true;
@@ -386,6 +419,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
         close = take_snapshot(flows, true);
         have_close = true;
         sample_links(r.links, open.t);
+        sample_rdma_ports(r.rdma_ports, close.t - open.t);
         for (auto& b : r.bonds) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
         for (std::size_t i = 0; i < threads.size(); ++i) {
           const double c = thread_cpu_s(threads[i].tid);
@@ -423,6 +457,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
       open = close;
     } else {
       sample_links(r.links, open.t);
+      sample_rdma_ports(r.rdma_ports, close.t - open.t);
     }
   }
   for (auto& b : r.bonds) {
@@ -455,6 +490,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     x.error = f.error();
     x.iface = flow_iface[i];
     x.verify_errors = f.counters.verify_errors.load();
+    x.rdma_port = f.rdma_port;
     r.flows.push_back(std::move(x));
   }
   LatencyHistogram merged;

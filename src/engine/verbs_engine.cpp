@@ -39,6 +39,7 @@
 #include <cstring>
 #include <ctime>
 #include <fmt/format.h>
+#include <fstream>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -595,6 +596,7 @@ class VerbsEngine final : public Engine {
   void cm_connect(const ClientPlan& plan, const proto::Target& t, std::uint32_t c, const std::string& host);
   // Hot loops.
   int poll(Qp& q, ibv_wc* wc, int n) noexcept;
+  void make_data_wr(Qp& q, Dir dir, ibv_send_wr& wr, ibv_sge& sge) noexcept;
   int post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept;
   int post_notice(Qp& q, std::uint32_t imm, bool signaled, std::uint64_t wr_id = 0) noexcept;
   // After the stop: true while completions still arrive (the peer's drain), bounded.
@@ -1043,6 +1045,19 @@ void VerbsEngine::seal(RunContext& ctx) {
   ctx_ = &ctx;
   accept_stop_ = true;
   if (accept_thread_.joinable()) accept_thread_.join();
+  // The run samples the port counters of every QP's port, and the counters of the interface a
+  // RoCE GID belongs to like a TCP link's (the flow set is final here, before the run reads it).
+  std::lock_guard lk(mu_);
+  for (auto& q : qps_) {
+    if (!q->flow || !q->flow->rdma_port.empty()) continue;
+    q->flow->rdma_port = q->dev->label;
+    if (!q->dev->infiniband && q->flow->device.empty()) {
+      std::ifstream in(fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/ndevs/{}", q->dev->name, q->dev->port,
+                                   q->dev->gid_index));
+      std::string ndev;
+      if (in && std::getline(in, ndev)) q->flow->device = ndev;
+    }
+  }
 }
 
 void VerbsEngine::start(RunContext& ctx) {
@@ -1101,34 +1116,40 @@ int VerbsEngine::poll(Qp& q, ibv_wc* wc, int n) noexcept {
   return ibv_poll_cq(q.cq, n, wc);
 }
 
-// One block: push/pull_back move it with WRITE_WITH_IMM (or SEND), nread pulls it with READ.
-int VerbsEngine::post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept {
+// One block's work request: push/pull_back move it with WRITE_WITH_IMM (or SEND), nread pulls it
+// with READ. The caller sets wr_id and the signalled flag.
+void VerbsEngine::make_data_wr(Qp& q, Dir dir, ibv_send_wr& wr, ibv_sge& sge) noexcept {
   const Device& d = *q.dev;
   const auto len = static_cast<std::uint32_t>(d.block);
-  ibv_sge sge{};
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
+  wr = ibv_send_wr{};
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
   if (dir == Dir::nread) {
     // Read the peer's source block into our destination block.
     sge = {reinterpret_cast<std::uintptr_t>(d.buf + d.block), len, d.mr->lkey};
     wr.opcode = IBV_WR_RDMA_READ;
     wr.wr.rdma.remote_addr = q.remote.addr;
     wr.wr.rdma.rkey = q.remote.rkey;
-  } else {
-    sge = {reinterpret_cast<std::uintptr_t>(d.buf), len, d.mr->lkey};
-    if (ctx_->spec().rdma_verb() == RdmaVerb::send) {
-      wr.opcode = IBV_WR_SEND;
-    } else {
-      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      wr.imm_data = htonl(len);
-      wr.wr.rdma.remote_addr = q.remote.addr + q.remote.len / 2;
-      wr.wr.rdma.rkey = q.remote.rkey;
-    }
-    if (len <= d.max_inline) wr.send_flags |= IBV_SEND_INLINE;
+    return;
   }
+  sge = {reinterpret_cast<std::uintptr_t>(d.buf), len, d.mr->lkey};
+  if (ctx_->spec().rdma_verb() == RdmaVerb::send) {
+    wr.opcode = IBV_WR_SEND;
+  } else {
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl(len);
+    wr.wr.rdma.remote_addr = q.remote.addr + q.remote.len / 2;
+    wr.wr.rdma.rkey = q.remote.rkey;
+  }
+  if (len <= d.max_inline) wr.send_flags = IBV_SEND_INLINE;
+}
+
+int VerbsEngine::post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept {
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  make_data_wr(q, dir, wr, sge);
+  wr.wr_id = wr_id;
+  if (signaled) wr.send_flags |= IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   return ibv_post_send(q.qp, &wr, &bad);
 }
@@ -1161,28 +1182,80 @@ bool VerbsEngine::keep_draining(std::int64_t& last_activity, int n) const noexce
 
 bool is_recv(const ibv_wc& wc) { return (wc.opcode & IBV_WC_RECV) != 0; }
 
+// Stream writes tell the target how many blocks landed in the immediate of the signalled
+// WRITE_WITH_IMM only (the others are plain RDMA WRITEs): the target takes one receive and one
+// completion per --cq-mod blocks, as the sender does. The top bit marks the count, so an
+// immediate without it (rpc, an older sender) still means "byte_len bytes".
+constexpr std::uint32_t kImmBlocks = 0x80000000u;
+constexpr int kPollBatch = 32;
+
+// Bytes a target's receive completion stands for.
+std::uint64_t received_bytes(const ibv_wc& wc, std::uint64_t block) {
+  if ((wc.wc_flags & IBV_WC_WITH_IMM) != 0) {
+    const std::uint32_t imm = ntohl(wc.imm_data);
+    if ((imm & kImmBlocks) != 0) return std::uint64_t{imm & ~kImmBlocks} * block;
+  }
+  return wc.byte_len;
+}
+
 // The posting side of a stream: keeps qdepth blocks in flight, a completion every --cq-mod posts.
+// Each refill goes down as one chained post list (one doorbell, one system call on Soft-RoCE),
+// not one ibv_post_send per block.
 void VerbsEngine::stream_active(Qp& q) {
   ctx_->enter_data_thread("rdma-tx", q.flow->id);
   RunContext& ctx = *ctx_;
-  ctx.wait_for_start();
   const std::uint64_t len = q.dev->block;
   const bool nread = q.dir == Dir::nread;
+  const bool imm_writes = !nread && ctx.spec().rdma_verb() != RdmaVerb::send;
   // READs are bounded by the responder resources; every READ is signalled (its data counts).
   const std::uint64_t depth = nread ? std::min<std::uint64_t>(ctx.spec().qdepth(), q.dev->max_rd_atomic) : ctx.spec().qdepth();
   const std::uint32_t mod = nread ? 1 : ctx.spec().cq_mod();
+  // Built before the start: the loop only sets ids, flags and opcodes.
+  std::vector<ibv_send_wr> wrs;
+  std::vector<ibv_sge> sges;
+  try {
+    wrs.resize(depth);
+    sges.resize(depth);
+  } catch (...) {
+    ctx.wait_for_start();
+    return fail(q, "allocating work requests", ENOMEM);
+  }
+  for (std::size_t i = 0; i < depth; ++i) make_data_wr(q, q.dir, wrs[i], sges[i]);
+  const unsigned inline_flag = wrs[0].send_flags & IBV_SEND_INLINE;
+  ctx.wait_for_start();
   std::uint64_t posted = 0, completed = 0, last_signaled = 0;
   std::uint32_t since = 0;
-  ibv_wc wc[16];
+  ibv_wc wc[kPollBatch];
   while (!ctx.stopping() && !stop_) {
-    while (posted - completed < depth) {
-      const bool sig = ++since >= mod || posted + 1 - completed >= depth;
+    std::size_t k = 0;
+    std::uint64_t sig_upto = last_signaled;
+    while (posted + k - completed < depth) {
+      ibv_send_wr& wr = wrs[k];
+      const std::uint64_t id = posted + k + 1;
+      // Signalled every --cq-mod posts, and always when the queue becomes full (else nothing
+      // would complete to make room).
+      const bool sig = ++since >= mod || id - completed >= depth;
       if (sig) since = 0;
-      if (int e = post_data(q, q.dir, sig, posted + 1); e != 0) return fail(q, nread ? "ibv_post_send(RDMA READ)" : "ibv_post_send", e);
-      ++posted;
-      if (sig) last_signaled = posted;
+      wr.wr_id = id;
+      wr.send_flags = inline_flag | (sig ? static_cast<unsigned>(IBV_SEND_SIGNALED) : 0u);
+      if (imm_writes) {
+        wr.opcode = sig ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+        wr.imm_data = htonl(kImmBlocks | static_cast<std::uint32_t>(id - sig_upto));
+      }
+      if (sig) sig_upto = id;
+      wr.next = nullptr;
+      if (k > 0) wrs[k - 1].next = &wr;
+      ++k;
     }
-    const int n = poll(q, wc, 16);
+    if (k > 0) {
+      ibv_send_wr* bad = nullptr;
+      if (int e = ibv_post_send(q.qp, wrs.data(), &bad); e != 0) {
+        return fail(q, nread ? "ibv_post_send(RDMA READ)" : "ibv_post_send", e);
+      }
+      posted += k;
+      last_signaled = sig_upto;
+    }
+    const int n = poll(q, wc, kPollBatch);
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
       if (is_recv(wc[i]) || wc[i].wr_id == 0) continue;  // notices
@@ -1202,14 +1275,16 @@ void VerbsEngine::stream_active(Qp& q) {
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);
   }
   // Blocks posted after the last signalled one are retired by one more signalled (zero-byte)
-  // work request: RC completes in order, so its completion covers them.
+  // work request: RC completes in order, so its completion covers them; its immediate tells the
+  // target how many blocks it has not been told of yet.
   if (!nread && posted > last_signaled && !ctx.aborted()) {
-    if (post_notice(q, 0, true, posted) == 0) last_signaled = posted;
+    const std::uint32_t imm = imm_writes ? kImmBlocks | static_cast<std::uint32_t>(posted - last_signaled) : 0;
+    if (post_notice(q, imm, true, posted) == 0) last_signaled = posted;
   }
   // Drain what is still in flight (bounded), so the peer's count matches ours.
   const std::int64_t until = std::min(ctx.hard_deadline() - 1'000'000'000, mono_now_ns() + 2'000'000'000);
   while (completed < last_signaled && mono_now_ns() < until && !ctx.aborted()) {
-    const int n = poll(q, wc, 16);
+    const int n = poll(q, wc, kPollBatch);
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
       if (is_recv(wc[i]) || wc[i].wr_id == 0 || wc[i].wr_id <= completed) continue;
@@ -1230,28 +1305,37 @@ void VerbsEngine::stream_passive(Qp& q) {
   ctx_->enter_data_thread("rdma-rx", q.flow->id);
   RunContext& ctx = *ctx_;
   ctx.wait_for_start();
-  ibv_wc wc[16];
+  const std::uint64_t block = q.dev->block;
+  ibv_wc wc[kPollBatch];
   const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
   // The passive side keeps counting after the stop until the active side's drain is over.
   std::int64_t last = 0;
-  while (!stop_ && !ctx.aborted() && mono_now_ns() < until) {
-    const int n = poll(q, wc, 16);
+  // The target only counts: with 2 x qdepth + 2 receives posted it can nap 50 us when its CQ is
+  // empty instead of spinning, leaving the CPU to the sender and the provider (Soft-RoCE does its
+  // work in the kernel on the same CPUs; a spinning target halved the rate there). Naps growing
+  // to 1 ms cut this thread's CPU from ~30 % to ~9 % in the VM lab, but were not kept: how far
+  // a real port's bursts can outrun them (RNR NAKs) is not measured.
+  while (!stop_ && !ctx.aborted()) {
+    const int n = poll(q, wc, kPollBatch);
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);
-    if (ctx.stopping() && !keep_draining(last, n)) break;
-    // The target only counts: with 2 x qdepth receives posted it can nap when idle instead of
-    // spinning, leaving the CPU to the sender and the provider (Soft-RoCE does its work in the
-    // kernel on the same CPUs; a spinning target halved the rate there).
-    if (n == 0 && !q.ch) {
-      timespec nap{0, 50'000};
-      nanosleep(&nap, nullptr);
+    if (n == 0) {
+      // The clock is read only when there is nothing to do (a system call in some guests).
+      if (mono_now_ns() >= until) break;
+      if (ctx.stopping() && !keep_draining(last, 0)) break;
+      if (!q.ch) {
+        timespec nap{0, 50'000};
+        nanosleep(&nap, nullptr);
+      }
+      continue;
     }
+    if (ctx.stopping()) keep_draining(last, n);
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
       if (!is_recv(wc[i])) continue;
       if (q.dir == Dir::nread) {
         q.flow->counters.add_tx(ntohl(wc[i].imm_data));
       } else {
-        q.flow->counters.add_rx(wc[i].byte_len);
+        q.flow->counters.add_rx(received_bytes(wc[i], block));
       }
       q.flow->counters.add_msg();
       if (int e = repost_recv(q); e != 0) return fail(q, "ibv_post_recv", e);

@@ -340,13 +340,19 @@ ErrorMsg parse_error(const json& j) {
 json to_json(const LinksReply& m) {
   json links = json::array();
   for (const auto& l : m.links) links.push_back(to_json(l));
-  return {{"hostname", m.hostname}, {"links", std::move(links)}, {"socket_limits", to_json(m.limits)}};
+  json rdma = json::array();
+  for (const auto& d : m.rdma) rdma.push_back(to_json(d));
+  return {{"hostname", m.hostname}, {"links", std::move(links)}, {"socket_limits", to_json(m.limits)}, {"rdma", std::move(rdma)}};
 }
 LinksReply parse_links(const json& j) {
   Fields f(j, "LINKS");
   LinksReply m;
   m.hostname = f.str("hostname", 256);
   for (const auto& l : f.array("links", 4096)) m.links.push_back(link_from_json(l));
+  // Optional: agents older than the RDMA inventory send none.
+  if (f.has("rdma")) {
+    for (const auto& d : f.array("rdma", 256)) m.rdma.push_back(rdma_device_from_json(d));
+  }
   const auto& sl = f.object("socket_limits");
   Fields g(sl, "LINKS.socket_limits");
   m.limits.rmem_max = g.u64("rmem_max", 0, UINT64_MAX);

@@ -295,6 +295,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     }
     for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, findings));
     for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, findings));
+    for (const auto& p : a.rdma_ports) nr.rdma_ports.push_back(rdma_port_report(p, a, s_->buffsize, n.name, findings));
     if (!a.bonds.empty()) {
       NodeRecord lite;
       lite.index = n.index;

@@ -44,6 +44,7 @@ json to_json(const AgentResult& r) {
                      {"msgs_window", f.msgs_window}, {"retrans_window", f.retrans_window},
                      {"tcp", tcp}, {"error", f.error}, {"iface", f.iface},
                      {"verify_errors", f.verify_errors}});
+    if (!f.rdma_port.empty()) flows.back()["rdma_port"] = f.rdma_port;
   }
   json links = json::array();
   for (const auto& l : r.links) {
@@ -61,6 +62,17 @@ json to_json(const AgentResult& r) {
     for (const auto& [ip, mac] : b.neighbors) nb.push_back({ip, mac});
     bonds.push_back({{"at_open", to_json(b.at_open)}, {"at_close", to_json(b.at_close)}, {"neighbors", std::move(nb)}});
   }
+  json rdma = json::array();
+  for (const auto& p : r.rdma_ports) {
+    json samples = json::array();
+    for (const auto& s : p.samples) {
+      json values = json::object();
+      for (const auto& [k, v] : s.counters.values) values[k] = v;
+      samples.push_back({{"t_ns", s.t_ns}, {"present", s.counters.present}, {"values", std::move(values)},
+                         {"unreadable", s.counters.unreadable}});
+    }
+    rdma.push_back({{"device", p.device}, {"info", to_json(p.info)}, {"samples", std::move(samples)}});
+  }
   json iv = json::array();
   for (const auto& s : r.intervals) iv.push_back({s.t_ns, s.tx_bytes, s.rx_bytes});
   return {{"node_index", r.node_index}, {"hostname", r.hostname}, {"aborted", r.aborted},
@@ -69,7 +81,7 @@ json to_json(const AgentResult& r) {
           {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
           {"delay", r.delay ? to_json(*r.delay) : json(nullptr)}, {"intervals", std::move(iv)},
-          {"links", std::move(links)}, {"bonds", std::move(bonds)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
+          {"links", std::move(links)}, {"bonds", std::move(bonds)}, {"rdma_ports", std::move(rdma)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
           {"warnings", r.warnings}};
 }
 
@@ -127,6 +139,7 @@ AgentResult parse_agent_result(const json& j) {
     x.error = g.str("error");
     x.iface = g.str("iface", 64);
     if (g.has("verify_errors")) x.verify_errors = g.u64("verify_errors", 0, kMaxBytes);
+    if (g.has("rdma_port")) x.rdma_port = g.str("rdma_port", 80);
     r.flows.push_back(std::move(x));
   }
   const auto lat = j.find("latency");
@@ -191,6 +204,32 @@ AgentResult parse_agent_result(const json& j) {
         b.neighbors.emplace_back(n[0].get<std::string>(), n[1].get<std::string>());
       }
       r.bonds.push_back(std::move(b));
+    }
+  }
+  // Optional: agents without RDMA port sampling send none.
+  if (j.contains("rdma_ports")) {
+    for (const auto& e : f.array("rdma_ports", 256)) {
+      Fields g(e, "RESULT.rdma_ports[]");
+      RdmaPortResult p;
+      p.device = g.str("device", 64);
+      p.info = rdma_port_from_json(g.object("info"));
+      for (const auto& se : g.array("samples", 1000000)) {
+        Fields h(se, "RESULT.rdma_ports[].samples[]");
+        RdmaPortSample x;
+        x.t_ns = h.i64("t_ns", INT64_MIN / 2, INT64_MAX / 2);
+        x.counters.present = h.boolean("present");
+        const auto& values = h.object("values");
+        if (values.size() > 4096) throw ProtocolError("RESULT.rdma_ports[].samples[].values: too many counters");
+        for (const auto& [k, v] : values.items()) {
+          if (k.size() > 96 || !v.is_number_unsigned()) {
+            throw ProtocolError("RESULT.rdma_ports[].samples[].values: expected counter name -> unsigned integer");
+          }
+          x.counters.values.emplace_back(k, v.get<std::uint64_t>());
+        }
+        x.counters.unreadable = h.strings("unreadable", 4096, 96);
+        p.samples.push_back(std::move(x));
+      }
+      r.rdma_ports.push_back(std::move(p));
     }
   }
   if (j.contains("threads")) {

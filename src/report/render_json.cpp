@@ -116,6 +116,7 @@ json node_json(const NodeReport& n) {
           {"intervals", std::move(iv)},
           {"links", links_json(n.links)},
           {"bonds", bonds_json(n.bonds)},
+          {"rdma_ports", rdma_ports_json(n.rdma_ports)},
           {"warnings", n.warnings}};
 }
 

@@ -205,6 +205,7 @@ std::string render_text(const Report& r, bool verbose) {
   }
 
   out += render_bonds_text(r);
+  out += render_rdma_ports_text(r);
 
   if (verbose) {
     out += "Connections\n";
@@ -227,6 +228,47 @@ std::string render_text(const Report& r, bool verbose) {
                      r.aggregate.msg_per_s, r.complete ? "" : "  [INCOMPLETE: see findings]");
   out += render_summary_line(r) + "\n";
   return out;
+}
+
+std::string render_rdma_ports_text(const Report& r) {
+  bool any = false;
+  for (const auto& n : r.nodes) any = any || !n.rdma_ports.empty();
+  if (!any) return "";
+  std::string out =
+      "RDMA ports (port counters over the window; data counters count 4-byte words, shown as bytes; payload = "
+      "fabperf's bytes on this node's queue pairs, data pkts = those bytes in MTU-sized packets)\n";
+  auto opt = [](std::int64_t v) { return v >= 0 ? std::to_string(v) : std::string("-"); };
+  auto optf = [](double v) { return v >= 0 ? f1(v) : std::string("-"); };
+  Table t({h(col::node), h(col::rdma_port), h(col::link_layer), h(col::rate), h(col::active_mtu), h(col::tx_mb_per_s),
+           h(col::rx_mb_per_s), h(col::tx_packets), h(col::rx_packets), h(col::payload_mb_per_s), h(col::data_packets),
+           h(col::error_counters)});
+  std::string details;
+  for (const auto& n : r.nodes) {
+    for (const auto& p : n.rdma_ports) {
+      std::uint64_t errs = 0;
+      for (const auto& d : p.counters) errs += d.error ? d.delta : 0;
+      const double w = n.window_s > 0 ? n.window_s : p.window_s;
+      t.add({n.name, p.port, p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
+             p.active_mtu > 0 ? std::to_string(p.active_mtu) : "-", optf(p.tx_mb_per_s), optf(p.rx_mb_per_s), opt(p.tx_packets),
+             opt(p.rx_packets), f1(mb_per_s(std::max(p.payload_tx_bytes, p.payload_rx_bytes), w)),
+             std::to_string(std::max(p.data_packets_tx, p.data_packets_rx)), p.have_counters ? std::to_string(errs) : "-"});
+      std::string nonzero;
+      for (const auto& d : p.counters) {
+        if (d.delta > 0) nonzero += fmt::format("{}{} +{}", nonzero.empty() ? "" : ", ", d.name.substr(d.name.find('/') + 1), d.delta);
+      }
+      details += fmt::format("  {} {}: {}\n", n.name, p.port,
+                             !p.have_counters ? std::string("no counter samples")
+                             : p.counters.empty() ? std::string("no readable counters")
+                             : nonzero.empty() ? std::string("every counter unchanged")
+                                               : nonzero);
+      if (!p.unreadable.empty()) {
+        std::string list;
+        for (const auto& u : p.unreadable) list += (list.empty() ? "" : ", ") + u;
+        details += fmt::format("    not readable: {}\n", list);
+      }
+    }
+  }
+  return out + t.str() + details + "\n";
 }
 
 std::string render_bonds_text(const Report& r) {

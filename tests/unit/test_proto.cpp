@@ -739,7 +739,7 @@ TEST(ValidateFrame, AcceptsValidFramesOfEveryType) {
       {MsgType::auth, to_json(Auth{{}, {}, {}})},
       {MsgType::auth_ok, to_json(AuthOk{})},
       {MsgType::links_request, json::object()},
-      {MsgType::links, to_json(LinksReply{"h", {LinkInfo{}}, SocketLimits{}})},
+      {MsgType::links, to_json(LinksReply{"h", {LinkInfo{}}, SocketLimits{}, {}})},
       {MsgType::shutdown, to_json(Shutdown{"killall"})},
       {MsgType::rdma_connect, to_json(sample_rdma_connect())},
       {MsgType::rdma_connect_ok, to_json(RdmaConnectOk{2})},

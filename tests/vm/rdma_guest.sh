@@ -69,6 +69,32 @@ for path in sys.argv[1:]:
         assert a > 0 and a == b, f"byte counts differ: sender {a} vs receiver {b}"
         assert doc["complete"], doc.get("findings")
         print(f"PASS {name}: sender {a} B = receiver {b} B, aggregate {doc['aggregate']['mb_per_s']:.1f} MB/s")
+        # RDMA port counters: every node reports rxe0:1 with two samples; on the write stream the
+        # packets rxe0 sent over the client's window agree with fabperf's bytes: 64 KiB blocks in
+        # 4096-byte packets (the active MTU on lo) = 16 data packets per block, plus one ACK per
+        # block from the responder (the same rxe0 sends both in this one-guest lab). Packets sent
+        # beyond that must be explained by retransmissions the counters show (RNR NAKs, transport
+        # retries, duplicates: a starved emulated guest has them), which the report then names.
+        ports = [(n["node"], p) for n in doc["nodes"] for p in n.get("rdma_ports", [])]
+        assert ports and all(p["rdma_port"] == "rxe0:1" and p["have_counters"] for _, p in ports), f"rdma_ports: {ports}"
+        if name == "write-stream-write":
+            cli = next(n for n in doc["nodes"] if n["role"] == "client")
+            cp = cli["rdma_ports"][0]
+            data, sent, rcvd = cp["data_packets_tx"], cp["tx_packets"], cp["rx_packets"]
+            assert cp["active_mtu"] == 4096 and data > 0 and sent is not None, f"rxe0:1 {cp}"
+            expect = data + data // 16
+            ratio = sent / expect
+            moved = {k: v for k, v in cp["counters"].items() if v}
+            retries = {k: v for k, v in cp["error_counters"].items() if v}
+            assert ratio >= 0.9 and rcvd / expect >= 0.9, (
+                f"rxe0 sent_pkts {sent} / rcvd_pkts {rcvd} below the {expect} packets {cp['payload_tx_bytes']} B need")
+            assert (ratio <= 1.15 and rcvd / expect <= 1.15) or retries, (
+                f"rxe0 sent_pkts {sent} / rcvd_pkts {rcvd} vs {expect} expected, with no retransmission counted: {moved}")
+            if retries:
+                assert any("rxe0:1" in x and "error counters grew" in x for x in doc["findings"]), doc["findings"]
+            print(f"PASS {name} port counters: rxe0 sent_pkts +{sent}, rcvd_pkts +{rcvd} vs {data} data packets + "
+                  f"{data // 16} ACKs for {cp['payload_tx_bytes']} B of payload (ratio {ratio:.3f}{'; excess explained by retransmissions' if retries and ratio > 1.15 else ''}); counters that moved: {moved}; "
+                  f"not readable: {cp['unreadable']}")
     except Exception as e:
         bad += 1
         print(f"FAIL {name}: {e}")
@@ -79,26 +105,44 @@ PY
   [ "$n" -eq "$fails" ] || fails=$n
 }
 
-# perftest beside fabperf on the same rxe0 (64 KiB writes, 128 in flight; perftest MB = 2^20).
-timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F >"$W/pt-srv.out" 2>&1 &
-PT=$!
-# The emulated guest may take seconds to get the server listening: retry while it lives.
-for _ in $(seq 30); do
-  sleep 1
-  timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1 && break
-  grep -q "Couldn't connect" "$W/pt-cli.out" && kill -0 $PT 2>/dev/null || break
+# perftest beside fabperf on the same rxe0, like with like: 64 KiB writes, 128 in flight, a
+# completion every 100 posts (ib_write_bw's defaults, given explicitly), alternating the tools
+# twice so host load hits both alike (perftest MB = 2^20 B, fabperf's 10^6).
+pt_once() {
+  local srv
+  timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -t 128 -Q 100 -D 4 -F >"$W/pt-srv.out" 2>&1 &
+  srv=$!
+  # The emulated guest may take seconds to get the server listening: retry while it lives.
+  for _ in $(seq 30); do
+    sleep 1
+    timeout -k 5 120 ib_write_bw -d rxe0 -x 1 -s 65536 -t 128 -Q 100 -D 4 -F 127.0.0.1 >"$W/pt-cli.out" 2>&1 && break
+    grep -q "Couldn't connect" "$W/pt-cli.out" && kill -0 $srv 2>/dev/null || break
+  done
+  wait $srv
+  awk '/^ *65536 /{printf "%.2f", $4 * 1.048576}' "$W/pt-cli.out" | tail -1
+}
+fp_once() {
+  timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 4 \
+    --warmup 1 --buffsize 64K --qdepth 128 --cq-mod 100 --json "$W/fp-bw.json" --quiet >"$W/run.out" 2>&1
+  python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["aggregate"]["mb_per_s"])' "$W/fp-bw.json" 2>/dev/null
+}
+PTS=() FPS=()
+for round in 1 2; do
+  pt=$(pt_once); fp=$(fp_once)
+  say "bandwidth round $round: ib_write_bw ${pt:-?} MB/s, fabperf ${fp:-?} MB/s"
+  # A run that measured nothing (a starved guest: perftest's duration alarm can fire before it
+  # measured; fabperf's window can shrink to nothing) is reported, not averaged.
+  awk -v v="${pt:-0}" 'BEGIN{exit !(v > 0)}' && PTS+=("$pt")
+  awk -v v="${fp:-0}" 'BEGIN{exit !(v > 0)}' && FPS+=("$fp")
 done
-wait $PT
-pt=$(awk '/^ *65536 /{print $4}' "$W/pt-cli.out" | tail -1)
-timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 5 \
-  --buffsize 64K --qdepth 128 --cq-mod 32 --json "$W/fp-bw.json" --quiet >"$W/run.out" 2>&1
-fp=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aggregate"]["mb_per_s"])' "$W/fp-bw.json" 2>/dev/null)
-if [ -n "$pt" ] && [ -n "$fp" ]; then
-  ratio=$(awk -v f="$fp" -v p="$pt" 'BEGIN{printf "%.3f", f / (p * 1.048576)}')
-  say "BANDWIDTH fabperf ${fp} MB/s (10^6) vs ib_write_bw ${pt} MiB/s = $(awk -v p="$pt" 'BEGIN{printf "%.1f", p*1.048576}') MB/s: ratio $ratio (target >= 0.9)"
+if [ ${#PTS[@]} -gt 0 ] && [ ${#FPS[@]} -gt 0 ]; then
+  pt=$(echo "${PTS[@]}" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; printf "%.2f", s/NF}')
+  fp=$(echo "${FPS[@]}" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; printf "%.2f", s/NF}')
+  ratio=$(awk -v f="$fp" -v p="$pt" 'BEGIN{printf "%.3f", f / p}')
+  say "BANDWIDTH fabperf ${fp} MB/s (10^6 B/s) vs ib_write_bw ${pt} MB/s (means of ${#FPS[@]} and ${#PTS[@]} alternating runs): ratio $ratio (target >= 0.9)"
   if awk -v r="$ratio" 'BEGIN{exit !(r >= 0.9)}'; then ok "fabperf/ib_write_bw ratio $ratio"; else say "WARN ratio $ratio below 0.9 (emulated, shared host)"; fi
 else
-  bad "bandwidth comparison: perftest '$pt' fabperf '$fp' ($(tail -2 "$W/pt-cli.out") / $(tail -2 "$W/run.out"))"
+  bad "bandwidth comparison: perftest '${PTS[*]}' fabperf '${FPS[*]}' ($(tail -2 "$W/pt-cli.out") / $(tail -2 "$W/run.out"))"
 fi
 
 # Error paths: each must fail with exit 3 and a message naming what was looked for.

@@ -1,0 +1,155 @@
+// RDMA port counters over the window: deltas of every readable counter, data bytes (the IB PMA
+// counts 4-byte words), packets, and what fabperf's own blocks need on the wire, so a reader can
+// check the port against the tool (compute first; the renderers only format).
+#include <fabperf/rdma_sysfs.hpp>
+#include <fabperf/report.hpp>
+#include <fabperf/units.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace fabperf {
+
+std::uint64_t rdma_header_bytes(const std::string& link_layer) {
+  if (link_layer == "InfiniBand") return 8 + 12 + 4 + 2;
+  return 14 + 20 + 8 + 12 + 4 + 4;
+}
+
+namespace {
+const std::uint64_t* find_counter(const RdmaPortCounters& c, const std::string& key) {
+  for (const auto& [k, v] : c.values) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+}  // namespace
+
+RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, std::uint64_t block_size,
+                                const std::string& node, std::vector<std::string>& findings) {
+  RdmaPortReport r;
+  r.port = fmt::format("{}:{}", p.device, p.info.port);
+  r.link_layer = p.info.link_layer;
+  r.rate = p.info.rate;
+  r.netdev = p.info.netdev;
+  r.active_mtu = p.info.active_mtu;
+  r.header_bytes_per_packet = rdma_header_bytes(r.link_layer);
+  for (const auto& f : a.flows) {
+    if (f.rdma_port != r.port) continue;
+    r.payload_tx_bytes += f.tx_bytes_window;
+    r.payload_rx_bytes += f.rx_bytes_window;
+  }
+  if (r.active_mtu > 0 && block_size > 0) {
+    const std::uint64_t mtu = static_cast<std::uint64_t>(r.active_mtu);
+    const std::uint64_t per_block = (block_size + mtu - 1) / mtu;
+    // Whole blocks, and the partial one's packets (a window edge can cut a block's count).
+    auto packets = [&](std::uint64_t bytes) { return bytes / block_size * per_block + (bytes % block_size + mtu - 1) / mtu; };
+    r.data_packets_tx = packets(r.payload_tx_bytes);
+    r.data_packets_rx = packets(r.payload_rx_bytes);
+  }
+  const RdmaPortSample* s0 = nullptr;
+  const RdmaPortSample* s1 = nullptr;
+  for (const auto& s : p.samples) {
+    if (!s.counters.present) continue;
+    if (!s0) s0 = &s;
+    s1 = &s;
+  }
+  if (!p.samples.empty() && !p.samples.back().counters.present) {
+    findings.push_back(fmt::format("RDMA port {} on {} disappeared during the test", r.port, node));
+  }
+  if (!s0 || s0 == s1) return r;
+  r.have_counters = true;
+  r.window_s = static_cast<double>(s1->t_ns - s0->t_ns) / 1e9;
+  r.unreadable = s1->counters.unreadable;
+  std::vector<std::string> grew;
+  for (const auto& [k, v1] : s1->counters.values) {
+    const std::uint64_t* v0 = find_counter(s0->counters, k);
+    if (!v0) continue;
+    RdmaCounterDelta d;
+    d.name = k;
+    d.delta = v1 >= *v0 ? v1 - *v0 : 0;  // a counter reset mid-window reads as no growth
+    d.error = is_rdma_error_counter(k);
+    if (d.error && d.delta > 0) grew.push_back(fmt::format("{} +{}", k.substr(k.find('/') + 1), d.delta));
+    r.counters.push_back(std::move(d));
+  }
+  auto delta_of = [&](const char* key) -> std::int64_t {
+    for (const auto& d : r.counters) {
+      if (d.name == key) return static_cast<std::int64_t>(d.delta);
+    }
+    return -1;
+  };
+  const std::int64_t xw = delta_of("counters/port_xmit_data"), rw = delta_of("counters/port_rcv_data");
+  if (xw >= 0) r.tx_bytes = xw * 4;
+  if (rw >= 0) r.rx_bytes = rw * 4;
+  r.tx_packets = delta_of("counters/port_xmit_packets");
+  r.rx_packets = delta_of("counters/port_rcv_packets");
+  if (r.tx_packets < 0) r.tx_packets = delta_of("hw_counters/sent_pkts");
+  if (r.rx_packets < 0) r.rx_packets = delta_of("hw_counters/rcvd_pkts");
+  if (r.tx_bytes >= 0) r.tx_mb_per_s = mb_per_s(static_cast<std::uint64_t>(r.tx_bytes), r.window_s);
+  if (r.rx_bytes >= 0) r.rx_mb_per_s = mb_per_s(static_cast<std::uint64_t>(r.rx_bytes), r.window_s);
+  if (r.tx_bytes >= 0 && r.payload_tx_bytes > 0) {
+    r.tx_bytes_per_payload = static_cast<double>(r.tx_bytes) / static_cast<double>(r.payload_tx_bytes);
+  }
+  if (!grew.empty()) {
+    std::string list;
+    for (const auto& g : grew) list += (list.empty() ? "" : ", ") + g;
+    findings.push_back(fmt::format("RDMA port {} on {}: error counters grew during the window: {}", r.port, node, list));
+  }
+  return r;
+}
+
+std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
+  if (devices.empty()) return "";
+  std::string out = fmt::format("\n{:<12} {:>4} {:<8} {:<9} {:<10} {:<22} {:>5} {:<10} {}\n", "RDMA device", "port", "state",
+                                "phys", "layer", "rate", "mtu", "netdev", "lid");
+  std::string gids;
+  for (const auto& d : devices) {
+    if (d.ports.empty()) out += fmt::format("{:<12} (no ports)\n", d.name);
+    for (const auto& p : d.ports) {
+      const bool ib = p.link_layer == "InfiniBand";
+      out += fmt::format("{:<12} {:>4} {:<8} {:<9} {:<10} {:<22} {:>5} {:<10} {}\n", d.name, p.port,
+                         p.state.empty() ? "-" : p.state, p.phys_state.empty() ? "-" : p.phys_state,
+                         p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
+                         p.active_mtu > 0 ? std::to_string(p.active_mtu) + (p.mtu_source == "netdev" ? "*" : "") : "-",
+                         p.netdev.empty() ? "-" : p.netdev, ib ? fmt::format("{:#x}", p.lid) : "-");
+      gids += fmt::format("  {}:{} GID table ({} of {} entries in use)\n", d.name, p.port, p.gids.size(), p.gid_table_len);
+      for (const auto& g : p.gids) {
+        gids += fmt::format("    {:>4} {:<40} {:<8} {}\n", g.index, g.gid, g.type.empty() ? "-" : g.type,
+                            g.netdev.empty() ? "-" : g.netdev);
+      }
+    }
+  }
+  bool estimated = false;
+  for (const auto& d : devices) {
+    for (const auto& p : d.ports) estimated = estimated || p.mtu_source == "netdev";
+  }
+  if (estimated) out += "  * MTU derived from the interface MTU (sysfs has none; this build cannot ask libibverbs)\n";
+  return out + gids;
+}
+
+nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports) {
+  using nlohmann::json;
+  auto k = [](const Column& c) { return std::string(c.key); };
+  auto opt = [](auto v) { return v >= 0 ? json(v) : json(nullptr); };
+  json out = json::array();
+  for (const auto& p : ports) {
+    json counters = json::object();
+    json errors = json::object();
+    for (const auto& d : p.counters) {
+      counters[d.name] = d.delta;
+      if (d.error && d.delta > 0) errors[d.name] = d.delta;
+    }
+    out.push_back({{k(col::rdma_port), p.port}, {k(col::link_layer), p.link_layer}, {k(col::rate), p.rate},
+                   {"netdev", p.netdev}, {k(col::active_mtu), p.active_mtu}, {"window_s", p.window_s},
+                   {"have_counters", p.have_counters}, {"counters", std::move(counters)}, {"unreadable", p.unreadable},
+                   {"tx_bytes", opt(p.tx_bytes)}, {"rx_bytes", opt(p.rx_bytes)},
+                   {k(col::tx_packets), opt(p.tx_packets)}, {k(col::rx_packets), opt(p.rx_packets)},
+                   {k(col::tx_mb_per_s), opt(p.tx_mb_per_s)}, {k(col::rx_mb_per_s), opt(p.rx_mb_per_s)},
+                   {k(col::payload_tx_bytes), p.payload_tx_bytes}, {k(col::payload_rx_bytes), p.payload_rx_bytes},
+                   {"data_packets_tx", p.data_packets_tx}, {"data_packets_rx", p.data_packets_rx},
+                   {"header_bytes_per_packet", p.header_bytes_per_packet},
+                   {"tx_bytes_per_payload", opt(p.tx_bytes_per_payload)}, {k(col::error_counters), std::move(errors)}});
+  }
+  return out;
+}
+
+}  // namespace fabperf

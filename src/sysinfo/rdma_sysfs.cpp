@@ -1,0 +1,309 @@
+// /sys/class/infiniband readers. Layout (drivers/infiniband/core/sysfs.c):
+//   DEV/{node_type,fw_ver,node_guid,hca_type,board_id,parent}
+//   DEV/ports/N/{state,phys_state,link_layer,rate,lid,sm_lid}
+//   DEV/ports/N/gids/I, gid_attrs/types/I, gid_attrs/ndevs/I (reading an empty entry fails)
+//   DEV/ports/N/counters/* (PMA counters; only drivers with a MAD interface: not Soft-RoCE)
+//   DEV/ports/N/hw_counters/* (driver counters: rxe's sent_pkts, mlx5's out_of_sequence, ...)
+// sysfs has no MTU file: the active MTU comes from ibv_query_port where this build has verbs.
+#include <fabperf/build_config.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/proto.hpp>
+#include <fabperf/rdma_sysfs.hpp>
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+namespace fs = std::filesystem;
+
+namespace fabperf {
+namespace {
+
+std::string read_line(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  if (!in || !std::getline(in, s)) return "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+std::optional<std::uint64_t> read_u64(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  if (!in || !std::getline(in, s)) return std::nullopt;
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+  if (errno == ERANGE) return std::nullopt;
+  return v;
+}
+
+// sysfs LIDs print as hex ("0x1a").
+std::uint32_t read_hex(const fs::path& p) {
+  const std::string s = read_line(p);
+  if (s.empty()) return 0;
+  return static_cast<std::uint32_t>(std::strtoul(s.c_str(), nullptr, 0));
+}
+
+std::vector<std::string> sorted_entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "fe80:0000:0000:0000:5054:00ff:fe12:3456" -> "fe80::5054:ff:fe12:3456"; "" for the zero GID.
+std::string gid_text(const std::string& raw) {
+  in6_addr a{};
+  if (inet_pton(AF_INET6, raw.c_str(), &a) != 1) return raw;
+  static const in6_addr zero{};
+  if (std::equal(std::begin(a.s6_addr), std::end(a.s6_addr), std::begin(zero.s6_addr))) return "";
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, &a, buf, sizeof buf);
+  return buf;
+}
+
+int mtu_enum_bytes(int n) { return n >= 1 && n <= 5 ? 128 << n : 0; }
+
+RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
+  RdmaPort p;
+  p.port = number;
+  std::tie(p.state_num, p.state) = parse_numbered_state(read_line(base / "state"));
+  std::tie(p.phys_state_num, p.phys_state) = parse_numbered_state(read_line(base / "phys_state"));
+  p.link_layer = read_line(base / "link_layer");
+  p.rate = read_line(base / "rate");
+  const RdmaRate r = parse_rdma_rate(p.rate);
+  p.rate_gbps = r.gbps;
+  p.width = r.width;
+  p.speed = r.speed;
+  p.lid = read_hex(base / "lid");
+  p.sm_lid = read_hex(base / "sm_lid");
+  const bool ib = p.link_layer == "InfiniBand";
+  for (const auto& name : sorted_entries(base / "gids")) {
+    char* end = nullptr;
+    const long idx = std::strtol(name.c_str(), &end, 10);
+    if (name.empty() || *end != '\0') continue;
+    ++p.gid_table_len;
+    const std::string g = gid_text(read_line(base / "gids" / name));
+    if (g.empty()) continue;
+    RdmaGid x;
+    x.index = static_cast<int>(idx);
+    x.gid = g;
+    const std::string type = read_line(base / "gid_attrs" / "types" / name);
+    if (type == "RoCE v2") x.type = "RoCE v2";
+    else if (ib) x.type = "IB";
+    else if (!type.empty()) x.type = "RoCE v1";
+    x.netdev = read_line(base / "gid_attrs" / "ndevs" / name);
+    p.gids.push_back(std::move(x));
+  }
+  std::sort(p.gids.begin(), p.gids.end(), [](const RdmaGid& a, const RdmaGid& b) { return a.index < b.index; });
+  if (!ib) {
+    for (const auto& g : p.gids) {
+      if (!g.netdev.empty()) {
+        p.netdev = g.netdev;
+        break;
+      }
+    }
+    // No GID yet (interface without addresses): the device's own netdev link, or rxe's parent.
+    if (p.netdev.empty()) p.netdev = read_line(base.parent_path().parent_path() / "parent");
+    if (p.netdev.empty()) {
+      const auto nets = sorted_entries(base.parent_path().parent_path() / "device" / "net");
+      if (!nets.empty()) p.netdev = nets.front();
+    }
+    if (!p.netdev.empty()) {
+      std::error_code ec;
+      const fs::path mtu_file = fs::path(root + "/sys/class/net") / p.netdev / "mtu";
+      if (fs::exists(mtu_file, ec)) {
+        p.active_mtu = roce_mtu_for_netdev_mtu(static_cast<int>(read_u64(mtu_file).value_or(0)));
+        if (p.active_mtu > 0) p.mtu_source = "netdev";
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+std::pair<int, std::string> parse_numbered_state(const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return {0, text};
+  int n = std::atoi(text.substr(0, colon).c_str());
+  std::string rest = text.substr(colon + 1);
+  while (!rest.empty() && rest.front() == ' ') rest.erase(rest.begin());
+  return {n, rest};
+}
+
+RdmaRate parse_rdma_rate(const std::string& text) {
+  RdmaRate r;
+  std::istringstream in(text);
+  std::string unit;
+  if (!(in >> r.gbps >> unit)) return RdmaRate{};
+  const auto open = text.find('('), close = text.find(')');
+  if (open != std::string::npos && close != std::string::npos && close > open) {
+    std::istringstream w(text.substr(open + 1, close - open - 1));
+    w >> r.width >> r.speed;
+  }
+  return r;
+}
+
+int roce_mtu_for_netdev_mtu(int netdev_mtu) {
+  const int room = netdev_mtu - 96;  // GRH/IP 40 + UDP 8 + BTH 12 + XRC 4 + atomic 28 + ICRC 4
+  for (int n = 5; n >= 1; --n) {
+    if (mtu_enum_bytes(n) <= room) return mtu_enum_bytes(n);
+  }
+  return 0;
+}
+
+std::optional<RdmaDevice> read_rdma_device(const std::string& name, const std::string& root) {
+  const fs::path base = fs::path(root + "/sys/class/infiniband") / name;
+  std::error_code ec;
+  if (name.empty() || name.find('/') != std::string::npos || !fs::exists(base, ec)) return std::nullopt;
+  RdmaDevice d;
+  d.name = name;
+  d.node_type = parse_numbered_state(read_line(base / "node_type")).second;
+  d.fw_ver = read_line(base / "fw_ver");
+  d.node_guid = read_line(base / "node_guid");
+  d.hca_type = read_line(base / "hca_type");
+  d.board_id = read_line(base / "board_id");
+  d.parent = read_line(base / "parent");
+  for (const auto& pn : sorted_entries(base / "ports")) {
+    char* end = nullptr;
+    const long n = std::strtol(pn.c_str(), &end, 10);
+    if (pn.empty() || *end != '\0' || n < 1 || n > 255) continue;
+    d.ports.push_back(read_port(base / "ports" / pn, static_cast<int>(n), root));
+  }
+  std::sort(d.ports.begin(), d.ports.end(), [](const RdmaPort& a, const RdmaPort& b) { return a.port < b.port; });
+  return d;
+}
+
+std::vector<RdmaDevice> read_rdma_devices(const std::string& root) {
+  std::vector<RdmaDevice> out;
+  for (const auto& n : sorted_entries(fs::path(root + "/sys/class/infiniband"))) {
+    if (auto d = read_rdma_device(n, root)) out.push_back(std::move(*d));
+  }
+  return out;
+}
+
+RdmaPortCounters read_rdma_port_counters(const std::string& device, int port, const std::string& root) {
+  RdmaPortCounters c;
+  const fs::path base = fs::path(root + "/sys/class/infiniband") / device / "ports" / std::to_string(port);
+  std::error_code ec;
+  if (!fs::exists(base / "state", ec)) return c;
+  c.present = true;
+  for (const char* group : {"counters", "hw_counters"}) {
+    for (const auto& name : sorted_entries(base / group)) {
+      const std::string key = std::string(group) + "/" + name;
+      if (is_rdma_counter_setting(key)) continue;
+      if (fs::is_directory(base / group / name, ec)) continue;
+      if (auto v = read_u64(base / group / name)) {
+        c.values.emplace_back(key, *v);
+      } else {
+        c.unreadable.push_back(key);
+      }
+    }
+  }
+  return c;
+}
+
+#if !FABPERF_HAVE_RDMA
+// Without rdma-core there is nothing to ask but sysfs (rdma_verbs.cpp otherwise).
+std::vector<RdmaDevice> read_local_rdma_devices() { return read_rdma_devices(""); }
+#endif
+
+bool is_rdma_counter_setting(const std::string& key) { return key == "hw_counters/lifespan"; }
+
+bool is_rdma_error_counter(const std::string& key) {
+  const auto slash = key.find('/');
+  const std::string n = slash == std::string::npos ? key : key.substr(slash + 1);
+  // Congestion notifications and plain traffic counts are not errors, whatever their names hold.
+  for (const char* ok : {"cnp", "ecn", "np_", "rp_", "_pkts", "_packets", "_data", "rdma_sends", "rdma_recvs",
+                         "xmit_wait", "unicast", "multicast", "ack_deferred"}) {
+    if (n.find(ok) != std::string::npos) return false;
+  }
+  for (const char* bad : {"err", "discard", "drop", "retry", "rnr", "out_of_seq", "out_of_buffer", "duplicate", "downed",
+                          "symbol", "overrun", "timeout", "retrans", "nak", "recovery", "integrity", "violation",
+                          "bad_", "invalid", "restart"}) {
+    if (n.find(bad) != std::string::npos) return true;
+  }
+  return false;
+}
+
+nlohmann::json to_json(const RdmaPort& p) {
+  nlohmann::json gids = nlohmann::json::array();
+  for (const auto& g : p.gids) gids.push_back({{"index", g.index}, {"gid", g.gid}, {"type", g.type}, {"netdev", g.netdev}});
+  return {{"port", p.port}, {"state", p.state}, {"state_num", p.state_num}, {"phys_state", p.phys_state},
+          {"phys_state_num", p.phys_state_num}, {"link_layer", p.link_layer}, {"rate", p.rate}, {"rate_gbps", p.rate_gbps},
+          {"width", p.width}, {"speed", p.speed}, {"active_mtu", p.active_mtu}, {"mtu_source", p.mtu_source},
+          {"lid", p.lid}, {"sm_lid", p.sm_lid}, {"netdev", p.netdev}, {"gid_table_len", p.gid_table_len},
+          {"gids", std::move(gids)}};
+}
+
+nlohmann::json to_json(const RdmaDevice& d) {
+  nlohmann::json ports = nlohmann::json::array();
+  for (const auto& p : d.ports) ports.push_back(to_json(p));
+  return {{"name", d.name}, {"node_type", d.node_type}, {"fw_ver", d.fw_ver}, {"node_guid", d.node_guid},
+          {"hca_type", d.hca_type}, {"board_id", d.board_id}, {"parent", d.parent}, {"ports", std::move(ports)}};
+}
+
+// Tolerant of missing fields (an agent of another version may send fewer); strict on types.
+RdmaPort rdma_port_from_json(const nlohmann::json& j) {
+  proto::Fields f(j, "rdma.port");
+  RdmaPort p;
+  auto s = [&](const char* k, std::size_t max) { return f.has(k) ? f.str(k, max) : std::string(); };
+  p.port = static_cast<int>(f.u64("port", 1, 255));
+  p.state = s("state", 32);
+  if (f.has("state_num")) p.state_num = static_cast<int>(f.u64("state_num", 0, 255));
+  p.phys_state = s("phys_state", 32);
+  if (f.has("phys_state_num")) p.phys_state_num = static_cast<int>(f.u64("phys_state_num", 0, 255));
+  p.link_layer = s("link_layer", 32);
+  p.rate = s("rate", 64);
+  if (f.has("rate_gbps")) p.rate_gbps = f.num("rate_gbps", 0, 1e6);
+  p.width = s("width", 16);
+  p.speed = s("speed", 16);
+  if (f.has("active_mtu")) p.active_mtu = static_cast<int>(f.u64("active_mtu", 0, 1u << 20));
+  p.mtu_source = s("mtu_source", 16);
+  if (f.has("lid")) p.lid = static_cast<std::uint32_t>(f.u64("lid", 0, UINT32_MAX));
+  if (f.has("sm_lid")) p.sm_lid = static_cast<std::uint32_t>(f.u64("sm_lid", 0, UINT32_MAX));
+  p.netdev = s("netdev", 64);
+  if (f.has("gid_table_len")) p.gid_table_len = static_cast<int>(f.u64("gid_table_len", 0, 1u << 20));
+  if (f.has("gids")) {
+    for (const auto& e : f.array("gids", 4096)) {
+      proto::Fields g(e, "rdma.port.gids[]");
+      RdmaGid x;
+      x.index = static_cast<int>(g.u64("index", 0, 1u << 20));
+      x.gid = g.str("gid", 64);
+      x.type = g.has("type") ? g.str("type", 16) : "";
+      x.netdev = g.has("netdev") ? g.str("netdev", 64) : "";
+      p.gids.push_back(std::move(x));
+    }
+  }
+  return p;
+}
+
+RdmaDevice rdma_device_from_json(const nlohmann::json& j) {
+  proto::Fields f(j, "rdma");
+  RdmaDevice d;
+  auto s = [&](const char* k, std::size_t max) { return f.has(k) ? f.str(k, max) : std::string(); };
+  d.name = f.str("name", 64);
+  d.node_type = s("node_type", 32);
+  d.fw_ver = s("fw_ver", 64);
+  d.node_guid = s("node_guid", 64);
+  d.hca_type = s("hca_type", 64);
+  d.board_id = s("board_id", 64);
+  d.parent = s("parent", 64);
+  if (f.has("ports")) {
+    for (const auto& p : f.array("ports", 256)) d.ports.push_back(rdma_port_from_json(p));
+  }
+  return d;
+}
+
+}  // namespace fabperf
