@@ -878,6 +878,19 @@ void VerbsEngine::cm_accept_loop() {
 
 // One QP per connection request: check the client's proof, create the QP on the request's id,
 // accept with our buffer address, rkey and proof.
+// Both ends of an rdma_cm connection: the private data, RDMA READ resources from the device, and
+// the same retry counts as the control-channel set-up.
+static rdma_conn_param cm_conn_param(const Device& d, const std::uint8_t* data, std::size_t len) {
+  rdma_conn_param p{};
+  p.private_data = data;
+  p.private_data_len = static_cast<std::uint8_t>(len);
+  p.responder_resources = static_cast<std::uint8_t>(d.max_rd_atomic);
+  p.initiator_depth = static_cast<std::uint8_t>(d.max_rd_atomic);
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
+  return p;
+}
+
 void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std::size_t len) {
   auto refuse = [&](const std::string& why) {
     char text[kCmRejectSize] = {};
@@ -943,13 +956,7 @@ void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std:
     const auto proof = auth::hmac_sha256(tok, {bytes_of(kCmRepLabel), std::span<const std::uint8_t>(mac.data(), mac.size()),
                                                std::span<const std::uint8_t>(rep, kCmRepSigned)});
     std::memcpy(rep + kCmRepSigned, proof.data(), proof.size());
-    rdma_conn_param p{};
-    p.private_data = rep;
-    p.private_data_len = static_cast<std::uint8_t>(sizeof rep);
-    p.responder_resources = static_cast<std::uint8_t>(d.max_rd_atomic);
-    p.initiator_depth = static_cast<std::uint8_t>(d.max_rd_atomic);
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
+    rdma_conn_param p = cm_conn_param(d, rep, sizeof rep);
     if (rdma_accept(id, &p) != 0) throw Error(ExitCode::infrastructure, verbs_fail("rdma_accept", d.label, errno));
     q->peer = fmt::format("node {} ({}) qpn {}", node, peer_addr, q->qp->qp_num);
     add_flow(*q, FlowRole::server, peer_addr);
@@ -1011,13 +1018,7 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   // 4.096 us * 2^14 = 67 ms per try, as without rdma_cm: a dead peer is noticed within ~0.5 s.
   std::uint8_t ack_timeout = 14;
   (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout);
-  rdma_conn_param p{};
-  p.private_data = req;
-  p.private_data_len = static_cast<std::uint8_t>(sizeof req);
-  p.responder_resources = static_cast<std::uint8_t>(d.max_rd_atomic);
-  p.initiator_depth = static_cast<std::uint8_t>(d.max_rd_atomic);
-  p.retry_count = 7;
-  p.rnr_retry_count = 7;
+  rdma_conn_param p = cm_conn_param(d, req, sizeof req);
   if (rdma_connect(id, &p) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_connect", where, errno));
   const CmResult r = cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ESTABLISHED, "connect to " + where);
   const std::uint8_t* rep = r.data.data();
