@@ -67,7 +67,14 @@ constexpr int kConnectTimeoutMs = 5000;
 constexpr int kHandshakeTimeoutMs = 5000;
 // Data connections accepted and waiting for their hello at one time (accept_loop).
 constexpr std::size_t kMaxPendingHandshakes = 256;
-constexpr std::size_t kMaxRecvChunk = 4u << 20;
+// Receivers copy into a buffer of at most this size, whatever the block size: the kernel's
+// copy-out is the receive side's main cost, and a destination that stays in the core's L2
+// cache makes it cheaper. Measured on loopback (2 cores, 1 MiB L2 each, sendfile senders):
+// stream 4 MiB blocks 3350 MB/s with a 4 MiB buffer vs 5212 with 256 KiB; rpc 4 MiB blocks
+// 3168..4180 vs 4215..4323 (docs/performance.md). Smaller (128 KiB) was not better.
+constexpr std::size_t kMaxRecvChunk = 256u << 10;
+// The pattern's period for blocks larger than this that it divides (ensure_tx_buffer).
+constexpr std::size_t kPatternPeriod = 1u << 20;
 
 enum WireOp : std::uint32_t { kOpWrite = 1, kOpRead = 2, kOpRpc = 3, kOpProbe = 4 };
 // An rpc request with this op and length 0 is a ping: answered at once, counts no data.
@@ -260,14 +267,17 @@ bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ct
   return write_all(n, ctx, count, err, [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
 }
 
-// Sends one whole rpc block: with sendfile(2) from the memfd holding the pattern when there is
-// one (no copy from user space), else from the pattern buffer.
+// Sends one whole rpc block: with sendfile(2) from the memfd holding one period of the pattern
+// when there is one (no copy from user space; the block is that period repeated), else from the
+// pattern buffer.
 template <typename Count>
-bool send_block(int fd, int memfd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err) {
+bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count,
+                int& err) {
   if (memfd < 0) return send_all(fd, p, n, ctx, count, err);
   return write_all(n, ctx, count, err, [&](std::size_t done) {
-    off_t pos = static_cast<off_t>(done);
-    return ::sendfile(fd, memfd, &pos, n - done);
+    const std::size_t at = done % period;
+    off_t pos = static_cast<off_t>(at);
+    return ::sendfile(fd, memfd, &pos, std::min(n - done, period - at));
   });
 }
 
@@ -406,11 +416,18 @@ TcpEngine::~TcpEngine() {
   if (tx_memfd_ >= 0) ::close(tx_memfd_);
 }
 
-void TcpEngine::ensure_tx_buffer(std::size_t n) {
-  if (tx_buf_.size() >= n) return;
+// The pattern repeats every `period` bytes (a divisor of the block size), so sendfile can send
+// any block from one period in a memfd: the source pages stay cache-hot like iperf's single
+// buffer, whatever --buffsize is. Receivers compare against tx_buf_ at the block offset, which
+// holds the same repeating bytes, so --verify is unchanged.
+void TcpEngine::ensure_tx_buffer(std::size_t n, std::size_t period) {
   tx_buf_.resize(n);
+  tx_period_ = period;
   // A non-constant pattern so nothing along the path can shortcut zero pages.
-  for (std::size_t i = 0; i < n; ++i) tx_buf_[i] = static_cast<std::uint8_t>((i * 131) ^ (i >> 9));
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t k = i % period;
+    tx_buf_[i] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
+  }
 }
 
 std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan) {
@@ -883,14 +900,15 @@ void TcpEngine::seal(RunContext& ctx) {
 void TcpEngine::start(RunContext& ctx) {
   seal(ctx);
   const TestSpec& spec = ctx.spec();
-  ensure_tx_buffer(spec.buffsize());
+  const std::size_t block = spec.buffsize();
+  ensure_tx_buffer(block, block > kPatternPeriod && block % kPatternPeriod == 0 ? kPatternPeriod : block);
   if (spec.sendfile() && tx_memfd_ < 0) {
-    // The same pattern as tx_buf_, so receivers verify sendfile data exactly as written data.
+    // One period of tx_buf_'s pattern, so receivers verify sendfile data exactly as written data.
     const int mfd = ::memfd_create("fabperf-tx", MFD_CLOEXEC);
     if (mfd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
     std::size_t done = 0;
-    while (done < spec.buffsize()) {
-      const ssize_t w = ::write(mfd, tx_buf_.data() + done, spec.buffsize() - done);
+    while (done < tx_period_) {
+      const ssize_t w = ::write(mfd, tx_buf_.data() + done, tx_period_ - done);
       if (w <= 0) {
         const int e = errno;
         ::close(mfd);
@@ -979,19 +997,22 @@ void TcpEngine::stream_send(TcpFlow& f) {
   const int flags = MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0);
   bool all_zero = true;
   unsigned sends = 0;
-  std::size_t off = 0;  // resume where a partial send stopped: the stream is the buffer repeated
+  // The stream is the pattern repeated: sendfile goes round one period of it, write round the
+  // block; either resumes where a partial send stopped.
+  const std::size_t wrap = memfd >= 0 ? tx_period_ : n;
+  std::size_t off = 0;
   ctx.wait_for_start();
   while (!ctx.stopping()) {
     ssize_t k = 0;
     if (memfd >= 0) {
       off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
-      k = ::sendfile(fd, memfd, &pos, n - off);
+      k = ::sendfile(fd, memfd, &pos, wrap - off);
     } else {
       k = ::send(fd, buf + off, n - off, flags);
     }
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
-      off = (off + static_cast<std::size_t>(k)) % n;
+      off = (off + static_cast<std::size_t>(k)) % wrap;
       if (zc && (++sends & 7) == 0) all_zero = reap_zerocopy(fd) && all_zero;
     } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       continue;  // a tick: look at the stop flag again
@@ -1139,7 +1160,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
     } else {
       put64(reply + 8, len);
       if (!send_all(fd, reply, sizeof reply, ctx, none, err, MSG_MORE) ||
-          !send_block(fd, memfd, tx, static_cast<std::size_t>(len), ctx, tx_count, err)) {
+          !send_block(fd, memfd, tx_period_, tx, static_cast<std::size_t>(len), ctx, tx_count, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
         return;
       }
@@ -1193,7 +1214,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
       auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
       if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
           (op == kOpWrite &&
-           !send_block(c.flow->fd(), memfd, tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
+           !send_block(c.flow->fd(), memfd, tx_period_, tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
         c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
       }
     }

@@ -49,7 +49,7 @@ class TcpEngine final : public Engine {
   std::optional<std::uint16_t> spread_port(const std::string& src_ip, const std::string& dst_ip, std::uint16_t dst_port,
                                            int attempt);
   void spread_port_taken(const std::string& src_ip, std::uint16_t port);
-  void ensure_tx_buffer(std::size_t n);
+  void ensure_tx_buffer(std::size_t n, std::size_t period);
   void stream_send(TcpFlow& f);
   void stream_receive(TcpFlow& f);
   void rpc_server(TcpFlow& f);
@@ -65,7 +65,8 @@ class TcpEngine final : public Engine {
   std::atomic<bool> socksize_warned_{false};
   std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;  // read-only once the test starts; shared by all senders
-  int tx_memfd_{-1};                  // --send-method sendfile: tx_buf_'s pattern in a memfd
+  std::size_t tx_period_{0};          // tx_buf_ repeats every tx_period_ bytes (ensure_tx_buffer)
+  int tx_memfd_{-1};                  // --send-method sendfile: one period of tx_buf_ in a memfd
 
   struct Spread {
     std::string bond;  // empty: not a bond, or one whose policy ignores ports (warned once)

@@ -510,7 +510,7 @@ TEST(Security, WrongTypesAndOutOfRangeValuesAreNamedAndRefused) {
     p.mode = Mode::stream;
     p.buffsize = 16u << 20;
     m.spec = TestSpec::make(p);
-    m.expect_connections = 1000;
+    m.expect_connections = 8000;  // 16 MiB + 8000 x 256 KiB receive buffers > 1 GiB
     rc.send(proto::MsgType::setup_server, proto::to_json(m));
     auto f = rc.next();
     ASSERT_TRUE(f.has_value());

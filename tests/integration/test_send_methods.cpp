@@ -49,6 +49,29 @@ TEST(SendMethod, RpcBlocksGoWithSendfileBothWays) {
   }
 }
 
+TEST(SendMethod, BlocksLargerThanThePatternPeriodVerify) {
+  // 3M: sendfile goes round a 1 MiB memfd three times per block; 1536K is no multiple of 1 MiB,
+  // so its pattern does not repeat within a block. Receivers compare at the block offset either
+  // way: a sender whose bytes differed from tx_buf_ at that offset would show verify errors.
+  struct Case {
+    const char* buffsize;
+    const char* mode;
+    const char* test;
+  };
+  for (const Case& c : {Case{"3M", "stream", "write"}, Case{"3M", "rpc", "write"}, Case{"3M", "rpc", "read"},
+                        Case{"1536K", "stream", "write"}, Case{"1536K", "rpc", "rw"}}) {
+    const std::string what = std::string(c.buffsize) + " " + c.mode + " " + c.test;
+    const auto r = run_fabperf({"run", "--local", "2", "--mode", c.mode, "--test", c.test, "--verify", "--time", "1",
+                                "--buffsize", c.buffsize, "--json", "-"}, 60s);
+    ASSERT_EQ(r.exit_code, 0) << what << r.err << r.out;
+    const json doc = json::parse(r.out);
+    EXPECT_TRUE(doc.at("settings").at("sendfile").get<bool>()) << what;
+    EXPECT_TRUE(doc.at("complete").get<bool>()) << what << doc.at("findings").dump();
+    EXPECT_EQ(doc.at("verify").at("errors").get<std::uint64_t>(), 0u) << what;
+    EXPECT_GT(doc.at("aggregate").at("bytes").get<std::uint64_t>(), 6'000'000u) << what;
+  }
+}
+
 TEST(SendMethod, BadCombinationsAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;
