@@ -25,6 +25,7 @@
 #include "net/listen.hpp"
 
 #include <fabperf/auth.hpp>
+#include <fabperf/rdma_cm_wire.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/units.hpp>
@@ -53,46 +54,11 @@ namespace {
 
 constexpr int kTickMs = 200;
 constexpr int kCmTimeoutMs = 5000;  // each rdma_cm step (address, route, connect)
-// --rdma-cm private data. The connect request carries at most 56 bytes over RDMA_PS_TCP:
-//   magic "FC" | version | dir<<1|rpc | client node | conn index | rkey | addr | HMAC (32 bytes)
-// with the HMAC of the client's token over the first 24 bytes. The answer (REP, up to 196):
-//   magic "FA" | version | status | rkey | addr | HMAC (32) of the client's token over the
-// request's HMAC and the answer's first 16 bytes; a refusal (REJ) carries a reason text.
-// The per-test token makes a request useless in another test; within a test a (node, conn) is
-// accepted once.
-constexpr std::uint16_t kCmReqMagic = 0x4643;  // "FC"
-constexpr std::uint16_t kCmRepMagic = 0x4641;  // "FA"
-constexpr std::uint8_t kCmVersion = 1;
-constexpr std::size_t kCmReqSigned = 24;
-constexpr std::size_t kCmReqSize = kCmReqSigned + auth::kProofBytes;  // 56
-constexpr std::size_t kCmRepSigned = 16;
-constexpr std::size_t kCmRepSize = kCmRepSigned + auth::kProofBytes;  // 48
-constexpr std::size_t kCmRejectSize = 140;
-constexpr std::string_view kCmReqLabel{"fabperf-rdma-cm-req\0", 20};
-constexpr std::string_view kCmRepLabel{"fabperf-rdma-cm-rep\0", 20};
+// --rdma-cm private data: include/fabperf/rdma_cm_wire.hpp. The per-test token makes a request
+// useless in another test; within a test a (node, conn) is accepted once.
 
-enum class Dir : std::uint8_t { push = 1, pull_back = 2, nread = 3 };  // write, read, nwrite
-
-std::span<const std::uint8_t> bytes_of(std::string_view s) { return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}; }
-void put32(std::uint8_t* p, std::uint32_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 24);
-  p[1] = static_cast<std::uint8_t>(v >> 16);
-  p[2] = static_cast<std::uint8_t>(v >> 8);
-  p[3] = static_cast<std::uint8_t>(v);
-}
-std::uint32_t get32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-void put16(std::uint8_t* p, std::uint16_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v);
-}
-std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
-void put64(std::uint8_t* p, std::uint64_t v) {
-  put32(p, static_cast<std::uint32_t>(v >> 32));
-  put32(p + 4, static_cast<std::uint32_t>(v));
-}
-std::uint64_t get64(const std::uint8_t* p) { return (std::uint64_t{get32(p)} << 32) | get32(p + 4); }
+// write, read, nwrite; the values are the rdma_cm wire's direction codes.
+enum class Dir : std::uint8_t { push = rdma_cm::kDirPush, pull_back = rdma_cm::kDirPullBack, nread = rdma_cm::kDirNread };
 
 // What one side of a QP tells the other.
 struct Endpoint {
@@ -421,6 +387,8 @@ struct Qp {
   std::string peer;  // "node N (ADDR) qpn Q"
   VerbsFlow* flow{nullptr};
   LatencyHistogram* hist{nullptr};
+  // The end of a stream that does not post: the server for write, the client for read and nwrite.
+  [[nodiscard]] bool stream_passive() const { return !rpc && (dir == Dir::push) != client; }
   ~Qp() {
     if (cm_id) {
       if (cm_id->qp) rdma_destroy_qp(cm_id);
@@ -450,11 +418,17 @@ Dir dir_for(const TestSpec& spec, std::uint32_t c) {
 // Creates the QP with its CQ and posts the receives; throws naming the verb. Without a cm id the
 // QP is created with ibv_create_qp and moved to INIT here; with one, rdma_create_qp does both and
 // the QP then belongs to the id (rdma_accept/rdma_connect bring it to RTS).
-std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, rdma_cm_id* id = nullptr) {
+// The QP's role (direction, rpc, which end) is set here because it decides how the thread that
+// serves the QP waits: the passive end of a stream (it only counts the immediates) always sleeps
+// on completion events; everything else busy-polls unless --rdma-events.
+std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc, bool client, rdma_cm_id* id = nullptr) {
   auto q = std::make_unique<Qp>();
   q->dev = &d;
+  q->dir = dir;
+  q->rpc = rpc;
+  q->client = client;
   const int depth = static_cast<int>(spec.qdepth());
-  if (spec.rdma_events()) {
+  if (spec.rdma_events() || q->stream_passive()) {
     q->ch = ibv_create_comp_channel(d.ctx);
     if (!q->ch) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_comp_channel", d.label, errno));
   }
@@ -680,10 +654,7 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
     for (std::uint32_t c = 0; c < per_pair; ++c) {
       const std::string& addr = plan.link_addrs.empty() ? plan.control_address : plan.link_addrs[c % plan.link_addrs.size()];
       Device& d = device_for(numeric_sockaddr(addr, 0, "resolve RDMA server address"));
-      auto q = create_qp(d, spec);
-      q->dir = dir_for(spec, c);
-      q->rpc = spec.mode() == Mode::rpc;
-      q->client = false;
+      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false);
       q->peer_node = client;
       q->conn = c;
       std::lock_guard lk(mu_);
@@ -765,10 +736,7 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
         throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", list, e->len,
                                         2 * d.block));
       }
-      auto q = create_qp(d, spec);
-      q->dir = dir_for(spec, c);
-      q->rpc = spec.mode() == Mode::rpc;
-      q->client = true;
+      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true);
       q->peer_node = t.node_index;
       q->conn = c;
       q->remote = from_wire(*e);
@@ -864,7 +832,7 @@ void VerbsEngine::cm_accept_loop() {
     if (rdma_get_cm_event(cm_listen_ch_, &ev) != 0) continue;
     const rdma_cm_event_type type = ev->event;
     rdma_cm_id* id = ev->id;
-    std::uint8_t req[kCmReqSize] = {};
+    std::uint8_t req[rdma_cm::kRequestSize] = {};
     std::size_t len = 0;
     if (type == RDMA_CM_EVENT_CONNECT_REQUEST && ev->param.conn.private_data) {
       len = std::min<std::size_t>(ev->param.conn.private_data_len, sizeof req);
@@ -893,32 +861,29 @@ static rdma_conn_param cm_conn_param(const Device& d, const std::uint8_t* data, 
 
 void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std::size_t len) {
   auto refuse = [&](const std::string& why) {
-    char text[kCmRejectSize] = {};
+    char text[rdma_cm::kRejectSize] = {};
     std::memcpy(text, why.data(), std::min(why.size(), sizeof text - 1));
     rdma_reject(id, text, static_cast<std::uint8_t>(std::strlen(text) + 1));
   };
-  if (len < kCmReqSize || get16(req) != kCmReqMagic || req[2] != kCmVersion) {
-    refuse("not a fabperf RDMA connection request of this version");
+  char peer_addr[INET6_ADDRSTRLEN] = {};
+  if (sockaddr* pa = rdma_get_peer_addr(id); pa && pa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(pa)->sin_addr, peer_addr, sizeof peer_addr);
+  } else if (pa && pa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(pa)->sin6_addr, peer_addr, sizeof peer_addr);
+  }
+  const rdma_cm::CheckedRequest checked = rdma_cm::check_request({req, len}, server_plan_.token);
+  if (!checked.request) {
+    // Reported in the server's result: someone who is not a client of this test tried.
+    ctx_->warn(fmt::format("RDMA connection request from {} refused: {}", peer_addr, checked.refusal));
+    refuse(checked.refusal);
     rdma_destroy_id(id);
     return;
   }
-  const std::uint32_t node = get32(req + 4);
-  const std::uint32_t conn = get32(req + 8);
+  const rdma_cm::Request& r = *checked.request;
+  const std::uint32_t node = r.node;
+  const std::uint32_t conn = r.conn;
   const proto::Token tok = derive_client_token(server_plan_.token, node);
-  auth::Proof mac{};
-  std::memcpy(mac.data(), req + kCmReqSigned, mac.size());
-  if (!auth::proofs_equal(auth::hmac_sha256(tok, {bytes_of(kCmReqLabel), std::span<const std::uint8_t>(req, kCmReqSigned)}), mac)) {
-    ctx_->warn(fmt::format("RDMA connection request claiming node {} refused: bad proof (not a client of this test)", node));
-    refuse("bad proof");
-    rdma_destroy_id(id);
-    return;
-  }
-  const auto dir = static_cast<Dir>(req[3] >> 1);
-  if (dir != Dir::push && dir != Dir::pull_back && dir != Dir::nread) {
-    refuse("unknown direction");
-    rdma_destroy_id(id);
-    return;
-  }
+  const auto dir = static_cast<Dir>(r.dir);
   {
     std::lock_guard lk(mu_);
     for (const auto& q : qps_) {
@@ -930,33 +895,17 @@ void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std:
     }
   }
   std::unique_ptr<Qp> q;
-  char peer_addr[INET6_ADDRSTRLEN] = {};
-  if (sockaddr* pa = rdma_get_peer_addr(id); pa && pa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(pa)->sin_addr, peer_addr, sizeof peer_addr);
-  } else if (pa && pa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(pa)->sin6_addr, peer_addr, sizeof peer_addr);
-  }
   try {
     Device& d = cm_device_for(id);
-    q = create_qp(d, ctx_->spec(), id);
+    q = create_qp(d, ctx_->spec(), dir, r.rpc, false, id);
     q->cm_id = id;  // from here on the QP owns the id
-    q->dir = dir;
-    q->rpc = (req[3] & 1) != 0;
-    q->client = false;
     q->peer_node = node;
     q->conn = conn;
-    q->remote.rkey = get32(req + 12);
-    q->remote.addr = get64(req + 16);
+    q->remote.rkey = r.rkey;
+    q->remote.addr = r.addr;
     q->remote.len = 2 * d.block;
-    std::uint8_t rep[kCmRepSize] = {};
-    put16(rep, kCmRepMagic);
-    rep[2] = kCmVersion;
-    put32(rep + 4, q->local.rkey);
-    put64(rep + 8, q->local.addr);
-    const auto proof = auth::hmac_sha256(tok, {bytes_of(kCmRepLabel), std::span<const std::uint8_t>(mac.data(), mac.size()),
-                                               std::span<const std::uint8_t>(rep, kCmRepSigned)});
-    std::memcpy(rep + kCmRepSigned, proof.data(), proof.size());
-    rdma_conn_param p = cm_conn_param(d, rep, sizeof rep);
+    const rdma_cm::ReplyBytes rep = rdma_cm::encode_reply({q->local.rkey, q->local.addr}, tok, checked.mac);
+    rdma_conn_param p = cm_conn_param(d, rep.data(), rep.size());
     if (rdma_accept(id, &p) != 0) throw Error(ExitCode::infrastructure, verbs_fail("rdma_accept", d.label, errno));
     q->peer = fmt::format("node {} ({}) qpn {}", node, peer_addr, q->qp->qp_num);
     add_flow(*q, FlowRole::server, peer_addr);
@@ -997,43 +946,24 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   if (rdma_resolve_route(id, kCmTimeoutMs) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_resolve_route", where, errno));
   (void)cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ROUTE_RESOLVED, "route to " + where);
   Device& d = cm_device_for(id);
-  auto q = create_qp(d, spec, id);
+  auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, id);
   q->cm_id = id;
   guard.id = nullptr;  // the QP owns the id now
-  q->dir = dir_for(spec, c);
-  q->rpc = spec.mode() == Mode::rpc;
-  q->client = true;
   q->peer_node = t.node_index;
   q->conn = c;
-  std::uint8_t req[kCmReqSize] = {};
-  put16(req, kCmReqMagic);
-  req[2] = kCmVersion;
-  req[3] = static_cast<std::uint8_t>((static_cast<std::uint8_t>(q->dir) << 1) | (q->rpc ? 1 : 0));
-  put32(req + 4, ctx_->node_index());
-  put32(req + 8, c);
-  put32(req + 12, q->local.rkey);
-  put64(req + 16, q->local.addr);
-  const auto mac = auth::hmac_sha256(plan.token, {bytes_of(kCmReqLabel), std::span<const std::uint8_t>(req, kCmReqSigned)});
-  std::memcpy(req + kCmReqSigned, mac.data(), mac.size());
+  const rdma_cm::RequestBytes req = rdma_cm::encode_request(
+      {static_cast<std::uint8_t>(q->dir), q->rpc, ctx_->node_index(), c, q->local.rkey, q->local.addr}, plan.token);
   // 4.096 us * 2^14 = 67 ms per try, as without rdma_cm: a dead peer is noticed within ~0.5 s.
   std::uint8_t ack_timeout = 14;
   (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout);
-  rdma_conn_param p = cm_conn_param(d, req, sizeof req);
+  rdma_conn_param p = cm_conn_param(d, req.data(), req.size());
   if (rdma_connect(id, &p) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_connect", where, errno));
   const CmResult r = cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ESTABLISHED, "connect to " + where);
-  const std::uint8_t* rep = r.data.data();
-  if (r.data.size() < kCmRepSize || get16(rep) != kCmRepMagic || rep[2] != kCmVersion) {
-    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm connect to {}: the answer is not from a fabperf agent of this version", where));
-  }
-  auth::Proof got{};
-  std::memcpy(got.data(), rep + kCmRepSigned, got.size());
-  const auto want = auth::hmac_sha256(plan.token, {bytes_of(kCmRepLabel), std::span<const std::uint8_t>(mac.data(), mac.size()),
-                                                   std::span<const std::uint8_t>(rep, kCmRepSigned)});
-  if (!auth::proofs_equal(want, got)) {
-    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm connect to {}: the server's answer does not prove the test token", where));
-  }
-  q->remote.rkey = get32(rep + 4);
-  q->remote.addr = get64(rep + 8);
+  std::string why;
+  const auto reply = rdma_cm::check_reply(r.data, plan.token, rdma_cm::request_mac(req), why);
+  if (!reply) throw Error(ExitCode::infrastructure, fmt::format("rdma_cm connect to {}: {}", where, why));
+  q->remote.rkey = reply->rkey;
+  q->remote.addr = reply->addr;
   q->remote.len = 2 * d.block;
   q->remote.qpn = r.qp_num;
   q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, r.qp_num);
@@ -1069,9 +999,7 @@ void VerbsEngine::start(RunContext& ctx) {
     if (q->rpc) {
       threads_.emplace_back([this, q] { q->client ? rpc_client(*q) : rpc_server(*q); });
     } else {
-      // The side that posts: the client for write, the server for read and nwrite.
-      const bool active = (q->dir == Dir::push) == q->client;
-      threads_.emplace_back([this, q, active] { active ? stream_active(*q) : stream_passive(*q); });
+      threads_.emplace_back([this, q] { q->stream_passive() ? stream_passive(*q) : stream_active(*q); });
     }
   }
 }
@@ -1311,11 +1239,13 @@ void VerbsEngine::stream_passive(Qp& q) {
   const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
   // The passive side keeps counting after the stop until the active side's drain is over.
   std::int64_t last = 0;
-  // The target only counts: with 2 x qdepth + 2 receives posted it can nap 50 us when its CQ is
-  // empty instead of spinning, leaving the CPU to the sender and the provider (Soft-RoCE does its
-  // work in the kernel on the same CPUs; a spinning target halved the rate there). Naps growing
-  // to 1 ms cut this thread's CPU from ~30 % to ~9 % in the VM lab, but were not kept: how far
-  // a real port's bursts can outrun them (RNR NAKs) is not measured.
+  // The target only counts, so it sleeps on completion events (create_qp gave it a channel):
+  // with 2 x qdepth + 2 receives posted and an immediate only every --cq-mod writes, the wakeup
+  // latency cannot starve the sender of receives. Spinning here took CPU from the sender and the
+  // provider (Soft-RoCE does its work in the kernel on the same CPUs): in the VM lab the 50 us
+  // naps used before still cost this thread 43 % of a vCPU, and fabperf / ib_write_bw (64K,
+  // q128, Q100, 3 alternating rounds on an idle host) went from 0.89 to 0.97 with events
+  // (docs/rdma.md). The nap stays for a QP created without a channel.
   while (!stop_ && !ctx.aborted()) {
     const int n = poll(q, wc, kPollBatch);
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);

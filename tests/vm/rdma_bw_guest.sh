@@ -4,13 +4,16 @@
 # 100 posts: ib_write_bw's defaults), alternating the tools round by round so host load hits both
 # alike. Guest CPU (/proc/stat) and fabperf's busiest thread are recorded for every run. Not part
 # of ctest (minutes of emulation): docs/rdma.md says how it is used.
-#   scripts/vm-lab --results DIR --env FABPERF=build/fabperf [--env FABPERF_B=/path/old/fabperf] \
-#     [--env ROUNDS=3] [--env SECS=4] [--env CAPTURE=1] tests/vm/rdma_bw_guest.sh
+#   scripts/vm-lab --results DIR --env FABPERF=build/src/fabperf [--env FABPERF_B=/path/old/fabperf] \
+#     [--env FP_ARGS=--rdma-events] [--env ROUNDS=3] [--env SECS=4] [--env CAPTURE=1] tests/vm/rdma_bw_guest.sh
 # Writes DIR/bw.txt (one line per run, then the ratios); CAPTURE=1 also copies rxe0's sysfs files
 # (the first 8 GID entries) to DIR/sysfs for tests/data/rdma.
 set -uo pipefail
 FABPERF=${FABPERF:?}
+# A path that does not run would only show as "no result" rounds after minutes of emulation.
+"$FABPERF" --version >/dev/null 2>&1 || { echo "rdma_bw_guest: FABPERF=$FABPERF does not run in the guest" >&2; exit 2; }
 FABPERF_B=${FABPERF_B:-}
+FP_ARGS=${FP_ARGS:-}  # extra `fabperf run` options for every fabperf round, e.g. --rdma-events
 ROUNDS=${ROUNDS:-3}
 SECS=${SECS:-4}
 OUT=${VMLAB_RESULTS:?}
@@ -80,7 +83,7 @@ fp_run() {  # LABEL BINARY QDEPTH CQMOD
   for _ in $(seq 200); do grep -q LISTENING "$W/ready.a" 2>/dev/null && grep -q LISTENING "$W/ready.b" 2>/dev/null && break; sleep 0.1; done
   before=$(cpu_snap)
   timeout -k 5 120 "$bin" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream \
-    --time "$SECS" --warmup 1 --buffsize 64K --qdepth "$qd" --cq-mod "$cq" --json "$W/fp.$label.json" --quiet >"$W/fp.out" 2>&1
+    --time "$SECS" --warmup 1 --buffsize 64K --qdepth "$qd" --cq-mod "$cq" $FP_ARGS --json "$W/fp.$label.json" --quiet >"$W/fp.out" 2>&1
   after=$(cpu_snap)
   stop_pids
   rm -f "$W/ready.a" "$W/ready.b"

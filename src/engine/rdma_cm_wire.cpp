@@ -1,0 +1,125 @@
+#include <fabperf/engine.hpp>
+#include <fabperf/rdma_cm_wire.hpp>
+
+#include <cstring>
+#include <string_view>
+
+namespace fabperf::rdma_cm {
+namespace {
+
+constexpr std::uint16_t kRequestMagic = 0x4643;  // "FC"
+constexpr std::uint16_t kReplyMagic = 0x4641;    // "FA"
+constexpr std::uint8_t kVersion = 1;
+constexpr std::size_t kRequestSigned = 24;
+constexpr std::size_t kReplySigned = 16;
+static_assert(kRequestSigned + auth::kProofBytes == kRequestSize);
+static_assert(kReplySigned + auth::kProofBytes == kReplySize);
+// Domain separation: a request's HMAC can never pass as a reply's, or as any other fabperf MAC.
+constexpr std::string_view kRequestLabel{"fabperf-rdma-cm-req\0", 20};
+constexpr std::string_view kReplyLabel{"fabperf-rdma-cm-rep\0", 20};
+
+std::span<const std::uint8_t> bytes_of(std::string_view s) { return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}; }
+void put16(std::uint8_t* p, std::uint16_t v) {
+  p[0] = static_cast<std::uint8_t>(v >> 8);
+  p[1] = static_cast<std::uint8_t>(v);
+}
+void put32(std::uint8_t* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (24 - 8 * i));
+}
+void put64(std::uint8_t* p, std::uint64_t v) {
+  put32(p, static_cast<std::uint32_t>(v >> 32));
+  put32(p + 4, static_cast<std::uint32_t>(v));
+}
+std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
+std::uint32_t get32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+std::uint64_t get64(const std::uint8_t* p) { return (std::uint64_t{get32(p)} << 32) | get32(p + 4); }
+
+auth::Proof sign_request(const proto::Token& client_token, const std::uint8_t* req) {
+  return auth::hmac_sha256(client_token, {bytes_of(kRequestLabel), std::span<const std::uint8_t>(req, kRequestSigned)});
+}
+auth::Proof sign_reply(const proto::Token& client_token, const auth::Proof& request_mac, const std::uint8_t* rep) {
+  return auth::hmac_sha256(client_token, {bytes_of(kReplyLabel), std::span<const std::uint8_t>(request_mac.data(), request_mac.size()),
+                                          std::span<const std::uint8_t>(rep, kReplySigned)});
+}
+
+}  // namespace
+
+RequestBytes encode_request(const Request& r, const proto::Token& client_token) {
+  RequestBytes b{};
+  put16(b.data(), kRequestMagic);
+  b[2] = kVersion;
+  b[3] = static_cast<std::uint8_t>((r.dir << 1) | (r.rpc ? 1 : 0));
+  put32(b.data() + 4, r.node);
+  put32(b.data() + 8, r.conn);
+  put32(b.data() + 12, r.rkey);
+  put64(b.data() + 16, r.addr);
+  const auto mac = sign_request(client_token, b.data());
+  std::memcpy(b.data() + kRequestSigned, mac.data(), mac.size());
+  return b;
+}
+
+auth::Proof request_mac(const RequestBytes& req) {
+  auth::Proof mac{};
+  std::memcpy(mac.data(), req.data() + kRequestSigned, mac.size());
+  return mac;
+}
+
+CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::Token& test_token) {
+  CheckedRequest out;
+  const std::uint8_t* p = bytes.data();
+  if (bytes.size() < kRequestSize || get16(p) != kRequestMagic || p[2] != kVersion) {
+    out.refusal = "not a fabperf RDMA connection request of this version";
+    return out;
+  }
+  Request r;
+  r.node = get32(p + 4);
+  // The proof is checked before any other field is believed: an unauthenticated request learns
+  // nothing about what the server would accept.
+  std::memcpy(out.mac.data(), p + kRequestSigned, out.mac.size());
+  if (!auth::proofs_equal(sign_request(derive_client_token(test_token, r.node), p), out.mac)) {
+    out.refusal = "bad proof";
+    return out;
+  }
+  r.dir = static_cast<std::uint8_t>(p[3] >> 1);
+  r.rpc = (p[3] & 1) != 0;
+  if (r.dir != kDirPush && r.dir != kDirPullBack && r.dir != kDirNread) {
+    out.refusal = "unknown direction";
+    return out;
+  }
+  r.conn = get32(p + 8);
+  r.rkey = get32(p + 12);
+  r.addr = get64(p + 16);
+  out.request = r;
+  return out;
+}
+
+ReplyBytes encode_reply(const Reply& r, const proto::Token& client_token, const auth::Proof& request_mac) {
+  ReplyBytes b{};
+  put16(b.data(), kReplyMagic);
+  b[2] = kVersion;
+  put32(b.data() + 4, r.rkey);
+  put64(b.data() + 8, r.addr);
+  const auto proof = sign_reply(client_token, request_mac, b.data());
+  std::memcpy(b.data() + kReplySigned, proof.data(), proof.size());
+  return b;
+}
+
+std::optional<Reply> check_reply(std::span<const std::uint8_t> bytes, const proto::Token& client_token,
+                                 const auth::Proof& request_mac, std::string& why) {
+  const std::uint8_t* p = bytes.data();
+  if (bytes.size() < kReplySize || get16(p) != kReplyMagic || p[2] != kVersion) {
+    why = "the answer is not from a fabperf agent of this version";
+    return std::nullopt;
+  }
+  auth::Proof got{};
+  std::memcpy(got.data(), p + kReplySigned, got.size());
+  if (!auth::proofs_equal(sign_reply(client_token, request_mac, p), got)) {
+    why = "the server's answer does not prove the test token";
+    return std::nullopt;
+  }
+  return Reply{get32(p + 4), get64(p + 8)};
+}
+
+}  // namespace fabperf::rdma_cm

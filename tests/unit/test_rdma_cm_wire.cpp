@@ -1,0 +1,109 @@
+// The --rdma-cm private data (include/fabperf/rdma_cm_wire.hpp): every refusal, without a device.
+// The same requests against a real rdma_cm listener: tests/vm/cm_forge.cpp in the VM lab.
+#include <fabperf/engine.hpp>
+#include <fabperf/rdma_cm_wire.hpp>
+
+#include <gtest/gtest.h>
+
+using namespace fabperf;
+
+namespace {
+
+proto::Token token_of(std::uint8_t seed) {
+  proto::Token t{};
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::uint8_t>(seed + i);
+  return t;
+}
+
+const proto::Token kTest = token_of(1);
+
+rdma_cm::Request sample(std::uint32_t node = 3) {
+  return {rdma_cm::kDirNread, true, node, 7, 0xabcdef01u, 0x00007f1234560000ull};
+}
+
+}  // namespace
+
+TEST(RdmaCmWire, RequestRoundTripsWithTheClientsDerivedToken) {
+  const auto bytes = rdma_cm::encode_request(sample(), derive_client_token(kTest, 3));
+  EXPECT_EQ(bytes.size(), 56u);  // the most a connect request carries over RDMA_PS_TCP
+  const auto c = rdma_cm::check_request(bytes, kTest);
+  ASSERT_TRUE(c.request.has_value()) << c.refusal;
+  EXPECT_EQ(c.request->dir, rdma_cm::kDirNread);
+  EXPECT_TRUE(c.request->rpc);
+  EXPECT_EQ(c.request->node, 3u);
+  EXPECT_EQ(c.request->conn, 7u);
+  EXPECT_EQ(c.request->rkey, 0xabcdef01u);
+  EXPECT_EQ(c.request->addr, 0x00007f1234560000ull);
+  EXPECT_EQ(c.mac, rdma_cm::request_mac(bytes));
+}
+
+TEST(RdmaCmWire, RequestsThatAreNotFromAClientOfThisTestAreRefused) {
+  const auto good = rdma_cm::encode_request(sample(), derive_client_token(kTest, 3));
+  // Signed with another test's token.
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), derive_client_token(token_of(9), 3)), kTest).refusal,
+            "bad proof");
+  // Signed with the test token itself instead of the client's derived one.
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), kTest), kTest).refusal, "bad proof");
+  // A client claiming another client's node.
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(4), derive_client_token(kTest, 3)), kTest).refusal, "bad proof");
+  // Any signed byte changed after signing (here: the rkey, then the direction).
+  auto t = good;
+  t[12] ^= 1;
+  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, "bad proof");
+  t = good;
+  t[3] ^= 2;
+  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, "bad proof");
+  t = good;
+  t[55] ^= 0x80;
+  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, "bad proof");
+  EXPECT_FALSE(rdma_cm::check_request(t, kTest).request.has_value());
+}
+
+TEST(RdmaCmWire, ForeignOrShortRequestsAreRefusedBeforeAnyProofIsComputed) {
+  const auto good = rdma_cm::encode_request(sample(), derive_client_token(kTest, 3));
+  const std::string foreign = "not a fabperf RDMA connection request of this version";
+  auto t = good;
+  t[0] = 'X';
+  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, foreign);
+  t = good;
+  t[2] = 2;  // a later version
+  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request(std::span<const std::uint8_t>(good.data(), 55), kTest).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request({}, kTest).refusal, foreign);
+}
+
+TEST(RdmaCmWire, AProperlySignedUnknownDirectionIsRefused) {
+  auto r = sample();
+  r.dir = 5;
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal, "unknown direction");
+  r.dir = 0;
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal, "unknown direction");
+}
+
+TEST(RdmaCmWire, ReplyAnswersExactlyOneRequest) {
+  const proto::Token client = derive_client_token(kTest, 3);
+  const auto req = rdma_cm::encode_request(sample(), client);
+  const auto mac = rdma_cm::request_mac(req);
+  const auto rep = rdma_cm::encode_reply({0x1234u, 0x55aa00ull}, client, mac);
+  std::string why;
+  const auto r = rdma_cm::check_reply(rep, client, mac, why);
+  ASSERT_TRUE(r.has_value()) << why;
+  EXPECT_EQ(r->rkey, 0x1234u);
+  EXPECT_EQ(r->addr, 0x55aa00ull);
+
+  // The same reply for another request (another connection index) does not pass.
+  auto other = sample();
+  other.conn = 8;
+  EXPECT_FALSE(rdma_cm::check_reply(rep, client, rdma_cm::request_mac(rdma_cm::encode_request(other, client)), why));
+  EXPECT_EQ(why, "the server's answer does not prove the test token");
+  // Nor from a server without the token, nor with a changed rkey.
+  EXPECT_FALSE(rdma_cm::check_reply(rdma_cm::encode_reply({0x1234u, 0x55aa00ull}, token_of(9), mac), client, mac, why));
+  auto t = rep;
+  t[5] ^= 1;
+  EXPECT_FALSE(rdma_cm::check_reply(t, client, mac, why));
+  EXPECT_EQ(why, "the server's answer does not prove the test token");
+  // A request's bytes are not a reply.
+  EXPECT_FALSE(rdma_cm::check_reply(req, client, mac, why));
+  EXPECT_EQ(why, "the answer is not from a fabperf agent of this version");
+  EXPECT_FALSE(rdma_cm::check_reply(std::span<const std::uint8_t>(rep.data(), 47), client, mac, why));
+}
