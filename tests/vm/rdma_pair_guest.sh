@@ -3,7 +3,8 @@
 # by one wire (eth0: 198.18.100.1 in guest 0, .2 in guest 1). One boot for the whole rdma label:
 #  - guest 1 adds rxe on its wire end, runs an agent and waits until guest 0 is done with it;
 #  - guest 0 adds rxe on its end, runs an agent and the coordinator: write/nwrite across the wire
-#    with the queue pairs exchanged through the coordinator (the default) and with --rdma-cm,
+#    with the queue pairs exchanged through the coordinator (the default) and with --rdma-cm
+#    (after a hostile rdma_cm client, tests/vm/cm_forge.cpp, had its requests refused),
 #    bytes checked on both ends, MB/s and set-up times in RESULTS/summary-wire.txt; then it
 #    removes that rxe device and runs every single-guest check (tests/vm/rdma_guest.sh, Soft-RoCE
 #    on lo) in the same boot.
@@ -45,6 +46,19 @@ fi
 for _ in $(seq 600); do [ -f "$OUT/.wire-peer-ready" ] && break; sleep 0.1; done
 [ -f "$OUT/.wire-peer-ready" ] || { bad "guest 1's agent never became ready"; touch "$OUT/.wire-done"; exit 1; }
 say "rxew GIDs: $(cd /sys/class/infiniband/rxew/ports/1/gids && for g in 0 1; do printf '%s=%s ' $g "$(cat $g)"; done)"
+
+# A hostile rdma_cm client against guest 1's agent (tests/vm/cm_forge.cpp, acting as its
+# coordinator): a foreign, a forged and a replayed connect request are refused with their reasons,
+# the genuine one is accepted. The runs below then show the agent serves normally afterwards.
+if [ -n "${FORGE:-}" ]; then
+  if timeout -k 5 120 "$FORGE" "$KEY" "$VMLAB_PEER_ADDR:6668" >"$W/forge.out" 2>&1; then
+    ok "rdma_cm requests by a hostile client: $(grep '^PASS' "$W/forge.out" | sed 's/^PASS //' | paste -sd ';' -)"
+  else
+    bad "rdma_cm requests by a hostile client: $(tr '\n' ' ' <"$W/forge.out")"
+  fi
+else
+  say "SKIP rdma_cm requests by a hostile client: no FORGE tool given"
+fi
 
 # Server in guest 1, client in guest 0: the traffic crosses the wire.
 CASES=()

@@ -4,14 +4,14 @@
 # wire with the default and the --rdma-cm set-up, then tests/vm/rdma_guest.sh's single-guest
 # checks in guest 0). Skips (77) visibly when this build has no RDMA engine, or the lab cannot
 # run here (not root, no qemu, no kernel).
-FABPERF=$1 TOP=$2
+FABPERF=$1 TOP=$2 FORGE=${3:-}  # FORGE: tests/vm/cm_forge.cpp, a hostile rdma_cm client
 if ! "$FABPERF" version 2>/dev/null | grep -q "rdma-core found"; then echo "SKIP: fabperf was built without RDMA support"; exit 77; fi
 RES=$(mktemp -d /tmp/fabperf-rdma-lab.XXXXXX)
 trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$RES"' EXIT
 "$FABPERF" keygen "$RES/key" >/dev/null || exit 3
 t0=$(date +%s)
 "$TOP/scripts/vm-lab" --quiet --guests 2 --timeout 570 --modules rdma --results "$RES" --env "FABPERF=$FABPERF" \
-  --env "KEY=$RES/key" --env "VMTESTS=$TOP/tests/vm" "$TOP/tests/vm/rdma_pair_guest.sh"
+  --env "KEY=$RES/key" --env "VMTESTS=$TOP/tests/vm" --env "FORGE=$FORGE" "$TOP/tests/vm/rdma_pair_guest.sh"
 rc=$?
 t1=$(date +%s)
 [ -f "$RES/summary-wire.txt" ] && cat "$RES/summary-wire.txt"
