@@ -23,7 +23,10 @@ const std::set<std::string>& spec_keys() {
   static const std::set<std::string> k{"test",   "mode",      "transport",    "time",     "buffsize",      "socksize",
                                        "threads", "parallel", "warmup",       "cooldown", "interval",      "skip-rx-copy",
                                        "zerocopy", "congestion", "rate",      "busy-poll", "notsent-lowat", "cpus",
-                                       "no-affinity", "verify", "send-method"};
+                                       "no-affinity", "verify", "send-method", "spread-ports",
+                                       // RDMA (docs/rdma.md)
+                                       "rdma-device", "gid-index", "rdma-verb", "qdepth", "inline", "cq-mod",
+                                       "rdma-events", "rdma-cm"};
   return k;
 }
 const std::set<std::string>& pattern_keys() {
@@ -400,6 +403,15 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     }
     p.no_affinity = flag("no-affinity");
     p.verify = flag("verify");
+    p.spread_ports = flag("spread-ports");
+    if (const auto* n = knob("rdma-device")) p.rdma_device = c.str(*n, "rdma-device");
+    if (const auto g = integer("gid-index", 0, 65535)) p.gid_index = static_cast<std::int32_t>(*g);
+    if (const auto* n = knob("rdma-verb")) p.rdma_verb = c.wrap(n, "rdma-verb", [&] { return parse_rdma_verb(c.str(*n, "rdma-verb")); });
+    p.qdepth = integer("qdepth", 1, 4096);
+    p.inline_size = integer("inline", 0, 4096);
+    p.cq_mod = integer("cq-mod", 1, 4096);
+    p.rdma_events = flag("rdma-events");
+    p.rdma_cm = flag("rdma-cm");
     if (const auto* n = knob("congestion")) p.congestion = c.str(*n, "congestion");
     if (const auto* n = knob("cpus")) {
       p.cpus = c.wrap(n, "cpus", [&] {

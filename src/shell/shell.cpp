@@ -42,9 +42,9 @@ constexpr Command kCommands[] = {
     {"threads", "threads N            tester threads per client, 1..4096 (default 4)"},
     {"parallel", "parallel N           connections per client-server pair, 1..8191 (default 1)"},
     {"rdma", "rdma on|off          RDMA verbs transport for the data (--transport rdma)"},
-    {"usecm", "usecm on|off         RDMA connection manager (RDMA only)"},
-    {"sinline", "sinline on|off       RDMA inline sends (RDMA only)"},
-    {"maxrdma", "maxrdma N            RDMA ports per node (RDMA only)"},
+    {"usecm", "usecm on|off         connect RDMA queue pairs with librdmacm (--rdma-cm)"},
+    {"sinline", "sinline on|off       accepted; nothing to inline (see help text)"},
+    {"maxrdma", "maxrdma N            accepted; ports are chosen by test address"},
     {"hist", "hist on|off          print block transmit time histograms"},
     {"verify", "verify on|off        check the contents of every block"},
     {"plot", "plot FILE            write the last test's throughput over time to FILE"},
@@ -203,6 +203,7 @@ class ShellSession {
       clients_.clear();
       p_ = SpecParams{};
       hist_ = false;
+      usecm_ = false;
       say("Reset to defaults, all nodes deleted");
     } else if (cmd == "ttime") {
       const auto t = number(args, cmd, 1, 7 * 24 * 3600);
@@ -242,12 +243,23 @@ class ShellSession {
       } else {
         throw ShellError(fmt::format("rdma {}: not available (fabperf's RDMA engine supports rdma on|off)", args[0]));
       }
-    } else if (cmd == "usecm" || cmd == "sinline") {
+    } else if (cmd == "usecm") {
+      usecm_ = on_off(args, cmd);
+      if (usecm_ && !FABPERF_HAVE_RDMA) throw ShellError("usecm on: RDMA is not available: fabperf was built without RDMA support");
+      say(fmt::format("usecm {}{}", usecm_ ? "on" : "off",
+                      rdma_on() ? "" : " (used once rdma is on; queue pairs then connect with librdmacm)"));
+    } else if (cmd == "sinline") {
+      // nsdperf inlines its small RDMA request/reply SENDs. fabperf's are zero-length immediates
+      // (nothing to inline) and its data blocks are 4K and up: saying so beats pretending.
       const bool on = on_off(args, cmd);
-      say(fmt::format("{} {} (applies to RDMA tests only; RDMA is off)", cmd, on ? "on" : "off"));
+      say(fmt::format("sinline {}: no effect: fabperf's RDMA requests and replies carry no payload, only immediate "
+                      "data; data blocks go inline only with `fabperf run --inline BYTES`",
+                      on ? "on" : "off"));
     } else if (cmd == "maxrdma") {
       const auto n = number(args, cmd, 1, 64);
-      say(fmt::format("Maximum RDMA ports set to {} (applies to RDMA tests only; RDMA is off)", n));
+      say(fmt::format("maxrdma {}: no effect: fabperf uses, for each connection, the RDMA port whose GID matches the "
+                      "address it tests (one port per link; `fabperf run --rdma-device` to choose)",
+                      n));
     } else if (cmd == "hist") {
       hist_ = on_off(args, cmd);
       say(fmt::format("Histograms {}", hist_ ? "on" : "off"));
@@ -352,9 +364,9 @@ class ShellSession {
     const TestSpec s = TestSpec::make(p_);
     say(fmt::format("servers:{}", list(servers_)));
     say(fmt::format("clients:{}", list(clients_)));
-    say(fmt::format("ttime {} buffsize {} socksize {} threads {} parallel {} rdma {} hist {} verify {}",
+    say(fmt::format("ttime {} buffsize {} socksize {} threads {} parallel {} rdma {} usecm {} hist {} verify {}",
                     s.time().count() / 1'000'000'000, s.buffsize(), s.socksize(), s.threads(), s.parallel(),
-                    s.transport() == Transport::rdma ? "on" : "off",
+                    s.transport() == Transport::rdma ? "on" : "off", usecm_ ? "on" : "off",
                     hist_ ? "on" : "off", s.verify() ? "on" : "off"));
   }
 
@@ -363,6 +375,7 @@ class ShellSession {
     SpecParams p = p_;
     p.test = kind;
     p.mode = Mode::rpc;
+    if (rdma_on()) p.rdma_cm = usecm_;
     RunRequest req;
     try {
       req.spec = TestSpec::make(p);
@@ -492,6 +505,8 @@ class ShellSession {
   std::vector<HostPort> clients_;
   SpecParams p_;
   bool hist_{false};
+  bool usecm_{false};  // nsdperf's usecm: applies to tests while rdma is on
+  [[nodiscard]] bool rdma_on() const { return p_.transport == Transport::rdma; }
   bool quit_{false};
   int depth_{0};
   int last_code_{0};

@@ -254,6 +254,53 @@ TEST(PlanFile, ErrorsNameFileLineAndField) {
             "p.toml:17: field 'pairs': 'a-b': expected CLIENT->SERVER");
 }
 
+// Every RDMA option of `fabperf run` is a plan knob with the command line's parser and limits.
+TEST(PlanFile, RdmaKnobs) {
+  const std::string h = std::string("name = \"t\"\n") + kHosts;
+  const auto p = parse_plan(h + R"([[tests]]
+name = "r"
+pattern = "ring"
+mode = "stream"
+transport = "rdma"
+rdma-device = "mlx5_0:1,mlx5_1"
+gid-index = 3
+rdma-verb = "send"
+qdepth = 64
+inline = 128
+cq-mod = 8
+rdma-events = true
+rdma-cm = true
+spread-ports = true
+)", "r.toml");
+  const TestSpec& s = p.tests.at(0).spec;
+  EXPECT_EQ(s.transport(), Transport::rdma);
+  EXPECT_EQ(s.rdma_device(), "mlx5_0:1,mlx5_1");
+  EXPECT_EQ(s.gid_index(), 3);
+  EXPECT_EQ(s.rdma_verb(), RdmaVerb::send);
+  EXPECT_EQ(s.qdepth(), 64u);
+  EXPECT_EQ(s.inline_size(), 128u);
+  EXPECT_EQ(s.cq_mod(), 8u);
+  EXPECT_TRUE(s.rdma_events());
+  EXPECT_TRUE(s.rdma_cm());
+  EXPECT_TRUE(s.spread_ports());
+  EXPECT_EQ(plan_json(p)["tests"][0]["settings"]["rdma_cm"], true);
+  // Unset knobs keep the command line's defaults.
+  const auto d = parse_plan(h + "[[tests]]\nname = \"d\"\npattern = \"ring\"\ntransport = \"rdma\"\n", "d.toml");
+  EXPECT_EQ(d.tests.at(0).spec.qdepth(), 16u);
+  EXPECT_FALSE(d.tests.at(0).spec.rdma_cm());
+
+  const std::string t = h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n";
+  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nqdepth = 0\n"), "p.toml:19: field 'qdepth': value 0: out of range (1..4096)");
+  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nrdma-verb = \"read\"\n").substr(0, 30), "p.toml:19: field 'rdma-verb': ");
+  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nrdma-cm = \"yes\"\n").substr(0, 28), "p.toml:19: field 'rdma-cm': ");
+  // Settings that contradict each other fail at the test, with the setting named.
+  const std::string cm_tcp = error_of(t + "rdma-cm = true\n");
+  EXPECT_EQ(cm_tcp.substr(0, 11), "p.toml:15: ") << cm_tcp;
+  EXPECT_NE(cm_tcp.find("--rdma-cm: only with --transport rdma"), std::string::npos) << cm_tcp;
+  const std::string cq = error_of(t + "transport = \"rdma\"\nqdepth = 4\ncq-mod = 8\n");
+  EXPECT_NE(cq.find("--cq-mod 8: out of range (1..--qdepth 4)"), std::string::npos) << cq;
+}
+
 TEST(Kpi, ProfilesAndNames) {
   const auto k = kpi_profile("ibm-readiness");
   EXPECT_EQ(*k.min_node_mbps, 2000);
