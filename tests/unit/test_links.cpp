@@ -1,5 +1,7 @@
 #include <fabperf/links.hpp>
 
+#include "unit/fake_tree.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -10,24 +12,9 @@ namespace fs = std::filesystem;
 
 namespace {
 // A captured-looking sysfs/procfs tree under a temp root.
-class FakeSys : public ::testing::Test {
+class FakeSys : public test::FakeTree {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() / ("fabperf-sys-" + std::to_string(::getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-  void put(const std::string& rel, const std::string& content) {
-    const auto p = root_ / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << content << "\n";
-  }
-  void link(const std::string& rel, const std::string& target) {
-    const auto p = root_ / rel;
-    fs::create_directories(p.parent_path());
-    fs::create_symlink(target, p);
-  }
+  FakeSys() : FakeTree("fabperf-sys-") {}
   void iface(const std::string& name, int mtu, const std::string& speed) {
     const std::string b = "sys/class/net/" + name + "/";
     put(b + "mtu", std::to_string(mtu));
@@ -40,8 +27,6 @@ class FakeSys : public ::testing::Test {
       put(b + "statistics/" + c, "0");
     }
   }
-  std::string root() const { return root_.string(); }
-  fs::path root_;
 };
 }  // namespace
 

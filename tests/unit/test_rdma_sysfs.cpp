@@ -7,6 +7,8 @@
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/report.hpp>
 
+#include "unit/fake_tree.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -18,19 +20,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class FakeRdma : public ::testing::Test {
+class FakeRdma : public test::FakeTree {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() / ("fabperf-rdma-" + std::to_string(::getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-  void put(const std::string& rel, const std::string& content) {
-    const auto p = root_ / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << content << "\n";
-  }
+  FakeRdma() : FakeTree("fabperf-rdma-") {}
   // An mlx5-style InfiniBand port: PMA counters in counters/, driver counters in hw_counters/.
   void ib_port(std::uint64_t xmit_words, std::uint64_t symbol_errors, std::uint64_t out_of_seq) {
     const std::string d = "sys/class/infiniband/mlx5_0/";
@@ -60,8 +52,6 @@ class FakeRdma : public ::testing::Test {
     put(p + "hw_counters/np_cnp_sent", "7");
     put(p + "hw_counters/lifespan", "10");  // a setting, not a counter
   }
-  std::string root() const { return root_.string(); }
-  fs::path root_;
 };
 
 const std::uint64_t* value_of(const RdmaPortCounters& c, const std::string& key) {

@@ -78,6 +78,45 @@ run_wire cc-write --test write --mode stream
 run_wire cm-write --test write --mode stream --rdma-cm
 run_wire cm-nwrite --test nwrite --mode stream --rdma-cm --parallel 2
 run_wire cc-read-rpc --test read --mode rpc
+
+# The same engine from nsdperf's shell ("rdma on", "usecm on") and from a plan file
+# (transport = "rdma", rdma-cm = true): the flows are rdma_cm QPs ("rdma_cm qpn" in their names).
+t0=$(date +%s.%N)
+timeout -k 5 120 "$FABPERF" shell --key-file "$KEY" \
+  "server $VMLAB_PEER_ADDR; client $VMLAB_ADDR; rdma on; usecm on; ttime 3; buffsize 65536; status; test write" \
+  >"$W/shell.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q "usecm on" "$W/shell.out" && grep -Eq "write [0-9.]+ MB/sec" "$W/shell.out"; then
+  ok "shell rdma on + usecm on in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s: $(grep -Em1 'write [0-9.]+ MB/sec' "$W/shell.out")"
+else
+  bad "shell rdma on + usecm on: exit $rc: $(tail -5 "$W/shell.out" | tr '\n' ' ')"
+fi
+cat >"$W/rdma-plan.toml" <<EOF
+name = "rdma-plan"
+[[hosts]]
+name = "s"
+address = "$VMLAB_PEER_ADDR:6668"
+roles = ["server"]
+[[hosts]]
+name = "c"
+address = "$VMLAB_ADDR:6668"
+roles = ["client"]
+[[tests]]
+name = "cm"
+pattern = "bipartite"
+transport = "rdma"
+rdma-cm = true
+mode = "stream"
+time = 3
+buffsize = "64K"
+EOF
+timeout -k 5 180 "$FABPERF" run "$W/rdma-plan.toml" --key-file "$KEY" --results "$W/rdma-plan.jsonl" >"$W/plan.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '"rdma_cm":true' "$W/rdma-plan.jsonl" && grep -q 'rdma_cm qpn' "$W/rdma-plan.jsonl"; then
+  ok "plan file with transport rdma, rdma-cm = true: exit 0; $(grep -Em1 'MB/s' "$W/plan.out")"
+else
+  bad "plan file with rdma-cm: exit $rc: $(tail -5 "$W/plan.out" | tr '\n' ' ')"
+fi
 touch "$OUT/.wire-done"
 stop_agent
 
