@@ -25,9 +25,9 @@
 #include "net/listen.hpp"
 
 #include <fabperf/auth.hpp>
-#include <fabperf/rdma_cm_wire.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/rdma_cm_wire.hpp>
 #include <fabperf/units.hpp>
 
 #include <infiniband/verbs.h>
