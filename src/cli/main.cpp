@@ -281,7 +281,7 @@ int cmd_run(int argc, char** argv) {
     ("qdepth", "work requests in flight per QP (stream mode)", cxxopts::value<std::string>()->default_value("16"))
     ("inline", "max_inline_data asked for each QP; blocks up to it are sent inline", cxxopts::value<std::string>())
     ("cq-mod", "stream senders ask for a completion every N posts (CQ moderation)", cxxopts::value<std::string>())
-    ("rdma-events", "wait for completion events instead of busy polling")
+    ("rdma-events", "posting side and rpc wait for completion events instead of busy polling (a stream's counting end always does)")
     ("rdma-cm", "connect queue pairs with librdmacm (rdma_cm) instead of through the coordinator");
   // Patterns, plan files, results and KPIs (docs/plans.md): handled by cli/cmd_plan.cpp.
   o.add_options("plan")
