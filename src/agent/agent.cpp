@@ -368,7 +368,8 @@ class Agent {
       return false;
     }
     if (!owner_ && test_) {
-      send_error(*conn, "busy", "agent busy: still cleaning up the previous test, retry in a moment");
+      // Its own code: a coordinator waits for this one (Coordinator::setup_exchange) and not for "busy".
+      send_error(*conn, "cleaning", "agent busy: still cleaning up the previous test, retry in a moment");
       return false;
     }
     if (spec.time() > opts_.max_duration) {

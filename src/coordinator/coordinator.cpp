@@ -26,6 +26,16 @@ using nlohmann::json;
 constexpr auto kFrameDeadline = 5s;
 // Agents send a heartbeat every second: this much silence means the agent is gone or stopped.
 constexpr auto kIdleDeadline = 5s;
+// How long a set-up waits for an agent that is still releasing its previous test (its threads
+// joining): a plan's next step, or `--resume` right after an interrupted run, can meet that on a
+// busy host. Another coordinator's running test ("busy") is not waited for.
+constexpr auto kCleaningWait = 15s;
+
+// An agent's "cleaning" answer to a set-up (see kCleaningWait).
+class AgentCleaning : public Error {
+ public:
+  using Error::Error;
+};
 constexpr int kClockPings = 8;
 
 // Completes when count_down() was called n times.
@@ -247,9 +257,31 @@ class Coordinator {
       if (f.type == want) co_return std::move(f.body);
       if (f.type == MsgType::error) {
         const auto e = proto::parse_error(f.body);
+        if (e.code == "cleaning") throw AgentCleaning(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
         throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
       }
       throw ProtocolError(fmt::format("agent {}: expected {}, got {}", n.rec.name, proto::to_string(want), proto::to_string(f.type)));
+    }
+  }
+
+  // Sends a set-up message and returns the agent's answer; resends it every 200 ms while the
+  // agent is still cleaning up its previous test, for at most kCleaningWait.
+  asio::awaitable<json> setup_exchange(Node& n, MsgType type, const json& body, MsgType want, std::chrono::milliseconds idle) {
+    const auto until = std::chrono::steady_clock::now() + kCleaningWait;
+    for (;;) {
+      n.conn->send(type, body);
+      bool cleaning = false;
+      try {
+        co_return co_await expect(n, want, idle);
+      } catch (const AgentCleaning&) {
+        if (std::chrono::steady_clock::now() >= until) throw;
+        cleaning = true;
+      }
+      if (cleaning) {
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        t.expires_after(200ms);
+        co_await t.async_wait(asio::use_awaitable);
+      }
     }
   }
 
@@ -510,8 +542,8 @@ class Coordinator {
         m.rdma_clients = rdma_clients[at];
         m.link_addrs = n.hp.links;
       }
-      n.conn->send(MsgType::setup_server, proto::to_json(m));
-      auto ok = proto::parse_setup_server_ok(co_await expect(n, MsgType::setup_server_ok, 30s));
+      auto ok = proto::parse_setup_server_ok(
+          co_await setup_exchange(n, MsgType::setup_server, proto::to_json(m), MsgType::setup_server_ok, 30s));
       if (!rdma_cc && ok.data_port == 0) throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.data_port: 0", n.rec.name));
       if (rdma_cc) {
         const std::size_t want = rdma_clients[at].size() * spec.connections_per_pair();
@@ -549,9 +581,9 @@ class Coordinator {
       m.targets = targets;
       m.source_addrs = n.hp.links;
       m.bind_devs = req_.bind_devs;
-      n.conn->send(MsgType::setup_client, proto::to_json(m));
       // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
-      auto ok = proto::parse_setup_client_ok(co_await expect(n, MsgType::setup_client_ok, 120s));
+      auto ok = proto::parse_setup_client_ok(
+          co_await setup_exchange(n, MsgType::setup_client, proto::to_json(m), MsgType::setup_client_ok, 120s));
       if (rdma_cc) {
         for (const auto& e : ok.rdma) {
           if (e.node != n.rec.index || e.peer >= nodes_.size() || !nodes_[e.peer].rec.is_server) {
