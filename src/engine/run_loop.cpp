@@ -282,8 +282,14 @@ void sample_links(std::vector<LinkResult>& links, std::int64_t open_t) {
   }
 }
 
-void sample_rdma_ports(std::vector<RdmaPortResult>& ports, std::int64_t t_ns) {
-  for (auto& p : ports) p.samples.push_back({t_ns, read_rdma_port_counters(p.device, p.info.port)});
+// Stamped when read, as sample_links does (a busy host reads them late by different amounts).
+void sample_rdma_ports(std::vector<RdmaPortResult>& ports, std::int64_t open_t) {
+  for (auto& p : ports) {
+    const std::int64_t before = mono_now_ns();
+    auto c = read_rdma_port_counters(p.device, p.info.port);
+    const std::int64_t after = mono_now_ns();
+    p.samples.push_back({before + (after - before) / 2 - open_t, std::move(c)});
+  }
 }
 
 // The RDMA device ports of the flows ("rxe0:1"), each once, with their inventory.
@@ -402,7 +408,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
       open = take_snapshot(flows, true);
       r.window_open_unix_ns = wall_now_ns() - (mono_now_ns() - open.t);
       sample_links(r.links, open.t);
-      sample_rdma_ports(r.rdma_ports, 0);
+      sample_rdma_ports(r.rdma_ports, open.t);
       threads = ctx.threads();
       for (const auto& t : threads) thread_cpu_open.push_back(thread_cpu_s(t.tid));
       have_open = true;
@@ -419,7 +425,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
         close = take_snapshot(flows, true);
         have_close = true;
         sample_links(r.links, open.t);
-        sample_rdma_ports(r.rdma_ports, close.t - open.t);
+        sample_rdma_ports(r.rdma_ports, open.t);
         for (auto& b : r.bonds) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
         for (std::size_t i = 0; i < threads.size(); ++i) {
           const double c = thread_cpu_s(threads[i].tid);
@@ -457,7 +463,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
       open = close;
     } else {
       sample_links(r.links, open.t);
-      sample_rdma_ports(r.rdma_ports, close.t - open.t);
+      sample_rdma_ports(r.rdma_ports, open.t);
     }
   }
   for (auto& b : r.bonds) {
