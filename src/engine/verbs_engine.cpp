@@ -1239,13 +1239,13 @@ void VerbsEngine::stream_passive(Qp& q) {
   const std::int64_t until = ctx.hard_deadline() - 1'000'000'000;
   // The passive side keeps counting after the stop until the active side's drain is over.
   std::int64_t last = 0;
-  // The target only counts, so it sleeps on completion events (create_qp gave it a channel):
-  // with 2 x qdepth + 2 receives posted and an immediate only every --cq-mod writes, the wakeup
-  // latency cannot starve the sender of receives. Spinning here took CPU from the sender and the
-  // provider (Soft-RoCE does its work in the kernel on the same CPUs): in the VM lab the 50 us
-  // naps used before still cost this thread 43 % of a vCPU, and fabperf / ib_write_bw (64K,
-  // q128, Q100, 3 alternating rounds on an idle host) went from 0.89 to 0.97 with events
-  // (docs/rdma.md). The nap stays for a QP created without a channel.
+  // The target only counts, so poll() sleeps on its completion channel when the CQ is empty
+  // (create_qp gives every passive QP one): with 2 x qdepth + 2 receives posted and an immediate
+  // only every --cq-mod writes, the wakeup latency cannot starve the sender of receives.
+  // Spinning here took CPU from the sender and the provider (Soft-RoCE does its work in the
+  // kernel on the same CPUs): the 50 us naps used before still cost this thread 43 % of a vCPU,
+  // and fabperf / ib_write_bw (64K, q128/Q100, 3 alternating rounds, idle host) went from 0.89 to
+  // 1.05 with the channel (docs/rdma.md).
   while (!stop_ && !ctx.aborted()) {
     const int n = poll(q, wc, kPollBatch);
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);
@@ -1253,10 +1253,6 @@ void VerbsEngine::stream_passive(Qp& q) {
       // The clock is read only when there is nothing to do (a system call in some guests).
       if (mono_now_ns() >= until) break;
       if (ctx.stopping() && !keep_draining(last, 0)) break;
-      if (!q.ch) {
-        timespec nap{0, 50'000};
-        nanosleep(&nap, nullptr);
-      }
       continue;
     }
     if (ctx.stopping()) keep_draining(last, n);
