@@ -42,6 +42,8 @@ struct BondInfo {
   std::string lacp_rate;      // 802.3ad: slow, fast
   std::string ad_select;      // 802.3ad: stable, bandwidth, count
   std::string active_slave;   // active-backup, tlb, alb
+  int tlb_dynamic_lb{-1};     // balance-tlb/alb: 1 = transmit by load, re-placed every 10 s; 0 = by
+                              // xmit hash; -1 unknown or another mode
   int active_aggregator{-1};  // 802.3ad; -1: none
   int aggregator_ports{0};
   std::string partner_mac;    // 802.3ad active aggregator's partner; "" or zero MAC: no partner

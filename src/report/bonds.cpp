@@ -268,9 +268,10 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
     if (t && t->tx_share_pct >= 90.0) {
       if (lb) {
         br.notes.push_back(fmt::format(
-            "{}: transmit side on one member ({} {:.0f}%): {} gives each peer one member, and this test has {} peer "
-            "address(es) on the bond: more peers (addresses) spread it",
-            who, t->name, t->tx_share_pct, br.mode, br.peers));
+            "{}: transmit side on one member ({} {:.0f}%): {} sends to each peer address through one member at a "
+            "time{}, and this test has {} peer address(es) on the bond: more peers (addresses) spread it",
+            who, t->name, t->tx_share_pct, br.mode,
+            open.tlb_dynamic_lb == 0 ? " (picked by the xmit hash, tlb_dynamic_lb=0)" : "", br.peers));
       } else if (bond_hashes(open)) {
         br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%): the hash put every flow there "
                                        "({} flow(s), {} peer(s)){}",
@@ -285,6 +286,15 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
         for (const auto& mr : br.members) s += fmt::format("{}{} {:.0f}%", s.empty() ? "" : ", ", mr.name, mr.tx_share_pct);
         return s;
       }()));
+      // tlb_dynamic_lb=1 (the default): the kernel puts each destination's hash entry on the least
+      // loaded member and clears the table every 10 s, so a lone peer's traffic moves between
+      // members rather than spreading: a split that says nothing about spreading.
+      if (lb && open.tlb_dynamic_lb != 0 && br.peers >= 1 && static_cast<std::size_t>(br.peers) < n) {
+        br.notes.push_back(fmt::format(
+            "{}: {} re-places each peer address's transmit member by load every 10 s{}; with {} peer address(es) the "
+            "traffic moved between members during the test: more peers (addresses) spread it",
+            who, br.mode, open.tlb_dynamic_lb == 1 ? " (tlb_dynamic_lb=1)" : "", br.peers));
+      }
     }
   }
   if (n >= 2 && rx_all > 0) {

@@ -213,6 +213,9 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
   }
   if (auto v = read_line(bs + "miimon"); !v.empty()) b.miimon_ms = to_int(v, b.miimon_ms);
   if (auto v = read_line(bs + "arp_interval"); !v.empty()) b.arp_interval_ms = to_int(v, b.arp_interval_ms);
+  if (b.mode == "balance-alb" || b.mode == "balance-tlb") {
+    if (auto v = read_line(bs + "tlb_dynamic_lb"); !v.empty()) b.tlb_dynamic_lb = to_int(v, -1);
+  }
   if (b.mode == "802.3ad") {
     if (auto v = first_word(read_line(bs + "lacp_rate")); !v.empty()) b.lacp_rate = v;
     if (auto v = first_word(read_line(bs + "ad_select")); !v.empty()) b.ad_select = v;
@@ -444,7 +447,7 @@ nlohmann::json to_json(const BondInfo& b) {
           {"arp_interval_ms", b.arp_interval_ms}, {"arp_targets", b.arp_targets}, {"lacp_rate", b.lacp_rate},
           {"ad_select", b.ad_select}, {"active_slave", b.active_slave}, {"active_aggregator", b.active_aggregator},
           {"aggregator_ports", b.aggregator_ports}, {"partner_mac", b.partner_mac}, {"mtu", b.mtu}, {"mac", b.mac},
-          {"members", std::move(members)}};
+          {"tlb_dynamic_lb", b.tlb_dynamic_lb}, {"members", std::move(members)}};
 }
 
 BondInfo bond_from_json(const nlohmann::json& j) {
@@ -467,6 +470,8 @@ BondInfo bond_from_json(const nlohmann::json& j) {
   b.partner_mac = f.str("partner_mac", 32);
   b.mtu = static_cast<int>(f.i64("mtu", 0, 1 << 20));
   b.mac = f.str("mac", 32);
+  // Absent in results written before it was read.
+  b.tlb_dynamic_lb = f.has("tlb_dynamic_lb") ? static_cast<int>(f.i64("tlb_dynamic_lb", -1, 1)) : -1;
   for (const auto& e : f.array("members", 64)) {
     proto::Fields g(e, "bond.members[]");
     BondMember m;

@@ -261,10 +261,19 @@ def alb(path, pairs, res):
     if not arp_note:
         fail(f"the server's notes do not say which member each address reaches: {sb['notes']}")
     if pairs == 1:
-        if tx[-1] < 90 or rx[-1] < 90:
-            fail(f"one pair should stay on one member each way: client tx {tx}, server rx {rx}")
-        if not any("gives each peer one member" in n for n in cb["notes"]):
-            fail(f"the client's notes do not say why: {cb['notes']}")
+        # What the kernel guarantees (bond_alb.c): the server answered the client's one address's
+        # ARP with one member's MAC, so the server receives on one member. The client's transmit
+        # side is not pinned: with tlb_dynamic_lb=1 (the default) the destination's entry goes to
+        # the least loaded member and the table is cleared every 10 s, so the peer may move once or
+        # twice in a test (16/84 and 39/61 seen). fabperf must say which of the two happened.
+        if rx[-1] < 90:
+            fail(f"one client address should reach one server member: server rx {rx}")
+        if tx[-1] >= 90:
+            if not any("through one member at a time" in n for n in cb["notes"]):
+                fail(f"the client's notes do not say why: {cb['notes']}")
+        elif not any("re-places each peer address's transmit member by load every 10 s" in n for n in cb["notes"]):
+            fail(f"client tx {tx} split over the members, and the notes do not say why: {cb['notes']}")
+        print(f"  client transmit shares {tx} (one member at a time; moved by the 10 s rebalance when split)")
         if not any("answers each peer's ARP" in n for n in sb["notes"]):
             fail(f"the server's notes do not say why: {sb['notes']}")
         if "one address, one member" not in arp_note[0]:

@@ -127,10 +127,33 @@ TEST(BondReport, AlbOnePeerSaysWhy) {
   const BondReport r = bond_report(b, a, "n1", findings);
   EXPECT_EQ(r.peers, 1);
   EXPECT_TRUE(r.prediction.rfind("none: balance-alb does not pick members by hash", 0) == 0) << r.prediction;
-  EXPECT_TRUE(has(r.notes, "balance-alb gives each peer one member, and this test has 1 peer address(es)"))
+  EXPECT_TRUE(has(r.notes, "balance-alb sends to each peer address through one member at a time, and this test has 1 peer "
+                          "address(es)"))
       << ::testing::PrintToString(r.notes);
   EXPECT_TRUE(has(r.notes, "receive side on one member (m0 100%): balance-alb answers each peer's ARP"))
       << ::testing::PrintToString(r.notes);
+}
+
+// balance-alb with tlb_dynamic_lb=1 moves a lone peer's transmit entry by load every 10 s: a split
+// of one peer's traffic over two members is that move, and the note says so.
+TEST(BondReport, AlbOnePeerSplitIsTheRebalance) {
+  AgentResult a;
+  a.window_s = 4;
+  a.flows.push_back(flow(50000, 100'000'000));
+  a.links = {member("m0", {5'000'000, 5'000'000, 25'000'000, 25'000'000}, 2'000'000),
+             member("m1", {20'000'000, 20'000'000, 1000, 1000}, 0)};
+  BondInfo info = bond("balance-alb", "");
+  info.tlb_dynamic_lb = 1;
+  BondResult b{info, info, {}};
+  std::vector<std::string> findings;
+  const BondReport r = bond_report(b, a, "n1", findings);
+  EXPECT_TRUE(has(r.notes, "re-places each peer address's transmit member by load every 10 s (tlb_dynamic_lb=1); "
+                           "with 1 peer address(es) the traffic moved"))
+      << ::testing::PrintToString(r.notes);
+  info.tlb_dynamic_lb = 0;  // hashed placement never moves: no such note
+  BondResult b0{info, info, {}};
+  const BondReport r0 = bond_report(b0, a, "n1", findings);
+  EXPECT_FALSE(has(r0.notes, "re-places")) << ::testing::PrintToString(r0.notes);
 }
 
 TEST(BondReport, MemberFailureIsReported) {
