@@ -104,6 +104,21 @@ struct ThreadCpu {
   double cpu_s{0};
 };
 
+// A host-dependent choice the agent settled by measurement during the warm-up (send method,
+// receive chunk): what each candidate moved, in how long, at what CPU cost to the threads.
+struct TrialArm {
+  std::string name;
+  std::uint64_t bytes{0};
+  double seconds{0};
+  double cpu_s{0};  // the data threads' own CPU time in those slices
+};
+struct TrialResult {
+  std::string what;    // "send method", "receive chunk"
+  std::string chosen;  // one of arms[].name
+  std::string reason;
+  std::vector<TrialArm> arms;  // empty when not tried (reason says why)
+};
+
 struct AgentResult {
   std::uint32_t node_index{0};
   std::string hostname;
@@ -125,6 +140,7 @@ struct AgentResult {
   std::vector<RdmaPortResult> rdma_ports;
   std::vector<ThreadCpu> threads;
   SocketLimits socket_limits;
+  std::vector<TrialResult> trials;
   std::vector<std::string> warnings;
 };
 

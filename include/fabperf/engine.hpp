@@ -212,6 +212,8 @@ class Engine {
   // Unblocks every data thread promptly (shuts sockets down); safe from any thread.
   virtual void abort() noexcept = 0;
   virtual void join() = 0;
+  // Host-dependent choices this engine settled by measurement in the warm-up (after join).
+  [[nodiscard]] virtual std::vector<TrialResult> trials() const { return {}; }
 };
 
 // Throws UsageError for a transport this build does not have.

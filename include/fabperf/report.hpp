@@ -162,6 +162,21 @@ struct RdmaPortReport {
   double tx_bytes_per_payload{-1};  // counter bytes / payload bytes (>= 1: headers); -1 unknown
 };
 
+// A choice the agent settled by measurement during the warm-up (--send-method auto): each
+// candidate's rate and CPU cost there, and a sentence saying what ran and why.
+struct TrialArmReport {
+  std::string name;
+  double mb_per_s{0};
+  double cpu_s_per_gb{0};  // the data threads' CPU seconds per 10^9 bytes moved; 0 unknown
+};
+struct TrialReport {
+  std::string what;
+  std::string chosen;
+  std::string reason;
+  std::vector<TrialArmReport> arms;
+  std::string summary;  // "send method write: write 2150 MB/s (0.41 CPU-s/GB), sendfile 1420 ...: higher throughput"
+};
+
 struct NodeReport {
   std::uint32_t index{0};
   std::string name;
@@ -191,6 +206,7 @@ struct NodeReport {
   std::vector<LinkReport> links;
   std::vector<BondReport> bonds;
   std::vector<RdmaPortReport> rdma_ports;
+  std::vector<TrialReport> trials;
   std::vector<std::string> warnings;
 };
 

@@ -23,6 +23,9 @@ bool is_sticky(TestKind t);
 enum class Mode { rpc, stream };
 enum class Transport { tcp, rdma };
 enum class RdmaVerb { write, send };
+// How TCP senders hand data to the kernel. automatic: each agent tries write and sendfile during
+// the warm-up and keeps the faster on its host (engine/trial.hpp); the result says what ran.
+enum class SendMethod { automatic, write, sendfile, zerocopy };
 
 std::string_view to_string(TestKind t);
 std::string_view to_string(Mode m);
@@ -31,6 +34,8 @@ TestKind parse_test_kind(std::string_view s);  // throws UsageError
 Mode parse_mode(std::string_view s);
 Transport parse_transport(std::string_view s);
 RdmaVerb parse_rdma_verb(std::string_view s);  // write | send
+std::string_view to_string(SendMethod m);        // auto, write, sendfile, zerocopy
+SendMethod parse_send_method(std::string_view s);  // throws UsageError naming the value
 
 // Limits (nsdperf's where it has them: docs/usage.md).
 namespace limits {
@@ -58,7 +63,7 @@ struct SpecParams {
   // Data-plane tuning (docs/performance.md).
   std::optional<bool> skip_rx_copy;           // MSG_TRUNC: the kernel discards received data
   std::optional<bool> zerocopy;               // MSG_ZEROCOPY sends, completions reaped
-  std::optional<bool> sendfile;               // stream senders: sendfile(2) from a memfd of the pattern
+  std::optional<SendMethod> send_method;      // --send-method; --zerocopy is zerocopy
   std::optional<std::string> congestion;      // TCP_CONGESTION, e.g. cubic, bbr
   std::optional<std::uint64_t> rate;          // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
   std::optional<std::uint32_t> busy_poll_us;  // SO_BUSY_POLL; 0 = off
@@ -97,8 +102,8 @@ class TestSpec {
   [[nodiscard]] std::chrono::nanoseconds window() const { return time_ - warmup_ - cooldown_; }
 
   [[nodiscard]] bool skip_rx_copy() const { return skip_rx_copy_; }
-  [[nodiscard]] bool zerocopy() const { return zerocopy_; }
-  [[nodiscard]] bool sendfile() const { return sendfile_; }
+  [[nodiscard]] SendMethod send_method() const { return send_method_; }
+  [[nodiscard]] bool zerocopy() const { return send_method_ == SendMethod::zerocopy; }
   [[nodiscard]] const std::string& congestion() const { return congestion_; }
   [[nodiscard]] std::uint64_t rate() const { return rate_; }
   [[nodiscard]] std::uint32_t busy_poll_us() const { return busy_poll_us_; }
@@ -134,8 +139,7 @@ class TestSpec {
   std::chrono::nanoseconds warmup_{0};
   std::chrono::nanoseconds cooldown_{0};
   bool skip_rx_copy_{false};
-  bool zerocopy_{false};
-  bool sendfile_{false};
+  SendMethod send_method_{SendMethod::automatic};
   std::string congestion_;
   std::uint64_t rate_{0};
   std::uint32_t busy_poll_us_{0};

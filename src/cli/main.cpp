@@ -262,7 +262,7 @@ int cmd_run(int argc, char** argv) {
   o.add_options("tuning")
     ("skip-rx-copy", "receivers discard data in the kernel (MSG_TRUNC) instead of copying it")
     ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped); the same as --send-method zerocopy")
-    ("send-method", "TCP senders: auto (= sendfile unless --zerocopy), write (send from a buffer), zerocopy (MSG_ZEROCOPY, stream mode) or sendfile (from a memfd)",
+    ("send-method", "TCP senders: auto (each agent tries write and sendfile in the warm-up and keeps the faster on its host), write (send from a buffer), zerocopy (MSG_ZEROCOPY, stream mode) or sendfile (from a memfd)",
      cxxopts::value<std::string>()->default_value("auto"))
     ("congestion", "TCP congestion control, e.g. cubic or bbr", cxxopts::value<std::string>())
     ("rate", "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", cxxopts::value<std::string>())
@@ -370,14 +370,12 @@ int cmd_run(int argc, char** argv) {
   if (r.count("cooldown")) p.cooldown = parse_duration(get<std::string>(r, "cooldown"), "--cooldown");
   if (r.count("skip-rx-copy")) p.skip_rx_copy = true;
   if (r.count("zerocopy")) p.zerocopy = true;
-  if (const auto sm = get<std::string>(r, "send-method"); sm == "zerocopy") {
-    p.zerocopy = true;
-  } else if (sm == "sendfile") {
-    p.sendfile = true;
-  } else if (sm == "write") {
-    p.sendfile = false;
-  } else if (sm != "auto") {
-    throw UsageError(fmt::format("--send-method '{}': expected auto, write, zerocopy or sendfile", sm));
+  if (r.count("send-method")) {
+    try {
+      p.send_method = parse_send_method(get<std::string>(r, "send-method"));
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("--send-method {}", e.what()));
+    }
   }
   if (r.count("no-affinity")) p.no_affinity = true;
   if (r.count("verify")) p.verify = true;

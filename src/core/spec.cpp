@@ -49,6 +49,24 @@ RdmaVerb parse_rdma_verb(std::string_view s) {
   throw UsageError(fmt::format("--rdma-verb '{}': unknown verb (write or send)", s));
 }
 
+std::string_view to_string(SendMethod m) {
+  switch (m) {
+    case SendMethod::automatic: return "auto";
+    case SendMethod::write: return "write";
+    case SendMethod::sendfile: return "sendfile";
+    case SendMethod::zerocopy: return "zerocopy";
+  }
+  return "?";
+}
+
+SendMethod parse_send_method(std::string_view s) {
+  if (s == "auto") return SendMethod::automatic;
+  if (s == "write") return SendMethod::write;
+  if (s == "sendfile") return SendMethod::sendfile;
+  if (s == "zerocopy") return SendMethod::zerocopy;
+  throw UsageError(fmt::format("'{}': expected auto, write, zerocopy or sendfile", s));
+}
+
 namespace {
 double secs(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
 }  // namespace
@@ -97,17 +115,20 @@ TestSpec TestSpec::make(const SpecParams& p) {
     throw UsageError(fmt::format("measurement window {} s is shorter than 0.1 s", secs(s.window())));
   }
   s.skip_rx_copy_ = p.skip_rx_copy.value_or(false);
-  s.zerocopy_ = p.zerocopy.value_or(false);
-  // Only the stream sender implements MSG_ZEROCOPY: refused elsewhere rather than ignored.
-  if (s.zerocopy_ && (s.mode_ != Mode::stream || s.transport_ != Transport::tcp)) {
-    throw UsageError("--zerocopy: TCP stream mode only (--mode stream); rpc blocks use sendfile by default");
+  s.send_method_ = p.send_method.value_or(SendMethod::automatic);
+  if (p.zerocopy.value_or(false)) {
+    if (p.send_method && *p.send_method != SendMethod::zerocopy) {
+      throw UsageError(fmt::format("--zerocopy and --send-method {}: alternatives, choose one", to_string(*p.send_method)));
+    }
+    s.send_method_ = SendMethod::zerocopy;
   }
-  // Unset = auto: TCP senders (stream data, rpc blocks) use sendfile(2): no copy from user space,
-  // which otherwise bounds a single flow on the sender's core (docs/performance.md); --zerocopy
-  // keeps send(2).
-  s.sendfile_ = p.sendfile.value_or(s.transport_ == Transport::tcp && !s.zerocopy_);
-  if (s.sendfile_ && s.zerocopy_) throw UsageError("--send-method: sendfile and zerocopy are alternatives, choose one");
-  if (s.sendfile_ && s.transport_ != Transport::tcp) throw UsageError("--send-method sendfile: TCP only (--transport tcp)");
+  if (s.transport_ != Transport::tcp && s.send_method_ != SendMethod::automatic) {
+    throw UsageError(fmt::format("--send-method {}: TCP only (--transport tcp)", to_string(s.send_method_)));
+  }
+  // Only the stream sender implements MSG_ZEROCOPY: refused elsewhere rather than ignored.
+  if (s.zerocopy() && s.mode_ != Mode::stream) {
+    throw UsageError("--zerocopy (--send-method zerocopy): TCP stream mode only (--mode stream)");
+  }
   s.congestion_ = p.congestion.value_or("");
   if (s.congestion_.size() > 15 ||
       s.congestion_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
@@ -188,8 +209,11 @@ nlohmann::json to_json(const TestSpec& s) {
           {"warmup_ns", s.warmup().count()},
           {"cooldown_ns", s.cooldown().count()},
           {"skip_rx_copy", s.skip_rx_copy()},
+          {"send_method", to_string(s.send_method())},
+          // Kept for readers of results from before send_method (schema 1 only adds fields): what
+          // was asked, not what ran; with auto each agent's choice is in nodes[].trials.
           {"zerocopy", s.zerocopy()},
-          {"sendfile", s.sendfile()},
+          {"sendfile", s.send_method() == SendMethod::sendfile},
           {"congestion", s.congestion()},
           {"rate", s.rate()},
           {"busy_poll_us", s.busy_poll_us()},
@@ -253,8 +277,7 @@ TestSpec spec_from_json(const nlohmann::json& j) {
       return it->get<bool>();
     };
     p.skip_rx_copy = flag("skip_rx_copy");
-    p.zerocopy = flag("zerocopy");
-    p.sendfile = flag("sendfile");
+    if (j.contains("send_method")) p.send_method = parse_send_method(str_field(j, "send_method"));
     p.no_affinity = flag("no_affinity");
     p.verify = flag("verify");
     p.spread_ports = flag("spread_ports");

@@ -507,6 +507,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
   }
   if (any) r.latency = merged;
   if (ctx.has_delay()) r.delay = ctx.delay_histogram();
+  r.trials = engine_->trials();
   r.warnings = ctx.warnings();
   on_done(std::move(r));
 }

@@ -67,12 +67,13 @@ constexpr int kConnectTimeoutMs = 5000;
 constexpr int kHandshakeTimeoutMs = 5000;
 // Data connections accepted and waiting for their hello at one time (accept_loop).
 constexpr std::size_t kMaxPendingHandshakes = 256;
-// Receivers copy into a buffer of at most this size, whatever the block size: the kernel's
-// copy-out is the receive side's main cost, and a destination that stays in the core's L2
-// cache makes it cheaper. Measured on loopback (2 cores, 1 MiB L2 each, sendfile senders):
-// stream 4 MiB blocks 3350 MB/s with a 4 MiB buffer vs 5212 with 256 KiB; rpc 4 MiB blocks
-// 3168..4180 vs 4215..4323 (docs/performance.md). Smaller (128 KiB) was not better.
-constexpr std::size_t kMaxRecvChunk = 256u << 10;
+// Receive chunks: the two candidates of the receive-chunk trial (engine/trial.hpp). The kernel's
+// copy-out is the receive side's main cost, and which chunk makes it cheapest depends on the host:
+// on one machine of this kind a 256 KiB destination that stays in the core's L2 beat a 4 MiB one
+// (stream 4 MiB blocks 5212 vs 3350 MB/s on loopback), while iperf2's 1 MiB reads ran ahead of
+// 256 KiB on another. Blocks up to the small size are received whole; larger ones try both.
+constexpr std::size_t kRecvChunkSmall = 256u << 10;
+constexpr std::size_t kRecvChunkLarge = 1u << 20;
 // The pattern's period for blocks larger than this that it divides (ensure_tx_buffer).
 constexpr std::size_t kPatternPeriod = 1u << 20;
 
@@ -352,7 +353,7 @@ bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_
 }  // namespace
 
 std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows) {
-  return spec.buffsize() + flows * std::min<std::uint64_t>(spec.buffsize(), kMaxRecvChunk);
+  return spec.buffsize() + flows * std::min<std::uint64_t>(spec.buffsize(), kRecvChunkLarge);
 }
 
 // ---- TcpFlow ------------------------------------------------------------------------------
@@ -902,7 +903,8 @@ void TcpEngine::start(RunContext& ctx) {
   const TestSpec& spec = ctx.spec();
   const std::size_t block = spec.buffsize();
   ensure_tx_buffer(block, block > kPatternPeriod && block % kPatternPeriod == 0 ? kPatternPeriod : block);
-  if (spec.sendfile() && tx_memfd_ < 0) {
+  const bool tcp_auto = spec.send_method() == SendMethod::automatic;
+  if ((spec.send_method() == SendMethod::sendfile || tcp_auto) && tx_memfd_ < 0) {
     // One period of tx_buf_'s pattern, so receivers verify sendfile data exactly as written data.
     const int mfd = ::memfd_create("fabperf-tx", MFD_CLOEXEC);
     if (mfd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
@@ -917,6 +919,24 @@ void TcpEngine::start(RunContext& ctx) {
       done += static_cast<std::size_t>(w);
     }
     tx_memfd_ = mfd;
+  }
+  // The warm-up hosts the trials, one after the other so that each compares its candidates with
+  // the other choice held still: the send method first (after one settle slice: slow start),
+  // then the receive chunk; a trial alone gets the whole warm-up.
+  const bool recv_choice = spec.transport() == Transport::tcp && spec.buffsize() > kRecvChunkSmall;
+  if (!send_trial_ && !recv_trial_) {
+    const Schedule& sch = ctx.schedule();
+    const std::int64_t mid = tcp_auto && recv_choice ? sch.start_at + (sch.window_open - sch.start_at) / 2 : sch.window_open;
+    if (tcp_auto) {
+      send_trial_ = std::make_unique<ArmTrial>("send method", std::array<std::string, 2>{"write", "sendfile"}, sch.start_at,
+                                               mid, true);
+    }
+    if (recv_choice) {
+      const auto sizes = recv_chunks(spec);
+      recv_trial_ = std::make_unique<ArmTrial>("receive chunk",
+                                               std::array<std::string, 2>{format_size(sizes[0]), format_size(sizes[1])},
+                                               tcp_auto ? mid : sch.start_at, sch.window_open, !tcp_auto);
+    }
   }
   std::lock_guard lk(mu_);
   for (TcpFlow* f : server_flows_) {
@@ -983,6 +1003,27 @@ void TcpEngine::join() {
   }
 }
 
+ArmPicker TcpEngine::send_picker() const {
+  // A trial only where the user left the choice to the host (auto); zerocopy sends from the
+  // buffer (arm 0) with MSG_ZEROCOPY.
+  return ArmPicker(send_trial_.get(), ctx_->spec().send_method() == SendMethod::sendfile ? 1 : 0);
+}
+
+std::array<std::size_t, 2> TcpEngine::recv_chunks(const TestSpec& spec) {
+  const auto block = static_cast<std::size_t>(spec.buffsize());
+  return {std::min(block, kRecvChunkSmall), std::min(block, kRecvChunkLarge)};
+}
+
+ArmPicker TcpEngine::recv_picker() const { return ArmPicker(recv_trial_.get(), 0); }
+
+std::vector<TrialResult> TcpEngine::trials() const {
+  std::vector<TrialResult> out;
+  for (const auto* t : {send_trial_.get(), recv_trial_.get()}) {
+    if (t != nullptr && t->used()) out.push_back(t->result());
+  }
+  return out;
+}
+
 // ---- hot loops ----------------------------------------------------------------------------
 
 void TcpEngine::stream_send(TcpFlow& f) {
@@ -993,26 +1034,29 @@ void TcpEngine::stream_send(TcpFlow& f) {
   const std::uint8_t* buf = tx_buf_.data();
   const int fd = f.fd();
   const bool zc = ctx.spec().zerocopy();
-  const int memfd = ctx.spec().sendfile() ? tx_memfd_ : -1;
   const int flags = MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0);
   bool all_zero = true;
   unsigned sends = 0;
-  // The stream is the pattern repeated: sendfile goes round one period of it, write round the
-  // block; either resumes where a partial send stopped.
-  const std::size_t wrap = memfd >= 0 ? tx_period_ : n;
-  std::size_t off = 0;
+  ArmPicker method = send_picker();
+  // The stream is the pattern repeated, so its byte i is pattern[i % period] whichever way it
+  // is sent: sendfile goes round one period of it (from the memfd), write round the block; either
+  // resumes where a partial send stopped, and the two may alternate (--send-method auto's trial).
+  std::uint64_t sent = 0;
   ctx.wait_for_start();
   while (!ctx.stopping()) {
     ssize_t k = 0;
-    if (memfd >= 0) {
+    if (method.arm(mono_now_ns) == 1) {
+      const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
       off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
-      k = ::sendfile(fd, memfd, &pos, wrap - off);
+      k = ::sendfile(fd, tx_memfd_, &pos, tx_period_ - off);
     } else {
+      const std::size_t off = static_cast<std::size_t>(sent % n);
       k = ::send(fd, buf + off, n - off, flags);
     }
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
-      off = (off + static_cast<std::size_t>(k)) % wrap;
+      method.count(static_cast<std::uint64_t>(k));
+      sent += static_cast<std::uint64_t>(k);
       if (zc && (++sends & 7) == 0) all_zero = reap_zerocopy(fd) && all_zero;
     } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       continue;  // a tick: look at the stop flag again
@@ -1059,8 +1103,9 @@ void TcpEngine::stream_receive(TcpFlow& f) {
   ctx_->enter_data_thread("recv", f.id);
   tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
-  const std::size_t n = std::min<std::size_t>(ctx.spec().buffsize(), kMaxRecvChunk);
-  std::vector<std::uint8_t> buf(n);
+  const auto sizes = recv_chunks(ctx.spec());
+  ArmPicker chunk = recv_picker();
+  std::vector<std::uint8_t> buf(sizes[1]);
   const int fd = f.fd();
   const int flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
   const bool verify = ctx.spec().verify();
@@ -1068,9 +1113,10 @@ void TcpEngine::stream_receive(TcpFlow& f) {
   std::size_t pos = 0;  // offset in the sender's buffer of the next byte
   ctx.wait_for_start();
   for (;;) {
-    const ssize_t k = ::recv(fd, buf.data(), n, flags);
+    const ssize_t k = ::recv(fd, buf.data(), sizes[static_cast<std::size_t>(chunk.arm(mono_now_ns))], flags);
     if (k > 0) {
       f.counters.add_rx(static_cast<std::uint64_t>(k));
+      chunk.count(static_cast<std::uint64_t>(k));
       if (ctx.stopping()) ctx.note_drain_progress();  // the sender's queue still drains
       if (verify) {
         std::size_t done = 0;
@@ -1105,9 +1151,11 @@ void TcpEngine::rpc_server(TcpFlow& f) {
   const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
   const bool verify = ctx.spec().verify();
   const std::uint64_t max_len = ctx.spec().buffsize();
-  std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
+  const auto sizes = recv_chunks(ctx.spec());
+  ArmPicker rchunk = recv_picker();
+  std::vector<std::uint8_t> buf(sizes[1]);
   const std::uint8_t* tx = tx_buf_.data();
-  const int memfd = ctx.spec().sendfile() ? tx_memfd_ : -1;
+  ArmPicker method = send_picker();
   const int fd = f.fd();
   auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
@@ -1143,11 +1191,13 @@ void TcpEngine::rpc_server(TcpFlow& f) {
     if (op == kOpWrite) {
       std::uint64_t left = len;
       while (left > 0) {
-        const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+        const std::size_t chunk =
+            static_cast<std::size_t>(std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
         if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
           if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err == 0 ? EPIPE : err)));
           return;
         }
+        rchunk.count(chunk);
         // Every block carries the same pattern: compare with it at this offset in the block.
         if (verify && std::memcmp(buf.data(), tx + (len - left), chunk) != 0) f.add_verify_error();
         left -= chunk;
@@ -1160,10 +1210,12 @@ void TcpEngine::rpc_server(TcpFlow& f) {
     } else {
       put64(reply + 8, len);
       if (!send_all(fd, reply, sizeof reply, ctx, none, err, MSG_MORE) ||
-          !send_block(fd, memfd, tx_period_, tx, static_cast<std::size_t>(len), ctx, tx_count, err)) {
+          !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len), ctx,
+                      tx_count, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
         return;
       }
+      method.count(len);
     }
     f.counters.add_msg();
   }
@@ -1183,7 +1235,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   const std::uint32_t lane = t % spec.parallel();
   std::size_t s = t % servers;
   const bool sticky = is_sticky(spec.test());
-  const int memfd = spec.sendfile() ? tx_memfd_ : -1;
+  ArmPicker method = send_picker();
   std::uint8_t hdr[kRpcHdrSize];
   put32(hdr, kRpcMagic);
   put32(hdr + 4, op);
@@ -1213,9 +1265,11 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
       int err = 0;
       auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
       if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
-          (op == kOpWrite &&
-           !send_block(c.flow->fd(), memfd, tx_period_, tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
+          (op == kOpWrite && !send_block(c.flow->fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_,
+                                         tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
         c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
+      } else if (op == kOpWrite) {
+        method.count(len);
       }
     }
     w.done.acquire();
@@ -1232,7 +1286,9 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
   const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
   const bool verify = ctx.spec().verify();
   const std::uint64_t max_len = ctx.spec().buffsize();
-  std::vector<std::uint8_t> buf(std::min<std::size_t>(max_len, kMaxRecvChunk));
+  const auto sizes = recv_chunks(ctx.spec());
+  ArmPicker rchunk = recv_picker();
+  std::vector<std::uint8_t> buf(sizes[1]);
   const int fd = c.flow->fd();
   auto rx_count = [&c](std::uint64_t k) { c.flow->counters.add_rx(k); };
   auto none = [](std::uint64_t) {};
@@ -1264,11 +1320,13 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
     std::uint64_t left = len;
     bool ok = true;
     while (left > 0) {
-      const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+      const std::size_t chunk =
+          static_cast<std::size_t>(std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
       if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
         ok = false;
         break;
       }
+      rchunk.count(chunk);
       if (verify && std::memcmp(buf.data(), tx_buf_.data() + (len - left), chunk) != 0) c.flow->add_verify_error();
       left -= chunk;
     }

@@ -2,6 +2,8 @@
 
 #include <fabperf/engine.hpp>
 
+#include "engine/trial.hpp"
+
 #include <fabperf/bonding.hpp>
 
 #include <atomic>
@@ -38,6 +40,7 @@ class TcpEngine final : public Engine {
   void start(RunContext& ctx) override;
   void abort() noexcept override;
   void join() override;
+  [[nodiscard]] std::vector<TrialResult> trials() const override;
 
  private:
   struct RpcConn;
@@ -66,7 +69,14 @@ class TcpEngine final : public Engine {
   std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;  // read-only once the test starts; shared by all senders
   std::size_t tx_period_{0};          // tx_buf_ repeats every tx_period_ bytes (ensure_tx_buffer)
-  int tx_memfd_{-1};                  // --send-method sendfile: one period of tx_buf_ in a memfd
+  int tx_memfd_{-1};                  // --send-method sendfile or auto: one period of tx_buf_ in a memfd
+  // --send-method auto: write (arm 0) vs sendfile (arm 1), tried in the warm-up (engine/trial.hpp).
+  std::unique_ptr<ArmTrial> send_trial_;
+  // Receivers of blocks larger than 256 KiB: 256 KiB (arm 0) vs min(block, 1 MiB) chunks.
+  std::unique_ptr<ArmTrial> recv_trial_;
+  [[nodiscard]] ArmPicker send_picker() const;
+  [[nodiscard]] ArmPicker recv_picker() const;
+  [[nodiscard]] static std::array<std::size_t, 2> recv_chunks(const TestSpec& spec);
 
   struct Spread {
     std::string bond;  // empty: not a bond, or one whose policy ignores ports (warned once)

@@ -389,17 +389,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     p.skip_rx_copy = flag("skip-rx-copy");
     p.zerocopy = flag("zerocopy");
     if (const auto* n = knob("send-method")) {
-      c.wrap(n, "send-method", [&] {
-        const std::string method = c.str(*n, "send-method");
-        if (method == "zerocopy") {
-          p.zerocopy = true;
-        } else if (method == "sendfile" || method == "write") {
-          p.sendfile = method == "sendfile";
-        } else if (method != "auto") {
-          throw UsageError(fmt::format("'{}': expected auto, write, zerocopy or sendfile", method));
-        }
-        return 0;
-      });
+      p.send_method = c.wrap(n, "send-method", [&] { return parse_send_method(c.str(*n, "send-method")); });
     }
     p.no_affinity = flag("no-affinity");
     p.verify = flag("verify");

@@ -35,6 +35,21 @@ LatencySummary summarize(const LatencyHistogram& h) {
 
 namespace {
 
+TrialReport trial_report(const TrialResult& t) {
+  TrialReport r{t.what, t.chosen, t.reason, {}, {}};
+  std::string arms;
+  for (const auto& a : t.arms) {
+    TrialArmReport ar{a.name, a.seconds > 0 ? static_cast<double>(a.bytes) / a.seconds / 1e6 : 0.0,
+                      a.bytes > 0 ? a.cpu_s / (static_cast<double>(a.bytes) / 1e9) : 0.0};
+    arms += fmt::format("{}{} {:.0f} MB/s ({:.2f} CPU-s/GB)", arms.empty() ? "" : ", ", ar.name, ar.mb_per_s, ar.cpu_s_per_gb);
+    r.arms.push_back(std::move(ar));
+  }
+  r.summary = arms.empty() ? fmt::format("{} {}: {}", t.what, t.chosen, t.reason)
+                           : fmt::format("{} {}: tried in the warm-up, {}: {}", t.what, t.chosen, arms, t.reason);
+  return r;
+}
+
+
 Throughput make_tput(std::uint64_t bytes, std::uint64_t msgs, double seconds) {
   Throughput t;
   t.bytes = bytes;
@@ -309,6 +324,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       lite.result = std::move(ar);
       s_->bonded.push_back(std::move(lite));
     }
+    for (const auto& t : a.trials) nr.trials.push_back(trial_report(t));
     for (const auto& w : a.warnings) {
       if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
     }

@@ -21,6 +21,16 @@ std::string_view to_string(FlowOp o) {
 }
 
 namespace {
+json trials_json(const std::vector<TrialResult>& trials) {
+  json out = json::array();
+  for (const auto& t : trials) {
+    json arms = json::array();
+    for (const auto& a : t.arms) arms.push_back({{"name", a.name}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"cpu_s", a.cpu_s}});
+    out.push_back({{"what", t.what}, {"chosen", t.chosen}, {"reason", t.reason}, {"arms", std::move(arms)}});
+  }
+  return out;
+}
+
 json threads_json(const std::vector<ThreadCpu>& threads) {
   json t = json::array();
   for (const auto& x : threads) t.push_back({x.label, x.cpu_s});
@@ -82,7 +92,7 @@ json to_json(const AgentResult& r) {
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
           {"delay", r.delay ? to_json(*r.delay) : json(nullptr)}, {"intervals", std::move(iv)},
           {"links", std::move(links)}, {"bonds", std::move(bonds)}, {"rdma_ports", std::move(rdma)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
-          {"warnings", r.warnings}};
+          {"trials", trials_json(r.trials)}, {"warnings", r.warnings}};
 }
 
 AgentResult parse_agent_result(const json& j) {
@@ -255,6 +265,25 @@ AgentResult parse_agent_result(const json& j) {
     };
     triple("tcp_rmem", r.socket_limits.tcp_rmem);
     triple("tcp_wmem", r.socket_limits.tcp_wmem);
+  }
+  if (j.contains("trials")) {
+    for (const auto& e : f.array("trials", 8)) {
+      Fields g(e, "RESULT.trials[]");
+      TrialResult t;
+      t.what = g.str("what", 64);
+      t.chosen = g.str("chosen", 64);
+      t.reason = g.str("reason", 256);
+      for (const auto& a : g.array("arms", 8)) {
+        Fields h(a, "RESULT.trials[].arms[]");
+        TrialArm arm;
+        arm.name = h.str("name", 64);
+        arm.bytes = h.u64("bytes", 0, 1ULL << 60);
+        arm.seconds = h.num("seconds", 0, 1e6);
+        arm.cpu_s = h.num("cpu_s", 0, 1e6);
+        t.arms.push_back(std::move(arm));
+      }
+      r.trials.push_back(std::move(t));
+    }
   }
   r.warnings = f.strings("warnings", 1000);
   return r;

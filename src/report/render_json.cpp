@@ -88,6 +88,16 @@ json bonds_json(const std::vector<BondReport>& bonds) {
   return out;
 }
 
+json trials_json(const std::vector<TrialReport>& trials) {
+  json out = json::array();
+  for (const auto& t : trials) {
+    json arms = json::array();
+    for (const auto& a : t.arms) arms.push_back({{"name", a.name}, {"mb_per_s", a.mb_per_s}, {"cpu_s_per_gb", a.cpu_s_per_gb}});
+    out.push_back({{"what", t.what}, {"chosen", t.chosen}, {"reason", t.reason}, {"arms", std::move(arms)}, {"summary", t.summary}});
+  }
+  return out;
+}
+
 json node_json(const NodeReport& n) {
   json iv = json::array();
   for (const auto& p : n.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
@@ -117,6 +127,7 @@ json node_json(const NodeReport& n) {
           {"links", links_json(n.links)},
           {"bonds", bonds_json(n.bonds)},
           {"rdma_ports", rdma_ports_json(n.rdma_ports)},
+          {"trials", trials_json(n.trials)},
           {"warnings", n.warnings}};
 }
 

@@ -114,7 +114,10 @@ std::string render_text(const Report& r, bool verbose) {
                      format_size(s.buffsize()), s.socksize() ? format_size(s.socksize()) : "OS default", s.threads(),
                      s.parallel());
   if (s.transport() == Transport::tcp) {
-    out += fmt::format("  send method {}{}\n", s.zerocopy() ? "zerocopy (MSG_ZEROCOPY)" : s.sendfile() ? "sendfile" : "write",
+    out += fmt::format("  send method {}{}\n",
+                       s.send_method() == SendMethod::automatic ? "auto (each sending agent tried write and sendfile in the warm-up)"
+                       : s.zerocopy()                           ? "zerocopy (MSG_ZEROCOPY)"
+                                                                : std::string(to_string(s.send_method())),
                        s.skip_rx_copy() ? "; receivers skip the copy (MSG_TRUNC)" : "");
   }
   out += fmt::format("  clocks aligned to within {} us (largest offset uncertainty)\n\n", us(r.max_clock_uncertainty_us));
@@ -129,6 +132,11 @@ std::string render_text(const Report& r, bool verbose) {
                n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", f0(n.clock_offset_us), us(n.clock_uncertainty_us)});
   }
   out += nodes.str() + "\n";
+  std::string chosen;
+  for (const auto& n : r.nodes) {
+    for (const auto& tr : n.trials) chosen += fmt::format("  {}: {}\n", n.name, tr.summary);
+  }
+  if (!chosen.empty()) out += "Chosen by measurement on each host\n" + chosen + "\n";
 
   out += "Pairs (client -> server)\n";
   Table pairs({"client", "server", h(col::mb_per_s), h(col::msg_per_s), "conns", h(col::retrans), h(col::rtt_us), h(col::snd_mss)});

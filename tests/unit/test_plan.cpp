@@ -170,8 +170,8 @@ kpis = { profile = "ibm-readiness", min-pair-mbps = 10 }
   EXPECT_EQ(p.tests[0].spec.buffsize(), 1u << 20);
   EXPECT_EQ(p.tests[0].spec.mode(), Mode::stream);
   EXPECT_EQ(p.tests[1].spec.mode(), Mode::rpc);
-  EXPECT_TRUE(p.tests[0].spec.sendfile());  // send-method auto: sendfile in both modes
-  EXPECT_TRUE(p.tests[1].spec.sendfile());
+  EXPECT_EQ(p.tests[0].spec.send_method(), SendMethod::automatic);  // settled by the agents
+  EXPECT_EQ(p.tests[1].spec.send_method(), SendMethod::automatic);
   EXPECT_EQ(*p.tests[1].kpis.min_node_mbps, 2000);
   EXPECT_EQ(*p.tests[1].kpis.min_spread, 0.79);
   EXPECT_EQ(*p.tests[1].kpis.min_pair_mbps, 10);
@@ -210,8 +210,9 @@ roles = ["client"]
 name = "b"
 pattern = "bipartite"
 )", "l.toml");
-  EXPECT_FALSE(parse_plan(std::string(kHosts) + "[[tests]]\nname = \"w\"\npattern = \"ring\"\nmode = \"stream\"\n"
-                          "send-method = \"write\"\n", "w.toml").tests[0].spec.sendfile());
+  EXPECT_EQ(parse_plan(std::string(kHosts) + "[[tests]]\nname = \"w\"\npattern = \"ring\"\nmode = \"stream\"\n"
+                       "send-method = \"write\"\n", "w.toml").tests[0].spec.send_method(),
+            SendMethod::write);
   EXPECT_EQ(p.hosts[0].hp.links.size(), 2u);
   EXPECT_EQ(p.hosts[1].hp.links[1], "127.0.0.4");
   const auto steps = expand(p);

@@ -258,8 +258,9 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("warmup_ns"), 1'000'000'000LL);
   EXPECT_EQ(j.at("cooldown_ns"), 1'000'000'000LL);
   EXPECT_EQ(j.at("skip_rx_copy"), false);
+  EXPECT_EQ(j.at("send_method"), "auto");
   EXPECT_EQ(j.at("zerocopy"), false);
-  EXPECT_EQ(j.at("sendfile"), true);
+  EXPECT_EQ(j.at("sendfile"), false);  // asked for, not what ran
   EXPECT_EQ(j.at("congestion"), "");
   EXPECT_EQ(j.at("rate"), 0);
   EXPECT_EQ(j.at("busy_poll_us"), 0);
@@ -271,7 +272,7 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("qdepth"), 16);
   EXPECT_EQ(j.at("spread_ports"), false);
   EXPECT_EQ(j.at("rdma_cm"), false);
-  EXPECT_EQ(j.size(), 29u);
+  EXPECT_EQ(j.size(), 30u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
@@ -298,7 +299,7 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   EXPECT_THROW(TestSpec::make(bad), UsageError);
   // Older coordinators send no tuning fields: defaults apply.
   auto j = to_json(TestSpec::make({}));
-  for (const char* k : {"skip_rx_copy", "zerocopy", "sendfile", "congestion", "rate", "busy_poll_us", "notsent_lowat", "cpus", "no_affinity"}) {
+  for (const char* k : {"skip_rx_copy", "send_method", "zerocopy", "sendfile", "congestion", "rate", "busy_poll_us", "notsent_lowat", "cpus", "no_affinity"}) {
     j.erase(k);
   }
   EXPECT_EQ(spec_from_json(j), TestSpec::make({}));
@@ -306,32 +307,39 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   EXPECT_THROW(spec_from_json(j), ProtocolError);
 }
 
-TEST(SpecTuning, SendMethodAutoIsSendfileForTcp) {
+// auto is a value of the spec: the agents settle it by measurement (engine/trial.hpp), never a
+// constant chosen here.
+TEST(SpecTuning, SendMethodAutoStaysAutoInTheSpec) {
   SpecParams p;
-  EXPECT_TRUE(TestSpec::make(p).sendfile());  // rpc (the default mode)
+  EXPECT_EQ(TestSpec::make(p).send_method(), SendMethod::automatic);  // rpc (the default mode)
   p.mode = Mode::stream;
-  EXPECT_TRUE(TestSpec::make(p).sendfile());
+  EXPECT_EQ(TestSpec::make(p).send_method(), SendMethod::automatic);
   SpecParams z = p;
   z.zerocopy = true;
-  EXPECT_FALSE(TestSpec::make(z).sendfile());
+  EXPECT_EQ(TestSpec::make(z).send_method(), SendMethod::zerocopy);
   EXPECT_TRUE(TestSpec::make(z).zerocopy());
   SpecParams w = p;
-  w.sendfile = false;  // --send-method write
-  EXPECT_FALSE(TestSpec::make(w).sendfile());
+  w.send_method = SendMethod::write;
+  EXPECT_EQ(TestSpec::make(w).send_method(), SendMethod::write);
   SpecParams r = p;
   r.transport = Transport::rdma;
-  EXPECT_FALSE(TestSpec::make(r).sendfile());
+  EXPECT_EQ(TestSpec::make(r).send_method(), SendMethod::automatic);
+  for (auto m : {SendMethod::automatic, SendMethod::write, SendMethod::sendfile, SendMethod::zerocopy}) {
+    EXPECT_EQ(parse_send_method(to_string(m)), m);
+    SpecParams q = p;
+    q.send_method = m;
+    const auto s = TestSpec::make(q);
+    EXPECT_EQ(spec_from_json(to_json(s)), s) << to_string(m);
+  }
+  EXPECT_THROW(parse_send_method("mmap"), UsageError);
 }
 
-TEST(SpecTuning, SendfileIsAStreamModeAlternativeToZerocopy) {
+TEST(SpecTuning, SendMethodsRefusedWhereTheyDoNotApply) {
   SpecParams p;
   p.mode = Mode::stream;
-  p.sendfile = true;
-  const auto s = TestSpec::make(p);
-  EXPECT_TRUE(s.sendfile());
-  EXPECT_EQ(spec_from_json(to_json(s)), s);
+  p.send_method = SendMethod::sendfile;
   SpecParams bad = p;
-  bad.zerocopy = true;
+  bad.zerocopy = true;  // --zerocopy --send-method sendfile
   EXPECT_THROW(TestSpec::make(bad), UsageError);
   bad = p;
   bad.transport = Transport::rdma;

@@ -1,0 +1,108 @@
+#include "engine/trial.hpp"
+
+#include <time.h>
+
+#include <fmt/format.h>
+
+namespace fabperf {
+
+ArmTrial::ArmTrial(std::string what, std::array<std::string, kArms> arm_names, std::int64_t begin_ns, std::int64_t end_ns,
+                   bool settle)
+    : what_(std::move(what)), names_(std::move(arm_names)), first_(begin_ns), slice_ns_(0), end_(end_ns) {
+  const std::int64_t parts = kSlices + (settle ? 1 : 0);
+  const std::int64_t slice = end_ns > begin_ns ? (end_ns - begin_ns) / parts : 0;
+  if (slice < kMinSliceNs) {
+    reason_ = fmt::format("not tried: {:.0f} ms of warm-up for this trial, {} slices of at least {} ms needed",
+                          static_cast<double>(end_ns > begin_ns ? end_ns - begin_ns : 0) / 1e6, parts,
+                          kMinSliceNs / 1'000'000);
+    chosen_.store(0, std::memory_order_release);
+    return;
+  }
+  slice_ns_ = slice;
+  first_ = begin_ns + (settle ? slice : 0);
+  end_ = first_ + kSlices * slice;
+}
+
+std::int64_t ArmTrial::thread_cpu_now() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int ArmTrial::slice_at(std::int64_t now_ns) const noexcept {
+  if (now_ns < first_) return -1;
+  if (now_ns >= end_) return kSlices;
+  const auto i = static_cast<int>((now_ns - first_) / slice_ns_);
+  return i < kSlices ? i : kSlices - 1;
+}
+
+int ArmTrial::pick(Cursor& c, std::int64_t now_ns) noexcept {
+  if (!used_.load(std::memory_order_relaxed)) used_.store(true, std::memory_order_relaxed);
+  if (const int done = chosen_.load(std::memory_order_acquire); done >= 0) return done;
+  const int s = slice_at(now_ns);
+  if (s != c.slice) {
+    const std::int64_t cpu = thread_cpu_now();
+    if (c.slice >= 0 && c.slice < kSlices) cpu_ns_[static_cast<std::size_t>(c.slice)].fetch_add(cpu - c.cpu_ns, std::memory_order_relaxed);
+    c.slice = s;
+    c.cpu_ns = cpu;
+  }
+  if (s >= kSlices) {
+    std::call_once(once_, [this] { decide(); });
+    return chosen_.load(std::memory_order_acquire);
+  }
+  return s < 0 ? 0 : s % kArms;
+}
+
+void ArmTrial::count(const Cursor& c, std::uint64_t bytes) noexcept {
+  if (c.slice >= 0 && c.slice < kSlices) bytes_[static_cast<std::size_t>(c.slice)].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void ArmTrial::decide() noexcept {
+  std::array<double, kArms> b{}, cpu{};
+  for (int i = 0; i < kSlices; ++i) {
+    b[static_cast<std::size_t>(i % kArms)] += static_cast<double>(bytes_[static_cast<std::size_t>(i)].load());
+    cpu[static_cast<std::size_t>(i % kArms)] += static_cast<double>(cpu_ns_[static_cast<std::size_t>(i)].load());
+  }
+  // Every arm ran for the same time, so bytes compare as throughputs.
+  int pick = 0;
+  try {
+    if (b[0] <= 0 && b[1] <= 0) {
+      reason_ = "no bytes moved during the trial: the first candidate runs";
+    } else if (b[1] > b[0] * (1 + kMargin) || b[0] > b[1] * (1 + kMargin)) {
+      pick = b[1] > b[0] ? 1 : 0;
+      reason_ = fmt::format("higher throughput ({:+.0f}%)", 100.0 * (b[static_cast<std::size_t>(pick)] / b[static_cast<std::size_t>(1 - pick)] - 1));
+    } else {
+      // Equal within the margin: what a byte costs the threads decides.
+      const double c0 = b[0] > 0 ? cpu[0] / b[0] : 1e300, c1 = b[1] > 0 ? cpu[1] / b[1] : 1e300;
+      pick = c1 < c0 ? 1 : 0;
+      reason_ = fmt::format("equal throughput (within {:.0f}%), less CPU per byte ({:+.0f}%)", 100 * kMargin,
+                            100.0 * ((pick ? c1 : c0) / (pick ? c0 : c1) - 1));
+    }
+  } catch (...) {
+    reason_.clear();  // formatting failed (out of memory): the choice stands without its words
+  }
+  chosen_.store(pick, std::memory_order_release);
+}
+
+TrialResult ArmTrial::result() const {
+  TrialResult r;
+  r.what = what_;
+  const int c = chosen();
+  r.chosen = c >= 0 ? names_[static_cast<std::size_t>(c)] : "";
+  r.reason = c >= 0 ? reason_ : "the trial had not ended";
+  if (slice_ns_ > 0) {
+    for (int a = 0; a < kArms; ++a) {
+      TrialArm arm;
+      arm.name = names_[static_cast<std::size_t>(a)];
+      for (int i = a; i < kSlices; i += kArms) {
+        arm.bytes += bytes_[static_cast<std::size_t>(i)].load();
+        arm.cpu_s += static_cast<double>(cpu_ns_[static_cast<std::size_t>(i)].load()) / 1e9;
+        arm.seconds += static_cast<double>(slice_ns_) / 1e9;
+      }
+      r.arms.push_back(std::move(arm));
+    }
+  }
+  return r;
+}
+
+}  // namespace fabperf
