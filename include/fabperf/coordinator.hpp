@@ -43,9 +43,6 @@ struct RunRequest {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;
   // --bind-dev: per-link devices for client flows ("auto": the device of each link address).
   std::vector<std::string> bind_devs;
-  // --socksize auto: size the socket buffers from the bandwidth-delay product (socksize_from_bdp)
-  // once the agents' link speeds and the control connections' round trips are known.
-  bool socksize_auto{false};
   // Not null: results go to it as they arrive, and run_test's RunRecord carries no node results.
   ResultSink* sink{nullptr};
 };

@@ -55,6 +55,7 @@ struct SpecParams {
   std::optional<Transport> transport;
   std::optional<std::uint64_t> buffsize;
   std::optional<std::uint64_t> socksize;
+  std::optional<bool> socksize_auto;  // --socksize auto: the coordinator sizes it from the BDP
   std::optional<std::uint32_t> threads;
   std::optional<std::uint32_t> parallel;
   std::optional<std::chrono::nanoseconds> time;
@@ -93,6 +94,9 @@ class TestSpec {
   [[nodiscard]] Transport transport() const { return transport_; }
   [[nodiscard]] std::uint64_t buffsize() const { return buffsize_; }
   [[nodiscard]] std::uint64_t socksize() const { return socksize_; }
+  // --socksize auto: the coordinator sets socksize from the bandwidth-delay product before the
+  // set-up (0 while unresolved, or when the link speed is unknown: the OS sizes).
+  [[nodiscard]] bool socksize_auto() const { return socksize_auto_; }
   [[nodiscard]] std::uint32_t threads() const { return threads_; }
   [[nodiscard]] std::uint32_t parallel() const { return parallel_; }
   [[nodiscard]] std::chrono::nanoseconds time() const { return time_; }
@@ -133,6 +137,7 @@ class TestSpec {
   Transport transport_{Transport::tcp};
   std::uint64_t buffsize_{0};
   std::uint64_t socksize_{0};
+  bool socksize_auto_{false};
   std::uint32_t threads_{0};
   std::uint32_t parallel_{0};
   std::chrono::nanoseconds time_{0};

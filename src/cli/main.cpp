@@ -15,6 +15,7 @@
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/result_stream.hpp>
+#include <fabperf/settings.hpp>
 #include <fabperf/spec.hpp>
 #include <fabperf/units.hpp>
 
@@ -240,6 +241,41 @@ std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_
   return devs;
 }
 
+// The test settings' options, from the one table: a bare switch for a flag, a value otherwise;
+// the default and nsdperf's name go into the help text.
+void add_setting_options(cxxopts::Options& o) {
+  for (const auto& st : spec_settings()) {
+    std::string help = st.help;
+    if (*st.deflt) help += fmt::format(" (default: {})", st.deflt);
+    if (*st.nsdperf) help += fmt::format(" [nsdperf: {}]", st.nsdperf);
+    if (st.kind == SettingKind::flag) {
+      o.add_options(st.group)(st.name, help);
+    } else {
+      o.add_options(st.group)(st.name, help, cxxopts::value<std::string>(), st.value);
+    }
+  }
+}
+
+// The settings given on the command line; unset ones keep TestSpec::make's defaults.
+SpecParams setting_params(const cxxopts::ParseResult& r) {
+  SpecParams p;
+  for (const auto& st : spec_settings()) {
+    if (!r.count(st.name)) continue;
+    st.apply(p, st.kind == SettingKind::flag ? "true" : get<std::string>(r, st.name), fmt::format("--{}", st.name));
+  }
+  refuse_inapplicable(p);
+  return p;
+}
+
+// Refuses every option given that is not in `allowed`, by name.
+void refuse_unless(const cxxopts::ParseResult& r, std::initializer_list<std::string_view> allowed, std::string_view why) {
+  for (const auto& kv : r.arguments()) {
+    if (std::find(allowed.begin(), allowed.end(), kv.key()) == allowed.end()) {
+      throw UsageError(fmt::format("--{}: {}", kv.key(), why));
+    }
+  }
+}
+
 int cmd_run(int argc, char** argv) {
   cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
   o.add_options("hosts")
@@ -247,42 +283,10 @@ int cmd_run(int argc, char** argv) {
      cxxopts::value<std::string>())
     ("clients", "client agents: host[:port],...", cxxopts::value<std::string>())
     ("local", "start N agents on this host (127.0.0.1) and split them into servers and clients", cxxopts::value<int>());
+  // Every test setting comes from the one table (include/fabperf/settings.hpp).
+  add_setting_options(o);
   o.add_options("test")
-    ("test", "write, read, rw, nwrite, swrite or sread", cxxopts::value<std::string>()->default_value("write"))
-    ("mode", "rpc (nsdperf-like blocks with a reply) or stream (continuous)", cxxopts::value<std::string>()->default_value("rpc"))
-    ("transport", "tcp or rdma", cxxopts::value<std::string>()->default_value("tcp"))
-    ("time", "test time in seconds (nsdperf ttime)", cxxopts::value<std::string>()->default_value("10"))
-    ("buffsize", "block size, 4K..16M", cxxopts::value<std::string>()->default_value("4M"))
-    ("socksize", "socket buffer size, 0 = OS default, auto = from the bandwidth-delay product", cxxopts::value<std::string>()->default_value("0"))
-    ("threads", "tester threads per client (rpc mode)", cxxopts::value<std::string>()->default_value("4"))
-    ("parallel", "TCP connections per client-server pair", cxxopts::value<std::string>()->default_value("1"))
-    ("warmup", "seconds excluded at the start (default 10% of --time)", cxxopts::value<std::string>())
-    ("cooldown", "seconds excluded at the end (default 10% of --time)", cxxopts::value<std::string>())
     ("interval", "sampling interval of the time series", cxxopts::value<std::string>()->default_value("1"));
-  o.add_options("tuning")
-    ("skip-rx-copy", "receivers discard data in the kernel (MSG_TRUNC) instead of copying it")
-    ("zerocopy", "stream senders use MSG_ZEROCOPY (completions reaped); the same as --send-method zerocopy")
-    ("send-method", "TCP senders: auto (each agent tries write and sendfile in the warm-up and keeps the faster on its host), write (send from a buffer), zerocopy (MSG_ZEROCOPY, stream mode) or sendfile (from a memfd)",
-     cxxopts::value<std::string>()->default_value("auto"))
-    ("congestion", "TCP congestion control, e.g. cubic or bbr", cxxopts::value<std::string>())
-    ("rate", "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", cxxopts::value<std::string>())
-    ("busy-poll", "SO_BUSY_POLL microseconds", cxxopts::value<std::string>())
-    ("notsent-lowat", "TCP_NOTSENT_LOWAT bytes", cxxopts::value<std::string>())
-    ("cpus", "pin data threads round-robin to these CPUs, e.g. 0-3,8 (default: the NIC's NUMA node when known)",
-     cxxopts::value<std::string>())
-    ("no-affinity", "never pin data threads")
-    ("verify", "receivers check every byte against the sent pattern (nsdperf verify on)");
-  o.add_options("rdma")
-    ("rdma-device", "RDMA devices to use: DEV[:PORT][,...] (default: the port whose RoCE v2 GID matches the test address)",
-     cxxopts::value<std::string>())
-    ("gid-index", "use this GID index instead of matching the test address", cxxopts::value<std::string>())
-    ("rdma-verb", "how write-like blocks move: write (RDMA WRITE_WITH_IMM) or send (SEND/RECV)",
-     cxxopts::value<std::string>()->default_value("write"))
-    ("qdepth", "work requests in flight per QP (stream mode)", cxxopts::value<std::string>()->default_value("16"))
-    ("inline", "max_inline_data asked for each QP; blocks up to it are sent inline", cxxopts::value<std::string>())
-    ("cq-mod", "stream senders ask for a completion every N posts (CQ moderation)", cxxopts::value<std::string>())
-    ("rdma-events", "posting side and rpc wait for completion events instead of busy polling (a stream's counting end always does)")
-    ("rdma-cm", "connect queue pairs with librdmacm (rdma_cm) instead of through the coordinator");
   // Patterns, plan files, results and KPIs (docs/plans.md): handled by cli/cmd_plan.cpp.
   o.add_options("plan")
     ("plan", "plan file (TOML) to run: fabperf run PLAN", cxxopts::value<std::string>())
@@ -305,9 +309,6 @@ int cmd_run(int argc, char** argv) {
      cxxopts::value<std::string>())
     ("per-link", "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
      cxxopts::value<std::string>()->default_value("all"));
-  o.add_options("bonding")
-    ("spread-ports", "clients bind source ports chosen so that their flows cover every member of the local bond "
-     "evenly under its xmit_hash_policy (802.3ad/balance-xor with layer3+4); the ports used are reported");
   o.add_options("output")
     ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
     ("v,verbose", "add the per-connection table")
@@ -333,13 +334,10 @@ int cmd_run(int argc, char** argv) {
   const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") || r.count("kpi") ||
                          r.count("kpi-profile");
   if (r.count("plan")) {
-    // A plan sets its own hosts and knobs: a command-line value would be silently ignored.
-    for (const auto& opt : {"servers", "clients", "local", "hosts", "pattern", "pairs", "concurrent-pairs", "ring-k", "target", "kpi",
-                            "kpi-profile", "test", "mode", "transport", "time", "buffsize", "socksize", "threads", "parallel", "warmup",
-                            "cooldown", "interval", "skip-rx-copy", "zerocopy", "congestion", "rate", "busy-poll", "notsent-lowat",
-                            "cpus", "no-affinity", "verify", "json", "verbose", "launch"}) {
-      if (r.count(opt)) throw UsageError(fmt::format("--{}: not with a plan file (set it in the plan; docs/plans.md)", opt));
-    }
+    // A plan sets its own hosts and settings: every other option given here is refused by name,
+    // so an option added later cannot be ignored silently either.
+    refuse_unless(r, {"plan", "results", "resume", "no-preflight", "quiet", "key-file", "connect-timeout", "log-level"},
+                  "not with a plan file (set it in the plan; docs/plans.md)");
     const auto pl = plan::load_plan(get<std::string>(r, "plan"));
     const std::string kf = key_file_option(r);
     if (!kf.empty()) pro.key = auth::load_key_file(kf);
@@ -352,52 +350,19 @@ int cmd_run(int argc, char** argv) {
       if (r.count(opt)) throw UsageError(fmt::format("--{}: only with --pattern or a plan", opt));
     }
     if (r.count("concurrent-pairs") || r.count("ring-k")) throw UsageError("--concurrent-pairs/--ring-k: only with --pattern");
-  } else if (r.count("json") || r.count("verbose")) {
-    throw UsageError("--json/--verbose: a pattern run writes its results with --results (render them with 'fabperf report')");
-  }
-
-  SpecParams p;
-  p.test = parse_test_kind(get<std::string>(r, "test"));
-  p.mode = parse_mode(get<std::string>(r, "mode"));
-  p.transport = parse_transport(get<std::string>(r, "transport"));
-  p.time = parse_duration(get<std::string>(r, "time"), "--time");
-  p.buffsize = parse_size(get<std::string>(r, "buffsize"), "--buffsize");
-  const bool socksize_auto = get<std::string>(r, "socksize") == "auto";
-  p.socksize = socksize_auto ? 0 : parse_size(get<std::string>(r, "socksize"), "--socksize");
-  p.threads = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "threads"), "--threads", 1, limits::kMaxThreads));
-  p.parallel = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "parallel"), "--parallel", 1, limits::kMaxParallel));
-  if (r.count("warmup")) p.warmup = parse_duration(get<std::string>(r, "warmup"), "--warmup");
-  if (r.count("cooldown")) p.cooldown = parse_duration(get<std::string>(r, "cooldown"), "--cooldown");
-  if (r.count("skip-rx-copy")) p.skip_rx_copy = true;
-  if (r.count("zerocopy")) p.zerocopy = true;
-  if (r.count("send-method")) {
-    try {
-      p.send_method = parse_send_method(get<std::string>(r, "send-method"));
-    } catch (const UsageError& e) {
-      throw UsageError(fmt::format("--send-method {}", e.what()));
+  } else {
+    if (r.count("json") || r.count("verbose")) {
+      throw UsageError("--json/--verbose: a pattern run writes its results with --results (render them with 'fabperf report')");
+    }
+    // Patterns and plans carry no per-link device binding or sweep: refused rather than ignored.
+    for (const auto& opt : {"bind-dev", "per-link"}) {
+      if (r.count(opt)) throw UsageError(fmt::format("--{}: not with --pattern (run without a pattern; docs/plans.md)", opt));
     }
   }
-  if (r.count("no-affinity")) p.no_affinity = true;
-  if (r.count("verify")) p.verify = true;
-  if (r.count("spread-ports")) p.spread_ports = true;
-  if (r.count("congestion")) p.congestion = get<std::string>(r, "congestion");
-  if (r.count("rate")) p.rate = parse_size(get<std::string>(r, "rate"), "--rate");
-  if (r.count("busy-poll")) {
-    p.busy_poll_us = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "busy-poll"), "--busy-poll", 0, 1'000'000));
-  }
-  if (r.count("notsent-lowat")) p.notsent_lowat = parse_size(get<std::string>(r, "notsent-lowat"), "--notsent-lowat");
-  if (r.count("cpus")) p.cpus = parse_cpu_list(get<std::string>(r, "cpus"), "--cpus");
-  if (r.count("rdma-device")) p.rdma_device = get<std::string>(r, "rdma-device");
-  if (r.count("gid-index")) p.gid_index = static_cast<std::int32_t>(parse_int(get<std::string>(r, "gid-index"), "--gid-index", 0, 65535));
-  p.rdma_verb = parse_rdma_verb(get<std::string>(r, "rdma-verb"));
-  p.qdepth = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "qdepth"), "--qdepth", 1, 4096));
-  if (r.count("inline")) p.inline_size = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "inline"), "--inline", 0, 4096));
-  if (r.count("cq-mod")) p.cq_mod = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "cq-mod"), "--cq-mod", 1, 4096));
-  if (r.count("rdma-events")) p.rdma_events = true;
-  if (r.count("rdma-cm")) p.rdma_cm = true;
+
+  const SpecParams p = setting_params(r);
   RunRequest req;
   req.spec = TestSpec::make(p);
-  req.socksize_auto = socksize_auto;
   // Fail early and clearly rather than after agents were set up.
   (void)make_engine(req.spec.transport());
   req.interval = parse_duration(get<std::string>(r, "interval"), "--interval");

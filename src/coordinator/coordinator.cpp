@@ -509,7 +509,7 @@ class Coordinator {
     if (interrupted_) throw Interrupted("interrupted before the test started");
     co_await each([this](Node& n) { return sync_clock(n); });
     throw_if_failed("clock synchronisation");
-    if (req_.socksize_auto) {
+    if (req_.spec.socksize_auto()) {
       co_await auto_socksize(rec);
       throw_if_failed("link inventory for --socksize auto");
     }

@@ -28,7 +28,7 @@ TestKind parse_test_kind(std::string_view s) {
   if (s == "nwrite") return TestKind::nwrite;
   if (s == "swrite") return TestKind::swrite;
   if (s == "sread") return TestKind::sread;
-  throw UsageError(fmt::format("--test '{}': unknown test (write, read, rw, nwrite, swrite or sread)", s));
+  throw UsageError(fmt::format("'{}': unknown test (write, read, rw, nwrite, swrite or sread)", s));
 }
 
 bool is_write_like(TestKind t) { return t == TestKind::write || t == TestKind::nwrite || t == TestKind::swrite; }
@@ -36,17 +36,17 @@ bool is_sticky(TestKind t) { return t == TestKind::swrite || t == TestKind::srea
 Mode parse_mode(std::string_view s) {
   if (s == "rpc") return Mode::rpc;
   if (s == "stream") return Mode::stream;
-  throw UsageError(fmt::format("--mode '{}': unknown mode (rpc or stream)", s));
+  throw UsageError(fmt::format("'{}': unknown mode (rpc or stream)", s));
 }
 Transport parse_transport(std::string_view s) {
   if (s == "tcp") return Transport::tcp;
   if (s == "rdma") return Transport::rdma;
-  throw UsageError(fmt::format("--transport '{}': unknown transport (tcp or rdma)", s));
+  throw UsageError(fmt::format("'{}': unknown transport (tcp or rdma)", s));
 }
 RdmaVerb parse_rdma_verb(std::string_view s) {
   if (s == "write") return RdmaVerb::write;
   if (s == "send") return RdmaVerb::send;
-  throw UsageError(fmt::format("--rdma-verb '{}': unknown verb (write or send)", s));
+  throw UsageError(fmt::format("'{}': unknown verb (write or send)", s));
 }
 
 std::string_view to_string(SendMethod m) {
@@ -78,6 +78,7 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.transport_ = p.transport.value_or(Transport::tcp);
   s.buffsize_ = p.buffsize.value_or(4 * 1024 * 1024);
   s.socksize_ = p.socksize.value_or(0);
+  s.socksize_auto_ = p.socksize_auto.value_or(false);
   s.threads_ = p.threads.value_or(4);
   s.parallel_ = p.parallel.value_or(1);
   s.time_ = p.time.value_or(std::chrono::seconds(10));
@@ -203,6 +204,7 @@ nlohmann::json to_json(const TestSpec& s) {
           {"transport", to_string(s.transport())},
           {"buffsize", s.buffsize()},
           {"socksize", s.socksize()},
+          {"socksize_auto", s.socksize_auto()},
           {"threads", s.threads()},
           {"parallel", s.parallel()},
           {"time_ns", s.time().count()},
@@ -277,6 +279,7 @@ TestSpec spec_from_json(const nlohmann::json& j) {
       return it->get<bool>();
     };
     p.skip_rx_copy = flag("skip_rx_copy");
+    p.socksize_auto = flag("socksize_auto");
     if (j.contains("send_method")) p.send_method = parse_send_method(str_field(j, "send_method"));
     p.no_affinity = flag("no_affinity");
     p.verify = flag("verify");

@@ -38,7 +38,10 @@ int ArmTrial::slice_at(std::int64_t now_ns) const noexcept {
 
 int ArmTrial::pick(Cursor& c, std::int64_t now_ns) noexcept {
   if (!used_.load(std::memory_order_relaxed)) used_.store(true, std::memory_order_relaxed);
-  if (const int done = chosen_.load(std::memory_order_acquire); done >= 0) return done;
+  if (const int done = chosen_.load(std::memory_order_acquire); done >= 0) {
+    c.slice = kSlices;  // past the trial: count() adds nothing more
+    return done;
+  }
   const int s = slice_at(now_ns);
   if (s != c.slice) {
     const std::int64_t cpu = thread_cpu_now();

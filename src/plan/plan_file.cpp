@@ -3,6 +3,7 @@
 // as `fabperf run`'s options: a plan cannot express anything the command line could not.
 #include <fabperf/error.hpp>
 #include <fabperf/plan.hpp>
+#include <fabperf/settings.hpp>
 #include <fabperf/units.hpp>
 
 #include <algorithm>
@@ -18,15 +19,14 @@ namespace {
 
 using nlohmann::json;
 
-// The knobs a test may set: `fabperf run` option names.
+// The knobs a test may set: every test setting of the table (include/fabperf/settings.hpp), and
+// the sampling interval.
 const std::set<std::string>& spec_keys() {
-  static const std::set<std::string> k{"test",   "mode",      "transport",    "time",     "buffsize",      "socksize",
-                                       "threads", "parallel", "warmup",       "cooldown", "interval",      "skip-rx-copy",
-                                       "zerocopy", "congestion", "rate",      "busy-poll", "notsent-lowat", "cpus",
-                                       "no-affinity", "verify", "send-method", "spread-ports",
-                                       // RDMA (docs/rdma.md)
-                                       "rdma-device", "gid-index", "rdma-verb", "qdepth", "inline", "cq-mod",
-                                       "rdma-events", "rdma-cm"};
+  static const std::set<std::string> k = [] {
+    std::set<std::string> keys{"interval"};
+    for (const auto& st : spec_settings()) keys.insert(st.name);
+    return keys;
+  }();
   return k;
 }
 const std::set<std::string>& pattern_keys() {
@@ -350,76 +350,42 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     // The pattern's own checks (node counts, k range, ...), at the test's line.
     c.wrap(&tn, "pattern", [&] { return make_steps(pt.hosts.size(), pt.pattern); });
 
-    // Spec: the same parsers and limits as the command line.
+    // Spec: every setting of the table, with the command line's parsers and limits.
     SpecParams p;
     const auto knob = [&](const char* key) { return m.get(key); };
-    if (const auto* n = knob("test")) p.test = c.wrap(n, "test", [&] { return parse_test_kind(c.str(*n, "test")); });
-    if (const auto* n = knob("mode")) p.mode = c.wrap(n, "mode", [&] { return parse_mode(c.str(*n, "mode")); });
-    if (const auto* n = knob("transport")) p.transport = c.wrap(n, "transport", [&] { return parse_transport(c.str(*n, "transport")); });
     const auto dur = [&](const char* key) -> std::optional<std::chrono::nanoseconds> {
       const auto* n = knob(key);
       if (!n) return std::nullopt;
       return c.wrap(n, key, [&] { return parse_duration(c.scalar_text(*n, key), "value"); });
     };
-    const auto size = [&](const char* key) -> std::optional<std::uint64_t> {
-      const auto* n = knob(key);
-      if (!n) return std::nullopt;
-      return c.wrap(n, key, [&] { return parse_size(c.scalar_text(*n, key), "value"); });
-    };
-    const auto integer = [&](const char* key, std::int64_t lo, std::int64_t hi) -> std::optional<std::uint32_t> {
-      const auto* n = knob(key);
-      if (!n) return std::nullopt;
-      return static_cast<std::uint32_t>(c.wrap(n, key, [&] { return parse_int(c.scalar_text(*n, key), "value", lo, hi); }));
-    };
-    const auto flag = [&](const char* key) -> std::optional<bool> {
-      const auto* n = knob(key);
-      if (!n) return std::nullopt;
-      return c.boolean(*n, key);
-    };
-    p.time = dur("time");
-    p.warmup = dur("warmup");
-    p.cooldown = dur("cooldown");
-    p.buffsize = size("buffsize");
-    p.socksize = size("socksize");
-    p.rate = size("rate");
-    p.notsent_lowat = size("notsent-lowat");
-    p.threads = integer("threads", 1, limits::kMaxThreads);
-    p.parallel = integer("parallel", 1, limits::kMaxParallel);
-    p.busy_poll_us = integer("busy-poll", 0, 1'000'000);
-    p.skip_rx_copy = flag("skip-rx-copy");
-    p.zerocopy = flag("zerocopy");
-    if (const auto* n = knob("send-method")) {
-      p.send_method = c.wrap(n, "send-method", [&] { return parse_send_method(c.str(*n, "send-method")); });
-    }
-    p.no_affinity = flag("no-affinity");
-    p.verify = flag("verify");
-    p.spread_ports = flag("spread-ports");
-    if (const auto* n = knob("rdma-device")) p.rdma_device = c.str(*n, "rdma-device");
-    if (const auto g = integer("gid-index", 0, 65535)) p.gid_index = static_cast<std::int32_t>(*g);
-    if (const auto* n = knob("rdma-verb")) p.rdma_verb = c.wrap(n, "rdma-verb", [&] { return parse_rdma_verb(c.str(*n, "rdma-verb")); });
-    p.qdepth = integer("qdepth", 1, 4096);
-    p.inline_size = integer("inline", 0, 4096);
-    p.cq_mod = integer("cq-mod", 1, 4096);
-    p.rdma_events = flag("rdma-events");
-    p.rdma_cm = flag("rdma-cm");
-    if (const auto* n = knob("congestion")) p.congestion = c.str(*n, "congestion");
-    if (const auto* n = knob("cpus")) {
-      p.cpus = c.wrap(n, "cpus", [&] {
-        if (const auto* a = n->as_array()) {
-          std::string list;
-          for (const auto& e : *a) {
-            // Appended in two steps: GCC 12 at -O3 reports a false -Wrestrict on
-            // `const char* + std::string&&`.
-            if (!list.empty()) list += ',';
-            list += c.scalar_text(e, "cpus");
-          }
-          return parse_cpu_list(list, "value");
+    for (const auto& st : spec_settings()) {
+      const auto* n = knob(st.name);
+      if (!n) continue;
+      std::string value;
+      if (st.kind == SettingKind::flag) {
+        value = c.boolean(*n, st.name) ? "true" : "false";
+      } else if (const auto* a = n->as_array()) {
+        // A list (cpus = [0, 2]) is the command line's comma-separated value.
+        for (const auto& e : *a) {
+          // Appended in two steps: GCC 12 at -O3 reports a false -Wrestrict on
+          // `const char* + std::string&&`.
+          if (!value.empty()) value += ',';
+          value += c.scalar_text(e, st.name);
         }
-        return parse_cpu_list(c.scalar_text(*n, "cpus"), "value");
+      } else {
+        value = c.scalar_text(*n, st.name);
+      }
+      c.wrap(n, st.name, [&] {
+        st.apply(p, value, "value");
+        return 0;
       });
     }
-    // Settings that only make sense together (warmup + cooldown < time, ...) fail at the test.
-    pt.spec = c.wrap(&tn, "", [&] { return TestSpec::make(p); });
+    // Settings that only make sense together (warmup + cooldown < time, ...) or for another
+    // transport fail at the test.
+    pt.spec = c.wrap(&tn, "", [&] {
+      refuse_inapplicable(p);
+      return TestSpec::make(p);
+    });
     if (const auto iv = dur("interval")) {
       if (*iv < std::chrono::milliseconds(10)) c.fail(knob("interval"), "interval", "must be at least 0.01 s");
       pt.interval = *iv;

@@ -1,8 +1,10 @@
 #include <fabperf/auth.hpp>
+#include <nlohmann/json.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
+#include <fabperf/settings.hpp>
 #include <fabperf/shell.hpp>
 #include <fabperf/spec.hpp>
 #include <fabperf/units.hpp>
@@ -49,6 +51,7 @@ constexpr Command kCommands[] = {
     {"verify", "verify on|off        check the contents of every block"},
     {"plot", "plot FILE            write the last test's throughput over time to FILE"},
     {"check", "check                connect to every node, report versions and clock offsets"},
+    {"set", "set NAME VALUE       any other test setting by its 'fabperf run' name, e.g. set send-method write ('set' lists them)"},
     {"status", "status               show nodes and settings"},
     {"version", "version              show the version"},
     {"debug", "debug [LEVEL]        set the log level (0 off .. 3 debug)"},
@@ -263,6 +266,8 @@ class ShellSession {
     } else if (cmd == "hist") {
       hist_ = on_off(args, cmd);
       say(fmt::format("Histograms {}", hist_ ? "on" : "off"));
+    } else if (cmd == "set") {
+      set(args);
     } else if (cmd == "verify") {
       p_.verify = on_off(args, cmd);
       say(fmt::format("Data verification {}", *p_.verify ? "on" : "off"));
@@ -355,6 +360,36 @@ class ShellSession {
     --depth_;
   }
 
+  // Every test setting of the table (include/fabperf/settings.hpp), by its `fabperf run` name.
+  void set(const std::vector<std::string>& args) {
+    if (args.empty()) {
+      for (const auto& st : spec_settings()) {
+        say(fmt::format("  {:<14} {}{}", st.name, st.help, *st.nsdperf ? fmt::format(" (nsdperf: {})", st.nsdperf) : ""));
+      }
+      return;
+    }
+    const Setting* st = find_setting(args[0]);
+    if (st == nullptr) throw ShellError(fmt::format("set {}: not a test setting ('set' lists them)", args[0]));
+    if (std::string_view(st->name) == "test") throw ShellError("set test: the test command chooses the test (test write, test read, ...)");
+    if (args.size() != 2) {
+      throw ShellError(fmt::format("Usage: set {} {}", st->name, st->kind == SettingKind::flag ? "on|off" : st->value));
+    }
+    SpecParams p = p_;
+    try {
+      st->apply(p, args[1], st->name);
+      refuse_inapplicable(p);
+      (void)TestSpec::make(p);  // the ranges and combinations, now rather than at the next test
+    } catch (const UsageError& e) {
+      throw ShellError(e.what());
+    }
+    if (std::string_view(st->name) == "rdma-cm") {
+      usecm_ = p.rdma_cm.value_or(false);  // the shell's usecm state decides at each test
+      p.rdma_cm.reset();
+    }
+    p_ = p;
+    say(fmt::format("{} set to {}", st->name, args[1]));
+  }
+
   void status() {
     auto list = [](const std::vector<HostPort>& v) {
       std::string s;
@@ -368,13 +403,20 @@ class ShellSession {
                     s.time().count() / 1'000'000'000, s.buffsize(), s.socksize(), s.threads(), s.parallel(),
                     s.transport() == Transport::rdma ? "on" : "off", usecm_ ? "on" : "off",
                     hist_ ? "on" : "off", s.verify() ? "on" : "off"));
+    // What 'set' changed, as the agents will get it.
+    const auto j = to_json(s);
+    std::string set_text;
+    for (const auto& st : spec_settings()) {
+      if (st.given(p_) && j.contains(st.key)) set_text += fmt::format(" {}={}", st.name, j.at(st.key).dump());
+    }
+    if (!set_text.empty()) say("set:" + set_text);
   }
 
   RunRequest request(TestKind kind) {
     if (servers_.empty() || clients_.empty()) throw ShellError("Need at least one server and one client (commands server, client)");
     SpecParams p = p_;
     p.test = kind;
-    p.mode = Mode::rpc;
+    p.mode = p_.mode.value_or(Mode::rpc);  // nsdperf's blocks unless 'set mode stream'
     if (rdma_on()) p.rdma_cm = usecm_;
     RunRequest req;
     try {

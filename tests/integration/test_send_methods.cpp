@@ -111,7 +111,7 @@ TEST(SendMethod, BadCombinationsAreUsageErrors) {
     std::vector<std::string> args;
     const char* msg;
   };
-  for (const Case& c : {Case{{"--transport", "rdma", "--send-method", "sendfile"}, "--send-method sendfile: TCP only"},
+  for (const Case& c : {Case{{"--transport", "rdma", "--send-method", "sendfile"}, "--send-method: TCP only (this test's transport is rdma)"},
                         Case{{"--mode", "stream", "--send-method", "carrier-pigeon"}, "--send-method 'carrier-pigeon'"},
                         Case{{"--mode", "stream", "--zerocopy", "--send-method", "sendfile"},
                              "--zerocopy and --send-method sendfile: alternatives"},

@@ -242,7 +242,7 @@ TEST(PlanFile, ErrorsNameFileLineAndField) {
             "p.toml:18: field 'min-spread': ");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nwarmup = 6\ncooldown = 6\n").substr(0, 11), "p.toml:14: ");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = 3\n"),
-            "p.toml:17: field 'mode': expected a string, got an integer");
+            "p.toml:17: field 'mode': value '3': unknown mode (rpc or stream)");
   // TOML syntax errors carry line and column.
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\n").substr(0, 13), "p.toml:15:10:");
   EXPECT_EQ(error_of("[[hosts]]\nname = \"a\"\n"), "p.toml:1: field 'address': missing for host 'a'");
@@ -250,7 +250,7 @@ TEST(PlanFile, ErrorsNameFileLineAndField) {
             "p.toml:5: field 'name': host 'a' is listed twice");
   EXPECT_EQ(error_of(std::string(kHosts) + "colour = 1\n").substr(0, 27), "p.toml:14: field 'colour': ");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = \"stream\"\nsend-method = \"mmap\"\n"),
-            "p.toml:18: field 'send-method': 'mmap': expected auto, write, zerocopy or sendfile");
+            "p.toml:18: field 'send-method': value 'mmap': expected auto, write, zerocopy or sendfile");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"pairs\"\npairs = [\"a-b\"]\n"),
             "p.toml:17: field 'pairs': 'a-b': expected CLIENT->SERVER");
 }
@@ -271,7 +271,6 @@ inline = 128
 cq-mod = 8
 rdma-events = true
 rdma-cm = true
-spread-ports = true
 )", "r.toml");
   const TestSpec& s = p.tests.at(0).spec;
   EXPECT_EQ(s.transport(), Transport::rdma);
@@ -283,7 +282,6 @@ spread-ports = true
   EXPECT_EQ(s.cq_mod(), 8u);
   EXPECT_TRUE(s.rdma_events());
   EXPECT_TRUE(s.rdma_cm());
-  EXPECT_TRUE(s.spread_ports());
   EXPECT_EQ(plan_json(p)["tests"][0]["settings"]["rdma_cm"], true);
   // Unset knobs keep the command line's defaults.
   const auto d = parse_plan(h + "[[tests]]\nname = \"d\"\npattern = \"ring\"\ntransport = \"rdma\"\n", "d.toml");
@@ -297,7 +295,12 @@ spread-ports = true
   // Settings that contradict each other fail at the test, with the setting named.
   const std::string cm_tcp = error_of(t + "rdma-cm = true\n");
   EXPECT_EQ(cm_tcp.substr(0, 11), "p.toml:15: ") << cm_tcp;
-  EXPECT_NE(cm_tcp.find("--rdma-cm: only with --transport rdma"), std::string::npos) << cm_tcp;
+  EXPECT_NE(cm_tcp.find("--rdma-cm: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos) << cm_tcp;
+  // A setting the test's transport does not use is refused by name, not carried along unused.
+  const std::string sp_rdma = error_of(t + "transport = \"rdma\"\nspread-ports = true\n");
+  EXPECT_NE(sp_rdma.find("--spread-ports: TCP only (this test's transport is rdma)"), std::string::npos) << sp_rdma;
+  const std::string qd_tcp = error_of(t + "qdepth = 8\n");
+  EXPECT_NE(qd_tcp.find("--qdepth: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos) << qd_tcp;
   const std::string cq = error_of(t + "transport = \"rdma\"\nqdepth = 4\ncq-mod = 8\n");
   EXPECT_NE(cq.find("--cq-mod 8: out of range (1..--qdepth 4)"), std::string::npos) << cq;
 }

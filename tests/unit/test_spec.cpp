@@ -46,9 +46,9 @@ TEST(SpecEnums, NamesRoundTrip) {
 }
 
 TEST(SpecEnums, UnknownNamesRejected) {
-  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_test_kind("Write"); }), "--test 'Write'"));
-  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_mode("rdma"); }), "--mode 'rdma'"));
-  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_transport(""); }), "--transport ''"));
+  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_test_kind("Write"); }), "'Write': unknown test"));
+  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_mode("rdma"); }), "'rdma': unknown mode"));
+  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_transport(""); }), "'': unknown transport"));
 }
 
 // ---- defaults -------------------------------------------------------------------------------
@@ -261,6 +261,7 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("send_method"), "auto");
   EXPECT_EQ(j.at("zerocopy"), false);
   EXPECT_EQ(j.at("sendfile"), false);  // asked for, not what ran
+  EXPECT_EQ(j.at("socksize_auto"), false);
   EXPECT_EQ(j.at("congestion"), "");
   EXPECT_EQ(j.at("rate"), 0);
   EXPECT_EQ(j.at("busy_poll_us"), 0);
@@ -272,7 +273,7 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("qdepth"), 16);
   EXPECT_EQ(j.at("spread_ports"), false);
   EXPECT_EQ(j.at("rdma_cm"), false);
-  EXPECT_EQ(j.size(), 30u);
+  EXPECT_EQ(j.size(), 31u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
@@ -607,7 +608,7 @@ TEST(SpecRdma, DefaultsRoundTripAndValidation) {
   EXPECT_EQ(spec_from_json(to_json(s)), s);
   EXPECT_EQ(spec_from_json(json::parse(to_json(s).dump())), s);
   EXPECT_EQ(parse_rdma_verb("send"), RdmaVerb::send);
-  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_rdma_verb("atomic"); }), "--rdma-verb 'atomic'"));
+  EXPECT_TRUE(contains(error_of<UsageError>([] { (void)parse_rdma_verb("atomic"); }), "'atomic': unknown verb"));
   auto bad = [](auto edit, const char* want) {
     SpecParams q;
     q.transport = Transport::rdma;

@@ -1,0 +1,82 @@
+// The one table of test settings: names unique, every setting parses, the docs carry the table.
+#include <fabperf/settings.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fabperf/error.hpp>
+#include <nlohmann/json.hpp>
+
+using namespace fabperf;
+
+TEST(SettingsTable, NamesAndKeysAreUniqueAndFound) {
+  std::set<std::string> names, keys;
+  for (const auto& st : spec_settings()) {
+    EXPECT_TRUE(names.insert(st.name).second) << st.name;
+    EXPECT_TRUE(keys.insert(st.key).second) << st.key;
+    EXPECT_EQ(find_setting(st.name), &st);
+    EXPECT_NE(std::string(st.help), "");
+    EXPECT_TRUE(std::string(st.only).empty() || std::string(st.only) == "tcp" || std::string(st.only) == "rdma") << st.name;
+  }
+  EXPECT_EQ(find_setting("no-such-setting"), nullptr);
+}
+
+TEST(SettingsTable, EveryKeyIsInTheSpecsJson) {
+  const auto j = to_json(TestSpec::make({}));
+  for (const auto& st : spec_settings()) EXPECT_TRUE(j.contains(st.key)) << st.name << " -> " << st.key;
+}
+
+TEST(SettingsTable, FlagsTakeOnOffAndErrorsNameTheSetting) {
+  const Setting* v = find_setting("verify");
+  SpecParams p;
+  v->apply(p, "on", "--verify");
+  EXPECT_TRUE(v->given(p));
+  EXPECT_TRUE(*p.verify);
+  v->apply(p, "false", "--verify");
+  EXPECT_FALSE(*p.verify);
+  try {
+    v->apply(p, "maybe", "--verify");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--verify 'maybe': expected on or off");
+  }
+  try {
+    find_setting("mode")->apply(p, "bulk", "--mode");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--mode 'bulk': unknown mode (rpc or stream)");
+  }
+  SpecParams a;
+  find_setting("socksize")->apply(a, "auto", "--socksize");
+  EXPECT_TRUE(TestSpec::make(a).socksize_auto());
+  EXPECT_EQ(TestSpec::make(a).socksize(), 0u);
+}
+
+TEST(SettingsTable, SettingsOfTheOtherTransportAreRefused) {
+  SpecParams p;
+  find_setting("qdepth")->apply(p, "8", "--qdepth");
+  EXPECT_THROW(refuse_inapplicable(p), UsageError);
+  p.transport = Transport::rdma;
+  EXPECT_NO_THROW(refuse_inapplicable(p));
+  find_setting("congestion")->apply(p, "bbr", "--congestion");
+  try {
+    refuse_inapplicable(p);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--congestion: TCP only (this test's transport is rdma)");
+  }
+}
+
+// docs/usage.md carries the table as the code has it: a setting added or changed without its
+// docs fails here (the expected text is printed to paste).
+TEST(SettingsTable, DocsCarryTheTable) {
+  std::ifstream in(std::string(FABPERF_TEST_DATA) + "/../../docs/usage.md");
+  ASSERT_TRUE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string table = settings_markdown();
+  EXPECT_NE(ss.str().find(table), std::string::npos) << "docs/usage.md lacks the settings table; it should read:\n" << table;
+}
