@@ -1,0 +1,150 @@
+// TestRun, the run loop every engine shares, driven by a fake engine: no sockets, no agents. The
+// fake's flows count bytes on their own threads as a transport would, so the schedule, the
+// window's edges, the intervals, the stop, an abort and the trials reach the result as they do
+// for TCP and RDMA.
+#include <fabperf/engine.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include <fabperf/clock.hpp>
+
+using namespace fabperf;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Flows that move `per_tick` bytes every 100 us until the stop (or, with `stall`, until abort()).
+class FakeEngine final : public Engine {
+ public:
+  FakeEngine(int flows, std::uint64_t per_tick, bool stall) : n_(flows), per_tick_(per_tick), stall_(stall) {}
+  ~FakeEngine() override { FakeEngine::join(); }
+  [[nodiscard]] std::string_view name() const override { return "fake"; }
+  std::uint16_t prepare_server(RunContext&, const ServerPlan&) override { return 0; }
+  void prepare_client(RunContext& ctx, const ClientPlan&) override {
+    for (int i = 0; i < n_; ++i) {
+      flows_.push_back(&ctx.add_flow(std::make_unique<Flow>(FlowRole::client, FlowOp::write, 1, "127.0.0.1:" + std::to_string(40000 + i),
+                                                            "127.0.0.1:5000")));
+    }
+  }
+  void seal(RunContext&) override { sealed_ = true; }
+  void start(RunContext& ctx) override {
+    for (Flow* f : flows_) {
+      threads_.emplace_back([this, &ctx, f] {
+        ctx.enter_data_thread("send", f->id);
+        ctx.wait_for_start();
+        while (!ctx.stopping() || (stall_ && !aborted_.load())) {
+          f->counters.add_tx(per_tick_);
+          std::this_thread::sleep_for(100us);
+        }
+      });
+    }
+  }
+  void abort() noexcept override { aborted_ = true; }
+  void join() override {
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  [[nodiscard]] std::vector<TrialResult> trials() const override {
+    return {TrialResult{"send method", "write", "a fixed answer from the fake", {}}};
+  }
+  bool sealed_{false};
+
+ private:
+  int n_;
+  std::uint64_t per_tick_;
+  bool stall_;
+  std::atomic<bool> aborted_{false};
+  std::vector<Flow*> flows_;
+  std::vector<std::thread> threads_;
+};
+
+struct Harness {
+  explicit Harness(int flows, bool stall = false) {
+    SpecParams p;
+    p.time = 1s;
+    auto ctx = std::make_unique<RunContext>(TestSpec::make(p), 0, "fakehost");
+    auto eng = std::make_unique<FakeEngine>(flows, 1000, stall);
+    engine = eng.get();
+    eng->prepare_client(*ctx, {});
+    run = std::make_unique<TestRun>(std::move(eng), std::move(ctx));
+  }
+  // A schedule starting 50 ms from now: window 100..900 ms, intervals of 200 ms, end at 1 s.
+  static Schedule schedule() {
+    const std::int64_t t0 = mono_now_ns() + 50'000'000;
+    return {t0, t0 + 100'000'000, t0 + 900'000'000, t0 + 1'000'000'000, 200'000'000};
+  }
+  AgentResult go(const Schedule& s) {
+    std::promise<AgentResult> done;
+    auto f = done.get_future();
+    run->start(s, [&](AgentResult r) { done.set_value(std::move(r)); });
+    EXPECT_EQ(f.wait_for(10s), std::future_status::ready);
+    AgentResult r = f.get();
+    run->finish();
+    return r;
+  }
+  FakeEngine* engine;
+  std::unique_ptr<TestRun> run;
+};
+
+}  // namespace
+
+TEST(TestRunFake, WindowIntervalsAndTotalsFollowTheSchedule) {
+  Harness h(3);
+  const AgentResult r = h.go(Harness::schedule());
+  EXPECT_TRUE(h.engine->sealed_);
+  EXPECT_FALSE(r.aborted) << r.abort_reason;
+  ASSERT_EQ(r.flows.size(), 3u);
+  // The window is the schedule's 0.8 s as this host's clock measured it (the driver wakes late,
+  // never early).
+  EXPECT_GE(r.window_s, 0.8);
+  EXPECT_LT(r.window_s, 1.3);
+  // Intervals: 200, 400, 600 ms and the close; they add up to the window's bytes.
+  ASSERT_EQ(r.intervals.size(), 4u);
+  std::uint64_t iv = 0;
+  for (const auto& s : r.intervals) iv += s.tx_bytes;
+  std::uint64_t win = 0;
+  for (const auto& f : r.flows) {
+    EXPECT_GT(f.tx_bytes_window, 0u);
+    EXPECT_LE(f.tx_bytes_window, f.tx_bytes_total);  // warm-up and tail are outside the window
+    EXPECT_LT(f.tx_bytes_window, f.tx_bytes_total);
+    win += f.tx_bytes_window;
+  }
+  EXPECT_EQ(iv, win);
+  // The engine's trials reach the result.
+  ASSERT_EQ(r.trials.size(), 1u);
+  EXPECT_EQ(r.trials[0].chosen, "write");
+  // Every data thread's CPU time over the window is there.
+  EXPECT_EQ(r.threads.size(), 3u);
+}
+
+TEST(TestRunFake, AbortEndsTheRunWithItsReason) {
+  Harness h(2);
+  const Schedule s = Harness::schedule();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(300ms);  // inside the window
+    h.run->abort("the coordinator said stop");
+  });
+  const AgentResult r = h.go(s);
+  aborter.join();
+  EXPECT_TRUE(r.aborted);
+  EXPECT_EQ(r.abort_reason, "the coordinator said stop");
+}
+
+TEST(TestRunFake, AFlowThatIgnoresTheStopIsAbandonedAtTheHardDeadline) {
+  // The stalled flow keeps going after end_at; the watchdog aborts the engine at the hard
+  // deadline (end + 3 s without drain progress) and the result still comes back.
+  Harness h(1, true);
+  const auto t0 = std::chrono::steady_clock::now();
+  const AgentResult r = h.go(Harness::schedule());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, 1s + std::chrono::nanoseconds(RunContext::kGraceNs));
+  EXPECT_LT(took, 10s);
+  ASSERT_EQ(r.flows.size(), 1u);
+  EXPECT_GT(r.flows[0].tx_bytes_window, 0u);
+}
