@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace fabperf {
 
@@ -26,6 +29,20 @@ std::int64_t process_cpu_ns() noexcept;
 // connection, and a launcher three pipes, per agent; a server agent one socket per connection:
 // the usual soft limit of 1024 runs out at a few hundred nodes). Returns the new soft limit.
 std::uint64_t raise_fd_limit() noexcept;
+
+// The ARP table's IPv4 neighbours on one device: address -> MAC (/proc/net/arp; its header line
+// and other devices' entries are skipped). Pure over the file's text.
+std::map<std::string, std::string> parse_arp_table(std::string_view text, std::string_view dev);
+std::map<std::string, std::string> read_arp_table(std::string_view dev, const std::string& root = "");
+
+// user+system clock ticks of a /proc/PID/task/TID/stat line; -1 when it does not parse (the
+// thread's name may hold spaces and parentheses: fields are counted after the last ')').
+std::int64_t parse_task_stat_ticks(std::string_view line);
+// CPU time of one of this process's threads, in seconds; -1 when it is gone.
+double read_thread_cpu_s(int tid, const std::string& root = "");
+
+// The CPUs of a NUMA node (/sys/devices/system/node/nodeN/cpulist); empty when unknown.
+std::vector<int> read_numa_cpus(int node, const std::string& root = "");
 
 // Host name of this machine.
 std::string local_hostname();

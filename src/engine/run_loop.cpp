@@ -212,15 +212,7 @@ std::vector<std::pair<std::string, std::string>> bond_neighbors(const std::vecto
                                                                 const std::vector<std::string>& flow_iface,
                                                                 const std::string& bond) {
   std::vector<std::pair<std::string, std::string>> out;
-  std::ifstream in("/proc/net/arp");
-  std::map<std::string, std::string> arp;
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string ip, hw, flags, mac, mask, dev;
-    if (ss >> ip >> hw >> flags >> mac >> mask >> dev && dev == bond) arp[ip] = mac;
-  }
+  const auto arp = read_arp_table(bond);
   for (std::size_t i = 0; i < flows.size() && i < flow_iface.size(); ++i) {
     if (flow_iface[i] != bond) continue;
     std::string ip = flows[i]->remote.substr(0, flows[i]->remote.rfind(':'));
@@ -232,37 +224,12 @@ std::vector<std::pair<std::string, std::string>> bond_neighbors(const std::vecto
   return out;
 }
 
-// user+system CPU time of one of this process's threads, in seconds; -1 when it is gone.
-double thread_cpu_s(int tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return -1;
-  const auto close = line.rfind(')');  // the name may contain spaces and parentheses
-  if (close == std::string::npos) return -1;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  // Fields after the name start at 3 (state); utime and stime are 14 and 15.
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+double thread_cpu_s(int tid) { return read_thread_cpu_s(tid); }
 
-// The CPUs of the NUMA node the test's interfaces sit on, when sysfs says (-1: no preference).
+// The CPUs of the NUMA node the test's interfaces sit on, when sysfs says (empty: no preference).
 std::vector<int> numa_cpus(const std::vector<LinkResult>& links) {
   for (const auto& l : links) {
-    if (l.info.numa_node < 0) continue;
-    std::ifstream in("/sys/devices/system/node/node" + std::to_string(l.info.numa_node) + "/cpulist");
-    std::string list;
-    if (std::getline(in, list) && !list.empty()) {
-      try {
-        return parse_cpu_list(list, "numa cpulist");
-      } catch (...) {
-        return {};
-      }
-    }
+    if (auto cpus = read_numa_cpus(l.info.numa_node); !cpus.empty()) return cpus;
   }
   return {};
 }

@@ -18,7 +18,6 @@ constexpr const char* kTx = "#2563eb";
 constexpr const char* kRx = "#14b8a6";
 constexpr const char* kFail = "#dc2626";
 constexpr const char* kInk = "#1f2937";
-constexpr const char* kMuted = "#6b7280";
 constexpr const char* kGrid = "#e5e7eb";
 constexpr const char* kSeriesColors[] = {"#2563eb", "#db2777", "#16a34a", "#ea580c", "#7c3aed",
                                          "#0891b2", "#ca8a04", "#4b5563", "#be123c", "#059669"};

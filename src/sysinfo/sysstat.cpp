@@ -1,4 +1,5 @@
 #include <fabperf/sysstat.hpp>
+#include <fabperf/spec.hpp>
 
 #include <fstream>
 #include <sstream>
@@ -75,6 +76,65 @@ std::uint64_t raise_fd_limit() noexcept {
     if (::setrlimit(RLIMIT_NOFILE, &want) == 0) r = want;
   }
   return static_cast<std::uint64_t>(r.rlim_cur);
+}
+
+
+std::map<std::string, std::string> parse_arp_table(std::string_view text, std::string_view dev) {
+  std::map<std::string, std::string> arp;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string ip, hw, flags, mac, mask, d;
+    if (ss >> ip >> hw >> flags >> mac >> mask >> d && d == dev) arp[ip] = mac;
+  }
+  return arp;
+}
+
+std::map<std::string, std::string> read_arp_table(std::string_view dev, const std::string& root) {
+  std::ifstream in(root + "/proc/net/arp");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_arp_table(ss.str(), dev);
+}
+
+std::int64_t parse_task_stat_ticks(std::string_view line) {
+  const auto close = line.rfind(')');
+  if (close == std::string_view::npos || close + 2 > line.size()) return -1;
+  std::istringstream rest{std::string(line.substr(close + 2))};
+  std::string field;
+  long long utime = -1, stime = -1;
+  // Fields after the name start at 3 (state); utime and stime are 14 and 15.
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    try {
+      if (i == 14) utime = std::stoll(field);
+      if (i == 15) stime = std::stoll(field);
+    } catch (...) {
+      return -1;
+    }
+  }
+  return utime < 0 || stime < 0 ? -1 : utime + stime;
+}
+
+double read_thread_cpu_s(int tid, const std::string& root) {
+  std::ifstream in(root + "/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  const std::int64_t ticks = parse_task_stat_ticks(line);
+  return ticks < 0 ? -1 : static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::vector<int> read_numa_cpus(int node, const std::string& root) {
+  if (node < 0) return {};
+  std::ifstream in(root + "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
+  std::string list;
+  if (!std::getline(in, list) || list.empty()) return {};
+  try {
+    return parse_cpu_list(list, "numa cpulist");
+  } catch (...) {
+    return {};
+  }
 }
 
 }  // namespace fabperf

@@ -330,14 +330,15 @@ nlohmann::json link(const std::string& name, double payload_tx, double eff, int 
 }  // namespace
 
 TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
-  // Step 0: a loads b and c (write); step 1: b loads a and c.
+  // Step 0: a loads b and c (write); step 1: b loads a and c. The one-link lists are spelled
+  // json::array(...): clang reads a one-element brace list of a json as a copy of it (CWG 2137).
   StepOutcome s0{"t/0", "t",
                  {{"settings", {{"test", "write"}}},
                   {"clients", 1},
                   {"servers", 2},
                   {"aggregate", {{"mb_per_s", 2500.0}}},
                   {"nodes",
-                   {node(0, "h:1", "client", 2500, 1, {link("eth0", 2500, 90, 0)}), node(1, "h:2", "server", 1, 1250),
+                   {node(0, "h:1", "client", 2500, 1, nlohmann::json::array({link("eth0", 2500, 90, 0)})), node(1, "h:2", "server", 1, 1250),
                     node(2, "h:3", "server", 1, 1250)}},
                   {"pairs", {{{"client", 0}, {"server", 1}, {"mb_per_s", 1250.0}, {"retrans", 0}, {"connections", 1}},
                              {{"client", 0}, {"server", 2}, {"mb_per_s", 1250.0}, {"retrans", 7}, {"connections", 1}}}}}};
@@ -347,7 +348,7 @@ TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
                   {"servers", 2},
                   {"aggregate", {{"mb_per_s", 1800.0}}},
                   {"nodes",
-                   {node(0, "h:2", "client", 1800, 1, {link("eth0", 1800, 60, 3)}), node(1, "h:1", "server", 1, 900),
+                   {node(0, "h:2", "client", 1800, 1, nlohmann::json::array({link("eth0", 1800, 60, 3)})), node(1, "h:1", "server", 1, 900),
                     node(2, "h:3", "server", 1, 900)}},
                   {"pairs", {{{"client", 0}, {"server", 1}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}},
                              {{"client", 0}, {"server", 2}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}}}}}};

@@ -415,10 +415,13 @@ json strings_array(std::size_t n, std::size_t len) { return json(std::vector<std
 }  // namespace
 
 TEST(MessagesReject, NotAnObject) {
-  for (const auto& [name, p] : std::vector<std::pair<std::string, Parser>>{
+  // Not a structured binding: clang 14 cannot capture one in the lambda below.
+  for (const auto& entry : std::vector<std::pair<std::string, Parser>>{
            {"HELLO", kHello}, {"HELLO_OK", kHelloOk}, {"PING", kPing}, {"PONG", kPong},
            {"SETUP_SERVER", kSetupServer}, {"SETUP_SERVER_OK", kSetupServerOk}, {"SETUP_CLIENT", kSetupClient},
            {"SETUP_CLIENT_OK", kSetupClientOk}, {"START", kStart}, {"ABORT", kAbort}, {"ERROR", kError}}) {
+    const auto& name = entry.first;
+    const Parser& p = entry.second;
     const auto msg = proto_error_of([&] { p(json::array()); });
     EXPECT_TRUE(contains(msg, name + ": not a JSON object")) << msg;
   }
