@@ -828,7 +828,9 @@ void TcpEngine::spread_port_taken(const std::string& src_ip, std::uint16_t port)
 }
 
 void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
-  ctx_ = &ctx;
+  // An agent that serves and loads in one test set ctx_ in prepare_server, and its accept thread
+  // reads it from then on: writing it again, even the same value, would race with that read.
+  if (ctx_ != &ctx) ctx_ = &ctx;
   bind_devs_ = resolve_bind_devs(plan);
   const TestSpec& spec = ctx.spec();
   const std::uint32_t per_pair = spec.connections_per_pair();
