@@ -44,6 +44,23 @@ class SystemError : public Error {
   SystemError(std::string_view operation, std::string_view object, std::string_view reason);
 };
 
+// A verbs or rdma_cm call failed: the call, the device (or the address it was for) and errno,
+// as fields for callers that decide by them and as the message "ibv_create_qp: Cannot allocate
+// memory on rxe0:1".
+class VerbsError : public Error {
+ public:
+  VerbsError(std::string call, std::string device, int err, std::string message)
+      : Error(ExitCode::infrastructure, std::move(message)), call_(std::move(call)), device_(std::move(device)), err_(err) {}
+  [[nodiscard]] const std::string& call() const noexcept { return call_; }
+  [[nodiscard]] const std::string& device() const noexcept { return device_; }
+  [[nodiscard]] int err() const noexcept { return err_; }
+
+ private:
+  std::string call_;
+  std::string device_;
+  int err_;
+};
+
 // "connect 10.0.0.1:6668: Connection refused" — errno text for err.
 std::string errno_text(int err);
 

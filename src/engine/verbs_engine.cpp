@@ -205,21 +205,21 @@ struct Device {
   }
 };
 
-std::string verbs_fail(const char* call, const std::string& dev, int err) {
-  return fmt::format("{}: {} on {}", call, errno_text(err), dev);
+VerbsError verbs_fail(const char* call, const std::string& dev, int err) {
+  return VerbsError(call, dev, err, fmt::format("{}: {} on {}", call, errno_text(err), dev));
 }
 
 // The protection domain and the one registered buffer (2 x --buffsize) of an opened port.
 void register_buffer(Device& d, const TestSpec& spec) {
   d.pd = ibv_alloc_pd(d.ctx);
-  if (!d.pd) throw Error(ExitCode::infrastructure, verbs_fail("ibv_alloc_pd", d.label, errno));
+  if (!d.pd) throw verbs_fail("ibv_alloc_pd", d.label, errno);
   d.block = spec.buffsize();
   if (posix_memalign(reinterpret_cast<void**>(&d.buf), 4096, 2 * d.block) != 0) {
     throw Error(ExitCode::infrastructure, fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d.block)));
   }
   for (std::size_t k = 0; k < 2 * d.block; ++k) d.buf[k] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
   d.mr = ibv_reg_mr(d.pd, d.buf, 2 * d.block, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-  if (!d.mr) throw Error(ExitCode::infrastructure, verbs_fail("ibv_reg_mr", d.label, errno));
+  if (!d.mr) throw verbs_fail("ibv_reg_mr", d.label, errno);
 }
 
 // Opens the port whose GID matches `local` (or the --gid-index one), registers the buffer.
@@ -257,13 +257,13 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
     }
     ibv_context* c = ibv_open_device(list[i]);
     if (!c) {
-      problem = verbs_fail("ibv_open_device", name, errno);
+      problem = verbs_fail("ibv_open_device", name, errno).what();
       looked.push_back(name + " (cannot open)");
       continue;
     }
     ibv_device_attr da{};
     if (ibv_query_device(c, &da) != 0) {
-      problem = verbs_fail("ibv_query_device", name, errno);
+      problem = verbs_fail("ibv_query_device", name, errno).what();
       ibv_close_device(c);
       continue;
     }
@@ -272,7 +272,7 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
       const std::string label = fmt::format("{}:{}", name, p);
       ibv_port_attr pa{};
       if (ibv_query_port(c, static_cast<std::uint8_t>(p), &pa) != 0) {
-        looked.push_back(label + " (" + verbs_fail("ibv_query_port", label, errno) + ")");
+        looked.push_back(label + " (" + verbs_fail("ibv_query_port", label, errno).what() + ")");
         continue;
       }
       if (pa.state != IBV_PORT_ACTIVE) {
@@ -352,11 +352,11 @@ std::unique_ptr<Device> open_cm_device(ibv_context* ctx, std::uint8_t port, cons
   d->port = port;
   d->key = "cm:" + d->label;
   ibv_device_attr da{};
-  if (ibv_query_device(ctx, &da) != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_query_device", d->label, errno));
+  if (ibv_query_device(ctx, &da) != 0) throw verbs_fail("ibv_query_device", d->label, errno);
   // rdma_cm passes these as the connection's responder resources and initiator depth.
   d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(std::min(da.max_qp_rd_atom, da.max_qp_init_rd_atom), 1, 16));
   ibv_port_attr pa{};
-  if (ibv_query_port(ctx, port, &pa) != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_query_port", d->label, errno));
+  if (ibv_query_port(ctx, port, &pa) != 0) throw verbs_fail("ibv_query_port", d->label, errno);
   d->infiniband = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
   d->lid = pa.lid;
   d->mtu = pa.active_mtu;
@@ -430,10 +430,10 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
   const int depth = static_cast<int>(spec.qdepth());
   if (spec.rdma_events() || q->stream_passive()) {
     q->ch = ibv_create_comp_channel(d.ctx);
-    if (!q->ch) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_comp_channel", d.label, errno));
+    if (!q->ch) throw verbs_fail("ibv_create_comp_channel", d.label, errno);
   }
   q->cq = ibv_create_cq(d.ctx, 4 * depth + 8, nullptr, q->ch, 0);
-  if (!q->cq) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_cq", d.label, errno));
+  if (!q->cq) throw verbs_fail("ibv_create_cq", d.label, errno);
   ibv_qp_init_attr ia{};
   ia.send_cq = q->cq;
   ia.recv_cq = q->cq;
@@ -444,18 +444,18 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
   ia.cap.max_recv_sge = 1;
   ia.cap.max_inline_data = spec.inline_size();
   if (id) {
-    if (rdma_create_qp(id, d.pd, &ia) != 0) throw Error(ExitCode::infrastructure, verbs_fail("rdma_create_qp", d.label, errno));
+    if (rdma_create_qp(id, d.pd, &ia) != 0) throw verbs_fail("rdma_create_qp", d.label, errno);
     q->qp = id->qp;
   } else {
     q->qp = ibv_create_qp(d.pd, &ia);
-    if (!q->qp) throw Error(ExitCode::infrastructure, verbs_fail("ibv_create_qp", d.label, errno));
+    if (!q->qp) throw verbs_fail("ibv_create_qp", d.label, errno);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = d.port;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (int e = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS); e != 0) {
-      throw Error(ExitCode::infrastructure, verbs_fail("ibv_modify_qp(INIT)", d.label, e));
+      throw verbs_fail("ibv_modify_qp(INIT)", d.label, e);
     }
   }
   d.max_inline = ia.cap.max_inline_data;
@@ -472,9 +472,9 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    if (int e = ibv_post_recv(q->qp, &wr, &bad); e != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_post_recv", d.label, e));
+    if (int e = ibv_post_recv(q->qp, &wr, &bad); e != 0) throw verbs_fail("ibv_post_recv", d.label, e);
   }
-  if (q->ch && ibv_req_notify_cq(q->cq, 0) != 0) throw Error(ExitCode::infrastructure, verbs_fail("ibv_req_notify_cq", d.label, errno));
+  if (q->ch && ibv_req_notify_cq(q->cq, 0) != 0) throw verbs_fail("ibv_req_notify_cq", d.label, errno);
   return q;
 }
 
@@ -501,7 +501,7 @@ void connect_qp(Qp& q) {
                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
       e != 0) {
-    throw Error(ExitCode::infrastructure, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTR)", d.label, e), q.peer));
+    throw VerbsError("ibv_modify_qp(RTR)", d.label, e, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTR)", d.label, e).what(), q.peer));
   }
   ibv_qp_attr r{};
   r.qp_state = IBV_QPS_RTS;
@@ -514,7 +514,7 @@ void connect_qp(Qp& q) {
                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                 IBV_QP_MAX_QP_RD_ATOMIC);
       e != 0) {
-    throw Error(ExitCode::infrastructure, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTS)", d.label, e), q.peer));
+    throw VerbsError("ibv_modify_qp(RTS)", d.label, e, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTS)", d.label, e).what(), q.peer));
   }
 }
 
@@ -757,8 +757,8 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
 
 namespace {
 
-std::string cm_fail(const char* call, const std::string& where, int err) {
-  return fmt::format("{} {}: {} (--rdma-cm; are rdma_cm and rdma_ucm loaded?)", call, where, errno_text(err));
+VerbsError cm_fail(const char* call, const std::string& where, int err) {
+  return VerbsError(call, where, err, fmt::format("{} {}: {} (--rdma-cm; are rdma_cm and rdma_ucm loaded?)", call, where, errno_text(err)));
 }
 
 // Waits for `want` on `id` (events of other ids on the channel are acknowledged and skipped).
@@ -778,7 +778,7 @@ CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want
     pollfd pfd{ch->fd, POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
     rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_get_cm_event", where, errno));
+    if (rdma_get_cm_event(ch, &ev) != 0) throw cm_fail("rdma_get_cm_event", where, errno);
     if (ev->id != id) {
       rdma_ack_cm_event(ev);
       continue;
@@ -809,16 +809,16 @@ CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want
 std::uint16_t VerbsEngine::cm_listen(const ServerPlan& plan) {
   const std::string& where = plan.bind_address;
   cm_listen_ch_ = rdma_create_event_channel();
-  if (!cm_listen_ch_) throw Error(ExitCode::infrastructure, cm_fail("rdma_create_event_channel", "on " + where, errno));
+  if (!cm_listen_ch_) throw cm_fail("rdma_create_event_channel", "on " + where, errno);
   if (rdma_create_id(cm_listen_ch_, &cm_listen_id_, nullptr, RDMA_PS_TCP) != 0) {
     cm_listen_id_ = nullptr;
-    throw Error(ExitCode::infrastructure, cm_fail("rdma_create_id", "on " + where, errno));
+    throw cm_fail("rdma_create_id", "on " + where, errno);
   }
   sockaddr_storage ss = numeric_sockaddr(plan.bind_address, 0, "resolve RDMA listen address");
   if (rdma_bind_addr(cm_listen_id_, reinterpret_cast<sockaddr*>(&ss)) != 0) {
-    throw Error(ExitCode::infrastructure, cm_fail("rdma_bind_addr", where + " (no RDMA device has this address?)", errno));
+    throw cm_fail("rdma_bind_addr", where + " (no RDMA device has this address?)", errno);
   }
-  if (rdma_listen(cm_listen_id_, 1024) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_listen", "on " + where, errno));
+  if (rdma_listen(cm_listen_id_, 1024) != 0) throw cm_fail("rdma_listen", "on " + where, errno);
   const std::uint16_t port = ntohs(rdma_get_src_port(cm_listen_id_));
   accept_thread_ = std::thread([this] { cm_accept_loop(); });
   return port;
@@ -906,7 +906,7 @@ void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std:
     q->remote.len = 2 * d.block;
     const rdma_cm::ReplyBytes rep = rdma_cm::encode_reply({q->local.rkey, q->local.addr}, tok, checked.mac);
     rdma_conn_param p = cm_conn_param(d, rep.data(), rep.size());
-    if (rdma_accept(id, &p) != 0) throw Error(ExitCode::infrastructure, verbs_fail("rdma_accept", d.label, errno));
+    if (rdma_accept(id, &p) != 0) throw verbs_fail("rdma_accept", d.label, errno);
     q->peer = fmt::format("node {} ({}) qpn {}", node, peer_addr, q->qp->qp_num);
     add_flow(*q, FlowRole::server, peer_addr);
     std::lock_guard lk(mu_);
@@ -923,11 +923,11 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   const std::string where = fmt::format("{}:{}", host, t.port);
   if (!cm_client_ch_) {
     cm_client_ch_ = rdma_create_event_channel();
-    if (!cm_client_ch_) throw Error(ExitCode::infrastructure, cm_fail("rdma_create_event_channel", "for " + where, errno));
+    if (!cm_client_ch_) throw cm_fail("rdma_create_event_channel", "for " + where, errno);
   }
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(cm_client_ch_, &id, nullptr, RDMA_PS_TCP) != 0) {
-    throw Error(ExitCode::infrastructure, cm_fail("rdma_create_id", "for " + where, errno));
+    throw cm_fail("rdma_create_id", "for " + where, errno);
   }
   struct IdGuard {
     rdma_cm_id* id;
@@ -940,10 +940,10 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   const bool bind_src = !plan.source_addrs.empty();
   if (bind_src) src = numeric_sockaddr(plan.source_addrs[c % plan.source_addrs.size()], 0, "resolve source address");
   if (rdma_resolve_addr(id, bind_src ? reinterpret_cast<sockaddr*>(&src) : nullptr, reinterpret_cast<sockaddr*>(&dst), kCmTimeoutMs) != 0) {
-    throw Error(ExitCode::infrastructure, cm_fail("rdma_resolve_addr", where, errno));
+    throw cm_fail("rdma_resolve_addr", where, errno);
   }
   (void)cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ADDR_RESOLVED, "resolving " + where);
-  if (rdma_resolve_route(id, kCmTimeoutMs) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_resolve_route", where, errno));
+  if (rdma_resolve_route(id, kCmTimeoutMs) != 0) throw cm_fail("rdma_resolve_route", where, errno);
   (void)cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ROUTE_RESOLVED, "route to " + where);
   Device& d = cm_device_for(id);
   auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, id);
@@ -957,7 +957,7 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   std::uint8_t ack_timeout = 14;
   (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout);
   rdma_conn_param p = cm_conn_param(d, req.data(), req.size());
-  if (rdma_connect(id, &p) != 0) throw Error(ExitCode::infrastructure, cm_fail("rdma_connect", where, errno));
+  if (rdma_connect(id, &p) != 0) throw cm_fail("rdma_connect", where, errno);
   const CmResult r = cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ESTABLISHED, "connect to " + where);
   std::string why;
   const auto reply = rdma_cm::check_reply(r.data, plan.token, rdma_cm::request_mac(req), why);
