@@ -100,10 +100,10 @@ TEST(TestRunFake, WindowIntervalsAndTotalsFollowTheSchedule) {
   EXPECT_TRUE(h.engine->sealed_);
   EXPECT_FALSE(r.aborted) << r.abort_reason;
   ASSERT_EQ(r.flows.size(), 3u);
-  // The window is the schedule's 0.8 s as this host's clock measured it (the driver wakes late,
-  // never early).
-  EXPECT_GE(r.window_s, 0.8);
-  EXPECT_LT(r.window_s, 1.3);
+  // The window is the schedule's 0.8 s as this host's clock measured it between the two
+  // snapshots; either may be taken late on a busy host, so only a loose bound holds.
+  EXPECT_GT(r.window_s, 0.5);
+  EXPECT_LT(r.window_s, 1.5);
   // Intervals: 200, 400, 600 ms and the close; they add up to the window's bytes.
   ASSERT_EQ(r.intervals.size(), 4u);
   std::uint64_t iv = 0;
