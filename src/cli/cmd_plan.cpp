@@ -582,7 +582,8 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
           rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
           worst_infra = worst_infra == 2 ? 2 : 3;
         }
-        summary = fmt::format("{:.0f} MB/s", report.aggregate.mb_per_s);
+        const double mb = report.aggregate.mb_per_s;
+        summary = mb >= 100 ? fmt::format("{:.0f} MB/s", mb) : fmt::format("{:.3g} MB/s", mb);
         // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
         const auto fig = plan::step_figures(t.pattern.pattern, t.hosts.size(), rec["result"]);
         if (!fig.is_null()) {

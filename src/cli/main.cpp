@@ -487,6 +487,7 @@ int cmd_run(int argc, char** argv) {
     throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
   }
   if (per_link == "sequential") {
+    if (repeat > 1) throw UsageError("--repeat: not with --per-link sequential (repeat each link's run instead)");
     if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
     return run_per_link_sequential(req, n_links, json_path, quiet, verbose);
   }
