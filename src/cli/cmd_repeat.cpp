@@ -31,7 +31,7 @@ int run_repeated(const RunRequest& req, std::uint32_t n, const std::string& json
     const Report report = compute_report(rec);
     auto j = render_json(report);
     j["trial"] = t;
-    j["trials"] = n;
+    j["trial_count"] = n;
     if (fd >= 0) {
       const std::string line = j.dump() + "\n";
       std::size_t off = 0;

@@ -199,6 +199,22 @@ Decision decide(const std::vector<double>& a, const std::vector<double>& b, cons
                              b_name, pct_text(d.change_pct), way, trials);
     return d;
   }
+  // The exact test's floor: n_a vs n_b trials cannot give p below 2 / C(n_a + n_b, n_a). Below
+  // the level asked for, no data could decide, and the sentence must say so, not "no difference".
+  double floor_p = 1;
+  {
+    const std::size_t n = d.n_a + d.n_b, k = std::min(d.n_a, d.n_b);
+    double c = 1;
+    for (std::size_t i = 1; i <= k; ++i) c = c * static_cast<double>(n - k + i) / static_cast<double>(i);
+    floor_p = std::min(1.0, 2.0 / c);
+  }
+  if (floor_p >= o.alpha) {
+    d.direction = Direction::no_difference;
+    d.sentence = fmt::format("too few trials to decide: {} cannot reach p < {:.2g} (at best p = {:.2g}); {} {:+.1f}% ± {} "
+                             "(--repeat 5 or more on each side)",
+                             trials, o.alpha, floor_p, b_name, d.change_pct, pct_text(d.pm_pct));
+    return d;
+  }
   const bool excludes_zero = d.ci_lo_pct > 0 || d.ci_hi_pct < 0;
   const bool significant = d.test.p < o.alpha && excludes_zero;
   if (significant && std::abs(d.change_pct) >= o.min_effect_pct) {

@@ -125,7 +125,10 @@ TEST(Stats, VerdictSentences) {
   EXPECT_NE(u.sentence.find("after is 18% faster (unreplicated: 1 vs 1 trial"), std::string::npos) << u.sentence;
 
   // 3 vs 3 cannot reach p < 0.05 however far apart: the verdict must not claim a difference.
-  EXPECT_EQ(decide({1, 2, 3}, {40, 50, 60}, "after").direction, Direction::no_difference);
+  const auto few = decide({1, 2, 3}, {40, 50, 60}, "after");
+  EXPECT_EQ(few.direction, Direction::no_difference);
+  EXPECT_EQ(few.sentence.rfind("too few trials to decide: 3 vs 3 trials cannot reach p < 0.05 (at best p = 0.1)", 0), 0u)
+      << few.sentence;
   EXPECT_EQ(format_p(0.0004), "p < 0.001");
   EXPECT_EQ(format_p(0.032), "p = 0.032");
 }
