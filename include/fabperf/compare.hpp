@@ -3,10 +3,12 @@
 // and a verdict per link. Pure: JSON in, a Comparison out; renderers only format.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <fabperf/stats.hpp>
 
 namespace fabperf {
 
@@ -81,5 +83,49 @@ nlohmann::json bond_deltas_json(const std::vector<BondDelta>& bonds);
 
 std::string render_comparison_text(const Comparison& c);
 nlohmann::json render_comparison_json(const Comparison& c);
+
+// ---- sets of trials (src/report/compare_trials.cpp; docs/statistics.md) ----
+struct Trial {
+  std::string step;        // a plan's step (TEST/K); "" for a plain run
+  std::uint32_t trial{1};
+  nlohmann::json result;   // the step's or run's result (schema fabperf.result)
+};
+struct TrialSet {
+  std::string label;  // "before", "after", or an A/B plan's configuration names
+  std::string file;
+  std::vector<Trial> trials;
+};
+// Reads one side: a single result (`run --json`), a trials file (`run --repeat N --json`: one
+// result per line), or a plan's results file (its done steps; with `repeat`, every trial).
+// FILE,FILE,... joins several into one set. An A/B plan's results file gives two sets (A, B).
+// UsageError naming the file on any problem.
+std::vector<TrialSet> load_trial_sets(const std::string& paths);
+
+struct TrialMetric {
+  std::string step;     // "" for a plain run
+  std::string kind;     // "aggregate", "link", "member"
+  std::string subject;  // "", "NODE/LINK", "NODE/BOND/MEMBER"
+  stats::Decision d;
+  double alpha{0.05};   // the level this metric was judged at (Bonferroni over its kind)
+  std::optional<double> expected_pct;
+  bool fails{false};
+};
+struct TrialComparison {
+  std::string a_label, b_label, a_file, b_file;
+  std::vector<TrialMetric> metrics;
+  std::vector<std::string> verdicts;  // one sentence per step's aggregate: the headline
+  std::vector<std::string> notes;
+  bool unreplicated{false};
+  bool failed{false};  // a significant regression, or an expected gain not shown
+};
+struct TrialCompareOptions {
+  std::optional<double> expect_gain_pct;
+  stats::VerdictOptions verdict;
+};
+// Every quantity present on both sides (each step's aggregate, every link's payload MB/s, every
+// bond member's MB/s) judged with stats::decide; links and members at alpha / their count.
+TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const TrialCompareOptions& o);
+std::string render_trial_comparison_text(const TrialComparison& c);
+nlohmann::json render_trial_comparison_json(const TrialComparison& c);
 
 }  // namespace fabperf

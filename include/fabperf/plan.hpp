@@ -91,6 +91,16 @@ struct PlanTest {
   nlohmann::json normalized;  // the test as written, with defaults applied (results file)
 };
 
+// Unattended A/B (docs/statistics.md): before every round of configuration A the coordinator
+// runs hook `a` on its own host (never on an agent), before every round of B hook `b`; the plan's
+// steps run after each, A B A B ... `repeat` times each, so slow drift hits both alike.
+struct AbHooks {
+  std::string a, b;                  // shell commands (/bin/sh -c), run on the coordinator host
+  std::string a_name{"A"}, b_name{"B"};  // what the configurations are called in verdicts
+  double timeout_s{300};             // a hook still running then is killed and counts as failed
+  friend bool operator==(const AbHooks&, const AbHooks&) = default;
+};
+
 struct Plan {
   std::string name;
   std::string file;
@@ -98,6 +108,9 @@ struct Plan {
   std::vector<PlanTest> tests;
   KpiSet kpis;  // plan-wide: evaluated once over every step of the plan
   double clock_warn_s{1.0};  // preflight: warn when two nodes' clocks differ by more
+  std::uint32_t repeat{1};   // trials of every step (per configuration with `ab`)
+  std::optional<AbHooks> ab;
+  bool isolate{false};       // retest the suspects of a failing test and name the slow link
 };
 
 // Parses a TOML plan; every mistake is a UsageError "FILE:LINE: field 'x': problem".
@@ -111,7 +124,11 @@ nlohmann::json plan_json(const Plan& p);
 // One step of a plan, ready to run.
 struct PlannedStep {
   std::size_t index{0};     // plan-wide, 0-based
-  std::string id;           // TESTNAME/K
+  std::string id;           // TESTNAME/K, with repeats TESTNAME/K#T, with A/B TESTNAME/K@A3
+  std::string base_id;      // TESTNAME/K: the same step in every trial and configuration
+  std::uint32_t trial{1};   // 1..repeat
+  std::string config;       // "", "A" or "B"
+  std::size_t block{0};     // A/B: the round-and-configuration block (its hook runs before its first step)
   std::size_t test{0};      // index into Plan::tests
   std::vector<std::uint32_t> clients;  // plan host indexes, in first-appearance order
   std::vector<std::uint32_t> servers;
@@ -123,6 +140,12 @@ inline constexpr double kStepOverheadS = 0.7;
 double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps);
 // What `plan check` prints: hosts, tests, steps and durations.
 std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps);
+
+// Figures that read a step against line rate: bus bandwidth as nccl-tests define it (incast,
+// all-to-all) and bisection bandwidth (halves). `n` is the number of nodes the pattern saw,
+// `result` the step's render_json. Null when the pattern has no such figure.
+nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& result);
+std::string render_step_figures(const nlohmann::json& figures);  // "" when null
 
 // ---- KPI evaluation (over the step results exactly as the results file holds them) ----
 struct StepOutcome {

@@ -2,10 +2,12 @@
 // `fabperf run PLAN` / `fabperf run --pattern`. Results go to a JSON Lines file, one record per
 // finished step, written and synced before the next step starts (docs/results-format.md).
 #include "cli/commands.hpp"
+#include "cli/hooks.hpp"
 
 #include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/isolate.hpp>
 #include <fabperf/units.hpp>
 
 #include <atomic>
@@ -164,6 +166,150 @@ int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::millisecon
   return 0;
 }
 
+bool isolatable(plan::Pattern p) {
+  return p == plan::Pattern::all_to_all || p == plan::Pattern::each_vs_rest || p == plan::Pattern::incast ||
+         p == plan::Pattern::all_pairs;
+}
+
+// The busiest non-loopback interface of each node of a step's result, by plan host index.
+std::map<std::uint32_t, std::string> busiest_links(const json& result, const std::map<std::string, std::uint32_t>& index) {
+  std::map<std::uint32_t, std::string> out;
+  if (!result.contains("nodes")) return out;
+  for (const auto& n : result["nodes"]) {
+    const auto it = index.find(n.value("node", ""));
+    if (it == index.end() || !n.contains("links")) continue;
+    double best = -1;
+    for (const auto& l : n["links"]) {
+      if (l.value("kind", "") == "loopback") continue;
+      const double v = std::max(l.value("payload_tx_mb_per_s", 0.0), l.value("payload_rx_mb_per_s", 0.0));
+      if (v > best) {
+        best = v;
+        out[it->second] = l.value("link", "");
+      }
+    }
+  }
+  return out;
+}
+
+// Retests the suspects of a failing test round by round (plan/isolate.cpp decides, this runs
+// the steps) and writes every round's results and the trace. Prints the trace as it goes.
+void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::StepOutcome>& outcomes,
+                   const std::vector<plan::KpiCheck>& checks, const PlanRunOptions& o, ResultsFile& out, bool& interrupted) {
+  const auto& t = p.tests[ti];
+  if (!isolatable(t.pattern.pattern)) return;
+  std::map<std::string, std::uint32_t> index;
+  std::vector<std::string> host_names;
+  for (std::uint32_t i = 0; i < p.hosts.size(); ++i) {
+    index[p.hosts[i].hp.str()] = i;
+    host_names.push_back(p.hosts[i].name);
+  }
+  std::vector<plan::StepOutcome> mine;
+  for (const auto& s : outcomes) {
+    if (s.test == t.name) mine.push_back(s);
+  }
+  std::vector<plan::KpiCheck> failing;
+  for (const auto& c : checks) {
+    if (c.test && *c.test == t.name && !c.pass) failing.push_back(c);
+  }
+  if (mine.empty()) return;
+  const auto sus = plan::find_suspects(mine, index, host_names, std::string(to_string(t.spec.test())), failing);
+  if (failing.empty() && sus.spread >= plan::kSpreadTrigger) return;
+  std::vector<std::string> trace;
+  const auto say = [&](const std::string& line) {
+    trace.push_back(line);
+    std::cout << "isolate " << t.name << ": " << line << "\n" << std::flush;
+  };
+  say(failing.empty() ? fmt::format("node spread {:.2f} is below {:.2f}: retesting the suspects", sus.spread, plan::kSpreadTrigger)
+                      : fmt::format("{} KPI check(s) failed: retesting the suspects", failing.size()));
+  for (const auto& l : sus.trace) say(l);
+  std::size_t log2n = 0;
+  while ((std::size_t{1} << log2n) < t.hosts.size()) ++log2n;
+  plan::Isolator iso(sus.suspects, sus.good, host_names, 2 * log2n + 2);
+  std::size_t shown = 0;
+  const auto flush_trace = [&] {
+    for (; shown < iso.trace().size(); ++shown) say(iso.trace()[shown]);
+  };
+  flush_trace();
+  while (auto round = iso.next_round()) {
+    std::vector<std::vector<std::optional<double>>> rates;
+    std::map<std::uint32_t, std::string> links;
+    for (std::size_t k = 0; k < round->steps.size(); ++k) {
+      const auto& st = round->steps[k];
+      RunRequest req;
+      req.spec = t.spec;
+      req.interval = t.interval;
+      req.key = o.key;
+      req.connect_timeout = o.connect_timeout;
+      std::vector<std::uint32_t> cl, sv;
+      const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
+        const auto it = std::find(v.begin(), v.end(), h);
+        if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
+        v.push_back(h);
+        return static_cast<std::uint32_t>(v.size() - 1);
+      };
+      json pairs = json::array();
+      for (const auto& pr : st.pairs) {
+        req.pairs.emplace_back(slot(cl, pr.client), slot(sv, pr.server));
+        pairs.push_back({{"client", host_names[pr.client]}, {"server", host_names[pr.server]}, {"role", pr.role}});
+      }
+      for (const auto h : cl) req.clients.push_back(p.hosts[h].hp);
+      for (const auto h : sv) req.servers.push_back(p.hosts[h].hp);
+      json rec = {{"type", "isolate"}, {"test", t.name}, {"round", round->number}, {"kind", round->kind}, {"step", k},
+                  {"pairs", pairs}, {"started_at", plan::iso8601_now()}, {"status", "done"}, {"error", ""}};
+      std::vector<std::optional<double>> r(st.pairs.size());
+      try {
+        const RunRecord run = run_test(req);
+        const Report report = compute_report(run);
+        const json result = render_json(report);
+        rec["result"] = result;
+        if (run.interrupted) interrupted = true;
+        // The result's pairs name nodes by index; map them back to plan hosts.
+        std::map<std::uint64_t, std::uint32_t> node_host;
+        for (const auto& n : result["nodes"]) {
+          const auto it = index.find(n.value("node", ""));
+          if (it != index.end()) node_host[n.value("index", std::uint64_t{0})] = it->second;
+        }
+        for (const auto& pj : result["pairs"]) {
+          const auto c = node_host.find(pj.value("client", std::uint64_t{0}));
+          const auto v = node_host.find(pj.value("server", std::uint64_t{0}));
+          if (c == node_host.end() || v == node_host.end()) continue;
+          for (std::size_t i = 0; i < st.pairs.size(); ++i) {
+            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pj.value("mb_per_s", 0.0);
+          }
+        }
+        for (const auto& [h, l] : busiest_links(result, index)) {
+          if (!links.count(h)) links[h] = l;
+        }
+      } catch (const Interrupted& e) {
+        rec["status"] = "interrupted";
+        rec["error"] = e.what();
+        interrupted = true;
+      } catch (const Error& e) {
+        rec["status"] = "failed";
+        rec["error"] = e.what();
+      }
+      arm_stop_handler();
+      out.write(rec);
+      rates.push_back(std::move(r));
+      if (interrupted || g_stop) break;
+    }
+    if (interrupted || g_stop) {
+      interrupted = true;
+      say("interrupted");
+      break;
+    }
+    iso.record(rates, links);
+    flush_trace();
+  }
+  flush_trace();
+  json findings = json::array();
+  for (const auto& f : iso.findings()) {
+    findings.push_back(plan::to_json(f));
+    if (f.slow) say("SLOW " + f.text);
+  }
+  out.write({{"type", "isolation"}, {"test", t.name}, {"rounds", iso.rounds()}, {"trace", trace}, {"findings", findings}});
+}
+
 }  // namespace
 
 plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
@@ -228,10 +374,16 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
   }
   plan::normalize(p, t);
   p.tests.push_back(std::move(t));
+  p.repeat = c.repeat;
+  p.isolate = c.isolate;
   return p;
 }
 
 int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
+  if (p.ab && !o.allow_hooks) {
+    throw UsageError(fmt::format("plan {}: its [ab] hooks run commands on this host ('{}', '{}'): give --allow-hooks to let them",
+                                 p.file, p.ab->a, p.ab->b));
+  }
   const auto steps = plan::expand(p);
   const auto names = node_names(p);
   const json plan_obj = plan::plan_json(p);
@@ -295,6 +447,11 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
   std::vector<plan::StepOutcome> outcomes;  // every done step, plan-wide
   std::vector<plan::KpiCheck> checks;
   std::vector<std::size_t> ran_in_test(p.tests.size(), 0);
+  // A test's KPIs are judged after its last step (with A/B, its steps come back every block).
+  std::vector<std::size_t> last_of_test(p.tests.size(), 0);
+  for (std::size_t i = 0; i < steps.size(); ++i) last_of_test[steps[i].test] = i;
+  std::optional<std::size_t> hook_block;  // the A/B block whose hook ran last
+  bool hook_failed = false;
   bool interrupted = false, any_step_ran = false;
   int worst_infra = 0;  // 2 or 3 once a step could not run
   std::string last;
@@ -303,7 +460,10 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
 
   const auto eval_test = [&](std::size_t ti) {
     const auto& t = p.tests[ti];
-    if (t.kpis.empty()) return;
+    if (t.kpis.empty()) {
+      if (p.isolate && ran_in_test[ti] > 0 && !interrupted) run_isolation(p, ti, outcomes, checks, o, out, interrupted);
+      return;
+    }
     std::vector<plan::KpiCheck> stored;
     for (const auto& c : prior.kpis) {
       if (c.test && *c.test == t.name) stored.push_back(c);
@@ -320,6 +480,7 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
       out.write(plan::to_json(c));
       checks.push_back(std::move(c));
     }
+    if (p.isolate && !interrupted) run_isolation(p, ti, outcomes, checks, o, out, interrupted);
   };
 
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -360,6 +521,35 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
                                  cn.size(), sn.size(), hms(elapsed), hms(left), last.empty() ? "" : "  last: " + last)
                   << std::flush;
       }
+      if (p.ab && hook_block != s.block) {
+        // The block's configuration first: its hook, on this host, before its first step.
+        const bool is_a = s.config == "A";
+        const std::string& cmd = is_a ? p.ab->a : p.ab->b;
+        const std::string& cname = is_a ? p.ab->a_name : p.ab->b_name;
+        if (tty) std::cout << "\r\033[K";
+        const std::string started = plan::iso8601_now();
+        const auto hr = run_hook(cmd, p.ab->timeout_s);
+        out.write({{"type", "hook"}, {"config", s.config}, {"name", cname}, {"round", s.trial}, {"command", cmd},
+                   {"exit_code", hr.exit_code}, {"timed_out", hr.timed_out}, {"error", hr.error}, {"started_at", started},
+                   {"duration_s", hr.duration_s}, {"output_tail", hr.output}});
+        hook_block = s.block;
+        const bool ok = hr.exit_code == 0 && !hr.timed_out;
+        if (!o.quiet || !ok) {
+          std::cout << fmt::format("hook {} ({}) round {}: {} in {:.1f} s: {}\n", s.config, cname, s.trial,
+                                   hr.timed_out ? fmt::format("killed after {} s", p.ab->timeout_s)
+                                   : !hr.error.empty() ? "could not start (" + hr.error + ")"
+                                                       : fmt::format("exit {}", hr.exit_code),
+                                   hr.duration_s, cmd);
+        }
+        if (!ok) {
+          std::cout << "hook output (last lines):\n" << (hr.output.empty() ? "(none)\n" : hr.output)
+                    << (hr.output.empty() || hr.output.back() == '\n' ? "" : "\n");
+          std::cout << fmt::format("plan stopped: the hook for {} failed; nothing measured is lost (--resume {} runs the rest "
+                                   "once the hook works)\n", cname, path) << std::flush;
+          hook_failed = true;
+          break;
+        }
+      }
       RunRequest req;
       req.spec = t.spec;
       req.interval = t.interval;
@@ -370,7 +560,9 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
       req.pairs = s.pairs;
       json rec = {{"type", "step"}, {"index", s.index}, {"id", s.id}, {"test", t.name},
                   {"pattern", std::string(plan::to_string(t.pattern.pattern))}, {"clients", cn}, {"servers", sn},
-                  {"status", "done"}, {"error", ""}, {"started_at", plan::iso8601_now()}};
+                  {"status", "done"}, {"error", ""}, {"started_at", plan::iso8601_now()},
+                  {"base_id", s.base_id}, {"trial", s.trial}};
+      if (!s.config.empty()) rec["config"] = s.config;
       const auto st0 = Clock::now();
       std::string summary;
       try {
@@ -390,7 +582,14 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
           rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
           worst_infra = worst_infra == 2 ? 2 : 3;
         }
-        summary = fmt::format("{:.0f} MB/s", report.aggregate.mb_per_s);
+        const double mb = report.aggregate.mb_per_s;
+        summary = mb >= 100 ? fmt::format("{:.0f} MB/s", mb) : fmt::format("{:.3g} MB/s", mb);
+        // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
+        const auto fig = plan::step_figures(t.pattern.pattern, t.hosts.size(), rec["result"]);
+        if (!fig.is_null()) {
+          rec["figures"] = fig;
+          summary += ", " + plan::render_step_figures(fig);
+        }
       } catch (const Interrupted& e) {
         rec["status"] = "interrupted";
         rec["error"] = e.what();
@@ -427,11 +626,12 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
       if (interrupted) break;
     }
     // A test's KPIs once its last step is behind.
-    if (i + 1 == steps.size() || steps[i + 1].test != s.test) eval_test(s.test);
+    if (i == last_of_test[s.test]) eval_test(s.test);
+    if (interrupted) break;
   }
   if (tty) std::cout << "\r\033[K" << std::flush;
 
-  if (!interrupted && !p.kpis.empty()) {
+  if (!interrupted && !hook_failed && !p.kpis.empty()) {
     std::vector<plan::KpiCheck> stored;
     for (const auto& c : prior.kpis) {
       if (!c.test) stored.push_back(c);
@@ -450,7 +650,7 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
   int code = 0;
   if (worst_infra == 2) {
     code = 2;
-  } else if (worst_infra == 3 || interrupted) {
+  } else if (worst_infra == 3 || interrupted || hook_failed) {
     code = 3;
   } else if (kpi_failed) {
     code = 1;
@@ -463,6 +663,7 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
   std::cout << plan::render_verdicts(checks);
   std::cout << fmt::format("plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p.name, done_steps, steps.size(),
                            interrupted ? " (interrupted: continue with --resume " + path + ")"
+                           : hook_failed ? " (stopped by a failing hook: --resume " + path + " continues)"
                            : failed_steps > 0 ? fmt::format(" ({} failed or not run: --resume {} runs them again)", failed_steps, path)
                                               : std::string(),
                            code == 0 ? "PASSED" : code == 1 ? "KPI FAILED" : code == 2 ? "PLAN ERROR" : "INCOMPLETE",

@@ -27,6 +27,7 @@ struct PlanRunOptions {
   std::string resume;   // continue this results file
   bool quiet{false};
   bool preflight{true};
+  bool allow_hooks{false};  // --allow-hooks: a plan's [ab] hooks may run commands on this host
   auth::Key key;
   std::chrono::milliseconds connect_timeout{5000};
 };
@@ -42,9 +43,18 @@ struct CliPattern {
   std::uint32_t k{1};
   std::vector<std::string> kpis;  // NAME=VALUE
   std::string kpi_profile;
+  std::uint32_t repeat{1};  // --repeat
+  bool isolate{false};      // --isolate
 };
 plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
                          std::chrono::nanoseconds interval);
+
+// `fabperf compare` (cmd_compare.cpp): one result against another, or sets of trials.
+int cmd_compare(int argc, char** argv);
+
+// `fabperf run --repeat N` without a pattern: N trials of one test, one result per line in the
+// --json file, each printed as it ends, then their spread. Returns the exit code.
+int run_repeated(const RunRequest& req, std::uint32_t n, const std::string& json_path, bool quiet);
 
 }  // namespace fabperf::cli
 

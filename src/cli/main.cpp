@@ -45,7 +45,7 @@ commands:
   plan      'fabperf plan check PLAN': validate a plan file and print what would run
   preflight check agents, data connections, MTU/MSS, link speeds, buffers and clocks before a plan
   links     list network interfaces (this host, or agents: links HOST...): speed, MTU, bonds, socket limits
-  compare   compare two saved results (before/after a change) link by link
+  compare   compare results before/after a change, link by link; sets of trials with statistics
   report    render results (a plan's results file or a run's JSON): text, json, csv, junit, html
   shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
   keygen    write a new random shared key: 'fabperf keygen FILE [--force]' (mode 0600)
@@ -301,7 +301,11 @@ int cmd_run(int argc, char** argv) {
     ("kpi-profile", "ready-made KPI set: ibm-readiness", cxxopts::value<std::string>())
     ("results", "JSON Lines results file (default: NAME-DATE-TIME.jsonl)", cxxopts::value<std::string>())
     ("resume", "continue a plan from its results file without re-running finished steps", cxxopts::value<std::string>())
-    ("no-preflight", "skip the pre-flight checks before a plan or pattern");
+    ("no-preflight", "skip the pre-flight checks before a plan or pattern")
+    ("repeat", "run N trials (a pattern: every step N times; compare trial sets with 'fabperf compare')",
+     cxxopts::value<std::string>()->default_value("1"))
+    ("isolate", "pattern: when a test fails a KPI or spreads widely, retest the suspects and name the slow node and link")
+    ("allow-hooks", "let a plan's [ab] hooks run their commands on this host");
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
   o.add_options("per-link")
@@ -331,12 +335,14 @@ int cmd_run(int argc, char** argv) {
   pro.preflight = r.count("no-preflight") == 0;
   if (r.count("results")) pro.results = get<std::string>(r, "results");
   if (r.count("resume")) pro.resume = get<std::string>(r, "resume");
+  pro.allow_hooks = r.count("allow-hooks") > 0;
+  const auto repeat = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "repeat"), "--repeat", 1, 1000));
   const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") || r.count("kpi") ||
                          r.count("kpi-profile");
   if (r.count("plan")) {
     // A plan sets its own hosts and settings: every other option given here is refused by name,
     // so an option added later cannot be ignored silently either.
-    refuse_unless(r, {"plan", "results", "resume", "no-preflight", "quiet", "key-file", "connect-timeout", "log-level"},
+    refuse_unless(r, {"plan", "results", "resume", "no-preflight", "quiet", "key-file", "connect-timeout", "log-level", "allow-hooks"},
                   "not with a plan file (set it in the plan; docs/plans.md)");
     const auto pl = plan::load_plan(get<std::string>(r, "plan"));
     const std::string kf = key_file_option(r);
@@ -346,7 +352,7 @@ int cmd_run(int argc, char** argv) {
     return cli::run_plan(pl, pro);
   }
   if (!plan_mode) {
-    for (const auto& opt : {"hosts", "pairs", "target", "no-preflight"}) {
+    for (const auto& opt : {"hosts", "pairs", "target", "no-preflight", "isolate", "allow-hooks"}) {
       if (r.count(opt)) throw UsageError(fmt::format("--{}: only with --pattern or a plan", opt));
     }
     if (r.count("concurrent-pairs") || r.count("ring-k")) throw UsageError("--concurrent-pairs/--ring-k: only with --pattern");
@@ -413,6 +419,8 @@ int cmd_run(int argc, char** argv) {
     cp.k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
     if (r.count("kpi")) cp.kpis = get<std::vector<std::string>>(r, "kpi");
     if (r.count("kpi-profile")) cp.kpi_profile = get<std::string>(r, "kpi-profile");
+    cp.repeat = repeat;
+    cp.isolate = r.count("isolate") > 0;
     const auto pl = cli::plan_from_cli(std::move(hosts), cp, req.spec, req.interval);
     pro.key = req.key;
     pro.connect_timeout = req.connect_timeout;
@@ -479,9 +487,12 @@ int cmd_run(int argc, char** argv) {
     throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
   }
   if (per_link == "sequential") {
+    if (repeat > 1) throw UsageError("--repeat: not with --per-link sequential (repeat each link's run instead)");
     if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
     return run_per_link_sequential(req, n_links, json_path, quiet, verbose);
   }
+
+  if (repeat > 1) return cli::run_repeated(req, repeat, json_path, quiet);
 
   // The JSON result is written as the agents' results arrive (docs/usage.md, "Written as collected").
   ResultStream results(json_path, verbose);
@@ -618,51 +629,6 @@ int cmd_links(int argc, char** argv) {
   return failed > 0 ? static_cast<int>(ExitCode::infrastructure) : 0;
 }
 
-int cmd_compare(int argc, char** argv) {
-  cxxopts::Options o("fabperf compare", "Compare two fabperf results link by link: fabperf compare BEFORE.json AFTER.json");
-  o.add_options()
-    ("expect-gain", "every link must gain at least PCT percent (e.g. 40 for 40GbE -> 56GbE)", cxxopts::value<std::string>())
-    ("json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())
-    ("files", "", cxxopts::value<std::vector<std::string>>())
-    ("h,help", "this help");
-  o.parse_positional({"files"});
-  o.positional_help("BEFORE.json AFTER.json");
-  auto r = parse(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
-  const auto files = r.count("files") ? get<std::vector<std::string>>(r, "files") : std::vector<std::string>{};
-  if (files.size() != 2) throw UsageError("compare: give exactly two result files: BEFORE.json AFTER.json");
-  CompareOptions opts;
-  if (r.count("expect-gain")) {
-    const auto& t = get<std::string>(r, "expect-gain");
-    std::string num = t;
-    if (!num.empty() && num.back() == '%') num.pop_back();
-    char* end = nullptr;
-    const double v = std::strtod(num.c_str(), &end);
-    if (num.empty() || end != num.c_str() + num.size() || !(v > -100 && v < 10000)) {
-      throw UsageError(fmt::format("--expect-gain '{}': expected a percentage such as 40", t));
-    }
-    opts.expect_gain_pct = v;
-  }
-  const auto before = load_result_file(files[0]);
-  const auto after = load_result_file(files[1]);
-  const Comparison c = compare_results(before, after, files[0], files[1], opts);
-  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
-  if (json_path == "-") {
-    std::cout << render_comparison_json(c).dump(2) << "\n";
-  } else {
-    std::cout << render_comparison_text(c);
-    if (!json_path.empty()) {
-      std::ofstream out(json_path);
-      out << render_comparison_json(c).dump(2) << "\n";
-      if (!out) throw SystemError("write comparison to", json_path, errno);
-    }
-  }
-  return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
-}
-
 int cmd_shell(int argc, char** argv) {
   cxxopts::Options o("fabperf shell", "nsdperf-compatible command shell: fabperf shell [-i FILE] [COMMAND...]");
   o.add_options()
@@ -698,7 +664,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "plan") return cli::cmd_plan(argc - 1, argv + 1);
   if (cmd == "preflight") return cli::cmd_preflight(argc - 1, argv + 1);
   if (cmd == "links") return cmd_links(argc - 1, argv + 1);
-  if (cmd == "compare") return cmd_compare(argc - 1, argv + 1);
+  if (cmd == "compare") return cli::cmd_compare(argc - 1, argv + 1);
   if (cmd == "report") return cli::cmd_report(argc - 1, argv + 1);
   if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
   if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);

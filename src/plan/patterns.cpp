@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fmt/format.h>
 
 namespace fabperf::plan {
@@ -118,28 +119,42 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
         throw UsageError(fmt::format("pattern all-pairs: concurrent-pairs {} is more than {} nodes allow disjointly ({})",
                                      p.concurrent_pairs, n, n / 2));
       }
-      // Greedy packing in row order: a node is in at most one pair of a step (as either end), so
-      // concurrent pairs never share a NIC and the matrix stays a matrix of lone pairs.
-      std::vector<Flow> left;
-      for (std::size_t c = 0; c < n; ++c) {
-        for (std::size_t v = 0; v < n; ++v) {
-          if (c != v) left.push_back({idx(c), idx(v)});
-        }
-      }
-      while (!left.empty()) {
-        Step s;
-        std::vector<bool> busy(n, false);
-        std::vector<Flow> rest;
-        for (const auto& f : left) {
-          if (s.flows.size() < p.concurrent_pairs && !busy[f.client] && !busy[f.server]) {
-            busy[f.client] = busy[f.server] = true;
-            s.flows.push_back(f);
-          } else {
-            rest.push_back(f);
+      if (p.concurrent_pairs == 1) {
+        // Every ordered pair alone, in row order: the matrix as mpiGraph draws it.
+        for (std::size_t c = 0; c < n; ++c) {
+          for (std::size_t v = 0; v < n; ++v) {
+            if (c != v) out.push_back({{{idx(c), idx(v)}}});
           }
         }
-        out.push_back(std::move(s));
-        left = std::move(rest);
+        break;
+      }
+      // Concurrent pairs: a round-robin tournament (the circle method). With M = n rounded up to
+      // even (odd n: a phantom node gives each round's partner of it a bye), round r pairs the
+      // fixed node M-1 with r and (r+i) with (r-i) mod M-1, so every round is M/2 disjoint pairs
+      // and the M-1 rounds meet every unordered pair once. Each round runs in both orientations:
+      // 2(M-1) orientations of M/2 pairs cover every ordered pair exactly once, and a node is in
+      // at most one pair of a step, so concurrent pairs never share a NIC. A round with more
+      // pairs than concurrent-pairs is cut into steps of that many.
+      const std::size_t m = n + n % 2;
+      const std::size_t phantom = n % 2 == 1 ? n : m;  // the bye's index; m means "none"
+      for (std::size_t r = 0; r + 1 < m; ++r) {
+        std::vector<Flow> round;
+        const auto add = [&](std::size_t x, std::size_t y) {
+          if (x == phantom || y == phantom) return;
+          round.push_back({idx(x), idx(y)});
+        };
+        add(r, m - 1);
+        for (std::size_t i = 1; i < m / 2; ++i) add((r + i) % (m - 1), (r + (m - 1) - i) % (m - 1));
+        for (const bool reversed : {false, true}) {
+          for (std::size_t start = 0; start < round.size(); start += p.concurrent_pairs) {
+            Step s;
+            for (std::size_t j = start; j < std::min(round.size(), start + p.concurrent_pairs); ++j) {
+              const auto& f = round[j];
+              s.flows.push_back(reversed ? Flow{f.server, f.client} : f);
+            }
+            out.push_back(std::move(s));
+          }
+        }
       }
       break;
     }
@@ -180,6 +195,67 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
     }
   }
   return out;
+}
+
+}  // namespace fabperf::plan
+
+namespace fabperf::plan {
+namespace {
+double jnum(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+}  // namespace
+
+nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& result) {
+  using nlohmann::json;
+  if (!result.is_object() || !result.contains("nodes") || !result["nodes"].is_array() || n < 2) return nullptr;
+  const double nd = static_cast<double>(n);
+  const double aggregate = result.contains("aggregate") ? jnum(result["aggregate"], "mb_per_s") : 0.0;
+  if (p == Pattern::all_to_all) {
+    // nccl-tests AlltoAll: algbw = S / t for S bytes per rank, (n-1)/n of which leave the rank;
+    // busbw = algbw (n-1)/n. The operation ends with its slowest rank, so busbw is the slowest
+    // node's send rate: what each rank's link carried.
+    double slowest = -1, sum = 0;
+    for (const auto& node : result["nodes"]) {
+      const double tx = jnum(node, "tx_mb_per_s");
+      slowest = slowest < 0 ? tx : std::min(slowest, tx);
+      sum += tx;
+    }
+    if (slowest < 0) return nullptr;
+    return {{"kind", "bus_bandwidth"}, {"definition", "nccl-tests alltoall: busbw = algbw x (n-1)/n, from the slowest rank"},
+            {"ranks", n}, {"algbw_mb_per_s", slowest * nd / (nd - 1)}, {"busbw_mb_per_s", slowest},
+            {"mean_rank_mb_per_s", sum / static_cast<double>(result["nodes"].size())}};
+  }
+  if (p == Pattern::incast) {
+    // nccl-tests Gather to one root: busbw = algbw (n-1)/n, and the root receives (n-1)/n of
+    // the S bytes gathered: busbw is what the target's link carried in the test's direction.
+    double target = 0;
+    for (const auto& node : result["nodes"]) {
+      if (node.value("role", "").find("server") != std::string::npos) {
+        target = std::max(jnum(node, "rx_mb_per_s"), jnum(node, "tx_mb_per_s"));
+      }
+    }
+    return {{"kind", "bus_bandwidth"}, {"definition", "nccl-tests gather: busbw = algbw x (n-1)/n at the root"},
+            {"ranks", n}, {"algbw_mb_per_s", target * nd / (nd - 1)}, {"busbw_mb_per_s", target}};
+  }
+  if (p == Pattern::halves) {
+    // Bisection bandwidth: everything that crossed the cut between the halves, one direction.
+    const double half = std::floor(nd / 2);
+    return {{"kind", "bisection_bandwidth"}, {"definition", "payload across the cut between the halves, one direction"},
+            {"bisection_mb_per_s", aggregate}, {"per_node_mb_per_s", aggregate / half}, {"nodes_per_half", half}};
+  }
+  return nullptr;
+}
+
+std::string render_step_figures(const nlohmann::json& f) {
+  if (!f.is_object()) return "";
+  if (f.value("kind", "") == "bus_bandwidth") {
+    return fmt::format("busbw {:.0f} MB/s, algbw {:.0f} MB/s ({} ranks)", jnum(f, "busbw_mb_per_s"), jnum(f, "algbw_mb_per_s"),
+                       f.value("ranks", 0));
+  }
+  return fmt::format("bisection {:.0f} MB/s ({:.0f} MB/s per node of a half)", jnum(f, "bisection_mb_per_s"),
+                     jnum(f, "per_node_mb_per_s"));
 }
 
 }  // namespace fabperf::plan

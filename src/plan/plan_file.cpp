@@ -160,9 +160,51 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   plan.name = file;
   for (const auto& [key, v] : root) {
     const std::string k(key.str());
-    if (k != "name" && k != "hosts" && k != "defaults" && k != "tests" && k != "kpis" && k != "clock-warn") {
-      c.fail(&v, k, "unknown top-level field (name, clock-warn, hosts, defaults, tests, kpis)");
+    if (k != "name" && k != "hosts" && k != "defaults" && k != "tests" && k != "kpis" && k != "clock-warn" && k != "repeat" &&
+        k != "ab" && k != "isolate") {
+      c.fail(&v, k, "unknown top-level field (name, clock-warn, repeat, isolate, ab, hosts, defaults, tests, kpis)");
     }
+  }
+  if (const auto* n = root.get("repeat")) {
+    if (!n->is_integer()) c.fail(n, "repeat", fmt::format("expected an integer, got {}", Ctx::type_name(*n)));
+    const auto r = *n->value<std::int64_t>();
+    if (r < 1 || r > 1000) c.fail(n, "repeat", fmt::format("{} is out of range (1..1000 trials)", r));
+    plan.repeat = static_cast<std::uint32_t>(r);
+  }
+  if (const auto* n = root.get("isolate")) plan.isolate = c.boolean(*n, "isolate");
+  if (const auto* n = root.get("ab")) {
+    AbHooks ab;
+    const auto& t = c.table(*n, "ab");
+    for (const auto& [key, v] : t) {
+      const std::string k(key.str());
+      if (k != "a" && k != "b" && k != "a-name" && k != "b-name" && k != "hook-timeout") {
+        c.fail(&v, k, "unknown field of [ab] (a, b, a-name, b-name, hook-timeout)");
+      }
+    }
+    for (const char* k : {"a", "b"}) {
+      const auto* h = t.get(k);
+      if (!h) c.fail(n, k, "missing in [ab]: the command that switches to this configuration (run on this host)");
+      std::string cmd = c.str(*h, k);
+      if (cmd.find_first_not_of(" \t") == std::string::npos) c.fail(h, k, "empty command");
+      (std::string_view(k) == "a" ? ab.a : ab.b) = std::move(cmd);
+    }
+    for (const char* k : {"a-name", "b-name"}) {
+      if (const auto* h = t.get(k)) {
+        std::string name = c.str(*h, k);
+        if (name.empty() || name.size() > 40 || name.find_first_of("\n\t") != std::string::npos) {
+          c.fail(h, k, "use a short name (1..40 characters, one line)");
+        }
+        (std::string_view(k) == "a-name" ? ab.a_name : ab.b_name) = std::move(name);
+      }
+    }
+    if (ab.a_name == ab.b_name) c.fail(n, "b-name", fmt::format("'{}' names both configurations", ab.a_name));
+    if (const auto* h = t.get("hook-timeout")) {
+      ab.timeout_s = c.wrap(h, "hook-timeout", [&] {
+        return std::chrono::duration<double>(parse_duration(c.scalar_text(*h, "hook-timeout"), "value")).count();
+      });
+      if (!(ab.timeout_s >= 1 && ab.timeout_s <= 86400)) c.fail(h, "hook-timeout", "must be within 1 s..24 h");
+    }
+    plan.ab = std::move(ab);
   }
   if (const auto* n = root.get("name")) plan.name = c.str(*n, "name");
   if (const auto* n = root.get("clock-warn")) {
@@ -447,18 +489,33 @@ json plan_json(const Plan& p) {
   }
   json tests = json::array();
   for (const auto& t : p.tests) tests.push_back(t.normalized);
-  return {{"name", p.name}, {"hosts", hosts}, {"tests", tests}, {"kpis", to_json(p.kpis)}};
+  json j = {{"name", p.name}, {"hosts", hosts}, {"tests", tests}, {"kpis", to_json(p.kpis)}};
+  // Only when set, so that results files of plans without them stay as they were (--resume).
+  if (p.repeat != 1) j["repeat"] = p.repeat;
+  if (p.isolate) j["isolate"] = true;
+  if (p.ab) {
+    j["ab"] = {{"a", p.ab->a}, {"b", p.ab->b}, {"a_name", p.ab->a_name}, {"b_name", p.ab->b_name},
+               {"hook_timeout_s", p.ab->timeout_s}};
+  }
+  return j;
 }
 
 std::vector<PlannedStep> expand(const Plan& p) {
-  std::vector<PlannedStep> out;
-  for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
+  // One pass of every test's steps, for one trial of one configuration.
+  const auto pass = [&](std::vector<PlannedStep>& out, std::size_t ti, std::uint32_t trial, const std::string& config,
+                        std::size_t block) {
     const auto& t = p.tests[ti];
     const auto steps = make_steps(t.hosts.size(), t.pattern);
     for (std::size_t k = 0; k < steps.size(); ++k) {
       PlannedStep ps;
       ps.index = out.size();
-      ps.id = fmt::format("{}/{}", t.name, k);
+      ps.base_id = fmt::format("{}/{}", t.name, k);
+      ps.id = !config.empty() ? fmt::format("{}@{}{}", ps.base_id, config, trial)
+              : p.repeat > 1  ? fmt::format("{}#{}", ps.base_id, trial)
+                              : ps.base_id;
+      ps.trial = trial;
+      ps.config = config;
+      ps.block = block;
       ps.test = ti;
       const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
         const auto it = std::find(v.begin(), v.end(), h);
@@ -473,6 +530,21 @@ std::vector<PlannedStep> expand(const Plan& p) {
       }
       out.push_back(std::move(ps));
     }
+  };
+  std::vector<PlannedStep> out;
+  if (p.ab) {
+    // A B A B ...: every test's steps after each hook, so drift over the session hits both alike.
+    std::size_t block = 0;
+    for (std::uint32_t r = 1; r <= p.repeat; ++r) {
+      for (const char* config : {"A", "B"}) {
+        for (std::size_t ti = 0; ti < p.tests.size(); ++ti) pass(out, ti, r, config, block);
+        ++block;
+      }
+    }
+    return out;
+  }
+  for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
+    for (std::uint32_t r = 1; r <= p.repeat; ++r) pass(out, ti, r, "", 0);
   }
   return out;
 }
@@ -491,6 +563,13 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
   };
   std::string out = fmt::format("plan '{}' ({}): {} hosts, {} tests, {} steps, about {}\n", p.name, p.file, p.hosts.size(),
                                 p.tests.size(), steps.size(), dur(estimate_seconds(p, steps)));
+  if (p.repeat > 1 || p.ab) {
+    out += p.ab ? fmt::format("A/B: {} rounds of A ({}) then B ({}); hooks run on this host (needs --allow-hooks), "
+                              "each within {} s:\n  A: {}\n  B: {}\n",
+                              p.repeat, p.ab->a_name, p.ab->b_name, p.ab->timeout_s, p.ab->a, p.ab->b)
+                : fmt::format("repeat: {} trials of every step\n", p.repeat);
+  }
+  if (p.isolate) out += "isolate: a failing test's suspects are retested against good nodes\n";
   out += "hosts:\n";
   for (const auto& h : p.hosts) {
     std::string links;

@@ -41,7 +41,9 @@ ResumeState read_results(const std::string& path) {
         st.steps[j.at("id").get<std::string>()] = j;
       } else if (type == "kpi") {
         st.kpis.push_back(kpi_check_from_json(j));
-      } else if (type != "plan" && type != "end") {
+      } else if (type != "plan" && type != "end" && type != "hook" && type != "isolate" && type != "isolation") {
+        // hook, isolate and isolation records (A/B hooks, isolation rounds) are history: a
+        // resumed run does not need them.
         throw UsageError("unknown record type");
       }
     } catch (const nlohmann::json::exception& e) {

@@ -298,8 +298,10 @@ RawResults load_results(std::istream& in, const std::string& name) {
     } else if (type == "end") {
       check_end(j, e);
       raw.end = std::move(j);
+    } else if (type == "hook" || type == "isolate" || type == "isolation") {
+      // A/B hooks and isolation rounds: `fabperf compare` and the run's own output show them.
     } else {
-      throw UsageError(fmt::format("{}:{}: unknown record type \"{}\" (expected plan, step, kpi or end)", name, lineno, type));
+      throw UsageError(fmt::format("{}:{}: unknown record type \"{}\" (expected plan, step, kpi, end, hook, isolate or isolation)", name, lineno, type));
     }
   }
   for (auto& [id, s] : steps) raw.steps.push_back(std::move(s));

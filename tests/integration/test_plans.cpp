@@ -128,7 +128,7 @@ pattern = "all-to-all"
       {"evr/0", {"a->b", "a->c", "a->d"}},
       {"evr/3", {"d->a", "d->b", "d->c"}},
       {"halves/0", {"a->c", "a->d", "b->c", "b->d"}},
-      {"matrix/0", {"a->b", "c->d"}},
+      {"matrix/0", {"a->d", "b->c"}},  // circle method, round 0: the fixed node d meets a, b meets c
       {"ring/0", {"a->b", "b->c", "c->d", "d->a"}},
       {"incast/0", {"a->b", "c->b", "d->b"}},
       {"bcast/0", {"c->a", "c->b", "c->d"}},

@@ -101,8 +101,46 @@ TEST(Patterns, AllPairsTwoConcurrentOnFour) {
   auto p = pat(Pattern::all_pairs);
   p.concurrent_pairs = 2;
   const auto f = flows(make_steps(4, p));
-  EXPECT_EQ(f.front(), (std::vector<std::pair<int, int>>{{0, 1}, {2, 3}}));
+  // Circle method, round 0: the fixed node 3 meets 0, and 1 meets 2; then the same reversed.
+  EXPECT_EQ(f.front(), (std::vector<std::pair<int, int>>{{0, 3}, {1, 2}}));
+  EXPECT_EQ(f[1], (std::vector<std::pair<int, int>>{{3, 0}, {2, 1}}));
   EXPECT_EQ(f.size(), 6u);
+}
+
+// The round-robin bound: with N/2 concurrent pairs, even N takes exactly 2(N-1) steps of N/2
+// disjoint pairs, odd N 2N steps of (N-1)/2 (one node has a bye each round), and every ordered
+// pair runs exactly once. Pinned for every N up to 64 and at larger sizes up to 1024.
+TEST(Patterns, AllPairsCircleMethodBound) {
+  std::vector<std::uint32_t> sizes;
+  for (std::uint32_t n = 2; n <= 64; ++n) sizes.push_back(n);
+  for (std::uint32_t n : {100u, 127u, 128u, 255u, 256u, 511u, 512u, 1000u, 1023u, 1024u}) sizes.push_back(n);
+  for (const auto n : sizes) {
+    auto p = pat(Pattern::all_pairs);
+    p.concurrent_pairs = n / 2;
+    const auto steps = make_steps(n, p);
+    ASSERT_EQ(steps.size(), n % 2 == 0 ? 2u * (n - 1) : 2u * n) << n;
+    std::vector<bool> seen(static_cast<std::size_t>(n) * n, false);
+    std::size_t total = 0;
+    for (const auto& s : steps) {
+      ASSERT_EQ(s.flows.size(), n / 2) << n;
+      std::vector<bool> busy(n, false);
+      for (const auto& f : s.flows) {
+        ASSERT_NE(f.client, f.server);
+        ASSERT_FALSE(busy[f.client]) << "node in two pairs of one step, n=" << n;
+        ASSERT_FALSE(busy[f.server]) << "node in two pairs of one step, n=" << n;
+        busy[f.client] = busy[f.server] = true;
+        const std::size_t key = static_cast<std::size_t>(f.client) * n + f.server;
+        ASSERT_FALSE(seen[key]) << "pair twice, n=" << n;
+        seen[key] = true;
+        ++total;
+      }
+    }
+    ASSERT_EQ(total, static_cast<std::size_t>(n) * (n - 1)) << n;
+  }
+  // Fewer concurrent pairs cut each round: ceil((N/2)/K) steps per orientation.
+  auto p = pat(Pattern::all_pairs);
+  p.concurrent_pairs = 3;
+  EXPECT_EQ(make_steps(8, p).size(), 2u * 7 * 2);
 }
 
 TEST(Patterns, Ring) {
@@ -185,8 +223,9 @@ kpis = { profile = "ibm-readiness", min-pair-mbps = 10 }
   // The matrix sees hosts in the test's order: d first.
   EXPECT_EQ(steps[1].id, "matrix/0");
   EXPECT_EQ(steps[1].index, 1u);
-  EXPECT_EQ(steps[1].clients, (std::vector<std::uint32_t>{3, 1}));
-  EXPECT_EQ(steps[1].servers, (std::vector<std::uint32_t>{2, 0}));
+  // Circle method, round 0: test node 0 (d) meets the fixed node 3 (a), 1 (c) meets 2 (b).
+  EXPECT_EQ(steps[1].clients, (std::vector<std::uint32_t>{3, 2}));
+  EXPECT_EQ(steps[1].servers, (std::vector<std::uint32_t>{0, 1}));
   EXPECT_NEAR(estimate_seconds(p, steps), 7 * (2 + kStepOverheadS), 1e-9);
   const auto j = plan_json(p);
   EXPECT_EQ(j["tests"][1]["concurrent-pairs"], 2);
@@ -392,4 +431,84 @@ TEST(Kpi, UnmeasurableIsNotAPass) {
   EXPECT_FALSE(checks[0].value.has_value());
   EXPECT_EQ(to_json(checks[0])["value"], nullptr);
   EXPECT_EQ(to_json(checks[0])["test"], nullptr);
+}
+
+TEST(PlanFile, RepeatAbAndIsolate) {
+  const std::string base = std::string("name = \"t\"\n");
+  const std::string test = R"(
+[[tests]]
+name = "m"
+pattern = "pairs"
+pairs = ["a->b", "c->d"]
+time = 1
+)";
+  {
+    const auto p = parse_plan(base + "repeat = 3\nisolate = true\n" + kHosts + test, "t.toml");
+    EXPECT_EQ(p.repeat, 3u);
+    EXPECT_TRUE(p.isolate);
+    const auto steps = expand(p);
+    ASSERT_EQ(steps.size(), 3u);
+    EXPECT_EQ(steps[0].id, "m/0#1");
+    EXPECT_EQ(steps[2].id, "m/0#3");
+    EXPECT_EQ(steps[2].base_id, "m/0");
+    EXPECT_EQ(steps[2].trial, 3u);
+    EXPECT_EQ(plan_json(p)["repeat"], 3);
+  }
+  {
+    const auto p = parse_plan(base + "repeat = 2\n[ab]\na = \"set-mode alb\"\nb = \"set-mode lacp\"\nb-name = \"802.3ad\"\n" +
+                                  "hook-timeout = \"90s\"\n" + kHosts + test,
+                              "t.toml");
+    ASSERT_TRUE(p.ab);
+    EXPECT_EQ(p.ab->a, "set-mode alb");
+    EXPECT_EQ(p.ab->a_name, "A");
+    EXPECT_EQ(p.ab->b_name, "802.3ad");
+    EXPECT_DOUBLE_EQ(p.ab->timeout_s, 90);
+    const auto steps = expand(p);
+    ASSERT_EQ(steps.size(), 4u);
+    // A B A B: each block one pass over every test, its hook before its first step.
+    std::vector<std::string> ids;
+    for (const auto& s : steps) ids.push_back(s.id + ":" + std::to_string(s.block));
+    EXPECT_EQ(ids, (std::vector<std::string>{"m/0@A1:0", "m/0@B1:1", "m/0@A2:2", "m/0@B2:3"}));
+    EXPECT_EQ(plan_json(p)["ab"]["b"], "set-mode lacp");
+    // Without repeat, isolate and ab the plan record is what it always was (old results resume).
+    EXPECT_FALSE(plan_json(parse_plan(base + kHosts + test, "t.toml")).contains("repeat"));
+  }
+  const auto err = [&](const std::string& top) {
+    try {
+      parse_plan(base + top + kHosts + test, "t.toml");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(err("repeat = 0\n"), "t.toml:2: field 'repeat': 0 is out of range (1..1000 trials)");
+  EXPECT_EQ(err("repeat = \"5\"\n"), "t.toml:2: field 'repeat': expected an integer, got a string");
+  EXPECT_EQ(err("isolate = 1\n"), "t.toml:2: field 'isolate': expected true or false, got an integer");
+  EXPECT_EQ(err("[ab]\na = \"x\"\n"), "t.toml:2: field 'b': missing in [ab]: the command that switches to this configuration (run on this host)");
+  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\nc = 1\n"), "t.toml:5: field 'c': unknown field of [ab] (a, b, a-name, b-name, hook-timeout)");
+  EXPECT_EQ(err("[ab]\na = \" \"\nb = \"y\"\n"), "t.toml:3: field 'a': empty command");
+  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\na-name = \"B\"\n"), "t.toml:2: field 'b-name': 'B' names both configurations");
+}
+
+TEST(Patterns, StepFigures) {
+  using nlohmann::json;
+  json r = {{"aggregate", {{"mb_per_s", 300.0}}},
+            {"nodes", json::array({{{"node", "a"}, {"role", "server+client"}, {"tx_mb_per_s", 100.0}, {"rx_mb_per_s", 90.0}},
+                                   {{"node", "b"}, {"role", "server+client"}, {"tx_mb_per_s", 80.0}, {"rx_mb_per_s", 95.0}},
+                                   {{"node", "c"}, {"role", "server+client"}, {"tx_mb_per_s", 120.0}, {"rx_mb_per_s", 115.0}}})}};
+  const auto a2a = step_figures(Pattern::all_to_all, 3, r);
+  EXPECT_DOUBLE_EQ(a2a["busbw_mb_per_s"].get<double>(), 80.0);      // the slowest rank
+  EXPECT_DOUBLE_EQ(a2a["algbw_mb_per_s"].get<double>(), 80.0 * 3 / 2);  // busbw n / (n-1)
+  json inc = {{"aggregate", {{"mb_per_s", 150.0}}},
+              {"nodes", json::array({{{"node", "t"}, {"role", "server"}, {"tx_mb_per_s", 0.1}, {"rx_mb_per_s", 150.0}},
+                                     {{"node", "x"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}},
+                                     {{"node", "y"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}}})}};
+  const auto g = step_figures(Pattern::incast, 3, inc);
+  EXPECT_DOUBLE_EQ(g["busbw_mb_per_s"].get<double>(), 150.0);
+  EXPECT_DOUBLE_EQ(g["algbw_mb_per_s"].get<double>(), 225.0);
+  const auto h = step_figures(Pattern::halves, 4, r);
+  EXPECT_DOUBLE_EQ(h["bisection_mb_per_s"].get<double>(), 300.0);
+  EXPECT_DOUBLE_EQ(h["per_node_mb_per_s"].get<double>(), 150.0);
+  EXPECT_TRUE(step_figures(Pattern::ring, 3, r).is_null());
+  EXPECT_EQ(render_step_figures(g), "busbw 150 MB/s, algbw 225 MB/s (3 ranks)");
 }

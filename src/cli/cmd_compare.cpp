@@ -1,0 +1,119 @@
+// `fabperf compare`: a single result on each side is compared as before (link verdicts against
+// the interval noise) and called unreplicated; sets of trials (run --repeat, plans with repeat,
+// an A/B plan's results) are judged with statistics (docs/statistics.md).
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+
+#include <fabperf/compare.hpp>
+#include <fabperf/error.hpp>
+
+#include <cxxopts.hpp>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+namespace fabperf::cli {
+namespace {
+
+double percent(const std::string& text, const char* option, double lo, double hi) {
+  std::string num = text;
+  if (!num.empty() && num.back() == '%') num.pop_back();
+  char* end = nullptr;
+  const double v = std::strtod(num.c_str(), &end);
+  if (num.empty() || end != num.c_str() + num.size() || !(v > lo && v < hi)) {
+    throw UsageError(fmt::format("--{} '{}': expected a percentage such as {}", option, text, lo < 0 ? "40" : "2"));
+  }
+  return v;
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw SystemError("write comparison to", path, errno);
+}
+
+}  // namespace
+
+int cmd_compare(int argc, char** argv) {
+  cxxopts::Options o("fabperf compare",
+                     "Compare results: fabperf compare BEFORE AFTER (each a result, a --repeat trials file, a plan's results, "
+                     "or FILE,FILE,...), or fabperf compare AB-RESULTS.jsonl (an A/B plan's results)");
+  o.add_options()
+    ("expect-gain", "every link must gain at least PCT percent (e.g. 40 for 40GbE -> 56GbE)", cxxopts::value<std::string>())
+    ("min-effect", "trials: a change smaller than PCT percent is no difference", cxxopts::value<std::string>()->default_value("2"))
+    ("json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())
+    ("files", "", cxxopts::value<std::vector<std::string>>())
+    ("h,help", "this help");
+  o.parse_positional({"files"});
+  o.positional_help("BEFORE AFTER | AB-RESULTS");
+  const auto r = [&] {
+    try {
+      auto x = o.parse(argc, argv);
+      if (!x.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", x.unmatched().front()));
+      return x;
+    } catch (const cxxopts::exceptions::exception& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  const auto files = r.count("files") ? get<std::vector<std::string>>(r, "files") : std::vector<std::string>{};
+  if (files.empty() || files.size() > 2) {
+    throw UsageError("compare: give BEFORE AFTER (results, trials files or plan results), or one A/B plan's results file");
+  }
+  std::optional<double> expect;
+  if (r.count("expect-gain")) expect = percent(get<std::string>(r, "expect-gain"), "expect-gain", -100, 10000);
+  const double min_effect = percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);
+  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
+
+  std::vector<TrialSet> sides;
+  if (files.size() == 1) {
+    sides = load_trial_sets(files[0]);
+    if (sides.size() != 2) {
+      throw UsageError(fmt::format("compare: {} is not an A/B plan's results: give BEFORE and AFTER", files[0]));
+    }
+  } else {
+    for (const auto& f : files) {
+      auto s = load_trial_sets(f);
+      if (s.size() != 1) throw UsageError(fmt::format("compare: {} holds both sides of an A/B plan: give it alone", f));
+      sides.push_back(std::move(s.front()));
+    }
+    sides[0].label = "before";
+    sides[1].label = "after";
+  }
+  // One plain result on each side: the link-by-link comparison against the interval noise, as
+  // ever, and a word that it is unreplicated.
+  const bool single = sides[0].trials.size() == 1 && sides[1].trials.size() == 1 && sides[0].trials[0].step.empty() &&
+                      sides[1].trials[0].step.empty();
+  if (single) {
+    CompareOptions opts;
+    opts.expect_gain_pct = expect;
+    const Comparison c = compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], opts);
+    const auto d = stats::decide({c.aggregate.before}, {c.aggregate.after}, "after");
+    auto j = render_comparison_json(c);
+    j["unreplicated"] = true;
+    j["verdict"] = d.sentence;
+    if (json_path == "-") {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << render_comparison_text(c) << "note: " << d.sentence << "\n";
+      if (!json_path.empty()) write_json(json_path, j);
+    }
+    return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
+  }
+  TrialCompareOptions opts;
+  opts.expect_gain_pct = expect;
+  opts.verdict.min_effect_pct = min_effect;
+  const TrialComparison c = compare_trial_sets(sides[0], sides[1], opts);
+  if (json_path == "-") {
+    std::cout << render_trial_comparison_json(c).dump(2) << "\n";
+  } else {
+    std::cout << render_trial_comparison_text(c);
+    if (!json_path.empty()) write_json(json_path, render_trial_comparison_json(c));
+  }
+  return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
+}
+
+}  // namespace fabperf::cli

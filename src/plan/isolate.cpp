@@ -1,0 +1,319 @@
+// Isolation of a slow node and link by halving rounds against known-good peers
+// (include/fabperf/isolate.hpp). Pure: steps out, measured rates in, a trace and findings.
+#include <fabperf/isolate.hpp>
+#include <fabperf/stats.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
+
+namespace fabperf::plan {
+namespace {
+
+using nlohmann::json;
+
+double num(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+// A node's payload in the test's direction: a client drives it (write: sends), a server takes
+// the other end (write: receives).
+double role_mbps(const json& node, const std::string& test, bool client) {
+  const bool reads = test == "read" || test == "sread";
+  if (test == "rw") return num(node, "tx_mb_per_s") + num(node, "rx_mb_per_s");
+  return (client != reads) ? num(node, "tx_mb_per_s") : num(node, "rx_mb_per_s");
+}
+
+std::string mb(double v) { return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v); }
+
+}  // namespace
+
+std::size_t isolation_round_bound(std::size_t suspects) {
+  std::size_t halvings = 0;
+  while ((std::size_t{1} << halvings) < suspects) ++halvings;
+  return halvings + 1;
+}
+
+Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<std::string, std::uint32_t>& names,
+                        const std::vector<std::string>& host_names, const std::string& test,
+                        const std::vector<KpiCheck>& failing) {
+  Suspicion s;
+  std::map<std::uint32_t, std::vector<double>> as_client, as_server;
+  for (const auto& st : steps) {
+    if (!st.result.contains("nodes") || !st.result["nodes"].is_array()) continue;
+    for (const auto& n : st.result["nodes"]) {
+      const auto it = names.find(n.value("node", ""));
+      if (it == names.end()) continue;
+      const std::string role = n.value("role", "");
+      if (role.find("client") != std::string::npos) as_client[it->second].push_back(role_mbps(n, test, true));
+      if (role.find("server") != std::string::npos) as_server[it->second].push_back(role_mbps(n, test, false));
+    }
+  }
+  std::set<std::uint32_t> hosts;
+  for (const auto& [h, v] : as_client) hosts.insert(h);
+  for (const auto& [h, v] : as_server) hosts.insert(h);
+  // Each role is judged against the median of the nodes that played it; a role fewer than three
+  // nodes played (incast's one target) has no median to speak of.
+  std::map<std::uint32_t, std::string> why;
+  const auto judge = [&](const std::map<std::uint32_t, std::vector<double>>& role, const char* what) {
+    if (role.size() < 3) return;
+    std::vector<double> means;
+    for (const auto& [h, v] : role) means.push_back(stats::mean(v));
+    const double med = stats::median(means);
+    if (med <= 0) return;
+    for (const auto& [h, v] : role) {
+      const double r = stats::mean(v) / med;
+      if (!s.score.count(h) || r < s.score[h]) {
+        s.score[h] = r;
+        why[h] = fmt::format("{} MB/s as {}, {:.2f} of the median {}", mb(stats::mean(v)), what, r, mb(med));
+      }
+    }
+  };
+  judge(as_client, "client");
+  judge(as_server, "server");
+  if (!as_client.empty()) {
+    double lo = -1, hi = 0;
+    for (const auto& [h, v] : as_client) {
+      const double m = stats::mean(v);
+      lo = lo < 0 ? m : std::min(lo, m);
+      hi = std::max(hi, m);
+    }
+    s.spread = hi > 0 ? lo / hi : 1;
+  }
+  std::set<std::uint32_t> named;
+  const auto index_of = [&](const std::string& name) -> std::optional<std::uint32_t> {
+    for (std::uint32_t i = 0; i < host_names.size(); ++i) {
+      if (host_names[i] == name) return i;
+    }
+    return std::nullopt;
+  };
+  for (const auto& c : failing) {
+    if (c.pass) continue;
+    std::vector<std::string> subjects;
+    if (c.scope == "pair") {
+      const auto arrow = c.subject.find("->");
+      if (arrow != std::string::npos) subjects = {c.subject.substr(0, arrow), c.subject.substr(arrow + 2)};
+    } else if (c.scope == "link") {
+      subjects = {c.subject.substr(0, c.subject.find('/'))};
+    } else if (c.scope == "node") {
+      subjects = {c.subject};
+    }
+    for (const auto& n : subjects) {
+      if (const auto i = index_of(n)) named.insert(*i);
+    }
+  }
+  for (const auto h : hosts) {
+    const double sc = s.score.count(h) ? s.score[h] : 1.0;
+    if (sc < kSlowFraction || named.count(h)) s.suspects.push_back(h);
+  }
+  // A pair KPI names both ends; when every node is named the threshold, not a node, is at issue.
+  std::sort(s.suspects.begin(), s.suspects.end(), [&](auto a, auto b) {
+    const double x = s.score.count(a) ? s.score[a] : 1.0, y = s.score.count(b) ? s.score[b] : 1.0;
+    return x != y ? x < y : a < b;
+  });
+  for (const auto h : hosts) {
+    const double sc = s.score.count(h) ? s.score[h] : 1.0;
+    if (sc >= kGoodFraction && !std::count(s.suspects.begin(), s.suspects.end(), h)) s.good.push_back(h);
+  }
+  std::sort(s.good.begin(), s.good.end(), [&](auto a, auto b) {
+    const double x = s.score.count(a) ? s.score[a] : 1.0, y = s.score.count(b) ? s.score[b] : 1.0;
+    return x != y ? x > y : a < b;
+  });
+  const auto list = [&](const std::vector<std::uint32_t>& v) {
+    std::string out;
+    for (const auto h : v) out += (out.empty() ? "" : ", ") + host_names[h];
+    return out.empty() ? std::string("none") : out;
+  };
+  s.trace.push_back(fmt::format("evidence: node spread {:.2f} (slowest / fastest client)", s.spread));
+  for (const auto h : s.suspects) {
+    s.trace.push_back(fmt::format("  suspect {}: {}{}", host_names[h], why.count(h) ? why[h] : "no rate",
+                                  named.count(h) ? "; named by a failing KPI" : ""));
+  }
+  s.trace.push_back(fmt::format("  known good: {}", list(s.good)));
+  return s;
+}
+
+Isolator::Isolator(std::vector<std::uint32_t> suspects, std::vector<std::uint32_t> good, std::vector<std::string> host_names,
+                   std::size_t max_rounds)
+    : cand_(std::move(suspects)), good_(std::move(good)), names_(std::move(host_names)), max_rounds_(max_rounds) {
+  if (cand_.empty()) {
+    trace_.push_back("no node stands out: nothing to isolate");
+    done_ = true;
+  } else if (good_.size() < 3) {
+    trace_.push_back(fmt::format("only {} known-good node(s): isolation needs 3 (a peer and a baseline pair)", good_.size()));
+    done_ = true;
+  }
+}
+
+std::optional<IsoRound> Isolator::next_round() {
+  if (done_) return std::nullopt;
+  if (cand_.empty() && !deferred_.empty()) {
+    trace_.push_back(fmt::format("back to the suspects not retested yet"));
+    cand_ = std::move(deferred_);
+    deferred_.clear();
+  }
+  if (cand_.empty()) {
+    done_ = true;
+    return std::nullopt;
+  }
+  if (round_ >= max_rounds_) {
+    std::string left;
+    for (const auto h : cand_) left += (left.empty() ? "" : ", ") + names_[h];
+    for (const auto h : deferred_) left += (left.empty() ? "" : ", ") + names_[h];
+    trace_.push_back(fmt::format("stopped after {} rounds; not decided: {}", round_, left));
+    done_ = true;
+    return std::nullopt;
+  }
+  IsoRound r;
+  r.number = ++round_;
+  // Baseline pair: two good nodes other than `skip`, taken in turn so no node carries every step.
+  std::size_t rot = 0;
+  const auto base_pair = [&](IsoStep& st, const std::set<std::uint32_t>& busy) {
+    std::vector<std::uint32_t> free;
+    for (std::size_t i = 0; i < good_.size(); ++i) {
+      const auto g = good_[(rot + i) % good_.size()];
+      if (!busy.count(g)) free.push_back(g);
+    }
+    ++rot;
+    if (free.size() >= 2) {
+      st.pairs.push_back({free[0], free[1], "base", free[0]});
+      st.pairs.push_back({free[1], free[0], "base", free[1]});
+    }
+  };
+  if (cand_.size() == 1) {
+    r.kind = "confirm";
+    const auto c = cand_.front();
+    const std::size_t m = std::min(kConfirmPeers, good_.size());
+    for (std::size_t k = 0; k < m; ++k) {
+      IsoStep st;
+      const auto g = good_[k];
+      st.pairs.push_back({c, g, "out", c});
+      st.pairs.push_back({g, c, "in", c});
+      rot = k + 1;
+      base_pair(st, {c, g});
+      r.steps.push_back(std::move(st));
+    }
+  } else {
+    r.kind = "halving";
+    const std::size_t half = (cand_.size() + 1) / 2;
+    // Each tested suspect needs a good peer of its own, and two more good nodes set the baseline.
+    const std::size_t per_step = std::max<std::size_t>(1, good_.size() - 2);
+    for (std::size_t start = 0; start < half; start += per_step) {
+      IsoStep st;
+      std::set<std::uint32_t> busy;
+      for (std::size_t i = start, g = 0; i < std::min(half, start + per_step); ++i, ++g) {
+        const auto c = cand_[i];
+        const auto peer = good_[g];
+        st.pairs.push_back({c, peer, "out", c});
+        st.pairs.push_back({peer, c, "in", c});
+        busy.insert(c);
+        busy.insert(peer);
+      }
+      rot = per_step;
+      base_pair(st, busy);
+      r.steps.push_back(std::move(st));
+    }
+  }
+  current_ = r;
+  return r;
+}
+
+void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rates, const std::map<std::uint32_t, std::string>& links) {
+  if (!current_) return;
+  const IsoRound r = *current_;
+  current_.reset();
+  std::map<std::uint32_t, std::vector<double>> out, in;
+  std::map<std::uint32_t, std::vector<std::uint32_t>> peers;
+  std::vector<double> base;
+  for (std::size_t s = 0; s < r.steps.size() && s < rates.size(); ++s) {
+    for (std::size_t k = 0; k < r.steps[s].pairs.size() && k < rates[s].size(); ++k) {
+      const auto& p = r.steps[s].pairs[k];
+      if (!rates[s][k]) continue;
+      if (p.role == "base") base.push_back(*rates[s][k]);
+      if (p.role == "out") {
+        out[p.subject].push_back(*rates[s][k]);
+        peers[p.subject].push_back(p.server);
+      }
+      if (p.role == "in") in[p.subject].push_back(*rates[s][k]);
+    }
+  }
+  const double baseline = stats::median(base);
+  const auto link_of = [&](std::uint32_t h) {
+    const auto it = links.find(h);
+    return it == links.end() || it->second.empty() ? std::string() : it->second;
+  };
+  const auto rate_of = [&](std::uint32_t h) {
+    // Both directions must keep up: the slower one is the node's rate.
+    return std::min(out.count(h) ? stats::median(out[h]) : 0.0, in.count(h) ? stats::median(in[h]) : 0.0);
+  };
+  if (base.empty()) {
+    trace_.push_back(fmt::format("round {} ({}): no baseline measured (a step failed): stopping", r.number, r.kind));
+    done_ = true;
+    return;
+  }
+  if (r.kind == "confirm") {
+    const auto c = cand_.front();
+    IsoFinding f;
+    f.node = names_[c];
+    f.link = link_of(c);
+    f.out_mb = out.count(c) ? stats::median(out[c]) : 0;
+    f.in_mb = in.count(c) ? stats::median(in[c]) : 0;
+    f.median_mb = std::min(f.out_mb, f.in_mb);
+    f.peers = peers[c].size();
+    f.peers_median_mb = baseline;
+    f.slow = f.median_mb < kSlowFraction * baseline;
+    std::string who;
+    for (const auto g : peers[c]) who += (who.empty() ? "" : ", ") + names_[g];
+    const std::string subject = f.link.empty() ? f.node : f.node + " " + f.link;
+    f.text = f.slow ? fmt::format("{}: {} MB/s against {} good peers, whose median is {} (sending {}, receiving {}; peers {})",
+                                  subject, mb(f.median_mb), f.peers, mb(baseline), mb(f.out_mb), mb(f.in_mb), who)
+                    : fmt::format("{}: {} MB/s against {} good peers, whose median is {}: keeps up on its own (peers {})",
+                                  subject, mb(f.median_mb), f.peers, mb(baseline), who);
+    trace_.push_back(fmt::format("round {} (confirm {} against {} peers, one at a time): {}", r.number, f.node, f.peers,
+                                 f.slow ? "SLOW" : "cleared"));
+    findings_.push_back(f);
+    if (!f.slow) good_.push_back(c);
+    cand_.clear();
+    return;
+  }
+  const std::size_t half = (cand_.size() + 1) / 2;
+  std::vector<std::uint32_t> tested(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(half));
+  std::vector<std::uint32_t> rest(cand_.begin() + static_cast<std::ptrdiff_t>(half), cand_.end());
+  std::vector<std::pair<double, std::uint32_t>> slow;
+  std::string results;
+  for (const auto h : tested) {
+    const double v = rate_of(h);
+    const bool is_slow = v < kSlowFraction * baseline;
+    results += fmt::format("{}{} {} MB/s{}", results.empty() ? "" : ", ", names_[h], mb(v), is_slow ? " SLOW" : " ok");
+    if (is_slow) {
+      slow.emplace_back(v, h);
+    } else {
+      good_.push_back(h);
+    }
+  }
+  std::sort(slow.begin(), slow.end());
+  std::string next;
+  if (!slow.empty()) {
+    cand_.clear();
+    for (const auto& [v, h] : slow) cand_.push_back(h);
+    deferred_.insert(deferred_.end(), rest.begin(), rest.end());
+  } else {
+    cand_ = rest;
+  }
+  for (const auto h : cand_) next += (next.empty() ? "" : ", ") + names_[h];
+  std::string later;
+  for (const auto h : deferred_) later += (later.empty() ? "" : ", ") + names_[h];
+  trace_.push_back(fmt::format("round {} (halving: {} of {} suspects, each against a good peer both ways; baseline {} MB/s): "
+                               "{} -> suspects: {}{}",
+                               r.number, tested.size(), tested.size() + rest.size(), mb(baseline), results,
+                               next.empty() ? "none" : next, later.empty() ? "" : "; later: " + later));
+}
+
+json to_json(const IsoFinding& f) {
+  return {{"node", f.node}, {"link", f.link}, {"slow", f.slow}, {"mb_per_s", f.median_mb}, {"out_mb_per_s", f.out_mb},
+          {"in_mb_per_s", f.in_mb}, {"peers", f.peers}, {"peers_median_mb_per_s", f.peers_median_mb}, {"text", f.text}};
+}
+
+}  // namespace fabperf::plan

@@ -1,0 +1,309 @@
+// `fabperf compare` over sets of trials: each quantity's trials on both sides go through
+// stats::decide (means, bootstrap interval of the ratio, Mann-Whitney U, effect size), and the
+// verdict is a sentence. Loading reads three file kinds; everything after it is pure.
+#include <fabperf/compare.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/report.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fabperf {
+
+using nlohmann::json;
+
+namespace {
+
+double num(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+bool is_result(const json& j) { return j.is_object() && j.value("schema", "") == kResultSchema && j.contains("aggregate"); }
+
+// Plan results name nodes by address:port; the plan's hosts give them their names back.
+void rename_nodes(json& result, const std::map<std::string, std::string>& names) {
+  if (!result.contains("nodes") || !result["nodes"].is_array()) return;
+  for (auto& n : result["nodes"]) {
+    const auto it = names.find(n.value("node", ""));
+    if (it != names.end()) n["node"] = it->second;
+  }
+}
+
+std::vector<TrialSet> load_one(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("compare: cannot read {}", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  json whole = json::parse(text, nullptr, false);
+  if (!whole.is_discarded()) {
+    if (!is_result(whole)) throw UsageError(fmt::format("compare: {}: not a fabperf result (schema '{}')", path, kResultSchema));
+    return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}}};
+  }
+  // JSON Lines: a trials file from `run --repeat`, or a plan's results file.
+  std::vector<json> lines;
+  std::size_t lineno = 0;
+  std::istringstream ls(text);
+  for (std::string line; std::getline(ls, line);) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt or truncated)", path, lineno));
+    lines.push_back(std::move(j));
+  }
+  if (lines.empty()) throw UsageError(fmt::format("compare: {}: empty", path));
+  if (lines.front().value("type", "") == "plan") {
+    const json& plan = lines.front().value("plan", json::object());
+    std::map<std::string, std::string> names;
+    if (plan.contains("hosts") && plan["hosts"].is_array()) {
+      for (const auto& h : plan["hosts"]) names[h.value("address", "")] = h.value("name", "");
+    }
+    const bool ab = plan.contains("ab") && plan["ab"].is_object();
+    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}}, b{ab ? plan["ab"].value("b_name", "B") : "", path, {}};
+    // The last record of each step id counts (a resumed run appends a fresh one).
+    std::map<std::string, const json*> last;
+    std::vector<std::string> order;
+    for (const auto& l : lines) {
+      if (l.value("type", "") != "step") continue;
+      const std::string id = l.value("id", "");
+      if (!last.count(id)) order.push_back(id);
+      last[id] = &l;
+    }
+    for (const auto& id : order) {
+      const json& l = *last[id];
+      if (l.value("status", "") != "done" || !l.contains("result") || !is_result(l["result"])) continue;
+      Trial t{l.value("base_id", id), l.value("trial", 1u), l["result"]};
+      rename_nodes(t.result, names);
+      (l.value("config", "") == "B" ? b : a).trials.push_back(std::move(t));
+    }
+    if (ab) return {a, b};
+    return {a};
+  }
+  TrialSet s{"", path, {}};
+  for (auto& l : lines) {
+    if (!is_result(l)) throw UsageError(fmt::format("compare: {}: a line is neither a fabperf result nor a plan record", path));
+    const auto t = static_cast<std::uint32_t>(s.trials.size() + 1);
+    s.trials.push_back({"", l.value("trial", t), std::move(l)});
+  }
+  return {s};
+}
+
+// Every quantity of one result: (kind, subject) -> MB/s.
+std::map<std::pair<std::string, std::string>, double> metrics_of(const json& r) {
+  std::map<std::pair<std::string, std::string>, double> m;
+  m[{"aggregate", ""}] = num(r.value("aggregate", json::object()), "mb_per_s");
+  if (!r.contains("nodes") || !r["nodes"].is_array()) return m;
+  for (const auto& n : r["nodes"]) {
+    const std::string node = n.value("node", "");
+    if (n.contains("links") && n["links"].is_array()) {
+      for (const auto& l : n["links"]) {
+        if (l.value("kind", "") == "loopback") continue;
+        m[{"link", node + "/" + l.value("link", "")}] = std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
+      }
+    }
+    if (n.contains("bonds") && n["bonds"].is_array()) {
+      for (const auto& b : n["bonds"]) {
+        if (!b.contains("members") || !b["members"].is_array()) continue;
+        for (const auto& mem : b["members"]) {
+          m[{"member", node + "/" + b.value("bond", "") + "/" + mem.value("member", "")}] =
+              num(mem, "tx_mb_per_s") + num(mem, "rx_mb_per_s");
+        }
+      }
+    }
+  }
+  return m;
+}
+
+using Key = std::tuple<std::string, std::string, std::string>;  // step, kind, subject
+
+std::map<Key, std::vector<double>> samples_of(const TrialSet& s) {
+  std::map<Key, std::vector<double>> out;
+  for (const auto& t : s.trials) {
+    for (const auto& [k, v] : metrics_of(t.result)) out[{t.step, k.first, k.second}].push_back(v);
+  }
+  return out;
+}
+
+// The smallest two-sided p an exact Mann-Whitney test of na vs nb values can reach: 2 / C(n, na).
+double min_p(std::size_t na, std::size_t nb) {
+  double c = 1;
+  const std::size_t n = na + nb, k = std::min(na, nb);
+  for (std::size_t i = 1; i <= k; ++i) c = c * static_cast<double>(n - k + i) / static_cast<double>(i);
+  return std::min(1.0, 2.0 / c);
+}
+
+}  // namespace
+
+std::vector<TrialSet> load_trial_sets(const std::string& paths) {
+  std::vector<TrialSet> joined;
+  std::size_t start = 0;
+  while (start <= paths.size()) {
+    const auto comma = paths.find(',', start);
+    const std::string p = paths.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (p.empty()) throw UsageError(fmt::format("compare: '{}': an empty file name in the list", paths));
+    auto sets = load_one(p);
+    if (joined.empty()) {
+      joined = std::move(sets);
+    } else {
+      if (sets.size() != joined.size()) throw UsageError(fmt::format("compare: {}: an A/B results file cannot be joined with others", p));
+      for (std::size_t i = 0; i < sets.size(); ++i) {
+        for (auto& t : sets[i].trials) {
+          t.trial = static_cast<std::uint32_t>(joined[i].trials.size() + 1);
+          joined[i].trials.push_back(std::move(t));
+        }
+        joined[i].file += "," + p;
+      }
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (const auto& s : joined) {
+    if (s.trials.empty()) throw UsageError(fmt::format("compare: {}: no finished result{} in it", s.file, s.label.empty() ? "" : " for " + s.label));
+  }
+  return joined;
+}
+
+TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const TrialCompareOptions& o) {
+  TrialComparison c;
+  c.a_label = a.label.empty() ? "before" : a.label;
+  c.b_label = b.label.empty() ? "after" : b.label;
+  c.a_file = a.file;
+  c.b_file = b.file;
+  const auto sa = samples_of(a), sb = samples_of(b);
+  std::map<std::string, std::size_t> family;  // kind -> quantities compared
+  for (const auto& [k, v] : sa) {
+    if (sb.count(k)) ++family[std::get<1>(k)];
+  }
+  if (family.empty()) {
+    throw UsageError(fmt::format("compare: {} and {} have no step or quantity in common: results of unrelated runs", a.file, b.file));
+  }
+  std::size_t max_a = 0, max_b = 0;
+  for (const auto& [k, v] : sa) {
+    const auto it = sb.find(k);
+    if (it == sb.end()) continue;
+    TrialMetric m;
+    m.step = std::get<0>(k);
+    m.kind = std::get<1>(k);
+    m.subject = std::get<2>(k);
+    // Many links judged at 0.05 each would call some "slower" by chance: each kind shares 0.05.
+    m.alpha = o.verdict.alpha / static_cast<double>(family[m.kind]);
+    stats::VerdictOptions vo = o.verdict;
+    vo.alpha = m.alpha;
+    m.d = stats::decide(v, it->second, c.b_label, vo);
+    max_a = std::max(max_a, v.size());
+    max_b = std::max(max_b, it->second.size());
+    if (m.kind != "member" && o.expect_gain_pct) m.expected_pct = o.expect_gain_pct;
+    m.fails = m.kind != "member" && m.d.direction == stats::Direction::slower;
+    if (m.expected_pct) {
+      const double tolerance = std::max(5.0, m.d.pm_pct);
+      m.fails = m.fails || m.d.direction != stats::Direction::faster || m.d.change_pct < *m.expected_pct - tolerance;
+    }
+    if (m.kind == "aggregate") c.verdicts.push_back((m.step.empty() ? "" : m.step + ": ") + m.d.sentence);
+    c.metrics.push_back(std::move(m));
+  }
+  for (const auto& [kind, n] : family) {
+    if (n < 2) continue;
+    const double need = o.verdict.alpha / static_cast<double>(n);
+    if (min_p(max_a, max_b) > need) {
+      c.notes.push_back(fmt::format("{} {}s are judged at p < {:.2g} each (0.05 shared among them); {} vs {} trials cannot reach "
+                                    "it (at best p = {:.2g}): repeat more for a verdict per {}",
+                                    n, kind, need, max_a, max_b, min_p(max_a, max_b), kind));
+    }
+  }
+  c.unreplicated = max_a < 2 || max_b < 2;
+  if (c.unreplicated) {
+    c.notes.push_back("unreplicated: with a single trial on a side, a change cannot be told from run-to-run noise");
+  }
+  if (a.trials.size() > 0 && b.trials.size() > 0) {
+    const auto& ra = a.trials.front().result;
+    const auto& rb = b.trials.front().result;
+    if (ra.contains("settings") && rb.contains("settings") && ra["settings"].is_object() && rb["settings"].is_object()) {
+      for (const char* k : {"test", "mode", "transport", "buffsize", "parallel", "threads"}) {
+        if (ra["settings"].value(k, json()) != rb["settings"].value(k, json())) {
+          c.notes.push_back(fmt::format("settings differ: {} {} -> {}: changes may come from that, not the fabric", k,
+                                        ra["settings"].value(k, json()).dump(), rb["settings"].value(k, json()).dump()));
+        }
+      }
+    }
+  }
+  c.failed = std::any_of(c.metrics.begin(), c.metrics.end(), [](const TrialMetric& m) { return m.fails; });
+  return c;
+}
+
+std::string render_trial_comparison_text(const TrialComparison& c) {
+  std::size_t na = 0, nb = 0;
+  for (const auto& m : c.metrics) {
+    na = std::max(na, m.d.n_a);
+    nb = std::max(nb, m.d.n_b);
+  }
+  std::string out = fmt::format("compare {} ({}, {} trials) -> {} ({}, {} trials)\n", c.a_label, c.a_file, na, c.b_label, c.b_file, nb);
+  const auto section = [&](const char* kind, const char* title) {
+    std::string rows;
+    std::size_t count = 0;
+    double alpha = 0;
+    for (const auto& m : c.metrics) {
+      if (m.kind != kind) continue;
+      ++count;
+      alpha = m.alpha;
+      const std::string name = m.kind == "aggregate" ? (m.step.empty() ? "aggregate" : m.step)
+                                                     : (m.step.empty() ? m.subject : m.step + " " + m.subject);
+      rows += fmt::format("  {:<30} {:>9.1f} {:>9.1f} {:>8} {:>18} {:>6} {:>7} {:>8.2f}  {}{}\n", name, m.d.mean_a, m.d.mean_b,
+                          fmt::format("{:+.1f}%", m.d.change_pct),
+                          m.d.n_a > 1 || m.d.n_b > 1 ? fmt::format("[{:+.1f}, {:+.1f}]%", m.d.ci_lo_pct, m.d.ci_hi_pct) : "-",
+                          fmt::format("{:.1f}/{:.1f}", m.d.cv_a_pct, m.d.cv_b_pct),
+                          m.d.n_a > 1 && m.d.n_b > 1 ? fmt::format("{:.2g}", m.d.test.p) : "-", m.d.test.rank_biserial,
+                          stats::to_string(m.d.direction), m.fails ? "  <-- FAIL" : "");
+    }
+    if (count == 0) return;
+    out += fmt::format("\n{} (MB/s; judged at p < {:.2g}{})\n", title, alpha, count > 1 ? fmt::format(", {} compared", count) : "");
+    out += fmt::format("  {:<30} {:>9} {:>9} {:>8} {:>18} {:>6} {:>7} {:>8}  {}\n", "", c.a_label.substr(0, 9), c.b_label.substr(0, 9),
+                       "change", "95% CI", "cv %", "p", "effect", "verdict");
+    out += rows;
+  };
+  section("aggregate", "Aggregate");
+  section("link", "Links (payload, busier direction)");
+  section("member", "Bond members (tx+rx)");
+  out += "\n";
+  for (const auto& n : c.notes) out += "note: " + n + "\n";
+  out += "effect: rank-biserial correlation (Cliff's delta), +1 when every trial of " + c.b_label + " beat every trial of " +
+         c.a_label + "; p: two-sided Mann-Whitney U; 95% CI: bootstrap of the ratio of means\n";
+  for (const auto& v : c.verdicts) out += "verdict: " + v + "\n";
+  out += c.failed ? "result: FAIL (a significant regression, or an expected gain not shown)\n" : "result: PASS\n";
+  return out;
+}
+
+json render_trial_comparison_json(const TrialComparison& c) {
+  json metrics = json::array();
+  for (const auto& m : c.metrics) {
+    metrics.push_back({{"step", m.step},
+                       {"kind", m.kind},
+                       {"subject", m.subject},
+                       {"n_a", m.d.n_a},
+                       {"n_b", m.d.n_b},
+                       {"mean_a_mb_per_s", m.d.mean_a},
+                       {"mean_b_mb_per_s", m.d.mean_b},
+                       {"cv_a_pct", m.d.cv_a_pct},
+                       {"cv_b_pct", m.d.cv_b_pct},
+                       {"change_pct", m.d.change_pct},
+                       {"ci95_lo_pct", m.d.ci_lo_pct},
+                       {"ci95_hi_pct", m.d.ci_hi_pct},
+                       {"mann_whitney", {{"u_a", m.d.test.u_a}, {"u_b", m.d.test.u_b}, {"p", m.d.test.p}, {"exact", m.d.test.exact}}},
+                       {"rank_biserial", m.d.test.rank_biserial},
+                       {"alpha", m.alpha},
+                       {"expected_pct", m.expected_pct ? json(*m.expected_pct) : json(nullptr)},
+                       {"direction", stats::to_string(m.d.direction)},
+                       {"verdict", m.d.sentence},
+                       {"fails", m.fails}});
+  }
+  return {{"schema", "fabperf.compare-trials"}, {"schema_version", 1}, {"a", {{"label", c.a_label}, {"file", c.a_file}}},
+          {"b", {{"label", c.b_label}, {"file", c.b_file}}}, {"metrics", metrics}, {"verdicts", c.verdicts}, {"notes", c.notes},
+          {"unreplicated", c.unreplicated}, {"failed", c.failed}};
+}
+
+}  // namespace fabperf

@@ -1,0 +1,176 @@
+#include <fabperf/compare.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/report.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using namespace fabperf;
+using nlohmann::json;
+
+namespace {
+
+// A result with an aggregate, two links on node n1 and a two-member bond.
+json result(double agg, double eth0, double eth1, double m0 = 10, double m1 = 10) {
+  return {{"schema", kResultSchema},
+          {"schema_version", kResultSchemaVersion},
+          {"settings", {{"test", "write"}, {"mode", "stream"}}},
+          {"aggregate", {{"mb_per_s", agg}}},
+          {"nodes", json::array({{{"node", "n1"},
+                                  {"links", json::array({{{"link", "eth0"}, {"kind", "ether"}, {"payload_tx_mb_per_s", eth0}},
+                                                         {{"link", "eth1"}, {"kind", "ether"}, {"payload_tx_mb_per_s", eth1}},
+                                                         {{"link", "lo"}, {"kind", "loopback"}, {"payload_tx_mb_per_s", 1.0}}})},
+                                  {"bonds", json::array({{{"bond", "bond0"},
+                                                          {"members", json::array({{{"member", "eth0"}, {"tx_mb_per_s", m0}, {"rx_mb_per_s", 0}},
+                                                                                   {{"member", "eth1"}, {"tx_mb_per_s", m1}, {"rx_mb_per_s", 0}}})}}})}}})},
+          {"pairs", json::array()}};
+}
+
+TrialSet set(const std::vector<json>& results, const std::string& label = "") {
+  TrialSet s{label, "f", {}};
+  for (const auto& r : results) s.trials.push_back({"", static_cast<std::uint32_t>(s.trials.size() + 1), r});
+  return s;
+}
+
+const TrialMetric& metric(const TrialComparison& c, const std::string& kind, const std::string& subject) {
+  for (const auto& m : c.metrics) {
+    if (m.kind == kind && m.subject == subject) return m;
+  }
+  throw std::runtime_error("no metric " + kind + " " + subject);
+}
+
+std::string temp_file(const std::string& text) {
+  char path[] = "/tmp/fabperf-trials-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST(CompareTrials, FasterLinkAndUnchangedLink) {
+  // eth0 gains 40%, eth1 stays; the aggregate gains 20%.
+  std::vector<json> a, b;
+  for (int i = 0; i < 5; ++i) {
+    a.push_back(result(100 + i, 50 + i * 0.5, 50 + (i % 2 ? 0.3 : -0.3)));
+    b.push_back(result(120 + i, 70 + i * 0.5, 50 + (i % 2 ? -0.4 : 0.4)));
+  }
+  const auto c = compare_trial_sets(set(a), set(b), {});
+  EXPECT_EQ(c.a_label, "before");
+  EXPECT_EQ(c.b_label, "after");
+  const auto& agg = metric(c, "aggregate", "");
+  EXPECT_EQ(agg.d.direction, stats::Direction::faster);
+  EXPECT_DOUBLE_EQ(agg.alpha, 0.05);
+  ASSERT_EQ(c.verdicts.size(), 1u);
+  EXPECT_EQ(c.verdicts[0].rfind("after is 20% ± ", 0), 0u) << c.verdicts[0];
+  // Two links share 0.05; 5 vs 5 can reach 0.0079 < 0.025.
+  const auto& e0 = metric(c, "link", "n1/eth0");
+  EXPECT_DOUBLE_EQ(e0.alpha, 0.025);
+  EXPECT_EQ(e0.d.direction, stats::Direction::faster);
+  EXPECT_EQ(metric(c, "link", "n1/eth1").d.direction, stats::Direction::no_difference);
+  EXPECT_THROW(metric(c, "link", "n1/lo"), std::runtime_error);  // loopback is not a link of the fabric
+  EXPECT_EQ(metric(c, "member", "n1/bond0/eth0").d.n_a, 5u);
+  EXPECT_FALSE(c.failed);
+  EXPECT_FALSE(c.unreplicated);
+
+  // --expect-gain 40: eth0 shows it, eth1 and the aggregate (+20%) do not.
+  TrialCompareOptions o;
+  o.expect_gain_pct = 40;
+  const auto e = compare_trial_sets(set(a), set(b), o);
+  EXPECT_TRUE(e.failed);
+  EXPECT_FALSE(metric(e, "link", "n1/eth0").fails);
+  EXPECT_TRUE(metric(e, "link", "n1/eth1").fails);
+  EXPECT_TRUE(metric(e, "aggregate", "").fails);
+  const auto text = render_trial_comparison_text(e);
+  EXPECT_NE(text.find("n1/eth1"), std::string::npos);
+  EXPECT_NE(text.find("<-- FAIL"), std::string::npos);
+  const auto j = render_trial_comparison_json(e);
+  EXPECT_EQ(j["schema"], "fabperf.compare-trials");
+  EXPECT_EQ(j["failed"], true);
+}
+
+TEST(CompareTrials, RegressionFailsButMembersDoNot) {
+  std::vector<json> a, b;
+  for (int i = 0; i < 5; ++i) {
+    a.push_back(result(100 + i, 50, 50, 10 + i * 0.1, 10));
+    b.push_back(result(80 + i, 40, 40, 20 + i * 0.1, 0.5));  // one member now carries nearly nothing
+  }
+  const auto c = compare_trial_sets(set(a), set(b), {});
+  EXPECT_EQ(metric(c, "aggregate", "").d.direction, stats::Direction::slower);
+  EXPECT_TRUE(metric(c, "aggregate", "").fails);
+  EXPECT_EQ(metric(c, "member", "n1/bond0/eth1").d.direction, stats::Direction::slower);
+  EXPECT_FALSE(metric(c, "member", "n1/bond0/eth1").fails);
+  EXPECT_TRUE(c.failed);
+}
+
+TEST(CompareTrials, TooFewTrialsForManyLinksIsSaid) {
+  // 3 vs 3 trials: 0.1 at best, never below 0.025 for two links.
+  std::vector<json> a, b;
+  for (int i = 0; i < 3; ++i) {
+    a.push_back(result(100 + i, 50 + i, 50 + i));
+    b.push_back(result(150 + i, 75 + i, 75 + i));
+  }
+  const auto c = compare_trial_sets(set(a), set(b), {});
+  EXPECT_EQ(metric(c, "aggregate", "").d.direction, stats::Direction::no_difference);
+  bool noted = false;
+  for (const auto& n : c.notes) noted = noted || n.find("2 links are judged at p < 0.025") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
+  const std::string single = temp_file(result(100, 50, 50).dump());
+  std::string lines;
+  for (int i = 0; i < 3; ++i) lines += result(100 + i, 50, 50).dump() + "\n";
+  const std::string trials = temp_file(lines);
+  auto s = load_trial_sets(single);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].trials.size(), 1u);
+  s = load_trial_sets(trials);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].trials.size(), 3u);
+  s = load_trial_sets(single + "," + trials);
+  EXPECT_EQ(s[0].trials.size(), 4u);
+  EXPECT_EQ(s[0].trials[3].trial, 4u);
+
+  // An A/B plan's results: A and B sets named by the plan, nodes renamed to plan host names,
+  // the last record of a step id counts, steps not done are left out.
+  json plan = {{"type", "plan"},
+               {"plan", {{"hosts", json::array({{{"name", "h1"}, {"address", "10.0.0.1:6668"}}})},
+                         {"ab", {{"a_name", "balance-alb"}, {"b_name", "802.3ad"}}}}}};
+  auto step = [](const std::string& id, const std::string& config, int trial, double mb, const std::string& status) {
+    json r = result(mb, 10, 10);
+    r["nodes"][0]["node"] = "10.0.0.1:6668";
+    return json{{"type", "step"}, {"id", id}, {"base_id", "bond/0"}, {"config", config}, {"trial", trial}, {"status", status}, {"result", r}};
+  };
+  std::string ab = plan.dump() + "\n";
+  ab += step("bond/0@A1", "A", 1, 50, "failed").dump() + "\n";
+  ab += step("bond/0@A1", "A", 1, 51, "done").dump() + "\n";
+  ab += step("bond/0@B1", "B", 1, 90, "done").dump() + "\n";
+  ab += step("bond/0@A2", "A", 2, 52, "done").dump() + "\n";
+  ab += step("bond/0@B2", "B", 2, 91, "interrupted").dump() + "\n";
+  ab += json{{"type", "hook"}, {"config", "A"}}.dump() + "\n";
+  const std::string abf = temp_file(ab);
+  s = load_trial_sets(abf);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].label, "balance-alb");
+  EXPECT_EQ(s[1].label, "802.3ad");
+  ASSERT_EQ(s[0].trials.size(), 2u);
+  EXPECT_EQ(s[0].trials[0].result["aggregate"]["mb_per_s"], 51);
+  EXPECT_EQ(s[0].trials[0].step, "bond/0");
+  EXPECT_EQ(s[0].trials[0].result["nodes"][0]["node"], "h1");
+  EXPECT_EQ(s[1].trials.size(), 1u);
+  const auto c = compare_trial_sets(s[0], s[1], {});
+  EXPECT_EQ(c.a_label, "balance-alb");
+  EXPECT_EQ(metric(c, "link", "h1/eth0").step, "bond/0");
+
+  const std::string bad = temp_file("{\"schema\":\"other\"}");
+  EXPECT_THROW(load_trial_sets(bad), UsageError);
+  EXPECT_THROW(load_trial_sets("/nonexistent/x.json"), UsageError);
+  EXPECT_THROW(load_trial_sets(single + ","), UsageError);
+  for (const auto& f : {single, trials, abf, bad}) std::remove(f.c_str());
+}
