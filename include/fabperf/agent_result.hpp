@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fabperf/bonding.hpp>
+#include <fabperf/counters.hpp>
 #include <fabperf/histogram.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/rdma_sysfs.hpp>
@@ -68,6 +69,9 @@ struct LinkResult {
   LinkInfo info;
   std::vector<LinkSample> samples;
   bool vanished{false};
+  // Named counters at the same instants as `samples`: the driver's statistics (ethtool -S), the
+  // root qdisc ("qdisc.*") and carrier losses ("if.carrier_down_count"). counters.hpp.
+  std::vector<CounterSample> stats;
 };
 
 // An RDMA port that carried test traffic: its inventory when the test started and its
@@ -138,6 +142,9 @@ struct AgentResult {
   std::vector<LinkResult> links;
   std::vector<BondResult> bonds;
   std::vector<RdmaPortResult> rdma_ports;
+  // The host's TCP/IP MIB and softnet counters (read_host_net_counters) at the window's open,
+  // each interval and the close: retransmits, RTOs, ECN marks, listen and backlog drops.
+  std::vector<CounterSample> host_counters;
   std::vector<ThreadCpu> threads;
   SocketLimits socket_limits;
   std::vector<TrialResult> trials;

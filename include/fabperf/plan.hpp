@@ -60,6 +60,11 @@ struct KpiSet {
   std::optional<double> max_nic_errors;      // errors + drops per link, summed over the test
   std::optional<double> min_link_mbps;       // per link: the best payload MB/s it carried in the test
   std::optional<double> min_efficiency_pct;  // per link: the best efficiency vs its negotiated speed
+  // Per node and step: the sum of every counter of one category over the window (docs/counters.md).
+  std::optional<double> max_pause_frames;     // PFC and global pause frames, IB credit waits
+  std::optional<double> max_discards;         // NIC discards, out-of-buffer, qdisc and softnet drops
+  std::optional<double> max_fec_uncorrected;  // FEC blocks/codewords that could not be repaired
+  std::optional<double> max_ecn_marks;        // ECN congestion-experienced marks (NIC, IP, TCP)
   [[nodiscard]] bool empty() const;
   friend bool operator==(const KpiSet&, const KpiSet&) = default;
 };

@@ -94,6 +94,15 @@ struct Series {
   std::vector<SeriesPoint> points;
 };
 
+// A dip the step's counter diagnosis found (docs/counters.md): on which node and link, when, and
+// the sentence naming the counters that rose.
+struct CounterEvent {
+  std::string node;
+  std::string link;  // or "node"
+  double t0_s{0}, t1_s{0};
+  std::string text;
+};
+
 struct KpiCheck {
   std::string test;  // "" for a plan-wide check
   std::string step;  // "" for a test-wide or plan-wide check
@@ -134,6 +143,7 @@ struct StepView {
   std::optional<LatencyView> delay;
   std::vector<Series> series;  // aggregate first, then one per node that sent data
   std::vector<std::string> findings;
+  std::vector<CounterEvent> counter_events;  // dips and the counters that rose in them
   int kpi_passed{0};
   int kpi_failed{0};
 };

@@ -13,6 +13,7 @@
 #include <fabperf/agent_result.hpp>
 #include <fabperf/bonding.hpp>
 #include <fabperf/clock.hpp>
+#include <fabperf/diagnosis.hpp>
 #include <fabperf/spec.hpp>
 
 namespace fabperf {
@@ -208,6 +209,7 @@ struct NodeReport {
   std::vector<RdmaPortReport> rdma_ports;
   std::vector<TrialReport> trials;
   std::vector<std::string> warnings;
+  CounterReport counters;  // named counters, dips and what rose in them (diagnosis.hpp)
 };
 
 struct PairReport {
@@ -259,6 +261,7 @@ struct Report {
   std::vector<std::string> findings;  // problems a reader must see: lost nodes, failed flows, clamps
   double max_clock_uncertainty_us{0};
   std::uint64_t verify_errors{0};  // --verify: mismatching chunks over all flows
+  std::vector<CategoryMovers> counter_movers;  // per symptom category, the top counters over all nodes
 };
 
 Report compute_report(const RunRecord& run);
@@ -300,6 +303,8 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
 // + VCRC 2. WRITE's first packet adds RETH 16, WRITE_WITH_IMM's last ImmDt 4 (not included).
 std::uint64_t rdma_header_bytes(const std::string& link_layer);
 std::string render_rdma_ports_text(const Report& r);
+// The counters section of the text report: dips with the counters that rose, top movers.
+std::string render_counters_text(const Report& r);
 // `fabperf links`: RDMA devices, their ports and GID tables ("" when there are none).
 std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices);
 nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports);

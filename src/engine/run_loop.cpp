@@ -1,6 +1,7 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/bonding.hpp>
+#include <fabperf/counters.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/sysstat.hpp>
@@ -246,7 +247,23 @@ void sample_links(std::vector<LinkResult>& links, std::int64_t open_t) {
     LinkSample s{before + (after - before) / 2 - open_t, c};
     if (!s.counters.present) l.vanished = true;
     l.samples.push_back(s);
+    // The driver's statistics and the qdisc's, stamped on their own (an ioctl and a netlink
+    // dump take longer than the sysfs reads above).
+    if (!l.vanished) {
+      const std::int64_t t0 = mono_now_ns();
+      CounterValues v = read_link_named_counters(l.info.name);
+      const std::int64_t t1 = mono_now_ns();
+      l.stats.push_back({t0 + (t1 - t0) / 2 - open_t, std::move(v)});
+    }
   }
+}
+
+// The host's MIB and softnet counters (retransmits, RTOs, ECN marks, drops), stamped when read.
+void sample_host_counters(std::vector<CounterSample>& out, std::int64_t open_t) {
+  const std::int64_t before = mono_now_ns();
+  CounterValues v = read_host_net_counters();
+  const std::int64_t after = mono_now_ns();
+  out.push_back({before + (after - before) / 2 - open_t, std::move(v)});
 }
 
 // Stamped when read, as sample_links does (a busy host reads them late by different amounts).
@@ -310,7 +327,7 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
   // Interfaces are looked up before the start, so the window's edges only read counters; the
   // CPU list follows the NIC's NUMA node unless the user chose one (or none).
   for (const auto& name : flow_interfaces(ctx_->flows(), flow_iface_)) {
-    if (auto info = read_link(name)) links_.push_back(LinkResult{std::move(*info), {}, false});
+    if (auto info = read_link(name)) links_.push_back(LinkResult{std::move(*info), {}, false, {}});
   }
   // A bond's members are links too: their counters show how the bond spread the traffic.
   const std::size_t flow_links = links_.size();
@@ -323,7 +340,7 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
     br.neighbors = bond_neighbors(ctx_->flows(), flow_iface_, bond->name);
     for (const auto& m : bond->members) {
       const bool have = std::any_of(links_.begin(), links_.end(), [&](const LinkResult& l) { return l.info.name == m.name; });
-      if (auto info = have ? std::nullopt : read_link(m.name)) links_.push_back(LinkResult{std::move(*info), {}, false});
+      if (auto info = have ? std::nullopt : read_link(m.name)) links_.push_back(LinkResult{std::move(*info), {}, false, {}});
     }
     bonds_.push_back(std::move(br));
   }
@@ -376,6 +393,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
       r.window_open_unix_ns = wall_now_ns() - (mono_now_ns() - open.t);
       sample_links(r.links, open.t);
       sample_rdma_ports(r.rdma_ports, open.t);
+      sample_host_counters(r.host_counters, open.t);
       threads = ctx.threads();
       for (const auto& t : threads) thread_cpu_open.push_back(thread_cpu_s(t.tid));
       have_open = true;
@@ -385,6 +403,8 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
         if (!ctx.sleep_until(t)) break;
         Snapshot cur = take_snapshot(flows, false);
         sample_links(r.links, open.t);
+        sample_rdma_ports(r.rdma_ports, open.t);
+        sample_host_counters(r.host_counters, open.t);
         r.intervals.push_back({cur.t - open.t, sum(cur.tx) - sum(prev.tx), sum(cur.rx) - sum(prev.rx)});
         prev = std::move(cur);
       }
@@ -393,6 +413,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
         have_close = true;
         sample_links(r.links, open.t);
         sample_rdma_ports(r.rdma_ports, open.t);
+        sample_host_counters(r.host_counters, open.t);
         for (auto& b : r.bonds) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
         for (std::size_t i = 0; i < threads.size(); ++i) {
           const double c = thread_cpu_s(threads[i].tid);
@@ -431,6 +452,7 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
     } else {
       sample_links(r.links, open.t);
       sample_rdma_ports(r.rdma_ports, open.t);
+      sample_host_counters(r.host_counters, open.t);
     }
   }
   for (auto& b : r.bonds) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <ctime>
 #include <fmt/format.h>
+#include <tuple>
 
 namespace fabperf::plan {
 namespace {
@@ -34,6 +35,10 @@ const std::vector<KpiDef>& defs() {
       {"max-nic-errors", &KpiSet::max_nic_errors, "link", "<=", "packets", 0, 1e15},
       {"min-link-mbps", &KpiSet::min_link_mbps, "link", ">=", "MB/s", 0, 1e9},
       {"min-efficiency-pct", &KpiSet::min_efficiency_pct, "link", ">=", "%", 0, 100},
+      {"max-pause-frames", &KpiSet::max_pause_frames, "node", "<=", "frames", 0, 1e15},
+      {"max-discards", &KpiSet::max_discards, "node", "<=", "packets", 0, 1e15},
+      {"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "node", "<=", "blocks", 0, 1e15},
+      {"max-ecn-marks", &KpiSet::max_ecn_marks, "node", "<=", "packets", 0, 1e15},
   };
   return d;
 }
@@ -166,6 +171,32 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     }
     for (const auto& n : r.value("nodes", json::array())) {
       const std::string name = label(n.value("node", std::string()));
+      // Counter KPIs: every node, from the sums compute_report put in its "counters".
+      for (const auto& [kpi, field, cat] : {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
+                                            std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
+                                            std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
+                                            std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
+        if (!(k.*field)) continue;
+        const json* cats = n.contains("counters") && n["counters"].is_object() && n["counters"].contains("categories")
+                               ? &n["counters"]["categories"]
+                               : nullptr;
+        if (!cats || !cats->is_object()) {
+          check(def(kpi), s.id, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, s.id));
+          continue;
+        }
+        const double v = num(*cats, cat);
+        std::string top;
+        for (const auto& m : n["counters"].value("movers", json::array())) {
+          if (m.value("category", std::string()) != cat) continue;
+          for (const auto& t : m.value("top", json::array())) {
+            if (top.size() > 120) break;
+            top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.value("source", std::string()),
+                               t.value("name", std::string()), fmtv(num(t, "delta")));
+          }
+        }
+        check(def(kpi), s.id, name, v,
+              fmt::format("{} in {}: {} {}{}", name, s.id, fmtv(v), cat, top.empty() ? "" : " (" + top + ")"));
+      }
       const bool is_client = n.value("role", std::string()).find("client") != std::string::npos;
       if (is_client) {
         const double v = node_mbps(n, tkind);

@@ -325,6 +325,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       s_->bonded.push_back(std::move(lite));
     }
     for (const auto& t : a.trials) nr.trials.push_back(trial_report(t));
+    nr.counters = counter_report(a);
     for (const auto& w : a.warnings) {
       if (std::find(nr.warnings.begin(), nr.warnings.end(), w) == nr.warnings.end()) nr.warnings.push_back(w);
     }
@@ -408,6 +409,11 @@ Report ReportBuilder::finish(bool interrupted) && {
   if (any_delay) {
     r.delay = summarize(all_delay);
     r.delay_histogram = all_delay;
+  }
+  {
+    std::vector<std::pair<std::string, const CounterReport*>> reps;
+    for (const auto& n : r.nodes) reps.emplace_back(n.name, &n.counters);
+    r.counter_movers = top_movers(reps);
   }
   explain_alb_receive(s_->bonded, r);
   s_->bonded.clear();

@@ -3,6 +3,7 @@
 #include <fabperf/proto.hpp>
 
 #include <fmt/format.h>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace fabperf {
@@ -27,6 +28,68 @@ json trials_json(const std::vector<TrialResult>& trials) {
     json arms = json::array();
     for (const auto& a : t.arms) arms.push_back({{"name", a.name}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"cpu_s", a.cpu_s}});
     out.push_back({{"what", t.what}, {"chosen", t.chosen}, {"reason", t.reason}, {"arms", std::move(arms)}});
+  }
+  return out;
+}
+
+// Named counter samples, delta-encoded: the first sample carries every counter, each later one
+// only the counters whose value changed (a NIC lists hundreds, most of them idle). Decoding
+// carries values forward, so every sample is whole again.
+json counter_samples_json(const std::vector<CounterSample>& samples) {
+  json out = json::array();
+  const CounterValues* prev = nullptr;
+  for (const auto& s : samples) {
+    json values = json::object();
+    for (std::size_t i = 0; i < s.values.size(); ++i) {
+      const auto& [k, v] = s.values[i];
+      // Sources list their counters in a stable order: compare by position, by name otherwise.
+      bool same = false;
+      if (prev) {
+        if (i < prev->size() && (*prev)[i].first == k) {
+          same = (*prev)[i].second == v;
+        } else {
+          for (const auto& [pk, pv] : *prev) {
+            if (pk == k) {
+              same = pv == v;
+              break;
+            }
+          }
+        }
+      }
+      if (!same) values[k] = v;
+    }
+    out.push_back({{"t_ns", s.t_ns}, {"values", std::move(values)}});
+    prev = &s.values;
+  }
+  return out;
+}
+
+std::vector<CounterSample> parse_counter_samples(const json& arr, const std::string& ctx) {
+  if (!arr.is_array() || arr.size() > 1000000) throw ProtocolError(ctx + ": expected an array of samples");
+  std::vector<CounterSample> out;
+  std::map<std::string, std::size_t> index;
+  CounterValues current;
+  for (const auto& e : arr) {
+    proto::Fields h(e, ctx + "[]");
+    CounterSample x;
+    x.t_ns = h.i64("t_ns", INT64_MIN / 2, INT64_MAX / 2);
+    const auto& values = h.object("values");
+    if (values.size() > 65536) throw ProtocolError(ctx + "[].values: too many counters");
+    for (const auto& [k, v] : values.items()) {
+      if (k.empty() || k.size() > 96 || !v.is_number_unsigned()) {
+        throw ProtocolError(ctx + "[].values: expected counter name -> unsigned integer");
+      }
+      const auto it = index.find(k);
+      if (it == index.end()) {
+        if (index.size() >= 65536) throw ProtocolError(ctx + "[].values: too many counters");
+        index.emplace(k, current.size());
+        current.emplace_back(k, v.get<std::uint64_t>());
+      } else {
+        current[it->second].second = v.get<std::uint64_t>();
+      }
+    }
+    x.values = current;
+    out.push_back(std::move(x));
   }
   return out;
 }
@@ -65,6 +128,7 @@ json to_json(const AgentResult& r) {
                          c.tx_dropped, c.rx_dropped});
     }
     links.push_back({{"info", to_json(l.info)}, {"samples", std::move(samples)}, {"vanished", l.vanished}});
+    if (!l.stats.empty()) links.back()["stats"] = counter_samples_json(l.stats);
   }
   json bonds = json::array();
   for (const auto& b : r.bonds) {
@@ -92,7 +156,8 @@ json to_json(const AgentResult& r) {
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
           {"delay", r.delay ? to_json(*r.delay) : json(nullptr)}, {"intervals", std::move(iv)},
           {"links", std::move(links)}, {"bonds", std::move(bonds)}, {"rdma_ports", std::move(rdma)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
-          {"trials", trials_json(r.trials)}, {"warnings", r.warnings}};
+          {"trials", trials_json(r.trials)}, {"warnings", r.warnings},
+          {"host_counters", counter_samples_json(r.host_counters)}};
 }
 
 AgentResult parse_agent_result(const json& j) {
@@ -197,6 +262,8 @@ AgentResult parse_agent_result(const json& j) {
       }
       l.samples.push_back(x);
     }
+    // Optional: agents older than named counters send none.
+    if (e.contains("stats")) l.stats = parse_counter_samples(e["stats"], "RESULT.links[].stats");
     r.links.push_back(std::move(l));
   }
   // Optional: agents without bond support send none.
@@ -242,6 +309,7 @@ AgentResult parse_agent_result(const json& j) {
       r.rdma_ports.push_back(std::move(p));
     }
   }
+  if (j.contains("host_counters")) r.host_counters = parse_counter_samples(j["host_counters"], "RESULT.host_counters");
   if (j.contains("threads")) {
     for (const auto& e : f.array("threads", 100000)) {
       if (!e.is_array() || e.size() != 2 || !e[0].is_string() || e[0].get_ref<const std::string&>().size() > 32 ||

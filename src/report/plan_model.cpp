@@ -136,6 +136,12 @@ void fill_step(StepView& s, const json& r, const std::vector<Host>& hosts) {
     row.latency = latency_view(n.value("latency", json()), "rpc");
     if (!row.latency) row.latency = latency_view(n.value("delay", json()), "delay");
     s.nodes.push_back(std::move(row));
+    if (n.contains("counters") && n["counters"].is_object() && n["counters"].contains("dips") && n["counters"]["dips"].is_array()) {
+      for (const auto& d : n["counters"]["dips"]) {
+        if (!d.is_object()) continue;
+        s.counter_events.push_back({name, str(d, "subject"), num(d, "t0_s"), num(d, "t1_s"), str(d, "text")});
+      }
+    }
 
     if (n.contains("links") && n["links"].is_array()) {
       for (const auto& l : n["links"]) {

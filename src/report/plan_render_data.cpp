@@ -44,6 +44,14 @@ std::string csv_field(std::string_view s) {
 }
 
 namespace {
+json counter_events_json(const std::vector<CounterEvent>& events) {
+  json out = json::array();
+  for (const auto& ev : events) {
+    out.push_back({{"node", ev.node}, {"link", ev.link}, {"t0_s", ev.t0_s}, {"t1_s", ev.t1_s}, {"text", ev.text}});
+  }
+  return out;
+}
+
 
 std::string k(const Column& c) { return std::string(c.key); }
 
@@ -105,6 +113,7 @@ json render_plan_json(const PlanReport& r) {
                      {"nodes", std::move(nodes)}, {"pairs", std::move(pairs)}, {"links", std::move(links)},
                      {"latency", latency_json(s.latency)}, {"delay", latency_json(s.delay)},
                      {"series", std::move(series)}, {"findings", s.findings},
+                     {"counter_events", counter_events_json(s.counter_events)},
                      {"kpi_passed", s.kpi_passed}, {"kpi_failed", s.kpi_failed}});
   }
   json kpis = json::array();

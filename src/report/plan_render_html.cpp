@@ -147,7 +147,10 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
   return out;
 }
 
-std::string line_chart(const std::string& title, const std::vector<Series>& series) {
+// Counter events (dips, docs/counters.md) are shaded over the interval they cover, in the node's
+// colour, with the diagnosis as their tooltip.
+std::string line_chart(const std::string& title, const std::vector<Series>& series,
+                       const std::vector<CounterEvent>& events = {}) {
   Geometry g;
   double xmax = 0, ymax = 0;
   for (const auto& s : series) {
@@ -169,6 +172,13 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   }
   out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">seconds into the measured window</text>\n",
                      g.left + g.pw() / 2, g.top + g.ph() + 36);
+  for (const auto& ev : events) {
+    const double x0 = g.left + g.pw() * std::clamp(ev.t0_s / xmax, 0.0, 1.0);
+    const double x1 = g.left + g.pw() * std::clamp(ev.t1_s / xmax, 0.0, 1.0);
+    out += fmt::format("<rect class=\"counter-event\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#d62728\" "
+                       "fill-opacity=\"0.12\"><title>{} {}</title></rect>\n",
+                       x0, g.top, std::max(1.0, x1 - x0), g.ph(), e(ev.node), e(ev.text));
+  }
   std::size_t ci = 0;
   double lx = g.left + 4;
   for (const auto& s : series) {
@@ -514,7 +524,16 @@ std::string render_plan_html(const PlanReport& r) {
       }
       out += bar_chart("Per-link throughput (interface counters)", {"tx", "rx"}, links, step_threshold(r, s, "link"), "MB/s");
     }
-    if (!s.series.empty()) out += line_chart("Throughput over time", s.series);
+    if (!s.series.empty()) {
+      out += line_chart(s.counter_events.empty() ? "Throughput over time"
+                                                 : "Throughput over time (shaded: intervals the counter diagnosis flagged)",
+                        s.series, s.counter_events);
+    }
+    if (!s.counter_events.empty()) {
+      out += "<p>Counters (docs/counters.md):</p><ul class=\"counter-events\">";
+      for (const auto& ev : s.counter_events) out += "<li>" + e(ev.node) + " " + e(ev.text) + "</li>";
+      out += "</ul>\n";
+    }
     for (const auto* l : {&s.latency, &s.delay}) {
       if (*l && !(*l)->buckets.empty()) {
         out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}",

@@ -159,6 +159,7 @@ std::string render_plan_text(const PlanReport& r) {
                          v.what, v.count, us(v.mean_us), us(v.p50_us), us(v.p90_us), us(v.p99_us), us(v.p999_us), us(v.max_us));
     }
     for (const auto& f : s.findings) out += "  finding: " + f + "\n";
+    for (const auto& ev : s.counter_events) out += "  counters: " + ev.node + " " + ev.text + "\n";
   }
   return out;
 }

@@ -52,6 +52,44 @@ json links_json(const std::vector<LinkReport>& links) {
   }
   return out;
 }
+json move_json(const CounterMove& m) {
+  return {{"source", m.source}, {"name", m.name}, {"delta", m.delta}, {"category", to_string(m.category)}, {"label", m.label}};
+}
+
+json movers_json(const std::vector<CategoryMovers>& cats) {
+  json out = json::array();
+  for (const auto& c : cats) {
+    json top = json::array();
+    for (const auto& m : c.top) top.push_back(move_json(m));
+    out.push_back({{"category", to_string(c.category)}, {"total", c.total}, {"top", std::move(top)}});
+  }
+  return out;
+}
+
+// Every sample of every named counter: the values at the first sample, and for each counter
+// that changed its increase per interval. `categories` holds the window's sums (the KPIs read them).
+json counters_json(const CounterReport& c) {
+  json series = json::array();
+  for (const auto& s : c.series) {
+    json first = json::object();
+    for (const auto& [k, v] : s.first) first[k] = v;
+    json moved = json::object();
+    for (const auto& [k, d] : s.moved) moved[k] = d;
+    series.push_back({{"source", s.source}, {"t_s", s.t_s}, {"first", std::move(first)}, {"moved", std::move(moved)}});
+  }
+  json dips = json::array();
+  for (const auto& d : c.dips) {
+    json rose = json::array();
+    for (const auto& m : d.rose) rose.push_back(move_json(m));
+    dips.push_back({{"subject", d.subject}, {"t0_s", d.t0_s}, {"t1_s", d.t1_s}, {"mb_per_s", d.mb_per_s},
+                    {"median_mb_per_s", d.median_mb_per_s}, {"change_pct", d.change_pct}, {"rose", std::move(rose)},
+                    {"rose_unlisted", d.rose_unlisted}, {"text", d.text}});
+  }
+  json totals = json::object();
+  for (const auto cat : symptom_categories()) totals[std::string(to_string(cat))] = c.total(cat);
+  return {{"series", std::move(series)}, {"dips", std::move(dips)}, {"categories", std::move(totals)},
+          {"movers", movers_json(c.categories)}};
+}
 }  // namespace
 
 json bonds_json(const std::vector<BondReport>& bonds) {
@@ -128,7 +166,8 @@ json node_json(const NodeReport& n) {
           {"bonds", bonds_json(n.bonds)},
           {"rdma_ports", rdma_ports_json(n.rdma_ports)},
           {"trials", trials_json(n.trials)},
-          {"warnings", n.warnings}};
+          {"warnings", n.warnings},
+          {"counters", counters_json(n.counters)}};
 }
 
 json pair_json(const PairReport& p) {
@@ -182,6 +221,7 @@ json result_summary_json(const Report& r) {
           {"delay", r.delay ? latency_json(*r.delay, r.delay_histogram ? &*r.delay_histogram : nullptr) : json(nullptr)},
           {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
           {"findings", r.findings},
+          {"counter_movers", movers_json(r.counter_movers)},
           {"summary", render_summary_line(r)}};
 }
 

@@ -102,6 +102,28 @@ std::string render_summary_line(const Report& r) {
   return line;
 }
 
+// What the wire saw: the dips with the counters that rose in them, then the top movers per
+// category over the test (compute_report built both; docs/counters.md).
+std::string render_counters_text(const Report& r) {
+  std::string dips;
+  for (const auto& n : r.nodes) {
+    for (const auto& d : n.counters.dips) dips += fmt::format("  {} {}\n", n.name, d.text);
+  }
+  std::string movers;
+  for (const auto& c : r.counter_movers) {
+    movers += fmt::format("  {:<16} {:>14}:", describe(c.category), format_count(c.total));
+    for (std::size_t i = 0; i < c.top.size(); ++i) {
+      movers += fmt::format("{} {} +{}", i ? "," : "", c.top[i].source + " " + c.top[i].name, format_count(c.top[i].delta));
+    }
+    movers += "\n";
+  }
+  if (dips.empty() && movers.empty()) return "";
+  std::string out = fmt::format("Counters (intervals more than {:.0f}% below their link's median, and what rose in them)\n", kDipPct);
+  out += dips.empty() ? "  no interval fell that far\n" : dips;
+  if (!movers.empty()) out += "  top movers per category over the window (sum of every counter in it):\n" + movers;
+  return out + "\n";
+}
+
 std::string render_text(const Report& r, bool verbose) {
   const auto& s = r.spec;
   std::string out;
@@ -214,6 +236,7 @@ std::string render_text(const Report& r, bool verbose) {
 
   out += render_bonds_text(r);
   out += render_rdma_ports_text(r);
+  out += render_counters_text(r);
 
   if (verbose) {
     out += "Connections\n";

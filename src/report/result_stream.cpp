@@ -184,7 +184,7 @@ Report ResultStream::finish(const RunRecord& run, const json& extra) {
     text += "\n  ],\n";
     const json tail = result_summary_json(r);
     for (const char* k : {"complete", "interrupted", "aggregate", "cli_cpu_pct", "srv_cpu_pct", "max_clock_uncertainty_us",
-                          "latency", "delay", "verify", "findings"}) {
+                          "latency", "delay", "verify", "findings", "counter_movers"}) {
       text += member(k, tail.at(k)) + ",\n";
     }
     if (extra.is_object()) {

@@ -276,7 +276,8 @@ TEST(PlanFile, ErrorsNameFileLineAndField) {
             "p.toml:17: field 'target': does not apply to pattern ring");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-node-mbs = 5\n"),
             "p.toml:18: field 'min-node-mbs': unknown KPI (profile, min-node-mbps, min-pair-mbps, min-aggregate-mbps, min-spread, "
-            "max-p99-latency-us, max-retransmits, max-nic-errors, min-link-mbps, min-efficiency-pct)");
+            "max-p99-latency-us, max-retransmits, max-nic-errors, min-link-mbps, min-efficiency-pct, max-pause-frames, "
+            "max-discards, max-fec-uncorrected, max-ecn-marks)");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-spread = 1.5\n").substr(0, 31),
             "p.toml:18: field 'min-spread': ");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nwarmup = 6\ncooldown = 6\n").substr(0, 11), "p.toml:14: ");

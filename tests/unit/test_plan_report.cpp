@@ -329,3 +329,20 @@ TEST(PlanModel, UnmeasuredKpiValueIsNullAndWorst) {
   k["value"] = "high";
   EXPECT_EQ(load_error(good() + k.dump() + "\n"), "r.jsonl:7: kpi record: field 'value' must be a number");
 }
+
+TEST(PlanModel, CounterDipsReachEveryRenderer) {
+  auto s = step_line(0, "n1", "n2", 50);
+  s["result"]["nodes"][0]["counters"] = {
+      {"dips", json::array({{{"subject", "lo"}, {"t0_s", 0.5}, {"t1_s", 1.0}, {"change_pct", -60.0},
+                             {"text", "lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)"}}})}};
+  const auto r = build_plan_report(load(lines({plan_line(1), s, end_line(true)})));
+  ASSERT_EQ(r.steps[0].counter_events.size(), 1u);
+  EXPECT_EQ(r.steps[0].counter_events[0].node, "n1");
+  EXPECT_EQ(r.steps[0].counter_events[0].link, "lo");
+  EXPECT_DOUBLE_EQ(r.steps[0].counter_events[0].t1_s, 1.0);
+  EXPECT_NE(render_plan_text(r).find("counters: n1 lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)"), std::string::npos);
+  const std::string html = render_plan_html(r);
+  EXPECT_NE(html.find("class=\"counter-event\""), std::string::npos);
+  EXPECT_NE(html.find("qdisc.drops +12 (discard)"), std::string::npos);
+  EXPECT_EQ(render_plan_json(r)["steps"][0]["counter_events"][0]["text"], "lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)");
+}

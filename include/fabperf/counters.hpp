@@ -1,0 +1,93 @@
+// What the wire saw: named counters beside the interface statistics. Readers for the driver's
+// own statistics (the ethtool ioctls, what `ethtool -S` prints), the root qdisc's drops
+// (rtnetlink), the TCP/IP MIB counters that explain a dip (/proc/net/snmp, /proc/net/netstat) and
+// softnet drops (/proc/net/softnet_stat); and the counter dictionary, a pure table that maps
+// driver-specific names to categories (PFC pause, discards, ECN, CNP, FEC, CRC, link down, ...).
+// File readers take a root prefix ("" = this host) like every sysinfo reader; the ioctl and
+// netlink readers only ask this host's kernel (the calling thread's network namespace).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fabperf {
+
+// Counter name -> value, in the order the source lists them.
+using CounterValues = std::vector<std::pair<std::string, std::uint64_t>>;
+
+// Named counters of one source (an interface's driver statistics and qdisc, or the host's MIB)
+// at one instant; t_ns from the window's open, like LinkSample.
+struct CounterSample {
+  std::int64_t t_ns{0};
+  CounterValues values;
+};
+
+// ETHTOOL_GSSET_INFO + GSTRINGS + GSTATS on a live interface; nullopt when the interface is gone
+// or its driver exposes no statistics (loopback). Names are as the driver prints them.
+std::optional<CounterValues> read_ethtool_stats(const std::string& ifname);
+
+// The root qdisc of an interface, from an RTM_GETQDISC dump: "qdisc.drops", "qdisc.overlimits",
+// "qdisc.requeues" (a shaper's drops never reach the interface's own counters); empty when the
+// interface has none or is gone.
+CounterValues read_qdisc_counters(const std::string& ifname);
+
+// Everything read_ethtool_stats, read_qdisc_counters and the interface's
+// /sys/class/net/NAME/carrier_down_count ("if.carrier_down_count") say about one interface.
+CounterValues read_link_named_counters(const std::string& ifname);
+
+// Every "Section.Name value" pair of a /proc/net/snmp or /proc/net/netstat text (header line,
+// value line, per section): "Tcp.RetransSegs", "TcpExt.TCPTimeouts", "IpExt.InCEPkts". Negative
+// values (Tcp.MaxConn -1) and unparsable ones are skipped. Pure.
+CounterValues parse_proc_net_mib(std::string_view text);
+// /proc/net/softnet_stat summed over CPUs: "softnet.dropped" (column 2: the backlog was full) and
+// "softnet.time_squeeze" (column 3: the budget ran out with work left). Pure.
+CounterValues parse_softnet_stat(std::string_view text);
+// The MIB counters that explain a dip (retransmits, RTOs, ECN CE, listen drops, receive-queue
+// and backlog drops, UDP buffer errors) and softnet drops, under root ("" = this host's
+// /proc of the calling thread's network namespace).
+CounterValues read_host_net_counters(const std::string& root = "");
+// The MIB names read_host_net_counters keeps (in the "Section.Name" form).
+const std::vector<std::string_view>& host_net_counter_names();
+
+// ---- the counter dictionary -------------------------------------------------------------
+
+enum class CounterCategory {
+  pause,            // flow control: PFC per priority, global pause, IB credit waits
+  discard,          // dropped for lack of buffer or by policy: NIC discards, out-of-buffer, qdisc, softnet
+  ecn,              // ECN congestion-experienced marks
+  cnp,              // RoCE congestion notification packets sent or handled
+  fec_corrected,    // forward error correction repaired the data (a marginal link, still clean)
+  fec_uncorrected,  // FEC could not repair: the frame is lost
+  crc,              // CRC/FCS and symbol errors: damaged frames
+  link_down,        // the link went down (or recovered from an error)
+  retransmit,       // TCP or RDMA retransmissions, out-of-sequence packets
+  timeout,          // retransmission timeouts (TCP RTO, RDMA local ACK timeout)
+  error,            // other error counters (length errors, listen overflows, ...)
+  traffic,          // bytes, packets, frames: load, not a symptom
+  other,            // not in the dictionary: reported raw
+};
+std::string_view to_string(CounterCategory c);
+// "pause" -> CounterCategory::pause; nullopt for an unknown name.
+std::optional<CounterCategory> counter_category_from_string(std::string_view s);
+// The categories whose growth is a symptom, in the order a diagnosis lists them.
+const std::vector<CounterCategory>& symptom_categories();
+// A few plain words per category ("PFC pause", "FEC uncorrected").
+std::string_view describe(CounterCategory c);
+
+struct CounterClass {
+  CounterCategory category{CounterCategory::other};
+  int priority{-1};       // PFC/CoS priority (0..7) when the name carries one
+  std::string direction;  // "rx", "tx" or ""
+};
+// Classifies a counter name from any source: ethtool names of mlx5, ice, bnxt_en, i40e, ixgbe,
+// virtio_net, veth; RDMA "counters/NAME" and "hw_counters/NAME" (mlx5_ib, rxe, the IB PMA);
+// "qdisc.*", "softnet.*", the MIB's "Section.Name"; the interface's "if.*". Pure and table-driven.
+CounterClass classify_counter(std::string_view name);
+// "rx_prio3_pause" -> "PFC, priority 3"; "qdisc.drops" -> "discard"; empty for traffic/other.
+std::string counter_label(std::string_view name);
+
+}  // namespace fabperf

@@ -1,0 +1,315 @@
+// Counter report and dip diagnosis (diagnosis.hpp): pure arithmetic over one agent's samples.
+#include <fabperf/diagnosis.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+
+namespace fabperf {
+namespace {
+
+// One source's samples as (t_ns, values) pairs, whatever struct they came in.
+struct Source {
+  std::string name;
+  std::vector<std::pair<std::int64_t, const CounterValues*>> samples;
+};
+
+std::map<std::string_view, std::uint64_t> as_map(const CounterValues& v) {
+  std::map<std::string_view, std::uint64_t> m;
+  for (const auto& [k, x] : v) m.emplace(k, x);
+  return m;
+}
+
+// Increase of every counter between two samples (counters that went backwards were reset: 0).
+std::vector<std::pair<std::string, std::uint64_t>> increases(const CounterValues& a, const CounterValues& b) {
+  const auto before = as_map(a);
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (const auto& [k, v] : b) {
+    const auto it = before.find(k);
+    if (it != before.end() && v > it->second) out.emplace_back(k, v - it->second);
+  }
+  return out;
+}
+
+// The interface's own error and drop counters, in the named form the dictionary knows.
+CounterValues link_counter_values(const LinkCounters& c) {
+  return {{"if.tx_errors", c.tx_errors}, {"if.rx_errors", c.rx_errors}, {"if.tx_dropped", c.tx_dropped},
+          {"if.rx_dropped", c.rx_dropped}};
+}
+
+CounterMove make_move(const std::string& source, const std::string& name, std::uint64_t delta) {
+  const CounterClass c = classify_counter(name);
+  return {source, name, delta, c.category, counter_label(name)};
+}
+
+int symptom_rank(CounterCategory c) {
+  const auto& order = symptom_categories();
+  const auto it = std::find(order.begin(), order.end(), c);
+  return it == order.end() ? static_cast<int>(order.size()) : static_cast<int>(it - order.begin());
+}
+
+bool is_symptom(CounterCategory c) { return c != CounterCategory::traffic && c != CounterCategory::other; }
+
+// The sample of `s` nearest to t_ns; -1 when it has none.
+int nearest(const Source& s, std::int64_t t_ns) {
+  int best = -1;
+  std::int64_t best_d = 0;
+  for (std::size_t i = 0; i < s.samples.size(); ++i) {
+    const std::int64_t d = std::llabs(s.samples[i].first - t_ns);
+    if (best < 0 || d < best_d) {
+      best = static_cast<int>(i);
+      best_d = d;
+    }
+  }
+  return best;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string fmt_s(double s) { return fmt::format("{:.1f}", s); }
+
+// What rose in the interval (t0, t1] across the given sources: counters between the samples
+// nearest to t0 and t1.
+std::vector<CounterMove> rose_between(const std::vector<const Source*>& sources, std::int64_t t0, std::int64_t t1) {
+  std::vector<CounterMove> out;
+  for (const Source* s : sources) {
+    const int i0 = nearest(*s, t0), i1 = nearest(*s, t1);
+    if (i0 < 0 || i1 <= i0) continue;
+    for (const auto& [k, d] : increases(*s->samples[static_cast<std::size_t>(i0)].second,
+                                        *s->samples[static_cast<std::size_t>(i1)].second)) {
+      CounterMove m = make_move(s->name, k, d);
+      if (m.category != CounterCategory::traffic) out.push_back(std::move(m));
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const CounterMove& a, const CounterMove& b) {
+    const int ra = symptom_rank(a.category), rb = symptom_rank(b.category);
+    return ra != rb ? ra < rb : a.delta > b.delta;
+  });
+  return out;
+}
+
+Dip make_dip(std::string subject, std::int64_t t0, std::int64_t t1, double rate, double med,
+             const std::vector<const Source*>& sources) {
+  Dip d;
+  d.subject = std::move(subject);
+  d.t0_s = static_cast<double>(t0) / 1e9;
+  d.t1_s = static_cast<double>(t1) / 1e9;
+  d.mb_per_s = rate;
+  d.median_mb_per_s = med;
+  d.change_pct = med > 0 ? (rate - med) / med * 100.0 : 0.0;
+  auto all = rose_between(sources, t0, t1);
+  // Unclassified counters are listed after the symptoms, and only a few of them.
+  std::size_t others = 0;
+  for (auto& m : all) {
+    const bool symptom = is_symptom(m.category);
+    if (d.rose.size() < kDipMaxCounters && (symptom || others < 2)) {
+      if (!symptom) ++others;
+      d.rose.push_back(std::move(m));
+    } else {
+      ++d.rose_unlisted;
+    }
+  }
+  d.text = fmt::format("{} {}-{} s: {:.0f}%", d.subject, fmt_s(d.t0_s), fmt_s(d.t1_s), d.change_pct);
+  if (d.rose.empty()) {
+    d.text += "; no counter on this node rose (look at the peer and the switch)";
+  }
+  for (const auto& m : d.rose) {
+    const bool show_source = m.source != "host" && m.source != d.subject;
+    d.text += fmt::format("; {}{} +{}", show_source ? m.source + " " : "", m.name, format_count(m.delta));
+    if (!m.label.empty()) d.text += " (" + m.label + ")";
+  }
+  if (d.rose_unlisted) d.text += fmt::format("; {} more counters rose", d.rose_unlisted);
+  return d;
+}
+
+CounterSeries make_series(const Source& s) {
+  CounterSeries out;
+  out.source = s.name;
+  if (s.samples.empty()) return out;
+  for (const auto& [t, v] : s.samples) out.t_s.push_back(static_cast<double>(t) / 1e9);
+  out.first = *s.samples.front().second;
+  std::map<std::string, std::size_t> at;
+  for (std::size_t i = 1; i < s.samples.size(); ++i) {
+    const auto before = as_map(*s.samples[i - 1].second);
+    for (const auto& [k, v] : *s.samples[i].second) {
+      const auto it = before.find(k);
+      if (it == before.end() || it->second == v) continue;
+      auto slot = at.find(k);
+      if (slot == at.end()) {
+        slot = at.emplace(k, out.moved.size()).first;
+        out.moved.emplace_back(k, std::vector<std::int64_t>(s.samples.size() - 1, 0));
+      }
+      out.moved[slot->second].second[i - 1] = static_cast<std::int64_t>(v) - static_cast<std::int64_t>(it->second);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t CounterReport::total(CounterCategory c) const {
+  for (const auto& m : categories) {
+    if (m.category == c) return m.total;
+  }
+  return 0;
+}
+
+std::string format_count(std::uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+CounterReport counter_report(const AgentResult& r, double dip_pct) {
+  CounterReport rep;
+  // Sources: per link its named statistics and its interface counters (the same instants as
+  // the throughput samples), the host's MIB, each RDMA port.
+  std::vector<Source> link_stats(r.links.size()), link_if(r.links.size());
+  std::vector<std::vector<CounterValues>> if_values(r.links.size());
+  for (std::size_t i = 0; i < r.links.size(); ++i) {
+    const auto& l = r.links[i];
+    link_stats[i].name = link_if[i].name = l.info.name;
+    for (const auto& s : l.stats) link_stats[i].samples.emplace_back(s.t_ns, &s.values);
+    for (const auto& s : l.samples) {
+      if (s.counters.present) if_values[i].push_back(link_counter_values(s.counters));
+    }
+    std::size_t k = 0;
+    for (const auto& s : l.samples) {
+      if (s.counters.present) link_if[i].samples.emplace_back(s.t_ns, &if_values[i][k++]);
+    }
+  }
+  Source host{"host", {}};
+  for (const auto& s : r.host_counters) host.samples.emplace_back(s.t_ns, &s.values);
+  std::vector<Source> rdma;
+  std::vector<std::vector<CounterValues>> rdma_values(r.rdma_ports.size());
+  for (std::size_t i = 0; i < r.rdma_ports.size(); ++i) {
+    const auto& p = r.rdma_ports[i];
+    Source s{fmt::format("{}:{}", p.device, p.info.port), {}};
+    for (const auto& x : p.samples) {
+      if (x.counters.present) rdma_values[i].push_back(x.counters.values);
+    }
+    std::size_t k = 0;
+    for (const auto& x : p.samples) {
+      if (x.counters.present) s.samples.emplace_back(x.t_ns, &rdma_values[i][k++]);
+    }
+    rdma.push_back(std::move(s));
+  }
+
+  for (const auto& s : link_stats) {
+    if (!s.samples.empty()) rep.series.push_back(make_series(s));
+  }
+  if (!host.samples.empty()) rep.series.push_back(make_series(host));
+  for (const auto& s : rdma) {
+    if (!s.samples.empty()) rep.series.push_back(make_series(s));
+  }
+
+  // Dips per link, from its own interface counters; the counters that may explain one are the
+  // link's, the host's and the RDMA ports' (a RoCE port sits on some link).
+  const double keep = 1.0 - dip_pct / 100.0;
+  for (std::size_t i = 0; i < r.links.size(); ++i) {
+    std::vector<const LinkSample*> ok;
+    for (const auto& s : r.links[i].samples) {
+      if (s.counters.present) ok.push_back(&s);
+    }
+    if (ok.size() < 3) continue;  // one interval has no median to fall below
+    std::vector<double> rates;
+    for (std::size_t k = 1; k < ok.size(); ++k) {
+      const double dt = static_cast<double>(ok[k]->t_ns - ok[k - 1]->t_ns) / 1e9;
+      const auto tx = ok[k]->counters.tx_bytes - ok[k - 1]->counters.tx_bytes;
+      const auto rx = ok[k]->counters.rx_bytes - ok[k - 1]->counters.rx_bytes;
+      rates.push_back(dt > 0 ? static_cast<double>(std::max(tx, rx)) / dt / 1e6 : 0.0);
+    }
+    const double med = median(rates);
+    if (med < kDipMinMedianMbPerS) continue;
+    std::vector<const Source*> sources{&link_stats[i], &link_if[i], &host};
+    for (const auto& s : rdma) sources.push_back(&s);
+    for (std::size_t k = 0; k < rates.size(); ++k) {
+      if (rates[k] < keep * med) {
+        rep.dips.push_back(make_dip(r.links[i].info.name, ok[k]->t_ns, ok[k + 1]->t_ns, rates[k], med, sources));
+      }
+    }
+  }
+  // A node without sampled links: its own interval totals.
+  if (r.links.empty() && r.intervals.size() >= 2) {
+    std::vector<double> rates;
+    std::int64_t prev = 0;
+    for (const auto& iv : r.intervals) {
+      const double dt = static_cast<double>(iv.t_ns - prev) / 1e9;
+      rates.push_back(dt > 0 ? static_cast<double>(iv.tx_bytes + iv.rx_bytes) / dt / 1e6 : 0.0);
+      prev = iv.t_ns;
+    }
+    const double med = median(rates);
+    std::vector<const Source*> sources{&host};
+    for (const auto& s : rdma) sources.push_back(&s);
+    prev = 0;
+    for (std::size_t k = 0; k < rates.size(); ++k) {
+      if (med >= kDipMinMedianMbPerS && rates[k] < keep * med) {
+        rep.dips.push_back(make_dip("node", prev, r.intervals[k].t_ns, rates[k], med, sources));
+      }
+      prev = r.intervals[k].t_ns;
+    }
+  }
+
+  // Category totals over the window: every source, first sample to last.
+  std::map<CounterCategory, CategoryMovers> cats;
+  auto add_window = [&](const Source& s) {
+    if (s.samples.size() < 2) return;
+    for (const auto& [k, d] : increases(*s.samples.front().second, *s.samples.back().second)) {
+      CounterMove m = make_move(s.name, k, d);
+      if (!is_symptom(m.category)) continue;
+      auto& c = cats[m.category];
+      c.category = m.category;
+      c.total += d;
+      c.top.push_back(std::move(m));
+    }
+  };
+  for (const auto& s : link_stats) add_window(s);
+  for (const auto& s : link_if) add_window(s);
+  add_window(host);
+  for (const auto& s : rdma) add_window(s);
+  for (const auto c : symptom_categories()) {
+    const auto it = cats.find(c);
+    if (it == cats.end()) continue;
+    auto& m = it->second;
+    std::stable_sort(m.top.begin(), m.top.end(), [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
+    if (m.top.size() > 5) m.top.resize(5);
+    rep.categories.push_back(std::move(m));
+  }
+  return rep;
+}
+
+std::vector<CategoryMovers> top_movers(const std::vector<std::pair<std::string, const CounterReport*>>& nodes,
+                                       std::size_t per_category) {
+  std::vector<CategoryMovers> out;
+  for (const auto c : symptom_categories()) {
+    CategoryMovers m;
+    m.category = c;
+    for (const auto& [name, rep] : nodes) {
+      for (const auto& cat : rep->categories) {
+        if (cat.category != c) continue;
+        m.total += cat.total;
+        for (auto mv : cat.top) {
+          mv.source = name + "/" + mv.source;
+          m.top.push_back(std::move(mv));
+        }
+      }
+    }
+    if (m.total == 0) continue;
+    std::stable_sort(m.top.begin(), m.top.end(), [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
+    if (m.top.size() > per_category) m.top.resize(per_category);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace fabperf

@@ -1,0 +1,234 @@
+// Named counter readers (counters.hpp): the ethtool statistics ioctls, the root qdisc over
+// rtnetlink, the MIB files and softnet_stat.
+#include <fabperf/counters.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <linux/ethtool.h>
+#include <linux/gen_stats.h>
+#include <linux/netlink.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <linux/sockios.h>
+#include <memory>
+#include <net/if.h>
+#include <sstream>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace fabperf {
+namespace {
+
+struct Fd {
+  int fd;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+bool ethtool_ioctl(int fd, const std::string& ifname, void* data) {
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  ifr.ifr_data = static_cast<char*>(data);
+  return ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::optional<CounterValues> read_ethtool_stats(const std::string& ifname) {
+  if (ifname.empty() || ifname.size() >= IFNAMSIZ) return std::nullopt;
+  const Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (s.fd < 0) return std::nullopt;
+  // How many statistics: sset_info answers with one u32 per set bit of the mask, after the
+  // header (a flexible array: the buffer is u64-aligned raw storage).
+  std::array<std::uint64_t, (sizeof(ethtool_sset_info) + sizeof(std::uint32_t)) / 8 + 1> ibuf{};
+  auto* info = reinterpret_cast<ethtool_sset_info*>(ibuf.data());
+  info->cmd = ETHTOOL_GSSET_INFO;
+  info->sset_mask = 1ULL << ETH_SS_STATS;
+  if (!ethtool_ioctl(s.fd, ifname, info) || !(info->sset_mask & (1ULL << ETH_SS_STATS))) return std::nullopt;
+  const std::uint32_t n = info->data[0];
+  if (n == 0 || n > 65536) return std::nullopt;
+  // The kernel fills as many entries as the driver has *now*; a driver that grew between the
+  // calls (queues added) would write past a buffer sized for the old count, so both buffers get
+  // room to spare and the answer's own count is checked against it.
+  const std::uint32_t cap = n * 2 + 64;
+  std::vector<std::uint64_t> sbuf((sizeof(ethtool_gstrings) + std::size_t{cap} * ETH_GSTRING_LEN) / 8 + 1);
+  auto* strings = reinterpret_cast<ethtool_gstrings*>(sbuf.data());
+  strings->cmd = ETHTOOL_GSTRINGS;
+  strings->string_set = ETH_SS_STATS;
+  strings->len = n;
+  if (!ethtool_ioctl(s.fd, ifname, strings) || strings->len > cap) return std::nullopt;
+  std::vector<std::uint64_t> vbuf(sizeof(ethtool_stats) / 8 + cap + 1);
+  auto* stats = reinterpret_cast<ethtool_stats*>(vbuf.data());
+  stats->cmd = ETHTOOL_GSTATS;
+  stats->n_stats = n;
+  if (!ethtool_ioctl(s.fd, ifname, stats) || stats->n_stats > cap) return std::nullopt;
+  const std::uint32_t m = std::min(strings->len, stats->n_stats);
+  CounterValues out;
+  out.reserve(m);
+  for (std::uint32_t i = 0; i < m; ++i) {
+    const char* name = reinterpret_cast<const char*>(strings->data) + std::size_t{i} * ETH_GSTRING_LEN;
+    out.emplace_back(std::string(name, strnlen(name, ETH_GSTRING_LEN)), stats->data[i]);
+  }
+  return out;
+}
+
+CounterValues read_qdisc_counters(const std::string& ifname) {
+  const unsigned ifindex = if_nametoindex(ifname.c_str());
+  if (ifindex == 0) return {};
+  const Fd s(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (s.fd < 0) return {};
+  timeval tv{0, 200'000};  // a dump of this host's qdiscs; never wait long for the kernel
+  ::setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  struct {
+    nlmsghdr nh;
+    tcmsg tc;
+  } req{};
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(tcmsg));
+  req.nh.nlmsg_type = RTM_GETQDISC;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  req.nh.nlmsg_seq = 1;
+  req.tc.tcm_family = AF_UNSPEC;
+  req.tc.tcm_ifindex = static_cast<int>(ifindex);  // newer kernels filter on it; older dump all
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(s.fd, &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return {};
+  CounterValues out;
+  std::vector<char> buf(32768);
+  constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
+  for (;;) {
+    const ssize_t len = ::recv(s.fd, buf.data(), buf.size(), 0);
+    if (len <= 0) return out;
+    std::size_t off = 0;
+    while (off + sizeof(nlmsghdr) <= static_cast<std::size_t>(len)) {
+      nlmsghdr nh{};
+      std::memcpy(&nh, buf.data() + off, sizeof nh);
+      if (nh.nlmsg_len < sizeof(nlmsghdr) || off + nh.nlmsg_len > static_cast<std::size_t>(len)) return out;
+      if (nh.nlmsg_type == NLMSG_DONE || nh.nlmsg_type == NLMSG_ERROR) return out;
+      const std::size_t body = off + align4(sizeof(nlmsghdr));
+      const std::size_t end = off + nh.nlmsg_len;
+      off += align4(nh.nlmsg_len);
+      if (nh.nlmsg_type != RTM_NEWQDISC || body + sizeof(tcmsg) > end) continue;
+      tcmsg tc{};
+      std::memcpy(&tc, buf.data() + body, sizeof tc);
+      if (tc.tcm_ifindex != static_cast<int>(ifindex) || tc.tcm_parent != TC_H_ROOT || !out.empty()) continue;
+      // Attributes: TCA_STATS2 nests TCA_STATS_QUEUE (struct gnet_stats_queue).
+      for (std::size_t a = body + align4(sizeof(tcmsg)); a + sizeof(rtattr) <= end;) {
+        rtattr at{};
+        std::memcpy(&at, buf.data() + a, sizeof at);
+        if (at.rta_len < sizeof(rtattr) || a + at.rta_len > end) break;
+        if (at.rta_type == TCA_STATS2) {
+          const std::size_t nend = a + at.rta_len;
+          for (std::size_t b = a + align4(sizeof(rtattr)); b + sizeof(rtattr) <= nend;) {
+            rtattr st{};
+            std::memcpy(&st, buf.data() + b, sizeof st);
+            if (st.rta_len < sizeof(rtattr) || b + st.rta_len > nend) break;
+            if (st.rta_type == TCA_STATS_QUEUE && st.rta_len >= align4(sizeof(rtattr)) + sizeof(gnet_stats_queue)) {
+              gnet_stats_queue q{};
+              std::memcpy(&q, buf.data() + b + align4(sizeof(rtattr)), sizeof q);
+              out = {{"qdisc.drops", q.drops}, {"qdisc.overlimits", q.overlimits}, {"qdisc.requeues", q.requeues}};
+            }
+            b += align4(st.rta_len);
+          }
+        }
+        a += align4(at.rta_len);
+      }
+    }
+  }
+}
+
+CounterValues read_link_named_counters(const std::string& ifname) {
+  CounterValues out = read_ethtool_stats(ifname).value_or(CounterValues{});
+  for (auto& kv : read_qdisc_counters(ifname)) out.push_back(std::move(kv));
+  if (ifname.find('/') == std::string::npos) {
+    std::ifstream in("/sys/class/net/" + ifname + "/carrier_down_count");
+    std::uint64_t v = 0;
+    if (in >> v) out.emplace_back("if.carrier_down_count", v);
+  }
+  return out;
+}
+
+CounterValues parse_proc_net_mib(std::string_view text) {
+  CounterValues out;
+  std::istringstream in{std::string(text)};
+  std::string header, values;
+  while (std::getline(in, header) && std::getline(in, values)) {
+    std::istringstream hs(header), vs(values);
+    std::string hsec, vsec;
+    if (!(hs >> hsec) || !(vs >> vsec) || hsec != vsec || hsec.empty() || hsec.back() != ':') continue;
+    const std::string section = hsec.substr(0, hsec.size() - 1);
+    std::string name, val;
+    while (hs >> name && vs >> val) {
+      if (val.empty() || val[0] == '-') continue;
+      try {
+        std::size_t used = 0;
+        const std::uint64_t v = std::stoull(val, &used);
+        if (used == val.size()) out.emplace_back(section + "." + name, v);
+      } catch (...) {
+        // a field that is not a number is not a counter
+      }
+    }
+  }
+  return out;
+}
+
+CounterValues parse_softnet_stat(std::string_view text) {
+  std::uint64_t dropped = 0, squeezed = 0;
+  bool any = false;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string processed, drop, squeeze;
+    if (!(ls >> processed >> drop >> squeeze)) continue;
+    try {
+      dropped += std::stoull(drop, nullptr, 16);
+      squeezed += std::stoull(squeeze, nullptr, 16);
+      any = true;
+    } catch (...) {
+      continue;
+    }
+  }
+  if (!any) return {};
+  return {{"softnet.dropped", dropped}, {"softnet.time_squeeze", squeezed}};
+}
+
+const std::vector<std::string_view>& host_net_counter_names() {
+  static const std::vector<std::string_view> names{
+      "Tcp.RetransSegs",        "Tcp.InErrs",           "Tcp.OutRsts",
+      "TcpExt.TCPTimeouts",     "TcpExt.TCPLostRetransmit", "TcpExt.TCPFastRetrans",
+      "TcpExt.TCPSlowStartRetrans", "TcpExt.TCPSpuriousRTOs", "TcpExt.TCPDeliveredCE",
+      "TcpExt.ListenDrops",     "TcpExt.ListenOverflows", "TcpExt.TCPBacklogDrop",
+      "TcpExt.TCPRcvQDrop",     "TcpExt.TCPOFODrop",    "TcpExt.TCPZeroWindowDrop",
+      "IpExt.InCEPkts",         "IpExt.InECT0Pkts",     "IpExt.InECT1Pkts",
+      "Udp.InErrors",           "Udp.RcvbufErrors",     "Udp.SndbufErrors",
+  };
+  return names;
+}
+
+CounterValues read_host_net_counters(const std::string& root) {
+  CounterValues all = parse_proc_net_mib(slurp(root + "/proc/net/snmp"));
+  for (auto& kv : parse_proc_net_mib(slurp(root + "/proc/net/netstat"))) all.push_back(std::move(kv));
+  CounterValues out;
+  for (const auto name : host_net_counter_names()) {
+    const auto it = std::find_if(all.begin(), all.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it != all.end()) out.push_back(*it);
+  }
+  for (auto& kv : parse_softnet_stat(slurp(root + "/proc/net/softnet_stat"))) out.push_back(std::move(kv));
+  return out;
+}
+
+}  // namespace fabperf
