@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <atomic>
+#include <mutex>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -141,6 +142,7 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
   ::listen(lfd, 4);
   socklen_t len = sizeof a;
   ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::mutex mu;  // the relay thread records, the test reads
   std::vector<std::uint8_t> recorded;
   std::atomic<bool> stop{false};
   std::thread relay([&] {
@@ -161,8 +163,11 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
         const bool from_client = (i - 1) % 2 == 0;
         const ssize_t k = ::recv(p[i].fd, buf, sizeof buf, MSG_DONTWAIT);
         if (k <= 0) continue;
-        if (from_client && (i - 1) / 2 == 0 && recorded.size() < 80) {
-          recorded.insert(recorded.end(), buf, buf + std::min<ssize_t>(k, 80 - static_cast<ssize_t>(recorded.size())));
+        if (from_client && (i - 1) / 2 == 0) {
+          std::lock_guard lk(mu);
+          if (recorded.size() < 80) {
+            recorded.insert(recorded.end(), buf, buf + std::min<ssize_t>(k, 80 - static_cast<ssize_t>(recorded.size())));
+          }
         }
         (void)!::send(from_client ? pr.second : pr.first, buf, static_cast<std::size_t>(k), MSG_NOSIGNAL);
       }
@@ -178,10 +183,15 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
   plan.token = derive_client_token(token, 2);
   plan.targets.push_back({0, "127.0.0.1", ntohs(a.sin_port), {}});  // server 1 (node 0), through the relay
   EXPECT_NO_THROW(client.engine.prepare_client(*client.ctx, plan));
-  ASSERT_EQ(recorded.size(), 80u);
+  std::vector<std::uint8_t> hello;
+  {
+    std::lock_guard lk(mu);
+    hello = recorded;
+  }
+  ASSERT_EQ(hello.size(), 80u);
   // The same 80 bytes to server 2 (node 1).
   const int fd = connect_silent(port2);
-  ASSERT_EQ(::send(fd, recorded.data(), recorded.size(), MSG_NOSIGNAL), 80);
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), 80);
   std::uint8_t ack[40] = {};
   std::size_t got = 0;
   for (int i = 0; i < 100 && got < 8; ++i) {
