@@ -1,13 +1,7 @@
-// Shared-key authentication of the control plane (and the proofs of the data plane's hello/ack).
-// Pure functions over OpenSSL's HMAC-SHA256: key files, nonces, proofs and a constant-time check,
-// so the handshake can be unit-tested and fuzzed without sockets.
-//
-// The control handshake (docs/security.md):
-//   coordinator -> agent  HELLO    {nonce: Nc, caps: ["auth-hmac-sha256"], ...}
-//   agent -> coordinator  AUTH     {nonce: Na, proof: HMAC(key, "fabperf-agent\0" | Nc | Na)}
-//   coordinator -> agent  AUTH_OK  {proof: HMAC(key, "fabperf-coord\0" | Na | Nc)}
-//   agent -> coordinator  HELLO_OK (only now does the agent parse anything else)
-// Distinct labels per direction stop a proof from being reflected back to its sender.
+// Shared keys (key files) and the HMAC-SHA256 proofs of the data plane's hello/ack: pure functions
+// over OpenSSL, so they can be unit-tested and fuzzed without sockets. The control connections
+// of a keyed agent run TLS 1.3 with a PSK derived from the key (src/proto/tls_psk.hpp,
+// docs/security.md).
 #pragma once
 
 #include <array>
@@ -22,7 +16,7 @@
 
 namespace fabperf::auth {
 
-inline constexpr std::string_view kCapability = "auth-hmac-sha256";
+inline constexpr std::string_view kCapability = "tls13-psk";
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
 inline constexpr std::size_t kMinKeyBytes = 16;
@@ -68,13 +62,7 @@ Nonce make_nonce();
 // HMAC-SHA256 over the concatenation of parts.
 Proof hmac_sha256(std::span<const std::uint8_t> key, std::initializer_list<std::span<const std::uint8_t>> parts);
 
-Proof agent_proof(const Key& key, const Nonce& coordinator_nonce, const Nonce& agent_nonce);
-Proof coordinator_proof(const Key& key, const Nonce& agent_nonce, const Nonce& coordinator_nonce);
 // Constant-time comparison.
 bool proofs_equal(const Proof& expected, const Proof& received);
-
-// Hex codecs for the wire; throw ProtocolError naming `context`.
-Nonce nonce_from_hex(std::string_view hex, const std::string& context);
-Proof proof_from_hex(std::string_view hex, const std::string& context);
 
 }  // namespace fabperf::auth

@@ -93,14 +93,20 @@ std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::s
 // them (by PID) when destroyed.
 class LocalAgents {
  public:
-  // key_file: passed to each agent as --key-file (empty: none).
+  // key_file: passed to each agent as --key-file. Without one the agents get a fresh random key
+  // of their own (one-time, over their stdin; key() returns it for the coordinator), so no other
+  // local user can drive or stop them. They also stop when this object's stdin pipes close.
   LocalAgents(int count, const std::string& log_level, const std::string& key_file = {});
   ~LocalAgents();
   LocalAgents(const LocalAgents&) = delete;
   LocalAgents& operator=(const LocalAgents&) = delete;
   [[nodiscard]] const std::vector<HostPort>& endpoints() const { return endpoints_; }
+  // The one-time key (empty when a key file was given: the caller has that key).
+  [[nodiscard]] const auth::Key& key() const { return key_; }
 
  private:
+  auth::Key key_;
+  std::vector<int> stdin_fds_;  // write ends of the agents' stdin, held open while they run
   std::vector<int> pids_;
   std::vector<HostPort> endpoints_;
 };

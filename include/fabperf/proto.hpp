@@ -22,7 +22,9 @@ namespace fabperf::proto {
 
 inline constexpr std::uint32_t kMagic = 0x46425046;  // "FBPF"
 // 2: shared-key authentication (AUTH/AUTH_OK), capabilities, data-plane hello with proofs.
-inline constexpr std::uint16_t kVersion = 2;
+// 3: keyed connections run TLS 1.3 with the key's PSK (src/proto/tls_psk.hpp); AUTH/AUTH_OK and
+//    HELLO's nonce are gone.
+inline constexpr std::uint16_t kVersion = 3;
 inline constexpr std::size_t kHeaderSize = 12;
 // Results of a large test are the biggest frames; 16 MiB holds ~80k connections.
 inline constexpr std::uint32_t kMaxBody = 16u << 20;
@@ -49,8 +51,7 @@ enum class MsgType : std::uint16_t {
   result = 12,
   error = 13,
   bye = 14,
-  auth = 15,     // agent -> coordinator: agent nonce and proof
-  auth_ok = 16,  // coordinator -> agent: coordinator proof
+  // 15, 16: protocol 2's AUTH and AUTH_OK, retired (unknown types since protocol 3).
   // 17-19: administration outside a test (polish branch's range).
   links_request = 17,  // coordinator -> agent: send the link inventory
   links = 18,          // agent -> coordinator: LinksReply
@@ -106,7 +107,7 @@ std::string to_hex(std::span<const std::uint8_t> bytes);
 Token token_from_hex(std::string_view hex, const std::string& context);  // throws ProtocolError
 Token random_token();
 
-// Capabilities this build advertises in HELLO, AUTH and HELLO_OK.
+// Capabilities this build advertises in HELLO and HELLO_OK.
 std::vector<std::string> local_capabilities();
 
 struct Hello {
@@ -114,7 +115,6 @@ struct Hello {
   std::uint32_t proto_max{kVersion};
   std::string coordinator;  // a name for logs and "busy" messages
   std::vector<std::string> caps;
-  auth::Nonce nonce{};  // the coordinator's challenge
 };
 struct HelloOk {
   std::uint32_t proto{kVersion};
@@ -122,14 +122,6 @@ struct HelloOk {
   std::string version;
   std::int64_t pid{0};
   std::vector<std::string> caps;
-};
-struct Auth {
-  auth::Nonce nonce{};  // the agent's challenge
-  auth::Proof proof{};  // auth::agent_proof(key, hello.nonce, nonce)
-  std::vector<std::string> caps;
-};
-struct AuthOk {
-  auth::Proof proof{};  // auth::coordinator_proof(key, auth.nonce, hello.nonce)
 };
 struct Ping {
   std::uint64_t seq{0};
@@ -238,8 +230,6 @@ struct ErrorMsg {
 
 nlohmann::json to_json(const Hello&);
 nlohmann::json to_json(const HelloOk&);
-nlohmann::json to_json(const Auth&);
-nlohmann::json to_json(const AuthOk&);
 nlohmann::json to_json(const Ping&);
 nlohmann::json to_json(const Pong&);
 nlohmann::json to_json(const SetupServer&);
@@ -256,8 +246,6 @@ nlohmann::json to_json(const RdmaConnectOk&);
 
 Hello parse_hello(const nlohmann::json&);
 HelloOk parse_hello_ok(const nlohmann::json&);
-Auth parse_auth(const nlohmann::json&);
-AuthOk parse_auth_ok(const nlohmann::json&);
 Ping parse_ping(const nlohmann::json&);
 Pong parse_pong(const nlohmann::json&);
 SetupServer parse_setup_server(const nlohmann::json&);

@@ -7,14 +7,21 @@
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/sysstat.hpp>
 
+#include "agent/result_fit.hpp"
 #include "proto/conn.hpp"
+#include "proto/tls_psk.hpp"
 
 #include <array>
 #include <csignal>
+#include <deque>
+#include <fstream>
+#include <sstream>
 #include <memory>
+#include <optional>
 #include <ctime>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace fabperf {
@@ -24,8 +31,18 @@ using namespace std::chrono_literals;
 using proto::FramedConn;
 using proto::MsgType;
 
-constexpr auto kHelloDeadline = 5s;
 constexpr auto kFrameDeadline = 5s;
+// Everything before a peer has proven the key (or, without a key, sent HELLO) must happen within
+// this much of accepting it: the TLS handshake, HELLO, all of it. One deadline in total, so a
+// stranger that trickles bytes cannot hold a slot longer.
+constexpr auto kPreAuthDeadline = 5s;
+// Connections that have not proven the key yet are counted apart from authenticated sessions,
+// at most this many at once and this many per source address; when either is full the oldest
+// such connection gives way to the new one. A stranger can therefore never take an
+// authenticated session's place, and an honest coordinator (whose handshake takes milliseconds)
+// gets in unless it is outpaced by more new connections than these limits within that time.
+constexpr std::size_t kMaxPreAuth = 64;
+constexpr std::size_t kMaxPreAuthPerSource = 8;
 // The coordinator sends a heartbeat every second; this much silence means it is gone. Short
 // enough that traffic stops within 5 s of the coordinator vanishing (a tick of 0.2 s to stop).
 constexpr auto kIdleDeadline = 4s;
@@ -33,6 +50,98 @@ constexpr auto kHeartbeat = 1s;
 
 bool is_loopback(const asio::ip::address& a) { return unmapped(a).is_loopback(); }
 
+// What one test may make an agent spend besides memory (reserve_buffers): a thread per data
+// connection, and RDMA queue pairs. The systemd unit's TasksMax leaves room for these.
+constexpr std::uint64_t kMaxDataThreads = 10000;
+constexpr std::uint64_t kMaxQueuePairs = 4096;
+// Descriptors kept out of tests' reach: control sessions, listeners, logs, /proc and /sys reads.
+constexpr std::uint64_t kReservedDescriptors = 256;
+
+// How many descriptors a test's connections may use under this process's RLIMIT_NOFILE.
+std::uint64_t descriptor_room() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  return rl.rlim_cur > kReservedDescriptors ? rl.rlim_cur - kReservedDescriptors : 0;
+}
+
+// A coordinator-chosen congestion control must be one the host already offers: setting another
+// one makes the kernel try to load module tcp_<name> (with CAP_NET_ADMIN it succeeds).
+std::optional<std::string> congestion_problem(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::string available, one;
+  std::getline(in, available);
+  std::istringstream words(available);
+  while (words >> one) {
+    if (one == name) return std::nullopt;
+  }
+  return fmt::format("--congestion {}: not offered by this host (available: {}); load it as root first if it is wanted",
+                     name, available.empty() ? "unknown" : available);
+}
+
+// The most time-series intervals one test may ask for: an hour at the smallest interval (10 ms).
+constexpr std::int64_t kMaxIntervals = 360'000;
+
+// What is wrong with a START's schedule for this test, judged on the schedule itself (what the
+// agent will actually run): it may last no longer than the test's time (which SETUP already held
+// to --max-duration) nor than --max-duration, and may not ask for more intervals than
+// kMaxIntervals. The order of its instants is checked when it is parsed.
+std::optional<std::string> schedule_problem(const proto::Start& m, std::chrono::nanoseconds test_time,
+                                            std::chrono::seconds max_duration) {
+  const std::int64_t runs = m.end_at - m.start_at;
+  const auto secs = [](std::int64_t ns) { return static_cast<double>(ns) / 1e9; };
+  if (runs > std::chrono::nanoseconds(max_duration).count()) {
+    return fmt::format("schedule runs {:.3f} s, longer than this agent's --max-duration {} s", secs(runs),
+                       max_duration.count());
+  }
+  if (runs > test_time.count()) {
+    return fmt::format("schedule runs {:.3f} s, longer than the test's time {:.3f} s", secs(runs), secs(test_time.count()));
+  }
+  if (runs / m.interval_ns > kMaxIntervals) {
+    return fmt::format("schedule asks for {} intervals of {:.3f} s, more than {}", runs / m.interval_ns,
+                       secs(m.interval_ns), kMaxIntervals);
+  }
+  return std::nullopt;
+}
+
+// Log lines about strangers (refused, evicted, timed out, failed handshakes) at a bounded rate:
+// a flood of bad connections must not flood the log. At most kBurst lines per kWindow; the
+// number left out is reported with the next line that is let through.
+class RateLimitedLog {
+ public:
+  template <typename... Args>
+  void warn(fmt::format_string<Args...> f, Args&&... args) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_start_ >= kWindow) {
+      window_start_ = now;
+      used_ = 0;
+    }
+    if (used_ >= kBurst) {
+      ++suppressed_;
+      return;
+    }
+    ++used_;
+    std::string line = fmt::format(f, std::forward<Args>(args)...);
+    if (suppressed_ > 0) {
+      line += fmt::format(" ({} similar lines about unauthenticated connections were not logged)", suppressed_);
+      suppressed_ = 0;
+    }
+    spdlog::warn("{}", line);
+  }
+
+ private:
+  static constexpr auto kWindow = 10s;
+  static constexpr int kBurst = 10;
+  std::chrono::steady_clock::time_point window_start_{};
+  int used_{0};
+  std::uint64_t suppressed_{0};
+};
+
+// A connection that has not proven the key yet (see kMaxPreAuth).
+struct PreAuth {
+  std::weak_ptr<FramedConn> conn;
+  std::string source;  // the peer's address, without the port
+};
 // One test held by one session, from the first SETUP to the RESULT (or abort).
 struct TestState {
   std::string test_id;
@@ -44,12 +153,17 @@ struct TestState {
   bool server_ready{false};
   bool client_ready{false};
   std::uint64_t buffer_bytes{0};  // reserved by the roles set up so far (--max-buffer-memory)
+  std::uint64_t threads{0};       // data threads, against kMaxDataThreads
+  std::uint64_t descriptors{0};   // data connections' descriptors, against RLIMIT_NOFILE
+  std::uint64_t queue_pairs{0};   // RDMA, against kMaxQueuePairs
   bool releasing{false};          // release_test_async() already scheduled for this test
 };
 
 class Agent {
  public:
-  explicit Agent(const AgentOptions& o) : opts_(o), acceptor_(io_), signals_(io_, SIGINT, SIGTERM), pool_(2) {}
+  explicit Agent(const AgentOptions& o) : opts_(o), acceptor_(io_), signals_(io_, SIGINT, SIGTERM), pool_(2) {
+    if (!opts_.key.empty()) tls_ = proto::make_tls_context(opts_.key, true);
+  }
 
   int run() {
     error_code aec;
@@ -74,8 +188,8 @@ class Agent {
     spdlog::info("fabperf agent {} listening on {} (pid {}, max test duration {} s, max buffer memory {} MiB)",
                  FABPERF_VERSION, where, getpid(), opts_.max_duration.count(), opts_.max_buffer_memory >> 20);
     if (!opts_.key.empty()) {
-      spdlog::info("agent: coordinators must prove the shared key from {} (HMAC-SHA256 challenge-response)",
-                   opts_.key_source);
+      spdlog::info("agent: coordinators must prove the shared key from {} (TLS 1.3, pre-shared key {})",
+                   opts_.key_source, tls::derive_control_psk(opts_.key)->identity);
     } else if (opts_.insecure) {
       spdlog::warn("agent: INSECURE: no key; any host that reaches {} can make this agent send traffic", where);
     } else {
@@ -125,11 +239,51 @@ class Agent {
     for (auto& w : sessions_) {
       if (auto c = w.lock()) c->close();
     }
+    for (auto& p : preauth_) {
+      if (auto c = p.conn.lock()) c->close();
+    }
     if (test_) {
       release_test_async();  // stops the loop once the test's threads are joined
     } else {
       io_.stop();
     }
+  }
+
+  // Keeps the unauthenticated connections within kMaxPreAuth and kMaxPreAuthPerSource before
+  // one more is taken in, closing the oldest of the source or of all (see kMaxPreAuth).
+  void make_room_for_stranger(const std::string& source, const std::string& peer) {
+    std::erase_if(preauth_, [](const PreAuth& p) {
+      auto c = p.conn.lock();
+      return !c || !c->is_open();
+    });
+    std::size_t from_source = 0;
+    for (const auto& p : preauth_) from_source += p.source == source ? 1 : 0;
+    auto evict = [&](auto it, const char* why) {
+      if (auto c = it->conn.lock()) {
+        strangers_log_.warn("agent: closed unauthenticated connection {} to make room for {}: {}", c->peer(), peer, why);
+        c->close();
+      }
+      preauth_.erase(it);
+    };
+    if (from_source >= kMaxPreAuthPerSource) {
+      evict(std::find_if(preauth_.begin(), preauth_.end(), [&](const PreAuth& p) { return p.source == source; }),
+            "too many unauthenticated connections from one address");
+    } else if (preauth_.size() >= kMaxPreAuth) {
+      evict(preauth_.begin(), "too many unauthenticated connections");
+    }
+  }
+
+  // Moves a connection that proved the key from the strangers to the sessions; false (and the
+  // peer is told) when every session slot is taken by authenticated coordinators.
+  bool admit(const std::shared_ptr<FramedConn>& conn) {
+    std::erase_if(preauth_, [&](const PreAuth& p) {
+      auto c = p.conn.lock();
+      return !c || c == conn;
+    });
+    std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+    if (sessions_.size() >= opts_.max_sessions) return false;
+    sessions_.push_back(conn);
+    return true;
   }
 
   asio::awaitable<void> accept_loop() {
@@ -138,6 +292,15 @@ class Agent {
       Tcp::socket sock = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (stopping_) break;
+        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space || ec == asio::error::no_memory ||
+            ec.value() == ENFILE) {
+          // Out of file descriptors (or memory): accepting again at once would fail again at once.
+          // The pending connection waits in the backlog until something is closed.
+          strangers_log_.warn("agent: cannot accept control connections: {} (retrying every 100 ms)", ec.message());
+          asio::steady_timer t(io_);
+          t.expires_after(100ms);
+          co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
         continue;
       }
       const auto remote = sock.remote_endpoint(ec);
@@ -147,13 +310,10 @@ class Agent {
                      "coordinators only (start it with --key-file)", peer);
         continue;
       }
-      std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
-      if (sessions_.size() >= opts_.max_sessions) {
-        spdlog::warn("control connection from {} refused: {} sessions already open", peer, sessions_.size());
-        continue;
-      }
-      auto conn = std::make_shared<FramedConn>(std::move(sock), peer);
-      sessions_.push_back(conn);
+      const std::string source = ec ? "?" : numeric_address(remote.address());
+      make_room_for_stranger(source, peer);
+      auto conn = std::make_shared<FramedConn>(std::move(sock), peer, tls_);
+      preauth_.push_back(PreAuth{conn, source});
       asio::co_spawn(io_, session(conn), asio::detached);
     }
   }
@@ -212,39 +372,56 @@ class Agent {
     conn->close();
   }
 
-  // The coordinator's half of the challenge-response; true when it proved the key. Nothing but
-  // AUTH_OK (or an ERROR saying why it gave up) is accepted, and only small frames.
-  asio::awaitable<bool> authenticate(std::shared_ptr<FramedConn> conn, const proto::Hello& hello) {
-    const auth::Nonce mine = auth::make_nonce();
-    conn->send(MsgType::auth, proto::to_json(proto::Auth{mine, auth::agent_proof(opts_.key, hello.nonce, mine),
-                                                         proto::local_capabilities()}));
-    proto::Frame f;
+  // Before anything is parsed: a keyed agent wants the TLS 1.3 handshake with the key's PSK (the
+  // peer's first byte starts a TLS record), a key-less one wants plain frames. Either mismatch is
+  // answered with a plain ERROR frame naming it, then closed. True when the session may go on.
+  asio::awaitable<bool> prove_peer(std::shared_ptr<FramedConn> conn) {
+    std::uint8_t first = 0;
+    error_code ec;
+    co_await conn->socket().async_receive(asio::buffer(&first, 1), asio::socket_base::message_peek,
+                                          asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || !conn->is_open()) co_return false;  // closed, or the pre-auth deadline passed
+    const bool tls_hello = first == tls::kHandshakeRecord;
+    // A refused peer's first bytes are read (unparsed) before the answer: closing a socket with
+    // unread data sends a reset, which can destroy the ERROR frame before the peer reads it.
+    auto drain = [&]() -> asio::awaitable<void> {
+      std::array<std::uint8_t, 4096> junk{};
+      error_code ignored;
+      co_await conn->socket().async_read_some(asio::buffer(junk), asio::redirect_error(asio::use_awaitable, ignored));
+    };
+    if (opts_.key.empty()) {
+      if (!tls_hello) co_return true;
+      co_await drain();
+      strangers_log_.warn("agent: refused coordinator {}: it has a key and this agent has none", conn->peer());
+      conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{
+                                     "no_key", "this agent has no key (start it with --key-file to use one)"}));
+      co_await conn->flush();
+      conn->close();
+      co_return false;
+    }
+    if (!tls_hello) {
+      co_await drain();
+      strangers_log_.warn("agent: authentication failed for {}: the coordinator has no key (it did not start TLS)",
+                          conn->peer());
+      conn->send(MsgType::error,
+                 proto::to_json(proto::ErrorMsg{"key_required", "this agent requires the shared key (TLS 1.3 with its "
+                                                                "pre-shared key); give --key-file FILE"}));
+      co_await conn->flush();
+      conn->close();
+      co_return false;
+    }
     try {
-      f = co_await conn->read(kHelloDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
-    } catch (const std::exception& e) {
-      spdlog::warn("agent: authentication failed for {}: no proof ({})", conn->peer(), e.what());
-      conn->close();
-      co_return false;
-    }
-    if (f.type == MsgType::error) {
-      std::string why = "the coordinator gave up";
-      try {
-        why = proto::parse_error(f.body).message;
-      } catch (const ProtocolError&) {
+      co_await conn->start_tls(kPreAuthDeadline);
+    } catch (const proto::TlsHandshakeError& e) {
+      if (tls::peer_offered_other_key(conn->ssl())) {
+        strangers_log_.warn("agent: authentication failed for {}: key mismatch (the coordinator's key is not this "
+                            "agent's)", conn->peer());
+      } else {
+        strangers_log_.warn("agent: authentication failed for {}: {}", conn->peer(), e.what());
       }
-      spdlog::warn("agent: authentication failed for {}: {}", conn->peer(), why);
-      conn->close();
       co_return false;
-    }
-    if (f.type != MsgType::auth_ok) {
-      spdlog::warn("agent: authentication failed for {}: expected AUTH_OK, got {}", conn->peer(), proto::to_string(f.type));
-      co_await refuse(conn, "auth", fmt::format("authentication failed: expected AUTH_OK, got {}", proto::to_string(f.type)));
-      co_return false;
-    }
-    const auto ok = proto::parse_auth_ok(f.body);
-    if (!auth::proofs_equal(auth::coordinator_proof(opts_.key, mine, hello.nonce), ok.proof)) {
-      spdlog::warn("agent: authentication failed for {}: key mismatch (the coordinator's proof is wrong)", conn->peer());
-      co_await refuse(conn, "auth", "authentication failed: key mismatch");
+    } catch (const std::exception& e) {
+      strangers_log_.warn("agent: authentication failed for {}: {}", conn->peer(), e.what());
       co_return false;
     }
     co_return true;
@@ -253,9 +430,22 @@ class Agent {
   asio::awaitable<void> session(std::shared_ptr<FramedConn> conn) {
     std::string who = conn->peer();
     std::string protocol_error;
+    // One deadline for everything before HELLO_OK (kPreAuthDeadline).
+    bool admitted = false;
+    asio::steady_timer preauth_timer(io_);
+    preauth_timer.expires_after(kPreAuthDeadline);
+    preauth_timer.async_wait([this, weak = std::weak_ptr<FramedConn>(conn), &admitted](error_code e) {
+      if (e || admitted) return;
+      if (auto c = weak.lock(); c && c->is_open()) {
+        strangers_log_.warn("agent: dropped {}: no authenticated HELLO within {} s of connecting", c->peer(),
+                            kPreAuthDeadline.count());
+        c->close();
+      }
+    });
     try {
+      if (!co_await prove_peer(conn)) co_return;
       // Nothing large is read or parsed before the peer proved the key.
-      auto f = co_await conn->read(kHelloDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
+      auto f = co_await conn->read(kPreAuthDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
       if (f.type != MsgType::hello) {
         co_await refuse(conn, "protocol", fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
         co_return;
@@ -267,8 +457,11 @@ class Agent {
                                     hello.proto_min, hello.proto_max, proto::kVersion));
         co_return;
       }
-      if (!opts_.key.empty()) {
-        if (!co_await authenticate(conn, hello)) co_return;
+      admitted = true;
+      preauth_timer.cancel();
+      if (!admit(conn)) {
+        co_await refuse(conn, "busy", fmt::format("{} sessions already open", opts_.max_sessions));
+        co_return;
       }
       who = fmt::format("{} ({})", hello.coordinator, conn->peer());
       spdlog::info("agent: coordinator {} connected{}", who, opts_.key.empty() ? " (no key)" : ", key verified");
@@ -337,11 +530,19 @@ class Agent {
     } catch (const ProtocolError& e) {
       protocol_error = e.what();
     } catch (const std::exception& e) {
-      if (owner_ == conn.get() || !stopping_) spdlog::info("agent: session {} ended: {}", who, e.what());
+      if (!admitted) {
+        strangers_log_.warn("agent: unauthenticated session {} ended: {}", who, e.what());
+      } else if (owner_ == conn.get() || !stopping_) {
+        spdlog::info("agent: session {} ended: {}", who, e.what());
+      }
     }
     if (!protocol_error.empty()) {
       // A peer that breaks the protocol is told why, then dropped.
-      spdlog::warn("agent: session {}: {}", who, protocol_error);
+      if (admitted) {
+        spdlog::warn("agent: session {}: {}", who, protocol_error);
+      } else {
+        strangers_log_.warn("agent: session {}: {}", who, protocol_error);
+      }
       if (conn->is_open()) {
         send_error(*conn, "protocol", protocol_error);
         co_await conn->flush();
@@ -391,21 +592,48 @@ class Agent {
     return true;
   }
 
-  // Reserves buffer memory for a role; throws Error naming the limit when it would be exceeded.
+  // Reserves what a role will spend: buffer memory (and RDMA queue memory), data threads, file
+  // descriptors and queue pairs. Throws Error naming the limit when one would be exceeded, so a
+  // test this agent cannot carry is refused at set-up, never half-started.
   void reserve_buffers(const TestSpec& spec, std::uint64_t flows, const char* role) {
-    const std::uint64_t need = estimate_buffer_memory(spec, flows);
+    const bool rdma = spec.transport() == Transport::rdma;
+    // RDMA: per queue pair a CQ of 4*qdepth entries, send and receive queues of 2*qdepth work
+    // requests and the send loop's prepared work requests: about 1 KiB per unit of qdepth.
+    const std::uint64_t queues = rdma ? flows * spec.qdepth() * 1024 : 0;
+    const std::uint64_t need = estimate_buffer_memory(spec, flows) + queues;
     if (test_->buffer_bytes + need > opts_.max_buffer_memory) {
       throw Error(ExitCode::usage,
-                  fmt::format("{} role needs {} MiB of buffers ({} connections, buffsize {}), more than this agent's "
+                  fmt::format("{} role needs {} MiB of buffers{} ({} connections, buffsize {}), more than this agent's "
                               "--max-buffer-memory {} MiB",
-                              role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20, flows, spec.buffsize(),
-                              opts_.max_buffer_memory >> 20));
+                              role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20,
+                              rdma ? " and queue pair memory" : "", flows, spec.buffsize(), opts_.max_buffer_memory >> 20));
+    }
+    // One data thread per connection (TCP and RDMA alike), plus rpc's testers.
+    const std::uint64_t threads = flows + (spec.mode() == Mode::rpc ? spec.threads() : 0);
+    if (test_->threads + threads > kMaxDataThreads) {
+      throw Error(ExitCode::usage, fmt::format("{} role needs {} data threads ({} connections), more than this agent's "
+                                               "limit of {} per test",
+                                               role, test_->threads + threads, flows, kMaxDataThreads));
+    }
+    if (rdma && test_->queue_pairs + flows > kMaxQueuePairs) {
+      throw Error(ExitCode::usage, fmt::format("{} role needs {} RDMA queue pairs, more than this agent's limit of {} per test",
+                                               role, test_->queue_pairs + flows, kMaxQueuePairs));
+    }
+    const std::uint64_t fd_room = descriptor_room();
+    if (test_->descriptors + flows > fd_room) {
+      throw Error(ExitCode::usage, fmt::format("{} role needs {} file descriptors ({} connections), more than this agent "
+                                               "may open (RLIMIT_NOFILE leaves {} for tests)",
+                                               role, test_->descriptors + flows, flows, fd_room));
     }
     test_->buffer_bytes += need;
+    test_->threads += threads;
+    test_->descriptors += flows;
+    if (rdma) test_->queue_pairs += flows;
   }
 
   void ensure_engine(const TestSpec& spec, std::uint32_t node_index) {
     if (!test_->ctx) {
+      if (auto why = congestion_problem(spec.congestion())) throw Error(ExitCode::usage, *why);
       test_->ctx = std::make_unique<RunContext>(spec, node_index, local_hostname());
       test_->engine = make_engine(spec.transport());
     } else if (!(test_->ctx->spec() == spec) || test_->ctx->node_index() != node_index) {
@@ -509,8 +737,14 @@ class Agent {
       return;
     }
     const std::int64_t now = mono_now_ns();
+    std::string bad_schedule;
     if (m.start_at > now + 60'000'000'000LL || m.end_at < now) {
-      send_error(*conn, "protocol", "START: schedule is not within the next minute of this agent's clock");
+      bad_schedule = "START: schedule is not within the next minute of this agent's clock";
+    } else if (auto why = schedule_problem(m, test_->ctx->spec().time(), opts_.max_duration)) {
+      bad_schedule = "START: " + *why;
+    }
+    if (!bad_schedule.empty()) {
+      send_error(*conn, bad_schedule.find("next minute") != std::string::npos ? "protocol" : "limit", bad_schedule);
       owner_ = nullptr;
       release_test_async();
       return;
@@ -519,10 +753,24 @@ class Agent {
     auto state = test_;
     state->run = std::make_shared<TestRun>(std::move(state->engine), std::move(state->ctx));
     std::weak_ptr<FramedConn> weak = conn;
+    try {
+      start_run(state, s, weak);
+    } catch (const std::exception& e) {
+      // E.g. std::system_error from std::thread: a host out of threads. The test is refused, the
+      // agent lives on (release_test_async joins whatever did start).
+      send_error(*conn, "start_failed", fmt::format("test {} could not start: {}", state->test_id, e.what()));
+      state->run->abort(fmt::format("could not start: {}", e.what()));
+      owner_ = nullptr;
+      release_test_async();
+    }
+  }
+
+  void start_run(const std::shared_ptr<TestState>& state, const Schedule& s, std::weak_ptr<FramedConn> weak) {
     state->run->start(s, [this, weak, state](AgentResult r) {
       asio::post(io_, [this, weak, state, r = std::move(r)]() mutable {
         if (auto c = weak.lock(); c && c->is_open()) {
           try {
+            fit_result(r, proto::kMaxBody);
             c->send(MsgType::result, to_json(r));
           } catch (const std::exception& e) {
             send_error(*c, "result", fmt::format("result could not be sent: {}", e.what()));
@@ -566,7 +814,10 @@ class Agent {
   std::unique_ptr<asio::posix::stream_descriptor> stdin_;
   std::array<char, 256> stdin_buf_{};
   asio::thread_pool pool_;
-  std::vector<std::weak_ptr<FramedConn>> sessions_;
+  std::shared_ptr<asio::ssl::context> tls_;  // with a key: every control connection runs TLS
+  std::vector<std::weak_ptr<FramedConn>> sessions_;  // authenticated (HELLO_OK sent)
+  std::deque<PreAuth> preauth_;                       // not yet: oldest first
+  RateLimitedLog strangers_log_;
   std::shared_ptr<TestState> test_;
   const FramedConn* owner_{nullptr};
   bool stopping_{false};

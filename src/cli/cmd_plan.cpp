@@ -740,6 +740,7 @@ int cmd_preflight(int argc, char** argv) {
       const int n = r["local"].as<int>();
       if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
       local = std::make_unique<LocalAgents>(n, "warn", key_file);
+      if (key.empty()) key = local->key();  // their one-time key
       hps = local->endpoints();
     } else {
       const auto text = r["hosts"].as<std::string>();

@@ -400,6 +400,7 @@ int cmd_run(int argc, char** argv) {
       const int n = get<int>(r, "local");
       if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
       local = std::make_unique<LocalAgents>(n, "warn", key_file);
+      if (req.key.empty()) req.key = local->key();  // their one-time key
       const auto& eps = local->endpoints();
       // As without a pattern: the first half serve, the rest are clients (bipartite uses it).
       for (std::size_t i = 0; i < eps.size(); ++i) hosts.push_back({fmt::format("n{}", i + 1), eps[i], i >= eps.size() / 2, i < eps.size() / 2});
@@ -434,6 +435,7 @@ int cmd_run(int argc, char** argv) {
     const int n = get<int>(r, "local");
     if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
     local = std::make_unique<LocalAgents>(n, "warn", key_file);
+    if (req.key.empty()) req.key = local->key();  // their one-time key
     const auto& eps = local->endpoints();
     const std::size_t n_servers = eps.size() / 2;
     req.servers.assign(eps.begin(), eps.begin() + static_cast<std::ptrdiff_t>(n_servers));

@@ -5,6 +5,7 @@
 #include <fabperf/units.hpp>
 
 #include "proto/conn.hpp"
+#include "proto/tls_psk.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -30,6 +31,14 @@ constexpr auto kIdleDeadline = 5s;
 // joining): a plan's next step, or `--resume` right after an interrupted run, can meet that on a
 // busy host. Another coordinator's running test ("busy") is not waited for.
 constexpr auto kCleaningWait = 15s;
+
+// After the test's end an agent joins its threads and reads its last samples (kResultDrain),
+// then sends its RESULT; kResultGrace covers the transfer (a 16 MiB RESULT at ~30 Mbit/s) and a
+// loaded host. A node whose RESULT has not arrived by then is reported stalled.
+constexpr auto kResultDrain = 5s;
+constexpr auto kResultGrace = 10s;
+// A RESULT frame is the largest there is: its bytes may take longer than other frames'.
+constexpr auto kResultFrameDeadline = 15s;
 
 // An agent's "cleaning" answer to a set-up (see kCleaningWait).
 class AgentCleaning : public Error {
@@ -71,6 +80,7 @@ struct Node {
 class Coordinator {
  public:
   explicit Coordinator(const RunRequest& req) : req_(req), signals_(io_, SIGINT, SIGTERM) {
+    if (!req_.key.empty()) tls_ = proto::make_tls_context(req_.key, false);
     std::uint32_t i = 0;
     for (const auto& s : req.servers) {
       server_node_.push_back(nodes_.size());
@@ -250,9 +260,10 @@ class Coordinator {
   }
 
   // Reads frames until `want`, skipping heartbeats; an ERROR from the agent becomes an Error.
-  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle = kIdleDeadline) {
+  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle = kIdleDeadline,
+                               std::chrono::milliseconds frame = kFrameDeadline) {
     for (;;) {
-      auto f = co_await n.conn->read(idle, kFrameDeadline);
+      auto f = co_await n.conn->read(idle, frame);
       if (f.type == MsgType::heartbeat) continue;
       if (f.type == want) co_return std::move(f.body);
       if (f.type == MsgType::error) {
@@ -310,7 +321,7 @@ class Coordinator {
     }
     if (ec) throw SystemError("cannot reach agent", n.rec.name, ec.message());
     n.rec.address = numeric_address(sock.remote_endpoint().address());
-    n.conn = std::make_shared<FramedConn>(std::move(sock), n.rec.name);
+    n.conn = std::make_shared<FramedConn>(std::move(sock), n.rec.name, tls_);
     const json body = co_await handshake(n);
     proto::HelloOk ok;
     try {
@@ -322,20 +333,28 @@ class Coordinator {
     asio::co_spawn(io_, heartbeats(n.conn), asio::detached);
   }
 
-  // Gives up on an agent during the handshake: tells it why (so its log says so), then closes.
-  asio::awaitable<void> tell_auth_failure(Node& n, std::string tell_agent) {
-    n.conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{"auth", std::move(tell_agent)}));
-    co_await n.conn->flush();
-    n.conn->close();
-  }
   Error auth_error(const Node& n, const std::string& why) {
     return Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", n.rec.name, why));
   }
 
-  // HELLO and, when the agent challenges, the mutual HMAC proof; returns HELLO_OK's body.
+  // With a key, the TLS 1.3 handshake with the key's PSK (both ends prove the key, and every
+  // later frame is protected); then HELLO. Returns HELLO_OK's body.
   asio::awaitable<json> handshake(Node& n) {
-    proto::Hello hello{proto::kVersion, proto::kVersion, req_.coordinator_name, proto::local_capabilities(),
-                       auth::make_nonce()};
+    if (tls_) {
+      try {
+        co_await n.conn->start_tls(kIdleDeadline);
+      } catch (const proto::TlsHandshakeError& e) {
+        switch (tls::classify_client_failure(e.openssl_error())) {
+          case tls::HandshakeFailure::key_mismatch: throw auth_error(n, "key mismatch (the agent refused this key)");
+          case tls::HandshakeFailure::not_tls:
+            throw auth_error(n, "the agent has no key (it did not answer in TLS; it accepts unauthenticated "
+                                "coordinators or is not a fabperf agent); refusing to use it with a key");
+          case tls::HandshakeFailure::other: break;
+        }
+        throw auth_error(n, e.what());
+      }
+    }
+    proto::Hello hello{proto::kVersion, proto::kVersion, req_.coordinator_name, proto::local_capabilities()};
     n.conn->send(MsgType::hello, proto::to_json(hello));
     proto::Frame f;
     try {
@@ -345,40 +364,14 @@ class Coordinator {
     }
     if (f.type == MsgType::error) {
       const auto e = proto::parse_error(f.body);
+      if (e.code == "key_required") throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
       throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
     }
-    if (f.type == MsgType::hello_ok) {
-      if (!req_.key.empty()) {
-        co_await tell_auth_failure(
-            n, "this coordinator has a key and refuses an agent without one (start the agent with --key-file)");
-        throw auth_error(n, "the agent has no key (it accepts unauthenticated coordinators); refusing to use it with a key");
-      }
-      co_return std::move(f.body);
-    }
-    if (f.type != MsgType::auth) {
-      throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected AUTH or HELLO_OK, got {})",
+    if (f.type != MsgType::hello_ok) {
+      throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected HELLO_OK, got {})",
                                       n.rec.name, proto::to_string(f.type)));
     }
-    const auto a = proto::parse_auth(f.body);
-    if (req_.key.empty()) {
-      co_await tell_auth_failure(n, "the coordinator has no key");
-      throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
-    }
-    if (!auth::proofs_equal(auth::agent_proof(req_.key, hello.nonce, a.nonce), a.proof)) {
-      co_await tell_auth_failure(n, "key mismatch (the agent's proof does not match the coordinator's key)");
-      throw auth_error(n, "key mismatch");
-    }
-    n.conn->send(MsgType::auth_ok, proto::to_json(proto::AuthOk{auth::coordinator_proof(req_.key, a.nonce, hello.nonce)}));
-    // The agent answers HELLO_OK, or ERROR when it rejects our proof.
-    proto::Frame g = co_await n.conn->read(kIdleDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
-    if (g.type == MsgType::error) {
-      const auto e = proto::parse_error(g.body);
-      throw Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", n.rec.name, e.message));
-    }
-    if (g.type != MsgType::hello_ok) {
-      throw ProtocolError(fmt::format("agent {}: expected HELLO_OK, got {}", n.rec.name, proto::to_string(g.type)));
-    }
-    co_return std::move(g.body);
+    co_return std::move(f.body);
   }
 
   asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {
@@ -654,17 +647,37 @@ class Coordinator {
 
     // Collect. Agents stop by their own schedule; one that goes silent is marked and the rest go on.
     // With a sink, each node's result goes out as it arrives and is not kept here.
+    // Heartbeats alone do not keep a node waited for: its RESULT must arrive within kResultDrain +
+    // kResultGrace of the test's end, or the node is reported stalled and the rest still reported.
+    const auto result_deadline = std::chrono::steady_clock::now() +
+                                 std::chrono::nanoseconds(std::max<std::int64_t>(0, end - mono_now_ns())) + kResultDrain +
+                                 kResultGrace;
     co_await each([&](Node& n) -> asio::awaitable<void> {
+      bool overdue = false;
+      asio::steady_timer bound(co_await asio::this_coro::executor);
+      bound.expires_at(result_deadline);
+      bound.async_wait([&overdue, conn = n.conn](error_code e) {
+        if (e) return;
+        overdue = true;
+        conn->close();  // the agent sees its coordinator gone and stops
+      });
       try {
-        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result));
+        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result, kIdleDeadline, kResultFrameDeadline));
       } catch (const ProtocolError& e) {
         n.rec.status = NodeStatus::failed;
         n.rec.error = e.what();
       } catch (const std::exception& e) {
         const std::string what = e.what();
-        n.rec.status = what.find("no message within") != std::string::npos ? NodeStatus::stalled : NodeStatus::lost;
-        n.rec.error = what;
+        if (overdue) {
+          n.rec.status = NodeStatus::stalled;
+          n.rec.error = fmt::format("agent {}: no RESULT within {:.0f} s of the test's end (it still sent heartbeats)",
+                                    n.rec.name, std::chrono::duration<double>(kResultDrain + kResultGrace).count());
+        } else {
+          n.rec.status = what.find("no message within") != std::string::npos ? NodeStatus::stalled : NodeStatus::lost;
+          n.rec.error = what;
+        }
       }
+      bound.cancel();
       if (req_.sink) {
         req_.sink->node(n.rec);
         n.rec.result.reset();
@@ -687,6 +700,7 @@ class Coordinator {
   }
 
   const RunRequest& req_;
+  std::shared_ptr<asio::ssl::context> tls_;  // with a key: every agent connection runs TLS
   asio::io_context io_;
   asio::signal_set signals_;
   std::vector<Node> nodes_;

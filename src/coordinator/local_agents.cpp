@@ -1,11 +1,13 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/proto.hpp>
 
 #include <cerrno>
 #include <csignal>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -55,18 +57,35 @@ void stop_pid(int pid) {
 
 LocalAgents::LocalAgents(int count, const std::string& log_level, const std::string& key_file) {
   const std::string exe = self_exe();
+  std::string key_line;
+  if (key_file.empty()) {
+    const auth::Nonce raw = auth::make_nonce();  // 32 random bytes: a one-time key
+    key_ = auth::Key(std::vector<std::uint8_t>(raw.begin(), raw.end()));
+    key_line = proto::to_hex(key_.bytes()) + "\n";
+  }
   try {
     for (int i = 0; i < count; ++i) {
       int pipefd[2];
       if (::pipe2(pipefd, O_CLOEXEC) != 0) throw SystemError("pipe", "for a local agent", errno);
+      int infd[2];
+      if (::pipe2(infd, O_CLOEXEC) != 0) {
+        ::close(pipefd[0]);
+        ::close(pipefd[1]);
+        throw SystemError("pipe", "for a local agent", errno);
+      }
       posix_spawn_file_actions_t fa;
       posix_spawn_file_actions_init(&fa);
-      // The child gets the pipe's write end as fd 3 (dup2 clears CLOEXEC on the copy).
+      // The child gets the pipe's write end as fd 3 (dup2 clears CLOEXEC on the copy), and the
+      // other pipe's read end as its stdin.
       posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
-      std::vector<std::string> args = {exe, "agent", "--listen", "127.0.0.1:0", "--ready-fd", "3", "--log-level", log_level};
+      posix_spawn_file_actions_adddup2(&fa, infd[0], 0);
+      std::vector<std::string> args = {exe, "agent", "--listen", "127.0.0.1:0", "--ready-fd", "3", "--log-level", log_level,
+                                       "--exit-on-stdin-eof"};
       if (!key_file.empty()) {
         args.push_back("--key-file");
         args.push_back(key_file);
+      } else {
+        args.push_back("--key-stdin");
       }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -75,11 +94,18 @@ LocalAgents::LocalAgents(int count, const std::string& log_level, const std::str
       const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
       posix_spawn_file_actions_destroy(&fa);
       ::close(pipefd[1]);
+      ::close(infd[0]);
       if (rc != 0) {
         ::close(pipefd[0]);
+        ::close(infd[1]);
         throw SystemError("start local agent", exe, rc);
       }
       pids_.push_back(pid);
+      stdin_fds_.push_back(infd[1]);
+      // A pipe holds far more than one key line: this write never waits.
+      if (!key_line.empty() && ::write(infd[1], key_line.data(), key_line.size()) != static_cast<ssize_t>(key_line.size())) {
+        throw SystemError("start local agent", fmt::format("pid {}", pid), "could not pass it its key");
+      }
       const std::string line = read_ready_line(pipefd[0], 10000);
       ::close(pipefd[0]);
       constexpr std::string_view kPrefix = "LISTENING ";
@@ -89,13 +115,17 @@ LocalAgents::LocalAgents(int count, const std::string& log_level, const std::str
       endpoints_.push_back(parse_host_port(line.substr(kPrefix.size()), "local agent address"));
     }
   } catch (...) {
+    OPENSSL_cleanse(key_line.data(), key_line.size());
     for (int pid : pids_) stop_pid(pid);
+    for (int fd : stdin_fds_) ::close(fd);
     throw;
   }
+  OPENSSL_cleanse(key_line.data(), key_line.size());
 }
 
 LocalAgents::~LocalAgents() {
   for (int pid : pids_) stop_pid(pid);
+  for (int fd : stdin_fds_) ::close(fd);
 }
 
 }  // namespace fabperf

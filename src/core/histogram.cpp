@@ -105,6 +105,8 @@ LatencyHistogram histogram_from_json(const nlohmann::json& j) {
   h.count_ = u64("count");
   const auto mn = u64("min_ns");
   h.max_ = u64("max_ns");
+  // Percentiles clamp into [min, max]: an inverted pair breaks std::clamp's precondition.
+  if (h.count_ != 0 && mn > h.max_) throw fail(fmt::format("min_ns {} is greater than max_ns {}", mn, h.max_));
   h.min_ = h.count_ ? mn : ~std::uint64_t{0};
   h.sum_ = dbl("sum_ns");
   h.sum_sq_ = dbl("sum_sq_ns2");

@@ -16,6 +16,8 @@
 #include <chrono>
 #include <map>
 #include <sstream>
+#include <system_error>
+#include <thread>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
@@ -430,15 +432,23 @@ void TestRun::drive(std::function<void(AgentResult)> on_done) {
   // Data threads stop by themselves shortly after end_at; a peer that stalls is abandoned at the
   // hard deadline by shutting every socket down.
   std::atomic<bool> joined{false};
-  std::thread watchdog([&] {
-    while (!joined.load() && mono_now_ns() < ctx.hard_deadline() && !ctx.aborted()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (!joined.load()) engine_->abort();
-  });
+  std::thread watchdog;
+  try {
+    watchdog = std::thread([&] {
+      while (!joined.load() && mono_now_ns() < ctx.hard_deadline() && !ctx.aborted()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (!joined.load()) engine_->abort();
+    });
+  } catch (const std::system_error& e) {
+    // No thread to spare for the watchdog (an exception escaping here would terminate the
+    // agent): stop the data threads now instead of waiting for them up to the hard deadline.
+    ctx.warn(fmt::format("no watchdog thread ({}): data connections shut down at the test's end", e.what()));
+    engine_->abort();
+  }
   engine_->join();
   joined = true;
-  watchdog.join();
+  if (watchdog.joinable()) watchdog.join();
 
   if (ctx.aborted()) {
     r.aborted = true;

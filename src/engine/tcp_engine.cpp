@@ -47,13 +47,15 @@ constexpr std::uint32_t kRpcMagic = 0x46425052;    // "FBPR": rpc request
 constexpr std::uint32_t kReplyMagic = 0x46425041;  // "FBPA": rpc reply
 // Data hello (client -> server), 80 bytes:
 //   magic | version<<16 | op | client node | connection index | client nonce (32) | mac (32)
-//   mac = HMAC(client token, "fabperf-data-hello\0" | the first 48 bytes)
+//   mac = HMAC(client token, "fabperf-data-hello\0" | server node | the first 48 bytes)
 // Data ack (server -> client), 40 bytes:
 //   magic | status | mac (32),  mac = HMAC(client token, "fabperf-data-ack\0" | nonce | status)
 // The client token (derive_client_token) never crosses the wire, so neither side can be fooled
 // by a peer that merely saw a handshake; the ack's mac proves the server holds the test token,
-// so a client sends load only to an agent of its own test. A (node, index) is accepted once.
-constexpr std::uint16_t kDataVersion = 2;
+// so a client sends load only to an agent of its own test. A (node, index) is accepted once by
+// each server, and the hello names the server it is for (inside the mac), so a hello seen on
+// its way to one server is refused by every other (version 3).
+constexpr std::uint16_t kDataVersion = 3;
 constexpr std::size_t kHelloFields = 16;
 constexpr std::size_t kHelloSigned = kHelloFields + auth::kNonceBytes;
 constexpr std::size_t kHelloSize = kHelloSigned + auth::kProofBytes;
@@ -86,8 +88,10 @@ enum AckStatus : std::uint32_t { kAckOk = 0, kAckBadHello = 1, kAckBadToken = 2,
 std::span<const std::uint8_t> label_bytes(std::string_view s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }
-auth::Proof hello_mac(const proto::Token& client_token, const std::uint8_t* hello) {
-  return auth::hmac_sha256(client_token, {label_bytes(kHelloLabel), std::span<const std::uint8_t>(hello, kHelloSigned)});
+auth::Proof hello_mac(const proto::Token& client_token, std::uint32_t server_node, const std::uint8_t* hello) {
+  const std::array<std::uint8_t, 4> server{static_cast<std::uint8_t>(server_node >> 24), static_cast<std::uint8_t>(server_node >> 16),
+                                          static_cast<std::uint8_t>(server_node >> 8), static_cast<std::uint8_t>(server_node)};
+  return auth::hmac_sha256(client_token, {label_bytes(kHelloLabel), server, std::span<const std::uint8_t>(hello, kHelloSigned)});
 }
 auth::Proof ack_mac(const proto::Token& client_token, const std::uint8_t* nonce, const std::uint8_t* ack) {
   return auth::hmac_sha256(client_token, {label_bytes(kAckLabel), std::span<const std::uint8_t>(nonce, auth::kNonceBytes),
@@ -491,7 +495,7 @@ void TcpEngine::accept_loop() {
     const std::uint32_t client_node = get32(hello + 8);
     const std::uint32_t conn_index = get32(hello + 12);
     const proto::Token client_token = derive_client_token(server_plan_.token, client_node);
-    const auth::Proof want = hello_mac(client_token, hello);
+    const auth::Proof want = hello_mac(client_token, ctx.node_index(), hello);
     if (CRYPTO_memcmp(want.data(), hello + kHelloSigned, want.size()) != 0) {
       reject(kAckBadToken, "no valid proof of this test's token");
       return;
@@ -536,8 +540,9 @@ void TcpEngine::accept_loop() {
     ++accepted;
   };
 
+  std::int64_t accept_paused_until = 0;  // out of descriptors: accept again after a pause
   while (!accept_stop_.load() && !ctx.aborted()) {
-    const bool room = pending.size() < kMaxPendingHandshakes;
+    const bool room = pending.size() < kMaxPendingHandshakes && mono_now_ns() >= accept_paused_until;
     pfds.clear();
     pfds.push_back({room ? listen_fd_ : -1, POLLIN, 0});  // poll ignores a negative fd
     for (const auto& p : pending) pfds.push_back({p.fd, POLLIN, 0});
@@ -579,7 +584,14 @@ void TcpEngine::accept_loop() {
         sockaddr_storage peer{};
         socklen_t plen = sizeof peer;
         const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
+        if (fd < 0) {
+          // EMFILE and friends leave the connection in the backlog, so the listener stays
+          // readable: polling it again at once would spin. Pause it for 100 ms instead.
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            accept_paused_until = now + 100'000'000;
+          }
+          break;
+        }
         Pending p;
         p.fd = fd;
         p.remote = sockaddr_text(peer);
@@ -722,7 +734,7 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
   put32(hello + 12, conn_index);
   const auth::Nonce nonce = auth::make_nonce();
   std::memcpy(hello + kHelloFields, nonce.data(), nonce.size());
-  const auth::Proof mac = hello_mac(plan.token, hello);
+  const auth::Proof mac = hello_mac(plan.token, t.node_index, hello);
   std::memcpy(hello + kHelloSigned, mac.data(), mac.size());
   std::uint8_t ack[kAckSize];
   if (!io_exact(fd, hello, sizeof hello, true, kHandshakeTimeoutMs) ||

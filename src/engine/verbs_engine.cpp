@@ -27,6 +27,7 @@
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/printable.hpp>
 #include <fabperf/rdma_cm_wire.hpp>
 #include <fabperf/units.hpp>
 
@@ -796,7 +797,7 @@ CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want
     std::string reason;
     if (got == RDMA_CM_EVENT_REJECTED && !r.data.empty()) {
       reason.assign(r.data.begin(), r.data.end());
-      reason = reason.c_str();
+      reason = printable(reason.c_str());  // the remote side's words: defused before any log
       if (!reason.empty()) reason = ": refused by the server: " + reason;
     }
     throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: {} (status {}) instead of {}{}", where, rdma_event_str(got), status,

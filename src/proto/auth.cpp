@@ -16,31 +16,11 @@
 namespace fabperf::auth {
 namespace {
 
-constexpr std::string_view kAgentLabel{"fabperf-agent\0", 14};
-constexpr std::string_view kCoordLabel{"fabperf-coord\0", 14};
-
-std::span<const std::uint8_t> as_bytes(std::string_view s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-// Strict fixed-length lower/upper-case hex; false on any other character or length.
-template <std::size_t N>
-bool decode_hex(std::string_view hex, std::array<std::uint8_t, N>& out) {
-  if (hex.size() != 2 * N) return false;
-  for (std::size_t i = 0; i < N; ++i) {
-    const int hi = hex_digit(hex[2 * i]);
-    const int lo = hex_digit(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out[i] = static_cast<std::uint8_t>((hi << 4) | lo);
-  }
-  return true;
 }
 
 }  // namespace
@@ -197,28 +177,8 @@ Proof hmac_sha256(std::span<const std::uint8_t> key, std::initializer_list<std::
   return out;
 }
 
-Proof agent_proof(const Key& key, const Nonce& coordinator_nonce, const Nonce& agent_nonce) {
-  return hmac_sha256(key.bytes(), {as_bytes(kAgentLabel), coordinator_nonce, agent_nonce});
-}
-
-Proof coordinator_proof(const Key& key, const Nonce& agent_nonce, const Nonce& coordinator_nonce) {
-  return hmac_sha256(key.bytes(), {as_bytes(kCoordLabel), agent_nonce, coordinator_nonce});
-}
-
 bool proofs_equal(const Proof& expected, const Proof& received) {
   return CRYPTO_memcmp(expected.data(), received.data(), expected.size()) == 0;
-}
-
-Nonce nonce_from_hex(std::string_view hex, const std::string& context) {
-  Nonce n{};
-  if (!decode_hex(hex, n)) throw ProtocolError(fmt::format("{}: nonce must be {} hex digits", context, 2 * kNonceBytes));
-  return n;
-}
-
-Proof proof_from_hex(std::string_view hex, const std::string& context) {
-  Proof p{};
-  if (!decode_hex(hex, p)) throw ProtocolError(fmt::format("{}: proof must be {} hex digits", context, 2 * kProofBytes));
-  return p;
 }
 
 }  // namespace fabperf::auth

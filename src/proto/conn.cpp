@@ -1,4 +1,5 @@
 #include "proto/conn.hpp"
+#include "proto/tls_psk.hpp"
 
 #include <fabperf/error.hpp>
 
@@ -6,8 +7,24 @@
 
 namespace fabperf::proto {
 
-FramedConn::FramedConn(Tcp::socket socket, std::string peer_name)
-    : socket_(std::move(socket)),
+namespace {
+
+// The context of plain connections' (unused) SSL stream layer.
+asio::ssl::context& plain_context() {
+  static asio::ssl::context ctx(asio::ssl::context::tls_client);
+  return ctx;
+}
+
+}  // namespace
+
+std::shared_ptr<asio::ssl::context> make_tls_context(const auth::Key& key, bool server) {
+  return std::make_shared<asio::ssl::context>(tls::make_psk_ctx(tls::derive_control_psk(key), server).release());
+}
+
+FramedConn::FramedConn(Tcp::socket socket, std::string peer_name, std::shared_ptr<asio::ssl::context> tls)
+    : tls_(std::move(tls)),
+      stream_(std::move(socket), tls_ ? *tls_ : plain_context()),
+      socket_(stream_.next_layer()),
       peer_(std::move(peer_name)),
       read_timer_(socket_.get_executor()),
       write_timer_(socket_.get_executor()),
@@ -39,6 +56,42 @@ void FramedConn::arm_read_timer(std::chrono::milliseconds d) {
   });
 }
 
+template <typename Buffers>
+asio::awaitable<void> FramedConn::read_exact(const Buffers& b, error_code& ec) {
+  if (tls_up_) {
+    co_await asio::async_read(stream_, b, asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    co_await asio::async_read(socket_, b, asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+asio::awaitable<void> FramedConn::start_tls(std::chrono::milliseconds deadline) {
+  auto self = shared_from_this();
+  if (!tls_) throw SystemError("start TLS with", peer_, "no key on this connection");
+  if (!open_) throw SystemError("start TLS with", peer_, "connection closed");
+  const bool server = SSL_is_server(stream_.native_handle()) == 1;
+  error_code ec;
+  read_timed_out_ = false;
+  arm_read_timer(deadline);
+  co_await stream_.async_handshake(server ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+  read_timer_.cancel();
+  if (read_timed_out_) {
+    close();
+    throw TlsHandshakeError(fmt::format("TLS handshake with {}: no answer within {:.1f} s", peer_,
+                                        static_cast<double>(deadline.count()) / 1000.0), 0);
+  }
+  if (ec) {
+    close();
+    const bool ssl_error = ec.category() == asio::error::get_ssl_category();
+    const unsigned long code = ssl_error ? static_cast<unsigned long>(static_cast<unsigned int>(ec.value())) : 0;
+    const bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    throw TlsHandshakeError(fmt::format("TLS handshake with {}: {}", peer_, closed ? "connection closed by peer" : ec.message()),
+                            code);
+  }
+  tls_up_ = true;
+}
+
 asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
                                         std::uint32_t max_body) {
   auto self = shared_from_this();  // keep alive across suspension
@@ -53,7 +106,7 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
       throw SystemError("read from", peer_,
                         fmt::format("no {} within {:.1f} s", what, static_cast<double>(d.count()) / 1000.0));
     }
-    if (ec == asio::error::eof) {
+    if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
       close();
       throw SystemError("read from", peer_, "connection closed by peer");
     }
@@ -65,12 +118,11 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
 
   // Idle deadline until the first byte, then one deadline for the rest of the frame.
   arm_read_timer(idle);
-  co_await asio::async_read(socket_, asio::buffer(hdr.data(), 1), asio::redirect_error(asio::use_awaitable, ec));
+  co_await read_exact(asio::buffer(hdr.data(), 1), ec);
   read_timer_.cancel();
   check("message", idle);
   arm_read_timer(frame);
-  co_await asio::async_read(socket_, asio::buffer(hdr.data() + 1, kHeaderSize - 1),
-                            asio::redirect_error(asio::use_awaitable, ec));
+  co_await read_exact(asio::buffer(hdr.data() + 1, kHeaderSize - 1), ec);
   if (ec || read_timed_out_) {
     read_timer_.cancel();
     check("complete frame header", frame);
@@ -84,7 +136,7 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
     throw ProtocolError(fmt::format("from {}: {}", peer_, e.what()));
   }
   body_buf_.resize(h.length);
-  co_await asio::async_read(socket_, asio::buffer(body_buf_), asio::redirect_error(asio::use_awaitable, ec));
+  co_await read_exact(asio::buffer(body_buf_), ec);
   read_timer_.cancel();
   check("complete frame body", frame);
   Frame f;
@@ -118,7 +170,11 @@ asio::awaitable<void> FramedConn::writer() {
       if (auto s = weak.lock()) s->close();  // peer stopped reading: give up on it
     });
     error_code ec;
-    co_await asio::async_write(socket_, asio::buffer(queue_.front()), asio::redirect_error(asio::use_awaitable, ec));
+    if (tls_up_) {
+      co_await asio::async_write(stream_, asio::buffer(queue_.front()), asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      co_await asio::async_write(socket_, asio::buffer(queue_.front()), asio::redirect_error(asio::use_awaitable, ec));
+    }
     write_timer_.cancel();
     if (ec) {
       close();

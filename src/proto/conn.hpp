@@ -2,9 +2,13 @@
 // the first byte; frame: until the whole frame), and queues writes so several coroutines may send
 // without interleaving bytes. A deadline that expires closes the connection: a half-read frame
 // leaves the stream unusable, and a peer that stalls must not hold anything.
+// With a key, the connection runs TLS 1.3 with the key's PSK (proto/tls_psk.hpp) from its first
+// byte: start_tls() before any frame; without one, frames go over the plain socket.
 #pragma once
 
 #include "proto/asio.hpp"
+
+#include <boost/asio/ssl.hpp>
 
 #include <chrono>
 #include <deque>
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 
 namespace fabperf::proto {
@@ -21,9 +26,26 @@ struct Frame {
   nlohmann::json body;
 };
 
+// A TLS handshake that failed; openssl_error is 0 when the peer just closed or went silent.
+class TlsHandshakeError : public Error {
+ public:
+  TlsHandshakeError(const std::string& message, unsigned long openssl_error)
+      : Error(ExitCode::infrastructure, message), openssl_error_(openssl_error) {}
+  [[nodiscard]] unsigned long openssl_error() const { return openssl_error_; }
+
+ private:
+  unsigned long openssl_error_;
+};
+
 class FramedConn : public std::enable_shared_from_this<FramedConn> {
  public:
-  FramedConn(Tcp::socket socket, std::string peer_name);
+  // tls: a context from tls::make_psk_ctx (client or server) for a keyed connection; null for
+  // plain frames.
+  FramedConn(Tcp::socket socket, std::string peer_name, std::shared_ptr<asio::ssl::context> tls = nullptr);
+
+  // The TLS handshake (client or server side, by the context) within deadline. Throws
+  // TlsHandshakeError (the OpenSSL error code kept for the caller to explain) or SystemError.
+  asio::awaitable<void> start_tls(std::chrono::milliseconds deadline);
 
   // Throws ProtocolError (bad frame, body over max_body), SystemError (closed, reset, deadline
   // passed). Before authentication, callers pass kMaxPreAuthBody.
@@ -37,15 +59,26 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
 
   [[nodiscard]] bool is_open() const { return open_; }
   [[nodiscard]] const std::string& peer() const { return peer_; }
-  [[nodiscard]] Tcp::socket& socket() { return socket_; }
+  [[nodiscard]] Tcp::socket& socket() { return stream_.next_layer(); }
+  [[nodiscard]] bool tls() const { return tls_up_; }
+  [[nodiscard]] SSL* ssl() { return stream_.native_handle(); }
 
   static constexpr std::chrono::milliseconds kWriteDeadline{10000};
 
  private:
   asio::awaitable<void> writer();
   void arm_read_timer(std::chrono::milliseconds d);
+  template <typename Buffers>
+  asio::awaitable<void> read_exact(const Buffers& b, error_code& ec);
 
-  Tcp::socket socket_;
+  std::shared_ptr<asio::ssl::context> tls_;
+  // Always an SSL stream (Asio wants its context at construction); without tls_ only its next
+  // layer, the socket, is used.
+  asio::ssl::stream<Tcp::socket> stream_;
+  Tcp::socket& socket_;
+  // Frames go through stream_ once the handshake is done; before it (a keyed agent refusing a
+  // plain-text peer with an ERROR frame) they go over the socket as they are.
+  bool tls_up_{false};
   std::string peer_;
   asio::steady_timer read_timer_;
   asio::steady_timer write_timer_;
@@ -56,5 +89,8 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
   bool read_timed_out_{false};
   std::vector<std::uint8_t> body_buf_;
 };
+
+// A TLS 1.3 PSK context for the control connections of this key (server: the agent's side).
+std::shared_ptr<asio::ssl::context> make_tls_context(const auth::Key& key, bool server);
 
 }  // namespace fabperf::proto

@@ -1,4 +1,5 @@
 #include <fabperf/error.hpp>
+#include <fabperf/printable.hpp>
 #include <fabperf/proto.hpp>
 
 #include <cmath>
@@ -22,8 +23,6 @@ std::string_view to_string(MsgType t) {
     case MsgType::result: return "RESULT";
     case MsgType::error: return "ERROR";
     case MsgType::bye: return "BYE";
-    case MsgType::auth: return "AUTH";
-    case MsgType::auth_ok: return "AUTH_OK";
     case MsgType::links_request: return "LINKS_REQUEST";
     case MsgType::links: return "LINKS";
     case MsgType::shutdown: return "SHUTDOWN";
@@ -61,7 +60,7 @@ Header decode_header(std::span<const std::uint8_t, kHeaderSize> b, std::uint32_t
                                     h.version, kVersion));
   }
   const std::uint16_t type = get_be16(b.data() + 6);
-  if (type == 0 || type > kMaxMsgType) throw ProtocolError(fmt::format("unknown message type {}", type));
+  if (type == 0 || type > kMaxMsgType || type == 15 || type == 16) throw ProtocolError(fmt::format("unknown message type {}", type));
   h.type = static_cast<MsgType>(type);
   h.length = get_be32(b.data() + 8);
   if (h.length > max_body) {
@@ -174,7 +173,9 @@ std::string Fields::str(const char* name, std::size_t max_len) const {
   if (!v.is_string()) throw ProtocolError(fmt::format("{}: expected a string, got {}", ctx(name), v.type_name()));
   const auto& s = v.get_ref<const std::string&>();
   if (s.size() > max_len) throw ProtocolError(fmt::format("{}: string longer than {} bytes", ctx(name), max_len));
-  return s;
+  // Every string a peer sends may end up in a log or on a terminal: control characters are
+  // defused here, once, for all of them.
+  return printable(s);
 }
 
 const nlohmann::json& Fields::array(const char* name, std::size_t max_items) const {
@@ -196,7 +197,7 @@ std::vector<std::string> Fields::strings(const char* name, std::size_t max_items
     if (!e.is_string() || e.get_ref<const std::string&>().size() > max_len) {
       throw ProtocolError(fmt::format("{}: entries must be strings of at most {} bytes", ctx(name), max_len));
     }
-    out.push_back(e.get<std::string>());
+    out.push_back(printable(e.get_ref<const std::string&>()));
   }
   return out;
 }

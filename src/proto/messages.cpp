@@ -65,7 +65,7 @@ std::vector<std::string> local_capabilities() { return {std::string(auth::kCapab
 
 json to_json(const Hello& m) {
   return {{"proto_min", m.proto_min}, {"proto_max", m.proto_max}, {"coordinator", m.coordinator},
-          {"caps", m.caps}, {"nonce", to_hex(m.nonce)}};
+          {"caps", m.caps}};
 }
 Hello parse_hello(const json& j) {
   Fields f(j, "HELLO");
@@ -77,7 +77,6 @@ Hello parse_hello(const json& j) {
   if (m.proto_min > kVersion || m.proto_max < kVersion) return m;
   m.coordinator = f.str("coordinator", kMaxName);
   m.caps = f.strings("caps", kMaxCaps, kMaxCapLength);
-  m.nonce = auth::nonce_from_hex(f.str("nonce", 2 * auth::kNonceBytes), f.ctx("nonce"));
   return m;
 }
 
@@ -95,23 +94,6 @@ HelloOk parse_hello_ok(const json& j) {
   return m;
 }
 
-json to_json(const Auth& m) { return {{"nonce", to_hex(m.nonce)}, {"proof", to_hex(m.proof)}, {"caps", m.caps}}; }
-Auth parse_auth(const json& j) {
-  Fields f(j, "AUTH");
-  Auth m;
-  m.nonce = auth::nonce_from_hex(f.str("nonce", 2 * auth::kNonceBytes), f.ctx("nonce"));
-  m.proof = auth::proof_from_hex(f.str("proof", 2 * auth::kProofBytes), f.ctx("proof"));
-  m.caps = f.strings("caps", kMaxCaps, kMaxCapLength);
-  return m;
-}
-
-json to_json(const AuthOk& m) { return {{"proof", to_hex(m.proof)}}; }
-AuthOk parse_auth_ok(const json& j) {
-  Fields f(j, "AUTH_OK");
-  AuthOk m;
-  m.proof = auth::proof_from_hex(f.str("proof", 2 * auth::kProofBytes), f.ctx("proof"));
-  return m;
-}
 
 json to_json(const Ping& m) { return {{"seq", m.seq}}; }
 Ping parse_ping(const json& j) {
@@ -384,8 +366,6 @@ void validate_frame(std::span<const std::uint8_t> frame) {
   switch (h.type) {
     case MsgType::hello: (void)parse_hello(j); break;
     case MsgType::hello_ok: (void)parse_hello_ok(j); break;
-    case MsgType::auth: (void)parse_auth(j); break;
-    case MsgType::auth_ok: (void)parse_auth_ok(j); break;
     case MsgType::ping: (void)parse_ping(j); break;
     case MsgType::pong: (void)parse_pong(j); break;
     case MsgType::setup_server: (void)parse_setup_server(j); break;

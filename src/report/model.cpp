@@ -1,5 +1,6 @@
 #include <fabperf/agent_result.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/printable.hpp>
 #include <fabperf/proto.hpp>
 
 #include <fmt/format.h>
@@ -278,7 +279,7 @@ AgentResult parse_agent_result(const json& j) {
             n[0].get_ref<const std::string&>().size() > 64 || n[1].get_ref<const std::string&>().size() > 32) {
           throw ProtocolError("RESULT.bonds[].neighbors[]: expected [address, mac]");
         }
-        b.neighbors.emplace_back(n[0].get<std::string>(), n[1].get<std::string>());
+        b.neighbors.emplace_back(printable(n[0].get_ref<const std::string&>()), printable(n[1].get_ref<const std::string&>()));
       }
       r.bonds.push_back(std::move(b));
     }
@@ -316,7 +317,7 @@ AgentResult parse_agent_result(const json& j) {
           !e[1].is_number() || e[1].get<double>() < 0 || e[1].get<double>() > 1e9) {
         throw ProtocolError("RESULT.threads[]: expected [label, cpu seconds]");
       }
-      r.threads.push_back({e[0].get<std::string>(), e[1].get<double>()});
+      r.threads.push_back({printable(e[0].get_ref<const std::string&>()), e[1].get<double>()});
     }
   }
   {

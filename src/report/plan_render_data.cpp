@@ -3,6 +3,7 @@
 #include <fabperf/plan_report.hpp>
 #include <fabperf/units.hpp>
 
+#include <charconv>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -34,6 +35,17 @@ std::string xml_escape(std::string_view s) {
 }
 
 std::string csv_field(std::string_view s) {
+  // A text cell a spreadsheet would run as a formula (=, +, -, @, or a leading tab or CR) gets a
+  // leading apostrophe (OWASP's advice); numbers, negative ones included, stay numbers.
+  std::string neutral;
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
+    double ignored = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ignored);
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      neutral = "'" + std::string(s);
+      s = neutral;
+    }
+  }
   if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
   std::string out = "\"";
   for (const char ch : s) {

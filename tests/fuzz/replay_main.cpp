@@ -28,6 +28,23 @@ Bytes raw(proto::MsgType t, const std::string& body, std::uint32_t claimed) {
   all += body;
   return Bytes(all.begin(), all.end());
 }
+// A keyed coordinator's real first flight (ClientHello with its PSK identity and binder), for
+// the key given as hex: the fuzzer starts the agent's TLS side from genuine handshakes.
+Bytes tls_client_hello(const std::string& key_hex) {
+  const auto key = auth::parse_key(key_hex, "seed key");
+  const tls::CtxPtr ctx = tls::make_psk_ctx(tls::derive_control_psk(key), false);
+  SSL* ssl = SSL_new(ctx.get());
+  BIO* in = BIO_new(BIO_s_mem());
+  BIO* out = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl, in, out);
+  SSL_set_connect_state(ssl);
+  (void)SSL_do_handshake(ssl);
+  Bytes b(static_cast<std::size_t>(BIO_ctrl_pending(out)));
+  BIO_read(out, b.data(), static_cast<int>(b.size()));
+  SSL_free(ssl);
+  return b;
+}
+
 Bytes raw(proto::MsgType t, const std::string& body) { return raw(t, body, static_cast<std::uint32_t>(body.size())); }
 
 std::vector<std::pair<std::string, Bytes>> seeds() {
@@ -38,11 +55,10 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   p.mode = Mode::stream;
   p.time = std::chrono::seconds(2);
   const TestSpec spec = TestSpec::make(p);
-  const auto nonce = auth::make_nonce();
-  add("hello", proto::encode_frame(MsgType::hello, proto::to_json(proto::Hello{2, 2, "coord", proto::local_capabilities(), nonce})));
-  add("hello_ok", proto::encode_frame(MsgType::hello_ok, proto::to_json(proto::HelloOk{2, "host", "0.1.0", 42, {"auth-hmac-sha256"}})));
-  add("auth", proto::encode_frame(MsgType::auth, proto::to_json(proto::Auth{nonce, auth::Proof{}, {"auth-hmac-sha256"}})));
-  add("auth_ok", proto::encode_frame(MsgType::auth_ok, proto::to_json(proto::AuthOk{auth::Proof{}})));
+  add("hello", proto::encode_frame(MsgType::hello, proto::to_json(proto::Hello{3, 3, "coord", proto::local_capabilities()})));
+  add("hello_ok", proto::encode_frame(MsgType::hello_ok, proto::to_json(proto::HelloOk{3, "host", "0.1.0", 42, {"tls13-psk"}})));
+  add("tls_client_hello", tls_client_hello(std::string(64, 'a')));
+  add("tls_client_hello_other_key", tls_client_hello(std::string(64, 'b')));
   add("ping", proto::encode_frame(MsgType::ping, proto::to_json(proto::Ping{7})));
   add("pong", proto::encode_frame(MsgType::pong, proto::to_json(proto::Pong{7, 100, 200})));
   proto::SetupServer ss;
@@ -102,7 +118,7 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   many["targets"] = json::array();
   for (int i = 0; i < 40; ++i) many["targets"].push_back({{"node_index", i}, {"host", std::string(300, 'h')}, {"port", 70000}});
   add("nasty_setup_client_targets", proto::encode_frame(MsgType::setup_client, many));
-  add("nasty_auth_proof", raw(MsgType::auth, R"({"nonce":"zz","proof":null,"caps":[1]})"));
+  add("retired_auth_type", raw(static_cast<MsgType>(15), R"({"nonce":"zz","proof":null,"caps":[1]})"));
   add("nasty_utf8", raw(MsgType::abort, "{\"reason\":\"\xff\xfe\"}"));
   add("nasty_nan", raw(MsgType::ping, R"({"seq":NaN})"));
   const std::string key = std::string(64, 'a') + "\n";

@@ -10,7 +10,9 @@
 
 #include <arpa/inet.h>
 #include <atomic>
+#include <mutex>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -119,4 +121,96 @@ TEST(DataHandshakes, ASilentConnectionDelaysNobody) {
   server_ctx.abort("test over");
   a.ctx->abort("test over");
   b.ctx->abort("test over");
+}
+
+// A hello recorded on its way to one server of a test, replayed to another server of the same
+// test (same test token): refused, because the hello names the server it is for (audit finding
+// 9). The recording server itself accepted it.
+TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
+  const TestSpec spec = spec_with(1);
+  const proto::Token token = proto::random_token();
+  RunContext ctx1(spec, 0, "server-1"), ctx2(spec, 1, "server-2");
+  TcpEngine s1, s2;
+  const std::uint16_t port1 = s1.prepare_server(ctx1, {"127.0.0.1", token, 2});
+  const std::uint16_t port2 = s2.prepare_server(ctx2, {"127.0.0.1", token, 2});
+  // A recording relay in front of server 1: it keeps the first 80 bytes the client sends.
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ::listen(lfd, 4);
+  socklen_t len = sizeof a;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::mutex mu;  // the relay thread records, the test reads
+  std::vector<std::uint8_t> recorded;
+  std::atomic<bool> stop{false};
+  std::thread relay([&] {
+    // Every connection the client opens (its data connection and its delay probe) is relayed.
+    std::vector<std::pair<int, int>> pairs;
+    std::uint8_t buf[4096];
+    while (!stop) {
+      std::vector<pollfd> p{{lfd, POLLIN, 0}};
+      for (const auto& [c, sv] : pairs) {
+        p.push_back({c, POLLIN, 0});
+        p.push_back({sv, POLLIN, 0});
+      }
+      if (::poll(p.data(), p.size(), 20) <= 0) continue;
+      if (p[0].revents) pairs.emplace_back(::accept(lfd, nullptr, nullptr), connect_silent(port1));
+      for (std::size_t i = 1; i < p.size(); ++i) {
+        if (!p[i].revents) continue;
+        const auto& pr = pairs[(i - 1) / 2];
+        const bool from_client = (i - 1) % 2 == 0;
+        const ssize_t k = ::recv(p[i].fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (k <= 0) continue;
+        if (from_client && (i - 1) / 2 == 0) {
+          std::lock_guard lk(mu);
+          if (recorded.size() < 80) {
+            recorded.insert(recorded.end(), buf, buf + std::min<ssize_t>(k, 80 - static_cast<ssize_t>(recorded.size())));
+          }
+        }
+        (void)!::send(from_client ? pr.second : pr.first, buf, static_cast<std::size_t>(k), MSG_NOSIGNAL);
+      }
+    }
+    for (const auto& [c, sv] : pairs) {
+      ::close(c);
+      ::close(sv);
+    }
+  });
+  ClientRun client;
+  client.ctx = std::make_unique<RunContext>(spec, 2, "client");
+  ClientPlan plan;
+  plan.token = derive_client_token(token, 2);
+  plan.targets.push_back({0, "127.0.0.1", ntohs(a.sin_port), {}});  // server 1 (node 0), through the relay
+  EXPECT_NO_THROW(client.engine.prepare_client(*client.ctx, plan));
+  std::vector<std::uint8_t> hello;
+  {
+    std::lock_guard lk(mu);
+    hello = recorded;
+  }
+  ASSERT_EQ(hello.size(), 80u);
+  // The same 80 bytes to server 2 (node 1).
+  const int fd = connect_silent(port2);
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), 80);
+  std::uint8_t ack[40] = {};
+  std::size_t got = 0;
+  for (int i = 0; i < 100 && got < 8; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t k = ::recv(fd, ack + got, sizeof ack - got, 0);
+    if (k <= 0) break;
+    got += static_cast<std::size_t>(k);
+  }
+  ASSERT_GE(got, 8u);
+  EXPECT_EQ(ack[7], 2) << "expected 'token rejected'";
+  ::close(fd);
+  stop = true;
+  relay.join();
+  ::close(lfd);
+  s1.seal(ctx1);
+  s2.seal(ctx2);
+  EXPECT_EQ(ctx2.flow_count(), 0u);
+  ctx1.abort("test over");
+  ctx2.abort("test over");
+  client.ctx->abort("test over");
 }

@@ -2,8 +2,10 @@
 // liveness when an agent or the coordinator dies or stops mid-test. After each attack the agent
 // must still serve a normal test.
 #include "integration/harness.hpp"
+#include "integration/tls_peer.hpp"
 
 #include <fabperf/auth.hpp>
+#include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 #include <fabperf/spec.hpp>
@@ -17,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <optional>
 #include <poll.h>
 #include <set>
@@ -47,15 +50,25 @@ const std::string& key_file(int which = 1) {
 }
 
 std::vector<std::string> with_key(int which = 1) { return {"--key-file", key_file(which)}; }
+// The same, logging at info level (sessions, tests served and finished), for tests that read it.
+std::vector<std::string> with_key_info() { return {"--key-file", key_file(1), "--log-level", "info"}; }
 
 // A normal 1 s test between two agents, with the given key.
 void expect_normal_test(const AgentProcess& s, const AgentProcess& c, int key = 1) {
   // Often called right after a session that left the agent releasing its test (asynchronously):
   // the coordinator itself waits for an agent that answers "cleaning", so one run must do.
+  const std::string json_path = temp_path("normal.json");
   const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize",
-                                       "1M", "-q", "--key-file", key_file(key)});
-  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+                                       "1M", "-q", "--key-file", key_file(key), "--json", json_path});
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out << read_file(json_path).substr(0, 3000);
   EXPECT_EQ(r.out.rfind("1-1 write ", 0), 0u) << r.out;
+}
+
+// The same without keys (agents that accept loopback coordinators only).
+void expect_normal_test_keyless(const AgentProcess& s, const AgentProcess& c) {
+  const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize",
+                                       "1M", "-q"});
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
 }
 
 int connect_to(std::uint16_t port) {
@@ -97,13 +110,27 @@ struct RawFrame {
   json body;
 };
 
-std::optional<RawFrame> read_frame(int fd, int timeout_ms = 3000) {
+template <typename RecvExact>
+std::optional<RawFrame> read_frame_with(RecvExact recv, int timeout_ms) {
   std::array<std::uint8_t, proto::kHeaderSize> h{};
-  if (!recv_exact(fd, h.data(), h.size(), timeout_ms)) return std::nullopt;
+  if (!recv(h.data(), h.size(), timeout_ms)) return std::nullopt;
   const auto hdr = proto::decode_header(h);
   std::vector<std::uint8_t> body(hdr.length);
-  if (!recv_exact(fd, body.data(), body.size(), timeout_ms)) return std::nullopt;
+  if (!recv(body.data(), body.size(), timeout_ms)) return std::nullopt;
   return RawFrame{hdr.type, proto::parse_body(hdr.type, body)};
+}
+std::optional<RawFrame> read_frame(int fd, int timeout_ms = 3000) {
+  return read_frame_with([fd](std::uint8_t* p, std::size_t n, int t) { return recv_exact(fd, p, n, t); }, timeout_ms);
+}
+std::optional<RawFrame> read_frame(TlsPeer& tls, int timeout_ms = 3000) {
+  return read_frame_with([&tls](std::uint8_t* p, std::size_t n, int t) { return tls.recv_exact(p, n, t); }, timeout_ms);
+}
+void send_frame(TlsPeer& tls, proto::MsgType t, const json& body) {
+  const auto f = proto::encode_frame(t, body);
+  ASSERT_TRUE(tls.send(f.data(), f.size()));
+}
+proto::Hello raw_hello(const std::string& name) {
+  return proto::Hello{proto::kVersion, proto::kVersion, name, proto::local_capabilities()};
 }
 
 // Seconds until the peer closes the connection (reading and discarding), or -1 after limit_s.
@@ -120,52 +147,56 @@ double seconds_until_closed(int fd, double limit_s) {
 }
 
 // Reads frames until an ERROR arrives; returns its message ("" if none before close/timeout).
-std::string read_error(int fd) {
+template <typename Wire>
+std::string read_error(Wire& w) {
   for (int i = 0; i < 8; ++i) {
-    auto f = read_frame(fd);
+    auto f = read_frame(w);
     if (!f) return "";
     if (f->type == proto::MsgType::error) return f->body.value("message", "");
   }
   return "";
 }
 
-// A hand-driven coordinator: authenticates with a key, then sends whatever the test wants.
+// A TLS connection to an agent with a key (the handshake only: no HELLO yet).
+struct TlsConn {
+  TlsConn(const AgentProcess& agent, const std::string& key_path) : fd(connect_to(agent.endpoint().port)) {
+    EXPECT_GE(fd, 0);
+    tls = std::make_unique<TlsPeer>(fd, auth::load_key_file(key_path));
+  }
+  ~TlsConn() {
+    tls.reset();
+    if (fd >= 0) ::close(fd);
+  }
+  int fd;
+  std::unique_ptr<TlsPeer> tls;
+};
+
+// A hand-driven coordinator: TLS with the key, HELLO, then whatever the test wants.
 class RawCoordinator {
  public:
-  RawCoordinator(const AgentProcess& agent, const std::string& key_path) : key_(auth::load_key_file(key_path)) {
-    fd_ = connect_to(agent.endpoint().port);
-    EXPECT_GE(fd_, 0);
-    const auto nc = auth::make_nonce();
-    send(proto::MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, "raw", proto::local_capabilities(), nc}));
-    auto f = read_frame(fd_);
-    if (!f || f->type != proto::MsgType::auth) {
-      ADD_FAILURE() << "no AUTH from the agent";
+  RawCoordinator(const AgentProcess& agent, const std::string& key_path) : conn_(agent, key_path) {
+    if (!conn_.tls->ok()) {
+      ADD_FAILURE() << "TLS handshake with the agent failed: " << conn_.tls->error;
       return;
     }
-    const auto a = proto::parse_auth(f->body);
-    EXPECT_TRUE(auth::proofs_equal(auth::agent_proof(key_, nc, a.nonce), a.proof));
-    send(proto::MsgType::auth_ok, proto::to_json(proto::AuthOk{auth::coordinator_proof(key_, a.nonce, nc)}));
-    f = read_frame(fd_);
+    send(proto::MsgType::hello, proto::to_json(raw_hello("raw")));
+    auto f = read_frame(*conn_.tls);
     ok_ = f && f->type == proto::MsgType::hello_ok;
     EXPECT_TRUE(ok_);
   }
-  ~RawCoordinator() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void send(proto::MsgType t, const json& body) { send_bytes(fd_, proto::encode_frame(t, body)); }
+  void send(proto::MsgType t, const json& body) { send_frame(*conn_.tls, t, body); }
   // Next frame that is not a heartbeat.
   std::optional<RawFrame> next(int timeout_ms = 5000) {
     for (;;) {
-      auto f = read_frame(fd_, timeout_ms);
+      auto f = read_frame(*conn_.tls, timeout_ms);
       if (!f || f->type != proto::MsgType::heartbeat) return f;
     }
   }
-  [[nodiscard]] int fd() const { return fd_; }
+  [[nodiscard]] int fd() const { return conn_.fd; }
   [[nodiscard]] bool ok() const { return ok_; }
 
  private:
-  auth::Key key_;
-  int fd_{-1};
+  TlsConn conn_;
   bool ok_{false};
 };
 
@@ -307,39 +338,60 @@ TEST(Security, KeylessAgentIsRefusedByCoordinatorWithKey) {
 
 TEST(Security, PeerThatNeverProvesTheKeyGetsNothingAndIsDropped) {
   AgentProcess s(with_key()), c(with_key());
-  const int fd = connect_to(s.endpoint().port);
-  ASSERT_GE(fd, 0);
-  send_bytes(fd, proto::encode_frame(proto::MsgType::hello,
-                                     proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, "mallory",
-                                                                 proto::local_capabilities(), auth::make_nonce()})));
-  const auto f = read_frame(fd);
-  ASSERT_TRUE(f.has_value());
-  EXPECT_EQ(f->type, proto::MsgType::auth);  // a challenge, not HELLO_OK: nothing about the host
-  // A SETUP instead of the proof is not parsed: the agent closes.
-  send_bytes(fd, proto::encode_frame(proto::MsgType::ping, json{{"seq", 1}}));
-  EXPECT_NE(read_error(fd).find("expected AUTH_OK, got PING"), std::string::npos);
-  EXPECT_GE(seconds_until_closed(fd, 3), 0);
-  ::close(fd);
-  // Silence after HELLO: dropped after the 5 s deadline.
-  const int fd2 = connect_to(s.endpoint().port);
-  send_bytes(fd2, proto::encode_frame(proto::MsgType::hello,
-                                      proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, "mallory",
-                                                                  proto::local_capabilities(), auth::make_nonce()})));
-  const double t = seconds_until_closed(fd2, 10);
-  EXPECT_GT(t, 3.0);
-  EXPECT_LT(t, 8.0);
-  ::close(fd2);
-  // A forged proof: key mismatch, then closed.
-  const int fd3 = connect_to(s.endpoint().port);
-  send_bytes(fd3, proto::encode_frame(proto::MsgType::hello,
-                                      proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, "mallory",
-                                                                  proto::local_capabilities(), auth::make_nonce()})));
-  const auto challenge = read_frame(fd3);
-  ASSERT_TRUE(challenge && challenge->type == proto::MsgType::auth);
-  send_bytes(fd3, proto::encode_frame(proto::MsgType::auth_ok, proto::to_json(proto::AuthOk{auth::Proof{}})));
-  EXPECT_NE(read_error(fd3).find("key mismatch"), std::string::npos);
-  EXPECT_GE(seconds_until_closed(fd3, 3), 0);
-  ::close(fd3);
+  {
+    // A plain HELLO (no TLS): refused before anything is parsed; nothing about the host.
+    const int fd = connect_to(s.endpoint().port);
+    ASSERT_GE(fd, 0);
+    send_bytes(fd, proto::encode_frame(proto::MsgType::hello, proto::to_json(raw_hello("mallory"))));
+    const auto f = read_frame(fd);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->type, proto::MsgType::error);
+    EXPECT_EQ(f->body.value("code", ""), "key_required");
+    EXPECT_GE(seconds_until_closed(fd, 3), 0);
+    ::close(fd);
+  }
+  {
+    // TLS with another key: the handshake fails, nothing is exchanged.
+    TlsConn other(s, key_file(2));
+    EXPECT_FALSE(other.tls->ok());
+    EXPECT_GE(seconds_until_closed(other.fd, 3), 0);
+  }
+  {
+    // Silence after connecting: dropped 5 s after the accept.
+    const int fd = connect_to(s.endpoint().port);
+    const double t = seconds_until_closed(fd, 10);
+    EXPECT_GT(t, 4.0);
+    EXPECT_LT(t, 7.0);
+    ::close(fd);
+  }
+  {
+    // The key proven, then HELLO trickled a byte at a time: still dropped 5 s after the accept
+    // (one pre-authentication deadline in total, not one per read).
+    const double t0 = now_s();
+    TlsConn slow(s, key_file());
+    ASSERT_TRUE(slow.tls->ok()) << slow.tls->error;
+    const auto frame = proto::encode_frame(proto::MsgType::hello, proto::to_json(raw_hello("slow")));
+    bool dropped = false;
+    for (std::size_t i = 0; i + 1 < frame.size() && now_s() - t0 < 10; ++i) {
+      if (!slow.tls->send(&frame[i], 1)) {
+        dropped = true;
+        break;
+      }
+      std::this_thread::sleep_for(900ms);
+      pollfd pfd{slow.fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) > 0) {
+        std::uint8_t b = 0;
+        if (!slow.tls->recv_exact(&b, 1, 100)) {
+          dropped = true;
+          break;
+        }
+      }
+    }
+    EXPECT_TRUE(dropped);
+    const double t = now_s() - t0;
+    EXPECT_GT(t, 4.0);
+    EXPECT_LT(t, 7.5);
+  }
   RawCoordinator ok(s, key_file());  // a real one still gets in
   EXPECT_TRUE(ok.ok());
   expect_normal_test(s, c);
@@ -416,12 +468,14 @@ TEST(Security, RandomBytesAndHostileLengthsAreDroppedPromptly) {
     ::close(fd);
   }
   {
-    // Before authentication even a plausible large frame is refused.
+    // Before authentication even a plausible large frame is refused (unread: it is not TLS).
     const int fd = connect_to(s.endpoint().port);
-    json big = proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, "x", {}, auth::make_nonce()});
+    json big = proto::to_json(raw_hello("x"));
     big["padding"] = std::string(8000, 'x');
     send_bytes(fd, proto::encode_frame(proto::MsgType::hello, big));
-    EXPECT_FALSE(read_frame(fd).has_value());  // no AUTH challenge: dropped
+    const auto f = read_frame(fd);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->body.value("code", ""), "key_required");
     const double t = seconds_until_closed(fd, 5);
     EXPECT_GE(t, 0);
     EXPECT_LT(t, 2.0);
@@ -432,11 +486,13 @@ TEST(Security, RandomBytesAndHostileLengthsAreDroppedPromptly) {
 
 TEST(Security, TruncatedFrameThenSilenceIsDroppedWithoutDisturbingOthers) {
   AgentProcess s(with_key()), c(with_key());
-  const int fd = connect_to(s.endpoint().port);
-  const auto h = proto::encode_header(proto::MsgType::hello, 200);
-  send_bytes(fd, h.data(), h.size());
-  send_bytes(fd, "{\"proto_min\":", 13);
   const double t0 = now_s();
+  TlsConn conn(s, key_file());
+  ASSERT_TRUE(conn.tls->ok()) << conn.tls->error;
+  const int fd = conn.fd;
+  const auto h = proto::encode_header(proto::MsgType::hello, 200);
+  ASSERT_TRUE(conn.tls->send(h.data(), h.size()));
+  ASSERT_TRUE(conn.tls->send("{\"proto_min\":", 13));
   // Meanwhile a real coordinator runs a normal test.
   expect_normal_test(s, c);
   const double t = seconds_until_closed(fd, 10);
@@ -444,23 +500,22 @@ TEST(Security, TruncatedFrameThenSilenceIsDroppedWithoutDisturbingOthers) {
   EXPECT_GE(t, 0) << "a stalled half frame was never dropped";
   EXPECT_GT(total, 4.0);
   EXPECT_LT(total, 8.0);
-  ::close(fd);
 }
 
 TEST(Security, WrongTypesAndOutOfRangeValuesAreNamedAndRefused) {
   AgentProcess s(with_key()), c(with_key());
   {
-    const int fd = connect_to(s.endpoint().port);
-    send_bytes(fd, proto::encode_frame(proto::MsgType::hello, json{{"proto_min", "2"}, {"proto_max", 2}}));
-    EXPECT_NE(read_error(fd).find("HELLO.proto_min: expected a non-negative integer, got string"), std::string::npos);
-    EXPECT_GE(seconds_until_closed(fd, 3), 0);
-    ::close(fd);
+    TlsConn conn(s, key_file());
+    ASSERT_TRUE(conn.tls->ok()) << conn.tls->error;
+    send_frame(*conn.tls, proto::MsgType::hello, json{{"proto_min", "2"}, {"proto_max", 2}});
+    EXPECT_NE(read_error(*conn.tls).find("HELLO.proto_min: expected a non-negative integer, got string"), std::string::npos);
+    EXPECT_GE(seconds_until_closed(conn.fd, 3), 0);
   }
   {
-    const int fd = connect_to(s.endpoint().port);
-    send_bytes(fd, proto::encode_frame(proto::MsgType::hello, json{{"proto_min", 7}, {"proto_max", 9}}));
-    EXPECT_NE(read_error(fd).find("coordinator speaks 7..9, this agent speaks 2"), std::string::npos);
-    ::close(fd);
+    TlsConn conn(s, key_file());
+    ASSERT_TRUE(conn.tls->ok()) << conn.tls->error;
+    send_frame(*conn.tls, proto::MsgType::hello, json{{"proto_min", 7}, {"proto_max", 9}});
+    EXPECT_NE(read_error(*conn.tls).find("coordinator speaks 7..9, this agent speaks 3"), std::string::npos);
   }
   {
     RawCoordinator rc(s, key_file());
@@ -536,7 +591,7 @@ TEST(Security, DataConnectionWithoutValidTokenIsRefused) {
     const std::uint8_t magic[4] = {0x46, 0x42, 0x50, 0x44};
     std::memcpy(hello, magic, 4);
     hello[4] = 0;
-    hello[5] = 2;  // version 2
+    hello[5] = 3;  // version 3
     hello[7] = 1;  // write
     const int fd = connect_to(port);
     send_bytes(fd, hello, sizeof hello);
@@ -659,3 +714,681 @@ void coordinator_loss_stops_traffic(int sig) {
 TEST(Security, KilledCoordinatorStopsAllTrafficWithinFiveSeconds) { coordinator_loss_stops_traffic(SIGKILL); }
 
 TEST(Security, StoppedCoordinatorStopsAllTrafficWithinFiveSeconds) { coordinator_loss_stops_traffic(SIGSTOP); }
+
+// ---- relays and tampering (TLS 1.3 with the key's PSK) ----------------------------------------
+
+namespace {
+
+// A TCP relay on 127.0.0.1 between one coordinator and an agent, as anyone who can accept at an
+// address a coordinator dials could run: it forwards every byte both ways, records what the
+// coordinator sent, and on request injects bytes towards the agent or flips one bit of the next
+// chunk it forwards to the agent.
+class Relay {
+ public:
+  explicit Relay(std::uint16_t agent_port) : agent_port_(agent_port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 4);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~Relay() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  void inject_to_agent(std::vector<std::uint8_t> bytes) {
+    std::lock_guard<std::mutex> l(mu_);
+    inject_ = std::move(bytes);
+  }
+  void flip_next_to_agent() { flip_ = true; }
+  [[nodiscard]] std::uint64_t to_agent() const { return to_agent_; }
+  [[nodiscard]] std::uint64_t to_coordinator() const { return to_coord_; }
+  [[nodiscard]] bool flipped() const { return flipped_; }
+  std::vector<std::uint8_t> recorded() {
+    std::lock_guard<std::mutex> l(mu_);
+    return recorded_;
+  }
+
+ private:
+  void serve() {
+    int coord = -1;
+    while (!stop_ && coord < 0) {
+      pollfd pfd{fd_, POLLIN, 0};
+      if (::poll(&pfd, 1, 50) > 0) coord = ::accept(fd_, nullptr, nullptr);
+    }
+    if (coord < 0) return;
+    const int agent = connect_to(agent_port_);
+    if (agent < 0) {
+      ::close(coord);
+      return;
+    }
+    std::uint8_t buf[65536];
+    while (!stop_) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!inject_.empty()) {
+          (void)!::send(agent, inject_.data(), inject_.size(), MSG_NOSIGNAL);
+          inject_.clear();
+        }
+      }
+      pollfd p[2] = {{coord, POLLIN, 0}, {agent, POLLIN, 0}};
+      if (::poll(p, 2, 20) <= 0) continue;
+      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t k = ::recv(coord, buf, sizeof buf, 0);
+        if (k <= 0) break;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          recorded_.insert(recorded_.end(), buf, buf + k);
+        }
+        if (flip_.exchange(false)) {
+          buf[k - 1] ^= 0x01;  // the last byte of a chunk lies in a record's authentication tag
+          flipped_ = true;
+        }
+        if (::send(agent, buf, static_cast<std::size_t>(k), MSG_NOSIGNAL) != k) break;
+        to_agent_ += static_cast<std::uint64_t>(k);
+      }
+      if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t k = ::recv(agent, buf, sizeof buf, 0);
+        if (k <= 0) break;
+        if (::send(coord, buf, static_cast<std::size_t>(k), MSG_NOSIGNAL) != k) break;
+        to_coord_ += static_cast<std::uint64_t>(k);
+      }
+    }
+    ::close(coord);
+    ::close(agent);
+  }
+
+  std::uint16_t agent_port_;
+  int fd_{-1};
+  std::uint16_t port_{0};
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> flip_{false};
+  std::atomic<bool> flipped_{false};
+  std::atomic<std::uint64_t> to_agent_{0};
+  std::atomic<std::uint64_t> to_coord_{0};
+  std::mutex mu_;
+  std::vector<std::uint8_t> inject_;
+  std::vector<std::uint8_t> recorded_;
+};
+
+// Waits for a spawned coordinator; its exit code, or -1 when it had to be killed after limit_s.
+int wait_coordinator(int pid, double limit_s) {
+  const double t0 = now_s();
+  int st = 0;
+  while (now_s() - t0 < limit_s) {
+    if (::waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    std::this_thread::sleep_for(20ms);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// A keyed test through the relay (the server's control connection passes it), `act` called once
+// traffic runs; returns the coordinator's exit code.
+template <typename Act>
+int run_through_relay(Relay& relay, const AgentProcess& c, const std::string& server_log, const std::string& tag, Act act) {
+  const int coord = spawn_fabperf({"run", "--servers", relay.address(), "--clients", c.address(), "--time", "4", "--mode",
+                                   "stream", "--buffsize", "64K", "--key-file", key_file()},
+                                  temp_path(tag + ".out"), temp_path(tag + ".err"));
+  const double t0 = now_s();
+  while (now_s() - t0 < 10 && read_file(server_log).find("serving data on") == std::string::npos) {
+    std::this_thread::sleep_for(20ms);
+  }
+  std::this_thread::sleep_for(1000ms);  // set up and running: heartbeats flow both ways
+  act();
+  return wait_coordinator(coord, 30);
+}
+
+bool alive(const AgentProcess& a) { return ::kill(a.pid(), 0) == 0 && ::waitpid(a.pid(), nullptr, WNOHANG) == 0; }
+
+}  // namespace
+
+// The reproduction: a relay passes a keyed coordinator's handshake to a real agent, then
+// injects a SHUTDOWN frame. The injected bytes are not a TLS record of the session: the agent
+// drops the relayed session and does not obey.
+TEST(Security, RelayCannotInjectIntoAKeyedSession) {
+  const std::string log = temp_path("relay-inject.log");
+  AgentProcess s(with_key_info(), log), c(with_key());
+  Relay relay(s.endpoint().port);
+  const int rc = run_through_relay(relay, c, log, "relay-inject", [&] {
+    relay.inject_to_agent(proto::encode_frame(proto::MsgType::shutdown, json{{"reason", "relay"}}));
+  });
+  EXPECT_EQ(rc, 3) << read_file(temp_path("relay-inject.err"));  // the relayed node was lost
+  std::this_thread::sleep_for(300ms);
+  const std::string text = read_file(log);
+  EXPECT_EQ(text.find("asked this agent to exit"), std::string::npos) << text;
+  EXPECT_NE(text.find("wrong version number"), std::string::npos) << text;  // not a record of the session
+  EXPECT_TRUE(alive(s));
+  expect_normal_test(s, c);  // an honest keyed coordinator still gets its test
+}
+
+// One bit changed in a record on its way to the agent: the record fails its authentication tag
+// and the session is dropped (the test is lost, never run on altered instructions).
+TEST(Security, OneFlippedBitMidSessionDropsTheSession) {
+  const std::string log = temp_path("relay-flip.log");
+  AgentProcess s(with_key_info(), log), c(with_key());
+  Relay relay(s.endpoint().port);
+  const int rc = run_through_relay(relay, c, log, "relay-flip", [&] { relay.flip_next_to_agent(); });
+  EXPECT_TRUE(relay.flipped());
+  EXPECT_EQ(rc, 3) << read_file(temp_path("relay-flip.err"));
+  std::this_thread::sleep_for(300ms);
+  const std::string text = read_file(log);
+  EXPECT_NE(text.find("bad record mac"), std::string::npos) << text;
+  EXPECT_NE(text.find("lost coordinator"), std::string::npos) << text;
+  EXPECT_TRUE(alive(s));
+  expect_normal_test(s, c);
+}
+
+// Everything a keyed coordinator sent, replayed to the agent on a new connection: the agent's
+// fresh handshake values make the replayed Finished wrong, so no session is opened.
+TEST(Security, ReplayedHandshakeIsRefused) {
+  const std::string log = temp_path("relay-replay.log");
+  AgentProcess s(with_key_info(), log), c(with_key());
+  {
+    Relay relay(s.endpoint().port);
+    EXPECT_EQ(run_through_relay(relay, c, log, "relay-replay", [] {}), 0);
+    const auto bytes = relay.recorded();
+    ASSERT_GT(bytes.size(), 200u);
+    const auto connected_before = [&] {
+      const std::string t = read_file(log);
+      std::size_t n = 0;
+      for (auto at = t.find("key verified"); at != std::string::npos; at = t.find("key verified", at + 1)) ++n;
+      return n;
+    };
+    const std::size_t before = connected_before();
+    EXPECT_EQ(before, 1u);
+    const int fd = connect_to(s.endpoint().port);
+    send_bytes(fd, bytes.data(), std::min<std::size_t>(bytes.size(), 16384));
+    EXPECT_GE(seconds_until_closed(fd, 6), 0);
+    ::close(fd);
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(connected_before(), before) << read_file(log);
+  }
+  expect_normal_test(s, c);
+}
+
+// ---- pre-authentication exhaustion ------------------------------------------------------------
+
+namespace {
+
+int connect_from(const char* source, std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &src.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool closed_by_peer(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  char b = 0;
+  return ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0 || (p.revents & (POLLHUP | POLLERR));
+}
+
+}  // namespace
+
+// 200 connections that never prove the key (half start a TLS record and stall), from five
+// addresses, plus a stranger opening a new one every 20 ms throughout: a keyed coordinator's
+// test still succeeds, strangers never hold more than the pre-authentication limits, and the
+// agent's log about them stays short.
+TEST(Security, SlowStrangersNeverKeepAKeyedCoordinatorOut) {
+  const std::string log = temp_path("strangers.log");
+  AgentProcess s(with_key(), log), c(with_key());
+  const char* sources[] = {"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  std::vector<int> fds;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = connect_from(sources[i % 5], s.endpoint().port);
+    ASSERT_GE(fd, 0);
+    if (i % 2 == 0) {
+      const std::uint8_t tls_start = 0x16;
+      send_bytes(fd, &tls_start, 1);
+    }
+    fds.push_back(fd);
+  }
+  std::this_thread::sleep_for(500ms);
+  int open = 0;
+  for (int fd : fds) open += closed_by_peer(fd) ? 0 : 1;
+  EXPECT_LE(open, 64) << "more unauthenticated connections held than the agent's limit";
+  std::atomic<bool> stop{false};
+  std::thread flood([&] {
+    int i = 0;
+    while (!stop) {
+      const int fd = connect_from(sources[i++ % 5], s.endpoint().port);
+      if (fd >= 0) fds.push_back(fd);
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "2", "--buffsize",
+                                       "1M", "-q", "--key-file", key_file()});
+  stop = true;
+  flood.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.rfind("1-1 write ", 0), 0u) << r.out;
+  for (int fd : fds) ::close(fd);
+  // Rate-limited: at most 10 lines about strangers per 10 s (the test lasts well under 10 s),
+  // while far more strangers than that were dropped.
+  EXPECT_GT(200 - open, 100);
+  const std::string text = read_file(log);
+  std::size_t lines = 0;
+  for (std::size_t at = 0; (at = text.find('\n', at)) != std::string::npos; ++at) {
+    const auto start = text.rfind('\n', at - 1);
+    const std::string line = text.substr(start == std::string::npos ? 0 : start, at - (start == std::string::npos ? 0 : start));
+    if (line.find("unauthenticated") != std::string::npos || line.find("no authenticated HELLO") != std::string::npos ||
+        line.find("authentication failed") != std::string::npos) {
+      ++lines;
+    }
+  }
+  EXPECT_LE(lines, 10u) << text;
+}
+
+// ---- the schedule a START gives ------------------------------------------------------------
+
+namespace {
+
+// A server role set up by a raw coordinator (no client ever connects), ready for a START.
+void setup_idle_server(RawCoordinator& rc, const std::string& test_id, std::chrono::seconds time) {
+  proto::SetupServer m;
+  m.test_id = test_id;
+  m.token = proto::random_token();
+  SpecParams p;
+  p.mode = Mode::stream;
+  p.time = time;
+  p.buffsize = 64 * 1024;
+  m.spec = TestSpec::make(p);
+  m.expect_connections = 1;
+  // The agent may still be releasing the previous refused test: retry while it says "cleaning".
+  std::optional<RawFrame> f;
+  for (int i = 0; i < 50; ++i) {
+    rc.send(proto::MsgType::setup_server, proto::to_json(m));
+    f = rc.next();
+    if (!f || f->type != proto::MsgType::error || f->body.value("code", "") != "cleaning") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(f.has_value() && f->type == proto::MsgType::setup_server_ok) << (f ? f->body.dump() : "closed");
+}
+
+}  // namespace
+
+// The audit's input: a 1 s test, then a START whose end lies a year away. The agent judges the
+// schedule it is given, not the spec: refused, nothing runs. Likewise a schedule within the test
+// time but with more intervals than an agent keeps (--max-duration raised to 2 h, 10 ms).
+TEST(Security, StartCannotRunPastTheTestTimeOrMaxDuration) {
+  std::vector<std::string> args = with_key_info();
+  args.insert(args.end(), {"--max-duration", "7200"});
+  const std::string log = temp_path("start-limit.log");
+  AgentProcess s(args, log), c(with_key());
+  {
+    RawCoordinator rc(s, key_file());
+    ASSERT_TRUE(rc.ok());
+    setup_idle_server(rc, "long1", std::chrono::seconds(1));
+    const std::int64_t now = mono_now_ns();
+    rc.send(proto::MsgType::start, proto::to_json(proto::Start{now + 1'000'000'000, now + 1'000'000'000, now + 2'000'000'000,
+                                                               now + 30'000'000'000'000'000, 10'000'000}));
+    auto f = rc.next();
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->type, proto::MsgType::error);
+    EXPECT_NE(f->body.value("message", "").find("START: schedule runs"), std::string::npos) << f->body.dump();
+    EXPECT_NE(f->body.value("message", "").find("longer than this agent's --max-duration 7200 s"), std::string::npos)
+        << f->body.dump();
+  }
+  {
+    RawCoordinator rc(s, key_file());
+    ASSERT_TRUE(rc.ok());
+    setup_idle_server(rc, "long2", std::chrono::seconds(2));
+    const std::int64_t now = mono_now_ns();
+    rc.send(proto::MsgType::start, proto::to_json(proto::Start{now + 500'000'000, now + 500'000'000, now + 1'000'000'000,
+                                                               now + 600'000'000'000, 10'000'000}));
+    auto f = rc.next();
+    ASSERT_TRUE(f.has_value());
+    EXPECT_NE(f->body.value("message", "").find("longer than the test's time 2.000 s"), std::string::npos) << f->body.dump();
+  }
+  {
+    RawCoordinator rc(s, key_file());
+    ASSERT_TRUE(rc.ok());
+    setup_idle_server(rc, "long3", std::chrono::seconds(7200));
+    const std::int64_t now = mono_now_ns();
+    rc.send(proto::MsgType::start, proto::to_json(proto::Start{now + 500'000'000, now + 500'000'000, now + 1'000'000'000,
+                                                               now + 500'000'000 + 7'200'000'000'000, 10'000'000}));
+    auto f = rc.next();
+    ASSERT_TRUE(f.has_value());
+    EXPECT_NE(f->body.value("message", "").find("asks for 720000 intervals of 0.010 s, more than 360000"), std::string::npos)
+        << f->body.dump();
+  }
+  EXPECT_EQ(read_file(log).find("finished"), std::string::npos) << "a refused schedule ran";
+  expect_normal_test(s, c);
+}
+
+// ---- a bounded wait for results ----------------------------------------------------------------
+
+namespace {
+
+// Stands in front of a key-less agent and passes every frame both ways except the agent's
+// RESULT: an agent that keeps sending heartbeats and never sends its result.
+class ResultSwallower {
+ public:
+  explicit ResultSwallower(std::uint16_t agent_port) : agent_port_(agent_port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 4);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ResultSwallower() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] bool swallowed() const { return swallowed_; }
+
+ private:
+  void serve() {
+    int coord = -1;
+    while (!stop_ && coord < 0) {
+      pollfd pfd{fd_, POLLIN, 0};
+      if (::poll(&pfd, 1, 50) > 0) coord = ::accept(fd_, nullptr, nullptr);
+    }
+    if (coord < 0) return;
+    const int agent = connect_to(agent_port_);
+    std::vector<std::uint8_t> from_agent;
+    std::uint8_t buf[65536];
+    while (!stop_ && agent >= 0) {
+      pollfd p[2] = {{coord, POLLIN, 0}, {agent, POLLIN, 0}};
+      if (::poll(p, 2, 20) <= 0) continue;
+      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t k = ::recv(coord, buf, sizeof buf, 0);
+        if (k <= 0 || ::send(agent, buf, static_cast<std::size_t>(k), MSG_NOSIGNAL) != k) break;
+      }
+      if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t k = ::recv(agent, buf, sizeof buf, 0);
+        if (k <= 0) break;
+        from_agent.insert(from_agent.end(), buf, buf + k);
+        // Whole frames only: header (magic, version, type, length) then body.
+        while (from_agent.size() >= proto::kHeaderSize) {
+          const std::size_t len = (std::size_t{from_agent[8]} << 24) | (std::size_t{from_agent[9]} << 16) |
+                                  (std::size_t{from_agent[10]} << 8) | from_agent[11];
+          if (from_agent.size() < proto::kHeaderSize + len) break;
+          const auto type = static_cast<proto::MsgType>((from_agent[6] << 8) | from_agent[7]);
+          if (type == proto::MsgType::result) {
+            swallowed_ = true;
+          } else {
+            (void)!::send(coord, from_agent.data(), proto::kHeaderSize + len, MSG_NOSIGNAL);
+          }
+          from_agent.erase(from_agent.begin(), from_agent.begin() + static_cast<std::ptrdiff_t>(proto::kHeaderSize + len));
+        }
+      }
+    }
+    ::close(coord);
+    if (agent >= 0) ::close(agent);
+  }
+
+  std::uint16_t agent_port_;
+  int fd_{-1};
+  std::uint16_t port_{0};
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> swallowed_{false};
+};
+
+}  // namespace
+
+// A node that heartbeats but never sends RESULT is reported stalled 15 s after the test's end
+// (5 s drain + 10 s grace); the other node's result is still reported.
+TEST(Security, MissingResultIsBoundedAndTheOthersAreReported) {
+  AgentProcess s, c;
+  ResultSwallower fake(s.endpoint().port);
+  const std::string json_path = temp_path("noresult.json");
+  const double t0 = now_s();
+  const CommandResult r = run_fabperf({"run", "--servers", fake.address(), "--clients", c.address(), "--time", "1", "--json",
+                                       json_path},
+                                      std::chrono::seconds(60));
+  const double took = now_s() - t0;
+  EXPECT_TRUE(fake.swallowed());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_GT(took, 15.0);
+  EXPECT_LT(took, 30.0);
+  const json doc = json::parse(read_file(json_path));
+  for (const auto& n : doc["nodes"]) {
+    if (n["node"] == fake.address()) {
+      EXPECT_EQ(n["status"], "stalled") << n.dump();
+      EXPECT_NE(n.value("error", "").find("no RESULT within 15 s of the test's end"), std::string::npos) << n.dump();
+    } else {
+      EXPECT_EQ(n["status"], "ok") << n.dump();
+    }
+  }
+  expect_normal_test_keyless(s, c);
+}
+
+// ---- peer text never reaches a terminal or a log raw -------------------------------------------
+
+// A fake agent answers HELLO with an ERROR full of terminal escapes and a forged log line; a
+// key-less agent is sent a coordinator name and an ERROR of the same kind. Both are printed as
+// visible \xNN text, on one line.
+TEST(Security, PeerTextIsEscapedBeforeLogsAndTerminals) {
+  const std::string forged = "\n2025-01-01 12:00:00.000 info agent: coordinator ops (10.0.0.5:41000) connected, key verified";
+  {
+    const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ::listen(lfd, 2);
+    socklen_t len = sizeof a;
+    ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    std::thread fake([&] {
+      pollfd p{lfd, POLLIN, 0};
+      if (::poll(&p, 1, 10000) <= 0) return;
+      const int c = ::accept(lfd, nullptr, nullptr);
+      (void)read_frame(c);  // HELLO
+      const auto f = proto::encode_frame(proto::MsgType::error, json{{"code", "x"}, {"message", "\x1b[2J" + forged}});
+      (void)!::send(c, f.data(), f.size(), MSG_NOSIGNAL);
+      std::this_thread::sleep_for(300ms);
+      ::close(c);
+    });
+    AgentProcess c;
+    const auto r = run_fabperf({"run", "--servers", "127.0.0.1:" + std::to_string(ntohs(a.sin_port)), "--clients", c.address(),
+                                "--time", "1"});
+    fake.join();
+    ::close(lfd);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("\\x1b[2J\\x0a2025-01-01 12:00:00.000 info agent"), std::string::npos) << r.err;
+  }
+  {
+    const std::string log = temp_path("escape.log");
+    AgentProcess s({}, log), c;
+    const int fd = connect_to(s.endpoint().port);
+    send_bytes(fd, proto::encode_frame(proto::MsgType::hello, proto::to_json(raw_hello("\x1b]0;owned\x07"))));
+    const auto ok = read_frame(fd);
+    ASSERT_TRUE(ok && ok->type == proto::MsgType::hello_ok);
+    send_bytes(fd, proto::encode_frame(proto::MsgType::error, json{{"code", "x"}, {"message", forged}}));
+    EXPECT_GE(seconds_until_closed(fd, 3), 0);
+    ::close(fd);
+    std::this_thread::sleep_for(200ms);
+    const std::string text = read_file(log);
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    EXPECT_EQ(text.find("\n2025-01-01 12:00:00.000 info agent: coordinator ops"), std::string::npos) << text;
+    EXPECT_NE(text.find("\\x0a2025-01-01"), std::string::npos) << text;
+    expect_normal_test_keyless(s, c);
+  }
+}
+
+// ---- deployment ---------------------------------------------------------------------------------
+
+namespace {
+
+// The TCP ports a process listens on (its fds matched against /proc/net/tcp).
+std::vector<std::uint16_t> listening_ports(int pid) {
+  std::set<std::string> inodes;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      char target[256];
+      const ssize_t n = ::readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      const std::string t(target, static_cast<std::size_t>(n));
+      if (t.rfind("socket:[", 0) == 0) inodes.insert(t.substr(8, t.size() - 9));
+    }
+    ::closedir(d);
+  }
+  std::vector<std::uint16_t> ports;
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string f[10];
+    for (auto& x : f) ss >> x;
+    if (f[3] == "0A" && inodes.count(f[9])) {
+      ports.push_back(static_cast<std::uint16_t>(std::stoul(f[1].substr(f[1].find(':') + 1), nullptr, 16)));
+    }
+  }
+  return ports;
+}
+
+std::vector<int> children_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<int> out;
+  int c = 0;
+  while (in >> c) out.push_back(c);
+  return out;
+}
+
+}  // namespace
+
+// `run --local` without a key file gives its agents a fresh key of their own: another local user
+// reaching their loopback port is refused, while the run itself succeeds.
+TEST(Security, LocalAgentsUseAOneTimeKey) {
+  const int coord = spawn_fabperf({"run", "--local", "2", "--time", "4", "-q"}, temp_path("local1.out"), temp_path("local1.err"));
+  // The agents' control ports: of every port they listen on, the ones that answer a plain HELLO
+  // with a control frame (a data port, once a test is set up, answers with its data ack).
+  std::uint16_t port = 0;
+  std::optional<RawFrame> answer;
+  for (int i = 0; i < 100 && port == 0; ++i) {
+    std::this_thread::sleep_for(50ms);
+    for (int child : children_of(coord)) {
+      for (std::uint16_t p : listening_ports(child)) {
+        const int fd = connect_to(p);
+        if (fd < 0) continue;
+        send_bytes(fd, proto::encode_frame(proto::MsgType::hello, proto::to_json(raw_hello("other-user"))));
+        try {
+          answer = read_frame(fd);
+        } catch (const ProtocolError&) {
+          answer.reset();  // a data port
+        }
+        ::close(fd);
+        if (answer) {
+          port = p;
+          break;
+        }
+      }
+      if (port != 0) break;
+    }
+  }
+  ASSERT_NE(port, 0) << "no local agent found";
+  EXPECT_EQ(answer->type, proto::MsgType::error);
+  EXPECT_EQ(answer->body.value("code", ""), "key_required");
+  // A keyless coordinator (another user's `fabperf links HOST`, or the shell) gets the same answer.
+  const auto r = run_fabperf({"links", "127.0.0.1:" + std::to_string(port)}, 20s);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("the agent requires a key"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_coordinator(coord, 30), 0) << read_file(temp_path("local1.err"));
+}
+
+// A congestion control the host does not already offer is refused at set-up (with the agent's
+// capabilities it would have made the kernel load module tcp_<name>).
+TEST(Security, CongestionControlMustBeOfferedByTheHost) {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::string available;
+  std::getline(in, available);
+  std::string absent;
+  for (const char* name : {"vegas", "htcp", "westwood", "illinois", "hybla", "veno", "yeah", "lp", "scalable"}) {
+    if ((" " + available + " ").find(std::string(" ") + name + " ") == std::string::npos) {
+      absent = name;
+      break;
+    }
+  }
+  ASSERT_FALSE(absent.empty()) << available;
+  AgentProcess s(with_key()), c(with_key());
+  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--congestion", absent,
+                              "--key-file", key_file()});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("--congestion " + absent + ": not offered by this host (available: " + available + ")"),
+            std::string::npos)
+      << r.err;
+  expect_normal_test(s, c);
+}
+
+// What a test would make an agent spend beyond memory is refused at set-up, with the limit
+// named: data threads (one per connection) and RDMA queue pairs.
+TEST(Security, ThreadAndQueuePairCapsAreEnforcedAtSetUp) {
+  AgentProcess s(with_key()), c(with_key());
+  {
+    RawCoordinator rc(s, key_file());
+    ASSERT_TRUE(rc.ok());
+    proto::SetupServer m;
+    m.test_id = "threads";
+    m.token = proto::random_token();
+    SpecParams p;
+    p.mode = Mode::stream;
+    p.buffsize = 4096;
+    m.spec = TestSpec::make(p);
+    m.expect_connections = 20000;  // 80 MB of buffers: within the memory cap, not the thread cap
+    rc.send(proto::MsgType::setup_server, proto::to_json(m));
+    auto f = rc.next();
+    ASSERT_TRUE(f.has_value());
+    EXPECT_NE(f->body.value("message", "").find("server role needs 20000 data threads (20000 connections), more than this "
+                                                "agent's limit of 10000 per test"),
+              std::string::npos)
+        << f->body.dump();
+  }
+  {
+    RawCoordinator rc(s, key_file());
+    ASSERT_TRUE(rc.ok());
+    proto::SetupServer m;
+    m.test_id = "qps";
+    m.token = proto::random_token();
+    SpecParams p;
+    p.mode = Mode::stream;
+    p.transport = Transport::rdma;
+    p.buffsize = 4096;
+    p.qdepth = 16;
+    m.spec = TestSpec::make(p);
+    m.expect_connections = 5000;
+    rc.send(proto::MsgType::setup_server, proto::to_json(m));
+    auto f = rc.next();
+    ASSERT_TRUE(f.has_value());
+    EXPECT_NE(f->body.value("message", "").find("server role needs 5000 RDMA queue pairs, more than this agent's limit of "
+                                                "4096 per test"),
+              std::string::npos)
+        << f->body.dump();
+  }
+  expect_normal_test(s, c);
+}

@@ -50,19 +50,12 @@ TEST(Auth, HmacSha256MatchesRfc4231) {
   EXPECT_EQ(proto::to_hex(mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
-TEST(Auth, ProofsBindKeyBothNoncesAndDirection) {
+TEST(Auth, ProofsAreComparedExactly) {
   const auto k1 = auth::parse_key(std::string(64, 'a'), "k1");
-  const auto k2 = auth::parse_key(std::string(64, 'b'), "k2");
-  const auto nc = auth::make_nonce(), na = auth::make_nonce();
-  EXPECT_NE(nc, na);
-  const auto p = auth::agent_proof(k1, nc, na);
-  EXPECT_TRUE(auth::proofs_equal(p, auth::agent_proof(k1, nc, na)));
-  EXPECT_FALSE(auth::proofs_equal(p, auth::agent_proof(k2, nc, na)));                // other key
-  EXPECT_FALSE(auth::proofs_equal(p, auth::agent_proof(k1, auth::make_nonce(), na)));  // other challenge
-  EXPECT_FALSE(auth::proofs_equal(p, auth::agent_proof(k1, nc, auth::make_nonce())));
-  // An agent's proof is never a valid coordinator proof (no reflection), even with swapped nonces.
-  EXPECT_FALSE(auth::proofs_equal(auth::coordinator_proof(k1, na, nc), p));
-  EXPECT_FALSE(auth::proofs_equal(auth::coordinator_proof(k1, nc, na), p));
+  const auto n = auth::make_nonce();
+  EXPECT_NE(n, auth::make_nonce());
+  const auto p = auth::hmac_sha256(k1.bytes(), {n});
+  EXPECT_TRUE(auth::proofs_equal(p, auth::hmac_sha256(k1.bytes(), {n})));
   auto flipped = p;
   flipped[31] ^= 1;
   EXPECT_FALSE(auth::proofs_equal(p, flipped));
@@ -114,14 +107,6 @@ TEST(Auth, KeygenWritesPrivateRandomKeysAndRefusesToOverwrite) {
   EXPECT_THROW(auth::load_key_file(temp_dir() + "/missing.key"), UsageError);
 }
 
-TEST(Auth, NonceAndProofHexAreExact) {
-  EXPECT_THROW(auth::nonce_from_hex(std::string(63, 'a'), "x"), ProtocolError);
-  EXPECT_THROW(auth::nonce_from_hex(std::string(63, 'a') + "z", "x"), ProtocolError);
-  EXPECT_THROW(auth::proof_from_hex("", "x"), ProtocolError);
-  const auto n = auth::make_nonce();
-  EXPECT_EQ(auth::nonce_from_hex(proto::to_hex(n), "x"), n);
-}
-
 TEST(Frame, HostileLengthsAreRejectedBeforeAllocation) {
   auto h = proto::encode_header(proto::MsgType::hello, 0);
   h[8] = h[9] = h[10] = h[11] = 0xff;  // 0xffffffff
@@ -141,21 +126,18 @@ TEST(Frame, VersionMismatchNamesBothVersions) {
     (void)proto::decode_header(h);
     ADD_FAILURE();
   } catch (const ProtocolError& e) {
-    EXPECT_NE(std::string(e.what()).find("peer speaks version 1, this fabperf speaks 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("peer speaks version 1, this fabperf speaks 3"), std::string::npos) << e.what();
   }
 }
 
-TEST(Messages, AuthMessagesRoundTripAndRejectWrongTypes) {
-  proto::Hello h{proto::kVersion, proto::kVersion, "coord", proto::local_capabilities(), auth::make_nonce()};
+TEST(Messages, HelloRoundTripsAndRejectsWrongTypes) {
+  proto::Hello h{proto::kVersion, proto::kVersion, "coord", proto::local_capabilities()};
   const auto back = proto::parse_hello(proto::to_json(h));
-  EXPECT_EQ(back.nonce, h.nonce);
-  EXPECT_EQ(back.caps, std::vector<std::string>{"auth-hmac-sha256"});
+  EXPECT_EQ(back.coordinator, "coord");
+  EXPECT_EQ(back.caps, std::vector<std::string>{"tls13-psk"});
   EXPECT_EQ(error_of(proto::encode_frame(proto::MsgType::hello, proto::to_json(h))), "");
 
   json j = proto::to_json(h);
-  j["nonce"] = 42;
-  EXPECT_NE(error_of(proto::encode_frame(proto::MsgType::hello, j)).find("HELLO.nonce: expected a string"), std::string::npos);
-  j = proto::to_json(h);
   j["caps"] = json::array({1, 2});
   EXPECT_NE(error_of(proto::encode_frame(proto::MsgType::hello, j)).find("HELLO.caps"), std::string::npos);
   j = proto::to_json(h);
@@ -168,12 +150,12 @@ TEST(Messages, AuthMessagesRoundTripAndRejectWrongTypes) {
   // A peer of another version is not rejected for its fields: the caller names both versions.
   EXPECT_EQ(proto::parse_hello(json{{"proto_min", 7}, {"proto_max", 9}}).proto_min, 7u);
 
-  proto::Auth a{auth::make_nonce(), auth::Proof{}, {"x"}};
-  EXPECT_EQ(proto::parse_auth(proto::to_json(a)).nonce, a.nonce);
-  EXPECT_NE(error_of(frame_bytes(proto::MsgType::auth, R"({"nonce":"00","proof":"00","caps":[]})")).find("AUTH.nonce"),
-            std::string::npos);
-  EXPECT_NE(error_of(frame_bytes(proto::MsgType::auth_ok, R"({"proof":null})")).find("AUTH_OK.proof: expected a string"),
-            std::string::npos);
+  // Protocol 2's AUTH (15) and AUTH_OK (16) are unknown types now.
+  for (const std::uint8_t t : {std::uint8_t{15}, std::uint8_t{16}}) {
+    auto hdr = proto::encode_header(proto::MsgType::hello, 2);
+    hdr[7] = t;
+    EXPECT_THROW(proto::decode_header(hdr), ProtocolError);
+  }
 }
 
 TEST(Messages, BodiesThatAreNotObjectsOrTooDeepAreRejected) {

@@ -384,3 +384,9 @@ TEST(HistogramJson, RejectsCountsNotAddingUp) {
   j["buckets"] = json::parse("[[5, 18446744073709551615], [5, 2]]");
   EXPECT_NE(error_of(j).find("do not add up"), std::string::npos);
 }
+
+// The audit's input: min above max would break std::clamp's precondition in the percentiles.
+TEST(HistogramJson, MinAboveMaxIsRejected) {
+  const json j = json::parse(R"({"count":1,"min_ns":1000,"max_ns":10,"sum_ns":1,"sum_sq_ns2":1,"buckets":[[60,1]]})");
+  EXPECT_NE(error_of(j).find("min_ns 1000 is greater than max_ns 10"), std::string::npos);
+}

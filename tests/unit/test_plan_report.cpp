@@ -265,6 +265,14 @@ TEST(PlanRender, CsvTablesHaveConstantColumnCounts) {
   EXPECT_THROW(render_plan_csv(r, "bogus"), UsageError);
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
   EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  // Formula injection: text that a spreadsheet would evaluate is neutralised; numbers are not.
+  EXPECT_EQ(csv_field("=HYPERLINK(\"http://x\")"), "\"'=HYPERLINK(\"\"http://x\"\")\"");
+  EXPECT_EQ(csv_field("@SUM(A1)"), "'@SUM(A1)");
+  EXPECT_EQ(csv_field("+cmd"), "'+cmd");
+  EXPECT_EQ(csv_field("-2+3"), "'-2+3");
+  EXPECT_EQ(csv_field("\tx"), "'\tx");
+  EXPECT_EQ(csv_field("-12.5"), "-12.5");
+  EXPECT_EQ(csv_field("eth0"), "eth0");
 }
 
 TEST(PlanRender, JunitCountsAndEscapes) {

@@ -12,6 +12,8 @@
 //   fabperf_cm_forge KEY_FILE AGENT_ADDR:PORT
 // Exit status: 0 when every case went as expected, 1 when one did not, 2 on a usage error,
 // 3 when the agent or the RDMA stack could not be used at all.
+#include "integration/tls_peer.hpp"
+
 #include <fabperf/auth.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/proto.hpp>
@@ -29,6 +31,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -43,53 +46,47 @@ constexpr int kStepMs = 10000;  // emulated RDMA is slow: generous, but every wa
 
 [[noreturn]] void die(const std::string& what) { throw std::runtime_error(what); }
 
-// ---- the control connection ----------------------------------------------------------------
-bool io_all(int fd, std::uint8_t* p, std::size_t n, bool sending) {
-  std::size_t done = 0;
-  while (done < n) {
-    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
-    if (::poll(&pfd, 1, kStepMs) <= 0) return false;
-    const ssize_t k = sending ? ::send(fd, p + done, n - done, MSG_NOSIGNAL) : ::recv(fd, p + done, n - done, 0);
-    if (k <= 0) return false;
-    done += static_cast<std::size_t>(k);
+// ---- the control connection (TLS 1.3 with the key's PSK, as fabperf's own coordinator) -------
+struct Control {
+  int fd{-1};
+  std::unique_ptr<test::TlsPeer> tls;
+  ~Control() {
+    tls.reset();
+    if (fd >= 0) ::close(fd);
   }
-  return true;
-}
+};
 
-void send_frame(int fd, proto::MsgType t, const nlohmann::json& body) {
+void send_frame(Control& c, proto::MsgType t, const nlohmann::json& body) {
   auto f = proto::encode_frame(t, body);
-  if (!io_all(fd, f.data(), f.size(), true)) die("control: send failed");
+  if (!c.tls->send(f.data(), f.size())) die("control: send failed");
 }
 
-std::pair<proto::MsgType, nlohmann::json> read_frame(int fd) {
+std::pair<proto::MsgType, nlohmann::json> read_frame(Control& c) {
   for (;;) {
     std::array<std::uint8_t, proto::kHeaderSize> h{};
-    if (!io_all(fd, h.data(), h.size(), false)) die("control: no frame from the agent");
+    if (!c.tls->recv_exact(h.data(), h.size(), kStepMs)) die("control: no frame from the agent");
     const auto hdr = proto::decode_header(h);
     std::vector<std::uint8_t> body(hdr.length);
-    if (!io_all(fd, body.data(), body.size(), false)) die("control: short frame");
+    if (!c.tls->recv_exact(body.data(), body.size(), kStepMs)) die("control: short frame");
     if (hdr.type == proto::MsgType::heartbeat) continue;
     return {hdr.type, proto::parse_body(hdr.type, body)};
   }
 }
 
-int control_connect(const std::string& addr, std::uint16_t port, const auth::Key& key) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+std::unique_ptr<Control> control_connect(const std::string& addr, std::uint16_t port, const auth::Key& key) {
+  auto c = std::make_unique<Control>();
+  c->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   if (inet_pton(AF_INET, addr.c_str(), &a.sin_addr) != 1) die("'" + addr + "' is not an IPv4 address");
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("control: connect: " + std::string(std::strerror(errno)));
-  const auto nc = auth::make_nonce();
-  send_frame(fd, proto::MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, "cm_forge", proto::local_capabilities(), nc}));
-  auto [t, body] = read_frame(fd);
-  if (t != proto::MsgType::auth) die("control: expected AUTH, got " + body.dump());
-  const auto au = proto::parse_auth(body);
-  if (!auth::proofs_equal(auth::agent_proof(key, nc, au.nonce), au.proof)) die("control: the agent's proof is wrong (key?)");
-  send_frame(fd, proto::MsgType::auth_ok, proto::to_json(proto::AuthOk{auth::coordinator_proof(key, au.nonce, nc)}));
-  auto [t2, body2] = read_frame(fd);
-  if (t2 != proto::MsgType::hello_ok) die("control: expected HELLO_OK, got " + body2.dump());
-  return fd;
+  if (::connect(c->fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("control: connect: " + std::string(std::strerror(errno)));
+  c->tls = std::make_unique<test::TlsPeer>(c->fd, key, kStepMs);
+  if (!c->tls->ok()) die("control: TLS handshake with the agent failed (key?): " + c->tls->error);
+  send_frame(*c, proto::MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, "cm_forge", proto::local_capabilities()}));
+  auto [t, body] = read_frame(*c);
+  if (t != proto::MsgType::hello_ok) die("control: expected HELLO_OK, got " + body.dump());
+  return c;
 }
 
 // ---- rdma_cm ---------------------------------------------------------------------------------
@@ -210,7 +207,7 @@ int main(int argc, char** argv) {
   int fails = 0;
   try {
     const auth::Key key = auth::load_key_file(argv[1]);
-    const int ctl = control_connect(addr, static_cast<std::uint16_t>(std::stoi(target.substr(colon + 1))), key);
+    const auto ctl = control_connect(addr, static_cast<std::uint16_t>(std::stoi(target.substr(colon + 1))), key);
     proto::SetupServer m;
     m.test_id = "cm-forge";
     m.token = proto::random_token();
@@ -223,8 +220,8 @@ int main(int argc, char** argv) {
     m.spec = TestSpec::make(sp);
     m.node_index = 0;
     m.expect_connections = 1;
-    send_frame(ctl, proto::MsgType::setup_server, proto::to_json(m));
-    auto [t, body] = read_frame(ctl);
+    send_frame(*ctl, proto::MsgType::setup_server, proto::to_json(m));
+    auto [t, body] = read_frame(*ctl);
     if (t != proto::MsgType::setup_server_ok) die("SETUP_SERVER: " + body.dump());
     const std::uint16_t port = proto::parse_setup_server_ok(body).data_port;
     std::printf("rdma_cm listener %s:%u (a test that never starts)\n", addr.c_str(), port);
@@ -255,7 +252,7 @@ int main(int argc, char** argv) {
       ++fails;
     }
     check("replay", Attempt(addr, port, genuine.data(), genuine.size()).outcome, "this connection is already set up");
-    ::close(ctl);
+    // ctl closes here: the agent abandons the test.
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fabperf_cm_forge: %s\n", e.what());
     return 3;

@@ -1,0 +1,68 @@
+#include "agent/result_fit.hpp"
+
+#include <fabperf/error.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace fabperf {
+namespace {
+
+std::size_t encoded_size(const AgentResult& r) { return to_json(r).dump().size(); }
+
+// True when there was something left to halve.
+bool halve_time_series(AgentResult& r) {
+  bool changed = false;
+  if (r.intervals.size() > 1) {
+    std::vector<IntervalSample> merged;
+    merged.reserve((r.intervals.size() + 1) / 2);
+    for (std::size_t i = 0; i < r.intervals.size(); i += 2) {
+      IntervalSample m = r.intervals[i];
+      if (i + 1 < r.intervals.size()) {
+        m.t_ns = r.intervals[i + 1].t_ns;
+        m.tx_bytes += r.intervals[i + 1].tx_bytes;
+        m.rx_bytes += r.intervals[i + 1].rx_bytes;
+      }
+      merged.push_back(m);
+    }
+    r.intervals = std::move(merged);
+    changed = true;
+  }
+  for (auto& l : r.links) {
+    if (l.samples.size() <= 2) continue;
+    std::vector<LinkSample> kept;
+    kept.reserve(l.samples.size() / 2 + 2);
+    for (std::size_t i = 0; i + 1 < l.samples.size(); i += 2) kept.push_back(l.samples[i]);
+    kept.push_back(l.samples.back());
+    l.samples = std::move(kept);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace
+
+int fit_result(AgentResult& r, std::size_t max_bytes) {
+  int halvings = 0;
+  for (std::size_t size = encoded_size(r); size > max_bytes; size = encoded_size(r)) {
+    if (!halve_time_series(r)) {
+      throw Error(ExitCode::infrastructure,
+                  fmt::format("RESULT of {} bytes exceeds the {} byte limit even without a time series", size, max_bytes));
+    }
+    ++halvings;
+    // The warning travels in the RESULT, so it is counted before the next size check.
+    std::string w = fmt::format("time series downsampled {} time(s), each interval now covers {} of the requested ones: "
+                                "the full RESULT would have exceeded the {} MiB message limit",
+                                halvings, std::uint64_t{1} << std::min(halvings, 62), max_bytes >> 20);
+    if (halvings == 1) {
+      r.warnings.push_back(std::move(w));
+    } else {
+      r.warnings.back() = std::move(w);
+    }
+  }
+  return halvings;
+}
+
+}  // namespace fabperf
