@@ -548,6 +548,7 @@ void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& l
   }
   std::cout << render_bond_inventory_text(bonds);
   std::cout << render_rdma_inventory_text(rdma);
+  std::cout << render_pcie_inventory_text(links, rdma);
   std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
                            limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
                            limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);
