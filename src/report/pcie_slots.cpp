@@ -96,8 +96,8 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
     const std::string key = pcie_link_key(p);
     if (!groups.count(key)) order.push_back(key);
     auto& g = groups[key];
-    // An RDMA device on the same function as an interface adds nothing new.
-    if (std::none_of(g.begin(), g.end(), [&](const Fn& f) { return f.p->address == p.address && f.who == who; })) g.push_back({who, &p});
+    // One line per function: a second port of it (mlx4), or its RDMA device, adds nothing new.
+    if (std::none_of(g.begin(), g.end(), [&](const Fn& f) { return f.p->address == p.address; })) g.push_back({who, &p});
   };
   for (const auto& l : links) {
     if (l.pcie) add(l.name, *l.pcie);

@@ -415,9 +415,10 @@ nlohmann::json to_json(const PcieInfo& p) {
   nlohmann::json findings = nlohmann::json::array();
   std::string who;
   for (const auto& x : p.ports) who += (who.empty() ? "" : "+") + x.name;
-  for (const auto& f : pcie_findings(p, who.empty() ? p.address : who)) {
-    findings.push_back({{"level", f.level}, {"what", f.what}, {"fix", f.fix}});
-  }
+  // The link's findings name every port on it; the interrupts are this function's own.
+  auto all = pcie_link_findings(p, who.empty() ? p.address : who);
+  for (auto& f : pcie_irq_findings(p, p.address)) all.push_back(std::move(f));
+  for (const auto& f : all) findings.push_back({{"level", f.level}, {"what", f.what}, {"fix", f.fix}});
   const double ceiling = pcie_ceiling_gbps(p);
   return {{"address", p.address},
           {"port", p.port},

@@ -272,6 +272,9 @@ TEST(PcieInventory, LinksTextShowsEachLinkOnceWithItsFindings) {
       << t;
   EXPECT_NE(t.find("error   eth2+eth3: PCIe x4 of x8, Gen3: 28.6 Gbit/s usable"), std::string::npos) << t;
   EXPECT_EQ(t.find("PCIe x4 of x8", t.find("PCIe x4 of x8") + 1), std::string::npos) << "named twice:\n" << t;
+  EXPECT_NE(t.find("  eth2 (0000:3b:00.0): 4 IRQs, 200006 interrupts, 100% on its local CPUs 0-13,28-41\n"), std::string::npos) << t;
+  EXPECT_EQ(t.find("eth3 (0000:3b:00.0)"), std::string::npos) << "one function, one IRQ line:\n" << t;
+  EXPECT_NE(t.find("  0000:3b:00.0: port 0000:3a:00.0; max payload 256 B (assumed)\n"), std::string::npos) << t;
   EXPECT_EQ(render_pcie_inventory_text({}, {}), "");
 }
 
