@@ -43,8 +43,8 @@ commands:
   run       run a test against agents (or --local N agents on this host); 'run PLAN' runs a plan file,
             'run --pattern NAME' a traffic pattern (docs/plans.md)
   plan      'fabperf plan check PLAN': validate a plan file and print what would run
-  preflight check agents, data connections, MTU/MSS, link speeds, buffers and clocks before a plan
-  links     list network interfaces (this host, or agents: links HOST...): speed, MTU, bonds, socket limits
+  preflight check agents, data connections, MTU/MSS, link speeds, buffers, clocks, bonds and PCIe slots before a plan
+  links     list network interfaces (this host, or agents: links HOST...): speed, MTU, bonds, PCIe/NUMA, socket limits
   compare   compare results before/after a change, link by link; sets of trials with statistics
   report    render results (a plan's results file or a run's JSON): text, json, csv, junit, html
   shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
