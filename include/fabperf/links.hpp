@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fabperf/pcie.hpp>
+
 namespace fabperf {
 
 struct LinkInfo {
@@ -24,6 +26,7 @@ struct LinkInfo {
   std::vector<std::string> members;  // a bond's slaves
   std::string vlan_parent;
   int numa_node{-1};
+  std::optional<PcieInfo> pcie;  // the PCIe link behind it; none for virtual interfaces
 };
 
 struct SocketLimits {

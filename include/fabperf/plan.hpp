@@ -219,6 +219,10 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
 std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names);
 // The probe's settings: stream writes, one connection per pair and link (connection c of a pair
 // uses link c mod L, so every link is probed), short.
+// PCIe links behind each agent's test interfaces (pcie.hpp): a link trained below what its card
+// supports is an error; a ceiling below the ports' total and interrupts served off the card's
+// NUMA node are warnings. Part of preflight_findings.
+std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::map<std::string, std::string>& names);
 TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links);
 std::string render_findings(const std::vector<Finding>& f);
 

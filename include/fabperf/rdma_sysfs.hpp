@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <fabperf/pcie.hpp>
+
 namespace fabperf {
 
 struct RdmaGid {
@@ -50,6 +52,7 @@ struct RdmaDevice {
   std::string board_id;
   std::string parent;     // Soft-RoCE: the interface it was added on
   std::vector<RdmaPort> ports;
+  std::optional<PcieInfo> pcie;  // the HCA's PCIe link; none for Soft-RoCE
 };
 
 // Counter values of one port at one instant: "counters/NAME" and "hw_counters/NAME" keys, sorted.

@@ -163,6 +163,23 @@ struct RdmaPortReport {
   double tx_bytes_per_payload{-1};  // counter bytes / payload bytes (>= 1: headers); -1 unknown
 };
 
+// A PCIe link behind this node's test interfaces over the window: how close its ports' traffic
+// came to the link's usable bandwidth (compute_report; docs/methodology.md "The slot's ceiling").
+inline constexpr double kPcieCeilingPct = 90.0;  // at or above: the slot may be what bounded the node
+struct PcieSlotReport {
+  std::string address;               // the card's function (first of its ports)
+  std::string link;                  // "x8 Gen3 (8 GT/s)": the link data can use
+  std::vector<std::string> ports;    // this node's test links behind it
+  std::int64_t ports_speed_mbps{0};  // every port behind the link, test links or not; 0 unknown
+  double usable_gbps{0};
+  double tx_gbps{0}, rx_gbps{0};     // the ports' interface counters over the window
+  double used_pct{0};                // busier direction / usable
+  bool at_ceiling{false};            // used_pct >= kPcieCeilingPct
+  // What bounded the node when something did: "slot", "slot or host" (both at their limit), or
+  // "host" (a data thread at its limit, the slot below its ceiling); "" when neither.
+  std::string bound_by;
+};
+
 // A choice the agent settled by measurement during the warm-up (--send-method auto): each
 // candidate's rate and CPU cost there, and a sentence saying what ran and why.
 struct TrialArmReport {
@@ -208,6 +225,7 @@ struct NodeReport {
   std::vector<BondReport> bonds;
   std::vector<RdmaPortReport> rdma_ports;
   std::vector<TrialReport> trials;
+  std::vector<PcieSlotReport> pcie_slots;
   std::vector<std::string> warnings;
   CounterReport counters;  // named counters, dips and what rose in them (diagnosis.hpp)
 };
@@ -308,6 +326,14 @@ std::string render_counters_text(const Report& r);
 // `fabperf links`: RDMA devices, their ports and GID tables ("" when there are none).
 std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices);
 nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports);
+// A node's PCIe links from its raw result and its link figures (src/report/pcie_slots.cpp); a
+// finding says when a slot's ceiling, or the node's CPU, bounded the node's figure.
+std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::vector<LinkReport>& links,
+                                              const NodeReport& node, std::vector<std::string>& findings);
+nlohmann::json pcie_slots_json(const std::vector<PcieSlotReport>& slots);
+// `fabperf links`: one line per PCIe link behind the interfaces and RDMA devices, their IRQ
+// placement, then the findings ("" when none is backed by a PCIe device).
+std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const std::vector<RdmaDevice>& rdma);
 // Jain's fairness index of xs: (sum x)^2 / (n * sum x^2); 0 for an empty or all-zero list.
 double jain_index(const std::vector<double>& xs);
 

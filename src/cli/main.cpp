@@ -43,8 +43,8 @@ commands:
   run       run a test against agents (or --local N agents on this host); 'run PLAN' runs a plan file,
             'run --pattern NAME' a traffic pattern (docs/plans.md)
   plan      'fabperf plan check PLAN': validate a plan file and print what would run
-  preflight check agents, data connections, MTU/MSS, link speeds, buffers and clocks before a plan
-  links     list network interfaces (this host, or agents: links HOST...): speed, MTU, bonds, socket limits
+  preflight check agents, data connections, MTU/MSS, link speeds, buffers, clocks, bonds and PCIe slots before a plan
+  links     list network interfaces (this host, or agents: links HOST...): speed, MTU, bonds, PCIe/NUMA, socket limits
   compare   compare results before/after a change, link by link; sets of trials with statistics
   report    render results (a plan's results file or a run's JSON): text, json, csv, junit, html
   shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
@@ -548,6 +548,7 @@ void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& l
   }
   std::cout << render_bond_inventory_text(bonds);
   std::cout << render_rdma_inventory_text(rdma);
+  std::cout << render_pcie_inventory_text(links, rdma);
   std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
                            limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
                            limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);

@@ -1,6 +1,7 @@
 // Pre-flight: what a short all-to-all probe test says about the fabric before hours of testing.
 // Every finding names the node (or pair, or link) and the fix.
 #include <fabperf/bonding.hpp>
+#include <fabperf/pcie.hpp>
 #include <fabperf/plan.hpp>
 #include <fabperf/units.hpp>
 
@@ -212,6 +213,8 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
   // Bonds: every agent's, with the fix. The report repeats them among its own findings.
   const auto bonds = preflight_bond_findings(probe, names);
   out.insert(out.end(), bonds.begin(), bonds.end());
+  const auto pcie = preflight_pcie_findings(probe, names);
+  out.insert(out.end(), pcie.begin(), pcie.end());
   // Whatever else the report found (jumbo mismatch, setup warnings, clamps) is worth seeing too.
   for (const auto& f : report.findings) {
     const bool dup = std::any_of(bonds.begin(), bonds.end(), [&](const Finding& b) { return f.find(b.what) != std::string::npos; });
@@ -241,6 +244,38 @@ std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::
   }
   if (bonds > 0 && out.empty()) {
     out.push_back({"ok", "", fmt::format("{} bond(s) on the test interfaces pass the bond checks (members up, one speed, MTU as the bond, LACP partner and one aggregator where 802.3ad)", bonds), ""});
+  }
+  return out;
+}
+
+std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::map<std::string, std::string>& names) {
+  std::vector<Finding> out;
+  std::size_t links = 0;
+  for (const auto& n : probe.nodes) {
+    if (!n.result) continue;
+    const auto it = names.find(n.name);
+    const std::string who = it == names.end() ? n.name : it->second;
+    // One link may carry several test interfaces (a dual-port card): judged once, named by them.
+    std::vector<std::pair<const PcieInfo*, std::string>> groups;
+    for (const auto& l : n.result->links) {
+      if (!l.info.pcie) continue;
+      const auto g = std::find_if(groups.begin(), groups.end(),
+                                  [&](const auto& x) { return pcie_link_key(*x.first) == pcie_link_key(*l.info.pcie); });
+      if (g == groups.end()) {
+        groups.emplace_back(&*l.info.pcie, l.info.name);
+      } else {
+        g->second += "+" + l.info.name;
+      }
+      for (const auto& f : pcie_irq_findings(*l.info.pcie, l.info.name)) out.push_back({f.level, who, f.what, f.fix});
+    }
+    links += groups.size();
+    for (const auto& [p, ifaces] : groups) {
+      for (const auto& f : pcie_link_findings(*p, ifaces)) out.push_back({f.level, who, f.what, f.fix});
+    }
+  }
+  if (links > 0 && out.empty()) {
+    out.push_back({"ok", "", fmt::format("{} PCIe link(s) behind the test interfaces trained at their cards' maximum, carry "
+                                         "their ports' speeds, and their interrupts are served on their NUMA nodes", links), ""});
   }
   return out;
 }

@@ -309,6 +309,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       nr.intervals.push_back({static_cast<double>(sm.t_ns) / 1e9, mb_per_s(sm.tx_bytes, dt), mb_per_s(sm.rx_bytes, dt)});
     }
     for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, findings));
+    nr.pcie_slots = pcie_slot_reports(a, nr.links, nr, findings);
     for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, findings));
     for (const auto& p : a.rdma_ports) nr.rdma_ports.push_back(rdma_port_report(p, a, s_->buffsize, n.name, findings));
     if (!a.bonds.empty()) {

@@ -166,6 +166,7 @@ json node_json(const NodeReport& n) {
           {"bonds", bonds_json(n.bonds)},
           {"rdma_ports", rdma_ports_json(n.rdma_ports)},
           {"trials", trials_json(n.trials)},
+          {"pcie_slots", pcie_slots_json(n.pcie_slots)},
           {"warnings", n.warnings},
           {"counters", counters_json(n.counters)}};
 }

@@ -132,6 +132,9 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
     l.kind = "loopback";
   } else if (fs::exists(base + "/device", ec)) {
     l.kind = "physical";
+    l.pcie = read_pcie("/sys/class/net/" + name + "/device", root);
+    // A virtio interface's device (the virtio device) has no numa_node; its PCI function does.
+    if (l.numa_node < 0 && l.pcie) l.numa_node = l.pcie->numa_node;
   } else {
     l.kind = "virtual";
   }
@@ -244,7 +247,7 @@ nlohmann::json to_json(const LinkInfo& l) {
           {"mac", l.mac}, {"addresses", l.addresses}, {"mtu", l.mtu},
           {"speed_mbps", l.speed_mbps >= 0 ? nlohmann::json(l.speed_mbps) : nlohmann::json(nullptr)},
           {"duplex", l.duplex}, {"master", l.master}, {"members", l.members}, {"vlan_parent", l.vlan_parent},
-          {"numa_node", l.numa_node}};
+          {"numa_node", l.numa_node}, {"pcie", l.pcie ? to_json(*l.pcie) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json to_json(const SocketLimits& s) {
@@ -272,6 +275,8 @@ LinkInfo link_from_json(const nlohmann::json& j) {
   l.members = f.strings("members", 64, 64);
   l.vlan_parent = f.str("vlan_parent", 64);
   l.numa_node = static_cast<int>(f.i64("numa_node", -1, 4096));
+  // Optional: agents older than the PCIe inventory send none.
+  if (const auto p = j.find("pcie"); p != j.end() && !p->is_null()) l.pcie = pcie_from_json(*p);
   return l;
 }
 

@@ -175,6 +175,7 @@ std::optional<RdmaDevice> read_rdma_device(const std::string& name, const std::s
   d.hca_type = read_line(base / "hca_type");
   d.board_id = read_line(base / "board_id");
   d.parent = read_line(base / "parent");
+  if (fs::exists(base / "device", ec)) d.pcie = read_pcie("/sys/class/infiniband/" + name + "/device", root);
   for (const auto& pn : sorted_entries(base / "ports")) {
     char* end = nullptr;
     const long n = std::strtol(pn.c_str(), &end, 10);
@@ -251,7 +252,8 @@ nlohmann::json to_json(const RdmaDevice& d) {
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& p : d.ports) ports.push_back(to_json(p));
   return {{"name", d.name}, {"node_type", d.node_type}, {"fw_ver", d.fw_ver}, {"node_guid", d.node_guid},
-          {"hca_type", d.hca_type}, {"board_id", d.board_id}, {"parent", d.parent}, {"ports", std::move(ports)}};
+          {"hca_type", d.hca_type}, {"board_id", d.board_id}, {"parent", d.parent}, {"ports", std::move(ports)},
+          {"pcie", d.pcie ? to_json(*d.pcie) : nlohmann::json(nullptr)}};
 }
 
 // Tolerant of missing fields (an agent of another version may send fewer); strict on types.
@@ -303,6 +305,7 @@ RdmaDevice rdma_device_from_json(const nlohmann::json& j) {
   if (f.has("ports")) {
     for (const auto& p : f.array("ports", 256)) d.ports.push_back(rdma_port_from_json(p));
   }
+  if (const auto p = j.find("pcie"); p != j.end() && !p->is_null()) d.pcie = pcie_from_json(*p);
   return d;
 }
 

@@ -1,0 +1,156 @@
+// PCIe links behind a node's test interfaces: the ports' traffic against the link's usable
+// bandwidth, and which limit (the slot, the node's CPU) bounded the node. Also the `fabperf
+// links` view of every PCIe link. Pure: the figures come from the result and the inventory.
+#include <fabperf/pcie.hpp>
+#include <fabperf/report.hpp>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace fabperf {
+
+std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::vector<LinkReport>& links,
+                                              const NodeReport& node, std::vector<std::string>& findings) {
+  std::vector<PcieSlotReport> out;
+  std::map<std::string, std::size_t> by_key;
+  std::map<std::string, const PcieInfo*> info;
+  for (const auto& l : a.links) {
+    if (!l.info.pcie) continue;
+    const auto lr = std::find_if(links.begin(), links.end(), [&](const LinkReport& r) { return r.name == l.info.name; });
+    if (lr == links.end()) continue;
+    const PcieInfo& p = *l.info.pcie;
+    const std::string key = pcie_link_key(p);
+    auto [it, fresh] = by_key.try_emplace(key, out.size());
+    if (fresh) {
+      PcieSlotReport s;
+      s.address = p.address;
+      s.link = pcie_link_text(pcie_effective_link(p));
+      s.ports_speed_mbps = pcie_ports_mbps(p);
+      s.usable_gbps = pcie_ceiling_gbps(p);
+      out.push_back(std::move(s));
+      info[key] = &p;
+    }
+    auto& s = out[it->second];
+    s.ports.push_back(l.info.name);
+    s.tx_gbps += lr->tx_mb_per_s * 8.0 / 1e3;
+    s.rx_gbps += lr->rx_mb_per_s * 8.0 / 1e3;
+  }
+  bool any_at_ceiling = false;
+  for (auto& s : out) {
+    if (s.usable_gbps <= 0) continue;
+    s.used_pct = 100.0 * std::max(s.tx_gbps, s.rx_gbps) / s.usable_gbps;
+    s.at_ceiling = s.used_pct >= kPcieCeilingPct;
+    any_at_ceiling = any_at_ceiling || s.at_ceiling;
+  }
+  for (auto& s : out) {
+    std::string ports;
+    for (const auto& p : s.ports) ports += (ports.empty() ? "" : "+") + p;
+    const std::string dir = s.tx_gbps >= s.rx_gbps ? "sent" : "received";
+    const std::string of_ports =
+        s.ports_speed_mbps > 0 ? fmt::format(" ({} Gbit/s of ports)", static_cast<double>(s.ports_speed_mbps) / 1e3) : "";
+    if (s.at_ceiling) {
+      s.bound_by = node.host_limited ? "slot or host" : "slot";
+      findings.push_back(
+          node.host_limited
+              ? fmt::format("node {}: {} {} {:.1f} Gbit/s, {:.0f}% of its PCIe link's {:.1f} Gbit/s usable ({} at {}), "
+                            "while fabperf thread {} was {:.0f}% busy: the slot or this node's CPU bounded it, not the "
+                            "network links{}",
+                            node.name, ports, dir, std::max(s.tx_gbps, s.rx_gbps), s.used_pct, s.usable_gbps, s.link,
+                            s.address, node.busiest_thread, node.busiest_thread_pct, of_ports)
+              : fmt::format("node {}: {} {} {:.1f} Gbit/s, {:.0f}% of its PCIe link's {:.1f} Gbit/s usable ({} at {}): "
+                            "the slot bounded this node, not the network links{}",
+                            node.name, ports, dir, std::max(s.tx_gbps, s.rx_gbps), s.used_pct, s.usable_gbps, s.link,
+                            s.address, of_ports));
+    } else if (node.host_limited && !any_at_ceiling && s.usable_gbps > 0) {
+      s.bound_by = "host";
+      findings.push_back(fmt::format("node {}: its PCIe link ({} at {}) carried {:.0f}% of its {:.1f} Gbit/s usable: the "
+                                     "CPU (fabperf thread {} at {:.0f}%), not the slot, bounded this node",
+                                     node.name, s.link, s.address, s.used_pct, s.usable_gbps, node.busiest_thread,
+                                     node.busiest_thread_pct));
+    }
+  }
+  return out;
+}
+
+nlohmann::json pcie_slots_json(const std::vector<PcieSlotReport>& slots) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : slots) {
+    out.push_back({{"address", s.address}, {"link", s.link}, {"ports", s.ports},
+                   {"ports_speed_mbps", s.ports_speed_mbps > 0 ? nlohmann::json(s.ports_speed_mbps) : nlohmann::json(nullptr)},
+                   {"usable_gbps", s.usable_gbps}, {"tx_gbps", s.tx_gbps}, {"rx_gbps", s.rx_gbps}, {"used_pct", s.used_pct},
+                   {"at_ceiling", s.at_ceiling}, {"bound_by", s.bound_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bound_by)}});
+  }
+  return out;
+}
+
+std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const std::vector<RdmaDevice>& rdma) {
+  struct Fn {
+    std::string who;  // the interface or RDMA device
+    const PcieInfo* p;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Fn>> groups;
+  auto add = [&](const std::string& who, const PcieInfo& p) {
+    const std::string key = pcie_link_key(p);
+    if (!groups.count(key)) order.push_back(key);
+    auto& g = groups[key];
+    // One line per function: a second port of it (mlx4), or its RDMA device, adds nothing new.
+    if (std::none_of(g.begin(), g.end(), [&](const Fn& f) { return f.p->address == p.address; })) g.push_back({who, &p});
+  };
+  for (const auto& l : links) {
+    if (l.pcie) add(l.name, *l.pcie);
+  }
+  for (const auto& d : rdma) {
+    if (d.pcie) add(d.name, *d.pcie);
+  }
+  if (order.empty()) return "";
+  const auto state = [](const PcieLinkState& s) { return s.width > 0 && s.gts > 0 ? pcie_link_text(s) : std::string("-"); };
+  std::string out = fmt::format("\n{:<14} {:<18} {:<18} {:<18} {:>4} {:>14}  {}\n", "PCIe device", "link", "card max",
+                                "slot max", "numa", "usable Gbit/s", "ports");
+  std::string notes;
+  for (const auto& key : order) {
+    const auto& g = groups[key];
+    const PcieInfo& p = *g.front().p;
+    std::string ports;
+    for (const auto& x : p.ports) ports += (ports.empty() ? "" : " ") + x.name;
+    const std::string speeds = pcie_ports_text(p);
+    if (!speeds.empty()) ports += fmt::format(": {} ({:g} Gbit/s)", speeds, static_cast<double>(pcie_ports_mbps(p)) / 1e3);
+    const double usable = pcie_ceiling_gbps(p);
+    out += fmt::format("{:<14} {:<18} {:<18} {:<18} {:>4} {:>14}  {}\n", p.address, state(p.link), state(p.max),
+                       p.port.empty() ? "-" : state(p.port_max), p.numa_node >= 0 ? std::to_string(p.numa_node) : "-",
+                       usable > 0 ? fmt::format("{:.1f}", usable) : "-", ports.empty() ? "-" : ports);
+    if (!p.port.empty()) {
+      notes += fmt::format("  {}: port {}{}; max payload {} B{}\n", p.address, p.port,
+                           p.limit_at.empty() ? "" : fmt::format(", narrower link {} at {}", state(p.limit), p.limit_at),
+                           p.max_payload > 0 ? p.max_payload : kPcieAssumedPayload, p.max_payload > 0 ? "" : " (assumed)");
+    }
+    for (const auto& f : g) {
+      const auto& q = f.p->irq;
+      if (q.irqs == 0) continue;
+      std::string where;
+      if (q.local_cpus.empty()) {
+        where = "its local CPUs unknown";
+      } else if (q.served > 0) {
+        where = fmt::format("{:.0f}% on its local CPUs {}", 100.0 * static_cast<double>(q.served_local) / static_cast<double>(q.served),
+                            q.local_cpus);
+      } else {
+        where = "its local CPUs " + q.local_cpus;
+      }
+      if (q.remote_affinity > 0) where += fmt::format("; {} set to other CPUs", q.remote_affinity);
+      notes += fmt::format("  {} ({}): {} IRQs, {} interrupts, {}\n", f.who, f.p->address, q.irqs, q.served, where);
+    }
+    std::string who;
+    for (const auto& x : p.ports) who += (who.empty() ? "" : "+") + x.name;
+    for (const auto& f : pcie_link_findings(p, who.empty() ? p.address : who)) {
+      notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
+    }
+    for (const auto& fn : g) {
+      for (const auto& f : pcie_irq_findings(*fn.p, fn.who)) notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
+    }
+  }
+  return out + notes;
+}
+
+}  // namespace fabperf

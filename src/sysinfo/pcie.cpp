@@ -1,0 +1,480 @@
+// PCIe link, NUMA and interrupt placement readers. Layout (drivers/pci/pci-sysfs.c):
+//   /sys/devices/pciDDDD:BB/<root port>/[<switch ports>/...]/<function>/
+//     {current,max}_link_{speed,width}  "8.0 GT/s PCIe", "8" (speed "Unknown" when not trained)
+//     numa_node, local_cpulist, msi_irqs/<N>, irq, config, physfn (an SR-IOV VF), net/<if>,
+//     infiniband/<dev>/ports/<n>/{rate,link_layer}
+//   /proc/interrupts, /proc/irq/N/{effective_affinity_list,smp_affinity_list}
+// The function's parent directory is the port at the other end of its link (the slot); every
+// function under that port shares the link. Ancestors further up are switch ports and root ports:
+// the narrowest of their links bounds the device too (the kernel's pcie_bandwidth_available()).
+#include <fabperf/error.hpp>
+#include <fabperf/pcie.hpp>
+#include <fabperf/proto.hpp>
+#include <fabperf/rdma_sysfs.hpp>
+#include <fabperf/spec.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace fabperf {
+namespace {
+
+std::string read_line(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  if (!in || !std::getline(in, s)) return "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+bool is_pci_address(const std::string& name) {
+  static const std::regex re("^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$");
+  return std::regex_match(name, re);
+}
+
+// "8.0 GT/s PCIe", "8 GT/s", "2.5 GT/s": the leading number; 0 for "Unknown".
+double parse_speed(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  return end != text.c_str() && v > 0 && v < 1000 ? v : 0.0;
+}
+
+int parse_width(std::string text) {
+  if (!text.empty() && (text.front() == 'x' || text.front() == 'X')) text.erase(text.begin());
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  return end != text.c_str() && v > 0 && v <= 64 ? static_cast<int>(v) : 0;
+}
+
+PcieLinkState read_state(const fs::path& dir, const char* which) {
+  return {parse_speed(read_line(dir / (std::string(which) + "_link_speed"))),
+          parse_width(read_line(dir / (std::string(which) + "_link_width")))};
+}
+
+bool has_link_files(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / "current_link_speed", ec);
+}
+
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<std::set<int>> cpu_set(const std::string& list) {
+  if (list.empty()) return std::nullopt;
+  try {
+    const auto v = parse_cpu_list(list, "cpu list");
+    return std::set<int>(v.begin(), v.end());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// Max_Payload_Size from the PCI Express capability's Device Control register. Unprivileged
+// readers get only the first 64 bytes of config space, where that capability rarely is: 0.
+int read_max_payload(const fs::path& config) {
+  std::ifstream in(config, std::ios::binary);
+  std::vector<unsigned char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (c.size() < 0x40 || !(c[0x06] & 0x10)) return 0;  // Status: capabilities list present
+  std::size_t pos = c[0x34] & 0xfc;
+  for (int hops = 0; hops < 48 && pos >= 0x40 && pos + 10 <= c.size(); ++hops) {
+    if (c[pos] == 0x10) {
+      const unsigned devctl = c[pos + 8] | (c[pos + 9] << 8);
+      const int mps = 128 << ((devctl >> 5) & 7);
+      return mps <= 4096 ? mps : 0;
+    }
+    pos = c[pos + 1] & 0xfc;
+  }
+  return 0;
+}
+
+void add_ports(const fs::path& fn, std::vector<PciePort>& out) {
+  // Interfaces sit in the function's net/, or in its virtio device's (virtioN/net/).
+  std::vector<fs::path> nets{fn / "net"};
+  for (const auto& e : entries(fn)) {
+    if (e.rfind("virtio", 0) == 0) nets.push_back(fn / e / "net");
+  }
+  for (const auto& dir : nets) {
+    for (const auto& n : entries(dir)) {
+      // IPoIB rides an InfiniBand port counted below (ARPHRD_INFINIBAND).
+      if (read_line(dir / n / "type") == "32") continue;
+      char* end = nullptr;
+      const std::string s = read_line(dir / n / "speed");
+      const long long v = std::strtoll(s.c_str(), &end, 10);
+      out.push_back({n, end != s.c_str() && v > 0 ? v : -1});
+    }
+  }
+  // InfiniBand ports have no interface; RoCE ports are counted by theirs.
+  for (const auto& d : entries(fn / "infiniband")) {
+    for (const auto& p : entries(fn / "infiniband" / d / "ports")) {
+      const fs::path base = fn / "infiniband" / d / "ports" / p;
+      if (read_line(base / "link_layer") != "InfiniBand") continue;
+      const double g = parse_rdma_rate(read_line(base / "rate")).gbps;
+      out.push_back({d + ":" + p, g > 0 ? static_cast<std::int64_t>(std::llround(g * 1000)) : -1});
+    }
+  }
+}
+
+// /proc/interrupts: the CPU columns of the header, then per IRQ number its per-CPU counts.
+struct Interrupts {
+  std::vector<int> cpus;
+  std::map<int, std::vector<std::uint64_t>> counts;
+};
+Interrupts read_interrupts(const std::string& root) {
+  Interrupts r;
+  std::ifstream in(root + "/proc/interrupts");
+  std::string line;
+  if (!std::getline(in, line)) return r;
+  std::istringstream h(line);
+  for (std::string c; h >> c;) {
+    if (c.rfind("CPU", 0) == 0) r.cpus.push_back(std::atoi(c.c_str() + 3));
+  }
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::string label;
+    if (!(l >> label) || label.empty() || label.back() != ':') continue;
+    char* end = nullptr;
+    const long irq = std::strtol(label.c_str(), &end, 10);
+    if (*end != ':') continue;  // NMI:, LOC:, ...
+    std::vector<std::uint64_t> v;
+    for (std::size_t i = 0; i < r.cpus.size(); ++i) {
+      std::uint64_t x = 0;
+      if (!(l >> x)) break;
+      v.push_back(x);
+    }
+    r.counts[static_cast<int>(irq)] = std::move(v);
+  }
+  return r;
+}
+
+IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
+  IrqPlacement p;
+  p.local_cpus = read_line(fn / "local_cpulist");
+  std::vector<int> irqs;
+  for (const auto& n : entries(fn / "msi_irqs")) {
+    char* end = nullptr;
+    const long v = std::strtol(n.c_str(), &end, 10);
+    if (*end == '\0' && v > 0) irqs.push_back(static_cast<int>(v));
+  }
+  if (irqs.empty()) {
+    const int legacy = std::atoi(read_line(fn / "irq").c_str());
+    if (legacy > 0) irqs.push_back(legacy);
+  }
+  const auto local = cpu_set(p.local_cpus);
+  const Interrupts all = read_interrupts(root);
+  if (local && !all.cpus.empty()) {
+    p.all_cpus_local = std::all_of(all.cpus.begin(), all.cpus.end(), [&](int c) { return local->count(c) > 0; });
+  }
+  for (const int irq : irqs) {
+    const auto it = all.counts.find(irq);
+    if (it == all.counts.end()) continue;
+    ++p.irqs;
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      p.served += it->second[i];
+      if (local && local->count(all.cpus[i])) p.served_local += it->second[i];
+    }
+    if (!local) continue;
+    // smp_affinity_list is where the interrupt may go, effective_affinity_list where it goes
+    // now; a changed affinity takes effect at the IRQ's next interrupt, so either set holding no
+    // local CPU sends it off the node.
+    const std::string base = root + "/proc/irq/" + std::to_string(irq);
+    bool remote = false;
+    for (const char* f : {"/smp_affinity_list", "/effective_affinity_list"}) {
+      const auto a = cpu_set(read_line(base + f));
+      if (a && std::none_of(a->begin(), a->end(), [&](int c) { return local->count(c) > 0; })) remote = true;
+    }
+    if (remote) ++p.remote_affinity;
+  }
+  return p;
+}
+
+std::string gbit(double v) { return fmt::format("{:.1f}", v); }
+
+// "x4 of x8, Gen3", "Gen2 of Gen3, x8", "x4 Gen2 of x8 Gen3".
+std::string below_text(const PcieLinkState& cur, const PcieLinkState& max) {
+  const bool narrow = cur.width < max.width;
+  const bool slow = cur.gts + 1e-9 < max.gts;
+  const std::string gc = fmt::format("Gen{}", pcie_generation(cur.gts)), gm = fmt::format("Gen{}", pcie_generation(max.gts));
+  if (narrow && slow) return fmt::format("x{} {} of x{} {}", cur.width, gc, max.width, gm);
+  if (narrow) return fmt::format("x{} of x{}, {}", cur.width, max.width, gc);
+  return fmt::format("{} of {}, x{}", gc, gm, cur.width);
+}
+
+}  // namespace
+
+double pcie_line_code(double gts) {
+  if (gts <= 0) return 0;
+  if (gts <= 5.0 + 1e-9) return 8.0 / 10.0;
+  if (gts < 64.0 - 1e-9) return 128.0 / 130.0;
+  return 236.0 / 256.0;
+}
+
+int pcie_generation(double gts) {
+  static const double rates[] = {2.5, 5, 8, 16, 32, 64};
+  for (int i = 0; i < 6; ++i) {
+    if (std::fabs(gts - rates[i]) < 0.05) return i + 1;
+  }
+  return 0;
+}
+
+double pcie_raw_gbps(const PcieLinkState& s) {
+  return s.width > 0 ? s.gts * s.width * pcie_line_code(s.gts) : 0.0;
+}
+
+double pcie_usable_gbps(const PcieLinkState& s, int max_payload) {
+  const double mps = max_payload > 0 ? max_payload : kPcieAssumedPayload;
+  return pcie_raw_gbps(s) * mps / (mps + kPcieTlpOverhead);
+}
+
+PcieLinkState pcie_effective_link(const PcieInfo& p) {
+  if (!p.limit_at.empty() && pcie_raw_gbps(p.limit) > 0 && pcie_raw_gbps(p.limit) < pcie_raw_gbps(p.link)) return p.limit;
+  return p.link;
+}
+
+double pcie_ceiling_gbps(const PcieInfo& p) { return pcie_usable_gbps(pcie_effective_link(p), p.max_payload); }
+
+std::int64_t pcie_ports_mbps(const PcieInfo& p) {
+  std::int64_t s = 0;
+  for (const auto& x : p.ports) s += x.speed_mbps > 0 ? x.speed_mbps : 0;
+  return s;
+}
+
+std::string pcie_link_text(const PcieLinkState& s) {
+  if (s.width <= 0 || s.gts <= 0) return "?";
+  const int g = pcie_generation(s.gts);
+  return g > 0 ? fmt::format("x{} Gen{} ({:g} GT/s)", s.width, g, s.gts) : fmt::format("x{} {:g} GT/s", s.width, s.gts);
+}
+
+std::string pcie_ports_text(const PcieInfo& p) {
+  std::vector<std::int64_t> known;
+  for (const auto& x : p.ports) {
+    if (x.speed_mbps > 0) known.push_back(x.speed_mbps);
+  }
+  if (known.empty()) return "";
+  const auto g = [](std::int64_t mbps) { return fmt::format("{:g}", static_cast<double>(mbps) / 1000.0); };
+  if (std::all_of(known.begin(), known.end(), [&](std::int64_t v) { return v == known.front(); })) {
+    return fmt::format("{} x {} Gbit/s", known.size(), g(known.front()));
+  }
+  std::string s;
+  for (const auto v : known) s += (s.empty() ? "" : "+") + g(v);
+  return s + " Gbit/s";
+}
+
+std::string pcie_link_key(const PcieInfo& p) { return p.port.empty() ? p.address : p.port; }
+
+std::vector<PcieFinding> pcie_findings(const PcieInfo& p, const std::string& who) {
+  auto out = pcie_link_findings(p, who);
+  for (auto& f : pcie_irq_findings(p, who)) out.push_back(std::move(f));
+  return out;
+}
+
+std::vector<PcieFinding> pcie_link_findings(const PcieInfo& p, const std::string& who) {
+  std::vector<PcieFinding> out;
+  const double ceiling = pcie_ceiling_gbps(p);
+  const std::int64_t ports = pcie_ports_mbps(p);
+  const std::string ports_text = pcie_ports_text(p);
+  const std::string limited = p.limit_at.empty() || pcie_effective_link(p) == p.link
+                                  ? ""
+                                  : fmt::format(", limited to {} at {}", pcie_link_text(p.limit), p.limit_at);
+  const bool below = p.link.width > 0 && p.max.width > 0 && p.link.gts > 0 && p.max.gts > 0 &&
+                     (p.link.width < p.max.width || p.link.gts + 1e-9 < p.max.gts);
+  if (below) {
+    const bool slot_short = p.port_max.width > 0 && p.port_max.gts > 0 &&
+                            (p.port_max.width < p.max.width || p.port_max.gts + 1e-9 < p.max.gts);
+    out.push_back(
+        {"error",
+         fmt::format("{}: PCIe {}: {} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), gbit(ceiling),
+                     ports_text.empty() ? "" : " for " + ports_text + " of ports", p.address, limited),
+         slot_short ? fmt::format("the slot's port {} supports only {}: move the card to a slot of {}", p.port,
+                                  pcie_link_text(p.port_max), pcie_link_text(p.max))
+                    : fmt::format("both ends support {}: reseat the card, check the riser and the slot's link settings in "
+                                  "the firmware (lspci -vv -s {}: LnkCap vs LnkSta)",
+                                  pcie_link_text(p.max), p.address)});
+  } else if (ports > 0 && ceiling > 0 && ceiling * 1000.0 < static_cast<double>(ports)) {
+    out.push_back({"warning",
+                   fmt::format("{}: PCIe {} ({}{}): {} Gbit/s usable for {} of ports ({} Gbit/s)", who,
+                               pcie_link_text(pcie_effective_link(p)), p.address, limited, gbit(ceiling), ports_text,
+                               gbit(static_cast<double>(ports) / 1000.0)),
+                   fmt::format("together these ports cannot move more than {} Gbit/s each way: judge them one at a "
+                               "time, or use a wider or faster slot (and card)",
+                               gbit(ceiling))});
+  }
+  return out;
+}
+
+std::vector<PcieFinding> pcie_irq_findings(const PcieInfo& p, const std::string& who) {
+  std::vector<PcieFinding> out;
+  const auto& q = p.irq;
+  if (p.numa_node >= 0 && !q.local_cpus.empty() && !q.all_cpus_local && q.irqs > 0) {
+    constexpr std::uint64_t kMinServed = 100;  // fewer interrupts than this say nothing yet
+    std::string what;
+    if (q.served >= kMinServed && 2 * q.served_local < q.served) {
+      what = fmt::format("{}: {:.0f}% of the interrupts of its {} IRQs were served by CPUs outside NUMA node {} (local "
+                         "CPUs {})",
+                         who, 100.0 * static_cast<double>(q.served - q.served_local) / static_cast<double>(q.served),
+                         q.irqs, p.numa_node, q.local_cpus);
+    } else if (q.served < kMinServed && 2 * q.remote_affinity > q.irqs) {
+      what = fmt::format("{}: {} of its {} IRQs are set to CPUs outside NUMA node {} (local CPUs {})", who,
+                         q.remote_affinity, q.irqs, p.numa_node, q.local_cpus);
+    }
+    if (!what.empty()) {
+      out.push_back({"warning", what,
+                     fmt::format("move them to the node's CPUs: for N in $(ls /sys/bus/pci/devices/{}/msi_irqs); do echo {} "
+                                 "> /proc/irq/$N/smp_affinity_list; done (or irqbalance), and keep the test's threads "
+                                 "there (--cpus {})",
+                                 p.address, q.local_cpus, q.local_cpus)});
+    }
+  }
+  return out;
+}
+
+std::optional<PcieInfo> read_pcie(const std::string& device, const std::string& root) {
+  std::error_code ec;
+  fs::path dir = fs::canonical(root + device, ec);
+  if (ec) return std::nullopt;
+  const fs::path top = fs::canonical(root.empty() ? "/" : root, ec);
+  if (ec) return std::nullopt;
+  // A captured tree's links must stay inside it.
+  const auto rel = dir.lexically_relative(top);
+  if (rel.empty() || *rel.begin() == "..") return std::nullopt;
+  // A virtio interface's device is the virtio device; the PCI function is its parent. Nothing
+  // else is climbed: a USB NIC's ancestors lead to its host controller, not to its own link.
+  if (dir.filename().string().rfind("virtio", 0) == 0) dir = dir.parent_path();
+  if (!is_pci_address(dir.filename().string())) return std::nullopt;
+  PcieInfo p;
+  p.address = dir.filename().string();
+  p.link = read_state(dir, "current");
+  p.max = read_state(dir, "max");
+  const std::string numa = read_line(dir / "numa_node");
+  p.numa_node = numa.empty() ? -1 : std::max(-1, std::atoi(numa.c_str()));
+  p.max_payload = read_max_payload(dir / "config");
+  const fs::path parent = dir.parent_path();
+  const bool has_port = is_pci_address(parent.filename().string());
+  if (has_port) {
+    p.port = parent.filename().string();
+    if (has_link_files(parent)) p.port_max = read_state(parent, "max");
+    // Every function under the port shares the link; a VF's ports are its PF's.
+    for (const auto& f : entries(parent)) {
+      if (!is_pci_address(f) || fs::exists(parent / f / "physfn", ec)) continue;
+      add_ports(parent / f, p.ports);
+    }
+    // Links further up (a switch's uplink) bound the device too.
+    const double own = pcie_raw_gbps(p.link);
+    for (fs::path up = parent.parent_path(); is_pci_address(up.filename().string()); up = up.parent_path()) {
+      if (!has_link_files(up)) continue;
+      const PcieLinkState s = read_state(up, "current");
+      const double bw = pcie_raw_gbps(s);
+      if (bw > 0 && own > 0 && bw < own && (p.limit_at.empty() || bw < pcie_raw_gbps(p.limit))) {
+        p.limit_at = up.filename().string();
+        p.limit = s;
+      }
+    }
+  } else {
+    add_ports(dir, p.ports);
+  }
+  p.irq = read_irqs(dir, root);
+  return p;
+}
+
+namespace {
+
+nlohmann::json state_json(const PcieLinkState& s) {
+  if (s.width <= 0 || s.gts <= 0) return nullptr;
+  return {{"gts", s.gts}, {"width", s.width}, {"generation", pcie_generation(s.gts)}};
+}
+
+PcieLinkState state_from(const nlohmann::json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return {};
+  proto::Fields f(*it, std::string("pcie.") + name);
+  return {f.num("gts", 0, 1000), static_cast<int>(f.u64("width", 0, 64))};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const PcieInfo& p) {
+  nlohmann::json ports = nlohmann::json::array();
+  for (const auto& x : p.ports) {
+    ports.push_back({{"name", x.name}, {"speed_mbps", x.speed_mbps > 0 ? nlohmann::json(x.speed_mbps) : nlohmann::json(nullptr)}});
+  }
+  nlohmann::json findings = nlohmann::json::array();
+  std::string who;
+  for (const auto& x : p.ports) who += (who.empty() ? "" : "+") + x.name;
+  // The link's findings name every port on it; the interrupts are this function's own.
+  auto all = pcie_link_findings(p, who.empty() ? p.address : who);
+  for (auto& f : pcie_irq_findings(p, p.address)) all.push_back(std::move(f));
+  for (const auto& f : all) findings.push_back({{"level", f.level}, {"what", f.what}, {"fix", f.fix}});
+  const double ceiling = pcie_ceiling_gbps(p);
+  return {{"address", p.address},
+          {"port", p.port},
+          {"link", state_json(p.link)},
+          {"max", state_json(p.max)},
+          {"port_max", state_json(p.port_max)},
+          {"limit_at", p.limit_at},
+          {"limit", state_json(p.limit)},
+          {"max_payload", p.max_payload},
+          {"numa_node", p.numa_node},
+          {"ports", std::move(ports)},
+          {"ports_speed_mbps", pcie_ports_mbps(p)},
+          {"raw_gbps", pcie_raw_gbps(pcie_effective_link(p))},
+          {"usable_gbps", ceiling},
+          {"irq",
+           {{"irqs", p.irq.irqs},
+            {"served", p.irq.served},
+            {"served_local", p.irq.served_local},
+            {"remote_affinity", p.irq.remote_affinity},
+            {"local_cpus", p.irq.local_cpus},
+            {"all_cpus_local", p.irq.all_cpus_local}}},
+          {"findings", std::move(findings)}};
+}
+
+PcieInfo pcie_from_json(const nlohmann::json& j) {
+  proto::Fields f(j, "pcie");
+  PcieInfo p;
+  p.address = f.str("address", 64);
+  p.port = f.has("port") ? f.str("port", 64) : "";
+  p.link = state_from(j, "link");
+  p.max = state_from(j, "max");
+  p.port_max = state_from(j, "port_max");
+  p.limit_at = f.has("limit_at") ? f.str("limit_at", 64) : "";
+  p.limit = state_from(j, "limit");
+  if (f.has("max_payload")) p.max_payload = static_cast<int>(f.u64("max_payload", 0, 4096));
+  if (f.has("numa_node")) p.numa_node = static_cast<int>(f.i64("numa_node", -1, 4096));
+  if (f.has("ports")) {
+    for (const auto& e : f.array("ports", 256)) {
+      proto::Fields g(e, "pcie.ports[]");
+      PciePort x;
+      x.name = g.str("name", 64);
+      const auto sp = e.find("speed_mbps");
+      x.speed_mbps = sp == e.end() || sp->is_null() ? -1 : g.i64("speed_mbps", 0, 100'000'000);
+      p.ports.push_back(std::move(x));
+    }
+  }
+  if (f.has("irq")) {
+    proto::Fields g(f.object("irq"), "pcie.irq");
+    p.irq.irqs = static_cast<int>(g.u64("irqs", 0, 1u << 20));
+    p.irq.served = g.u64("served", 0, UINT64_MAX);
+    p.irq.served_local = g.u64("served_local", 0, UINT64_MAX);
+    p.irq.remote_affinity = static_cast<int>(g.u64("remote_affinity", 0, 1u << 20));
+    p.irq.local_cpus = g.str("local_cpus", 4096);
+    p.irq.all_cpus_local = g.boolean("all_cpus_local");
+  }
+  return p;
+}
+
+}  // namespace fabperf
