@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 using proto::FramedConn;
 using proto::MsgType;
 
-constexpr auto kFrameDeadline = 5s;
+constexpr auto kAgentFrameDeadline = 5s;
 // Everything before a peer has proven the key (or, without a key, sent HELLO) must happen within
 // this much of accepting it: the TLS handshake, HELLO, all of it. One deadline in total, so a
 // stranger that trickles bytes cannot hold a slot longer.
@@ -46,7 +46,7 @@ constexpr std::size_t kMaxPreAuth = 64;
 constexpr std::size_t kMaxPreAuthPerSource = 8;
 // The coordinator sends a heartbeat every second; this much silence means it is gone. Short
 // enough that traffic stops within 5 s of the coordinator vanishing (a tick of 0.2 s to stop).
-constexpr auto kIdleDeadline = 4s;
+constexpr auto kAgentIdleDeadline = 4s;
 constexpr auto kHeartbeat = 1s;
 
 bool is_loopback(const asio::ip::address& a) { return unmapped(a).is_loopback(); }
@@ -444,7 +444,7 @@ class Agent {
     try {
       if (!co_await prove_peer(conn)) co_return;
       // Nothing large is read or parsed before the peer proved the key.
-      auto f = co_await conn->read(kPreAuthDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
+      auto f = co_await conn->read(kPreAuthDeadline, kAgentFrameDeadline, proto::kMaxPreAuthBody);
       if (f.type != MsgType::hello) {
         co_await refuse(conn, proto::ErrorCode::protocol, fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
         co_return;
@@ -470,7 +470,7 @@ class Agent {
       const std::string bind_address = numeric_address(conn->socket().local_endpoint().address());
 
       for (;;) {
-        auto fr = co_await conn->read(kIdleDeadline, kFrameDeadline);
+        auto fr = co_await conn->read(kAgentIdleDeadline, kAgentFrameDeadline);
         const std::int64_t t_rx = mono_now_ns();
         switch (fr.type) {
           case MsgType::ping: {

@@ -1,3 +1,4 @@
+#include "report/json_read.hpp"
 #include <fabperf/compare.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
@@ -27,16 +28,12 @@ std::string_view to_string(LinkVerdict v) {
 }
 
 namespace {
+using json_read::num;
 
 // Tolerances: a change inside the noise band is "no change"; an expected gain is met when the
 // measured gain is within 5 percentage points (or the noise, if larger) of it.
 constexpr double kMinNoiseBandPct = 3.0;
 constexpr double kExpectTolerancePct = 5.0;
-
-double num(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
 
 double change(double before, double after) { return before > 0 ? 100.0 * (after / before - 1.0) : 0.0; }
 

@@ -1,5 +1,6 @@
 // `fabperf compare` for bonds: the same bond before and after a change of mode (ALB vs LACP),
 // member shares, aggregate and balance side by side, and a verdict in plain words.
+#include "report/json_read.hpp"
 #include <fabperf/compare.hpp>
 
 #include <algorithm>
@@ -13,11 +14,7 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-
-double num(const json& j, const char* key, double fallback = 0) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
+using json_read::num;
 
 std::string shares(const BondSide& s, bool tx) {
   std::string out;

@@ -1,6 +1,7 @@
 // `fabperf compare` over sets of trials: each quantity's trials on both sides go through
 // stats::decide (means, bootstrap interval of the ratio, Mann-Whitney U, effect size), and the
 // verdict is a sentence. Loading reads three file kinds; everything after it is pure.
+#include "report/json_read.hpp"
 #include <fabperf/compare.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
@@ -18,11 +19,7 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-
-double num(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
+using json_read::num;
 
 bool is_result(const json& j) { return j.is_object() && j.value("schema", "") == kResultSchema && j.contains("aggregate"); }
 

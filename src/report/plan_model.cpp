@@ -1,5 +1,6 @@
 // RawResults -> PlanReport: every number a report shows is taken or derived here, once. The
 // renderers only format what this builds.
+#include "report/json_read.hpp"
 #include <fabperf/plan_report.hpp>
 
 #include <algorithm>
@@ -14,15 +15,8 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-
-double num(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-std::string str(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string{};
-}
+using json_read::num;
+using json_read::str;
 
 std::optional<LatencyView> latency_view(const json& j, const char* what) {
   if (!j.is_object()) return std::nullopt;
