@@ -1,4 +1,5 @@
 // The data connections' challenge-response codec (include/fabperf/data_hello.hpp).
+#include <fabperf/bytes.hpp>
 #include <fabperf/data_hello.hpp>
 
 #include <fmt/format.h>
@@ -15,27 +16,15 @@ static_assert(kHelloSize == 4 + 2 + 2 + 4 + 4 + 4 + auth::kNonceBytes);
 static_assert(kChallengeSize == 4 + 4 + auth::kNonceBytes + auth::kProofBytes);
 static_assert(kProofSize == 4 + auth::kProofBytes);
 
-void put16(std::uint8_t* p, std::uint16_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (24 - 8 * i));
-}
-std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
-std::uint32_t get32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-
 // Size and magic, the two checks every message starts with.
 void check_frame(std::span<const std::uint8_t> b, std::size_t size, const char* what) {
   if (b.size() != size) {
     throw WireError(Status::bad_hello, fmt::format("data {}: {} bytes, expected {}", what, b.size(), size));
   }
-  if (get32(b.data()) != kMagic) {
+  if (get_be32(b.data()) != kMagic) {
     throw WireError(Status::bad_hello,
                     fmt::format("data {}: magic {:#010x}, expected {:#010x} (not a fabperf data connection)", what,
-                                get32(b.data()), kMagic));
+                                get_be32(b.data()), kMagic));
   }
 }
 
@@ -67,20 +56,20 @@ std::string_view status_text(Status s) {
 
 HelloBytes encode_hello(const Hello& h) {
   HelloBytes b{};
-  put32(b.data(), kMagic);
-  put16(b.data() + 4, kVersion);
-  put16(b.data() + 6, static_cast<std::uint16_t>(h.op));
-  put32(b.data() + 8, h.client_node);
-  put32(b.data() + 12, h.server_node);
-  put32(b.data() + 16, h.conn_index);
+  put_be32(b.data(), kMagic);
+  put_be16(b.data() + 4, kVersion);
+  put_be16(b.data() + 6, static_cast<std::uint16_t>(h.op));
+  put_be32(b.data() + 8, h.client_node);
+  put_be32(b.data() + 12, h.server_node);
+  put_be32(b.data() + 16, h.conn_index);
   std::memcpy(b.data() + 20, h.client_nonce.data(), h.client_nonce.size());
   return b;
 }
 
 ChallengeBytes encode_challenge(const Challenge& c) {
   ChallengeBytes b{};
-  put32(b.data(), kMagic);
-  put32(b.data() + 4, static_cast<std::uint32_t>(c.status));
+  put_be32(b.data(), kMagic);
+  put_be32(b.data() + 4, static_cast<std::uint32_t>(c.status));
   // A refusal proves nothing and carries nothing (decode_challenge insists).
   if (c.status == Status::ok) {
     std::memcpy(b.data() + 8, c.server_nonce.data(), c.server_nonce.size());
@@ -91,36 +80,36 @@ ChallengeBytes encode_challenge(const Challenge& c) {
 
 ProofBytes encode_proof(const auth::Proof& client_proof) {
   ProofBytes b{};
-  put32(b.data(), kMagic);
+  put_be32(b.data(), kMagic);
   std::memcpy(b.data() + 4, client_proof.data(), client_proof.size());
   return b;
 }
 
 VerdictBytes encode_verdict(Status s) {
   VerdictBytes b{};
-  put32(b.data(), kMagic);
-  put32(b.data() + 4, static_cast<std::uint32_t>(s));
+  put_be32(b.data(), kMagic);
+  put_be32(b.data() + 4, static_cast<std::uint32_t>(s));
   return b;
 }
 
 Hello decode_hello(std::span<const std::uint8_t> b) {
   check_frame(b, kHelloSize, "hello");
-  const std::uint16_t version = get16(b.data() + 4);
+  const std::uint16_t version = get_be16(b.data() + 4);
   if (version != kVersion) {
     throw WireError(Status::bad_hello,
                     fmt::format("data hello: version {}, this agent speaks version {} (agents of different fabperf "
                                 "versions?)",
                                 version, kVersion));
   }
-  const std::uint16_t op = get16(b.data() + 6);
+  const std::uint16_t op = get_be16(b.data() + 6);
   if (op < static_cast<std::uint16_t>(Op::write) || op > static_cast<std::uint16_t>(Op::probe)) {
     throw WireError(Status::bad_hello, fmt::format("data hello: unknown operation {}", op));
   }
   Hello h;
   h.op = static_cast<Op>(op);
-  h.client_node = get32(b.data() + 8);
-  h.server_node = get32(b.data() + 12);
-  h.conn_index = get32(b.data() + 16);
+  h.client_node = get_be32(b.data() + 8);
+  h.server_node = get_be32(b.data() + 12);
+  h.conn_index = get_be32(b.data() + 16);
   std::memcpy(h.client_nonce.data(), b.data() + 20, h.client_nonce.size());
   return h;
 }
@@ -128,7 +117,7 @@ Hello decode_hello(std::span<const std::uint8_t> b) {
 Challenge decode_challenge(std::span<const std::uint8_t> b) {
   check_frame(b, kChallengeSize, "challenge");
   Challenge c;
-  c.status = checked_status(get32(b.data() + 4), "challenge");
+  c.status = checked_status(get_be32(b.data() + 4), "challenge");
   std::memcpy(c.server_nonce.data(), b.data() + 8, c.server_nonce.size());
   std::memcpy(c.server_proof.data(), b.data() + 8 + auth::kNonceBytes, c.server_proof.size());
   if (c.status != Status::ok && std::any_of(b.begin() + 8, b.end(), [](std::uint8_t x) { return x != 0; })) {
@@ -146,7 +135,7 @@ auth::Proof decode_proof(std::span<const std::uint8_t> b) {
 
 Status decode_verdict(std::span<const std::uint8_t> b) {
   check_frame(b, kVerdictSize, "verdict");
-  return checked_status(get32(b.data() + 4), "verdict");
+  return checked_status(get_be32(b.data() + 4), "verdict");
 }
 
 std::vector<std::uint8_t> binding(std::string_view test_id, const Hello& h, const auth::Nonce& server_nonce) {
@@ -156,7 +145,7 @@ std::vector<std::uint8_t> binding(std::string_view test_id, const Hello& h, cons
   b.insert(b.end(), server_nonce.begin(), server_nonce.end());
   std::uint8_t n[4];
   auto add32 = [&](std::uint32_t v) {
-    put32(n, v);
+    put_be32(n, v);
     b.insert(b.end(), n, n + 4);
   };
   // Length-prefixed, so no two (test id, fields) pairs give the same bytes.

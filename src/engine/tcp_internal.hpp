@@ -7,6 +7,7 @@
 
 #include "engine/tcp_engine.hpp"
 
+#include <fabperf/bytes.hpp>
 #include <fabperf/data_hello.hpp>
 
 #include <atomic>
@@ -44,20 +45,11 @@ inline constexpr std::size_t kRecvChunkLarge = 1u << 20;
 // The pattern's period for blocks larger than this that it divides (ensure_tx_buffer).
 inline constexpr std::size_t kPatternPeriod = 1u << 20;
 
-inline void put32(std::uint8_t* p, std::uint32_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 24);
-  p[1] = static_cast<std::uint8_t>(v >> 16);
-  p[2] = static_cast<std::uint8_t>(v >> 8);
-  p[3] = static_cast<std::uint8_t>(v);
-}
-inline std::uint32_t get32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-inline void put64(std::uint8_t* p, std::uint64_t v) {
-  put32(p, static_cast<std::uint32_t>(v >> 32));
-  put32(p + 4, static_cast<std::uint32_t>(v));
-}
-inline std::uint64_t get64(const std::uint8_t* p) { return (std::uint64_t{get32(p)} << 32) | get32(p + 4); }
+// Network byte order: the shared helpers (fabperf/bytes.hpp), under the names the loops use.
+inline void put32(std::uint8_t* p, std::uint32_t v) { put_be32(p, v); }
+inline std::uint32_t get32(const std::uint8_t* p) { return get_be32(p); }
+inline void put64(std::uint8_t* p, std::uint64_t v) { put_be64(p, v); }
+inline std::uint64_t get64(const std::uint8_t* p) { return get_be64(p); }
 
 // ---- tcp_socket.cpp: addresses and socket options ------------------------------------------
 std::string sockaddr_text(const sockaddr_storage& ss);  // "1.2.3.4:5" or "[::1]:5"
