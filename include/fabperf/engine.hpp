@@ -175,12 +175,14 @@ struct ServerPlan {
   std::vector<std::uint32_t> rdma_clients{};
   std::vector<std::string> link_addrs{};
   std::string control_address{};
+  std::string test_id{};  // bound into the data connections' proofs (data_hello.hpp)
 };
 struct ClientPlan {
   proto::Token token{};  // already derived for this client (see derive_client_token)
   std::vector<proto::Target> targets;
   std::vector<std::string> source_addrs;  // per link (empty: the kernel picks the source)
   std::vector<std::string> bind_devs;     // per link SO_BINDTODEVICE (proto::SetupClient::bind_devs)
+  std::string test_id{};                  // bound into the data connections' proofs (data_hello.hpp)
 };
 // Each client proves membership of the test with its own token, derived from the test token, so
 // a data connection cannot claim to be another client and no IP allow-list is needed

@@ -594,7 +594,8 @@ class Agent {
   // Reserves what a role will spend: buffer memory (and RDMA queue memory), data threads, file
   // descriptors and queue pairs. Throws Error naming the limit when one would be exceeded, so a
   // test this agent cannot carry is refused at set-up, never half-started.
-  void reserve_buffers(const TestSpec& spec, std::uint64_t flows, const char* role) {
+  // `descriptors`: the role's sockets (a client's also count its delay probe per server).
+  void reserve_buffers(const TestSpec& spec, std::uint64_t flows, std::uint64_t descriptors, const char* role) {
     const bool rdma = spec.transport() == Transport::rdma;
     // RDMA: per queue pair a CQ of 4*qdepth entries, send and receive queues of 2*qdepth work
     // requests and the send loop's prepared work requests: about 1 KiB per unit of qdepth.
@@ -619,14 +620,14 @@ class Agent {
                                                role, test_->queue_pairs + flows, kMaxQueuePairs));
     }
     const std::uint64_t fd_room = descriptor_room();
-    if (test_->descriptors + flows > fd_room) {
+    if (test_->descriptors + descriptors > fd_room) {
       throw Error(ExitCode::usage, fmt::format("{} role needs {} file descriptors ({} connections), more than this agent "
                                                "may open (RLIMIT_NOFILE leaves {} for tests)",
-                                               role, test_->descriptors + flows, flows, fd_room));
+                                               role, test_->descriptors + descriptors, descriptors, fd_room));
     }
     test_->buffer_bytes += need;
     test_->threads += threads;
-    test_->descriptors += flows;
+    test_->descriptors += descriptors;
     if (rdma) test_->queue_pairs += flows;
   }
 
@@ -652,8 +653,8 @@ class Agent {
       if (state->server_ready) throw ProtocolError("server role already set up");
       const std::string control_address = bind_address;
       if (m.any_address) bind_address = bind_address.find(':') == std::string::npos ? "0.0.0.0" : "::";
-      reserve_buffers(m.spec, m.expect_connections, "server");
-      ServerPlan plan{bind_address, m.token, m.expect_connections, m.rdma_clients, m.link_addrs, control_address};
+      reserve_buffers(m.spec, m.expect_connections, m.expect_connections, "server");
+      ServerPlan plan{bind_address, m.token, m.expect_connections, m.rdma_clients, m.link_addrs, control_address, m.test_id};
       co_await blocking([&] {
         port = state->engine->prepare_server(*state->ctx, plan);
         endpoints = state->engine->take_endpoints();
@@ -682,8 +683,11 @@ class Agent {
     try {
       ensure_engine(m.spec, m.node_index);
       if (state->client_ready) throw ProtocolError("client role already set up");
-      reserve_buffers(m.spec, std::uint64_t{m.targets.size()} * m.spec.connections_per_pair(), "client");
-      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs, m.bind_devs};
+      const std::uint64_t per_pair = m.spec.connections_per_pair();
+      // TCP opens one more connection per server for the delay probe.
+      const std::uint64_t sockets = m.targets.size() * (per_pair + (m.spec.transport() == Transport::tcp ? 1 : 0));
+      reserve_buffers(m.spec, std::uint64_t{m.targets.size()} * per_pair, sockets, "client");
+      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs, m.bind_devs, m.test_id};
       co_await blocking([&] {
         state->engine->prepare_client(*state->ctx, plan);
         endpoints = state->engine->take_endpoints();

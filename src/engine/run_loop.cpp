@@ -2,6 +2,7 @@
 #include <fabperf/bytes.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/engine.hpp>
+#include <fabperf/error.hpp>
 #include <fabperf/bonding.hpp>
 #include <fabperf/counters.hpp>
 #include <fabperf/links.hpp>
@@ -349,7 +350,13 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
   if (!spec.no_affinity()) ctx_->set_cpus(spec.cpus().empty() ? numa_cpus(links_) : spec.cpus());
   engine_->start(*ctx_);
   engine_started_ = true;
-  driver_ = std::thread([this, cb = std::move(on_done)]() mutable { drive(std::move(cb)); });
+  try {
+    driver_ = std::thread([this, cb = std::move(on_done)]() mutable { drive(std::move(cb)); });
+  } catch (const std::system_error& e) {
+    // No thread for the driver: a typed error (the agent refuses the test and joins the data
+    // threads), never std::terminate.
+    throw SystemError("start the test driver thread on", ctx_->hostname_, e.code().value());
+  }
 }
 
 void TestRun::abort(const std::string& reason) noexcept {

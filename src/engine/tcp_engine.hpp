@@ -45,8 +45,13 @@ class TcpEngine final : public Engine {
  private:
   struct RpcConn;
   void accept_loop();
+  void spawn_data_threads(RunContext& ctx);
   int connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
                   const ClientPlan& plan);
+  // The data handshake on a connected socket (tcp_handshake.cpp); the socket, ready for the data
+  // loops, or SystemError naming the peer (the socket is closed then).
+  int open_data_connection(int fd, const std::string& where, const proto::Target& t, FlowOp op, std::uint32_t conn_index,
+                           const ClientPlan& plan);
   // --spread-ports: the source port that puts this connection on the next member of the local
   // bond (round-robin over the usable members); nullopt when the bond's policy cannot be steered.
   std::optional<std::uint16_t> spread_port(const std::string& src_ip, const std::string& dst_ip, std::uint16_t dst_port,

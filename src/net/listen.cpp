@@ -11,6 +11,8 @@
 
 namespace fabperf::net {
 
+bool accept_out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+
 Listener listen_any_port(const std::string& bind_address, int backlog, const std::string& kind,
                          const std::function<void(int fd)>& configure) {
   addrinfo hints{};

@@ -17,6 +17,12 @@ struct Listener {
 // listens. `configure` runs on the socket before bind (options that accepted sockets inherit).
 // Errors are SystemError naming the step and the address: "resolve KIND address",
 // "socket", "listen for KIND connections on". The caller owns the descriptor.
+// accept(2) failed for want of descriptors, buffers or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM):
+// the connection stays in the backlog and the listener stays readable, so an accept loop that
+// retried at once would spin. Such loops pause accepting for kAcceptPauseNs instead.
+bool accept_out_of_resources(int err);
+inline constexpr std::int64_t kAcceptPauseNs = 100'000'000;
+
 Listener listen_any_port(const std::string& bind_address, int backlog, const std::string& kind,
                          const std::function<void(int fd)>& configure = {});
 

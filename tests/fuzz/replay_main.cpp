@@ -1,8 +1,10 @@
 // Replays fuzz corpora through the same entry point as the libFuzzer target, in the normal
-// build (no clang needed): `fabperf_fuzz_replay DIR...`. Any exception other than the
-// documented protocol/usage errors, or a crash, fails. With --write-seeds DIR it writes the
-// seed corpus (valid frames of every message type plus hostile ones) that tests/fuzz/corpus/
-// holds.
+// build (no clang needed): `fabperf_fuzz_replay [--data-hello] DIR...` (the frame target, or the
+// data connections' challenge-response with --data-hello). Any exception other than the
+// documented protocol/usage errors, or a crash, fails. With --write-seeds DIR (or
+// --write-data-hello-seeds DIR) it writes the seed corpus (valid messages plus hostile ones) that
+// tests/fuzz/corpus/frame (or corpus/data_hello) holds.
+#include "fuzz/fuzz_data_hello_one.hpp"
 #include "fuzz/fuzz_one.hpp"
 
 #include <fabperf/agent_result.hpp>
@@ -126,9 +128,75 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   return s;
 }
 
+// Whole conversations from one peer (data_hello's fuzz entry reads a HELLO then a PROOF as the
+// server, a CHALLENGE then a VERDICT as the client), genuine ones with proofs that verify under
+// the fuzz key, and hostile ones.
+std::vector<std::pair<std::string, Bytes>> data_hello_seeds() {
+  namespace dh = data_hello;
+  std::vector<std::pair<std::string, Bytes>> s;
+  auto add = [&](std::string name, std::initializer_list<std::span<const std::uint8_t>> parts) {
+    Bytes b;
+    for (const auto& p : parts) b.insert(b.end(), p.begin(), p.end());
+    s.emplace_back(std::move(name), std::move(b));
+  };
+  const auto key = fuzz::data_hello_key();
+  const auto ns = fuzz::data_hello_server_nonce();
+  const auto id = fuzz::kDataHelloTestId;
+  // Server side: a client's HELLO and its PROOF for the server nonce the fuzz entry uses.
+  dh::Hello h = fuzz::data_hello_client_hello();
+  h.op = dh::Op::rpc;
+  h.client_node = 7;
+  h.server_node = 2;
+  h.conn_index = 5;
+  const auto hello = dh::encode_hello(h);
+  const auto proof = dh::encode_proof(dh::client_proof(key, id, h, ns));
+  add("server_hello_and_proof", {hello, proof});
+  add("server_hello_only", {hello});
+  add("server_wrong_proof", {hello, dh::encode_proof(dh::server_proof(key, id, h, ns))});
+  // Client side: the CHALLENGE for the fuzz entry's hello, then a VERDICT.
+  const auto ch = fuzz::data_hello_client_hello();
+  const auto challenge = dh::encode_challenge({dh::Status::ok, ns, dh::server_proof(key, id, ch, ns)});
+  add("client_challenge_and_verdict", {challenge, dh::encode_verdict(dh::Status::ok)});
+  add("client_challenge_refused_proof", {challenge, dh::encode_verdict(dh::Status::bad_proof)});
+  add("client_refusal", {dh::encode_challenge({dh::Status::duplicate, {}, {}})});
+  // Hostile.
+  auto v3 = hello;
+  v3[5] = 3;
+  Bytes old80(v3.begin(), v3.end());
+  old80.resize(80, 0xaa);  // version 3's 80-byte hello
+  s.emplace_back("nasty_version_3_hello", old80);
+  auto op = hello;
+  op[7] = 0x7f;
+  add("nasty_unknown_op", {op});
+  auto magic = hello;
+  magic[0] = 'G';
+  add("nasty_bad_magic", {magic});
+  add("nasty_truncated_hello", {std::span<const std::uint8_t>(hello).first(51)});
+  auto refusal_nonce = dh::encode_challenge({dh::Status::too_many, {}, {}});
+  refusal_nonce[20] = 1;
+  add("nasty_refusal_with_nonce", {refusal_nonce});
+  auto status = dh::encode_verdict(dh::Status::ok);
+  status[4] = 0xff;
+  add("nasty_verdict_status", {challenge, status});
+  add("nasty_long", {challenge, challenge, hello});
+  return s;
+}
+
+void write_seeds(const char* dir, const std::vector<std::pair<std::string, Bytes>>& seeds) {
+  fs::create_directories(dir);
+  for (const auto& [name, bytes] : seeds) {
+    std::ofstream out(fs::path(dir) / name, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--write-data-hello-seeds") {
+    write_seeds(argv[2], data_hello_seeds());
+    return 0;
+  }
   if (argc == 3 && std::string(argv[1]) == "--write-seeds") {
     fs::create_directories(argv[2]);
     for (const auto& [name, bytes] : seeds()) {
@@ -137,17 +205,23 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (argc < 2) {
-    std::cerr << "usage: fabperf_fuzz_replay DIR... | --write-seeds DIR\n";
+  const bool data_hello = argc >= 2 && std::string(argv[1]) == "--data-hello";
+  const int first = data_hello ? 2 : 1;
+  if (argc <= first) {
+    std::cerr << "usage: fabperf_fuzz_replay [--data-hello] DIR... | --write-seeds DIR | --write-data-hello-seeds DIR\n";
     return 2;
   }
   std::size_t n = 0;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = first; i < argc; ++i) {
     for (const auto& e : fs::directory_iterator(argv[i])) {
       if (!e.is_regular_file()) continue;
       std::ifstream in(e.path(), std::ios::binary);
       const Bytes b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      fabperf::fuzz::fuzz_one(b.data(), b.size());
+      if (data_hello) {
+        fabperf::fuzz::fuzz_data_hello_one(b.data(), b.size());
+      } else {
+        fabperf::fuzz::fuzz_one(b.data(), b.size());
+      }
       ++n;
     }
   }

@@ -4,6 +4,7 @@
 #include "engine/tcp_engine.hpp"
 
 #include <fabperf/clock.hpp>
+#include <fabperf/data_hello.hpp>
 #include <fabperf/proto.hpp>
 
 #include <gtest/gtest.h>
@@ -124,8 +125,8 @@ TEST(DataHandshakes, ASilentConnectionDelaysNobody) {
 }
 
 // A hello recorded on its way to one server of a test, replayed to another server of the same
-// test (same test token): refused, because the hello names the server it is for (audit finding
-// 9). The recording server itself accepted it.
+// test (same test token): refused, because the hello names the server it is for, and the proofs
+// bind it (audit finding 9). The recording server itself accepted it.
 TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
   const TestSpec spec = spec_with(1);
   const proto::Token token = proto::random_token();
@@ -133,7 +134,8 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
   TcpEngine s1, s2;
   const std::uint16_t port1 = s1.prepare_server(ctx1, {"127.0.0.1", token, 2});
   const std::uint16_t port2 = s2.prepare_server(ctx2, {"127.0.0.1", token, 2});
-  // A recording relay in front of server 1: it keeps the first 80 bytes the client sends.
+  // A recording relay in front of server 1: it keeps what the client sends on its first
+  // connection: the HELLO (52 bytes) and the PROOF (36).
   const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -165,8 +167,8 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
         if (k <= 0) continue;
         if (from_client && (i - 1) / 2 == 0) {
           std::lock_guard lk(mu);
-          if (recorded.size() < 80) {
-            recorded.insert(recorded.end(), buf, buf + std::min<ssize_t>(k, 80 - static_cast<ssize_t>(recorded.size())));
+          if (recorded.size() < 88) {
+            recorded.insert(recorded.end(), buf, buf + std::min<ssize_t>(k, 88 - static_cast<ssize_t>(recorded.size())));
           }
         }
         (void)!::send(from_client ? pr.second : pr.first, buf, static_cast<std::size_t>(k), MSG_NOSIGNAL);
@@ -188,22 +190,42 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
     std::lock_guard lk(mu);
     hello = recorded;
   }
-  ASSERT_EQ(hello.size(), 80u);
-  // The same 80 bytes to server 2 (node 1).
+  ASSERT_EQ(hello.size(), 88u);
+  // Reads n bytes of the server's answer on fd (bounded).
+  auto answer = [](int fd, std::size_t n) {
+    std::vector<std::uint8_t> got(n);
+    std::size_t have = 0;
+    for (int i = 0; i < 100 && have < n; ++i) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const ssize_t k = ::recv(fd, got.data() + have, n - have, 0);
+      if (k <= 0) break;
+      have += static_cast<std::size_t>(k);
+    }
+    got.resize(have);
+    return got;
+  };
+  // The same HELLO to server 2 (node 1): it names server 1, and is refused at once.
   const int fd = connect_silent(port2);
-  ASSERT_EQ(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), 80);
-  std::uint8_t ack[40] = {};
-  std::size_t got = 0;
-  for (int i = 0; i < 100 && got < 8; ++i) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t k = ::recv(fd, ack + got, sizeof ack - got, 0);
-    if (k <= 0) break;
-    got += static_cast<std::size_t>(k);
-  }
-  ASSERT_GE(got, 8u);
-  EXPECT_EQ(ack[7], 2) << "expected 'token rejected'";
+  ASSERT_EQ(::send(fd, hello.data(), 52, MSG_NOSIGNAL), 52);
+  const auto refusal = answer(fd, data_hello::kChallengeSize);
+  ASSERT_EQ(refusal.size(), data_hello::kChallengeSize);
+  EXPECT_EQ(data_hello::decode_challenge(refusal).status, data_hello::Status::wrong_server);
   ::close(fd);
+  // Rewritten to name server 2, it gets a challenge, and the recorded PROOF (made for server 1's
+  // nonce and node) is refused.
+  auto forged = hello;
+  forged[15] = 1;  // server node 1
+  const int fd2 = connect_silent(port2);
+  ASSERT_EQ(::send(fd2, forged.data(), 52, MSG_NOSIGNAL), 52);
+  const auto challenge = answer(fd2, data_hello::kChallengeSize);
+  ASSERT_EQ(challenge.size(), data_hello::kChallengeSize);
+  EXPECT_EQ(data_hello::decode_challenge(challenge).status, data_hello::Status::ok);
+  ASSERT_EQ(::send(fd2, forged.data() + 52, 36, MSG_NOSIGNAL), 36);
+  const auto verdict = answer(fd2, data_hello::kVerdictSize);
+  ASSERT_EQ(verdict.size(), data_hello::kVerdictSize);
+  EXPECT_EQ(data_hello::decode_verdict(verdict), data_hello::Status::bad_proof);
+  ::close(fd2);
   stop = true;
   relay.join();
   ::close(lfd);

@@ -6,16 +6,19 @@
 
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
+#include <fabperf/data_hello.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 #include <fabperf/spec.hpp>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <atomic>
 #include <csignal>
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
+#include <iterator>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
@@ -24,6 +27,7 @@
 #include <poll.h>
 #include <set>
 #include <sstream>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -209,7 +213,7 @@ TestSpec small_spec(Mode mode = Mode::stream) {
 }
 
 // A plain TCP listener that records what it receives; optionally answers the data hello with a
-// forged ack (right magic and status, no valid proof): a fake agent without the test token.
+// forged challenge (right magic and status, no valid proof): a fake agent without the test token.
 class Listener {
  public:
   explicit Listener(bool forge_ack) : forge_(forge_ack) {
@@ -252,8 +256,8 @@ class Listener {
         if (k <= 0) break;
         got += static_cast<std::uint64_t>(k);
         if (forge_ && !answered && got >= 4) {
-          std::uint8_t ack[40] = {};
-          std::memcpy(ack, buf, 4);  // the data magic, echoed; status 0 = ok; proof all zero
+          std::uint8_t ack[data_hello::kChallengeSize] = {};
+          std::memcpy(ack, buf, 4);  // the data magic, echoed; status 0 = ok; nonce and proof all zero
           (void)!::send(c, ack, sizeof ack, MSG_NOSIGNAL);
           answered = true;
         }
@@ -586,23 +590,28 @@ TEST(Security, DataConnectionWithoutValidTokenIsRefused) {
     auto f = rc.next();
     ASSERT_TRUE(f.has_value() && f->type == proto::MsgType::setup_server_ok) << (f ? f->body.dump() : "closed");
     const auto port = proto::parse_setup_server_ok(f->body).data_port;
-    // A well-formed hello with a proof under the wrong token.
-    std::uint8_t hello[80] = {};
-    const std::uint8_t magic[4] = {0x46, 0x42, 0x50, 0x44};
-    std::memcpy(hello, magic, 4);
-    hello[4] = 0;
-    hello[5] = 3;  // version 3
-    hello[7] = 1;  // write
+    // A well-formed HELLO, then a PROOF under the wrong token.
+    data_hello::Hello h;
+    h.client_node = 1;
+    h.client_nonce = auth::make_nonce();
+    const auto hello = data_hello::encode_hello(h);
     const int fd = connect_to(port);
-    send_bytes(fd, hello, sizeof hello);
-    std::uint8_t ack[40] = {};
-    ASSERT_TRUE(recv_exact(fd, ack, 8, 3000));
-    EXPECT_EQ(ack[7], 2) << "expected 'token rejected'";
+    send_bytes(fd, hello.data(), hello.size());
+    std::uint8_t challenge[data_hello::kChallengeSize] = {};
+    ASSERT_TRUE(recv_exact(fd, challenge, sizeof challenge, 3000));
+    const auto ch = data_hello::decode_challenge(challenge);
+    EXPECT_EQ(ch.status, data_hello::Status::ok);
+    const auto proof =
+        data_hello::encode_proof(data_hello::client_proof(proto::random_token(), "d1", h, ch.server_nonce));
+    send_bytes(fd, proof.data(), proof.size());
+    std::uint8_t ack[data_hello::kChallengeSize] = {};
+    ASSERT_TRUE(recv_exact(fd, ack, data_hello::kVerdictSize, 3000));
+    EXPECT_EQ(ack[7], 2) << "expected 'proof rejected'";
     EXPECT_GE(seconds_until_closed(fd, 3), 0);
     ::close(fd);
     // Random bytes on the data port.
     const int fd2 = connect_to(port);
-    std::vector<std::uint8_t> junk(80, 0xab);
+    std::vector<std::uint8_t> junk(data_hello::kHelloSize, 0xab);
     send_bytes(fd2, junk);
     ASSERT_TRUE(recv_exact(fd2, ack, 8, 3000));
     EXPECT_EQ(ack[7], 1) << "expected 'hello not understood'";
@@ -635,7 +644,7 @@ TEST(Security, AgentToldToConnectToANonAgentFailsSetUpAndSendsNoLoad) {
     }
     std::this_thread::sleep_for(300ms);
     EXPECT_EQ(l.connections(), 1);
-    EXPECT_LE(l.max_bytes_per_connection(), 80u) << "load was sent to a non-agent";
+    EXPECT_LE(l.max_bytes_per_connection(), data_hello::kHelloSize) << "load (or a proof) was sent to a non-agent";
   }
   expect_normal_test(s, c);
 }
@@ -1288,7 +1297,7 @@ std::vector<int> children_of(int pid) {
 TEST(Security, LocalAgentsUseAOneTimeKey) {
   const int coord = spawn_fabperf({"run", "--local", "2", "--time", "4", "-q"}, temp_path("local1.out"), temp_path("local1.err"));
   // The agents' control ports: of every port they listen on, the ones that answer a plain HELLO
-  // with a control frame (a data port, once a test is set up, answers with its data ack).
+  // with a control frame (a data port, once a test is set up, answers with its data challenge).
   std::uint16_t port = 0;
   std::optional<RawFrame> answer;
   for (int i = 0; i < 100 && port == 0; ++i) {
@@ -1389,6 +1398,334 @@ TEST(Security, ThreadAndQueuePairCapsAreEnforcedAtSetUp) {
                                                 "4096 per test"),
               std::string::npos)
         << f->body.dump();
+  }
+  expect_normal_test(s, c);
+}
+
+// ---- the data connections' challenge-response (include/fabperf/data_hello.hpp) --------------
+
+namespace {
+
+// A relay in front of a server agent's data port, as anyone on the path could run: it forwards
+// every connection both ways. On the client's first connection it can flip one byte at a given
+// offset of what the client sends, or replay what the client sends on a second connection of its
+// own to the server (opened first, fed first), keeping what the server answers there.
+class DataRelay {
+ public:
+  struct Options {
+    std::optional<std::size_t> flip_at;  // offset in the client's bytes (HELLO 0-51, PROOF 52-87)
+    bool replay{false};
+  };
+  DataRelay(std::uint16_t server_port, Options o) : server_port_(server_port), opt_(o) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~DataRelay() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+  // What the server sent on the replay connection.
+  std::vector<std::uint8_t> replay_answer() {
+    std::lock_guard<std::mutex> l(mu_);
+    return replay_answer_;
+  }
+
+ private:
+  struct Pair {
+    int client{-1}, server{-1}, replay{-1};
+    std::size_t from_client{0};
+  };
+  void serve() {
+    std::vector<Pair> pairs;
+    std::uint8_t buf[65536];
+    while (!stop_) {
+      std::vector<pollfd> p{{fd_, POLLIN, 0}};
+      for (const auto& pr : pairs) {
+        p.push_back({pr.client, POLLIN, 0});
+        p.push_back({pr.server, POLLIN, 0});
+        p.push_back({pr.replay, POLLIN, 0});  // poll ignores -1
+      }
+      if (::poll(p.data(), p.size(), 20) <= 0) continue;
+      if (p[0].revents & POLLIN) {
+        Pair pr;
+        pr.client = ::accept(fd_, nullptr, nullptr);
+        if (opt_.replay && pairs.empty()) pr.replay = connect_to(server_port_);
+        pr.server = connect_to(server_port_);
+        pairs.push_back(pr);
+      }
+      for (std::size_t i = 0; i + 1 < p.size(); ++i) {
+        if (!(p[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Pair& pr = pairs[i / 3];
+        const int from = p[i + 1].fd;
+        const ssize_t k = ::recv(from, buf, sizeof buf, MSG_DONTWAIT);
+        if (k <= 0) {
+          if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+          // One side closed: close the other (the replay connection lives on its own).
+          if (from == pr.replay) {
+            ::close(pr.replay);
+            pr.replay = -1;
+          } else if (pr.client >= 0) {
+            ::shutdown(pr.client, SHUT_RDWR);
+            ::shutdown(pr.server, SHUT_RDWR);
+          }
+          continue;
+        }
+        const auto n = static_cast<std::size_t>(k);
+        if (from == pr.replay) {
+          std::lock_guard<std::mutex> l(mu_);
+          replay_answer_.insert(replay_answer_.end(), buf, buf + n);
+        } else if (from == pr.client) {
+          if (&pr == &pairs.front()) {
+            if (opt_.flip_at && *opt_.flip_at >= pr.from_client && *opt_.flip_at < pr.from_client + n) {
+              buf[*opt_.flip_at - pr.from_client] ^= 0x01;
+            }
+            if (pr.replay >= 0) (void)!::send(pr.replay, buf, n, MSG_NOSIGNAL);
+          }
+          pr.from_client += n;
+          (void)!::send(pr.server, buf, n, MSG_NOSIGNAL);
+        } else {
+          (void)!::send(pr.client, buf, n, MSG_NOSIGNAL);
+        }
+      }
+    }
+    for (const auto& pr : pairs) {
+      for (const int fd : {pr.client, pr.server, pr.replay}) {
+        if (fd >= 0) ::close(fd);
+      }
+    }
+  }
+
+  std::uint16_t server_port_;
+  Options opt_;
+  int fd_{-1};
+  std::uint16_t port_{0};
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::uint8_t> replay_answer_;
+};
+
+// One stream test's set-up by hand: agent s serves test `test_id` under `server_token`; agent c
+// is its client (node 1) under `client_token`, connecting to the server's data port, or through
+// a DataRelay made with `relay` when given. Returns the client's answer: "" for SETUP_CLIENT_OK,
+// else the ERROR's message. `seen` gets the relay's replay answer.
+std::string data_setup(const AgentProcess& s, const AgentProcess& c, const std::string& test_id,
+                       const proto::Token& server_token, const proto::Token& client_token,
+                       std::optional<DataRelay::Options> relay = std::nullopt, std::vector<std::uint8_t>* seen = nullptr,
+                       std::uint16_t* relay_port = nullptr) {
+  RawCoordinator rs(s, key_file());
+  RawCoordinator rc(c, key_file());
+  if (!rs.ok() || !rc.ok()) return "no session";
+  proto::SetupServer m;
+  m.test_id = test_id;
+  m.token = server_token;
+  m.spec = small_spec();
+  m.expect_connections = 2;  // one data connection and the delay probe
+  // An agent still releasing the previous test answers "cleaning": ask again, as coordinators do.
+  auto setup = [](RawCoordinator& coord, proto::MsgType t, const json& body, int timeout_ms) {
+    std::optional<RawFrame> f;
+    for (int i = 0; i < 75; ++i) {
+      coord.send(t, body);
+      f = coord.next(timeout_ms);
+      if (!f || f->type != proto::MsgType::error || f->body.value("code", "") != "cleaning") break;
+      std::this_thread::sleep_for(200ms);
+    }
+    return f;
+  };
+  auto f = setup(rs, proto::MsgType::setup_server, proto::to_json(m), 5000);
+  if (!f || f->type != proto::MsgType::setup_server_ok) return "server set-up failed";
+  const auto data_port = proto::parse_setup_server_ok(f->body).data_port;
+  std::optional<DataRelay> r;
+  if (relay) r.emplace(data_port, *relay);
+  if (relay_port) *relay_port = r ? r->port() : data_port;
+  proto::SetupClient sc;
+  sc.test_id = test_id;
+  sc.token = client_token;
+  sc.spec = small_spec();
+  sc.node_index = 1;
+  sc.targets = {proto::Target{0, "127.0.0.1", r ? r->port() : data_port, {}}};
+  auto a = setup(rc, proto::MsgType::setup_client, proto::to_json(sc), 15000);
+  std::this_thread::sleep_for(300ms);  // what the server says about the relay's own connection
+  if (seen && r) *seen = r->replay_answer();
+  if (!a) return "no answer";
+  return a->type == proto::MsgType::setup_client_ok ? "" : a->body.value("message", "?");
+}
+
+// The lines of an agent's log that contain `what`.
+std::string log_lines_with(const std::string& log, const std::string& what) {
+  std::istringstream in(read_file(log));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.find(what) != std::string::npos) out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+// A relay copies the client's HELLO and PROOF from its connection onto a second connection to the
+// server: the server answers that one with another nonce, so the copied proof does not verify and
+// the connection is refused (the log names the peer); the honest connection is set up.
+TEST(Security, DataHelloReplayedOnAnotherConnectionIsRefused) {
+  const std::string log = temp_path("dh-replay.log");
+  AgentProcess s(with_key(), log), c(with_key());
+  const auto token = proto::random_token();
+  std::vector<std::uint8_t> seen;
+  const std::string r =
+      data_setup(s, c, "dh-replay", token, token, DataRelay::Options{std::nullopt, true}, &seen);
+  EXPECT_EQ(r, "") << "the honest client must get in";
+  // The replay got a challenge (72 bytes, status ok), then a verdict refusing its proof.
+  ASSERT_EQ(seen.size(), 80u);
+  EXPECT_EQ(seen[7], 0);
+  EXPECT_EQ(seen[72 + 7], 2) << "expected 'proof rejected'";
+  const std::string lines = log_lines_with(log, "rejected data connection from 127.0.0.1:");
+  EXPECT_NE(lines.find("(client node 1, connection 0): client proof does not verify"), std::string::npos) << read_file(log);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 1) << lines;
+  expect_normal_test(s, c);
+}
+
+// One byte flipped on the way, in the HELLO (the client nonce) or in the PROOF: the server's proof
+// no longer verifies at the client, or the client's at the server. Either end refuses, naming the
+// peer, and no data connection is made.
+TEST(Security, DataHelloWithOneByteFlippedIsRefused) {
+  const std::string log = temp_path("dh-flip.log");
+  AgentProcess s(with_key(), log), c(with_key());
+  const auto token = proto::random_token();
+  std::uint16_t relay = 0;
+  std::string r = data_setup(s, c, "dh-flip-1", token, token, DataRelay::Options{30, false}, nullptr, &relay);
+  EXPECT_EQ(r, "client set-up failed: data handshake with 127.0.0.1:" + std::to_string(relay) +
+                   ": the peer did not prove it is an agent of this test (wrong server proof: another test's key, or a "
+                   "relay); no load sent");
+  r = data_setup(s, c, "dh-flip-2", token, token, DataRelay::Options{52 + 10, false}, nullptr, &relay);
+  EXPECT_EQ(r, "client set-up failed: data handshake with 127.0.0.1:" + std::to_string(relay) +
+                   ": server refused the connection: proof rejected (not this test's key)");
+  EXPECT_NE(log_lines_with(log, "rejected data connection from 127.0.0.1:")
+                .find("(client node 1, connection 0): client proof does not verify"),
+            std::string::npos)
+      << read_file(log);
+  expect_normal_test(s, c);
+}
+
+// A client set up with another test's token: the server's proof does not verify, the client says
+// so naming the server, and sends nothing more; the server logs the client that left unproven.
+TEST(Security, DataHelloUnderAnotherTestsKeyIsRefused) {
+  const std::string log = temp_path("dh-key.log");
+  AgentProcess s(with_key(), log), c(with_key());
+  std::uint16_t port = 0;
+  const std::string r =
+      data_setup(s, c, "dh-key", proto::random_token(), proto::random_token(), std::nullopt, nullptr, &port);
+  EXPECT_EQ(r, "client set-up failed: data handshake with 127.0.0.1:" + std::to_string(port) +
+                   ": the peer did not prove it is an agent of this test (wrong server proof: another test's key, or a "
+                   "relay); no load sent");
+  EXPECT_NE(log_lines_with(log, "data connection from 127.0.0.1:")
+                .find("(client node 1, connection 0): closed without its proof"),
+            std::string::npos)
+      << read_file(log);
+  expect_normal_test(s, c);
+}
+
+// ---- descriptors ----------------------------------------------------------------------------
+
+namespace {
+
+// Lowers (or restores) a running process's soft RLIMIT_NOFILE, as `prlimit --nofile` would.
+rlim_t set_soft_nofile(int pid, rlim_t soft) {
+  rlimit rl{};
+  EXPECT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &rl), 0);
+  const rlim_t old = rl.rlim_cur;
+  rl.rlim_cur = soft;
+  EXPECT_EQ(::prlimit(pid, RLIMIT_NOFILE, &rl, nullptr), 0) << std::strerror(errno);
+  return old;
+}
+
+int open_descriptors(int pid) {
+  int n = 0;
+  if (DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.' ? 1 : 0;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// User plus system CPU time the process has used (/proc/PID/stat), in seconds.
+double cpu_seconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(all.substr(all.rfind(')') + 2));  // after "pid (comm) "
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> f; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(f);  // utime, stime
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+// An agent whose RLIMIT_NOFILE cannot hold a test's connections refuses it at set-up, naming the
+// limit, and serves the next test that fits.
+TEST(Security, TooFewDescriptorsForATestIsRefusedAndTheAgentServesOn) {
+  AgentProcess s(with_key()), c(with_key());
+  set_soft_nofile(s.pid(), 300);  // 256 are kept for the agent itself: 44 for tests
+  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--parallel", "64",
+                              "--buffsize", "64K", "-q", "--key-file", key_file()});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("server role needs 65 file descriptors (65 connections), more than this agent may open "
+                       "(RLIMIT_NOFILE leaves 44 for tests)"),
+            std::string::npos)
+      << r.err;
+  expect_normal_test(s, c);
+}
+
+// Out of descriptors, with connections waiting at both its listeners (control and data), an agent
+// pauses accepting instead of retrying at once: its CPU time over 3 s stays small. Once
+// descriptors are free again it serves a normal test.
+TEST(Security, AnAgentOutOfDescriptorsDoesNotSpin) {
+  const std::string log = temp_path("emfile.log");
+  AgentProcess s(with_key(), log), c(with_key());
+  std::vector<int> storm;
+  {
+    RawCoordinator rs(s, key_file());
+    ASSERT_TRUE(rs.ok());
+    proto::SetupServer m;
+    m.test_id = "emfile";
+    m.token = proto::random_token();
+    m.spec = small_spec();
+    m.expect_connections = 2;
+    rs.send(proto::MsgType::setup_server, proto::to_json(m));
+    auto f = rs.next();
+    ASSERT_TRUE(f.has_value() && f->type == proto::MsgType::setup_server_ok) << (f ? f->body.dump() : "closed");
+    const auto data_port = proto::parse_setup_server_ok(f->body).data_port;
+    const rlim_t old = set_soft_nofile(s.pid(), static_cast<rlim_t>(open_descriptors(s.pid()) + 2));
+    // Connections from three addresses (the per-source limit of strangers is 8) to each listener.
+    for (const char* src : {"127.0.0.2", "127.0.0.3", "127.0.0.4"}) {
+      for (int i = 0; i < 6; ++i) {
+        storm.push_back(connect_from(src, s.endpoint().port));
+        storm.push_back(connect_from(src, data_port));
+      }
+    }
+    EXPECT_EQ(std::count(storm.begin(), storm.end(), -1), 0);
+    std::this_thread::sleep_for(500ms);  // every accept loop has met EMFILE by now
+    const double cpu0 = cpu_seconds(s.pid());
+    std::this_thread::sleep_for(3s);  // within the strangers' 5 s: the backlogs stay full
+    const double used = cpu_seconds(s.pid()) - cpu0;
+    std::printf("agent CPU time over 3 s at its descriptor limit: %.2f s\n", used);
+    EXPECT_LT(used, 0.5) << "an accept loop spins on EMFILE";
+    EXPECT_NE(read_file(log).find("cannot accept control connections: Too many open files (retrying every 100 ms)"),
+              std::string::npos)
+        << read_file(log);
+    for (const int fd : storm) ::close(fd);
+    set_soft_nofile(s.pid(), old);
   }
   expect_normal_test(s, c);
 }

@@ -1,0 +1,329 @@
+// The TCP data connections' opening on both ends: the three-pass mutual challenge-response of
+// include/fabperf/data_hello.hpp, driven over sockets. The server side runs every pending
+// connection's exchange concurrently on the accept thread; the client side is blocking and
+// bounded (set-up only). Neither end sends or accepts test data before the other proved the key:
+// a client returns its socket only after the server's proof verified and its own was accepted;
+// a server registers a flow only after the client's proof verified.
+#include "engine/tcp_internal.hpp"
+#include "net/listen.hpp"
+
+#include <fabperf/clock.hpp>
+#include <fabperf/data_hello.hpp>
+#include <fabperf/error.hpp>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <unordered_set>
+
+namespace fabperf {
+namespace {
+
+using namespace tcp;
+namespace dh = data_hello;
+
+// Data connections accepted and still in their handshake at one time (accept_loop).
+constexpr std::size_t kMaxPendingHandshakes = 256;
+
+dh::Op wire_op(FlowOp op) {
+  switch (op) {
+    case FlowOp::probe: return dh::Op::probe;
+    case FlowOp::rpc: return dh::Op::rpc;
+    case FlowOp::write: return dh::Op::write;
+    default: return dh::Op::read;
+  }
+}
+FlowOp flow_op(dh::Op op) {
+  switch (op) {
+    case dh::Op::probe: return FlowOp::probe;
+    case dh::Op::rpc: return FlowOp::rpc;
+    case dh::Op::write: return FlowOp::write;
+    case dh::Op::read: break;
+  }
+  return FlowOp::read;
+}
+
+bool proofs_match(const auth::Proof& want, const auth::Proof& got) { return auth::proofs_equal(want, got); }
+
+}  // namespace
+
+namespace tcp {
+
+void client_handshake(int fd, const std::string& where, const proto::Token& client_key, std::string_view test_id,
+                      const data_hello::Hello& hello) {
+  const std::int64_t deadline = mono_now_ns() + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
+  auto left_ms = [&] { return static_cast<int>(std::max<std::int64_t>(0, (deadline - mono_now_ns()) / 1'000'000)); };
+  auto fail = [&](const std::string& why) -> void { throw SystemError("data handshake with", where, why); };
+  auto io_failed = [&](const char* step) {
+    const int e = errno;
+    fail(fmt::format("no {} from a fabperf agent of this test ({}); not an agent of this test?", step, errno_text(e)));
+  };
+  auto hb = dh::encode_hello(hello);
+  if (!io_exact(fd, hb.data(), hb.size(), true, left_ms())) io_failed("answer");
+  dh::ChallengeBytes cb{};
+  if (!io_exact(fd, cb.data(), cb.size(), false, left_ms())) io_failed("challenge");
+  dh::Challenge ch;
+  try {
+    ch = dh::decode_challenge(cb);
+  } catch (const dh::WireError& e) {
+    fail(fmt::format("the peer is not a fabperf agent of this version ({}); no load sent", e.what()));
+  }
+  if (ch.status != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(ch.status)));
+  if (!proofs_match(dh::server_proof(client_key, test_id, hello, ch.server_nonce), ch.server_proof)) {
+    fail("the peer did not prove it is an agent of this test (wrong server proof: another test's key, or a relay); "
+         "no load sent");
+  }
+  auto pb = dh::encode_proof(dh::client_proof(client_key, test_id, hello, ch.server_nonce));
+  if (!io_exact(fd, pb.data(), pb.size(), true, left_ms())) io_failed("verdict");
+  dh::VerdictBytes vb{};
+  if (!io_exact(fd, vb.data(), vb.size(), false, left_ms())) io_failed("verdict");
+  dh::Status verdict = dh::Status::bad_hello;
+  try {
+    verdict = dh::decode_verdict(vb);
+  } catch (const dh::WireError& e) {
+    fail(fmt::format("malformed verdict ({}); no load sent", e.what()));
+  }
+  if (verdict != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(verdict)));
+}
+
+}  // namespace tcp
+
+int TcpEngine::open_data_connection(int fd, const std::string& where, const proto::Target& t, FlowOp op,
+                                    std::uint32_t conn_index, const ClientPlan& plan) {
+  dh::Hello h;
+  h.op = wire_op(op);
+  h.client_node = ctx_->node_index();
+  h.server_node = t.node_index;
+  h.conn_index = conn_index;
+  h.client_nonce = auth::make_nonce();
+  try {
+    client_handshake(fd, where, plan.token, plan.test_id, h);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  // Back to blocking with a tick, for the data loops.
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  set_timeouts(fd, kTickMs);
+  return fd;
+}
+
+// Data handshakes run concurrently on this one thread: every accepted connection goes through its
+// exchange in a poll set, so a client that is slow to send (or never does) holds one slot until
+// its own deadline instead of holding up every connection behind it. At 512 agents each server
+// gets ~1000 connections in one burst; one at a time, clients at the back of the queue missed
+// their 5 s deadline on a loaded host (docs/performance.md). The checks and the bookkeeping
+// (seen, accepted) stay single-threaded. The bound keeps a flood of silent connections from
+// using up descriptors; past it, new connections wait in the listen backlog.
+void TcpEngine::accept_loop() {
+  RunContext& ctx = *ctx_;
+  std::uint32_t accepted = 0;
+  std::unordered_set<std::uint64_t> seen;  // (client node, connection index) already accepted
+  seen.reserve(server_plan_.expect_connections);
+  struct Pending {
+    int fd{-1};
+    std::string remote;
+    std::int64_t deadline_ns{0};  // for the whole exchange, from accept
+    bool challenged{false};       // the HELLO was answered; now reading the PROOF
+    std::size_t got{0};
+    std::array<std::uint8_t, dh::kHelloSize> buf{};  // the HELLO, then the PROOF (smaller)
+    dh::Hello hello{};
+    auth::Nonce server_nonce{};
+    proto::Token key{};
+  };
+  std::vector<Pending> pending;
+  std::vector<pollfd> pfds;
+  // Non-blocking listener: the accept loop below takes what the backlog holds and no more.
+  fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+
+  // A fresh connection's send buffer is empty: these small answers never wait.
+  auto send_now = [](int fd, const std::uint8_t* p, std::size_t n) {
+    return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
+  };
+  auto who = [](const Pending& p) {
+    return p.challenged ? fmt::format("{} (client node {}, connection {})", p.remote, p.hello.client_node, p.hello.conn_index)
+                        : p.remote;
+  };
+  // Refuses the connection: the status in the message its place calls for, a log line naming the
+  // peer, closed.
+  auto refuse = [&](Pending& p, dh::Status st, const std::string& why) {
+    if (p.challenged) {
+      const auto v = dh::encode_verdict(st);
+      send_now(p.fd, v.data(), v.size());
+    } else {
+      const auto c = dh::encode_challenge({st, {}, {}});
+      send_now(p.fd, c.data(), c.size());
+    }
+    ::close(p.fd);
+    spdlog::warn("rejected data connection from {}: {}", who(p), why);
+  };
+  // The connection may no longer be taken (checked at HELLO, and again after the PROOF: another
+  // connection may have taken the place meanwhile).
+  auto unavailable = [&](const Pending& p) -> std::optional<std::pair<dh::Status, std::string>> {
+    const std::uint64_t key = (std::uint64_t{p.hello.client_node} << 32) | p.hello.conn_index;
+    if (seen.count(key) != 0) {
+      return std::pair{dh::Status::duplicate, fmt::format("client {} connection {} already connected", p.hello.client_node,
+                                                          p.hello.conn_index)};
+    }
+    if (accepted >= server_plan_.expect_connections) return std::pair{dh::Status::too_many, std::string("more connections than the test has")};
+    return std::nullopt;
+  };
+  // The HELLO is complete: its checks, then the CHALLENGE. True when the exchange goes on.
+  auto on_hello = [&](Pending& p) {
+    try {
+      p.hello = dh::decode_hello(p.buf);
+    } catch (const dh::WireError& e) {
+      refuse(p, e.status(), e.what());
+      return false;
+    }
+    if (p.hello.server_node != ctx.node_index()) {
+      refuse(p, dh::Status::wrong_server,
+             fmt::format("hello meant for node {}, this is node {} (a relayed hello?)", p.hello.server_node, ctx.node_index()));
+      return false;
+    }
+    const dh::Op op = p.hello.op;
+    const bool op_ok = op == dh::Op::probe ||
+                       (ctx.spec().mode() == Mode::rpc ? op == dh::Op::rpc : (op == dh::Op::write || op == dh::Op::read));
+    if (!op_ok) {
+      refuse(p, dh::Status::wrong_op, fmt::format("operation {} does not match the test", static_cast<int>(op)));
+      return false;
+    }
+    if (auto why = unavailable(p)) {
+      refuse(p, why->first, why->second);
+      return false;
+    }
+    p.key = derive_client_token(server_plan_.token, p.hello.client_node);
+    p.server_nonce = auth::make_nonce();
+    const auto c = dh::encode_challenge(
+        {dh::Status::ok, p.server_nonce, dh::server_proof(p.key, server_plan_.test_id, p.hello, p.server_nonce)});
+    if (!send_now(p.fd, c.data(), c.size())) {
+      spdlog::warn("data connection from {}: challenge not sent ({})", p.remote, errno_text(errno));
+      ::close(p.fd);
+      return false;
+    }
+    p.challenged = true;
+    p.got = 0;
+    return true;
+  };
+  // The PROOF is complete: verified, then the VERDICT and the flow, registered before this returns
+  // so that seal() (which joins this thread) never misses a connection whose verdict was sent.
+  auto on_proof = [&](Pending& p) {
+    auth::Proof got{};
+    try {
+      got = dh::decode_proof(std::span<const std::uint8_t>(p.buf.data(), dh::kProofSize));
+    } catch (const dh::WireError& e) {
+      refuse(p, dh::Status::bad_proof, e.what());
+      return;
+    }
+    if (!proofs_match(dh::client_proof(p.key, server_plan_.test_id, p.hello, p.server_nonce), got)) {
+      refuse(p, dh::Status::bad_proof,
+             "client proof does not verify (another test's key, or a hello replayed or relayed from another connection)");
+      return;
+    }
+    if (auto why = unavailable(p)) {
+      refuse(p, why->first, why->second);
+      return;
+    }
+    const auto v = dh::encode_verdict(dh::Status::ok);
+    if (!send_now(p.fd, v.data(), v.size())) {
+      spdlog::warn("data connection from {}: verdict not sent ({})", who(p), errno_text(errno));
+      ::close(p.fd);
+      return;
+    }
+    // Back to blocking with a tick, for the data loops.
+    fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
+    set_timeouts(p.fd, kTickMs);
+    auto flow = std::make_unique<TcpFlow>(p.fd, FlowRole::server, flow_op(p.hello.op), p.hello.client_node, local_text(p.fd),
+                                          p.remote);
+    auto* raw = flow.get();
+    ctx.add_flow(std::move(flow));
+    {
+      std::lock_guard lk(mu_);
+      server_flows_.push_back(raw);
+    }
+    seen.insert((std::uint64_t{p.hello.client_node} << 32) | p.hello.conn_index);
+    ++accepted;
+  };
+
+  std::int64_t accept_paused_until = 0;  // out of descriptors: accept again after a pause
+  while (!accept_stop_.load() && !ctx.aborted()) {
+    const bool room = pending.size() < kMaxPendingHandshakes && mono_now_ns() >= accept_paused_until;
+    pfds.clear();
+    pfds.push_back({room ? listen_fd_ : -1, POLLIN, 0});  // poll ignores a negative fd
+    for (const auto& p : pending) pfds.push_back({p.fd, POLLIN, 0});
+    if (::poll(pfds.data(), pfds.size(), 100) < 0) continue;
+    const std::int64_t now = mono_now_ns();
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      Pending& p = pending[i];
+      bool done = false;
+      if (pfds[i + 1].revents != 0) {
+        // Exactly the current message's bytes: nothing after a PROOF is read before the verdict.
+        const std::size_t want = p.challenged ? dh::kProofSize : dh::kHelloSize;
+        const ssize_t k = ::recv(p.fd, p.buf.data() + p.got, want - p.got, MSG_DONTWAIT);
+        if (k > 0) {
+          p.got += static_cast<std::size_t>(k);
+          if (p.got == want) {
+            if (p.challenged) {
+              on_proof(p);
+              done = true;
+            } else {
+              done = !on_hello(p);
+            }
+          }
+        } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          const int e = k == 0 ? ECONNRESET : errno;
+          ::close(p.fd);
+          if (p.challenged) {
+            // A client that leaves after the challenge refused this server's proof.
+            spdlog::warn("data connection from {}: closed without its proof ({}; the client did not accept this "
+                         "server's proof: another test's key?)", who(p), errno_text(e));
+          } else {
+            spdlog::warn("data connection from {}: no hello ({})", who(p), errno_text(e));
+          }
+          done = true;
+        }
+      }
+      if (!done && now >= p.deadline_ns) {
+        ::close(p.fd);
+        spdlog::warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello", errno_text(ETIMEDOUT));
+        done = true;
+      }
+      if (!done) {
+        if (keep != i) pending[keep] = std::move(p);
+        ++keep;
+      }
+    }
+    pending.resize(keep);
+    if (room && (pfds[0].revents & POLLIN) != 0) {
+      // Everything the backlog holds, up to the bound: a burst is taken in at once.
+      while (pending.size() < kMaxPendingHandshakes) {
+        sockaddr_storage peer{};
+        socklen_t plen = sizeof peer;
+        const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+          // EMFILE and friends leave the connection in the backlog, so the listener stays
+          // readable: polling it again at once would spin. Pause it instead.
+          if (net::accept_out_of_resources(errno)) accept_paused_until = now + net::kAcceptPauseNs;
+          break;
+        }
+        Pending p;
+        p.fd = fd;
+        p.remote = sockaddr_text(peer);
+        p.deadline_ns = now + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
+        pending.push_back(std::move(p));
+      }
+    }
+  }
+  // The test is sealed (or aborted): every client of the test has its verdict by now, so what is
+  // still in its handshake is not one of its connections.
+  for (const auto& p : pending) ::close(p.fd);
+}
+
+}  // namespace fabperf

@@ -1,0 +1,110 @@
+// What the TCP engine's files share (private to src/engine): the rpc wire constants, the
+// big-endian helpers the hot loops use, the socket tuning helpers (tcp_socket.cpp) and the rpc
+// client connection. The engine is split by concern: tcp_engine.cpp (set-up, start, stop),
+// tcp_socket.cpp (socket options, addresses), tcp_spread.cpp (--spread-ports), tcp_handshake.cpp
+// (the data connections' authenticated opening over data_hello), tcp_loops.cpp (the hot loops).
+#pragma once
+
+#include "engine/tcp_engine.hpp"
+
+#include <fabperf/bytes.hpp>
+#include <fabperf/data_hello.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <semaphore>
+#include <string>
+#include <sys/socket.h>
+#include <vector>
+
+namespace fabperf::tcp {
+
+inline constexpr std::uint32_t kRpcMagic = 0x46425052;    // "FBPR": rpc request
+inline constexpr std::uint32_t kReplyMagic = 0x46425041;  // "FBPA": rpc reply
+inline constexpr std::size_t kRpcHdrSize = 16;
+// The rpc header's operation; a request with kOpPing and length 0 is a ping: answered at once,
+// counts no data.
+inline constexpr std::uint32_t kOpWrite = 1;
+inline constexpr std::uint32_t kOpRead = 2;
+inline constexpr std::uint32_t kOpPing = 3;
+inline constexpr std::int64_t kProbePeriodNs = 10'000'000;
+inline constexpr int kTickMs = 200;
+inline constexpr int kConnectTimeoutMs = 5000;
+// From accept (server) or connect (client), the whole data handshake must be done within this.
+inline constexpr int kHandshakeTimeoutMs = 5000;
+// Receive chunks: the two candidates of the receive-chunk trial (engine/trial.hpp). The kernel's
+// copy-out is the receive side's main cost, and which chunk makes it cheapest depends on the host:
+// on one machine of this kind a 256 KiB destination that stays in the core's L2 beat a 4 MiB one
+// (stream 4 MiB blocks 5212 vs 3350 MB/s on loopback), while iperf2's 1 MiB reads ran ahead of
+// 256 KiB on another. Blocks up to the small size are received whole; larger ones try both.
+inline constexpr std::size_t kRecvChunkSmall = 256u << 10;
+inline constexpr std::size_t kRecvChunkLarge = 1u << 20;
+// The pattern's period for blocks larger than this that it divides (ensure_tx_buffer).
+inline constexpr std::size_t kPatternPeriod = 1u << 20;
+
+// Network byte order: the shared helpers (fabperf/bytes.hpp), under the names the loops use.
+inline void put32(std::uint8_t* p, std::uint32_t v) { put_be32(p, v); }
+inline std::uint32_t get32(const std::uint8_t* p) { return get_be32(p); }
+inline void put64(std::uint8_t* p, std::uint64_t v) { put_be64(p, v); }
+inline std::uint64_t get64(const std::uint8_t* p) { return get_be64(p); }
+
+// ---- tcp_socket.cpp: addresses and socket options ------------------------------------------
+std::string sockaddr_text(const sockaddr_storage& ss);  // "1.2.3.4:5" or "[::1]:5"
+std::string numeric_host(const sockaddr_storage& ss);   // the address alone
+void set_port(sockaddr* sa, std::uint16_t port);
+std::string local_text(int fd);  // the socket's own address, as sockaddr_text
+void set_timeouts(int fd, int ms);  // SO_SNDTIMEO and SO_RCVTIMEO: the loops' tick
+// Applies --socksize and reports, once per engine, what the kernel actually granted.
+void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned);
+// Applies the test's data-plane tuning to one connection; failures become reported warnings.
+void tune_socket(int fd, RunContext& ctx);
+// Set-up only: sends or receives exactly n bytes on a non-blocking socket within timeout_ms
+// (poll); false with errno set (ETIMEDOUT, ECONNRESET for EOF, or the socket's error).
+bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_ms);
+// --bind-dev: one device per link, every one checked before any connection opens.
+std::vector<std::string> resolve_bind_devs(const ClientPlan& plan);
+
+// ---- tcp_handshake.cpp ---------------------------------------------------------------------
+// The client's side of the data handshake on a connected non-blocking socket, within
+// kHandshakeTimeoutMs: HELLO, the server's proof checked, PROOF, the verdict. Returns only when
+// the server proved the key and accepted the connection; otherwise throws SystemError
+// "data handshake with WHERE: why" (the caller closes the socket).
+void client_handshake(int fd, const std::string& where, const proto::Token& client_key, std::string_view test_id,
+                      const data_hello::Hello& hello);
+
+// ---- tcp_loops.cpp ------------------------------------------------------------------------
+// The words a failed data call is reported with (ETIMEDOUT: a stalled peer, EPIPE: closed mid-message).
+std::string err_text(int err);
+
+}  // namespace fabperf::tcp
+
+namespace fabperf {
+
+// Several tester threads may share one connection (threads > parallel); requests are pipelined
+// and the server answers in order, so a receiver thread completes waiters first-in first-out,
+// as nsdperf's connection threads do.
+struct TcpEngine::RpcConn {
+  struct Waiter {
+    std::binary_semaphore done{0};
+    std::uint32_t op{tcp::kOpWrite};
+    bool ok{false};
+  };
+  explicit RpcConn(TcpFlow* f) : flow(f) {}
+  TcpFlow* flow;
+  std::mutex send_mu;  // one request on the wire at a time (a TCP stream is a single sequence)
+  std::mutex q_mu;
+  std::deque<Waiter*> pending;
+  std::atomic<bool> broken{false};
+
+  // Marks the connection unusable and wakes its receiver, which releases the waiters.
+  void break_conn(const std::string& why) {
+    if (!why.empty()) flow->fail(why);
+    broken = true;
+    flow->shutdown_both();
+  }
+};
+
+}  // namespace fabperf

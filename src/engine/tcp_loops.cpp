@@ -1,0 +1,497 @@
+// The TCP engine's hot loops: stream send/receive, the rpc server, testers and reply receivers,
+// and the delay probe. Plain blocking sockets on dedicated threads; every socket carries a short
+// SO_SNDTIMEO/SO_RCVTIMEO "tick" so every blocked call comes back often enough to see the stop
+// flag; the loops never allocate, log or throw.
+#include "engine/tcp_internal.hpp"
+
+#include <fabperf/clock.hpp>
+#include <fabperf/error.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <linux/errqueue.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace fabperf {
+namespace tcp {
+
+std::string err_text(int err) {
+  if (err == ETIMEDOUT) return "peer stalled: no progress before the deadline";
+  if (err == EPIPE) return "connection closed by peer mid-message";
+  return errno_text(err);
+}
+
+}  // namespace tcp
+
+namespace {
+
+using namespace tcp;
+
+// Drains MSG_ZEROCOPY completions (they pile up in the error queue and count against optmem).
+// The send buffer never changes, so completions need no matching: only draining. Returns false
+// when the kernel reported that it copied the data anyway (loopback and veth do).
+bool reap_zerocopy(int fd) {
+  bool zero = true;
+  for (;;) {
+    char control[128];
+    msghdr msg{};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (::recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) break;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (!((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+            (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR))) {
+        continue;
+      }
+      sock_extended_err ee{};
+      std::memcpy(&ee, CMSG_DATA(cm), sizeof ee);
+      if (ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED)) zero = false;
+    }
+  }
+  return zero;
+}
+
+// Writes n bytes with op(done) (one send/sendfile call for the bytes after `done`), retrying
+// ticks. Gives up at the hard deadline or on abort: an rpc sender must finish its block.
+template <typename Op, typename Count>
+bool write_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op&& op) {
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t k = op(done);
+    if (k > 0) {
+      count(static_cast<std::uint64_t>(k));
+      done += static_cast<std::size_t>(k);
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
+        err = ETIMEDOUT;
+        return false;
+      }
+      continue;
+    }
+    err = k < 0 ? errno : EPIPE;
+    return false;
+  }
+  return true;
+}
+
+template <typename Count>
+bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
+  return write_all(n, ctx, count, err, [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
+}
+
+// Sends one whole rpc block: with sendfile(2) from the memfd holding one period of the pattern
+// when there is one (no copy from user space; the block is that period repeated), else from the
+// pattern buffer.
+template <typename Count>
+bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count,
+                int& err) {
+  if (memfd < 0) return send_all(fd, p, n, ctx, count, err);
+  return write_all(n, ctx, count, err, [&](std::size_t done) {
+    const std::size_t at = done % period;
+    off_t pos = static_cast<off_t>(at);
+    return ::sendfile(fd, memfd, &pos, std::min(n - done, period - at));
+  });
+}
+
+// Receives exactly n bytes. Returns 1 on success, 0 on a clean EOF before the first byte, -1 on
+// error (err set; EPIPE for EOF mid-message).
+template <typename Count>
+int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
+  std::size_t got = 0;
+  while (got < n) {
+    // With MSG_TRUNC the kernel consumes the bytes without copying them (p is not written).
+    const ssize_t k = ::recv(fd, p + got, n - got, flags);
+    if (k > 0) {
+      count(static_cast<std::uint64_t>(k));
+      got += static_cast<std::size_t>(k);
+      continue;
+    }
+    if (k == 0) {
+      if (got == 0) return 0;
+      err = EPIPE;
+      return -1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
+        err = ETIMEDOUT;
+        return -1;
+      }
+      continue;
+    }
+    err = errno;
+    return -1;
+  }
+  return 1;
+}
+
+}  // namespace
+
+using namespace tcp;
+
+void TcpEngine::stream_send(TcpFlow& f) {
+  ctx_->enter_data_thread("send", f.id);
+  tune_socket(f.fd(), *ctx_);
+  const RunContext& ctx = *ctx_;
+  const std::size_t n = ctx.spec().buffsize();
+  const std::uint8_t* buf = tx_buf_.data();
+  const int fd = f.fd();
+  const bool zc = ctx.spec().zerocopy();
+  const int flags = MSG_NOSIGNAL | (zc ? MSG_ZEROCOPY : 0);
+  bool all_zero = true;
+  unsigned sends = 0;
+  ArmPicker method = send_picker();
+  // The stream is the pattern repeated, so its byte i is pattern[i % period] whichever way it
+  // is sent: sendfile goes round one period of it (from the memfd), write round the block; either
+  // resumes where a partial send stopped, and the two may alternate (--send-method auto's trial).
+  std::uint64_t sent = 0;
+  ctx.wait_for_start();
+  while (!ctx.stopping()) {
+    ssize_t k = 0;
+    if (method.arm(mono_now_ns) == 1) {
+      const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
+      off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
+      k = ::sendfile(fd, tx_memfd_, &pos, tx_period_ - off);
+    } else {
+      const std::size_t off = static_cast<std::size_t>(sent % n);
+      k = ::send(fd, buf + off, n - off, flags);
+    }
+    if (k > 0) {
+      f.counters.add_tx(static_cast<std::uint64_t>(k));
+      method.count(static_cast<std::uint64_t>(k));
+      sent += static_cast<std::uint64_t>(k);
+      if (zc && (++sends & 7) == 0) all_zero = reap_zerocopy(fd) && all_zero;
+    } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      continue;  // a tick: look at the stop flag again
+    } else if (k < 0 && zc && errno == ENOBUFS) {
+      all_zero = reap_zerocopy(fd) && all_zero;  // completions exhausted optmem: drain and retry
+    } else {
+      if (!ctx.aborted()) f.fail(fmt::format("send: {}", err_text(k < 0 ? errno : EPIPE)));
+      return;
+    }
+  }
+  if (zc) {
+    all_zero = reap_zerocopy(fd) && all_zero;
+    if (!all_zero) ctx_->warn("--zerocopy: the kernel copied the data anyway on this path (it does for loopback and veth)");
+  }
+  ::shutdown(fd, SHUT_WR);
+  // Wait for the peer to read everything and close, so both ends count the same bytes. What the
+  // kernel still holds may take seconds to leave on a slow link: while the send queue shrinks the
+  // deadline moves on (RunContext::hard_deadline), so the connection is not cut while it delivers.
+  std::uint8_t sink[4096];
+  int queued = -1;
+  for (;;) {
+    const ssize_t k = ::recv(fd, sink, sizeof sink, 0);
+    if (k == 0) return;  // the peer read everything and closed its side
+    if (k > 0) continue;  // a stream receiver sends nothing; nothing to count
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      if (!ctx.aborted()) f.fail(fmt::format("after the test, before the peer read everything: {}", errno_text(errno)));
+      return;
+    }
+    int q = 0;
+    if (::ioctl(fd, SIOCOUTQ, &q) == 0) {
+      if (queued >= 0 && q < queued) ctx.note_drain_progress();
+      queued = q;
+    }
+    if (ctx.aborted()) return;
+    if (mono_now_ns() > ctx.hard_deadline()) {
+      f.fail(fmt::format("peer did not read the last {} bytes and close within {:.0f} s after the test", std::max(queued, 0),
+                         static_cast<double>(ctx.hard_deadline() - ctx.schedule().end_at) / 1e9));
+      return;
+    }
+  }
+}
+
+void TcpEngine::stream_receive(TcpFlow& f) {
+  ctx_->enter_data_thread("recv", f.id);
+  tune_socket(f.fd(), *ctx_);
+  const RunContext& ctx = *ctx_;
+  const auto sizes = recv_chunks(ctx.spec());
+  ArmPicker chunk = recv_picker();
+  std::vector<std::uint8_t> buf(sizes[1]);
+  const int fd = f.fd();
+  const int flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
+  const bool verify = ctx.spec().verify();
+  const std::size_t period = ctx.spec().buffsize();
+  std::size_t pos = 0;  // offset in the sender's buffer of the next byte
+  ctx.wait_for_start();
+  for (;;) {
+    const ssize_t k = ::recv(fd, buf.data(), sizes[static_cast<std::size_t>(chunk.arm(mono_now_ns))], flags);
+    if (k > 0) {
+      f.counters.add_rx(static_cast<std::uint64_t>(k));
+      chunk.count(static_cast<std::uint64_t>(k));
+      if (ctx.stopping()) ctx.note_drain_progress();  // the sender's queue still drains
+      if (verify) {
+        std::size_t done = 0;
+        const auto got = static_cast<std::size_t>(k);
+        while (done < got) {
+          const std::size_t run = std::min(got - done, period - pos);
+          if (std::memcmp(buf.data() + done, tx_buf_.data() + pos, run) != 0) f.add_verify_error();
+          done += run;
+          pos = (pos + run) % period;
+        }
+      }
+    } else if (k == 0) {
+      break;  // the sender finished
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      if (ctx.aborted()) return;
+      if (mono_now_ns() > ctx.hard_deadline()) {
+        f.fail("peer stalled: still open after the test's end");
+        break;
+      }
+    } else {
+      if (!ctx.aborted()) f.fail(fmt::format("recv: {}", errno_text(errno)));
+      return;
+    }
+  }
+  ::shutdown(fd, SHUT_WR);
+}
+
+void TcpEngine::rpc_server(TcpFlow& f) {
+  ctx_->enter_data_thread("serve", f.id);
+  tune_socket(f.fd(), *ctx_);
+  const RunContext& ctx = *ctx_;
+  const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
+  const bool verify = ctx.spec().verify();
+  const std::uint64_t max_len = ctx.spec().buffsize();
+  const auto sizes = recv_chunks(ctx.spec());
+  ArmPicker rchunk = recv_picker();
+  std::vector<std::uint8_t> buf(sizes[1]);
+  const std::uint8_t* tx = tx_buf_.data();
+  ArmPicker method = send_picker();
+  const int fd = f.fd();
+  auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
+  auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
+  auto none = [](std::uint64_t) {};
+  std::uint8_t hdr[kRpcHdrSize];
+  std::uint8_t reply[kRpcHdrSize];
+  int err = 0;
+  for (;;) {
+    const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, none, err);
+    if (rc == 0) break;  // client finished
+    if (rc < 0) {
+      if (!ctx.aborted()) f.fail(fmt::format("rpc request: {}", err_text(err)));
+      return;
+    }
+    const std::uint32_t op = get32(hdr + 4);
+    const std::uint64_t len = get64(hdr + 8);
+    if (get32(hdr) == kRpcMagic && op == kOpPing && len == 0) {
+      put32(reply, kReplyMagic);
+      put32(reply + 4, 0);
+      put64(reply + 8, 0);
+      if (!send_all(fd, reply, sizeof reply, ctx, none, err)) {
+        if (!ctx.aborted()) f.fail(fmt::format("ping reply: {}", err_text(err)));
+        return;
+      }
+      continue;
+    }
+    if (get32(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
+      f.fail(fmt::format("rpc request: malformed (op {}, length {}, limit {})", op, len, max_len));
+      return;
+    }
+    put32(reply, kReplyMagic);
+    put32(reply + 4, 0);
+    if (op == kOpWrite) {
+      std::uint64_t left = len;
+      while (left > 0) {
+        const std::size_t chunk =
+            static_cast<std::size_t>(std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
+        if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
+          if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err == 0 ? EPIPE : err)));
+          return;
+        }
+        rchunk.count(chunk);
+        // Every block carries the same pattern: compare with it at this offset in the block.
+        if (verify && std::memcmp(buf.data(), tx + (len - left), chunk) != 0) f.add_verify_error();
+        left -= chunk;
+      }
+      put64(reply + 8, 0);
+      if (!send_all(fd, reply, sizeof reply, ctx, none, err)) {
+        if (!ctx.aborted()) f.fail(fmt::format("rpc reply: {}", err_text(err)));
+        return;
+      }
+    } else {
+      put64(reply + 8, len);
+      if (!send_all(fd, reply, sizeof reply, ctx, none, err, MSG_MORE) ||
+          !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len), ctx,
+                      tx_count, err)) {
+        if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
+        return;
+      }
+      method.count(len);
+    }
+    f.counters.add_msg();
+  }
+  ::shutdown(fd, SHUT_WR);
+}
+
+void TcpEngine::rpc_tester(std::uint32_t t) {
+  ctx_->enter_data_thread("rpc", t);
+  const RunContext& ctx = *ctx_;
+  const TestSpec& spec = ctx.spec();
+  const std::uint64_t len = spec.buffsize();
+  const std::uint32_t op = is_write_like(spec.test())     ? kOpWrite
+                           : spec.test() != TestKind::rw ? kOpRead
+                                                           : (t % 2 == 0 ? kOpWrite : kOpRead);
+  LatencyHistogram& hist = *tester_hist_[t];
+  const std::size_t servers = rpc_table_.size();
+  const std::uint32_t lane = t % spec.parallel();
+  std::size_t s = t % servers;
+  const bool sticky = is_sticky(spec.test());
+  ArmPicker method = send_picker();
+  std::uint8_t hdr[kRpcHdrSize];
+  put32(hdr, kRpcMagic);
+  put32(hdr + 4, op);
+  put64(hdr + 8, len);
+  ctx.wait_for_start();
+  std::size_t dead_in_a_row = 0;
+  while (!ctx.stopping()) {
+    RpcConn& c = *rpc_table_[s][lane];
+    if (!sticky) s = (s + 1) % servers;  // swrite/sread: the thread stays with its server
+    if (c.broken.load(std::memory_order_relaxed)) {
+      if (sticky || ++dead_in_a_row >= servers) return;  // every server this thread uses is gone
+      continue;
+    }
+    dead_in_a_row = 0;
+    RpcConn::Waiter w;
+    w.op = op;
+    const std::int64_t t0 = mono_now_ns();
+    {
+      std::lock_guard lk(c.send_mu);
+      {
+        // broken is set under q_mu by the receiver before it releases the last waiters, so a
+        // waiter queued here is always either answered or released.
+        std::lock_guard q(c.q_mu);
+        if (c.broken.load()) continue;
+        c.pending.push_back(&w);
+      }
+      int err = 0;
+      auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
+      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
+          (op == kOpWrite && !send_block(c.flow->fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_,
+                                         tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
+        c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
+      } else if (op == kOpWrite) {
+        method.count(len);
+      }
+    }
+    w.done.acquire();
+    if (!w.ok) continue;
+    const std::int64_t t1 = mono_now_ns();
+    if (ctx.in_window(t1)) hist.record(static_cast<std::uint64_t>(t1 - t0));
+  }
+}
+
+void TcpEngine::rpc_receiver(RpcConn& c) {
+  ctx_->enter_data_thread("reply", c.flow->id);
+  tune_socket(c.flow->fd(), *ctx_);
+  const RunContext& ctx = *ctx_;
+  const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
+  const bool verify = ctx.spec().verify();
+  const std::uint64_t max_len = ctx.spec().buffsize();
+  const auto sizes = recv_chunks(ctx.spec());
+  ArmPicker rchunk = recv_picker();
+  std::vector<std::uint8_t> buf(sizes[1]);
+  const int fd = c.flow->fd();
+  auto rx_count = [&c](std::uint64_t k) { c.flow->counters.add_rx(k); };
+  auto none = [](std::uint64_t) {};
+  std::uint8_t hdr[kRpcHdrSize];
+  int err = 0;
+  ctx.wait_for_start();
+  for (;;) {
+    const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, none, err);
+    if (rc == 0) break;
+    if (rc < 0) {
+      if (!ctx.aborted() && !c.broken) c.break_conn(fmt::format("rpc reply: {}", err_text(err)));
+      break;
+    }
+    RpcConn::Waiter* w = nullptr;
+    {
+      std::lock_guard q(c.q_mu);
+      if (!c.pending.empty()) {
+        w = c.pending.front();
+        c.pending.pop_front();
+      }
+    }
+    const std::uint64_t len = get64(hdr + 8);
+    const bool want_data = w && w->op == kOpRead;
+    if (!w || get32(hdr) != kReplyMagic || get32(hdr + 4) != 0 || (want_data ? len != max_len : len != 0)) {
+      c.break_conn("rpc reply: malformed or unexpected reply from server");
+      if (w) w->done.release();
+      break;
+    }
+    std::uint64_t left = len;
+    bool ok = true;
+    while (left > 0) {
+      const std::size_t chunk =
+          static_cast<std::size_t>(std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
+      if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
+        ok = false;
+        break;
+      }
+      rchunk.count(chunk);
+      if (verify && std::memcmp(buf.data(), tx_buf_.data() + (len - left), chunk) != 0) c.flow->add_verify_error();
+      left -= chunk;
+    }
+    if (!ok) {
+      if (!ctx.aborted()) c.break_conn(fmt::format("rpc read block: {}", err_text(err == 0 ? EPIPE : err)));
+      w->done.release();
+      break;
+    }
+    c.flow->counters.add_msg();
+    w->ok = true;
+    w->done.release();
+  }
+  // Nothing more will be answered on this connection: release whoever still waits.
+  std::lock_guard q(c.q_mu);
+  c.broken = true;
+  for (auto* w : c.pending) w->done.release();
+  c.pending.clear();
+}
+
+// Network delay under load: a zero-length ping to each server in turn every 10 ms on the probe
+// connections; only round trips that complete inside the window are recorded.
+void TcpEngine::probe_loop() {
+  ctx_->enter_data_thread("probe", 0);
+  RunContext& ctx = *ctx_;
+  LatencyHistogram& hist = ctx.delay_histogram();
+  std::uint8_t ping[kRpcHdrSize], reply[kRpcHdrSize];
+  put32(ping, kRpcMagic);
+  put32(ping + 4, kOpPing);
+  put64(ping + 8, 0);
+  auto none = [](std::uint64_t) {};
+  std::vector<bool> dead(probe_flows_.size(), false);
+  ctx.wait_for_start();
+  std::int64_t next = mono_now_ns();
+  while (!ctx.stopping()) {
+    for (std::size_t i = 0; i < probe_flows_.size() && !ctx.stopping(); ++i) {
+      if (dead[i]) continue;
+      TcpFlow& f = *probe_flows_[i];
+      int err = 0;
+      const std::int64_t t0 = mono_now_ns();
+      if (!send_all(f.fd(), ping, sizeof ping, ctx, none, err) || recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 ||
+          get32(reply) != kReplyMagic) {
+        if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
+        dead[i] = true;
+        continue;
+      }
+      const std::int64_t t1 = mono_now_ns();
+      if (ctx.in_window(t1)) hist.record(static_cast<std::uint64_t>(t1 - t0));
+    }
+    next += kProbePeriodNs;
+    const std::int64_t now = mono_now_ns();
+    if (next < now) next = now;
+    ctx.sleep_until(std::min(next, ctx.schedule().end_at));
+  }
+  for (TcpFlow* f : probe_flows_) ::shutdown(f->fd(), SHUT_WR);
+}
+
+}  // namespace fabperf
