@@ -75,6 +75,7 @@ enum class Refusal : std::uint8_t {
   size,        // not kMessageSize bytes
   not_fabperf, // wrong magic or version
   wrong_kind,  // a message of another pass
+  malformed,   // a field this pass leaves empty is not all zeros
   bad_mac,     // the MAC does not prove the test token for this queue pair and these nonces
 };
 struct Checked {

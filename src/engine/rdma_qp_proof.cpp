@@ -63,6 +63,16 @@ Checked check_shape(std::span<const std::uint8_t> bytes, Kind want) {
   return {};
 }
 
+// The field a pass leaves empty (the hello's MAC, the client proof's nonce) must be zeros: no
+// byte of a message is outside what is checked.
+Checked check_empty(std::span<const std::uint8_t> bytes, std::size_t at, std::size_t n, const char* what) {
+  if (std::any_of(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + n),
+                  [](std::uint8_t b) { return b != 0; })) {
+    return {Refusal::malformed, std::string("its ") + what + " field is not empty"};
+  }
+  return {};
+}
+
 bool mac_matches(std::span<const std::uint8_t> bytes, const auth::Proof& want) {
   auth::Proof got{};
   std::memcpy(got.data(), bytes.data() + kMacAt, got.size());
@@ -108,6 +118,7 @@ Message encode_client_proof(const proto::Token& client_token, const Binding& b, 
 
 Checked check_client_hello(std::span<const std::uint8_t> bytes, auth::Nonce& client_nonce) {
   Checked c = check_shape(bytes, Kind::client_hello);
+  if (c.ok()) c = check_empty(bytes, kMacAt, auth::kProofBytes, "hello's MAC");
   if (c.ok()) std::copy_n(bytes.begin() + kNonceAt, client_nonce.size(), client_nonce.begin());
   return c;
 }
@@ -128,6 +139,7 @@ Checked check_server_proof(std::span<const std::uint8_t> bytes, const proto::Tok
 Checked check_client_proof(std::span<const std::uint8_t> bytes, const proto::Token& client_token, const Binding& b,
                            const auth::Nonce& client_nonce, const auth::Nonce& server_nonce) {
   Checked c = check_shape(bytes, Kind::client_proof);
+  if (c.ok()) c = check_empty(bytes, kNonceAt, auth::kNonceBytes, "client proof's nonce");
   if (!c.ok()) return c;
   if (!mac_matches(bytes, mac(kClientLabel, client_token, b, client_nonce, server_nonce))) {
     return {Refusal::bad_mac, "its proof does not prove this test's token for this queue pair"};

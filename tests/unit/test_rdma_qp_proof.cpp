@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 using namespace fabperf;
 
 namespace {
@@ -104,6 +107,8 @@ TEST(RdmaQpProof, OnePassCannotStandInForAnother) {
   const auto sp = qp_proof::encode_server_proof(kClient, binding(), nc, ns);
   auto as_client = sp;
   as_client[3] = static_cast<std::uint8_t>(qp_proof::Kind::client_proof);
+  EXPECT_EQ(qp_proof::check_client_proof(as_client, kClient, binding(), nc, ns).refusal, qp_proof::Refusal::malformed);
+  std::fill(as_client.begin() + 4, as_client.begin() + 36, std::uint8_t{0});
   EXPECT_EQ(qp_proof::check_client_proof(as_client, kClient, binding(), nc, ns).refusal, qp_proof::Refusal::bad_mac);
   const auto c = qp_proof::check_client_proof(sp, kClient, binding(), nc, ns);
   EXPECT_EQ(c.refusal, qp_proof::Refusal::wrong_kind);
@@ -132,6 +137,13 @@ TEST(RdmaQpProof, SizeMagicAndVersionAreCheckedFirst) {
   auto kind = hello;
   kind[3] = 9;
   EXPECT_EQ(qp_proof::check_client_hello(kind, got).text, "an unknown kind where a client hello belongs");
+  EXPECT_EQ(got, auth::Nonce{});
+  // The fields a pass leaves empty are checked too.
+  auto hello_mac = hello;
+  hello_mac[67] = 1;
+  const auto h = qp_proof::check_client_hello(hello_mac, got);
+  EXPECT_EQ(h.refusal, qp_proof::Refusal::malformed);
+  EXPECT_EQ(h.text, "its hello's MAC field is not empty");
   EXPECT_EQ(got, auth::Nonce{});
 }
 
