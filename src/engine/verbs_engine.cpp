@@ -502,7 +502,7 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
     }
     std::memset(q->proof_buf, 0, kProofSlot * kProofSlots);
     // Local access only: the peer can SEND into the posted slots, never write or read them.
-    q->proof_mr = ibv_reg_mr(d.pd, q->proof_buf, kProofSlot * kProofSlots, IBV_ACCESS_LOCAL_WRITE);
+    q->proof_mr = ibv_reg_mr(d.pd, q->proof_buf, kProofSlot * kProofSlots, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
     if (!q->proof_mr) throw verbs_fail("ibv_reg_mr(peer proof)", d.label, errno);
     for (std::uint32_t i = 0; i < proof_recvs; ++i) {
       ibv_sge sge{reinterpret_cast<std::uintptr_t>(q->proof_buf + kProofSlot * (2 + i)), static_cast<std::uint32_t>(kProofSlot),

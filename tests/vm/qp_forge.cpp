@@ -124,7 +124,7 @@ ForgedQp::ForgedQp(const std::string& dev, const std::string& local_addr) {
   std::memset(inbox_, 0, kSlot * 2);
   // What a fabperf server exposes: remote write and read on the whole buffer.
   mr_ = ibv_reg_mr(pd_, buf_, 2 * kBlock, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-  inbox_mr_ = ibv_reg_mr(pd_, inbox_, kSlot * 2, IBV_ACCESS_LOCAL_WRITE);
+  inbox_mr_ = ibv_reg_mr(pd_, inbox_, kSlot * 2, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   if (!mr_ || !inbox_mr_) die(errtext("ibv_reg_mr"));
   cq_ = ibv_create_cq(ctx_, 2 * kRecvs + 16, nullptr, nullptr, 0);
   if (!cq_) die(errtext("ibv_create_cq"));
