@@ -5,7 +5,10 @@
 //  - by default through the coordinator's control channel, which is already authenticated: the
 //    server creates its QPs at SETUP_SERVER and returns their endpoints (QP number, PSN, GID/LID,
 //    buffer address, rkey), each client gets them with SETUP_CLIENT, connects its QPs and returns
-//    its own, and RDMA_CONNECT hands those to the server, which then connects its QPs;
+//    its own, and RDMA_CONNECT hands those to the server, which then connects its QPs. Before any
+//    load, both ends of every QP prove the test token to each other over the QP itself
+//    (include/fabperf/rdma_qp_proof.hpp): an endpoint the coordinator forwarded is only a claim,
+//    and an address that does not answer with the proof gets no RDMA WRITE or READ;
 //  - with --rdma-cm through librdmacm: the client resolves the server's address and connects, the
 //    server agent listens and accepts; the private data carries the buffer address and rkey under
 //    an HMAC of the client's token (so a stranger cannot get a QP) and the server's answer proves
@@ -29,6 +32,7 @@
 #include <fabperf/error.hpp>
 #include <fabperf/printable.hpp>
 #include <fabperf/rdma_cm_wire.hpp>
+#include <fabperf/rdma_qp_proof.hpp>
 #include <fabperf/units.hpp>
 
 #include <infiniband/verbs.h>
@@ -46,6 +50,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <random>
+#include <span>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -388,6 +393,14 @@ struct Qp {
   std::string peer;  // "node N (ADDR) qpn Q"
   VerbsFlow* flow{nullptr};
   LatencyHistogram* hist{nullptr};
+  // The peer proof (set-up through the coordinator only): a small registered buffer of
+  // kProofSlots slots (0 and 1 for what this end sends, 2 and 3 for what it receives), the key
+  // and what this end knows about the QP.
+  bool proof{false};
+  std::uint8_t* proof_buf{nullptr};
+  ibv_mr* proof_mr{nullptr};
+  proto::Token proof_token{};
+  qp_proof::Binding binding{};
   // The end of a stream that does not post: the server for write, the client for read and nwrite.
   [[nodiscard]] bool stream_passive() const { return !rpc && (dir == Dir::push) != client; }
   ~Qp() {
@@ -399,8 +412,17 @@ struct Qp {
     }
     if (cq) ibv_destroy_cq(cq);
     if (ch) ibv_destroy_comp_channel(ch);
+    if (proof_mr) ibv_dereg_mr(proof_mr);
+    std::free(proof_buf);
   }
 };
+
+constexpr std::size_t kProofSlot = 128;  // one proof message (68 bytes) per slot
+constexpr std::size_t kProofSlots = 4;
+// The proof's SENDs complete with this id, which no data work request uses (block ids count
+// from 1, notices are 0): the data loops skip a late one.
+constexpr std::uint64_t kProofWrId = 0xfab0'0000'0000'0000ull;
+constexpr std::int64_t kProofTimeoutNs = 10'000'000'000;  // an emulated guest can be slow
 
 std::uint32_t random_psn() {
   std::random_device rd;
@@ -422,12 +444,18 @@ Dir dir_for(const TestSpec& spec, std::uint32_t c) {
 // The QP's role (direction, rpc, which end) is set here because it decides how the thread that
 // serves the QP waits: the passive end of a stream (it only counts the immediates) always sleeps
 // on completion events; everything else busy-polls unless --rdma-events.
-std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc, bool client, rdma_cm_id* id = nullptr) {
+// With `proof` (set-up through the coordinator) the first receives posted are the proof's:
+// one on the client (the server's proof), two on the server (the client's hello and proof), so
+// the peer's first SENDs land there and never in the data buffer.
+std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc, bool client, rdma_cm_id* id = nullptr,
+                              bool proof = false) {
   auto q = std::make_unique<Qp>();
   q->dev = &d;
   q->dir = dir;
   q->rpc = rpc;
   q->client = client;
+  q->proof = proof;
+  const std::uint32_t proof_recvs = proof ? (client ? 1u : 2u) : 0u;
   const int depth = static_cast<int>(spec.qdepth());
   if (spec.rdma_events() || q->stream_passive()) {
     q->ch = ibv_create_comp_channel(d.ctx);
@@ -440,7 +468,7 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
   ia.recv_cq = q->cq;
   ia.qp_type = IBV_QPT_RC;
   ia.cap.max_send_wr = static_cast<std::uint32_t>(2 * depth + 2);
-  ia.cap.max_recv_wr = static_cast<std::uint32_t>(2 * depth + 2);
+  ia.cap.max_recv_wr = static_cast<std::uint32_t>(2 * depth + 2) + proof_recvs;
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
   ia.cap.max_inline_data = spec.inline_size();
@@ -467,6 +495,26 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
   q->local.addr = reinterpret_cast<std::uintptr_t>(d.buf);
   q->local.len = 2 * d.block;
   q->local.gid = d.gid;
+  if (proof) {
+    if (posix_memalign(reinterpret_cast<void**>(&q->proof_buf), 4096, kProofSlot * kProofSlots) != 0) {
+      q->proof_buf = nullptr;
+      throw verbs_fail("allocating the peer proof buffer", d.label, ENOMEM);
+    }
+    std::memset(q->proof_buf, 0, kProofSlot * kProofSlots);
+    // Local access only: the peer can SEND into the posted slots, never write or read them.
+    q->proof_mr = ibv_reg_mr(d.pd, q->proof_buf, kProofSlot * kProofSlots, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
+    if (!q->proof_mr) throw verbs_fail("ibv_reg_mr(peer proof)", d.label, errno);
+    for (std::uint32_t i = 0; i < proof_recvs; ++i) {
+      ibv_sge sge{reinterpret_cast<std::uintptr_t>(q->proof_buf + kProofSlot * (2 + i)), static_cast<std::uint32_t>(kProofSlot),
+                  q->proof_mr->lkey};
+      ibv_recv_wr wr{};
+      wr.wr_id = kProofWrId + 2 + i;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      ibv_recv_wr* bad = nullptr;
+      if (int e = ibv_post_recv(q->qp, &wr, &bad); e != 0) throw verbs_fail("ibv_post_recv(peer proof)", d.label, e);
+    }
+  }
   for (int i = 0; i < 2 * depth + 2; ++i) {
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(d.buf + d.block), static_cast<std::uint32_t>(d.block), d.mr->lkey};
     ibv_recv_wr wr{};
@@ -579,6 +627,11 @@ class VerbsEngine final : public Engine {
   int repost_recv(Qp& q) noexcept;
   void fail(Qp& q, const char* what, int err) noexcept;
   void fail_wc(Qp& q, const ibv_wc& wc) noexcept;
+  // The peer proof over the QP (before any load); throws PeerProofError naming the peer.
+  void prove_peer(Qp& q);
+  int post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept;
+  // The next proof message the peer sent (its bytes), or throws naming what came instead.
+  std::span<const std::uint8_t> next_proof(Qp& q, std::uint32_t& received, std::int64_t deadline);
   void stream_active(Qp& q);
   void stream_passive(Qp& q);
   void rpc_client(Qp& q);
@@ -655,8 +708,9 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
     for (std::uint32_t c = 0; c < per_pair; ++c) {
       const std::string& addr = plan.link_addrs.empty() ? plan.control_address : plan.link_addrs[c % plan.link_addrs.size()];
       Device& d = device_for(numeric_sockaddr(addr, 0, "resolve RDMA server address"));
-      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false);
+      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false, nullptr, true);
       q->peer_node = client;
+      q->proof_token = derive_client_token(plan.token, client);
       q->conn = c;
       std::lock_guard lk(mu_);
       fresh_.push_back(to_wire(q->local, ctx.node_index(), client, c));
@@ -694,6 +748,9 @@ std::size_t VerbsEngine::connect_endpoints(RunContext& ctx, const std::vector<pr
     }
     q.remote = from_wire(e);
     q.peer = fmt::format("node {} ({}) qpn {}", e.node, gid_text(q.remote.gid), q.remote.qpn);
+    q.binding = {ctx.node_index(), e.node, e.conn, q.local.qpn, q.remote.qpn, {}, {}};
+    std::memcpy(q.binding.server_gid.data(), q.local.gid.raw, 16);
+    std::memcpy(q.binding.client_gid.data(), q.remote.gid.raw, 16);
     connect_qp(q);
     add_flow(q, FlowRole::server, gid_text(q.remote.gid));
     qps_.push_back(std::move(*it));
@@ -737,11 +794,15 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
         throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", list, e->len,
                                         2 * d.block));
       }
-      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true);
+      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, nullptr, true);
       q->peer_node = t.node_index;
       q->conn = c;
       q->remote = from_wire(*e);
       q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, q->remote.qpn);
+      q->proof_token = plan.token;
+      q->binding = {t.node_index, ctx.node_index(), c, q->remote.qpn, q->local.qpn, {}, {}};
+      std::memcpy(q->binding.server_gid.data(), q->remote.gid.raw, 16);
+      std::memcpy(q->binding.client_gid.data(), q->local.gid.raw, 16);
       connect_qp(*q);
       add_flow(*q, FlowRole::client, host);
       std::lock_guard lk(mu_);
@@ -997,11 +1058,32 @@ void VerbsEngine::start(RunContext& ctx) {
   std::lock_guard lk(mu_);
   for (auto& qp : qps_) {
     Qp* q = qp.get();
-    if (q->rpc) {
-      threads_.emplace_back([this, q] { q->client ? rpc_client(*q) : rpc_server(*q); });
-    } else {
-      threads_.emplace_back([this, q] { q->stream_passive() ? stream_passive(*q) : stream_active(*q); });
-    }
+    threads_.emplace_back([this, q] {
+      if (q->proof) {
+        try {
+          prove_peer(*q);
+        } catch (const PeerProofError& e) {
+          // Nothing was posted to this peer; the whole test on this node stops with the reason
+          // (the result is then incomplete, and the coordinator exits 3 naming it). The QP goes
+          // to the error state so the unproven peer cannot reach this node's buffer either.
+          ibv_qp_attr a{};
+          a.qp_state = IBV_QPS_ERR;
+          (void)ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+          q->flow->fail(e.what());
+          ctx_->abort(e.what());
+          return;
+        } catch (const std::exception& e) {
+          q->flow->fail(e.what());
+          ctx_->abort(e.what());
+          return;
+        }
+      }
+      if (q->rpc) {
+        q->client ? rpc_client(*q) : rpc_server(*q);
+      } else {
+        q->stream_passive() ? stream_passive(*q) : stream_active(*q);
+      }
+    });
   }
 }
 
@@ -1044,6 +1126,91 @@ int VerbsEngine::poll(Qp& q, ibv_wc* wc, int n) noexcept {
     ibv_req_notify_cq(q.cq, 0);
   }
   return ibv_poll_cq(q.cq, n, wc);
+}
+
+// ---- the peer proof ---------------------------------------------------------------------------
+
+bool is_recv(const ibv_wc& wc);
+
+int VerbsEngine::post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept {
+  std::uint8_t* at = q.proof_buf + kProofSlot * slot;
+  std::memcpy(at, m.data(), m.size());
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(at), static_cast<std::uint32_t>(m.size()), q.proof_mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kProofWrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(q.qp, &wr, &bad);
+}
+
+// Completions are taken one at a time and only until the proof message: the data that a proven
+// peer sends right after its last proof message stays in the CQ for the data loop. Our own proof
+// SENDs complete here or later (the data loops skip kProofWrId).
+std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& received, std::int64_t deadline) {
+  const std::string lead = fmt::format("RDMA peer {} did not prove the test token", q.peer);
+  const std::string tail = fmt::format("(queue pair {} on {}; nothing was posted to it)", q.local.qpn, q.dev->label);
+  ibv_wc wc{};
+  for (;;) {
+    if (stop_ || ctx_->aborted()) throw PeerProofError(q.peer, fmt::format("{}: the test stopped first {}", lead, tail));
+    const int n = poll(q, &wc, 1);
+    if (n < 0) throw PeerProofError(q.peer, fmt::format("{}: ibv_poll_cq failed {}", lead, tail));
+    if (n == 0) {
+      if (mono_now_ns() >= deadline) {
+        throw PeerProofError(q.peer, fmt::format("{}: no proof within {} s {}", lead, kProofTimeoutNs / 1'000'000'000, tail));
+      }
+      if (!q.ch) {
+        timespec nap{0, 50'000};  // an idle peer is waited for without spinning a core
+        nanosleep(&nap, nullptr);
+      }
+      continue;
+    }
+    if (wc.status != IBV_WC_SUCCESS) {
+      throw PeerProofError(q.peer, fmt::format("{}: {} completion: {} (wc status {}) {}", lead, opcode_name(wc.opcode),
+                                               ibv_wc_status_str(wc.status), static_cast<int>(wc.status), tail));
+    }
+    if (!is_recv(wc)) continue;  // our own proof SEND
+    if (wc.opcode != IBV_WC_RECV) {
+      throw PeerProofError(q.peer, fmt::format("{}: it sent {} where a proof SEND belongs {}", lead, opcode_name(wc.opcode), tail));
+    }
+    const std::uint8_t* at = q.proof_buf + kProofSlot * (2 + received);
+    ++received;
+    return {at, std::min<std::size_t>(wc.byte_len, kProofSlot)};
+  }
+}
+
+// Client: hello (its nonce) -> the server's proof, checked -> its own proof. Server: the hello ->
+// its proof -> the client's proof, checked. Each end posts load only after this returns.
+void VerbsEngine::prove_peer(Qp& q) {
+  const std::int64_t deadline = std::min(mono_now_ns() + kProofTimeoutNs, ctx_->hard_deadline() - 1'000'000'000);
+  auto refuse = [&](const qp_proof::Checked& c) {
+    throw PeerProofError(q.peer, fmt::format("RDMA peer {} did not prove the test token: {} (queue pair {} on {}; nothing was "
+                                             "posted to it)", q.peer, c.text, q.local.qpn, q.dev->label));
+  };
+  auto post = [&](std::size_t slot, const qp_proof::Message& m) {
+    if (int e = post_proof(q, slot, m); e != 0) {
+      throw PeerProofError(q.peer, fmt::format("RDMA peer {}: posting the proof of the test token failed: {} on {}", q.peer,
+                                               errno_text(e), q.dev->label));
+    }
+  };
+  std::uint32_t received = 0;
+  const auth::Nonce mine = auth::make_nonce();
+  if (q.client) {
+    post(0, qp_proof::encode_client_hello(mine));
+    auth::Nonce theirs{};
+    const auto c = qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs);
+    if (!c.ok()) refuse(c);
+    post(1, qp_proof::encode_client_proof(q.proof_token, q.binding, mine, theirs));
+  } else {
+    auth::Nonce theirs{};
+    const auto h = qp_proof::check_client_hello(next_proof(q, received, deadline), theirs);
+    if (!h.ok()) refuse(h);
+    post(0, qp_proof::encode_server_proof(q.proof_token, q.binding, theirs, mine));
+    const auto c = qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine);
+    if (!c.ok()) refuse(c);
+  }
 }
 
 // One block's work request: push/pull_back move it with WRITE_WITH_IMM (or SEND), nread pulls it
@@ -1188,7 +1355,7 @@ void VerbsEngine::stream_active(Qp& q) {
     const int n = poll(q, wc, kPollBatch);
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
-      if (is_recv(wc[i]) || wc[i].wr_id == 0) continue;  // notices
+      if (is_recv(wc[i]) || wc[i].wr_id == 0 || wc[i].wr_id >= kProofWrId) continue;  // notices, the proof
       const std::uint64_t upto = wc[i].wr_id;
       if (upto <= completed) continue;
       const std::uint64_t blocks = upto - completed;
@@ -1217,7 +1384,7 @@ void VerbsEngine::stream_active(Qp& q) {
     const int n = poll(q, wc, kPollBatch);
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
-      if (is_recv(wc[i]) || wc[i].wr_id == 0 || wc[i].wr_id <= completed) continue;
+      if (is_recv(wc[i]) || wc[i].wr_id == 0 || wc[i].wr_id >= kProofWrId || wc[i].wr_id <= completed) continue;
       const std::uint64_t blocks = wc[i].wr_id - completed;
       completed = wc[i].wr_id;
       if (nread) {
@@ -1296,7 +1463,7 @@ void VerbsEngine::rpc_client(Qp& q) {
           replied = true;
           got = wc[i].byte_len;
           if (int r = repost_recv(q); r != 0) return fail(q, "ibv_post_recv", r);
-        } else {
+        } else if (wc[i].wr_id < kProofWrId) {
           sent = true;
         }
       }

@@ -26,6 +26,7 @@ constexpr std::array kRows{
     // -- settings and identifiers that look like counters ----------------------------------
     Row{"peer_ifindex", C::other, false},                // veth: the peer's index
     Row{"hw_counters/lifespan", C::other, false},        // rxe: a setting
+    Row{"*ack_deferred", C::other, false},               // rxe: the completer rescheduled (not "*err*")
     Row{"*pause_duration*", C::other, false},            // mlx5: microseconds, not frames
     Row{"rx_buffer_passed_thres_phy", C::other, false},  // mlx5: a fill-level event
     // -- flow control: PFC per priority, global pause, IB credit waits -----------------------

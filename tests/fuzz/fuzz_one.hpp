@@ -2,7 +2,8 @@
 // everything an authenticated peer's frames reach: the frame decoder, every message parser,
 // the pre-auth size cap, the key text parser, and the TLS 1.3 PSK handshake of a keyed agent
 // and of a keyed coordinator (the input as the peer's first flight, through fabperf's own PSK
-// callbacks). Only the documented errors (ProtocolError, UsageError) may come out; anything else
+// callbacks), and the peer proof an RDMA queue pair's other end sends (rdma_qp_proof.hpp: the
+// input as each of the three passes). Only the documented errors (ProtocolError, UsageError) may come out; anything else
 // (another exception, a crash, a sanitizer report) is a bug.
 #pragma once
 
@@ -11,11 +12,13 @@
 #include <fabperf/auth.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
+#include <fabperf/rdma_qp_proof.hpp>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -54,8 +57,30 @@ inline void tls_handshake_one(const std::uint8_t* data, std::size_t size, bool s
   SSL_free(ssl);
 }
 
+// The input as what the peer of a queue pair SENT into a proof slot (at most one 128-byte slot):
+// a refusal is a value, never an exception; an accepted proof from fuzz bytes would mean the
+// MAC is forgeable without the token.
+inline void qp_proof_one(std::span<const std::uint8_t> in) {
+  static const proto::Token token{};
+  static const qp_proof::Binding binding{0, 1, 0, 0x11, 0x22, {}, {}};
+  const auth::Nonce nc{};
+  auth::Nonce ns{};
+  (void)qp_proof::check_client_hello(in, ns);
+  const auto s = qp_proof::check_server_proof(in, token, binding, nc, ns);
+  const auto c = qp_proof::check_client_proof(in, token, binding, nc, ns);
+  if (s.ok() || c.ok()) {
+    // Only the seeds made with this all-zero token and binding may pass.
+    const auto want_s = qp_proof::encode_server_proof(token, binding, nc, ns);
+    const auto want_c = qp_proof::encode_client_proof(token, binding, nc, ns);
+    const bool seed = (s.ok() && std::equal(in.begin(), in.end(), want_s.begin(), want_s.end())) ||
+                      (c.ok() && std::equal(in.begin(), in.end(), want_c.begin(), want_c.end()));
+    if (!seed) __builtin_trap();
+  }
+}
+
 inline void fuzz_one(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::uint8_t> in(data, size);
+  if (size <= 128) qp_proof_one(in);
   try {
     proto::validate_frame(in);
   } catch (const ProtocolError&) {

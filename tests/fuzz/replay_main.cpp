@@ -123,6 +123,18 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   add("retired_auth_type", raw(static_cast<MsgType>(15), R"({"nonce":"zz","proof":null,"caps":[1]})"));
   add("nasty_utf8", raw(MsgType::abort, "{\"reason\":\"\xff\xfe\"}"));
   add("nasty_nan", raw(MsgType::ping, R"({"seq":NaN})"));
+  // The peer proof of an RDMA queue pair: the three passes as qp_proof_one checks them.
+  const qp_proof::Binding qb{0, 1, 0, 0x11, 0x22, {}, {}};
+  const auth::Nonce zero{};
+  const auto qh = qp_proof::encode_client_hello(zero);
+  add("qp_proof_hello", Bytes(qh.begin(), qh.end()));
+  const auto qs = qp_proof::encode_server_proof(proto::Token{}, qb, zero, zero);
+  add("qp_proof_server", Bytes(qs.begin(), qs.end()));
+  const auto qc = qp_proof::encode_client_proof(proto::Token{}, qb, zero, zero);
+  add("qp_proof_client", Bytes(qc.begin(), qc.end()));
+  auto qbad = qs;
+  qbad[40] ^= 0x80;
+  add("nasty_qp_proof_flipped", Bytes(qbad.begin(), qbad.end()));
   const std::string key = std::string(64, 'a') + "\n";
   add("key_text", Bytes(key.begin(), key.end()));
   return s;

@@ -196,6 +196,17 @@ TEST(CounterDictionary, RdmaPorts) {
                         {"hw_counters/link_downed", {Cat::link_down}}});
   EXPECT_EQ(classify_counter("hw_counters/retry_exceeded_err").category, Cat::error);
   EXPECT_EQ(classify_counter("hw_counters/lifespan").category, Cat::other);
+  // The rest of rxe's listing (drivers/infiniband/sw/rxe/rxe_hw_counters.c, as a 6.1 guest lists
+  // it): traffic is never a symptom, RNR and send errors are errors, and ack_deferred (the
+  // completer rescheduled its work) is reported raw.
+  for (const char* n : {"hw_counters/sent_pkts", "hw_counters/rcvd_pkts", "hw_counters/rdma_sends", "hw_counters/rdma_recvs"}) {
+    EXPECT_EQ(classify_counter(n).category, Cat::traffic) << n;
+  }
+  for (const char* n : {"hw_counters/rcvd_rnr_err", "hw_counters/send_rnr_err", "hw_counters/retry_rnr_exceeded_err",
+                        "hw_counters/send_err"}) {
+    EXPECT_EQ(classify_counter(n).category, Cat::error) << n;
+  }
+  EXPECT_EQ(classify_counter("hw_counters/ack_deferred").category, Cat::other);
   check_listing("mlx5_ib", {{"hw_counters/out_of_buffer", {Cat::discard}},
                             {"hw_counters/out_of_sequence", {Cat::retransmit}},
                             {"hw_counters/duplicate_request", {Cat::retransmit}},

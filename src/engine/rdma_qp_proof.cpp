@@ -1,0 +1,150 @@
+#include <fabperf/rdma_qp_proof.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+namespace fabperf::qp_proof {
+namespace {
+
+constexpr std::uint16_t kMagic = 0x4651;  // "FQ"
+constexpr std::uint8_t kVersion = 1;
+constexpr std::size_t kHeader = 4;
+constexpr std::size_t kNonceAt = kHeader;
+constexpr std::size_t kMacAt = kNonceAt + auth::kNonceBytes;
+static_assert(kMacAt + auth::kProofBytes == kMessageSize);
+// Domain separation: the two passes' MACs differ, and neither can pass as a data hello's or an
+// rdma_cm request's.
+constexpr std::string_view kServerLabel{"fabperf-rdma-qp-srv\0", 20};
+constexpr std::string_view kClientLabel{"fabperf-rdma-qp-cli\0", 20};
+
+std::span<const std::uint8_t> bytes_of(std::string_view s) { return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}; }
+
+void put32(std::uint8_t* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (24 - 8 * i));
+}
+
+auth::Proof mac(std::string_view label, const proto::Token& client_token, const Binding& b, const auth::Nonce& client_nonce,
+                const auth::Nonce& server_nonce) {
+  const auto binding = encode_binding(b);
+  return auth::hmac_sha256(client_token, {bytes_of(label), binding, client_nonce, server_nonce});
+}
+
+Message header(Kind k) {
+  Message m{};
+  m[0] = static_cast<std::uint8_t>(kMagic >> 8);
+  m[1] = static_cast<std::uint8_t>(kMagic & 0xff);
+  m[2] = kVersion;
+  m[3] = static_cast<std::uint8_t>(k);
+  return m;
+}
+
+const char* kind_name(std::uint8_t k) {
+  switch (k) {
+    case static_cast<std::uint8_t>(Kind::client_hello): return "a client hello";
+    case static_cast<std::uint8_t>(Kind::server_proof): return "a server proof";
+    case static_cast<std::uint8_t>(Kind::client_proof): return "a client proof";
+    default: return "an unknown kind";
+  }
+}
+
+// Size, magic, version and kind; the MAC is checked by the caller.
+Checked check_shape(std::span<const std::uint8_t> bytes, Kind want) {
+  if (bytes.size() != kMessageSize) {
+    return {Refusal::size, "a " + std::to_string(bytes.size()) + "-byte message where the " + std::to_string(kMessageSize) +
+                               "-byte proof of the test token belongs"};
+  }
+  const std::uint16_t magic = static_cast<std::uint16_t>((bytes[0] << 8) | bytes[1]);
+  if (magic != kMagic || bytes[2] != kVersion) return {Refusal::not_fabperf, "not a fabperf queue pair proof of this version"};
+  if (bytes[3] != static_cast<std::uint8_t>(want)) {
+    return {Refusal::wrong_kind, std::string(kind_name(bytes[3])) + " where " + kind_name(static_cast<std::uint8_t>(want)) +
+                                     " belongs"};
+  }
+  return {};
+}
+
+// The field a pass leaves empty (the hello's MAC, the client proof's nonce) must be zeros: no
+// byte of a message is outside what is checked.
+Checked check_empty(std::span<const std::uint8_t> bytes, std::size_t at, std::size_t n, const char* what) {
+  if (std::any_of(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + n),
+                  [](std::uint8_t b) { return b != 0; })) {
+    return {Refusal::malformed, std::string("its ") + what + " field is not empty"};
+  }
+  return {};
+}
+
+bool mac_matches(std::span<const std::uint8_t> bytes, const auth::Proof& want) {
+  auth::Proof got{};
+  std::memcpy(got.data(), bytes.data() + kMacAt, got.size());
+  return auth::proofs_equal(want, got);
+}
+
+}  // namespace
+
+std::array<std::uint8_t, kBindingSize> encode_binding(const Binding& b) {
+  std::array<std::uint8_t, kBindingSize> out{};
+  put32(out.data(), b.server_node);
+  put32(out.data() + 4, b.client_node);
+  put32(out.data() + 8, b.conn);
+  put32(out.data() + 12, b.server_qpn);
+  put32(out.data() + 16, b.client_qpn);
+  std::memcpy(out.data() + 20, b.server_gid.data(), 16);
+  std::memcpy(out.data() + 36, b.client_gid.data(), 16);
+  return out;
+}
+
+Message encode_client_hello(const auth::Nonce& client_nonce) {
+  Message m = header(Kind::client_hello);
+  std::copy(client_nonce.begin(), client_nonce.end(), m.begin() + kNonceAt);
+  return m;
+}
+
+Message encode_server_proof(const proto::Token& client_token, const Binding& b, const auth::Nonce& client_nonce,
+                            const auth::Nonce& server_nonce) {
+  Message m = header(Kind::server_proof);
+  std::copy(server_nonce.begin(), server_nonce.end(), m.begin() + kNonceAt);
+  const auto p = mac(kServerLabel, client_token, b, client_nonce, server_nonce);
+  std::copy(p.begin(), p.end(), m.begin() + kMacAt);
+  return m;
+}
+
+Message encode_client_proof(const proto::Token& client_token, const Binding& b, const auth::Nonce& client_nonce,
+                            const auth::Nonce& server_nonce) {
+  Message m = header(Kind::client_proof);
+  const auto p = mac(kClientLabel, client_token, b, client_nonce, server_nonce);
+  std::copy(p.begin(), p.end(), m.begin() + kMacAt);
+  return m;
+}
+
+Checked check_client_hello(std::span<const std::uint8_t> bytes, auth::Nonce& client_nonce) {
+  Checked c = check_shape(bytes, Kind::client_hello);
+  if (c.ok()) c = check_empty(bytes, kMacAt, auth::kProofBytes, "hello's MAC");
+  if (c.ok()) std::copy_n(bytes.begin() + kNonceAt, client_nonce.size(), client_nonce.begin());
+  return c;
+}
+
+Checked check_server_proof(std::span<const std::uint8_t> bytes, const proto::Token& client_token, const Binding& b,
+                           const auth::Nonce& client_nonce, auth::Nonce& server_nonce) {
+  Checked c = check_shape(bytes, Kind::server_proof);
+  if (!c.ok()) return c;
+  auth::Nonce ns{};
+  std::copy_n(bytes.begin() + kNonceAt, ns.size(), ns.begin());
+  if (!mac_matches(bytes, mac(kServerLabel, client_token, b, client_nonce, ns))) {
+    return {Refusal::bad_mac, "its proof does not prove this test's token for this queue pair"};
+  }
+  server_nonce = ns;
+  return c;
+}
+
+Checked check_client_proof(std::span<const std::uint8_t> bytes, const proto::Token& client_token, const Binding& b,
+                           const auth::Nonce& client_nonce, const auth::Nonce& server_nonce) {
+  Checked c = check_shape(bytes, Kind::client_proof);
+  if (c.ok()) c = check_empty(bytes, kNonceAt, auth::kNonceBytes, "client proof's nonce");
+  if (!c.ok()) return c;
+  if (!mac_matches(bytes, mac(kClientLabel, client_token, b, client_nonce, server_nonce))) {
+    return {Refusal::bad_mac, "its proof does not prove this test's token for this queue pair"};
+  }
+  return c;
+}
+
+}  // namespace fabperf::qp_proof
