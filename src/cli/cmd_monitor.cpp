@@ -55,6 +55,22 @@ class RealClock : public mon::MonitorClock {
   }
 };
 
+// Puts the stop handler back as soon as a probe's test has put the default action back, so a
+// SIGTERM between probes stops the monitor cleanly instead of killing it.
+class RearmingProber : public mon::Prober {
+ public:
+  explicit RearmingProber(std::unique_ptr<mon::Prober> inner) : inner_(std::move(inner)) {}
+  mon::JobResult run(const mon::Job& job) override {
+    auto r = inner_->run(job);
+    arm_stop_handler();
+    if (g_stop) r.interrupted = true;
+    return r;
+  }
+
+ private:
+  std::unique_ptr<mon::Prober> inner_;
+};
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -193,7 +209,7 @@ int cmd_monitor(int argc, char** argv) {
                       cfg.listen_host.find(':') != std::string::npos ? "]" : "", server->port()));
     }
   }
-  auto prober = mon::make_prober(cfg, key);
+  RearmingProber prober(mon::make_prober(cfg, key));
   RealClock clock;
   mon::RunOptions ro;
   ro.once = once;
@@ -204,7 +220,7 @@ int cmd_monitor(int argc, char** argv) {
   }
   g_stop = false;
   arm_stop_handler();
-  const int code = mon::run_monitor(cfg, *prober, clock, state, mu, ro);
+  const int code = mon::run_monitor(cfg, prober, clock, state, mu, ro);
   if (once && g_stop) {
     say("--once: interrupted before the rotation ended");
     return static_cast<int>(ExitCode::infrastructure);

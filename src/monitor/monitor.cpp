@@ -70,7 +70,7 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
       std::string down;
       for (const auto h : {pr.first, pr.second}) {
         if (backoff.blocked(h, start)) {
-          down = fmt::format("agent {} ({}) is unreachable; next attempt in {:.0f} s", cfg.hosts[h].name, cfg.hosts[h].hp.str(),
+          down = fmt::format("agent {} ({}) is unreachable; next attempt in {:.1f} s", cfg.hosts[h].name, cfg.hosts[h].hp.str(),
                              backoff.retry_at(h) - start);
           break;
         }
@@ -118,7 +118,7 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
         const bool was_down = !state.agent_up(h);
         if (named) {
           backoff.failed(h, end);
-          lines.push_back(fmt::format("agent {} ({}) unreachable ({} in a row); next attempt in {:.0f} s", cfg.hosts[h].name,
+          lines.push_back(fmt::format("agent {} ({}) unreachable ({} in a row); next attempt in {:.1f} s", cfg.hosts[h].name,
                                       cfg.hosts[h].hp.str(), backoff.failures(h), backoff.retry_at(h) - end));
         } else if (!job_failed || std::any_of(result.pairs.begin(), result.pairs.end(), [&](const PairSample& p) {
                      return p.ok && (p.client == h || p.server == h);

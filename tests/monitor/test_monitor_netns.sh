@@ -57,7 +57,8 @@ set -e
 [ $rc -eq 2 ] && grep -q "field 'max-dooty': unknown field of \[monitor\]" "$WORK/bad.out" || { echo "FAIL: bad key: exit $rc"; cat "$WORK/bad.out"; exit 1; }
 
 start_monitor() {
-  in_host 1 "$FABPERF" monitor "$WORK/monitor.toml" "${KEYARGS[@]}" --probe-log "$WORK/probes.jsonl" "$@" 2>>"$WORK/monitor.log" &
+  # `ip netns exec` execs the command: $! is the monitor's own PID (a shell function would fork).
+  ip netns exec "$NS1" "$FABPERF" monitor "$WORK/monitor.toml" "${KEYARGS[@]}" --probe-log "$WORK/probes.jsonl" "$@" 2>>"$WORK/monitor.log" &
   MONITOR_PID=$!
   PIDS+=($MONITOR_PID)
   for _ in $(seq 100); do
@@ -86,7 +87,7 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:9668"]
 YML
-in_host 1 prometheus --config.file="$WORK/prom/prometheus.yml" --storage.tsdb.path="$WORK/prom/data" \
+ip netns exec "$NS1" prometheus --config.file="$WORK/prom/prometheus.yml" --storage.tsdb.path="$WORK/prom/data" \
   --web.listen-address=127.0.0.1:9090 --log.level=warn 2>"$WORK/prom/log" &
 PIDS+=($!)
 for _ in $(seq 100); do in_host 1 curl -sf --max-time 2 http://127.0.0.1:9090/-/ready >/dev/null 2>&1 && break; sleep 0.2; done
