@@ -44,6 +44,13 @@ class SystemError : public Error {
   SystemError(std::string_view operation, std::string_view object, std::string_view reason);
 };
 
+// A peer or an operation gave no answer within its deadline (the connection itself may be
+// fine): the coordinator reports such a node as stalled rather than lost.
+class TimeoutError : public SystemError {
+ public:
+  using SystemError::SystemError;
+};
+
 // A verbs or rdma_cm call failed: the call, the device (or the address it was for) and errno,
 // as fields for callers that decide by them and as the message "ibv_create_qp: Cannot allocate
 // memory on rxe0:1".

@@ -76,8 +76,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& nodes, const
 // outside an allocation.
 std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& options);
 
-// While installed, SIGINT/SIGTERM set a flag that the launchers poll (to give up and clean up)
-// instead of killing the process. run_test() installs its own handling while it runs.
+// From this call on, interrupted() says whether a SIGINT/SIGTERM came (main() owns the handlers,
+// fabperf/stop.hpp): the launchers poll it to give up and clean up.
 void install_interrupt_flag();
 [[nodiscard]] bool interrupted();
 

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include <fabperf/auth.hpp>
+#include <fabperf/bytes.hpp>
+#include <fabperf/fields.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/spec.hpp>
@@ -28,8 +30,8 @@ inline constexpr std::uint16_t kVersion = 3;
 inline constexpr std::size_t kHeaderSize = 12;
 // Results of a large test are the biggest frames; 16 MiB holds ~80k connections.
 inline constexpr std::uint32_t kMaxBody = 16u << 20;
-inline constexpr std::size_t kMaxString = 4096;
-inline constexpr std::size_t kMaxList = 100000;
+using fabperf::kMaxList;
+using fabperf::kMaxString;
 // Until a peer has proven it holds the key, no frame may be larger than this (HELLO, AUTH,
 // AUTH_OK, ERROR are all far smaller): nothing large is buffered or parsed for a stranger.
 inline constexpr std::uint32_t kMaxPreAuthBody = 4096;
@@ -77,33 +79,14 @@ std::vector<std::uint8_t> encode_frame(MsgType type, const nlohmann::json& body)
 // Parses a body (must be a JSON object); throws ProtocolError naming the message type.
 nlohmann::json parse_body(MsgType type, std::span<const std::uint8_t> body);
 
-// Field-by-field validation of a JSON object; errors read "<context>.<field>: <problem>".
-class Fields {
- public:
-  Fields(const nlohmann::json& j, std::string context);
-  [[nodiscard]] bool has(const char* name) const;
-  [[nodiscard]] std::uint64_t u64(const char* name, std::uint64_t lo, std::uint64_t hi) const;
-  [[nodiscard]] std::int64_t i64(const char* name, std::int64_t lo, std::int64_t hi) const;
-  [[nodiscard]] double num(const char* name, double lo, double hi) const;
-  [[nodiscard]] bool boolean(const char* name) const;
-  [[nodiscard]] std::string str(const char* name, std::size_t max_len = kMaxString) const;
-  [[nodiscard]] const nlohmann::json& array(const char* name, std::size_t max_items = kMaxList) const;
-  [[nodiscard]] const nlohmann::json& object(const char* name) const;
-  [[nodiscard]] std::vector<std::string> strings(const char* name, std::size_t max_items,
-                                                 std::size_t max_len = kMaxString) const;
-  [[nodiscard]] std::string ctx(const char* name) const { return context_ + "." + name; }
-
- private:
-  const nlohmann::json& get(const char* name) const;
-  const nlohmann::json& j_;
-  std::string context_;
-};
+// Field-by-field validation (fabperf/fields.hpp), shared with the sysinfo decoders.
+using fabperf::Fields;
 
 // ---- Typed messages -----------------------------------------------------------------------
 
 inline constexpr std::size_t kTokenBytes = 16;
 using Token = std::array<std::uint8_t, kTokenBytes>;
-std::string to_hex(std::span<const std::uint8_t> bytes);
+using fabperf::to_hex;
 Token token_from_hex(std::string_view hex, const std::string& context);  // throws ProtocolError
 Token random_token();
 
@@ -223,8 +206,28 @@ struct LinksReply {
 struct Shutdown {
   std::string reason;
 };
+// Why an agent answered ERROR: the one list of codes an agent sends (docs/architecture.md).
+// On the wire as the lower-case names below; a code this build does not know (a newer agent's)
+// decodes as `other`, its message kept.
+enum class ErrorCode {
+  busy,          // running another coordinator's test
+  cleaning,      // still releasing the previous test; the coordinator retries for a while
+  limit,         // over one of the agent's caps (--max-duration, buffers, connections, ...)
+  protocol,      // a message out of order or not for this test
+  version,       // no protocol version in common with the coordinator
+  refused,       // a request the agent declines (SHUTDOWN without --allow-shutdown)
+  setup_failed,  // SETUP_SERVER, SETUP_CLIENT or RDMA_CONNECT could not be carried out
+  start_failed,  // START could not start the test
+  result,        // the RESULT could not be sent
+  no_key,        // the coordinator started TLS, this agent has no key
+  key_required,  // this agent has a key and the coordinator sent plain frames
+  other,
+};
+std::string_view to_string(ErrorCode c);
+ErrorCode error_code_from_string(std::string_view s);  // `other` when unknown
+
 struct ErrorMsg {
-  std::string code;  // "busy", "bad_request", "setup_failed", "protocol"
+  ErrorCode code{ErrorCode::other};
   std::string message;
 };
 

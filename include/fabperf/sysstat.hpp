@@ -46,5 +46,7 @@ std::vector<int> read_numa_cpus(int node, const std::string& root = "");
 
 // Host name of this machine.
 std::string local_hostname();
+// The running executable (/proc/self/exe), to start agents as copies of this binary; throws SystemError.
+std::string self_exe();
 
 }  // namespace fabperf

@@ -8,6 +8,7 @@
 #include <fabperf/sysstat.hpp>
 
 #include "agent/result_fit.hpp"
+#include "net/stop_watch.hpp"
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
 
@@ -161,7 +162,7 @@ struct TestState {
 
 class Agent {
  public:
-  explicit Agent(const AgentOptions& o) : opts_(o), acceptor_(io_), signals_(io_, SIGINT, SIGTERM), pool_(2) {
+  explicit Agent(const AgentOptions& o) : opts_(o), acceptor_(io_), pool_(2) {
     if (!opts_.key.empty()) tls_ = proto::make_tls_context(opts_.key, true);
   }
 
@@ -200,10 +201,8 @@ class Agent {
       (void)!::write(opts_.ready_fd, line.data(), line.size());
       ::close(opts_.ready_fd);
     }
-    signals_.async_wait([this](error_code e, int sig) {
-      if (e) return;
-      stop(fmt::format("signal {} received", sig));
-    });
+    // main() owns SIGINT/SIGTERM (fabperf/stop.hpp): a request stops the agent.
+    stop_watch_ = std::make_unique<StopWatch>(io_, [this](int sig) { stop(fmt::format("signal {} received", sig)); });
     if (opts_.exit_on_stdin_eof) watch_stdin();
     asio::co_spawn(io_, accept_loop(), asio::detached);
     io_.run();
@@ -231,7 +230,7 @@ class Agent {
   void stop(const std::string& why) {
     if (stopping_) return;
     spdlog::info("agent: {}, stopping", why);
-    signals_.cancel();
+    if (stop_watch_) stop_watch_->cancel();
     if (stdin_) stdin_->close();
     stopping_ = true;
     acceptor_.close();
@@ -333,7 +332,7 @@ class Agent {
       refusal = fmt::format("agent busy: running test {} for coordinator {}", test_->test_id, test_->owner);
     }
     if (!refusal.empty()) {
-      send_error(*conn, "refused", "shutdown refused: " + refusal);
+      send_error(*conn, proto::ErrorCode::refused, "shutdown refused: " + refusal);
       co_return;
     }
     spdlog::warn("agent: coordinator {} asked this agent to exit ({}): stopping", who, m.reason.empty() ? "no reason" : m.reason);
@@ -360,14 +359,14 @@ class Agent {
     }
   }
 
-  void send_error(FramedConn& c, std::string code, std::string message) {
+  void send_error(FramedConn& c, proto::ErrorCode code, std::string message) {
     spdlog::warn("agent: to {}: {}", c.peer(), message);
-    c.send(MsgType::error, proto::to_json(proto::ErrorMsg{std::move(code), std::move(message)}));
+    c.send(MsgType::error, proto::to_json(proto::ErrorMsg{code, std::move(message)}));
   }
 
   // Refuses the session: tells the peer why (an ERROR frame), logs it, closes.
-  asio::awaitable<void> refuse(std::shared_ptr<FramedConn> conn, std::string code, std::string message) {
-    send_error(*conn, std::move(code), message);
+  asio::awaitable<void> refuse(std::shared_ptr<FramedConn> conn, proto::ErrorCode code, std::string message) {
+    send_error(*conn, code, message);
     co_await conn->flush();
     conn->close();
   }
@@ -394,7 +393,7 @@ class Agent {
       co_await drain();
       strangers_log_.warn("agent: refused coordinator {}: it has a key and this agent has none", conn->peer());
       conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{
-                                     "no_key", "this agent has no key (start it with --key-file to use one)"}));
+                                     proto::ErrorCode::no_key, "this agent has no key (start it with --key-file to use one)"}));
       co_await conn->flush();
       conn->close();
       co_return false;
@@ -404,7 +403,7 @@ class Agent {
       strangers_log_.warn("agent: authentication failed for {}: the coordinator has no key (it did not start TLS)",
                           conn->peer());
       conn->send(MsgType::error,
-                 proto::to_json(proto::ErrorMsg{"key_required", "this agent requires the shared key (TLS 1.3 with its "
+                 proto::to_json(proto::ErrorMsg{proto::ErrorCode::key_required, "this agent requires the shared key (TLS 1.3 with its "
                                                                 "pre-shared key); give --key-file FILE"}));
       co_await conn->flush();
       conn->close();
@@ -447,12 +446,12 @@ class Agent {
       // Nothing large is read or parsed before the peer proved the key.
       auto f = co_await conn->read(kPreAuthDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
       if (f.type != MsgType::hello) {
-        co_await refuse(conn, "protocol", fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
+        co_await refuse(conn, proto::ErrorCode::protocol, fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
         co_return;
       }
       const auto hello = proto::parse_hello(f.body);
       if (hello.proto_min > proto::kVersion || hello.proto_max < proto::kVersion) {
-        co_await refuse(conn, "version",
+        co_await refuse(conn, proto::ErrorCode::version,
                         fmt::format("protocol version mismatch: coordinator speaks {}..{}, this agent speaks {}",
                                     hello.proto_min, hello.proto_max, proto::kVersion));
         co_return;
@@ -460,7 +459,7 @@ class Agent {
       admitted = true;
       preauth_timer.cancel();
       if (!admit(conn)) {
-        co_await refuse(conn, "busy", fmt::format("{} sessions already open", opts_.max_sessions));
+        co_await refuse(conn, proto::ErrorCode::busy, fmt::format("{} sessions already open", opts_.max_sessions));
         co_return;
       }
       who = fmt::format("{} ({})", hello.coordinator, conn->peer());
@@ -522,7 +521,7 @@ class Agent {
             break;
           }
           default:
-            send_error(*conn, "protocol", fmt::format("unexpected {} from a coordinator", proto::to_string(fr.type)));
+            send_error(*conn, proto::ErrorCode::protocol, fmt::format("unexpected {} from a coordinator", proto::to_string(fr.type)));
             break;
         }
         if (!conn->is_open()) break;
@@ -544,7 +543,7 @@ class Agent {
         strangers_log_.warn("agent: session {}: {}", who, protocol_error);
       }
       if (conn->is_open()) {
-        send_error(*conn, "protocol", protocol_error);
+        send_error(*conn, proto::ErrorCode::protocol, protocol_error);
         co_await conn->flush();
       }
     }
@@ -564,22 +563,22 @@ class Agent {
   bool claim(const std::shared_ptr<FramedConn>& conn, const std::string& who, const std::string& test_id,
              const TestSpec& spec) {
     if (owner_ && owner_ != conn.get()) {
-      send_error(*conn, "busy", fmt::format("agent busy: running test {} for coordinator {} since {}", test_->test_id,
+      send_error(*conn, proto::ErrorCode::busy, fmt::format("agent busy: running test {} for coordinator {} since {}", test_->test_id,
                                             test_->owner, test_->since));
       return false;
     }
     if (!owner_ && test_) {
       // Its own code: a coordinator waits for this one (Coordinator::setup_exchange) and not for "busy".
-      send_error(*conn, "cleaning", "agent busy: still cleaning up the previous test, retry in a moment");
+      send_error(*conn, proto::ErrorCode::cleaning, "agent busy: still cleaning up the previous test, retry in a moment");
       return false;
     }
     if (spec.time() > opts_.max_duration) {
-      send_error(*conn, "limit", fmt::format("test time {} s exceeds this agent's --max-duration {} s",
+      send_error(*conn, proto::ErrorCode::limit, fmt::format("test time {} s exceeds this agent's --max-duration {} s",
                                              spec.time().count() / 1'000'000'000, opts_.max_duration.count()));
       return false;
     }
     if (test_ && (test_->test_id != test_id || test_->run)) {
-      send_error(*conn, "protocol", fmt::format("test {} is already set up on this agent", test_->test_id));
+      send_error(*conn, proto::ErrorCode::protocol, fmt::format("test {} is already set up on this agent", test_->test_id));
       return false;
     }
     if (!test_) {
@@ -664,7 +663,7 @@ class Agent {
       error = e.what();
     }
     if (!error.empty()) {
-      send_error(*conn, "setup_failed", fmt::format("server set-up failed: {}", error));
+      send_error(*conn, proto::ErrorCode::setup_failed, fmt::format("server set-up failed: {}", error));
       if (owner_ == conn.get()) {
         owner_ = nullptr;
         release_test_async();
@@ -694,7 +693,7 @@ class Agent {
       error = e.what();
     }
     if (!error.empty()) {
-      send_error(*conn, "setup_failed", fmt::format("client set-up failed: {}", error));
+      send_error(*conn, proto::ErrorCode::setup_failed, fmt::format("client set-up failed: {}", error));
       if (owner_ == conn.get()) {
         owner_ = nullptr;
         release_test_async();
@@ -708,7 +707,7 @@ class Agent {
   // The clients' queue pair endpoints for this server's queue pairs (after every SETUP_CLIENT).
   asio::awaitable<void> on_rdma_connect(std::shared_ptr<FramedConn> conn, proto::RdmaConnect m) {
     if (owner_ != conn.get() || !test_ || test_->test_id != m.test_id || !test_->server_ready || test_->run) {
-      send_error(*conn, "protocol", fmt::format("RDMA_CONNECT for test {}, which this coordinator has not set up here as a server",
+      send_error(*conn, proto::ErrorCode::protocol, fmt::format("RDMA_CONNECT for test {}, which this coordinator has not set up here as a server",
                                                 m.test_id));
       co_return;
     }
@@ -721,7 +720,7 @@ class Agent {
       error = e.what();
     }
     if (!error.empty()) {
-      send_error(*conn, "setup_failed", fmt::format("RDMA queue pair set-up failed: {}", error));
+      send_error(*conn, proto::ErrorCode::setup_failed, fmt::format("RDMA queue pair set-up failed: {}", error));
       if (owner_ == conn.get()) {
         owner_ = nullptr;
         release_test_async();
@@ -733,7 +732,7 @@ class Agent {
 
   void on_start(const std::shared_ptr<FramedConn>& conn, const proto::Start& m) {
     if (owner_ != conn.get() || !test_ || test_->run || !(test_->server_ready || test_->client_ready)) {
-      send_error(*conn, "protocol", "START without a test set up by this coordinator");
+      send_error(*conn, proto::ErrorCode::protocol, "START without a test set up by this coordinator");
       return;
     }
     const std::int64_t now = mono_now_ns();
@@ -744,7 +743,8 @@ class Agent {
       bad_schedule = "START: " + *why;
     }
     if (!bad_schedule.empty()) {
-      send_error(*conn, bad_schedule.find("next minute") != std::string::npos ? "protocol" : "limit", bad_schedule);
+      send_error(*conn, bad_schedule.find("next minute") != std::string::npos ? proto::ErrorCode::protocol : proto::ErrorCode::limit,
+                 bad_schedule);
       owner_ = nullptr;
       release_test_async();
       return;
@@ -758,7 +758,7 @@ class Agent {
     } catch (const std::exception& e) {
       // E.g. std::system_error from std::thread: a host out of threads. The test is refused, the
       // agent lives on (release_test_async joins whatever did start).
-      send_error(*conn, "start_failed", fmt::format("test {} could not start: {}", state->test_id, e.what()));
+      send_error(*conn, proto::ErrorCode::start_failed, fmt::format("test {} could not start: {}", state->test_id, e.what()));
       state->run->abort(fmt::format("could not start: {}", e.what()));
       owner_ = nullptr;
       release_test_async();
@@ -773,7 +773,7 @@ class Agent {
             fit_result(r, proto::kMaxBody);
             c->send(MsgType::result, to_json(r));
           } catch (const std::exception& e) {
-            send_error(*c, "result", fmt::format("result could not be sent: {}", e.what()));
+            send_error(*c, proto::ErrorCode::result, fmt::format("result could not be sent: {}", e.what()));
           }
         }
         spdlog::info("agent: test {} finished{}", state->test_id, r.aborted ? " (aborted: " + r.abort_reason + ")" : "");
@@ -810,7 +810,7 @@ class Agent {
   AgentOptions opts_;
   asio::io_context io_;
   Tcp::acceptor acceptor_;
-  asio::signal_set signals_;
+  std::unique_ptr<StopWatch> stop_watch_;
   std::unique_ptr<asio::posix::stream_descriptor> stdin_;
   std::array<char, 256> stdin_buf_{};
   asio::thread_pool pool_;
@@ -826,7 +826,6 @@ class Agent {
 }  // namespace
 
 int run_agent(const AgentOptions& options) {
-  std::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
   if (options.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   Agent agent(options);

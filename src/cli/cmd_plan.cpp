@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/hooks.hpp"
 
+#include <fabperf/stop.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
@@ -29,19 +30,11 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::atomic<bool> g_stop{false};
-void on_stop_signal(int) { g_stop = true; }
-
-// Between steps a SIGINT/SIGTERM only sets a flag (the plan stops before the next step); during
-// a step the coordinator's own handler stops the test and keeps what was measured. Asio puts the
-// default action back when a test ends, so this is re-armed after every step.
-void arm_stop_handler() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
+// Between steps a SIGINT/SIGTERM stops the plan before its next step; during a step the
+// coordinator stops the test and keeps what was measured. main() owns the handlers
+// (fabperf/stop.hpp); the plan compares the request count with the one at its start.
+std::uint64_t g_stop_base = 0;
+bool stop_requested() { return stop::requests() > g_stop_base; }
 
 // Appends whole lines and syncs each one: a crash or a dead agent loses nothing already written.
 class ResultsFile {
@@ -145,7 +138,6 @@ int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::millisecon
     std::cout << "preflight: FAILED (fix the above, or run with --no-preflight)\n";
     return static_cast<int>(ExitCode::infrastructure);
   }
-  arm_stop_handler();
   const Report rep = compute_report(rec);
   const auto findings = plan::preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
   std::size_t errors = 0, warnings = 0;
@@ -288,12 +280,11 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
         rec["status"] = "failed";
         rec["error"] = e.what();
       }
-      arm_stop_handler();
       out.write(rec);
       rates.push_back(std::move(r));
-      if (interrupted || g_stop) break;
+      if (interrupted || stop_requested()) break;
     }
-    if (interrupted || g_stop) {
+    if (interrupted || stop_requested()) {
       interrupted = true;
       say("interrupted");
       break;
@@ -418,13 +409,11 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
                              to_run == steps.size() ? "" : fmt::format(" ({} to run, {} done before)", to_run, steps.size() - to_run),
                              hms(est), path);
   }
-
-  arm_stop_handler();
-  g_stop = false;
+  g_stop_base = stop::requests();
   if (o.preflight && to_run > 0) {
     const int rc = preflight(p, o.key, o.connect_timeout, o.quiet);
     if (rc != 0) return rc;
-    if (g_stop) {
+    if (stop_requested()) {
       std::cout << "interrupted before the first step\n";
       return static_cast<int>(ExitCode::infrastructure);
     }
@@ -493,7 +482,7 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
     if (it != prior.steps.end() && it->second.value("status", "") == "done") {
       if (it->second.contains("result")) outcomes.push_back({s.id, t.name, it->second["result"]});
     } else {
-      if (g_stop) {
+      if (stop_requested()) {
         interrupted = true;
         break;
       }
@@ -601,7 +590,6 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
         worst_infra = e.code() == ExitCode::usage ? 2 : (worst_infra == 2 ? 2 : 3);
         summary = "failed";
       }
-      arm_stop_handler();
       const double dur = std::chrono::duration<double>(Clock::now() - st0).count();
       rec["duration_s"] = dur;
       out.write(rec);

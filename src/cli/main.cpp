@@ -2,6 +2,7 @@
 // happens in the library. Exit codes: docs/usage.md.
 #include "cli/commands.hpp"
 
+#include <fabperf/stop.hpp>
 #include <fabperf/agent.hpp>
 #include <fabperf/auth.hpp>
 #include <fabperf/build_config.hpp>
@@ -688,6 +689,8 @@ int dispatch(int argc, char** argv) {
 }  // namespace fabperf
 
 int main(int argc, char** argv) {
+  // The one owner of SIGINT, SIGTERM and SIGPIPE: the library never installs handlers itself.
+  fabperf::stop::install_stop_handlers();
   try {
     return fabperf::dispatch(argc, argv);
   } catch (const fabperf::Error& e) {

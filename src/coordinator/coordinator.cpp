@@ -4,6 +4,7 @@
 #include <fabperf/sysstat.hpp>
 #include <fabperf/units.hpp>
 
+#include "net/stop_watch.hpp"
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
 
@@ -79,7 +80,7 @@ struct Node {
 
 class Coordinator {
  public:
-  explicit Coordinator(const RunRequest& req) : req_(req), signals_(io_, SIGINT, SIGTERM) {
+  explicit Coordinator(const RunRequest& req) : req_(req) {
     if (!req_.key.empty()) tls_ = proto::make_tls_context(req_.key, false);
     std::uint32_t i = 0;
     for (const auto& s : req.servers) {
@@ -129,10 +130,8 @@ class Coordinator {
   RunRecord run() {
     RunRecord record;
     std::exception_ptr failure;
-    signals_.async_wait([this](error_code ec, int) {
-      if (ec) return;
-      on_interrupt();
-    });
+    // main() owns SIGINT/SIGTERM (fabperf/stop.hpp); requests made from now on stop this test.
+    StopWatch stop_watch(io_, [this](int) { on_interrupt(); });
     asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
       try {
         record = co_await flow();
@@ -144,7 +143,7 @@ class Coordinator {
       }
       finished_ = true;
       for (auto& t : heartbeat_timers_) t->cancel();
-      signals_.cancel();
+      stop_watch.cancel();
     }, asio::detached);
     io_.run();
     if (failure) std::rethrow_exception(failure);
@@ -207,20 +206,18 @@ class Coordinator {
       }
       return;
     }
-    if (interrupted_) return;
+    if (interrupted_) {
+      spdlog::warn("second interrupt: abandoning result collection");
+      for (auto& n : nodes_) {
+        if (n.conn) n.conn->close();
+      }
+      return;
+    }
     interrupted_ = true;
     spdlog::warn("interrupted: stopping the test and collecting what was measured");
     for (auto& n : nodes_) {
       if (n.conn && n.conn->is_open()) n.conn->send(MsgType::abort, proto::to_json(proto::Abort{"interrupted by the user"}));
     }
-    signals_.async_wait([this](error_code ec, int) {
-      if (!ec) {
-        spdlog::warn("second interrupt: abandoning result collection");
-        for (auto& n : nodes_) {
-          if (n.conn) n.conn->close();
-        }
-      }
-    });
   }
 
   // Runs fn on every node concurrently; an exception marks that node's failure.
@@ -268,7 +265,7 @@ class Coordinator {
       if (f.type == want) co_return std::move(f.body);
       if (f.type == MsgType::error) {
         const auto e = proto::parse_error(f.body);
-        if (e.code == "cleaning") throw AgentCleaning(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
+        if (e.code == proto::ErrorCode::cleaning) throw AgentCleaning(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
         throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
       }
       throw ProtocolError(fmt::format("agent {}: expected {}, got {}", n.rec.name, proto::to_string(want), proto::to_string(f.type)));
@@ -364,7 +361,7 @@ class Coordinator {
     }
     if (f.type == MsgType::error) {
       const auto e = proto::parse_error(f.body);
-      if (e.code == "key_required") throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
+      if (e.code == proto::ErrorCode::key_required) throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
       throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
     }
     if (f.type != MsgType::hello_ok) {
@@ -666,6 +663,10 @@ class Coordinator {
       } catch (const ProtocolError& e) {
         n.rec.status = NodeStatus::failed;
         n.rec.error = e.what();
+      } catch (const TimeoutError& e) {
+        // Silent past the idle deadline, heartbeats included: the connection may still be up.
+        n.rec.status = NodeStatus::stalled;
+        n.rec.error = e.what();
       } catch (const std::exception& e) {
         const std::string what = e.what();
         if (overdue) {
@@ -673,7 +674,7 @@ class Coordinator {
           n.rec.error = fmt::format("agent {}: no RESULT within {:.0f} s of the test's end (it still sent heartbeats)",
                                     n.rec.name, std::chrono::duration<double>(kResultDrain + kResultGrace).count());
         } else {
-          n.rec.status = what.find("no message within") != std::string::npos ? NodeStatus::stalled : NodeStatus::lost;
+          n.rec.status = NodeStatus::lost;
           n.rec.error = what;
         }
       }
@@ -702,7 +703,6 @@ class Coordinator {
   const RunRequest& req_;
   std::shared_ptr<asio::ssl::context> tls_;  // with a key: every agent connection runs TLS
   asio::io_context io_;
-  asio::signal_set signals_;
   std::vector<Node> nodes_;
   std::vector<std::size_t> server_node_;  // index in nodes_ of req_.servers[i]
   std::vector<std::size_t> client_node_;  // index in nodes_ of req_.clients[i]
@@ -736,7 +736,6 @@ RunRequest admin_request(const AgentQuery& q) {
 }  // namespace
 
 std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
-  std::signal(SIGPIPE, SIG_IGN);
   const RunRequest req = admin_request(query);
   Coordinator c(req);
   std::vector<AgentLinks> out(query.agents.size());
@@ -762,7 +761,6 @@ std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
 }
 
 std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::string& reason) {
-  std::signal(SIGPIPE, SIG_IGN);
   const RunRequest req = admin_request(query);
   Coordinator c(req);
   c.administer([&](Node& n) -> asio::awaitable<void> {
@@ -776,7 +774,6 @@ std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::s
 }
 
 RunRecord run_test(const RunRequest& request) {
-  std::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
   Coordinator c(request);
   return c.run();

@@ -1,3 +1,4 @@
+#include <fabperf/sysstat.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
@@ -17,13 +18,6 @@ extern char** environ;
 
 namespace fabperf {
 namespace {
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw SystemError("readlink", "/proc/self/exe", errno);
-  return std::string(buf, static_cast<std::size_t>(n));
-}
 
 // Reads one "LISTENING host:port" line from fd within timeout_ms.
 std::string read_ready_line(int fd, int timeout_ms) {

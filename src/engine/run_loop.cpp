@@ -1,3 +1,5 @@
+#include <fabperf/auth.hpp>
+#include <fabperf/bytes.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/bonding.hpp>
@@ -18,8 +20,6 @@
 #include <sstream>
 #include <system_error>
 #include <thread>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 
 namespace fabperf {
@@ -153,13 +153,11 @@ std::vector<RunContext::ThreadEntry> RunContext::threads() const {
 }
 
 proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node) {
-  std::uint8_t msg[4] = {static_cast<std::uint8_t>(client_node >> 24), static_cast<std::uint8_t>(client_node >> 16),
-                         static_cast<std::uint8_t>(client_node >> 8), static_cast<std::uint8_t>(client_node)};
-  std::uint8_t mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), test_token.data(), static_cast<int>(test_token.size()), msg, sizeof msg, mac, &len);
+  std::array<std::uint8_t, 4> node{};
+  put_be32(node.data(), client_node);
+  const auth::Proof mac = auth::hmac_sha256(test_token, {node});
   proto::Token out{};
-  std::copy_n(mac, out.size(), out.begin());
+  std::copy_n(mac.begin(), out.size(), out.begin());
   return out;
 }
 

@@ -1,6 +1,8 @@
+#include <fabperf/bytes.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/launch.hpp>
+#include <fabperf/stop.hpp>
 #include <fabperf/sysstat.hpp>
 
 #include <algorithm>
@@ -24,26 +26,7 @@
 namespace fabperf::launch {
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_interrupt_signal(int) { g_interrupted = 1; }
-
-std::string hex(std::span<const std::uint8_t> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (auto b : bytes) {
-    out.push_back(kDigits[b >> 4]);
-    out.push_back(kDigits[b & 15]);
-  }
-  return out;
-}
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw SystemError("readlink", "/proc/self/exe", errno);
-  return std::string(buf, static_cast<std::size_t>(n));
-}
+std::atomic<std::uint64_t> g_interrupt_base{0};
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
@@ -299,7 +282,7 @@ auth::Key one_time_key() {
 }
 
 void send_key(Child& c, const auth::Key& key) {
-  std::string line = hex(key.bytes()) + "\n";
+  std::string line = to_hex(key.bytes()) + "\n";
   // The pipe is empty and far larger than a key line: this write is complete or failed.
   const ssize_t n = ::write(c.in, line.data(), line.size());
   std::fill(line.begin(), line.end(), '\0');
@@ -344,16 +327,9 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
 
 }  // namespace
 
-void install_interrupt_flag() {
-  g_interrupted = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
+void install_interrupt_flag() { g_interrupt_base = stop::requests(); }
 
-bool interrupted() { return g_interrupted != 0; }
+bool interrupted() { return stop::requests() > g_interrupt_base; }
 
 std::string shell_quote(std::string_view s) {
   std::string out = "'";

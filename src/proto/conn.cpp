@@ -103,7 +103,7 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
   auto check = [&](const char* what, std::chrono::milliseconds d) {
     if (read_timed_out_) {
       close();
-      throw SystemError("read from", peer_,
+      throw TimeoutError("read from", peer_,
                         fmt::format("no {} within {:.1f} s", what, static_cast<double>(d.count()) / 1000.0));
     }
     if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {

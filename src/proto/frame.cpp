@@ -1,3 +1,4 @@
+#include <fabperf/bytes.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/printable.hpp>
 #include <fabperf/proto.hpp>
@@ -32,20 +33,6 @@ std::string_view to_string(MsgType t) {
   return "UNKNOWN";
 }
 
-namespace {
-std::uint32_t get_be32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-std::uint16_t get_be16(const std::uint8_t* p) {
-  return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
-}
-void put_be32(std::uint8_t* p, std::uint32_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 24);
-  p[1] = static_cast<std::uint8_t>(v >> 16);
-  p[2] = static_cast<std::uint8_t>(v >> 8);
-  p[3] = static_cast<std::uint8_t>(v);
-}
-}  // namespace
 
 Header decode_header(std::span<const std::uint8_t, kHeaderSize> b, std::uint32_t max_body) {
   const std::uint32_t magic = get_be32(b.data());
@@ -113,93 +100,6 @@ nlohmann::json parse_body(MsgType type, std::span<const std::uint8_t> body) {
   if (!j.is_object()) throw ProtocolError(fmt::format("{} body is not a JSON object", to_string(type)));
   (void)depth;
   return j;
-}
-
-// ---- Fields ------------------------------------------------------------------------------
-
-Fields::Fields(const nlohmann::json& j, std::string context) : j_(j), context_(std::move(context)) {
-  if (!j_.is_object()) throw ProtocolError(fmt::format("{}: not a JSON object", context_));
-}
-
-bool Fields::has(const char* name) const { return j_.contains(name); }
-
-const nlohmann::json& Fields::get(const char* name) const {
-  const auto it = j_.find(name);
-  if (it == j_.end()) throw ProtocolError(fmt::format("{}: missing field", ctx(name)));
-  return *it;
-}
-
-std::uint64_t Fields::u64(const char* name, std::uint64_t lo, std::uint64_t hi) const {
-  const auto& v = get(name);
-  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0)) {
-    throw ProtocolError(fmt::format("{}: expected a non-negative integer, got {}", ctx(name), v.type_name()));
-  }
-  const auto x = v.get<std::uint64_t>();
-  if (x < lo || x > hi) throw ProtocolError(fmt::format("{}: {} out of range [{}, {}]", ctx(name), x, lo, hi));
-  return x;
-}
-
-std::int64_t Fields::i64(const char* name, std::int64_t lo, std::int64_t hi) const {
-  const auto& v = get(name);
-  if (!v.is_number_integer()) {
-    throw ProtocolError(fmt::format("{}: expected an integer, got {}", ctx(name), v.type_name()));
-  }
-  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-    throw ProtocolError(fmt::format("{}: out of range", ctx(name)));
-  }
-  const auto x = v.get<std::int64_t>();
-  if (x < lo || x > hi) throw ProtocolError(fmt::format("{}: {} out of range [{}, {}]", ctx(name), x, lo, hi));
-  return x;
-}
-
-double Fields::num(const char* name, double lo, double hi) const {
-  const auto& v = get(name);
-  if (!v.is_number()) throw ProtocolError(fmt::format("{}: expected a number, got {}", ctx(name), v.type_name()));
-  const auto x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi) {
-    throw ProtocolError(fmt::format("{}: {} out of range [{}, {}]", ctx(name), x, lo, hi));
-  }
-  return x;
-}
-
-bool Fields::boolean(const char* name) const {
-  const auto& v = get(name);
-  if (!v.is_boolean()) throw ProtocolError(fmt::format("{}: expected a boolean, got {}", ctx(name), v.type_name()));
-  return v.get<bool>();
-}
-
-std::string Fields::str(const char* name, std::size_t max_len) const {
-  const auto& v = get(name);
-  if (!v.is_string()) throw ProtocolError(fmt::format("{}: expected a string, got {}", ctx(name), v.type_name()));
-  const auto& s = v.get_ref<const std::string&>();
-  if (s.size() > max_len) throw ProtocolError(fmt::format("{}: string longer than {} bytes", ctx(name), max_len));
-  // Every string a peer sends may end up in a log or on a terminal: control characters are
-  // defused here, once, for all of them.
-  return printable(s);
-}
-
-const nlohmann::json& Fields::array(const char* name, std::size_t max_items) const {
-  const auto& v = get(name);
-  if (!v.is_array()) throw ProtocolError(fmt::format("{}: expected an array, got {}", ctx(name), v.type_name()));
-  if (v.size() > max_items) throw ProtocolError(fmt::format("{}: more than {} entries", ctx(name), max_items));
-  return v;
-}
-
-const nlohmann::json& Fields::object(const char* name) const {
-  const auto& v = get(name);
-  if (!v.is_object()) throw ProtocolError(fmt::format("{}: expected an object, got {}", ctx(name), v.type_name()));
-  return v;
-}
-
-std::vector<std::string> Fields::strings(const char* name, std::size_t max_items, std::size_t max_len) const {
-  std::vector<std::string> out;
-  for (const auto& e : array(name, max_items)) {
-    if (!e.is_string() || e.get_ref<const std::string&>().size() > max_len) {
-      throw ProtocolError(fmt::format("{}: entries must be strings of at most {} bytes", ctx(name), max_len));
-    }
-    out.push_back(printable(e.get_ref<const std::string&>()));
-  }
-  return out;
 }
 
 }  // namespace fabperf::proto

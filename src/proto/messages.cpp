@@ -9,17 +9,6 @@ namespace fabperf::proto {
 
 using nlohmann::json;
 
-std::string to_hex(std::span<const std::uint8_t> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  s.reserve(bytes.size() * 2);
-  for (auto b : bytes) {
-    s.push_back(kDigits[b >> 4]);
-    s.push_back(kDigits[b & 0xf]);
-  }
-  return s;
-}
-
 Token token_from_hex(std::string_view hex, const std::string& context) {
   Token t{};
   if (hex.size() != 2 * kTokenBytes) throw ProtocolError(fmt::format("{}: token must be {} hex digits", context, 2 * kTokenBytes));
@@ -310,11 +299,42 @@ Abort parse_abort(const json& j) {
   return Abort{f.str("reason")};
 }
 
-json to_json(const ErrorMsg& m) { return {{"code", m.code}, {"message", m.message}}; }
+namespace {
+constexpr std::pair<ErrorCode, std::string_view> kErrorCodes[] = {
+    {ErrorCode::busy, "busy"},
+    {ErrorCode::cleaning, "cleaning"},
+    {ErrorCode::limit, "limit"},
+    {ErrorCode::protocol, "protocol"},
+    {ErrorCode::version, "version"},
+    {ErrorCode::refused, "refused"},
+    {ErrorCode::setup_failed, "setup_failed"},
+    {ErrorCode::start_failed, "start_failed"},
+    {ErrorCode::result, "result"},
+    {ErrorCode::no_key, "no_key"},
+    {ErrorCode::key_required, "key_required"},
+    {ErrorCode::other, "other"},
+};
+}  // namespace
+
+std::string_view to_string(ErrorCode c) {
+  for (const auto& [code, name] : kErrorCodes) {
+    if (code == c) return name;
+  }
+  return "other";
+}
+
+ErrorCode error_code_from_string(std::string_view s) {
+  for (const auto& [code, name] : kErrorCodes) {
+    if (name == s) return code;
+  }
+  return ErrorCode::other;
+}
+
+json to_json(const ErrorMsg& m) { return {{"code", to_string(m.code)}, {"message", m.message}}; }
 ErrorMsg parse_error(const json& j) {
   Fields f(j, "ERROR");
   ErrorMsg m;
-  m.code = f.str("code", 64);
+  m.code = error_code_from_string(f.str("code", 64));
   m.message = f.str("message");
   return m;
 }

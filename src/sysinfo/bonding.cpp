@@ -1,6 +1,7 @@
+#include "sysinfo/file_read.hpp"
 #include <fabperf/bonding.hpp>
 #include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/fields.hpp>
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -17,11 +18,9 @@ namespace fs = std::filesystem;
 namespace fabperf {
 namespace {
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return std::string(s);
-}
+using sysfs::read_all;
+using sysfs::read_line;
+using sysfs::trim;
 
 std::string first_word(std::string_view s) {
   const std::string t = trim(s);
@@ -44,21 +43,6 @@ std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
   } catch (...) {
     return fallback;
   }
-}
-
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  return trim(s);
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return {};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The 32-bit words the kernel xors, as an x86 (little-endian) kernel reads network-order bytes.
@@ -451,7 +435,7 @@ nlohmann::json to_json(const BondInfo& b) {
 }
 
 BondInfo bond_from_json(const nlohmann::json& j) {
-  proto::Fields f(j, "bond");
+  Fields f(j, "bond");
   BondInfo b;
   b.name = f.str("name", 64);
   b.mode = f.str("mode", 32);
@@ -473,7 +457,7 @@ BondInfo bond_from_json(const nlohmann::json& j) {
   // Absent in results written before it was read.
   b.tlb_dynamic_lb = f.has("tlb_dynamic_lb") ? static_cast<int>(f.i64("tlb_dynamic_lb", -1, 1)) : -1;
   for (const auto& e : f.array("members", 64)) {
-    proto::Fields g(e, "bond.members[]");
+    Fields g(e, "bond.members[]");
     BondMember m;
     m.name = g.str("name", 64);
     m.mii_status = g.str("mii_status", 32);

@@ -1,5 +1,6 @@
 // Named counter readers (counters.hpp): the ethtool statistics ioctls, the root qdisc over
 // rtnetlink, the MIB files and softnet_stat.
+#include "sysinfo/file_read.hpp"
 #include <fabperf/counters.hpp>
 
 #include <algorithm>
@@ -37,13 +38,6 @@ bool ethtool_ioctl(int fd, const std::string& ifname, void* data) {
   std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
   ifr.ifr_data = static_cast<char*>(data);
   return ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -220,14 +214,14 @@ const std::vector<std::string_view>& host_net_counter_names() {
 }
 
 CounterValues read_host_net_counters(const std::string& root) {
-  CounterValues all = parse_proc_net_mib(slurp(root + "/proc/net/snmp"));
-  for (auto& kv : parse_proc_net_mib(slurp(root + "/proc/net/netstat"))) all.push_back(std::move(kv));
+  CounterValues all = parse_proc_net_mib(sysfs::read_all(root + "/proc/net/snmp"));
+  for (auto& kv : parse_proc_net_mib(sysfs::read_all(root + "/proc/net/netstat"))) all.push_back(std::move(kv));
   CounterValues out;
   for (const auto name : host_net_counter_names()) {
     const auto it = std::find_if(all.begin(), all.end(), [&](const auto& kv) { return kv.first == name; });
     if (it != all.end()) out.push_back(*it);
   }
-  for (auto& kv : parse_softnet_stat(slurp(root + "/proc/net/softnet_stat"))) out.push_back(std::move(kv));
+  for (auto& kv : parse_softnet_stat(sysfs::read_all(root + "/proc/net/softnet_stat"))) out.push_back(std::move(kv));
   return out;
 }
 

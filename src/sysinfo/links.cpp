@@ -1,6 +1,7 @@
+#include "sysinfo/file_read.hpp"
 #include <fabperf/error.hpp>
 #include <fabperf/links.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/fields.hpp>
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -23,24 +24,6 @@ namespace fs = std::filesystem;
 
 namespace fabperf {
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-std::int64_t read_num(const std::string& path, std::int64_t fallback) {
-  const std::string s = read_text(path);
-  if (s.empty()) return fallback;
-  try {
-    return std::stoll(s);
-  } catch (...) {
-    return fallback;
-  }
-}
 
 std::string link_target_name(const std::string& path) {
   std::error_code ec;
@@ -112,23 +95,23 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
   if (name.empty() || name.find('/') != std::string::npos || !fs::exists(base, ec)) return std::nullopt;
   LinkInfo l;
   l.name = name;
-  l.mtu = static_cast<int>(read_num(base + "/mtu", 0));
-  l.operstate = read_text(base + "/operstate");
-  l.mac = read_text(base + "/address");
+  l.mtu = static_cast<int>(sysfs::read_i64(base + "/mtu", 0));
+  l.operstate = sysfs::read_line(base + "/operstate");
+  l.mac = sysfs::read_line(base + "/address");
   // sysfs speed is -1 (or unreadable: EINVAL) for links without one.
-  l.speed_mbps = read_num(base + "/speed", -1);
+  l.speed_mbps = sysfs::read_i64(base + "/speed", -1);
   if (l.speed_mbps <= 0) l.speed_mbps = -1;
-  l.duplex = read_text(base + "/duplex");
+  l.duplex = sysfs::read_line(base + "/duplex");
   l.driver = link_target_name(base + "/device/driver");
   l.master = link_target_name(base + "/master");
-  l.numa_node = static_cast<int>(read_num(base + "/device/numa_node", -1));
+  l.numa_node = static_cast<int>(sysfs::read_i64(base + "/device/numa_node", -1));
   if (fs::exists(base + "/bonding", ec)) {
     l.kind = "bond";
-    std::istringstream ss(read_text(base + "/bonding/slaves"));
+    std::istringstream ss(sysfs::read_line(base + "/bonding/slaves"));
     for (std::string m; ss >> m;) l.members.push_back(m);
   } else if (fs::exists(base + "/bridge", ec)) {
     l.kind = "bridge";
-  } else if (name == "lo" || read_num(base + "/type", 0) == 772) {
+  } else if (name == "lo" || sysfs::read_i64(base + "/type", 0) == 772) {
     l.kind = "loopback";
   } else if (fs::exists(base + "/device", ec)) {
     l.kind = "physical";
@@ -179,7 +162,7 @@ LinkCounters read_link_counters(const std::string& name, const std::string& root
   const std::string base = root + "/sys/class/net/" + name + "/statistics/";
   std::ifstream probe(base + "tx_bytes");
   if (!probe) return c;
-  auto num = [&](const char* f) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, read_num(base + f, 0))); };
+  auto num = [&](const char* f) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, sysfs::read_i64(base + f, 0))); };
   c.present = true;
   c.tx_bytes = num("tx_bytes");
   c.rx_bytes = num("rx_bytes");
@@ -194,8 +177,8 @@ LinkCounters read_link_counters(const std::string& name, const std::string& root
 
 SocketLimits read_socket_limits(const std::string& root) {
   SocketLimits s;
-  s.rmem_max = static_cast<std::uint64_t>(read_num(root + "/proc/sys/net/core/rmem_max", 0));
-  s.wmem_max = static_cast<std::uint64_t>(read_num(root + "/proc/sys/net/core/wmem_max", 0));
+  s.rmem_max = static_cast<std::uint64_t>(sysfs::read_i64(root + "/proc/sys/net/core/rmem_max", 0));
+  s.wmem_max = static_cast<std::uint64_t>(sysfs::read_i64(root + "/proc/sys/net/core/wmem_max", 0));
   auto triple = [&](const std::string& path, std::uint64_t* out) {
     std::ifstream in(path);
     for (int i = 0; i < 3; ++i) in >> out[i];
@@ -258,7 +241,7 @@ nlohmann::json to_json(const SocketLimits& s) {
 }
 
 LinkInfo link_from_json(const nlohmann::json& j) {
-  proto::Fields f(j, "link");
+  Fields f(j, "link");
   LinkInfo l;
   l.name = f.str("name", 64);
   l.kind = f.str("kind", 32);

@@ -7,9 +7,10 @@
 // The function's parent directory is the port at the other end of its link (the slot); every
 // function under that port shares the link. Ancestors further up are switch ports and root ports:
 // the narrowest of their links bounds the device too (the kernel's pcie_bandwidth_available()).
+#include "sysinfo/file_read.hpp"
 #include <fabperf/error.hpp>
 #include <fabperf/pcie.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/fields.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/spec.hpp>
 
@@ -30,13 +31,7 @@ namespace fs = std::filesystem;
 namespace fabperf {
 namespace {
 
-std::string read_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  if (!in || !std::getline(in, s)) return "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
+using sysfs::read_line;
 
 bool is_pci_address(const std::string& name) {
   static const std::regex re("^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$");
@@ -401,7 +396,7 @@ nlohmann::json state_json(const PcieLinkState& s) {
 PcieLinkState state_from(const nlohmann::json& j, const char* name) {
   const auto it = j.find(name);
   if (it == j.end() || it->is_null()) return {};
-  proto::Fields f(*it, std::string("pcie.") + name);
+  Fields f(*it, std::string("pcie.") + name);
   return {f.num("gts", 0, 1000), static_cast<int>(f.u64("width", 0, 64))};
 }
 
@@ -444,7 +439,7 @@ nlohmann::json to_json(const PcieInfo& p) {
 }
 
 PcieInfo pcie_from_json(const nlohmann::json& j) {
-  proto::Fields f(j, "pcie");
+  Fields f(j, "pcie");
   PcieInfo p;
   p.address = f.str("address", 64);
   p.port = f.has("port") ? f.str("port", 64) : "";
@@ -457,7 +452,7 @@ PcieInfo pcie_from_json(const nlohmann::json& j) {
   if (f.has("numa_node")) p.numa_node = static_cast<int>(f.i64("numa_node", -1, 4096));
   if (f.has("ports")) {
     for (const auto& e : f.array("ports", 256)) {
-      proto::Fields g(e, "pcie.ports[]");
+      Fields g(e, "pcie.ports[]");
       PciePort x;
       x.name = g.str("name", 64);
       const auto sp = e.find("speed_mbps");
@@ -466,7 +461,7 @@ PcieInfo pcie_from_json(const nlohmann::json& j) {
     }
   }
   if (f.has("irq")) {
-    proto::Fields g(f.object("irq"), "pcie.irq");
+    Fields g(f.object("irq"), "pcie.irq");
     p.irq.irqs = static_cast<int>(g.u64("irqs", 0, 1u << 20));
     p.irq.served = g.u64("served", 0, UINT64_MAX);
     p.irq.served_local = g.u64("served_local", 0, UINT64_MAX);

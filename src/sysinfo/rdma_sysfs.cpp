@@ -5,9 +5,10 @@
 //   DEV/ports/N/counters/* (PMA counters; only drivers with a MAD interface: not Soft-RoCE)
 //   DEV/ports/N/hw_counters/* (driver counters: rxe's sent_pkts, mlx5's out_of_sequence, ...)
 // sysfs has no MTU file: the active MTU comes from ibv_query_port where this build has verbs.
+#include "sysinfo/file_read.hpp"
 #include <fabperf/build_config.hpp>
 #include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/fields.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 
 #include <algorithm>
@@ -26,25 +27,8 @@ namespace fs = std::filesystem;
 namespace fabperf {
 namespace {
 
-std::string read_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  if (!in || !std::getline(in, s)) return "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-std::optional<std::uint64_t> read_u64(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  if (!in || !std::getline(in, s)) return std::nullopt;
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
-  if (errno == ERANGE) return std::nullopt;
-  return v;
-}
+using sysfs::read_line;
+using sysfs::read_u64;
 
 // sysfs LIDs print as hex ("0x1a").
 std::uint32_t read_hex(const fs::path& p) {
@@ -258,7 +242,7 @@ nlohmann::json to_json(const RdmaDevice& d) {
 
 // Tolerant of missing fields (an agent of another version may send fewer); strict on types.
 RdmaPort rdma_port_from_json(const nlohmann::json& j) {
-  proto::Fields f(j, "rdma.port");
+  Fields f(j, "rdma.port");
   RdmaPort p;
   auto s = [&](const char* k, std::size_t max) { return f.has(k) ? f.str(k, max) : std::string(); };
   p.port = static_cast<int>(f.u64("port", 1, 255));
@@ -279,7 +263,7 @@ RdmaPort rdma_port_from_json(const nlohmann::json& j) {
   if (f.has("gid_table_len")) p.gid_table_len = static_cast<int>(f.u64("gid_table_len", 0, 1u << 20));
   if (f.has("gids")) {
     for (const auto& e : f.array("gids", 4096)) {
-      proto::Fields g(e, "rdma.port.gids[]");
+      Fields g(e, "rdma.port.gids[]");
       RdmaGid x;
       x.index = static_cast<int>(g.u64("index", 0, 1u << 20));
       x.gid = g.str("gid", 64);
@@ -292,7 +276,7 @@ RdmaPort rdma_port_from_json(const nlohmann::json& j) {
 }
 
 RdmaDevice rdma_device_from_json(const nlohmann::json& j) {
-  proto::Fields f(j, "rdma");
+  Fields f(j, "rdma");
   RdmaDevice d;
   auto s = [&](const char* k, std::size_t max) { return f.has(k) ? f.str(k, max) : std::string(); };
   d.name = f.str("name", 64);

@@ -1,6 +1,8 @@
+#include <fabperf/error.hpp>
 #include <fabperf/sysstat.hpp>
 #include <fabperf/spec.hpp>
 
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <sys/resource.h>
@@ -65,6 +67,13 @@ std::string local_hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw SystemError("readlink", "/proc/self/exe", errno);
+  return std::string(buf, static_cast<std::size_t>(n));
 }
 
 std::uint64_t raise_fd_limit() noexcept {

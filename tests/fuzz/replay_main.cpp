@@ -83,7 +83,7 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   add("start", proto::encode_frame(MsgType::start, proto::to_json(proto::Start{1000, 2000, 3000, 4000, 1'000'000'000})));
   add("heartbeat", proto::encode_frame(MsgType::heartbeat, json::object()));
   add("abort", proto::encode_frame(MsgType::abort, proto::to_json(proto::Abort{"user"})));
-  add("error", proto::encode_frame(MsgType::error, proto::to_json(proto::ErrorMsg{"auth", "key mismatch"})));
+  add("error", proto::encode_frame(MsgType::error, proto::to_json(proto::ErrorMsg{proto::ErrorCode::key_required, "key mismatch"})));
   add("bye", proto::encode_frame(MsgType::bye, json::object()));
   add("result", proto::encode_frame(MsgType::result, to_json(AgentResult{})));
   // Hostile.

@@ -94,7 +94,7 @@ RdmaEndpoint sample_endpoint(std::uint32_t node, std::uint32_t peer, std::uint32
 RdmaConnect sample_rdma_connect() { return {"0123456789abcdef", {sample_endpoint(1, 0, 0), sample_endpoint(1, 0, 1), sample_endpoint(2, 0, 0)}}; }
 Start sample_start() { return {1'000'000'000, 2'000'000'000, 9'000'000'000, 10'000'000'000, 250'000'000}; }
 Abort sample_abort() { return {"user pressed ^C"}; }
-ErrorMsg sample_error() { return {"busy", "agent is running a test for coord@other"}; }
+ErrorMsg sample_error() { return {ErrorCode::busy, "agent is running a test for coord@other"}; }
 
 AgentResult sample_result() {
   AgentResult r;
@@ -351,7 +351,7 @@ TEST(Messages, StartRoundTrip) {
 TEST(Messages, AbortAndErrorRoundTrip) {
   EXPECT_EQ(parse_abort(wire(to_json(sample_abort()))).reason, "user pressed ^C");
   const auto e = parse_error(wire(to_json(sample_error())));
-  EXPECT_EQ(e.code, "busy");
+  EXPECT_EQ(e.code, ErrorCode::busy);
   EXPECT_EQ(e.message, "agent is running a test for coord@other");
 }
 

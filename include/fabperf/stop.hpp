@@ -1,0 +1,25 @@
+// The process's stop requests: SIGINT and SIGTERM. main() is their one owner: it calls
+// install_stop_handlers() once at start, and nothing in the library installs a signal handler or
+// changes a signal's disposition behind its caller's back. Components ask how many requests
+// there have been (a coordinator compares with the count when it started: one more = stop the
+// test and keep what was measured, two more = abandon collection); asio code waits with
+// StopWatch (src/net/stop_watch.hpp).
+//
+// SIGPIPE: the data plane writes to sockets its peer may close; install_stop_handlers() ignores
+// SIGPIPE for the process, and a program that embeds the library must do the same.
+#pragma once
+
+#include <cstdint>
+
+namespace fabperf::stop {
+
+// SIGINT and SIGTERM count requests (SA_RESTART: a blocked read carries on); SIGPIPE is ignored.
+void install_stop_handlers();
+// SIGINT/SIGTERM requests so far (and request() calls).
+[[nodiscard]] std::uint64_t requests() noexcept;
+// The signal of the latest request; 0 before any.
+[[nodiscard]] int last_signal() noexcept;
+// What the handler does: async-signal-safe. Also for tests and in-process callers.
+void request(int sig) noexcept;
+
+}  // namespace fabperf::stop

@@ -1,0 +1,50 @@
+#include "sysinfo/file_read.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace fabperf::sysfs {
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!in || !std::getline(in, s)) return "";
+  return trim(s);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::optional<std::uint64_t> read_u64(const std::string& path) {
+  const std::string s = read_line(path);
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+  if (errno == ERANGE) return std::nullopt;
+  return v;
+}
+
+std::int64_t read_i64(const std::string& path, std::int64_t fallback) {
+  const std::string s = read_line(path);
+  if (s.empty()) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (end == s.c_str() || errno == ERANGE) return fallback;
+  return v;
+}
+
+}  // namespace fabperf::sysfs

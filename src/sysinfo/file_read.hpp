@@ -1,0 +1,24 @@
+// Reading the small text files of /sys and /proc, the one way every sysinfo module does it: a
+// missing or unreadable file is an absent value (an empty string or nullopt), never an
+// exception, because drivers and kernels differ in which files they offer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fabperf::sysfs {
+
+// Leading blanks and trailing blanks and line ends removed.
+std::string trim(std::string_view s);
+// The first line of a file, trimmed; "" when the file is absent or empty.
+std::string read_line(const std::string& path);
+// The whole file; "" when it is absent.
+std::string read_all(const std::string& path);
+// The first line as a non-negative decimal integer; nullopt when absent, not a number or too big.
+std::optional<std::uint64_t> read_u64(const std::string& path);
+// The first line as a signed integer ("-1" for a virtual link's speed); fallback otherwise.
+std::int64_t read_i64(const std::string& path, std::int64_t fallback);
+
+}  // namespace fabperf::sysfs
