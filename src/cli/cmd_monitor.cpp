@@ -5,10 +5,9 @@
 
 #include <fabperf/error.hpp>
 #include <fabperf/monitor.hpp>
+#include <fabperf/stop.hpp>
 
-#include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <ctime>
 #include <cxxopts.hpp>
 #include <filesystem>
@@ -27,26 +26,18 @@ namespace {
 using nlohmann::json;
 namespace mon = fabperf::monitor;
 
-std::atomic<bool> g_stop{false};
-void on_stop_signal(int) { g_stop = true; }
-
-// run_test sets its own SIGINT/SIGTERM handling for a test and puts the default back after it:
-// ours is re-armed before every wait.
-void arm_stop_handler() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
+// main() owns SIGINT/SIGTERM (fabperf/stop.hpp): the monitor stops once the request count has
+// moved past the one at its start; a probe under way is stopped by its coordinator, which keeps
+// what was measured.
+std::uint64_t g_stop_base = 0;
+bool stop_requested() { return stop::requests() > g_stop_base; }
 
 class RealClock : public mon::MonitorClock {
  public:
   double now() override { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
   double wall() override { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
   bool sleep_until(double t) override {
-    arm_stop_handler();
-    while (!g_stop) {
+    while (!stop_requested()) {
       const double left = t - now();
       if (left <= 0) return true;
       std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left, 0.1)));
@@ -55,15 +46,13 @@ class RealClock : public mon::MonitorClock {
   }
 };
 
-// Puts the stop handler back as soon as a probe's test has put the default action back, so a
-// SIGTERM between probes stops the monitor cleanly instead of killing it.
-class RearmingProber : public mon::Prober {
+// A stop request that came during a probe ends the monitor after it.
+class StopAwareProber : public mon::Prober {
  public:
-  explicit RearmingProber(std::unique_ptr<mon::Prober> inner) : inner_(std::move(inner)) {}
+  explicit StopAwareProber(std::unique_ptr<mon::Prober> inner) : inner_(std::move(inner)) {}
   mon::JobResult run(const mon::Job& job) override {
     auto r = inner_->run(job);
-    arm_stop_handler();
-    if (g_stop) r.interrupted = true;
+    if (stop_requested()) r.interrupted = true;
     return r;
   }
 
@@ -209,7 +198,7 @@ int cmd_monitor(int argc, char** argv) {
                       cfg.listen_host.find(':') != std::string::npos ? "]" : "", server->port()));
     }
   }
-  RearmingProber prober(mon::make_prober(cfg, key));
+  StopAwareProber prober(mon::make_prober(cfg, key));
   RealClock clock;
   mon::RunOptions ro;
   ro.once = once;
@@ -218,10 +207,9 @@ int cmd_monitor(int argc, char** argv) {
   if (probe_log.is_open()) {
     ro.on_result = [&](const json& j) { probe_log << j.dump() << "\n" << std::flush; };
   }
-  g_stop = false;
-  arm_stop_handler();
+  g_stop_base = stop::requests();
   const int code = mon::run_monitor(cfg, prober, clock, state, mu, ro);
-  if (once && g_stop) {
+  if (once && stop_requested()) {
     say("--once: interrupted before the rotation ended");
     return static_cast<int>(ExitCode::infrastructure);
   }
