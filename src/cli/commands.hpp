@@ -17,6 +17,9 @@ namespace fabperf::cli {
 // `fabperf report RESULTS --format text|json|csv|junit|html` (cmd_report.cpp)
 int cmd_report(int argc, char** argv);
 
+// `fabperf monitor CONFIG [--once]` (cmd_monitor.cpp; docs/monitor.md)
+int cmd_monitor(int argc, char** argv);
+
 // `fabperf plan check PLAN`
 int cmd_plan(int argc, char** argv);
 // `fabperf preflight PLAN` or `fabperf preflight --local N | --hosts H,H...`

@@ -48,6 +48,7 @@ commands:
   links     list network interfaces (this host, or agents: links HOST...): speed, MTU, bonds, PCIe/NUMA, socket limits
   compare   compare results before/after a change, link by link; sets of trials with statistics
   report    render results (a plan's results file or a run's JSON): text, json, csv, junit, html
+  monitor   probe the fabric continuously, export Prometheus /metrics, alert on drift (docs/monitor.md)
   shell     nsdperf's command language: fabperf shell [-i FILE] [COMMAND...]
   keygen    write a new random shared key: 'fabperf keygen FILE [--force]' (mode 0600)
   version   print the version
@@ -670,6 +671,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "links") return cmd_links(argc - 1, argv + 1);
   if (cmd == "compare") return cli::cmd_compare(argc - 1, argv + 1);
   if (cmd == "report") return cli::cmd_report(argc - 1, argv + 1);
+  if (cmd == "monitor") return cli::cmd_monitor(argc - 1, argv + 1);
   if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
   if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {

@@ -1,0 +1,224 @@
+// `fabperf monitor CONFIG`: options, the state file, the metrics listener and signals around the
+// library's loop (src/monitor; docs/monitor.md).
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+
+#include <fabperf/error.hpp>
+#include <fabperf/monitor.hpp>
+#include <fabperf/stop.hpp>
+
+#include <cerrno>
+#include <ctime>
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <thread>
+
+namespace fabperf::cli {
+namespace {
+
+using nlohmann::json;
+namespace mon = fabperf::monitor;
+
+// main() owns SIGINT/SIGTERM (fabperf/stop.hpp): the monitor stops once the request count has
+// moved past the one at its start; a probe under way is stopped by its coordinator, which keeps
+// what was measured.
+std::uint64_t g_stop_base = 0;
+bool stop_requested() { return stop::requests() > g_stop_base; }
+
+class RealClock : public mon::MonitorClock {
+ public:
+  double now() override { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+  double wall() override { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+  bool sleep_until(double t) override {
+    while (!stop_requested()) {
+      const double left = t - now();
+      if (left <= 0) return true;
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left, 0.1)));
+    }
+    return false;
+  }
+};
+
+// A stop request that came during a probe ends the monitor after it.
+class StopAwareProber : public mon::Prober {
+ public:
+  explicit StopAwareProber(std::unique_ptr<mon::Prober> inner) : inner_(std::move(inner)) {}
+  mon::JobResult run(const mon::Job& job) override {
+    auto r = inner_->run(job);
+    if (stop_requested()) r.interrupted = true;
+    return r;
+  }
+
+ private:
+  std::unique_ptr<mon::Prober> inner_;
+};
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void say(const std::string& line) { std::cerr << utc_now() << " monitor: " << line << "\n" << std::flush; }
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("{} {}: cannot be read ({})", what, path, errno_text(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string describe(const mon::MonitorConfig& cfg, const mon::Schedule& s) {
+  const double d = std::chrono::duration<double>(cfg.probe.time()).count() + 0.7;  // set-up and collection per probe
+  const double per_host_link = 2.0 * static_cast<double>(cfg.hosts.size() - 1) * d / cfg.max_duty;
+  const double sequential = static_cast<double>(s.bandwidth_targets().size()) * d;
+  return fmt::format("{} hosts, {} link plane(s), {} bandwidth probes per rotation ({} s each, max-duty {}%: a rotation takes "
+                     "about {:.0f} s or more), {} latency steps every {} s, drift alert below {}% of baseline, baselines from {} "
+                     "probes; at most {} series (2 bond members per link)",
+                     cfg.hosts.size(), cfg.link_names.size(), s.bandwidth_targets().size(),
+                     std::chrono::duration<double>(cfg.probe.time()).count(), cfg.max_duty * 100, std::max(per_host_link, sequential),
+                     s.latency_jobs().size(), std::chrono::duration<double>(cfg.latency_interval).count(), 100 - cfg.drift_pct,
+                     cfg.baseline_probes, mon::max_series(cfg, 2));
+}
+
+}  // namespace
+
+int cmd_monitor(int argc, char** argv) {
+  cxxopts::Options o("fabperf monitor", "Continuous fabric probes exported as Prometheus metrics: fabperf monitor CONFIG.toml");
+  o.add_options()
+    ("config", "", cxxopts::value<std::string>())
+    ("once", "one latency round and one rotation of bandwidth probes, then exit: 0 fine, 1 drift alert, 3 a probe failed")
+    ("check", "validate the config and print what would run")
+    ("reset-baselines", "ignore the state file's baselines (also a corrupt one): the first probes set new ones")
+    ("probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>())
+    ("key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())
+    ("log-level", "trace, debug, info, warn, error, off (the coordinator's messages)", cxxopts::value<std::string>()->default_value("warn"))
+    ("h,help", "this help");
+  o.parse_positional({"config"});
+  o.positional_help("CONFIG.toml");
+  const auto r = [&] {
+    try {
+      return o.parse(argc, argv);
+    } catch (const cxxopts::exceptions::exception& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+  if (r.count("help")) {
+    std::cout << o.help();
+    return 0;
+  }
+  if (!r.count("config")) throw UsageError("monitor: usage: fabperf monitor CONFIG.toml [--once] (docs/monitor.md)");
+  const auto cfg = mon::load_config(get<std::string>(r, "config"));
+  const bool once = r.count("once") > 0;
+  {
+    auto logger = spdlog::stderr_color_mt("fabperf");
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+    spdlog::set_default_logger(logger);
+    const auto level = get<std::string>(r, "log-level");
+    const auto lvl = spdlog::level::from_str(level);
+    if (lvl == spdlog::level::off && level != "off") throw UsageError(fmt::format("--log-level '{}': unknown level (trace, debug, info, warn, error, off)", level));
+    spdlog::set_level(lvl);
+  }
+  const double latency_s = std::chrono::duration<double>(cfg.latency_interval).count();
+  if (r.count("check")) {
+    const mon::Schedule s(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty, latency_s);
+    std::cout << "monitor " << cfg.file << ": " << describe(cfg, s) << "\n";
+    std::cout << fmt::format("metrics: http://{}:{}/metrics; state: {}/baselines.json\nconfig ok\n", cfg.listen_host, cfg.listen_port, cfg.state_dir);
+    return 0;
+  }
+  const std::string key_file = r.count("key-file") ? get<std::string>(r, "key-file") : auth::key_file_from_env();
+  auth::Key key;
+  if (!key_file.empty()) key = auth::load_key_file(key_file);
+
+  // The state: baselines survive restarts; a file that cannot be read is never silently replaced.
+  std::error_code fec;
+  std::filesystem::create_directories(cfg.state_dir, fec);
+  if (fec) throw SystemError("create state folder", cfg.state_dir, fec.message());
+  const std::string state_file = cfg.state_dir + "/baselines.json";
+  mon::MonitorState state(cfg);
+  if (std::filesystem::exists(state_file)) {
+    if (r.count("reset-baselines")) {
+      say(fmt::format("ignoring {} (--reset-baselines): the first {} probes of each pair set new baselines", state_file, cfg.baseline_probes));
+    } else {
+      const json j = json::parse(read_file(state_file, "state file"), nullptr, false);
+      if (j.is_discarded()) {
+        throw UsageError(fmt::format("state file {}: not valid JSON (move it away, or start with --reset-baselines to measure new baselines)", state_file));
+      }
+      const auto dropped = state.load_baselines(j, state_file);
+      say(fmt::format("baselines loaded from {}{}", state_file,
+                      dropped ? fmt::format(" ({} for pairs or links no longer configured dropped)", dropped) : ""));
+    }
+  }
+  const auto persist = [&](const json& j) {
+    try {
+      mon::write_file_atomic(state_file, j.dump(1) + "\n");
+    } catch (const Error& e) {
+      say(fmt::format("baselines not saved: {}", e.what()));
+    }
+  };
+  if (!cfg.acceptance.empty()) {
+    const auto n = state.seed_from_acceptance(read_file(cfg.acceptance, "acceptance file"), cfg.acceptance);
+    if (n > 0) {
+      say(fmt::format("{} baselines seeded from {}", n, cfg.acceptance));
+      persist(state.baselines_json());
+    }
+  }
+  std::ofstream probe_log;
+  if (r.count("probe-log")) {
+    const auto path = get<std::string>(r, "probe-log");
+    probe_log.open(path, std::ios::app);
+    if (!probe_log) throw UsageError(fmt::format("--probe-log {}: cannot be opened ({})", path, errno_text(errno)));
+  }
+
+  std::mutex mu;
+  std::unique_ptr<mon::MetricsServer> server;
+  if (!once) {
+    server = std::make_unique<mon::MetricsServer>(cfg.listen_host, cfg.listen_port, [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      return mon::render_metrics(state);
+    });
+  }
+  {
+    const mon::Schedule s(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty, latency_s);
+    say(describe(cfg, s));
+    if (server) {
+      say(fmt::format("metrics on http://{}{}{}:{}/metrics", cfg.listen_host.find(':') != std::string::npos ? "[" : "", cfg.listen_host,
+                      cfg.listen_host.find(':') != std::string::npos ? "]" : "", server->port()));
+    }
+  }
+  StopAwareProber prober(mon::make_prober(cfg, key));
+  RealClock clock;
+  mon::RunOptions ro;
+  ro.once = once;
+  ro.on_log = say;
+  ro.on_baselines = persist;
+  if (probe_log.is_open()) {
+    ro.on_result = [&](const json& j) { probe_log << j.dump() << "\n" << std::flush; };
+  }
+  g_stop_base = stop::requests();
+  const int code = mon::run_monitor(cfg, prober, clock, state, mu, ro);
+  if (once && stop_requested()) {
+    say("--once: interrupted before the rotation ended");
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  if (!once) {
+    say("stopped");
+    return 0;
+  }
+  say(fmt::format("--once: {}", code == 0 ? "every probe ran, no drift" : code == 1 ? "DRIFT alert raised" : "a probe FAILED"));
+  return code;
+}
+
+}  // namespace fabperf::cli

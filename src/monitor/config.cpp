@@ -1,0 +1,344 @@
+// The monitor's config file (TOML, toml++). Probe settings come from the one settings table
+// (include/fabperf/settings.hpp) exactly as plan files read them; the monitor's own keys are
+// declared in one small table below. Every mistake is reported as FILE:LINE: field 'x': problem.
+#include <fabperf/error.hpp>
+#include <fabperf/monitor.hpp>
+#include <fabperf/settings.hpp>
+#include <fabperf/units.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <fmt/format.h>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace fabperf::monitor {
+namespace {
+
+class ConfigError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+class Ctx {
+ public:
+  explicit Ctx(std::string file) : file_(std::move(file)) {}
+  [[noreturn]] void fail(const toml::node* n, std::string_view field, const std::string& problem) const {
+    const auto line = n ? n->source().begin.line : 1;
+    if (field.empty()) throw ConfigError(fmt::format("{}:{}: {}", file_, line, problem));
+    throw ConfigError(fmt::format("{}:{}: field '{}': {}", file_, line, field, problem));
+  }
+  template <typename F>
+  auto wrap(const toml::node* n, std::string_view field, F&& fn) const {
+    try {
+      return fn();
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const UsageError& e) {
+      fail(n, field, e.what());
+    }
+  }
+  std::string str(const toml::node& n, std::string_view field) const {
+    if (!n.is_string()) fail(&n, field, fmt::format("expected a string, got {}", type_name(n)));
+    return *n.value<std::string>();
+  }
+  std::string scalar_text(const toml::node& n, std::string_view field) const {
+    if (n.is_string()) return *n.value<std::string>();
+    if (n.is_integer()) return std::to_string(*n.value<std::int64_t>());
+    if (n.is_floating_point()) return fmt::format("{}", *n.value<double>());
+    fail(&n, field, fmt::format("expected a number or a string, got {}", type_name(n)));
+  }
+  double number(const toml::node& n, std::string_view field) const {
+    if (n.is_integer()) return static_cast<double>(*n.value<std::int64_t>());
+    if (n.is_floating_point()) return *n.value<double>();
+    fail(&n, field, fmt::format("expected a number, got {}", type_name(n)));
+  }
+  bool boolean(const toml::node& n, std::string_view field) const {
+    if (!n.is_boolean()) fail(&n, field, fmt::format("expected true or false, got {}", type_name(n)));
+    return *n.value<bool>();
+  }
+  std::vector<std::string> strings(const toml::node& n, std::string_view field) const {
+    const auto* a = n.as_array();
+    if (!a) fail(&n, field, fmt::format("expected an array of strings, got {}", type_name(n)));
+    std::vector<std::string> out;
+    for (const auto& e : *a) out.push_back(str(e, field));
+    return out;
+  }
+  const toml::table& table(const toml::node& n, std::string_view field) const {
+    const auto* t = n.as_table();
+    if (!t) fail(&n, field, fmt::format("expected a table, got {}", type_name(n)));
+    return *t;
+  }
+  static std::string type_name(const toml::node& n) {
+    switch (n.type()) {
+      case toml::node_type::string: return "a string";
+      case toml::node_type::integer: return "an integer";
+      case toml::node_type::floating_point: return "a number";
+      case toml::node_type::boolean: return "a boolean";
+      case toml::node_type::array: return "an array";
+      case toml::node_type::table: return "a table";
+      default: return "a date or time";
+    }
+  }
+
+ private:
+  std::string file_;
+};
+
+// The monitor's own keys ([monitor]), declared once: the refusal of an unknown key lists them.
+struct Key {
+  const char* name;
+  const char* help;
+};
+constexpr Key kMonitorKeys[] = {
+    {"listen", "HOST:PORT of /metrics (default 127.0.0.1:9668)"},
+    {"listen-public", "true to allow a listen address that is not loopback"},
+    {"state-dir", "folder of the baselines file (required)"},
+    {"max-duty", "percent of each host link's time spent in bandwidth probes (default 1)"},
+    {"latency-interval", "seconds between latency rounds (default 60)"},
+    {"drift-percent", "alert when throughput is more than this percent below its baseline (default 20)"},
+    {"baseline-probes", "successful probes whose median sets a baseline (default 5)"},
+    {"acceptance", "a `fabperf run --json` result or plan results file seeding baselines"},
+    {"link-names", "names of the link planes (the `link` label)"},
+    {"max-backoff", "longest wait before retrying an unreachable agent, seconds (default 300)"},
+    {"connect-timeout", "seconds to wait for each agent (default 5)"},
+};
+
+std::string key_list() {
+  std::string s;
+  for (const auto& k : kMonitorKeys) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  return s;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// One [probe] or [latency] table through the settings table, as plan files do.
+TestSpec spec_from_table(const Ctx& c, const toml::table* t, const toml::node* where, SpecParams p) {
+  if (t) {
+    for (const auto& [key, v] : *t) {
+      const std::string k(key.str());
+      const Setting* st = find_setting(k);
+      if (!st) c.fail(&v, k, "unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads, mode)");
+      std::string value;
+      if (st->kind == SettingKind::flag) {
+        value = c.boolean(v, k) ? "true" : "false";
+      } else if (const auto* a = v.as_array()) {
+        for (const auto& e : *a) {
+          if (!value.empty()) value += ',';
+          value += c.scalar_text(e, k);
+        }
+      } else {
+        value = c.scalar_text(v, k);
+      }
+      c.wrap(&v, k, [&] {
+        st->apply(p, value, "value");
+        return 0;
+      });
+    }
+  }
+  return c.wrap(where, "", [&] {
+    refuse_inapplicable(p);
+    return TestSpec::make(p);
+  });
+}
+
+std::chrono::nanoseconds seconds_of(const Ctx& c, const toml::node& n, std::string_view field, double lo_s, double hi_s) {
+  const auto d = c.wrap(&n, field, [&] { return parse_duration(c.scalar_text(n, field), "value"); });
+  const double s = std::chrono::duration<double>(d).count();
+  if (!(s >= lo_s && s <= hi_s)) c.fail(&n, field, fmt::format("{} s is out of range ({}..{} s)", s, lo_s, hi_s));
+  return d;
+}
+
+}  // namespace
+
+SpecParams default_latency_params() {
+  SpecParams p;
+  p.mode = Mode::rpc;
+  p.buffsize = 4 * 1024;
+  p.threads = 1;
+  p.time = std::chrono::seconds(1);
+  return p;
+}
+
+std::string_view direction_of(TestKind t) {
+  switch (t) {
+    case TestKind::read:
+    case TestKind::sread: return "server-to-client";
+    case TestKind::rw: return "both";
+    default: return "client-to-server";
+  }
+}
+
+MonitorConfig parse_config(std::string_view text, const std::string& file) {
+  Ctx c(file);
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
+  }
+  MonitorConfig cfg;
+  cfg.file = file;
+  for (const auto& [key, v] : root) {
+    const std::string k(key.str());
+    if (k != "monitor" && k != "hosts" && k != "probe" && k != "latency") {
+      c.fail(&v, k, "unknown top-level field (monitor, hosts, probe, latency)");
+    }
+  }
+
+  // [monitor]
+  const auto* mon = root.get("monitor");
+  if (!mon) throw UsageError(fmt::format("{}:1: field 'monitor': missing (a [monitor] table with at least state-dir)", file));
+  const auto& m = c.table(*mon, "monitor");
+  for (const auto& [key, v] : m) {
+    const std::string k(key.str());
+    const bool known = std::any_of(std::begin(kMonitorKeys), std::end(kMonitorKeys), [&](const Key& x) { return k == x.name; });
+    if (!known) c.fail(&v, k, fmt::format("unknown field of [monitor] ({})", key_list()));
+  }
+  if (const auto* n = m.get("listen")) {
+    const std::string s = c.str(*n, "listen");
+    std::string host;
+    std::string port;
+    if (!s.empty() && s.front() == '[') {
+      const auto close = s.find(']');
+      if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') {
+        c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
+      }
+      host = s.substr(1, close - 1);
+      port = s.substr(close + 2);
+    } else {
+      const auto colon = s.rfind(':');
+      if (colon == std::string::npos || s.find(':') != colon) c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
+      host = s.substr(0, colon);
+      port = s.substr(colon + 1);
+    }
+    if (host.empty()) c.fail(n, "listen", fmt::format("'{}': no host (give 127.0.0.1:PORT, or an address with listen-public = true)", s));
+    cfg.listen_host = host;
+    cfg.listen_port = static_cast<std::uint16_t>(c.wrap(n, "listen", [&] { return parse_int(port, "port", 0, 65535); }));
+  }
+  if (const auto* n = m.get("listen-public")) cfg.listen_public = c.boolean(*n, "listen-public");
+  if (!is_loopback(cfg.listen_host) && !cfg.listen_public) {
+    c.fail(m.get("listen"), "listen",
+           fmt::format("{} is not a loopback address: metrics would be readable from the network; set listen-public = true to allow it",
+                       cfg.listen_host));
+  }
+  const auto* sd = m.get("state-dir");
+  if (!sd) c.fail(mon, "state-dir", "missing: the folder that keeps the baselines across restarts");
+  cfg.state_dir = c.str(*sd, "state-dir");
+  if (cfg.state_dir.empty()) c.fail(sd, "state-dir", "empty path");
+  if (const auto* n = m.get("max-duty")) {
+    std::string t = c.scalar_text(*n, "max-duty");
+    if (!t.empty() && t.back() == '%') t.pop_back();
+    char* end = nullptr;
+    const double pct = std::strtod(t.c_str(), &end);
+    if (t.empty() || end != t.c_str() + t.size()) c.fail(n, "max-duty", fmt::format("'{}': expected a percentage such as \"1%\"", c.scalar_text(*n, "max-duty")));
+    if (!(pct > 0 && pct <= 100)) c.fail(n, "max-duty", fmt::format("{}% is out of range (above 0, at most 100)", pct));
+    cfg.max_duty = pct / 100.0;
+  }
+  if (const auto* n = m.get("latency-interval")) cfg.latency_interval = seconds_of(c, *n, "latency-interval", 1, 86400);
+  if (const auto* n = m.get("drift-percent")) {
+    cfg.drift_pct = c.number(*n, "drift-percent");
+    if (!(cfg.drift_pct > 0 && cfg.drift_pct < 100)) c.fail(n, "drift-percent", fmt::format("{} is out of range (above 0, below 100)", cfg.drift_pct));
+  }
+  if (const auto* n = m.get("baseline-probes")) {
+    if (!n->is_integer()) c.fail(n, "baseline-probes", fmt::format("expected an integer, got {}", Ctx::type_name(*n)));
+    const auto v = *n->value<std::int64_t>();
+    if (v < 1 || v > 1000) c.fail(n, "baseline-probes", fmt::format("{} is out of range (1..1000)", v));
+    cfg.baseline_probes = static_cast<std::uint32_t>(v);
+  }
+  if (const auto* n = m.get("acceptance")) {
+    cfg.acceptance = c.str(*n, "acceptance");
+    if (cfg.acceptance.empty()) c.fail(n, "acceptance", "empty path");
+  }
+  if (const auto* n = m.get("max-backoff")) cfg.max_backoff = seconds_of(c, *n, "max-backoff", 1, 86400);
+  if (const auto* n = m.get("connect-timeout")) {
+    cfg.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(seconds_of(c, *n, "connect-timeout", 0.1, 600));
+  }
+
+  // [[hosts]]: as in plan files.
+  const auto* hosts = root.get("hosts");
+  if (!hosts) throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+  const auto* harr = hosts->as_array();
+  if (!harr || harr->size() < 2) c.fail(hosts, "hosts", "expected two or more [[hosts]] tables");
+  for (const auto& hn : *harr) {
+    const auto& t = c.table(hn, "hosts");
+    MonitorHost h;
+    for (const auto& [key, v] : t) {
+      const std::string k(key.str());
+      if (k != "name" && k != "address" && k != "links") c.fail(&v, k, "unknown host field (name, address, links)");
+    }
+    const auto* name = t.get("name");
+    if (!name) c.fail(&hn, "name", "missing in this host");
+    h.name = c.str(*name, "name");
+    if (h.name.empty() || h.name.find_first_of(" /,>\"\\\n") != std::string::npos) {
+      c.fail(name, "name", fmt::format("'{}': use a non-empty name without spaces, quotes, '/', ',' or '>'", h.name));
+    }
+    for (const auto& o : cfg.hosts) {
+      if (o.name == h.name) c.fail(name, "name", fmt::format("host '{}' is listed twice", h.name));
+    }
+    const auto* addr = t.get("address");
+    if (!addr) c.fail(&hn, "address", fmt::format("missing for host '{}'", h.name));
+    h.hp = c.wrap(addr, "address", [&] { return parse_host_port(c.str(*addr, "address"), "address"); });
+    if (h.hp.port == 0) c.fail(addr, "address", "port 0 is not an agent's port");
+    if (const auto* l = t.get("links")) {
+      if (!h.hp.links.empty()) c.fail(l, "links", "given twice (also as ADDRESS@LINK+LINK in 'address')");
+      h.hp.links = c.strings(*l, "links");
+      if (h.hp.links.empty()) c.fail(l, "links", "empty list");
+    }
+    for (const auto& o : cfg.hosts) {
+      if (o.hp.host == h.hp.host && o.hp.port == h.hp.port) c.fail(addr, "address", fmt::format("{} is also host '{}'", h.hp.str(), o.name));
+    }
+    cfg.hosts.push_back(std::move(h));
+  }
+  const std::size_t planes = std::max<std::size_t>(1, cfg.hosts.front().hp.links.size());
+  for (const auto& h : cfg.hosts) {
+    if (std::max<std::size_t>(1, h.hp.links.size()) != planes || h.hp.links.size() != cfg.hosts.front().hp.links.size()) {
+      c.fail(harr, "links", fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
+                                        h.hp.links.size(), cfg.hosts.front().name, cfg.hosts.front().hp.links.size()));
+    }
+  }
+  if (const auto* n = m.get("link-names")) {
+    cfg.link_names = c.strings(*n, "link-names");
+    if (cfg.link_names.size() != planes) {
+      c.fail(n, "link-names", fmt::format("{} names for {} link plane(s): give one per link address of a host", cfg.link_names.size(), planes));
+    }
+    std::set<std::string> seen;
+    for (const auto& ln : cfg.link_names) {
+      if (ln.empty() || ln.find_first_of(" \"\\\n") != std::string::npos) c.fail(n, "link-names", fmt::format("'{}': use a non-empty name without spaces or quotes", ln));
+      if (!seen.insert(ln).second) c.fail(n, "link-names", fmt::format("'{}' is listed twice", ln));
+    }
+  } else if (cfg.hosts.front().hp.links.empty()) {
+    cfg.link_names = {"default"};
+  } else {
+    for (std::size_t i = 0; i < planes; ++i) cfg.link_names.push_back(fmt::format("link{}", i));
+  }
+
+  // [probe] and [latency]: the settings table.
+  SpecParams probe_defaults;
+  probe_defaults.mode = Mode::stream;
+  probe_defaults.time = std::chrono::seconds(2);
+  probe_defaults.buffsize = 1024 * 1024;
+  const auto* pr = root.get("probe");
+  cfg.probe = spec_from_table(c, pr ? &c.table(*pr, "probe") : nullptr, pr ? pr : mon, probe_defaults);
+  const auto* la = root.get("latency");
+  cfg.latency = spec_from_table(c, la ? &c.table(*la, "latency") : nullptr, la ? la : mon, default_latency_params());
+  if (cfg.latency.transport() != cfg.probe.transport()) {
+    c.fail(la ? la : mon, "transport", "the [latency] and [probe] transports differ: the `transport` label would mix them");
+  }
+  return cfg;
+}
+
+MonitorConfig load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("monitor config {}: cannot be read ({})", path, errno_text(errno)));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+}  // namespace fabperf::monitor

@@ -1,0 +1,152 @@
+// The monitor's loop: ask the schedule what runs next, wait for it, skip the pairs of agents that
+// are backed off, probe, apply the samples to the state under its lock, report.
+#include <fabperf/monitor.hpp>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace fabperf::monitor {
+
+using nlohmann::json;
+
+json to_json(const JobResult& r, const MonitorConfig& cfg) {
+  const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  json pairs = json::array();
+  for (const auto& p : r.pairs) {
+    pairs.push_back({{"client", cfg.hosts.at(p.client).name},
+                     {"server", cfg.hosts.at(p.server).name},
+                     {"ok", p.ok},
+                     {"error", p.error},
+                     {"bytes_per_second", opt(p.bytes_per_s)},
+                     {"p50_seconds", opt(p.p50_s)},
+                     {"p99_seconds", opt(p.p99_s)},
+                     {"retransmits", p.retransmits}});
+  }
+  json links = json::array();
+  for (const auto& l : r.links) {
+    json bonds = json::array();
+    for (const auto& b : l.bonds) bonds.push_back({{"bond", b.bond}, {"member", b.member}, {"tx_ratio", b.tx_ratio}, {"rx_ratio", b.rx_ratio}});
+    links.push_back({{"host", cfg.hosts.at(l.host).name},
+                     {"interface", l.interface},
+                     {"speed_bits_per_second", l.speed_bps > 0 ? json(l.speed_bps) : json(nullptr)},
+                     {"mtu", l.mtu},
+                     {"errors", l.errors},
+                     {"bonds", bonds}});
+  }
+  return {{"kind", std::string(to_string(r.job.kind))},
+          {"link", cfg.link_names.at(r.job.link)},
+          {"transport", std::string(to_string(cfg.probe.transport()))},
+          {"direction", std::string(direction_of(cfg.probe.test()))},
+          {"time_unix_s", r.wall_s},
+          {"pairs", pairs},
+          {"links", links}};
+}
+
+int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, MonitorState& state, std::mutex& mu,
+                const RunOptions& opts) {
+  // --once: one latency round, then the rotation; a second latency round is never due.
+  const double latency_interval =
+      opts.once ? std::numeric_limits<double>::infinity() : std::chrono::duration<double>(cfg.latency_interval).count();
+  Schedule sched(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty, latency_interval);
+  Backoff backoff(cfg.hosts.size(), 1.0, std::chrono::duration<double>(cfg.max_backoff).count());
+  const auto log = [&](const std::string& line) {
+    if (opts.on_log) opts.on_log(line);
+  };
+  bool failed = false;
+  for (;;) {
+    if (opts.once && sched.rotations() >= 1 && sched.latency_rounds() >= 1) break;
+    const auto next = sched.next(clock.now());
+    if (!clock.sleep_until(next.at_s)) break;
+    const Job& job = next.job;
+    const double start = clock.now();
+
+    // Pairs of a backed-off agent are not tried: they fail at once, so its series show it.
+    Job runnable{job.kind, job.link, {}};
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> skipped;
+    std::string why;
+    for (const auto& pr : job.pairs) {
+      std::string down;
+      for (const auto h : {pr.first, pr.second}) {
+        if (backoff.blocked(h, start)) {
+          down = fmt::format("agent {} ({}) is unreachable; next attempt in {:.1f} s", cfg.hosts[h].name, cfg.hosts[h].hp.str(),
+                             backoff.retry_at(h) - start);
+          break;
+        }
+      }
+      if (down.empty()) {
+        runnable.pairs.push_back(pr);
+      } else {
+        skipped.push_back(pr);
+        if (why.empty()) why = down;
+      }
+    }
+    JobResult result;
+    if (!runnable.pairs.empty()) {
+      result = prober.run(runnable);
+      if (result.interrupted) break;
+    }
+    const double end = clock.now();
+    result.job = job;
+    if (runnable.pairs.empty()) result.wall_s = clock.wall();
+    for (const auto& [c, s] : skipped) {
+      PairSample p;
+      p.client = c;
+      p.server = s;
+      p.error = why;
+      result.pairs.push_back(std::move(p));
+    }
+    sched.done(job, start, runnable.pairs.empty() ? start : end);
+
+    // Back-off: the agents the error named wait longer each time; the others of a job that ran are fine.
+    std::vector<std::uint32_t> hosts;
+    for (const auto& [c, s] : runnable.pairs) {
+      for (const auto h : {c, s}) {
+        if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+      }
+    }
+    const bool job_failed = std::any_of(result.pairs.begin(), result.pairs.end(), [](const PairSample& p) { return !p.ok; });
+    failed = failed || job_failed;
+    bool baselines_changed = false;
+    std::vector<std::string> lines;
+    json baselines;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto h : hosts) {
+        const bool named = std::find(result.unreachable.begin(), result.unreachable.end(), h) != result.unreachable.end();
+        const bool was_down = !state.agent_up(h);
+        if (named) {
+          backoff.failed(h, end);
+          lines.push_back(fmt::format("agent {} ({}) unreachable ({} in a row); next attempt in {:.1f} s", cfg.hosts[h].name,
+                                      cfg.hosts[h].hp.str(), backoff.failures(h), backoff.retry_at(h) - end));
+        } else if (!job_failed || std::any_of(result.pairs.begin(), result.pairs.end(), [&](const PairSample& p) {
+                     return p.ok && (p.client == h || p.server == h);
+                   })) {
+          backoff.succeeded(h);
+          if (was_down) lines.push_back(fmt::format("agent {} ({}) answers again", cfg.hosts[h].name, cfg.hosts[h].hp.str()));
+        }
+        state.set_agent_up(h, backoff.failures(h) == 0);
+      }
+      for (auto& l : state.apply(result, baselines_changed)) lines.push_back(std::move(l));
+      while (state.rotations() < sched.rotations()) state.count_rotation();
+      if (baselines_changed) baselines = state.baselines_json();
+    }
+    for (const auto& l : lines) log(l);
+    if (job_failed) {
+      for (const auto& p : result.pairs) {
+        if (!p.ok) {
+          log(fmt::format("probe failed: {} {}->{} {}: {}", to_string(job.kind), cfg.hosts[p.client].name, cfg.hosts[p.server].name,
+                          cfg.link_names[job.link], p.error));
+        }
+      }
+    }
+    if (opts.on_result) opts.on_result(to_json(result, cfg));
+    if (baselines_changed && opts.on_baselines) opts.on_baselines(baselines);
+  }
+  if (failed) return 3;
+  std::lock_guard<std::mutex> lock(mu);
+  return state.active_alerts() > 0 ? 1 : 0;
+}
+
+}  // namespace fabperf::monitor

@@ -1,0 +1,189 @@
+// Probes through the real coordinator: one run_test per job, its report turned into samples.
+#include <fabperf/coordinator.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/monitor.hpp>
+#include <fabperf/report.hpp>
+
+#include <algorithm>
+#include <ctime>
+#include <fmt/format.h>
+#include <map>
+
+namespace fabperf::monitor {
+namespace {
+
+double unix_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// The interface that carried the node's flows: the busiest one that is not loopback.
+const LinkReport* busiest(const NodeReport& n) {
+  const LinkReport* best = nullptr;
+  double most = -1;
+  for (const auto& l : n.links) {
+    if (l.kind == "loopback") continue;
+    const double v = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
+    if (v > most) {
+      most = v;
+      best = &l;
+    }
+  }
+  return best;
+}
+
+class RunTestProber : public Prober {
+ public:
+  RunTestProber(const MonitorConfig& cfg, auth::Key key) : cfg_(cfg), key_(std::move(key)) {}
+
+  JobResult run(const Job& job) override {
+    RunRequest req;
+    req.spec = job.kind == ProbeKind::bandwidth ? cfg_.probe : cfg_.latency;
+    req.key = key_;
+    req.connect_timeout = cfg_.connect_timeout;
+    req.coordinator_name = "fabperf-monitor";
+    // Sampling: a handful of intervals per probe is enough for the link counters.
+    req.interval = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds(100), req.spec.time() / 4);
+    std::vector<std::uint32_t> cl, sv;
+    const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
+      const auto it = std::find(v.begin(), v.end(), h);
+      if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
+      v.push_back(h);
+      return static_cast<std::uint32_t>(v.size() - 1);
+    };
+    for (const auto& [c, s] : job.pairs) req.pairs.emplace_back(slot(cl, c), slot(sv, s));
+    const auto endpoint = [&](std::uint32_t h) {
+      HostPort hp = cfg_.hosts[h].hp;
+      if (!hp.links.empty()) hp.links = {hp.links.at(job.link)};  // only this link plane
+      return hp;
+    };
+    for (const auto h : cl) req.clients.push_back(endpoint(h));
+    for (const auto h : sv) req.servers.push_back(endpoint(h));
+    try {
+      const RunRecord rec = run_test(req);
+      const Report rep = compute_report(rec);
+      JobResult r = job_result_from_report(cfg_, job, rep, unix_now());
+      r.interrupted = rec.interrupted;
+      return r;
+    } catch (const Interrupted& e) {
+      JobResult r = failed_job(cfg_, job, e.what(), unix_now());
+      r.interrupted = true;
+      return r;
+    } catch (const Error& e) {
+      return failed_job(cfg_, job, e.what(), unix_now());
+    }
+  }
+
+ private:
+  const MonitorConfig& cfg_;
+  auth::Key key_;
+};
+
+}  // namespace
+
+std::unique_ptr<Prober> make_prober(const MonitorConfig& cfg, auth::Key key) { return std::make_unique<RunTestProber>(cfg, std::move(key)); }
+
+JobResult failed_job(const MonitorConfig& cfg, const Job& job, const std::string& error, double wall_s) {
+  JobResult r;
+  r.job = job;
+  r.wall_s = wall_s;
+  for (const auto& [c, s] : job.pairs) {
+    PairSample p;
+    p.client = c;
+    p.server = s;
+    p.error = error;
+    r.pairs.push_back(std::move(p));
+  }
+  // The coordinator's errors name the agent (host:port) they could not reach.
+  std::vector<std::uint32_t> hosts;
+  for (const auto& [c, s] : job.pairs) {
+    for (const auto h : {c, s}) {
+      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+    }
+  }
+  for (const auto h : hosts) {
+    if (error.find(cfg.hosts[h].hp.str()) != std::string::npos) r.unreachable.push_back(h);
+  }
+  return r;
+}
+
+JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const Report& rep, double wall_s) {
+  JobResult r;
+  r.job = job;
+  r.wall_s = wall_s;
+  std::map<std::string, std::uint32_t> by_name;
+  for (std::uint32_t i = 0; i < cfg.hosts.size(); ++i) by_name[cfg.hosts[i].hp.str()] = i;
+  std::map<std::uint32_t, const NodeReport*> node_of_host;
+  std::map<std::uint32_t, std::uint32_t> host_of_node;
+  for (const auto& n : rep.nodes) {
+    const auto it = by_name.find(n.name);
+    if (it == by_name.end()) continue;
+    node_of_host[it->second] = &n;
+    host_of_node[n.index] = it->second;
+  }
+  for (const auto& [c, s] : job.pairs) {
+    PairSample p;
+    p.client = c;
+    p.server = s;
+    const auto cn = node_of_host.find(c);
+    const auto sn = node_of_host.find(s);
+    const PairReport* pr = nullptr;
+    for (const auto& x : rep.pairs) {
+      const auto hc = host_of_node.find(x.client);
+      const auto hs = host_of_node.find(x.server);
+      if (hc != host_of_node.end() && hs != host_of_node.end() && hc->second == c && hs->second == s) pr = &x;
+    }
+    std::string err;
+    for (const auto& it : {cn, sn}) {
+      if (it == node_of_host.end()) {
+        err = "the node is missing from the result";
+      } else if (it->second->status != NodeStatus::ok || it->second->aborted) {
+        err = fmt::format("{} {}: {}", it->second->name, to_string(it->second->status),
+                          it->second->error.empty() ? std::string("aborted") : it->second->error);
+      }
+      if (!err.empty()) break;
+    }
+    if (err.empty() && !pr) err = "no figure for the pair in the result";
+    if (!err.empty()) {
+      p.error = err;
+      r.pairs.push_back(std::move(p));
+      continue;
+    }
+    p.ok = true;
+    p.retransmits = pr->retrans;
+    const NodeReport& client = *cn->second;
+    if (job.kind == ProbeKind::bandwidth) {
+      p.bytes_per_s = pr->tput.mb_per_s * 1e6;
+      if (client.delay && client.delay->count > 0) {
+        p.p50_s = client.delay->p50_us / 1e6;
+        p.p99_s = client.delay->p99_us / 1e6;
+      }
+    } else if (client.latency && client.latency->count > 0) {
+      p.p50_s = client.latency->p50_us / 1e6;
+      p.p99_s = client.latency->p99_us / 1e6;
+    } else {
+      p.ok = false;
+      p.error = "the latency probe completed no round trip";
+    }
+    r.pairs.push_back(std::move(p));
+  }
+  for (const auto& [h, n] : node_of_host) {
+    const LinkReport* l = busiest(*n);
+    if (!l) continue;
+    LinkSample ls;
+    ls.host = h;
+    ls.interface = l->name;
+    ls.speed_bps = l->speed_mbps > 0 ? l->speed_mbps * 1000000 : -1;
+    ls.mtu = l->mtu;
+    ls.errors = l->tx_errors + l->rx_errors + l->tx_dropped + l->rx_dropped;
+    for (const auto& b : n->bonds) {
+      if (b.name != l->name) continue;
+      for (const auto& m : b.members) ls.bonds.push_back({b.name, m.name, m.tx_share_pct / 100.0, m.rx_share_pct / 100.0});
+    }
+    r.links.push_back(std::move(ls));
+  }
+  return r;
+}
+
+}  // namespace fabperf::monitor

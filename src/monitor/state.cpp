@@ -1,0 +1,287 @@
+// The monitor's state: the last values of every series, counters, baselines and drift alerts.
+// Its size is fixed by the config (hosts x hosts x links), so weeks of probes do not grow it.
+#include <fabperf/error.hpp>
+#include <fabperf/monitor.hpp>
+#include <fabperf/plan.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+namespace fabperf::monitor {
+
+using nlohmann::json;
+
+MonitorState::MonitorState(const MonitorConfig& cfg)
+    : cfg_(&cfg),
+      pairs_(cfg.hosts.size() * cfg.hosts.size() * cfg.link_names.size()),
+      host_links_(cfg.hosts.size() * cfg.link_names.size()),
+      agent_up_(cfg.hosts.size(), true) {}
+
+std::size_t MonitorState::index(std::uint32_t c, std::uint32_t s, std::uint32_t l) const {
+  const std::size_t n = cfg_->hosts.size();
+  if (c >= n || s >= n || l >= cfg_->link_names.size()) throw Error(ExitCode::internal, "monitor state: pair index out of range");
+  return (static_cast<std::size_t>(c) * n + s) * cfg_->link_names.size() + l;
+}
+const PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) const { return pairs_[index(c, s, l)]; }
+PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) { return pairs_[index(c, s, l)]; }
+const HostLinkState& MonitorState::host_link(std::uint32_t h, std::uint32_t l) const {
+  return host_links_.at(static_cast<std::size_t>(h) * cfg_->link_names.size() + l);
+}
+
+std::size_t MonitorState::active_alerts() const {
+  return static_cast<std::size_t>(std::count_if(pairs_.begin(), pairs_.end(), [](const PairState& p) { return p.drift_alert; }));
+}
+
+std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines_changed) {
+  std::vector<std::string> log;
+  const auto k = static_cast<std::size_t>(r.job.kind);
+  const auto& names = cfg_->hosts;
+  const std::string& link = cfg_->link_names.at(r.job.link);
+  for (const auto& s : r.pairs) {
+    auto& p = pair(s.client, s.server, r.job.link);
+    ++p.probes_total[k];
+    const std::string subject = fmt::format("{}->{} {} {}", names[s.client].name, names[s.server].name, link, to_string(cfg_->probe.transport()));
+    if (!s.ok) {
+      ++p.failures_total[k];
+      p.last_error = s.error;
+      continue;
+    }
+    p.last_error.clear();
+    p.last_probe_s[k] = r.wall_s;
+    if (r.job.kind == ProbeKind::latency) {
+      p.latency_p50_s = s.p50_s;
+      p.latency_p99_s = s.p99_s;
+      continue;
+    }
+    p.loaded_p50_s = s.p50_s;
+    p.loaded_p99_s = s.p99_s;
+    p.retransmits_total += s.retransmits;
+    if (!s.bytes_per_s) continue;
+    const double v = *s.bytes_per_s;
+    p.bytes_per_s = v;
+    auto& b = p.baseline;
+    if (!b.bytes_per_s) {
+      b.samples.push_back(v);
+      baselines_changed = true;
+      if (b.samples.size() >= cfg_->baseline_probes) {
+        b.bytes_per_s = median(b.samples);
+        b.samples.clear();
+        b.source = "probes";
+        b.set_at = plan::iso8601_now();
+        log.push_back(fmt::format("baseline: {} set to {:.3f} MB/s (median of {} probes)", subject, *b.bytes_per_s / 1e6,
+                                  cfg_->baseline_probes));
+      }
+      continue;
+    }
+    const auto d = evaluate_drift(v, *b.bytes_per_s, cfg_->drift_pct);
+    if (d.alert && !p.drift_alert) {
+      log.push_back(fmt::format("drift: {} at {:.3f} MB/s is {:.1f}% below its baseline {:.3f} MB/s (alert above {}%)", subject,
+                                v / 1e6, d.below_pct, *b.bytes_per_s / 1e6, cfg_->drift_pct));
+    } else if (!d.alert && p.drift_alert) {
+      log.push_back(fmt::format("drift cleared: {} back at {:.3f} MB/s (baseline {:.3f} MB/s)", subject, v / 1e6, *b.bytes_per_s / 1e6));
+    }
+    p.drift_alert = d.alert;
+  }
+  for (const auto& l : r.links) {
+    auto& h = host_links_.at(static_cast<std::size_t>(l.host) * cfg_->link_names.size() + r.job.link);
+    h.interface = l.interface;
+    h.speed_bps = l.speed_bps;
+    h.mtu = l.mtu;
+    h.nic_errors_total += l.errors;
+    h.bonds = l.bonds;
+  }
+  return log;
+}
+
+// ---- baselines file ----
+json MonitorState::baselines_json() const {
+  json arr = json::array();
+  const auto n = static_cast<std::uint32_t>(cfg_->hosts.size());
+  for (std::uint32_t c = 0; c < n; ++c) {
+    for (std::uint32_t s = 0; s < n; ++s) {
+      if (c == s) continue;
+      for (std::uint32_t l = 0; l < cfg_->link_names.size(); ++l) {
+        const auto& b = pair(c, s, l).baseline;
+        if (!b.bytes_per_s && b.samples.empty()) continue;
+        arr.push_back({{"client", cfg_->hosts[c].name},
+                       {"server", cfg_->hosts[s].name},
+                       {"link", cfg_->link_names[l]},
+                       {"transport", std::string(to_string(cfg_->probe.transport()))},
+                       {"direction", std::string(direction_of(cfg_->probe.test()))},
+                       {"bytes_per_second", b.bytes_per_s ? json(*b.bytes_per_s) : json(nullptr)},
+                       {"samples", b.samples},
+                       {"source", b.source},
+                       {"set_at", b.set_at}});
+      }
+    }
+  }
+  return {{"schema", kBaselinesSchema}, {"version", 1}, {"probe_settings", to_json(cfg_->probe)}, {"baselines", arr}};
+}
+
+std::size_t MonitorState::load_baselines(const json& j, const std::string& file) {
+  const auto bad = [&](const std::string& what) {
+    return UsageError(fmt::format("state file {}: {} (move it away, or start with --reset-baselines to measure new baselines)", file, what));
+  };
+  if (!j.is_object() || j.value("schema", "") != kBaselinesSchema) throw bad(fmt::format("not a {} file", kBaselinesSchema));
+  if (!j.contains("version") || j["version"] != 1) throw bad("unknown version (this fabperf reads version 1)");
+  if (!j.contains("baselines") || !j["baselines"].is_array()) throw bad("no 'baselines' array");
+  const auto find = [](const auto& v, const std::string& name) -> std::optional<std::uint32_t> {
+    for (std::uint32_t i = 0; i < v.size(); ++i) {
+      if (v[i] == name) return i;
+    }
+    return std::nullopt;
+  };
+  std::vector<std::string> hosts;
+  for (const auto& h : cfg_->hosts) hosts.push_back(h.name);
+  const std::string transport(to_string(cfg_->probe.transport()));
+  const std::string direction(direction_of(cfg_->probe.test()));
+  std::size_t dropped = 0;
+  for (const auto& e : j["baselines"]) {
+    try {
+      const auto c = find(hosts, e.at("client").get<std::string>());
+      const auto s = find(hosts, e.at("server").get<std::string>());
+      const auto l = find(cfg_->link_names, e.at("link").get<std::string>());
+      if (!c || !s || !l || *c == *s || e.at("transport").get<std::string>() != transport ||
+          e.at("direction").get<std::string>() != direction) {
+        ++dropped;
+        continue;
+      }
+      auto& b = pair(*c, *s, *l).baseline;
+      const auto& v = e.at("bytes_per_second");
+      if (!v.is_null()) {
+        if (!v.is_number() || !(v.get<double>() > 0)) throw bad("a bytes_per_second that is not a positive number");
+        b.bytes_per_s = v.get<double>();
+      }
+      b.samples = e.at("samples").get<std::vector<double>>();
+      b.source = e.at("source").get<std::string>();
+      b.set_at = e.at("set_at").get<std::string>();
+    } catch (const json::exception& ex) {
+      throw bad(fmt::format("a baseline entry is malformed ({})", ex.what()));
+    }
+  }
+  return dropped;
+}
+
+namespace {
+
+// Median payload throughput per (client, server) name pair over the results in `docs`.
+std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(const std::vector<json>& docs) {
+  std::map<std::pair<std::string, std::string>, std::vector<double>> out;
+  for (const auto& r : docs) {
+    std::map<std::uint64_t, std::string> node;
+    for (const auto& n : r.at("nodes")) node[n.at("index").get<std::uint64_t>()] = n.at("node").get<std::string>();
+    for (const auto& p : r.at("pairs")) {
+      const auto c = node.find(p.at("client").get<std::uint64_t>());
+      const auto s = node.find(p.at("server").get<std::uint64_t>());
+      if (c == node.end() || s == node.end()) continue;
+      out[{c->second, s->second}].push_back(p.at("mb_per_s").get<double>() * 1e6);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::size_t MonitorState::seed_from_acceptance(const std::string& text, const std::string& file) {
+  const auto bad = [&](const std::string& what) { return UsageError(fmt::format("acceptance file {}: {}", file, what)); };
+  if (cfg_->link_names.size() != 1) {
+    throw bad(fmt::format("a result does not say which link carried each pair, and this config has {} link planes: "
+                          "let the first probes set the baselines instead", cfg_->link_names.size()));
+  }
+  std::vector<json> docs;
+  try {
+    const auto first = text.find_first_not_of(" \t\r\n");
+    json whole = json::parse(text, nullptr, false);
+    if (!whole.is_discarded() && whole.is_object() && whole.value("schema", "") == "fabperf.result") {
+      docs.push_back(std::move(whole));
+    } else if (first != std::string::npos) {
+      // Plan results: JSON Lines; the done steps' results.
+      std::istringstream in(text);
+      std::string line;
+      std::size_t no = 0;
+      while (std::getline(in, line)) {
+        ++no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const json rec = json::parse(line, nullptr, false);
+        if (rec.is_discarded() || !rec.is_object()) throw bad(fmt::format("line {} is not JSON (expected `fabperf run --json` output or plan results)", no));
+        if (rec.value("type", "") == "step" && rec.value("status", "") == "done" && rec.contains("result")) docs.push_back(rec["result"]);
+      }
+    }
+  } catch (const json::exception& e) {
+    throw bad(e.what());
+  }
+  if (docs.empty()) throw bad("no finished result in it (expected `fabperf run --json` output or plan results)");
+  // The probes must measure what the acceptance run measured, or the baseline means nothing.
+  const json mine = to_json(cfg_->probe);
+  for (const auto& d : docs) {
+    const json theirs = d.value("settings", json::object());
+    for (const char* k : {"transport", "test", "mode", "buffsize", "threads", "parallel"}) {
+      if (theirs.value(k, json()) != mine[k]) {
+        throw bad(fmt::format("setting '{}' is {} there but {} in the [probe] table: its figures are not comparable", k,
+                              theirs.value(k, json()).dump(), mine[k].dump()));
+      }
+    }
+  }
+  std::map<std::string, std::uint32_t> by_addr;
+  for (std::uint32_t i = 0; i < cfg_->hosts.size(); ++i) by_addr[cfg_->hosts[i].hp.str()] = i;
+  std::size_t set = 0;
+  try {
+    for (const auto& [names, vals] : pair_values(docs)) {
+      const auto c = by_addr.find(names.first);
+      const auto s = by_addr.find(names.second);
+      if (c == by_addr.end() || s == by_addr.end() || c->second == s->second) continue;
+      auto& b = pair(c->second, s->second, 0).baseline;
+      if (b.bytes_per_s) continue;
+      const double v = median(vals);
+      if (!(v > 0)) continue;
+      b.bytes_per_s = v;
+      b.samples.clear();
+      b.source = "acceptance " + file;
+      b.set_at = plan::iso8601_now();
+      ++set;
+    }
+  } catch (const json::exception& e) {
+    throw bad(fmt::format("a result is malformed ({})", e.what()));
+  }
+  return set;
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw SystemError("create state file", tmp, errno);
+  std::size_t off = 0;
+  while (off < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw SystemError("write state file", tmp, err);
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw SystemError("sync state file", tmp, err);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw SystemError("replace state file", path, errno);
+  // The rename itself must reach the disk, or a crash could bring back the old name.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace fabperf::monitor
