@@ -46,15 +46,7 @@ int cmd_compare(int argc, char** argv) {
     ("h,help", "this help");
   o.parse_positional({"files"});
   o.positional_help("BEFORE AFTER | AB-RESULTS");
-  const auto r = [&] {
-    try {
-      auto x = o.parse(argc, argv);
-      if (!x.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", x.unmatched().front()));
-      return x;
-    } catch (const cxxopts::exceptions::exception& e) {
-      throw UsageError(e.what());
-    }
-  }();
+  const auto r = cli::parse_options(o, argc, argv);
   if (r.count("help")) {
     std::cout << o.help();
     return 0;

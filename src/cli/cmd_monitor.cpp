@@ -107,14 +107,7 @@ int cmd_monitor(int argc, char** argv) {
     ("h,help", "this help");
   o.parse_positional({"config"});
   o.positional_help("CONFIG.toml");
-  const auto r = [&] {
-    try {
-      return o.parse(argc, argv);
-    } catch (const cxxopts::exceptions::exception& e) {
-      throw UsageError(e.what());
-    }
-  }();
-  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+  const auto r = cli::parse_options(o, argc, argv);
   if (r.count("help")) {
     std::cout << o.help();
     return 0;

@@ -2,6 +2,7 @@
 // `fabperf run PLAN` / `fabperf run --pattern`. Results go to a JSON Lines file, one record per
 // finished step, written and synced before the next step starts (docs/results-format.md).
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "cli/hooks.hpp"
 
 #include <fabperf/stop.hpp>
@@ -666,13 +667,7 @@ int cmd_plan(int argc, char** argv) {
     ("h,help", "this help");
   o.parse_positional({"args"});
   o.positional_help("check PLAN");
-  const auto r = [&] {
-    try {
-      return o.parse(argc, argv);
-    } catch (const cxxopts::exceptions::exception& e) {
-      throw UsageError(e.what());
-    }
-  }();
+  const auto r = cli::parse_options(o, argc, argv);
   if (r.count("help")) {
     std::cout << o.help();
     return 0;
@@ -698,14 +693,7 @@ int cmd_preflight(int argc, char** argv) {
     ("h,help", "this help");
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
-  const auto r = [&] {
-    try {
-      return o.parse(argc, argv);
-    } catch (const cxxopts::exceptions::exception& e) {
-      throw UsageError(e.what());
-    }
-  }();
-  if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+  const auto r = cli::parse_options(o, argc, argv);
   if (r.count("help")) {
     std::cout << o.help();
     return 0;

@@ -73,15 +73,7 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(lvl);
 }
 
-cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) {
-  try {
-    auto r = opts.parse(argc, argv);
-    if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
-    return r;
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(e.what());
-  }
-}
+cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) { return cli::parse_options(opts, argc, argv); }
 
 // --key-file, else FABPERF_KEY_FILE; empty path: no key.
 std::string key_file_option(const cxxopts::ParseResult& r);
