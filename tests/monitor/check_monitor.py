@@ -152,12 +152,20 @@ for p in PAIRS:
     if p not in pl or not any(abs(pl[p] - v) <= 1e-9 * v for v in lat.get(p, ())):
         fail(f"latency p50 {p}: Prometheus {pl.get(p)} vs the monitor's {sorted(lat.get(p, ()))}")
 say("Prometheus agrees with the monitor: 12 baselines (state file), 12 throughputs and 12 latency p50 (probe log)")
+# Against the shaper, not fabperf: tbf holds every link to 200 Mbit/s = 25 MB/s, so no probe can
+# report more (10% slack for the bucket a 0.6 s probe may drain), and a working pair gets a real
+# share of it (a units or scaling slip fails one side or the other).
+for p, vals in seen.items():
+    for v in vals:
+        if not 0.25 * 25e6 <= v <= 1.10 * 25e6:
+            fail(f"throughput {p}: {v / 1e6:.2f} MB/s, outside what a 200 Mbit/s tbf link allows (6.25-27.5 MB/s)")
 for p in [("h1", "h2"), ("h4", "h1")]:
     say(f"  {p[0]}->{p[1]}: throughput {pt[p] / 1e6:.2f} MB/s, baseline {pb[p] / 1e6:.2f} MB/s, latency p50 {pl[p] * 1e6:.0f} us")
 
 # 4. h4's link shaped to 30 Mbit/s: the drift alert within two rotations, only for h4's pairs.
 r0 = rotations()
 subprocess.run([a.lab, "shape", a.tag, "4", "0", "30mbit"], check=True)
+t_shaped = time.time()
 say(f"h4's link shaped to 30 Mbit/s during rotation {r0 + 1}")
 
 
@@ -194,6 +202,29 @@ def all_h4_alerted():
 
 
 t, al = wait("drift alerts on all six h4 pairs", all_h4_alerted, 120)
+# Against the shaper, not fabperf: a probe that ended 5 s or more after the shaping (time_unix_s is
+# its end; a probe with its set-up takes about 1.5 s) ran wholly under tbf at 30 Mbit/s = 3.75 MB/s.
+# Over the 0.4 s a probe measures (time 0.6 - warmup 0.2) tbf can pass at most rate x 0.4 s plus
+# its bucket (256 KB, refilled while the link idles between probes) plus its 50 ms queue: 4.86 MB/s.
+# Waits for one such probe of each h4 pair.
+SHAPED_MAX = (3.75e6 * 0.4 + 256e3 + 3.75e6 * 0.05) / 0.4
+def shaped_probes():
+    got = {}
+    for rec in probe_log():
+        if rec["kind"] != "bandwidth" or rec["time_unix_s"] < t_shaped + 5:
+            continue
+        for pr in rec["pairs"]:
+            if pr["bytes_per_second"] is not None and "h4" in (pr["client"], pr["server"]):
+                got.setdefault((pr["client"], pr["server"]), []).append(pr["bytes_per_second"])
+    return got if len(got) == 6 else None
+
+
+shaped = wait("a probe of each h4 pair wholly under the 30 Mbit/s shaping", shaped_probes, 120)
+over = {p: v for p, vals in shaped.items() for v in vals if v > SHAPED_MAX}
+if over:
+    fail(f"h4 pairs through a link shaped to 30 Mbit/s reported more than tbf can pass ({SHAPED_MAX / 1e6:.2f} MB/s): {over}")
+say(f"every h4 pair probed under the shaping stayed within what tbf passes ({SHAPED_MAX / 1e6:.2f} MB/s): " +
+    ", ".join(f"{c}->{s} {max(v) / 1e6:.2f}" for (c, s), v in sorted(shaped.items())))
 r2 = rotations(t)
 subprocess.run([a.lab, "shape", a.tag, "4", "0", "200mbit"], check=True)
 say(f"all six h4 pairs alerted by rotation {r2 + 1}; h4's link back at 200 Mbit/s")
