@@ -193,6 +193,19 @@ proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t c
 // shared send buffer plus one receive buffer per connection); the agent's --max-buffer-memory.
 std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows);
 
+// What an engine offers when its connections are set up through the coordinator rather than by
+// connecting directly (RDMA queue pairs without --rdma-cm, docs/rdma.md): an optional capability,
+// so the Engine interface carries nothing a transport without it must stub.
+class EndpointExchange {
+ public:
+  virtual ~EndpointExchange() = default;
+  // The endpoints the last prepare_server/prepare_client created, for the coordinator to forward.
+  virtual std::vector<proto::RdmaEndpoint> take_endpoints() = 0;
+  // Server side: connects its queue pairs to the clients' endpoints (RDMA_CONNECT); returns how
+  // many are ready. Throws naming the endpoint that does not fit.
+  virtual std::size_t connect_endpoints(RunContext& ctx, const std::vector<proto::RdmaEndpoint>& peers) = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -205,12 +218,8 @@ class Engine {
   virtual void seal(RunContext& ctx) = 0;
   // Spawns the data threads (after seal); they wait in ctx.wait_for_start().
   virtual void start(RunContext& ctx) = 0;
-  // Queue pairs exchanged over the control channel (RDMA without --rdma-cm, docs/rdma.md): the
-  // endpoints the last prepare_server/prepare_client created, for the coordinator to forward.
-  virtual std::vector<proto::RdmaEndpoint> take_endpoints() { return {}; }
-  // Server side: connects its queue pairs to the clients' endpoints (RDMA_CONNECT); returns how
-  // many are ready. Throws naming the endpoint that does not fit.
-  virtual std::size_t connect_endpoints(RunContext& ctx, const std::vector<proto::RdmaEndpoint>& peers);
+  // The endpoint exchange, for an engine that has one (RDMA without --rdma-cm); null otherwise.
+  [[nodiscard]] virtual EndpointExchange* endpoint_exchange() { return nullptr; }
   // Unblocks every data thread promptly (shuts sockets down); safe from any thread.
   virtual void abort() noexcept = 0;
   virtual void join() = 0;

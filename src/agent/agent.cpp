@@ -657,7 +657,7 @@ class Agent {
       ServerPlan plan{bind_address, m.token, m.expect_connections, m.rdma_clients, m.link_addrs, control_address, m.test_id};
       co_await blocking([&] {
         port = state->engine->prepare_server(*state->ctx, plan);
-        endpoints = state->engine->take_endpoints();
+        if (auto* x = state->engine->endpoint_exchange()) endpoints = x->take_endpoints();
       });
       state->server_ready = true;
     } catch (const std::exception& e) {
@@ -690,7 +690,7 @@ class Agent {
       ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs, m.bind_devs, m.test_id};
       co_await blocking([&] {
         state->engine->prepare_client(*state->ctx, plan);
-        endpoints = state->engine->take_endpoints();
+        if (auto* x = state->engine->endpoint_exchange()) endpoints = x->take_endpoints();
       });
       state->client_ready = true;
     } catch (const std::exception& e) {
@@ -719,7 +719,9 @@ class Agent {
     std::size_t ready = 0;
     std::string error;
     try {
-      co_await blocking([&] { ready = state->engine->connect_endpoints(*state->ctx, m.endpoints); });
+      auto* x = state->engine->endpoint_exchange();
+      if (!x) throw ProtocolError(fmt::format("RDMA_CONNECT: the {} transport has no queue pairs to connect", state->engine->name()));
+      co_await blocking([&] { ready = x->connect_endpoints(*state->ctx, m.endpoints); });
     } catch (const std::exception& e) {
       error = e.what();
     }

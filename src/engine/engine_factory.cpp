@@ -2,18 +2,12 @@
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
 
-#include <fmt/format.h>
-
 #include "engine/tcp_engine.hpp"
 #if FABPERF_HAVE_RDMA
 #include "engine/verbs_engine.hpp"
 #endif
 
 namespace fabperf {
-
-std::size_t Engine::connect_endpoints(RunContext&, const std::vector<proto::RdmaEndpoint>&) {
-  throw ProtocolError(fmt::format("RDMA_CONNECT: the {} transport has no queue pairs to connect", name()));
-}
 
 std::unique_ptr<Engine> make_engine(Transport t) {
   switch (t) {

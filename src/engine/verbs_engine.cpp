@@ -582,7 +582,7 @@ const char* opcode_name(ibv_wc_opcode op) {
 
 // ---- the engine -----------------------------------------------------------------------------
 
-class VerbsEngine final : public Engine {
+class VerbsEngine final : public Engine, public EndpointExchange {
  public:
   VerbsEngine() = default;
   ~VerbsEngine() override {
@@ -598,6 +598,7 @@ class VerbsEngine final : public Engine {
   [[nodiscard]] std::string_view name() const override { return "rdma"; }
   std::uint16_t prepare_server(RunContext& ctx, const ServerPlan& plan) override;
   void prepare_client(RunContext& ctx, const ClientPlan& plan) override;
+  EndpointExchange* endpoint_exchange() override { return this; }
   std::vector<proto::RdmaEndpoint> take_endpoints() override;
   std::size_t connect_endpoints(RunContext& ctx, const std::vector<proto::RdmaEndpoint>& peers) override;
   void seal(RunContext& ctx) override;

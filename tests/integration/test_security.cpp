@@ -3,6 +3,7 @@
 // must still serve a normal test.
 #include "integration/harness.hpp"
 #include "integration/tls_peer.hpp"
+#include "common/sanitizers.hpp"
 
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
@@ -1691,6 +1692,7 @@ TEST(Security, TooFewDescriptorsForATestIsRefusedAndTheAgentServesOn) {
 // pauses accepting instead of retrying at once: its CPU time over 3 s stays small. Once
 // descriptors are free again it serves a normal test.
 TEST(Security, AnAgentOutOfDescriptorsDoesNotSpin) {
+  if (fabperf::test::kUnderAsan) GTEST_SKIP() << "the sanitizer runtime needs descriptors of its own (tests/common/sanitizers.hpp)";
   const std::string log = temp_path("emfile.log");
   AgentProcess s(with_key(), log), c(with_key());
   std::vector<int> storm;
