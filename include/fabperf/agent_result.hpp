@@ -48,13 +48,13 @@ struct FlowResult {
   std::uint64_t rx_bytes_total{0};
   std::uint64_t tx_bytes_window{0};
   std::uint64_t rx_bytes_window{0};
-  std::uint64_t msgs_window{0};       // completed RPCs (client side, rpc mode)
-  std::uint64_t retrans_window{0};    // TCP_INFO total_retrans delta over the window
+  std::uint64_t msgs_window{0};     // completed RPCs (client side, rpc mode)
+  std::uint64_t retrans_window{0};  // TCP_INFO total_retrans delta over the window
   TcpSample tcp;
-  std::string error;                  // empty when the flow ended cleanly
-  std::string iface;                  // local interface the flow leaves on ("" unknown)
-  std::uint64_t verify_errors{0};     // --verify: received chunks that differed from the pattern
-  std::string rdma_port;              // RDMA: the local device port ("rxe0:1"); "" for TCP
+  std::string error;               // empty when the flow ended cleanly
+  std::string iface;               // local interface the flow leaves on ("" unknown)
+  std::uint64_t verify_errors{0};  // --verify: received chunks that differed from the pattern
+  std::string rdma_port;           // RDMA: the local device port ("rxe0:1"); "" for TCP
 };
 
 // Raw counters of one interface at one instant; t_ns from the window's open.
@@ -128,13 +128,13 @@ struct AgentResult {
   std::string hostname;
   bool aborted{false};
   std::string abort_reason;
-  double window_s{0};          // the window as this agent's clock measured it
+  double window_s{0};  // the window as this agent's clock measured it
   // The window's open on this agent's wall clock (Unix ns; 0 unknown): lets counters read
   // elsewhere (a switch, monitoring, a test) be compared over exactly fabperf's window.
   std::int64_t window_open_unix_ns{0};
-  double cpu_busy_pct{0};      // whole host, /proc/stat over the window
+  double cpu_busy_pct{0};         // whole host, /proc/stat over the window
   std::int64_t retrans_segs{-1};  // host TCP RetransSegs delta over the window; -1 unknown
-  double process_cpu_s{0};     // this agent's own CPU time over the window
+  double process_cpu_s{0};        // this agent's own CPU time over the window
   std::vector<FlowResult> flows;
   std::optional<LatencyHistogram> latency;  // rpc-mode clients: per-block latency
   std::optional<LatencyHistogram> delay;    // clients: ping round trips to the servers, under load

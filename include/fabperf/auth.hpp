@@ -4,6 +4,7 @@
 // docs/security.md).
 #pragma once
 
+#include <sys/types.h>
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -11,7 +12,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 namespace fabperf::auth {

@@ -16,23 +16,23 @@ namespace fabperf {
 
 struct BondMember {
   std::string name;
-  std::string mii_status;        // "up", "down", "going down", "going back"
-  std::int64_t speed_mbps{-1};   // -1: unknown
-  std::string duplex;            // "full", "half", "unknown"
+  std::string mii_status;       // "up", "down", "going down", "going back"
+  std::int64_t speed_mbps{-1};  // -1: unknown
+  std::string duplex;           // "full", "half", "unknown"
   std::uint64_t link_failures{0};
   std::string perm_hwaddr;
-  int aggregator_id{-1};         // 802.3ad; -1 when not in one (N/A) or not 802.3ad
-  int actor_port_state{-1};      // 802.3ad LACP port state bits (61 = in sync, collecting, distributing)
+  int aggregator_id{-1};     // 802.3ad; -1 when not in one (N/A) or not 802.3ad
+  int actor_port_state{-1};  // 802.3ad LACP port state bits (61 = in sync, collecting, distributing)
   int partner_port_state{-1};
-  int mtu{0};                    // sysfs; 0 unknown
-  std::string operstate;         // sysfs
+  int mtu{0};             // sysfs; 0 unknown
+  std::string operstate;  // sysfs
 };
 
 struct BondInfo {
   std::string name;
-  std::string mode;           // kernel's short name: balance-rr, active-backup, balance-xor, broadcast,
-                              // 802.3ad, balance-tlb, balance-alb
-  std::string hash_policy;    // layer2, layer2+3, layer3+4, encap2+3, encap3+4, vlan+srcmac; "" n/a
+  std::string mode;         // kernel's short name: balance-rr, active-backup, balance-xor, broadcast,
+                            // 802.3ad, balance-tlb, balance-alb
+  std::string hash_policy;  // layer2, layer2+3, layer3+4, encap2+3, encap3+4, vlan+srcmac; "" n/a
   std::string mii_status;
   int miimon_ms{0};
   int updelay_ms{0};
@@ -46,7 +46,7 @@ struct BondInfo {
                               // xmit hash; -1 unknown or another mode
   int active_aggregator{-1};  // 802.3ad; -1: none
   int aggregator_ports{0};
-  std::string partner_mac;    // 802.3ad active aggregator's partner; "" or zero MAC: no partner
+  std::string partner_mac;  // 802.3ad active aggregator's partner; "" or zero MAC: no partner
   int mtu{0};
   std::string mac;
   std::vector<BondMember> members;  // in the kernel's slave order (the order the hash indexes)
@@ -103,7 +103,7 @@ std::optional<Mac> parse_mac(std::string_view s);
 struct FlowHeaders {
   std::string src_ip, dst_ip;  // numeric IPv4 or IPv6
   std::uint16_t src_port{0}, dst_port{0};
-  Mac src_mac{}, dst_mac{};    // only layer2, layer2+3, encap2+3, vlan+srcmac use them
+  Mac src_mac{}, dst_mac{};  // only layer2, layer2+3, encap2+3, vlan+srcmac use them
 };
 
 // The kernel's bond_xmit_hash for a TCP segment of this flow. nullopt when the kernel does not

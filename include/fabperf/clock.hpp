@@ -16,7 +16,9 @@ std::int64_t wall_now_ns() noexcept;
 // The wall clock now, formatted by strftime(3) in UTC or in local time.
 std::string wall_clock_text(const char* strftime_format, bool utc);
 // ISO 8601 UTC to the second ("2026-11-30T01:52:03Z"): result and plan records.
-inline std::string iso8601_utc_now() { return wall_clock_text("%Y-%m-%dT%H:%M:%SZ", true); }
+inline std::string iso8601_utc_now() {
+  return wall_clock_text("%Y-%m-%dT%H:%M:%SZ", true);
+}
 // Sleeps until the monotonic clock reaches t (absolute, CLOCK_MONOTONIC).
 void sleep_until_mono_ns(std::int64_t t) noexcept;
 

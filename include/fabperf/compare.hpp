@@ -31,7 +31,7 @@ struct LinkDelta {
   double before_mb{0}, after_mb{0};  // payload MB/s on the link (busier direction)
   double change_pct{0};
   std::int64_t before_speed{-1}, after_speed{-1};
-  std::optional<double> predicted_pct;  // from the speeds, or --expect-gain
+  std::optional<double> predicted_pct;             // from the speeds, or --expect-gain
   double noise_before_pct{0}, noise_after_pct{0};  // coefficient of variation of the interval samples
   LinkVerdict verdict{LinkVerdict::no_change};
   bool fails{false};
@@ -41,7 +41,7 @@ struct LinkDelta {
 struct BondSide {
   bool present{false};
   std::string mode, hash_policy;
-  double tx_mb{0}, rx_mb{0};  // member counters, MB/s
+  double tx_mb{0}, rx_mb{0};      // member counters, MB/s
   double tx_used{0}, rx_used{0};  // effective links used, (sum x)^2 / sum x^2
   double capacity_used_pct{-1};
   struct Member {
@@ -86,9 +86,9 @@ nlohmann::json render_comparison_json(const Comparison& c);
 
 // ---- sets of trials (src/report/compare_trials.cpp; docs/statistics.md) ----
 struct Trial {
-  std::string step;        // a plan's step (TEST/K); "" for a plain run
+  std::string step;  // a plan's step (TEST/K); "" for a plain run
   std::uint32_t trial{1};
-  nlohmann::json result;   // the step's or run's result (schema fabperf.result)
+  nlohmann::json result;  // the step's or run's result (schema fabperf.result)
 };
 struct TrialSet {
   std::string label;  // "before", "after", or an A/B plan's configuration names
@@ -106,7 +106,7 @@ struct TrialMetric {
   std::string kind;     // "aggregate", "link", "member"
   std::string subject;  // "", "NODE/LINK", "NODE/BOND/MEMBER"
   stats::Decision d;
-  double alpha{0.05};   // the level this metric was judged at (Bonferroni over its kind)
+  double alpha{0.05};  // the level this metric was judged at (Bonferroni over its kind)
   std::optional<double> expected_pct;
   bool fails{false};
 };

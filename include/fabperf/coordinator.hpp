@@ -79,7 +79,7 @@ struct AgentLinks {
   std::vector<LinkInfo> links;
   SocketLimits limits;
   std::vector<RdmaDevice> rdma;  // empty from agents that predate RDMA inventory
-  std::string error;  // empty on success
+  std::string error;             // empty on success
 };
 std::vector<AgentLinks> fetch_links(const AgentQuery& query);
 // Tells each agent to exit cleanly (SHUTDOWN); the error is set where it refused or was unreachable.

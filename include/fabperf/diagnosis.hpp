@@ -27,7 +27,7 @@ struct CounterMove {
   std::string name;    // as the source names it: "rx_prio3_pause", "Tcp.RetransSegs"
   std::uint64_t delta{0};
   CounterCategory category{CounterCategory::other};
-  std::string label;   // counter_label(): "PFC, priority 3", "discard"; "" for unclassified
+  std::string label;  // counter_label(): "PFC, priority 3", "discard"; "" for unclassified
 };
 
 // One source's named counters over the window: the values at the first sample and, for every
@@ -43,7 +43,7 @@ struct Dip {
   std::string subject;  // the link's name, or "node" for a node without sampled links
   double t0_s{0}, t1_s{0};
   double mb_per_s{0}, median_mb_per_s{0};
-  double change_pct{0};          // negative: -41 is 41% below the median
+  double change_pct{0};           // negative: -41 is 41% below the median
   std::vector<CounterMove> rose;  // symptoms first (symptom_categories order, largest first), then unclassified
   std::size_t rose_unlisted{0};   // counters that rose but are not in `rose` (the cap)
   std::string text;               // "eth2 2.1-2.6 s: -41%; rx_prio3_pause +12,400 (PFC, priority 3)"
@@ -51,8 +51,8 @@ struct Dip {
 
 struct CategoryMovers {
   CounterCategory category{CounterCategory::other};
-  std::uint64_t total{0};         // sum of every counter of the category over the window
-  std::vector<CounterMove> top;   // largest first
+  std::uint64_t total{0};        // sum of every counter of the category over the window
+  std::vector<CounterMove> top;  // largest first
 };
 
 struct CounterReport {

@@ -6,12 +6,12 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
-#include <thread>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fabperf/agent_result.hpp>
@@ -255,9 +255,9 @@ class TestRun {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<RunContext> ctx_;
   std::vector<LinkResult> links_;
-  std::vector<BondResult> bonds_;  // bonds among links_ (their members are links_ too)
+  std::vector<BondResult> bonds_;           // bonds among links_ (their members are links_ too)
   std::vector<RdmaPortResult> rdma_ports_;  // RDMA device ports the flows use
-  std::vector<std::string> flow_iface_;  // per flow, in ctx_->flows() order
+  std::vector<std::string> flow_iface_;     // per flow, in ctx_->flows() order
   std::thread driver_;
   std::mutex finish_mu_;  // finish() may be reached from the destructor and the agent's release
   std::atomic<bool> engine_started_{false};

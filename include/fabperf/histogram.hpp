@@ -13,7 +13,7 @@ namespace fabperf {
 class LatencyHistogram {
  public:
   static constexpr int kBucketsPerDecade = 20;
-  static constexpr int kDecades = 12;  // 1 ns .. 10^12 ns
+  static constexpr int kDecades = 12;                                // 1 ns .. 10^12 ns
   static constexpr int kBuckets = kBucketsPerDecade * kDecades + 1;  // last one: overflow
 
   void record(std::uint64_t ns) noexcept;

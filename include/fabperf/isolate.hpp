@@ -32,8 +32,8 @@ inline constexpr std::size_t kConfirmPeers = 4;
 
 // What a test's results say about each node (plan host indexes).
 struct Suspicion {
-  std::vector<std::uint32_t> suspects;  // worst first
-  std::vector<std::uint32_t> good;      // best first
+  std::vector<std::uint32_t> suspects;    // worst first
+  std::vector<std::uint32_t> good;        // best first
   std::map<std::uint32_t, double> score;  // min over roles of (node's rate / the role's median)
   double spread{1};                       // slowest / fastest client value over the test
   std::vector<std::string> trace;         // how they were chosen, one line each
@@ -53,16 +53,16 @@ struct IsoStep {
   std::vector<IsoPair> pairs;  // run at once
 };
 struct IsoRound {
-  std::size_t number{0};     // 1-based
-  std::string kind;          // "halving" or "confirm"
+  std::size_t number{0};  // 1-based
+  std::string kind;       // "halving" or "confirm"
   std::vector<IsoStep> steps;
 };
 
 struct IsoFinding {
   std::string node, link;
-  double median_mb{0};        // the suspect's rate (min of both directions) against its peers
+  double median_mb{0};         // the suspect's rate (min of both directions) against its peers
   double out_mb{0}, in_mb{0};  // medians of each direction
-  double peers_median_mb{0};  // the good peers' median among themselves
+  double peers_median_mb{0};   // the good peers' median among themselves
   std::size_t peers{0};
   bool slow{false};
   std::string text;
@@ -76,7 +76,8 @@ class Isolator {
   std::optional<IsoRound> next_round();
   // The round's measured rates: rates[s][k] is the MB/s of pair k of step s (nullopt: not
   // measured, e.g. the step failed). `links` names each host's busiest link in the round.
-  void record(const std::vector<std::vector<std::optional<double>>>& rates, const std::map<std::uint32_t, std::string>& links);
+  void record(const std::vector<std::vector<std::optional<double>>>& rates,
+              const std::map<std::uint32_t, std::string>& links);
   [[nodiscard]] const std::vector<std::string>& trace() const { return trace_; }
   [[nodiscard]] const std::vector<IsoFinding>& findings() const { return findings_; }
   [[nodiscard]] std::size_t rounds() const { return round_; }

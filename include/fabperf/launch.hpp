@@ -30,8 +30,8 @@ struct SshOptions {
   // Address the remote agent listens on; empty: the address the ssh connection arrived at
   // (SSH_CONNECTION's server address), so the agent is reachable where ssh reached the host.
   std::string agent_listen;
-  std::uint16_t agent_port{0};  // 0: the agent picks a free port and reports it
-  std::size_t fanout{32};       // ssh sessions being set up at once
+  std::uint16_t agent_port{0};               // 0: the agent picks a free port and reports it
+  std::size_t fanout{32};                    // ssh sessions being set up at once
   std::chrono::milliseconds timeout{30000};  // per host: ssh connect + agent ready
   std::string agent_log_level{"warn"};
 };

@@ -20,9 +20,9 @@ struct LinkInfo {
   std::string mac;
   std::vector<std::string> addresses;  // "198.18.0.1/24", "fd00::1/64"
   int mtu{0};
-  std::int64_t speed_mbps{-1};  // negotiated; -1 when the link reports none (virtual, down)
-  std::string duplex;           // full, half, unknown
-  std::string master;           // bond or bridge this interface belongs to
+  std::int64_t speed_mbps{-1};       // negotiated; -1 when the link reports none (virtual, down)
+  std::string duplex;                // full, half, unknown
+  std::string master;                // bond or bridge this interface belongs to
   std::vector<std::string> members;  // a bond's slaves
   std::string vlan_parent;
   int numa_node{-1};

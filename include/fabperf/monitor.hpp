@@ -47,10 +47,10 @@ struct MonitorConfig {
   bool listen_public{false};  // needed for any address that is not loopback
   double max_duty{0.01};      // of each host link's time spent in bandwidth probes (0..1]
   std::chrono::nanoseconds latency_interval{std::chrono::seconds(60)};
-  double drift_pct{20};            // a throughput more than this below its baseline raises the alert
+  double drift_pct{20};              // a throughput more than this below its baseline raises the alert
   std::uint32_t baseline_probes{5};  // successful probes whose median sets a baseline
-  std::string state_dir;           // baselines.json lives here
-  std::string acceptance;          // optional: a `fabperf run --json` result or plan results seeding baselines
+  std::string state_dir;             // baselines.json lives here
+  std::string acceptance;            // optional: a `fabperf run --json` result or plan results seeding baselines
   std::chrono::nanoseconds max_backoff{std::chrono::seconds(300)};
   std::chrono::milliseconds connect_timeout{5000};
 };
@@ -80,7 +80,7 @@ struct PairSample {
   std::uint32_t client{0}, server{0};
   bool ok{false};
   std::string error;
-  std::optional<double> bytes_per_s;  // payload throughput (bandwidth probes)
+  std::optional<double> bytes_per_s;   // payload throughput (bandwidth probes)
   std::optional<double> p50_s, p99_s;  // bandwidth: ping delay under load; latency: rpc round trip
   std::uint64_t retransmits{0};
 };
@@ -102,11 +102,11 @@ struct LinkSample {
 
 struct JobResult {
   Job job;
-  double wall_s{0};  // Unix time at the end of the probe
+  double wall_s{0};               // Unix time at the end of the probe
   std::vector<PairSample> pairs;  // one per job pair, in order
   std::vector<LinkSample> links;
   std::vector<std::uint32_t> unreachable;  // hosts the error named (they back off)
-  bool interrupted{false};  // SIGINT/SIGTERM during the probe: the monitor stops
+  bool interrupted{false};                 // SIGINT/SIGTERM during the probe: the monitor stops
 };
 
 class Prober {
@@ -181,8 +181,8 @@ class Backoff {
 // ---- drift ----
 struct DriftEval {
   bool alert{false};
-  double threshold{0};    // baseline * (1 - pct/100)
-  double below_pct{0};    // how far below the baseline the value is (negative: above)
+  double threshold{0};  // baseline * (1 - pct/100)
+  double below_pct{0};  // how far below the baseline the value is (negative: above)
 };
 // Alert when value < baseline * (1 - pct/100); clears as soon as it is back at or above.
 DriftEval evaluate_drift(double value, double baseline, double pct);
@@ -201,7 +201,7 @@ struct PairState {
   std::optional<double> loaded_p50_s, loaded_p99_s;
   std::optional<double> latency_p50_s, latency_p99_s;
   std::uint64_t retransmits_total{0};
-  std::uint64_t probes_total[2]{0, 0};    // by ProbeKind
+  std::uint64_t probes_total[2]{0, 0};  // by ProbeKind
   std::uint64_t failures_total[2]{0, 0};
   std::optional<double> last_probe_s[2];  // Unix time of the last successful probe, by kind
   std::string last_error;

@@ -21,31 +21,31 @@ struct PcieLinkState {
 
 // A port (an interface, or an InfiniBand port that has none) on a function behind the link.
 struct PciePort {
-  std::string name;              // "eth2", "mlx5_0:1"
-  std::int64_t speed_mbps{-1};   // negotiated; -1 unknown (down, or a driver that says none)
+  std::string name;             // "eth2", "mlx5_0:1"
+  std::int64_t speed_mbps{-1};  // negotiated; -1 unknown (down, or a driver that says none)
 };
 
 // Where the function's interrupts are served. `served*` count since boot (/proc/interrupts);
 // `remote_affinity` counts IRQs whose smp_affinity_list (where it may go) or effective affinity
 // (where it goes now) holds no CPU of the device's NUMA node.
 struct IrqPlacement {
-  int irqs{0};                  // the function's IRQs found in /proc/interrupts
-  std::uint64_t served{0};      // interrupts on any CPU
+  int irqs{0};                    // the function's IRQs found in /proc/interrupts
+  std::uint64_t served{0};        // interrupts on any CPU
   std::uint64_t served_local{0};  // on the CPUs local to the device (its local_cpulist)
   int remote_affinity{0};
-  std::string local_cpus;       // the device's local_cpulist ("0-15"); "" unknown
-  bool all_cpus_local{false};   // local_cpus holds every CPU: placement cannot be wrong
+  std::string local_cpus;      // the device's local_cpulist ("0-15"); "" unknown
+  bool all_cpus_local{false};  // local_cpus holds every CPU: placement cannot be wrong
 };
 
 struct PcieInfo {
-  std::string address;        // the function: "0000:3b:00.0"
-  std::string port;           // its upstream port (root port or switch downstream port); "" none
-  PcieLinkState link;         // as trained (current_link_speed/width)
-  PcieLinkState max;          // what the device itself supports (max_link_speed/width)
-  PcieLinkState port_max;     // what the port, i.e. the slot, supports; 0 unknown
-  std::string limit_at;       // a link further up that is narrower (a switch's uplink): its device
-  PcieLinkState limit;        // that link as trained; 0 when none is narrower
-  int max_payload{0};         // Device Control's Max_Payload_Size from config space; 0 unread
+  std::string address;     // the function: "0000:3b:00.0"
+  std::string port;        // its upstream port (root port or switch downstream port); "" none
+  PcieLinkState link;      // as trained (current_link_speed/width)
+  PcieLinkState max;       // what the device itself supports (max_link_speed/width)
+  PcieLinkState port_max;  // what the port, i.e. the slot, supports; 0 unknown
+  std::string limit_at;    // a link further up that is narrower (a switch's uplink): its device
+  PcieLinkState limit;     // that link as trained; 0 when none is narrower
+  int max_payload{0};      // Device Control's Max_Payload_Size from config space; 0 unread
   int numa_node{-1};
   std::vector<PciePort> ports;  // every port behind the same link, this device's included
   IrqPlacement irq;
@@ -96,7 +96,7 @@ std::vector<PcieFinding> pcie_findings(const PcieInfo& p, const std::string& who
 // link, or the device's directory) under `root`. nullopt when no PCI function is behind it.
 std::optional<PcieInfo> read_pcie(const std::string& device, const std::string& root = "");
 
-nlohmann::json to_json(const PcieInfo& p);   // with the derived figures and findings
+nlohmann::json to_json(const PcieInfo& p);         // with the derived figures and findings
 PcieInfo pcie_from_json(const nlohmann::json& j);  // throws ProtocolError; derived figures ignored
 
 }  // namespace fabperf

@@ -100,9 +100,9 @@ struct PlanTest {
 // runs hook `a` on its own host (never on an agent), before every round of B hook `b`; the plan's
 // steps run after each, A B A B ... `repeat` times each, so slow drift hits both alike.
 struct AbHooks {
-  std::string a, b;                  // shell commands (/bin/sh -c), run on the coordinator host
+  std::string a, b;                      // shell commands (/bin/sh -c), run on the coordinator host
   std::string a_name{"A"}, b_name{"B"};  // what the configurations are called in verdicts
-  double timeout_s{300};             // a hook still running then is killed and counts as failed
+  double timeout_s{300};                 // a hook still running then is killed and counts as failed
   friend bool operator==(const AbHooks&, const AbHooks&) = default;
 };
 
@@ -111,11 +111,11 @@ struct Plan {
   std::string file;
   std::vector<PlanHost> hosts;
   std::vector<PlanTest> tests;
-  KpiSet kpis;  // plan-wide: evaluated once over every step of the plan
+  KpiSet kpis;               // plan-wide: evaluated once over every step of the plan
   double clock_warn_s{1.0};  // preflight: warn when two nodes' clocks differ by more
   std::uint32_t repeat{1};   // trials of every step (per configuration with `ab`)
   std::optional<AbHooks> ab;
-  bool isolate{false};       // retest the suspects of a failing test and name the slow link
+  bool isolate{false};  // retest the suspects of a failing test and name the slow link
 };
 
 // Parses a TOML plan; every mistake is a UsageError "FILE:LINE: field 'x': problem".
@@ -128,13 +128,13 @@ nlohmann::json plan_json(const Plan& p);
 
 // One step of a plan, ready to run.
 struct PlannedStep {
-  std::size_t index{0};     // plan-wide, 0-based
-  std::string id;           // TESTNAME/K, with repeats TESTNAME/K#T, with A/B TESTNAME/K@A3
-  std::string base_id;      // TESTNAME/K: the same step in every trial and configuration
-  std::uint32_t trial{1};   // 1..repeat
-  std::string config;       // "", "A" or "B"
-  std::size_t block{0};     // A/B: the round-and-configuration block (its hook runs before its first step)
-  std::size_t test{0};      // index into Plan::tests
+  std::size_t index{0};                // plan-wide, 0-based
+  std::string id;                      // TESTNAME/K, with repeats TESTNAME/K#T, with A/B TESTNAME/K@A3
+  std::string base_id;                 // TESTNAME/K: the same step in every trial and configuration
+  std::uint32_t trial{1};              // 1..repeat
+  std::string config;                  // "", "A" or "B"
+  std::size_t block{0};                // A/B: the round-and-configuration block (its hook runs before its first step)
+  std::size_t test{0};                 // index into Plan::tests
   std::vector<std::uint32_t> clients;  // plan host indexes, in first-appearance order
   std::vector<std::uint32_t> servers;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;  // (index into clients, index into servers)
@@ -163,8 +163,8 @@ struct KpiCheck {
   std::optional<std::string> test;  // null: plan-wide
   std::optional<std::string> step;  // null: over the whole test (or plan)
   std::string kpi;
-  std::string scope;    // node, pair, link, aggregate, step
-  std::string subject;  // "n1", "n1->n2", "n1/eth0" or ""
+  std::string scope;            // node, pair, link, aggregate, step
+  std::string subject;          // "n1", "n1->n2", "n1/eth0" or ""
   std::optional<double> value;  // null: could not be measured (then pass is false)
   double threshold{0};
   std::string op;  // ">=" or "<="
@@ -211,8 +211,7 @@ struct PreflightLimits {
 // against the MTUs, link speeds, socket buffer limits, wall-clock offsets. `names` maps the
 // report's node names (host:port) to plan host names.
 std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
-                                        const std::map<std::string, std::string>& names,
-                                        const PreflightLimits& lim);
+                                        const std::map<std::string, std::string>& names, const PreflightLimits& lim);
 // Bond sanity (bond_checks) of every bond the probe's flows used, on every agent: one finding per
 // problem naming the node and the bond ("n1/bond0"), what is wrong and the fix; serious ones (a
 // member down or outside the aggregator, no LACP partner) are errors. Part of preflight_findings.

@@ -24,14 +24,14 @@ inline constexpr int kPlanResultsVersion = 1;
 // What the file held, validated line by line but not yet interpreted.
 struct RawResults {
   std::string path;
-  bool single_run{false};         // a plain `fabperf run --json` result, not a plan results file
-  nlohmann::json plan;            // the "plan" line (for a single run: a synthesized header)
+  bool single_run{false};             // a plain `fabperf run --json` result, not a plan results file
+  nlohmann::json plan;                // the "plan" line (for a single run: a synthesized header)
   std::vector<nlohmann::json> steps;  // one per step id, the last record of that id, by index
   std::vector<nlohmann::json> kpis;   // one per check key, the last record of that key
   std::optional<nlohmann::json> end;  // the "end" line, when the plan finished
-  int resumed{0};                 // how many "plan" lines after the first (resumed runs)
-  int superseded_steps{0};        // step records replaced by a later record of the same id
-  std::size_t truncated_line{0};  // a last line cut off mid-write (ignored), 0 if none
+  int resumed{0};                     // how many "plan" lines after the first (resumed runs)
+  int superseded_steps{0};            // step records replaced by a later record of the same id
+  std::size_t truncated_line{0};      // a last line cut off mid-write (ignored), 0 if none
 };
 
 // Reads a results file; throws UsageError naming FILE:LINE for every malformed line, an unknown
@@ -75,7 +75,7 @@ struct PairRow {
 struct LinkRow {
   std::string node;
   std::string link;
-  double tx_mb_per_s{0};       // interface counters
+  double tx_mb_per_s{0};  // interface counters
   double rx_mb_per_s{0};
   double payload_mb_per_s{0};  // fabperf's bytes on this link, busier direction
   std::int64_t speed_mbps{-1};

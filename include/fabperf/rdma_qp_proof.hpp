@@ -38,7 +38,8 @@ namespace fabperf {
 // message names the peer, the reason and the local QP; peer() is "node 1 (198.18.100.2) qpn 17".
 class PeerProofError : public Error {
  public:
-  PeerProofError(std::string peer, const std::string& message) : Error(ExitCode::infrastructure, message), peer_(std::move(peer)) {}
+  PeerProofError(std::string peer, const std::string& message)
+      : Error(ExitCode::infrastructure, message), peer_(std::move(peer)) {}
   [[nodiscard]] const std::string& peer() const noexcept { return peer_; }
 
  private:
@@ -72,11 +73,11 @@ using Message = std::array<std::uint8_t, kMessageSize>;
 // Why a message is refused; `text` says it in words for the error that names the peer.
 enum class Refusal : std::uint8_t {
   none = 0,
-  size,        // not kMessageSize bytes
-  not_fabperf, // wrong magic or version
-  wrong_kind,  // a message of another pass
-  malformed,   // a field this pass leaves empty is not all zeros
-  bad_mac,     // the MAC does not prove the test token for this queue pair and these nonces
+  size,         // not kMessageSize bytes
+  not_fabperf,  // wrong magic or version
+  wrong_kind,   // a message of another pass
+  malformed,    // a field this pass leaves empty is not all zeros
+  bad_mac,      // the MAC does not prove the test token for this queue pair and these nonces
 };
 struct Checked {
   Refusal refusal{Refusal::none};

@@ -24,7 +24,7 @@ struct RdmaGid {
 struct RdmaPort {
   int port{1};
   int state_num{0};
-  std::string state;       // "ACTIVE", "DOWN", ... (sysfs "4: ACTIVE")
+  std::string state;  // "ACTIVE", "DOWN", ... (sysfs "4: ACTIVE")
   int phys_state_num{0};
   std::string phys_state;  // "LinkUp", "Disabled", ...
   std::string link_layer;  // "InfiniBand" or "Ethernet"
@@ -38,7 +38,7 @@ struct RdmaPort {
   std::string mtu_source;
   std::uint32_t lid{0};
   std::uint32_t sm_lid{0};
-  std::string netdev;      // RoCE: the interface under the port ("" for InfiniBand)
+  std::string netdev;         // RoCE: the interface under the port ("" for InfiniBand)
   std::vector<RdmaGid> gids;  // the non-empty entries of the GID table
   int gid_table_len{0};       // entries in gids/, empty ones included
 };
@@ -50,7 +50,7 @@ struct RdmaDevice {
   std::string node_guid;
   std::string hca_type;
   std::string board_id;
-  std::string parent;     // Soft-RoCE: the interface it was added on
+  std::string parent;  // Soft-RoCE: the interface it was added on
   std::vector<RdmaPort> ports;
   std::optional<PcieInfo> pcie;  // the HCA's PCIe link; none for Soft-RoCE
 };

@@ -28,9 +28,9 @@ std::string_view to_string(NodeStatus s);
 
 struct NodeRecord {
   std::uint32_t index{0};
-  std::string name;     // as the user gave it (host:port)
-  std::string address;  // numeric address the coordinator reached
-  std::string hostname; // as the agent reported it
+  std::string name;                // as the user gave it (host:port)
+  std::string address;             // numeric address the coordinator reached
+  std::string hostname;            // as the agent reported it
   std::vector<std::string> links;  // per-link data addresses, when given
   bool is_server{false};
   bool is_client{false};
@@ -81,14 +81,14 @@ struct LinkReport {
   int mtu{0};
   std::int64_t speed_mbps{-1};
   std::string duplex;
-  double window_s{0};          // between the first and last counter sample
-  double tx_mb_per_s{0};       // interface counters: everything on the wire, headers included
+  double window_s{0};     // between the first and last counter sample
+  double tx_mb_per_s{0};  // interface counters: everything on the wire, headers included
   double rx_mb_per_s{0};
   double payload_tx_mb_per_s{0};  // fabperf's own bytes on flows leaving on this link
   double payload_rx_mb_per_s{0};
-  double utilization_pct{-1};  // busier direction's wire bits / negotiated speed; -1 unknown
+  double utilization_pct{-1};       // busier direction's wire bits / negotiated speed; -1 unknown
   double best_goodput_mb_per_s{0};  // framing arithmetic for this speed and MTU
-  double efficiency_pct{-1};   // busier direction's payload / best goodput; -1 unknown
+  double efficiency_pct{-1};        // busier direction's payload / best goodput; -1 unknown
   std::uint64_t tx_errors{0}, rx_errors{0}, tx_dropped{0}, rx_dropped{0};
   std::vector<IntervalPoint> intervals;
   bool vanished{false};
@@ -103,9 +103,9 @@ struct BondMemberReport {
   std::string state_open, state_close;  // MII status at the window's open and close
   std::uint64_t link_failures{0};       // new link failures during the test
   double tx_mb_per_s{0}, rx_mb_per_s{0};
-  double tx_share_pct{0}, rx_share_pct{0};  // of the bond's member bytes, each direction
-  int predicted_flows{-1};                  // flows the hash puts on this member; -1 not predicted
-  double predicted_tx_share_pct{-1};        // of the predicted flows' payload bytes; -1 not predicted
+  double tx_share_pct{0}, rx_share_pct{0};           // of the bond's member bytes, each direction
+  int predicted_flows{-1};                           // flows the hash puts on this member; -1 not predicted
+  double predicted_tx_share_pct{-1};                 // of the predicted flows' payload bytes; -1 not predicted
   double first_tx_mb_per_s{0}, last_tx_mb_per_s{0};  // first and last interval (traffic moved?)
   double first_rx_mb_per_s{0}, last_rx_mb_per_s{0};
   std::vector<IntervalPoint> intervals;
@@ -122,16 +122,16 @@ struct BondFlowReport {
 // How one node's bond spread the test's traffic (compute_report; renderers only format).
 struct BondReport {
   std::string name, mode, hash_policy;
-  int peers{0};                     // distinct peer addresses of the test's flows on this bond
+  int peers{0};  // distinct peer addresses of the test's flows on this bond
   std::vector<BondMemberReport> members;
-  double tx_mb_per_s{0}, rx_mb_per_s{0};  // sum over members
-  double member_speed_sum_mbps{0};        // sum of the members' negotiated speeds; 0 unknown
-  double best_goodput_mb_per_s{0};        // framing arithmetic over the member speeds
-  double capacity_used_pct{-1};           // busier direction / best goodput; -1 unknown
-  double tx_jain{0}, rx_jain{0};          // Jain's fairness over members: 1 = even, 1/n = one member
+  double tx_mb_per_s{0}, rx_mb_per_s{0};          // sum over members
+  double member_speed_sum_mbps{0};                // sum of the members' negotiated speeds; 0 unknown
+  double best_goodput_mb_per_s{0};                // framing arithmetic over the member speeds
+  double capacity_used_pct{-1};                   // busier direction / best goodput; -1 unknown
+  double tx_jain{0}, rx_jain{0};                  // Jain's fairness over members: 1 = even, 1/n = one member
   double tx_members_used{0}, rx_members_used{0};  // (sum x)^2 / sum x^2: "1.6 of 2 links used"
-  double tx_max_min{0}, rx_max_min{0};    // max/min member share; 0 when a member carried nothing
-  std::string prediction;   // "", "agrees", "differs", or why none was made
+  double tx_max_min{0}, rx_max_min{0};            // max/min member share; 0 when a member carried nothing
+  std::string prediction;                         // "", "agrees", "differs", or why none was made
   std::vector<BondFlowReport> flows;
   std::vector<std::string> notes;  // plain-language explanations
   BondInfo inventory;              // at the window's open
@@ -147,10 +147,10 @@ struct RdmaPortReport {
   std::string port;  // "rxe0:1"
   std::string link_layer, rate, netdev;
   int active_mtu{0};
-  double window_s{0};  // between the two counter samples
+  double window_s{0};                      // between the two counter samples
   std::vector<RdmaCounterDelta> counters;  // every readable counter, zero deltas included
   std::vector<std::string> unreadable;     // files present but unreadable
-  bool have_counters{false};  // two samples of a present port
+  bool have_counters{false};               // two samples of a present port
   // Data counters: port_xmit_data/port_rcv_data count 4-byte words (IB PMA): bytes = words * 4.
   std::int64_t tx_bytes{-1}, rx_bytes{-1};      // -1: the port has no data counters
   std::int64_t tx_packets{-1}, rx_packets{-1};  // port_*_packets, else hw sent_pkts/rcvd_pkts
@@ -159,8 +159,8 @@ struct RdmaPortReport {
   // the wire: blocks split into packets of the active MTU, each with its headers.
   std::uint64_t payload_tx_bytes{0}, payload_rx_bytes{0};
   std::uint64_t data_packets_tx{0}, data_packets_rx{0};  // ceil(block / MTU) per block
-  std::uint64_t header_bytes_per_packet{0};  // link-layer headers counted by the data counters
-  double tx_bytes_per_payload{-1};  // counter bytes / payload bytes (>= 1: headers); -1 unknown
+  std::uint64_t header_bytes_per_packet{0};              // link-layer headers counted by the data counters
+  double tx_bytes_per_payload{-1};                       // counter bytes / payload bytes (>= 1: headers); -1 unknown
 };
 
 // A PCIe link behind this node's test interfaces over the window: how close its ports' traffic
@@ -172,9 +172,9 @@ struct PcieSlotReport {
   std::vector<std::string> ports;    // this node's test links behind it
   std::int64_t ports_speed_mbps{0};  // every port behind the link, test links or not; 0 unknown
   double usable_gbps{0};
-  double tx_gbps{0}, rx_gbps{0};     // the ports' interface counters over the window
-  double used_pct{0};                // busier direction / usable
-  bool at_ceiling{false};            // used_pct >= kPcieCeilingPct
+  double tx_gbps{0}, rx_gbps{0};  // the ports' interface counters over the window
+  double used_pct{0};             // busier direction / usable
+  bool at_ceiling{false};         // used_pct >= kPcieCeilingPct
   // What bounded the node when something did: "slot", "slot or host" (both at their limit), or
   // "host" (a data thread at its limit, the slot below its ceiling); "" when neither.
   std::string bound_by;
@@ -210,10 +210,10 @@ struct NodeReport {
   double cpu_busy_pct{0};
   std::int64_t retrans_segs{-1};
   double process_cpu_s{0};
-  double bytes_per_cpu_s{0};  // payload moved per second of this agent's CPU time (tx+rx)
+  double bytes_per_cpu_s{0};   // payload moved per second of this agent's CPU time (tx+rx)
   std::string busiest_thread;  // the data thread that used the most CPU in the window
   double busiest_thread_pct{0};
-  bool host_limited{false};    // a data thread was busy >= kHostLimitedPct of the window
+  bool host_limited{false};  // a data thread was busy >= kHostLimitedPct of the window
   double clock_offset_us{0};
   double clock_uncertainty_us{0};
   std::optional<LatencySummary> latency;
@@ -237,8 +237,8 @@ struct PairReport {
   Throughput tput;
   std::uint32_t connections{0};
   std::uint64_t retrans{0};
-  std::uint32_t rtt_us{0};    // largest rtt among the pair's connections
-  std::uint32_t snd_mss{0};   // smallest send MSS among the pair's connections
+  std::uint32_t rtt_us{0};        // largest rtt among the pair's connections
+  std::uint32_t snd_mss{0};       // smallest send MSS among the pair's connections
   std::uint64_t server_bytes{0};  // the same window as the server counted it
 };
 
@@ -278,7 +278,7 @@ struct Report {
   std::vector<ConnReport> connections;
   std::vector<std::string> findings;  // problems a reader must see: lost nodes, failed flows, clamps
   double max_clock_uncertainty_us{0};
-  std::uint64_t verify_errors{0};  // --verify: mismatching chunks over all flows
+  std::uint64_t verify_errors{0};              // --verify: mismatching chunks over all flows
   std::vector<CategoryMovers> counter_movers;  // per symptom category, the top counters over all nodes
 };
 

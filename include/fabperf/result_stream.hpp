@@ -47,7 +47,7 @@ class ResultStream final : public ResultSink {
   std::FILE* out_{nullptr};
   std::FILE* spool_{nullptr};  // the connections until finish(); null: they stay in memory
   std::optional<ReportBuilder> builder_;
-  std::vector<ConnReport> conns_;  // kept: keep_connections, or no spool
+  std::vector<ConnReport> conns_;        // kept: keep_connections, or no spool
   std::vector<std::uint32_t> deferred_;  // balance-alb nodes: written at finish()
   bool started_{false};
   bool first_node_{true};

@@ -21,9 +21,9 @@ enum class SettingKind {
 };
 
 struct Setting {
-  const char* name;     // `fabperf run --NAME`, plan key NAME, shell `set NAME`
-  const char* key;      // its key in the spec's JSON (a result's "settings")
-  const char* group;    // the --help section: test, tuning, rdma, bonding
+  const char* name;   // `fabperf run --NAME`, plan key NAME, shell `set NAME`
+  const char* key;    // its key in the spec's JSON (a result's "settings")
+  const char* group;  // the --help section: test, tuning, rdma, bonding
   SettingKind kind;
   const char* value;    // what the value looks like ("SIZE", "N", "SECONDS"); "" for flags
   const char* deflt;    // the default in words, for help and docs

@@ -33,8 +33,8 @@ std::string_view to_string(Transport t);
 TestKind parse_test_kind(std::string_view s);  // throws UsageError
 Mode parse_mode(std::string_view s);
 Transport parse_transport(std::string_view s);
-RdmaVerb parse_rdma_verb(std::string_view s);  // write | send
-std::string_view to_string(SendMethod m);        // auto, write, sendfile, zerocopy
+RdmaVerb parse_rdma_verb(std::string_view s);      // write | send
+std::string_view to_string(SendMethod m);          // auto, write, sendfile, zerocopy
 SendMethod parse_send_method(std::string_view s);  // throws UsageError naming the value
 
 // Limits (nsdperf's where it has them: docs/usage.md).
@@ -62,26 +62,26 @@ struct SpecParams {
   std::optional<std::chrono::nanoseconds> warmup;
   std::optional<std::chrono::nanoseconds> cooldown;
   // Data-plane tuning (docs/performance.md).
-  std::optional<bool> skip_rx_copy;           // MSG_TRUNC: the kernel discards received data
-  std::optional<bool> zerocopy;               // MSG_ZEROCOPY sends, completions reaped
-  std::optional<SendMethod> send_method;      // --send-method; --zerocopy is zerocopy
-  std::optional<std::string> congestion;      // TCP_CONGESTION, e.g. cubic, bbr
-  std::optional<std::uint64_t> rate;          // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
-  std::optional<std::uint32_t> busy_poll_us;  // SO_BUSY_POLL; 0 = off
-  std::optional<std::uint64_t> notsent_lowat; // TCP_NOTSENT_LOWAT; 0 = kernel default
-  std::optional<std::vector<int>> cpus;       // pin data threads round-robin; empty = NUMA-local default
-  std::optional<bool> no_affinity;            // never pin
-  std::optional<bool> verify;                 // receivers check every byte against the pattern
+  std::optional<bool> skip_rx_copy;            // MSG_TRUNC: the kernel discards received data
+  std::optional<bool> zerocopy;                // MSG_ZEROCOPY sends, completions reaped
+  std::optional<SendMethod> send_method;       // --send-method; --zerocopy is zerocopy
+  std::optional<std::string> congestion;       // TCP_CONGESTION, e.g. cubic, bbr
+  std::optional<std::uint64_t> rate;           // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
+  std::optional<std::uint32_t> busy_poll_us;   // SO_BUSY_POLL; 0 = off
+  std::optional<std::uint64_t> notsent_lowat;  // TCP_NOTSENT_LOWAT; 0 = kernel default
+  std::optional<std::vector<int>> cpus;        // pin data threads round-robin; empty = NUMA-local default
+  std::optional<bool> no_affinity;             // never pin
+  std::optional<bool> verify;                  // receivers check every byte against the pattern
   // RDMA verbs engine (docs/rdma.md).
-  std::optional<std::string> rdma_device;     // DEV[:PORT][,DEV[:PORT]...]; empty = every device
-  std::optional<std::int32_t> gid_index;      // -1 = the RoCE v2 GID matching the test address
-  std::optional<RdmaVerb> rdma_verb;          // how write-like data moves: RDMA WRITE or SEND
-  std::optional<std::uint32_t> qdepth;        // work requests outstanding per QP
-  std::optional<std::uint32_t> inline_size;   // max_inline_data asked for; blocks up to it go inline
-  std::optional<std::uint32_t> cq_mod;        // stream senders ask for a completion every N posts
-  std::optional<bool> rdma_events;            // completion events instead of busy polling
-  std::optional<bool> rdma_cm;                // connect queue pairs with librdmacm, not via the coordinator
-  std::optional<bool> spread_ports;           // bind client source ports that cover every bond member
+  std::optional<std::string> rdma_device;    // DEV[:PORT][,DEV[:PORT]...]; empty = every device
+  std::optional<std::int32_t> gid_index;     // -1 = the RoCE v2 GID matching the test address
+  std::optional<RdmaVerb> rdma_verb;         // how write-like data moves: RDMA WRITE or SEND
+  std::optional<std::uint32_t> qdepth;       // work requests outstanding per QP
+  std::optional<std::uint32_t> inline_size;  // max_inline_data asked for; blocks up to it go inline
+  std::optional<std::uint32_t> cq_mod;       // stream senders ask for a completion every N posts
+  std::optional<bool> rdma_events;           // completion events instead of busy polling
+  std::optional<bool> rdma_cm;               // connect queue pairs with librdmacm, not via the coordinator
+  std::optional<bool> spread_ports;          // bind client source ports that cover every bond member
 };
 
 class TestSpec {

@@ -17,11 +17,11 @@ double stddev(const std::vector<double>& v);  // sample (n-1); 0 below two value
 
 // Two-sided Mann-Whitney U test of "a and b come from one distribution".
 struct MannWhitney {
-  double u_a{0};       // pairs (x in a, y in b) with x > y, ties counted 1/2
-  double u_b{0};       // n_a * n_b - u_a
-  double p{1};         // two-sided p-value
-  bool exact{false};   // true: the permutation distribution of the rank sum was enumerated
-  double z{0};         // the normal approximation's z (with tie and continuity correction); 0 when exact
+  double u_a{0};      // pairs (x in a, y in b) with x > y, ties counted 1/2
+  double u_b{0};      // n_a * n_b - u_a
+  double p{1};        // two-sided p-value
+  bool exact{false};  // true: the permutation distribution of the rank sum was enumerated
+  double z{0};        // the normal approximation's z (with tie and continuity correction); 0 when exact
   // Effect size: the rank-biserial correlation (= Cliff's delta), (u_b - u_a) / (n_a n_b), in
   // -1..1: +1 when every b is larger than every a. Its sign is b's direction relative to a.
   double rank_biserial{0};
@@ -57,8 +57,8 @@ struct VerdictOptions {
 struct Decision {
   std::size_t n_a{0}, n_b{0};
   double mean_a{0}, mean_b{0};
-  double cv_a_pct{0}, cv_b_pct{0};  // run-to-run coefficient of variation of each side
-  double change_pct{0};             // 100 (mean_b / mean_a - 1)
+  double cv_a_pct{0}, cv_b_pct{0};    // run-to-run coefficient of variation of each side
+  double change_pct{0};               // 100 (mean_b / mean_a - 1)
   double ci_lo_pct{0}, ci_hi_pct{0};  // the bootstrap 95% interval of that change
   double pm_pct{0};                   // half the interval's width: the "±" of the verdict
   MannWhitney test;

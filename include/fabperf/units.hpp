@@ -20,8 +20,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what);
 std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view what);
 
 // Parses a whole number in [lo, hi]; throws UsageError naming `what`.
-std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t lo,
-                       std::int64_t hi);
+std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t lo, std::int64_t hi);
 
 // 4194304 -> "4M"; sizes that are not whole multiples print in bytes.
 std::string format_size(std::uint64_t bytes);

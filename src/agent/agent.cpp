@@ -12,18 +12,18 @@
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
 
-#include <array>
-#include <csignal>
-#include <deque>
-#include <fstream>
-#include <sstream>
-#include <memory>
-#include <optional>
-#include <ctime>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <array>
+#include <csignal>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
 
 namespace fabperf {
 namespace {
@@ -49,7 +49,9 @@ constexpr std::size_t kMaxPreAuthPerSource = 8;
 constexpr auto kAgentIdleDeadline = 4s;
 constexpr auto kHeartbeat = 1s;
 
-bool is_loopback(const asio::ip::address& a) { return unmapped(a).is_loopback(); }
+bool is_loopback(const asio::ip::address& a) {
+  return unmapped(a).is_loopback();
+}
 
 // What one test may make an agent spend besides memory (reserve_buffers): a thread per data
 // connection, and RDMA queue pairs. The systemd unit's TasksMax leaves room for these.
@@ -96,7 +98,8 @@ std::optional<std::string> schedule_problem(const proto::Start& m, std::chrono::
                        max_duration.count());
   }
   if (runs > test_time.count()) {
-    return fmt::format("schedule runs {:.3f} s, longer than the test's time {:.3f} s", secs(runs), secs(test_time.count()));
+    return fmt::format("schedule runs {:.3f} s, longer than the test's time {:.3f} s", secs(runs),
+                       secs(test_time.count()));
   }
   if (runs / m.interval_ns > kMaxIntervals) {
     return fmt::format("schedule asks for {} intervals of {:.3f} s, more than {}", runs / m.interval_ns,
@@ -259,7 +262,8 @@ class Agent {
     for (const auto& p : preauth_) from_source += p.source == source ? 1 : 0;
     auto evict = [&](auto it, const char* why) {
       if (auto c = it->conn.lock()) {
-        strangers_log_.warn("agent: closed unauthenticated connection {} to make room for {}: {}", c->peer(), peer, why);
+        strangers_log_.warn("agent: closed unauthenticated connection {} to make room for {}: {}", c->peer(), peer,
+                            why);
         c->close();
       }
       preauth_.erase(it);
@@ -305,8 +309,10 @@ class Agent {
       const auto remote = sock.remote_endpoint(ec);
       const std::string peer = ec ? "?" : HostPort{numeric_address(remote.address()), remote.port(), {}}.str();
       if (opts_.key.empty() && !opts_.insecure && !ec && !is_loopback(remote.address())) {
-        spdlog::warn("agent: refused control connection from {}: this agent has no key and accepts loopback "
-                     "coordinators only (start it with --key-file)", peer);
+        spdlog::warn(
+            "agent: refused control connection from {}: this agent has no key and accepts loopback "
+            "coordinators only (start it with --key-file)",
+            peer);
         continue;
       }
       const std::string source = ec ? "?" : numeric_address(remote.address());
@@ -335,7 +341,8 @@ class Agent {
       send_error(*conn, proto::ErrorCode::refused, "shutdown refused: " + refusal);
       co_return;
     }
-    spdlog::warn("agent: coordinator {} asked this agent to exit ({}): stopping", who, m.reason.empty() ? "no reason" : m.reason);
+    spdlog::warn("agent: coordinator {} asked this agent to exit ({}): stopping", who,
+                 m.reason.empty() ? "no reason" : m.reason);
     conn->send(MsgType::bye, nlohmann::json::object());
     co_await conn->flush();
     stop(fmt::format("coordinator {} asked it to exit", who));
@@ -343,10 +350,13 @@ class Agent {
 
   template <typename F>
   asio::awaitable<void> blocking(F f) {
-    co_await asio::co_spawn(pool_, [f = std::move(f)]() -> asio::awaitable<void> {
-      f();
-      co_return;
-    }, asio::use_awaitable);
+    co_await asio::co_spawn(
+        pool_,
+        [f = std::move(f)]() -> asio::awaitable<void> {
+          f();
+          co_return;
+        },
+        asio::use_awaitable);
   }
 
   asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {
@@ -392,8 +402,9 @@ class Agent {
       if (!tls_hello) co_return true;
       co_await drain();
       strangers_log_.warn("agent: refused coordinator {}: it has a key and this agent has none", conn->peer());
-      conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{
-                                     proto::ErrorCode::no_key, "this agent has no key (start it with --key-file to use one)"}));
+      conn->send(MsgType::error,
+                 proto::to_json(proto::ErrorMsg{proto::ErrorCode::no_key,
+                                                "this agent has no key (start it with --key-file to use one)"}));
       co_await conn->flush();
       conn->close();
       co_return false;
@@ -402,8 +413,8 @@ class Agent {
       co_await drain();
       strangers_log_.warn("agent: authentication failed for {}: the coordinator has no key (it did not start TLS)",
                           conn->peer());
-      conn->send(MsgType::error,
-                 proto::to_json(proto::ErrorMsg{proto::ErrorCode::key_required, "this agent requires the shared key (TLS 1.3 with its "
+      conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{proto::ErrorCode::key_required,
+                                                                "this agent requires the shared key (TLS 1.3 with its "
                                                                 "pre-shared key); give --key-file FILE"}));
       co_await conn->flush();
       conn->close();
@@ -413,8 +424,10 @@ class Agent {
       co_await conn->start_tls(kPreAuthDeadline);
     } catch (const proto::TlsHandshakeError& e) {
       if (tls::peer_offered_other_key(conn->ssl())) {
-        strangers_log_.warn("agent: authentication failed for {}: key mismatch (the coordinator's key is not this "
-                            "agent's)", conn->peer());
+        strangers_log_.warn(
+            "agent: authentication failed for {}: key mismatch (the coordinator's key is not this "
+            "agent's)",
+            conn->peer());
       } else {
         strangers_log_.warn("agent: authentication failed for {}: {}", conn->peer(), e.what());
       }
@@ -446,7 +459,8 @@ class Agent {
       // Nothing large is read or parsed before the peer proved the key.
       auto f = co_await conn->read(kPreAuthDeadline, kAgentFrameDeadline, proto::kMaxPreAuthBody);
       if (f.type != MsgType::hello) {
-        co_await refuse(conn, proto::ErrorCode::protocol, fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
+        co_await refuse(conn, proto::ErrorCode::protocol,
+                        fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
         co_return;
       }
       const auto hello = proto::parse_hello(f.body);
@@ -491,9 +505,12 @@ class Agent {
             break;
           }
           case MsgType::shutdown:
-            co_await on_shutdown(conn, who, proto::parse_shutdown(fr.body), is_loopback(conn->socket().remote_endpoint().address()));
+            co_await on_shutdown(conn, who, proto::parse_shutdown(fr.body),
+                                 is_loopback(conn->socket().remote_endpoint().address()));
             break;
-          case MsgType::setup_server: co_await on_setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address); break;
+          case MsgType::setup_server:
+            co_await on_setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address);
+            break;
           case MsgType::setup_client: co_await on_setup_client(conn, who, proto::parse_setup_client(fr.body)); break;
           case MsgType::rdma_connect: co_await on_rdma_connect(conn, proto::parse_rdma_connect(fr.body)); break;
           case MsgType::start: on_start(conn, proto::parse_start(fr.body)); break;
@@ -521,7 +538,8 @@ class Agent {
             break;
           }
           default:
-            send_error(*conn, proto::ErrorCode::protocol, fmt::format("unexpected {} from a coordinator", proto::to_string(fr.type)));
+            send_error(*conn, proto::ErrorCode::protocol,
+                       fmt::format("unexpected {} from a coordinator", proto::to_string(fr.type)));
             break;
         }
         if (!conn->is_open()) break;
@@ -563,22 +581,26 @@ class Agent {
   bool claim(const std::shared_ptr<FramedConn>& conn, const std::string& who, const std::string& test_id,
              const TestSpec& spec) {
     if (owner_ && owner_ != conn.get()) {
-      send_error(*conn, proto::ErrorCode::busy, fmt::format("agent busy: running test {} for coordinator {} since {}", test_->test_id,
-                                            test_->owner, test_->since));
+      send_error(*conn, proto::ErrorCode::busy,
+                 fmt::format("agent busy: running test {} for coordinator {} since {}", test_->test_id, test_->owner,
+                             test_->since));
       return false;
     }
     if (!owner_ && test_) {
       // Its own code: a coordinator waits for this one (Coordinator::setup_exchange) and not for "busy".
-      send_error(*conn, proto::ErrorCode::cleaning, "agent busy: still cleaning up the previous test, retry in a moment");
+      send_error(*conn, proto::ErrorCode::cleaning,
+                 "agent busy: still cleaning up the previous test, retry in a moment");
       return false;
     }
     if (spec.time() > opts_.max_duration) {
-      send_error(*conn, proto::ErrorCode::limit, fmt::format("test time {} s exceeds this agent's --max-duration {} s",
-                                             spec.time().count() / 1'000'000'000, opts_.max_duration.count()));
+      send_error(*conn, proto::ErrorCode::limit,
+                 fmt::format("test time {} s exceeds this agent's --max-duration {} s",
+                             spec.time().count() / 1'000'000'000, opts_.max_duration.count()));
       return false;
     }
     if (test_ && (test_->test_id != test_id || test_->run)) {
-      send_error(*conn, proto::ErrorCode::protocol, fmt::format("test {} is already set up on this agent", test_->test_id));
+      send_error(*conn, proto::ErrorCode::protocol,
+                 fmt::format("test {} is already set up on this agent", test_->test_id));
       return false;
     }
     if (!test_) {
@@ -602,11 +624,12 @@ class Agent {
     const std::uint64_t queues = rdma ? flows * spec.qdepth() * 1024 : 0;
     const std::uint64_t need = estimate_buffer_memory(spec, flows) + queues;
     if (test_->buffer_bytes + need > opts_.max_buffer_memory) {
-      throw Error(ExitCode::usage,
-                  fmt::format("{} role needs {} MiB of buffers{} ({} connections, buffsize {}), more than this agent's "
-                              "--max-buffer-memory {} MiB",
-                              role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20,
-                              rdma ? " and queue pair memory" : "", flows, spec.buffsize(), opts_.max_buffer_memory >> 20));
+      throw Error(
+          ExitCode::usage,
+          fmt::format("{} role needs {} MiB of buffers{} ({} connections, buffsize {}), more than this agent's "
+                      "--max-buffer-memory {} MiB",
+                      role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20, rdma ? " and queue pair memory" : "",
+                      flows, spec.buffsize(), opts_.max_buffer_memory >> 20));
     }
     // One data thread per connection (TCP and RDMA alike), plus rpc's testers.
     const std::uint64_t threads = flows + (spec.mode() == Mode::rpc ? spec.threads() : 0);
@@ -616,14 +639,16 @@ class Agent {
                                                role, test_->threads + threads, flows, kMaxDataThreads));
     }
     if (rdma && test_->queue_pairs + flows > kMaxQueuePairs) {
-      throw Error(ExitCode::usage, fmt::format("{} role needs {} RDMA queue pairs, more than this agent's limit of {} per test",
-                                               role, test_->queue_pairs + flows, kMaxQueuePairs));
+      throw Error(ExitCode::usage,
+                  fmt::format("{} role needs {} RDMA queue pairs, more than this agent's limit of {} per test", role,
+                              test_->queue_pairs + flows, kMaxQueuePairs));
     }
     const std::uint64_t fd_room = descriptor_room();
     if (test_->descriptors + descriptors > fd_room) {
-      throw Error(ExitCode::usage, fmt::format("{} role needs {} file descriptors ({} connections), more than this agent "
-                                               "may open (RLIMIT_NOFILE leaves {} for tests)",
-                                               role, test_->descriptors + descriptors, descriptors, fd_room));
+      throw Error(ExitCode::usage,
+                  fmt::format("{} role needs {} file descriptors ({} connections), more than this agent "
+                              "may open (RLIMIT_NOFILE leaves {} for tests)",
+                              role, test_->descriptors + descriptors, descriptors, fd_room));
     }
     test_->buffer_bytes += need;
     test_->threads += threads;
@@ -654,7 +679,8 @@ class Agent {
       const std::string control_address = bind_address;
       if (m.any_address) bind_address = bind_address.find(':') == std::string::npos ? "0.0.0.0" : "::";
       reserve_buffers(m.spec, m.expect_connections, m.expect_connections, "server");
-      ServerPlan plan{bind_address, m.token, m.expect_connections, m.rdma_clients, m.link_addrs, control_address, m.test_id};
+      ServerPlan plan{bind_address,    m.token,  m.expect_connections, m.rdma_clients, m.link_addrs,
+                      control_address, m.test_id};
       co_await blocking([&] {
         port = state->engine->prepare_server(*state->ctx, plan);
         if (auto* x = state->engine->endpoint_exchange()) endpoints = x->take_endpoints();
@@ -672,7 +698,8 @@ class Agent {
       co_return;
     }
     spdlog::info("agent: test {}: serving data on {} port {}", m.test_id, bind_address, port);
-    conn->send(MsgType::setup_server_ok, proto::to_json(proto::SetupServerOk{port, state->ctx->warnings(), std::move(endpoints)}));
+    conn->send(MsgType::setup_server_ok,
+               proto::to_json(proto::SetupServerOk{port, state->ctx->warnings(), std::move(endpoints)}));
   }
 
   asio::awaitable<void> on_setup_client(std::shared_ptr<FramedConn> conn, std::string who, proto::SetupClient m) {
@@ -704,15 +731,17 @@ class Agent {
       }
       co_return;
     }
-    conn->send(MsgType::setup_client_ok, proto::to_json(proto::SetupClientOk{static_cast<std::uint32_t>(state->ctx->flow_count()),
-                                                                            state->ctx->warnings(), std::move(endpoints)}));
+    conn->send(MsgType::setup_client_ok,
+               proto::to_json(proto::SetupClientOk{static_cast<std::uint32_t>(state->ctx->flow_count()),
+                                                   state->ctx->warnings(), std::move(endpoints)}));
   }
 
   // The clients' queue pair endpoints for this server's queue pairs (after every SETUP_CLIENT).
   asio::awaitable<void> on_rdma_connect(std::shared_ptr<FramedConn> conn, proto::RdmaConnect m) {
     if (owner_ != conn.get() || !test_ || test_->test_id != m.test_id || !test_->server_ready || test_->run) {
-      send_error(*conn, proto::ErrorCode::protocol, fmt::format("RDMA_CONNECT for test {}, which this coordinator has not set up here as a server",
-                                                m.test_id));
+      send_error(
+          *conn, proto::ErrorCode::protocol,
+          fmt::format("RDMA_CONNECT for test {}, which this coordinator has not set up here as a server", m.test_id));
       co_return;
     }
     auto state = test_;
@@ -720,7 +749,9 @@ class Agent {
     std::string error;
     try {
       auto* x = state->engine->endpoint_exchange();
-      if (!x) throw ProtocolError(fmt::format("RDMA_CONNECT: the {} transport has no queue pairs to connect", state->engine->name()));
+      if (!x)
+        throw ProtocolError(
+            fmt::format("RDMA_CONNECT: the {} transport has no queue pairs to connect", state->engine->name()));
       co_await blocking([&] { ready = x->connect_endpoints(*state->ctx, m.endpoints); });
     } catch (const std::exception& e) {
       error = e.what();
@@ -749,8 +780,10 @@ class Agent {
       bad_schedule = "START: " + *why;
     }
     if (!bad_schedule.empty()) {
-      send_error(*conn, bad_schedule.find("next minute") != std::string::npos ? proto::ErrorCode::protocol : proto::ErrorCode::limit,
-                 bad_schedule);
+      send_error(
+          *conn,
+          bad_schedule.find("next minute") != std::string::npos ? proto::ErrorCode::protocol : proto::ErrorCode::limit,
+          bad_schedule);
       owner_ = nullptr;
       release_test_async();
       return;
@@ -764,7 +797,8 @@ class Agent {
     } catch (const std::exception& e) {
       // E.g. std::system_error from std::thread: a host out of threads. The test is refused, the
       // agent lives on (release_test_async joins whatever did start).
-      send_error(*conn, proto::ErrorCode::start_failed, fmt::format("test {} could not start: {}", state->test_id, e.what()));
+      send_error(*conn, proto::ErrorCode::start_failed,
+                 fmt::format("test {} could not start: {}", state->test_id, e.what()));
       state->run->abort(fmt::format("could not start: {}", e.what()));
       owner_ = nullptr;
       release_test_async();
@@ -782,7 +816,8 @@ class Agent {
             send_error(*c, proto::ErrorCode::result, fmt::format("result could not be sent: {}", e.what()));
           }
         }
-        spdlog::info("agent: test {} finished{}", state->test_id, r.aborted ? " (aborted: " + r.abort_reason + ")" : "");
+        spdlog::info("agent: test {} finished{}", state->test_id,
+                     r.aborted ? " (aborted: " + r.abort_reason + ")" : "");
         if (test_ == state) {
           owner_ = nullptr;
           release_test_async();
@@ -820,9 +855,9 @@ class Agent {
   std::unique_ptr<asio::posix::stream_descriptor> stdin_;
   std::array<char, 256> stdin_buf_{};
   asio::thread_pool pool_;
-  std::shared_ptr<asio::ssl::context> tls_;  // with a key: every control connection runs TLS
+  std::shared_ptr<asio::ssl::context> tls_;          // with a key: every control connection runs TLS
   std::vector<std::weak_ptr<FramedConn>> sessions_;  // authenticated (HELLO_OK sent)
-  std::deque<PreAuth> preauth_;                       // not yet: oldest first
+  std::deque<PreAuth> preauth_;                      // not yet: oldest first
   RateLimitedLog strangers_log_;
   std::shared_ptr<TestState> test_;
   const FramedConn* owner_{nullptr};

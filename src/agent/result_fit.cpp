@@ -2,15 +2,17 @@
 
 #include <fabperf/error.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cstdint>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace fabperf {
 namespace {
 
-std::size_t encoded_size(const AgentResult& r) { return to_json(r).dump().size(); }
+std::size_t encoded_size(const AgentResult& r) {
+  return to_json(r).dump().size();
+}
 
 // True when there was something left to halve.
 bool halve_time_series(AgentResult& r) {
@@ -48,14 +50,16 @@ int fit_result(AgentResult& r, std::size_t max_bytes) {
   int halvings = 0;
   for (std::size_t size = encoded_size(r); size > max_bytes; size = encoded_size(r)) {
     if (!halve_time_series(r)) {
-      throw Error(ExitCode::infrastructure,
-                  fmt::format("RESULT of {} bytes exceeds the {} byte limit even without a time series", size, max_bytes));
+      throw Error(
+          ExitCode::infrastructure,
+          fmt::format("RESULT of {} bytes exceeds the {} byte limit even without a time series", size, max_bytes));
     }
     ++halvings;
     // The warning travels in the RESULT, so it is counted before the next size check.
-    std::string w = fmt::format("time series downsampled {} time(s), each interval now covers {} of the requested ones: "
-                                "the full RESULT would have exceeded the {} MiB message limit",
-                                halvings, std::uint64_t{1} << std::min(halvings, 62), max_bytes >> 20);
+    std::string w = fmt::format(
+        "time series downsampled {} time(s), each interval now covers {} of the requested ones: "
+        "the full RESULT would have exceeded the {} MiB message limit",
+        halvings, std::uint64_t{1} << std::min(halvings, 62), max_bytes >> 20);
     if (halvings == 1) {
       r.warnings.push_back(std::move(w));
     } else {

@@ -7,8 +7,8 @@
 #include <fabperf/compare.hpp>
 #include <fabperf/error.hpp>
 
-#include <cxxopts.hpp>
 #include <fmt/format.h>
+#include <cxxopts.hpp>
 #include <fstream>
 #include <iostream>
 
@@ -35,15 +35,16 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 }  // namespace
 
 int cmd_compare(int argc, char** argv) {
-  cxxopts::Options o("fabperf compare",
-                     "Compare results: fabperf compare BEFORE AFTER (each a result, a --repeat trials file, a plan's results, "
-                     "or FILE,FILE,...), or fabperf compare AB-RESULTS.jsonl (an A/B plan's results)");
-  o.add_options()
-    ("expect-gain", "every link must gain at least PCT percent (e.g. 40 for 40GbE -> 56GbE)", cxxopts::value<std::string>())
-    ("min-effect", "trials: a change smaller than PCT percent is no difference", cxxopts::value<std::string>()->default_value("2"))
-    ("json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())
-    ("files", "", cxxopts::value<std::vector<std::string>>())
-    ("h,help", "this help");
+  cxxopts::Options o(
+      "fabperf compare",
+      "Compare results: fabperf compare BEFORE AFTER (each a result, a --repeat trials file, a plan's results, "
+      "or FILE,FILE,...), or fabperf compare AB-RESULTS.jsonl (an A/B plan's results)");
+  o.add_options()("expect-gain", "every link must gain at least PCT percent (e.g. 40 for 40GbE -> 56GbE)",
+                  cxxopts::value<std::string>())("min-effect",
+                                                 "trials: a change smaller than PCT percent is no difference",
+                                                 cxxopts::value<std::string>()->default_value("2"))(
+      "json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())(
+      "files", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"files"});
   o.positional_help("BEFORE AFTER | AB-RESULTS");
   const auto r = cli::parse_options(o, argc, argv);
@@ -53,7 +54,8 @@ int cmd_compare(int argc, char** argv) {
   }
   const auto files = r.count("files") ? get<std::vector<std::string>>(r, "files") : std::vector<std::string>{};
   if (files.empty() || files.size() > 2) {
-    throw UsageError("compare: give BEFORE AFTER (results, trials files or plan results), or one A/B plan's results file");
+    throw UsageError(
+        "compare: give BEFORE AFTER (results, trials files or plan results), or one A/B plan's results file");
   }
   std::optional<double> expect;
   if (r.count("expect-gain")) expect = percent(get<std::string>(r, "expect-gain"), "expect-gain", -100, 10000);
@@ -82,7 +84,8 @@ int cmd_compare(int argc, char** argv) {
   if (single) {
     CompareOptions opts;
     opts.expect_gain_pct = expect;
-    const Comparison c = compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], opts);
+    const Comparison c =
+        compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], opts);
     const auto d = stats::decide({c.aggregate.before}, {c.aggregate.after}, "after");
     auto j = render_comparison_json(c);
     j["unreplicated"] = true;

@@ -7,16 +7,16 @@
 #include <fabperf/monitor.hpp>
 #include <fabperf/stop.hpp>
 
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <cerrno>
 #include <ctime>
 #include <cxxopts.hpp>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <sstream>
 #include <thread>
 
@@ -30,12 +30,18 @@ namespace mon = fabperf::monitor;
 // moved past the one at its start; a probe under way is stopped by its coordinator, which keeps
 // what was measured.
 std::uint64_t g_stop_base = 0;
-bool stop_requested() { return stop::requests() > g_stop_base; }
+bool stop_requested() {
+  return stop::requests() > g_stop_base;
+}
 
 class RealClock : public mon::MonitorClock {
  public:
-  double now() override { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-  double wall() override { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+  double now() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  double wall() override {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
   bool sleep_until(double t) override {
     while (!stop_requested()) {
       const double left = t - now();
@@ -69,7 +75,9 @@ std::string utc_now() {
   return buf;
 }
 
-void say(const std::string& line) { std::cerr << utc_now() << " monitor: " << line << "\n" << std::flush; }
+void say(const std::string& line) {
+  std::cerr << utc_now() << " monitor: " << line << "\n" << std::flush;
+}
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path);
@@ -83,28 +91,30 @@ std::string describe(const mon::MonitorConfig& cfg, const mon::Schedule& s) {
   const double d = std::chrono::duration<double>(cfg.probe.time()).count() + 0.7;  // set-up and collection per probe
   const double per_host_link = 2.0 * static_cast<double>(cfg.hosts.size() - 1) * d / cfg.max_duty;
   const double sequential = static_cast<double>(s.bandwidth_targets().size()) * d;
-  return fmt::format("{} hosts, {} link plane(s), {} bandwidth probes per rotation ({} s each, max-duty {}%: a rotation takes "
-                     "about {:.0f} s or more), {} latency steps every {} s, drift alert below {}% of baseline, baselines from {} "
-                     "probes; at most {} series (2 bond members per link)",
-                     cfg.hosts.size(), cfg.link_names.size(), s.bandwidth_targets().size(),
-                     std::chrono::duration<double>(cfg.probe.time()).count(), cfg.max_duty * 100, std::max(per_host_link, sequential),
-                     s.latency_jobs().size(), std::chrono::duration<double>(cfg.latency_interval).count(), 100 - cfg.drift_pct,
-                     cfg.baseline_probes, mon::max_series(cfg, 2));
+  return fmt::format(
+      "{} hosts, {} link plane(s), {} bandwidth probes per rotation ({} s each, max-duty {}%: a rotation takes "
+      "about {:.0f} s or more), {} latency steps every {} s, drift alert below {}% of baseline, baselines from {} "
+      "probes; at most {} series (2 bond members per link)",
+      cfg.hosts.size(), cfg.link_names.size(), s.bandwidth_targets().size(),
+      std::chrono::duration<double>(cfg.probe.time()).count(), cfg.max_duty * 100, std::max(per_host_link, sequential),
+      s.latency_jobs().size(), std::chrono::duration<double>(cfg.latency_interval).count(), 100 - cfg.drift_pct,
+      cfg.baseline_probes, mon::max_series(cfg, 2));
 }
 
 }  // namespace
 
 int cmd_monitor(int argc, char** argv) {
-  cxxopts::Options o("fabperf monitor", "Continuous fabric probes exported as Prometheus metrics: fabperf monitor CONFIG.toml");
-  o.add_options()
-    ("config", "", cxxopts::value<std::string>())
-    ("once", "one latency round and one rotation of bandwidth probes, then exit: 0 fine, 1 drift alert, 3 a probe failed")
-    ("check", "validate the config and print what would run")
-    ("reset-baselines", "ignore the state file's baselines (also a corrupt one): the first probes set new ones")
-    ("probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>())
-    ("key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())
-    ("log-level", "trace, debug, info, warn, error, off (the coordinator's messages)", cxxopts::value<std::string>()->default_value("warn"))
-    ("h,help", "this help");
+  cxxopts::Options o("fabperf monitor",
+                     "Continuous fabric probes exported as Prometheus metrics: fabperf monitor CONFIG.toml");
+  o.add_options()("config", "", cxxopts::value<std::string>())(
+      "once",
+      "one latency round and one rotation of bandwidth probes, then exit: 0 fine, 1 drift alert, 3 a probe failed")(
+      "check", "validate the config and print what would run")(
+      "reset-baselines", "ignore the state file's baselines (also a corrupt one): the first probes set new ones")(
+      "probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>())(
+      "key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())(
+      "log-level", "trace, debug, info, warn, error, off (the coordinator's messages)",
+      cxxopts::value<std::string>()->default_value("warn"))("h,help", "this help");
   o.parse_positional({"config"});
   o.positional_help("CONFIG.toml");
   const auto r = cli::parse_options(o, argc, argv);
@@ -121,14 +131,16 @@ int cmd_monitor(int argc, char** argv) {
     spdlog::set_default_logger(logger);
     const auto level = get<std::string>(r, "log-level");
     const auto lvl = spdlog::level::from_str(level);
-    if (lvl == spdlog::level::off && level != "off") throw UsageError(fmt::format("--log-level '{}': unknown level (trace, debug, info, warn, error, off)", level));
+    if (lvl == spdlog::level::off && level != "off")
+      throw UsageError(fmt::format("--log-level '{}': unknown level (trace, debug, info, warn, error, off)", level));
     spdlog::set_level(lvl);
   }
   const double latency_s = std::chrono::duration<double>(cfg.latency_interval).count();
   if (r.count("check")) {
     const mon::Schedule s(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty, latency_s);
     std::cout << "monitor " << cfg.file << ": " << describe(cfg, s) << "\n";
-    std::cout << fmt::format("metrics: http://{}:{}/metrics; state: {}/baselines.json\nconfig ok\n", cfg.listen_host, cfg.listen_port, cfg.state_dir);
+    std::cout << fmt::format("metrics: http://{}:{}/metrics; state: {}/baselines.json\nconfig ok\n", cfg.listen_host,
+                             cfg.listen_port, cfg.state_dir);
     return 0;
   }
   const std::string key_file = r.count("key-file") ? get<std::string>(r, "key-file") : auth::key_file_from_env();
@@ -143,11 +155,14 @@ int cmd_monitor(int argc, char** argv) {
   mon::MonitorState state(cfg);
   if (std::filesystem::exists(state_file)) {
     if (r.count("reset-baselines")) {
-      say(fmt::format("ignoring {} (--reset-baselines): the first {} probes of each pair set new baselines", state_file, cfg.baseline_probes));
+      say(fmt::format("ignoring {} (--reset-baselines): the first {} probes of each pair set new baselines", state_file,
+                      cfg.baseline_probes));
     } else {
       const json j = json::parse(read_file(state_file, "state file"), nullptr, false);
       if (j.is_discarded()) {
-        throw UsageError(fmt::format("state file {}: not valid JSON (move it away, or start with --reset-baselines to measure new baselines)", state_file));
+        throw UsageError(fmt::format(
+            "state file {}: not valid JSON (move it away, or start with --reset-baselines to measure new baselines)",
+            state_file));
       }
       const auto dropped = state.load_baselines(j, state_file);
       say(fmt::format("baselines loaded from {}{}", state_file,
@@ -187,8 +202,8 @@ int cmd_monitor(int argc, char** argv) {
     const mon::Schedule s(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty, latency_s);
     say(describe(cfg, s));
     if (server) {
-      say(fmt::format("metrics on http://{}{}{}:{}/metrics", cfg.listen_host.find(':') != std::string::npos ? "[" : "", cfg.listen_host,
-                      cfg.listen_host.find(':') != std::string::npos ? "]" : "", server->port()));
+      say(fmt::format("metrics on http://{}{}{}:{}/metrics", cfg.listen_host.find(':') != std::string::npos ? "[" : "",
+                      cfg.listen_host, cfg.listen_host.find(':') != std::string::npos ? "]" : "", server->port()));
     }
   }
   StopAwareProber prober(mon::make_prober(cfg, key));
@@ -210,7 +225,9 @@ int cmd_monitor(int argc, char** argv) {
     say("stopped");
     return 0;
   }
-  say(fmt::format("--once: {}", code == 0 ? "every probe ran, no drift" : code == 1 ? "DRIFT alert raised" : "a probe FAILED"));
+  say(fmt::format("--once: {}", code == 0   ? "every probe ran, no drift"
+                                : code == 1 ? "DRIFT alert raised"
+                                            : "a probe FAILED"));
   return code;
 }
 

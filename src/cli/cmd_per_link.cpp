@@ -6,8 +6,8 @@
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -20,10 +20,10 @@ constexpr double kBehindPct = 10.0;
 
 struct StepFigure {
   std::size_t link{0};
-  std::string address;    // the first client's address on this link
-  std::string interface;  // the client interface that carried the step
-  double mb_per_s{0};     // aggregate payload of the step
-  double best_goodput{0}; // that interface's framing limit (0: speed unknown)
+  std::string address;     // the first client's address on this link
+  std::string interface;   // the client interface that carried the step
+  double mb_per_s{0};      // aggregate payload of the step
+  double best_goodput{0};  // that interface's framing limit (0: speed unknown)
   double efficiency_pct{-1};
   double pct_of_best_step{0};
   bool complete{true};
@@ -69,9 +69,14 @@ std::vector<std::string> compare_steps(std::vector<StepFigure>& steps) {
 }
 
 nlohmann::json to_json(const StepFigure& s) {
-  return {{"link", s.link}, {"address", s.address}, {"interface", s.interface}, {"mb_per_s", s.mb_per_s},
-          {"best_goodput_mb_per_s", s.best_goodput}, {"efficiency_pct", s.efficiency_pct},
-          {"pct_of_best_step", s.pct_of_best_step}, {"complete", s.complete}};
+  return {{"link", s.link},
+          {"address", s.address},
+          {"interface", s.interface},
+          {"mb_per_s", s.mb_per_s},
+          {"best_goodput_mb_per_s", s.best_goodput},
+          {"efficiency_pct", s.efficiency_pct},
+          {"pct_of_best_step", s.pct_of_best_step},
+          {"complete", s.complete}};
 }
 
 void write_json(const std::string& path, const nlohmann::json& doc) {
@@ -95,8 +100,12 @@ int run_per_link_sequential(const RunRequest& base, std::size_t n_links, const s
   auto document = [&](const std::vector<std::string>& findings, const std::string& stopped) {
     nlohmann::json sum = nlohmann::json::array();
     for (const auto& s : steps) sum.push_back(to_json(s));
-    nlohmann::json doc{{"schema", "fabperf.per_link_sequential"}, {"schema_version", 1}, {"links", n_links},
-                       {"steps", reports}, {"summary", sum}, {"findings", findings}};
+    nlohmann::json doc{{"schema", "fabperf.per_link_sequential"},
+                       {"schema_version", 1},
+                       {"links", n_links},
+                       {"steps", reports},
+                       {"summary", sum},
+                       {"findings", findings}};
     if (!stopped.empty()) doc["stopped"] = stopped;
     return doc;
   };
@@ -127,13 +136,14 @@ int run_per_link_sequential(const RunRequest& base, std::size_t n_links, const s
   write_json(json_path, document(findings, ""));
   if (text) {
     std::cout << fmt::format("per-link sequential: {} links, one at a time\n", n_links);
-    std::cout << fmt::format("  {:>4}  {:<24} {:<12} {:>10} {:>14} {:>11} {:>10}\n", "link", "address", "interface", "MB/s",
-                             "best goodput", "efficiency", "of best");
+    std::cout << fmt::format("  {:>4}  {:<24} {:<12} {:>10} {:>14} {:>11} {:>10}\n", "link", "address", "interface",
+                             "MB/s", "best goodput", "efficiency", "of best");
     for (const auto& s : steps) {
       std::cout << fmt::format("  {:>4}  {:<24} {:<12} {:>10.2f} {:>14} {:>11} {:>9.1f}%\n", s.link, s.address,
                                s.interface.empty() ? "-" : s.interface, s.mb_per_s,
                                s.best_goodput > 0 ? fmt::format("{:.2f}", s.best_goodput) : "-",
-                               s.efficiency_pct >= 0 ? fmt::format("{:.1f}%", s.efficiency_pct) : "-", s.pct_of_best_step);
+                               s.efficiency_pct >= 0 ? fmt::format("{:.1f}%", s.efficiency_pct) : "-",
+                               s.pct_of_best_step);
     }
     for (const auto& f : findings) std::cout << "  ! " << f << "\n";
   }

@@ -2,28 +2,28 @@
 // `fabperf run PLAN` / `fabperf run --pattern`. Results go to a JSON Lines file, one record per
 // finished step, written and synced before the next step starts (docs/results-format.md).
 #include "cli/commands.hpp"
-#include "cli/options.hpp"
 #include "cli/hooks.hpp"
+#include "cli/options.hpp"
 
-#include <fabperf/stop.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/isolate.hpp>
+#include <fabperf/stop.hpp>
 #include <fabperf/units.hpp>
 
-#include <atomic>
-#include <cctype>
-#include <cerrno>
-#include <ctime>
-#include <csignal>
-#include <cxxopts.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <iostream>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+#include <cxxopts.hpp>
+#include <iostream>
 
 namespace fabperf::cli {
 namespace {
@@ -35,7 +35,9 @@ using Clock = std::chrono::steady_clock;
 // coordinator stops the test and keeps what was measured. main() owns the handlers
 // (fabperf/stop.hpp); the plan compares the request count with the one at its start.
 std::uint64_t g_stop_base = 0;
-bool stop_requested() { return stop::requests() > g_stop_base; }
+bool stop_requested() {
+  return stop::requests() > g_stop_base;
+}
 
 // Appends whole lines and syncs each one: a crash or a dead agent loses nothing already written.
 class ResultsFile {
@@ -45,7 +47,8 @@ class ResultsFile {
     if (must_be_new) flags |= O_EXCL;
     fd_ = ::open(path.c_str(), flags, 0644);
     if (fd_ < 0 && errno == EEXIST) {
-      throw UsageError(fmt::format("--results {}: already exists (continue it with --resume {}, or choose another name)", path, path));
+      throw UsageError(fmt::format(
+          "--results {}: already exists (continue it with --resume {}, or choose another name)", path, path));
     }
     if (fd_ < 0) throw SystemError("open results file", path, errno);
   }
@@ -120,8 +123,9 @@ int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::millisecon
     }
   }
   const auto names = node_names(p);
-  if (!quiet) std::cout << fmt::format("preflight: {} hosts, probe of every ordered pair ({} s)\n", p.hosts.size(),
-                                   std::chrono::duration<double>(req.spec.time()).count());
+  if (!quiet)
+    std::cout << fmt::format("preflight: {} hosts, probe of every ordered pair ({} s)\n", p.hosts.size(),
+                             std::chrono::duration<double>(req.spec.time()).count());
   RunRecord rec;
   try {
     rec = run_test(req);
@@ -134,8 +138,9 @@ int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::millisecon
     for (const auto& [addr, name] : names) {
       if (std::string(e.what()).find(addr) != std::string::npos) who += (who.empty() ? "" : ", ") + name;
     }
-    std::cout << plan::render_findings({{"error", who, e.what(),
-                                         "start 'fabperf agent' there with the same key, and open its port (6668) and data ports"}});
+    std::cout << plan::render_findings(
+        {{"error", who, e.what(),
+          "start 'fabperf agent' there with the same key, and open its port (6668) and data ports"}});
     std::cout << "preflight: FAILED (fix the above, or run with --no-preflight)\n";
     return static_cast<int>(ExitCode::infrastructure);
   }
@@ -152,7 +157,8 @@ int preflight(const plan::Plan& p, const auth::Key& key, std::chrono::millisecon
     return static_cast<int>(ExitCode::infrastructure);
   }
   if (errors > 0) {
-    std::cout << fmt::format("preflight: FAILED, {} errors, {} warnings (fix them, or run with --no-preflight)\n", errors, warnings);
+    std::cout << fmt::format("preflight: FAILED, {} errors, {} warnings (fix them, or run with --no-preflight)\n",
+                             errors, warnings);
     return static_cast<int>(ExitCode::infrastructure);
   }
   if (!quiet) std::cout << fmt::format("preflight: ok ({} warnings)\n", warnings);
@@ -165,7 +171,8 @@ bool isolatable(plan::Pattern p) {
 }
 
 // The busiest non-loopback interface of each node of a step's result, by plan host index.
-std::map<std::uint32_t, std::string> busiest_links(const json& result, const std::map<std::string, std::uint32_t>& index) {
+std::map<std::uint32_t, std::string> busiest_links(const json& result,
+                                                   const std::map<std::string, std::uint32_t>& index) {
   std::map<std::uint32_t, std::string> out;
   if (!result.contains("nodes")) return out;
   for (const auto& n : result["nodes"]) {
@@ -187,7 +194,8 @@ std::map<std::uint32_t, std::string> busiest_links(const json& result, const std
 // Retests the suspects of a failing test round by round (plan/isolate.cpp decides, this runs
 // the steps) and writes every round's results and the trace. Prints the trace as it goes.
 void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::StepOutcome>& outcomes,
-                   const std::vector<plan::KpiCheck>& checks, const PlanRunOptions& o, ResultsFile& out, bool& interrupted) {
+                   const std::vector<plan::KpiCheck>& checks, const PlanRunOptions& o, ResultsFile& out,
+                   bool& interrupted) {
   const auto& t = p.tests[ti];
   if (!isolatable(t.pattern.pattern)) return;
   std::map<std::string, std::uint32_t> index;
@@ -212,8 +220,9 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
     trace.push_back(line);
     std::cout << "isolate " << t.name << ": " << line << "\n" << std::flush;
   };
-  say(failing.empty() ? fmt::format("node spread {:.2f} is below {:.2f}: retesting the suspects", sus.spread, plan::kSpreadTrigger)
-                      : fmt::format("{} KPI check(s) failed: retesting the suspects", failing.size()));
+  say(failing.empty()
+          ? fmt::format("node spread {:.2f} is below {:.2f}: retesting the suspects", sus.spread, plan::kSpreadTrigger)
+          : fmt::format("{} KPI check(s) failed: retesting the suspects", failing.size()));
   for (const auto& l : sus.trace) say(l);
   std::size_t log2n = 0;
   while ((std::size_t{1} << log2n) < t.hosts.size()) ++log2n;
@@ -247,8 +256,15 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
       }
       for (const auto h : cl) req.clients.push_back(p.hosts[h].hp);
       for (const auto h : sv) req.servers.push_back(p.hosts[h].hp);
-      json rec = {{"type", "isolate"}, {"test", t.name}, {"round", round->number}, {"kind", round->kind}, {"step", k},
-                  {"pairs", pairs}, {"started_at", plan::iso8601_now()}, {"status", "done"}, {"error", ""}};
+      json rec = {{"type", "isolate"},
+                  {"test", t.name},
+                  {"round", round->number},
+                  {"kind", round->kind},
+                  {"step", k},
+                  {"pairs", pairs},
+                  {"started_at", plan::iso8601_now()},
+                  {"status", "done"},
+                  {"error", ""}};
       std::vector<std::optional<double>> r(st.pairs.size());
       try {
         const RunRecord run = run_test(req);
@@ -299,7 +315,8 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
     findings.push_back(plan::to_json(f));
     if (f.slow) say("SLOW " + f.text);
   }
-  out.write({{"type", "isolation"}, {"test", t.name}, {"rounds", iso.rounds()}, {"trace", trace}, {"findings", findings}});
+  out.write(
+      {{"type", "isolation"}, {"test", t.name}, {"rounds", iso.rounds()}, {"trace", trace}, {"findings", findings}});
 }
 
 }  // namespace
@@ -327,10 +344,12 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
   if (!c.target.empty() && P != plan::Pattern::incast && P != plan::Pattern::broadcast) {
     throw UsageError("--target: only with --pattern incast or broadcast");
   }
-  if (c.concurrent_pairs != 1 && P != plan::Pattern::all_pairs) throw UsageError("--concurrent-pairs: only with --pattern all-pairs");
+  if (c.concurrent_pairs != 1 && P != plan::Pattern::all_pairs)
+    throw UsageError("--concurrent-pairs: only with --pattern all-pairs");
   if (c.k != 1 && P != plan::Pattern::ring) throw UsageError("--ring-k: only with --pattern ring");
   if (P == plan::Pattern::bipartite) {
-    for (std::uint32_t i = 0; i < p.hosts.size(); ++i) (p.hosts[i].client ? t.pattern.clients : t.pattern.servers).push_back(i);
+    for (std::uint32_t i = 0; i < p.hosts.size(); ++i)
+      (p.hosts[i].client ? t.pattern.clients : t.pattern.servers).push_back(i);
   }
   if (P == plan::Pattern::pairs) {
     if (c.pairs.empty()) throw UsageError("--pattern pairs: give --pairs A->B,C->D");
@@ -353,11 +372,13 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
   if (!c.kpi_profile.empty()) t.kpis = plan::kpi_profile(c.kpi_profile);
   for (const auto& kv : c.kpis) {
     const auto eq = kv.find('=');
-    if (eq == std::string::npos) throw UsageError(fmt::format("--kpi '{}': expected NAME=VALUE, e.g. min-node-mbps=2000", kv));
+    if (eq == std::string::npos)
+      throw UsageError(fmt::format("--kpi '{}': expected NAME=VALUE, e.g. min-node-mbps=2000", kv));
     const std::string v = kv.substr(eq + 1);
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size()) throw UsageError(fmt::format("--kpi '{}': '{}' is not a number", kv, v));
+    if (v.empty() || end != v.c_str() + v.size())
+      throw UsageError(fmt::format("--kpi '{}': '{}' is not a number", kv, v));
     try {
       plan::set_kpi(t.kpis, kv.substr(0, eq), x);
     } catch (const UsageError& e) {
@@ -373,8 +394,9 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
 
 int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
   if (p.ab && !o.allow_hooks) {
-    throw UsageError(fmt::format("plan {}: its [ab] hooks run commands on this host ('{}', '{}'): give --allow-hooks to let them",
-                                 p.file, p.ab->a, p.ab->b));
+    throw UsageError(
+        fmt::format("plan {}: its [ab] hooks run commands on this host ('{}', '{}'): give --allow-hooks to let them",
+                    p.file, p.ab->a, p.ab->b));
   }
   const auto steps = plan::expand(p);
   const auto names = node_names(p);
@@ -384,10 +406,12 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
   std::string path = o.results;
   plan::ResumeState prior;
   if (!o.resume.empty()) {
-    if (!o.results.empty() && o.results != o.resume) throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
+    if (!o.results.empty() && o.results != o.resume)
+      throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
     prior = plan::read_results(o.resume);
     if (prior.plan_record.value("plan", json()) != plan_obj) {
-      throw UsageError(fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o.resume));
+      throw UsageError(
+          fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o.resume));
     }
     path = o.resume;
   } else if (path.empty()) {
@@ -406,9 +430,10 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
     }
   }
   if (!o.quiet) {
-    std::cout << fmt::format("plan '{}': {} tests, {} steps{}, estimated {} (results: {})\n", p.name, p.tests.size(), steps.size(),
-                             to_run == steps.size() ? "" : fmt::format(" ({} to run, {} done before)", to_run, steps.size() - to_run),
-                             hms(est), path);
+    std::cout << fmt::format(
+        "plan '{}': {} tests, {} steps{}, estimated {} (results: {})\n", p.name, p.tests.size(), steps.size(),
+        to_run == steps.size() ? "" : fmt::format(" ({} to run, {} done before)", to_run, steps.size() - to_run),
+        hms(est), path);
   }
   g_stop_base = stop::requests();
   if (o.preflight && to_run > 0) {
@@ -504,11 +529,13 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
           if (jt == prior.steps.end() || jt->second.value("status", "") != "done") ++n_left;
         }
         planned = left - static_cast<double>(n_left) * plan::kStepOverheadS;
-        left = planned + static_cast<double>(n_left) * std::max(0.0, ran_s / static_cast<double>(ran) - ran_time_s / static_cast<double>(ran));
+        left = planned + static_cast<double>(n_left) *
+                             std::max(0.0, ran_s / static_cast<double>(ran) - ran_time_s / static_cast<double>(ran));
       }
       if (tty) {
-        std::cout << fmt::format("\r\033[K[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}{}", i + 1, steps.size(), s.id,
-                                 cn.size(), sn.size(), hms(elapsed), hms(left), last.empty() ? "" : "  last: " + last)
+        std::cout << fmt::format("\r\033[K[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}{}", i + 1,
+                                 steps.size(), s.id, cn.size(), sn.size(), hms(elapsed), hms(left),
+                                 last.empty() ? "" : "  last: " + last)
                   << std::flush;
       }
       if (p.ab && hook_block != s.block) {
@@ -519,23 +546,35 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
         if (tty) std::cout << "\r\033[K";
         const std::string started = plan::iso8601_now();
         const auto hr = run_hook(cmd, p.ab->timeout_s);
-        out.write({{"type", "hook"}, {"config", s.config}, {"name", cname}, {"round", s.trial}, {"command", cmd},
-                   {"exit_code", hr.exit_code}, {"timed_out", hr.timed_out}, {"error", hr.error}, {"started_at", started},
-                   {"duration_s", hr.duration_s}, {"output_tail", hr.output}});
+        out.write({{"type", "hook"},
+                   {"config", s.config},
+                   {"name", cname},
+                   {"round", s.trial},
+                   {"command", cmd},
+                   {"exit_code", hr.exit_code},
+                   {"timed_out", hr.timed_out},
+                   {"error", hr.error},
+                   {"started_at", started},
+                   {"duration_s", hr.duration_s},
+                   {"output_tail", hr.output}});
         hook_block = s.block;
         const bool ok = hr.exit_code == 0 && !hr.timed_out;
         if (!o.quiet || !ok) {
           std::cout << fmt::format("hook {} ({}) round {}: {} in {:.1f} s: {}\n", s.config, cname, s.trial,
-                                   hr.timed_out ? fmt::format("killed after {} s", p.ab->timeout_s)
+                                   hr.timed_out        ? fmt::format("killed after {} s", p.ab->timeout_s)
                                    : !hr.error.empty() ? "could not start (" + hr.error + ")"
                                                        : fmt::format("exit {}", hr.exit_code),
                                    hr.duration_s, cmd);
         }
         if (!ok) {
-          std::cout << "hook output (last lines):\n" << (hr.output.empty() ? "(none)\n" : hr.output)
+          std::cout << "hook output (last lines):\n"
+                    << (hr.output.empty() ? "(none)\n" : hr.output)
                     << (hr.output.empty() || hr.output.back() == '\n' ? "" : "\n");
-          std::cout << fmt::format("plan stopped: the hook for {} failed; nothing measured is lost (--resume {} runs the rest "
-                                   "once the hook works)\n", cname, path) << std::flush;
+          std::cout << fmt::format(
+                           "plan stopped: the hook for {} failed; nothing measured is lost (--resume {} runs the rest "
+                           "once the hook works)\n",
+                           cname, path)
+                    << std::flush;
           hook_failed = true;
           break;
         }
@@ -548,10 +587,18 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
       for (const auto h : s.servers) req.servers.push_back(p.hosts[h].hp);
       for (const auto h : s.clients) req.clients.push_back(p.hosts[h].hp);
       req.pairs = s.pairs;
-      json rec = {{"type", "step"}, {"index", s.index}, {"id", s.id}, {"test", t.name},
-                  {"pattern", std::string(plan::to_string(t.pattern.pattern))}, {"clients", cn}, {"servers", sn},
-                  {"status", "done"}, {"error", ""}, {"started_at", plan::iso8601_now()},
-                  {"base_id", s.base_id}, {"trial", s.trial}};
+      json rec = {{"type", "step"},
+                  {"index", s.index},
+                  {"id", s.id},
+                  {"test", t.name},
+                  {"pattern", std::string(plan::to_string(t.pattern.pattern))},
+                  {"clients", cn},
+                  {"servers", sn},
+                  {"status", "done"},
+                  {"error", ""},
+                  {"started_at", plan::iso8601_now()},
+                  {"base_id", s.base_id},
+                  {"trial", s.trial}};
       if (!s.config.empty()) rec["config"] = s.config;
       const auto st0 = Clock::now();
       std::string summary;
@@ -603,7 +650,8 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
       last = fmt::format("{} {}", s.id, status == "done" ? summary : status);
       if (status == "done") outcomes.push_back({s.id, t.name, rec["result"]});
       if (tty) {
-        if (status != "done") std::cout << "\n" << fmt::format("step {}: {}: {}", s.id, status, rec["error"].get<std::string>()) << "\n";
+        if (status != "done")
+          std::cout << "\n" << fmt::format("step {}: {}: {}", s.id, status, rec["error"].get<std::string>()) << "\n";
       } else if (!o.quiet) {
         std::string flows;
         for (const auto& [c, v] : s.pairs) flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", cn[c], sn[v]);
@@ -644,27 +692,32 @@ int run_plan(const plan::Plan& p, const PlanRunOptions& o) {
   } else if (kpi_failed) {
     code = 1;
   }
-  out.write({{"type", "end"}, {"finished_at", plan::iso8601_now()}, {"interrupted", interrupted}, {"passed", code == 0},
+  out.write({{"type", "end"},
+             {"finished_at", plan::iso8601_now()},
+             {"interrupted", interrupted},
+             {"passed", code == 0},
              {"exit_code", code}});
 
   const std::size_t done_steps = outcomes.size();
   const std::size_t failed_steps = steps.size() - done_steps;
   std::cout << plan::render_verdicts(checks);
-  std::cout << fmt::format("plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p.name, done_steps, steps.size(),
-                           interrupted ? " (interrupted: continue with --resume " + path + ")"
-                           : hook_failed ? " (stopped by a failing hook: --resume " + path + " continues)"
-                           : failed_steps > 0 ? fmt::format(" ({} failed or not run: --resume {} runs them again)", failed_steps, path)
-                                              : std::string(),
-                           code == 0 ? "PASSED" : code == 1 ? "KPI FAILED" : code == 2 ? "PLAN ERROR" : "INCOMPLETE",
-                           hms(std::chrono::duration<double>(Clock::now() - t0).count()), path);
+  std::cout << fmt::format(
+      "plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p.name, done_steps, steps.size(),
+      interrupted        ? " (interrupted: continue with --resume " + path + ")"
+      : hook_failed      ? " (stopped by a failing hook: --resume " + path + " continues)"
+      : failed_steps > 0 ? fmt::format(" ({} failed or not run: --resume {} runs them again)", failed_steps, path)
+                         : std::string(),
+      code == 0   ? "PASSED"
+      : code == 1 ? "KPI FAILED"
+      : code == 2 ? "PLAN ERROR"
+                  : "INCOMPLETE",
+      hms(std::chrono::duration<double>(Clock::now() - t0).count()), path);
   return code;
 }
 
 int cmd_plan(int argc, char** argv) {
   cxxopts::Options o("fabperf plan", "Plans: 'fabperf plan check PLAN' validates a plan and prints what would run.");
-  o.add_options()
-    ("args", "", cxxopts::value<std::vector<std::string>>())
-    ("h,help", "this help");
+  o.add_options()("args", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"args"});
   o.positional_help("check PLAN");
   const auto r = cli::parse_options(o, argc, argv);
@@ -681,16 +734,15 @@ int cmd_plan(int argc, char** argv) {
 }
 
 int cmd_preflight(int argc, char** argv) {
-  cxxopts::Options o("fabperf preflight", "Check a fabric before a plan: fabperf preflight PLAN | --hosts H,H... | --local N");
-  o.add_options()
-    ("plan", "", cxxopts::value<std::string>())
-    ("hosts", "agents: host[:port][@LINK+LINK],...", cxxopts::value<std::string>())
-    ("local", "start N agents on this host", cxxopts::value<int>())
-    ("socksize", "socket buffer size the tests will ask for", cxxopts::value<std::string>()->default_value("0"))
-    ("clock-warn", "warn when wall clocks differ by more seconds", cxxopts::value<double>()->default_value("1"))
-    ("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))
-    ("key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())
-    ("h,help", "this help");
+  cxxopts::Options o("fabperf preflight",
+                     "Check a fabric before a plan: fabperf preflight PLAN | --hosts H,H... | --local N");
+  o.add_options()("plan", "", cxxopts::value<std::string>())("hosts", "agents: host[:port][@LINK+LINK],...",
+                                                             cxxopts::value<std::string>())(
+      "local", "start N agents on this host", cxxopts::value<int>())(
+      "socksize", "socket buffer size the tests will ask for", cxxopts::value<std::string>()->default_value("0"))(
+      "clock-warn", "warn when wall clocks differ by more seconds", cxxopts::value<double>()->default_value("1"))(
+      "connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))(
+      "key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())("h,help", "this help");
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
   const auto r = cli::parse_options(o, argc, argv);
@@ -701,15 +753,16 @@ int cmd_preflight(int argc, char** argv) {
   std::string key_file = r.count("key-file") ? r["key-file"].as<std::string>() : auth::key_file_from_env();
   auth::Key key;
   if (!key_file.empty()) key = auth::load_key_file(key_file);
-  const auto timeout =
-      std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(r["connect-timeout"].as<std::string>(), "--connect-timeout"));
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      parse_duration(r["connect-timeout"].as<std::string>(), "--connect-timeout"));
   std::unique_ptr<LocalAgents> local;
   plan::Plan p;
   const int sources = static_cast<int>(r.count("plan") + r.count("hosts") + r.count("local"));
   if (sources != 1) throw UsageError("preflight: give a plan, --hosts H,H... or --local N");
   if (r.count("plan")) {
     p = plan::load_plan(r["plan"].as<std::string>());
-    if (r.count("socksize") || r.count("clock-warn")) throw UsageError("preflight: --socksize and --clock-warn come from the plan");
+    if (r.count("socksize") || r.count("clock-warn"))
+      throw UsageError("preflight: --socksize and --clock-warn come from the plan");
   } else {
     std::vector<HostPort> hps;
     if (r.count("local")) {
@@ -723,7 +776,8 @@ int cmd_preflight(int argc, char** argv) {
       std::size_t start = 0;
       while (start <= text.size()) {
         const auto comma = text.find(',', start);
-        hps.push_back(parse_host_port(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start), "--hosts"));
+        hps.push_back(parse_host_port(
+            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start), "--hosts"));
         if (comma == std::string::npos) break;
         start = comma + 1;
       }

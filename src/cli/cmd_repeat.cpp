@@ -7,11 +7,11 @@
 #include <fabperf/report.hpp>
 #include <fabperf/stats.hpp>
 
-#include <cerrno>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <iostream>
 #include <unistd.h>
+#include <cerrno>
+#include <iostream>
 
 namespace fabperf::cli {
 
@@ -64,9 +64,10 @@ int run_repeated(const RunRequest& req, std::uint32_t n, const std::string& json
       lo = std::min(lo, v);
       hi = std::max(hi, v);
     }
-    text << fmt::format("{} trials: mean {:.1f} MB/s, run-to-run cv {:.1f}%, min {:.1f}, max {:.1f}{}\n", mbs.size(), m,
-                        m > 0 ? 100 * stats::stddev(mbs) / m : 0.0, lo, hi,
-                        json_path.empty() || json_path == "-" ? "" : "; compare sets with: fabperf compare " + json_path + " OTHER");
+    text << fmt::format(
+        "{} trials: mean {:.1f} MB/s, run-to-run cv {:.1f}%, min {:.1f}, max {:.1f}{}\n", mbs.size(), m,
+        m > 0 ? 100 * stats::stddev(mbs) / m : 0.0, lo, hi,
+        json_path.empty() || json_path == "-" ? "" : "; compare sets with: fabperf compare " + json_path + " OTHER");
   }
   return code;
 }

@@ -6,25 +6,25 @@
 #include <fabperf/error.hpp>
 #include <fabperf/plan_report.hpp>
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <cxxopts.hpp>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 
 namespace fabperf::cli {
 
 int cmd_report(int argc, char** argv) {
-  cxxopts::Options o("fabperf report",
-                     "Render plan results (fabperf run --results FILE) or one run's JSON: fabperf report RESULTS [options]");
-  o.add_options()
-    ("f,format", "text, json, csv, junit or html", cxxopts::value<std::string>()->default_value("text"))
-    ("table", "csv only: steps (one row per step x node), pairs, links or kpis",
-     cxxopts::value<std::string>()->default_value("steps"))
-    ("o,output", "write to FILE instead of stdout", cxxopts::value<std::string>())
-    ("exit-code", "exit with the verdict: 0 pass (or no KPI), 1 a KPI failed, 3 a step failed or the plan did not finish")
-    ("file", "", cxxopts::value<std::vector<std::string>>())
-    ("h,help", "this help");
+  cxxopts::Options o(
+      "fabperf report",
+      "Render plan results (fabperf run --results FILE) or one run's JSON: fabperf report RESULTS [options]");
+  o.add_options()("f,format", "text, json, csv, junit or html", cxxopts::value<std::string>()->default_value("text"))(
+      "table", "csv only: steps (one row per step x node), pairs, links or kpis",
+      cxxopts::value<std::string>()->default_value("steps"))("o,output", "write to FILE instead of stdout",
+                                                             cxxopts::value<std::string>())(
+      "exit-code",
+      "exit with the verdict: 0 pass (or no KPI), 1 a KPI failed, 3 a step failed or the plan did not finish")(
+      "file", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"file"});
   o.positional_help("RESULTS");
   cxxopts::ParseResult r;
@@ -32,7 +32,8 @@ int cmd_report(int argc, char** argv) {
   std::vector<std::string> files;
   try {
     r = o.parse(argc, argv);
-    if (!r.unmatched().empty()) throw UsageError(fmt::format("report: unexpected argument '{}'", r.unmatched().front()));
+    if (!r.unmatched().empty())
+      throw UsageError(fmt::format("report: unexpected argument '{}'", r.unmatched().front()));
     if (r.count("help")) {
       std::cout << o.help();
       return 0;

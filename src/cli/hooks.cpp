@@ -2,13 +2,13 @@
 
 #include <fabperf/error.hpp>
 
-#include <cerrno>
-#include <chrono>
-#include <csignal>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 
 namespace fabperf::cli {
 
@@ -43,11 +43,13 @@ HookRun run_hook(const std::string& command, double timeout_s) {
   }
   ::setpgid(pid, pid);
   ::close(fds[1]);
-  const auto deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+  const auto deadline =
+      t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
   char buf[4096];
   bool open = true;
   while (open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       h.timed_out = true;
       ::kill(-pid, SIGKILL);

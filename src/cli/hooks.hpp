@@ -7,7 +7,7 @@
 namespace fabperf::cli {
 
 struct HookRun {
-  int exit_code{-1};      // the command's status; 128+N when killed by signal N; -1 when it could not start
+  int exit_code{-1};  // the command's status; 128+N when killed by signal N; -1 when it could not start
   double duration_s{0};
   bool timed_out{false};  // killed (with its process group) after the timeout
   std::string output;     // the last kOutputTail bytes of stdout and stderr together

@@ -4,8 +4,8 @@
 #include <fabperf/error.hpp>
 #include <fabperf/units.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <sstream>
 
 namespace fabperf::cli {
@@ -26,7 +26,8 @@ std::vector<std::string> names(const std::string& text, const char* what) {
     const auto comma = text.find(',', start);
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item.empty()) throw UsageError(fmt::format("{} '{}': empty node name in the list", what, text));
-    if (std::find(out.begin(), out.end(), item) != out.end()) throw UsageError(fmt::format("{}: {} is listed twice", what, item));
+    if (std::find(out.begin(), out.end(), item) != out.end())
+      throw UsageError(fmt::format("{}: {} is listed twice", what, item));
     out.push_back(std::move(item));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -37,20 +38,20 @@ std::vector<std::string> names(const std::string& text, const char* what) {
 }  // namespace
 
 void add_launch_options(cxxopts::Options& o) {
-  o.add_options("launch")
-    ("launch", "start the agents first: ssh (on every --servers/--clients host) or slurm (inside an allocation)",
-     cxxopts::value<std::string>())
-    ("ssh-command", "ssh program and leading arguments (split on spaces)", cxxopts::value<std::string>()->default_value("ssh"))
-    ("ssh-option", "one more argument for ssh (may repeat), e.g. -p2222 or -oIdentityFile=KEY",
-     cxxopts::value<std::vector<std::string>>())
-    ("agent-path", "fabperf binary on the agent hosts (ssh default: fabperf from PATH; slurm: this binary)",
-     cxxopts::value<std::string>())
-    ("agent-port", "port the launched agents listen on (0: each picks a free one)", cxxopts::value<std::string>()->default_value("0"))
-    ("agent-listen", "address the ssh-launched agents listen on (default: the address ssh reached)",
-     cxxopts::value<std::string>())
-    ("launch-fanout", "ssh sessions set up at once", cxxopts::value<std::string>()->default_value("32"))
-    ("launch-timeout", "seconds per host (ssh) or for the whole srun step until the agents are ready",
-     cxxopts::value<std::string>()->default_value("30"));
+  o.add_options("launch")(
+      "launch", "start the agents first: ssh (on every --servers/--clients host) or slurm (inside an allocation)",
+      cxxopts::value<std::string>())("ssh-command", "ssh program and leading arguments (split on spaces)",
+                                     cxxopts::value<std::string>()->default_value("ssh"))(
+      "ssh-option", "one more argument for ssh (may repeat), e.g. -p2222 or -oIdentityFile=KEY",
+      cxxopts::value<std::vector<std::string>>())(
+      "agent-path", "fabperf binary on the agent hosts (ssh default: fabperf from PATH; slurm: this binary)",
+      cxxopts::value<std::string>())("agent-port", "port the launched agents listen on (0: each picks a free one)",
+                                     cxxopts::value<std::string>()->default_value("0"))(
+      "agent-listen", "address the ssh-launched agents listen on (default: the address ssh reached)",
+      cxxopts::value<std::string>())("launch-fanout", "ssh sessions set up at once",
+                                     cxxopts::value<std::string>()->default_value("32"))(
+      "launch-timeout", "seconds per host (ssh) or for the whole srun step until the agents are ready",
+      cxxopts::value<std::string>()->default_value("30"));
 }
 
 std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunRequest& req,
@@ -60,7 +61,8 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
   if (how != "ssh" && how != "slurm") throw UsageError(fmt::format("--launch '{}': expected ssh or slurm", how));
   if (r.count("local")) throw UsageError("--launch: cannot be combined with --local");
   if (r.count("key-file")) {
-    throw UsageError("--key-file: not used with --launch (the launched agents get a one-time key over the launcher's stdin)");
+    throw UsageError(
+        "--key-file: not used with --launch (the launched agents get a one-time key over the launcher's stdin)");
   }
   const auto port = static_cast<std::uint16_t>(parse_int(get<std::string>(r, "agent-port"), "--agent-port", 0, 65535));
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -70,7 +72,8 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
   std::size_t n_servers = 0;
   launch::install_interrupt_flag();
   if (how == "ssh") {
-    if (!r.count("servers") || !r.count("clients")) throw UsageError("--launch ssh: give --servers and --clients (hosts)");
+    if (!r.count("servers") || !r.count("clients"))
+      throw UsageError("--launch ssh: give --servers and --clients (hosts)");
     launch::SshOptions so;
     so.ssh_command = words(get<std::string>(r, "ssh-command"), "--ssh-command");
     if (r.count("ssh-option")) so.extra = get<std::vector<std::string>>(r, "ssh-option");
@@ -85,7 +88,8 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
     for (const auto& c : clients) {
       for (const auto& s : servers) {
         if (c.host == s.host) {
-          throw UsageError(fmt::format("--clients: {} is also a server (a host is either a client or a server)", c.host));
+          throw UsageError(
+              fmt::format("--clients: {} is also a server (a host is either a client or a server)", c.host));
         }
       }
     }
@@ -102,7 +106,8 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
     so.agent_port = port;
     so.timeout = timeout;
     std::vector<std::string> servers, clients;
-    if (r.count("servers") != r.count("clients")) throw UsageError("--launch slurm: give both --servers and --clients (node names) or neither");
+    if (r.count("servers") != r.count("clients"))
+      throw UsageError("--launch slurm: give both --servers and --clients (node names) or neither");
     if (r.count("servers")) {
       servers = names(get<std::string>(r, "servers"), "--servers");
       clients = names(get<std::string>(r, "clients"), "--clients");

@@ -2,37 +2,37 @@
 // happens in the library. Exit codes: docs/usage.md.
 #include "cli/commands.hpp"
 
-#include <fabperf/stop.hpp>
 #include <fabperf/agent.hpp>
 #include <fabperf/auth.hpp>
+#include <fabperf/bonding.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/compare.hpp>
-#include <fabperf/bonding.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/shell.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/result_stream.hpp>
 #include <fabperf/settings.hpp>
+#include <fabperf/shell.hpp>
 #include <fabperf/spec.hpp>
+#include <fabperf/stop.hpp>
 #include <fabperf/units.hpp>
 
 #include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
 
-#include <cxxopts.hpp>
 #include <fmt/format.h>
-#include <fstream>
-#include <iostream>
 #include <netdb.h>
 #include <poll.h>
-#include <unistd.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <cxxopts.hpp>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
 
 namespace fabperf {
 namespace {
@@ -73,7 +73,9 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(lvl);
 }
 
-cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) { return cli::parse_options(opts, argc, argv); }
+cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) {
+  return cli::parse_options(opts, argc, argv);
+}
 
 // --key-file, else FABPERF_KEY_FILE; empty path: no key.
 std::string key_file_option(const cxxopts::ParseResult& r);
@@ -92,10 +94,8 @@ std::string key_file_option(const cxxopts::ParseResult& r) {
 int cmd_keygen(int argc, char** argv) {
   cxxopts::Options o("fabperf keygen", "Write a new random shared key for agents and coordinators (mode 0600).");
   o.positional_help("FILE");
-  o.add_options()
-    ("file", "key file to create", cxxopts::value<std::string>())
-    ("force", "replace an existing file")
-    ("h,help", "this help");
+  o.add_options()("file", "key file to create", cxxopts::value<std::string>())("force", "replace an existing file")(
+      "h,help", "this help");
   o.parse_positional({"file"});
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
@@ -116,7 +116,8 @@ auth::Key read_key_from_stdin() {
   std::string line;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{0, POLLIN, 0};
     if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) == 0) {
       throw UsageError("--key-stdin: no key line on stdin within 30 s");
@@ -126,7 +127,8 @@ auth::Key read_key_from_stdin() {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw UsageError("--key-stdin: stdin ended before a key line");
     if (c == '\n') break;
-    if (line.size() > 4 * auth::kMaxKeyBytes) throw UsageError("--key-stdin: the first line of stdin is too long for a key");
+    if (line.size() > 4 * auth::kMaxKeyBytes)
+      throw UsageError("--key-stdin: the first line of stdin is too long for a key");
     line.push_back(c);
   }
   auth::Key key = auth::parse_key(line, "stdin");
@@ -136,19 +138,21 @@ auth::Key read_key_from_stdin() {
 
 int cmd_agent(int argc, char** argv) {
   cxxopts::Options o("fabperf agent", "Run a fabperf node agent.");
-  o.add_options()
-    ("listen", "address and port to listen on ([::]:6668 = all addresses)", cxxopts::value<std::string>()->default_value("[::]:6668"))
-    ("ready-fd", "write 'LISTENING host:port' to this file descriptor once listening", cxxopts::value<int>()->default_value("-1"))
-    ("max-duration", "longest test this agent accepts", cxxopts::value<std::string>()->default_value("3600"))
-    ("max-buffer-memory", "most buffer memory a test may make this agent allocate", cxxopts::value<std::string>()->default_value("1G"))
-    ("key-file", "shared key (from 'fabperf keygen'); coordinators must prove it. Default: $FABPERF_KEY_FILE",
-     cxxopts::value<std::string>())
-    ("insecure", "without a key, still listen on non-loopback addresses and obey any coordinator")
-    ("no-remote-kill", "refuse the shell's kill/killall (SHUTDOWN); stop this agent through its launcher")
-    ("key-stdin", "read the shared key (hex) from the first line of stdin, as 'run --launch' passes it")
-    ("exit-on-stdin-eof", "stop when stdin reaches end of file (the launcher holds it open)")
-    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))
-    ("h,help", "this help");
+  o.add_options()("listen", "address and port to listen on ([::]:6668 = all addresses)",
+                  cxxopts::value<std::string>()->default_value("[::]:6668"))(
+      "ready-fd", "write 'LISTENING host:port' to this file descriptor once listening",
+      cxxopts::value<int>()->default_value("-1"))("max-duration", "longest test this agent accepts",
+                                                  cxxopts::value<std::string>()->default_value("3600"))(
+      "max-buffer-memory", "most buffer memory a test may make this agent allocate",
+      cxxopts::value<std::string>()->default_value("1G"))(
+      "key-file", "shared key (from 'fabperf keygen'); coordinators must prove it. Default: $FABPERF_KEY_FILE",
+      cxxopts::value<std::string>())("insecure",
+                                     "without a key, still listen on non-loopback addresses and obey any coordinator")(
+      "no-remote-kill", "refuse the shell's kill/killall (SHUTDOWN); stop this agent through its launcher")(
+      "key-stdin", "read the shared key (hex) from the first line of stdin, as 'run --launch' passes it")(
+      "exit-on-stdin-eof", "stop when stdin reaches end of file (the launcher holds it open)")(
+      "log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))(
+      "h,help", "this help");
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
     std::cout << o.help();
@@ -201,7 +205,8 @@ std::vector<HostPort> host_list(const std::string& text, const char* what) {
     if (rc != 0) throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, gai_strerror(rc)));
     freeaddrinfo(res);
     for (const auto& x : out) {
-      if (x.host == hp.host && x.port == hp.port) throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
+      if (x.host == hp.host && x.port == hp.port)
+        throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
     }
     out.push_back(std::move(hp));
     if (comma == std::string::npos) break;
@@ -222,15 +227,17 @@ std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_
     const auto plus = text.find('+', start);
     std::string d = text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
     if (d.empty() || d.size() > 15 || d.find_first_of("/ \t") != std::string::npos) {
-      throw UsageError(fmt::format("--bind-dev '{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
+      throw UsageError(
+          fmt::format("--bind-dev '{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
     }
     devs.push_back(std::move(d));
     if (plus == std::string::npos) break;
     start = plus + 1;
   }
   if (devs.size() > 1 && devs.size() != n_links) {
-    throw UsageError(fmt::format("--bind-dev '{}': {} devices for {} links per host (give one per link, or one for all)",
-                                 text, devs.size(), n_links));
+    throw UsageError(
+        fmt::format("--bind-dev '{}': {} devices for {} links per host (give one per link, or one for all)", text,
+                    devs.size(), n_links));
   }
   return devs;
 }
@@ -262,7 +269,8 @@ SpecParams setting_params(const cxxopts::ParseResult& r) {
 }
 
 // Refuses every option given that is not in `allowed`, by name.
-void refuse_unless(const cxxopts::ParseResult& r, std::initializer_list<std::string_view> allowed, std::string_view why) {
+void refuse_unless(const cxxopts::ParseResult& r, std::initializer_list<std::string_view> allowed,
+                   std::string_view why) {
   for (const auto& kv : r.arguments()) {
     if (std::find(allowed.begin(), allowed.end(), kv.key()) == allowed.end()) {
       throw UsageError(fmt::format("--{}: {}", kv.key(), why));
@@ -272,50 +280,52 @@ void refuse_unless(const cxxopts::ParseResult& r, std::initializer_list<std::str
 
 int cmd_run(int argc, char** argv) {
   cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
-  o.add_options("hosts")
-    ("servers", "server agents: host[:port][@LINKADDR+LINKADDR...],... (port 6668 by default; [v6addr]:port)",
-     cxxopts::value<std::string>())
-    ("clients", "client agents: host[:port],...", cxxopts::value<std::string>())
-    ("local", "start N agents on this host (127.0.0.1) and split them into servers and clients", cxxopts::value<int>());
+  o.add_options("hosts")(
+      "servers", "server agents: host[:port][@LINKADDR+LINKADDR...],... (port 6668 by default; [v6addr]:port)",
+      cxxopts::value<std::string>())("clients", "client agents: host[:port],...", cxxopts::value<std::string>())(
+      "local", "start N agents on this host (127.0.0.1) and split them into servers and clients",
+      cxxopts::value<int>());
   // Every test setting comes from the one table (include/fabperf/settings.hpp).
   add_setting_options(o);
-  o.add_options("test")
-    ("interval", "sampling interval of the time series", cxxopts::value<std::string>()->default_value("1"));
+  o.add_options("test")("interval", "sampling interval of the time series",
+                        cxxopts::value<std::string>()->default_value("1"));
   // Patterns, plan files, results and KPIs (docs/plans.md): handled by cli/cmd_plan.cpp.
-  o.add_options("plan")
-    ("plan", "plan file (TOML) to run: fabperf run PLAN", cxxopts::value<std::string>())
-    ("pattern", "traffic pattern: bipartite, pairs, each-vs-rest, halves, all-pairs, ring, incast, broadcast, all-to-all",
-     cxxopts::value<std::string>())
-    ("hosts", "agents for a pattern: host[:port][@LINK+LINK],... (instead of --servers/--clients)", cxxopts::value<std::string>())
-    ("pairs", "pattern pairs: CLIENT->SERVER,... (host names; n1, n2, ... with --local)", cxxopts::value<std::string>())
-    ("concurrent-pairs", "all-pairs: disjoint pairs per step", cxxopts::value<std::string>()->default_value("1"))
-    ("ring-k", "ring: node i loads node i+k", cxxopts::value<std::string>()->default_value("1"))
-    ("target", "incast: the receiver; broadcast: the sender (host name)", cxxopts::value<std::string>())
-    ("kpi", "threshold NAME=VALUE (may repeat), e.g. min-node-mbps=2000", cxxopts::value<std::vector<std::string>>())
-    ("kpi-profile", "ready-made KPI set: ibm-readiness", cxxopts::value<std::string>())
-    ("results", "JSON Lines results file (default: NAME-DATE-TIME.jsonl)", cxxopts::value<std::string>())
-    ("resume", "continue a plan from its results file without re-running finished steps", cxxopts::value<std::string>())
-    ("no-preflight", "skip the pre-flight checks before a plan or pattern")
-    ("repeat", "run N trials (a pattern: every step N times; compare trial sets with 'fabperf compare')",
-     cxxopts::value<std::string>()->default_value("1"))
-    ("isolate", "pattern: when a test fails a KPI or spreads widely, retest the suspects and name the slow node and link")
-    ("allow-hooks", "let a plan's [ab] hooks run their commands on this host");
+  o.add_options("plan")("plan", "plan file (TOML) to run: fabperf run PLAN", cxxopts::value<std::string>())(
+      "pattern",
+      "traffic pattern: bipartite, pairs, each-vs-rest, halves, all-pairs, ring, incast, broadcast, all-to-all",
+      cxxopts::value<std::string>())(
+      "hosts", "agents for a pattern: host[:port][@LINK+LINK],... (instead of --servers/--clients)",
+      cxxopts::value<std::string>())("pairs",
+                                     "pattern pairs: CLIENT->SERVER,... (host names; n1, n2, ... with --local)",
+                                     cxxopts::value<std::string>())(
+      "concurrent-pairs", "all-pairs: disjoint pairs per step", cxxopts::value<std::string>()->default_value("1"))(
+      "ring-k", "ring: node i loads node i+k", cxxopts::value<std::string>()->default_value("1"))(
+      "target", "incast: the receiver; broadcast: the sender (host name)", cxxopts::value<std::string>())(
+      "kpi", "threshold NAME=VALUE (may repeat), e.g. min-node-mbps=2000", cxxopts::value<std::vector<std::string>>())(
+      "kpi-profile", "ready-made KPI set: ibm-readiness", cxxopts::value<std::string>())(
+      "results", "JSON Lines results file (default: NAME-DATE-TIME.jsonl)", cxxopts::value<std::string>())(
+      "resume", "continue a plan from its results file without re-running finished steps",
+      cxxopts::value<std::string>())("no-preflight", "skip the pre-flight checks before a plan or pattern")(
+      "repeat", "run N trials (a pattern: every step N times; compare trial sets with 'fabperf compare')",
+      cxxopts::value<std::string>()->default_value("1"))(
+      "isolate",
+      "pattern: when a test fails a KPI or spreads widely, retest the suspects and name the slow node and link")(
+      "allow-hooks", "let a plan's [ab] hooks run their commands on this host");
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
-  o.add_options("per-link")
-    ("bind-dev", "SO_BINDTODEVICE for client flows: 'auto' (the device of each link address) or DEV[+DEV...], one per link",
-     cxxopts::value<std::string>())
-    ("per-link", "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
-     cxxopts::value<std::string>()->default_value("all"));
-  o.add_options("output")
-    ("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)", cxxopts::value<std::string>())
-    ("v,verbose", "add the per-connection table")
-    ("q,quiet", "print only the nsdperf-style summary line")
-    ("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))
-    ("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
-     cxxopts::value<std::string>())
-    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
-    ("h,help", "this help");
+  o.add_options("per-link")(
+      "bind-dev",
+      "SO_BINDTODEVICE for client flows: 'auto' (the device of each link address) or DEV[+DEV...], one per link",
+      cxxopts::value<std::string>())(
+      "per-link", "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
+      cxxopts::value<std::string>()->default_value("all"));
+  o.add_options("output")("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)",
+                          cxxopts::value<std::string>())("v,verbose", "add the per-connection table")(
+      "q,quiet", "print only the nsdperf-style summary line")("connect-timeout", "seconds to wait for each agent",
+                                                              cxxopts::value<std::string>()->default_value("5"))(
+      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+      cxxopts::value<std::string>())("log-level", "trace, debug, info, warn, error, off",
+                                     cxxopts::value<std::string>()->default_value("warn"))("h,help", "this help");
   cli::add_launch_options(o);
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
@@ -331,12 +341,14 @@ int cmd_run(int argc, char** argv) {
   if (r.count("resume")) pro.resume = get<std::string>(r, "resume");
   pro.allow_hooks = r.count("allow-hooks") > 0;
   const auto repeat = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "repeat"), "--repeat", 1, 1000));
-  const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") || r.count("kpi") ||
-                         r.count("kpi-profile");
+  const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") ||
+                         r.count("kpi") || r.count("kpi-profile");
   if (r.count("plan")) {
     // A plan sets its own hosts and settings: every other option given here is refused by name,
     // so an option added later cannot be ignored silently either.
-    refuse_unless(r, {"plan", "results", "resume", "no-preflight", "quiet", "key-file", "connect-timeout", "log-level", "allow-hooks"},
+    refuse_unless(r,
+                  {"plan", "results", "resume", "no-preflight", "quiet", "key-file", "connect-timeout", "log-level",
+                   "allow-hooks"},
                   "not with a plan file (set it in the plan; docs/plans.md)");
     const auto pl = plan::load_plan(get<std::string>(r, "plan"));
     const std::string kf = key_file_option(r);
@@ -349,14 +361,17 @@ int cmd_run(int argc, char** argv) {
     for (const auto& opt : {"hosts", "pairs", "target", "no-preflight", "isolate", "allow-hooks"}) {
       if (r.count(opt)) throw UsageError(fmt::format("--{}: only with --pattern or a plan", opt));
     }
-    if (r.count("concurrent-pairs") || r.count("ring-k")) throw UsageError("--concurrent-pairs/--ring-k: only with --pattern");
+    if (r.count("concurrent-pairs") || r.count("ring-k"))
+      throw UsageError("--concurrent-pairs/--ring-k: only with --pattern");
   } else {
     if (r.count("json") || r.count("verbose")) {
-      throw UsageError("--json/--verbose: a pattern run writes its results with --results (render them with 'fabperf report')");
+      throw UsageError(
+          "--json/--verbose: a pattern run writes its results with --results (render them with 'fabperf report')");
     }
     // Patterns and plans carry no per-link device binding or sweep: refused rather than ignored.
     for (const auto& opt : {"bind-dev", "per-link"}) {
-      if (r.count(opt)) throw UsageError(fmt::format("--{}: not with --pattern (run without a pattern; docs/plans.md)", opt));
+      if (r.count(opt))
+        throw UsageError(fmt::format("--{}: not with --pattern (run without a pattern; docs/plans.md)", opt));
     }
   }
 
@@ -369,7 +384,8 @@ int cmd_run(int argc, char** argv) {
   if (req.interval < std::chrono::milliseconds(10)) throw UsageError("--interval: must be at least 0.01 s");
   req.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
-  if (req.connect_timeout < std::chrono::milliseconds(100)) throw UsageError("--connect-timeout: must be at least 0.1 s");
+  if (req.connect_timeout < std::chrono::milliseconds(100))
+    throw UsageError("--connect-timeout: must be at least 0.1 s");
 
   const std::string key_file = key_file_option(r);
   // Launched agents get a one-time key instead (cli::start_launch refuses --key-file).
@@ -390,19 +406,23 @@ int cmd_run(int argc, char** argv) {
       for (const auto& h : req.servers) hosts.push_back({h.str(), h, false, true});
       for (const auto& h : req.clients) hosts.push_back({h.str(), h, true, false});
     } else if (r.count("local")) {
-      if (r.count("servers") || r.count("clients") || r.count("hosts")) throw UsageError("--local: cannot be combined with --servers/--clients/--hosts");
+      if (r.count("servers") || r.count("clients") || r.count("hosts"))
+        throw UsageError("--local: cannot be combined with --servers/--clients/--hosts");
       const int n = get<int>(r, "local");
       if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
       local = std::make_unique<LocalAgents>(n, "warn", key_file);
       if (req.key.empty()) req.key = local->key();  // their one-time key
       const auto& eps = local->endpoints();
       // As without a pattern: the first half serve, the rest are clients (bipartite uses it).
-      for (std::size_t i = 0; i < eps.size(); ++i) hosts.push_back({fmt::format("n{}", i + 1), eps[i], i >= eps.size() / 2, i < eps.size() / 2});
+      for (std::size_t i = 0; i < eps.size(); ++i)
+        hosts.push_back({fmt::format("n{}", i + 1), eps[i], i >= eps.size() / 2, i < eps.size() / 2});
     } else if (r.count("hosts")) {
-      if (r.count("servers") || r.count("clients")) throw UsageError("--hosts: cannot be combined with --servers/--clients");
+      if (r.count("servers") || r.count("clients"))
+        throw UsageError("--hosts: cannot be combined with --servers/--clients");
       for (auto& h : host_list(get<std::string>(r, "hosts"), "--hosts")) hosts.push_back({h.str(), h, true, true});
     } else {
-      if (!r.count("servers") || !r.count("clients")) throw UsageError("give --hosts, --servers and --clients, or --local N");
+      if (!r.count("servers") || !r.count("clients"))
+        throw UsageError("give --hosts, --servers and --clients, or --local N");
       for (auto& h : host_list(get<std::string>(r, "servers"), "--servers")) hosts.push_back({h.str(), h, false, true});
       for (auto& h : host_list(get<std::string>(r, "clients"), "--clients")) hosts.push_back({h.str(), h, true, false});
     }
@@ -410,7 +430,8 @@ int cmd_run(int argc, char** argv) {
     cp.pattern = r.count("pattern") ? get<std::string>(r, "pattern") : "bipartite";
     if (r.count("pairs")) cp.pairs = get<std::string>(r, "pairs");
     if (r.count("target")) cp.target = get<std::string>(r, "target");
-    cp.concurrent_pairs = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
+    cp.concurrent_pairs =
+        static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
     cp.k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
     if (r.count("kpi")) cp.kpis = get<std::vector<std::string>>(r, "kpi");
     if (r.count("kpi-profile")) cp.kpi_profile = get<std::string>(r, "kpi-profile");
@@ -424,8 +445,8 @@ int cmd_run(int argc, char** argv) {
   if (launched) {
     // servers, clients and key come from the launcher
   } else if (r.count("local")) {
-
-    if (r.count("servers") || r.count("clients")) throw UsageError("--local: cannot be combined with --servers/--clients");
+    if (r.count("servers") || r.count("clients"))
+      throw UsageError("--local: cannot be combined with --servers/--clients");
     const int n = get<int>(r, "local");
     if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
     local = std::make_unique<LocalAgents>(n, "warn", key_file);
@@ -443,7 +464,8 @@ int cmd_run(int argc, char** argv) {
     for (const auto& c : req.clients) {
       for (const auto& s : req.servers) {
         if (c.host == s.host && c.port == s.port) {
-          throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
+          throw UsageError(
+              fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
         }
       }
     }
@@ -497,7 +519,8 @@ int cmd_run(int argc, char** argv) {
   // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
   if (launched) launch::install_interrupt_flag();
   nlohmann::json extra = nlohmann::json::object();
-  if (!record.socksize_basis.empty()) extra["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
+  if (!record.socksize_basis.empty())
+    extra["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
   const Report report = results.finish(record, extra);
   if (json_path == "-") {
     if (results.write_error() != 0) throw SystemError("write results to", "standard output", results.write_error());
@@ -524,8 +547,8 @@ std::vector<BondInfo> local_bonds(const std::vector<LinkInfo>& links) {
 
 void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all,
                        const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
-  std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver", "state",
-                           "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
+  std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver",
+                           "state", "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
   for (const auto& l : links) {
     if (!all && l.operstate == "down") continue;
     std::string rel = l.master;
@@ -564,12 +587,14 @@ nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits
 }
 
 int cmd_links(int argc, char** argv) {
-  cxxopts::Options o("fabperf links", "List network interfaces: this host's, or those of the agents named (fabperf links [HOST[:PORT]...]).");
-  o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")
-    ("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
-     cxxopts::value<std::string>())
-    ("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))
-    ("hosts", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
+  cxxopts::Options o(
+      "fabperf links",
+      "List network interfaces: this host's, or those of the agents named (fabperf links [HOST[:PORT]...]).");
+  o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")(
+      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+      cxxopts::value<std::string>())("connect-timeout", "seconds to wait for each agent",
+                                     cxxopts::value<std::string>()->default_value("5"))(
+      "hosts", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"hosts"});
   o.positional_help("[HOST[:PORT]...]");
   auto r = parse(o, argc, argv);
@@ -628,13 +653,11 @@ int cmd_links(int argc, char** argv) {
 
 int cmd_shell(int argc, char** argv) {
   cxxopts::Options o("fabperf shell", "nsdperf-compatible command shell: fabperf shell [-i FILE] [COMMAND...]");
-  o.add_options()
-    ("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())
-    ("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
-     cxxopts::value<std::string>())
-    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
-    ("commands", "", cxxopts::value<std::vector<std::string>>())
-    ("h,help", "this help");
+  o.add_options()("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())(
+      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+      cxxopts::value<std::string>())("log-level", "trace, debug, info, warn, error, off",
+                                     cxxopts::value<std::string>()->default_value("warn"))(
+      "commands", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"commands"});
   o.positional_help("[COMMAND...]");
   auto r = parse(o, argc, argv);
@@ -667,7 +690,8 @@ int dispatch(int argc, char** argv) {
   if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
   if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") {
-    std::cout << "fabperf " << FABPERF_VERSION << (FABPERF_HAVE_RDMA ? " (rdma-core found)" : " (without RDMA)") << "\n";
+    std::cout << "fabperf " << FABPERF_VERSION << (FABPERF_HAVE_RDMA ? " (rdma-core found)" : " (without RDMA)")
+              << "\n";
     return 0;
   }
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {

@@ -4,8 +4,8 @@
 
 #include <fabperf/error.hpp>
 
-#include <cxxopts.hpp>
 #include <fmt/format.h>
+#include <cxxopts.hpp>
 #include <string>
 
 namespace fabperf::cli {

@@ -8,22 +8,22 @@
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <ctime>
-#include <fmt/format.h>
 #include <functional>
 #include <set>
-#include <spdlog/spdlog.h>
 
 namespace fabperf {
 namespace {
 
 using namespace std::chrono_literals;
+using nlohmann::json;
 using proto::FramedConn;
 using proto::MsgType;
-using nlohmann::json;
 
 constexpr auto kFrameDeadline = 5s;
 // Agents send a heartbeat every second: this much silence means the agent is gone or stopped.
@@ -107,20 +107,23 @@ class Coordinator {
   // Connects to every node in parallel, then runs fn on each one that answered; failures stay
   // in Node::failure. No test is set up; the connections close at the end.
   void administer(const std::function<asio::awaitable<void>(Node&)>& fn) {
-    asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
-      co_await each([&](Node& n) -> asio::awaitable<void> {
-        co_await connect(n);
-        co_await fn(n);
-        if (n.conn->is_open()) {
-          n.conn->send(MsgType::bye, json::object());
-          co_await n.conn->flush();
-        }
-      });
-      for (auto& n : nodes_) {
-        if (n.conn) n.conn->close();
-      }
-      io_.stop();  // no need to wait for the heartbeat timers to notice
-    }, asio::detached);
+    asio::co_spawn(
+        io_,
+        [&]() -> asio::awaitable<void> {
+          co_await each([&](Node& n) -> asio::awaitable<void> {
+            co_await connect(n);
+            co_await fn(n);
+            if (n.conn->is_open()) {
+              n.conn->send(MsgType::bye, json::object());
+              co_await n.conn->flush();
+            }
+          });
+          for (auto& n : nodes_) {
+            if (n.conn) n.conn->close();
+          }
+          io_.stop();  // no need to wait for the heartbeat timers to notice
+        },
+        asio::detached);
     io_.run();
   }
   [[nodiscard]] const std::vector<Node>& nodes() const { return nodes_; }
@@ -132,19 +135,22 @@ class Coordinator {
     std::exception_ptr failure;
     // main() owns SIGINT/SIGTERM (fabperf/stop.hpp); requests made from now on stop this test.
     StopWatch stop_watch(io_, [this](int) { on_interrupt(); });
-    asio::co_spawn(io_, [&]() -> asio::awaitable<void> {
-      try {
-        record = co_await flow();
-      } catch (...) {
-        failure = std::current_exception();
-      }
-      for (auto& n : nodes_) {
-        if (n.conn) n.conn->close();
-      }
-      finished_ = true;
-      for (auto& t : heartbeat_timers_) t->cancel();
-      stop_watch.cancel();
-    }, asio::detached);
+    asio::co_spawn(
+        io_,
+        [&]() -> asio::awaitable<void> {
+          try {
+            record = co_await flow();
+          } catch (...) {
+            failure = std::current_exception();
+          }
+          for (auto& n : nodes_) {
+            if (n.conn) n.conn->close();
+          }
+          finished_ = true;
+          for (auto& t : heartbeat_timers_) t->cancel();
+          stop_watch.cancel();
+        },
+        asio::detached);
     io_.run();
     if (failure) std::rethrow_exception(failure);
     return record;
@@ -173,7 +179,9 @@ class Coordinator {
         throw UsageError(fmt::format("pair ({}, {}): no such client or server", c, s));
       }
       const std::size_t cn = client_node_[c], sn = server_node_[s];
-      if (cn == sn) throw UsageError(fmt::format("pair {} -> {}: a node cannot load itself", nodes_[cn].rec.name, nodes_[sn].rec.name));
+      if (cn == sn)
+        throw UsageError(
+            fmt::format("pair {} -> {}: a node cannot load itself", nodes_[cn].rec.name, nodes_[sn].rec.name));
       if (!seen.insert({cn, sn}).second) {
         throw UsageError(fmt::format("pair {} -> {} is listed twice", nodes_[cn].rec.name, nodes_[sn].rec.name));
       }
@@ -216,26 +224,31 @@ class Coordinator {
     interrupted_ = true;
     spdlog::warn("interrupted: stopping the test and collecting what was measured");
     for (auto& n : nodes_) {
-      if (n.conn && n.conn->is_open()) n.conn->send(MsgType::abort, proto::to_json(proto::Abort{"interrupted by the user"}));
+      if (n.conn && n.conn->is_open())
+        n.conn->send(MsgType::abort, proto::to_json(proto::Abort{"interrupted by the user"}));
     }
   }
 
   // Runs fn on every node concurrently; an exception marks that node's failure.
-  asio::awaitable<void> each(const std::function<asio::awaitable<void>(Node&)>& fn, std::function<bool(const Node&)> which = {}) {
+  asio::awaitable<void> each(const std::function<asio::awaitable<void>(Node&)>& fn,
+                             std::function<bool(const Node&)> which = {}) {
     std::vector<Node*> sel;
     for (auto& n : nodes_) {
       if (!which || which(n)) sel.push_back(&n);
     }
     Latch latch(co_await asio::this_coro::executor, sel.size());
     for (Node* n : sel) {
-      asio::co_spawn(io_, [&fn, &latch, n]() -> asio::awaitable<void> {
-        try {
-          co_await fn(*n);
-        } catch (const std::exception& e) {
-          n->failure = e.what();
-        }
-        latch.count_down();
-      }, asio::detached);
+      asio::co_spawn(
+          io_,
+          [&fn, &latch, n]() -> asio::awaitable<void> {
+            try {
+              co_await fn(*n);
+            } catch (const std::exception& e) {
+              n->failure = e.what();
+            }
+            latch.count_down();
+          },
+          asio::detached);
     }
     co_await latch.wait();
   }
@@ -249,7 +262,8 @@ class Coordinator {
     }
     if (errs.empty()) return;
     for (auto& n : nodes_) {
-      if (n.conn && n.conn->is_open()) n.conn->send(MsgType::abort, proto::to_json(proto::Abort{phase + " failed on another agent"}));
+      if (n.conn && n.conn->is_open())
+        n.conn->send(MsgType::abort, proto::to_json(proto::Abort{phase + " failed on another agent"}));
     }
     std::string msg = errs.front();
     for (std::size_t i = 1; i < errs.size(); ++i) msg += "\n" + errs[i];
@@ -265,16 +279,19 @@ class Coordinator {
       if (f.type == want) co_return std::move(f.body);
       if (f.type == MsgType::error) {
         const auto e = proto::parse_error(f.body);
-        if (e.code == proto::ErrorCode::cleaning) throw AgentCleaning(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
+        if (e.code == proto::ErrorCode::cleaning)
+          throw AgentCleaning(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
         throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
       }
-      throw ProtocolError(fmt::format("agent {}: expected {}, got {}", n.rec.name, proto::to_string(want), proto::to_string(f.type)));
+      throw ProtocolError(
+          fmt::format("agent {}: expected {}, got {}", n.rec.name, proto::to_string(want), proto::to_string(f.type)));
     }
   }
 
   // Sends a set-up message and returns the agent's answer; resends it every 200 ms while the
   // agent is still cleaning up its previous test, for at most kCleaningWait.
-  asio::awaitable<json> setup_exchange(Node& n, MsgType type, const json& body, MsgType want, std::chrono::milliseconds idle) {
+  asio::awaitable<json> setup_exchange(Node& n, MsgType type, const json& body, MsgType want,
+                                       std::chrono::milliseconds idle) {
     const auto until = std::chrono::steady_clock::now() + kCleaningWait;
     for (;;) {
       n.conn->send(type, body);
@@ -297,8 +314,10 @@ class Coordinator {
     auto ex = co_await asio::this_coro::executor;
     Tcp::resolver resolver(ex);
     error_code ec;
-    auto results = co_await resolver.async_resolve(n.hp.host, std::to_string(n.hp.port), asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) throw SystemError("cannot reach agent", n.rec.name, fmt::format("name does not resolve ({})", ec.message()));
+    auto results = co_await resolver.async_resolve(n.hp.host, std::to_string(n.hp.port),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+    if (ec)
+      throw SystemError("cannot reach agent", n.rec.name, fmt::format("name does not resolve ({})", ec.message()));
     Tcp::socket sock(ex);
     asio::steady_timer timer(ex);
     bool timed_out = false;
@@ -313,8 +332,9 @@ class Coordinator {
     co_await asio::async_connect(sock, results, asio::redirect_error(asio::use_awaitable, ec));
     timer.cancel();
     if (timed_out) {
-      throw SystemError("cannot reach agent", n.rec.name,
-                        fmt::format("connection timed out after {:.1f} s", static_cast<double>(req_.connect_timeout.count()) / 1e3));
+      throw SystemError(
+          "cannot reach agent", n.rec.name,
+          fmt::format("connection timed out after {:.1f} s", static_cast<double>(req_.connect_timeout.count()) / 1e3));
     }
     if (ec) throw SystemError("cannot reach agent", n.rec.name, ec.message());
     n.rec.address = numeric_address(sock.remote_endpoint().address());
@@ -344,8 +364,9 @@ class Coordinator {
         switch (tls::classify_client_failure(e.openssl_error())) {
           case tls::HandshakeFailure::key_mismatch: throw auth_error(n, "key mismatch (the agent refused this key)");
           case tls::HandshakeFailure::not_tls:
-            throw auth_error(n, "the agent has no key (it did not answer in TLS; it accepts unauthenticated "
-                                "coordinators or is not a fabperf agent); refusing to use it with a key");
+            throw auth_error(n,
+                             "the agent has no key (it did not answer in TLS; it accepts unauthenticated "
+                             "coordinators or is not a fabperf agent); refusing to use it with a key");
           case tls::HandshakeFailure::other: break;
         }
         throw auth_error(n, e.what());
@@ -361,7 +382,8 @@ class Coordinator {
     }
     if (f.type == MsgType::error) {
       const auto e = proto::parse_error(f.body);
-      if (e.code == proto::ErrorCode::key_required) throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
+      if (e.code == proto::ErrorCode::key_required)
+        throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
       throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
     }
     if (f.type != MsgType::hello_ok) {
@@ -398,13 +420,16 @@ class Coordinator {
         best_rtt = t3 - t0;
         n.rec.wall_offset_s = static_cast<double>(pong.t_wall - (w0 + (w3 - w0) / 2)) / 1e9;
       }
-      if (pong.seq != static_cast<std::uint64_t>(i)) throw ProtocolError(fmt::format("agent {}: PONG out of sequence", n.rec.name));
+      if (pong.seq != static_cast<std::uint64_t>(i))
+        throw ProtocolError(fmt::format("agent {}: PONG out of sequence", n.rec.name));
       samples.push_back({t0, pong.t_rx, pong.t_tx, t3});
     }
     n.rec.clock = estimate_clock_offset(samples);
     if (n.rec.clock.samples == 0) {
-      throw ProtocolError(fmt::format("agent {}: clock synchronisation failed: no exchange was consistent "
-                                      "(the agent's timestamps exceed the round trip)", n.rec.name));
+      throw ProtocolError(
+          fmt::format("agent {}: clock synchronisation failed: no exchange was consistent "
+                      "(the agent's timestamps exceed the round trip)",
+                      n.rec.name));
     }
   }
 
@@ -492,7 +517,8 @@ class Coordinator {
         if (eps[i].first == eps[i - 1].first) {
           const auto a = std::min(eps[i].second, eps[i - 1].second);
           const auto b = std::max(eps[i].second, eps[i - 1].second);
-          throw Error(ExitCode::usage, fmt::format("{} and {} are the same agent", nodes_[a].rec.name, nodes_[b].rec.name));
+          throw Error(ExitCode::usage,
+                      fmt::format("{} and {} are the same agent", nodes_[a].rec.name, nodes_[b].rec.name));
         }
       }
     }
@@ -518,98 +544,109 @@ class Coordinator {
         if (rdma_cc) rdma_clients[sn].push_back(nodes_[k].rec.index);
       }
     }
-    co_await each([&](Node& n) -> asio::awaitable<void> {
-      proto::SetupServer m;
-      m.test_id = rec.test_id;
-      m.token = token;
-      m.spec = spec;
-      m.node_index = n.rec.index;
-      // Each client also opens one delay-probe connection to every server.
-      m.expect_connections = n_clients[static_cast<std::size_t>(&n - nodes_.data())] * (spec.connections_per_pair() + 1);
-      m.any_address = !n.hp.links.empty();
-      const std::size_t at = static_cast<std::size_t>(&n - nodes_.data());
-      if (rdma_cc) {
-        m.rdma_clients = rdma_clients[at];
-        m.link_addrs = n.hp.links;
-      }
-      auto ok = proto::parse_setup_server_ok(
-          co_await setup_exchange(n, MsgType::setup_server, proto::to_json(m), MsgType::setup_server_ok, 30s));
-      if (!rdma_cc && ok.data_port == 0) throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.data_port: 0", n.rec.name));
-      if (rdma_cc) {
-        const std::size_t want = rdma_clients[at].size() * spec.connections_per_pair();
-        if (ok.rdma.size() != want) {
-          throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.rdma: {} queue pairs, expected {}", n.rec.name, ok.rdma.size(), want));
-        }
-        for (const auto& e : ok.rdma) {
-          if (e.node != n.rec.index) {
-            throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.rdma: an endpoint of node {}, not of this node {}", n.rec.name,
-                                            e.node, n.rec.index));
+    co_await each(
+        [&](Node& n) -> asio::awaitable<void> {
+          proto::SetupServer m;
+          m.test_id = rec.test_id;
+          m.token = token;
+          m.spec = spec;
+          m.node_index = n.rec.index;
+          // Each client also opens one delay-probe connection to every server.
+          m.expect_connections =
+              n_clients[static_cast<std::size_t>(&n - nodes_.data())] * (spec.connections_per_pair() + 1);
+          m.any_address = !n.hp.links.empty();
+          const std::size_t at = static_cast<std::size_t>(&n - nodes_.data());
+          if (rdma_cc) {
+            m.rdma_clients = rdma_clients[at];
+            m.link_addrs = n.hp.links;
           }
-        }
-        n.rdma_server_eps = std::move(ok.rdma);
-      }
-      n.data_port = ok.data_port;
-      n.rec.setup_warnings = ok.warnings;
-    }, [](const Node& n) { return n.rec.is_server; });
+          auto ok = proto::parse_setup_server_ok(
+              co_await setup_exchange(n, MsgType::setup_server, proto::to_json(m), MsgType::setup_server_ok, 30s));
+          if (!rdma_cc && ok.data_port == 0)
+            throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.data_port: 0", n.rec.name));
+          if (rdma_cc) {
+            const std::size_t want = rdma_clients[at].size() * spec.connections_per_pair();
+            if (ok.rdma.size() != want) {
+              throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.rdma: {} queue pairs, expected {}", n.rec.name,
+                                              ok.rdma.size(), want));
+            }
+            for (const auto& e : ok.rdma) {
+              if (e.node != n.rec.index) {
+                throw ProtocolError(
+                    fmt::format("agent {}: SETUP_SERVER_OK.rdma: an endpoint of node {}, not of this node {}",
+                                n.rec.name, e.node, n.rec.index));
+              }
+            }
+            n.rdma_server_eps = std::move(ok.rdma);
+          }
+          n.data_port = ok.data_port;
+          n.rec.setup_warnings = ok.warnings;
+        },
+        [](const Node& n) { return n.rec.is_server; });
     throw_if_failed("server set-up");
 
-    co_await each([&](Node& n) -> asio::awaitable<void> {
-      std::vector<proto::Target> targets;
-      for (const std::size_t sn : servers_of(static_cast<std::size_t>(&n - nodes_.data()))) {
-        const Node& t = nodes_[sn];
-        std::vector<proto::RdmaEndpoint> eps;
-        for (const auto& e : t.rdma_server_eps) {
-          if (e.peer == n.rec.index) eps.push_back(e);
-        }
-        targets.push_back({t.rec.index, t.rec.address, t.data_port, t.hp.links, std::move(eps)});
-      }
-      proto::SetupClient m;
-      m.test_id = rec.test_id;
-      m.token = token;
-      m.spec = spec;
-      m.node_index = n.rec.index;
-      m.targets = targets;
-      m.source_addrs = n.hp.links;
-      m.bind_devs = req_.bind_devs;
-      // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
-      auto ok = proto::parse_setup_client_ok(
-          co_await setup_exchange(n, MsgType::setup_client, proto::to_json(m), MsgType::setup_client_ok, 120s));
-      if (rdma_cc) {
-        for (const auto& e : ok.rdma) {
-          if (e.node != n.rec.index || e.peer >= nodes_.size() || !nodes_[e.peer].rec.is_server) {
-            throw ProtocolError(fmt::format("agent {}: SETUP_CLIENT_OK.rdma: endpoint of node {} for node {} does not fit this test",
-                                            n.rec.name, e.node, e.peer));
+    co_await each(
+        [&](Node& n) -> asio::awaitable<void> {
+          std::vector<proto::Target> targets;
+          for (const std::size_t sn : servers_of(static_cast<std::size_t>(&n - nodes_.data()))) {
+            const Node& t = nodes_[sn];
+            std::vector<proto::RdmaEndpoint> eps;
+            for (const auto& e : t.rdma_server_eps) {
+              if (e.peer == n.rec.index) eps.push_back(e);
+            }
+            targets.push_back({t.rec.index, t.rec.address, t.data_port, t.hp.links, std::move(eps)});
           }
-        }
-        n.rdma_client_eps = std::move(ok.rdma);
-      }
-      for (const auto& w : ok.warnings) {
-        if (std::find(n.rec.setup_warnings.begin(), n.rec.setup_warnings.end(), w) == n.rec.setup_warnings.end()) {
-          n.rec.setup_warnings.push_back(w);
-        }
-      }
-    }, [](const Node& n) { return n.rec.is_client; });
+          proto::SetupClient m;
+          m.test_id = rec.test_id;
+          m.token = token;
+          m.spec = spec;
+          m.node_index = n.rec.index;
+          m.targets = targets;
+          m.source_addrs = n.hp.links;
+          m.bind_devs = req_.bind_devs;
+          // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.
+          auto ok = proto::parse_setup_client_ok(
+              co_await setup_exchange(n, MsgType::setup_client, proto::to_json(m), MsgType::setup_client_ok, 120s));
+          if (rdma_cc) {
+            for (const auto& e : ok.rdma) {
+              if (e.node != n.rec.index || e.peer >= nodes_.size() || !nodes_[e.peer].rec.is_server) {
+                throw ProtocolError(fmt::format(
+                    "agent {}: SETUP_CLIENT_OK.rdma: endpoint of node {} for node {} does not fit this test",
+                    n.rec.name, e.node, e.peer));
+              }
+            }
+            n.rdma_client_eps = std::move(ok.rdma);
+          }
+          for (const auto& w : ok.warnings) {
+            if (std::find(n.rec.setup_warnings.begin(), n.rec.setup_warnings.end(), w) == n.rec.setup_warnings.end()) {
+              n.rec.setup_warnings.push_back(w);
+            }
+          }
+        },
+        [](const Node& n) { return n.rec.is_client; });
     throw_if_failed("client set-up");
     if (rdma_cc) {
       // The clients' queue pairs are at RTS; each server brings its own up against them.
-      co_await each([&](Node& n) -> asio::awaitable<void> {
-        proto::RdmaConnect m{rec.test_id, {}};
-        for (const auto& c : nodes_) {
-          for (const auto& e : c.rdma_client_eps) {
-            if (e.peer == n.rec.index) m.endpoints.push_back(e);
-          }
-        }
-        if (m.endpoints.size() != n.rdma_server_eps.size()) {
-          throw ProtocolError(fmt::format("agent {}: its clients returned {} RDMA queue pairs for its {}", n.rec.name,
-                                          m.endpoints.size(), n.rdma_server_eps.size()));
-        }
-        n.conn->send(MsgType::rdma_connect, proto::to_json(m));
-        const auto ok = proto::parse_rdma_connect_ok(co_await expect(n, MsgType::rdma_connect_ok, 30s));
-        if (ok.queue_pairs != m.endpoints.size()) {
-          throw ProtocolError(fmt::format("agent {}: RDMA_CONNECT_OK.queue_pairs: {}, expected {}", n.rec.name, ok.queue_pairs,
-                                          m.endpoints.size()));
-        }
-      }, [](const Node& n) { return n.rec.is_server && !n.rdma_server_eps.empty(); });
+      co_await each(
+          [&](Node& n) -> asio::awaitable<void> {
+            proto::RdmaConnect m{rec.test_id, {}};
+            for (const auto& c : nodes_) {
+              for (const auto& e : c.rdma_client_eps) {
+                if (e.peer == n.rec.index) m.endpoints.push_back(e);
+              }
+            }
+            if (m.endpoints.size() != n.rdma_server_eps.size()) {
+              throw ProtocolError(fmt::format("agent {}: its clients returned {} RDMA queue pairs for its {}",
+                                              n.rec.name, m.endpoints.size(), n.rdma_server_eps.size()));
+            }
+            n.conn->send(MsgType::rdma_connect, proto::to_json(m));
+            const auto ok = proto::parse_rdma_connect_ok(co_await expect(n, MsgType::rdma_connect_ok, 30s));
+            if (ok.queue_pairs != m.endpoints.size()) {
+              throw ProtocolError(fmt::format("agent {}: RDMA_CONNECT_OK.queue_pairs: {}, expected {}", n.rec.name,
+                                              ok.queue_pairs, m.endpoints.size()));
+            }
+          },
+          [](const Node& n) { return n.rec.is_server && !n.rdma_server_eps.empty(); });
       throw_if_failed("RDMA queue pair set-up");
     }
     spdlog::info("coordinator: {} agents set up in {:.3f} s", nodes_.size(), since(t_begin));
@@ -633,7 +670,8 @@ class Coordinator {
     const std::int64_t end = start + spec.time().count();
     for (auto& n : nodes_) {
       const std::int64_t off = n.rec.clock.offset_ns;
-      n.conn->send(MsgType::start, proto::to_json(proto::Start{start + off, open + off, close + off, end + off, req_.interval.count()}));
+      n.conn->send(MsgType::start, proto::to_json(proto::Start{start + off, open + off, close + off, end + off,
+                                                               req_.interval.count()}));
     }
     running_ = true;
     if (req_.sink) {
@@ -647,8 +685,8 @@ class Coordinator {
     // Heartbeats alone do not keep a node waited for: its RESULT must arrive within kResultDrain +
     // kResultGrace of the test's end, or the node is reported stalled and the rest still reported.
     const auto result_deadline = std::chrono::steady_clock::now() +
-                                 std::chrono::nanoseconds(std::max<std::int64_t>(0, end - mono_now_ns())) + kResultDrain +
-                                 kResultGrace;
+                                 std::chrono::nanoseconds(std::max<std::int64_t>(0, end - mono_now_ns())) +
+                                 kResultDrain + kResultGrace;
     co_await each([&](Node& n) -> asio::awaitable<void> {
       bool overdue = false;
       asio::steady_timer bound(co_await asio::this_coro::executor);
@@ -717,7 +755,8 @@ class Coordinator {
 std::uint64_t socksize_from_bdp(std::int64_t speed_mbps, std::int64_t rtt_ns) {
   if (speed_mbps <= 0) return 0;
   constexpr std::uint64_t kMin = 256u << 10, kGrain = 64u << 10;
-  const double bdp = static_cast<double>(speed_mbps) * 1e6 / 8.0 * static_cast<double>(std::max<std::int64_t>(rtt_ns, 0)) / 1e9;
+  const double bdp =
+      static_cast<double>(speed_mbps) * 1e6 / 8.0 * static_cast<double>(std::max<std::int64_t>(rtt_ns, 0)) / 1e9;
   const double want = 2.0 * bdp;
   if (want >= static_cast<double>(limits::kMaxSocksize)) return limits::kMaxSocksize;
   std::uint64_t size = static_cast<std::uint64_t>(std::ceil(want / static_cast<double>(kGrain))) * kGrain;

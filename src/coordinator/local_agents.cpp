@@ -1,11 +1,9 @@
-#include <fabperf/sysstat.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
+#include <fabperf/sysstat.hpp>
 
-#include <cerrno>
-#include <csignal>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/crypto.h>
@@ -13,6 +11,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
 
 extern char** environ;
 
@@ -73,8 +73,8 @@ LocalAgents::LocalAgents(int count, const std::string& log_level, const std::str
       // other pipe's read end as its stdin.
       posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
       posix_spawn_file_actions_adddup2(&fa, infd[0], 0);
-      std::vector<std::string> args = {exe, "agent", "--listen", "127.0.0.1:0", "--ready-fd", "3", "--log-level", log_level,
-                                       "--exit-on-stdin-eof"};
+      std::vector<std::string> args = {exe, "agent",       "--listen", "127.0.0.1:0",        "--ready-fd",
+                                       "3", "--log-level", log_level,  "--exit-on-stdin-eof"};
       if (!key_file.empty()) {
         args.push_back("--key-file");
         args.push_back(key_file);
@@ -97,14 +97,16 @@ LocalAgents::LocalAgents(int count, const std::string& log_level, const std::str
       pids_.push_back(pid);
       stdin_fds_.push_back(infd[1]);
       // A pipe holds far more than one key line: this write never waits.
-      if (!key_line.empty() && ::write(infd[1], key_line.data(), key_line.size()) != static_cast<ssize_t>(key_line.size())) {
+      if (!key_line.empty() &&
+          ::write(infd[1], key_line.data(), key_line.size()) != static_cast<ssize_t>(key_line.size())) {
         throw SystemError("start local agent", fmt::format("pid {}", pid), "could not pass it its key");
       }
       const std::string line = read_ready_line(pipefd[0], 10000);
       ::close(pipefd[0]);
       constexpr std::string_view kPrefix = "LISTENING ";
       if (line.rfind(kPrefix, 0) != 0) {
-        throw SystemError("start local agent", fmt::format("pid {}", pid), "it did not report a listening port within 10 s");
+        throw SystemError("start local agent", fmt::format("pid {}", pid),
+                          "it did not report a listening port within 10 s");
       }
       endpoints_.push_back(parse_host_port(line.substr(kPrefix.size()), "local agent address"));
     }

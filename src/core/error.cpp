@@ -1,7 +1,7 @@
 #include <fabperf/error.hpp>
 
-#include <cstring>
 #include <fmt/format.h>
+#include <cstring>
 
 namespace fabperf {
 
@@ -15,8 +15,7 @@ std::string errno_text(int err) {
 SystemError::SystemError(std::string_view operation, std::string_view object, int err)
     : Error(ExitCode::infrastructure, fmt::format("{} {}: {}", operation, object, errno_text(err))) {}
 
-SystemError::SystemError(std::string_view operation, std::string_view object,
-                         std::string_view reason)
+SystemError::SystemError(std::string_view operation, std::string_view object, std::string_view reason)
     : Error(ExitCode::infrastructure, fmt::format("{} {}: {}", operation, object, reason)) {}
 
 }  // namespace fabperf

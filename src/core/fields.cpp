@@ -2,8 +2,8 @@
 #include <fabperf/fields.hpp>
 #include <fabperf/printable.hpp>
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 namespace fabperf {
 
@@ -11,7 +11,9 @@ Fields::Fields(const nlohmann::json& j, std::string context) : j_(j), context_(s
   if (!j_.is_object()) throw ProtocolError(fmt::format("{}: not a JSON object", context_));
 }
 
-bool Fields::has(const char* name) const { return j_.contains(name); }
+bool Fields::has(const char* name) const {
+  return j_.contains(name);
+}
 
 const nlohmann::json& Fields::get(const char* name) const {
   const auto it = j_.find(name);

@@ -1,9 +1,9 @@
 #include <fabperf/error.hpp>
 #include <fabperf/histogram.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace fabperf {
@@ -80,9 +80,10 @@ nlohmann::json to_json(const LatencyHistogram& h) {
   nlohmann::json b = nlohmann::json::array();
   for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
     // The index goes out unsigned: histogram_from_json accepts only unsigned integers.
-    if (h.buckets_[static_cast<std::size_t>(i)]) b.push_back({static_cast<std::uint64_t>(i), h.buckets_[static_cast<std::size_t>(i)]});
+    if (h.buckets_[static_cast<std::size_t>(i)])
+      b.push_back({static_cast<std::uint64_t>(i), h.buckets_[static_cast<std::size_t>(i)]});
   }
-  return {{"count", h.count_}, {"min_ns", h.min_ns()}, {"max_ns", h.max_},
+  return {{"count", h.count_}, {"min_ns", h.min_ns()},    {"max_ns", h.max_},
           {"sum_ns", h.sum_},  {"sum_sq_ns2", h.sum_sq_}, {"buckets", std::move(b)}};
 }
 
@@ -91,7 +92,8 @@ LatencyHistogram histogram_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw fail("not an object");
   auto u64 = [&](const char* k) {
     const auto it = j.find(k);
-    if (it == j.end() || !it->is_number_unsigned()) throw fail(fmt::format("'{}' missing or not an unsigned integer", k));
+    if (it == j.end() || !it->is_number_unsigned())
+      throw fail(fmt::format("'{}' missing or not an unsigned integer", k));
     return it->get<std::uint64_t>();
   };
   auto dbl = [&](const char* k) {

@@ -18,8 +18,12 @@ std::string_view to_string(TestKind t) {
   }
   return "?";
 }
-std::string_view to_string(Mode m) { return m == Mode::rpc ? "rpc" : "stream"; }
-std::string_view to_string(Transport t) { return t == Transport::tcp ? "tcp" : "rdma"; }
+std::string_view to_string(Mode m) {
+  return m == Mode::rpc ? "rpc" : "stream";
+}
+std::string_view to_string(Transport t) {
+  return t == Transport::tcp ? "tcp" : "rdma";
+}
 
 TestKind parse_test_kind(std::string_view s) {
   if (s == "write") return TestKind::write;
@@ -31,8 +35,12 @@ TestKind parse_test_kind(std::string_view s) {
   throw UsageError(fmt::format("'{}': unknown test (write, read, rw, nwrite, swrite or sread)", s));
 }
 
-bool is_write_like(TestKind t) { return t == TestKind::write || t == TestKind::nwrite || t == TestKind::swrite; }
-bool is_sticky(TestKind t) { return t == TestKind::swrite || t == TestKind::sread; }
+bool is_write_like(TestKind t) {
+  return t == TestKind::write || t == TestKind::nwrite || t == TestKind::swrite;
+}
+bool is_sticky(TestKind t) {
+  return t == TestKind::swrite || t == TestKind::sread;
+}
 Mode parse_mode(std::string_view s) {
   if (s == "rpc") return Mode::rpc;
   if (s == "stream") return Mode::stream;
@@ -68,7 +76,9 @@ SendMethod parse_send_method(std::string_view s) {
 }
 
 namespace {
-double secs(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
+double secs(std::chrono::nanoseconds d) {
+  return static_cast<double>(d.count()) / 1e9;
+}
 }  // namespace
 
 TestSpec TestSpec::make(const SpecParams& p) {
@@ -87,16 +97,13 @@ TestSpec TestSpec::make(const SpecParams& p) {
     throw UsageError(fmt::format("--buffsize {}: out of range (4K..16M)", format_size(s.buffsize_)));
   }
   if (s.socksize_ > limits::kMaxSocksize) {
-    throw UsageError(fmt::format("--socksize {}: out of range (0 = OS default, up to 100M)",
-                                 format_size(s.socksize_)));
+    throw UsageError(fmt::format("--socksize {}: out of range (0 = OS default, up to 100M)", format_size(s.socksize_)));
   }
   if (s.threads_ < 1 || s.threads_ > limits::kMaxThreads) {
-    throw UsageError(fmt::format("--threads {}: out of range (1..{})", s.threads_,
-                                 limits::kMaxThreads));
+    throw UsageError(fmt::format("--threads {}: out of range (1..{})", s.threads_, limits::kMaxThreads));
   }
   if (s.parallel_ < 1 || s.parallel_ > limits::kMaxParallel) {
-    throw UsageError(fmt::format("--parallel {}: out of range (1..{})", s.parallel_,
-                                 limits::kMaxParallel));
+    throw UsageError(fmt::format("--parallel {}: out of range (1..{})", s.parallel_, limits::kMaxParallel));
   }
   if (s.time_ < limits::kMinTime || s.time_ > limits::kMaxTime) {
     throw UsageError(fmt::format("--time {}: out of range (0.2 s .. 1 week)", secs(s.time_)));
@@ -108,9 +115,8 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.warmup_ = p.warmup.value_or(s.time_ / 10);
   s.cooldown_ = p.cooldown.value_or(s.time_ / 10);
   if (s.warmup_ + s.cooldown_ >= s.time_) {
-    throw UsageError(fmt::format(
-        "--warmup {} s + --cooldown {} s leave no measurement window in --time {} s",
-        secs(s.warmup_), secs(s.cooldown_), secs(s.time_)));
+    throw UsageError(fmt::format("--warmup {} s + --cooldown {} s leave no measurement window in --time {} s",
+                                 secs(s.warmup_), secs(s.cooldown_), secs(s.time_)));
   }
   if (s.window() < std::chrono::milliseconds(100)) {
     throw UsageError(fmt::format("measurement window {} s is shorter than 0.1 s", secs(s.window())));
@@ -119,7 +125,8 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.send_method_ = p.send_method.value_or(SendMethod::automatic);
   if (p.zerocopy.value_or(false)) {
     if (p.send_method && *p.send_method != SendMethod::zerocopy) {
-      throw UsageError(fmt::format("--zerocopy and --send-method {}: alternatives, choose one", to_string(*p.send_method)));
+      throw UsageError(
+          fmt::format("--zerocopy and --send-method {}: alternatives, choose one", to_string(*p.send_method)));
     }
     s.send_method_ = SendMethod::zerocopy;
   }
@@ -133,12 +140,14 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.congestion_ = p.congestion.value_or("");
   if (s.congestion_.size() > 15 ||
       s.congestion_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
-    throw UsageError(fmt::format("--congestion '{}': not a congestion control name (e.g. cubic, bbr, reno)", s.congestion_));
+    throw UsageError(
+        fmt::format("--congestion '{}': not a congestion control name (e.g. cubic, bbr, reno)", s.congestion_));
   }
   s.rate_ = p.rate.value_or(0);
   if (s.rate_ != 0 && s.rate_ < 1000) throw UsageError(fmt::format("--rate {}: below 1000 bytes/s", s.rate_));
   s.busy_poll_us_ = p.busy_poll_us.value_or(0);
-  if (s.busy_poll_us_ > 1'000'000) throw UsageError(fmt::format("--busy-poll {}: out of range (0..1000000 us)", s.busy_poll_us_));
+  if (s.busy_poll_us_ > 1'000'000)
+    throw UsageError(fmt::format("--busy-poll {}: out of range (0..1000000 us)", s.busy_poll_us_));
   s.notsent_lowat_ = p.notsent_lowat.value_or(0);
   if (s.notsent_lowat_ > limits::kMaxSocksize) throw UsageError("--notsent-lowat: out of range (up to 100M)");
   s.cpus_ = p.cpus.value_or(std::vector<int>{});
@@ -149,18 +158,23 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.no_affinity_ = p.no_affinity.value_or(false);
   s.verify_ = p.verify.value_or(false);
   s.spread_ports_ = p.spread_ports.value_or(false);
-  if (s.verify_ && s.skip_rx_copy_) throw UsageError("verify needs the received data: it cannot be combined with --skip-rx-copy");
+  if (s.verify_ && s.skip_rx_copy_)
+    throw UsageError("verify needs the received data: it cannot be combined with --skip-rx-copy");
   if (s.no_affinity_ && !s.cpus_.empty()) throw UsageError("--cpus and --no-affinity contradict each other");
   s.rdma_device_ = p.rdma_device.value_or("");
   if (s.rdma_device_.size() > 256 ||
-      s.rdma_device_.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:,") != std::string::npos) {
-    throw UsageError(fmt::format("--rdma-device '{}': not a list of DEV[:PORT] (e.g. mlx5_0:1,mlx5_1)", s.rdma_device_));
+      s.rdma_device_.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:,") !=
+          std::string::npos) {
+    throw UsageError(
+        fmt::format("--rdma-device '{}': not a list of DEV[:PORT] (e.g. mlx5_0:1,mlx5_1)", s.rdma_device_));
   }
   s.gid_index_ = p.gid_index.value_or(-1);
-  if (s.gid_index_ < -1 || s.gid_index_ > 65535) throw UsageError(fmt::format("--gid-index {}: out of range (0..65535)", s.gid_index_));
+  if (s.gid_index_ < -1 || s.gid_index_ > 65535)
+    throw UsageError(fmt::format("--gid-index {}: out of range (0..65535)", s.gid_index_));
   s.rdma_verb_ = p.rdma_verb.value_or(RdmaVerb::write);
   s.qdepth_ = p.qdepth.value_or(16);
-  if (s.qdepth_ < 1 || s.qdepth_ > 4096) throw UsageError(fmt::format("--qdepth {}: out of range (1..4096)", s.qdepth_));
+  if (s.qdepth_ < 1 || s.qdepth_ > 4096)
+    throw UsageError(fmt::format("--qdepth {}: out of range (1..4096)", s.qdepth_));
   s.inline_size_ = p.inline_size.value_or(0);
   if (s.inline_size_ > 4096) throw UsageError(fmt::format("--inline {}: out of range (0..4096 bytes)", s.inline_size_));
   s.cq_mod_ = p.cq_mod.value_or(1);
@@ -287,12 +301,14 @@ TestSpec spec_from_json(const nlohmann::json& j) {
     if (j.contains("congestion")) p.congestion = str_field(j, "congestion");
     if (j.contains("rate")) p.rate = field<std::uint64_t>(j, "rate", 0, 1ULL << 50);
     if (j.contains("busy_poll_us")) p.busy_poll_us = field<std::uint32_t>(j, "busy_poll_us", 0, 1'000'000);
-    if (j.contains("notsent_lowat")) p.notsent_lowat = field<std::uint64_t>(j, "notsent_lowat", 0, limits::kMaxSocksize);
+    if (j.contains("notsent_lowat"))
+      p.notsent_lowat = field<std::uint64_t>(j, "notsent_lowat", 0, limits::kMaxSocksize);
     p.rdma_events = flag("rdma_events");
     p.rdma_cm = flag("rdma_cm");
     if (j.contains("rdma_device")) {
       const auto it = j.find("rdma_device");
-      if (!it->is_string() || it->get_ref<const std::string&>().size() > 256) throw ProtocolError("spec.rdma_device: not a short string");
+      if (!it->is_string() || it->get_ref<const std::string&>().size() > 256)
+        throw ProtocolError("spec.rdma_device: not a short string");
       p.rdma_device = it->get<std::string>();
     }
     if (j.contains("gid_index")) p.gid_index = field<std::int32_t>(j, "gid_index", -1, 65535);
@@ -353,9 +369,7 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
 namespace {
 HostPort parse_plain_host_port(std::string_view text, std::string_view what) {
   HostPort hp;
-  auto bad = [&](std::string_view why) {
-    return UsageError(fmt::format("{} '{}': {}", what, text, why));
-  };
+  auto bad = [&](std::string_view why) { return UsageError(fmt::format("{} '{}': {}", what, text, why)); };
   if (text.empty()) throw bad("empty host");
   std::string_view port_text;
   if (text.front() == '[') {
@@ -383,8 +397,7 @@ HostPort parse_plain_host_port(std::string_view text, std::string_view what) {
   if (hp.host.empty()) throw bad("empty host");
   if (hp.host.size() > 253) throw bad("host name too long");
   for (char c : hp.host) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
-          c == ':' || c == '%')) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':' || c == '%')) {
       throw bad(fmt::format("invalid character '{}' in host", c));
     }
   }

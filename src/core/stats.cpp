@@ -1,9 +1,9 @@
 // Pure statistics for trial sets (include/fabperf/stats.hpp).
 #include <fabperf/stats.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <numeric>
 
 namespace fabperf::stats {
@@ -124,8 +124,8 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
   return r;
 }
 
-RatioInterval bootstrap_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence, int resamples,
-                              std::uint64_t seed) {
+RatioInterval bootstrap_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
+                              int resamples, std::uint64_t seed) {
   RatioInterval r;
   const double ma = mean(a), mb = mean(b);
   if (a.empty() || b.empty() || ma <= 0) return r;
@@ -176,7 +176,8 @@ std::string pct_text(double v) {
 }
 }  // namespace
 
-Decision decide(const std::vector<double>& a, const std::vector<double>& b, const std::string& b_name, const VerdictOptions& o) {
+Decision decide(const std::vector<double>& a, const std::vector<double>& b, const std::string& b_name,
+                const VerdictOptions& o) {
   Decision d;
   d.n_a = a.size();
   d.n_b = b.size();
@@ -194,9 +195,10 @@ Decision decide(const std::vector<double>& a, const std::vector<double>& b, cons
   const char* way = d.change_pct >= 0 ? "faster" : "slower";
   if (d.n_a < 2 || d.n_b < 2) {
     d.direction = Direction::unreplicated;
-    d.sentence = fmt::format("{} is {} {} (unreplicated: {}; a single run cannot tell a change from run-to-run noise: "
-                             "--repeat 5 on each side can)",
-                             b_name, pct_text(d.change_pct), way, trials);
+    d.sentence = fmt::format(
+        "{} is {} {} (unreplicated: {}; a single run cannot tell a change from run-to-run noise: "
+        "--repeat 5 on each side can)",
+        b_name, pct_text(d.change_pct), way, trials);
     return d;
   }
   // The exact test's floor: n_a vs n_b trials cannot give p below 2 / C(n_a + n_b, n_a). Below
@@ -210,9 +212,10 @@ Decision decide(const std::vector<double>& a, const std::vector<double>& b, cons
   }
   if (floor_p >= o.alpha) {
     d.direction = Direction::no_difference;
-    d.sentence = fmt::format("too few trials to decide: {} cannot reach p < {:.2g} (at best p = {:.2g}); {} {:+.1f}% ± {} "
-                             "(--repeat 5 or more on each side)",
-                             trials, o.alpha, floor_p, b_name, d.change_pct, pct_text(d.pm_pct));
+    d.sentence = fmt::format(
+        "too few trials to decide: {} cannot reach p < {:.2g} (at best p = {:.2g}); {} {:+.1f}% ± {} "
+        "(--repeat 5 or more on each side)",
+        trials, o.alpha, floor_p, b_name, d.change_pct, pct_text(d.pm_pct));
     return d;
   }
   const bool excludes_zero = d.ci_lo_pct > 0 || d.ci_hi_pct < 0;
@@ -223,12 +226,12 @@ Decision decide(const std::vector<double>& a, const std::vector<double>& b, cons
                              format_p(d.test.p), trials);
   } else if (significant) {
     d.direction = Direction::no_difference;
-    d.sentence = fmt::format("no difference larger than {} ({} {:+.1f}% ± {}, {}, {})", pct_text(o.min_effect_pct), b_name,
-                             d.change_pct, pct_text(d.pm_pct), format_p(d.test.p), trials);
+    d.sentence = fmt::format("no difference larger than {} ({} {:+.1f}% ± {}, {}, {})", pct_text(o.min_effect_pct),
+                             b_name, d.change_pct, pct_text(d.pm_pct), format_p(d.test.p), trials);
   } else {
     d.direction = Direction::no_difference;
-    d.sentence = fmt::format("no difference this fabric's noise (±{}) can show ({} {:+.1f}%, {}, {})", pct_text(d.pm_pct), b_name,
-                             d.change_pct, format_p(d.test.p), trials);
+    d.sentence = fmt::format("no difference this fabric's noise (±{}) can show ({} {:+.1f}%, {}, {})",
+                             pct_text(d.pm_pct), b_name, d.change_pct, format_p(d.test.p), trials);
   }
   return d;
 }

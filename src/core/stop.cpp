@@ -11,7 +11,9 @@ std::atomic<std::uint64_t> g_requests{0};
 std::atomic<int> g_last_signal{0};
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
-extern "C" void on_stop_signal(int sig) { request(sig); }
+extern "C" void on_stop_signal(int sig) {
+  request(sig);
+}
 
 }  // namespace
 
@@ -20,9 +22,13 @@ void request(int sig) noexcept {
   g_requests.fetch_add(1, std::memory_order_release);
 }
 
-std::uint64_t requests() noexcept { return g_requests.load(std::memory_order_acquire); }
+std::uint64_t requests() noexcept {
+  return g_requests.load(std::memory_order_acquire);
+}
 
-int last_signal() noexcept { return g_last_signal.load(std::memory_order_relaxed); }
+int last_signal() noexcept {
+  return g_last_signal.load(std::memory_order_relaxed);
+}
 
 void install_stop_handlers() {
   struct sigaction sa {};

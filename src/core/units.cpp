@@ -1,10 +1,10 @@
 #include <fabperf/error.hpp>
 #include <fabperf/units.hpp>
 
+#include <fmt/format.h>
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace fabperf {
 namespace {
@@ -31,8 +31,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   double value = 0;
   std::string_view suffix;
   if (text.empty() || !split_number(text, value, suffix) || !std::isfinite(value)) {
-    throw UsageError(fmt::format("{} '{}': not a size (expected e.g. 4096, 256K, 4M, 1G)", what,
-                                 text));
+    throw UsageError(fmt::format("{} '{}': not a size (expected e.g. 4096, 256K, 4M, 1G)", what, text));
   }
   if (value < 0) throw UsageError(fmt::format("{} '{}': size cannot be negative", what, text));
   const std::string s = lower(suffix);
@@ -46,8 +45,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   } else if (s == "g" || s == "gb" || s == "gib") {
     mult = 1024.0 * 1024.0 * 1024.0;
   } else {
-    throw UsageError(fmt::format("{} '{}': unknown size suffix '{}' (use K, M or G)", what, text,
-                                 suffix));
+    throw UsageError(fmt::format("{} '{}': unknown size suffix '{}' (use K, M or G)", what, text, suffix));
   }
   const double bytes = value * mult;
   if (bytes > 1e18) throw UsageError(fmt::format("{} '{}': size too large", what, text));
@@ -61,8 +59,7 @@ std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view 
   double value = 0;
   std::string_view suffix;
   if (text.empty() || !split_number(text, value, suffix) || !std::isfinite(value)) {
-    throw UsageError(
-        fmt::format("{} '{}': not a duration (expected seconds, e.g. 10, 2.5, 500ms)", what, text));
+    throw UsageError(fmt::format("{} '{}': not a duration (expected seconds, e.g. 10, 2.5, 500ms)", what, text));
   }
   if (value < 0) throw UsageError(fmt::format("{} '{}': duration cannot be negative", what, text));
   const std::string s = lower(suffix);
@@ -77,15 +74,13 @@ std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view 
   } else if (s == "h") {
     seconds = value * 3600;
   } else {
-    throw UsageError(fmt::format("{} '{}': unknown time unit '{}' (use s, ms, m or h)", what, text,
-                                 suffix));
+    throw UsageError(fmt::format("{} '{}': unknown time unit '{}' (use s, ms, m or h)", what, text, suffix));
   }
   if (seconds > 1e7) throw UsageError(fmt::format("{} '{}': duration too long", what, text));
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
 }
 
-std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t lo,
-                       std::int64_t hi) {
+std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t lo, std::int64_t hi) {
   std::int64_t v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size()) {

@@ -16,7 +16,9 @@ std::unique_ptr<Engine> make_engine(Transport t) {
 #if FABPERF_HAVE_RDMA
       return make_verbs_engine();
 #else
-      throw UsageError("--transport rdma: fabperf was built without RDMA support (install libibverbs-dev and librdmacm-dev, then rebuild)");
+      throw UsageError(
+          "--transport rdma: fabperf was built without RDMA support (install libibverbs-dev and librdmacm-dev, then "
+          "rebuild)");
 #endif
   }
   throw UsageError("unknown transport");

@@ -18,7 +18,9 @@ static_assert(kReplySigned + auth::kProofBytes == kReplySize);
 constexpr std::string_view kRequestLabel{"fabperf-rdma-cm-req\0", 20};
 constexpr std::string_view kReplyLabel{"fabperf-rdma-cm-rep\0", 20};
 
-std::span<const std::uint8_t> bytes_of(std::string_view s) { return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}; }
+std::span<const std::uint8_t> bytes_of(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
 void put16(std::uint8_t* p, std::uint16_t v) {
   p[0] = static_cast<std::uint8_t>(v >> 8);
   p[1] = static_cast<std::uint8_t>(v);
@@ -30,18 +32,23 @@ void put64(std::uint8_t* p, std::uint64_t v) {
   put32(p, static_cast<std::uint32_t>(v >> 32));
   put32(p + 4, static_cast<std::uint32_t>(v));
 }
-std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
+std::uint16_t get16(const std::uint8_t* p) {
+  return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
+}
 std::uint32_t get32(const std::uint8_t* p) {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
 }
-std::uint64_t get64(const std::uint8_t* p) { return (std::uint64_t{get32(p)} << 32) | get32(p + 4); }
+std::uint64_t get64(const std::uint8_t* p) {
+  return (std::uint64_t{get32(p)} << 32) | get32(p + 4);
+}
 
 auth::Proof sign_request(const proto::Token& client_token, const std::uint8_t* req) {
   return auth::hmac_sha256(client_token, {bytes_of(kRequestLabel), std::span<const std::uint8_t>(req, kRequestSigned)});
 }
 auth::Proof sign_reply(const proto::Token& client_token, const auth::Proof& request_mac, const std::uint8_t* rep) {
-  return auth::hmac_sha256(client_token, {bytes_of(kReplyLabel), std::span<const std::uint8_t>(request_mac.data(), request_mac.size()),
-                                          std::span<const std::uint8_t>(rep, kReplySigned)});
+  return auth::hmac_sha256(
+      client_token, {bytes_of(kReplyLabel), std::span<const std::uint8_t>(request_mac.data(), request_mac.size()),
+                     std::span<const std::uint8_t>(rep, kReplySigned)});
 }
 
 }  // namespace

@@ -18,14 +18,16 @@ static_assert(kMacAt + auth::kProofBytes == kMessageSize);
 constexpr std::string_view kServerLabel{"fabperf-rdma-qp-srv\0", 20};
 constexpr std::string_view kClientLabel{"fabperf-rdma-qp-cli\0", 20};
 
-std::span<const std::uint8_t> bytes_of(std::string_view s) { return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}; }
+std::span<const std::uint8_t> bytes_of(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
 
 void put32(std::uint8_t* p, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (24 - 8 * i));
 }
 
-auth::Proof mac(std::string_view label, const proto::Token& client_token, const Binding& b, const auth::Nonce& client_nonce,
-                const auth::Nonce& server_nonce) {
+auth::Proof mac(std::string_view label, const proto::Token& client_token, const Binding& b,
+                const auth::Nonce& client_nonce, const auth::Nonce& server_nonce) {
   const auto binding = encode_binding(b);
   return auth::hmac_sha256(client_token, {bytes_of(label), binding, client_nonce, server_nonce});
 }
@@ -51,14 +53,15 @@ const char* kind_name(std::uint8_t k) {
 // Size, magic, version and kind; the MAC is checked by the caller.
 Checked check_shape(std::span<const std::uint8_t> bytes, Kind want) {
   if (bytes.size() != kMessageSize) {
-    return {Refusal::size, "a " + std::to_string(bytes.size()) + "-byte message where the " + std::to_string(kMessageSize) +
-                               "-byte proof of the test token belongs"};
+    return {Refusal::size, "a " + std::to_string(bytes.size()) + "-byte message where the " +
+                               std::to_string(kMessageSize) + "-byte proof of the test token belongs"};
   }
   const std::uint16_t magic = static_cast<std::uint16_t>((bytes[0] << 8) | bytes[1]);
-  if (magic != kMagic || bytes[2] != kVersion) return {Refusal::not_fabperf, "not a fabperf queue pair proof of this version"};
+  if (magic != kMagic || bytes[2] != kVersion)
+    return {Refusal::not_fabperf, "not a fabperf queue pair proof of this version"};
   if (bytes[3] != static_cast<std::uint8_t>(want)) {
-    return {Refusal::wrong_kind, std::string(kind_name(bytes[3])) + " where " + kind_name(static_cast<std::uint8_t>(want)) +
-                                     " belongs"};
+    return {Refusal::wrong_kind,
+            std::string(kind_name(bytes[3])) + " where " + kind_name(static_cast<std::uint8_t>(want)) + " belongs"};
   }
   return {};
 }

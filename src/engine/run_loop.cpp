@@ -1,27 +1,27 @@
 #include <fabperf/auth.hpp>
+#include <fabperf/bonding.hpp>
 #include <fabperf/bytes.hpp>
 #include <fabperf/clock.hpp>
+#include <fabperf/counters.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
-#include <fabperf/bonding.hpp>
-#include <fabperf/counters.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/sysstat.hpp>
 
+#include <pthread.h>
+#include <sched.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <pthread.h>
-#include <sched.h>
-#include <unistd.h>
-#include <chrono>
 #include <map>
 #include <sstream>
 #include <system_error>
 #include <thread>
-#include <spdlog/spdlog.h>
 
 namespace fabperf {
 
@@ -72,7 +72,9 @@ std::size_t RunContext::flow_count() const {
   return flows_.size();
 }
 
-void RunContext::wait_for_start() const noexcept { started_.wait(false, std::memory_order_acquire); }
+void RunContext::wait_for_start() const noexcept {
+  started_.wait(false, std::memory_order_acquire);
+}
 
 void RunContext::release_start() noexcept {
   started_.store(true, std::memory_order_release);
@@ -221,12 +223,15 @@ std::vector<std::pair<std::string, std::string>> bond_neighbors(const std::vecto
     if (!ip.empty() && ip.front() == '[') ip = ip.substr(1, ip.size() - 2);
     const auto it = arp.find(ip);
     if (it == arp.end()) continue;
-    if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == ip; })) out.emplace_back(ip, it->second);
+    if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == ip; }))
+      out.emplace_back(ip, it->second);
   }
   return out;
 }
 
-double thread_cpu_s(int tid) { return read_thread_cpu_s(tid); }
+double thread_cpu_s(int tid) {
+  return read_thread_cpu_s(tid);
+}
 
 // The CPUs of the NUMA node the test's interfaces sit on, when sysfs says (empty: no preference).
 std::vector<int> numa_cpus(const std::vector<LinkResult>& links) {
@@ -285,7 +290,8 @@ std::vector<RdmaPortResult> flow_rdma_ports(const std::vector<Flow*>& flows) {
     if (colon == std::string::npos) continue;
     const std::string dev = f->rdma_port.substr(0, colon);
     const int port = std::atoi(f->rdma_port.c_str() + colon + 1);
-    if (std::any_of(out.begin(), out.end(), [&](const RdmaPortResult& r) { return r.device == dev && r.info.port == port; })) {
+    if (std::any_of(out.begin(), out.end(),
+                    [&](const RdmaPortResult& r) { return r.device == dev && r.info.port == port; })) {
       continue;
     }
     RdmaPortResult r;
@@ -340,8 +346,10 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
     br.at_open = *bond;
     br.neighbors = bond_neighbors(ctx_->flows(), flow_iface_, bond->name);
     for (const auto& m : bond->members) {
-      const bool have = std::any_of(links_.begin(), links_.end(), [&](const LinkResult& l) { return l.info.name == m.name; });
-      if (auto info = have ? std::nullopt : read_link(m.name)) links_.push_back(LinkResult{std::move(*info), {}, false, {}});
+      const bool have =
+          std::any_of(links_.begin(), links_.end(), [&](const LinkResult& l) { return l.info.name == m.name; });
+      if (auto info = have ? std::nullopt : read_link(m.name))
+        links_.push_back(LinkResult{std::move(*info), {}, false, {}});
     }
     bonds_.push_back(std::move(br));
   }

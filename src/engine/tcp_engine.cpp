@@ -8,21 +8,21 @@
 #include <fabperf/links.hpp>
 #include <fabperf/units.hpp>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <map>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <set>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <system_error>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <system_error>
 
 namespace fabperf {
 
@@ -57,7 +57,9 @@ TcpSample TcpFlow::sample_transport() const {
   return s;
 }
 
-void TcpFlow::shutdown_both() noexcept { ::shutdown(fd_, SHUT_RDWR); }
+void TcpFlow::shutdown_both() noexcept {
+  ::shutdown(fd_, SHUT_RDWR);
+}
 
 TcpEngine::TcpEngine() = default;
 
@@ -85,8 +87,8 @@ std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan)
   ctx_ = &ctx;
   server_plan_ = plan;
   // Socket buffer sizes set on the listener are inherited by accepted sockets.
-  const auto l = net::listen_any_port(plan.bind_address, 4096, "data",
-                                      [&](int fd) { apply_socksize(fd, ctx, socksize_warned_); });
+  const auto l =
+      net::listen_any_port(plan.bind_address, 4096, "data", [&](int fd) { apply_socksize(fd, ctx, socksize_warned_); });
   listen_fd_ = l.fd;
   const std::uint16_t port = l.port;
   try {
@@ -104,8 +106,8 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
   // Per-link pinning: the pair's connection c uses link c mod L on both ends.
   const std::string& host = t.link_hosts.empty() ? t.host : t.link_hosts[pair_conn % t.link_hosts.size()];
   const std::string source = plan.source_addrs.empty() ? "" : plan.source_addrs[pair_conn % plan.source_addrs.size()];
-  const std::string where = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, t.port)
-                                                                 : fmt::format("{}:{}", host, t.port);
+  const std::string where =
+      host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, t.port) : fmt::format("{}:{}", host, t.port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
@@ -124,7 +126,8 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
       freeaddrinfo(res);
       ::close(fd);
       if (e == EPERM) {
-        throw SystemError("--bind-dev", dev, "SO_BINDTODEVICE needs CAP_NET_RAW here: run the agent as root or grant it cap_net_raw");
+        throw SystemError("--bind-dev", dev,
+                          "SO_BINDTODEVICE needs CAP_NET_RAW here: run the agent as root or grant it cap_net_raw");
       }
       throw SystemError("--bind-dev: bind data connection to device", dev, e);
     }
@@ -233,9 +236,9 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
     for (std::uint32_t c = 0; c < per_pair; ++c) {
       FlowOp op = FlowOp::rpc;
       if (spec.mode() == Mode::stream) {
-        op = is_write_like(spec.test())  ? FlowOp::write
+        op = is_write_like(spec.test())    ? FlowOp::write
              : spec.test() != TestKind::rw ? FlowOp::read
-                                             : (c % 2 == 0 ? FlowOp::write : FlowOp::read);
+                                           : (c % 2 == 0 ? FlowOp::write : FlowOp::read);
       }
       const int fd = connect_one(t, op, conn_index++, c, plan);
       sockaddr_storage ss{};
@@ -260,7 +263,8 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
     sockaddr_storage pss{};
     socklen_t plen = sizeof pss;
     getpeername(pfd, reinterpret_cast<sockaddr*>(&pss), &plen);
-    auto probe = std::make_unique<TcpFlow>(pfd, FlowRole::client, FlowOp::probe, t.node_index, local_text(pfd), sockaddr_text(pss));
+    auto probe = std::make_unique<TcpFlow>(pfd, FlowRole::client, FlowOp::probe, t.node_index, local_text(pfd),
+                                           sockaddr_text(pss));
     auto* praw = probe.get();
     ctx.add_flow(std::move(probe));
     std::lock_guard lk(mu_);
@@ -321,10 +325,11 @@ void TcpEngine::start(RunContext& ctx) {
   const bool recv_choice = spec.transport() == Transport::tcp && spec.buffsize() > kRecvChunkSmall;
   if (!send_trial_ && !recv_trial_) {
     const Schedule& sch = ctx.schedule();
-    const std::int64_t mid = tcp_auto && recv_choice ? sch.start_at + (sch.window_open - sch.start_at) / 2 : sch.window_open;
+    const std::int64_t mid =
+        tcp_auto && recv_choice ? sch.start_at + (sch.window_open - sch.start_at) / 2 : sch.window_open;
     if (tcp_auto) {
-      send_trial_ = std::make_unique<ArmTrial>("send method", std::array<std::string, 2>{"write", "sendfile"}, sch.start_at,
-                                               mid, true);
+      send_trial_ = std::make_unique<ArmTrial>("send method", std::array<std::string, 2>{"write", "sendfile"},
+                                               sch.start_at, mid, true);
     }
     if (recv_choice) {
       const auto sizes = recv_chunks(spec);
@@ -422,7 +427,9 @@ std::array<std::size_t, 2> TcpEngine::recv_chunks(const TestSpec& spec) {
   return {std::min(block, kRecvChunkSmall), std::min(block, kRecvChunkLarge)};
 }
 
-ArmPicker TcpEngine::recv_picker() const { return ArmPicker(recv_trial_.get(), 0); }
+ArmPicker TcpEngine::recv_picker() const {
+  return ArmPicker(recv_trial_.get(), 0);
+}
 
 std::vector<TrialResult> TcpEngine::trials() const {
   std::vector<TrialResult> out;

@@ -8,10 +8,10 @@
 
 #include <atomic>
 #include <map>
-#include <optional>
-#include <string>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -50,8 +50,8 @@ class TcpEngine final : public Engine {
                   const ClientPlan& plan);
   // The data handshake on a connected socket (tcp_handshake.cpp); the socket, ready for the data
   // loops, or SystemError naming the peer (the socket is closed then).
-  int open_data_connection(int fd, const std::string& where, const proto::Target& t, FlowOp op, std::uint32_t conn_index,
-                           const ClientPlan& plan);
+  int open_data_connection(int fd, const std::string& where, const proto::Target& t, FlowOp op,
+                           std::uint32_t conn_index, const ClientPlan& plan);
   // --spread-ports: the source port that puts this connection on the next member of the local
   // bond (round-robin over the usable members); nullopt when the bond's policy cannot be steered.
   std::optional<std::uint16_t> spread_port(const std::string& src_ip, const std::string& dst_ip, std::uint16_t dst_port,
@@ -72,9 +72,9 @@ class TcpEngine final : public Engine {
   std::atomic<bool> accept_stop_{false};
   std::atomic<bool> socksize_warned_{false};
   std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
-  std::vector<std::uint8_t> tx_buf_;  // read-only once the test starts; shared by all senders
-  std::size_t tx_period_{0};          // tx_buf_ repeats every tx_period_ bytes (ensure_tx_buffer)
-  int tx_memfd_{-1};                  // --send-method sendfile or auto: one period of tx_buf_ in a memfd
+  std::vector<std::uint8_t> tx_buf_;    // read-only once the test starts; shared by all senders
+  std::size_t tx_period_{0};            // tx_buf_ repeats every tx_period_ bytes (ensure_tx_buffer)
+  int tx_memfd_{-1};                    // --send-method sendfile or auto: one period of tx_buf_ in a memfd
   // --send-method auto: write (arm 0) vs sendfile (arm 1), tried in the warm-up (engine/trial.hpp).
   std::unique_ptr<ArmTrial> send_trial_;
   // Receivers of blocks larger than 256 KiB: 256 KiB (arm 0) vs min(block, 1 MiB) chunks.

@@ -11,15 +11,15 @@
 #include <fabperf/data_hello.hpp>
 #include <fabperf/error.hpp>
 
-#include <array>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <array>
+#include <cerrno>
+#include <cstring>
 #include <unordered_set>
 
 namespace fabperf {
@@ -49,7 +49,9 @@ FlowOp flow_op(dh::Op op) {
   return FlowOp::read;
 }
 
-bool proofs_match(const auth::Proof& want, const auth::Proof& got) { return auth::proofs_equal(want, got); }
+bool proofs_match(const auth::Proof& want, const auth::Proof& got) {
+  return auth::proofs_equal(want, got);
+}
 
 }  // namespace
 
@@ -76,8 +78,9 @@ void client_handshake(int fd, const std::string& where, const proto::Token& clie
   }
   if (ch.status != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(ch.status)));
   if (!proofs_match(dh::server_proof(client_key, test_id, hello, ch.server_nonce), ch.server_proof)) {
-    fail("the peer did not prove it is an agent of this test (wrong server proof: another test's key, or a relay); "
-         "no load sent");
+    fail(
+        "the peer did not prove it is an agent of this test (wrong server proof: another test's key, or a relay); "
+        "no load sent");
   }
   auto pb = dh::encode_proof(dh::client_proof(client_key, test_id, hello, ch.server_nonce));
   if (!io_exact(fd, pb.data(), pb.size(), true, left_ms())) io_failed("verdict");
@@ -147,8 +150,9 @@ void TcpEngine::accept_loop() {
     return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
   };
   auto who = [](const Pending& p) {
-    return p.challenged ? fmt::format("{} (client node {}, connection {})", p.remote, p.hello.client_node, p.hello.conn_index)
-                        : p.remote;
+    return p.challenged
+               ? fmt::format("{} (client node {}, connection {})", p.remote, p.hello.client_node, p.hello.conn_index)
+               : p.remote;
   };
   // Refuses the connection: the status in the message its place calls for, a log line naming the
   // peer, closed.
@@ -168,10 +172,11 @@ void TcpEngine::accept_loop() {
   auto unavailable = [&](const Pending& p) -> std::optional<std::pair<dh::Status, std::string>> {
     const std::uint64_t key = (std::uint64_t{p.hello.client_node} << 32) | p.hello.conn_index;
     if (seen.count(key) != 0) {
-      return std::pair{dh::Status::duplicate, fmt::format("client {} connection {} already connected", p.hello.client_node,
-                                                          p.hello.conn_index)};
+      return std::pair{dh::Status::duplicate, fmt::format("client {} connection {} already connected",
+                                                          p.hello.client_node, p.hello.conn_index)};
     }
-    if (accepted >= server_plan_.expect_connections) return std::pair{dh::Status::too_many, std::string("more connections than the test has")};
+    if (accepted >= server_plan_.expect_connections)
+      return std::pair{dh::Status::too_many, std::string("more connections than the test has")};
     return std::nullopt;
   };
   // The HELLO is complete: its checks, then the CHALLENGE. True when the exchange goes on.
@@ -184,12 +189,14 @@ void TcpEngine::accept_loop() {
     }
     if (p.hello.server_node != ctx.node_index()) {
       refuse(p, dh::Status::wrong_server,
-             fmt::format("hello meant for node {}, this is node {} (a relayed hello?)", p.hello.server_node, ctx.node_index()));
+             fmt::format("hello meant for node {}, this is node {} (a relayed hello?)", p.hello.server_node,
+                         ctx.node_index()));
       return false;
     }
     const dh::Op op = p.hello.op;
-    const bool op_ok = op == dh::Op::probe ||
-                       (ctx.spec().mode() == Mode::rpc ? op == dh::Op::rpc : (op == dh::Op::write || op == dh::Op::read));
+    const bool op_ok =
+        op == dh::Op::probe ||
+        (ctx.spec().mode() == Mode::rpc ? op == dh::Op::rpc : (op == dh::Op::write || op == dh::Op::read));
     if (!op_ok) {
       refuse(p, dh::Status::wrong_op, fmt::format("operation {} does not match the test", static_cast<int>(op)));
       return false;
@@ -222,8 +229,9 @@ void TcpEngine::accept_loop() {
       return;
     }
     if (!proofs_match(dh::client_proof(p.key, server_plan_.test_id, p.hello, p.server_nonce), got)) {
-      refuse(p, dh::Status::bad_proof,
-             "client proof does not verify (another test's key, or a hello replayed or relayed from another connection)");
+      refuse(
+          p, dh::Status::bad_proof,
+          "client proof does not verify (another test's key, or a hello replayed or relayed from another connection)");
       return;
     }
     if (auto why = unavailable(p)) {
@@ -239,8 +247,8 @@ void TcpEngine::accept_loop() {
     // Back to blocking with a tick, for the data loops.
     fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
     set_timeouts(p.fd, kTickMs);
-    auto flow = std::make_unique<TcpFlow>(p.fd, FlowRole::server, flow_op(p.hello.op), p.hello.client_node, local_text(p.fd),
-                                          p.remote);
+    auto flow = std::make_unique<TcpFlow>(p.fd, FlowRole::server, flow_op(p.hello.op), p.hello.client_node,
+                                          local_text(p.fd), p.remote);
     auto* raw = flow.get();
     ctx.add_flow(std::move(flow));
     {
@@ -282,8 +290,10 @@ void TcpEngine::accept_loop() {
           ::close(p.fd);
           if (p.challenged) {
             // A client that leaves after the challenge refused this server's proof.
-            spdlog::warn("data connection from {}: closed without its proof ({}; the client did not accept this "
-                         "server's proof: another test's key?)", who(p), errno_text(e));
+            spdlog::warn(
+                "data connection from {}: closed without its proof ({}; the client did not accept this "
+                "server's proof: another test's key?)",
+                who(p), errno_text(e));
           } else {
             spdlog::warn("data connection from {}: no hello ({})", who(p), errno_text(e));
           }
@@ -292,7 +302,8 @@ void TcpEngine::accept_loop() {
       }
       if (!done && now >= p.deadline_ns) {
         ::close(p.fd);
-        spdlog::warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello", errno_text(ETIMEDOUT));
+        spdlog::warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello",
+                     errno_text(ETIMEDOUT));
         done = true;
       }
       if (!done) {

@@ -10,6 +10,7 @@
 #include <fabperf/bytes.hpp>
 #include <fabperf/data_hello.hpp>
 
+#include <sys/socket.h>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +18,6 @@
 #include <mutex>
 #include <semaphore>
 #include <string>
-#include <sys/socket.h>
 #include <vector>
 
 namespace fabperf::tcp {
@@ -46,16 +46,24 @@ inline constexpr std::size_t kRecvChunkLarge = 1u << 20;
 inline constexpr std::size_t kPatternPeriod = 1u << 20;
 
 // Network byte order: the shared helpers (fabperf/bytes.hpp), under the names the loops use.
-inline void put32(std::uint8_t* p, std::uint32_t v) { put_be32(p, v); }
-inline std::uint32_t get32(const std::uint8_t* p) { return get_be32(p); }
-inline void put64(std::uint8_t* p, std::uint64_t v) { put_be64(p, v); }
-inline std::uint64_t get64(const std::uint8_t* p) { return get_be64(p); }
+inline void put32(std::uint8_t* p, std::uint32_t v) {
+  put_be32(p, v);
+}
+inline std::uint32_t get32(const std::uint8_t* p) {
+  return get_be32(p);
+}
+inline void put64(std::uint8_t* p, std::uint64_t v) {
+  put_be64(p, v);
+}
+inline std::uint64_t get64(const std::uint8_t* p) {
+  return get_be64(p);
+}
 
 // ---- tcp_socket.cpp: addresses and socket options ------------------------------------------
 std::string sockaddr_text(const sockaddr_storage& ss);  // "1.2.3.4:5" or "[::1]:5"
 std::string numeric_host(const sockaddr_storage& ss);   // the address alone
 void set_port(sockaddr* sa, std::uint16_t port);
-std::string local_text(int fd);  // the socket's own address, as sockaddr_text
+std::string local_text(int fd);     // the socket's own address, as sockaddr_text
 void set_timeouts(int fd, int ms);  // SO_SNDTIMEO and SO_RCVTIMEO: the loops' tick
 // Applies --socksize and reports, once per engine, what the kernel actually granted.
 void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned);

@@ -7,9 +7,6 @@
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fmt/format.h>
 #include <linux/errqueue.h>
 #include <linux/sockios.h>
@@ -18,6 +15,9 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace fabperf {
 namespace tcp {
@@ -84,16 +84,18 @@ bool write_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op
 }
 
 template <typename Count>
-bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
-  return write_all(n, ctx, count, err, [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
+bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err,
+              int flags = 0) {
+  return write_all(n, ctx, count, err,
+                   [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
 }
 
 // Sends one whole rpc block: with sendfile(2) from the memfd holding one period of the pattern
 // when there is one (no copy from user space; the block is that period repeated), else from the
 // pattern buffer.
 template <typename Count>
-bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count,
-                int& err) {
+bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, std::size_t n, const RunContext& ctx,
+                Count&& count, int& err) {
   if (memfd < 0) return send_all(fd, p, n, ctx, count, err);
   return write_all(n, ctx, count, err, [&](std::size_t done) {
     const std::size_t at = done % period;
@@ -180,7 +182,8 @@ void TcpEngine::stream_send(TcpFlow& f) {
   }
   if (zc) {
     all_zero = reap_zerocopy(fd) && all_zero;
-    if (!all_zero) ctx_->warn("--zerocopy: the kernel copied the data anyway on this path (it does for loopback and veth)");
+    if (!all_zero)
+      ctx_->warn("--zerocopy: the kernel copied the data anyway on this path (it does for loopback and veth)");
   }
   ::shutdown(fd, SHUT_WR);
   // Wait for the peer to read everything and close, so both ends count the same bytes. What the
@@ -190,7 +193,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
   int queued = -1;
   for (;;) {
     const ssize_t k = ::recv(fd, sink, sizeof sink, 0);
-    if (k == 0) return;  // the peer read everything and closed its side
+    if (k == 0) return;   // the peer read everything and closed its side
     if (k > 0) continue;  // a stream receiver sends nothing; nothing to count
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       if (!ctx.aborted()) f.fail(fmt::format("after the test, before the peer read everything: {}", errno_text(errno)));
@@ -203,8 +206,8 @@ void TcpEngine::stream_send(TcpFlow& f) {
     }
     if (ctx.aborted()) return;
     if (mono_now_ns() > ctx.hard_deadline()) {
-      f.fail(fmt::format("peer did not read the last {} bytes and close within {:.0f} s after the test", std::max(queued, 0),
-                         static_cast<double>(ctx.hard_deadline() - ctx.schedule().end_at) / 1e9));
+      f.fail(fmt::format("peer did not read the last {} bytes and close within {:.0f} s after the test",
+                         std::max(queued, 0), static_cast<double>(ctx.hard_deadline() - ctx.schedule().end_at) / 1e9));
       return;
     }
   }
@@ -302,8 +305,8 @@ void TcpEngine::rpc_server(TcpFlow& f) {
     if (op == kOpWrite) {
       std::uint64_t left = len;
       while (left > 0) {
-        const std::size_t chunk =
-            static_cast<std::size_t>(std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
+        const std::size_t chunk = static_cast<std::size_t>(
+            std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
         if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
           if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err == 0 ? EPIPE : err)));
           return;
@@ -321,8 +324,8 @@ void TcpEngine::rpc_server(TcpFlow& f) {
     } else {
       put64(reply + 8, len);
       if (!send_all(fd, reply, sizeof reply, ctx, none, err, MSG_MORE) ||
-          !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len), ctx,
-                      tx_count, err)) {
+          !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len),
+                      ctx, tx_count, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
         return;
       }
@@ -338,9 +341,9 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   const RunContext& ctx = *ctx_;
   const TestSpec& spec = ctx.spec();
   const std::uint64_t len = spec.buffsize();
-  const std::uint32_t op = is_write_like(spec.test())     ? kOpWrite
+  const std::uint32_t op = is_write_like(spec.test())    ? kOpWrite
                            : spec.test() != TestKind::rw ? kOpRead
-                                                           : (t % 2 == 0 ? kOpWrite : kOpRead);
+                                                         : (t % 2 == 0 ? kOpWrite : kOpRead);
   LatencyHistogram& hist = *tester_hist_[t];
   const std::size_t servers = rpc_table_.size();
   const std::uint32_t lane = t % spec.parallel();
@@ -375,7 +378,8 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
       }
       int err = 0;
       auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
-      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
+      if (!send_all(
+              c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
           (op == kOpWrite && !send_block(c.flow->fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_,
                                          tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
         c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
@@ -431,8 +435,8 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
     std::uint64_t left = len;
     bool ok = true;
     while (left > 0) {
-      const std::size_t chunk =
-          static_cast<std::size_t>(std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
+      const std::size_t chunk = static_cast<std::size_t>(
+          std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
       if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
         ok = false;
         break;
@@ -477,8 +481,8 @@ void TcpEngine::probe_loop() {
       TcpFlow& f = *probe_flows_[i];
       int err = 0;
       const std::int64_t t0 = mono_now_ns();
-      if (!send_all(f.fd(), ping, sizeof ping, ctx, none, err) || recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 ||
-          get32(reply) != kReplyMagic) {
+      if (!send_all(f.fd(), ping, sizeof ping, ctx, none, err) ||
+          recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 || get32(reply) != kReplyMagic) {
         if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
         dead[i] = true;
         continue;

@@ -11,14 +11,14 @@
 #include <fabperf/units.hpp>
 
 #include <arpa/inet.h>
-#include <cerrno>
 #include <fmt/format.h>
-#include <fstream>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <cerrno>
+#include <fstream>
 
 namespace fabperf::tcp {
 namespace {
@@ -93,11 +93,11 @@ void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned) {
   const auto snd_got = static_cast<std::uint64_t>(snd) / 2;
   const auto rcv_got = static_cast<std::uint64_t>(rcv) / 2;
   if ((snd_got < want || rcv_got < want) && !warned.exchange(true)) {
-    ctx.warn(fmt::format(
-        "socksize {}: the kernel clamped SO_SNDBUF to {} and SO_RCVBUF to {} (net.core.wmem_max={}, "
-        "net.core.rmem_max={}); raise them with sysctl to get the requested size",
-        format_size(want), format_size(snd_got), format_size(rcv_got), read_sysctl("/proc/sys/net/core/wmem_max"),
-        read_sysctl("/proc/sys/net/core/rmem_max")));
+    ctx.warn(
+        fmt::format("socksize {}: the kernel clamped SO_SNDBUF to {} and SO_RCVBUF to {} (net.core.wmem_max={}, "
+                    "net.core.rmem_max={}); raise them with sysctl to get the requested size",
+                    format_size(want), format_size(snd_got), format_size(rcv_got),
+                    read_sysctl("/proc/sys/net/core/wmem_max"), read_sysctl("/proc/sys/net/core/rmem_max")));
   }
 }
 
@@ -106,7 +106,8 @@ void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned) {
 void tune_socket(int fd, RunContext& ctx) {
   const TestSpec& spec = ctx.spec();
   auto opt = [&](int level, int name, const void* v, socklen_t len, const std::string& what) {
-    if (setsockopt(fd, level, name, v, len) != 0) ctx.warn(fmt::format("{}: refused by the kernel ({})", what, errno_text(errno)));
+    if (setsockopt(fd, level, name, v, len) != 0)
+      ctx.warn(fmt::format("{}: refused by the kernel ({})", what, errno_text(errno)));
   };
   if (!spec.congestion().empty()) {
     opt(IPPROTO_TCP, TCP_CONGESTION, spec.congestion().data(), static_cast<socklen_t>(spec.congestion().size()),
@@ -118,7 +119,8 @@ void tune_socket(int fd, RunContext& ctx) {
   }
   if (spec.busy_poll_us() != 0) {
     const int v = static_cast<int>(spec.busy_poll_us());
-    opt(SOL_SOCKET, SO_BUSY_POLL, &v, sizeof v, fmt::format("--busy-poll {} us (needs CAP_NET_ADMIN above net.core.busy_poll)", v));
+    opt(SOL_SOCKET, SO_BUSY_POLL, &v, sizeof v,
+        fmt::format("--busy-poll {} us (needs CAP_NET_ADMIN above net.core.busy_poll)", v));
   }
   if (spec.notsent_lowat() != 0) {
     const int v = static_cast<int>(spec.notsent_lowat());

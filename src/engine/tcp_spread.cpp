@@ -6,8 +6,8 @@
 #include <fabperf/bonding.hpp>
 #include <fabperf/links.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 namespace fabperf {
 
@@ -38,7 +38,8 @@ std::optional<std::uint16_t> TcpEngine::spread_port(const std::string& src_ip, c
   Spread& sp = it->second;
   if (sp.bond.empty()) return std::nullopt;
   // A retry after EADDRINUSE stays on the member the first attempt aimed at.
-  const int member = static_cast<int>((attempt == 0 ? sp.next++ : sp.next - 1) % static_cast<std::uint32_t>(sp.members));
+  const int member =
+      static_cast<int>((attempt == 0 ? sp.next++ : sp.next - 1) % static_cast<std::uint32_t>(sp.members));
   FlowHeaders h;
   h.src_ip = src_ip;
   h.dst_ip = dst_ip;
@@ -51,7 +52,8 @@ std::optional<std::uint16_t> TcpEngine::spread_port(const std::string& src_ip, c
 
 void TcpEngine::spread_port_taken(const std::string& src_ip, std::uint16_t port) {
   auto it = spread_.find(src_ip);
-  if (it != spread_.end() && std::find(it->second.taken.begin(), it->second.taken.end(), port) == it->second.taken.end()) {
+  if (it != spread_.end() &&
+      std::find(it->second.taken.begin(), it->second.taken.end(), port) == it->second.taken.end()) {
     it->second.taken.push_back(port);
   }
 }

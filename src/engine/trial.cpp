@@ -6,8 +6,8 @@
 
 namespace fabperf {
 
-ArmTrial::ArmTrial(std::string what, std::array<std::string, kArms> arm_names, std::int64_t begin_ns, std::int64_t end_ns,
-                   bool settle)
+ArmTrial::ArmTrial(std::string what, std::array<std::string, kArms> arm_names, std::int64_t begin_ns,
+                   std::int64_t end_ns, bool settle)
     : what_(std::move(what)), names_(std::move(arm_names)), first_(begin_ns), slice_ns_(0), end_(end_ns) {
   const std::int64_t parts = kSlices + (settle ? 1 : 0);
   const std::int64_t slice = end_ns > begin_ns ? (end_ns - begin_ns) / parts : 0;
@@ -45,7 +45,8 @@ int ArmTrial::pick(Cursor& c, std::int64_t now_ns) noexcept {
   const int s = slice_at(now_ns);
   if (s != c.slice) {
     const std::int64_t cpu = thread_cpu_now();
-    if (c.slice >= 0 && c.slice < kSlices) cpu_ns_[static_cast<std::size_t>(c.slice)].fetch_add(cpu - c.cpu_ns, std::memory_order_relaxed);
+    if (c.slice >= 0 && c.slice < kSlices)
+      cpu_ns_[static_cast<std::size_t>(c.slice)].fetch_add(cpu - c.cpu_ns, std::memory_order_relaxed);
     c.slice = s;
     c.cpu_ns = cpu;
   }
@@ -57,7 +58,8 @@ int ArmTrial::pick(Cursor& c, std::int64_t now_ns) noexcept {
 }
 
 void ArmTrial::count(const Cursor& c, std::uint64_t bytes) noexcept {
-  if (c.slice >= 0 && c.slice < kSlices) bytes_[static_cast<std::size_t>(c.slice)].fetch_add(bytes, std::memory_order_relaxed);
+  if (c.slice >= 0 && c.slice < kSlices)
+    bytes_[static_cast<std::size_t>(c.slice)].fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void ArmTrial::decide() noexcept {
@@ -73,7 +75,8 @@ void ArmTrial::decide() noexcept {
       reason_ = "no bytes moved during the trial: the first candidate runs";
     } else if (b[1] > b[0] * (1 + kMargin) || b[0] > b[1] * (1 + kMargin)) {
       pick = b[1] > b[0] ? 1 : 0;
-      reason_ = fmt::format("higher throughput ({:+.0f}%)", 100.0 * (b[static_cast<std::size_t>(pick)] / b[static_cast<std::size_t>(1 - pick)] - 1));
+      reason_ = fmt::format("higher throughput ({:+.0f}%)",
+                            100.0 * (b[static_cast<std::size_t>(pick)] / b[static_cast<std::size_t>(1 - pick)] - 1));
     } else {
       // Equal within the margin: what a byte costs the threads decides.
       const double c0 = b[0] > 0 ? cpu[0] / b[0] : 1e300, c1 = b[1] > 0 ? cpu[1] / b[1] : 1e300;

@@ -39,21 +39,21 @@
 #include <rdma/rdma_cma.h>
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fmt/format.h>
 #include <fstream>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <random>
 #include <span>
-#include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 namespace fabperf {
 namespace {
@@ -64,7 +64,11 @@ constexpr int kCmTimeoutMs = 5000;  // each rdma_cm step (address, route, connec
 // useless in another test; within a test a (node, conn) is accepted once.
 
 // write, read, nwrite; the values are the rdma_cm wire's direction codes.
-enum class Dir : std::uint8_t { push = rdma_cm::kDirPush, pull_back = rdma_cm::kDirPullBack, nread = rdma_cm::kDirNread };
+enum class Dir : std::uint8_t {
+  push = rdma_cm::kDirPush,
+  pull_back = rdma_cm::kDirPullBack,
+  nread = rdma_cm::kDirNread
+};
 
 // What one side of a QP tells the other.
 struct Endpoint {
@@ -150,12 +154,15 @@ sockaddr_storage local_address_towards(const std::string& host, const std::strin
   const socklen_t dlen = dst.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   if (!source.empty()) {
     const sockaddr_storage src = numeric_sockaddr(source, 0, "resolve source address");
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&src), dlen) != 0) throw SystemError("bind source address", source, errno);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&src), dlen) != 0)
+      throw SystemError("bind source address", source, errno);
   }
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen) != 0) throw SystemError("find the local address towards", host, errno);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen) != 0)
+    throw SystemError("find the local address towards", host, errno);
   sockaddr_storage local{};
   socklen_t len = sizeof local;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) throw SystemError("getsockname towards", host, errno);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+    throw SystemError("getsockname towards", host, errno);
   return local;
 }
 
@@ -221,10 +228,12 @@ void register_buffer(Device& d, const TestSpec& spec) {
   if (!d.pd) throw verbs_fail("ibv_alloc_pd", d.label, errno);
   d.block = spec.buffsize();
   if (posix_memalign(reinterpret_cast<void**>(&d.buf), 4096, 2 * d.block) != 0) {
-    throw Error(ExitCode::infrastructure, fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d.block)));
+    throw Error(ExitCode::infrastructure,
+                fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d.block)));
   }
   for (std::size_t k = 0; k < 2 * d.block; ++k) d.buf[k] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
-  d.mr = ibv_reg_mr(d.pd, d.buf, 2 * d.block, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  d.mr =
+      ibv_reg_mr(d.pd, d.buf, 2 * d.block, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (!d.mr) throw verbs_fail("ibv_reg_mr", d.label, errno);
 }
 
@@ -292,12 +301,13 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
       if (spec.gid_index() >= 0) {
         ibv_gid_entry e{};
         if (spec.gid_index() >= pa.gid_tbl_len ||
-            ibv_query_gid_ex(c, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(spec.gid_index()), &e, 0) != 0) {
+            ibv_query_gid_ex(c, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(spec.gid_index()), &e, 0) !=
+                0) {
           ibv_close_device(c);
           ibv_free_device_list(list);
           throw Error(ExitCode::infrastructure,
-                      fmt::format("--gid-index {}: {} has no GID at that index (table size {})", spec.gid_index(), label,
-                                  pa.gid_tbl_len));
+                      fmt::format("--gid-index {}: {} has no GID at that index (table size {})", spec.gid_index(),
+                                  label, pa.gid_tbl_len));
         }
         chosen = spec.gid_index();
         std::memcpy(chosen_gid.raw, e.gid.raw, 16);
@@ -390,7 +400,7 @@ struct Qp {
   bool client{true};
   std::uint32_t peer_node{0};
   std::uint32_t conn{0};  // connection index within the client-server pair
-  std::string peer;  // "node N (ADDR) qpn Q"
+  std::string peer;       // "node N (ADDR) qpn Q"
   VerbsFlow* flow{nullptr};
   LatencyHistogram* hist{nullptr};
   // The peer proof (set-up through the coordinator only): a small registered buffer of
@@ -483,7 +493,8 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
     a.pkey_index = 0;
     a.port_num = d.port;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (int e = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS); e != 0) {
+    if (int e = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        e != 0) {
       throw verbs_fail("ibv_modify_qp(INIT)", d.label, e);
     }
   }
@@ -505,8 +516,8 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
     q->proof_mr = ibv_reg_mr(d.pd, q->proof_buf, kProofSlot * kProofSlots, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
     if (!q->proof_mr) throw verbs_fail("ibv_reg_mr(peer proof)", d.label, errno);
     for (std::uint32_t i = 0; i < proof_recvs; ++i) {
-      ibv_sge sge{reinterpret_cast<std::uintptr_t>(q->proof_buf + kProofSlot * (2 + i)), static_cast<std::uint32_t>(kProofSlot),
-                  q->proof_mr->lkey};
+      ibv_sge sge{reinterpret_cast<std::uintptr_t>(q->proof_buf + kProofSlot * (2 + i)),
+                  static_cast<std::uint32_t>(kProofSlot), q->proof_mr->lkey};
       ibv_recv_wr wr{};
       wr.wr_id = kProofWrId + 2 + i;
       wr.sg_list = &sge;
@@ -550,7 +561,8 @@ void connect_qp(Qp& q) {
                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
       e != 0) {
-    throw VerbsError("ibv_modify_qp(RTR)", d.label, e, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTR)", d.label, e).what(), q.peer));
+    throw VerbsError("ibv_modify_qp(RTR)", d.label, e,
+                     fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTR)", d.label, e).what(), q.peer));
   }
   ibv_qp_attr r{};
   r.qp_state = IBV_QPS_RTS;
@@ -563,7 +575,8 @@ void connect_qp(Qp& q) {
                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                 IBV_QP_MAX_QP_RD_ATOMIC);
       e != 0) {
-    throw VerbsError("ibv_modify_qp(RTS)", d.label, e, fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTS)", d.label, e).what(), q.peer));
+    throw VerbsError("ibv_modify_qp(RTS)", d.label, e,
+                     fmt::format("{} (peer {})", verbs_fail("ibv_modify_qp(RTS)", d.label, e).what(), q.peer));
   }
 }
 
@@ -646,8 +659,8 @@ class VerbsEngine final : public Engine, public EndpointExchange {
   std::mutex mu_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Qp>> qps_;
-  std::vector<std::unique_ptr<Qp>> pending_;       // server QPs waiting for RDMA_CONNECT
-  std::vector<proto::RdmaEndpoint> fresh_;         // endpoints for the coordinator (take_endpoints)
+  std::vector<std::unique_ptr<Qp>> pending_;  // server QPs waiting for RDMA_CONNECT
+  std::vector<proto::RdmaEndpoint> fresh_;    // endpoints for the coordinator (take_endpoints)
   rdma_event_channel* cm_listen_ch_{nullptr};
   rdma_cm_id* cm_listen_id_{nullptr};
   rdma_event_channel* cm_client_ch_{nullptr};
@@ -678,8 +691,9 @@ Device& VerbsEngine::cm_device_for(rdma_cm_id* id) {
 void VerbsEngine::add_flow(Qp& q, FlowRole role, const std::string& remote) {
   const Device& d = *q.dev;
   const FlowOp op = q.rpc ? FlowOp::rpc : (q.dir == Dir::pull_back ? FlowOp::read : FlowOp::write);
-  const std::string local = q.cm_id ? fmt::format("{} rdma_cm qpn {}", d.label, q.local.qpn)
-                                    : fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q.local.qpn);
+  const std::string local =
+      q.cm_id ? fmt::format("{} rdma_cm qpn {}", d.label, q.local.qpn)
+              : fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q.local.qpn);
   auto flow = std::make_unique<VerbsFlow>(role, op, q.peer_node, local, fmt::format("{} qpn {}", remote, q.remote.qpn));
   q.flow = flow.get();
   ctx_->add_flow(std::move(flow));
@@ -707,7 +721,8 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
   const std::uint32_t per_pair = spec.connections_per_pair();
   for (const std::uint32_t client : plan.rdma_clients) {
     for (std::uint32_t c = 0; c < per_pair; ++c) {
-      const std::string& addr = plan.link_addrs.empty() ? plan.control_address : plan.link_addrs[c % plan.link_addrs.size()];
+      const std::string& addr =
+          plan.link_addrs.empty() ? plan.control_address : plan.link_addrs[c % plan.link_addrs.size()];
       Device& d = device_for(numeric_sockaddr(addr, 0, "resolve RDMA server address"));
       auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false, nullptr, true);
       q->peer_node = client;
@@ -737,15 +752,17 @@ std::size_t VerbsEngine::connect_endpoints(RunContext& ctx, const std::vector<pr
     if (e.peer != ctx.node_index()) {
       throw ProtocolError(fmt::format("{}.peer: node {}, but this agent is node {}", where, e.peer, ctx.node_index()));
     }
-    auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& q) { return q->peer_node == e.node && q->conn == e.conn; });
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const auto& q) { return q->peer_node == e.node && q->conn == e.conn; });
     if (it == pending_.end()) {
-      throw ProtocolError(fmt::format("{}: no queue pair of this server waits for node {} connection {} (unknown or already connected)",
-                                      where, e.node, e.conn));
+      throw ProtocolError(
+          fmt::format("{}: no queue pair of this server waits for node {} connection {} (unknown or already connected)",
+                      where, e.node, e.conn));
     }
     Qp& q = **it;
     if (e.len < 2 * q.dev->block) {
-      throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", where, e.len,
-                                      2 * q.dev->block));
+      throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", where,
+                                      e.len, 2 * q.dev->block));
     }
     q.remote = from_wire(e);
     q.peer = fmt::format("node {} ({}) qpn {}", e.node, gid_text(q.remote.gid), q.remote.qpn);
@@ -760,8 +777,9 @@ std::size_t VerbsEngine::connect_endpoints(RunContext& ctx, const std::vector<pr
   }
   if (!pending_.empty()) {
     const Qp& q = *pending_.front();
-    throw ProtocolError(fmt::format("RDMA_CONNECT: no endpoint for node {} connection {} ({} queue pairs of this server left unconnected)",
-                                    q.peer_node, q.conn, pending_.size()));
+    throw ProtocolError(fmt::format(
+        "RDMA_CONNECT: no endpoint for node {} connection {} ({} queue pairs of this server left unconnected)",
+        q.peer_node, q.conn, pending_.size()));
   }
   return ready;
 }
@@ -774,8 +792,8 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
     const auto& t = plan.targets[ti];
     const std::string list = fmt::format("SETUP_CLIENT.targets[{}].rdma", ti);
     if (!spec.rdma_cm() && t.rdma.size() != per_pair) {
-      throw ProtocolError(fmt::format("{}: {} queue pairs of node {}, expected {} (one per connection)", list, t.rdma.size(),
-                                      t.node_index, per_pair));
+      throw ProtocolError(fmt::format("{}: {} queue pairs of node {}, expected {} (one per connection)", list,
+                                      t.rdma.size(), t.node_index, per_pair));
     }
     for (std::uint32_t c = 0; c < per_pair; ++c) {
       const std::string host = t.link_hosts.empty() ? t.host : t.link_hosts[c % t.link_hosts.size()];
@@ -786,14 +804,15 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       auto e = std::find_if(t.rdma.begin(), t.rdma.end(), [&](const proto::RdmaEndpoint& x) { return x.conn == c; });
       if (e == t.rdma.end()) throw ProtocolError(fmt::format("{}: no queue pair for connection {}", list, c));
       if (e->node != t.node_index || e->peer != ctx.node_index()) {
-        throw ProtocolError(fmt::format("{}: endpoint of node {} for node {}, expected node {} for this node {}", list, e->node,
-                                        e->peer, t.node_index, ctx.node_index()));
+        throw ProtocolError(fmt::format("{}: endpoint of node {} for node {}, expected node {} for this node {}", list,
+                                        e->node, e->peer, t.node_index, ctx.node_index()));
       }
-      const std::string source = plan.source_addrs.empty() ? std::string() : plan.source_addrs[c % plan.source_addrs.size()];
+      const std::string source =
+          plan.source_addrs.empty() ? std::string() : plan.source_addrs[c % plan.source_addrs.size()];
       Device& d = device_for(local_address_towards(host, source));
       if (e->len < 2 * d.block) {
-        throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", list, e->len,
-                                        2 * d.block));
+        throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)",
+                                        list, e->len, 2 * d.block));
       }
       auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, nullptr, true);
       q->peer_node = t.node_index;
@@ -812,7 +831,9 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
     }
   }
   if (spec.mode() == Mode::rpc && spec.threads() != 4) {
-    ctx.warn("--threads does not apply to --transport rdma: rpc concurrency is one request in flight per QP (--parallel QPs per pair)");
+    ctx.warn(
+        "--threads does not apply to --transport rdma: rpc concurrency is one request in flight per QP (--parallel QPs "
+        "per pair)");
   }
 }
 
@@ -821,7 +842,9 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
 namespace {
 
 VerbsError cm_fail(const char* call, const std::string& where, int err) {
-  return VerbsError(call, where, err, fmt::format("{} {}: {} (--rdma-cm; are rdma_cm and rdma_ucm loaded?)", call, where, errno_text(err)));
+  return VerbsError(
+      call, where, err,
+      fmt::format("{} {}: {} (--rdma-cm; are rdma_cm and rdma_ucm loaded?)", call, where, errno_text(err)));
 }
 
 // Waits for `want` on `id` (events of other ids on the channel are acknowledged and skipped).
@@ -835,8 +858,8 @@ CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want
   for (;;) {
     const std::int64_t left = (deadline - mono_now_ns()) / 1'000'000;
     if (left <= 0) {
-      throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: no {} within {} s (--rdma-cm)", where, rdma_event_str(want),
-                                                        kCmTimeoutMs / 1000));
+      throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: no {} within {} s (--rdma-cm)", where,
+                                                        rdma_event_str(want), kCmTimeoutMs / 1000));
     }
     pollfd pfd{ch->fd, POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
@@ -862,8 +885,8 @@ CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want
       reason = printable(reason.c_str());  // the remote side's words: defused before any log
       if (!reason.empty()) reason = ": refused by the server: " + reason;
     }
-    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: {} (status {}) instead of {}{}", where, rdma_event_str(got), status,
-                                                      rdma_event_str(want), reason));
+    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: {} (status {}) instead of {}{}", where,
+                                                      rdma_event_str(got), status, rdma_event_str(want), reason));
   }
 }
 
@@ -1002,7 +1025,8 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   sockaddr_storage src{};
   const bool bind_src = !plan.source_addrs.empty();
   if (bind_src) src = numeric_sockaddr(plan.source_addrs[c % plan.source_addrs.size()], 0, "resolve source address");
-  if (rdma_resolve_addr(id, bind_src ? reinterpret_cast<sockaddr*>(&src) : nullptr, reinterpret_cast<sockaddr*>(&dst), kCmTimeoutMs) != 0) {
+  if (rdma_resolve_addr(id, bind_src ? reinterpret_cast<sockaddr*>(&src) : nullptr, reinterpret_cast<sockaddr*>(&dst),
+                        kCmTimeoutMs) != 0) {
     throw cm_fail("rdma_resolve_addr", where, errno);
   }
   (void)cm_wait(cm_client_ch_, id, RDMA_CM_EVENT_ADDR_RESOLVED, "resolving " + where);
@@ -1108,8 +1132,9 @@ void VerbsEngine::fail(Qp& q, const char* what, int err) noexcept {
 
 void VerbsEngine::fail_wc(Qp& q, const ibv_wc& wc) noexcept {
   try {
-    q.flow->fail(fmt::format("{} completion on {}: {} (wc status {}, vendor error {:#x}; peer {})", opcode_name(wc.opcode),
-                             q.dev->label, ibv_wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err, q.peer));
+    q.flow->fail(fmt::format("{} completion on {}: {} (wc status {}, vendor error {:#x}; peer {})",
+                             opcode_name(wc.opcode), q.dev->label, ibv_wc_status_str(wc.status),
+                             static_cast<int>(wc.status), wc.vendor_err, q.peer));
   } catch (...) {
   }
 }
@@ -1155,12 +1180,14 @@ std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& rece
   const std::string tail = fmt::format("(queue pair {} on {}; nothing was posted to it)", q.local.qpn, q.dev->label);
   ibv_wc wc{};
   for (;;) {
-    if (stop_ || ctx_->aborted()) throw PeerProofError(q.peer, fmt::format("{}: the test stopped first {}", lead, tail));
+    if (stop_ || ctx_->aborted())
+      throw PeerProofError(q.peer, fmt::format("{}: the test stopped first {}", lead, tail));
     const int n = poll(q, &wc, 1);
     if (n < 0) throw PeerProofError(q.peer, fmt::format("{}: ibv_poll_cq failed {}", lead, tail));
     if (n == 0) {
       if (mono_now_ns() >= deadline) {
-        throw PeerProofError(q.peer, fmt::format("{}: no proof within {} s {}", lead, kProofTimeoutNs / 1'000'000'000, tail));
+        throw PeerProofError(q.peer,
+                             fmt::format("{}: no proof within {} s {}", lead, kProofTimeoutNs / 1'000'000'000, tail));
       }
       if (!q.ch) {
         timespec nap{0, 50'000};  // an idle peer is waited for without spinning a core
@@ -1174,7 +1201,8 @@ std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& rece
     }
     if (!is_recv(wc)) continue;  // our own proof SEND
     if (wc.opcode != IBV_WC_RECV) {
-      throw PeerProofError(q.peer, fmt::format("{}: it sent {} where a proof SEND belongs {}", lead, opcode_name(wc.opcode), tail));
+      throw PeerProofError(
+          q.peer, fmt::format("{}: it sent {} where a proof SEND belongs {}", lead, opcode_name(wc.opcode), tail));
     }
     const std::uint8_t* at = q.proof_buf + kProofSlot * (2 + received);
     ++received;
@@ -1187,13 +1215,15 @@ std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& rece
 void VerbsEngine::prove_peer(Qp& q) {
   const std::int64_t deadline = std::min(mono_now_ns() + kProofTimeoutNs, ctx_->hard_deadline() - 1'000'000'000);
   auto refuse = [&](const qp_proof::Checked& c) {
-    throw PeerProofError(q.peer, fmt::format("RDMA peer {} did not prove the test token: {} (queue pair {} on {}; nothing was "
-                                             "posted to it)", q.peer, c.text, q.local.qpn, q.dev->label));
+    throw PeerProofError(q.peer,
+                         fmt::format("RDMA peer {} did not prove the test token: {} (queue pair {} on {}; nothing was "
+                                     "posted to it)",
+                                     q.peer, c.text, q.local.qpn, q.dev->label));
   };
   auto post = [&](std::size_t slot, const qp_proof::Message& m) {
     if (int e = post_proof(q, slot, m); e != 0) {
-      throw PeerProofError(q.peer, fmt::format("RDMA peer {}: posting the proof of the test token failed: {} on {}", q.peer,
-                                               errno_text(e), q.dev->label));
+      throw PeerProofError(q.peer, fmt::format("RDMA peer {}: posting the proof of the test token failed: {} on {}",
+                                               q.peer, errno_text(e), q.dev->label));
     }
   };
   std::uint32_t received = 0;
@@ -1201,7 +1231,8 @@ void VerbsEngine::prove_peer(Qp& q) {
   if (q.client) {
     post(0, qp_proof::encode_client_hello(mine));
     auth::Nonce theirs{};
-    const auto c = qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs);
+    const auto c =
+        qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs);
     if (!c.ok()) refuse(c);
     post(1, qp_proof::encode_client_proof(q.proof_token, q.binding, mine, theirs));
   } else {
@@ -1209,7 +1240,8 @@ void VerbsEngine::prove_peer(Qp& q) {
     const auto h = qp_proof::check_client_hello(next_proof(q, received, deadline), theirs);
     if (!h.ok()) refuse(h);
     post(0, qp_proof::encode_server_proof(q.proof_token, q.binding, theirs, mine));
-    const auto c = qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine);
+    const auto c =
+        qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine);
     if (!c.ok()) refuse(c);
   }
 }
@@ -1278,7 +1310,9 @@ bool VerbsEngine::keep_draining(std::int64_t& last_activity, int n) const noexce
   return now - last_activity < 500'000'000;
 }
 
-bool is_recv(const ibv_wc& wc) { return (wc.opcode & IBV_WC_RECV) != 0; }
+bool is_recv(const ibv_wc& wc) {
+  return (wc.opcode & IBV_WC_RECV) != 0;
+}
 
 // Stream writes tell the target how many blocks landed in the immediate of the signalled
 // WRITE_WITH_IMM only (the others are plain RDMA WRITEs): the target takes one receive and one
@@ -1306,7 +1340,8 @@ void VerbsEngine::stream_active(Qp& q) {
   const bool nread = q.dir == Dir::nread;
   const bool imm_writes = !nread && ctx.spec().rdma_verb() != RdmaVerb::send;
   // READs are bounded by the responder resources; every READ is signalled (its data counts).
-  const std::uint64_t depth = nread ? std::min<std::uint64_t>(ctx.spec().qdepth(), q.dev->max_rd_atomic) : ctx.spec().qdepth();
+  const std::uint64_t depth =
+      nread ? std::min<std::uint64_t>(ctx.spec().qdepth(), q.dev->max_rd_atomic) : ctx.spec().qdepth();
   const std::uint32_t mod = nread ? 1 : ctx.spec().cq_mod();
   // Built before the start: the loop only sets ids, flags and opcodes.
   std::vector<ibv_send_wr> wrs;
@@ -1364,7 +1399,8 @@ void VerbsEngine::stream_active(Qp& q) {
       if (nread) {
         q.flow->counters.add_rx(blocks * len);
         // Tell the client its block was taken (unsignalled: the next READ's completion retires it).
-        if (int e = post_notice(q, static_cast<std::uint32_t>(len), false); e != 0) return fail(q, "ibv_post_send(notice)", e);
+        if (int e = post_notice(q, static_cast<std::uint32_t>(len), false); e != 0)
+          return fail(q, "ibv_post_send(notice)", e);
       } else {
         q.flow->counters.add_tx(blocks * len);
       }
@@ -1510,7 +1546,8 @@ void VerbsEngine::rpc_server(Qp& q) {
         if (e != 0) return fail(q, "ibv_post_send", e);
       } else if (w.opcode == IBV_WC_RDMA_READ) {
         q.flow->counters.add_rx(len);
-        if (int e = post_notice(q, static_cast<std::uint32_t>(len), true); e != 0) return fail(q, "ibv_post_send(notice)", e);
+        if (int e = post_notice(q, static_cast<std::uint32_t>(len), true); e != 0)
+          return fail(q, "ibv_post_send(notice)", e);
       } else if (w.wr_id == 1 && q.dir == Dir::pull_back) {
         q.flow->counters.add_tx(len);
       }
@@ -1518,6 +1555,8 @@ void VerbsEngine::rpc_server(Qp& q) {
   }
 }
 
-std::unique_ptr<Engine> make_verbs_engine() { return std::make_unique<VerbsEngine>(); }
+std::unique_ptr<Engine> make_verbs_engine() {
+  return std::make_unique<VerbsEngine>();
+}
 
 }  // namespace fabperf

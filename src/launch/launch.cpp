@@ -5,23 +5,23 @@
 #include <fabperf/stop.hpp>
 #include <fabperf/sysstat.hpp>
 
-#include <algorithm>
-#include <cctype>
-#include <cstdlib>
-#include <span>
-#include <atomic>
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <mutex>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <thread>
 
 namespace fabperf::launch {
 namespace {
@@ -262,7 +262,8 @@ class LaunchedAgents final : public Agents {
         }
         if (!open) {
           close_fd(c.err);
-          if (reap(c, 200)) spdlog::warn("launch: {} {} while the agent was in use", c.label, describe_status(c.status));
+          if (reap(c, 200))
+            spdlog::warn("launch: {} {} while the agent was in use", c.label, describe_status(c.status));
         }
       }
     }
@@ -292,7 +293,9 @@ void send_key(Child& c, const auth::Key& key) {
   }
 }
 
-std::string fmt_seconds(std::chrono::milliseconds ms) { return fmt::format("{:.0f} s", static_cast<double>(ms.count()) / 1e3); }
+std::string fmt_seconds(std::chrono::milliseconds ms) {
+  return fmt::format("{:.0f} s", static_cast<double>(ms.count()) / 1e3);
+}
 
 std::string run_capture(const std::vector<std::string>& argv, const std::string& what) {
   Child c = spawn(argv.front(), argv);
@@ -327,9 +330,13 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
 
 }  // namespace
 
-void install_interrupt_flag() { g_interrupt_base = stop::requests(); }
+void install_interrupt_flag() {
+  g_interrupt_base = stop::requests();
+}
 
-bool interrupted() { return stop::requests() > g_interrupt_base; }
+bool interrupted() {
+  return stop::requests() > g_interrupt_base;
+}
 
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
@@ -351,9 +358,10 @@ std::string ssh_remote_command(const SshOptions& o) {
   } else {
     listen = shell_quote(fmt::format("[{}]:{}", o.agent_listen, o.agent_port));
   }
-  return fmt::format("set -- $SSH_CONNECTION; exec {} agent --listen {} --ready-fd 1 --key-stdin --exit-on-stdin-eof "
-                     "--log-level {}",
-                     shell_quote(o.agent_path), listen, shell_quote(o.agent_log_level));
+  return fmt::format(
+      "set -- $SSH_CONNECTION; exec {} agent --listen {} --ready-fd 1 --key-stdin --exit-on-stdin-eof "
+      "--log-level {}",
+      shell_quote(o.agent_path), listen, shell_quote(o.agent_log_level));
 }
 
 std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) {
@@ -561,8 +569,9 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
 std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& o) {
   const char* list = std::getenv("SLURM_JOB_NODELIST");
   if (list == nullptr || *list == '\0') {
-    throw UsageError("--launch slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is not set): run it from an "
-                     "sbatch script or salloc");
+    throw UsageError(
+        "--launch slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is not set): run it from an "
+        "sbatch script or salloc");
   }
   const std::string out = run_capture({o.scontrol, "show", "hostnames", list}, "list the allocation's nodes");
   std::vector<std::string> nodes;
@@ -590,7 +599,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
     }
     nodelist += (nodelist.empty() ? "" : ",") + n;
   }
-  const auto addrs = parse_node_addrs(run_capture({o.scontrol, "-o", "show", "node", nodelist}, "read the nodes' addresses"));
+  const auto addrs =
+      parse_node_addrs(run_capture({o.scontrol, "-o", "show", "node", nodelist}, "read the nodes' addresses"));
   for (const auto& n : nodes) {
     if (!addrs.count(n)) throw Error(ExitCode::infrastructure, fmt::format("scontrol show node {}: no NodeAddr", n));
   }
@@ -600,9 +610,15 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
       "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
       "--exit-on-stdin-eof --log-level {}",
       o.agent_port, shell_quote(o.agent_log_level));
-  std::vector<std::string> argv = {o.srun, "--overlap", fmt::format("--nodes={}", nodes.size()),
-                                   fmt::format("--ntasks={}", nodes.size()), "--ntasks-per-node=1",
-                                   "--nodelist=" + nodelist, "--input=all", "--label", "--kill-on-bad-exit=0",
+  std::vector<std::string> argv = {o.srun,
+                                   "--overlap",
+                                   fmt::format("--nodes={}", nodes.size()),
+                                   fmt::format("--ntasks={}", nodes.size()),
+                                   "--ntasks-per-node=1",
+                                   "--nodelist=" + nodelist,
+                                   "--input=all",
+                                   "--label",
+                                   "--kill-on-bad-exit=0",
                                    "--job-name=fabperf-agents"};
   argv.insert(argv.end(), o.extra.begin(), o.extra.end());
   for (const std::string a : {"sh", "-c"}) argv.push_back(a);
@@ -624,8 +640,9 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
       throw Error(ExitCode::infrastructure, "interrupted while starting agents with srun; stopped them");
     }
     if (mono_now_ns() >= deadline) {
-      throw Error(ExitCode::infrastructure, fmt::format("srun: {} of {} agents ready after {} ({})", port_of.size(),
-                                                        nodes.size(), fmt_seconds(o.timeout), stderr_summary(c.err_text)));
+      throw Error(ExitCode::infrastructure,
+                  fmt::format("srun: {} of {} agents ready after {} ({})", port_of.size(), nodes.size(),
+                              fmt_seconds(o.timeout), stderr_summary(c.err_text)));
     }
     std::vector<pollfd> fds;
     if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
@@ -663,7 +680,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
     }
     eps.push_back(HostPort{addrs.at(n), port_of.at(task), {}});
   }
-  spdlog::info("launch: {} agents started with srun in {:.2f} s", nodes.size(), static_cast<double>(mono_now_ns() - t0) / 1e9);
+  spdlog::info("launch: {} agents started with srun in {:.2f} s", nodes.size(),
+               static_cast<double>(mono_now_ns() - t0) / 1e9);
   agents->start_forwarding();
   return agents;
 }

@@ -6,9 +6,9 @@
 #include <fabperf/settings.hpp>
 #include <fabperf/units.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
-#include <fmt/format.h>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -57,7 +57,8 @@ TestSpec spec_from_table(const Ctx& c, const toml::table* t, const toml::node* w
     for (const auto& [key, v] : *t) {
       const std::string k(key.str());
       const Setting* st = find_setting(k);
-      if (!st) c.fail(&v, k, "unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads, mode)");
+      if (!st)
+        c.fail(&v, k, "unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads, mode)");
       std::string value;
       if (st->kind == SettingKind::flag) {
         value = c.boolean(v, k) ? "true" : "false";
@@ -81,7 +82,8 @@ TestSpec spec_from_table(const Ctx& c, const toml::table* t, const toml::node* w
   });
 }
 
-std::chrono::nanoseconds seconds_of(const Ctx& c, const toml::node& n, std::string_view field, double lo_s, double hi_s) {
+std::chrono::nanoseconds seconds_of(const Ctx& c, const toml::node& n, std::string_view field, double lo_s,
+                                    double hi_s) {
   const auto d = c.wrap(&n, field, [&] { return parse_duration(c.scalar_text(n, field), "value"); });
   const double s = std::chrono::duration<double>(d).count();
   if (!(s >= lo_s && s <= hi_s)) c.fail(&n, field, fmt::format("{} s is out of range ({}..{} s)", s, lo_s, hi_s));
@@ -114,7 +116,8 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   try {
     root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
+    throw UsageError(
+        fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
   }
   MonitorConfig cfg;
   cfg.file = file;
@@ -127,11 +130,13 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
 
   // [monitor]
   const auto* mon = root.get("monitor");
-  if (!mon) throw UsageError(fmt::format("{}:1: field 'monitor': missing (a [monitor] table with at least state-dir)", file));
+  if (!mon)
+    throw UsageError(fmt::format("{}:1: field 'monitor': missing (a [monitor] table with at least state-dir)", file));
   const auto& m = c.table(*mon, "monitor");
   for (const auto& [key, v] : m) {
     const std::string k(key.str());
-    const bool known = std::any_of(std::begin(kMonitorKeys), std::end(kMonitorKeys), [&](const Key& x) { return k == x.name; });
+    const bool known =
+        std::any_of(std::begin(kMonitorKeys), std::end(kMonitorKeys), [&](const Key& x) { return k == x.name; });
     if (!known) c.fail(&v, k, fmt::format("unknown field of [monitor] ({})", key_list()));
   }
   if (const auto* n = m.get("listen")) {
@@ -147,18 +152,23 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
       port = s.substr(close + 2);
     } else {
       const auto colon = s.rfind(':');
-      if (colon == std::string::npos || s.find(':') != colon) c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
+      if (colon == std::string::npos || s.find(':') != colon)
+        c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
       host = s.substr(0, colon);
       port = s.substr(colon + 1);
     }
-    if (host.empty()) c.fail(n, "listen", fmt::format("'{}': no host (give 127.0.0.1:PORT, or an address with listen-public = true)", s));
+    if (host.empty())
+      c.fail(n, "listen",
+             fmt::format("'{}': no host (give 127.0.0.1:PORT, or an address with listen-public = true)", s));
     cfg.listen_host = host;
-    cfg.listen_port = static_cast<std::uint16_t>(c.wrap(n, "listen", [&] { return parse_int(port, "port", 0, 65535); }));
+    cfg.listen_port =
+        static_cast<std::uint16_t>(c.wrap(n, "listen", [&] { return parse_int(port, "port", 0, 65535); }));
   }
   if (const auto* n = m.get("listen-public")) cfg.listen_public = c.boolean(*n, "listen-public");
   if (!is_loopback(cfg.listen_host) && !cfg.listen_public) {
     c.fail(m.get("listen"), "listen",
-           fmt::format("{} is not a loopback address: metrics would be readable from the network; set listen-public = true to allow it",
+           fmt::format("{} is not a loopback address: metrics would be readable from the network; set listen-public = "
+                       "true to allow it",
                        cfg.listen_host));
   }
   const auto* sd = m.get("state-dir");
@@ -170,14 +180,16 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
     if (!t.empty() && t.back() == '%') t.pop_back();
     char* end = nullptr;
     const double pct = std::strtod(t.c_str(), &end);
-    if (t.empty() || end != t.c_str() + t.size()) c.fail(n, "max-duty", fmt::format("'{}': expected a percentage such as \"1%\"", c.scalar_text(*n, "max-duty")));
+    if (t.empty() || end != t.c_str() + t.size())
+      c.fail(n, "max-duty", fmt::format("'{}': expected a percentage such as \"1%\"", c.scalar_text(*n, "max-duty")));
     if (!(pct > 0 && pct <= 100)) c.fail(n, "max-duty", fmt::format("{}% is out of range (above 0, at most 100)", pct));
     cfg.max_duty = pct / 100.0;
   }
   if (const auto* n = m.get("latency-interval")) cfg.latency_interval = seconds_of(c, *n, "latency-interval", 1, 86400);
   if (const auto* n = m.get("drift-percent")) {
     cfg.drift_pct = c.number(*n, "drift-percent");
-    if (!(cfg.drift_pct > 0 && cfg.drift_pct < 100)) c.fail(n, "drift-percent", fmt::format("{} is out of range (above 0, below 100)", cfg.drift_pct));
+    if (!(cfg.drift_pct > 0 && cfg.drift_pct < 100))
+      c.fail(n, "drift-percent", fmt::format("{} is out of range (above 0, below 100)", cfg.drift_pct));
   }
   if (const auto* n = m.get("baseline-probes")) {
     if (!n->is_integer()) c.fail(n, "baseline-probes", fmt::format("expected an integer, got {}", Ctx::type_name(*n)));
@@ -191,12 +203,14 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   }
   if (const auto* n = m.get("max-backoff")) cfg.max_backoff = seconds_of(c, *n, "max-backoff", 1, 86400);
   if (const auto* n = m.get("connect-timeout")) {
-    cfg.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(seconds_of(c, *n, "connect-timeout", 0.1, 600));
+    cfg.connect_timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(seconds_of(c, *n, "connect-timeout", 0.1, 600));
   }
 
   // [[hosts]]: as in plan files.
   const auto* hosts = root.get("hosts");
-  if (!hosts) throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+  if (!hosts)
+    throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
   const auto* harr = hosts->as_array();
   if (!harr || harr->size() < 2) c.fail(hosts, "hosts", "expected two or more [[hosts]] tables");
   for (const auto& hn : *harr) {
@@ -225,25 +239,31 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
       if (h.hp.links.empty()) c.fail(l, "links", "empty list");
     }
     for (const auto& o : cfg.hosts) {
-      if (o.hp.host == h.hp.host && o.hp.port == h.hp.port) c.fail(addr, "address", fmt::format("{} is also host '{}'", h.hp.str(), o.name));
+      if (o.hp.host == h.hp.host && o.hp.port == h.hp.port)
+        c.fail(addr, "address", fmt::format("{} is also host '{}'", h.hp.str(), o.name));
     }
     cfg.hosts.push_back(std::move(h));
   }
   const std::size_t planes = std::max<std::size_t>(1, cfg.hosts.front().hp.links.size());
   for (const auto& h : cfg.hosts) {
-    if (std::max<std::size_t>(1, h.hp.links.size()) != planes || h.hp.links.size() != cfg.hosts.front().hp.links.size()) {
-      c.fail(harr, "links", fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
-                                        h.hp.links.size(), cfg.hosts.front().name, cfg.hosts.front().hp.links.size()));
+    if (std::max<std::size_t>(1, h.hp.links.size()) != planes ||
+        h.hp.links.size() != cfg.hosts.front().hp.links.size()) {
+      c.fail(harr, "links",
+             fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
+                         h.hp.links.size(), cfg.hosts.front().name, cfg.hosts.front().hp.links.size()));
     }
   }
   if (const auto* n = m.get("link-names")) {
     cfg.link_names = c.strings(*n, "link-names");
     if (cfg.link_names.size() != planes) {
-      c.fail(n, "link-names", fmt::format("{} names for {} link plane(s): give one per link address of a host", cfg.link_names.size(), planes));
+      c.fail(n, "link-names",
+             fmt::format("{} names for {} link plane(s): give one per link address of a host", cfg.link_names.size(),
+                         planes));
     }
     std::set<std::string> seen;
     for (const auto& ln : cfg.link_names) {
-      if (ln.empty() || ln.find_first_of(" \"\\\n") != std::string::npos) c.fail(n, "link-names", fmt::format("'{}': use a non-empty name without spaces or quotes", ln));
+      if (ln.empty() || ln.find_first_of(" \"\\\n") != std::string::npos)
+        c.fail(n, "link-names", fmt::format("'{}': use a non-empty name without spaces or quotes", ln));
       if (!seen.insert(ln).second) c.fail(n, "link-names", fmt::format("'{}' is listed twice", ln));
     }
   } else if (cfg.hosts.front().hp.links.empty()) {
@@ -262,7 +282,8 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   const auto* la = root.get("latency");
   cfg.latency = spec_from_table(c, la ? &c.table(*la, "latency") : nullptr, la ? la : mon, default_latency_params());
   if (cfg.latency.transport() != cfg.probe.transport()) {
-    c.fail(la ? la : mon, "transport", "the [latency] and [probe] transports differ: the `transport` label would mix them");
+    c.fail(la ? la : mon, "transport",
+           "the [latency] and [probe] transports differ: the `transport` label would mix them");
   }
   return cfg;
 }

@@ -6,11 +6,11 @@
 #include <fabperf/error.hpp>
 #include <fabperf/monitor.hpp>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <atomic>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <thread>
 
 namespace fabperf::monitor {
@@ -129,6 +129,8 @@ MetricsServer::~MetricsServer() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-std::uint16_t MetricsServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+std::uint16_t MetricsServer::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
 
 }  // namespace fabperf::monitor

@@ -58,23 +58,39 @@ std::string render_metrics(const MonitorState& s) {
   const auto& cfg = s.config();
   const std::string transport(to_string(cfg.probe.transport()));
   const std::string direction(direction_of(cfg.probe.test()));
-  Family tput("fabperf_throughput_bytes_per_second", "gauge", "Payload throughput of the last bandwidth probe of the pair on the link.");
-  Family base("fabperf_baseline_bytes_per_second", "gauge", "The pair's baseline throughput on the link (median of its first probes, or the acceptance result).");
-  Family alert("fabperf_drift_alert", "gauge", "1 while the last throughput is more than the drift threshold below the baseline, else 0.");
-  Family lp50("fabperf_latency_under_load_p50_seconds", "gauge", "Median ping round trip from client to server during the last bandwidth probe.");
-  Family lp99("fabperf_latency_under_load_p99_seconds", "gauge", "99th percentile ping round trip from client to server during the last bandwidth probe.");
-  Family retr("fabperf_retransmits_total", "counter", "TCP segments retransmitted by the pair's connections during bandwidth probes.");
+  Family tput("fabperf_throughput_bytes_per_second", "gauge",
+              "Payload throughput of the last bandwidth probe of the pair on the link.");
+  Family base("fabperf_baseline_bytes_per_second", "gauge",
+              "The pair's baseline throughput on the link (median of its first probes, or the acceptance result).");
+  Family alert("fabperf_drift_alert", "gauge",
+               "1 while the last throughput is more than the drift threshold below the baseline, else 0.");
+  Family lp50("fabperf_latency_under_load_p50_seconds", "gauge",
+              "Median ping round trip from client to server during the last bandwidth probe.");
+  Family lp99("fabperf_latency_under_load_p99_seconds", "gauge",
+              "99th percentile ping round trip from client to server during the last bandwidth probe.");
+  Family retr("fabperf_retransmits_total", "counter",
+              "TCP segments retransmitted by the pair's connections during bandwidth probes.");
   Family probes("fabperf_probes_total", "counter", "Probes of the pair on the link, by kind.");
-  Family fails("fabperf_probe_failures_total", "counter", "Probes of the pair on the link that failed or could not run (agent down), by kind.");
-  Family last("fabperf_last_probe_timestamp_seconds", "gauge", "Unix time of the pair's last successful probe on the link, by kind.");
-  Family p50("fabperf_latency_p50_seconds", "gauge", "Median round trip of the last latency probe (one small rpc at a time).");
-  Family p99("fabperf_latency_p99_seconds", "gauge", "99th percentile round trip of the last latency probe (one small rpc at a time).");
-  Family speed("fabperf_link_speed_bytes_per_second", "gauge", "Negotiated speed of the host's interface on the link plane (bits/s / 8), as seen in the last probe.");
-  Family mtu("fabperf_link_mtu_bytes", "gauge", "MTU of the host's interface on the link plane, as seen in the last probe.");
-  Family nic("fabperf_nic_errors_total", "counter", "Receive and transmit errors and drops of the interface within probe windows.");
-  Family bond("fabperf_bond_member_share_ratio", "gauge", "A bond member's share of the bond's bytes in the last probe, by direction.");
-  Family up("fabperf_agent_up", "gauge", "1 when the host's agent answered its last probe (or none has failed yet), 0 while it is backed off.");
-  Family rot("fabperf_monitor_rotations_total", "counter", "Completed rotations (every pair probed on every link once).");
+  Family fails("fabperf_probe_failures_total", "counter",
+               "Probes of the pair on the link that failed or could not run (agent down), by kind.");
+  Family last("fabperf_last_probe_timestamp_seconds", "gauge",
+              "Unix time of the pair's last successful probe on the link, by kind.");
+  Family p50("fabperf_latency_p50_seconds", "gauge",
+             "Median round trip of the last latency probe (one small rpc at a time).");
+  Family p99("fabperf_latency_p99_seconds", "gauge",
+             "99th percentile round trip of the last latency probe (one small rpc at a time).");
+  Family speed("fabperf_link_speed_bytes_per_second", "gauge",
+               "Negotiated speed of the host's interface on the link plane (bits/s / 8), as seen in the last probe.");
+  Family mtu("fabperf_link_mtu_bytes", "gauge",
+             "MTU of the host's interface on the link plane, as seen in the last probe.");
+  Family nic("fabperf_nic_errors_total", "counter",
+             "Receive and transmit errors and drops of the interface within probe windows.");
+  Family bond("fabperf_bond_member_share_ratio", "gauge",
+              "A bond member's share of the bond's bytes in the last probe, by direction.");
+  Family up("fabperf_agent_up", "gauge",
+            "1 when the host's agent answered its last probe (or none has failed yet), 0 while it is backed off.");
+  Family rot("fabperf_monitor_rotations_total", "counter",
+             "Completed rotations (every pair probed on every link once).");
 
   const auto n = static_cast<std::uint32_t>(cfg.hosts.size());
   for (std::uint32_t c = 0; c < n; ++c) {
@@ -82,8 +98,11 @@ std::string render_metrics(const MonitorState& s) {
       if (c == v) continue;
       for (std::uint32_t l = 0; l < cfg.link_names.size(); ++l) {
         const auto& p = s.pair(c, v, l);
-        const Labels pl{{"client", cfg.hosts[c].name}, {"server", cfg.hosts[v].name}, {"link", cfg.link_names[l]},
-                        {"transport", transport}, {"direction", direction}};
+        const Labels pl{{"client", cfg.hosts[c].name},
+                        {"server", cfg.hosts[v].name},
+                        {"link", cfg.link_names[l]},
+                        {"transport", transport},
+                        {"direction", direction}};
         if (p.bytes_per_s) tput.add(pl, *p.bytes_per_s);
         if (p.baseline.bytes_per_s) base.add(pl, *p.baseline.bytes_per_s);
         alert.add(pl, std::uint64_t{p.drift_alert ? 1u : 0u});
@@ -92,13 +111,19 @@ std::string render_metrics(const MonitorState& s) {
         retr.add(pl, p.retransmits_total);
         for (const auto k : {ProbeKind::bandwidth, ProbeKind::latency}) {
           const auto i = static_cast<std::size_t>(k);
-          const Labels kl{{"client", cfg.hosts[c].name}, {"server", cfg.hosts[v].name}, {"link", cfg.link_names[l]},
-                          {"transport", transport}, {"kind", std::string(to_string(k))}};
+          const Labels kl{{"client", cfg.hosts[c].name},
+                          {"server", cfg.hosts[v].name},
+                          {"link", cfg.link_names[l]},
+                          {"transport", transport},
+                          {"kind", std::string(to_string(k))}};
           probes.add(kl, p.probes_total[i]);
           fails.add(kl, p.failures_total[i]);
           if (p.last_probe_s[i]) last.add(kl, *p.last_probe_s[i]);
         }
-        const Labels ll{{"client", cfg.hosts[c].name}, {"server", cfg.hosts[v].name}, {"link", cfg.link_names[l]}, {"transport", transport}};
+        const Labels ll{{"client", cfg.hosts[c].name},
+                        {"server", cfg.hosts[v].name},
+                        {"link", cfg.link_names[l]},
+                        {"transport", transport}};
         if (p.latency_p50_s) p50.add(ll, *p.latency_p50_s);
         if (p.latency_p99_s) p99.add(ll, *p.latency_p99_s);
       }
@@ -114,7 +139,12 @@ std::string render_metrics(const MonitorState& s) {
       nic.add(ls, hl.nic_errors_total);
       for (const auto& b : hl.bonds) {
         for (const auto& [dir, v] : {std::pair<const char*, double>{"tx", b.tx_ratio}, {"rx", b.rx_ratio}}) {
-          bond.add({{"host", cfg.hosts[h].name}, {"link", cfg.link_names[l]}, {"bond", b.bond}, {"member", b.member}, {"direction", dir}}, v);
+          bond.add({{"host", cfg.hosts[h].name},
+                    {"link", cfg.link_names[l]},
+                    {"bond", b.bond},
+                    {"member", b.member},
+                    {"direction", dir}},
+                   v);
         }
       }
     }
@@ -123,7 +153,8 @@ std::string render_metrics(const MonitorState& s) {
   rot.add({}, s.rotations());
 
   std::string out;
-  for (const Family* f : {&tput, &base, &alert, &lp50, &lp99, &retr, &probes, &fails, &last, &p50, &p99, &speed, &mtu, &nic, &bond, &up, &rot}) {
+  for (const Family* f : {&tput, &base, &alert, &lp50, &lp99, &retr, &probes, &fails, &last, &p50, &p99, &speed, &mtu,
+                          &nic, &bond, &up, &rot}) {
     f->render(out);
   }
   return out;

@@ -2,8 +2,8 @@
 // are backed off, probe, apply the samples to the state under its lock, report.
 #include <fabperf/monitor.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -27,7 +27,8 @@ json to_json(const JobResult& r, const MonitorConfig& cfg) {
   json links = json::array();
   for (const auto& l : r.links) {
     json bonds = json::array();
-    for (const auto& b : l.bonds) bonds.push_back({{"bond", b.bond}, {"member", b.member}, {"tx_ratio", b.tx_ratio}, {"rx_ratio", b.rx_ratio}});
+    for (const auto& b : l.bonds)
+      bonds.push_back({{"bond", b.bond}, {"member", b.member}, {"tx_ratio", b.tx_ratio}, {"rx_ratio", b.rx_ratio}});
     links.push_back({{"host", cfg.hosts.at(l.host).name},
                      {"interface", l.interface},
                      {"speed_bits_per_second", l.speed_bps > 0 ? json(l.speed_bps) : json(nullptr)},
@@ -70,8 +71,8 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
       std::string down;
       for (const auto h : {pr.first, pr.second}) {
         if (backoff.blocked(h, start)) {
-          down = fmt::format("agent {} ({}) is unreachable; next attempt in {:.1f} s", cfg.hosts[h].name, cfg.hosts[h].hp.str(),
-                             backoff.retry_at(h) - start);
+          down = fmt::format("agent {} ({}) is unreachable; next attempt in {:.1f} s", cfg.hosts[h].name,
+                             cfg.hosts[h].hp.str(), backoff.retry_at(h) - start);
           break;
         }
       }
@@ -106,7 +107,8 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
         if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
       }
     }
-    const bool job_failed = std::any_of(result.pairs.begin(), result.pairs.end(), [](const PairSample& p) { return !p.ok; });
+    const bool job_failed =
+        std::any_of(result.pairs.begin(), result.pairs.end(), [](const PairSample& p) { return !p.ok; });
     failed = failed || job_failed;
     bool baselines_changed = false;
     std::vector<std::string> lines;
@@ -114,17 +116,20 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
     {
       std::lock_guard<std::mutex> lock(mu);
       for (const auto h : hosts) {
-        const bool named = std::find(result.unreachable.begin(), result.unreachable.end(), h) != result.unreachable.end();
+        const bool named =
+            std::find(result.unreachable.begin(), result.unreachable.end(), h) != result.unreachable.end();
         const bool was_down = !state.agent_up(h);
         if (named) {
           backoff.failed(h, end);
-          lines.push_back(fmt::format("agent {} ({}) unreachable ({} in a row); next attempt in {:.1f} s", cfg.hosts[h].name,
-                                      cfg.hosts[h].hp.str(), backoff.failures(h), backoff.retry_at(h) - end));
+          lines.push_back(fmt::format("agent {} ({}) unreachable ({} in a row); next attempt in {:.1f} s",
+                                      cfg.hosts[h].name, cfg.hosts[h].hp.str(), backoff.failures(h),
+                                      backoff.retry_at(h) - end));
         } else if (!job_failed || std::any_of(result.pairs.begin(), result.pairs.end(), [&](const PairSample& p) {
                      return p.ok && (p.client == h || p.server == h);
                    })) {
           backoff.succeeded(h);
-          if (was_down) lines.push_back(fmt::format("agent {} ({}) answers again", cfg.hosts[h].name, cfg.hosts[h].hp.str()));
+          if (was_down)
+            lines.push_back(fmt::format("agent {} ({}) answers again", cfg.hosts[h].name, cfg.hosts[h].hp.str()));
         }
         state.set_agent_up(h, backoff.failures(h) == 0);
       }
@@ -136,8 +141,8 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
     if (job_failed) {
       for (const auto& p : result.pairs) {
         if (!p.ok) {
-          log(fmt::format("probe failed: {} {}->{} {}: {}", to_string(job.kind), cfg.hosts[p.client].name, cfg.hosts[p.server].name,
-                          cfg.link_names[job.link], p.error));
+          log(fmt::format("probe failed: {} {}->{} {}: {}", to_string(job.kind), cfg.hosts[p.client].name,
+                          cfg.hosts[p.server].name, cfg.link_names[job.link], p.error));
         }
       }
     }

@@ -4,9 +4,9 @@
 #include <fabperf/monitor.hpp>
 #include <fabperf/report.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <ctime>
-#include <fmt/format.h>
 #include <map>
 
 namespace fabperf::monitor {
@@ -82,7 +82,9 @@ class RunTestProber : public Prober {
 
 }  // namespace
 
-std::unique_ptr<Prober> make_prober(const MonitorConfig& cfg, auth::Key key) { return std::make_unique<RunTestProber>(cfg, std::move(key)); }
+std::unique_ptr<Prober> make_prober(const MonitorConfig& cfg, auth::Key key) {
+  return std::make_unique<RunTestProber>(cfg, std::move(key));
+}
 
 JobResult failed_job(const MonitorConfig& cfg, const Job& job, const std::string& error, double wall_s) {
   JobResult r;
@@ -179,7 +181,8 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
     ls.errors = l->tx_errors + l->rx_errors + l->tx_dropped + l->rx_dropped;
     for (const auto& b : n->bonds) {
       if (b.name != l->name) continue;
-      for (const auto& m : b.members) ls.bonds.push_back({b.name, m.name, m.tx_share_pct / 100.0, m.rx_share_pct / 100.0});
+      for (const auto& m : b.members)
+        ls.bonds.push_back({b.name, m.name, m.tx_share_pct / 100.0, m.rx_share_pct / 100.0});
     }
     r.links.push_back(std::move(ls));
   }

@@ -10,11 +10,14 @@
 
 namespace fabperf::monitor {
 
-std::string_view to_string(ProbeKind k) { return k == ProbeKind::bandwidth ? "bandwidth" : "latency"; }
+std::string_view to_string(ProbeKind k) {
+  return k == ProbeKind::bandwidth ? "bandwidth" : "latency";
+}
 
 Schedule::Schedule(std::size_t hosts, std::size_t links, double max_duty, double latency_interval_s)
     : links_(links), duty_(max_duty), latency_interval_(latency_interval_s), ready_(hosts * links, 0.0) {
-  if (hosts < 2 || links < 1 || !(max_duty > 0 && max_duty <= 1)) throw UsageError("monitor schedule: needs 2+ hosts, 1+ links, duty in (0, 1]");
+  if (hosts < 2 || links < 1 || !(max_duty > 0 && max_duty <= 1))
+    throw UsageError("monitor schedule: needs 2+ hosts, 1+ links, duty in (0, 1]");
   // All-pairs steps (circle method) with as many disjoint pairs per step as fit: consecutive
   // bandwidth targets then involve different hosts where possible, and a latency step measures
   // every node against exactly one peer (its latency is that pair's).
@@ -35,7 +38,9 @@ Schedule::Schedule(std::size_t hosts, std::size_t links, double max_duty, double
   done_.assign(targets_.size(), false);
 }
 
-double Schedule::ready_at(std::uint32_t host, std::uint32_t link) const { return ready_.at(host * links_ + link); }
+double Schedule::ready_at(std::uint32_t host, std::uint32_t link) const {
+  return ready_.at(host * links_ + link);
+}
 
 Schedule::Next Schedule::next(double now_s) const {
   if (latency_pos_ > 0) return {latency_[latency_pos_], now_s};
@@ -82,7 +87,8 @@ void Schedule::done(const Job& job, double start_s, double end_s) {
   }
 }
 
-Backoff::Backoff(std::size_t hosts, double base_s, double cap_s) : base_(base_s), cap_(cap_s), failures_(hosts, 0), retry_(hosts, 0) {}
+Backoff::Backoff(std::size_t hosts, double base_s, double cap_s)
+    : base_(base_s), cap_(cap_s), failures_(hosts, 0), retry_(hosts, 0) {}
 
 void Backoff::failed(std::uint32_t host, double now_s) {
   const auto k = ++failures_.at(host);
@@ -93,9 +99,15 @@ void Backoff::succeeded(std::uint32_t host) {
   failures_.at(host) = 0;
   retry_.at(host) = 0;
 }
-bool Backoff::blocked(std::uint32_t host, double now_s) const { return failures_.at(host) > 0 && now_s < retry_.at(host); }
-double Backoff::retry_at(std::uint32_t host) const { return retry_.at(host); }
-std::uint32_t Backoff::failures(std::uint32_t host) const { return failures_.at(host); }
+bool Backoff::blocked(std::uint32_t host, double now_s) const {
+  return failures_.at(host) > 0 && now_s < retry_.at(host);
+}
+double Backoff::retry_at(std::uint32_t host) const {
+  return retry_.at(host);
+}
+std::uint32_t Backoff::failures(std::uint32_t host) const {
+  return failures_.at(host);
+}
 
 DriftEval evaluate_drift(double value, double baseline, double pct) {
   DriftEval e;

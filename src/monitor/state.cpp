@@ -4,14 +4,14 @@
 #include <fabperf/monitor.hpp>
 #include <fabperf/plan.hpp>
 
-#include <algorithm>
-#include <cerrno>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 namespace fabperf::monitor {
 
@@ -25,17 +25,23 @@ MonitorState::MonitorState(const MonitorConfig& cfg)
 
 std::size_t MonitorState::index(std::uint32_t c, std::uint32_t s, std::uint32_t l) const {
   const std::size_t n = cfg_->hosts.size();
-  if (c >= n || s >= n || l >= cfg_->link_names.size()) throw Error(ExitCode::internal, "monitor state: pair index out of range");
+  if (c >= n || s >= n || l >= cfg_->link_names.size())
+    throw Error(ExitCode::internal, "monitor state: pair index out of range");
   return (static_cast<std::size_t>(c) * n + s) * cfg_->link_names.size() + l;
 }
-const PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) const { return pairs_[index(c, s, l)]; }
-PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) { return pairs_[index(c, s, l)]; }
+const PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) const {
+  return pairs_[index(c, s, l)];
+}
+PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) {
+  return pairs_[index(c, s, l)];
+}
 const HostLinkState& MonitorState::host_link(std::uint32_t h, std::uint32_t l) const {
   return host_links_.at(static_cast<std::size_t>(h) * cfg_->link_names.size() + l);
 }
 
 std::size_t MonitorState::active_alerts() const {
-  return static_cast<std::size_t>(std::count_if(pairs_.begin(), pairs_.end(), [](const PairState& p) { return p.drift_alert; }));
+  return static_cast<std::size_t>(
+      std::count_if(pairs_.begin(), pairs_.end(), [](const PairState& p) { return p.drift_alert; }));
 }
 
 std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines_changed) {
@@ -46,7 +52,8 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
   for (const auto& s : r.pairs) {
     auto& p = pair(s.client, s.server, r.job.link);
     ++p.probes_total[k];
-    const std::string subject = fmt::format("{}->{} {} {}", names[s.client].name, names[s.server].name, link, to_string(cfg_->probe.transport()));
+    const std::string subject = fmt::format("{}->{} {} {}", names[s.client].name, names[s.server].name, link,
+                                            to_string(cfg_->probe.transport()));
     if (!s.ok) {
       ++p.failures_total[k];
       p.last_error = s.error;
@@ -74,17 +81,18 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
         b.samples.clear();
         b.source = "probes";
         b.set_at = plan::iso8601_now();
-        log.push_back(fmt::format("baseline: {} set to {:.3f} MB/s (median of {} probes)", subject, *b.bytes_per_s / 1e6,
-                                  cfg_->baseline_probes));
+        log.push_back(fmt::format("baseline: {} set to {:.3f} MB/s (median of {} probes)", subject,
+                                  *b.bytes_per_s / 1e6, cfg_->baseline_probes));
       }
       continue;
     }
     const auto d = evaluate_drift(v, *b.bytes_per_s, cfg_->drift_pct);
     if (d.alert && !p.drift_alert) {
-      log.push_back(fmt::format("drift: {} at {:.3f} MB/s is {:.1f}% below its baseline {:.3f} MB/s (alert above {}%)", subject,
-                                v / 1e6, d.below_pct, *b.bytes_per_s / 1e6, cfg_->drift_pct));
+      log.push_back(fmt::format("drift: {} at {:.3f} MB/s is {:.1f}% below its baseline {:.3f} MB/s (alert above {}%)",
+                                subject, v / 1e6, d.below_pct, *b.bytes_per_s / 1e6, cfg_->drift_pct));
     } else if (!d.alert && p.drift_alert) {
-      log.push_back(fmt::format("drift cleared: {} back at {:.3f} MB/s (baseline {:.3f} MB/s)", subject, v / 1e6, *b.bytes_per_s / 1e6));
+      log.push_back(fmt::format("drift cleared: {} back at {:.3f} MB/s (baseline {:.3f} MB/s)", subject, v / 1e6,
+                                *b.bytes_per_s / 1e6));
     }
     p.drift_alert = d.alert;
   }
@@ -126,9 +134,11 @@ json MonitorState::baselines_json() const {
 
 std::size_t MonitorState::load_baselines(const json& j, const std::string& file) {
   const auto bad = [&](const std::string& what) {
-    return UsageError(fmt::format("state file {}: {} (move it away, or start with --reset-baselines to measure new baselines)", file, what));
+    return UsageError(fmt::format(
+        "state file {}: {} (move it away, or start with --reset-baselines to measure new baselines)", file, what));
   };
-  if (!j.is_object() || j.value("schema", "") != kBaselinesSchema) throw bad(fmt::format("not a {} file", kBaselinesSchema));
+  if (!j.is_object() || j.value("schema", "") != kBaselinesSchema)
+    throw bad(fmt::format("not a {} file", kBaselinesSchema));
   if (!j.contains("version") || j["version"] != 1) throw bad("unknown version (this fabperf reads version 1)");
   if (!j.contains("baselines") || !j["baselines"].is_array()) throw bad("no 'baselines' array");
   const auto find = [](const auto& v, const std::string& name) -> std::optional<std::uint32_t> {
@@ -189,10 +199,14 @@ std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(c
 }  // namespace
 
 std::size_t MonitorState::seed_from_acceptance(const std::string& text, const std::string& file) {
-  const auto bad = [&](const std::string& what) { return UsageError(fmt::format("acceptance file {}: {}", file, what)); };
+  const auto bad = [&](const std::string& what) {
+    return UsageError(fmt::format("acceptance file {}: {}", file, what));
+  };
   if (cfg_->link_names.size() != 1) {
-    throw bad(fmt::format("a result does not say which link carried each pair, and this config has {} link planes: "
-                          "let the first probes set the baselines instead", cfg_->link_names.size()));
+    throw bad(
+        fmt::format("a result does not say which link carried each pair, and this config has {} link planes: "
+                    "let the first probes set the baselines instead",
+                    cfg_->link_names.size()));
   }
   std::vector<json> docs;
   try {
@@ -209,8 +223,10 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
         ++no;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         const json rec = json::parse(line, nullptr, false);
-        if (rec.is_discarded() || !rec.is_object()) throw bad(fmt::format("line {} is not JSON (expected `fabperf run --json` output or plan results)", no));
-        if (rec.value("type", "") == "step" && rec.value("status", "") == "done" && rec.contains("result")) docs.push_back(rec["result"]);
+        if (rec.is_discarded() || !rec.is_object())
+          throw bad(fmt::format("line {} is not JSON (expected `fabperf run --json` output or plan results)", no));
+        if (rec.value("type", "") == "step" && rec.value("status", "") == "done" && rec.contains("result"))
+          docs.push_back(rec["result"]);
       }
     }
   } catch (const json::exception& e) {

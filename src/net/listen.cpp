@@ -3,15 +3,17 @@
 #include <fabperf/error.hpp>
 
 #include <arpa/inet.h>
-#include <cerrno>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <cerrno>
 
 namespace fabperf::net {
 
-bool accept_out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+bool accept_out_of_resources(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
 
 Listener listen_any_port(const std::string& bind_address, int backlog, const std::string& kind,
                          const std::function<void(int fd)>& configure) {

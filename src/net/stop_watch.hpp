@@ -30,7 +30,8 @@ class StopWatch {
 
  private:
   struct State {
-    State(asio::io_context& io, std::function<void(int)> f) : timer(io), on_request(std::move(f)), seen(stop::requests()) {}
+    State(asio::io_context& io, std::function<void(int)> f)
+        : timer(io), on_request(std::move(f)), seen(stop::requests()) {}
     asio::steady_timer timer;
     std::function<void(int)> on_request;
     std::uint64_t seen;

@@ -3,9 +3,9 @@
 #include <fabperf/isolate.hpp>
 #include <fabperf/stats.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <set>
 
 namespace fabperf::plan {
@@ -26,7 +26,9 @@ double role_mbps(const json& node, const std::string& test, bool client) {
   return (client != reads) ? num(node, "tx_mb_per_s") : num(node, "rx_mb_per_s");
 }
 
-std::string mb(double v) { return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v); }
+std::string mb(double v) {
+  return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
+}
 
 }  // namespace
 
@@ -135,14 +137,15 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   return s;
 }
 
-Isolator::Isolator(std::vector<std::uint32_t> suspects, std::vector<std::uint32_t> good, std::vector<std::string> host_names,
-                   std::size_t max_rounds)
+Isolator::Isolator(std::vector<std::uint32_t> suspects, std::vector<std::uint32_t> good,
+                   std::vector<std::string> host_names, std::size_t max_rounds)
     : cand_(std::move(suspects)), good_(std::move(good)), names_(std::move(host_names)), max_rounds_(max_rounds) {
   if (cand_.empty()) {
     trace_.push_back("no node stands out: nothing to isolate");
     done_ = true;
   } else if (good_.size() < 3) {
-    trace_.push_back(fmt::format("only {} known-good node(s): isolation needs 3 (a peer and a baseline pair)", good_.size()));
+    trace_.push_back(
+        fmt::format("only {} known-good node(s): isolation needs 3 (a peer and a baseline pair)", good_.size()));
     done_ = true;
   }
 }
@@ -220,7 +223,8 @@ std::optional<IsoRound> Isolator::next_round() {
   return r;
 }
 
-void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rates, const std::map<std::uint32_t, std::string>& links) {
+void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rates,
+                      const std::map<std::uint32_t, std::string>& links) {
   if (!current_) return;
   const IsoRound r = *current_;
   current_.reset();
@@ -267,10 +271,12 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     std::string who;
     for (const auto g : peers[c]) who += (who.empty() ? "" : ", ") + names_[g];
     const std::string subject = f.link.empty() ? f.node : f.node + " " + f.link;
-    f.text = f.slow ? fmt::format("{}: {} MB/s against {} good peers, whose median is {} (sending {}, receiving {}; peers {})",
-                                  subject, mb(f.median_mb), f.peers, mb(baseline), mb(f.out_mb), mb(f.in_mb), who)
-                    : fmt::format("{}: {} MB/s against {} good peers, whose median is {}: keeps up on its own (peers {})",
-                                  subject, mb(f.median_mb), f.peers, mb(baseline), who);
+    f.text =
+        f.slow
+            ? fmt::format("{}: {} MB/s against {} good peers, whose median is {} (sending {}, receiving {}; peers {})",
+                          subject, mb(f.median_mb), f.peers, mb(baseline), mb(f.out_mb), mb(f.in_mb), who)
+            : fmt::format("{}: {} MB/s against {} good peers, whose median is {}: keeps up on its own (peers {})",
+                          subject, mb(f.median_mb), f.peers, mb(baseline), who);
     trace_.push_back(fmt::format("round {} (confirm {} against {} peers, one at a time): {}", r.number, f.node, f.peers,
                                  f.slow ? "SLOW" : "cleared"));
     findings_.push_back(f);
@@ -305,15 +311,23 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
   for (const auto h : cand_) next += (next.empty() ? "" : ", ") + names_[h];
   std::string later;
   for (const auto h : deferred_) later += (later.empty() ? "" : ", ") + names_[h];
-  trace_.push_back(fmt::format("round {} (halving: {} of {} suspects, each against a good peer both ways; baseline {} MB/s): "
-                               "{} -> suspects: {}{}",
-                               r.number, tested.size(), tested.size() + rest.size(), mb(baseline), results,
-                               next.empty() ? "none" : next, later.empty() ? "" : "; later: " + later));
+  trace_.push_back(
+      fmt::format("round {} (halving: {} of {} suspects, each against a good peer both ways; baseline {} MB/s): "
+                  "{} -> suspects: {}{}",
+                  r.number, tested.size(), tested.size() + rest.size(), mb(baseline), results,
+                  next.empty() ? "none" : next, later.empty() ? "" : "; later: " + later));
 }
 
 json to_json(const IsoFinding& f) {
-  return {{"node", f.node}, {"link", f.link}, {"slow", f.slow}, {"mb_per_s", f.median_mb}, {"out_mb_per_s", f.out_mb},
-          {"in_mb_per_s", f.in_mb}, {"peers", f.peers}, {"peers_median_mb_per_s", f.peers_median_mb}, {"text", f.text}};
+  return {{"node", f.node},
+          {"link", f.link},
+          {"slow", f.slow},
+          {"mb_per_s", f.median_mb},
+          {"out_mb_per_s", f.out_mb},
+          {"in_mb_per_s", f.in_mb},
+          {"peers", f.peers},
+          {"peers_median_mb_per_s", f.peers_median_mb},
+          {"text", f.text}};
 }
 
 }  // namespace fabperf::plan

@@ -5,10 +5,10 @@
 #include <fabperf/error.hpp>
 #include <fabperf/plan.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <fmt/format.h>
 #include <tuple>
 
 namespace fabperf::plan {
@@ -69,7 +69,9 @@ std::string fmtv(double v) {
 
 }  // namespace
 
-bool KpiSet::empty() const { return *this == KpiSet{}; }
+bool KpiSet::empty() const {
+  return *this == KpiSet{};
+}
 
 const std::vector<std::string>& kpi_names() {
   static const std::vector<std::string> names = [] {
@@ -172,10 +174,11 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     for (const auto& n : r.value("nodes", json::array())) {
       const std::string name = label(n.value("node", std::string()));
       // Counter KPIs: every node, from the sums compute_report put in its "counters".
-      for (const auto& [kpi, field, cat] : {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
-                                            std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
-                                            std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
-                                            std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
+      for (const auto& [kpi, field, cat] :
+           {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
+            std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
+            std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
+            std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
         if (!(k.*field)) continue;
         const json* cats = n.contains("counters") && n["counters"].is_object() && n["counters"].contains("categories")
                                ? &n["counters"]["categories"]
@@ -202,7 +205,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
         const double v = node_mbps(n, tkind);
         node_values.push_back({s.id, name, v});
         if (k.min_node_mbps) {
-          check(def("min-node-mbps"), s.id, name, v, fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), tkind));
+          check(def("min-node-mbps"), s.id, name, v,
+                fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), tkind));
         }
         if (k.max_p99_latency_us) {
           const bool rpc = n.contains("latency") && n["latency"].is_object();
@@ -213,7 +217,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                   fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(p99), lat->value("count", 0),
                               rpc ? "requests" : "ping round trips under load"));
           } else {
-            check(def("max-p99-latency-us"), s.id, name, std::nullopt, fmt::format("{} in {}: no latency was measured", name, s.id));
+            check(def("max-p99-latency-us"), s.id, name, std::nullopt,
+                  fmt::format("{} in {}: no latency was measured", name, s.id));
           }
         }
       }
@@ -236,15 +241,17 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
         if (l.contains("speed_mbps") && l["speed_mbps"].is_number()) a.speed = l["speed_mbps"].get<double>();
         const double e = num(l, "tx_errors") + num(l, "rx_errors") + num(l, "tx_dropped") + num(l, "rx_dropped");
         if (e > 0) {
-          a.error_detail += fmt::format("{}{}: tx_errors {} rx_errors {} tx_dropped {} rx_dropped {}",
-                                        a.error_detail.empty() ? "" : "; ", s.id, fmtv(num(l, "tx_errors")),
-                                        fmtv(num(l, "rx_errors")), fmtv(num(l, "tx_dropped")), fmtv(num(l, "rx_dropped")));
+          a.error_detail +=
+              fmt::format("{}{}: tx_errors {} rx_errors {} tx_dropped {} rx_dropped {}",
+                          a.error_detail.empty() ? "" : "; ", s.id, fmtv(num(l, "tx_errors")),
+                          fmtv(num(l, "rx_errors")), fmtv(num(l, "tx_dropped")), fmtv(num(l, "rx_dropped")));
         }
         a.errors += e;
       }
     }
     for (const auto& p : r.value("pairs", json::array())) {
-      const std::string sub = by_index[p.value("client", std::uint64_t{0})] + "->" + by_index[p.value("server", std::uint64_t{0})];
+      const std::string sub =
+          by_index[p.value("client", std::uint64_t{0})] + "->" + by_index[p.value("server", std::uint64_t{0})];
       if (k.min_pair_mbps) {
         const double v = num(p, "mb_per_s");
         check(def("min-pair-mbps"), s.id, sub, v,
@@ -252,13 +259,15 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
       }
       if (k.max_retransmits) {
         const double v = num(p, "retrans");
-        check(def("max-retransmits"), s.id, sub, v, fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(v)));
+        check(def("max-retransmits"), s.id, sub, v,
+              fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(v)));
       }
     }
     if (k.min_aggregate_mbps) {
       const double v = num(r.value("aggregate", json::object()), "mb_per_s");
       check(def("min-aggregate-mbps"), s.id, "", v,
-            fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(v), r.value("clients", 0), r.value("servers", 0)));
+            fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(v), r.value("clients", 0),
+                        r.value("servers", 0)));
     }
   }
 
@@ -270,8 +279,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                                                 [](const NodeValue& a, const NodeValue& b) { return a.mbps < b.mbps; });
       const double ratio = mx->mbps > 0 ? mn->mbps / mx->mbps : 0.0;
       check(def("min-spread"), std::nullopt, "", ratio,
-            fmt::format("slowest {} {} MB/s ({}), fastest {} {} MB/s ({}) over {} node results", mn->node, fmtv(mn->mbps),
-                        mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
+            fmt::format("slowest {} {} MB/s ({}), fastest {} {} MB/s ({}) over {} node results", mn->node,
+                        fmtv(mn->mbps), mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
     }
   }
   for (const auto& sub : link_order) {
@@ -283,7 +292,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     if (k.min_efficiency_pct) {
       if (a.best_eff) {
         check(def("min-efficiency-pct"), std::nullopt, sub, *a.best_eff,
-              fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed), a.best_eff_step));
+              fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed),
+                          a.best_eff_step));
       } else {
         check(def("min-efficiency-pct"), std::nullopt, sub, std::nullopt,
               fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
@@ -335,9 +345,10 @@ std::string render_verdicts(const std::vector<KpiCheck>& checks) {
   for (const auto& c : checks) {
     if (c.pass) continue;
     ++failed;
-    rows += fmt::format("  FAIL {:<18} {:<22} {:<14} {:>10} {} {:<8} {}\n", c.kpi, c.subject.empty() ? "-" : c.subject,
-                        c.step ? *c.step : (c.test ? *c.test : std::string("plan")),
-                        c.value ? fmtv(*c.value) : std::string("n/a"), c.op, fmtv(c.threshold) + " " + c.unit, c.detail);
+    rows +=
+        fmt::format("  FAIL {:<18} {:<22} {:<14} {:>10} {} {:<8} {}\n", c.kpi, c.subject.empty() ? "-" : c.subject,
+                    c.step ? *c.step : (c.test ? *c.test : std::string("plan")),
+                    c.value ? fmtv(*c.value) : std::string("n/a"), c.op, fmtv(c.threshold) + " " + c.unit, c.detail);
   }
   // Passing checks are summarised per KPI with the worst value, so the table stays readable on
   // big fabrics; every check is in the results file.
@@ -347,7 +358,8 @@ std::string render_verdicts(const std::vector<KpiCheck>& checks) {
     auto& [n, worst] = passed[(c.test ? *c.test : std::string("plan")) + " " + c.kpi];
     ++n;
     const bool lower_is_worse = c.op == ">=";
-    if (!worst || (c.value && worst->value && (lower_is_worse ? *c.value < *worst->value : *c.value > *worst->value))) worst = &c;
+    if (!worst || (c.value && worst->value && (lower_is_worse ? *c.value < *worst->value : *c.value > *worst->value)))
+      worst = &c;
   }
   std::string out = fmt::format("KPI verdicts: {} checks, {} failed\n", checks.size(), failed);
   out += rows;
@@ -360,6 +372,8 @@ std::string render_verdicts(const std::vector<KpiCheck>& checks) {
   return out;
 }
 
-std::string iso8601_now() { return iso8601_utc_now(); }
+std::string iso8601_now() {
+  return iso8601_utc_now();
+}
 
 }  // namespace fabperf::plan

@@ -2,10 +2,10 @@
 #include <fabperf/error.hpp>
 #include <fabperf/plan.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace fabperf::plan {
 namespace {
@@ -22,7 +22,8 @@ constexpr std::array<PatternName, 9> kPatterns{{
      "each node alone as the client of all the others, one after another (IBM readiness per-node test): N steps"},
     {Pattern::halves, "halves", "the first half of the nodes loads the second half, all at once: 1 step"},
     {Pattern::all_pairs, "all-pairs",
-     "every ordered pair alone, one after another (an N x N matrix); --concurrent-pairs K runs K disjoint pairs per step"},
+     "every ordered pair alone, one after another (an N x N matrix); --concurrent-pairs K runs K disjoint pairs per "
+     "step"},
     {Pattern::ring, "ring", "node i loads node i+k (mod N), all at once: 1 step"},
     {Pattern::incast, "incast", "every other node loads the target, all at once: 1 step"},
     {Pattern::broadcast, "broadcast", "the target loads every other node, all at once: 1 step"},
@@ -116,8 +117,9 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
       need_nodes(n, 2, p.pattern);
       if (p.concurrent_pairs < 1) throw UsageError("pattern all-pairs: concurrent-pairs must be at least 1");
       if (p.concurrent_pairs > n / 2) {
-        throw UsageError(fmt::format("pattern all-pairs: concurrent-pairs {} is more than {} nodes allow disjointly ({})",
-                                     p.concurrent_pairs, n, n / 2));
+        throw UsageError(
+            fmt::format("pattern all-pairs: concurrent-pairs {} is more than {} nodes allow disjointly ({})",
+                        p.concurrent_pairs, n, n / 2));
       }
       if (p.concurrent_pairs == 1) {
         // Every ordered pair alone, in row order: the matrix as mpiGraph draws it.
@@ -169,7 +171,8 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
     case Pattern::incast:
     case Pattern::broadcast: {
       need_nodes(n, 2, p.pattern);
-      if (p.target >= n) throw UsageError(fmt::format("pattern {}: target index {} out of range", to_string(p.pattern), p.target));
+      if (p.target >= n)
+        throw UsageError(fmt::format("pattern {}: target index {} out of range", to_string(p.pattern), p.target));
       Step s;
       for (std::size_t v = 0; v < n; ++v) {
         if (v == p.target) continue;
@@ -223,8 +226,11 @@ nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& resu
       sum += tx;
     }
     if (slowest < 0) return nullptr;
-    return {{"kind", "bus_bandwidth"}, {"definition", "nccl-tests alltoall: busbw = algbw x (n-1)/n, from the slowest rank"},
-            {"ranks", n}, {"algbw_mb_per_s", slowest * nd / (nd - 1)}, {"busbw_mb_per_s", slowest},
+    return {{"kind", "bus_bandwidth"},
+            {"definition", "nccl-tests alltoall: busbw = algbw x (n-1)/n, from the slowest rank"},
+            {"ranks", n},
+            {"algbw_mb_per_s", slowest * nd / (nd - 1)},
+            {"busbw_mb_per_s", slowest},
             {"mean_rank_mb_per_s", sum / static_cast<double>(result["nodes"].size())}};
   }
   if (p == Pattern::incast) {
@@ -236,14 +242,20 @@ nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& resu
         target = std::max(jnum(node, "rx_mb_per_s"), jnum(node, "tx_mb_per_s"));
       }
     }
-    return {{"kind", "bus_bandwidth"}, {"definition", "nccl-tests gather: busbw = algbw x (n-1)/n at the root"},
-            {"ranks", n}, {"algbw_mb_per_s", target * nd / (nd - 1)}, {"busbw_mb_per_s", target}};
+    return {{"kind", "bus_bandwidth"},
+            {"definition", "nccl-tests gather: busbw = algbw x (n-1)/n at the root"},
+            {"ranks", n},
+            {"algbw_mb_per_s", target * nd / (nd - 1)},
+            {"busbw_mb_per_s", target}};
   }
   if (p == Pattern::halves) {
     // Bisection bandwidth: everything that crossed the cut between the halves, one direction.
     const double half = std::floor(nd / 2);
-    return {{"kind", "bisection_bandwidth"}, {"definition", "payload across the cut between the halves, one direction"},
-            {"bisection_mb_per_s", aggregate}, {"per_node_mb_per_s", aggregate / half}, {"nodes_per_half", half}};
+    return {{"kind", "bisection_bandwidth"},
+            {"definition", "payload across the cut between the halves, one direction"},
+            {"bisection_mb_per_s", aggregate},
+            {"per_node_mb_per_s", aggregate / half},
+            {"nodes_per_half", half}};
   }
   return nullptr;
 }
@@ -251,8 +263,8 @@ nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& resu
 std::string render_step_figures(const nlohmann::json& f) {
   if (!f.is_object()) return "";
   if (f.value("kind", "") == "bus_bandwidth") {
-    return fmt::format("busbw {:.0f} MB/s, algbw {:.0f} MB/s ({} ranks)", jnum(f, "busbw_mb_per_s"), jnum(f, "algbw_mb_per_s"),
-                       f.value("ranks", 0));
+    return fmt::format("busbw {:.0f} MB/s, algbw {:.0f} MB/s ({} ranks)", jnum(f, "busbw_mb_per_s"),
+                       jnum(f, "algbw_mb_per_s"), f.value("ranks", 0));
   }
   return fmt::format("bisection {:.0f} MB/s ({:.0f} MB/s per node of a half)", jnum(f, "bisection_mb_per_s"),
                      jnum(f, "per_node_mb_per_s"));

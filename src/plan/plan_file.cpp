@@ -6,8 +6,8 @@
 #include <fabperf/settings.hpp>
 #include <fabperf/units.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -32,7 +32,8 @@ const std::set<std::string>& spec_keys() {
   return k;
 }
 const std::set<std::string>& pattern_keys() {
-  static const std::set<std::string> k{"pattern", "hosts", "clients", "servers", "pairs", "concurrent-pairs", "k", "target"};
+  static const std::set<std::string> k{"pattern",          "hosts", "clients", "servers", "pairs",
+                                       "concurrent-pairs", "k",     "target"};
   return k;
 }
 
@@ -77,15 +78,16 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   try {
     root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
+    throw UsageError(
+        fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
   }
   Plan plan;
   plan.file = file;
   plan.name = file;
   for (const auto& [key, v] : root) {
     const std::string k(key.str());
-    if (k != "name" && k != "hosts" && k != "defaults" && k != "tests" && k != "kpis" && k != "clock-warn" && k != "repeat" &&
-        k != "ab" && k != "isolate") {
+    if (k != "name" && k != "hosts" && k != "defaults" && k != "tests" && k != "kpis" && k != "clock-warn" &&
+        k != "repeat" && k != "ab" && k != "isolate") {
       c.fail(&v, k, "unknown top-level field (name, clock-warn, repeat, isolate, ab, hosts, defaults, tests, kpis)");
     }
   }
@@ -133,12 +135,14 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   if (const auto* n = root.get("name")) plan.name = c.str(*n, "name");
   if (const auto* n = root.get("clock-warn")) {
     plan.clock_warn_s = c.number(*n, "clock-warn");
-    if (!(plan.clock_warn_s > 0 && plan.clock_warn_s <= 3600)) c.fail(n, "clock-warn", "must be within 0..3600 seconds");
+    if (!(plan.clock_warn_s > 0 && plan.clock_warn_s <= 3600))
+      c.fail(n, "clock-warn", "must be within 0..3600 seconds");
   }
 
   // Hosts.
   const auto* hosts = root.get("hosts");
-  if (!hosts) throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+  if (!hosts)
+    throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
   const auto* harr = hosts->as_array();
   if (!harr || harr->empty()) c.fail(hosts, "hosts", "expected one or more [[hosts]] tables");
   for (const auto& hn : *harr) {
@@ -192,9 +196,9 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   // Per-link pinning pairs link i with link i: counts must match (as on the command line).
   for (const auto& h : plan.hosts) {
     if (h.hp.links.size() != plan.hosts.front().hp.links.size()) {
-      throw UsageError(fmt::format("{}: field 'links': host '{}' has {} link addresses but '{}' has {}: give every host the same number",
-                                   c.where(harr), h.name, h.hp.links.size(), plan.hosts.front().name,
-                                   plan.hosts.front().hp.links.size()));
+      throw UsageError(fmt::format(
+          "{}: field 'links': host '{}' has {} link addresses but '{}' has {}: give every host the same number",
+          c.where(harr), h.name, h.hp.links.size(), plan.hosts.front().name, plan.hosts.front().hp.links.size()));
     }
   }
   const auto host_index = [&](const toml::node& n, std::string_view field, const std::string& name) {
@@ -227,8 +231,9 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     for (const auto& [key, v] : t) {
       const std::string k(key.str());
       if (!spec_keys().count(k) && !pattern_keys().count(k) && k != "kpis" && k != "name") {
-        c.fail(&v, k, "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, kpis, "
-                      "or a 'fabperf run' option such as time, buffsize, threads)");
+        c.fail(&v, k,
+               "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, kpis, "
+               "or a 'fabperf run' option such as time, buffsize, threads)");
       }
       m.v[k] = &v;
     }
@@ -251,7 +256,8 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     if (const auto* hs = m.get("hosts")) {
       for (const auto& n : c.strings(*hs, "hosts")) {
         const auto i = host_index(*hs, "hosts", n);
-        if (std::find(pt.hosts.begin(), pt.hosts.end(), i) != pt.hosts.end()) c.fail(hs, "hosts", fmt::format("'{}' is listed twice", n));
+        if (std::find(pt.hosts.begin(), pt.hosts.end(), i) != pt.hosts.end())
+          c.fail(hs, "hosts", fmt::format("'{}' is listed twice", n));
         pt.hosts.push_back(i);
       }
     } else {
@@ -280,15 +286,19 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       // Roles decide who is who unless the test names them.
       for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
         const auto& h = plan.hosts[pt.hosts[i]];
-        const bool listed_c = std::find(pt.pattern.clients.begin(), pt.pattern.clients.end(), i) != pt.pattern.clients.end();
-        const bool listed_s = std::find(pt.pattern.servers.begin(), pt.pattern.servers.end(), i) != pt.pattern.servers.end();
+        const bool listed_c =
+            std::find(pt.pattern.clients.begin(), pt.pattern.clients.end(), i) != pt.pattern.clients.end();
+        const bool listed_s =
+            std::find(pt.pattern.servers.begin(), pt.pattern.servers.end(), i) != pt.pattern.servers.end();
         if (listed_c && listed_s) c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", h.name));
       }
       if (pt.pattern.clients.empty() && pt.pattern.servers.empty()) {
         for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
           const auto& h = plan.hosts[pt.hosts[i]];
           if (h.client && h.server) {
-            c.fail(&tn, "pattern", fmt::format("bipartite: host '{}' has both roles; give it one role or list 'clients' and 'servers'", h.name));
+            c.fail(&tn, "pattern",
+                   fmt::format("bipartite: host '{}' has both roles; give it one role or list 'clients' and 'servers'",
+                               h.name));
           }
           (h.client ? pt.pattern.clients : pt.pattern.servers).push_back(i);
         }
@@ -304,11 +314,12 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       c.fail(&tn, "pairs", "pattern pairs needs a list such as [\"n1->n2\", \"n3->n4\"]");
     }
     if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs})) {
-      pt.pattern.concurrent_pairs = static_cast<std::uint32_t>(
-          c.wrap(n, "concurrent-pairs", [&] { return parse_int(c.scalar_text(*n, "concurrent-pairs"), "value", 1, 4096); }));
+      pt.pattern.concurrent_pairs = static_cast<std::uint32_t>(c.wrap(
+          n, "concurrent-pairs", [&] { return parse_int(c.scalar_text(*n, "concurrent-pairs"), "value", 1, 4096); }));
     }
     if (const auto* n = only_for("k", {Pattern::ring})) {
-      pt.pattern.k = static_cast<std::uint32_t>(c.wrap(n, "k", [&] { return parse_int(c.scalar_text(*n, "k"), "value", 1, 65535); }));
+      pt.pattern.k = static_cast<std::uint32_t>(
+          c.wrap(n, "k", [&] { return parse_int(c.scalar_text(*n, "k"), "value", 1, 65535); }));
     }
     if (const auto* n = only_for("target", {Pattern::incast, Pattern::broadcast})) {
       pt.pattern.target = local(*n, "target", c.str(*n, "target"));
@@ -382,12 +393,14 @@ void normalize(const Plan& p, PlanTest& t) {
   }
   if (t.pattern.pattern == Pattern::pairs) {
     json a = json::array();
-    for (const auto& f : t.pattern.pairs) a.push_back(p.hosts[t.hosts[f.client]].name + "->" + p.hosts[t.hosts[f.server]].name);
+    for (const auto& f : t.pattern.pairs)
+      a.push_back(p.hosts[t.hosts[f.client]].name + "->" + p.hosts[t.hosts[f.server]].name);
     tj["pairs"] = a;
   }
   if (t.pattern.pattern == Pattern::all_pairs) tj["concurrent-pairs"] = t.pattern.concurrent_pairs;
   if (t.pattern.pattern == Pattern::ring) tj["k"] = t.pattern.k;
-  if (t.pattern.pattern == Pattern::incast || t.pattern.pattern == Pattern::broadcast) tj["target"] = p.hosts[t.hosts[t.pattern.target]].name;
+  if (t.pattern.pattern == Pattern::incast || t.pattern.pattern == Pattern::broadcast)
+    tj["target"] = p.hosts[t.hosts[t.pattern.target]].name;
   tj["settings"] = to_json(t.spec);
   tj["interval_s"] = std::chrono::duration<double>(t.interval).count();
   tj["kpis"] = to_json(t.kpis);
@@ -418,7 +431,10 @@ json plan_json(const Plan& p) {
   if (p.repeat != 1) j["repeat"] = p.repeat;
   if (p.isolate) j["isolate"] = true;
   if (p.ab) {
-    j["ab"] = {{"a", p.ab->a}, {"b", p.ab->b}, {"a_name", p.ab->a_name}, {"b_name", p.ab->b_name},
+    j["ab"] = {{"a", p.ab->a},
+               {"b", p.ab->b},
+               {"a_name", p.ab->a_name},
+               {"b_name", p.ab->b_name},
                {"hook_timeout_s", p.ab->timeout_s}};
   }
   return j;
@@ -475,7 +491,8 @@ std::vector<PlannedStep> expand(const Plan& p) {
 
 double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps) {
   double s = 0;
-  for (const auto& st : steps) s += std::chrono::duration<double>(p.tests[st.test].spec.time()).count() + kStepOverheadS;
+  for (const auto& st : steps)
+    s += std::chrono::duration<double>(p.tests[st.test].spec.time()).count() + kStepOverheadS;
   return s;
 }
 
@@ -485,12 +502,13 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
     if (s < 7200) return fmt::format("{:.1f} min", s / 60);
     return fmt::format("{:.2f} h", s / 3600);
   };
-  std::string out = fmt::format("plan '{}' ({}): {} hosts, {} tests, {} steps, about {}\n", p.name, p.file, p.hosts.size(),
-                                p.tests.size(), steps.size(), dur(estimate_seconds(p, steps)));
+  std::string out = fmt::format("plan '{}' ({}): {} hosts, {} tests, {} steps, about {}\n", p.name, p.file,
+                                p.hosts.size(), p.tests.size(), steps.size(), dur(estimate_seconds(p, steps)));
   if (p.repeat > 1 || p.ab) {
-    out += p.ab ? fmt::format("A/B: {} rounds of A ({}) then B ({}); hooks run on this host (needs --allow-hooks), "
-                              "each within {} s:\n  A: {}\n  B: {}\n",
-                              p.repeat, p.ab->a_name, p.ab->b_name, p.ab->timeout_s, p.ab->a, p.ab->b)
+    out += p.ab ? fmt::format(
+                      "A/B: {} rounds of A ({}) then B ({}); hooks run on this host (needs --allow-hooks), "
+                      "each within {} s:\n  A: {}\n  B: {}\n",
+                      p.repeat, p.ab->a_name, p.ab->b_name, p.ab->timeout_s, p.ab->a, p.ab->b)
                 : fmt::format("repeat: {} trials of every step\n", p.repeat);
   }
   if (p.isolate) out += "isolate: a failing test's suspects are retested against good nodes\n";
@@ -499,19 +517,21 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
     std::string links;
     for (const auto& l : h.hp.links) links += (links.empty() ? " links " : "+") + l;
     out += fmt::format("  {:<12} {}{} ({})\n", h.name, h.hp.str(), links,
-                       h.client && h.server ? "client, server" : h.client ? "client" : "server");
+                       h.client && h.server ? "client, server"
+                       : h.client           ? "client"
+                                            : "server");
   }
   for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
     const auto& t = p.tests[ti];
     std::size_t n = 0;
     for (const auto& s : steps) n += s.test == ti ? 1 : 0;
     const double secs = std::chrono::duration<double>(t.spec.time()).count();
-    out += fmt::format("test '{}': pattern {}, {} {} over {}, time {} s, {} steps, about {}\n", t.name, to_string(t.pattern.pattern),
-                       to_string(t.spec.test()), to_string(t.spec.mode()), to_string(t.spec.transport()), secs, n,
-                       dur(static_cast<double>(n) * (secs + kStepOverheadS)));
+    out += fmt::format("test '{}': pattern {}, {} {} over {}, time {} s, {} steps, about {}\n", t.name,
+                       to_string(t.pattern.pattern), to_string(t.spec.test()), to_string(t.spec.mode()),
+                       to_string(t.spec.transport()), secs, n, dur(static_cast<double>(n) * (secs + kStepOverheadS)));
     out += fmt::format("  settings: buffsize {} socksize {} threads {} parallel {} warmup {} s cooldown {} s\n",
-                       format_size(t.spec.buffsize()), format_size(t.spec.socksize()), t.spec.threads(), t.spec.parallel(),
-                       std::chrono::duration<double>(t.spec.warmup()).count(),
+                       format_size(t.spec.buffsize()), format_size(t.spec.socksize()), t.spec.threads(),
+                       t.spec.parallel(), std::chrono::duration<double>(t.spec.warmup()).count(),
                        std::chrono::duration<double>(t.spec.cooldown()).count());
     const auto kp = to_json(t.kpis);
     if (!kp.empty()) {
@@ -530,7 +550,8 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
       }
       std::string flows;
       for (const auto& [c, v] : s.pairs) {
-        flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", p.hosts[s.clients[c]].name, p.hosts[s.servers[v]].name);
+        flows +=
+            fmt::format("{}{}->{}", flows.empty() ? "" : " ", p.hosts[s.clients[c]].name, p.hosts[s.servers[v]].name);
       }
       out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, flows);
     }

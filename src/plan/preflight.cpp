@@ -5,9 +5,9 @@
 #include <fabperf/plan.hpp>
 #include <fabperf/units.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <set>
 
 namespace fabperf::plan {
@@ -79,10 +79,11 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
       ++moved;
     } else {
       idle.insert({p.client, p.server});
-      out.push_back({"warning", by_index[p.client] + "->" + by_index[p.server],
-                     "connected, but moved no data in the probe window (an overloaded host, or a path that drops data after "
-                     "the handshake)",
-                     "check the hosts' load, and firewalls or routes that treat data differently from new connections"});
+      out.push_back(
+          {"warning", by_index[p.client] + "->" + by_index[p.server],
+           "connected, but moved no data in the probe window (an overloaded host, or a path that drops data after "
+           "the handshake)",
+           "check the hosts' load, and firewalls or routes that treat data differently from new connections"});
     }
   }
   if (!report.pairs.empty() && moved == report.pairs.size()) {
@@ -91,7 +92,7 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
 
   // MTU per test interface: one value across the fabric.
   std::map<std::string, int> mtu_count;
-  std::map<std::string, int> node_mtu;  // "n1/eth0" -> mtu
+  std::map<std::string, int> node_mtu;   // "n1/eth0" -> mtu
   std::map<std::uint32_t, int> min_mtu;  // per node index, over its test links
   std::map<std::string, int> speed_count;
   std::map<std::string, std::int64_t> link_speed;
@@ -119,31 +120,37 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
         same = false;
         const auto slash = sub.find('/');
         out.push_back({"error", sub, fmt::format("MTU {} while the other test interfaces use {}", mtu, common),
-                       fmt::format("on {}: ip link set dev {} mtu {} (and the switch port to match)", sub.substr(0, slash),
-                                   sub.substr(slash + 1), common)});
+                       fmt::format("on {}: ip link set dev {} mtu {} (and the switch port to match)",
+                                   sub.substr(0, slash), sub.substr(slash + 1), common)});
       }
     }
-    if (same) out.push_back({"ok", "", fmt::format("every test interface has MTU {} ({} interfaces)", common, node_mtu.size()), ""});
+    if (same)
+      out.push_back(
+          {"ok", "", fmt::format("every test interface has MTU {} ({} interfaces)", common, node_mtu.size()), ""});
   }
   // MSS per pair against the smaller MTU of its two ends.
   std::size_t mss_ok = 0;
   for (const auto& p : report.pairs) {
-    const int mtu = std::min(min_mtu[p.client] ? min_mtu[p.client] : 65536, min_mtu[p.server] ? min_mtu[p.server] : 65536);
+    const int mtu =
+        std::min(min_mtu[p.client] ? min_mtu[p.client] : 65536, min_mtu[p.server] ? min_mtu[p.server] : 65536);
     // The MSS of a connection that sent nothing is not the negotiated one.
     if (p.snd_mss == 0 || mtu == 0 || idle.count({p.client, p.server})) continue;
     const int expect = mtu - kTcpIpOverhead;
     if (static_cast<int>(p.snd_mss) + kMssSlack < expect) {
-      out.push_back({"error", by_index[p.client] + "->" + by_index[p.server],
-                     fmt::format("probe connection MSS {} but the interfaces' MTU {} allows about {}: a smaller MTU somewhere on the "
-                                 "path (switch port, router) or MSS clamping",
-                                 p.snd_mss, mtu, expect),
-                     "set the same MTU on every hop between these hosts"});
+      out.push_back(
+          {"error", by_index[p.client] + "->" + by_index[p.server],
+           fmt::format(
+               "probe connection MSS {} but the interfaces' MTU {} allows about {}: a smaller MTU somewhere on the "
+               "path (switch port, router) or MSS clamping",
+               p.snd_mss, mtu, expect),
+           "set the same MTU on every hop between these hosts"});
     } else {
       ++mss_ok;
     }
   }
   if (mss_ok > 0 && mss_ok + idle.size() == report.pairs.size()) {
-    out.push_back({"ok", "", fmt::format("MSS of every probe connection matches its interfaces' MTU ({} pairs)", mss_ok), ""});
+    out.push_back(
+        {"ok", "", fmt::format("MSS of every probe connection matches its interfaces' MTU ({} pairs)", mss_ok), ""});
   }
   // Link speeds: equal across the fabric, outliers named.
   if (!speed_count.empty()) {
@@ -152,7 +159,8 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
     for (const auto& [sub, sp] : link_speed) {
       if (std::to_string(sp) != common) {
         same = false;
-        out.push_back({"warning", sub, fmt::format("negotiated speed {} Mb/s while most test links run at {} Mb/s", sp, common),
+        out.push_back({"warning", sub,
+                       fmt::format("negotiated speed {} Mb/s while most test links run at {} Mb/s", sp, common),
                        "check the cable, transceiver and switch port (ethtool shows the negotiated speed)"});
       }
     }
@@ -174,8 +182,8 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
                                     std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
         if (v < lim.socksize) {
           out.push_back({"error", who,
-                         fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers", name, v,
-                                     format_size(lim.socksize)),
+                         fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers",
+                                     name, v, format_size(lim.socksize)),
                          fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
         }
       }
@@ -196,15 +204,17 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
       hi_n = label(n.name);
     }
     if (std::fabs(o) > lim.clock_warn_s) {
-      out.push_back({"warning", label(n.name),
-                     fmt::format("wall clock {:+.3f} s from the coordinator's (threshold {} s; Spectrum Scale needs < 2 s)", o,
-                                 lim.clock_warn_s),
-                     "run chrony or ntpd against the same time source on every node"});
+      out.push_back(
+          {"warning", label(n.name),
+           fmt::format("wall clock {:+.3f} s from the coordinator's (threshold {} s; Spectrum Scale needs < 2 s)", o,
+                       lim.clock_warn_s),
+           "run chrony or ntpd against the same time source on every node"});
     }
   }
   if (lo && hi) {
     if (*hi - *lo > lim.clock_warn_s) {
-      out.push_back({"warning", lo_n + "," + hi_n, fmt::format("wall clocks differ by {:.3f} s between {} and {}", *hi - *lo, lo_n, hi_n),
+      out.push_back({"warning", lo_n + "," + hi_n,
+                     fmt::format("wall clocks differ by {:.3f} s between {} and {}", *hi - *lo, lo_n, hi_n),
                      "synchronise the clocks (chrony/ntpd) before running"});
     } else {
       out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", *hi - *lo), ""});
@@ -217,7 +227,8 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
   out.insert(out.end(), pcie.begin(), pcie.end());
   // Whatever else the report found (jumbo mismatch, setup warnings, clamps) is worth seeing too.
   for (const auto& f : report.findings) {
-    const bool dup = std::any_of(bonds.begin(), bonds.end(), [&](const Finding& b) { return f.find(b.what) != std::string::npos; });
+    const bool dup =
+        std::any_of(bonds.begin(), bonds.end(), [&](const Finding& b) { return f.find(b.what) != std::string::npos; });
     if (!dup) out.push_back({"warning", "", f, ""});
   }
   return out;
@@ -238,12 +249,17 @@ std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::
         if (f.iface == b.at_open.name && f.op != FlowOp::probe) peers.insert(f.remote.substr(0, f.remote.rfind(':')));
       }
       for (const auto& c : bond_checks(b.at_open, static_cast<int>(peers.size()))) {
-        out.push_back({c.serious ? "error" : "warning", who + "/" + b.at_open.name, c.what, fmt::format("on {}: {}", who, c.fix)});
+        out.push_back({c.serious ? "error" : "warning", who + "/" + b.at_open.name, c.what,
+                       fmt::format("on {}: {}", who, c.fix)});
       }
     }
   }
   if (bonds > 0 && out.empty()) {
-    out.push_back({"ok", "", fmt::format("{} bond(s) on the test interfaces pass the bond checks (members up, one speed, MTU as the bond, LACP partner and one aggregator where 802.3ad)", bonds), ""});
+    out.push_back({"ok", "",
+                   fmt::format("{} bond(s) on the test interfaces pass the bond checks (members up, one speed, MTU as "
+                               "the bond, LACP partner and one aggregator where 802.3ad)",
+                               bonds),
+                   ""});
   }
   return out;
 }
@@ -259,8 +275,9 @@ std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::
     std::vector<std::pair<const PcieInfo*, std::string>> groups;
     for (const auto& l : n.result->links) {
       if (!l.info.pcie) continue;
-      const auto g = std::find_if(groups.begin(), groups.end(),
-                                  [&](const auto& x) { return pcie_link_key(*x.first) == pcie_link_key(*l.info.pcie); });
+      const auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) {
+        return pcie_link_key(*x.first) == pcie_link_key(*l.info.pcie);
+      });
       if (g == groups.end()) {
         groups.emplace_back(&*l.info.pcie, l.info.name);
       } else {
@@ -274,8 +291,11 @@ std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::
     }
   }
   if (links > 0 && out.empty()) {
-    out.push_back({"ok", "", fmt::format("{} PCIe link(s) behind the test interfaces trained at their cards' maximum, carry "
-                                         "their ports' speeds, and their interrupts are served on their NUMA nodes", links), ""});
+    out.push_back({"ok", "",
+                   fmt::format("{} PCIe link(s) behind the test interfaces trained at their cards' maximum, carry "
+                               "their ports' speeds, and their interrupts are served on their NUMA nodes",
+                               links),
+                   ""});
   }
   return out;
 }
@@ -283,7 +303,8 @@ std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::
 std::string render_findings(const std::vector<Finding>& f) {
   std::string out;
   for (const auto& x : f) {
-    out += fmt::format("  {:<7} {}{}{}\n", x.level, x.node.empty() ? "" : x.node + ": ", x.what, x.fix.empty() ? "" : "  -> fix: " + x.fix);
+    out += fmt::format("  {:<7} {}{}{}\n", x.level, x.node.empty() ? "" : x.node + ": ", x.what,
+                       x.fix.empty() ? "" : "  -> fix: " + x.fix);
   }
   return out;
 }

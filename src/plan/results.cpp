@@ -30,8 +30,8 @@ ResumeState read_results(const std::string& path) {
         throw UsageError(fmt::format("{}:{}: not a fabperf plan results file (no plan record)", path, no));
       }
       if (j.value("version", 0) != kResultsVersion) {
-        throw UsageError(fmt::format("{}:{}: results format version {} (this fabperf reads {})", path, no, j.value("version", 0),
-                                     kResultsVersion));
+        throw UsageError(fmt::format("{}:{}: results format version {} (this fabperf reads {})", path, no,
+                                     j.value("version", 0), kResultsVersion));
       }
       st.plan_record = j;
       continue;

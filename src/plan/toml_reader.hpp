@@ -5,8 +5,8 @@
 
 #include <fabperf/error.hpp>
 
-#include <cstdint>
 #include <fmt/format.h>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -2,6 +2,7 @@
 // including <utility>; include it first so every translation unit builds the same way.
 #pragma once
 #include <utility>
+
 #include <boost/asio.hpp>
 #include <string>
 
@@ -15,5 +16,7 @@ inline asio::ip::address unmapped(const asio::ip::address& a) {
   if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
   return a;
 }
-inline std::string numeric_address(const asio::ip::address& a) { return unmapped(a).to_string(); }
+inline std::string numeric_address(const asio::ip::address& a) {
+  return unmapped(a).to_string();
+}
 }  // namespace fabperf

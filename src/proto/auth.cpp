@@ -2,8 +2,6 @@
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 
-#include <cerrno>
-#include <cstdlib>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/crypto.h>
@@ -12,6 +10,8 @@
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdlib>
 
 namespace fabperf::auth {
 namespace {
@@ -34,11 +34,12 @@ Key::~Key() {
 Key parse_key(std::string_view text, std::string_view source) {
   const auto first = text.find_first_not_of(" \t\r\n");
   const auto last = text.find_last_not_of(" \t\r\n");
-  const std::string_view hex = first == std::string_view::npos ? std::string_view{} : text.substr(first, last - first + 1);
+  const std::string_view hex =
+      first == std::string_view::npos ? std::string_view{} : text.substr(first, last - first + 1);
   if (hex.empty()) throw UsageError(fmt::format("key file {}: empty (create one with 'fabperf keygen FILE')", source));
   if (hex.size() % 2 != 0 || hex.size() < 2 * kMinKeyBytes || hex.size() > 2 * kMaxKeyBytes) {
-    throw UsageError(fmt::format("key file {}: a key is {}..{} hex digits (create one with 'fabperf keygen FILE')", source,
-                                 2 * kMinKeyBytes, 2 * kMaxKeyBytes));
+    throw UsageError(fmt::format("key file {}: a key is {}..{} hex digits (create one with 'fabperf keygen FILE')",
+                                 source, 2 * kMinKeyBytes, 2 * kMaxKeyBytes));
   }
   std::vector<std::uint8_t> bytes(hex.size() / 2);
   for (std::size_t i = 0; i < bytes.size(); ++i) {

@@ -79,15 +79,16 @@ asio::awaitable<void> FramedConn::start_tls(std::chrono::milliseconds deadline) 
   if (read_timed_out_) {
     close();
     throw TlsHandshakeError(fmt::format("TLS handshake with {}: no answer within {:.1f} s", peer_,
-                                        static_cast<double>(deadline.count()) / 1000.0), 0);
+                                        static_cast<double>(deadline.count()) / 1000.0),
+                            0);
   }
   if (ec) {
     close();
     const bool ssl_error = ec.category() == asio::error::get_ssl_category();
     const unsigned long code = ssl_error ? static_cast<unsigned long>(static_cast<unsigned int>(ec.value())) : 0;
     const bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
-    throw TlsHandshakeError(fmt::format("TLS handshake with {}: {}", peer_, closed ? "connection closed by peer" : ec.message()),
-                            code);
+    throw TlsHandshakeError(
+        fmt::format("TLS handshake with {}: {}", peer_, closed ? "connection closed by peer" : ec.message()), code);
   }
   tls_up_ = true;
 }
@@ -104,7 +105,7 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
     if (read_timed_out_) {
       close();
       throw TimeoutError("read from", peer_,
-                        fmt::format("no {} within {:.1f} s", what, static_cast<double>(d.count()) / 1000.0));
+                         fmt::format("no {} within {:.1f} s", what, static_cast<double>(d.count()) / 1000.0));
     }
     if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
       close();
@@ -156,8 +157,8 @@ void FramedConn::send(MsgType type, const nlohmann::json& body) {
   queue_.push_back(encode_frame(type, body));
   if (!writing_) {
     writing_ = true;
-    asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->writer(); },
-                   asio::detached);
+    asio::co_spawn(
+        socket_.get_executor(), [self = shared_from_this()] { return self->writer(); }, asio::detached);
   }
 }
 

@@ -3,8 +3,8 @@
 #include <fabperf/printable.hpp>
 #include <fabperf/proto.hpp>
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 namespace fabperf::proto {
 
@@ -33,26 +33,25 @@ std::string_view to_string(MsgType t) {
   return "UNKNOWN";
 }
 
-
 Header decode_header(std::span<const std::uint8_t, kHeaderSize> b, std::uint32_t max_body) {
   const std::uint32_t magic = get_be32(b.data());
   if (magic != kMagic) {
-    throw ProtocolError(fmt::format("not a fabperf control frame (magic {:#010x}, expected {:#010x})",
-                                    magic, kMagic));
+    throw ProtocolError(fmt::format("not a fabperf control frame (magic {:#010x}, expected {:#010x})", magic, kMagic));
   }
   Header h;
   h.version = get_be16(b.data() + 4);
   if (h.version != kVersion) {
-    throw ProtocolError(fmt::format("protocol version mismatch: peer speaks version {}, this fabperf speaks {}",
-                                    h.version, kVersion));
+    throw ProtocolError(
+        fmt::format("protocol version mismatch: peer speaks version {}, this fabperf speaks {}", h.version, kVersion));
   }
   const std::uint16_t type = get_be16(b.data() + 6);
-  if (type == 0 || type > kMaxMsgType || type == 15 || type == 16) throw ProtocolError(fmt::format("unknown message type {}", type));
+  if (type == 0 || type > kMaxMsgType || type == 15 || type == 16)
+    throw ProtocolError(fmt::format("unknown message type {}", type));
   h.type = static_cast<MsgType>(type);
   h.length = get_be32(b.data() + 8);
   if (h.length > max_body) {
-    throw ProtocolError(fmt::format("{} frame of {} bytes exceeds the {} byte limit", to_string(h.type),
-                                    h.length, max_body));
+    throw ProtocolError(
+        fmt::format("{} frame of {} bytes exceeds the {} byte limit", to_string(h.type), h.length, max_body));
   }
   return h;
 }
@@ -72,8 +71,8 @@ std::array<std::uint8_t, kHeaderSize> encode_header(MsgType type, std::uint32_t 
 std::vector<std::uint8_t> encode_frame(MsgType type, const nlohmann::json& body) {
   const std::string text = body.dump();
   if (text.size() > kMaxBody) {
-    throw ProtocolError(fmt::format("{} message of {} bytes exceeds the {} byte limit", to_string(type),
-                                    text.size(), kMaxBody));
+    throw ProtocolError(
+        fmt::format("{} message of {} bytes exceeds the {} byte limit", to_string(type), text.size(), kMaxBody));
   }
   const auto h = encode_header(type, static_cast<std::uint32_t>(text.size()));
   std::vector<std::uint8_t> out;

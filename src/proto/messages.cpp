@@ -11,7 +11,8 @@ using nlohmann::json;
 
 Token token_from_hex(std::string_view hex, const std::string& context) {
   Token t{};
-  if (hex.size() != 2 * kTokenBytes) throw ProtocolError(fmt::format("{}: token must be {} hex digits", context, 2 * kTokenBytes));
+  if (hex.size() != 2 * kTokenBytes)
+    throw ProtocolError(fmt::format("{}: token must be {} hex digits", context, 2 * kTokenBytes));
   auto nib = [&](char c) -> std::uint8_t {
     if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
     if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
@@ -50,11 +51,12 @@ TestSpec parse_spec_field(const Fields& f) {
 }
 }  // namespace
 
-std::vector<std::string> local_capabilities() { return {std::string(auth::kCapability)}; }
+std::vector<std::string> local_capabilities() {
+  return {std::string(auth::kCapability)};
+}
 
 json to_json(const Hello& m) {
-  return {{"proto_min", m.proto_min}, {"proto_max", m.proto_max}, {"coordinator", m.coordinator},
-          {"caps", m.caps}};
+  return {{"proto_min", m.proto_min}, {"proto_max", m.proto_max}, {"coordinator", m.coordinator}, {"caps", m.caps}};
 }
 Hello parse_hello(const json& j) {
   Fields f(j, "HELLO");
@@ -83,8 +85,9 @@ HelloOk parse_hello_ok(const json& j) {
   return m;
 }
 
-
-json to_json(const Ping& m) { return {{"seq", m.seq}}; }
+json to_json(const Ping& m) {
+  return {{"seq", m.seq}};
+}
 Ping parse_ping(const json& j) {
   Fields f(j, "PING");
   return Ping{f.u64("seq", 0, UINT32_MAX)};
@@ -106,15 +109,16 @@ Pong parse_pong(const json& j) {
 }
 
 json to_json(const RdmaEndpoint& e) {
-  return {{"node", e.node}, {"peer", e.peer}, {"conn", e.conn}, {"qpn", e.qpn}, {"psn", e.psn}, {"lid", e.lid},
-          {"gid", to_hex(e.gid)}, {"addr", e.addr}, {"len", e.len}, {"rkey", e.rkey}};
+  return {{"node", e.node}, {"peer", e.peer},       {"conn", e.conn}, {"qpn", e.qpn}, {"psn", e.psn},
+          {"lid", e.lid},   {"gid", to_hex(e.gid)}, {"addr", e.addr}, {"len", e.len}, {"rkey", e.rkey}};
 }
 RdmaEndpoint parse_rdma_endpoint(const json& j, const std::string& context) {
   Fields f(j, context);
   RdmaEndpoint e;
   e.node = static_cast<std::uint32_t>(f.u64("node", 0, kMaxList));
   e.peer = static_cast<std::uint32_t>(f.u64("peer", 0, kMaxList));
-  if (e.peer == e.node) throw ProtocolError(fmt::format("{}: the node's own index {}, not another node", f.ctx("peer"), e.peer));
+  if (e.peer == e.node)
+    throw ProtocolError(fmt::format("{}: the node's own index {}, not another node", f.ctx("peer"), e.peer));
   e.conn = static_cast<std::uint32_t>(f.u64("conn", 0, kMaxList - 1));
   e.qpn = static_cast<std::uint32_t>(f.u64("qpn", 1, 0xffffff));  // QP numbers are 24 bits; 0 is the SMI QP
   e.psn = static_cast<std::uint32_t>(f.u64("psn", 0, 0xffffff));
@@ -123,7 +127,8 @@ RdmaEndpoint parse_rdma_endpoint(const json& j, const std::string& context) {
   if (gid.size() != 32 || gid.find_first_not_of("0123456789abcdef") != std::string::npos) {
     throw ProtocolError(fmt::format("{}: must be 32 lower-case hex digits (a 128-bit GID)", f.ctx("gid")));
   }
-  for (std::size_t i = 0; i < 16; ++i) e.gid[i] = static_cast<std::uint8_t>(std::stoul(gid.substr(2 * i, 2), nullptr, 16));
+  for (std::size_t i = 0; i < 16; ++i)
+    e.gid[i] = static_cast<std::uint8_t>(std::stoul(gid.substr(2 * i, 2), nullptr, 16));
   e.addr = f.u64("addr", 0, UINT64_MAX);
   e.len = f.u64("len", 1, 2 * limits::kMaxBuffsize);
   e.rkey = static_cast<std::uint32_t>(f.u64("rkey", 0, UINT32_MAX));
@@ -140,7 +145,8 @@ std::vector<RdmaEndpoint> parse_endpoints(const Fields& f, const char* name) {
   std::vector<RdmaEndpoint> out;
   const auto& a = f.array(name, kMaxList);
   out.reserve(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) out.push_back(parse_rdma_endpoint(a[i], fmt::format("{}[{}]", f.ctx(name), i)));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    out.push_back(parse_rdma_endpoint(a[i], fmt::format("{}[{}]", f.ctx(name), i)));
   return out;
 }
 }  // namespace
@@ -171,7 +177,9 @@ SetupServer parse_setup_server(const json& j) {
       m.rdma_clients.push_back(a[i].get<std::uint32_t>());
     }
     const std::uint64_t qps = std::uint64_t{m.rdma_clients.size()} * m.spec.connections_per_pair();
-    if (qps > kMaxList) throw ProtocolError(fmt::format("{}: {} queue pairs exceed the limit of {}", f.ctx("rdma_clients"), qps, kMaxList));
+    if (qps > kMaxList)
+      throw ProtocolError(
+          fmt::format("{}: {} queue pairs exceed the limit of {}", f.ctx("rdma_clients"), qps, kMaxList));
   }
   if (f.has("link_addrs")) m.link_addrs = f.strings("link_addrs", 64, kMaxName);
   return m;
@@ -214,7 +222,8 @@ SetupClient parse_setup_client(const json& j) {
   const auto& arr = f.array("targets", kMaxList);
   if (arr.empty()) throw ProtocolError("SETUP_CLIENT.targets: empty");
   const std::uint64_t conns = static_cast<std::uint64_t>(arr.size()) * m.spec.connections_per_pair();
-  if (conns > kMaxList) throw ProtocolError(fmt::format("SETUP_CLIENT: {} connections exceed the limit of {}", conns, kMaxList));
+  if (conns > kMaxList)
+    throw ProtocolError(fmt::format("SETUP_CLIENT: {} connections exceed the limit of {}", conns, kMaxList));
   for (const auto& e : arr) {
     Fields t(e, "SETUP_CLIENT.targets[]");
     Target x;
@@ -256,7 +265,9 @@ SetupClientOk parse_setup_client_ok(const json& j) {
   return m;
 }
 
-json to_json(const RdmaConnect& m) { return {{"test_id", m.test_id}, {"endpoints", endpoints_json(m.endpoints)}}; }
+json to_json(const RdmaConnect& m) {
+  return {{"test_id", m.test_id}, {"endpoints", endpoints_json(m.endpoints)}};
+}
 RdmaConnect parse_rdma_connect(const json& j) {
   Fields f(j, "RDMA_CONNECT");
   RdmaConnect m;
@@ -266,21 +277,28 @@ RdmaConnect parse_rdma_connect(const json& j) {
   const std::uint32_t server = m.endpoints.front().peer;
   for (std::size_t i = 0; i < m.endpoints.size(); ++i) {
     if (m.endpoints[i].peer != server) {
-      throw ProtocolError(fmt::format("RDMA_CONNECT.endpoints[{}].peer: {}, but endpoints[0] is for node {} (one server per message)", i,
-                                      m.endpoints[i].peer, server));
+      throw ProtocolError(
+          fmt::format("RDMA_CONNECT.endpoints[{}].peer: {}, but endpoints[0] is for node {} (one server per message)",
+                      i, m.endpoints[i].peer, server));
     }
   }
   return m;
 }
 
-json to_json(const RdmaConnectOk& m) { return {{"queue_pairs", m.queue_pairs}}; }
+json to_json(const RdmaConnectOk& m) {
+  return {{"queue_pairs", m.queue_pairs}};
+}
 RdmaConnectOk parse_rdma_connect_ok(const json& j) {
   Fields f(j, "RDMA_CONNECT_OK");
   return RdmaConnectOk{static_cast<std::uint32_t>(f.u64("queue_pairs", 1, kMaxList))};
 }
 
 json to_json(const Start& m) {
-  return {{"start_at", m.start_at}, {"window_open", m.window_open}, {"window_close", m.window_close}, {"end_at", m.end_at}, {"interval_ns", m.interval_ns}};
+  return {{"start_at", m.start_at},
+          {"window_open", m.window_open},
+          {"window_close", m.window_close},
+          {"end_at", m.end_at},
+          {"interval_ns", m.interval_ns}};
 }
 Start parse_start(const json& j) {
   Fields f(j, "START");
@@ -293,7 +311,9 @@ Start parse_start(const json& j) {
   return m;
 }
 
-json to_json(const Abort& m) { return {{"reason", m.reason}}; }
+json to_json(const Abort& m) {
+  return {{"reason", m.reason}};
+}
 Abort parse_abort(const json& j) {
   Fields f(j, "ABORT");
   return Abort{f.str("reason")};
@@ -330,7 +350,9 @@ ErrorCode error_code_from_string(std::string_view s) {
   return ErrorCode::other;
 }
 
-json to_json(const ErrorMsg& m) { return {{"code", to_string(m.code)}, {"message", m.message}}; }
+json to_json(const ErrorMsg& m) {
+  return {{"code", to_string(m.code)}, {"message", m.message}};
+}
 ErrorMsg parse_error(const json& j) {
   Fields f(j, "ERROR");
   ErrorMsg m;
@@ -344,7 +366,10 @@ json to_json(const LinksReply& m) {
   for (const auto& l : m.links) links.push_back(to_json(l));
   json rdma = json::array();
   for (const auto& d : m.rdma) rdma.push_back(to_json(d));
-  return {{"hostname", m.hostname}, {"links", std::move(links)}, {"socket_limits", to_json(m.limits)}, {"rdma", std::move(rdma)}};
+  return {{"hostname", m.hostname},
+          {"links", std::move(links)},
+          {"socket_limits", to_json(m.limits)},
+          {"rdma", std::move(rdma)}};
 }
 LinksReply parse_links(const json& j) {
   Fields f(j, "LINKS");
@@ -365,14 +390,17 @@ LinksReply parse_links(const json& j) {
     const auto& a = g.array(names[k], 3);
     if (a.size() != 3) throw ProtocolError(fmt::format("{}: expected 3 numbers (min default max)", g.ctx(names[k])));
     for (std::size_t i = 0; i < 3; ++i) {
-      if (!a[i].is_number_unsigned()) throw ProtocolError(fmt::format("{}[{}]: expected a non-negative integer", g.ctx(names[k]), i));
+      if (!a[i].is_number_unsigned())
+        throw ProtocolError(fmt::format("{}[{}]: expected a non-negative integer", g.ctx(names[k]), i));
       dst[k][i] = a[i].get<std::uint64_t>();
     }
   }
   return m;
 }
 
-json to_json(const Shutdown& m) { return {{"reason", m.reason}}; }
+json to_json(const Shutdown& m) {
+  return {{"reason", m.reason}};
+}
 Shutdown parse_shutdown(const json& j) {
   Fields f(j, "SHUTDOWN");
   return Shutdown{f.str("reason", 256)};

@@ -3,11 +3,11 @@
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 
-#include <mutex>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
+#include <mutex>
 
 namespace fabperf::tls {
 namespace {
@@ -38,7 +38,8 @@ const ExIndices& ex_indices() {
 }
 
 const Psk* psk_of(SSL* ssl) {
-  auto* holder = static_cast<std::shared_ptr<const Psk>*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_indices().ctx_psk));
+  auto* holder =
+      static_cast<std::shared_ptr<const Psk>*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_indices().ctx_psk));
   return holder ? holder->get() : nullptr;
 }
 
@@ -75,8 +76,7 @@ int find_session_cb(SSL* ssl, const unsigned char* identity, size_t identity_len
   *sess = nullptr;
   const Psk* psk = psk_of(ssl);
   if (psk == nullptr) return 0;
-  if (identity_len != psk->identity.size() ||
-      CRYPTO_memcmp(identity, psk->identity.data(), identity_len) != 0) {
+  if (identity_len != psk->identity.size() || CRYPTO_memcmp(identity, psk->identity.data(), identity_len) != 0) {
     // Not our key: no session, so the handshake fails (there is no certificate to fall back to).
     SSL_set_ex_data(ssl, ex_indices().ssl_other_key, reinterpret_cast<void*>(1));
     return 1;
@@ -95,12 +95,15 @@ int find_session_cb(SSL* ssl, const unsigned char* identity, size_t identity_len
 
 }  // namespace
 
-Psk::~Psk() { OPENSSL_cleanse(key.data(), key.size()); }
+Psk::~Psk() {
+  OPENSSL_cleanse(key.data(), key.size());
+}
 
 void hkdf_sha256(std::span<const std::uint8_t> ikm, std::string_view info, std::span<std::uint8_t> out) {
   EVP_PKEY_CTX* pctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr);
   std::size_t len = out.size();
-  const bool ok = pctx != nullptr && EVP_PKEY_derive_init(pctx) == 1 && EVP_PKEY_CTX_set_hkdf_md(pctx, EVP_sha256()) == 1 &&
+  const bool ok = pctx != nullptr && EVP_PKEY_derive_init(pctx) == 1 &&
+                  EVP_PKEY_CTX_set_hkdf_md(pctx, EVP_sha256()) == 1 &&
                   EVP_PKEY_CTX_set1_hkdf_key(pctx, ikm.data(), static_cast<int>(ikm.size())) == 1 &&
                   EVP_PKEY_CTX_add1_hkdf_info(pctx, reinterpret_cast<const unsigned char*>(info.data()),
                                               static_cast<int>(info.size())) == 1 &&
@@ -122,7 +125,8 @@ std::shared_ptr<const Psk> derive_control_psk(const auth::Key& key) {
 }
 
 void configure_psk(SSL_CTX* ctx, std::shared_ptr<const Psk> psk, bool server) {
-  if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1 || SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) != 1) {
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1 ||
+      SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) != 1) {
     fail("TLS 1.3 only");
   }
   if (SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256") != 1) fail("cipher suite TLS_AES_128_GCM_SHA256");
@@ -150,22 +154,21 @@ CtxPtr make_psk_ctx(std::shared_ptr<const Psk> psk, bool server) {
   return ctx;
 }
 
-bool peer_offered_other_key(const SSL* ssl) { return SSL_get_ex_data(ssl, ex_indices().ssl_other_key) != nullptr; }
+bool peer_offered_other_key(const SSL* ssl) {
+  return SSL_get_ex_data(ssl, ex_indices().ssl_other_key) != nullptr;
+}
 
 HandshakeFailure classify_client_failure(unsigned long e) {
   if (ERR_GET_LIB(e) != ERR_LIB_SSL) return HandshakeFailure::other;
   switch (ERR_GET_REASON(e)) {
     case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
     case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
-    case SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER:
-      return HandshakeFailure::key_mismatch;
+    case SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER: return HandshakeFailure::key_mismatch;
     case SSL_R_WRONG_VERSION_NUMBER:
     case SSL_R_PACKET_LENGTH_TOO_LONG:
     case SSL_R_RECORD_LENGTH_MISMATCH:
-    case SSL_R_UNKNOWN_PROTOCOL:
-      return HandshakeFailure::not_tls;
-    default:
-      return HandshakeFailure::other;
+    case SSL_R_UNKNOWN_PROTOCOL: return HandshakeFailure::not_tls;
+    default: return HandshakeFailure::other;
   }
 }
 

@@ -6,9 +6,9 @@
 #include <fabperf/report.hpp>
 #include <fabperf/units.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <set>
 
 namespace fabperf {
@@ -83,7 +83,8 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
   br.peers = static_cast<int>(peers.size());
   // The client agents already reported these before the test (node warnings): not twice.
   for (const auto& f : bond_findings(open, br.peers)) {
-    if (std::find(a.warnings.begin(), a.warnings.end(), f) == a.warnings.end()) findings.push_back(fmt::format("{}: {}", node, f));
+    if (std::find(a.warnings.begin(), a.warnings.end(), f) == a.warnings.end())
+      findings.push_back(fmt::format("{}: {}", node, f));
   }
 
   // Members, from their counters over the same window as every link.
@@ -220,7 +221,8 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
       for (auto& mr : br.members) {
         if (mr.name != usable[i]) continue;
         mr.predicted_flows = counts[i];
-        mr.predicted_tx_share_pct = pred_all > 0 ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all) : 0;
+        mr.predicted_tx_share_pct =
+            pred_all > 0 ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all) : 0;
       }
     }
     for (auto& mr : br.members) {
@@ -248,8 +250,8 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
             who, worst));
       }
     }
-    br.notes.push_back(fmt::format("{}: {} flows -> {} split over {} (predicted), {:.1f} of {} links used (transmit)", who,
-                                   flows.size(), join_split(counts), fmt::join(usable, "/"), br.tx_members_used,
+    br.notes.push_back(fmt::format("{}: {} flows -> {} split over {} (predicted), {:.1f} of {} links used (transmit)",
+                                   who, flows.size(), join_split(counts), fmt::join(usable, "/"), br.tx_members_used,
                                    br.members.size()));
   }
 
@@ -273,17 +275,20 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
             who, t->name, t->tx_share_pct, br.mode,
             open.tlb_dynamic_lb == 0 ? " (picked by the xmit hash, tlb_dynamic_lb=0)" : "", br.peers));
       } else if (bond_hashes(open)) {
-        br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%): the hash put every flow there "
-                                       "({} flow(s), {} peer(s)){}",
-                                       who, t->name, t->tx_share_pct, flows.size(), br.peers,
-                                       policy && policy_uses_ports(*policy) ? "; --spread-ports chooses source ports that cover every member" : ""));
+        br.notes.push_back(fmt::format(
+            "{}: transmit side on one member ({} {:.0f}%): the hash put every flow there "
+            "({} flow(s), {} peer(s)){}",
+            who, t->name, t->tx_share_pct, flows.size(), br.peers,
+            policy && policy_uses_ports(*policy) ? "; --spread-ports chooses source ports that cover every member"
+                                                 : ""));
       } else {
         br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%)", who, t->name, t->tx_share_pct));
       }
     } else {
       br.notes.push_back(fmt::format("{}: transmit {:.1f} of {} links used ({})", who, br.tx_members_used, n, [&] {
         std::string s;
-        for (const auto& mr : br.members) s += fmt::format("{}{} {:.0f}%", s.empty() ? "" : ", ", mr.name, mr.tx_share_pct);
+        for (const auto& mr : br.members)
+          s += fmt::format("{}{} {:.0f}%", s.empty() ? "" : ", ", mr.name, mr.tx_share_pct);
         return s;
       }()));
       // tlb_dynamic_lb=1 (the default): the kernel puts each destination's hash entry on the least
@@ -301,17 +306,21 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
     const auto* r = top(false);
     if (r && r->rx_share_pct >= 90.0) {
       if (br.mode == "balance-alb") {
-        br.notes.push_back(fmt::format(
-            "{}: receive side on one member ({} {:.0f}%): balance-alb answers each peer's ARP with one member's MAC, so "
-            "everything from one peer address arrives on one member ({} peer address(es) here)",
-            who, r->name, r->rx_share_pct, br.peers));
+        br.notes.push_back(
+            fmt::format("{}: receive side on one member ({} {:.0f}%): balance-alb answers each peer's ARP with one "
+                        "member's MAC, so "
+                        "everything from one peer address arrives on one member ({} peer address(es) here)",
+                        who, r->name, r->rx_share_pct, br.peers));
       } else if (br.mode == "balance-tlb") {
-        br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%): balance-tlb receives on the "
-                                       "active member only", who, r->name, r->rx_share_pct));
+        br.notes.push_back(
+            fmt::format("{}: receive side on one member ({} {:.0f}%): balance-tlb receives on the "
+                        "active member only",
+                        who, r->name, r->rx_share_pct));
       } else if (br.mode == "802.3ad" || br.mode == "balance-xor") {
-        br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%): the peer's (switch's) hash sends "
-                                       "everything there; a host predicts only its own transmit side",
-                                       who, r->name, r->rx_share_pct));
+        br.notes.push_back(
+            fmt::format("{}: receive side on one member ({} {:.0f}%): the peer's (switch's) hash sends "
+                        "everything there; a host predicts only its own transmit side",
+                        who, r->name, r->rx_share_pct));
       } else {
         br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%)", who, r->name, r->rx_share_pct));
       }
@@ -323,15 +332,17 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
     if (mr.link_failures == 0 && mr.state_close == mr.state_open) continue;
     std::vector<std::string> others;
     for (const auto& o : br.members) {
-      if (o.name != mr.name) others.push_back(fmt::format("{} {:.1f} -> {:.1f} MB/s", o.name,
-                                                          std::max(o.first_tx_mb_per_s, o.first_rx_mb_per_s),
-                                                          std::max(o.last_tx_mb_per_s, o.last_rx_mb_per_s)));
+      if (o.name != mr.name)
+        others.push_back(fmt::format("{} {:.1f} -> {:.1f} MB/s", o.name,
+                                     std::max(o.first_tx_mb_per_s, o.first_rx_mb_per_s),
+                                     std::max(o.last_tx_mb_per_s, o.last_rx_mb_per_s)));
     }
     const std::string text = fmt::format(
         "{}: member {} changed during the test: {} -> {}, {} new link failure(s); its traffic went {:.1f} -> {:.1f} "
         "MB/s (first/last interval), the others: {}",
-        who, mr.name, mr.state_open, mr.state_close, mr.link_failures, std::max(mr.first_tx_mb_per_s, mr.first_rx_mb_per_s),
-        std::max(mr.last_tx_mb_per_s, mr.last_rx_mb_per_s), others.empty() ? std::string("none") : fmt::format("{}", fmt::join(others, ", ")));
+        who, mr.name, mr.state_open, mr.state_close, mr.link_failures,
+        std::max(mr.first_tx_mb_per_s, mr.first_rx_mb_per_s), std::max(mr.last_tx_mb_per_s, mr.last_rx_mb_per_s),
+        others.empty() ? std::string("none") : fmt::format("{}", fmt::join(others, ", ")));
     findings.push_back(text);
     br.notes.push_back(text);
   }
@@ -374,13 +385,15 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
       if (told.empty()) continue;
       std::string verdict;
       if (members.size() == 1 && mine.size() >= 2) {
-        verdict = fmt::format("every address of this bond reaches {} only, so its receive side cannot spread: the peers "
-                              "learned one MAC for all of them (ARP answered before the bond had all its members, or "
-                              "asked from a single peer address)",
-                              *members.begin());
+        verdict = fmt::format(
+            "every address of this bond reaches {} only, so its receive side cannot spread: the peers "
+            "learned one MAC for all of them (ARP answered before the bond had all its members, or "
+            "asked from a single peer address)",
+            *members.begin());
       } else if (members.size() == 1) {
-        verdict = fmt::format("one address, one member ({}): more address pairs let balance-alb spread the receive side",
-                              *members.begin());
+        verdict =
+            fmt::format("one address, one member ({}): more address pairs let balance-alb spread the receive side",
+                        *members.begin());
       } else {
         verdict = fmt::format("{} members receive", members.size());
       }
@@ -388,8 +401,8 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
         if (nr.index != n.index) continue;
         for (auto& br : nr.bonds) {
           if (br.name != bond.name) continue;
-          br.notes.push_back(fmt::format("{} bond {} (balance-alb): receive members by the peers' ARP tables: {}; {}", n.name,
-                                         bond.name, fmt::join(told, ", "), verdict));
+          br.notes.push_back(fmt::format("{} bond {} (balance-alb): receive members by the peers' ARP tables: {}; {}",
+                                         n.name, bond.name, fmt::join(told, ", "), verdict));
         }
       }
     }
@@ -402,7 +415,8 @@ std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds) {
     out += fmt::format("\nbond {}: mode {}", b.name, b.mode.empty() ? "?" : b.mode);
     if (!b.hash_policy.empty()) out += ", xmit_hash_policy " + b.hash_policy;
     out += fmt::format(", MII {}, miimon {} ms", b.mii_status.empty() ? "?" : b.mii_status, b.miimon_ms);
-    if (b.arp_interval_ms > 0) out += fmt::format(", arp_interval {} ms ({})", b.arp_interval_ms, fmt::join(b.arp_targets, ","));
+    if (b.arp_interval_ms > 0)
+      out += fmt::format(", arp_interval {} ms ({})", b.arp_interval_ms, fmt::join(b.arp_targets, ","));
     if (b.mode == "802.3ad") {
       out += fmt::format(", lacp_rate {}, ad_select {}, active aggregator {} ({} ports), partner {}",
                          b.lacp_rate.empty() ? "?" : b.lacp_rate, b.ad_select.empty() ? "?" : b.ad_select,
@@ -414,10 +428,11 @@ std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds) {
     out += fmt::format("  {:<16} {:<10} {:>10} {:<7} {:>8} {:>6} {:>10} {}\n", "member", "MII", "speed Mb/s", "duplex",
                        "failures", "mtu", "aggregator", "lacp actor/partner state");
     for (const auto& m : b.members) {
-      out += fmt::format("  {:<16} {:<10} {:>10} {:<7} {:>8} {:>6} {:>10} {}\n", m.name, m.mii_status.empty() ? "?" : m.mii_status,
-                         m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-", m.duplex, m.link_failures, m.mtu,
-                         m.aggregator_id >= 0 ? std::to_string(m.aggregator_id) : "-",
-                         m.actor_port_state >= 0 ? fmt::format("{}/{}", m.actor_port_state, m.partner_port_state) : "-");
+      out +=
+          fmt::format("  {:<16} {:<10} {:>10} {:<7} {:>8} {:>6} {:>10} {}\n", m.name,
+                      m.mii_status.empty() ? "?" : m.mii_status, m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-",
+                      m.duplex, m.link_failures, m.mtu, m.aggregator_id >= 0 ? std::to_string(m.aggregator_id) : "-",
+                      m.actor_port_state >= 0 ? fmt::format("{}/{}", m.actor_port_state, m.partner_port_state) : "-");
     }
     for (const auto& f : bond_findings(b)) out += "  ! " + f + "\n";
   }

@@ -1,11 +1,11 @@
-#include "report/json_read.hpp"
 #include <fabperf/compare.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
+#include "report/json_read.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -35,7 +35,9 @@ using json_read::num;
 constexpr double kMinNoiseBandPct = 3.0;
 constexpr double kExpectTolerancePct = 5.0;
 
-double change(double before, double after) { return before > 0 ? 100.0 * (after / before - 1.0) : 0.0; }
+double change(double before, double after) {
+  return before > 0 ? 100.0 * (after / before - 1.0) : 0.0;
+}
 
 // Coefficient of variation (%) of the per-interval tx+rx rates; the first interval is dropped
 // when there are several (shapers' bursts inflate it).
@@ -91,8 +93,8 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
   check_schema(b, bf);
   check_schema(a, af);
   if (b["schema_version"] != a["schema_version"]) {
-    throw UsageError(fmt::format("compare: {} has schema version {}, {} has {}: compare results of one version",
-                                 bf, b["schema_version"].dump(), af, a["schema_version"].dump()));
+    throw UsageError(fmt::format("compare: {} has schema version {}, {} has {}: compare results of one version", bf,
+                                 b["schema_version"].dump(), af, a["schema_version"].dump()));
   }
   Comparison c;
   c.before_file = bf;
@@ -119,7 +121,8 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
     if (!bn.count(name)) c.nodes.push_back({name, 0, num(*n, "tx_mb_per_s") + num(*n, "rx_mb_per_s"), 0, false});
   }
   if (common == 0) {
-    throw UsageError(fmt::format("compare: {} and {} have no node in common: they are results of unrelated runs", bf, af));
+    throw UsageError(
+        fmt::format("compare: {} and {} have no node in common: they are results of unrelated runs", bf, af));
   }
   if (b.contains("settings") && a.contains("settings") && b["settings"].is_object() && a["settings"].is_object()) {
     for (const char* k : {"test", "mode", "transport", "buffsize", "parallel", "threads"}) {
@@ -142,7 +145,8 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
   for (const auto& p : a["pairs"]) ap[pair_key(anames, p)] = num(p, "mb_per_s");
   for (const auto& [k, v] : bp) {
     const auto it = ap.find(k);
-    c.pairs.push_back({k, v, it != ap.end() ? it->second : 0, it != ap.end() ? change(v, it->second) : 0, it != ap.end()});
+    c.pairs.push_back(
+        {k, v, it != ap.end() ? it->second : 0, it != ap.end() ? change(v, it->second) : 0, it != ap.end()});
   }
   for (const auto& [k, v] : ap) {
     if (!bp.count(k)) c.pairs.push_back({k, 0, v, 0, false});
@@ -202,8 +206,7 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
     } else {
       d.verdict = LinkVerdict::less_than_expected;
     }
-    const bool short_of_expectation =
-        opts.expect_gain_pct && d.verdict != LinkVerdict::as_expected;
+    const bool short_of_expectation = opts.expect_gain_pct && d.verdict != LinkVerdict::as_expected;
     d.fails = d.verdict == LinkVerdict::regressed || short_of_expectation;
     c.links.push_back(d);
   }
@@ -230,15 +233,15 @@ std::string render_comparison_text(const Comparison& c) {
   auto pct = [](double v) { return fmt::format("{:+.1f}%", v); };
   if (!c.links.empty()) {
     out += "Links (payload MB/s)\n";
-    out += fmt::format("  {:<18} {:<8} {:>9} {:>9} {:>8} {:>13} {:>9} {:>9}  {}\n", "node", "link", "before", "after", "change",
-                       "speeds Mb/s", "expected", "noise", "verdict");
+    out += fmt::format("  {:<18} {:<8} {:>9} {:>9} {:>8} {:>13} {:>9} {:>9}  {}\n", "node", "link", "before", "after",
+                       "change", "speeds Mb/s", "expected", "noise", "verdict");
     for (const auto& d : c.links) {
       const std::string speeds = d.before_speed > 0 || d.after_speed > 0
                                      ? fmt::format("{}->{}", d.before_speed > 0 ? std::to_string(d.before_speed) : "-",
                                                    d.after_speed > 0 ? std::to_string(d.after_speed) : "-")
                                      : "-";
-      out += fmt::format("  {:<18} {:<8} {:>9.1f} {:>9.1f} {:>8} {:>13} {:>9} {:>9}  {}{}\n", d.node, d.link, d.before_mb,
-                         d.after_mb, d.verdict == LinkVerdict::missing ? "-" : pct(d.change_pct), speeds,
+      out += fmt::format("  {:<18} {:<8} {:>9.1f} {:>9.1f} {:>8} {:>13} {:>9} {:>9}  {}{}\n", d.node, d.link,
+                         d.before_mb, d.after_mb, d.verdict == LinkVerdict::missing ? "-" : pct(d.change_pct), speeds,
                          d.predicted_pct ? pct(*d.predicted_pct) : "-",
                          fmt::format("{:.1f}/{:.1f}%", d.noise_before_pct, d.noise_after_pct), to_string(d.verdict),
                          d.fails ? "  <-- FAIL" : "");
@@ -256,7 +259,8 @@ std::string render_comparison_text(const Comparison& c) {
     out += d.matched ? fmt::format("  {:<40} {:>9.1f} -> {:>9.1f}  {}\n", d.name, d.before, d.after, pct(d.change_pct))
                      : fmt::format("  {:<40} only in {}\n", d.name, d.before > 0 ? "before" : "after");
   }
-  out += fmt::format("\naggregate {:.1f} -> {:.1f} MB/s ({})\n", c.aggregate.before, c.aggregate.after, pct(c.aggregate.change_pct));
+  out += fmt::format("\naggregate {:.1f} -> {:.1f} MB/s ({})\n", c.aggregate.before, c.aggregate.after,
+                     pct(c.aggregate.change_pct));
   for (const auto& n : c.notes) out += "note: " + n + "\n";
   out += c.failed ? "verdict: FAIL (a link regressed or fell short of the expected gain)\n" : "verdict: PASS\n";
   return out;
@@ -264,22 +268,33 @@ std::string render_comparison_text(const Comparison& c) {
 
 json render_comparison_json(const Comparison& c) {
   auto delta = [](const Delta& d) {
-    return json{{"name", d.name}, {"before_mb_per_s", d.before}, {"after_mb_per_s", d.after}, {"change_pct", d.change_pct},
+    return json{{"name", d.name},
+                {"before_mb_per_s", d.before},
+                {"after_mb_per_s", d.after},
+                {"change_pct", d.change_pct},
                 {"matched", d.matched}};
   };
   json links = json::array(), nodes = json::array(), pairs = json::array();
   for (const auto& d : c.links) {
-    links.push_back({{"node", d.node}, {"link", d.link}, {"before_mb_per_s", d.before_mb}, {"after_mb_per_s", d.after_mb},
-                     {"change_pct", d.change_pct}, {"before_speed_mbps", d.before_speed}, {"after_speed_mbps", d.after_speed},
+    links.push_back({{"node", d.node},
+                     {"link", d.link},
+                     {"before_mb_per_s", d.before_mb},
+                     {"after_mb_per_s", d.after_mb},
+                     {"change_pct", d.change_pct},
+                     {"before_speed_mbps", d.before_speed},
+                     {"after_speed_mbps", d.after_speed},
                      {"expected_pct", d.predicted_pct ? json(*d.predicted_pct) : json(nullptr)},
-                     {"noise_before_pct", d.noise_before_pct}, {"noise_after_pct", d.noise_after_pct},
-                     {"verdict", to_string(d.verdict)}, {"fails", d.fails}});
+                     {"noise_before_pct", d.noise_before_pct},
+                     {"noise_after_pct", d.noise_after_pct},
+                     {"verdict", to_string(d.verdict)},
+                     {"fails", d.fails}});
   }
   for (const auto& d : c.nodes) nodes.push_back(delta(d));
   for (const auto& d : c.pairs) pairs.push_back(delta(d));
-  return {{"schema", "fabperf.compare"}, {"schema_version", 1}, {"before", c.before_file}, {"after", c.after_file},
-          {"aggregate", delta(c.aggregate)}, {"links", links}, {"nodes", nodes}, {"pairs", pairs}, {"bonds", bond_deltas_json(c.bonds)}, {"notes", c.notes},
-          {"failed", c.failed}};
+  return {
+      {"schema", "fabperf.compare"},        {"schema_version", 1}, {"before", c.before_file}, {"after", c.after_file},
+      {"aggregate", delta(c.aggregate)},    {"links", links},      {"nodes", nodes},          {"pairs", pairs},
+      {"bonds", bond_deltas_json(c.bonds)}, {"notes", c.notes},    {"failed", c.failed}};
 }
 
 }  // namespace fabperf

@@ -1,11 +1,11 @@
 // `fabperf compare` for bonds: the same bond before and after a change of mode (ALB vs LACP),
 // member shares, aggregate and balance side by side, and a verdict in plain words.
-#include "report/json_read.hpp"
 #include <fabperf/compare.hpp>
+#include "report/json_read.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +18,8 @@ using json_read::num;
 
 std::string shares(const BondSide& s, bool tx) {
   std::string out;
-  for (const auto& m : s.members) out += fmt::format("{}{:.0f}", out.empty() ? "" : "/", tx ? m.tx_share_pct : m.rx_share_pct);
+  for (const auto& m : s.members)
+    out += fmt::format("{}{:.0f}", out.empty() ? "" : "/", tx ? m.tx_share_pct : m.rx_share_pct);
   return out;
 }
 
@@ -45,12 +46,13 @@ BondSide side_of(const json& b) {
   const std::size_t n = s.members.size();
   std::uint64_t failures = 0;
   for (const auto& m : s.members) failures += m.link_failures;
-  s.summary = fmt::format("{}{}: {:.1f} MB/s out ({} % per member, {:.1f} of {} links used), {:.1f} MB/s in ({} %, {:.1f} of "
-                          "{} links used){}{}",
-                          s.mode.empty() ? "?" : s.mode, s.hash_policy.empty() ? "" : " " + s.hash_policy, s.tx_mb,
-                          shares(s, true), s.tx_used, n, s.rx_mb, shares(s, false), s.rx_used, n,
-                          s.capacity_used_pct >= 0 ? fmt::format(", {:.0f}% of the members' speed", s.capacity_used_pct) : "",
-                          failures ? fmt::format(", {} link failure(s)", failures) : "");
+  s.summary = fmt::format(
+      "{}{}: {:.1f} MB/s out ({} % per member, {:.1f} of {} links used), {:.1f} MB/s in ({} %, {:.1f} of "
+      "{} links used){}{}",
+      s.mode.empty() ? "?" : s.mode, s.hash_policy.empty() ? "" : " " + s.hash_policy, s.tx_mb, shares(s, true),
+      s.tx_used, n, s.rx_mb, shares(s, false), s.rx_used, n,
+      s.capacity_used_pct >= 0 ? fmt::format(", {:.0f}% of the members' speed", s.capacity_used_pct) : "",
+      failures ? fmt::format(", {} link failure(s)", failures) : "");
   return s;
 }
 
@@ -71,8 +73,8 @@ std::string direction_words(const char* dir, double b_mb, double a_mb, double b_
                             const std::string& bname, const std::string& aname) {
   if (b_mb < 0.1 && a_mb < 0.1) return "";
   const double ch = b_mb > 0 ? 100.0 * (a_mb / b_mb - 1.0) : 0.0;
-  std::string s = fmt::format("{}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)", dir, bname,
-                              b_mb, b_used, n, aname, a_mb, a_used, ch);
+  std::string s = fmt::format("{}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)", dir,
+                              bname, b_mb, b_used, n, aname, a_mb, a_used, ch);
   if (a_used - b_used >= 0.3) {
     s += fmt::format("; {} spreads it better", aname);
   } else if (b_used - a_used >= 0.3) {
@@ -102,15 +104,17 @@ std::vector<BondDelta> compare_bonds(const json& before, const json& after) {
     const std::string an = "after (" + (d.after.mode.empty() ? std::string("?") : d.after.mode) + ")";
     const std::size_t n = std::max(d.before.members.size(), d.after.members.size());
     std::vector<std::string> parts;
-    for (auto& p : {direction_words("out", d.before.tx_mb, d.after.tx_mb, d.before.tx_used, d.after.tx_used, n, bn, an),
-                    direction_words("in", d.before.rx_mb, d.after.rx_mb, d.before.rx_used, d.after.rx_used, n, bn, an)}) {
+    for (auto& p :
+         {direction_words("out", d.before.tx_mb, d.after.tx_mb, d.before.tx_used, d.after.tx_used, n, bn, an),
+          direction_words("in", d.before.rx_mb, d.after.rx_mb, d.before.rx_used, d.after.rx_used, n, bn, an)}) {
       if (!p.empty()) parts.push_back(p);
     }
     const double tb = d.before.tx_mb + d.before.rx_mb, ta = d.after.tx_mb + d.after.rx_mb;
     const double ch = tb > 0 ? 100.0 * (ta / tb - 1.0) : 0.0;
-    std::string overall = std::fabs(ch) < 3.0 ? "the bond moved the same amount in both runs"
-                          : ch > 0             ? fmt::format("{} moved {:.0f}% more through the bond", an, ch)
-                                               : fmt::format("{} moved {:.0f}% more through the bond", bn, tb / std::max(ta, 1e-9) * 100.0 - 100.0);
+    std::string overall =
+        std::fabs(ch) < 3.0 ? "the bond moved the same amount in both runs"
+        : ch > 0            ? fmt::format("{} moved {:.0f}% more through the bond", an, ch)
+                 : fmt::format("{} moved {:.0f}% more through the bond", bn, tb / std::max(ta, 1e-9) * 100.0 - 100.0);
     d.verdict = overall + (parts.empty() ? "" : "; " + fmt::format("{}", fmt::join(parts, "; ")));
     out.push_back(std::move(d));
   }
@@ -143,17 +147,28 @@ json bond_deltas_json(const std::vector<BondDelta>& bonds) {
     if (!s.present) return nullptr;
     json members = json::array();
     for (const auto& m : s.members) {
-      members.push_back({{"member", m.name}, {"tx_share_pct", m.tx_share_pct}, {"rx_share_pct", m.rx_share_pct},
+      members.push_back({{"member", m.name},
+                         {"tx_share_pct", m.tx_share_pct},
+                         {"rx_share_pct", m.rx_share_pct},
                          {"link_failures", m.link_failures}});
     }
-    return {{"mode", s.mode}, {"hash_policy", s.hash_policy}, {"tx_mb_per_s", s.tx_mb}, {"rx_mb_per_s", s.rx_mb},
-            {"tx_members_used", s.tx_used}, {"rx_members_used", s.rx_used},
+    return {{"mode", s.mode},
+            {"hash_policy", s.hash_policy},
+            {"tx_mb_per_s", s.tx_mb},
+            {"rx_mb_per_s", s.rx_mb},
+            {"tx_members_used", s.tx_used},
+            {"rx_members_used", s.rx_used},
             {"capacity_used_pct", s.capacity_used_pct >= 0 ? json(s.capacity_used_pct) : json(nullptr)},
-            {"members", members}, {"summary", s.summary}};
+            {"members", members},
+            {"summary", s.summary}};
   };
   json out = json::array();
   for (const auto& d : bonds) {
-    out.push_back({{"node", d.node}, {"bond", d.bond}, {"before", side(d.before)}, {"after", side(d.after)}, {"verdict", d.verdict}});
+    out.push_back({{"node", d.node},
+                   {"bond", d.bond},
+                   {"before", side(d.before)},
+                   {"after", side(d.after)},
+                   {"verdict", d.verdict}});
   }
   return out;
 }

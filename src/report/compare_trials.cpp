@@ -1,14 +1,14 @@
 // `fabperf compare` over sets of trials: each quantity's trials on both sides go through
 // stats::decide (means, bootstrap interval of the ratio, Mann-Whitney U, effect size), and the
 // verdict is a sentence. Loading reads three file kinds; everything after it is pure.
-#include "report/json_read.hpp"
 #include <fabperf/compare.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
+#include "report/json_read.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <set>
@@ -21,7 +21,9 @@ using nlohmann::json;
 namespace {
 using json_read::num;
 
-bool is_result(const json& j) { return j.is_object() && j.value("schema", "") == kResultSchema && j.contains("aggregate"); }
+bool is_result(const json& j) {
+  return j.is_object() && j.value("schema", "") == kResultSchema && j.contains("aggregate");
+}
 
 // Plan results name nodes by address:port; the plan's hosts give them their names back.
 void rename_nodes(json& result, const std::map<std::string, std::string>& names) {
@@ -40,7 +42,8 @@ std::vector<TrialSet> load_one(const std::string& path) {
   const std::string text = ss.str();
   json whole = json::parse(text, nullptr, false);
   if (!whole.is_discarded()) {
-    if (!is_result(whole)) throw UsageError(fmt::format("compare: {}: not a fabperf result (schema '{}')", path, kResultSchema));
+    if (!is_result(whole))
+      throw UsageError(fmt::format("compare: {}: not a fabperf result (schema '{}')", path, kResultSchema));
     return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}}};
   }
   // JSON Lines: a trials file from `run --repeat`, or a plan's results file.
@@ -51,7 +54,8 @@ std::vector<TrialSet> load_one(const std::string& path) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt or truncated)", path, lineno));
+    if (j.is_discarded())
+      throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt or truncated)", path, lineno));
     lines.push_back(std::move(j));
   }
   if (lines.empty()) throw UsageError(fmt::format("compare: {}: empty", path));
@@ -62,7 +66,8 @@ std::vector<TrialSet> load_one(const std::string& path) {
       for (const auto& h : plan["hosts"]) names[h.value("address", "")] = h.value("name", "");
     }
     const bool ab = plan.contains("ab") && plan["ab"].is_object();
-    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}}, b{ab ? plan["ab"].value("b_name", "B") : "", path, {}};
+    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}},
+        b{ab ? plan["ab"].value("b_name", "B") : "", path, {}};
     // The last record of each step id counts (a resumed run appends a fresh one).
     std::map<std::string, const json*> last;
     std::vector<std::string> order;
@@ -84,7 +89,8 @@ std::vector<TrialSet> load_one(const std::string& path) {
   }
   TrialSet s{"", path, {}};
   for (auto& l : lines) {
-    if (!is_result(l)) throw UsageError(fmt::format("compare: {}: a line is neither a fabperf result nor a plan record", path));
+    if (!is_result(l))
+      throw UsageError(fmt::format("compare: {}: a line is neither a fabperf result nor a plan record", path));
     const auto t = static_cast<std::uint32_t>(s.trials.size() + 1);
     s.trials.push_back({"", l.value("trial", t), std::move(l)});
   }
@@ -101,7 +107,8 @@ std::map<std::pair<std::string, std::string>, double> metrics_of(const json& r) 
     if (n.contains("links") && n["links"].is_array()) {
       for (const auto& l : n["links"]) {
         if (l.value("kind", "") == "loopback") continue;
-        m[{"link", node + "/" + l.value("link", "")}] = std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
+        m[{"link", node + "/" + l.value("link", "")}] =
+            std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
       }
     }
     if (n.contains("bonds") && n["bonds"].is_array()) {
@@ -148,7 +155,8 @@ std::vector<TrialSet> load_trial_sets(const std::string& paths) {
     if (joined.empty()) {
       joined = std::move(sets);
     } else {
-      if (sets.size() != joined.size()) throw UsageError(fmt::format("compare: {}: an A/B results file cannot be joined with others", p));
+      if (sets.size() != joined.size())
+        throw UsageError(fmt::format("compare: {}: an A/B results file cannot be joined with others", p));
       for (std::size_t i = 0; i < sets.size(); ++i) {
         for (auto& t : sets[i].trials) {
           t.trial = static_cast<std::uint32_t>(joined[i].trials.size() + 1);
@@ -161,7 +169,9 @@ std::vector<TrialSet> load_trial_sets(const std::string& paths) {
     start = comma + 1;
   }
   for (const auto& s : joined) {
-    if (s.trials.empty()) throw UsageError(fmt::format("compare: {}: no finished result{} in it", s.file, s.label.empty() ? "" : " for " + s.label));
+    if (s.trials.empty())
+      throw UsageError(
+          fmt::format("compare: {}: no finished result{} in it", s.file, s.label.empty() ? "" : " for " + s.label));
   }
   return joined;
 }
@@ -178,7 +188,8 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     if (sb.count(k)) ++family[std::get<1>(k)];
   }
   if (family.empty()) {
-    throw UsageError(fmt::format("compare: {} and {} have no step or quantity in common: results of unrelated runs", a.file, b.file));
+    throw UsageError(fmt::format("compare: {} and {} have no step or quantity in common: results of unrelated runs",
+                                 a.file, b.file));
   }
   std::size_t max_a = 0, max_b = 0;
   for (const auto& [k, v] : sa) {
@@ -208,9 +219,10 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     if (n < 2) continue;
     const double need = o.verdict.alpha / static_cast<double>(n);
     if (min_p(max_a, max_b) > need) {
-      c.notes.push_back(fmt::format("{} {}s are judged at p < {:.2g} each (0.05 shared among them); {} vs {} trials cannot reach "
-                                    "it (at best p = {:.2g}): repeat more for a verdict per {}",
-                                    n, kind, need, max_a, max_b, min_p(max_a, max_b), kind));
+      c.notes.push_back(
+          fmt::format("{} {}s are judged at p < {:.2g} each (0.05 shared among them); {} vs {} trials cannot reach "
+                      "it (at best p = {:.2g}): repeat more for a verdict per {}",
+                      n, kind, need, max_a, max_b, min_p(max_a, max_b), kind));
     }
   }
   c.unreplicated = max_a < 2 || max_b < 2;
@@ -220,11 +232,13 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
   if (a.trials.size() > 0 && b.trials.size() > 0) {
     const auto& ra = a.trials.front().result;
     const auto& rb = b.trials.front().result;
-    if (ra.contains("settings") && rb.contains("settings") && ra["settings"].is_object() && rb["settings"].is_object()) {
+    if (ra.contains("settings") && rb.contains("settings") && ra["settings"].is_object() &&
+        rb["settings"].is_object()) {
       for (const char* k : {"test", "mode", "transport", "buffsize", "parallel", "threads"}) {
         if (ra["settings"].value(k, json()) != rb["settings"].value(k, json())) {
           c.notes.push_back(fmt::format("settings differ: {} {} -> {}: changes may come from that, not the fabric", k,
-                                        ra["settings"].value(k, json()).dump(), rb["settings"].value(k, json()).dump()));
+                                        ra["settings"].value(k, json()).dump(),
+                                        rb["settings"].value(k, json()).dump()));
         }
       }
     }
@@ -239,7 +253,8 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
     na = std::max(na, m.d.n_a);
     nb = std::max(nb, m.d.n_b);
   }
-  std::string out = fmt::format("compare {} ({}, {} trials) -> {} ({}, {} trials)\n", c.a_label, c.a_file, na, c.b_label, c.b_file, nb);
+  std::string out = fmt::format("compare {} ({}, {} trials) -> {} ({}, {} trials)\n", c.a_label, c.a_file, na,
+                                c.b_label, c.b_file, nb);
   const auto section = [&](const char* kind, const char* title) {
     std::string rows;
     std::size_t count = 0;
@@ -250,17 +265,19 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
       alpha = m.alpha;
       const std::string name = m.kind == "aggregate" ? (m.step.empty() ? "aggregate" : m.step)
                                                      : (m.step.empty() ? m.subject : m.step + " " + m.subject);
-      rows += fmt::format("  {:<30} {:>9.1f} {:>9.1f} {:>8} {:>18} {:>6} {:>7} {:>8.2f}  {}{}\n", name, m.d.mean_a, m.d.mean_b,
-                          fmt::format("{:+.1f}%", m.d.change_pct),
-                          m.d.n_a > 1 || m.d.n_b > 1 ? fmt::format("[{:+.1f}, {:+.1f}]%", m.d.ci_lo_pct, m.d.ci_hi_pct) : "-",
-                          fmt::format("{:.1f}/{:.1f}", m.d.cv_a_pct, m.d.cv_b_pct),
-                          m.d.n_a > 1 && m.d.n_b > 1 ? fmt::format("{:.2g}", m.d.test.p) : "-", m.d.test.rank_biserial,
-                          stats::to_string(m.d.direction), m.fails ? "  <-- FAIL" : "");
+      rows += fmt::format(
+          "  {:<30} {:>9.1f} {:>9.1f} {:>8} {:>18} {:>6} {:>7} {:>8.2f}  {}{}\n", name, m.d.mean_a, m.d.mean_b,
+          fmt::format("{:+.1f}%", m.d.change_pct),
+          m.d.n_a > 1 || m.d.n_b > 1 ? fmt::format("[{:+.1f}, {:+.1f}]%", m.d.ci_lo_pct, m.d.ci_hi_pct) : "-",
+          fmt::format("{:.1f}/{:.1f}", m.d.cv_a_pct, m.d.cv_b_pct),
+          m.d.n_a > 1 && m.d.n_b > 1 ? fmt::format("{:.2g}", m.d.test.p) : "-", m.d.test.rank_biserial,
+          stats::to_string(m.d.direction), m.fails ? "  <-- FAIL" : "");
     }
     if (count == 0) return;
-    out += fmt::format("\n{} (MB/s; judged at p < {:.2g}{})\n", title, alpha, count > 1 ? fmt::format(", {} compared", count) : "");
-    out += fmt::format("  {:<30} {:>9} {:>9} {:>8} {:>18} {:>6} {:>7} {:>8}  {}\n", "", c.a_label.substr(0, 9), c.b_label.substr(0, 9),
-                       "change", "95% CI", "cv %", "p", "effect", "verdict");
+    out += fmt::format("\n{} (MB/s; judged at p < {:.2g}{})\n", title, alpha,
+                       count > 1 ? fmt::format(", {} compared", count) : "");
+    out += fmt::format("  {:<30} {:>9} {:>9} {:>8} {:>18} {:>6} {:>7} {:>8}  {}\n", "", c.a_label.substr(0, 9),
+                       c.b_label.substr(0, 9), "change", "95% CI", "cv %", "p", "effect", "verdict");
     out += rows;
   };
   section("aggregate", "Aggregate");
@@ -268,8 +285,9 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
   section("member", "Bond members (tx+rx)");
   out += "\n";
   for (const auto& n : c.notes) out += "note: " + n + "\n";
-  out += "effect: rank-biserial correlation (Cliff's delta), +1 when every trial of " + c.b_label + " beat every trial of " +
-         c.a_label + "; p: two-sided Mann-Whitney U; 95% CI: bootstrap of the ratio of means\n";
+  out += "effect: rank-biserial correlation (Cliff's delta), +1 when every trial of " + c.b_label +
+         " beat every trial of " + c.a_label +
+         "; p: two-sided Mann-Whitney U; 95% CI: bootstrap of the ratio of means\n";
   for (const auto& v : c.verdicts) out += "verdict: " + v + "\n";
   out += c.failed ? "result: FAIL (a significant regression, or an expected gain not shown)\n" : "result: PASS\n";
   return out;
@@ -278,29 +296,36 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
 json render_trial_comparison_json(const TrialComparison& c) {
   json metrics = json::array();
   for (const auto& m : c.metrics) {
-    metrics.push_back({{"step", m.step},
-                       {"kind", m.kind},
-                       {"subject", m.subject},
-                       {"n_a", m.d.n_a},
-                       {"n_b", m.d.n_b},
-                       {"mean_a_mb_per_s", m.d.mean_a},
-                       {"mean_b_mb_per_s", m.d.mean_b},
-                       {"cv_a_pct", m.d.cv_a_pct},
-                       {"cv_b_pct", m.d.cv_b_pct},
-                       {"change_pct", m.d.change_pct},
-                       {"ci95_lo_pct", m.d.ci_lo_pct},
-                       {"ci95_hi_pct", m.d.ci_hi_pct},
-                       {"mann_whitney", {{"u_a", m.d.test.u_a}, {"u_b", m.d.test.u_b}, {"p", m.d.test.p}, {"exact", m.d.test.exact}}},
-                       {"rank_biserial", m.d.test.rank_biserial},
-                       {"alpha", m.alpha},
-                       {"expected_pct", m.expected_pct ? json(*m.expected_pct) : json(nullptr)},
-                       {"direction", stats::to_string(m.d.direction)},
-                       {"verdict", m.d.sentence},
-                       {"fails", m.fails}});
+    metrics.push_back(
+        {{"step", m.step},
+         {"kind", m.kind},
+         {"subject", m.subject},
+         {"n_a", m.d.n_a},
+         {"n_b", m.d.n_b},
+         {"mean_a_mb_per_s", m.d.mean_a},
+         {"mean_b_mb_per_s", m.d.mean_b},
+         {"cv_a_pct", m.d.cv_a_pct},
+         {"cv_b_pct", m.d.cv_b_pct},
+         {"change_pct", m.d.change_pct},
+         {"ci95_lo_pct", m.d.ci_lo_pct},
+         {"ci95_hi_pct", m.d.ci_hi_pct},
+         {"mann_whitney", {{"u_a", m.d.test.u_a}, {"u_b", m.d.test.u_b}, {"p", m.d.test.p}, {"exact", m.d.test.exact}}},
+         {"rank_biserial", m.d.test.rank_biserial},
+         {"alpha", m.alpha},
+         {"expected_pct", m.expected_pct ? json(*m.expected_pct) : json(nullptr)},
+         {"direction", stats::to_string(m.d.direction)},
+         {"verdict", m.d.sentence},
+         {"fails", m.fails}});
   }
-  return {{"schema", "fabperf.compare-trials"}, {"schema_version", 1}, {"a", {{"label", c.a_label}, {"file", c.a_file}}},
-          {"b", {{"label", c.b_label}, {"file", c.b_file}}}, {"metrics", metrics}, {"verdicts", c.verdicts}, {"notes", c.notes},
-          {"unreplicated", c.unreplicated}, {"failed", c.failed}};
+  return {{"schema", "fabperf.compare-trials"},
+          {"schema_version", 1},
+          {"a", {{"label", c.a_label}, {"file", c.a_file}}},
+          {"b", {{"label", c.b_label}, {"file", c.b_file}}},
+          {"metrics", metrics},
+          {"verdicts", c.verdicts},
+          {"notes", c.notes},
+          {"unreplicated", c.unreplicated},
+          {"failed", c.failed}};
 }
 
 }  // namespace fabperf

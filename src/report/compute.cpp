@@ -3,8 +3,8 @@
 #include <fabperf/report.hpp>
 #include <fabperf/units.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <map>
 
 namespace fabperf {
@@ -41,14 +41,14 @@ TrialReport trial_report(const TrialResult& t) {
   for (const auto& a : t.arms) {
     TrialArmReport ar{a.name, a.seconds > 0 ? static_cast<double>(a.bytes) / a.seconds / 1e6 : 0.0,
                       a.bytes > 0 ? a.cpu_s / (static_cast<double>(a.bytes) / 1e9) : 0.0};
-    arms += fmt::format("{}{} {:.0f} MB/s ({:.2f} CPU-s/GB)", arms.empty() ? "" : ", ", ar.name, ar.mb_per_s, ar.cpu_s_per_gb);
+    arms += fmt::format("{}{} {:.0f} MB/s ({:.2f} CPU-s/GB)", arms.empty() ? "" : ", ", ar.name, ar.mb_per_s,
+                        ar.cpu_s_per_gb);
     r.arms.push_back(std::move(ar));
   }
   r.summary = arms.empty() ? fmt::format("{} {}: {}", t.what, t.chosen, t.reason)
                            : fmt::format("{} {}: tried in the warm-up, {}: {}", t.what, t.chosen, arms, t.reason);
   return r;
 }
-
 
 Throughput make_tput(std::uint64_t bytes, std::uint64_t msgs, double seconds) {
   Throughput t;
@@ -65,7 +65,8 @@ std::string role_of(const NodeRecord& n) {
   return n.is_server ? "server" : "client";
 }
 
-LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::string& node, std::vector<std::string>& findings) {
+LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::string& node,
+                       std::vector<std::string>& findings) {
   LinkReport lr;
   lr.name = l.info.name;
   lr.kind = l.info.kind;
@@ -79,8 +80,9 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
     if (s.counters.present) ok.push_back(&s);
   }
   if (l.vanished) {
-    findings.push_back(fmt::format("link {} on {} disappeared during the test: figures cover the {} samples taken before",
-                                   l.info.name, node, ok.size()));
+    findings.push_back(
+        fmt::format("link {} on {} disappeared during the test: figures cover the {} samples taken before", l.info.name,
+                    node, ok.size()));
   }
   if (ok.size() >= 2) {
     const auto& c0 = ok.front()->counters;
@@ -131,8 +133,8 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
         node, lr.name, lr.mtu, expected_mss(lr.mtu), lr.min_sender_mss));
   }
   if (lr.tx_errors + lr.rx_errors + lr.tx_dropped + lr.rx_dropped > 0) {
-    findings.push_back(fmt::format("link {} on {}: {} tx / {} rx errors, {} tx / {} rx drops during the window", lr.name,
-                                   node, lr.tx_errors, lr.rx_errors, lr.tx_dropped, lr.rx_dropped));
+    findings.push_back(fmt::format("link {} on {}: {} tx / {} rx errors, {} tx / {} rx drops during the window",
+                                   lr.name, node, lr.tx_errors, lr.rx_errors, lr.tx_dropped, lr.rx_dropped));
   }
   return lr;
 }
@@ -245,8 +247,10 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       c.tcp = f.tcp;
       c.error = f.error;
       if (f.verify_errors > 0) {
-        findings.push_back(fmt::format("data verification failed on {} ({} -> {}): {} received chunks differed from "
-                                       "what was sent", n.name, f.local, f.remote, f.verify_errors));
+        findings.push_back(
+            fmt::format("data verification failed on {} ({} -> {}): {} received chunks differed from "
+                        "what was sent",
+                        n.name, f.local, f.remote, f.verify_errors));
       }
       r.verify_errors += f.verify_errors;
       if (!f.error.empty()) {
@@ -255,8 +259,8 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       conns.push_back(std::move(c));
 
       if (f.op == FlowOp::probe) continue;  // pings only: no data, not one of the pair's connections
-      const auto key = f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node)
-                                                  : std::make_pair(f.peer_node, n.index);
+      const auto key =
+          f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node) : std::make_pair(f.peer_node, n.index);
       auto& p = s_->pairs[key];
       if (f.role == FlowRole::client) {
         p.client_reported = true;
@@ -288,9 +292,10 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     }
     if (nr.busiest_thread_pct >= kHostLimitedPct) {
       nr.host_limited = true;
-      findings.push_back(fmt::format("host-limited: fabperf thread {} at {:.0f}% CPU on {}: this node's CPU, not the "
-                                     "fabric, may limit its figures",
-                                     nr.busiest_thread, nr.busiest_thread_pct, n.name));
+      findings.push_back(
+          fmt::format("host-limited: fabperf thread {} at {:.0f}% CPU on {}: this node's CPU, not the "
+                      "fabric, may limit its figures",
+                      nr.busiest_thread, nr.busiest_thread_pct, n.name));
     }
     if (n.is_client) acc.cli_cpu = a.cpu_busy_pct;
     if (n.is_server) acc.srv_cpu = a.cpu_busy_pct;
@@ -306,7 +311,8 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     for (const auto& sm : a.intervals) {
       const double dt = static_cast<double>(sm.t_ns - prev_t) / 1e9;
       prev_t = sm.t_ns;
-      nr.intervals.push_back({static_cast<double>(sm.t_ns) / 1e9, mb_per_s(sm.tx_bytes, dt), mb_per_s(sm.rx_bytes, dt)});
+      nr.intervals.push_back(
+          {static_cast<double>(sm.t_ns) / 1e9, mb_per_s(sm.tx_bytes, dt), mb_per_s(sm.rx_bytes, dt)});
     }
     for (const auto& l : a.links) nr.links.push_back(link_report(l, a, n.name, findings));
     nr.pcie_slots = pcie_slot_reports(a, nr.links, nr, findings);
@@ -319,7 +325,8 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       AgentResult ar;
       ar.bonds = a.bonds;
       for (const auto& f : a.flows) {
-        const bool on_bond = std::any_of(a.bonds.begin(), a.bonds.end(), [&](const BondResult& b) { return b.at_open.name == f.iface; });
+        const bool on_bond =
+            std::any_of(a.bonds.begin(), a.bonds.end(), [&](const BondResult& b) { return b.at_open.name == f.iface; });
         if (on_bond) ar.flows.push_back(f);
       }
       lite.result = std::move(ar);
@@ -340,7 +347,8 @@ Report ReportBuilder::finish(bool interrupted) && {
   Report r = std::move(s_->r);
   r.interrupted = r.interrupted || interrupted;
   const bool stream = s_->stream;
-  std::stable_sort(s_->nodes.begin(), s_->nodes.end(), [](const NodeAcc& a, const NodeAcc& b) { return a.order < b.order; });
+  std::stable_sort(s_->nodes.begin(), s_->nodes.end(),
+                   [](const NodeAcc& a, const NodeAcc& b) { return a.order < b.order; });
   std::vector<double> cli_cpu, srv_cpu;
   LatencyHistogram all_lat, all_delay;
   bool any_lat = false, any_delay = false;
@@ -418,7 +426,8 @@ Report ReportBuilder::finish(bool interrupted) && {
   }
   explain_alb_receive(s_->bonded, r);
   s_->bonded.clear();
-  if (r.interrupted) r.findings.insert(r.findings.begin(), "test interrupted by the user: results cover the time measured");
+  if (r.interrupted)
+    r.findings.insert(r.findings.begin(), "test interrupted by the user: results cover the time measured");
   return r;
 }
 

@@ -1,9 +1,9 @@
 // Counter report and dip diagnosis (diagnosis.hpp): pure arithmetic over one agent's samples.
 #include <fabperf/diagnosis.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <map>
 
 namespace fabperf {
@@ -34,7 +34,9 @@ std::vector<std::pair<std::string, std::uint64_t>> increases(const CounterValues
 
 // The interface's own error and drop counters, in the named form the dictionary knows.
 CounterValues link_counter_values(const LinkCounters& c) {
-  return {{"if.tx_errors", c.tx_errors}, {"if.rx_errors", c.rx_errors}, {"if.tx_dropped", c.tx_dropped},
+  return {{"if.tx_errors", c.tx_errors},
+          {"if.rx_errors", c.rx_errors},
+          {"if.tx_dropped", c.tx_dropped},
           {"if.rx_dropped", c.rx_dropped}};
 }
 
@@ -49,7 +51,9 @@ int symptom_rank(CounterCategory c) {
   return it == order.end() ? static_cast<int>(order.size()) : static_cast<int>(it - order.begin());
 }
 
-bool is_symptom(CounterCategory c) { return c != CounterCategory::traffic && c != CounterCategory::other; }
+bool is_symptom(CounterCategory c) {
+  return c != CounterCategory::traffic && c != CounterCategory::other;
+}
 
 // The sample of `s` nearest to t_ns; -1 when it has none.
 int nearest(const Source& s, std::int64_t t_ns) {
@@ -72,7 +76,9 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-std::string fmt_s(double s) { return fmt::format("{:.1f}", s); }
+std::string fmt_s(double s) {
+  return fmt::format("{:.1f}", s);
+}
 
 // What rose in the interval (t0, t1] across the given sources: counters between the samples
 // nearest to t0 and t1.
@@ -281,7 +287,8 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
     const auto it = cats.find(c);
     if (it == cats.end()) continue;
     auto& m = it->second;
-    std::stable_sort(m.top.begin(), m.top.end(), [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
+    std::stable_sort(m.top.begin(), m.top.end(),
+                     [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
     if (m.top.size() > 5) m.top.resize(5);
     rep.categories.push_back(std::move(m));
   }
@@ -305,7 +312,8 @@ std::vector<CategoryMovers> top_movers(const std::vector<std::pair<std::string, 
       }
     }
     if (m.total == 0) continue;
-    std::stable_sort(m.top.begin(), m.top.end(), [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
+    std::stable_sort(m.top.begin(), m.top.end(),
+                     [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
     if (m.top.size() > per_category) m.top.resize(per_category);
     out.push_back(std::move(m));
   }

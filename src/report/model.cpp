@@ -11,7 +11,9 @@ namespace fabperf {
 
 using nlohmann::json;
 
-std::string_view to_string(FlowRole r) { return r == FlowRole::client ? "client" : "server"; }
+std::string_view to_string(FlowRole r) {
+  return r == FlowRole::client ? "client" : "server";
+}
 std::string_view to_string(FlowOp o) {
   switch (o) {
     case FlowOp::write: return "write";
@@ -27,7 +29,8 @@ json trials_json(const std::vector<TrialResult>& trials) {
   json out = json::array();
   for (const auto& t : trials) {
     json arms = json::array();
-    for (const auto& a : t.arms) arms.push_back({{"name", a.name}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"cpu_s", a.cpu_s}});
+    for (const auto& a : t.arms)
+      arms.push_back({{"name", a.name}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"cpu_s", a.cpu_s}});
     out.push_back({{"what", t.what}, {"chosen", t.chosen}, {"reason", t.reason}, {"arms", std::move(arms)}});
   }
   return out;
@@ -107,16 +110,29 @@ json to_json(const AgentResult& r) {
   for (const auto& f : r.flows) {
     json tcp = nullptr;
     if (f.tcp.valid) {
-      tcp = {{"total_retrans", f.tcp.total_retrans}, {"rtt_us", f.tcp.rtt_us}, {"rttvar_us", f.tcp.rttvar_us},
-             {"snd_mss", f.tcp.snd_mss}, {"rcv_mss", f.tcp.rcv_mss}, {"pmtu", f.tcp.pmtu},
+      tcp = {{"total_retrans", f.tcp.total_retrans},
+             {"rtt_us", f.tcp.rtt_us},
+             {"rttvar_us", f.tcp.rttvar_us},
+             {"snd_mss", f.tcp.snd_mss},
+             {"rcv_mss", f.tcp.rcv_mss},
+             {"pmtu", f.tcp.pmtu},
              {"snd_cwnd", f.tcp.snd_cwnd}};
     }
-    flows.push_back({{"id", f.id}, {"role", to_string(f.role)}, {"op", to_string(f.op)},
-                     {"peer_node", f.peer_node}, {"local", f.local}, {"remote", f.remote},
-                     {"tx_bytes_total", f.tx_bytes_total}, {"rx_bytes_total", f.rx_bytes_total},
-                     {"tx_bytes_window", f.tx_bytes_window}, {"rx_bytes_window", f.rx_bytes_window},
-                     {"msgs_window", f.msgs_window}, {"retrans_window", f.retrans_window},
-                     {"tcp", tcp}, {"error", f.error}, {"iface", f.iface},
+    flows.push_back({{"id", f.id},
+                     {"role", to_string(f.role)},
+                     {"op", to_string(f.op)},
+                     {"peer_node", f.peer_node},
+                     {"local", f.local},
+                     {"remote", f.remote},
+                     {"tx_bytes_total", f.tx_bytes_total},
+                     {"rx_bytes_total", f.rx_bytes_total},
+                     {"tx_bytes_window", f.tx_bytes_window},
+                     {"rx_bytes_window", f.rx_bytes_window},
+                     {"msgs_window", f.msgs_window},
+                     {"retrans_window", f.retrans_window},
+                     {"tcp", tcp},
+                     {"error", f.error},
+                     {"iface", f.iface},
                      {"verify_errors", f.verify_errors}});
     if (!f.rdma_port.empty()) flows.back()["rdma_port"] = f.rdma_port;
   }
@@ -125,8 +141,8 @@ json to_json(const AgentResult& r) {
     json samples = json::array();
     for (const auto& s : l.samples) {
       const auto& c = s.counters;
-      samples.push_back({s.t_ns, c.present, c.tx_bytes, c.rx_bytes, c.tx_packets, c.rx_packets, c.tx_errors, c.rx_errors,
-                         c.tx_dropped, c.rx_dropped});
+      samples.push_back({s.t_ns, c.present, c.tx_bytes, c.rx_bytes, c.tx_packets, c.rx_packets, c.tx_errors,
+                         c.rx_errors, c.tx_dropped, c.rx_dropped});
     }
     links.push_back({{"info", to_json(l.info)}, {"samples", std::move(samples)}, {"vanished", l.vanished}});
     if (!l.stats.empty()) links.back()["stats"] = counter_samples_json(l.stats);
@@ -143,21 +159,35 @@ json to_json(const AgentResult& r) {
     for (const auto& s : p.samples) {
       json values = json::object();
       for (const auto& [k, v] : s.counters.values) values[k] = v;
-      samples.push_back({{"t_ns", s.t_ns}, {"present", s.counters.present}, {"values", std::move(values)},
+      samples.push_back({{"t_ns", s.t_ns},
+                         {"present", s.counters.present},
+                         {"values", std::move(values)},
                          {"unreadable", s.counters.unreadable}});
     }
     rdma.push_back({{"device", p.device}, {"info", to_json(p.info)}, {"samples", std::move(samples)}});
   }
   json iv = json::array();
   for (const auto& s : r.intervals) iv.push_back({s.t_ns, s.tx_bytes, s.rx_bytes});
-  return {{"node_index", r.node_index}, {"hostname", r.hostname}, {"aborted", r.aborted},
-          {"abort_reason", r.abort_reason}, {"window_s", r.window_s}, {"window_open_unix_ns", r.window_open_unix_ns},
+  return {{"node_index", r.node_index},
+          {"hostname", r.hostname},
+          {"aborted", r.aborted},
+          {"abort_reason", r.abort_reason},
+          {"window_s", r.window_s},
+          {"window_open_unix_ns", r.window_open_unix_ns},
           {"cpu_busy_pct", r.cpu_busy_pct},
-          {"retrans_segs", r.retrans_segs}, {"process_cpu_s", r.process_cpu_s}, {"flows", std::move(flows)},
+          {"retrans_segs", r.retrans_segs},
+          {"process_cpu_s", r.process_cpu_s},
+          {"flows", std::move(flows)},
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
-          {"delay", r.delay ? to_json(*r.delay) : json(nullptr)}, {"intervals", std::move(iv)},
-          {"links", std::move(links)}, {"bonds", std::move(bonds)}, {"rdma_ports", std::move(rdma)}, {"threads", threads_json(r.threads)}, {"socket_limits", to_json(r.socket_limits)},
-          {"trials", trials_json(r.trials)}, {"warnings", r.warnings},
+          {"delay", r.delay ? to_json(*r.delay) : json(nullptr)},
+          {"intervals", std::move(iv)},
+          {"links", std::move(links)},
+          {"bonds", std::move(bonds)},
+          {"rdma_ports", std::move(rdma)},
+          {"threads", threads_json(r.threads)},
+          {"socket_limits", to_json(r.socket_limits)},
+          {"trials", trials_json(r.trials)},
+          {"warnings", r.warnings},
           {"host_counters", counter_samples_json(r.host_counters)}};
 }
 
@@ -181,15 +211,23 @@ AgentResult parse_agent_result(const json& j) {
     FlowResult x;
     x.id = static_cast<std::uint32_t>(g.u64("id", 0, proto::kMaxList * 16));
     const auto role = g.str("role", 16);
-    if (role == "client") x.role = FlowRole::client;
-    else if (role == "server") x.role = FlowRole::server;
-    else throw ProtocolError(fmt::format("{}: unknown role '{}'", g.ctx("role"), role));
+    if (role == "client")
+      x.role = FlowRole::client;
+    else if (role == "server")
+      x.role = FlowRole::server;
+    else
+      throw ProtocolError(fmt::format("{}: unknown role '{}'", g.ctx("role"), role));
     const auto op = g.str("op", 16);
-    if (op == "write") x.op = FlowOp::write;
-    else if (op == "read") x.op = FlowOp::read;
-    else if (op == "rpc") x.op = FlowOp::rpc;
-    else if (op == "probe") x.op = FlowOp::probe;
-    else throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
+    if (op == "write")
+      x.op = FlowOp::write;
+    else if (op == "read")
+      x.op = FlowOp::read;
+    else if (op == "rpc")
+      x.op = FlowOp::rpc;
+    else if (op == "probe")
+      x.op = FlowOp::probe;
+    else
+      throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
     x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, proto::kMaxList));
     x.local = g.str("local", 128);
     x.remote = g.str("remote", 128);
@@ -227,7 +265,8 @@ AgentResult parse_agent_result(const json& j) {
       // histogram_from_json names only "histogram"; say which message and field carried it.
       throw ProtocolError(fmt::format("RESULT.latency: {}", e.what()));
     }
-  }  const auto del = j.find("delay");
+  }
+  const auto del = j.find("delay");
   if (del != j.end() && !del->is_null()) {
     try {
       r.delay = histogram_from_json(*del);
@@ -255,10 +294,12 @@ AgentResult parse_agent_result(const json& j) {
       LinkSample x;
       x.t_ns = s[0].get<std::int64_t>();
       x.counters.present = s[1].get<bool>();
-      std::uint64_t* dst[] = {&x.counters.tx_bytes, &x.counters.rx_bytes, &x.counters.tx_packets, &x.counters.rx_packets,
-                              &x.counters.tx_errors, &x.counters.rx_errors, &x.counters.tx_dropped, &x.counters.rx_dropped};
+      std::uint64_t* dst[] = {&x.counters.tx_bytes,   &x.counters.rx_bytes,  &x.counters.tx_packets,
+                              &x.counters.rx_packets, &x.counters.tx_errors, &x.counters.rx_errors,
+                              &x.counters.tx_dropped, &x.counters.rx_dropped};
       for (std::size_t i = 0; i < 8; ++i) {
-        if (!s[i + 2].is_number_unsigned()) throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
+        if (!s[i + 2].is_number_unsigned())
+          throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
         *dst[i] = s[i + 2].get<std::uint64_t>();
       }
       l.samples.push_back(x);
@@ -279,7 +320,8 @@ AgentResult parse_agent_result(const json& j) {
             n[0].get_ref<const std::string&>().size() > 64 || n[1].get_ref<const std::string&>().size() > 32) {
           throw ProtocolError("RESULT.bonds[].neighbors[]: expected [address, mac]");
         }
-        b.neighbors.emplace_back(printable(n[0].get_ref<const std::string&>()), printable(n[1].get_ref<const std::string&>()));
+        b.neighbors.emplace_back(printable(n[0].get_ref<const std::string&>()),
+                                 printable(n[1].get_ref<const std::string&>()));
       }
       r.bonds.push_back(std::move(b));
     }

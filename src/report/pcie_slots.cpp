@@ -4,8 +4,8 @@
 #include <fabperf/pcie.hpp>
 #include <fabperf/report.hpp>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +18,8 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
   std::map<std::string, const PcieInfo*> info;
   for (const auto& l : a.links) {
     if (!l.info.pcie) continue;
-    const auto lr = std::find_if(links.begin(), links.end(), [&](const LinkReport& r) { return r.name == l.info.name; });
+    const auto lr =
+        std::find_if(links.begin(), links.end(), [&](const LinkReport& r) { return r.name == l.info.name; });
     if (lr == links.end()) continue;
     const PcieInfo& p = *l.info.pcie;
     const std::string key = pcie_link_key(p);
@@ -49,7 +50,8 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
     for (const auto& p : s.ports) ports += (ports.empty() ? "" : "+") + p;
     const std::string dir = s.tx_gbps >= s.rx_gbps ? "sent" : "received";
     const std::string of_ports =
-        s.ports_speed_mbps > 0 ? fmt::format(" ({} Gbit/s of ports)", static_cast<double>(s.ports_speed_mbps) / 1e3) : "";
+        s.ports_speed_mbps > 0 ? fmt::format(" ({} Gbit/s of ports)", static_cast<double>(s.ports_speed_mbps) / 1e3)
+                               : "";
     if (s.at_ceiling) {
       s.bound_by = node.host_limited ? "slot or host" : "slot";
       findings.push_back(
@@ -65,10 +67,10 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
                             s.address, of_ports));
     } else if (node.host_limited && !any_at_ceiling && s.usable_gbps > 0) {
       s.bound_by = "host";
-      findings.push_back(fmt::format("node {}: its PCIe link ({} at {}) carried {:.0f}% of its {:.1f} Gbit/s usable: the "
-                                     "CPU (fabperf thread {} at {:.0f}%), not the slot, bounded this node",
-                                     node.name, s.link, s.address, s.used_pct, s.usable_gbps, node.busiest_thread,
-                                     node.busiest_thread_pct));
+      findings.push_back(fmt::format(
+          "node {}: its PCIe link ({} at {}) carried {:.0f}% of its {:.1f} Gbit/s usable: the "
+          "CPU (fabperf thread {} at {:.0f}%), not the slot, bounded this node",
+          node.name, s.link, s.address, s.used_pct, s.usable_gbps, node.busiest_thread, node.busiest_thread_pct));
     }
   }
   return out;
@@ -77,10 +79,17 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
 nlohmann::json pcie_slots_json(const std::vector<PcieSlotReport>& slots) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& s : slots) {
-    out.push_back({{"address", s.address}, {"link", s.link}, {"ports", s.ports},
-                   {"ports_speed_mbps", s.ports_speed_mbps > 0 ? nlohmann::json(s.ports_speed_mbps) : nlohmann::json(nullptr)},
-                   {"usable_gbps", s.usable_gbps}, {"tx_gbps", s.tx_gbps}, {"rx_gbps", s.rx_gbps}, {"used_pct", s.used_pct},
-                   {"at_ceiling", s.at_ceiling}, {"bound_by", s.bound_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bound_by)}});
+    out.push_back(
+        {{"address", s.address},
+         {"link", s.link},
+         {"ports", s.ports},
+         {"ports_speed_mbps", s.ports_speed_mbps > 0 ? nlohmann::json(s.ports_speed_mbps) : nlohmann::json(nullptr)},
+         {"usable_gbps", s.usable_gbps},
+         {"tx_gbps", s.tx_gbps},
+         {"rx_gbps", s.rx_gbps},
+         {"used_pct", s.used_pct},
+         {"at_ceiling", s.at_ceiling},
+         {"bound_by", s.bound_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bound_by)}});
   }
   return out;
 }
@@ -97,7 +106,8 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
     if (!groups.count(key)) order.push_back(key);
     auto& g = groups[key];
     // One line per function: a second port of it (mlx4), or its RDMA device, adds nothing new.
-    if (std::none_of(g.begin(), g.end(), [&](const Fn& f) { return f.p->address == p.address; })) g.push_back({who, &p});
+    if (std::none_of(g.begin(), g.end(), [&](const Fn& f) { return f.p->address == p.address; }))
+      g.push_back({who, &p});
   };
   for (const auto& l : links) {
     if (l.pcie) add(l.name, *l.pcie);
@@ -106,7 +116,9 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
     if (d.pcie) add(d.name, *d.pcie);
   }
   if (order.empty()) return "";
-  const auto state = [](const PcieLinkState& s) { return s.width > 0 && s.gts > 0 ? pcie_link_text(s) : std::string("-"); };
+  const auto state = [](const PcieLinkState& s) {
+    return s.width > 0 && s.gts > 0 ? pcie_link_text(s) : std::string("-");
+  };
   std::string out = fmt::format("\n{:<14} {:<18} {:<18} {:<18} {:>4} {:>14}  {}\n", "PCIe device", "link", "card max",
                                 "slot max", "numa", "usable Gbit/s", "ports");
   std::string notes;
@@ -116,15 +128,17 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
     std::string ports;
     for (const auto& x : p.ports) ports += (ports.empty() ? "" : " ") + x.name;
     const std::string speeds = pcie_ports_text(p);
-    if (!speeds.empty()) ports += fmt::format(": {} ({:g} Gbit/s)", speeds, static_cast<double>(pcie_ports_mbps(p)) / 1e3);
+    if (!speeds.empty())
+      ports += fmt::format(": {} ({:g} Gbit/s)", speeds, static_cast<double>(pcie_ports_mbps(p)) / 1e3);
     const double usable = pcie_ceiling_gbps(p);
     out += fmt::format("{:<14} {:<18} {:<18} {:<18} {:>4} {:>14}  {}\n", p.address, state(p.link), state(p.max),
                        p.port.empty() ? "-" : state(p.port_max), p.numa_node >= 0 ? std::to_string(p.numa_node) : "-",
                        usable > 0 ? fmt::format("{:.1f}", usable) : "-", ports.empty() ? "-" : ports);
     if (!p.port.empty()) {
-      notes += fmt::format("  {}: port {}{}; max payload {} B{}\n", p.address, p.port,
-                           p.limit_at.empty() ? "" : fmt::format(", narrower link {} at {}", state(p.limit), p.limit_at),
-                           p.max_payload > 0 ? p.max_payload : kPcieAssumedPayload, p.max_payload > 0 ? "" : " (assumed)");
+      notes +=
+          fmt::format("  {}: port {}{}; max payload {} B{}\n", p.address, p.port,
+                      p.limit_at.empty() ? "" : fmt::format(", narrower link {} at {}", state(p.limit), p.limit_at),
+                      p.max_payload > 0 ? p.max_payload : kPcieAssumedPayload, p.max_payload > 0 ? "" : " (assumed)");
     }
     for (const auto& f : g) {
       const auto& q = f.p->irq;
@@ -133,8 +147,8 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
       if (q.local_cpus.empty()) {
         where = "its local CPUs unknown";
       } else if (q.served > 0) {
-        where = fmt::format("{:.0f}% on its local CPUs {}", 100.0 * static_cast<double>(q.served_local) / static_cast<double>(q.served),
-                            q.local_cpus);
+        where = fmt::format("{:.0f}% on its local CPUs {}",
+                            100.0 * static_cast<double>(q.served_local) / static_cast<double>(q.served), q.local_cpus);
       } else {
         where = "its local CPUs " + q.local_cpus;
       }
@@ -147,7 +161,8 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
       notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
     }
     for (const auto& fn : g) {
-      for (const auto& f : pcie_irq_findings(*fn.p, fn.who)) notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
+      for (const auto& f : pcie_irq_findings(*fn.p, fn.who))
+        notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
     }
   }
   return out + notes;

@@ -118,8 +118,8 @@ void check_step(const json& j, const LineError& e) {
   e.integer(j, "index", 0, 1 << 24);
   e.string(j, "id");
   e.string(j, "test");
-  e.one_of(j, "pattern", {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast",
-                          "broadcast", "all-to-all"});
+  e.one_of(j, "pattern",
+           {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast", "broadcast", "all-to-all"});
   e.strings(j, "clients");
   e.strings(j, "servers");
   e.one_of(j, "status", {"done", "failed", "interrupted"});
@@ -173,14 +173,15 @@ RawResults from_single_run(json r, const std::string& name) {
     if (role.find("server") != std::string::npos) servers.push_back(nm);
   }
   const std::string test = r.contains("settings") ? r["settings"].value("test", std::string{"run"}) : "run";
-  raw.plan = {{"type", "plan"},
-              {"schema", kPlanResultsSchema},
-              {"version", kPlanResultsVersion},
-              {"fabperf_version", r.value("fabperf_version", std::string{})},
-              {"started_at", r.value("started_at", std::string{})},
-              {"plan_file", ""},
-              {"plan", {{"name", r.value("test_id", std::string{})}, {"hosts", json::array()}, {"tests", json::array()}}},
-              {"steps_total", 1}};
+  raw.plan = {
+      {"type", "plan"},
+      {"schema", kPlanResultsSchema},
+      {"version", kPlanResultsVersion},
+      {"fabperf_version", r.value("fabperf_version", std::string{})},
+      {"started_at", r.value("started_at", std::string{})},
+      {"plan_file", ""},
+      {"plan", {{"name", r.value("test_id", std::string{})}, {"hosts", json::array()}, {"tests", json::array()}}},
+      {"steps_total", 1}};
   const bool interrupted = r.value("interrupted", false);
   raw.steps.push_back({{"type", "step"},
                        {"index", 0},
@@ -192,10 +193,13 @@ RawResults from_single_run(json r, const std::string& name) {
                        {"status", interrupted ? "interrupted" : "done"},
                        {"error", ""},
                        {"started_at", r.value("started_at", std::string{})},
-                       {"duration_s", r.contains("settings") && r["settings"].contains("time_ns") && r["settings"]["time_ns"].is_number()
-                                          ? r["settings"]["time_ns"].get<double>() / 1e9 : 0.0},
+                       {"duration_s", r.contains("settings") && r["settings"].contains("time_ns") &&
+                                              r["settings"]["time_ns"].is_number()
+                                          ? r["settings"]["time_ns"].get<double>() / 1e9
+                                          : 0.0},
                        {"result", std::move(r)}});
-  raw.end = json{{"type", "end"}, {"finished_at", ""}, {"interrupted", interrupted}, {"passed", true}, {"exit_code", 0}};
+  raw.end =
+      json{{"type", "end"}, {"finished_at", ""}, {"interrupted", interrupted}, {"passed", true}, {"exit_code", 0}};
   return raw;
 }
 
@@ -215,8 +219,8 @@ RawResults load_results(std::istream& in, const std::string& name) {
     if (!whole.is_discarded() && whole.is_object() && !whole.contains("type")) {
       const auto schema = whole.value("schema", std::string{});
       if (schema == kResultSchema) return from_single_run(std::move(whole), name);
-      throw UsageError(fmt::format("{}: schema '{}' is neither '{}' nor '{}'", name, schema, kPlanResultsSchema,
-                                   kResultSchema));
+      throw UsageError(
+          fmt::format("{}: schema '{}' is neither '{}' nor '{}'", name, schema, kPlanResultsSchema, kResultSchema));
     }
   }
   // A run's result cut short: `fabperf run --json` writes the header and each node's section as its
@@ -274,7 +278,8 @@ RawResults load_results(std::istream& in, const std::string& name) {
     const auto type = j["type"].get<std::string>();
     const LineError e(name, lineno, type);
     if (!have_plan && type != "plan") {
-      throw UsageError(fmt::format("{}:{}: the first record must be the \"plan\" header, found \"{}\"", name, lineno, type));
+      throw UsageError(
+          fmt::format("{}:{}: the first record must be the \"plan\" header, found \"{}\"", name, lineno, type));
     }
     if (type == "plan") {
       check_plan(j, e);
@@ -301,7 +306,9 @@ RawResults load_results(std::istream& in, const std::string& name) {
     } else if (type == "hook" || type == "isolate" || type == "isolation") {
       // A/B hooks and isolation rounds: `fabperf compare` and the run's own output show them.
     } else {
-      throw UsageError(fmt::format("{}:{}: unknown record type \"{}\" (expected plan, step, kpi, end, hook, isolate or isolation)", name, lineno, type));
+      throw UsageError(
+          fmt::format("{}:{}: unknown record type \"{}\" (expected plan, step, kpi, end, hook, isolate or isolation)",
+                      name, lineno, type));
     }
   }
   for (auto& [id, s] : steps) raw.steps.push_back(std::move(s));

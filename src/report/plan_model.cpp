@@ -1,11 +1,11 @@
 // RawResults -> PlanReport: every number a report shows is taken or derived here, once. The
 // renderers only format what this builds.
-#include "report/json_read.hpp"
 #include <fabperf/plan_report.hpp>
+#include "report/json_read.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <map>
 #include <set>
@@ -126,11 +126,13 @@ void fill_step(StepView& s, const json& r, const std::vector<Host>& hosts) {
     row.rx_mb_per_s = num(n, "rx_mb_per_s");
     row.cpu_busy_pct = num(n, "cpu_busy_pct");
     row.retrans_segs = n.contains("retrans_segs") && n["retrans_segs"].is_number_integer()
-                           ? n["retrans_segs"].get<std::int64_t>() : -1;
+                           ? n["retrans_segs"].get<std::int64_t>()
+                           : -1;
     row.latency = latency_view(n.value("latency", json()), "rpc");
     if (!row.latency) row.latency = latency_view(n.value("delay", json()), "delay");
     s.nodes.push_back(std::move(row));
-    if (n.contains("counters") && n["counters"].is_object() && n["counters"].contains("dips") && n["counters"]["dips"].is_array()) {
+    if (n.contains("counters") && n["counters"].is_object() && n["counters"].contains("dips") &&
+        n["counters"]["dips"].is_array()) {
       for (const auto& d : n["counters"]["dips"]) {
         if (!d.is_object()) continue;
         s.counter_events.push_back({name, str(d, "subject"), num(d, "t0_s"), num(d, "t1_s"), str(d, "text")});
@@ -145,9 +147,10 @@ void fill_step(StepView& s, const json& r, const std::vector<Host>& hosts) {
         lr.tx_mb_per_s = num(l, "tx_mb_per_s");
         lr.rx_mb_per_s = num(l, "rx_mb_per_s");
         lr.payload_mb_per_s = std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
-        lr.speed_mbps = l.contains("speed_mbps") && l["speed_mbps"].is_number() ? l["speed_mbps"].get<std::int64_t>() : -1;
-        lr.utilization_pct = l.contains("utilization_pct") && l["utilization_pct"].is_number()
-                                 ? l["utilization_pct"].get<double>() : -1;
+        lr.speed_mbps =
+            l.contains("speed_mbps") && l["speed_mbps"].is_number() ? l["speed_mbps"].get<std::int64_t>() : -1;
+        lr.utilization_pct =
+            l.contains("utilization_pct") && l["utilization_pct"].is_number() ? l["utilization_pct"].get<double>() : -1;
         lr.errors = l.value("tx_errors", std::uint64_t{0}) + l.value("rx_errors", std::uint64_t{0});
         lr.drops = l.value("tx_dropped", std::uint64_t{0}) + l.value("rx_dropped", std::uint64_t{0});
         s.links.push_back(std::move(lr));
@@ -329,15 +332,21 @@ PlanReport build_plan_report(const RawResults& raw) {
 
   // Notes and verdict.
   if (raw.truncated_line > 0) {
-    r.notes.push_back(fmt::format("line {} was cut off mid-write (the writer stopped); it was ignored", raw.truncated_line));
+    r.notes.push_back(
+        fmt::format("line {} was cut off mid-write (the writer stopped); it was ignored", raw.truncated_line));
   }
-  if (r.resumed > 0) r.notes.push_back(fmt::format("the plan was resumed {} time(s); the last record of each step counts", r.resumed));
+  if (r.resumed > 0)
+    r.notes.push_back(fmt::format("the plan was resumed {} time(s); the last record of each step counts", r.resumed));
   if (raw.superseded_steps > 0) {
-    r.notes.push_back(fmt::format("{} step record(s) were replaced by a later record of the same step", raw.superseded_steps));
+    r.notes.push_back(
+        fmt::format("{} step record(s) were replaced by a later record of the same step", raw.superseded_steps));
   }
-  if (!r.finished) r.notes.push_back("the plan did not finish (no \"end\" record): the results below are what was measured before it stopped");
+  if (!r.finished)
+    r.notes.push_back(
+        "the plan did not finish (no \"end\" record): the results below are what was measured before it stopped");
   if (r.interrupted) r.notes.push_back("the plan was interrupted");
-  if (r.steps_missing > 0) r.notes.push_back(fmt::format("{} of {} planned steps have no record", r.steps_missing, r.steps_total));
+  if (r.steps_missing > 0)
+    r.notes.push_back(fmt::format("{} of {} planned steps have no record", r.steps_missing, r.steps_total));
 
   if (r.kpi_failed > 0) {
     r.verdict = "FAIL";
@@ -359,8 +368,9 @@ PlanReport build_plan_report(const RawResults& raw) {
   if (r.finished && r.kind == "plan") {
     const bool recorded_pass = raw.end->value("passed", false);
     if (recorded_pass != (r.verdict == "PASS" || r.verdict == "NO KPI")) {
-      r.notes.push_back(fmt::format("the run itself recorded passed={} (exit code {}); the verdict here is from the records",
-                                    recorded_pass, r.exit_code));
+      r.notes.push_back(
+          fmt::format("the run itself recorded passed={} (exit code {}); the verdict here is from the records",
+                      recorded_pass, r.exit_code));
     }
   }
   return r;

@@ -3,9 +3,9 @@
 #include <fabperf/plan_report.hpp>
 #include <fabperf/units.hpp>
 
-#include <charconv>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <charconv>
 
 namespace fabperf {
 
@@ -64,26 +64,37 @@ json counter_events_json(const std::vector<CounterEvent>& events) {
   return out;
 }
 
-
-std::string k(const Column& c) { return std::string(c.key); }
+std::string k(const Column& c) {
+  return std::string(c.key);
+}
 
 json latency_json(const std::optional<LatencyView>& l) {
   if (!l) return nullptr;
   json b = json::array();
   for (const auto& x : l->buckets) b.push_back({{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {k(col::count), x.count}});
-  return {{"what", l->what}, {k(col::count), l->count}, {k(col::mean_us), l->mean_us}, {"min_us", l->min_us},
-          {k(col::p50_us), l->p50_us}, {k(col::p90_us), l->p90_us}, {k(col::p99_us), l->p99_us},
-          {k(col::p999_us), l->p999_us}, {k(col::max_us), l->max_us}, {"buckets", std::move(b)}};
+  return {{"what", l->what},           {k(col::count), l->count},     {k(col::mean_us), l->mean_us},
+          {"min_us", l->min_us},       {k(col::p50_us), l->p50_us},   {k(col::p90_us), l->p90_us},
+          {k(col::p99_us), l->p99_us}, {k(col::p999_us), l->p999_us}, {k(col::max_us), l->max_us},
+          {"buckets", std::move(b)}};
 }
 
 json kpi_json(const KpiCheck& c) {
   return {{k(col::test), c.test.empty() ? json(nullptr) : json(c.test)},
           {k(col::step), c.step.empty() ? json(nullptr) : json(c.step)},
-          {k(col::kpi), c.kpi}, {k(col::scope), c.scope}, {k(col::subject), c.subject}, {k(col::value), c.measured ? json(c.value) : json(nullptr)},
-          {k(col::threshold), c.threshold}, {"op", c.op}, {"unit", c.unit}, {k(col::pass), c.pass}, {k(col::detail), c.detail}};
+          {k(col::kpi), c.kpi},
+          {k(col::scope), c.scope},
+          {k(col::subject), c.subject},
+          {k(col::value), c.measured ? json(c.value) : json(nullptr)},
+          {k(col::threshold), c.threshold},
+          {"op", c.op},
+          {"unit", c.unit},
+          {k(col::pass), c.pass},
+          {k(col::detail), c.detail}};
 }
 
-std::string num(double v) { return fmt::format("{:.3f}", v); }
+std::string num(double v) {
+  return fmt::format("{:.3f}", v);
+}
 
 }  // namespace
 
@@ -92,24 +103,34 @@ json render_plan_json(const PlanReport& r) {
   for (const auto& s : r.steps) {
     json nodes = json::array();
     for (const auto& n : s.nodes) {
-      nodes.push_back({{k(col::node), n.node}, {k(col::role), n.role}, {k(col::status), n.status},
-                       {k(col::tx_mb_per_s), n.tx_mb_per_s}, {k(col::rx_mb_per_s), n.rx_mb_per_s},
+      nodes.push_back({{k(col::node), n.node},
+                       {k(col::role), n.role},
+                       {k(col::status), n.status},
+                       {k(col::tx_mb_per_s), n.tx_mb_per_s},
+                       {k(col::rx_mb_per_s), n.rx_mb_per_s},
                        {k(col::cpu_busy_pct), n.cpu_busy_pct},
                        {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
                        {"latency", latency_json(n.latency)}});
     }
     json pairs = json::array();
     for (const auto& p : s.pairs) {
-      pairs.push_back({{k(col::client), p.client}, {k(col::server), p.server}, {k(col::mb_per_s), p.mb_per_s},
-                       {k(col::retrans), p.retrans}, {k(col::rtt_us), p.rtt_us}});
+      pairs.push_back({{k(col::client), p.client},
+                       {k(col::server), p.server},
+                       {k(col::mb_per_s), p.mb_per_s},
+                       {k(col::retrans), p.retrans},
+                       {k(col::rtt_us), p.rtt_us}});
     }
     json links = json::array();
     for (const auto& l : s.links) {
-      links.push_back({{k(col::node), l.node}, {k(col::link), l.link}, {k(col::tx_mb_per_s), l.tx_mb_per_s},
-                       {k(col::rx_mb_per_s), l.rx_mb_per_s}, {k(col::payload_mb_per_s), l.payload_mb_per_s},
+      links.push_back({{k(col::node), l.node},
+                       {k(col::link), l.link},
+                       {k(col::tx_mb_per_s), l.tx_mb_per_s},
+                       {k(col::rx_mb_per_s), l.rx_mb_per_s},
+                       {k(col::payload_mb_per_s), l.payload_mb_per_s},
                        {k(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
                        {k(col::utilization_pct), l.utilization_pct >= 0 ? json(l.utilization_pct) : json(nullptr)},
-                       {k(col::errors), l.errors}, {k(col::drops), l.drops}});
+                       {k(col::errors), l.errors},
+                       {k(col::drops), l.drops}});
     }
     json series = json::array();
     for (const auto& se : s.series) {
@@ -117,24 +138,48 @@ json render_plan_json(const PlanReport& r) {
       for (const auto& p : se.points) pts.push_back({{"t_s", p.t_s}, {k(col::mb_per_s), p.mb_per_s}});
       series.push_back({{"name", se.name}, {"points", std::move(pts)}});
     }
-    steps.push_back({{"index", s.index}, {"id", s.id}, {k(col::test), s.test}, {k(col::pattern), s.pattern},
-                     {"clients", s.clients}, {"servers", s.servers}, {k(col::status), s.status}, {"error", s.error},
-                     {"started_at", s.started_at}, {k(col::duration_s), s.duration_s}, {"measured", s.measured},
-                     {"op", s.op}, {"summary", s.summary}, {k(col::mb_per_s), s.mb_per_s},
-                     {k(col::gbit_per_s), s.gbit_per_s}, {k(col::msg_per_s), s.msg_per_s}, {"window_s", s.window_s},
-                     {"nodes", std::move(nodes)}, {"pairs", std::move(pairs)}, {"links", std::move(links)},
-                     {"latency", latency_json(s.latency)}, {"delay", latency_json(s.delay)},
-                     {"series", std::move(series)}, {"findings", s.findings},
+    steps.push_back({{"index", s.index},
+                     {"id", s.id},
+                     {k(col::test), s.test},
+                     {k(col::pattern), s.pattern},
+                     {"clients", s.clients},
+                     {"servers", s.servers},
+                     {k(col::status), s.status},
+                     {"error", s.error},
+                     {"started_at", s.started_at},
+                     {k(col::duration_s), s.duration_s},
+                     {"measured", s.measured},
+                     {"op", s.op},
+                     {"summary", s.summary},
+                     {k(col::mb_per_s), s.mb_per_s},
+                     {k(col::gbit_per_s), s.gbit_per_s},
+                     {k(col::msg_per_s), s.msg_per_s},
+                     {"window_s", s.window_s},
+                     {"nodes", std::move(nodes)},
+                     {"pairs", std::move(pairs)},
+                     {"links", std::move(links)},
+                     {"latency", latency_json(s.latency)},
+                     {"delay", latency_json(s.delay)},
+                     {"series", std::move(series)},
+                     {"findings", s.findings},
                      {"counter_events", counter_events_json(s.counter_events)},
-                     {"kpi_passed", s.kpi_passed}, {"kpi_failed", s.kpi_failed}});
+                     {"kpi_passed", s.kpi_passed},
+                     {"kpi_failed", s.kpi_failed}});
   }
   json kpis = json::array();
   for (const auto& c : r.kpis) kpis.push_back(kpi_json(c));
   json groups = json::array();
   for (const auto& g : r.kpi_groups) {
-    groups.push_back({{k(col::test), g.test.empty() ? json(nullptr) : json(g.test)}, {k(col::kpi), g.kpi},
-                      {k(col::scope), g.scope}, {"op", g.op}, {k(col::threshold), g.threshold}, {"unit", g.unit},
-                      {"passed", g.passed}, {"failed", g.failed}, {"worst", g.worst_measured ? json(g.worst) : json(nullptr)}, {"worst_subject", g.worst_subject}});
+    groups.push_back({{k(col::test), g.test.empty() ? json(nullptr) : json(g.test)},
+                      {k(col::kpi), g.kpi},
+                      {k(col::scope), g.scope},
+                      {"op", g.op},
+                      {k(col::threshold), g.threshold},
+                      {"unit", g.unit},
+                      {"passed", g.passed},
+                      {"failed", g.failed},
+                      {"worst", g.worst_measured ? json(g.worst) : json(nullptr)},
+                      {"worst_subject", g.worst_subject}});
   }
   json matrices = json::array();
   for (const auto& m : r.matrices) {
@@ -144,19 +189,40 @@ json render_plan_json(const PlanReport& r) {
       for (const auto& c : row) jr.push_back(c ? json(*c) : json(nullptr));
       rows.push_back(std::move(jr));
     }
-    matrices.push_back({{k(col::test), m.test}, {"nodes", m.nodes}, {k(col::mb_per_s), std::move(rows)},
-                        {"min", m.min}, {"max", m.max}, {"cells", m.cells}});
+    matrices.push_back({{k(col::test), m.test},
+                        {"nodes", m.nodes},
+                        {k(col::mb_per_s), std::move(rows)},
+                        {"min", m.min},
+                        {"max", m.max},
+                        {"cells", m.cells}});
   }
-  return {{"schema", "fabperf.plan-report"}, {"version", 1}, {"source", r.source}, {"kind", r.kind},
-          {"plan_name", r.plan_name}, {"plan_file", r.plan_file}, {"fabperf_version", r.fabperf_version},
-          {"started_at", r.started_at}, {"finished_at", r.finished ? json(r.finished_at) : json(nullptr)},
-          {"finished", r.finished}, {"interrupted", r.interrupted},
+  return {{"schema", "fabperf.plan-report"},
+          {"version", 1},
+          {"source", r.source},
+          {"kind", r.kind},
+          {"plan_name", r.plan_name},
+          {"plan_file", r.plan_file},
+          {"fabperf_version", r.fabperf_version},
+          {"started_at", r.started_at},
+          {"finished_at", r.finished ? json(r.finished_at) : json(nullptr)},
+          {"finished", r.finished},
+          {"interrupted", r.interrupted},
           {"exit_code", r.exit_code >= 0 ? json(r.exit_code) : json(nullptr)},
-          {"verdict", r.verdict}, {"verdict_reason", r.verdict_reason},
-          {"steps_total", r.steps_total}, {"steps_done", r.steps_done}, {"steps_failed", r.steps_failed},
-          {"steps_interrupted", r.steps_interrupted}, {"steps_missing", r.steps_missing}, {"resumed", r.resumed},
-          {"kpi_passed", r.kpi_passed}, {"kpi_failed", r.kpi_failed}, {"kpi_groups", std::move(groups)},
-          {"kpis", std::move(kpis)}, {"matrices", std::move(matrices)}, {"steps", std::move(steps)}, {"notes", r.notes}};
+          {"verdict", r.verdict},
+          {"verdict_reason", r.verdict_reason},
+          {"steps_total", r.steps_total},
+          {"steps_done", r.steps_done},
+          {"steps_failed", r.steps_failed},
+          {"steps_interrupted", r.steps_interrupted},
+          {"steps_missing", r.steps_missing},
+          {"resumed", r.resumed},
+          {"kpi_passed", r.kpi_passed},
+          {"kpi_failed", r.kpi_failed},
+          {"kpi_groups", std::move(groups)},
+          {"kpis", std::move(kpis)},
+          {"matrices", std::move(matrices)},
+          {"steps", std::move(steps)},
+          {"notes", r.notes}};
 }
 
 std::string render_plan_csv(const PlanReport& r, const std::string& table) {
@@ -172,29 +238,30 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
   };
   const std::string si = "step_index";
   if (table == "steps") {
-    row({si, k(col::step), k(col::test), k(col::pattern), "step_status", "op", "step_mb_per_s", k(col::node), k(col::role),
-         k(col::status), k(col::tx_mb_per_s), k(col::rx_mb_per_s), k(col::cpu_busy_pct), k(col::retrans_segs),
-         k(col::p50_us), k(col::p99_us), k(col::max_us)});
+    row({si, k(col::step), k(col::test), k(col::pattern), "step_status", "op", "step_mb_per_s", k(col::node),
+         k(col::role), k(col::status), k(col::tx_mb_per_s), k(col::rx_mb_per_s), k(col::cpu_busy_pct),
+         k(col::retrans_segs), k(col::p50_us), k(col::p99_us), k(col::max_us)});
     for (const auto& s : r.steps) {
       const std::string agg = s.measured ? num(s.mb_per_s) : "";
       if (s.nodes.empty()) {
-        row({std::to_string(s.index), s.id, s.test, s.pattern, s.status, s.op, agg, "", "", "", "", "", "", "", "", "", ""});
+        row({std::to_string(s.index), s.id, s.test, s.pattern, s.status, s.op, agg, "", "", "", "", "", "", "", "", "",
+             ""});
       }
       for (const auto& n : s.nodes) {
         const auto& l = n.latency;
         row({std::to_string(s.index), s.id, s.test, s.pattern, s.status, s.op, agg, n.node, n.role, n.status,
              num(n.tx_mb_per_s), num(n.rx_mb_per_s), num(n.cpu_busy_pct),
-             n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "", l ? num(l->p50_us) : "", l ? num(l->p99_us) : "",
-             l ? num(l->max_us) : ""});
+             n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "", l ? num(l->p50_us) : "",
+             l ? num(l->p99_us) : "", l ? num(l->max_us) : ""});
       }
     }
   } else if (table == "pairs") {
-    row({si, k(col::step), k(col::test), k(col::pattern), k(col::client), k(col::server), k(col::mb_per_s), k(col::retrans),
-         k(col::rtt_us)});
+    row({si, k(col::step), k(col::test), k(col::pattern), k(col::client), k(col::server), k(col::mb_per_s),
+         k(col::retrans), k(col::rtt_us)});
     for (const auto& s : r.steps) {
       for (const auto& p : s.pairs) {
-        row({std::to_string(s.index), s.id, s.test, s.pattern, p.client, p.server, num(p.mb_per_s), std::to_string(p.retrans),
-             std::to_string(p.rtt_us)});
+        row({std::to_string(s.index), s.id, s.test, s.pattern, p.client, p.server, num(p.mb_per_s),
+             std::to_string(p.retrans), std::to_string(p.rtt_us)});
       }
     }
   } else if (table == "links") {
@@ -208,11 +275,11 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
       }
     }
   } else if (table == "kpis") {
-    row({k(col::test), k(col::step), k(col::kpi), k(col::scope), k(col::subject), k(col::value), "op", k(col::threshold),
-         "unit", k(col::pass), k(col::detail)});
+    row({k(col::test), k(col::step), k(col::kpi), k(col::scope), k(col::subject), k(col::value), "op",
+         k(col::threshold), "unit", k(col::pass), k(col::detail)});
     for (const auto& c : r.kpis) {
-      row({c.test, c.step, c.kpi, c.scope, c.subject, c.measured ? num(c.value) : "", c.op, num(c.threshold), c.unit, c.pass ? "true" : "false",
-           c.detail});
+      row({c.test, c.step, c.kpi, c.scope, c.subject, c.measured ? num(c.value) : "", c.op, num(c.threshold), c.unit,
+           c.pass ? "true" : "false", c.detail});
     }
   } else {
     throw UsageError(fmt::format("--table '{}': unknown CSV table (steps, pairs, links, kpis)", table));
@@ -243,10 +310,11 @@ std::string render_plan_junit(const PlanReport& r) {
     auto& su = suite(s.test);
     ++su.tests;
     su.time += s.duration_s;
-    su.body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", xml_escape(prefix + "." + s.test),
-                           xml_escape(fmt::format("step {} ({}: {} -> {})", s.id, s.pattern, fmt::join(s.clients, ","),
-                                                  fmt::join(s.servers, ","))),
-                           s.duration_s);
+    su.body +=
+        fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", xml_escape(prefix + "." + s.test),
+                    xml_escape(fmt::format("step {} ({}: {} -> {})", s.id, s.pattern, fmt::join(s.clients, ","),
+                                           fmt::join(s.servers, ","))),
+                    s.duration_s);
     if (s.status == "failed") {
       ++su.errors;
       su.body += fmt::format("      <error message=\"{}\" type=\"step-failed\">{}</error>\n",
@@ -255,7 +323,8 @@ std::string render_plan_junit(const PlanReport& r) {
       ++su.skipped;
       su.body += "      <skipped message=\"interrupted\"/>\n";
     }
-    if (s.measured && !s.summary.empty()) su.body += fmt::format("      <system-out>{}</system-out>\n", xml_escape(s.summary));
+    if (s.measured && !s.summary.empty())
+      su.body += fmt::format("      <system-out>{}</system-out>\n", xml_escape(s.summary));
     su.body += "    </testcase>\n";
   }
   for (const auto& c : r.kpis) {
@@ -266,8 +335,9 @@ std::string render_plan_junit(const PlanReport& r) {
     if (!c.step.empty()) name += " [" + c.step + "]";
     su.body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">\n",
                            xml_escape(prefix + "." + (c.test.empty() ? "plan" : c.test)), xml_escape(name));
-    const std::string measured = c.measured ? fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, c.value, c.unit, c.op, c.threshold)
-                                            : fmt::format("{}: not measured (required {} {:g} {})", c.kpi, c.op, c.threshold, c.unit);
+    const std::string measured =
+        c.measured ? fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, c.value, c.unit, c.op, c.threshold)
+                   : fmt::format("{}: not measured (required {} {:g} {})", c.kpi, c.op, c.threshold, c.unit);
     if (!c.pass) {
       ++su.failures;
       su.body += fmt::format("      <failure message=\"{}\" type=\"kpi\">{}</failure>\n",
@@ -281,7 +351,8 @@ std::string render_plan_junit(const PlanReport& r) {
     auto& su = suite("plan");
     ++su.tests;
     ++su.errors;
-    su.body += fmt::format("    <testcase classname=\"{}\" name=\"plan finished\" time=\"0\">\n", xml_escape(prefix + ".plan"));
+    su.body += fmt::format("    <testcase classname=\"{}\" name=\"plan finished\" time=\"0\">\n",
+                           xml_escape(prefix + ".plan"));
     su.body += fmt::format("      <error message=\"{}\" type=\"incomplete\"/>\n",
                            xml_escape(fmt::format("the plan did not finish: {} of {} steps have a record",
                                                   r.steps.size(), r.steps_total)));
@@ -297,12 +368,14 @@ std::string render_plan_junit(const PlanReport& r) {
     time += s.time;
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-                     xml_escape(prefix), tests, failures, errors, skipped, time);
+  out += fmt::format(
+      "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+      xml_escape(prefix), tests, failures, errors, skipped, time);
   for (const auto& s : suites) {
-    out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\"{}>\n",
-                       xml_escape(prefix + "." + s.name), s.tests, s.failures, s.errors, s.skipped, s.time,
-                       r.started_at.empty() ? "" : fmt::format(" timestamp=\"{}\"", xml_escape(r.started_at)));
+    out += fmt::format(
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\"{}>\n",
+        xml_escape(prefix + "." + s.name), s.tests, s.failures, s.errors, s.skipped, s.time,
+        r.started_at.empty() ? "" : fmt::format(" timestamp=\"{}\"", xml_escape(r.started_at)));
     out += s.body;
     out += "  </testsuite>\n";
   }

@@ -4,15 +4,17 @@
 #include <fabperf/plan_report.hpp>
 #include <fabperf/units.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace fabperf {
 
 namespace {
 
-std::string e(std::string_view s) { return xml_escape(s); }
+std::string e(std::string_view s) {
+  return xml_escape(s);
+}
 
 constexpr const char* kTx = "#2563eb";
 constexpr const char* kRx = "#14b8a6";
@@ -59,9 +61,10 @@ struct Geometry {
 };
 
 std::string svg_open(const Geometry& g, const std::string& cls, const std::string& label) {
-  return fmt::format("<svg class=\"chart {}\" viewBox=\"0 0 {:.0f} {:.0f}\" role=\"img\" aria-label=\"{}\" "
-                     "xmlns=\"http://www.w3.org/2000/svg\">\n",
-                     cls, g.w, g.h, e(label));
+  return fmt::format(
+      "<svg class=\"chart {}\" viewBox=\"0 0 {:.0f} {:.0f}\" role=\"img\" aria-label=\"{}\" "
+      "xmlns=\"http://www.w3.org/2000/svg\">\n",
+      cls, g.w, g.h, e(label));
 }
 
 // Horizontal grid lines and y labels from 0 to ymax.
@@ -72,22 +75,25 @@ std::string y_axis(const Geometry& g, double ymax, const std::string& unit) {
     const double y = g.top + g.ph() * (1 - v / ymax);
     out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"/>", g.left,
                        g.left + g.pw(), y, y, kGrid);
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", g.left - 6, y + 4,
-                       fmt_num(v));
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", g.left - 6,
+                       y + 4, fmt_num(v));
   }
-  out += fmt::format("<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
-                     "text-anchor=\"middle\">{}</text>\n",
-                     g.top + g.ph() / 2, g.top + g.ph() / 2, e(unit));
+  out += fmt::format(
+      "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
+      "text-anchor=\"middle\">{}</text>\n",
+      g.top + g.ph() / 2, g.top + g.ph() / 2, e(unit));
   return out;
 }
 
 std::string threshold_line(const Geometry& g, const Threshold& t, double ymax) {
   if (!t.present) return "";
   const double y = g.top + g.ph() * (1 - t.value / ymax);
-  return fmt::format("<g class=\"kpi-line\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
-                     "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
-                     "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" stroke-linejoin=\"round\">{}</text></g>\n",
-                     g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, e(t.label));
+  return fmt::format(
+      "<g class=\"kpi-line\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+      "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
+      "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" "
+      "stroke-linejoin=\"round\">{}</text></g>\n",
+      g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, e(t.label));
 }
 
 struct BarGroup {
@@ -97,8 +103,8 @@ struct BarGroup {
 };
 
 // Vertical grouped bars (one group per node or link), an optional KPI threshold line.
-std::string bar_chart(const std::string& title, const std::vector<std::string>& series, const std::vector<BarGroup>& groups,
-                      const Threshold& t, const std::string& unit) {
+std::string bar_chart(const std::string& title, const std::vector<std::string>& series,
+                      const std::vector<BarGroup>& groups, const Threshold& t, const std::string& unit) {
   Geometry g;
   double ymax = t.present ? t.value : 0;
   for (const auto& gr : groups) {
@@ -118,17 +124,20 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
     for (std::size_t k = 0; k < gr.values.size() && k < series.size(); ++k) {
       const double v = gr.values[k];
       const double bh = g.ph() * v / ymax;
-      out += fmt::format("<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
-                         "rx=\"2\"><title>{} {}: {:.1f} {}</title></rect>\n",
-                         x0 + bw * static_cast<double>(k), g.top + g.ph() - bh, std::max(bw - 2, 1.0), bh,
-                         k == 0 ? kTx : kRx, e(gr.label), e(series[k]), v, e(unit));
+      out += fmt::format(
+          "<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
+          "rx=\"2\"><title>{} {}: {:.1f} {}</title></rect>\n",
+          x0 + bw * static_cast<double>(k), g.top + g.ph() - bh, std::max(bw - 2, 1.0), bh, k == 0 ? kTx : kRx,
+          e(gr.label), e(series[k]), v, e(unit));
     }
     const double cx = g.left + slot * (static_cast<double>(i) + 0.5);
     const double ly = g.top + g.ph() + 16;
     const std::string label = gr.failed ? gr.label + " \u2717" : gr.label;
     if (rotate) {
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\" transform=\"rotate(-40 {:.1f} {:.1f})\"{}>{}</text>\n",
-                         cx, ly, cx, ly, gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
+      out += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\" transform=\"rotate(-40 {:.1f} "
+          "{:.1f})\"{}>{}</text>\n",
+          cx, ly, cx, ly, gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
     } else {
       out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\"{}>{}</text>\n", cx, ly,
                          gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
@@ -138,9 +147,10 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
   // Legend, top left.
   double lx = g.left + 4;
   for (std::size_t k = 0; k < series.size(); ++k) {
-    out += fmt::format("<rect x=\"{:.1f}\" y=\"8\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" "
-                       "class=\"tick\">{}</text>",
-                       lx, k == 0 ? kTx : kRx, lx + 14, e(series[k]));
+    out += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"8\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" "
+        "class=\"tick\">{}</text>",
+        lx, k == 0 ? kTx : kRx, lx + 14, e(series[k]));
     lx += 24 + 7.0 * static_cast<double>(series[k].size());
   }
   out += "\n</svg>\n</figure>\n";
@@ -170,14 +180,16 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
     out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{}</text>", x,
                        g.top + g.ph() + 16, fmt_num(v));
   }
-  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">seconds into the measured window</text>\n",
-                     g.left + g.pw() / 2, g.top + g.ph() + 36);
+  out += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">seconds into the measured window</text>\n",
+      g.left + g.pw() / 2, g.top + g.ph() + 36);
   for (const auto& ev : events) {
     const double x0 = g.left + g.pw() * std::clamp(ev.t0_s / xmax, 0.0, 1.0);
     const double x1 = g.left + g.pw() * std::clamp(ev.t1_s / xmax, 0.0, 1.0);
-    out += fmt::format("<rect class=\"counter-event\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#d62728\" "
-                       "fill-opacity=\"0.12\"><title>{} {}</title></rect>\n",
-                       x0, g.top, std::max(1.0, x1 - x0), g.ph(), e(ev.node), e(ev.text));
+    out += fmt::format(
+        "<rect class=\"counter-event\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#d62728\" "
+        "fill-opacity=\"0.12\"><title>{} {}</title></rect>\n",
+        x0, g.top, std::max(1.0, x1 - x0), g.ph(), e(ev.node), e(ev.text));
   }
   std::size_t ci = 0;
   double lx = g.left + 4;
@@ -188,12 +200,15 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
     for (const auto& p : s.points) {
       pts += fmt::format("{:.1f},{:.1f} ", g.left + g.pw() * p.t_s / xmax, g.top + g.ph() * (1 - p.mb_per_s / ymax));
     }
-    out += fmt::format("<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" points=\"{}\"><title>{}</title></polyline>\n",
-                       color, agg ? 2.5 : 1.5, pts, e(s.name));
+    out += fmt::format(
+        "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" "
+        "points=\"{}\"><title>{}</title></polyline>\n",
+        color, agg ? 2.5 : 1.5, pts, e(s.name));
     if (lx < g.w - 80) {
-      out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"13\" y2=\"13\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{:.1f}\" "
-                         "y=\"17\" class=\"tick\">{}</text>",
-                         lx, lx + 14, color, lx + 18, e(s.name));
+      out += fmt::format(
+          "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"13\" y2=\"13\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{:.1f}\" "
+          "y=\"17\" class=\"tick\">{}</text>",
+          lx, lx + 14, color, lx + 18, e(s.name));
       lx += 28 + 7.0 * static_cast<double>(s.name.size());
     }
   }
@@ -217,12 +232,13 @@ std::string histogram_chart(const std::string& title, const LatencyView& l) {
     const auto& b = l.buckets[i];
     const double bh = g.ph() * static_cast<double>(b.count) / (ymax > 0 ? ymax : 1);
     const double x = g.left + slot * static_cast<double>(i);
-    out += fmt::format("<rect class=\"hbar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#7c3aed\">"
-                       "<title>{} - {}: {} samples</title></rect>\n",
-                       x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, fmt_us(b.lo_us), fmt_us(b.hi_us), b.count);
+    out += fmt::format(
+        "<rect class=\"hbar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#7c3aed\">"
+        "<title>{} - {}: {} samples</title></rect>\n",
+        x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, fmt_us(b.lo_us), fmt_us(b.hi_us), b.count);
     if (i % label_every == 0) {
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{}</text>", x + slot / 2,
-                         g.top + g.ph() + 16, fmt_us(b.lo_us));
+      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
+                         x + slot / 2, g.top + g.ph() + 16, fmt_us(b.lo_us));
     }
   }
   // Percentile markers at the bucket holding each percentile: the last non-empty bucket that
@@ -231,15 +247,18 @@ std::string histogram_chart(const std::string& title, const LatencyView& l) {
     for (std::size_t i = n; i-- > 0;) {
       if (v >= l.buckets[i].lo_us || i == 0) {
         const double x = g.left + slot * (static_cast<double>(i) + 0.5);
-        out += fmt::format("<g class=\"pct\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
-                           "stroke-dasharray=\"3 3\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{} {}</text></g>\n",
-                           x, x, g.top, g.top + g.ph(), kInk, x, g.top - 4, name, fmt_us(v));
+        out += fmt::format(
+            "<g class=\"pct\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+            "stroke-dasharray=\"3 3\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{} "
+            "{}</text></g>\n",
+            x, x, g.top, g.top + g.ph(), kInk, x, g.top - 4, name, fmt_us(v));
         break;
       }
     }
   }
-  out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">latency (bucket lower edge)</text>\n",
-                     g.left + g.pw() / 2, g.top + g.ph() + 40);
+  out += fmt::format(
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">latency (bucket lower edge)</text>\n",
+      g.left + g.pw() / 2, g.top + g.ph() + 40);
   out += "</svg>\n</figure>\n";
   return out;
 }
@@ -273,11 +292,13 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
     }
     return false;
   };
-  const std::string title = fmt::format("All-pairs throughput of '{}' (MB/s): row = client (sender), column = server", m.test);
+  const std::string title =
+      fmt::format("All-pairs throughput of '{}' (MB/s): row = client (sender), column = server", m.test);
   std::string out = "<figure class=\"wide\">\n<figcaption>" + e(title) + "</figcaption>\n";
-  out += fmt::format("<svg class=\"chart heatmap\" viewBox=\"0 0 {:.0f} {:.0f}\" style=\"max-width:{:.0f}px\" role=\"img\" "
-                     "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
-                     w, h, w, e(title));
+  out += fmt::format(
+      "<svg class=\"chart heatmap\" viewBox=\"0 0 {:.0f} {:.0f}\" style=\"max-width:{:.0f}px\" role=\"img\" "
+      "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+      w, h, w, e(title));
   out += "<defs><linearGradient id=\"hm-scale-" + e(m.test) + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int i = 0; i <= 4; ++i) {
     out += fmt::format("<stop offset=\"{}%\" stop-color=\"{}\"/>", i * 25, viridis(i / 4.0, nullptr));
@@ -285,12 +306,15 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   out += "</linearGradient></defs>\n";
   out += fmt::format("<text x=\"{:.1f}\" y=\"14\" class=\"axis\" text-anchor=\"middle\">server (receives)</text>\n",
                      left + cell * static_cast<double>(n) / 2);
-  out += fmt::format("<text x=\"12\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">client (sends)</text>\n",
-                     top + cell * static_cast<double>(n) / 2, top + cell * static_cast<double>(n) / 2);
+  out += fmt::format(
+      "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">client "
+      "(sends)</text>\n",
+      top + cell * static_cast<double>(n) / 2, top + cell * static_cast<double>(n) / 2);
   for (std::size_t j = 0; j < n; ++j) {
     const double x = left + cell * (static_cast<double>(j) + 0.5);
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" transform=\"rotate(-45 {:.1f} {:.1f})\">{}</text>\n",
-                       x, top - 6, x, top - 6, e(m.nodes[j]));
+    out += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" transform=\"rotate(-45 {:.1f} {:.1f})\">{}</text>\n", x,
+        top - 6, x, top - 6, e(m.nodes[j]));
   }
   const double span = m.max - m.min;
   for (std::size_t i = 0; i < n; ++i) {
@@ -301,39 +325,45 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
       const double y = top + cell * static_cast<double>(i);
       const auto& v = m.mb_per_s[i][j];
       if (!v) {
-        out += fmt::format("<rect class=\"heat-empty\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
-                           "fill=\"{}\" stroke=\"#fff\"><title>{} -&gt; {}: {}</title></rect>\n",
-                           x, y, cell, cell, i == j ? "#f3f4f6" : "#e5e7eb", e(m.nodes[i]), e(m.nodes[j]),
-                           i == j ? "same host" : "not measured");
+        out += fmt::format(
+            "<rect class=\"heat-empty\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+            "fill=\"{}\" stroke=\"#fff\"><title>{} -&gt; {}: {}</title></rect>\n",
+            x, y, cell, cell, i == j ? "#f3f4f6" : "#e5e7eb", e(m.nodes[i]), e(m.nodes[j]),
+            i == j ? "same host" : "not measured");
         continue;
       }
       bool dark = false;
       const std::string color = viridis(span > 0 ? (*v - m.min) / span : 0.5, &dark);
       const bool bad = failed(m.nodes[i], m.nodes[j]);
-      out += fmt::format("<rect class=\"heat-cell\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
-                         "stroke=\"{}\" stroke-width=\"{}\"><title>{} -&gt; {}: {:.1f} MB/s{}</title></rect>\n",
-                         x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, e(m.nodes[i]), e(m.nodes[j]), *v,
-                         bad ? " (KPI failed)" : "");
+      out += fmt::format(
+          "<rect class=\"heat-cell\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
+          "stroke=\"{}\" stroke-width=\"{}\"><title>{} -&gt; {}: {:.1f} MB/s{}</title></rect>\n",
+          x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, e(m.nodes[i]), e(m.nodes[j]), *v,
+          bad ? " (KPI failed)" : "");
       if (cell >= 34) {
-        out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\" style=\"fill:{}\">{:.0f}</text>\n",
-                           x + cell / 2, y + cell / 2 + 4, dark ? "#fff" : kInk, *v);
+        out += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\" style=\"fill:{}\">{:.0f}</text>\n",
+            x + cell / 2, y + cell / 2 + 4, dark ? "#fff" : kInk, *v);
       }
     }
   }
   // Legend: the colour scale from the lowest to the highest measured pair.
   const double lx = left + cell * static_cast<double>(n) + 24;
   const double lh = 160;
-  out += fmt::format("<g class=\"legend\"><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">MB/s</text>"
-                     "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"16\" height=\"{:.1f}\" fill=\"url(#hm-scale-{})\" stroke=\"{}\"/>",
-                     lx, top - 8, lx, top, lh, e(m.test), kGrid);
+  out += fmt::format(
+      "<g class=\"legend\"><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">MB/s</text>"
+      "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"16\" height=\"{:.1f}\" fill=\"url(#hm-scale-{})\" stroke=\"{}\"/>",
+      lx, top - 8, lx, top, lh, e(m.test), kGrid);
   for (int i = 0; i <= 4; ++i) {
     const double v = m.min + span * i / 4.0;
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">{:.0f}</text>", lx + 22, top + lh * (1 - i / 4.0) + 4, v);
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">{:.0f}</text>", lx + 22,
+                       top + lh * (1 - i / 4.0) + 4, v);
   }
   out += "</g>\n</svg>\n";
-  out += fmt::format("<p class=\"muted\">{} pairs measured; lowest {:.0f} MB/s, highest {:.0f} MB/s ({:.0f}% of the highest). "
-                     "Darker cells are slower; a red frame marks a pair whose KPI check failed.</p>\n</figure>\n",
-                     m.cells, m.min, m.max, m.max > 0 ? 100.0 * m.min / m.max : 0.0);
+  out += fmt::format(
+      "<p class=\"muted\">{} pairs measured; lowest {:.0f} MB/s, highest {:.0f} MB/s ({:.0f}% of the highest). "
+      "Darker cells are slower; a red frame marks a pair whose KPI check failed.</p>\n</figure>\n",
+      m.cells, m.min, m.max, m.max > 0 ? 100.0 * m.min / m.max : 0.0);
   return out;
 }
 
@@ -343,7 +373,8 @@ Threshold step_threshold(const PlanReport& r, const StepView& s, const std::stri
     for (const auto& k : r.kpis) {
       if (k.scope != scope || k.unit.find("MB/s") == std::string::npos) continue;
       if (own ? k.step != s.id : (!k.step.empty() || k.test != s.test)) continue;
-      return {true, k.threshold, fmt::format("KPI {} {} {:g} {}", k.kpi, k.op == ">=" ? "\u2265" : "\u2264", k.threshold, k.unit)};
+      return {true, k.threshold,
+              fmt::format("KPI {} {} {:g} {}", k.kpi, k.op == ">=" ? "\u2265" : "\u2264", k.threshold, k.unit)};
     }
   }
   return {};
@@ -351,7 +382,8 @@ Threshold step_threshold(const PlanReport& r, const StepView& s, const std::stri
 
 bool subject_failed(const PlanReport& r, const StepView& s, const std::string& scope, const std::string& subject) {
   for (const auto& k : r.kpis) {
-    if (k.scope == scope && k.subject == subject && !k.pass && (k.step == s.id || (k.step.empty() && k.test == s.test))) {
+    if (k.scope == scope && k.subject == subject && !k.pass &&
+        (k.step == s.id || (k.step.empty() && k.test == s.test))) {
       return true;
     }
   }
@@ -417,19 +449,25 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 }  // namespace
 
 std::string render_plan_html(const PlanReport& r) {
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   // No script, no connection of any kind: say so to the browser too.
-  out += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n";
+  out +=
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src "
+      "data:\">\n";
   const std::string title = r.kind == "plan" ? "fabperf report: " + (r.plan_name.empty() ? r.source : r.plan_name)
                                              : "fabperf report: " + r.source;
   out += "<title>" + e(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
 
   // Header with the verdict.
   out += "<header class=\"top\">\n<div>\n<h1>" + e(title) + "</h1>\n<div class=\"muted\">";
-  out += r.kind == "plan" ? "plan " + e(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; " : std::string("single run &middot; ");
-  out += "started " + e(r.started_at) + " &middot; " + (r.finished ? "finished " + e(r.finished_at) : std::string("<b>did not finish</b>"));
-  out += " &middot; fabperf " + e(r.fabperf_version) + " &middot; <span class=\"mono\">" + e(r.source) + "</span></div>\n";
+  out += r.kind == "plan" ? "plan " + e(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; "
+                          : std::string("single run &middot; ");
+  out += "started " + e(r.started_at) + " &middot; " +
+         (r.finished ? "finished " + e(r.finished_at) : std::string("<b>did not finish</b>"));
+  out +=
+      " &middot; fabperf " + e(r.fabperf_version) + " &middot; <span class=\"mono\">" + e(r.source) + "</span></div>\n";
   out += "<div class=\"cards\">";
   out += fmt::format("<div class=\"card\"><b>{}/{}</b><span class=\"muted\">steps done</span></div>", r.steps_done,
                      std::max(r.steps_total, static_cast<int>(r.steps.size())));
@@ -451,45 +489,56 @@ std::string render_plan_html(const PlanReport& r) {
   if (r.kpi_groups.empty()) {
     out += "<p class=\"muted\">No KPI was checked in these results.</p>\n";
   } else {
-    out += "<table class=\"verdict-table\"><thead><tr><th>KPI</th><th>test</th><th>scope</th><th class=\"num\">threshold</th>"
-           "<th class=\"num\">checks</th><th class=\"num\">failed</th><th class=\"num\">worst</th><th>worst at</th><th>result</th></tr></thead><tbody>\n";
+    out +=
+        "<table class=\"verdict-table\"><thead><tr><th>KPI</th><th>test</th><th>scope</th><th "
+        "class=\"num\">threshold</th>"
+        "<th class=\"num\">checks</th><th class=\"num\">failed</th><th class=\"num\">worst</th><th>worst "
+        "at</th><th>result</th></tr></thead><tbody>\n";
     for (const auto& g : r.kpi_groups) {
-      out += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
-                         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
-                         g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope),
-                         e(g.op), g.threshold, e(g.unit), g.passed + g.failed, g.failed,
-                         g.worst_measured ? fmt_num(g.worst) : std::string("n/a"),
-                         e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
+      out += fmt::format(
+          "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
+          "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
+          g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope), e(g.op),
+          g.threshold, e(g.unit), g.passed + g.failed, g.failed,
+          g.worst_measured ? fmt_num(g.worst) : std::string("n/a"), e(g.worst_subject.empty() ? "-" : g.worst_subject),
+          g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
     }
     out += "</tbody></table>\n";
     if (r.kpi_failed) {
-      out += "<h2>Failed checks</h2>\n<table class=\"failed-checks\"><thead><tr><th>KPI</th><th>step</th><th>subject</th>"
-             "<th class=\"num\">value</th><th class=\"num\">required</th><th>detail</th></tr></thead><tbody>\n";
+      out +=
+          "<h2>Failed checks</h2>\n<table class=\"failed-checks\"><thead><tr><th>KPI</th><th>step</th><th>subject</th>"
+          "<th class=\"num\">value</th><th class=\"num\">required</th><th>detail</th></tr></thead><tbody>\n";
       for (const auto& k : r.kpis) {
         if (k.pass) continue;
-        out += fmt::format("<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
-                           "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
-                           e(k.kpi), e(k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step),
-                           e(k.subject.empty() ? "-" : k.subject), k.measured ? fmt_num(k.value) : std::string("n/a"), e(k.unit), e(k.op), k.threshold, e(k.detail));
+        out += fmt::format(
+            "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
+            "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
+            e(k.kpi), e(k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step),
+            e(k.subject.empty() ? "-" : k.subject), k.measured ? fmt_num(k.value) : std::string("n/a"), e(k.unit),
+            e(k.op), k.threshold, e(k.detail));
       }
       out += "</tbody></table>\n";
     }
   }
 
   // Steps.
-  out += "<h2>Steps</h2>\n<table class=\"steps\"><thead><tr><th class=\"num\">#</th><th>step</th><th>pattern</th><th>status</th>"
-         "<th>clients &rarr; servers</th><th class=\"num\">MB/s</th><th class=\"num\">Gbit/s</th><th class=\"num\">time s</th>"
-         "<th>KPIs</th></tr></thead><tbody>\n";
+  out +=
+      "<h2>Steps</h2>\n<table class=\"steps\"><thead><tr><th "
+      "class=\"num\">#</th><th>step</th><th>pattern</th><th>status</th>"
+      "<th>clients &rarr; servers</th><th class=\"num\">MB/s</th><th class=\"num\">Gbit/s</th><th class=\"num\">time "
+      "s</th>"
+      "<th>KPIs</th></tr></thead><tbody>\n";
   for (const auto& s : r.steps) {
     std::string cs, ss;
     for (const auto& c : s.clients) cs += (cs.empty() ? "" : ", ") + c;
     for (const auto& c : s.servers) ss += (ss.empty() ? "" : ", ") + c;
-    out += fmt::format("<tr{}><td class=\"num\">{}</td><td><a href=\"#step-{}\">{}</a></td><td>{}</td><td>{}</td><td>{} &rarr; {}</td>"
-                       "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.1f}</td><td>{}</td></tr>\n",
-                       s.kpi_failed || s.status == "failed" ? " class=\"failed\"" : "", s.index, s.index, e(s.id), e(s.pattern),
-                       pill(s.status, status_class(s.status)), e(cs), e(ss), s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-",
-                       s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", s.duration_s,
-                       s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-");
+    out += fmt::format(
+        "<tr{}><td class=\"num\">{}</td><td><a href=\"#step-{}\">{}</a></td><td>{}</td><td>{}</td><td>{} &rarr; {}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.1f}</td><td>{}</td></tr>\n",
+        s.kpi_failed || s.status == "failed" ? " class=\"failed\"" : "", s.index, s.index, e(s.id), e(s.pattern),
+        pill(s.status, status_class(s.status)), e(cs), e(ss), s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-",
+        s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", s.duration_s,
+        s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-");
   }
   out += "</tbody></table>\n";
 
@@ -503,8 +552,9 @@ std::string render_plan_html(const PlanReport& r) {
   for (const auto& s : r.steps) {
     out += fmt::format("<section class=\"step\" id=\"step-{}\">\n<h3>Step {}: {} {}</h3>\n", s.index, s.index, e(s.id),
                        pill(s.status, status_class(s.status)));
-    out += "<div class=\"muted\">" + e(s.pattern) + (s.op.empty() ? "" : " &middot; " + e(s.op)) + " &middot; started " +
-           e(s.started_at) + (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + e(s.summary) + "</span>") + "</div>\n";
+    out += "<div class=\"muted\">" + e(s.pattern) + (s.op.empty() ? "" : " &middot; " + e(s.op)) +
+           " &middot; started " + e(s.started_at) +
+           (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + e(s.summary) + "</span>") + "</div>\n";
     if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + e(s.error) + "</p>\n";
     if (!s.measured) {
       out += "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
@@ -522,11 +572,13 @@ std::string render_plan_html(const PlanReport& r) {
         const std::string name = l.node + "/" + l.link;
         links.push_back({name, {l.tx_mb_per_s, l.rx_mb_per_s}, subject_failed(r, s, "link", name)});
       }
-      out += bar_chart("Per-link throughput (interface counters)", {"tx", "rx"}, links, step_threshold(r, s, "link"), "MB/s");
+      out += bar_chart("Per-link throughput (interface counters)", {"tx", "rx"}, links, step_threshold(r, s, "link"),
+                       "MB/s");
     }
     if (!s.series.empty()) {
-      out += line_chart(s.counter_events.empty() ? "Throughput over time"
-                                                 : "Throughput over time (shaded: intervals the counter diagnosis flagged)",
+      out += line_chart(s.counter_events.empty()
+                            ? "Throughput over time"
+                            : "Throughput over time (shaded: intervals the counter diagnosis flagged)",
                         s.series, s.counter_events);
     }
     if (!s.counter_events.empty()) {
@@ -537,24 +589,27 @@ std::string render_plan_html(const PlanReport& r) {
     for (const auto* l : {&s.latency, &s.delay}) {
       if (*l && !(*l)->buckets.empty()) {
         out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}",
-                                           (*l)->what == "rpc" ? "Request" : "Ping under load", (*l)->count, fmt_us((*l)->p50_us),
-                                           fmt_us((*l)->p99_us), fmt_us((*l)->max_us)),
+                                           (*l)->what == "rpc" ? "Request" : "Ping under load", (*l)->count,
+                                           fmt_us((*l)->p50_us), fmt_us((*l)->p99_us), fmt_us((*l)->max_us)),
                                **l);
       }
     }
     out += "</div>\n";
-    out += "<table class=\"nodes\" style=\"margin-top:10px\"><thead><tr><th>node</th><th>role</th><th>status</th>"
-           "<th class=\"num\">tx MB/s</th><th class=\"num\">rx MB/s</th><th class=\"num\">CPU %</th><th class=\"num\">retrans</th>"
-           "<th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">max</th></tr></thead><tbody>\n";
+    out +=
+        "<table class=\"nodes\" style=\"margin-top:10px\"><thead><tr><th>node</th><th>role</th><th>status</th>"
+        "<th class=\"num\">tx MB/s</th><th class=\"num\">rx MB/s</th><th class=\"num\">CPU %</th><th "
+        "class=\"num\">retrans</th>"
+        "<th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">max</th></tr></thead><tbody>\n";
     for (const auto& n : s.nodes) {
       const auto& l = n.latency;
-      out += fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f}</td><td class=\"num\">{:.1f}</td>"
-                         "<td class=\"num\">{:.0f}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-                         "<td class=\"num\">{}</td></tr>\n",
-                         subject_failed(r, s, "node", n.node) ? " class=\"failed\"" : "", e(n.node), e(n.role),
-                         pill(n.status, n.status == "ok" ? "ok" : "bad"), n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct,
-                         n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
-                         l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-");
+      out += fmt::format(
+          "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f}</td><td class=\"num\">{:.1f}</td>"
+          "<td class=\"num\">{:.0f}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+          "<td class=\"num\">{}</td></tr>\n",
+          subject_failed(r, s, "node", n.node) ? " class=\"failed\"" : "", e(n.node), e(n.role),
+          pill(n.status, n.status == "ok" ? "ok" : "bad"), n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct,
+          n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
+          l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-");
     }
     out += "</tbody></table>\n";
     if (!s.findings.empty()) {
@@ -565,7 +620,8 @@ std::string render_plan_html(const PlanReport& r) {
     out += "</section>\n";
   }
   out += "<footer>Written by <span class=\"mono\">fabperf report</span> from <span class=\"mono\">" + e(r.source) +
-         "</span>. MB = 10<sup>6</sup> bytes. Self-contained: no scripts, fonts or styles are loaded from anywhere.</footer>\n";
+         "</span>. MB = 10<sup>6</sup> bytes. Self-contained: no scripts, fonts or styles are loaded from "
+         "anywhere.</footer>\n";
   out += "</main>\n</body>\n</html>\n";
   return out;
 }

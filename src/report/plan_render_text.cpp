@@ -3,15 +3,17 @@
 #include <fabperf/plan_report.hpp>
 #include <fabperf/units.hpp>
 
+#include <fmt/format.h>
 #include <cctype>
 #include <cmath>
-#include <fmt/format.h>
 
 namespace fabperf {
 
 namespace {
 
-std::string h(const Column& c) { return std::string(c.header); }
+std::string h(const Column& c) {
+  return std::string(c.header);
+}
 
 // A left-aligned text table with columns sized to their content; numbers right-aligned.
 class Table {
@@ -29,7 +31,8 @@ class Table {
       std::string line = indent;
       for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
         const auto digit = [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; };
-        const bool numeric = !r[i].empty() && (digit(r[i][0]) || (r[i][0] == '-' && r[i].size() > 1 && digit(r[i][1]))) &&
+        const bool numeric = !r[i].empty() &&
+                             (digit(r[i][0]) || (r[i][0] == '-' && r[i].size() > 1 && digit(r[i][1]))) &&
                              &r != &rows_.front();
         line += numeric ? fmt::format("{:>{}}", r[i], w[i]) : fmt::format("{:<{}}", r[i], w[i]);
         if (i + 1 < r.size()) line += "  ";
@@ -44,9 +47,15 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string f1(double v) { return fmt::format("{:.1f}", v); }
-std::string f0(double v) { return fmt::format("{:.0f}", v); }
-std::string us(double v) { return v >= 100 ? f0(v) : fmt::format("{:.1f}", v); }
+std::string f1(double v) {
+  return fmt::format("{:.1f}", v);
+}
+std::string f0(double v) {
+  return fmt::format("{:.0f}", v);
+}
+std::string us(double v) {
+  return v >= 100 ? f0(v) : fmt::format("{:.1f}", v);
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -54,8 +63,12 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
-std::string kpi_value(double v) { return fmt::format("{:g}", std::round(v * 100) / 100); }
-std::string kpi_value(bool measured, double v) { return measured ? kpi_value(v) : "n/a"; }
+std::string kpi_value(double v) {
+  return fmt::format("{:g}", std::round(v * 100) / 100);
+}
+std::string kpi_value(bool measured, double v) {
+  return measured ? kpi_value(v) : "n/a";
+}
 
 }  // namespace
 
@@ -75,10 +88,12 @@ std::string render_plan_text(const PlanReport& r) {
 
   if (!r.kpi_groups.empty()) {
     out += "\nKPI checks\n";
-    Table t({h(col::kpi), h(col::test), h(col::scope), h(col::threshold), "checks", "failed", "worst", "worst at", h(col::pass)});
+    Table t({h(col::kpi), h(col::test), h(col::scope), h(col::threshold), "checks", "failed", "worst", "worst at",
+             h(col::pass)});
     for (const auto& g : r.kpi_groups) {
-      t.add({g.kpi, g.test.empty() ? "(plan)" : g.test, g.scope, fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit),
-             std::to_string(g.passed + g.failed), std::to_string(g.failed), kpi_value(g.worst_measured, g.worst),
+      t.add({g.kpi, g.test.empty() ? "(plan)" : g.test, g.scope,
+             fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit), std::to_string(g.passed + g.failed),
+             std::to_string(g.failed), kpi_value(g.worst_measured, g.worst),
              g.worst_subject.empty() ? "-" : g.worst_subject, g.failed ? "FAIL" : "pass"});
     }
     out += t.str();
@@ -87,16 +102,17 @@ std::string render_plan_text(const PlanReport& r) {
       Table f({h(col::kpi), h(col::step), h(col::subject), h(col::value), h(col::threshold), h(col::detail)});
       for (const auto& k : r.kpis) {
         if (k.pass) continue;
-        f.add({k.kpi, k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step, k.subject.empty() ? "-" : k.subject,
-               fmt::format("{} {}", kpi_value(k.measured, k.value), k.unit), fmt::format("{} {}", k.op, kpi_value(k.threshold)), k.detail});
+        f.add({k.kpi, k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step,
+               k.subject.empty() ? "-" : k.subject, fmt::format("{} {}", kpi_value(k.measured, k.value), k.unit),
+               fmt::format("{} {}", k.op, kpi_value(k.threshold)), k.detail});
       }
       out += f.str();
     }
   }
 
   out += "\nSteps\n";
-  Table st({"#", h(col::step), h(col::pattern), h(col::status), "clients -> servers", h(col::mb_per_s), h(col::gbit_per_s),
-            h(col::duration_s), "KPIs"});
+  Table st({"#", h(col::step), h(col::pattern), h(col::status), "clients -> servers", h(col::mb_per_s),
+            h(col::gbit_per_s), h(col::duration_s), "KPIs"});
   for (const auto& s : r.steps) {
     st.add({std::to_string(s.index), s.id, s.pattern, s.status, join(s.clients) + " -> " + join(s.servers),
             s.measured ? f0(s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", f1(s.duration_s),
@@ -128,18 +144,19 @@ std::string render_plan_text(const PlanReport& r) {
       continue;
     }
     if (!s.summary.empty()) out += "  " + s.summary + "\n";
-    Table nt({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::cpu_busy_pct),
-              h(col::retrans_segs), h(col::p50_us), h(col::p99_us), h(col::max_us)});
+    Table nt({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
+              h(col::cpu_busy_pct), h(col::retrans_segs), h(col::p50_us), h(col::p99_us), h(col::max_us)});
     for (const auto& n : s.nodes) {
       const auto& l = n.latency;
       nt.add({n.node, n.role, n.status, f1(n.tx_mb_per_s), f1(n.rx_mb_per_s), f0(n.cpu_busy_pct),
-              n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? us(l->p50_us) : "-", l ? us(l->p99_us) : "-",
-              l ? us(l->max_us) : "-"});
+              n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? us(l->p50_us) : "-",
+              l ? us(l->p99_us) : "-", l ? us(l->max_us) : "-"});
     }
     out += nt.str();
     if (!s.pairs.empty()) {
       Table pt({h(col::client), h(col::server), h(col::mb_per_s), h(col::retrans), h(col::rtt_us)});
-      for (const auto& p : s.pairs) pt.add({p.client, p.server, f1(p.mb_per_s), std::to_string(p.retrans), std::to_string(p.rtt_us)});
+      for (const auto& p : s.pairs)
+        pt.add({p.client, p.server, f1(p.mb_per_s), std::to_string(p.retrans), std::to_string(p.rtt_us)});
       out += "  pairs:\n" + pt.str("    ");
     }
     if (!s.links.empty()) {
@@ -147,16 +164,17 @@ std::string render_plan_text(const PlanReport& r) {
                 h(col::speed_mbps), h(col::utilization_pct), h(col::errors), h(col::drops)});
       for (const auto& l : s.links) {
         lt.add({l.node, l.link, f1(l.tx_mb_per_s), f1(l.rx_mb_per_s), f1(l.payload_mb_per_s),
-                l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-",
-                std::to_string(l.errors), std::to_string(l.drops)});
+                l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-",
+                l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-", std::to_string(l.errors),
+                std::to_string(l.drops)});
       }
       out += "  links:\n" + lt.str("    ");
     }
     for (const auto* l : {&s.latency, &s.delay}) {
       if (!*l) continue;
       const auto& v = **l;
-      out += fmt::format("  {} latency: {} samples, mean {} us, p50 {}, p90 {}, p99 {}, p99.9 {}, max {} us\n",
-                         v.what, v.count, us(v.mean_us), us(v.p50_us), us(v.p90_us), us(v.p99_us), us(v.p999_us), us(v.max_us));
+      out += fmt::format("  {} latency: {} samples, mean {} us, p50 {}, p90 {}, p99 {}, p99.9 {}, max {} us\n", v.what,
+                         v.count, us(v.mean_us), us(v.p50_us), us(v.p90_us), us(v.p99_us), us(v.p999_us), us(v.max_us));
     }
     for (const auto& f : s.findings) out += "  finding: " + f + "\n";
     for (const auto& ev : s.counter_events) out += "  counters: " + ev.node + " " + ev.text + "\n";

@@ -42,7 +42,9 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
     const std::uint64_t mtu = static_cast<std::uint64_t>(r.active_mtu);
     const std::uint64_t per_block = (block_size + mtu - 1) / mtu;
     // Whole blocks, and the partial one's packets (a window edge can cut a block's count).
-    auto packets = [&](std::uint64_t bytes) { return bytes / block_size * per_block + (bytes % block_size + mtu - 1) / mtu; };
+    auto packets = [&](std::uint64_t bytes) {
+      return bytes / block_size * per_block + (bytes % block_size + mtu - 1) / mtu;
+    };
     r.data_packets_tx = packets(r.payload_tx_bytes);
     r.data_packets_rx = packets(r.payload_rx_bytes);
   }
@@ -92,15 +94,16 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
   if (!grew.empty()) {
     std::string list;
     for (const auto& g : grew) list += (list.empty() ? "" : ", ") + g;
-    findings.push_back(fmt::format("RDMA port {} on {}: error counters grew during the window: {}", r.port, node, list));
+    findings.push_back(
+        fmt::format("RDMA port {} on {}: error counters grew during the window: {}", r.port, node, list));
   }
   return r;
 }
 
 std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
   if (devices.empty()) return "";
-  std::string out = fmt::format("\n{:<12} {:>4} {:<8} {:<9} {:<10} {:<22} {:>5} {:<10} {}\n", "RDMA device", "port", "state",
-                                "phys", "layer", "rate", "mtu", "netdev", "lid");
+  std::string out = fmt::format("\n{:<12} {:>4} {:<8} {:<9} {:<10} {:<22} {:>5} {:<10} {}\n", "RDMA device", "port",
+                                "state", "phys", "layer", "rate", "mtu", "netdev", "lid");
   std::string gids;
   for (const auto& d : devices) {
     if (d.ports.empty()) out += fmt::format("{:<12} (no ports)\n", d.name);
@@ -111,7 +114,8 @@ std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
                          p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
                          p.active_mtu > 0 ? std::to_string(p.active_mtu) + (p.mtu_source == "netdev" ? "*" : "") : "-",
                          p.netdev.empty() ? "-" : p.netdev, ib ? fmt::format("{:#x}", p.lid) : "-");
-      gids += fmt::format("  {}:{} GID table ({} of {} entries in use)\n", d.name, p.port, p.gids.size(), p.gid_table_len);
+      gids +=
+          fmt::format("  {}:{} GID table ({} of {} entries in use)\n", d.name, p.port, p.gids.size(), p.gid_table_len);
       for (const auto& g : p.gids) {
         gids += fmt::format("    {:>4} {:<40} {:<8} {}\n", g.index, g.gid, g.type.empty() ? "-" : g.type,
                             g.netdev.empty() ? "-" : g.netdev);
@@ -138,16 +142,28 @@ nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports) {
       counters[d.name] = d.delta;
       if (d.error && d.delta > 0) errors[d.name] = d.delta;
     }
-    out.push_back({{k(col::rdma_port), p.port}, {k(col::link_layer), p.link_layer}, {k(col::rate), p.rate},
-                   {"netdev", p.netdev}, {k(col::active_mtu), p.active_mtu}, {"window_s", p.window_s},
-                   {"have_counters", p.have_counters}, {"counters", std::move(counters)}, {"unreadable", p.unreadable},
-                   {"tx_bytes", opt(p.tx_bytes)}, {"rx_bytes", opt(p.rx_bytes)},
-                   {k(col::tx_packets), opt(p.tx_packets)}, {k(col::rx_packets), opt(p.rx_packets)},
-                   {k(col::tx_mb_per_s), opt(p.tx_mb_per_s)}, {k(col::rx_mb_per_s), opt(p.rx_mb_per_s)},
-                   {k(col::payload_tx_bytes), p.payload_tx_bytes}, {k(col::payload_rx_bytes), p.payload_rx_bytes},
-                   {"data_packets_tx", p.data_packets_tx}, {"data_packets_rx", p.data_packets_rx},
+    out.push_back({{k(col::rdma_port), p.port},
+                   {k(col::link_layer), p.link_layer},
+                   {k(col::rate), p.rate},
+                   {"netdev", p.netdev},
+                   {k(col::active_mtu), p.active_mtu},
+                   {"window_s", p.window_s},
+                   {"have_counters", p.have_counters},
+                   {"counters", std::move(counters)},
+                   {"unreadable", p.unreadable},
+                   {"tx_bytes", opt(p.tx_bytes)},
+                   {"rx_bytes", opt(p.rx_bytes)},
+                   {k(col::tx_packets), opt(p.tx_packets)},
+                   {k(col::rx_packets), opt(p.rx_packets)},
+                   {k(col::tx_mb_per_s), opt(p.tx_mb_per_s)},
+                   {k(col::rx_mb_per_s), opt(p.rx_mb_per_s)},
+                   {k(col::payload_tx_bytes), p.payload_tx_bytes},
+                   {k(col::payload_rx_bytes), p.payload_rx_bytes},
+                   {"data_packets_tx", p.data_packets_tx},
+                   {"data_packets_rx", p.data_packets_rx},
                    {"header_bytes_per_packet", p.header_bytes_per_packet},
-                   {"tx_bytes_per_payload", opt(p.tx_bytes_per_payload)}, {k(col::error_counters), std::move(errors)}});
+                   {"tx_bytes_per_payload", opt(p.tx_bytes_per_payload)},
+                   {k(col::error_counters), std::move(errors)}});
   }
   return out;
 }

@@ -10,17 +10,22 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-std::string k(const Column& c) { return std::string(c.key); }
+std::string k(const Column& c) {
+  return std::string(c.key);
+}
 
 json tput_json(const Throughput& t) {
-  return {{k(col::bytes), t.bytes}, {k(col::mb_per_s), t.mb_per_s}, {k(col::gbit_per_s), t.gbit_per_s},
-          {"msgs", t.msgs}, {k(col::msg_per_s), t.msg_per_s}};
+  return {{k(col::bytes), t.bytes},
+          {k(col::mb_per_s), t.mb_per_s},
+          {k(col::gbit_per_s), t.gbit_per_s},
+          {"msgs", t.msgs},
+          {k(col::msg_per_s), t.msg_per_s}};
 }
 
 json latency_json(const LatencySummary& l, const LatencyHistogram* h) {
-  json j = {{k(col::count), l.count}, {k(col::mean_us), l.mean_us}, {"stddev_us", l.stddev_us}, {"min_us", l.min_us},
-            {k(col::p50_us), l.p50_us}, {k(col::p90_us), l.p90_us}, {k(col::p99_us), l.p99_us},
-            {k(col::p999_us), l.p999_us}, {k(col::max_us), l.max_us}};
+  json j = {{k(col::count), l.count},   {k(col::mean_us), l.mean_us}, {"stddev_us", l.stddev_us},
+            {"min_us", l.min_us},       {k(col::p50_us), l.p50_us},   {k(col::p90_us), l.p90_us},
+            {k(col::p99_us), l.p99_us}, {k(col::p999_us), l.p999_us}, {k(col::max_us), l.max_us}};
   if (h) {
     json b = json::array();
     for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
@@ -38,22 +43,41 @@ json links_json(const std::vector<LinkReport>& links) {
   json out = json::array();
   for (const auto& l : links) {
     json iv = json::array();
-    for (const auto& p : l.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+    for (const auto& p : l.intervals)
+      iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
     auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
-    out.push_back({{k(col::link), l.name}, {k(col::kind), l.kind}, {"driver", l.driver}, {k(col::mtu), l.mtu},
-                   {k(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)}, {"duplex", l.duplex},
-                   {"window_s", l.window_s}, {k(col::tx_mb_per_s), l.tx_mb_per_s}, {k(col::rx_mb_per_s), l.rx_mb_per_s},
-                   {"payload_tx_mb_per_s", l.payload_tx_mb_per_s}, {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
-                   {k(col::utilization_pct), opt(l.utilization_pct)},
-                   {k(col::best_goodput_mb_per_s), l.best_goodput_mb_per_s > 0 ? json(l.best_goodput_mb_per_s) : json(nullptr)},
-                   {k(col::efficiency_pct), opt(l.efficiency_pct)}, {"tx_errors", l.tx_errors}, {"rx_errors", l.rx_errors},
-                   {"tx_dropped", l.tx_dropped}, {"rx_dropped", l.rx_dropped}, {"vanished", l.vanished},
-                   {"min_sender_mss", l.min_sender_mss}, {"jumbo_mismatch", l.jumbo_mismatch}, {"intervals", std::move(iv)}});
+    out.push_back(
+        {{k(col::link), l.name},
+         {k(col::kind), l.kind},
+         {"driver", l.driver},
+         {k(col::mtu), l.mtu},
+         {k(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
+         {"duplex", l.duplex},
+         {"window_s", l.window_s},
+         {k(col::tx_mb_per_s), l.tx_mb_per_s},
+         {k(col::rx_mb_per_s), l.rx_mb_per_s},
+         {"payload_tx_mb_per_s", l.payload_tx_mb_per_s},
+         {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
+         {k(col::utilization_pct), opt(l.utilization_pct)},
+         {k(col::best_goodput_mb_per_s), l.best_goodput_mb_per_s > 0 ? json(l.best_goodput_mb_per_s) : json(nullptr)},
+         {k(col::efficiency_pct), opt(l.efficiency_pct)},
+         {"tx_errors", l.tx_errors},
+         {"rx_errors", l.rx_errors},
+         {"tx_dropped", l.tx_dropped},
+         {"rx_dropped", l.rx_dropped},
+         {"vanished", l.vanished},
+         {"min_sender_mss", l.min_sender_mss},
+         {"jumbo_mismatch", l.jumbo_mismatch},
+         {"intervals", std::move(iv)}});
   }
   return out;
 }
 json move_json(const CounterMove& m) {
-  return {{"source", m.source}, {"name", m.name}, {"delta", m.delta}, {"category", to_string(m.category)}, {"label", m.label}};
+  return {{"source", m.source},
+          {"name", m.name},
+          {"delta", m.delta},
+          {"category", to_string(m.category)},
+          {"label", m.label}};
 }
 
 json movers_json(const std::vector<CategoryMovers>& cats) {
@@ -81,13 +105,21 @@ json counters_json(const CounterReport& c) {
   for (const auto& d : c.dips) {
     json rose = json::array();
     for (const auto& m : d.rose) rose.push_back(move_json(m));
-    dips.push_back({{"subject", d.subject}, {"t0_s", d.t0_s}, {"t1_s", d.t1_s}, {"mb_per_s", d.mb_per_s},
-                    {"median_mb_per_s", d.median_mb_per_s}, {"change_pct", d.change_pct}, {"rose", std::move(rose)},
-                    {"rose_unlisted", d.rose_unlisted}, {"text", d.text}});
+    dips.push_back({{"subject", d.subject},
+                    {"t0_s", d.t0_s},
+                    {"t1_s", d.t1_s},
+                    {"mb_per_s", d.mb_per_s},
+                    {"median_mb_per_s", d.median_mb_per_s},
+                    {"change_pct", d.change_pct},
+                    {"rose", std::move(rose)},
+                    {"rose_unlisted", d.rose_unlisted},
+                    {"text", d.text}});
   }
   json totals = json::object();
   for (const auto cat : symptom_categories()) totals[std::string(to_string(cat))] = c.total(cat);
-  return {{"series", std::move(series)}, {"dips", std::move(dips)}, {"categories", std::move(totals)},
+  return {{"series", std::move(series)},
+          {"dips", std::move(dips)},
+          {"categories", std::move(totals)},
           {"movers", movers_json(c.categories)}};
 }
 }  // namespace
@@ -99,29 +131,50 @@ json bonds_json(const std::vector<BondReport>& bonds) {
     json members = json::array();
     for (const auto& m : b.members) {
       json iv = json::array();
-      for (const auto& p : m.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
-      members.push_back({{k(col::member), m.name}, {k(col::speed_mbps), m.speed_mbps > 0 ? json(m.speed_mbps) : json(nullptr)},
-                         {"state_open", m.state_open}, {"state_close", m.state_close}, {k(col::link_failures), m.link_failures},
-                         {k(col::tx_mb_per_s), m.tx_mb_per_s}, {k(col::rx_mb_per_s), m.rx_mb_per_s},
-                         {k(col::tx_share_pct), m.tx_share_pct}, {k(col::rx_share_pct), m.rx_share_pct},
+      for (const auto& p : m.intervals)
+        iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+      members.push_back({{k(col::member), m.name},
+                         {k(col::speed_mbps), m.speed_mbps > 0 ? json(m.speed_mbps) : json(nullptr)},
+                         {"state_open", m.state_open},
+                         {"state_close", m.state_close},
+                         {k(col::link_failures), m.link_failures},
+                         {k(col::tx_mb_per_s), m.tx_mb_per_s},
+                         {k(col::rx_mb_per_s), m.rx_mb_per_s},
+                         {k(col::tx_share_pct), m.tx_share_pct},
+                         {k(col::rx_share_pct), m.rx_share_pct},
                          {k(col::predicted_flows), m.predicted_flows >= 0 ? json(m.predicted_flows) : json(nullptr)},
-                         {k(col::predicted_tx_share_pct), opt(m.predicted_tx_share_pct)}, {"intervals", std::move(iv)}});
+                         {k(col::predicted_tx_share_pct), opt(m.predicted_tx_share_pct)},
+                         {"intervals", std::move(iv)}});
     }
     json flows = json::array();
     for (const auto& f : b.flows) {
-      flows.push_back({{"local", f.local}, {"remote", f.remote}, {"tx_bytes_window", f.tx_bytes_window},
+      flows.push_back({{"local", f.local},
+                       {"remote", f.remote},
+                       {"tx_bytes_window", f.tx_bytes_window},
                        {"member_index", f.member_index >= 0 ? json(f.member_index) : json(nullptr)},
                        {k(col::member), f.member.empty() ? json(nullptr) : json(f.member)}});
     }
-    out.push_back({{k(col::bond), b.name}, {"mode", b.mode}, {"hash_policy", b.hash_policy}, {"peers", b.peers},
-                   {"members", std::move(members)}, {k(col::tx_mb_per_s), b.tx_mb_per_s}, {k(col::rx_mb_per_s), b.rx_mb_per_s},
-                   {"member_speed_sum_mbps", b.member_speed_sum_mbps > 0 ? json(b.member_speed_sum_mbps) : json(nullptr)},
-                   {k(col::best_goodput_mb_per_s), b.best_goodput_mb_per_s > 0 ? json(b.best_goodput_mb_per_s) : json(nullptr)},
-                   {"capacity_used_pct", opt(b.capacity_used_pct)}, {"tx_jain", b.tx_jain}, {"rx_jain", b.rx_jain},
-                   {"tx_members_used", b.tx_members_used}, {"rx_members_used", b.rx_members_used},
-                   {"tx_max_min", b.tx_max_min > 0 ? json(b.tx_max_min) : json(nullptr)},
-                   {"rx_max_min", b.rx_max_min > 0 ? json(b.rx_max_min) : json(nullptr)}, {"prediction", b.prediction},
-                   {"flows", std::move(flows)}, {"notes", b.notes}, {"inventory", to_json(b.inventory)}});
+    out.push_back(
+        {{k(col::bond), b.name},
+         {"mode", b.mode},
+         {"hash_policy", b.hash_policy},
+         {"peers", b.peers},
+         {"members", std::move(members)},
+         {k(col::tx_mb_per_s), b.tx_mb_per_s},
+         {k(col::rx_mb_per_s), b.rx_mb_per_s},
+         {"member_speed_sum_mbps", b.member_speed_sum_mbps > 0 ? json(b.member_speed_sum_mbps) : json(nullptr)},
+         {k(col::best_goodput_mb_per_s), b.best_goodput_mb_per_s > 0 ? json(b.best_goodput_mb_per_s) : json(nullptr)},
+         {"capacity_used_pct", opt(b.capacity_used_pct)},
+         {"tx_jain", b.tx_jain},
+         {"rx_jain", b.rx_jain},
+         {"tx_members_used", b.tx_members_used},
+         {"rx_members_used", b.rx_members_used},
+         {"tx_max_min", b.tx_max_min > 0 ? json(b.tx_max_min) : json(nullptr)},
+         {"rx_max_min", b.rx_max_min > 0 ? json(b.rx_max_min) : json(nullptr)},
+         {"prediction", b.prediction},
+         {"flows", std::move(flows)},
+         {"notes", b.notes},
+         {"inventory", to_json(b.inventory)}});
   }
   return out;
 }
@@ -130,45 +183,52 @@ json trials_json(const std::vector<TrialReport>& trials) {
   json out = json::array();
   for (const auto& t : trials) {
     json arms = json::array();
-    for (const auto& a : t.arms) arms.push_back({{"name", a.name}, {"mb_per_s", a.mb_per_s}, {"cpu_s_per_gb", a.cpu_s_per_gb}});
-    out.push_back({{"what", t.what}, {"chosen", t.chosen}, {"reason", t.reason}, {"arms", std::move(arms)}, {"summary", t.summary}});
+    for (const auto& a : t.arms)
+      arms.push_back({{"name", a.name}, {"mb_per_s", a.mb_per_s}, {"cpu_s_per_gb", a.cpu_s_per_gb}});
+    out.push_back({{"what", t.what},
+                   {"chosen", t.chosen},
+                   {"reason", t.reason},
+                   {"arms", std::move(arms)},
+                   {"summary", t.summary}});
   }
   return out;
 }
 
 json node_json(const NodeReport& n) {
   json iv = json::array();
-  for (const auto& p : n.intervals) iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
-  return {{"index", n.index},
-          {k(col::node), n.name},
-          {"hostname", n.hostname},
-          {k(col::role), n.role},
-          {k(col::status), to_string(n.status)},
-          {"error", n.error},
-          {"aborted", n.aborted},
-          {"window_s", n.window_s},
-          {"window_open_unix_s", n.window_open_unix_s > 0 ? json(n.window_open_unix_s) : json(nullptr)},
-          {k(col::tx_mb_per_s), n.tx_mb_per_s},
-          {k(col::rx_mb_per_s), n.rx_mb_per_s},
-          {k(col::cpu_busy_pct), n.cpu_busy_pct},
-          {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
-          {"process_cpu_s", n.process_cpu_s},
-          {"bytes_per_cpu_s", n.bytes_per_cpu_s},
-          {"busiest_thread", n.busiest_thread},
-          {"busiest_thread_pct", n.busiest_thread_pct},
-          {"host_limited", n.host_limited},
-          {k(col::clock_offset_us), n.clock_offset_us},
-          {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
-          {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
-          {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
-          {"intervals", std::move(iv)},
-          {"links", links_json(n.links)},
-          {"bonds", bonds_json(n.bonds)},
-          {"rdma_ports", rdma_ports_json(n.rdma_ports)},
-          {"trials", trials_json(n.trials)},
-          {"pcie_slots", pcie_slots_json(n.pcie_slots)},
-          {"warnings", n.warnings},
-          {"counters", counters_json(n.counters)}};
+  for (const auto& p : n.intervals)
+    iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+  return {
+      {"index", n.index},
+      {k(col::node), n.name},
+      {"hostname", n.hostname},
+      {k(col::role), n.role},
+      {k(col::status), to_string(n.status)},
+      {"error", n.error},
+      {"aborted", n.aborted},
+      {"window_s", n.window_s},
+      {"window_open_unix_s", n.window_open_unix_s > 0 ? json(n.window_open_unix_s) : json(nullptr)},
+      {k(col::tx_mb_per_s), n.tx_mb_per_s},
+      {k(col::rx_mb_per_s), n.rx_mb_per_s},
+      {k(col::cpu_busy_pct), n.cpu_busy_pct},
+      {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
+      {"process_cpu_s", n.process_cpu_s},
+      {"bytes_per_cpu_s", n.bytes_per_cpu_s},
+      {"busiest_thread", n.busiest_thread},
+      {"busiest_thread_pct", n.busiest_thread_pct},
+      {"host_limited", n.host_limited},
+      {k(col::clock_offset_us), n.clock_offset_us},
+      {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
+      {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
+      {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
+      {"intervals", std::move(iv)},
+      {"links", links_json(n.links)},
+      {"bonds", bonds_json(n.bonds)},
+      {"rdma_ports", rdma_ports_json(n.rdma_ports)},
+      {"trials", trials_json(n.trials)},
+      {"pcie_slots", pcie_slots_json(n.pcie_slots)},
+      {"warnings", n.warnings},
+      {"counters", counters_json(n.counters)}};
 }
 
 json pair_json(const PairReport& p) {
@@ -187,15 +247,28 @@ json pair_json(const PairReport& p) {
 json connection_json(const ConnReport& c) {
   json tcp = nullptr;
   if (c.tcp.valid) {
-    tcp = {{k(col::rtt_us), c.tcp.rtt_us}, {"rttvar_us", c.tcp.rttvar_us}, {k(col::snd_mss), c.tcp.snd_mss},
-           {"rcv_mss", c.tcp.rcv_mss}, {"pmtu", c.tcp.pmtu}, {"snd_cwnd", c.tcp.snd_cwnd},
+    tcp = {{k(col::rtt_us), c.tcp.rtt_us},
+           {"rttvar_us", c.tcp.rttvar_us},
+           {k(col::snd_mss), c.tcp.snd_mss},
+           {"rcv_mss", c.tcp.rcv_mss},
+           {"pmtu", c.tcp.pmtu},
+           {"snd_cwnd", c.tcp.snd_cwnd},
            {"total_retrans", c.tcp.total_retrans}};
   }
-  return {{k(col::node), c.node}, {"peer", c.peer}, {k(col::role), to_string(c.role)}, {"op", to_string(c.op)},
-          {"local", c.local}, {"remote", c.remote}, {"tx_bytes_window", c.tx_bytes_window},
-          {"rx_bytes_window", c.rx_bytes_window}, {"tx_bytes_total", c.tx_bytes_total},
-          {"rx_bytes_total", c.rx_bytes_total}, {k(col::mb_per_s), c.mb_per_s}, {k(col::retrans), c.retrans},
-          {"tcp", tcp}, {"error", c.error}};
+  return {{k(col::node), c.node},
+          {"peer", c.peer},
+          {k(col::role), to_string(c.role)},
+          {"op", to_string(c.op)},
+          {"local", c.local},
+          {"remote", c.remote},
+          {"tx_bytes_window", c.tx_bytes_window},
+          {"rx_bytes_window", c.rx_bytes_window},
+          {"tx_bytes_total", c.tx_bytes_total},
+          {"rx_bytes_total", c.rx_bytes_total},
+          {k(col::mb_per_s), c.mb_per_s},
+          {k(col::retrans), c.retrans},
+          {"tcp", tcp},
+          {"error", c.error}};
 }
 
 json result_header_json(const Report& r) {
@@ -212,18 +285,19 @@ json result_header_json(const Report& r) {
 json result_summary_json(const Report& r) {
   json agg = tput_json(r.aggregate);
   agg["window_s"] = r.window_s;
-  return {{"complete", r.complete},
-          {"interrupted", r.interrupted},
-          {"aggregate", std::move(agg)},
-          {"cli_cpu_pct", r.cli_cpu_pct},
-          {"srv_cpu_pct", r.srv_cpu_pct},
-          {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
-          {"latency", r.latency ? latency_json(*r.latency, r.histogram ? &*r.histogram : nullptr) : json(nullptr)},
-          {"delay", r.delay ? latency_json(*r.delay, r.delay_histogram ? &*r.delay_histogram : nullptr) : json(nullptr)},
-          {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
-          {"findings", r.findings},
-          {"counter_movers", movers_json(r.counter_movers)},
-          {"summary", render_summary_line(r)}};
+  return {
+      {"complete", r.complete},
+      {"interrupted", r.interrupted},
+      {"aggregate", std::move(agg)},
+      {"cli_cpu_pct", r.cli_cpu_pct},
+      {"srv_cpu_pct", r.srv_cpu_pct},
+      {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
+      {"latency", r.latency ? latency_json(*r.latency, r.histogram ? &*r.histogram : nullptr) : json(nullptr)},
+      {"delay", r.delay ? latency_json(*r.delay, r.delay_histogram ? &*r.delay_histogram : nullptr) : json(nullptr)},
+      {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
+      {"findings", r.findings},
+      {"counter_movers", movers_json(r.counter_movers)},
+      {"summary", render_summary_line(r)}};
 }
 
 json render_json(const Report& r) {

@@ -1,9 +1,9 @@
 #include <fabperf/report.hpp>
 #include <fabperf/units.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cctype>
-#include <fmt/format.h>
 
 namespace fabperf {
 namespace {
@@ -47,9 +47,15 @@ class Table {
   std::vector<bool> numeric_;
 };
 
-std::string h(const Column& c) { return std::string(c.header); }
-std::string f1(double v) { return fmt::format("{:.1f}", v); }
-std::string f0(double v) { return fmt::format("{:.0f}", v); }
+std::string h(const Column& c) {
+  return std::string(c.header);
+}
+std::string f1(double v) {
+  return fmt::format("{:.1f}", v);
+}
+std::string f0(double v) {
+  return fmt::format("{:.0f}", v);
+}
 
 std::string us(double v) {
   if (v >= 100) return f0(v);
@@ -94,8 +100,8 @@ std::string render_summary_line(const Report& r) {
   const auto& s = r.spec;
   const double t = static_cast<double>(s.time().count()) / 1e9;
   std::string line = fmt::format("{}-{} {} {:.0f} MB/sec ({:.0f} msg/sec), cli {:.0f}% srv {:.0f}%, time {:g}, buff {}",
-                                 r.clients, r.servers, to_string(s.test()), r.aggregate.mb_per_s,
-                                 r.aggregate.msg_per_s, r.cli_cpu_pct, r.srv_cpu_pct, t, s.buffsize());
+                                 r.clients, r.servers, to_string(s.test()), r.aggregate.mb_per_s, r.aggregate.msg_per_s,
+                                 r.cli_cpu_pct, r.srv_cpu_pct, t, s.buffsize());
   if (s.socksize() != 0) line += fmt::format(", sock {}", s.socksize());
   if (s.threads() != 4) line += fmt::format(", th {}", s.threads());
   if (s.parallel() != 1) line += fmt::format(", parallel {}", s.parallel());
@@ -113,12 +119,14 @@ std::string render_counters_text(const Report& r) {
   for (const auto& c : r.counter_movers) {
     movers += fmt::format("  {:<16} {:>14}:", describe(c.category), format_count(c.total));
     for (std::size_t i = 0; i < c.top.size(); ++i) {
-      movers += fmt::format("{} {} +{}", i ? "," : "", c.top[i].source + " " + c.top[i].name, format_count(c.top[i].delta));
+      movers +=
+          fmt::format("{} {} +{}", i ? "," : "", c.top[i].source + " " + c.top[i].name, format_count(c.top[i].delta));
     }
     movers += "\n";
   }
   if (dips.empty() && movers.empty()) return "";
-  std::string out = fmt::format("Counters (intervals more than {:.0f}% below their link's median, and what rose in them)\n", kDipPct);
+  std::string out =
+      fmt::format("Counters (intervals more than {:.0f}% below their link's median, and what rose in them)\n", kDipPct);
   out += dips.empty() ? "  no interval fell that far\n" : dips;
   if (!movers.empty()) out += "  top movers per category over the window (sum of every counter in it):\n" + movers;
   return out + "\n";
@@ -132,26 +140,29 @@ std::string render_text(const Report& r, bool verbose) {
   const double w1 = t - static_cast<double>(s.cooldown().count()) / 1e9;
   out += fmt::format("fabperf {}: test {} ({} mode, {}), {} client(s) -> {} server(s)\n", r.fabperf_version,
                      to_string(s.test()), to_string(s.mode()), to_string(s.transport()), r.clients, r.servers);
-  out += fmt::format("  time {:g} s, measured {:g}..{:g} s; buffsize {}, socksize {}, threads {}, parallel {}\n", t, w0, w1,
-                     format_size(s.buffsize()), s.socksize() ? format_size(s.socksize()) : "OS default", s.threads(),
-                     s.parallel());
+  out += fmt::format("  time {:g} s, measured {:g}..{:g} s; buffsize {}, socksize {}, threads {}, parallel {}\n", t, w0,
+                     w1, format_size(s.buffsize()), s.socksize() ? format_size(s.socksize()) : "OS default",
+                     s.threads(), s.parallel());
   if (s.transport() == Transport::tcp) {
     out += fmt::format("  send method {}{}\n",
-                       s.send_method() == SendMethod::automatic ? "auto (each sending agent tried write and sendfile in the warm-up)"
-                       : s.zerocopy()                           ? "zerocopy (MSG_ZEROCOPY)"
-                                                                : std::string(to_string(s.send_method())),
+                       s.send_method() == SendMethod::automatic
+                           ? "auto (each sending agent tried write and sendfile in the warm-up)"
+                       : s.zerocopy() ? "zerocopy (MSG_ZEROCOPY)"
+                                      : std::string(to_string(s.send_method())),
                        s.skip_rx_copy() ? "; receivers skip the copy (MSG_TRUNC)" : "");
   }
-  out += fmt::format("  clocks aligned to within {} us (largest offset uncertainty)\n\n", us(r.max_clock_uncertainty_us));
+  out +=
+      fmt::format("  clocks aligned to within {} us (largest offset uncertainty)\n\n", us(r.max_clock_uncertainty_us));
 
   out += "Nodes\n";
-  Table nodes({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::cpu_busy_pct),
-               h(col::retrans_segs), h(col::clock_offset_us), h(col::clock_uncertainty_us)});
+  Table nodes({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
+               h(col::cpu_busy_pct), h(col::retrans_segs), h(col::clock_offset_us), h(col::clock_uncertainty_us)});
   for (const auto& n : r.nodes) {
     const bool have = n.status == NodeStatus::ok || n.window_s > 0;
-    nodes.add({n.name, n.role, std::string(to_string(n.status)) + (n.aborted ? "*" : ""), have ? f1(n.tx_mb_per_s) : "-",
-               have ? f1(n.rx_mb_per_s) : "-", have ? f0(n.cpu_busy_pct) : "-",
-               n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", f0(n.clock_offset_us), us(n.clock_uncertainty_us)});
+    nodes.add({n.name, n.role, std::string(to_string(n.status)) + (n.aborted ? "*" : ""),
+               have ? f1(n.tx_mb_per_s) : "-", have ? f1(n.rx_mb_per_s) : "-", have ? f0(n.cpu_busy_pct) : "-",
+               n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", f0(n.clock_offset_us),
+               us(n.clock_uncertainty_us)});
   }
   out += nodes.str() + "\n";
   std::string chosen;
@@ -161,7 +172,8 @@ std::string render_text(const Report& r, bool verbose) {
   if (!chosen.empty()) out += "Chosen by measurement on each host\n" + chosen + "\n";
 
   out += "Pairs (client -> server)\n";
-  Table pairs({"client", "server", h(col::mb_per_s), h(col::msg_per_s), "conns", h(col::retrans), h(col::rtt_us), h(col::snd_mss)});
+  Table pairs({"client", "server", h(col::mb_per_s), h(col::msg_per_s), "conns", h(col::retrans), h(col::rtt_us),
+               h(col::snd_mss)});
   for (const auto& p : r.pairs) {
     pairs.add({name_of(r, p.client) + (p.measured_by == "server" ? " (by server)" : ""), name_of(r, p.server),
                f1(p.tput.mb_per_s), f0(p.tput.msg_per_s), std::to_string(p.connections), std::to_string(p.retrans),
@@ -171,8 +183,8 @@ std::string render_text(const Report& r, bool verbose) {
 
   if (r.latency) {
     out += "Block latency (rpc round trip, window only)\n";
-    Table lat({"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us), h(col::p999_us),
-               h(col::max_us)});
+    Table lat({"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us),
+               h(col::p999_us), h(col::max_us)});
     auto row = [&](const std::string& name, const LatencySummary& l) {
       lat.add({name, std::to_string(l.count), us(l.mean_us), us(l.p50_us), us(l.p90_us), us(l.p99_us), us(l.p999_us),
                us(l.max_us)});
@@ -186,7 +198,8 @@ std::string render_text(const Report& r, bool verbose) {
 
   if (r.delay) {
     out += "Network delay (10 ms pings to every server during the test, window only)\n";
-    Table lat({"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us), h(col::max_us)});
+    Table lat(
+        {"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us), h(col::max_us)});
     for (const auto& n : r.nodes) {
       if (!n.delay) continue;
       const auto& l = *n.delay;
@@ -219,16 +232,17 @@ std::string render_text(const Report& r, bool verbose) {
   for (const auto& n : r.nodes) any_link = any_link || !n.links.empty();
   if (any_link) {
     out += "Links (interface counters over the window; payload = fabperf's bytes on the link)\n";
-    Table lt({h(col::node), h(col::link), h(col::kind), h(col::speed_mbps), h(col::mtu), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
-              h(col::payload_mb_per_s), h(col::utilization_pct), h(col::efficiency_pct), h(col::errors), h(col::drops), "tx+rx over time"});
+    Table lt({h(col::node), h(col::link), h(col::kind), h(col::speed_mbps), h(col::mtu), h(col::tx_mb_per_s),
+              h(col::rx_mb_per_s), h(col::payload_mb_per_s), h(col::utilization_pct), h(col::efficiency_pct),
+              h(col::errors), h(col::drops), "tx+rx over time"});
     for (const auto& n : r.nodes) {
       for (const auto& l : n.links) {
         lt.add({n.name, l.name + (l.vanished ? " (gone)" : "") + (l.jumbo_mismatch ? " (!mtu)" : ""), l.kind,
                 l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", std::to_string(l.mtu), f1(l.tx_mb_per_s),
                 f1(l.rx_mb_per_s), f1(std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s)),
-                l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-", l.efficiency_pct >= 0 ? f1(l.efficiency_pct) : "-",
-                std::to_string(l.tx_errors + l.rx_errors), std::to_string(l.tx_dropped + l.rx_dropped),
-                spark_total(l.intervals)});
+                l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-",
+                l.efficiency_pct >= 0 ? f1(l.efficiency_pct) : "-", std::to_string(l.tx_errors + l.rx_errors),
+                std::to_string(l.tx_dropped + l.rx_dropped), spark_total(l.intervals)});
       }
     }
     out += lt.str() + "\n";
@@ -240,8 +254,8 @@ std::string render_text(const Report& r, bool verbose) {
 
   if (verbose) {
     out += "Connections\n";
-    Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us), h(col::snd_mss),
-                 "error"});
+    Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us),
+                 h(col::snd_mss), "error"});
     for (const auto& c : r.connections) {
       conns.add({name_of(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
                  f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
@@ -255,8 +269,8 @@ std::string render_text(const Report& r, bool verbose) {
     for (const auto& f : r.findings) out += "  ! " + f + "\n";
     out += "\n";
   }
-  out += fmt::format("aggregate {:.1f} MB/s ({:.2f} Gbit/s, {:.0f} msg/s){}\n", r.aggregate.mb_per_s, r.aggregate.gbit_per_s,
-                     r.aggregate.msg_per_s, r.complete ? "" : "  [INCOMPLETE: see findings]");
+  out += fmt::format("aggregate {:.1f} MB/s ({:.2f} Gbit/s, {:.0f} msg/s){}\n", r.aggregate.mb_per_s,
+                     r.aggregate.gbit_per_s, r.aggregate.msg_per_s, r.complete ? "" : "  [INCOMPLETE: see findings]");
   out += render_summary_line(r) + "\n";
   return out;
 }
@@ -280,18 +294,20 @@ std::string render_rdma_ports_text(const Report& r) {
       for (const auto& d : p.counters) errs += d.error ? d.delta : 0;
       const double w = n.window_s > 0 ? n.window_s : p.window_s;
       t.add({n.name, p.port, p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
-             p.active_mtu > 0 ? std::to_string(p.active_mtu) : "-", optf(p.tx_mb_per_s), optf(p.rx_mb_per_s), opt(p.tx_packets),
-             opt(p.rx_packets), f1(mb_per_s(std::max(p.payload_tx_bytes, p.payload_rx_bytes), w)),
-             std::to_string(std::max(p.data_packets_tx, p.data_packets_rx)), p.have_counters ? std::to_string(errs) : "-"});
+             p.active_mtu > 0 ? std::to_string(p.active_mtu) : "-", optf(p.tx_mb_per_s), optf(p.rx_mb_per_s),
+             opt(p.tx_packets), opt(p.rx_packets), f1(mb_per_s(std::max(p.payload_tx_bytes, p.payload_rx_bytes), w)),
+             std::to_string(std::max(p.data_packets_tx, p.data_packets_rx)),
+             p.have_counters ? std::to_string(errs) : "-"});
       std::string nonzero;
       for (const auto& d : p.counters) {
-        if (d.delta > 0) nonzero += fmt::format("{}{} +{}", nonzero.empty() ? "" : ", ", d.name.substr(d.name.find('/') + 1), d.delta);
+        if (d.delta > 0)
+          nonzero += fmt::format("{}{} +{}", nonzero.empty() ? "" : ", ", d.name.substr(d.name.find('/') + 1), d.delta);
       }
       details += fmt::format("  {} {}: {}\n", n.name, p.port,
-                             !p.have_counters ? std::string("no counter samples")
+                             !p.have_counters     ? std::string("no counter samples")
                              : p.counters.empty() ? std::string("no readable counters")
-                             : nonzero.empty() ? std::string("every counter unchanged")
-                                               : nonzero);
+                             : nonzero.empty()    ? std::string("every counter unchanged")
+                                                  : nonzero);
       if (!p.unreadable.empty()) {
         std::string list;
         for (const auto& u : p.unreadable) list += (list.empty() ? "" : ", ") + u;
@@ -315,20 +331,21 @@ std::string render_bonds_text(const Report& r) {
       for (const auto& m : b.members) {
         t.add({m.name, m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-",
                m.state_open == m.state_close ? m.state_open : m.state_open + "->" + m.state_close,
-               std::to_string(m.link_failures), f1(m.tx_mb_per_s), f1(m.rx_mb_per_s), f1(m.tx_share_pct), f1(m.rx_share_pct),
-               m.predicted_flows >= 0 ? std::to_string(m.predicted_flows) : "-",
+               std::to_string(m.link_failures), f1(m.tx_mb_per_s), f1(m.rx_mb_per_s), f1(m.tx_share_pct),
+               f1(m.rx_share_pct), m.predicted_flows >= 0 ? std::to_string(m.predicted_flows) : "-",
                m.predicted_tx_share_pct >= 0 ? f1(m.predicted_tx_share_pct) : "-", spark_total(m.intervals)});
       }
       out += t.str();
       out += fmt::format("  bond total: tx {:.1f} MB/s, rx {:.1f} MB/s", b.tx_mb_per_s, b.rx_mb_per_s);
       if (b.member_speed_sum_mbps > 0) {
-        out += fmt::format(" of {:.0f} Mb/s in members ({:.1f}% used; best TCP goodput {:.1f} MB/s)", b.member_speed_sum_mbps,
-                           b.capacity_used_pct, b.best_goodput_mb_per_s);
+        out += fmt::format(" of {:.0f} Mb/s in members ({:.1f}% used; best TCP goodput {:.1f} MB/s)",
+                           b.member_speed_sum_mbps, b.capacity_used_pct, b.best_goodput_mb_per_s);
       }
-      out += fmt::format("\n  balance: tx Jain {:.2f} ({:.1f} of {} links used, max/min {}), rx Jain {:.2f} ({:.1f} of {} "
-                         "links used, max/min {})\n",
-                         b.tx_jain, b.tx_members_used, b.members.size(), b.tx_max_min > 0 ? f1(b.tx_max_min) : "inf",
-                         b.rx_jain, b.rx_members_used, b.members.size(), b.rx_max_min > 0 ? f1(b.rx_max_min) : "inf");
+      out += fmt::format(
+          "\n  balance: tx Jain {:.2f} ({:.1f} of {} links used, max/min {}), rx Jain {:.2f} ({:.1f} of {} "
+          "links used, max/min {})\n",
+          b.tx_jain, b.tx_members_used, b.members.size(), b.tx_max_min > 0 ? f1(b.tx_max_min) : "inf", b.rx_jain,
+          b.rx_members_used, b.members.size(), b.rx_max_min > 0 ? f1(b.rx_max_min) : "inf");
       if (!b.prediction.empty()) out += "  hash prediction: " + b.prediction + "\n";
       if (!b.flows.empty()) {
         out += "  flows (local -> remote: member by the kernel's hash):\n";

@@ -5,12 +5,12 @@
 
 #include "report/result_json.hpp"
 
-#include <array>
-#include <cerrno>
 #include <fcntl.h>
-#include <iterator>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <array>
+#include <cerrno>
+#include <iterator>
 
 namespace fabperf {
 
@@ -35,7 +35,9 @@ std::string indented(const json& v, int by) {
   return out;
 }
 
-std::string member(const std::string& key, const json& v) { return "  " + json(key).dump() + ": " + indented(v, 2); }
+std::string member(const std::string& key, const json& v) {
+  return "  " + json(key).dump() + ": " + indented(v, 2);
+}
 
 // An unlinked file in the results file's directory (same file system as the result), else in
 // the system's temporary directory.
@@ -81,7 +83,8 @@ void ResultStream::started(const RunRecord& header) noexcept {
       return;
     }
     spool_ = open_spool(path_);
-    if (!spool_) spdlog::warn("results: no temporary file for the connections ({}): they are kept in memory", errno_text(errno));
+    if (!spool_)
+      spdlog::warn("results: no temporary file for the connections ({}): they are kept in memory", errno_text(errno));
     Report h;
     h.fabperf_version = FABPERF_VERSION;
     h.test_id = header.test_id;
@@ -93,8 +96,8 @@ void ResultStream::started(const RunRecord& header) noexcept {
     }
     const json head = result_header_json(h);
     std::string text = "{\n";
-    for (const char* k : {"schema", "schema_version", "fabperf_version", "test_id", "started_at", "settings", "clients",
-                          "servers"}) {
+    for (const char* k :
+         {"schema", "schema_version", "fabperf_version", "test_id", "started_at", "settings", "clients", "servers"}) {
       text += member(k, head.at(k)) + ",\n";
     }
     text += "  \"nodes\": [";
@@ -124,7 +127,8 @@ void ResultStream::node(const NodeRecord& n) noexcept {
         }
       }
     }
-    if (keep_ || (out_ && !spool_)) conns_.insert(conns_.end(), std::make_move_iterator(conns.begin()), std::make_move_iterator(conns.end()));
+    if (keep_ || (out_ && !spool_))
+      conns_.insert(conns_.end(), std::make_move_iterator(conns.begin()), std::make_move_iterator(conns.end()));
   } catch (const std::exception& e) {
     spdlog::error("results of {}: {}", n.name, e.what());
     fail(EINVAL);
@@ -183,8 +187,8 @@ Report ResultStream::finish(const RunRecord& run, const json& extra) {
     }
     text += "\n  ],\n";
     const json tail = result_summary_json(r);
-    for (const char* k : {"complete", "interrupted", "aggregate", "cli_cpu_pct", "srv_cpu_pct", "max_clock_uncertainty_us",
-                          "latency", "delay", "verify", "findings", "counter_movers"}) {
+    for (const char* k : {"complete", "interrupted", "aggregate", "cli_cpu_pct", "srv_cpu_pct",
+                          "max_clock_uncertainty_us", "latency", "delay", "verify", "findings", "counter_movers"}) {
       text += member(k, tail.at(k)) + ",\n";
     }
     if (extra.is_object()) {

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #if FABPERF_HAVE_LIBEDIT
-#include <cstdio>  // editline/readline.h needs FILE
 #include <editline/readline.h>
+#include <cstdio>  // editline/readline.h needs FILE
 #endif
 
 namespace fabperf {

@@ -1,5 +1,4 @@
 #include <fabperf/auth.hpp>
-#include <nlohmann/json.hpp>
 #include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
@@ -8,20 +7,21 @@
 #include <fabperf/shell.hpp>
 #include <fabperf/spec.hpp>
 #include <fabperf/units.hpp>
+#include <nlohmann/json.hpp>
 
 #include "shell/line_reader.hpp"
 
+#include <fmt/format.h>
+#include <netdb.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
-#include <netdb.h>
-#include <spdlog/spdlog.h>
 #include <sstream>
-#include <unistd.h>
 
 namespace fabperf {
 namespace {
@@ -51,7 +51,9 @@ constexpr Command kCommands[] = {
     {"verify", "verify on|off        check the contents of every block"},
     {"plot", "plot FILE            write the last test's throughput over time to FILE"},
     {"check", "check                connect to every node, report versions and clock offsets"},
-    {"set", "set NAME VALUE       any other test setting by its 'fabperf run' name, e.g. set send-method write ('set' lists them)"},
+    {"set",
+     "set NAME VALUE       any other test setting by its 'fabperf run' name, e.g. set send-method write ('set' lists "
+     "them)"},
     {"status", "status               show nodes and settings"},
     {"version", "version              show the version"},
     {"debug", "debug [LEVEL]        set the log level (0 off .. 3 debug)"},
@@ -175,7 +177,8 @@ class ShellSession {
     for (const auto& a : args) {
       const HostPort hp = host(a);
       if (std::any_of(other.begin(), other.end(), [&](const HostPort& x) { return same(x, hp); })) {
-        throw ShellError(fmt::format("{} is already a {}", hp.str(), role == std::string("server") ? "client" : "server"));
+        throw ShellError(
+            fmt::format("{} is already a {}", hp.str(), role == std::string("server") ? "client" : "server"));
       }
       if (std::none_of(to.begin(), to.end(), [&](const HostPort& x) { return same(x, hp); })) {
         to.push_back(hp);
@@ -215,13 +218,15 @@ class ShellSession {
     } else if (cmd == "buffsize") {
       const auto b = size_arg(args, cmd);
       if (b < limits::kMinBuffsize || b > limits::kMaxBuffsize) {
-        throw ShellError(fmt::format("Buffer size {} out of range ({}..{})", b, limits::kMinBuffsize, limits::kMaxBuffsize));
+        throw ShellError(
+            fmt::format("Buffer size {} out of range ({}..{})", b, limits::kMinBuffsize, limits::kMaxBuffsize));
       }
       p_.buffsize = b;
       say(fmt::format("Buffer size set to {} bytes", b));
     } else if (cmd == "socksize") {
       const auto b = size_arg(args, cmd);
-      if (b > limits::kMaxSocksize) throw ShellError(fmt::format("Socket buffer size {} out of range (0..{})", b, limits::kMaxSocksize));
+      if (b > limits::kMaxSocksize)
+        throw ShellError(fmt::format("Socket buffer size {} out of range (0..{})", b, limits::kMaxSocksize));
       p_.socksize = b;
       say(fmt::format("Socket buffer size set to {} bytes", b));
     } else if (cmd == "threads") {
@@ -248,19 +253,22 @@ class ShellSession {
       }
     } else if (cmd == "usecm") {
       usecm_ = on_off(args, cmd);
-      if (usecm_ && !FABPERF_HAVE_RDMA) throw ShellError("usecm on: RDMA is not available: fabperf was built without RDMA support");
+      if (usecm_ && !FABPERF_HAVE_RDMA)
+        throw ShellError("usecm on: RDMA is not available: fabperf was built without RDMA support");
       say(fmt::format("usecm {}{}", usecm_ ? "on" : "off",
                       rdma_on() ? "" : " (used once rdma is on; queue pairs then connect with librdmacm)"));
     } else if (cmd == "sinline") {
       // nsdperf inlines its small RDMA request/reply SENDs. fabperf's are zero-length immediates
       // (nothing to inline) and its data blocks are 4K and up: saying so beats pretending.
       const bool on = on_off(args, cmd);
-      say(fmt::format("sinline {}: no effect: fabperf's RDMA requests and replies carry no payload, only immediate "
+      say(
+          fmt::format("sinline {}: no effect: fabperf's RDMA requests and replies carry no payload, only immediate "
                       "data; data blocks go inline only with `fabperf run --inline BYTES`",
                       on ? "on" : "off"));
     } else if (cmd == "maxrdma") {
       const auto n = number(args, cmd, 1, 64);
-      say(fmt::format("maxrdma {}: no effect: fabperf uses, for each connection, the RDMA port whose GID matches the "
+      say(
+          fmt::format("maxrdma {}: no effect: fabperf uses, for each connection, the RDMA port whose GID matches the "
                       "address it tests (one port per link; `fabperf run --rdma-device` to choose)",
                       n));
     } else if (cmd == "hist") {
@@ -281,8 +289,8 @@ class ShellSession {
       say(fmt::format("fabperf {} (nsdperf-compatible shell)", FABPERF_VERSION));
     } else if (cmd == "debug") {
       const auto lvl = args.empty() ? 3 : number(args, cmd, 0, 3);
-      static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::off, spdlog::level::warn, spdlog::level::info,
-                                                              spdlog::level::debug};
+      static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::off, spdlog::level::warn,
+                                                              spdlog::level::info, spdlog::level::debug};
       spdlog::set_level(kLevels[lvl]);
       say(fmt::format("Debug level set to {}", lvl));
     } else if (cmd == "source") {
@@ -364,13 +372,15 @@ class ShellSession {
   void set(const std::vector<std::string>& args) {
     if (args.empty()) {
       for (const auto& st : spec_settings()) {
-        say(fmt::format("  {:<14} {}{}", st.name, st.help, *st.nsdperf ? fmt::format(" (nsdperf: {})", st.nsdperf) : ""));
+        say(fmt::format("  {:<14} {}{}", st.name, st.help,
+                        *st.nsdperf ? fmt::format(" (nsdperf: {})", st.nsdperf) : ""));
       }
       return;
     }
     const Setting* st = find_setting(args[0]);
     if (st == nullptr) throw ShellError(fmt::format("set {}: not a test setting ('set' lists them)", args[0]));
-    if (std::string_view(st->name) == "test") throw ShellError("set test: the test command chooses the test (test write, test read, ...)");
+    if (std::string_view(st->name) == "test")
+      throw ShellError("set test: the test command chooses the test (test write, test read, ...)");
     if (args.size() != 2) {
       throw ShellError(fmt::format("Usage: set {} {}", st->name, st->kind == SettingKind::flag ? "on|off" : st->value));
     }
@@ -401,8 +411,8 @@ class ShellSession {
     say(fmt::format("clients:{}", list(clients_)));
     say(fmt::format("ttime {} buffsize {} socksize {} threads {} parallel {} rdma {} usecm {} hist {} verify {}",
                     s.time().count() / 1'000'000'000, s.buffsize(), s.socksize(), s.threads(), s.parallel(),
-                    s.transport() == Transport::rdma ? "on" : "off", usecm_ ? "on" : "off",
-                    hist_ ? "on" : "off", s.verify() ? "on" : "off"));
+                    s.transport() == Transport::rdma ? "on" : "off", usecm_ ? "on" : "off", hist_ ? "on" : "off",
+                    s.verify() ? "on" : "off"));
     // What 'set' changed, as the agents will get it.
     const auto j = to_json(s);
     std::string set_text;
@@ -413,7 +423,8 @@ class ShellSession {
   }
 
   RunRequest request(TestKind kind) {
-    if (servers_.empty() || clients_.empty()) throw ShellError("Need at least one server and one client (commands server, client)");
+    if (servers_.empty() || clients_.empty())
+      throw ShellError("Need at least one server and one client (commands server, client)");
     SpecParams p = p_;
     p.test = kind;
     p.mode = p_.mode.value_or(Mode::rpc);  // nsdperf's blocks unless 'set mode stream'
@@ -442,8 +453,8 @@ class ShellSession {
     req.spec = TestSpec::make(p);
     const Report r = compute_report(run_test(req));
     for (const auto& n : r.nodes) {
-      say(fmt::format("{} ({}): {}, clock offset {:.0f} +- {:.0f} us", n.name, n.hostname, to_string(n.status), n.clock_offset_us,
-                      n.clock_uncertainty_us));
+      say(fmt::format("{} ({}): {}, clock offset {:.0f} +- {:.0f} us", n.name, n.hostname, to_string(n.status),
+                      n.clock_offset_us, n.clock_uncertainty_us));
     }
     say(r.complete ? "All nodes ok" : "Some nodes failed the check");
   }
@@ -453,7 +464,8 @@ class ShellSession {
     if (!last_) throw ShellError("No test has run yet");
     std::ofstream f(args[0]);
     if (!f) throw ShellError(fmt::format("Cannot write {}", args[0]));
-    f << "# fabperf " << to_string(last_->spec.test()) << ": seconds since the window opened, then tx+rx MB/s per node\n";
+    f << "# fabperf " << to_string(last_->spec.test())
+      << ": seconds since the window opened, then tx+rx MB/s per node\n";
     f << "# t_s";
     for (const auto& n : last_->nodes) f << " " << n.name;
     f << "\n";
@@ -495,7 +507,8 @@ class ShellSession {
   void fine_block(const std::string& host, const LatencyHistogram& h) {
     say(fmt::format("{} block transmit times, fine buckets (usec lower bound, nevents)", host));
     for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
-      if (h.bucket_count(i)) say(fmt::format("{:12.1f} {:8}", LatencyHistogram::bucket_lower_ns(i) / 1e3, h.bucket_count(i)));
+      if (h.bucket_count(i))
+        say(fmt::format("{:12.1f} {:8}", LatencyHistogram::bucket_lower_ns(i) / 1e3, h.bucket_count(i)));
     }
   }
 

@@ -1,12 +1,12 @@
-#include "sysinfo/file_read.hpp"
 #include <fabperf/bonding.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/fields.hpp>
+#include "sysinfo/file_read.hpp"
 
-#include <algorithm>
 #include <arpa/inet.h>
-#include <filesystem>
 #include <fmt/format.h>
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -134,7 +134,8 @@ BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
       continue;
     }
     if (block == Block::actor_pdu || block == Block::partner_pdu) {
-      if (key == "port state") (block == Block::actor_pdu ? m->actor_port_state : m->partner_port_state) = to_int(val, -1);
+      if (key == "port state")
+        (block == Block::actor_pdu ? m->actor_port_state : m->partner_port_state) = to_int(val, -1);
       // Other pdu fields are not used; a key of the slave's own level ends the pdu block.
       if (key == "port state" || key == "system priority" || key == "system mac address" || key == "port key" ||
           key == "oper key" || key == "port priority" || key == "port number") {
@@ -143,39 +144,58 @@ BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
       block = Block::slave;
     }
     if (block == Block::slave && m) {
-      if (key == "MII Status") m->mii_status = val;
-      else if (key == "Speed") m->speed_mbps = val.rfind("Unknown", 0) == 0 ? -1 : to_i64(val, -1);
-      else if (key == "Duplex") m->duplex = val;
-      else if (key == "Link Failure Count") m->link_failures = static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(val, 0)));
-      else if (key == "Permanent HW addr") m->perm_hwaddr = val;
-      else if (key == "Aggregator ID") m->aggregator_id = to_int(val, -1);
+      if (key == "MII Status")
+        m->mii_status = val;
+      else if (key == "Speed")
+        m->speed_mbps = val.rfind("Unknown", 0) == 0 ? -1 : to_i64(val, -1);
+      else if (key == "Duplex")
+        m->duplex = val;
+      else if (key == "Link Failure Count")
+        m->link_failures = static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(val, 0)));
+      else if (key == "Permanent HW addr")
+        m->perm_hwaddr = val;
+      else if (key == "Aggregator ID")
+        m->aggregator_id = to_int(val, -1);
       continue;
     }
     if (block == Block::active_agg) {
-      if (key == "Aggregator ID") b.active_aggregator = to_int(val, -1);
-      else if (key == "Number of ports") b.aggregator_ports = to_int(val, 0);
-      else if (key == "Partner Mac Address") b.partner_mac = val;
+      if (key == "Aggregator ID")
+        b.active_aggregator = to_int(val, -1);
+      else if (key == "Number of ports")
+        b.aggregator_ports = to_int(val, 0);
+      else if (key == "Partner Mac Address")
+        b.partner_mac = val;
       if (key == "Aggregator ID" || key == "Number of ports" || key == "Actor Key" || key == "Partner Key" ||
           key == "Partner Mac Address") {
         continue;
       }
       block = Block::master;
     }
-    if (key == "Bonding Mode") b.mode = bond_mode_short(val);
-    else if (key == "Transmit Hash Policy") b.hash_policy = first_word(val);
-    else if (key == "MII Status") b.mii_status = val;
-    else if (key == "MII Polling Interval (ms)") b.miimon_ms = to_int(val, 0);
-    else if (key == "Up Delay (ms)") b.updelay_ms = to_int(val, 0);
-    else if (key == "Down Delay (ms)") b.downdelay_ms = to_int(val, 0);
-    else if (key == "ARP Polling Interval (ms)") b.arp_interval_ms = to_int(val, 0);
+    if (key == "Bonding Mode")
+      b.mode = bond_mode_short(val);
+    else if (key == "Transmit Hash Policy")
+      b.hash_policy = first_word(val);
+    else if (key == "MII Status")
+      b.mii_status = val;
+    else if (key == "MII Polling Interval (ms)")
+      b.miimon_ms = to_int(val, 0);
+    else if (key == "Up Delay (ms)")
+      b.updelay_ms = to_int(val, 0);
+    else if (key == "Down Delay (ms)")
+      b.downdelay_ms = to_int(val, 0);
+    else if (key == "ARP Polling Interval (ms)")
+      b.arp_interval_ms = to_int(val, 0);
     else if (key == "ARP IP target/s (n.n.n.n form)") {
       std::string t = val;
       std::replace(t.begin(), t.end(), ',', ' ');
       std::istringstream ts(t);
       for (std::string a; ts >> a;) b.arp_targets.push_back(a);
-    } else if (key == "LACP rate") b.lacp_rate = val;
-    else if (key == "Aggregator selection policy (ad_select)") b.ad_select = val;
-    else if (key == "Currently Active Slave") b.active_slave = val == "None" ? "" : val;
+    } else if (key == "LACP rate")
+      b.lacp_rate = val;
+    else if (key == "Aggregator selection policy (ad_select)")
+      b.ad_select = val;
+    else if (key == "Currently Active Slave")
+      b.active_slave = val == "None" ? "" : val;
   }
   return b;
 }
@@ -220,7 +240,9 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
     const std::string ms = root + "/sys/class/net/" + s;
     const std::string sl = ms + "/bonding_slave/";
     if (x.mii_status.empty()) x.mii_status = read_line(sl + "mii_status");
-    if (x.link_failures == 0) x.link_failures = static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(read_line(sl + "link_failure_count"), 0)));
+    if (x.link_failures == 0)
+      x.link_failures =
+          static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(read_line(sl + "link_failure_count"), 0)));
     if (x.perm_hwaddr.empty()) x.perm_hwaddr = read_line(sl + "perm_hwaddr");
     if (x.aggregator_id < 0 && b.mode == "802.3ad") x.aggregator_id = to_int(read_line(sl + "ad_aggregator_id"), -1);
     if (x.actor_port_state < 0) x.actor_port_state = to_int(read_line(sl + "ad_actor_oper_port_state"), -1);
@@ -248,7 +270,9 @@ bool is_zero_mac(std::string_view mac) {
   return true;
 }
 
-bool bond_hashes(const BondInfo& b) { return b.mode == "802.3ad" || b.mode == "balance-xor"; }
+bool bond_hashes(const BondInfo& b) {
+  return b.mode == "802.3ad" || b.mode == "balance-xor";
+}
 
 std::vector<std::string> usable_members(const BondInfo& b) {
   std::vector<std::string> out;
@@ -265,68 +289,77 @@ std::vector<BondCheck> bond_checks(const BondInfo& b, int peers) {
   const std::string who = fmt::format("bond {} ({})", b.name, b.mode.empty() ? "unknown mode" : b.mode);
   const std::string proc = fmt::format("/proc/net/bonding/{}", b.name);
   if (b.members.empty()) {
-    f.push_back({fmt::format("{}: has no members", who), fmt::format("enslave its links (ip link set LINK master {})", b.name),
-                 true});
+    f.push_back({fmt::format("{}: has no members", who),
+                 fmt::format("enslave its links (ip link set LINK master {})", b.name), true});
     return f;
   }
   std::set<std::int64_t> speeds;
   for (const auto& m : b.members) {
     if (m.mii_status != "up") {
-      f.push_back({fmt::format("{}: member {} is {} (MII status), {} link failures so far", who, m.name,
-                               m.mii_status.empty() ? "in an unknown state" : m.mii_status, m.link_failures),
-                   fmt::format("bring {} up (ip link set {} up; check its cable, transceiver and switch port), then check {}",
-                               m.name, m.name, proc),
-                   true});
+      f.push_back(
+          {fmt::format("{}: member {} is {} (MII status), {} link failures so far", who, m.name,
+                       m.mii_status.empty() ? "in an unknown state" : m.mii_status, m.link_failures),
+           fmt::format("bring {} up (ip link set {} up; check its cable, transceiver and switch port), then check {}",
+                       m.name, m.name, proc),
+           true});
     }
     if (m.speed_mbps > 0) speeds.insert(m.speed_mbps);
     if (b.mtu > 0 && m.mtu > 0 && m.mtu != b.mtu) {
       f.push_back({fmt::format("{}: MTU mismatch: bond {} but member {} has {}", who, b.mtu, m.name, m.mtu),
-                   fmt::format("set the MTU on the bond, which passes it to every member: ip link set {} mtu {}", b.name, b.mtu),
+                   fmt::format("set the MTU on the bond, which passes it to every member: ip link set {} mtu {}",
+                               b.name, b.mtu),
                    false});
     }
   }
   if (speeds.size() > 1) {
     std::string list;
-    for (const auto& m : b.members) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", m.name,
-                                                        m.speed_mbps > 0 ? fmt::format("{} Mb/s", m.speed_mbps) : "?");
-    f.push_back({fmt::format("{}: members run at different speeds ({}): hashing spreads flows, not bytes, evenly", who, list),
-                 "check the slower member's negotiated speed (ethtool), cable, transceiver and switch port; bond members of "
-                 "one speed",
-                 false});
+    for (const auto& m : b.members)
+      list += fmt::format("{}{} {}", list.empty() ? "" : ", ", m.name,
+                          m.speed_mbps > 0 ? fmt::format("{} Mb/s", m.speed_mbps) : "?");
+    f.push_back(
+        {fmt::format("{}: members run at different speeds ({}): hashing spreads flows, not bytes, evenly", who, list),
+         "check the slower member's negotiated speed (ethtool), cable, transceiver and switch port; bond members of "
+         "one speed",
+         false});
   }
   if (b.mode == "802.3ad") {
-    const std::string lacp = "configure the switch ports of every member as one LACP (802.3ad) port-channel, mode active";
+    const std::string lacp =
+        "configure the switch ports of every member as one LACP (802.3ad) port-channel, mode active";
     if (b.active_aggregator < 0) {
-      f.push_back({fmt::format("{}: no active aggregator: LACP has not come up", who), lacp + ", then check " + proc, true});
+      f.push_back(
+          {fmt::format("{}: no active aggregator: LACP has not come up", who), lacp + ", then check " + proc, true});
     } else {
       if (is_zero_mac(b.partner_mac)) {
-        f.push_back({fmt::format("{}: no LACP partner (partner MAC {}): the switch side does not run LACP on these ports",
-                                 who, b.partner_mac.empty() ? "unknown" : b.partner_mac),
-                     lacp, true});
+        f.push_back(
+            {fmt::format("{}: no LACP partner (partner MAC {}): the switch side does not run LACP on these ports", who,
+                         b.partner_mac.empty() ? "unknown" : b.partner_mac),
+             lacp, true});
       }
       for (const auto& m : b.members) {
         if (m.aggregator_id != b.active_aggregator) {
-          f.push_back({fmt::format("{}: member {} is outside the active aggregator ({} vs {}): it carries no traffic", who,
-                                   m.name, m.aggregator_id < 0 ? std::string("none") : std::to_string(m.aggregator_id),
-                                   b.active_aggregator),
-                       fmt::format("put {}'s switch port in the same LACP port-channel (same switch or MLAG pair, same "
-                                   "speed) as the other members, then check {}",
-                                   m.name, proc),
-                       true});
+          f.push_back(
+              {fmt::format("{}: member {} is outside the active aggregator ({} vs {}): it carries no traffic", who,
+                           m.name, m.aggregator_id < 0 ? std::string("none") : std::to_string(m.aggregator_id),
+                           b.active_aggregator),
+               fmt::format("put {}'s switch port in the same LACP port-channel (same switch or MLAG pair, same "
+                           "speed) as the other members, then check {}",
+                           m.name, proc),
+               true});
         }
       }
     }
   }
   if (bond_hashes(b) && (b.hash_policy == "layer2" || b.hash_policy.empty()) && peers >= 0 &&
       peers < static_cast<int>(b.members.size()) * 2) {
-    f.push_back({fmt::format("{}: xmit_hash_policy layer2 hashes by MAC only: with {} peer(s) at most {} of {} members "
-                             "carry this host's transmit traffic",
-                             who, peers, std::min<std::size_t>(static_cast<std::size_t>(std::max(peers, 1)), b.members.size()),
-                             b.members.size()),
-                 fmt::format("hash by addresses and ports: echo layer3+4 > /sys/class/net/{}/bonding/xmit_hash_policy "
-                             "(and the same policy in the host's network configuration)",
-                             b.name),
-                 false});
+    f.push_back(
+        {fmt::format("{}: xmit_hash_policy layer2 hashes by MAC only: with {} peer(s) at most {} of {} members "
+                     "carry this host's transmit traffic",
+                     who, peers, std::min<std::size_t>(static_cast<std::size_t>(std::max(peers, 1)), b.members.size()),
+                     b.members.size()),
+         fmt::format("hash by addresses and ports: echo layer3+4 > /sys/class/net/{}/bonding/xmit_hash_policy "
+                     "(and the same policy in the host's network configuration)",
+                     b.name),
+         false});
   }
   return f;
 }
@@ -364,7 +397,8 @@ std::string_view to_string(HashPolicy p) {
 std::optional<Mac> parse_mac(std::string_view s) {
   Mac m{};
   unsigned v[6];
-  if (s.size() != 17 || std::sscanf(std::string(s).c_str(), "%2x:%2x:%2x:%2x:%2x:%2x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6) {
+  if (s.size() != 17 ||
+      std::sscanf(std::string(s).c_str(), "%2x:%2x:%2x:%2x:%2x:%2x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6) {
     return std::nullopt;
   }
   for (int i = 0; i < 6; ++i) m[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v[i]);
@@ -387,8 +421,9 @@ std::optional<std::uint32_t> bond_xmit_hash(HashPolicy p, const FlowHeaders& h) 
     return ip_hash(eth_hash(h, src.v6), src.word, dst.word, false);
   }
   // layer3+4: the 32 bits of the two ports as they sit in the TCP header.
-  const std::uint8_t ports[4] = {static_cast<std::uint8_t>(h.src_port >> 8), static_cast<std::uint8_t>(h.src_port & 0xff),
-                                 static_cast<std::uint8_t>(h.dst_port >> 8), static_cast<std::uint8_t>(h.dst_port & 0xff)};
+  const std::uint8_t ports[4] = {
+      static_cast<std::uint8_t>(h.src_port >> 8), static_cast<std::uint8_t>(h.src_port & 0xff),
+      static_cast<std::uint8_t>(h.dst_port >> 8), static_cast<std::uint8_t>(h.dst_port & 0xff)};
   return ip_hash(le32(ports), src.word, dst.word, true);
 }
 
@@ -399,7 +434,9 @@ std::optional<int> predict_member(HashPolicy p, const FlowHeaders& h, int member
   return static_cast<int>(*hash % static_cast<std::uint32_t>(member_count));
 }
 
-bool policy_uses_ports(HashPolicy p) { return p == HashPolicy::layer34; }
+bool policy_uses_ports(HashPolicy p) {
+  return p == HashPolicy::layer34;
+}
 
 std::optional<std::uint16_t> port_for_member(HashPolicy p, FlowHeaders h, int member, int member_count,
                                              std::uint16_t first, std::uint16_t last,
@@ -420,18 +457,37 @@ std::optional<std::uint16_t> port_for_member(HashPolicy p, FlowHeaders h, int me
 nlohmann::json to_json(const BondInfo& b) {
   nlohmann::json members = nlohmann::json::array();
   for (const auto& m : b.members) {
-    members.push_back({{"name", m.name}, {"mii_status", m.mii_status},
+    members.push_back({{"name", m.name},
+                       {"mii_status", m.mii_status},
                        {"speed_mbps", m.speed_mbps >= 0 ? nlohmann::json(m.speed_mbps) : nlohmann::json(nullptr)},
-                       {"duplex", m.duplex}, {"link_failures", m.link_failures}, {"perm_hwaddr", m.perm_hwaddr},
-                       {"aggregator_id", m.aggregator_id}, {"actor_port_state", m.actor_port_state},
-                       {"partner_port_state", m.partner_port_state}, {"mtu", m.mtu}, {"operstate", m.operstate}});
+                       {"duplex", m.duplex},
+                       {"link_failures", m.link_failures},
+                       {"perm_hwaddr", m.perm_hwaddr},
+                       {"aggregator_id", m.aggregator_id},
+                       {"actor_port_state", m.actor_port_state},
+                       {"partner_port_state", m.partner_port_state},
+                       {"mtu", m.mtu},
+                       {"operstate", m.operstate}});
   }
-  return {{"name", b.name}, {"mode", b.mode}, {"hash_policy", b.hash_policy}, {"mii_status", b.mii_status},
-          {"miimon_ms", b.miimon_ms}, {"updelay_ms", b.updelay_ms}, {"downdelay_ms", b.downdelay_ms},
-          {"arp_interval_ms", b.arp_interval_ms}, {"arp_targets", b.arp_targets}, {"lacp_rate", b.lacp_rate},
-          {"ad_select", b.ad_select}, {"active_slave", b.active_slave}, {"active_aggregator", b.active_aggregator},
-          {"aggregator_ports", b.aggregator_ports}, {"partner_mac", b.partner_mac}, {"mtu", b.mtu}, {"mac", b.mac},
-          {"tlb_dynamic_lb", b.tlb_dynamic_lb}, {"members", std::move(members)}};
+  return {{"name", b.name},
+          {"mode", b.mode},
+          {"hash_policy", b.hash_policy},
+          {"mii_status", b.mii_status},
+          {"miimon_ms", b.miimon_ms},
+          {"updelay_ms", b.updelay_ms},
+          {"downdelay_ms", b.downdelay_ms},
+          {"arp_interval_ms", b.arp_interval_ms},
+          {"arp_targets", b.arp_targets},
+          {"lacp_rate", b.lacp_rate},
+          {"ad_select", b.ad_select},
+          {"active_slave", b.active_slave},
+          {"active_aggregator", b.active_aggregator},
+          {"aggregator_ports", b.aggregator_ports},
+          {"partner_mac", b.partner_mac},
+          {"mtu", b.mtu},
+          {"mac", b.mac},
+          {"tlb_dynamic_lb", b.tlb_dynamic_lb},
+          {"members", std::move(members)}};
 }
 
 BondInfo bond_from_json(const nlohmann::json& j) {

@@ -1,24 +1,24 @@
 // Named counter readers (counters.hpp): the ethtool statistics ioctls, the root qdisc over
 // rtnetlink, the MIB files and softnet_stat.
-#include "sysinfo/file_read.hpp"
 #include <fabperf/counters.hpp>
+#include "sysinfo/file_read.hpp"
 
-#include <algorithm>
-#include <array>
-#include <cstring>
-#include <fstream>
 #include <linux/ethtool.h>
 #include <linux/gen_stats.h>
 #include <linux/netlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <linux/sockios.h>
-#include <memory>
 #include <net/if.h>
-#include <sstream>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
 
 namespace fabperf {
 namespace {
@@ -202,13 +202,27 @@ CounterValues parse_softnet_stat(std::string_view text) {
 
 const std::vector<std::string_view>& host_net_counter_names() {
   static const std::vector<std::string_view> names{
-      "Tcp.RetransSegs",        "Tcp.InErrs",           "Tcp.OutRsts",
-      "TcpExt.TCPTimeouts",     "TcpExt.TCPLostRetransmit", "TcpExt.TCPFastRetrans",
-      "TcpExt.TCPSlowStartRetrans", "TcpExt.TCPSpuriousRTOs", "TcpExt.TCPDeliveredCE",
-      "TcpExt.ListenDrops",     "TcpExt.ListenOverflows", "TcpExt.TCPBacklogDrop",
-      "TcpExt.TCPRcvQDrop",     "TcpExt.TCPOFODrop",    "TcpExt.TCPZeroWindowDrop",
-      "IpExt.InCEPkts",         "IpExt.InECT0Pkts",     "IpExt.InECT1Pkts",
-      "Udp.InErrors",           "Udp.RcvbufErrors",     "Udp.SndbufErrors",
+      "Tcp.RetransSegs",
+      "Tcp.InErrs",
+      "Tcp.OutRsts",
+      "TcpExt.TCPTimeouts",
+      "TcpExt.TCPLostRetransmit",
+      "TcpExt.TCPFastRetrans",
+      "TcpExt.TCPSlowStartRetrans",
+      "TcpExt.TCPSpuriousRTOs",
+      "TcpExt.TCPDeliveredCE",
+      "TcpExt.ListenDrops",
+      "TcpExt.ListenOverflows",
+      "TcpExt.TCPBacklogDrop",
+      "TcpExt.TCPRcvQDrop",
+      "TcpExt.TCPOFODrop",
+      "TcpExt.TCPZeroWindowDrop",
+      "IpExt.InCEPkts",
+      "IpExt.InECT0Pkts",
+      "IpExt.InECT1Pkts",
+      "Udp.InErrors",
+      "Udp.RcvbufErrors",
+      "Udp.SndbufErrors",
   };
   return names;
 }

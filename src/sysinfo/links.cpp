@@ -1,24 +1,24 @@
-#include "sysinfo/file_read.hpp"
 #include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
 #include <fabperf/fields.hpp>
+#include <fabperf/links.hpp>
+#include "sysinfo/file_read.hpp"
 
-#include <algorithm>
 #include <arpa/inet.h>
-#include <cstring>
-#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <ifaddrs.h>
 #include <linux/ethtool.h>
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -162,7 +162,9 @@ LinkCounters read_link_counters(const std::string& name, const std::string& root
   const std::string base = root + "/sys/class/net/" + name + "/statistics/";
   std::ifstream probe(base + "tx_bytes");
   if (!probe) return c;
-  auto num = [&](const char* f) { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, sysfs::read_i64(base + f, 0))); };
+  auto num = [&](const char* f) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, sysfs::read_i64(base + f, 0)));
+  };
   c.present = true;
   c.tx_bytes = num("tx_bytes");
   c.rx_bytes = num("rx_bytes");
@@ -223,14 +225,25 @@ double best_tcp_goodput_mb_per_s(std::int64_t speed_mbps, int mtu) {
   return bits / 8.0 * static_cast<double>(mtu - 52) / static_cast<double>(mtu + 38) / 1e6;
 }
 
-int expected_mss(int mtu) { return mtu > 52 ? mtu - 52 : 0; }
+int expected_mss(int mtu) {
+  return mtu > 52 ? mtu - 52 : 0;
+}
 
 nlohmann::json to_json(const LinkInfo& l) {
-  return {{"name", l.name}, {"kind", l.kind}, {"driver", l.driver}, {"operstate", l.operstate},
-          {"mac", l.mac}, {"addresses", l.addresses}, {"mtu", l.mtu},
+  return {{"name", l.name},
+          {"kind", l.kind},
+          {"driver", l.driver},
+          {"operstate", l.operstate},
+          {"mac", l.mac},
+          {"addresses", l.addresses},
+          {"mtu", l.mtu},
           {"speed_mbps", l.speed_mbps >= 0 ? nlohmann::json(l.speed_mbps) : nlohmann::json(nullptr)},
-          {"duplex", l.duplex}, {"master", l.master}, {"members", l.members}, {"vlan_parent", l.vlan_parent},
-          {"numa_node", l.numa_node}, {"pcie", l.pcie ? to_json(*l.pcie) : nlohmann::json(nullptr)}};
+          {"duplex", l.duplex},
+          {"master", l.master},
+          {"members", l.members},
+          {"vlan_parent", l.vlan_parent},
+          {"numa_node", l.numa_node},
+          {"pcie", l.pcie ? to_json(*l.pcie) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json to_json(const SocketLimits& s) {

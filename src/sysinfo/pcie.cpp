@@ -7,18 +7,18 @@
 // The function's parent directory is the port at the other end of its link (the slot); every
 // function under that port shares the link. Ancestors further up are switch ports and root ports:
 // the narrowest of their links bounds the device too (the kernel's pcie_bandwidth_available()).
-#include "sysinfo/file_read.hpp"
 #include <fabperf/error.hpp>
-#include <fabperf/pcie.hpp>
 #include <fabperf/fields.hpp>
+#include <fabperf/pcie.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/spec.hpp>
+#include "sysinfo/file_read.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -198,13 +198,16 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
   return p;
 }
 
-std::string gbit(double v) { return fmt::format("{:.1f}", v); }
+std::string gbit(double v) {
+  return fmt::format("{:.1f}", v);
+}
 
 // "x4 of x8, Gen3", "Gen2 of Gen3, x8", "x4 Gen2 of x8 Gen3".
 std::string below_text(const PcieLinkState& cur, const PcieLinkState& max) {
   const bool narrow = cur.width < max.width;
   const bool slow = cur.gts + 1e-9 < max.gts;
-  const std::string gc = fmt::format("Gen{}", pcie_generation(cur.gts)), gm = fmt::format("Gen{}", pcie_generation(max.gts));
+  const std::string gc = fmt::format("Gen{}", pcie_generation(cur.gts)),
+                    gm = fmt::format("Gen{}", pcie_generation(max.gts));
   if (narrow && slow) return fmt::format("x{} {} of x{} {}", cur.width, gc, max.width, gm);
   if (narrow) return fmt::format("x{} of x{}, {}", cur.width, max.width, gc);
   return fmt::format("{} of {}, x{}", gc, gm, cur.width);
@@ -237,11 +240,14 @@ double pcie_usable_gbps(const PcieLinkState& s, int max_payload) {
 }
 
 PcieLinkState pcie_effective_link(const PcieInfo& p) {
-  if (!p.limit_at.empty() && pcie_raw_gbps(p.limit) > 0 && pcie_raw_gbps(p.limit) < pcie_raw_gbps(p.link)) return p.limit;
+  if (!p.limit_at.empty() && pcie_raw_gbps(p.limit) > 0 && pcie_raw_gbps(p.limit) < pcie_raw_gbps(p.link))
+    return p.limit;
   return p.link;
 }
 
-double pcie_ceiling_gbps(const PcieInfo& p) { return pcie_usable_gbps(pcie_effective_link(p), p.max_payload); }
+double pcie_ceiling_gbps(const PcieInfo& p) {
+  return pcie_usable_gbps(pcie_effective_link(p), p.max_payload);
+}
 
 std::int64_t pcie_ports_mbps(const PcieInfo& p) {
   std::int64_t s = 0;
@@ -270,7 +276,9 @@ std::string pcie_ports_text(const PcieInfo& p) {
   return s + " Gbit/s";
 }
 
-std::string pcie_link_key(const PcieInfo& p) { return p.port.empty() ? p.address : p.port; }
+std::string pcie_link_key(const PcieInfo& p) {
+  return p.port.empty() ? p.address : p.port;
+}
 
 std::vector<PcieFinding> pcie_findings(const PcieInfo& p, const std::string& who) {
   auto out = pcie_link_findings(p, who);
@@ -295,11 +303,12 @@ std::vector<PcieFinding> pcie_link_findings(const PcieInfo& p, const std::string
         {"error",
          fmt::format("{}: PCIe {}: {} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), gbit(ceiling),
                      ports_text.empty() ? "" : " for " + ports_text + " of ports", p.address, limited),
-         slot_short ? fmt::format("the slot's port {} supports only {}: move the card to a slot of {}", p.port,
-                                  pcie_link_text(p.port_max), pcie_link_text(p.max))
-                    : fmt::format("both ends support {}: reseat the card, check the riser and the slot's link settings in "
-                                  "the firmware (lspci -vv -s {}: LnkCap vs LnkSta)",
-                                  pcie_link_text(p.max), p.address)});
+         slot_short
+             ? fmt::format("the slot's port {} supports only {}: move the card to a slot of {}", p.port,
+                           pcie_link_text(p.port_max), pcie_link_text(p.max))
+             : fmt::format("both ends support {}: reseat the card, check the riser and the slot's link settings in "
+                           "the firmware (lspci -vv -s {}: LnkCap vs LnkSta)",
+                           pcie_link_text(p.max), p.address)});
   } else if (ports > 0 && ceiling > 0 && ceiling * 1000.0 < static_cast<double>(ports)) {
     out.push_back({"warning",
                    fmt::format("{}: PCIe {} ({}{}): {} Gbit/s usable for {} of ports ({} Gbit/s)", who,
@@ -319,20 +328,22 @@ std::vector<PcieFinding> pcie_irq_findings(const PcieInfo& p, const std::string&
     constexpr std::uint64_t kMinServed = 100;  // fewer interrupts than this say nothing yet
     std::string what;
     if (q.served >= kMinServed && 2 * q.served_local < q.served) {
-      what = fmt::format("{}: {:.0f}% of the interrupts of its {} IRQs were served by CPUs outside NUMA node {} (local "
-                         "CPUs {})",
-                         who, 100.0 * static_cast<double>(q.served - q.served_local) / static_cast<double>(q.served),
-                         q.irqs, p.numa_node, q.local_cpus);
+      what = fmt::format(
+          "{}: {:.0f}% of the interrupts of its {} IRQs were served by CPUs outside NUMA node {} (local "
+          "CPUs {})",
+          who, 100.0 * static_cast<double>(q.served - q.served_local) / static_cast<double>(q.served), q.irqs,
+          p.numa_node, q.local_cpus);
     } else if (q.served < kMinServed && 2 * q.remote_affinity > q.irqs) {
       what = fmt::format("{}: {} of its {} IRQs are set to CPUs outside NUMA node {} (local CPUs {})", who,
                          q.remote_affinity, q.irqs, p.numa_node, q.local_cpus);
     }
     if (!what.empty()) {
-      out.push_back({"warning", what,
-                     fmt::format("move them to the node's CPUs: for N in $(ls /sys/bus/pci/devices/{}/msi_irqs); do echo {} "
-                                 "> /proc/irq/$N/smp_affinity_list; done (or irqbalance), and keep the test's threads "
-                                 "there (--cpus {})",
-                                 p.address, q.local_cpus, q.local_cpus)});
+      out.push_back(
+          {"warning", what,
+           fmt::format("move them to the node's CPUs: for N in $(ls /sys/bus/pci/devices/{}/msi_irqs); do echo {} "
+                       "> /proc/irq/$N/smp_affinity_list; done (or irqbalance), and keep the test's threads "
+                       "there (--cpus {})",
+                       p.address, q.local_cpus, q.local_cpus)});
     }
   }
   return out;
@@ -405,7 +416,8 @@ PcieLinkState state_from(const nlohmann::json& j, const char* name) {
 nlohmann::json to_json(const PcieInfo& p) {
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& x : p.ports) {
-    ports.push_back({{"name", x.name}, {"speed_mbps", x.speed_mbps > 0 ? nlohmann::json(x.speed_mbps) : nlohmann::json(nullptr)}});
+    ports.push_back(
+        {{"name", x.name}, {"speed_mbps", x.speed_mbps > 0 ? nlohmann::json(x.speed_mbps) : nlohmann::json(nullptr)}});
   }
   nlohmann::json findings = nlohmann::json::array();
   std::string who;

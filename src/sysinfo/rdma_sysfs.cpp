@@ -5,18 +5,18 @@
 //   DEV/ports/N/counters/* (PMA counters; only drivers with a MAD interface: not Soft-RoCE)
 //   DEV/ports/N/hw_counters/* (driver counters: rxe's sent_pkts, mlx5's out_of_sequence, ...)
 // sysfs has no MTU file: the active MTU comes from ibv_query_port where this build has verbs.
-#include "sysinfo/file_read.hpp"
 #include <fabperf/build_config.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/fields.hpp>
 #include <fabperf/rdma_sysfs.hpp>
+#include "sysinfo/file_read.hpp"
 
-#include <algorithm>
 #include <arpa/inet.h>
+#include <fmt/format.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -56,7 +56,9 @@ std::string gid_text(const std::string& raw) {
   return buf;
 }
 
-int mtu_enum_bytes(int n) { return n >= 1 && n <= 5 ? 128 << n : 0; }
+int mtu_enum_bytes(int n) {
+  return n >= 1 && n <= 5 ? 128 << n : 0;
+}
 
 RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
   RdmaPort p;
@@ -83,9 +85,12 @@ RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
     x.index = static_cast<int>(idx);
     x.gid = g;
     const std::string type = read_line(base / "gid_attrs" / "types" / name);
-    if (type == "RoCE v2") x.type = "RoCE v2";
-    else if (ib) x.type = "IB";
-    else if (!type.empty()) x.type = "RoCE v1";
+    if (type == "RoCE v2")
+      x.type = "RoCE v2";
+    else if (ib)
+      x.type = "IB";
+    else if (!type.empty())
+      x.type = "RoCE v1";
     x.netdev = read_line(base / "gid_attrs" / "ndevs" / name);
     p.gids.push_back(std::move(x));
   }
@@ -201,10 +206,14 @@ RdmaPortCounters read_rdma_port_counters(const std::string& device, int port, co
 
 #if !FABPERF_HAVE_RDMA
 // Without rdma-core there is nothing to ask but sysfs (rdma_verbs.cpp otherwise).
-std::vector<RdmaDevice> read_local_rdma_devices() { return read_rdma_devices(""); }
+std::vector<RdmaDevice> read_local_rdma_devices() {
+  return read_rdma_devices("");
+}
 #endif
 
-bool is_rdma_counter_setting(const std::string& key) { return key == "hw_counters/lifespan"; }
+bool is_rdma_counter_setting(const std::string& key) {
+  return key == "hw_counters/lifespan";
+}
 
 bool is_rdma_error_counter(const std::string& key) {
   const auto slash = key.find('/');
@@ -214,9 +223,9 @@ bool is_rdma_error_counter(const std::string& key) {
                          "xmit_wait", "unicast", "multicast", "ack_deferred"}) {
     if (n.find(ok) != std::string::npos) return false;
   }
-  for (const char* bad : {"err", "discard", "drop", "retry", "rnr", "out_of_seq", "out_of_buffer", "duplicate", "downed",
-                          "symbol", "overrun", "timeout", "retrans", "nak", "recovery", "integrity", "violation",
-                          "bad_", "invalid", "restart"}) {
+  for (const char* bad : {"err",       "discard",   "drop",      "retry",   "rnr",     "out_of_seq", "out_of_buffer",
+                          "duplicate", "downed",    "symbol",    "overrun", "timeout", "retrans",    "nak",
+                          "recovery",  "integrity", "violation", "bad_",    "invalid", "restart"}) {
     if (n.find(bad) != std::string::npos) return true;
   }
   return false;
@@ -224,19 +233,38 @@ bool is_rdma_error_counter(const std::string& key) {
 
 nlohmann::json to_json(const RdmaPort& p) {
   nlohmann::json gids = nlohmann::json::array();
-  for (const auto& g : p.gids) gids.push_back({{"index", g.index}, {"gid", g.gid}, {"type", g.type}, {"netdev", g.netdev}});
-  return {{"port", p.port}, {"state", p.state}, {"state_num", p.state_num}, {"phys_state", p.phys_state},
-          {"phys_state_num", p.phys_state_num}, {"link_layer", p.link_layer}, {"rate", p.rate}, {"rate_gbps", p.rate_gbps},
-          {"width", p.width}, {"speed", p.speed}, {"active_mtu", p.active_mtu}, {"mtu_source", p.mtu_source},
-          {"lid", p.lid}, {"sm_lid", p.sm_lid}, {"netdev", p.netdev}, {"gid_table_len", p.gid_table_len},
+  for (const auto& g : p.gids)
+    gids.push_back({{"index", g.index}, {"gid", g.gid}, {"type", g.type}, {"netdev", g.netdev}});
+  return {{"port", p.port},
+          {"state", p.state},
+          {"state_num", p.state_num},
+          {"phys_state", p.phys_state},
+          {"phys_state_num", p.phys_state_num},
+          {"link_layer", p.link_layer},
+          {"rate", p.rate},
+          {"rate_gbps", p.rate_gbps},
+          {"width", p.width},
+          {"speed", p.speed},
+          {"active_mtu", p.active_mtu},
+          {"mtu_source", p.mtu_source},
+          {"lid", p.lid},
+          {"sm_lid", p.sm_lid},
+          {"netdev", p.netdev},
+          {"gid_table_len", p.gid_table_len},
           {"gids", std::move(gids)}};
 }
 
 nlohmann::json to_json(const RdmaDevice& d) {
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& p : d.ports) ports.push_back(to_json(p));
-  return {{"name", d.name}, {"node_type", d.node_type}, {"fw_ver", d.fw_ver}, {"node_guid", d.node_guid},
-          {"hca_type", d.hca_type}, {"board_id", d.board_id}, {"parent", d.parent}, {"ports", std::move(ports)},
+  return {{"name", d.name},
+          {"node_type", d.node_type},
+          {"fw_ver", d.fw_ver},
+          {"node_guid", d.node_guid},
+          {"hca_type", d.hca_type},
+          {"board_id", d.board_id},
+          {"parent", d.parent},
+          {"ports", std::move(ports)},
           {"pcie", d.pcie ? to_json(*d.pcie) : nlohmann::json(nullptr)}};
 }
 

@@ -1,12 +1,12 @@
 #include <fabperf/error.hpp>
-#include <fabperf/sysstat.hpp>
 #include <fabperf/spec.hpp>
+#include <fabperf/sysstat.hpp>
 
+#include <sys/resource.h>
+#include <unistd.h>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
-#include <sys/resource.h>
-#include <unistd.h>
 #include <vector>
 
 namespace fabperf {
@@ -57,9 +57,7 @@ std::int64_t read_tcp_retrans_segs(const std::string& proc_net_snmp) {
 std::int64_t process_cpu_ns() noexcept {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  auto ns = [](const timeval& tv) {
-    return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000 + tv.tv_usec * 1000;
-  };
+  auto ns = [](const timeval& tv) { return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000 + tv.tv_usec * 1000; };
   return ns(ru.ru_utime) + ns(ru.ru_stime);
 }
 
@@ -86,7 +84,6 @@ std::uint64_t raise_fd_limit() noexcept {
   }
   return static_cast<std::uint64_t>(r.rlim_cur);
 }
-
 
 std::map<std::string, std::string> parse_arp_table(std::string_view text, std::string_view dev) {
   std::map<std::string, std::string> arp;

@@ -42,8 +42,8 @@ AgentResult make_result(std::uint32_t node, std::size_t flows, FlowRole role, st
   r.retrans_segs = 17;
   r.process_cpu_s = 2.25;
   for (std::size_t i = 0; i < flows; ++i) {
-    r.flows.push_back(make_flow(static_cast<std::uint32_t>(i), role,
-                                first_peer + static_cast<std::uint32_t>(i % peers)));
+    r.flows.push_back(
+        make_flow(static_cast<std::uint32_t>(i), role, first_peer + static_cast<std::uint32_t>(i % peers)));
   }
   if (role == FlowRole::client) {
     r.latency = LatencyHistogram{};
@@ -67,7 +67,8 @@ void BM_EncodeResultFrame(benchmark::State& state) {
 BENCHMARK(BM_EncodeResultFrame);
 
 void BM_DecodeResultFrame(benchmark::State& state) {
-  const auto frame = proto::encode_frame(proto::MsgType::result, to_json(make_result(1, 1000, FlowRole::client, 0, 1000)));
+  const auto frame =
+      proto::encode_frame(proto::MsgType::result, to_json(make_result(1, 1000, FlowRole::client, 0, 1000)));
   const std::span<const std::uint8_t> bytes(frame);
   for (auto _ : state) {
     const auto h = proto::decode_header(bytes.first<proto::kHeaderSize>());

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <sys/resource.h>
 
 using namespace fabperf;
 

@@ -3,8 +3,8 @@
 // the pre-auth size cap, the key text parser, and the TLS 1.3 PSK handshake of a keyed agent
 // and of a keyed coordinator (the input as the peer's first flight, through fabperf's own PSK
 // callbacks), and the peer proof an RDMA queue pair's other end sends (rdma_qp_proof.hpp: the
-// input as each of the three passes). Only the documented errors (ProtocolError, UsageError) may come out; anything else
-// (another exception, a crash, a sanitizer report) is a bug.
+// input as each of the three passes). Only the documented errors (ProtocolError, UsageError) may come out; anything
+// else (another exception, a crash, a sanitizer report) is a bug.
 #pragma once
 
 #include "proto/tls_psk.hpp"

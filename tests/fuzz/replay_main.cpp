@@ -47,7 +47,9 @@ Bytes tls_client_hello(const std::string& key_hex) {
   return b;
 }
 
-Bytes raw(proto::MsgType t, const std::string& body) { return raw(t, body, static_cast<std::uint32_t>(body.size())); }
+Bytes raw(proto::MsgType t, const std::string& body) {
+  return raw(t, body, static_cast<std::uint32_t>(body.size()));
+}
 
 std::vector<std::pair<std::string, Bytes>> seeds() {
   using proto::MsgType;
@@ -57,8 +59,10 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   p.mode = Mode::stream;
   p.time = std::chrono::seconds(2);
   const TestSpec spec = TestSpec::make(p);
-  add("hello", proto::encode_frame(MsgType::hello, proto::to_json(proto::Hello{3, 3, "coord", proto::local_capabilities()})));
-  add("hello_ok", proto::encode_frame(MsgType::hello_ok, proto::to_json(proto::HelloOk{3, "host", "0.1.0", 42, {"tls13-psk"}})));
+  add("hello",
+      proto::encode_frame(MsgType::hello, proto::to_json(proto::Hello{3, 3, "coord", proto::local_capabilities()})));
+  add("hello_ok",
+      proto::encode_frame(MsgType::hello_ok, proto::to_json(proto::HelloOk{3, "host", "0.1.0", 42, {"tls13-psk"}})));
   add("tls_client_hello", tls_client_hello(std::string(64, 'a')));
   add("tls_client_hello_other_key", tls_client_hello(std::string(64, 'b')));
   add("ping", proto::encode_frame(MsgType::ping, proto::to_json(proto::Ping{7})));
@@ -68,7 +72,8 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   ss.spec = spec;
   ss.expect_connections = 2;
   add("setup_server", proto::encode_frame(MsgType::setup_server, proto::to_json(ss)));
-  add("setup_server_ok", proto::encode_frame(MsgType::setup_server_ok, proto::to_json(proto::SetupServerOk{4000, {"w"}})));
+  add("setup_server_ok",
+      proto::encode_frame(MsgType::setup_server_ok, proto::to_json(proto::SetupServerOk{4000, {"w"}})));
   proto::SetupClient sc;
   sc.test_id = "0123456789abcdef";
   sc.spec = spec;
@@ -78,14 +83,18 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   add("setup_client_ok", proto::encode_frame(MsgType::setup_client_ok, proto::to_json(proto::SetupClientOk{2, {}})));
   proto::RdmaEndpoint ep{1, 0, 0, 0x11, 0x22, 0, {}, 0x7f0000001000ULL, 131072, 0x1234};
   ep.gid[10] = ep.gid[11] = 0xff;
-  add("rdma_connect", proto::encode_frame(MsgType::rdma_connect, proto::to_json(proto::RdmaConnect{"0123456789abcdef", {ep}})));
+  add("rdma_connect",
+      proto::encode_frame(MsgType::rdma_connect, proto::to_json(proto::RdmaConnect{"0123456789abcdef", {ep}})));
   add("rdma_connect_ok", proto::encode_frame(MsgType::rdma_connect_ok, proto::to_json(proto::RdmaConnectOk{1})));
-  add("nasty_rdma_connect", raw(MsgType::rdma_connect, R"({"test_id":"x","endpoints":[{"node":1,"peer":1,"conn":-1,"qpn":0,)"
-                                                        R"("psn":16777216,"lid":1e9,"gid":"FF","addr":-1,"len":0,"rkey":4294967296}]})"));
-  add("start", proto::encode_frame(MsgType::start, proto::to_json(proto::Start{1000, 2000, 3000, 4000, 1'000'000'000})));
+  add("nasty_rdma_connect",
+      raw(MsgType::rdma_connect, R"({"test_id":"x","endpoints":[{"node":1,"peer":1,"conn":-1,"qpn":0,)"
+                                 R"("psn":16777216,"lid":1e9,"gid":"FF","addr":-1,"len":0,"rkey":4294967296}]})"));
+  add("start",
+      proto::encode_frame(MsgType::start, proto::to_json(proto::Start{1000, 2000, 3000, 4000, 1'000'000'000})));
   add("heartbeat", proto::encode_frame(MsgType::heartbeat, json::object()));
   add("abort", proto::encode_frame(MsgType::abort, proto::to_json(proto::Abort{"user"})));
-  add("error", proto::encode_frame(MsgType::error, proto::to_json(proto::ErrorMsg{proto::ErrorCode::key_required, "key mismatch"})));
+  add("error", proto::encode_frame(MsgType::error,
+                                   proto::to_json(proto::ErrorMsg{proto::ErrorCode::key_required, "key mismatch"})));
   add("bye", proto::encode_frame(MsgType::bye, json::object()));
   add("result", proto::encode_frame(MsgType::result, to_json(AgentResult{})));
   // Hostile.
@@ -108,17 +117,21 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   add("nasty_type_99", t99);
   add("nasty_deep", raw(MsgType::ping, "{\"a\":" + std::string(200, '[') + std::string(200, ']') + "}"));
   add("nasty_not_object", raw(MsgType::ping, "[1,2,3]"));
-  add("nasty_hello_types", raw(MsgType::hello, R"({"proto_min":"2","proto_max":2.5,"coordinator":7,"caps":{},"nonce":[]})"));
-  add("nasty_hello_range", raw(MsgType::hello, R"({"proto_min":2,"proto_max":1,"coordinator":"x","caps":[],"nonce":"00"})"));
+  add("nasty_hello_types",
+      raw(MsgType::hello, R"({"proto_min":"2","proto_max":2.5,"coordinator":7,"caps":{},"nonce":[]})"));
+  add("nasty_hello_range",
+      raw(MsgType::hello, R"({"proto_min":2,"proto_max":1,"coordinator":"x","caps":[],"nonce":"00"})"));
   add("nasty_pong_negative", raw(MsgType::pong, R"({"seq":1,"t_rx":-5,"t_tx":18446744073709551615})"));
-  add("nasty_start_order", raw(MsgType::start, R"({"start_at":5,"window_open":4,"window_close":3,"end_at":2,"interval_ns":1})"));
+  add("nasty_start_order",
+      raw(MsgType::start, R"({"start_at":5,"window_open":4,"window_close":3,"end_at":2,"interval_ns":1})"));
   json big = proto::to_json(sc);
   big["spec"]["threads"] = 1e300;
   big["spec"]["buffsize"] = -1;
   add("nasty_setup_client_spec", proto::encode_frame(MsgType::setup_client, big));
   json many = proto::to_json(sc);
   many["targets"] = json::array();
-  for (int i = 0; i < 40; ++i) many["targets"].push_back({{"node_index", i}, {"host", std::string(300, 'h')}, {"port", 70000}});
+  for (int i = 0; i < 40; ++i)
+    many["targets"].push_back({{"node_index", i}, {"host", std::string(300, 'h')}, {"port", 70000}});
   add("nasty_setup_client_targets", proto::encode_frame(MsgType::setup_client, many));
   add("retired_auth_type", raw(static_cast<MsgType>(15), R"({"nonce":"zz","proof":null,"caps":[1]})"));
   add("nasty_utf8", raw(MsgType::abort, "{\"reason\":\"\xff\xfe\"}"));
@@ -220,7 +233,8 @@ int main(int argc, char** argv) {
   const bool data_hello = argc >= 2 && std::string(argv[1]) == "--data-hello";
   const int first = data_hello ? 2 : 1;
   if (argc <= first) {
-    std::cerr << "usage: fabperf_fuzz_replay [--data-hello] DIR... | --write-seeds DIR | --write-data-hello-seeds DIR\n";
+    std::cerr
+        << "usage: fabperf_fuzz_replay [--data-hello] DIR... | --write-seeds DIR | --write-data-hello-seeds DIR\n";
     return 2;
   }
   std::size_t n = 0;

@@ -2,22 +2,24 @@
 
 #include <fabperf/clock.hpp>
 
-#include <cerrno>
-#include <csignal>
 #include <fcntl.h>
-#include <fstream>
 #include <poll.h>
 #include <spawn.h>
-#include <sstream>
-#include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 
 extern char** environ;
 
 namespace fabperf::test {
 
-const char* fabperf_bin() { return FABPERF_BIN; }
+const char* fabperf_bin() {
+  return FABPERF_BIN;
+}
 
 namespace {
 std::vector<char*> argv_of(std::vector<std::string>& args) {
@@ -31,7 +33,8 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
 AgentProcess::AgentProcess(std::vector<std::string> extra_args, const std::string& stderr_path) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-  std::vector<std::string> args = {fabperf_bin(), "agent", "--listen", "127.0.0.1:0", "--ready-fd", "3", "--log-level", "warn"};
+  std::vector<std::string> args = {fabperf_bin(), "agent", "--listen",    "127.0.0.1:0",
+                                   "--ready-fd",  "3",     "--log-level", "warn"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   auto argv = argv_of(args);
   posix_spawn_file_actions_t fa;
@@ -109,7 +112,8 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-int spawn_fabperf(const std::vector<std::string>& args_in, const std::string& stdout_path, const std::string& stderr_path) {
+int spawn_fabperf(const std::vector<std::string>& args_in, const std::string& stdout_path,
+                  const std::string& stderr_path) {
   std::vector<std::string> args = {fabperf_bin()};
   args.insert(args.end(), args_in.begin(), args_in.end());
   auto argv = argv_of(args);

@@ -42,7 +42,8 @@ struct CommandResult {
 };
 
 // Runs fabperf with args, capturing stdout/stderr; killed (by PID) after timeout.
-CommandResult run_fabperf(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60));
+CommandResult run_fabperf(const std::vector<std::string>& args,
+                          std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // Starts fabperf in the background (e.g. a coordinator to kill); returns its PID.
 int spawn_fabperf(const std::vector<std::string>& args, const std::string& stdout_path, const std::string& stderr_path);

@@ -2,9 +2,9 @@
 // inventory (`fabperf links HOST...`) and the shell's kill/killall (SHUTDOWN).
 #include "integration/harness.hpp"
 
-#include <csignal>
-#include <sys/wait.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <csignal>
 #include <nlohmann/json.hpp>
 
 using namespace fabperf::test;
@@ -83,8 +83,9 @@ TEST(Links, WrongKeyIsAnAuthenticationFailureNamingTheAgent) {
 
 TEST(ShellKill, KillallStopsEveryAgentCleanly) {
   AgentProcess s({"--key-file", key_file(1)}), c({"--key-file", key_file(1)});
-  const auto r = run_fabperf({"shell", "--key-file", key_file(1), "server " + s.address() + "; client " + c.address() +
-                                                                     "; killall; status"}, 30s);
+  const auto r = run_fabperf(
+      {"shell", "--key-file", key_file(1), "server " + s.address() + "; client " + c.address() + "; killall; status"},
+      30s);
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("Killed " + s.address()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Killed " + c.address()), std::string::npos) << r.out;

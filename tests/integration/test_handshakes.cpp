@@ -10,13 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
-#include <atomic>
-#include <mutex>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <thread>
 #include <unistd.h>
+#include <atomic>
+#include <mutex>
+#include <thread>
 
 using namespace fabperf;
 
@@ -37,7 +37,8 @@ struct ClientRun {
   double seconds{0};
 };
 
-void run_client(ClientRun& c, const TestSpec& spec, std::uint32_t node, const proto::Token& test_token, std::uint16_t port) {
+void run_client(ClientRun& c, const TestSpec& spec, std::uint32_t node, const proto::Token& test_token,
+                std::uint16_t port) {
   c.ctx = std::make_unique<RunContext>(spec, node, "client");
   ClientPlan plan;
   plan.token = derive_client_token(test_token, node);
@@ -168,7 +169,8 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
         if (from_client && (i - 1) / 2 == 0) {
           std::lock_guard lk(mu);
           if (recorded.size() < 88) {
-            recorded.insert(recorded.end(), buf, buf + std::min<ssize_t>(k, 88 - static_cast<ssize_t>(recorded.size())));
+            recorded.insert(recorded.end(), buf,
+                            buf + std::min<ssize_t>(k, 88 - static_cast<ssize_t>(recorded.size())));
           }
         }
         (void)!::send(from_client ? pr.second : pr.first, buf, static_cast<std::size_t>(k), MSG_NOSIGNAL);

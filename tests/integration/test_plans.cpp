@@ -2,16 +2,16 @@
 // file contract, KPIs and exit codes, SIGINT and --resume, plan errors, pre-flight.
 #include "integration/harness.hpp"
 
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <csignal>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 using namespace fabperf::test;
 using nlohmann::json;
@@ -46,7 +46,8 @@ std::string hosts_toml(const std::vector<const AgentProcess*>& agents) {
 // The flows a step's result actually carried, as "client->server" plan names.
 std::set<std::string> measured_flows(const json& step, const std::map<std::string, std::string>& names) {
   std::map<int, std::string> by_index;
-  for (const auto& n : step["result"]["nodes"]) by_index[n["index"].get<int>()] = names.at(n["node"].get<std::string>());
+  for (const auto& n : step["result"]["nodes"])
+    by_index[n["index"].get<int>()] = names.at(n["node"].get<std::string>());
   std::set<std::string> out;
   for (const auto& p : step["result"]["pairs"]) {
     EXPECT_GT(p["bytes"].get<double>(), 0) << step["id"];
@@ -168,9 +169,10 @@ pattern = "all-to-all"
 
 TEST(Plans, PatternFromCommandLineAndKpiFailureExitsOne) {
   const std::string results = temp_path("evr.jsonl");
-  const auto r = run_fabperf({"run", "--local", "3", "--pattern", "each-vs-rest", "--time", "0.5", "--mode", "stream", "--kpi",
-                              "min-node-mbps=1e9", "--kpi", "min-pair-mbps=1", "--results", results, "--no-preflight"},
-                             60s);
+  const auto r =
+      run_fabperf({"run", "--local", "3", "--pattern", "each-vs-rest", "--time", "0.5", "--mode", "stream", "--kpi",
+                   "min-node-mbps=1e9", "--kpi", "min-pair-mbps=1", "--results", results, "--no-preflight"},
+                  60s);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("3 steps, estimated"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("FAIL min-node-mbps"), std::string::npos) << r.out;
@@ -206,7 +208,8 @@ mode = "stream"
 kpis = { min-pair-mbps = 1 }
 )");
   const std::string results = temp_path("resume.jsonl");
-  const int coord = spawn_fabperf({"run", plan, "--results", results, "--no-preflight"}, temp_path("resume.out"), temp_path("resume.err"));
+  const int coord = spawn_fabperf({"run", plan, "--results", results, "--no-preflight"}, temp_path("resume.out"),
+                                  temp_path("resume.err"));
   // Interrupt once two steps are on disk.
   for (int i = 0; i < 300; ++i) {
     int n = 0;
@@ -217,7 +220,8 @@ kpis = { min-pair-mbps = 1 }
   ::kill(coord, SIGINT);
   int st = 0;
   ASSERT_EQ(::waitpid(coord, &st, 0), coord);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << read_file(temp_path("resume.out")) << read_file(temp_path("resume.err"));
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3)
+      << read_file(temp_path("resume.out")) << read_file(temp_path("resume.err"));
   auto lines = read_lines(results);
   std::set<std::string> done_before;
   for (const auto& l : lines) {
@@ -264,7 +268,8 @@ TEST(Plans, MalformedPlansGiveFileLineAndField) {
       {"[[hosts]]\nname = \"a\"\naddress = \"127.0.0.1:1\"\n[[hosts]]\nname = \"b\"\naddress = \"127.0.0.1:2\"\n"
        "[[tests]]\nname = \"t\"\npattern = \"ring\"\nthreads = \"many\"\n",
        p + ":10: field 'threads': "},
-      {"[[hosts]]\nname = \"a\"\naddress = \"127.0.0.1:1\"\n[[tests]]\nname = \"t\"\npattern = \"ring\"\n", p + ":4: field 'pattern': "},
+      {"[[hosts]]\nname = \"a\"\naddress = \"127.0.0.1:1\"\n[[tests]]\nname = \"t\"\npattern = \"ring\"\n",
+       p + ":4: field 'pattern': "},
       {"[[hosts]]\nname = \"a\"\naddress = \"127.0.0.1:1\"\n\n[[tests]]\nname = \"t\"\npattern = \"ring\"\ntim = 5\n",
        p + ":8: field 'tim': unknown test field"},
       {"[[hosts]]\nname = \"a\"\naddress = 7\n", p + ":3: field 'address': expected a string, got an integer"},
@@ -282,8 +287,9 @@ TEST(Plans, MalformedPlansGiveFileLineAndField) {
   const auto missing = run_fabperf({"plan", "check", temp_path("nonexistent.toml")});
   EXPECT_EQ(missing.exit_code, 2);
   // A plan sets its own knobs: a command-line one would be ignored silently.
-  write_file(p, "[[hosts]]\nname = \"a\"\naddress = \"127.0.0.1:1\"\n[[hosts]]\nname = \"b\"\naddress = \"127.0.0.1:2\"\n"
-                "[[tests]]\nname = \"t\"\npattern = \"ring\"\n");
+  write_file(p,
+             "[[hosts]]\nname = \"a\"\naddress = \"127.0.0.1:1\"\n[[hosts]]\nname = \"b\"\naddress = \"127.0.0.1:2\"\n"
+             "[[tests]]\nname = \"t\"\npattern = \"ring\"\n");
   const auto r = run_fabperf({"run", p, "--time", "3"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--time: not with a plan file"), std::string::npos) << r.err;
@@ -293,8 +299,9 @@ TEST(Plans, UnreachableAgentIsInfrastructureFailure) {
   AgentProcess a, b;
   // A port nobody listens on: bind and close one.
   const std::string plan = temp_path("dead.toml");
-  write_file(plan, hosts_toml({&a, &b}) + "[[hosts]]\nname = \"dead\"\naddress = \"127.0.0.1:9\"\n"
-                                         "[[tests]]\nname = \"t\"\npattern = \"each-vs-rest\"\ntime = 0.5\n");
+  write_file(plan, hosts_toml({&a, &b}) +
+                       "[[hosts]]\nname = \"dead\"\naddress = \"127.0.0.1:9\"\n"
+                       "[[tests]]\nname = \"t\"\npattern = \"each-vs-rest\"\ntime = 0.5\n");
   const auto pf = run_fabperf({"run", plan, "--results", temp_path("dead1.jsonl"), "--connect-timeout", "1"}, 60s);
   EXPECT_EQ(pf.exit_code, 3) << pf.out << pf.err;
   EXPECT_NE(pf.out.find("dead: "), std::string::npos) << pf.out;
@@ -321,7 +328,8 @@ TEST(Plans, PreflightReportsOnLoopback) {
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("preflight: ok"), std::string::npos) << ok.out;
   // 64M, more than this host's rmem_max: named per node, with the sysctl that fixes it.
-  if (std::stoull(read_file("/proc/sys/net/core/rmem_max")) >= (64u << 20)) GTEST_SKIP() << "rmem_max is already >= 64M here";
+  if (std::stoull(read_file("/proc/sys/net/core/rmem_max")) >= (64u << 20))
+    GTEST_SKIP() << "rmem_max is already >= 64M here";
   const auto r = run_fabperf({"preflight", "--local", "3", "--socksize", "64M"}, 60s);
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_NE(r.out.find("all 6 ordered pairs opened a data connection"), std::string::npos) << r.out;

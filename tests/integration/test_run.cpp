@@ -1,18 +1,18 @@
 // End-to-end tests through the real binary: agents are separate processes on loopback.
 #include "integration/harness.hpp"
 
-#include <algorithm>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
-#include <netinet/in.h>
-#include <regex>
-#include <sys/socket.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
+#include <regex>
 #include <thread>
-#include <unistd.h>
 
 using namespace fabperf::test;
 using nlohmann::json;
@@ -99,15 +99,18 @@ TEST_P(TestKinds, BothEndsCountTheSameBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Run, TestKinds,
-                         ::testing::Combine(::testing::Values("write", "read", "rw"), ::testing::Values("rpc", "stream")),
+                         ::testing::Combine(::testing::Values("write", "read", "rw"),
+                                            ::testing::Values("rpc", "stream")),
                          [](const auto& pi) { return std::get<0>(pi.param) + "_" + std::get<1>(pi.param); });
 
 TEST(Run, TextReportEndsWithNsdperfSummaryLine) {
   AgentProcess s, c;
-  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize", "1M"});
+  const auto r =
+      run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize", "1M"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The line wrappers parse: "C-S test N MB/sec (M msg/sec), cli X% srv Y%, time T, buff B"
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n1-1 write \d+ MB/sec \(\d+ msg/sec\), cli \d+% srv \d+%, time 1, buff 1048576\n$)")))
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(\n1-1 write \d+ MB/sec \(\d+ msg/sec\), cli \d+% srv \d+%, time 1, buff 1048576\n$)")))
       << r.out;
   EXPECT_NE(r.out.find("Pairs (client -> server)"), std::string::npos);
 }
@@ -121,7 +124,8 @@ TEST(Run, LocalModeStartsAndStopsItsOwnAgents) {
 TEST(Run, SecondCoordinatorGetsBusyNamingTheHolder) {
   AgentProcess s, c1, c2;
   const std::string out = temp_path("busy.out"), err = temp_path("busy.err");
-  const int first = spawn_fabperf({"run", "--servers", s.address(), "--clients", c1.address(), "--time", "3"}, out, err);
+  const int first =
+      spawn_fabperf({"run", "--servers", s.address(), "--clients", c1.address(), "--time", "3"}, out, err);
   std::this_thread::sleep_for(1200ms);
   const auto second = run_fabperf({"run", "--servers", s.address(), "--clients", c2.address(), "--time", "1"});
   EXPECT_EQ(second.exit_code, 3) << second.err;
@@ -175,7 +179,8 @@ TEST(Run, NotAnAgentIsReportedAsWrongProtocol) {
   std::uint16_t port = 0;
   ASSERT_EQ(::read(p[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
   AgentProcess c;
-  const auto r = run_fabperf({"run", "--servers", "127.0.0.1:" + std::to_string(port), "--clients", c.address(), "--time", "1"});
+  const auto r =
+      run_fabperf({"run", "--servers", "127.0.0.1:" + std::to_string(port), "--clients", c.address(), "--time", "1"});
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   EXPECT_EQ(r.exit_code, 3);
@@ -186,8 +191,9 @@ TEST(Run, AgentKilledMidTestGivesPartialResultNotHang) {
   AgentProcess s1, s2, c;
   const std::string json_path = temp_path("killed.json");
   const std::string out = temp_path("killed.out"), err = temp_path("killed.err");
-  const int coord = spawn_fabperf({"run", "--servers", s1.address() + "," + s2.address(), "--clients", c.address(), "--time", "4",
-                                   "--mode", "stream", "--json", json_path}, out, err);
+  const int coord = spawn_fabperf({"run", "--servers", s1.address() + "," + s2.address(), "--clients", c.address(),
+                                   "--time", "4", "--mode", "stream", "--json", json_path},
+                                  out, err);
   std::this_thread::sleep_for(2s);
   s2.kill(SIGKILL);
   const auto t0 = std::chrono::steady_clock::now();
@@ -230,8 +236,9 @@ TEST(Run, AgentKilledMidTestGivesPartialResultNotHang) {
 TEST(Run, InterruptedCoordinatorStillWritesResults) {
   AgentProcess s, c;
   const std::string json_path = temp_path("int.json");
-  const int coord = spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "6", "--json", json_path},
-                                  temp_path("int.out"), temp_path("int.err"));
+  const int coord =
+      spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "6", "--json", json_path},
+                    temp_path("int.out"), temp_path("int.err"));
   std::this_thread::sleep_for(2500ms);
   ::kill(coord, SIGINT);
   int st = 0;
@@ -266,33 +273,34 @@ TEST_P(CliErrors, OneLineExitTwoNothingStarted) {
 
 INSTANTIATE_TEST_SUITE_P(
     Run, CliErrors,
-    ::testing::Values(BadArgs{{"--local", "2", "--buffsize", "4Q"}, "--buffsize '4Q': unknown size suffix 'Q'"},
-                      BadArgs{{"--local", "2", "--buffsize", "1K"}, "--buffsize 1K: out of range"},
-                      BadArgs{{"--local", "2", "--threads", "0"}, "--threads 0: out of range"},
-                      BadArgs{{"--local", "2", "--time", "-1"}, "--time '-1': duration cannot be negative"},
-                      BadArgs{{"--local", "2", "--parallel", "x"}, "--parallel 'x': not a whole number"},
-                      BadArgs{{"--local", "2", "--test", "swim"}, "--test 'swim': unknown test"},
-                      BadArgs{{"--local", "2", "--frobnicate"}, "frobnicate"},
-                      BadArgs{{"--servers", "no-such-host.invalid", "--clients", "127.0.0.1"}, "does not resolve"},
-                      BadArgs{{"--servers", "127.0.0.1:7000", "--clients", "127.0.0.1:7000"}, "is also a server"},
-                      BadArgs{{"--servers", "127.0.0.1"}, "give --servers and --clients"},
-                      BadArgs{{"--local", "1"}, "--local 1: out of range"},
-                      BadArgs{{"--local", "2", "--transport", "carrier-pigeon"}, "--transport 'carrier-pigeon'"},
-                      BadArgs{{"--launch", "pdsh", "--servers", "a", "--clients", "b"}, "--launch 'pdsh': expected ssh or slurm"},
-                      BadArgs{{"--launch", "ssh", "--key-file", "/k", "--servers", "127.0.0.1", "--clients", "127.0.0.2"},
-                              "--key-file: not used with --launch"},
-                      BadArgs{{"--launch", "ssh", "--servers", "127.0.0.1", "--clients", "127.0.0.1"}, "is also a server"},
-                      BadArgs{{"--launch", "ssh", "--local", "2"}, "--launch: cannot be combined with --local"}),
+    ::testing::Values(
+        BadArgs{{"--local", "2", "--buffsize", "4Q"}, "--buffsize '4Q': unknown size suffix 'Q'"},
+        BadArgs{{"--local", "2", "--buffsize", "1K"}, "--buffsize 1K: out of range"},
+        BadArgs{{"--local", "2", "--threads", "0"}, "--threads 0: out of range"},
+        BadArgs{{"--local", "2", "--time", "-1"}, "--time '-1': duration cannot be negative"},
+        BadArgs{{"--local", "2", "--parallel", "x"}, "--parallel 'x': not a whole number"},
+        BadArgs{{"--local", "2", "--test", "swim"}, "--test 'swim': unknown test"},
+        BadArgs{{"--local", "2", "--frobnicate"}, "frobnicate"},
+        BadArgs{{"--servers", "no-such-host.invalid", "--clients", "127.0.0.1"}, "does not resolve"},
+        BadArgs{{"--servers", "127.0.0.1:7000", "--clients", "127.0.0.1:7000"}, "is also a server"},
+        BadArgs{{"--servers", "127.0.0.1"}, "give --servers and --clients"},
+        BadArgs{{"--local", "1"}, "--local 1: out of range"},
+        BadArgs{{"--local", "2", "--transport", "carrier-pigeon"}, "--transport 'carrier-pigeon'"},
+        BadArgs{{"--launch", "pdsh", "--servers", "a", "--clients", "b"}, "--launch 'pdsh': expected ssh or slurm"},
+        BadArgs{{"--launch", "ssh", "--key-file", "/k", "--servers", "127.0.0.1", "--clients", "127.0.0.2"},
+                "--key-file: not used with --launch"},
+        BadArgs{{"--launch", "ssh", "--servers", "127.0.0.1", "--clients", "127.0.0.1"}, "is also a server"},
+        BadArgs{{"--launch", "ssh", "--local", "2"}, "--launch: cannot be combined with --local"}),
     [](const auto& pi) { return "case" + std::to_string(pi.index); });
 
 TEST(Run, StickyTestsKeepEachThreadOnOneServer) {
   AgentProcess s1, s2, c;
   const std::string servers = s1.address() + "," + s2.address();
   // One tester thread: write cycles over both servers, swrite stays with the first.
-  const json cyc = run_json({"--servers", servers, "--clients", c.address(), "--test", "write", "--threads", "1", "--time", "1",
-                             "--buffsize", "64K"});
-  const json stk = run_json({"--servers", servers, "--clients", c.address(), "--test", "swrite", "--threads", "1", "--time", "1",
-                             "--buffsize", "64K"});
+  const json cyc = run_json({"--servers", servers, "--clients", c.address(), "--test", "write", "--threads", "1",
+                             "--time", "1", "--buffsize", "64K"});
+  const json stk = run_json({"--servers", servers, "--clients", c.address(), "--test", "swrite", "--threads", "1",
+                             "--time", "1", "--buffsize", "64K"});
   ASSERT_EQ(cyc["pairs"].size(), 2u);
   ASSERT_EQ(stk["pairs"].size(), 2u);
   EXPECT_GT(cyc["pairs"][0]["bytes"].get<std::uint64_t>(), 0u);
@@ -307,8 +315,8 @@ TEST(Run, VerifyChecksEveryByteAcrossPartialSendsAndReceives) {
   for (const char* mode : {"rpc", "stream"}) {
     for (const char* test : {"write", "read"}) {
       // An odd block size makes partial sends and receives straddle block boundaries.
-      const json doc = run_json({"--servers", s.address(), "--clients", c.address(), "--test", test, "--mode", mode, "--time", "1",
-                                 "--buffsize", "100003", "--verify"});
+      const json doc = run_json({"--servers", s.address(), "--clients", c.address(), "--test", test, "--mode", mode,
+                                 "--time", "1", "--buffsize", "100003", "--verify"});
       ASSERT_TRUE(doc["verify"].is_object()) << mode << " " << test;
       EXPECT_EQ(doc["verify"]["errors"], 0) << mode << " " << test << " " << doc["findings"].dump();
       EXPECT_GT(doc["aggregate"]["bytes"].get<std::uint64_t>(), 10'000'000u) << mode << " " << test;
@@ -340,8 +348,9 @@ TEST(Run, RdmaWithoutDeviceOrSupportFailsClearly) {
 TEST(Run, CoordinatorKilledMidTestLeavesAPartialResultThatReportNames) {
   AgentProcess s, c;
   const std::string json_path = temp_path("killed.json");
-  const int coord = spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "4", "--json",
-                                   json_path}, temp_path("killed.out"), temp_path("killed.err"));
+  const int coord =
+      spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "4", "--json", json_path},
+                    temp_path("killed.out"), temp_path("killed.err"));
   bool header = false;
   for (int i = 0; i < 100 && !header; ++i) {
     std::this_thread::sleep_for(100ms);
@@ -360,8 +369,8 @@ TEST(Run, CoordinatorKilledMidTestLeavesAPartialResultThatReportNames) {
 
   // The agents noticed the coordinator's death (their test was aborted); a full run now.
   std::this_thread::sleep_for(1500ms);
-  const auto full = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--json",
-                                 json_path, "--quiet"}, 60s);
+  const auto full = run_fabperf(
+      {"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--json", json_path, "--quiet"}, 60s);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   const json doc = json::parse(read_file(json_path));
   EXPECT_EQ(doc.at("nodes").size(), 2u);

@@ -1,9 +1,9 @@
 // Fault tests with real processes: authentication, hostile bytes, data-plane membership, and
 // liveness when an agent or the coordinator dies or stops mid-test. After each attack the agent
 // must still serve a normal test.
+#include "common/sanitizers.hpp"
 #include "integration/harness.hpp"
 #include "integration/tls_peer.hpp"
-#include "common/sanitizers.hpp"
 
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
@@ -12,27 +12,27 @@
 #include <fabperf/proto.hpp>
 #include <fabperf/spec.hpp>
 
-#include <algorithm>
 #include <arpa/inet.h>
-#include <atomic>
-#include <csignal>
-#include <cstring>
 #include <dirent.h>
-#include <fstream>
-#include <iterator>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <nlohmann/json.hpp>
-#include <mutex>
-#include <optional>
 #include <poll.h>
-#include <set>
-#include <sstream>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
 
 using namespace fabperf;
 using namespace fabperf::test;
@@ -41,7 +41,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 const std::string& key_file(int which = 1) {
   static std::string paths[3];
@@ -54,25 +56,29 @@ const std::string& key_file(int which = 1) {
   return p;
 }
 
-std::vector<std::string> with_key(int which = 1) { return {"--key-file", key_file(which)}; }
+std::vector<std::string> with_key(int which = 1) {
+  return {"--key-file", key_file(which)};
+}
 // The same, logging at info level (sessions, tests served and finished), for tests that read it.
-std::vector<std::string> with_key_info() { return {"--key-file", key_file(1), "--log-level", "info"}; }
+std::vector<std::string> with_key_info() {
+  return {"--key-file", key_file(1), "--log-level", "info"};
+}
 
 // A normal 1 s test between two agents, with the given key.
 void expect_normal_test(const AgentProcess& s, const AgentProcess& c, int key = 1) {
   // Often called right after a session that left the agent releasing its test (asynchronously):
   // the coordinator itself waits for an agent that answers "cleaning", so one run must do.
   const std::string json_path = temp_path("normal.json");
-  const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize",
-                                       "1M", "-q", "--key-file", key_file(key), "--json", json_path});
+  const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1",
+                                       "--buffsize", "1M", "-q", "--key-file", key_file(key), "--json", json_path});
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out << read_file(json_path).substr(0, 3000);
   EXPECT_EQ(r.out.rfind("1-1 write ", 0), 0u) << r.out;
 }
 
 // The same without keys (agents that accept loopback coordinators only).
 void expect_normal_test_keyless(const AgentProcess& s, const AgentProcess& c) {
-  const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize",
-                                       "1M", "-q"});
+  const CommandResult r =
+      run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--buffsize", "1M", "-q"});
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
 }
 
@@ -92,7 +98,9 @@ int connect_to(std::uint16_t port) {
 void send_bytes(int fd, const void* p, std::size_t n) {
   ASSERT_EQ(::send(fd, p, n, MSG_NOSIGNAL), static_cast<ssize_t>(n));
 }
-void send_bytes(int fd, const std::vector<std::uint8_t>& v) { send_bytes(fd, v.data(), v.size()); }
+void send_bytes(int fd, const std::vector<std::uint8_t>& v) {
+  send_bytes(fd, v.data(), v.size());
+}
 
 // Reads exactly n bytes within timeout_ms; false on EOF, error or timeout.
 bool recv_exact(int fd, std::uint8_t* p, std::size_t n, int timeout_ms) {
@@ -312,7 +320,8 @@ int established_sockets(int pid) {
 TEST(Security, WrongKeyIsRejectedWithAClearErrorOnBothSides) {
   const std::string log = temp_path("wrongkey.log");
   AgentProcess s(with_key(1), log), c(with_key(1));
-  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--key-file", key_file(2)});
+  const auto r = run_fabperf(
+      {"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--key-file", key_file(2)});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("authentication failed for " + s.address() + ": key mismatch"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty());
@@ -328,7 +337,8 @@ TEST(Security, CoordinatorWithoutKeyIsRefusedByProtectedAgent) {
   AgentProcess s(with_key(), log), c(with_key());
   const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_NE(r.err.find("authentication failed for " + s.address() + ": the agent requires a key"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("authentication failed for " + s.address() + ": the agent requires a key"), std::string::npos)
+      << r.err;
   std::this_thread::sleep_for(200ms);
   EXPECT_NE(read_file(log).find("the coordinator has no key"), std::string::npos) << read_file(log);
   expect_normal_test(s, c);
@@ -336,9 +346,11 @@ TEST(Security, CoordinatorWithoutKeyIsRefusedByProtectedAgent) {
 
 TEST(Security, KeylessAgentIsRefusedByCoordinatorWithKey) {
   AgentProcess s, c(with_key());
-  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--key-file", key_file()});
+  const auto r =
+      run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--key-file", key_file()});
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_NE(r.err.find("authentication failed for " + s.address() + ": the agent has no key"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("authentication failed for " + s.address() + ": the agent has no key"), std::string::npos)
+      << r.err;
 }
 
 TEST(Security, PeerThatNeverProvesTheKeyGetsNothingAndIsDropped) {
@@ -513,7 +525,8 @@ TEST(Security, WrongTypesAndOutOfRangeValuesAreNamedAndRefused) {
     TlsConn conn(s, key_file());
     ASSERT_TRUE(conn.tls->ok()) << conn.tls->error;
     send_frame(*conn.tls, proto::MsgType::hello, json{{"proto_min", "2"}, {"proto_max", 2}});
-    EXPECT_NE(read_error(*conn.tls).find("HELLO.proto_min: expected a non-negative integer, got string"), std::string::npos);
+    EXPECT_NE(read_error(*conn.tls).find("HELLO.proto_min: expected a non-negative integer, got string"),
+              std::string::npos);
     EXPECT_GE(seconds_until_closed(conn.fd, 3), 0);
   }
   {
@@ -639,9 +652,13 @@ TEST(Security, AgentToldToConnectToANonAgentFailsSetUpAndSendsNoLoad) {
       ASSERT_TRUE(f.has_value());
       EXPECT_EQ(f->type, proto::MsgType::error);
       const std::string msg = f->body.value("message", "");
-      EXPECT_NE(msg.find("client set-up failed: data handshake with 127.0.0.1:" + std::to_string(l.port())), std::string::npos) << msg;
-      if (forge) EXPECT_NE(msg.find("did not prove it is an agent of this test"), std::string::npos) << msg;
-      else EXPECT_NE(msg.find("not an agent of this test"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("client set-up failed: data handshake with 127.0.0.1:" + std::to_string(l.port())),
+                std::string::npos)
+          << msg;
+      if (forge)
+        EXPECT_NE(msg.find("did not prove it is an agent of this test"), std::string::npos) << msg;
+      else
+        EXPECT_NE(msg.find("not an agent of this test"), std::string::npos) << msg;
     }
     std::this_thread::sleep_for(300ms);
     EXPECT_EQ(l.connections(), 1);
@@ -655,8 +672,8 @@ TEST(Security, AgentToldToConnectToANonAgentFailsSetUpAndSendsNoLoad) {
 TEST(Security, StoppedAgentIsReportedStalledAndServesAfterContinue) {
   AgentProcess s1(with_key()), s2(with_key()), c(with_key());
   const std::string json_path = temp_path("stopped.json");
-  const int coord = spawn_fabperf({"run", "--servers", s1.address() + "," + s2.address(), "--clients", c.address(), "--time", "5",
-                                   "--mode", "stream", "--json", json_path, "--key-file", key_file()},
+  const int coord = spawn_fabperf({"run", "--servers", s1.address() + "," + s2.address(), "--clients", c.address(),
+                                   "--time", "5", "--mode", "stream", "--json", json_path, "--key-file", key_file()},
                                   temp_path("stopped.out"), temp_path("stopped.err"));
   std::this_thread::sleep_for(2s);
   s2.kill(SIGSTOP);
@@ -690,8 +707,8 @@ TEST(Security, StoppedAgentIsReportedStalledAndServesAfterContinue) {
 // open, heartbeats stop). Either way both agents must drop every data connection within 5 s.
 void coordinator_loss_stops_traffic(int sig) {
   AgentProcess s(with_key()), c(with_key());
-  const int coord = spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "60", "--mode", "stream",
-                                   "--parallel", "2", "--key-file", key_file()},
+  const int coord = spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "60", "--mode",
+                                   "stream", "--parallel", "2", "--key-file", key_file()},
                                   temp_path("kc.out"), temp_path("kc.err"));
   // Wait until the data connections are up: control (1) + data (2) on each agent.
   const double t_up = now_s();
@@ -721,9 +738,13 @@ void coordinator_loss_stops_traffic(int sig) {
   expect_normal_test(s, c);
 }
 
-TEST(Security, KilledCoordinatorStopsAllTrafficWithinFiveSeconds) { coordinator_loss_stops_traffic(SIGKILL); }
+TEST(Security, KilledCoordinatorStopsAllTrafficWithinFiveSeconds) {
+  coordinator_loss_stops_traffic(SIGKILL);
+}
 
-TEST(Security, StoppedCoordinatorStopsAllTrafficWithinFiveSeconds) { coordinator_loss_stops_traffic(SIGSTOP); }
+TEST(Security, StoppedCoordinatorStopsAllTrafficWithinFiveSeconds) {
+  coordinator_loss_stops_traffic(SIGSTOP);
+}
 
 // ---- relays and tampering (TLS 1.3 with the key's PSK) ----------------------------------------
 
@@ -845,9 +866,10 @@ int wait_coordinator(int pid, double limit_s) {
 // A keyed test through the relay (the server's control connection passes it), `act` called once
 // traffic runs; returns the coordinator's exit code.
 template <typename Act>
-int run_through_relay(Relay& relay, const AgentProcess& c, const std::string& server_log, const std::string& tag, Act act) {
-  const int coord = spawn_fabperf({"run", "--servers", relay.address(), "--clients", c.address(), "--time", "4", "--mode",
-                                   "stream", "--buffsize", "64K", "--key-file", key_file()},
+int run_through_relay(Relay& relay, const AgentProcess& c, const std::string& server_log, const std::string& tag,
+                      Act act) {
+  const int coord = spawn_fabperf({"run", "--servers", relay.address(), "--clients", c.address(), "--time", "4",
+                                   "--mode", "stream", "--buffsize", "64K", "--key-file", key_file()},
                                   temp_path(tag + ".out"), temp_path(tag + ".err"));
   const double t0 = now_s();
   while (now_s() - t0 < 10 && read_file(server_log).find("serving data on") == std::string::npos) {
@@ -858,7 +880,9 @@ int run_through_relay(Relay& relay, const AgentProcess& c, const std::string& se
   return wait_coordinator(coord, 30);
 }
 
-bool alive(const AgentProcess& a) { return ::kill(a.pid(), 0) == 0 && ::waitpid(a.pid(), nullptr, WNOHANG) == 0; }
+bool alive(const AgentProcess& a) {
+  return ::kill(a.pid(), 0) == 0 && ::waitpid(a.pid(), nullptr, WNOHANG) == 0;
+}
 
 }  // namespace
 
@@ -990,8 +1014,8 @@ TEST(Security, SlowStrangersNeverKeepAKeyedCoordinatorOut) {
       std::this_thread::sleep_for(20ms);
     }
   });
-  const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "2", "--buffsize",
-                                       "1M", "-q", "--key-file", key_file()});
+  const CommandResult r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "2",
+                                       "--buffsize", "1M", "-q", "--key-file", key_file()});
   stop = true;
   flood.join();
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -1004,7 +1028,8 @@ TEST(Security, SlowStrangersNeverKeepAKeyedCoordinatorOut) {
   std::size_t lines = 0;
   for (std::size_t at = 0; (at = text.find('\n', at)) != std::string::npos; ++at) {
     const auto start = text.rfind('\n', at - 1);
-    const std::string line = text.substr(start == std::string::npos ? 0 : start, at - (start == std::string::npos ? 0 : start));
+    const std::string line =
+        text.substr(start == std::string::npos ? 0 : start, at - (start == std::string::npos ? 0 : start));
     if (line.find("unauthenticated") != std::string::npos || line.find("no authenticated HELLO") != std::string::npos ||
         line.find("authentication failed") != std::string::npos) {
       ++lines;
@@ -1054,8 +1079,9 @@ TEST(Security, StartCannotRunPastTheTestTimeOrMaxDuration) {
     ASSERT_TRUE(rc.ok());
     setup_idle_server(rc, "long1", std::chrono::seconds(1));
     const std::int64_t now = mono_now_ns();
-    rc.send(proto::MsgType::start, proto::to_json(proto::Start{now + 1'000'000'000, now + 1'000'000'000, now + 2'000'000'000,
-                                                               now + 30'000'000'000'000'000, 10'000'000}));
+    rc.send(proto::MsgType::start,
+            proto::to_json(proto::Start{now + 1'000'000'000, now + 1'000'000'000, now + 2'000'000'000,
+                                        now + 30'000'000'000'000'000, 10'000'000}));
     auto f = rc.next();
     ASSERT_TRUE(f.has_value());
     EXPECT_EQ(f->type, proto::MsgType::error);
@@ -1068,22 +1094,26 @@ TEST(Security, StartCannotRunPastTheTestTimeOrMaxDuration) {
     ASSERT_TRUE(rc.ok());
     setup_idle_server(rc, "long2", std::chrono::seconds(2));
     const std::int64_t now = mono_now_ns();
-    rc.send(proto::MsgType::start, proto::to_json(proto::Start{now + 500'000'000, now + 500'000'000, now + 1'000'000'000,
-                                                               now + 600'000'000'000, 10'000'000}));
+    rc.send(proto::MsgType::start,
+            proto::to_json(proto::Start{now + 500'000'000, now + 500'000'000, now + 1'000'000'000,
+                                        now + 600'000'000'000, 10'000'000}));
     auto f = rc.next();
     ASSERT_TRUE(f.has_value());
-    EXPECT_NE(f->body.value("message", "").find("longer than the test's time 2.000 s"), std::string::npos) << f->body.dump();
+    EXPECT_NE(f->body.value("message", "").find("longer than the test's time 2.000 s"), std::string::npos)
+        << f->body.dump();
   }
   {
     RawCoordinator rc(s, key_file());
     ASSERT_TRUE(rc.ok());
     setup_idle_server(rc, "long3", std::chrono::seconds(7200));
     const std::int64_t now = mono_now_ns();
-    rc.send(proto::MsgType::start, proto::to_json(proto::Start{now + 500'000'000, now + 500'000'000, now + 1'000'000'000,
-                                                               now + 500'000'000 + 7'200'000'000'000, 10'000'000}));
+    rc.send(proto::MsgType::start,
+            proto::to_json(proto::Start{now + 500'000'000, now + 500'000'000, now + 1'000'000'000,
+                                        now + 500'000'000 + 7'200'000'000'000, 10'000'000}));
     auto f = rc.next();
     ASSERT_TRUE(f.has_value());
-    EXPECT_NE(f->body.value("message", "").find("asks for 720000 intervals of 0.010 s, more than 360000"), std::string::npos)
+    EXPECT_NE(f->body.value("message", "").find("asks for 720000 intervals of 0.010 s, more than 360000"),
+              std::string::npos)
         << f->body.dump();
   }
   EXPECT_EQ(read_file(log).find("finished"), std::string::npos) << "a refused schedule ran";
@@ -1151,7 +1181,8 @@ class ResultSwallower {
           } else {
             (void)!::send(coord, from_agent.data(), proto::kHeaderSize + len, MSG_NOSIGNAL);
           }
-          from_agent.erase(from_agent.begin(), from_agent.begin() + static_cast<std::ptrdiff_t>(proto::kHeaderSize + len));
+          from_agent.erase(from_agent.begin(),
+                           from_agent.begin() + static_cast<std::ptrdiff_t>(proto::kHeaderSize + len));
         }
       }
     }
@@ -1176,9 +1207,9 @@ TEST(Security, MissingResultIsBoundedAndTheOthersAreReported) {
   ResultSwallower fake(s.endpoint().port);
   const std::string json_path = temp_path("noresult.json");
   const double t0 = now_s();
-  const CommandResult r = run_fabperf({"run", "--servers", fake.address(), "--clients", c.address(), "--time", "1", "--json",
-                                       json_path},
-                                      std::chrono::seconds(60));
+  const CommandResult r =
+      run_fabperf({"run", "--servers", fake.address(), "--clients", c.address(), "--time", "1", "--json", json_path},
+                  std::chrono::seconds(60));
   const double took = now_s() - t0;
   EXPECT_TRUE(fake.swallowed());
   EXPECT_EQ(r.exit_code, 3) << r.err;
@@ -1202,7 +1233,8 @@ TEST(Security, MissingResultIsBoundedAndTheOthersAreReported) {
 // key-less agent is sent a coordinator name and an ERROR of the same kind. Both are printed as
 // visible \xNN text, on one line.
 TEST(Security, PeerTextIsEscapedBeforeLogsAndTerminals) {
-  const std::string forged = "\n2025-01-01 12:00:00.000 info agent: coordinator ops (10.0.0.5:41000) connected, key verified";
+  const std::string forged =
+      "\n2025-01-01 12:00:00.000 info agent: coordinator ops (10.0.0.5:41000) connected, key verified";
   {
     const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
@@ -1223,8 +1255,8 @@ TEST(Security, PeerTextIsEscapedBeforeLogsAndTerminals) {
       ::close(c);
     });
     AgentProcess c;
-    const auto r = run_fabperf({"run", "--servers", "127.0.0.1:" + std::to_string(ntohs(a.sin_port)), "--clients", c.address(),
-                                "--time", "1"});
+    const auto r = run_fabperf({"run", "--servers", "127.0.0.1:" + std::to_string(ntohs(a.sin_port)), "--clients",
+                                c.address(), "--time", "1"});
     fake.join();
     ::close(lfd);
     EXPECT_EQ(r.exit_code, 3) << r.err;
@@ -1296,7 +1328,8 @@ std::vector<int> children_of(int pid) {
 // `run --local` without a key file gives its agents a fresh key of their own: another local user
 // reaching their loopback port is refused, while the run itself succeeds.
 TEST(Security, LocalAgentsUseAOneTimeKey) {
-  const int coord = spawn_fabperf({"run", "--local", "2", "--time", "4", "-q"}, temp_path("local1.out"), temp_path("local1.err"));
+  const int coord =
+      spawn_fabperf({"run", "--local", "2", "--time", "4", "-q"}, temp_path("local1.out"), temp_path("local1.err"));
   // The agents' control ports: of every port they listen on, the ones that answer a plain HELLO
   // with a control frame (a data port, once a test is set up, answers with its data challenge).
   std::uint16_t port = 0;
@@ -1347,8 +1380,8 @@ TEST(Security, CongestionControlMustBeOfferedByTheHost) {
   }
   ASSERT_FALSE(absent.empty()) << available;
   AgentProcess s(with_key()), c(with_key());
-  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--congestion", absent,
-                              "--key-file", key_file()});
+  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--congestion",
+                              absent, "--key-file", key_file()});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("--congestion " + absent + ": not offered by this host (available: " + available + ")"),
             std::string::npos)
@@ -1374,8 +1407,9 @@ TEST(Security, ThreadAndQueuePairCapsAreEnforcedAtSetUp) {
     rc.send(proto::MsgType::setup_server, proto::to_json(m));
     auto f = rc.next();
     ASSERT_TRUE(f.has_value());
-    EXPECT_NE(f->body.value("message", "").find("server role needs 20000 data threads (20000 connections), more than this "
-                                                "agent's limit of 10000 per test"),
+    EXPECT_NE(f->body.value("message", "")
+                  .find("server role needs 20000 data threads (20000 connections), more than this "
+                        "agent's limit of 10000 per test"),
               std::string::npos)
         << f->body.dump();
   }
@@ -1395,8 +1429,9 @@ TEST(Security, ThreadAndQueuePairCapsAreEnforcedAtSetUp) {
     rc.send(proto::MsgType::setup_server, proto::to_json(m));
     auto f = rc.next();
     ASSERT_TRUE(f.has_value());
-    EXPECT_NE(f->body.value("message", "").find("server role needs 5000 RDMA queue pairs, more than this agent's limit of "
-                                                "4096 per test"),
+    EXPECT_NE(f->body.value("message", "")
+                  .find("server role needs 5000 RDMA queue pairs, more than this agent's limit of "
+                        "4096 per test"),
               std::string::npos)
         << f->body.dump();
   }
@@ -1522,8 +1557,8 @@ class DataRelay {
 // else the ERROR's message. `seen` gets the relay's replay answer.
 std::string data_setup(const AgentProcess& s, const AgentProcess& c, const std::string& test_id,
                        const proto::Token& server_token, const proto::Token& client_token,
-                       std::optional<DataRelay::Options> relay = std::nullopt, std::vector<std::uint8_t>* seen = nullptr,
-                       std::uint16_t* relay_port = nullptr) {
+                       std::optional<DataRelay::Options> relay = std::nullopt,
+                       std::vector<std::uint8_t>* seen = nullptr, std::uint16_t* relay_port = nullptr) {
   RawCoordinator rs(s, key_file());
   RawCoordinator rc(c, key_file());
   if (!rs.ok() || !rc.ok()) return "no session";
@@ -1582,15 +1617,15 @@ TEST(Security, DataHelloReplayedOnAnotherConnectionIsRefused) {
   AgentProcess s(with_key(), log), c(with_key());
   const auto token = proto::random_token();
   std::vector<std::uint8_t> seen;
-  const std::string r =
-      data_setup(s, c, "dh-replay", token, token, DataRelay::Options{std::nullopt, true}, &seen);
+  const std::string r = data_setup(s, c, "dh-replay", token, token, DataRelay::Options{std::nullopt, true}, &seen);
   EXPECT_EQ(r, "") << "the honest client must get in";
   // The replay got a challenge (72 bytes, status ok), then a verdict refusing its proof.
   ASSERT_EQ(seen.size(), 80u);
   EXPECT_EQ(seen[7], 0);
   EXPECT_EQ(seen[72 + 7], 2) << "expected 'proof rejected'";
   const std::string lines = log_lines_with(log, "rejected data connection from 127.0.0.1:");
-  EXPECT_NE(lines.find("(client node 1, connection 0): client proof does not verify"), std::string::npos) << read_file(log);
+  EXPECT_NE(lines.find("(client node 1, connection 0): client proof does not verify"), std::string::npos)
+      << read_file(log);
   EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 1) << lines;
   expect_normal_test(s, c);
 }
@@ -1678,8 +1713,8 @@ double cpu_seconds(int pid) {
 TEST(Security, TooFewDescriptorsForATestIsRefusedAndTheAgentServesOn) {
   AgentProcess s(with_key()), c(with_key());
   set_soft_nofile(s.pid(), 300);  // 256 are kept for the agent itself: 44 for tests
-  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--parallel", "64",
-                              "--buffsize", "64K", "-q", "--key-file", key_file()});
+  const auto r = run_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1", "--parallel",
+                              "64", "--buffsize", "64K", "-q", "--key-file", key_file()});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("server role needs 65 file descriptors (65 connections), more than this agent may open "
                        "(RLIMIT_NOFILE leaves 44 for tests)"),
@@ -1692,7 +1727,8 @@ TEST(Security, TooFewDescriptorsForATestIsRefusedAndTheAgentServesOn) {
 // pauses accepting instead of retrying at once: its CPU time over 3 s stays small. Once
 // descriptors are free again it serves a normal test.
 TEST(Security, AnAgentOutOfDescriptorsDoesNotSpin) {
-  if (fabperf::test::kUnderAsan) GTEST_SKIP() << "the sanitizer runtime needs descriptors of its own (tests/common/sanitizers.hpp)";
+  if (fabperf::test::kUnderAsan)
+    GTEST_SKIP() << "the sanitizer runtime needs descriptors of its own (tests/common/sanitizers.hpp)";
   const std::string log = temp_path("emfile.log");
   AgentProcess s(with_key(), log), c(with_key());
   std::vector<int> storm;

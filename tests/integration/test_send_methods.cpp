@@ -12,7 +12,8 @@ using namespace std::chrono_literals;
 TEST(SendMethod, SendfileFromAMemfdDeliversVerifiedBytes) {
   // 100K blocks: receive chunks straddle the sender's pattern period, as in the write path's test.
   const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--send-method", "sendfile", "--verify",
-                              "--parallel", "2", "--time", "1", "--buffsize", "100K", "--json", "-"}, 60s);
+                              "--parallel", "2", "--time", "1", "--buffsize", "100K", "--json", "-"},
+                             60s);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const json doc = json::parse(r.out);
   EXPECT_TRUE(doc.at("complete").get<bool>()) << doc.at("findings").dump();
@@ -48,8 +49,9 @@ void expect_send_trial(const json& doc, const std::string& what) {
 TEST(SendMethod, AutoTriesWriteAndSendfileAndSaysWhichRan) {
   // The two methods alternate during the warm-up on the same connection: --verify shows the byte
   // stream stayed the pattern across every switch.
-  const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--time", "2", "--buffsize", "256K", "--verify",
-                              "--parallel", "2", "--json", "-"}, 60s);
+  const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--time", "2", "--buffsize", "256K",
+                              "--verify", "--parallel", "2", "--json", "-"},
+                             60s);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const json doc = json::parse(r.out);
   EXPECT_EQ(doc.at("settings").at("send_method"), "auto");
@@ -57,7 +59,8 @@ TEST(SendMethod, AutoTriesWriteAndSendfileAndSaysWhichRan) {
   expect_send_trial(doc, "stream auto");
   // A method the user chose runs as chosen, with no trial.
   const auto w = run_fabperf({"run", "--local", "2", "--mode", "stream", "--send-method", "write", "--time", "1",
-                              "--buffsize", "256K", "--verify", "--json", "-"}, 60s);
+                              "--buffsize", "256K", "--verify", "--json", "-"},
+                             60s);
   ASSERT_EQ(w.exit_code, 0) << w.err << w.out;
   const json wd = json::parse(w.out);
   EXPECT_EQ(wd.at("settings").at("send_method"), "write");
@@ -73,8 +76,8 @@ TEST(SendMethod, AutoTriesWriteAndSendfileAndSaysWhichRan) {
 TEST(SendMethod, RpcBlocksTryBothMethodsBothWays) {
   // write: the client's blocks; read: the server's replies; rw: both.
   for (const char* test : {"write", "read", "rw"}) {
-    const auto r = run_fabperf({"run", "--local", "2", "--test", test, "--verify", "--time", "2", "--buffsize", "300K",
-                                "--json", "-"}, 60s);
+    const auto r = run_fabperf(
+        {"run", "--local", "2", "--test", test, "--verify", "--time", "2", "--buffsize", "300K", "--json", "-"}, 60s);
     ASSERT_EQ(r.exit_code, 0) << test << r.err << r.out;
     const json doc = json::parse(r.out);
     expect_send_trial(doc, test);
@@ -97,7 +100,8 @@ TEST(SendMethod, BlocksLargerThanThePatternPeriodVerify) {
                         Case{"1536K", "stream", "write"}, Case{"1536K", "rpc", "rw"}}) {
     const std::string what = std::string(c.buffsize) + " " + c.mode + " " + c.test;
     const auto r = run_fabperf({"run", "--local", "2", "--mode", c.mode, "--test", c.test, "--verify", "--time", "1",
-                                "--buffsize", c.buffsize, "--json", "-"}, 60s);
+                                "--buffsize", c.buffsize, "--json", "-"},
+                               60s);
     ASSERT_EQ(r.exit_code, 0) << what << r.err << r.out;
     const json doc = json::parse(r.out);
     EXPECT_TRUE(doc.at("complete").get<bool>()) << what << doc.at("findings").dump();
@@ -111,7 +115,8 @@ TEST(SendMethod, BadCombinationsAreUsageErrors) {
     std::vector<std::string> args;
     const char* msg;
   };
-  for (const Case& c : {Case{{"--transport", "rdma", "--send-method", "sendfile"}, "--send-method: TCP only (this test's transport is rdma)"},
+  for (const Case& c : {Case{{"--transport", "rdma", "--send-method", "sendfile"},
+                             "--send-method: TCP only (this test's transport is rdma)"},
                         Case{{"--mode", "stream", "--send-method", "carrier-pigeon"}, "--send-method 'carrier-pigeon'"},
                         Case{{"--mode", "stream", "--zerocopy", "--send-method", "sendfile"},
                              "--zerocopy and --send-method sendfile: alternatives"},
@@ -126,7 +131,8 @@ TEST(SendMethod, BadCombinationsAreUsageErrors) {
 
 TEST(SocksizeAuto, RunsAndSaysHowTheSizeWasChosen) {
   const auto r = run_fabperf({"run", "--local", "2", "--mode", "stream", "--socksize", "auto", "--time", "1",
-                              "--buffsize", "256K", "--json", "-"}, 60s);
+                              "--buffsize", "256K", "--json", "-"},
+                             60s);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const json doc = json::parse(r.out);
   EXPECT_TRUE(doc.at("complete").get<bool>());

@@ -6,8 +6,8 @@
 
 #include <fabperf/settings.hpp>
 
-#include <fstream>
 #include <gtest/gtest.h>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -116,10 +116,12 @@ std::vector<json> read_lines(const std::string& path) {
   return out;
 }
 
-std::string write_plan(const std::string& name, const AgentProcess& a, const AgentProcess& b, const std::string& knobs) {
+std::string write_plan(const std::string& name, const AgentProcess& a, const AgentProcess& b,
+                       const std::string& knobs) {
   const std::string p = temp_path(name);
-  std::ofstream(p) << "[[hosts]]\nname = \"a\"\naddress = \"" << a.address() << "\"\n[[hosts]]\nname = \"b\"\naddress = \""
-                   << b.address() << "\"\n[[tests]]\nname = \"t\"\npattern = \"pairs\"\npairs = [\"a->b\"]\n"
+  std::ofstream(p) << "[[hosts]]\nname = \"a\"\naddress = \"" << a.address()
+                   << "\"\n[[hosts]]\nname = \"b\"\naddress = \"" << b.address()
+                   << "\"\n[[tests]]\nname = \"t\"\npattern = \"pairs\"\npairs = [\"a->b\"]\n"
                    << knobs;
   return p;
 }
@@ -144,8 +146,8 @@ TEST(SettingsModes, RunAppliesEverySetting) {
 TEST(SettingsModes, PatternAppliesEverySetting) {
   for (char g : {'A', 'B'}) {
     const std::string results = temp_path(std::string("settings-pattern-") + g + ".jsonl");
-    std::vector<std::string> args = {"run", "--local", "2", "--pattern", "pairs", "--pairs", "n2->n1", "--results", results,
-                                     "--no-preflight", "--quiet"};
+    std::vector<std::string> args = {"run",    "--local",   "2",     "--pattern",      "pairs",  "--pairs",
+                                     "n2->n1", "--results", results, "--no-preflight", "--quiet"};
     for (auto& a : cli_args(g)) args.push_back(a);
     const auto r = run_fabperf(args, 60s);
     ASSERT_EQ(r.exit_code, 0) << g << r.err << r.out;
@@ -189,10 +191,12 @@ TEST(SettingsModes, ShellSetAppliesEverySetting) {
     ASSERT_EQ(r.exit_code, 0) << g << r.err << r.out;
     const auto line = r.out.substr(r.out.find("set:"));
     for (const auto& [name, v] : want.items()) {
-      EXPECT_NE(line.find(" " + name + "=" + v.dump()), std::string::npos) << "shell, group " << g << ": " << name << "\n"
-                                                                            << line;
+      EXPECT_NE(line.find(" " + name + "=" + v.dump()), std::string::npos)
+          << "shell, group " << g << ": " << name << "\n"
+          << line;
     }
-    EXPECT_NE(r.out.find(" MB/sec ("), std::string::npos) << "shell, group " << g << ": the test did not run\n" << r.out;
+    EXPECT_NE(r.out.find(" MB/sec ("), std::string::npos) << "shell, group " << g << ": the test did not run\n"
+                                                          << r.out;
   }
 }
 
@@ -212,18 +216,20 @@ TEST(SettingsModes, InapplicableSettingsAreRefusedByName) {
     EXPECT_EQ(rp.exit_code, 2) << st.name << rp.err;
     EXPECT_NE(rp.err.find(std::string("--") + st.name + ": not with a plan file"), std::string::npos) << rp.err;
     if (s.group != 'R') continue;
-    const std::string want = std::string("--") + st.name + ": RDMA (--transport rdma) only (this test's transport is tcp)";
+    const std::string want =
+        std::string("--") + st.name + ": RDMA (--transport rdma) only (this test's transport is tcp)";
     // run and pattern (both --local), a plan file, the shell.
-    for (const auto& mode : {std::vector<std::string>{"run", "--local", "2"},
-                             std::vector<std::string>{"run", "--local", "2", "--pattern", "pairs", "--pairs", "n2->n1"}}) {
+    for (const auto& mode :
+         {std::vector<std::string>{"run", "--local", "2"},
+          std::vector<std::string>{"run", "--local", "2", "--pattern", "pairs", "--pairs", "n2->n1"}}) {
       auto args = mode;
       args.insert(args.end(), given.begin(), given.end());
       const auto r = run_fabperf(args, 30s);
       EXPECT_EQ(r.exit_code, 2) << st.name << r.err;
       EXPECT_NE(r.err.find(want), std::string::npos) << st.name << ": " << r.err;
     }
-    const std::string bad = write_plan(std::string("settings-") + st.name + ".toml", a, b,
-                                       std::string(st.name) + " = " + s.toml + "\n");
+    const std::string bad =
+        write_plan(std::string("settings-") + st.name + ".toml", a, b, std::string(st.name) + " = " + s.toml + "\n");
     const auto rf = run_fabperf({"plan", "check", bad}, 30s);
     EXPECT_NE(rf.exit_code, 0) << st.name;
     EXPECT_NE(rf.err.find(want), std::string::npos) << st.name << ": " << rf.err;
@@ -233,7 +239,8 @@ TEST(SettingsModes, InapplicableSettingsAreRefusedByName) {
     EXPECT_NE((rs.out + rs.err).find(want), std::string::npos) << st.name << ": " << rs.out << rs.err;
   }
   // Options a pattern cannot carry.
-  for (const auto& opt : {std::vector<std::string>{"--bind-dev", "lo"}, std::vector<std::string>{"--per-link", "sequential"}}) {
+  for (const auto& opt :
+       {std::vector<std::string>{"--bind-dev", "lo"}, std::vector<std::string>{"--per-link", "sequential"}}) {
     std::vector<std::string> args = {"run", "--local", "2", "--pattern", "pairs", "--pairs", "n2->n1"};
     args.insert(args.end(), opt.begin(), opt.end());
     const auto r = run_fabperf(args, 30s);

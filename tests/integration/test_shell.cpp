@@ -1,11 +1,11 @@
 // The nsdperf-compatible shell through the real binary.
-#include "integration/harness.hpp"
 #include <fabperf/build_config.hpp>
+#include "integration/harness.hpp"
 
-#include <fstream>
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 
 using namespace fabperf::test;
@@ -27,15 +27,21 @@ TEST(Shell, ScriptRunsEveryTestKindWithNsdperfOutput) {
   AgentProcess s, c1, c2;
   const std::string in = script("all.nsd",
                                 "# a comment line\n"
-                                "server " + s.address() + "\n"
-                                "client " + c1.address() + " " + c2.address() + "  # trailing comment\n"
-                                "ttime 1; buffsize 256K; th 4 / par 1\n"
-                                "verify on\n"
-                                "test write read nwrite swrite sread rw\n"
-                                "status\n"
-                                "plot " + temp_path("plot.dat") + "\n"
-                                "quit\n"
-                                "test write\n");  // after quit: never runs
+                                "server " +
+                                    s.address() +
+                                    "\n"
+                                    "client " +
+                                    c1.address() + " " + c2.address() +
+                                    "  # trailing comment\n"
+                                    "ttime 1; buffsize 256K; th 4 / par 1\n"
+                                    "verify on\n"
+                                    "test write read nwrite swrite sread rw\n"
+                                    "status\n"
+                                    "plot " +
+                                    temp_path("plot.dat") +
+                                    "\n"
+                                    "quit\n"
+                                    "test write\n");  // after quit: never runs
   const auto r = run_fabperf({"shell", "-i", in}, 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("Test time set to 1 seconds"), std::string::npos) << r.out;
@@ -53,7 +59,8 @@ TEST(Shell, ScriptRunsEveryTestKindWithNsdperfOutput) {
   }
   EXPECT_EQ(results, 6) << r.out;
   // One "network delay times" block per client per test, in nsdperf's layout.
-  const std::regex delay(R"((\S+) network delay times \(average [\d.]+ msec, median [\d.]+ msec, std deviation [\d.]+ msec\)\n     msec  nevents\n(\s+\d+\s+\d+\n)+)");
+  const std::regex delay(
+      R"((\S+) network delay times \(average [\d.]+ msec, median [\d.]+ msec, std deviation [\d.]+ msec\)\n     msec  nevents\n(\s+\d+\s+\d+\n)+)");
   int blocks = 0;
   for (std::sregex_iterator it(r.out.begin(), r.out.end(), delay), end; it != end; ++it) ++blocks;
   EXPECT_EQ(blocks, 12) << r.out;
@@ -64,10 +71,13 @@ TEST(Shell, ScriptRunsEveryTestKindWithNsdperfOutput) {
 
 TEST(Shell, HistOnPrintsBlockTransmitTimes) {
   AgentProcess s, c;
-  const auto r = run_fabperf({"shell", "server", s.address(), ";", "client", c.address(), ";", "ttime", "1;", "hist", "on;",
-                              "test", "read"});
+  const auto r = run_fabperf(
+      {"shell", "server", s.address(), ";", "client", c.address(), ";", "ttime", "1;", "hist", "on;", "test", "read"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\S+ block transmit times \(average [\d.]+ msec, median [\d.]+ msec, std deviation [\d.]+ msec\)\n     msec  nevents\n)")))
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(
+          R"(\S+ block transmit times \(average [\d.]+ msec, median [\d.]+ msec, std deviation [\d.]+ msec\)\n     msec  nevents\n)")))
       << r.out;
   EXPECT_NE(r.out.find("block transmit times, fine buckets"), std::string::npos);
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n1-1 read \d+ MB/sec)")));
@@ -87,13 +97,15 @@ TEST(Shell, BadValuesAndAmbiguityAreOneLineErrors) {
     const char* cmd;
     const char* msg;
   };
-  for (const Case& c : {Case{"buffsize 1K", "Buffer size 1024 out of range"}, Case{"threads 0", "threads 0: out of range"},
-                        Case{"ttime x", "not a whole number"}, Case{"s 1", "Ambiguous command 's'"},
-                        Case{"hist maybe", "Usage: hist on|off"}, Case{"rdma all", "not available"},
-                        Case{"test", "Need at least one server and one client"}, Case{"test swim", "Unknown test 'swim'"},
-                        Case{"server no-such-host.invalid", "Cannot find address for host"},
-                        Case{"delete 127.0.0.1:9", "is not a node"}, Case{"source /nonexistent", "Cannot open /nonexistent"},
-                        Case{"plot /tmp/x", "No test has run yet"}, Case{"killall", "killall: no nodes defined"}, Case{"kill", "Usage: kill HOST..."}}) {
+  for (const Case& c :
+       {Case{"buffsize 1K", "Buffer size 1024 out of range"}, Case{"threads 0", "threads 0: out of range"},
+        Case{"ttime x", "not a whole number"}, Case{"s 1", "Ambiguous command 's'"},
+        Case{"hist maybe", "Usage: hist on|off"}, Case{"rdma all", "not available"},
+        Case{"test", "Need at least one server and one client"}, Case{"test swim", "Unknown test 'swim'"},
+        Case{"server no-such-host.invalid", "Cannot find address for host"},
+        Case{"delete 127.0.0.1:9", "is not a node"}, Case{"source /nonexistent", "Cannot open /nonexistent"},
+        Case{"plot /tmp/x", "No test has run yet"}, Case{"killall", "killall: no nodes defined"},
+        Case{"kill", "Usage: kill HOST..."}}) {
     const auto r = run_fabperf({"shell", c.cmd});
     EXPECT_EQ(r.exit_code, 2) << c.cmd;
     EXPECT_NE(r.err.find(c.msg), std::string::npos) << c.cmd << ": " << r.err;
@@ -102,8 +114,9 @@ TEST(Shell, BadValuesAndAmbiguityAreOneLineErrors) {
 }
 
 TEST(Shell, PromptContinuesAfterErrorsAndAbbreviationsWork) {
-  const std::string in = script("interactive.txt", "ttim 4\nnonsense\nbuf 64K\nrdma off\nusecm on\nsinl off\nmaxrdma 2\n"
-                                                   "debug 0\nversion\nhelp\nreset\nexit\n");
+  const std::string in = script("interactive.txt",
+                                "ttim 4\nnonsense\nbuf 64K\nrdma off\nusecm on\nsinl off\nmaxrdma 2\n"
+                                "debug 0\nversion\nhelp\nreset\nexit\n");
   // Not -i: commands arrive on stdin (as at the prompt), so an error does not stop the shell.
   const std::string out = temp_path("interactive.out"), err = temp_path("interactive.err");
   const std::string cmd = std::string(fabperf_bin()) + " shell < " + in + " > " + out + " 2> " + err;
@@ -116,7 +129,8 @@ TEST(Shell, PromptContinuesAfterErrorsAndAbbreviationsWork) {
   if (FABPERF_HAVE_RDMA) {
     EXPECT_NE(o.find("usecm on (used once rdma is on"), std::string::npos) << o;
   }
-  EXPECT_NE(o.find("sinline off: no effect: fabperf's RDMA requests and replies carry no payload"), std::string::npos) << o;
+  EXPECT_NE(o.find("sinline off: no effect: fabperf's RDMA requests and replies carry no payload"), std::string::npos)
+      << o;
   EXPECT_NE(o.find("maxrdma 2: no effect"), std::string::npos) << o;
   EXPECT_NE(o.find("fabperf "), std::string::npos);
   EXPECT_NE(o.find("Reset to defaults"), std::string::npos);

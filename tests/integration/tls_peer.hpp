@@ -37,7 +37,8 @@ class TlsPeer {
         break;
       }
       const int e = SSL_get_error(ssl_, r);
-      if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && std::chrono::steady_clock::now() < deadline) continue;
+      if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && std::chrono::steady_clock::now() < deadline)
+        continue;
       const unsigned long code = ERR_get_error();
       error = code ? tls::error_text(code) : "handshake failed (SSL error " + std::to_string(e) + ")";
       failure = code;
@@ -80,8 +81,8 @@ class TlsPeer {
     return true;
   }
 
-  std::string error;          // why the handshake failed
-  unsigned long failure{0};   // its OpenSSL error code
+  std::string error;         // why the handshake failed
+  unsigned long failure{0};  // its OpenSSL error code
 
  private:
   int fd_;

@@ -2,11 +2,11 @@
 // a root directory (links, bonds, RDMA devices). Each test gets its own, removed after it.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <string>
-#include <unistd.h>
 
 namespace fabperf::test {
 

@@ -1,6 +1,6 @@
+#include <gtest/gtest.h>
 #include <fabperf/agent_result.hpp>
 #include <fabperf/error.hpp>
-#include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,7 +10,9 @@ using nlohmann::json;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
 std::string error_of(const json& j) {
   try {
@@ -114,7 +116,9 @@ void expect_same(const AgentResult& a, const AgentResult& b) {
   EXPECT_EQ(a.warnings, b.warnings);
 }
 
-json good() { return json::parse(to_json(full_result()).dump()); }
+json good() {
+  return json::parse(to_json(full_result()).dump());
+}
 
 }  // namespace
 
@@ -231,7 +235,8 @@ TEST(AgentResultJson, RejectsOutOfRangeAndWrongTypes) {
       {json::json_pointer("/flows/0/tcp"), "none", "RESULT.flows[].tcp: not a JSON object"},
       {json::json_pointer("/flows/0/tcp/rtt_us"), 4294967296ull, "RESULT.flows[].tcp.rtt_us"},
       {json::json_pointer("/flows/0/error"), nullptr, "RESULT.flows[].error: expected a string"},
-      {json::json_pointer("/intervals/0"), json::array({1, 2}), "RESULT.intervals[]: expected [t_ns, tx_bytes, rx_bytes]"},
+      {json::json_pointer("/intervals/0"), json::array({1, 2}),
+       "RESULT.intervals[]: expected [t_ns, tx_bytes, rx_bytes]"},
       {json::json_pointer("/intervals/0"), json::array({1, -2, 3}), "RESULT.intervals[]"},
       {json::json_pointer("/intervals/0"), json::array({1.5, 2, 3}), "RESULT.intervals[]"},
       {json::json_pointer("/intervals/1"), json::object({{"t_ns", 1}}), "RESULT.intervals[]"},

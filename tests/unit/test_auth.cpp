@@ -3,12 +3,12 @@
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 
-#include <cstdlib>
 #include <fcntl.h>
-#include <fstream>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cstdlib>
+#include <fstream>
 
 using namespace fabperf;
 using nlohmann::json;
@@ -126,7 +126,8 @@ TEST(Frame, VersionMismatchNamesBothVersions) {
     (void)proto::decode_header(h);
     ADD_FAILURE();
   } catch (const ProtocolError& e) {
-    EXPECT_NE(std::string(e.what()).find("peer speaks version 1, this fabperf speaks 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("peer speaks version 1, this fabperf speaks 3"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -142,8 +143,9 @@ TEST(Messages, HelloRoundTripsAndRejectsWrongTypes) {
   EXPECT_NE(error_of(proto::encode_frame(proto::MsgType::hello, j)).find("HELLO.caps"), std::string::npos);
   j = proto::to_json(h);
   j["proto_min"] = "1";
-  EXPECT_NE(error_of(proto::encode_frame(proto::MsgType::hello, j)).find("HELLO.proto_min: expected a non-negative integer"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(proto::encode_frame(proto::MsgType::hello, j)).find("HELLO.proto_min: expected a non-negative integer"),
+      std::string::npos);
   j = proto::to_json(h);
   j["proto_max"] = 0;
   EXPECT_NE(error_of(proto::encode_frame(proto::MsgType::hello, j)).find("out of range"), std::string::npos);

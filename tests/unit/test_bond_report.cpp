@@ -97,7 +97,8 @@ TEST(BondReport, LacpEvenSplitAgreesWithTheHash) {
   ASSERT_EQ(r.flows.size(), 4u);
   EXPECT_EQ(r.flows[0].member, "m0");
   EXPECT_EQ(r.flows[2].member, "m1");
-  EXPECT_TRUE(has(r.notes, "4 flows -> 2/2 split over m0/m1 (predicted), 2.0 of 2 links used")) << ::testing::PrintToString(r.notes);
+  EXPECT_TRUE(has(r.notes, "4 flows -> 2/2 split over m0/m1 (predicted), 2.0 of 2 links used"))
+      << ::testing::PrintToString(r.notes);
   EXPECT_TRUE(findings.empty()) << ::testing::PrintToString(findings);
 }
 
@@ -121,14 +122,16 @@ TEST(BondReport, AlbOnePeerSaysWhy) {
   AgentResult a;
   a.window_s = 4;
   a.flows.push_back(flow(50000, 100'000'000));
-  a.links = {member("m0", {25'000'000, 25'000'000, 25'000'000, 25'000'000}, 2'000'000), member("m1", {1000, 1000, 1000, 1000}, 0)};
+  a.links = {member("m0", {25'000'000, 25'000'000, 25'000'000, 25'000'000}, 2'000'000),
+             member("m1", {1000, 1000, 1000, 1000}, 0)};
   BondResult b{bond("balance-alb", ""), bond("balance-alb", ""), {}};
   std::vector<std::string> findings;
   const BondReport r = bond_report(b, a, "n1", findings);
   EXPECT_EQ(r.peers, 1);
   EXPECT_TRUE(r.prediction.rfind("none: balance-alb does not pick members by hash", 0) == 0) << r.prediction;
-  EXPECT_TRUE(has(r.notes, "balance-alb sends to each peer address through one member at a time, and this test has 1 peer "
-                          "address(es)"))
+  EXPECT_TRUE(has(r.notes,
+                  "balance-alb sends to each peer address through one member at a time, and this test has 1 peer "
+                  "address(es)"))
       << ::testing::PrintToString(r.notes);
   EXPECT_TRUE(has(r.notes, "receive side on one member (m0 100%): balance-alb answers each peer's ARP"))
       << ::testing::PrintToString(r.notes);
@@ -147,8 +150,9 @@ TEST(BondReport, AlbOnePeerSplitIsTheRebalance) {
   BondResult b{info, info, {}};
   std::vector<std::string> findings;
   const BondReport r = bond_report(b, a, "n1", findings);
-  EXPECT_TRUE(has(r.notes, "re-places each peer address's transmit member by load every 10 s (tlb_dynamic_lb=1); "
-                           "with 1 peer address(es) the traffic moved"))
+  EXPECT_TRUE(has(r.notes,
+                  "re-places each peer address's transmit member by load every 10 s (tlb_dynamic_lb=1); "
+                  "with 1 peer address(es) the traffic moved"))
       << ::testing::PrintToString(r.notes);
   info.tlb_dynamic_lb = 0;  // hashed placement never moves: no such note
   BondResult b0{info, info, {}};
@@ -171,7 +175,8 @@ TEST(BondReport, MemberFailureIsReported) {
   EXPECT_EQ(r.members[1].state_close, "down");
   EXPECT_NEAR(r.members[1].first_tx_mb_per_s, 25, 1e-9);
   EXPECT_NEAR(r.members[1].last_tx_mb_per_s, 0, 1e-9);
-  EXPECT_TRUE(has(findings, "member m1 changed during the test: up -> down, 1 new link failure(s); its traffic went 25.0 -> 0.0"))
+  EXPECT_TRUE(has(findings,
+                  "member m1 changed during the test: up -> down, 1 new link failure(s); its traffic went 25.0 -> 0.0"))
       << ::testing::PrintToString(findings);
 }
 
@@ -185,7 +190,8 @@ TEST(BondReport, RenderedAndCompared) {
   Report rep;
   NodeReport n;
   n.name = "n1:6668";
-  n.bonds.push_back(bond_report(BondResult{bond("802.3ad", "layer3+4"), bond("802.3ad", "layer3+4"), {}}, a, n.name, findings));
+  n.bonds.push_back(
+      bond_report(BondResult{bond("802.3ad", "layer3+4"), bond("802.3ad", "layer3+4"), {}}, a, n.name, findings));
   rep.nodes.push_back(n);
   const std::string text = render_bonds_text(rep);
   EXPECT_NE(text.find("Bond bond0 on n1:6668: 802.3ad layer3+4"), std::string::npos) << text;
@@ -200,7 +206,8 @@ TEST(BondReport, RenderedAndCompared) {
   ASSERT_EQ(deltas.size(), 1u);
   EXPECT_EQ(deltas[0].before.mode, "802.3ad");
   EXPECT_EQ(deltas[0].after.mode, "balance-alb");
-  EXPECT_NE(deltas[0].verdict.find("before (802.3ad) moved 100% more through the bond"), std::string::npos) << deltas[0].verdict;
+  EXPECT_NE(deltas[0].verdict.find("before (802.3ad) moved 100% more through the bond"), std::string::npos)
+      << deltas[0].verdict;
   EXPECT_NE(deltas[0].verdict.find("before (802.3ad) spread it better"), std::string::npos) << deltas[0].verdict;
   EXPECT_NE(render_bond_deltas_text(deltas).find("50/50 % per member, 2.0 of 2 links used"), std::string::npos)
       << render_bond_deltas_text(deltas);

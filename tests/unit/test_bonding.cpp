@@ -3,13 +3,13 @@
 #include <fabperf/plan.hpp>
 #include <fabperf/report.hpp>
 
+#include <gtest/gtest.h>
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 using namespace fabperf;
 namespace fs = std::filesystem;
@@ -167,7 +167,7 @@ TEST(BondParseVm, Lacp8023adMemberDown) {
   EXPECT_EQ(m1.speed_mbps, 10000);  // veth keeps reporting its speed while down
   EXPECT_EQ(m1.link_failures, 1u);
   EXPECT_EQ(m1.aggregator_id, 1);
-  EXPECT_EQ(m1.actor_port_state, 15);   // no longer collecting/distributing
+  EXPECT_EQ(m1.actor_port_state, 15);  // no longer collecting/distributing
   EXPECT_EQ(m1.partner_port_state, 55);
   EXPECT_EQ(usable_members(b), (std::vector<std::string>{"m0"}));
   const auto c = bond_checks(b, 1);
@@ -293,9 +293,12 @@ NodeRecord bonded_node(std::uint32_t index, const std::string& name, const std::
 
 TEST(PreflightBonds, EveryAgentsFindingsNameNodeBondAndFix) {
   RunRecord rec;
-  rec.nodes.push_back(bonded_node(0, "198.18.10.1:6668", "vm-8023ad-member-down.txt", {"198.18.10.1:10000"}, "198.18.10.2:5001"));
-  rec.nodes.push_back(bonded_node(1, "198.18.10.2:6668", "vm-8023ad-layer34.txt", {"198.18.10.2:5001"}, "198.18.10.1:10000"));
-  rec.nodes.push_back(bonded_node(2, "198.18.10.3:6668", "8023ad_nopartner.txt", {"198.18.10.3:10000"}, "198.18.10.1:5001"));
+  rec.nodes.push_back(
+      bonded_node(0, "198.18.10.1:6668", "vm-8023ad-member-down.txt", {"198.18.10.1:10000"}, "198.18.10.2:5001"));
+  rec.nodes.push_back(
+      bonded_node(1, "198.18.10.2:6668", "vm-8023ad-layer34.txt", {"198.18.10.2:5001"}, "198.18.10.1:10000"));
+  rec.nodes.push_back(
+      bonded_node(2, "198.18.10.3:6668", "8023ad_nopartner.txt", {"198.18.10.3:10000"}, "198.18.10.1:5001"));
   const std::map<std::string, std::string> names{{"198.18.10.1:6668", "n1"}, {"198.18.10.3:6668", "n3"}};
   const auto f = plan::preflight_bond_findings(rec, names);
   ASSERT_EQ(f.size(), 3u) << plan::render_findings(f);
@@ -334,7 +337,8 @@ TEST(BondAlbReceive, SaysWhichMemberEachAddressReaches) {
   // Server: balance-alb with two addresses in use; client: its ARP table for them.
   auto run_with = [](const std::string& mac10, const std::string& mac11) {
     RunRecord rec;
-    rec.nodes.push_back(bonded_node(0, "srv:1", "vm-balance-alb.txt", {"198.18.10.2:5001", "198.18.11.2:5001"}, "198.18.10.1:1"));
+    rec.nodes.push_back(
+        bonded_node(0, "srv:1", "vm-balance-alb.txt", {"198.18.10.2:5001", "198.18.11.2:5001"}, "198.18.10.1:1"));
     auto c = bonded_node(1, "cli:1", "vm-balance-alb.txt", {"198.18.10.1:10000"}, "198.18.10.2:5001");
     c.result->bonds[0].neighbors = {{"198.18.10.2", mac10}, {"198.18.11.2", mac11}};
     rec.nodes.push_back(c);
@@ -423,7 +427,8 @@ TEST(BondHash, Layer34KnownVectors) {
   // The dropped low bit: ports 40000 and 40001 land together, 40002/40003 on the other member.
   const int expect[] = {0, 0, 1, 1, 0, 0, 1, 1, 0, 0};
   for (int i = 0; i < 10; ++i) {
-    EXPECT_EQ(predict_member(HashPolicy::layer34, flow("198.18.0.1", "198.18.0.2", static_cast<std::uint16_t>(40000 + i), 5001), 2),
+    EXPECT_EQ(predict_member(HashPolicy::layer34,
+                             flow("198.18.0.1", "198.18.0.2", static_cast<std::uint16_t>(40000 + i), 5001), 2),
               expect[i])
         << 40000 + i;
   }

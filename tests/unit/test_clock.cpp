@@ -1,5 +1,5 @@
-#include <fabperf/clock.hpp>
 #include <gtest/gtest.h>
+#include <fabperf/clock.hpp>
 
 #include <cstdint>
 #include <vector>

@@ -14,17 +14,23 @@ json result(const std::vector<std::pair<std::string, double>>& links, std::int64
   double total = 0;
   for (const auto& [name, mb] : links) {
     json iv = json::array();
-    for (int i = 0; i < 8; ++i) iv.push_back({{"t_s", i + 1}, {"tx_mb_per_s", mb * (i % 2 ? 1.005 : 0.995)}, {"rx_mb_per_s", 0}});
-    node_links.push_back({{"link", name}, {"kind", "veth"}, {"speed_mbps", speed}, {"payload_tx_mb_per_s", mb},
-                          {"payload_rx_mb_per_s", 0.0}, {"intervals", iv}});
+    for (int i = 0; i < 8; ++i)
+      iv.push_back({{"t_s", i + 1}, {"tx_mb_per_s", mb * (i % 2 ? 1.005 : 0.995)}, {"rx_mb_per_s", 0}});
+    node_links.push_back({{"link", name},
+                          {"kind", "veth"},
+                          {"speed_mbps", speed},
+                          {"payload_tx_mb_per_s", mb},
+                          {"payload_rx_mb_per_s", 0.0},
+                          {"intervals", iv}});
     total += mb;
   }
   return {{"schema", "fabperf.result"},
           {"schema_version", version},
           {"settings", {{"test", "write"}, {"mode", "stream"}}},
           {"aggregate", {{"mb_per_s", total}}},
-          {"nodes", {{{"index", 0}, {"node", "h2:6668"}, {"tx_mb_per_s", 0.0}, {"rx_mb_per_s", total}, {"links", json::array()}},
-                     {{"index", 1}, {"node", "h1:6668"}, {"tx_mb_per_s", total}, {"rx_mb_per_s", 0.0}, {"links", node_links}}}},
+          {"nodes",
+           {{{"index", 0}, {"node", "h2:6668"}, {"tx_mb_per_s", 0.0}, {"rx_mb_per_s", total}, {"links", json::array()}},
+            {{"index", 1}, {"node", "h1:6668"}, {"tx_mb_per_s", total}, {"rx_mb_per_s", 0.0}, {"links", node_links}}}},
           {"pairs", {{{"client", 1}, {"server", 0}, {"mb_per_s", total}}}}};
 }
 }  // namespace
@@ -48,8 +54,8 @@ TEST(Compare, SpeedChangePredictsGainAndEveryLinkMeetsIt) {
 TEST(Compare, OneLinkLeftBehindIsNamedAndFails) {
   CompareOptions o;
   o.expect_gain_pct = 40;
-  const auto c = compare_results(result({{"eth0", 49}, {"eth1", 49}}, 10000), result({{"eth0", 68.6}, {"eth1", 49.2}}, 10000),
-                                 "b", "a", o);
+  const auto c = compare_results(result({{"eth0", 49}, {"eth1", 49}}, 10000),
+                                 result({{"eth0", 68.6}, {"eth1", 49.2}}, 10000), "b", "a", o);
   ASSERT_EQ(c.links.size(), 2u);
   EXPECT_EQ(c.links[0].verdict, LinkVerdict::as_expected);
   EXPECT_EQ(c.links[1].link, "eth1");
@@ -62,8 +68,8 @@ TEST(Compare, OneLinkLeftBehindIsNamedAndFails) {
 }
 
 TEST(Compare, RegressionAndShortfallVerdicts) {
-  const auto c = compare_results(result({{"eth0", 100}, {"eth1", 100}}, 40000), result({{"eth0", 80}, {"eth1", 115}}, 56000), "b",
-                                 "a", {});
+  const auto c = compare_results(result({{"eth0", 100}, {"eth1", 100}}, 40000),
+                                 result({{"eth0", 80}, {"eth1", 115}}, 56000), "b", "a", {});
   EXPECT_EQ(c.links[0].verdict, LinkVerdict::regressed);
   EXPECT_TRUE(c.links[0].fails);
   EXPECT_EQ(c.links[1].verdict, LinkVerdict::less_than_expected);

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
 
 using namespace fabperf;
 using nlohmann::json;
@@ -19,13 +19,17 @@ json result(double agg, double eth0, double eth1, double m0 = 10, double m1 = 10
           {"schema_version", kResultSchemaVersion},
           {"settings", {{"test", "write"}, {"mode", "stream"}}},
           {"aggregate", {{"mb_per_s", agg}}},
-          {"nodes", json::array({{{"node", "n1"},
-                                  {"links", json::array({{{"link", "eth0"}, {"kind", "ether"}, {"payload_tx_mb_per_s", eth0}},
-                                                         {{"link", "eth1"}, {"kind", "ether"}, {"payload_tx_mb_per_s", eth1}},
-                                                         {{"link", "lo"}, {"kind", "loopback"}, {"payload_tx_mb_per_s", 1.0}}})},
-                                  {"bonds", json::array({{{"bond", "bond0"},
-                                                          {"members", json::array({{{"member", "eth0"}, {"tx_mb_per_s", m0}, {"rx_mb_per_s", 0}},
-                                                                                   {{"member", "eth1"}, {"tx_mb_per_s", m1}, {"rx_mb_per_s", 0}}})}}})}}})},
+          {"nodes",
+           json::array(
+               {{{"node", "n1"},
+                 {"links", json::array({{{"link", "eth0"}, {"kind", "ether"}, {"payload_tx_mb_per_s", eth0}},
+                                        {{"link", "eth1"}, {"kind", "ether"}, {"payload_tx_mb_per_s", eth1}},
+                                        {{"link", "lo"}, {"kind", "loopback"}, {"payload_tx_mb_per_s", 1.0}}})},
+                 {"bonds",
+                  json::array({{{"bond", "bond0"},
+                                {"members",
+                                 json::array({{{"member", "eth0"}, {"tx_mb_per_s", m0}, {"rx_mb_per_s", 0}},
+                                              {{"member", "eth1"}, {"tx_mb_per_s", m1}, {"rx_mb_per_s", 0}}})}}})}}})},
           {"pairs", json::array()}};
 }
 
@@ -140,12 +144,14 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   // An A/B plan's results: A and B sets named by the plan, nodes renamed to plan host names,
   // the last record of a step id counts, steps not done are left out.
   json plan = {{"type", "plan"},
-               {"plan", {{"hosts", json::array({{{"name", "h1"}, {"address", "10.0.0.1:6668"}}})},
-                         {"ab", {{"a_name", "balance-alb"}, {"b_name", "802.3ad"}}}}}};
+               {"plan",
+                {{"hosts", json::array({{{"name", "h1"}, {"address", "10.0.0.1:6668"}}})},
+                 {"ab", {{"a_name", "balance-alb"}, {"b_name", "802.3ad"}}}}}};
   auto step = [](const std::string& id, const std::string& config, int trial, double mb, const std::string& status) {
     json r = result(mb, 10, 10);
     r["nodes"][0]["node"] = "10.0.0.1:6668";
-    return json{{"type", "step"}, {"id", id}, {"base_id", "bond/0"}, {"config", config}, {"trial", trial}, {"status", status}, {"result", r}};
+    return json{{"type", "step"}, {"id", id},         {"base_id", "bond/0"}, {"config", config},
+                {"trial", trial}, {"status", status}, {"result", r}};
   };
   std::string ab = plan.dump() + "\n";
   ab += step("bond/0@A1", "A", 1, 50, "failed").dump() + "\n";

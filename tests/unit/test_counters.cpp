@@ -199,7 +199,8 @@ TEST(CounterDictionary, RdmaPorts) {
   // The rest of rxe's listing (drivers/infiniband/sw/rxe/rxe_hw_counters.c, as a 6.1 guest lists
   // it): traffic is never a symptom, RNR and send errors are errors, and ack_deferred (the
   // completer rescheduled its work) is reported raw.
-  for (const char* n : {"hw_counters/sent_pkts", "hw_counters/rcvd_pkts", "hw_counters/rdma_sends", "hw_counters/rdma_recvs"}) {
+  for (const char* n :
+       {"hw_counters/sent_pkts", "hw_counters/rcvd_pkts", "hw_counters/rdma_sends", "hw_counters/rdma_recvs"}) {
     EXPECT_EQ(classify_counter(n).category, Cat::traffic) << n;
   }
   for (const char* n : {"hw_counters/rcvd_rnr_err", "hw_counters/send_rnr_err", "hw_counters/retry_rnr_exceeded_err",
@@ -408,12 +409,21 @@ TEST(Diagnosis, ResultWireEncodingKeepsEverySample) {
 
 TEST(Diagnosis, CounterKpisReadTheNodeSums) {
   using namespace fabperf::plan;
-  nlohmann::json node = {{"index", 0}, {"node", "h:1"}, {"role", "client"}, {"tx_mb_per_s", 10.0},
-                         {"counters", {{"categories", {{"pause", 12}, {"discard", 0}, {"fec_uncorrected", 0}, {"ecn", 3}}},
-                                       {"movers", nlohmann::json::array({{{"category", "pause"}, {"total", 12},
-                                                                          {"top", nlohmann::json::array({{{"source", "eth0"}, {"name", "rx_prio3_pause"}, {"delta", 12}}})}}})}}}};
+  nlohmann::json node = {
+      {"index", 0},
+      {"node", "h:1"},
+      {"role", "client"},
+      {"tx_mb_per_s", 10.0},
+      {"counters",
+       {{"categories", {{"pause", 12}, {"discard", 0}, {"fec_uncorrected", 0}, {"ecn", 3}}},
+        {"movers",
+         nlohmann::json::array(
+             {{{"category", "pause"},
+               {"total", 12},
+               {"top", nlohmann::json::array({{{"source", "eth0"}, {"name", "rx_prio3_pause"}, {"delta", 12}}})}}})}}}};
   nlohmann::json old = {{"index", 1}, {"node", "h:2"}, {"role", "server"}};
-  StepOutcome s{"t/0", "t", {{"settings", {{"test", "write"}}}, {"nodes", {node, old}}, {"pairs", nlohmann::json::array()}}};
+  StepOutcome s{
+      "t/0", "t", {{"settings", {{"test", "write"}}}, {"nodes", {node, old}}, {"pairs", nlohmann::json::array()}}};
   KpiSet k;
   set_kpi(k, "max-pause-frames", 0);
   set_kpi(k, "max-discards", 0);
@@ -425,7 +435,8 @@ TEST(Diagnosis, CounterKpisReadTheNodeSums) {
   ASSERT_TRUE(by.count("max-pause-frames a"));
   EXPECT_FALSE(by["max-pause-frames a"]->pass);
   EXPECT_EQ(*by["max-pause-frames a"]->value, 12.0);
-  EXPECT_NE(by["max-pause-frames a"]->detail.find("eth0 rx_prio3_pause +12"), std::string::npos) << by["max-pause-frames a"]->detail;
+  EXPECT_NE(by["max-pause-frames a"]->detail.find("eth0 rx_prio3_pause +12"), std::string::npos)
+      << by["max-pause-frames a"]->detail;
   EXPECT_TRUE(by["max-discards a"]->pass);
   EXPECT_TRUE(by["max-ecn-marks a"]->pass);
   EXPECT_TRUE(by["max-fec-uncorrected a"]->pass);

@@ -163,6 +163,7 @@ TEST(DataHello, ProofIsHmacSha256OverTheLabelAndTheBinding) {
   const auto ns = nonce_of(9);
   const auto b = dh::binding("test-1", h, ns);
   const std::string label("fabperf-data-server-proof-v4\0", 29);
-  const auto want = auth::hmac_sha256(key, {std::span(reinterpret_cast<const std::uint8_t*>(label.data()), label.size()), b});
+  const auto want =
+      auth::hmac_sha256(key, {std::span(reinterpret_cast<const std::uint8_t*>(label.data()), label.size()), b});
   EXPECT_EQ(dh::server_proof(key, "test-1", h, ns), want);
 }

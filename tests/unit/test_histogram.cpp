@@ -1,6 +1,6 @@
+#include <gtest/gtest.h>
 #include <fabperf/error.hpp>
 #include <fabperf/histogram.hpp>
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -301,7 +301,9 @@ TEST(HistogramJson, EmptyRoundTripKeepsMergeNeutral) {
 }
 
 namespace {
-json good_json() { return json::parse(to_json(histogram_of({1000, 1000, 50})).dump()); }
+json good_json() {
+  return json::parse(to_json(histogram_of({1000, 1000, 50})).dump());
+}
 }  // namespace
 
 TEST(HistogramJson, RejectsBadTypes) {
@@ -338,9 +340,8 @@ TEST(HistogramJson, RejectsBadTypes) {
 }
 
 TEST(HistogramJson, RejectsBadBucketEntries) {
-  for (const json& bad : {json(5), json::array({1}), json::array({1, 2, 3}), json::array({-1, 3}),
-                          json::array({1, -3}), json::array({1.0, 3}), json::array({"1", 3}),
-                          json::object({{"i", 1}, {"c", 3}})}) {
+  for (const json& bad : {json(5), json::array({1}), json::array({1, 2, 3}), json::array({-1, 3}), json::array({1, -3}),
+                          json::array({1.0, 3}), json::array({"1", 3}), json::object({{"i", 1}, {"c", 3}})}) {
     json j = good_json();
     j["count"] = 3u;
     j["buckets"] = json::array({bad});

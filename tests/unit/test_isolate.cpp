@@ -86,7 +86,8 @@ TEST(Isolate, HalvingFindsOneBadNodeWithinTheBound) {
         // The bad node is found by the bound; suspects deferred past it may add rounds.
         std::size_t found_at = 0;
         for (std::size_t i = 0; i < iso.trace().size(); ++i) {
-          if (iso.trace()[i].find("SLOW") != std::string::npos && iso.trace()[i].find("confirm") != std::string::npos) found_at = i + 1;
+          if (iso.trace()[i].find("SLOW") != std::string::npos && iso.trace()[i].find("confirm") != std::string::npos)
+            found_at = i + 1;
         }
         EXPECT_GT(found_at, 0u);
         EXPECT_LE(found_at, isolation_round_bound(s) + 1) << n << " " << s << " " << which;  // +1: a "back to" line
@@ -115,7 +116,9 @@ TEST(Isolate, SuspectsFromAnAllToAllStep) {
   json nodes = json::array();
   for (int i = 0; i < 5; ++i) {
     const double v = i == 3 ? 33 : 100 + i;
-    nodes.push_back({{"node", "10.0.0." + std::to_string(i + 1) + ":6668"}, {"role", "server+client"}, {"tx_mb_per_s", v},
+    nodes.push_back({{"node", "10.0.0." + std::to_string(i + 1) + ":6668"},
+                     {"role", "server+client"},
+                     {"tx_mb_per_s", v},
                      {"rx_mb_per_s", v}});
   }
   std::map<std::string, std::uint32_t> idx;

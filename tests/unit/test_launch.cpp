@@ -2,8 +2,8 @@
 // scontrol and srun --label parsing.
 #include <fabperf/launch.hpp>
 
-#include <algorithm>
 #include <gtest/gtest.h>
+#include <algorithm>
 
 using namespace fabperf::launch;
 

@@ -2,9 +2,9 @@
 
 #include "unit/fake_tree.hpp"
 
+#include <gtest/gtest.h>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 using namespace fabperf;
@@ -23,7 +23,8 @@ class FakeSys : public test::FakeTree {
     put(b + "address", "02:00:00:00:00:01");
     put(b + "duplex", "full");
     put(b + "type", "1");
-    for (const char* c : {"tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "tx_errors", "rx_errors", "tx_dropped", "rx_dropped"}) {
+    for (const char* c :
+         {"tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "tx_errors", "rx_errors", "tx_dropped", "rx_dropped"}) {
       put(b + "statistics/" + c, "0");
     }
   }

@@ -9,13 +9,13 @@
 
 #include "common/sanitizers.hpp"
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <unistd.h>
 
 using namespace fabperf;
 using namespace fabperf::monitor;
@@ -25,7 +25,8 @@ namespace {
 
 std::string hosts_toml(int n) {
   std::string s;
-  for (int i = 1; i <= n; ++i) s += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"198.18.0." + std::to_string(i) + "\"\n";
+  for (int i = 1; i <= n; ++i)
+    s += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"198.18.0." + std::to_string(i) + "\"\n";
   return s;
 }
 
@@ -92,33 +93,47 @@ buffsize = "8K"
 
 TEST(MonitorConfig, DefaultLinkNames) {
   EXPECT_EQ(config(2).link_names, (std::vector<std::string>{"default"}));
-  const auto c = parse_config(kMon + "[[hosts]]\nname=\"a\"\naddress=\"x@1.1.1.1+2.2.2.2\"\n[[hosts]]\nname=\"b\"\naddress=\"y@1.1.1.2+2.2.2.3\"\n", "m.toml");
+  const auto c = parse_config(kMon +
+                                  "[[hosts]]\nname=\"a\"\naddress=\"x@1.1.1.1+2.2.2.2\"\n[[hosts]]\nname="
+                                  "\"b\"\naddress=\"y@1.1.1.2+2.2.2.3\"\n",
+                              "m.toml");
   EXPECT_EQ(c.link_names, (std::vector<std::string>{"link0", "link1"}));
 }
 
 TEST(MonitorConfig, OneLineErrorsNameTheField) {
   EXPECT_EQ(error_of(kMon + "colour = 1\n" + hosts_toml(2)),
-            "m.toml:3: field 'colour': unknown field of [monitor] (listen, listen-public, state-dir, max-duty, latency-interval, "
+            "m.toml:3: field 'colour': unknown field of [monitor] (listen, listen-public, state-dir, max-duty, "
+            "latency-interval, "
             "drift-percent, baseline-probes, acceptance, link-names, max-backoff, connect-timeout)");
   EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nthreadz = 2\n"),
-            "m.toml:10: field 'threadz': unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads, mode)");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nthreads = 0\n"), "m.toml:10: field 'threads': value 0: out of range (1..4096)");
-  EXPECT_EQ(error_of(kMon + "listen = \"0.0.0.0:9668\"\n" + hosts_toml(2)),
-            "m.toml:3: field 'listen': 0.0.0.0 is not a loopback address: metrics would be readable from the network; set "
-            "listen-public = true to allow it");
+            "m.toml:10: field 'threadz': unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, "
+            "threads, mode)");
+  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nthreads = 0\n"),
+            "m.toml:10: field 'threads': value 0: out of range (1..4096)");
+  EXPECT_EQ(
+      error_of(kMon + "listen = \"0.0.0.0:9668\"\n" + hosts_toml(2)),
+      "m.toml:3: field 'listen': 0.0.0.0 is not a loopback address: metrics would be readable from the network; set "
+      "listen-public = true to allow it");
   EXPECT_EQ(error_of(kMon + "listen = \"0.0.0.0:9668\"\nlisten-public = true\n" + hosts_toml(2)), "(no error)");
-  EXPECT_EQ(error_of(kMon + "max-duty = \"150%\"\n" + hosts_toml(2)), "m.toml:3: field 'max-duty': 150% is out of range (above 0, at most 100)");
-  EXPECT_EQ(error_of(kMon + "max-duty = \"lots\"\n" + hosts_toml(2)), "m.toml:3: field 'max-duty': 'lots': expected a percentage such as \"1%\"");
-  EXPECT_EQ(error_of(kMon + "drift-percent = 0\n" + hosts_toml(2)), "m.toml:3: field 'drift-percent': 0 is out of range (above 0, below 100)");
+  EXPECT_EQ(error_of(kMon + "max-duty = \"150%\"\n" + hosts_toml(2)),
+            "m.toml:3: field 'max-duty': 150% is out of range (above 0, at most 100)");
+  EXPECT_EQ(error_of(kMon + "max-duty = \"lots\"\n" + hosts_toml(2)),
+            "m.toml:3: field 'max-duty': 'lots': expected a percentage such as \"1%\"");
+  EXPECT_EQ(error_of(kMon + "drift-percent = 0\n" + hosts_toml(2)),
+            "m.toml:3: field 'drift-percent': 0 is out of range (above 0, below 100)");
   EXPECT_EQ(error_of(kMon + "link-names = [\"a\", \"b\"]\n" + hosts_toml(2)),
             "m.toml:3: field 'link-names': 2 names for 1 link plane(s): give one per link address of a host");
-  EXPECT_EQ(error_of("[monitor]\nlisten = \"127.0.0.1:1\"\n" + hosts_toml(2)), "m.toml:1: field 'state-dir': missing: the folder that keeps the baselines across restarts");
+  EXPECT_EQ(error_of("[monitor]\nlisten = \"127.0.0.1:1\"\n" + hosts_toml(2)),
+            "m.toml:1: field 'state-dir': missing: the folder that keeps the baselines across restarts");
   EXPECT_EQ(error_of(kMon + hosts_toml(1)), "m.toml:3: field 'hosts': expected two or more [[hosts]] tables");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[latency]\ntransport = \"rdma\"\n"),
-            "m.toml:9: field 'transport': the [latency] and [probe] transports differ: the `transport` label would mix them");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nqdepth = 4\n"), "m.toml:9: --qdepth: RDMA (--transport rdma) only (this test's transport is tcp)");
+  EXPECT_EQ(
+      error_of(kMon + hosts_toml(2) + "[latency]\ntransport = \"rdma\"\n"),
+      "m.toml:9: field 'transport': the [latency] and [probe] transports differ: the `transport` label would mix them");
+  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nqdepth = 4\n"),
+            "m.toml:9: --qdepth: RDMA (--transport rdma) only (this test's transport is tcp)");
   EXPECT_EQ(error_of("[monitor\n"), "m.toml:1:9: Error while parsing table header: expected ']', saw '\\n'");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[extra]\n"), "m.toml:9: field 'extra': unknown top-level field (monitor, hosts, probe, latency)");
+  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[extra]\n"),
+            "m.toml:9: field 'extra': unknown top-level field (monitor, hosts, probe, latency)");
 }
 
 TEST(MonitorSchedule, RotationCoversEveryOrderedPairOnEveryLinkOnce) {
@@ -267,7 +282,8 @@ TEST(MonitorState, BaselineFromFirstProbesThenDriftRaisesAndClears) {
   EXPECT_FALSE(st.pair(0, 1, 0).drift_alert);
   auto l2 = st.apply(bw(0, 1, 55e6), changed);
   ASSERT_EQ(l2.size(), 1u);
-  EXPECT_EQ(l2[0], "drift: h1->h2 default tcp at 55.000 MB/s is 50.0% below its baseline 110.000 MB/s (alert above 20%)");
+  EXPECT_EQ(l2[0],
+            "drift: h1->h2 default tcp at 55.000 MB/s is 50.0% below its baseline 110.000 MB/s (alert above 20%)");
   EXPECT_TRUE(st.pair(0, 1, 0).drift_alert);
   EXPECT_EQ(st.active_alerts(), 1u);
   EXPECT_TRUE(st.apply(bw(0, 1, 50e6), changed).empty());  // still raised: no second line
@@ -285,13 +301,15 @@ TEST(MonitorState, FailuresAreCountedAndKeepTheLastValues) {
   MonitorState st(cfg);
   bool changed = false;
   (void)st.apply(bw(0, 1, 100e6, 50), changed);
-  (void)st.apply(failed_job(cfg, {ProbeKind::bandwidth, 0, {{0, 1}}}, "connect 198.18.0.2:6668: Connection refused", 60), changed);
+  (void)st.apply(
+      failed_job(cfg, {ProbeKind::bandwidth, 0, {{0, 1}}}, "connect 198.18.0.2:6668: Connection refused", 60), changed);
   const auto& p = st.pair(0, 1, 0);
   EXPECT_EQ(p.probes_total[0], 2u);
   EXPECT_EQ(p.failures_total[0], 1u);
   EXPECT_DOUBLE_EQ(*p.last_probe_s[0], 50);
   EXPECT_DOUBLE_EQ(*p.bytes_per_s, 100e6);
-  const auto f = failed_job(cfg, {ProbeKind::bandwidth, 0, {{0, 1}}}, "connect 198.18.0.2:6668: Connection refused", 60);
+  const auto f =
+      failed_job(cfg, {ProbeKind::bandwidth, 0, {{0, 1}}}, "connect 198.18.0.2:6668: Connection refused", 60);
   EXPECT_EQ(f.unreachable, (std::vector<std::uint32_t>{1}));
 }
 
@@ -314,27 +332,29 @@ TEST(MonitorMetrics, ExpositionHasHelpTypeBaseUnitsAndLabels) {
   st.set_agent_up(1, false);
   const std::string m = render_metrics(st);
   const std::string pl = R"({client="h1",server="h2",link="default",transport="tcp",direction="client-to-server"})";
-  for (const std::string& line : std::vector<std::string>{
-           "# HELP fabperf_throughput_bytes_per_second Payload throughput of the last bandwidth probe of the pair on the link.",
-           "# TYPE fabperf_throughput_bytes_per_second gauge",
-           "fabperf_throughput_bytes_per_second" + pl + " 123500000",
-           "fabperf_baseline_bytes_per_second" + pl + " 123500000",
-           "fabperf_drift_alert" + pl + " 0",
-           "fabperf_latency_under_load_p99_seconds" + pl + " 0.0009",
-           "# TYPE fabperf_retransmits_total counter",
-           "fabperf_retransmits_total" + pl + " 2",
-           R"(fabperf_probes_total{client="h1",server="h2",link="default",transport="tcp",kind="bandwidth"} 1)",
-           R"(fabperf_probes_total{client="h2",server="h1",link="default",transport="tcp",kind="latency"} 1)",
-           R"(fabperf_probe_failures_total{client="h2",server="h1",link="default",transport="tcp",kind="bandwidth"} 0)",
-           R"(fabperf_last_probe_timestamp_seconds{client="h1",server="h2",link="default",transport="tcp",kind="bandwidth"} 1700000000)",
-           R"(fabperf_latency_p50_seconds{client="h2",server="h1",link="default",transport="tcp"} 5e-05)",
-           R"(fabperf_link_speed_bytes_per_second{host="h1",link="default",interface="eth0"} 50000000)",
-           R"(fabperf_link_mtu_bytes{host="h2",link="default",interface="eth0"} 9000)",
-           R"(fabperf_nic_errors_total{host="h1",link="default",interface="eth0"} 1)",
-           R"(fabperf_bond_member_share_ratio{host="h2",link="default",bond="eth0",member="ens1",direction="rx"} 0.75)",
-           R"(fabperf_agent_up{host="h2"} 0)",
-           "fabperf_monitor_rotations_total 0",
-       }) {
+  for (
+      const std::string& line : std::vector<std::string>{
+          "# HELP fabperf_throughput_bytes_per_second Payload throughput of the last bandwidth probe of the pair on "
+          "the link.",
+          "# TYPE fabperf_throughput_bytes_per_second gauge",
+          "fabperf_throughput_bytes_per_second" + pl + " 123500000",
+          "fabperf_baseline_bytes_per_second" + pl + " 123500000",
+          "fabperf_drift_alert" + pl + " 0",
+          "fabperf_latency_under_load_p99_seconds" + pl + " 0.0009",
+          "# TYPE fabperf_retransmits_total counter",
+          "fabperf_retransmits_total" + pl + " 2",
+          R"(fabperf_probes_total{client="h1",server="h2",link="default",transport="tcp",kind="bandwidth"} 1)",
+          R"(fabperf_probes_total{client="h2",server="h1",link="default",transport="tcp",kind="latency"} 1)",
+          R"(fabperf_probe_failures_total{client="h2",server="h1",link="default",transport="tcp",kind="bandwidth"} 0)",
+          R"(fabperf_last_probe_timestamp_seconds{client="h1",server="h2",link="default",transport="tcp",kind="bandwidth"} 1700000000)",
+          R"(fabperf_latency_p50_seconds{client="h2",server="h1",link="default",transport="tcp"} 5e-05)",
+          R"(fabperf_link_speed_bytes_per_second{host="h1",link="default",interface="eth0"} 50000000)",
+          R"(fabperf_link_mtu_bytes{host="h2",link="default",interface="eth0"} 9000)",
+          R"(fabperf_nic_errors_total{host="h1",link="default",interface="eth0"} 1)",
+          R"(fabperf_bond_member_share_ratio{host="h2",link="default",bond="eth0",member="ens1",direction="rx"} 0.75)",
+          R"(fabperf_agent_up{host="h2"} 0)",
+          "fabperf_monitor_rotations_total 0",
+      }) {
     EXPECT_NE(m.find(line + "\n"), std::string::npos) << line << "\n--- in ---\n" << m;
   }
   // No throughput for a pair never probed, and every family's TYPE exactly once.
@@ -356,7 +376,9 @@ TEST(MonitorMetrics, LabelValuesAreEscaped) {
 TEST(MonitorMetrics, SeriesBound) {
   // 64 hosts, 2 link planes, bonds of 2 members: the number docs/monitor.md states.
   std::string t = kMon + "link-names = [\"a\", \"b\"]\n";
-  for (int i = 1; i <= 64; ++i) t += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"n" + std::to_string(i) + "@10.0.0." + std::to_string(i) + "+10.1.0." + std::to_string(i) + "\"\n";
+  for (int i = 1; i <= 64; ++i)
+    t += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"n" + std::to_string(i) + "@10.0.0." +
+         std::to_string(i) + "+10.1.0." + std::to_string(i) + "\"\n";
   EXPECT_EQ(max_series(parse_config(t, "m.toml"), 2), 113857u);
 }
 
@@ -401,10 +423,14 @@ TEST(MonitorStateFile, BaselinesRoundTripAndBadFilesAreNamed) {
     }
     return std::string("(no error)");
   };
-  EXPECT_EQ(err(json::array()), "state file /var/lib/x/baselines.json: not a fabperf.monitor-baselines file (move it away, or start with --reset-baselines to measure new baselines)");
+  EXPECT_EQ(err(json::array()),
+            "state file /var/lib/x/baselines.json: not a fabperf.monitor-baselines file (move it away, or start with "
+            "--reset-baselines to measure new baselines)");
   json v2 = j;
   v2["version"] = 2;
-  EXPECT_EQ(err(v2), "state file /var/lib/x/baselines.json: unknown version (this fabperf reads version 1) (move it away, or start with --reset-baselines to measure new baselines)");
+  EXPECT_EQ(err(v2),
+            "state file /var/lib/x/baselines.json: unknown version (this fabperf reads version 1) (move it away, or "
+            "start with --reset-baselines to measure new baselines)");
   json broken = j;
   broken["baselines"][0].erase("client");
   EXPECT_NE(err(broken).find("state file /var/lib/x/baselines.json: a baseline entry is malformed"), std::string::npos);
@@ -427,10 +453,12 @@ TEST(MonitorStateFile, AtomicWriteReplacesAndLeavesNoTemporary) {
 TEST(MonitorAcceptance, SeedsBaselinesFromARunResult) {
   const auto cfg = config(3, "", "[probe]\ntime = 2\nthreads = 4\n");
   json settings = to_json(cfg.probe);
-  json result = {{"schema", "fabperf.result"},
-                 {"settings", settings},
-                 {"nodes", {{{"index", 0}, {"node", "198.18.0.1:6668"}}, {{"index", 1}, {"node", "198.18.0.2:6668"}}}},
-                 {"pairs", {{{"client", 0}, {"server", 1}, {"mb_per_s", 48.5}}, {{"client", 1}, {"server", 0}, {"mb_per_s", 47.0}}}}};
+  json result = {
+      {"schema", "fabperf.result"},
+      {"settings", settings},
+      {"nodes", {{{"index", 0}, {"node", "198.18.0.1:6668"}}, {{"index", 1}, {"node", "198.18.0.2:6668"}}}},
+      {"pairs",
+       {{{"client", 0}, {"server", 1}, {"mb_per_s", 48.5}}, {{"client", 1}, {"server", 0}, {"mb_per_s", 47.0}}}}};
   MonitorState st(cfg);
   EXPECT_EQ(st.seed_from_acceptance(result.dump(), "acc.json"), 2u);
   EXPECT_DOUBLE_EQ(*st.pair(0, 1, 0).baseline.bytes_per_s, 48.5e6);
@@ -454,7 +482,9 @@ TEST(MonitorAcceptance, SeedsBaselinesFromARunResult) {
     st3.seed_from_acceptance(other.dump(), "acc.json");
     FAIL() << "accepted a result with other settings";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "acceptance file acc.json: setting 'threads' is 8 there but 4 in the [probe] table: its figures are not comparable");
+    EXPECT_EQ(std::string(e.what()),
+              "acceptance file acc.json: setting 'threads' is 8 there but 4 in the [probe] table: its figures are not "
+              "comparable");
   }
   EXPECT_THROW(st3.seed_from_acceptance("garbage\n", "g.json"), UsageError);
 }
@@ -484,7 +514,8 @@ class FakeProber : public Prober {
     clock_.t += 1;
     for (const auto& [c, s] : job.pairs) {
       for (const auto h : {c, s}) {
-        if (down.count(h)) return failed_job(cfg_, job, "connect " + cfg_.hosts[h].hp.str() + ": Connection refused", clock_.wall());
+        if (down.count(h))
+          return failed_job(cfg_, job, "connect " + cfg_.hosts[h].hp.str() + ": Connection refused", clock_.wall());
       }
     }
     JobResult r;
@@ -533,7 +564,8 @@ TEST(MonitorLoop, OnceRunsOneLatencyRoundAndOneRotationWithKpiExitCodes) {
   o.on_log = [&](const std::string& l) { log.push_back(l); };
   EXPECT_EQ(run_monitor(cfg, prober, clock, st, mu, o), 1);
   ASSERT_EQ(log.size(), 1u);
-  EXPECT_EQ(log[0], "drift: h3->h1 default tcp at 50.000 MB/s is 50.0% below its baseline 100.000 MB/s (alert above 20%)");
+  EXPECT_EQ(log[0],
+            "drift: h3->h1 default tcp at 50.000 MB/s is 50.0% below its baseline 100.000 MB/s (alert above 20%)");
 }
 
 TEST(MonitorLoop, DownAgentCountsFailuresBacksOffAndTheRestCarriesOn) {
@@ -560,7 +592,10 @@ TEST(MonitorLoop, DownAgentCountsFailuresBacksOffAndTheRestCarriesOn) {
   }
   EXPECT_FALSE(st.agent_up(2));
   EXPECT_TRUE(st.agent_up(0));
-  EXPECT_NE(std::find_if(log.begin(), log.end(), [](const std::string& l) { return l.find("agent h3 (198.18.0.3:6668) unreachable (1 in a row)") == 0; }),
+  EXPECT_NE(std::find_if(log.begin(), log.end(),
+                         [](const std::string& l) {
+                           return l.find("agent h3 (198.18.0.3:6668) unreachable (1 in a row)") == 0;
+                         }),
             log.end());
   // It comes back: the next rotation succeeds once the back-off has passed, and says so.
   prober.down.clear();
@@ -592,7 +627,9 @@ long rss_kib() {
 TEST(MonitorMemory, TenThousandProbesKeepRssFlat) {
   // 6 hosts, 2 links; every tenth result also renders the exposition, as a scrape would.
   std::string t = kMon + "baseline-probes = 3\n";
-  for (int i = 1; i <= 6; ++i) t += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"n" + std::to_string(i) + "@10.0.0." + std::to_string(i) + "+10.1.0." + std::to_string(i) + "\"\n";
+  for (int i = 1; i <= 6; ++i)
+    t += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"n" + std::to_string(i) + "@10.0.0." +
+         std::to_string(i) + "+10.1.0." + std::to_string(i) + "\"\n";
   const auto cfg = parse_config(t, "m.toml");
   MonitorState st(cfg);
   Schedule sched(cfg.hosts.size(), cfg.link_names.size(), 1.0, 30);
@@ -616,7 +653,9 @@ TEST(MonitorMemory, TenThousandProbesKeepRssFlat) {
       p.p99_s = 3e-4;
       p.retransmits = static_cast<std::uint64_t>(i % 5);
       r.pairs.push_back(p);
-      for (const auto h : {c, s}) r.links.push_back({h, "bond0", 10000000000, 9000, 1, {{"bond0", "ens1f0", 0.5, 0.5}, {"bond0", "ens1f1", 0.5, 0.5}}});
+      for (const auto h : {c, s})
+        r.links.push_back(
+            {h, "bond0", 10000000000, 9000, 1, {{"bond0", "ens1f0", 0.5, 0.5}, {"bond0", "ens1f1", 0.5, 0.5}}});
     }
     bool changed = false;
     (void)st.apply(r, changed);
@@ -630,8 +669,8 @@ TEST(MonitorMemory, TenThousandProbesKeepRssFlat) {
     if (i == 9999) size_at_end = m.size();
   }
   const long growth = rss_kib() - after_warmup;
-  std::printf("RSS after 1,000 probes %ld KiB, growth over the next 9,000: %ld KiB; exposition %zu -> %zu bytes\n", after_warmup,
-              growth, size_after_warmup, size_at_end);
+  std::printf("RSS after 1,000 probes %ld KiB, growth over the next 9,000: %ld KiB; exposition %zu -> %zu bytes\n",
+              after_warmup, growth, size_after_warmup, size_at_end);
   EXPECT_LT(growth, 1024) << "RSS grew by more than 1 MiB over 9,000 probes";
   // The exposition's size is bounded by the series count, not by the number of probes.
   EXPECT_LE(size_at_end, size_after_warmup + size_after_warmup / 10);

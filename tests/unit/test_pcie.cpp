@@ -13,9 +13,9 @@
 
 #include "unit/fake_tree.hpp"
 
+#include <gtest/gtest.h>
 #include <algorithm>
 #include <filesystem>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 using namespace fabperf;
@@ -23,7 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string data(const std::string& tree) { return std::string(FABPERF_TEST_DATA) + "/pcie/" + tree; }
+std::string data(const std::string& tree) {
+  return std::string(FABPERF_TEST_DATA) + "/pcie/" + tree;
+}
 
 PcieInfo pcie_of(const std::string& tree, const std::string& iface) {
   const auto l = read_link(iface, data(tree));
@@ -68,7 +70,7 @@ TEST(PcieSysfs, DegradedX4OfX8IsAnError) {
   EXPECT_EQ(p.port_max, (PcieLinkState{8.0, 8}));
   EXPECT_TRUE(p.limit_at.empty());
   EXPECT_EQ(p.numa_node, 0);
-  EXPECT_EQ(p.max_payload, 0);  // no config space in the tree: 256 assumed
+  EXPECT_EQ(p.max_payload, 0);    // no config space in the tree: 256 assumed
   ASSERT_EQ(p.ports.size(), 2u);  // mlx4: one function, two ports
   EXPECT_EQ(p.ports[0].name, "eth2");
   EXPECT_EQ(p.ports[1].name, "eth3");
@@ -100,8 +102,8 @@ TEST(PcieSysfs, Gen3X8WithTwo56GPortsIsShortAndItsInterruptsAreRemote) {
   const PcieInfo p = pcie_of("gen3x8-2x56", "eth4");
   EXPECT_EQ(p.address, "0000:af:00.0");
   EXPECT_EQ(p.port_max, (PcieLinkState{8.0, 16}));  // an x8 card in an x16 slot: fine
-  EXPECT_EQ(p.max_payload, 256);                     // read from config space
-  ASSERT_EQ(p.ports.size(), 2u);                     // mlx5: one function per port
+  EXPECT_EQ(p.max_payload, 256);                    // read from config space
+  ASSERT_EQ(p.ports.size(), 2u);                    // mlx5: one function per port
   EXPECT_EQ(p.ports[1].name, "eth5");
   EXPECT_NEAR(pcie_ceiling_gbps(p), 57.2, 0.05);
   EXPECT_EQ(p.numa_node, 1);
@@ -113,11 +115,13 @@ TEST(PcieSysfs, Gen3X8WithTwo56GPortsIsShortAndItsInterruptsAreRemote) {
   const auto f = pcie_findings(p, "eth4+eth5");
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].level, "warning");
-  EXPECT_EQ(f[0].what,
-            "eth4+eth5: PCIe x8 Gen3 (8 GT/s) (0000:af:00.0): 57.2 Gbit/s usable for 2 x 56 Gbit/s of ports (112.0 Gbit/s)");
+  EXPECT_EQ(
+      f[0].what,
+      "eth4+eth5: PCIe x8 Gen3 (8 GT/s) (0000:af:00.0): 57.2 Gbit/s usable for 2 x 56 Gbit/s of ports (112.0 Gbit/s)");
   EXPECT_EQ(f[1].level, "warning");
-  EXPECT_EQ(f[1].what, "eth4+eth5: 99% of the interrupts of its 3 IRQs were served by CPUs outside NUMA node 1 (local CPUs "
-                       "14-27,42-55)");
+  EXPECT_EQ(f[1].what,
+            "eth4+eth5: 99% of the interrupts of its 3 IRQs were served by CPUs outside NUMA node 1 (local CPUs "
+            "14-27,42-55)");
   EXPECT_NE(f[1].fix.find("/sys/bus/pci/devices/0000:af:00.0/msi_irqs"), std::string::npos);
   // The second port's function has its own interrupts, on the same wrong node.
   EXPECT_EQ(pcie_irq_findings(pcie_of("gen3x8-2x56", "eth5"), "eth5").size(), 1u);
@@ -172,7 +176,8 @@ TEST_F(FakePcie, CardInANarrowerSlotSaysMoveIt) {
   const auto f = pcie_findings(*p, "eth0");
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].what, "eth0: PCIe x4 of x8, Gen3: 28.6 Gbit/s usable for 1 x 25 Gbit/s of ports (0000:04:00.0)");
-  EXPECT_EQ(f[0].fix, "the slot's port 0000:00:03.0 supports only x4 Gen3 (8 GT/s): move the card to a slot of x8 Gen3 (8 GT/s)");
+  EXPECT_EQ(f[0].fix,
+            "the slot's port 0000:00:03.0 supports only x4 Gen3 (8 GT/s): move the card to a slot of x8 Gen3 (8 GT/s)");
 }
 
 TEST_F(FakePcie, SlowerSpeedAndBothAreNamed) {
@@ -205,12 +210,14 @@ TEST_F(FakePcie, NarrowerUplinkFurtherUpBoundsTheCard) {
   EXPECT_EQ(pcie_effective_link(p), (PcieLinkState{8.0, 4}));
   const auto f = pcie_findings(p, "eth0");
   ASSERT_EQ(f.size(), 1u);
-  EXPECT_EQ(f[0].what, "eth0: PCIe x4 Gen3 (8 GT/s) (0000:03:00.0, limited to x4 Gen3 (8 GT/s) at 0000:01:00.0): 28.6 "
-                       "Gbit/s usable for 1 x 40 Gbit/s of ports (40.0 Gbit/s)");
+  EXPECT_EQ(f[0].what,
+            "eth0: PCIe x4 Gen3 (8 GT/s) (0000:03:00.0, limited to x4 Gen3 (8 GT/s) at 0000:01:00.0): 28.6 "
+            "Gbit/s usable for 1 x 40 Gbit/s of ports (40.0 Gbit/s)");
 }
 
 TEST_F(FakePcie, VirtualFunctionsAndEscapingLinksAreNotCounted) {
-  const std::string port = "sys/devices/pci0000:00/0000:00:03.0", pf = port + "/0000:04:00.0", vf = port + "/0000:04:00.2";
+  const std::string port = "sys/devices/pci0000:00/0000:00:03.0", pf = port + "/0000:04:00.0",
+                    vf = port + "/0000:04:00.2";
   dev(port, "8.0 GT/s PCIe", 8, "8.0 GT/s PCIe", 8);
   dev(pf, "8.0 GT/s PCIe", 8, "8.0 GT/s PCIe", 8);
   netdev(pf, "eth0", 25000);
@@ -266,20 +273,25 @@ TEST(PcieJson, RoundTripAndOlderAgents) {
 TEST(PcieInventory, LinksTextShowsEachLinkOnceWithItsFindings) {
   const auto links = read_links(data("degraded-x4"));
   const std::string t = render_pcie_inventory_text(links, {});
-  EXPECT_NE(t.find("0000:3b:00.0   x4 Gen3 (8 GT/s)   x8 Gen3 (8 GT/s)   x8 Gen3 (8 GT/s)      0           28.6  eth2 eth3: 2 x "
-                   "56 Gbit/s (112 Gbit/s)"),
-            std::string::npos)
+  EXPECT_NE(
+      t.find(
+          "0000:3b:00.0   x4 Gen3 (8 GT/s)   x8 Gen3 (8 GT/s)   x8 Gen3 (8 GT/s)      0           28.6  eth2 eth3: 2 x "
+          "56 Gbit/s (112 Gbit/s)"),
+      std::string::npos)
       << t;
   EXPECT_NE(t.find("error   eth2+eth3: PCIe x4 of x8, Gen3: 28.6 Gbit/s usable"), std::string::npos) << t;
   EXPECT_EQ(t.find("PCIe x4 of x8", t.find("PCIe x4 of x8") + 1), std::string::npos) << "named twice:\n" << t;
-  EXPECT_NE(t.find("  eth2 (0000:3b:00.0): 4 IRQs, 200006 interrupts, 100% on its local CPUs 0-13,28-41\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("  eth2 (0000:3b:00.0): 4 IRQs, 200006 interrupts, 100% on its local CPUs 0-13,28-41\n"),
+            std::string::npos)
+      << t;
   EXPECT_EQ(t.find("eth3 (0000:3b:00.0)"), std::string::npos) << "one function, one IRQ line:\n" << t;
   EXPECT_NE(t.find("  0000:3b:00.0: port 0000:3a:00.0; max payload 256 B (assumed)\n"), std::string::npos) << t;
   EXPECT_EQ(render_pcie_inventory_text({}, {}), "");
 }
 
 namespace {
-NodeRecord node_with(const std::string& name, const std::vector<LinkInfo>& links, double rx_mb_per_s, double busiest_pct) {
+NodeRecord node_with(const std::string& name, const std::vector<LinkInfo>& links, double rx_mb_per_s,
+                     double busiest_pct) {
   NodeRecord n;
   n.name = name;
   n.is_server = true;
@@ -301,11 +313,13 @@ NodeRecord node_with(const std::string& name, const std::vector<LinkInfo>& links
   return n;
 }
 const PcieSlotReport& only_slot(const Report& r) {
-  if (r.nodes.size() != 1 || r.nodes[0].pcie_slots.size() != 1) throw std::runtime_error("expected one node with one slot");
+  if (r.nodes.size() != 1 || r.nodes[0].pcie_slots.size() != 1)
+    throw std::runtime_error("expected one node with one slot");
   return r.nodes[0].pcie_slots[0];
 }
 bool has_finding(const Report& r, const std::string& part) {
-  return std::any_of(r.findings.begin(), r.findings.end(), [&](const std::string& f) { return f.find(part) != std::string::npos; });
+  return std::any_of(r.findings.begin(), r.findings.end(),
+                     [&](const std::string& f) { return f.find(part) != std::string::npos; });
 }
 }  // namespace
 
@@ -322,9 +336,11 @@ TEST(PcieReport, SaysWhetherTheSlotOrTheCpuBoundedTheNode) {
   EXPECT_NEAR(s.used_pct, 100.0 * 56.0 / pcie_ceiling_gbps(*links[0].pcie), 1e-6);
   EXPECT_TRUE(s.at_ceiling);
   EXPECT_EQ(s.bound_by, "slot");
-  EXPECT_TRUE(has_finding(r, "node n1:6668: eth4+eth5 received 56.0 Gbit/s, 98% of its PCIe link's 57.2 Gbit/s usable (x8 "
-                             "Gen3 (8 GT/s) at 0000:af:00.0): the slot bounded this node, not the network links (112 Gbit/s "
-                             "of ports)"))
+  EXPECT_TRUE(
+      has_finding(r,
+                  "node n1:6668: eth4+eth5 received 56.0 Gbit/s, 98% of its PCIe link's 57.2 Gbit/s usable (x8 "
+                  "Gen3 (8 GT/s) at 0000:af:00.0): the slot bounded this node, not the network links (112 Gbit/s "
+                  "of ports)"))
       << r.findings.front();
   const auto j = render_json(r);
   EXPECT_EQ(j["nodes"][0]["pcie_slots"][0]["bound_by"], "slot");
@@ -371,7 +387,9 @@ TEST(PcieReport, PreflightNamesTheDegradedLinkOnceAndSaysOkOtherwise) {
   EXPECT_EQ(ok[0].level, "ok");
   // The whole pre-flight carries the error.
   const auto all = plan::preflight_findings(rec, compute_report(rec), names, {});
-  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [](const plan::Finding& x) { return x.level == "error" && x.what.find("x4 of x8") != std::string::npos; }));
+  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [](const plan::Finding& x) {
+    return x.level == "error" && x.what.find("x4 of x8") != std::string::npos;
+  }));
 }
 
 TEST(PcieSysfs, VmLabGuestTreeAsTheKernelWroteIt) {
@@ -382,7 +400,7 @@ TEST(PcieSysfs, VmLabGuestTreeAsTheKernelWroteIt) {
   const PcieInfo& p = *l->pcie;
   EXPECT_EQ(p.address, "0000:81:00.0");
   EXPECT_EQ(p.port, "0000:80:00.0");
-  EXPECT_EQ(p.link, (PcieLinkState{2.5, 1}));      // qemu's endpoints: always x1 2.5 GT/s
+  EXPECT_EQ(p.link, (PcieLinkState{2.5, 1}));  // qemu's endpoints: always x1 2.5 GT/s
   EXPECT_EQ(p.max, (PcieLinkState{2.5, 1}));
   EXPECT_EQ(p.port_max, (PcieLinkState{8.0, 4}));  // x-speed=8, x-width=4
   EXPECT_EQ(p.max_payload, 128);                   // Device Control, from the captured config space
@@ -399,6 +417,8 @@ TEST(PcieSysfs, VmLabGuestTreeAsTheKernelWroteIt) {
   EXPECT_EQ(p.irq.served, 99u);
   const auto f = pcie_findings(p, "ens1f0");
   ASSERT_EQ(f.size(), 2u);
-  EXPECT_EQ(f[0].what, "ens1f0: PCIe x1 Gen1 (2.5 GT/s) (0000:81:00.0): 1.7 Gbit/s usable for 2 x 56 Gbit/s of ports (112.0 Gbit/s)");
+  EXPECT_EQ(
+      f[0].what,
+      "ens1f0: PCIe x1 Gen1 (2.5 GT/s) (0000:81:00.0): 1.7 Gbit/s usable for 2 x 56 Gbit/s of ports (112.0 Gbit/s)");
   EXPECT_EQ(f[1].what, "ens1f0: 3 of its 3 IRQs are set to CPUs outside NUMA node 1 (local CPUs 1)");
 }

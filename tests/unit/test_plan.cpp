@@ -179,7 +179,8 @@ TEST(Patterns, BipartiteAndPairs) {
 }
 
 TEST(Patterns, NamesRoundTrip) {
-  for (const auto* n : {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast", "broadcast", "all-to-all"}) {
+  for (const auto* n :
+       {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast", "broadcast", "all-to-all"}) {
     EXPECT_EQ(to_string(parse_pattern(n)), n);
   }
   EXPECT_THROW(parse_pattern("mesh"), UsageError);
@@ -248,9 +249,13 @@ roles = ["client"]
 [[tests]]
 name = "b"
 pattern = "bipartite"
-)", "l.toml");
+)",
+                            "l.toml");
   EXPECT_EQ(parse_plan(std::string(kHosts) + "[[tests]]\nname = \"w\"\npattern = \"ring\"\nmode = \"stream\"\n"
-                       "send-method = \"write\"\n", "w.toml").tests[0].spec.send_method(),
+                                             "send-method = \"write\"\n",
+                       "w.toml")
+                .tests[0]
+                .spec.send_method(),
             SendMethod::write);
   EXPECT_EQ(p.hosts[0].hp.links.size(), 2u);
   EXPECT_EQ(p.hosts[1].hp.links[1], "127.0.0.4");
@@ -263,11 +268,15 @@ pattern = "bipartite"
 TEST(PlanFile, ErrorsNameFileLineAndField) {
   const std::string h = kHosts;  // 13 lines; the first [[tests]] below starts on line 14
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"mesh\"\n"),
-            "p.toml:16: field 'pattern': unknown pattern 'mesh' (one of bipartite, pairs, each-vs-rest, halves, all-pairs, ring, "
+            "p.toml:16: field 'pattern': unknown pattern 'mesh' (one of bipartite, pairs, each-vs-rest, halves, "
+            "all-pairs, ring, "
             "incast, broadcast, all-to-all)");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntime = \"ten\"\n").substr(0, 25), "p.toml:17: field 'time': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nthreads = 0\n").substr(0, 28), "p.toml:17: field 'threads': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nbufsize = \"4M\"\n").substr(0, 28), "p.toml:17: field 'bufsize': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntime = \"ten\"\n").substr(0, 25),
+            "p.toml:17: field 'time': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nthreads = 0\n").substr(0, 28),
+            "p.toml:17: field 'threads': ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nbufsize = \"4M\"\n").substr(0, 28),
+            "p.toml:17: field 'bufsize': ");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nk = 4\n"),
             "p.toml:14: field 'pattern': pattern ring: k 4 must be within 1..3");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"incast\"\ntarget = \"zz\"\n"),
@@ -275,12 +284,14 @@ TEST(PlanFile, ErrorsNameFileLineAndField) {
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntarget = \"a\"\n"),
             "p.toml:17: field 'target': does not apply to pattern ring");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-node-mbs = 5\n"),
-            "p.toml:18: field 'min-node-mbs': unknown KPI (profile, min-node-mbps, min-pair-mbps, min-aggregate-mbps, min-spread, "
+            "p.toml:18: field 'min-node-mbs': unknown KPI (profile, min-node-mbps, min-pair-mbps, min-aggregate-mbps, "
+            "min-spread, "
             "max-p99-latency-us, max-retransmits, max-nic-errors, min-link-mbps, min-efficiency-pct, max-pause-frames, "
             "max-discards, max-fec-uncorrected, max-ecn-marks)");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-spread = 1.5\n").substr(0, 31),
             "p.toml:18: field 'min-spread': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nwarmup = 6\ncooldown = 6\n").substr(0, 11), "p.toml:14: ");
+  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nwarmup = 6\ncooldown = 6\n").substr(0, 11),
+            "p.toml:14: ");
   EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = 3\n"),
             "p.toml:17: field 'mode': value '3': unknown mode (rpc or stream)");
   // TOML syntax errors carry line and column.
@@ -311,7 +322,8 @@ inline = 128
 cq-mod = 8
 rdma-events = true
 rdma-cm = true
-)", "r.toml");
+)",
+                            "r.toml");
   const TestSpec& s = p.tests.at(0).spec;
   EXPECT_EQ(s.transport(), Transport::rdma);
   EXPECT_EQ(s.rdma_device(), "mlx5_0:1,mlx5_1");
@@ -329,18 +341,22 @@ rdma-cm = true
   EXPECT_FALSE(d.tests.at(0).spec.rdma_cm());
 
   const std::string t = h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n";
-  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nqdepth = 0\n"), "p.toml:19: field 'qdepth': value 0: out of range (1..4096)");
-  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nrdma-verb = \"read\"\n").substr(0, 30), "p.toml:19: field 'rdma-verb': ");
+  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nqdepth = 0\n"),
+            "p.toml:19: field 'qdepth': value 0: out of range (1..4096)");
+  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nrdma-verb = \"read\"\n").substr(0, 30),
+            "p.toml:19: field 'rdma-verb': ");
   EXPECT_EQ(error_of(t + "transport = \"rdma\"\nrdma-cm = \"yes\"\n").substr(0, 28), "p.toml:19: field 'rdma-cm': ");
   // Settings that contradict each other fail at the test, with the setting named.
   const std::string cm_tcp = error_of(t + "rdma-cm = true\n");
   EXPECT_EQ(cm_tcp.substr(0, 11), "p.toml:15: ") << cm_tcp;
-  EXPECT_NE(cm_tcp.find("--rdma-cm: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos) << cm_tcp;
+  EXPECT_NE(cm_tcp.find("--rdma-cm: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos)
+      << cm_tcp;
   // A setting the test's transport does not use is refused by name, not carried along unused.
   const std::string sp_rdma = error_of(t + "transport = \"rdma\"\nspread-ports = true\n");
   EXPECT_NE(sp_rdma.find("--spread-ports: TCP only (this test's transport is rdma)"), std::string::npos) << sp_rdma;
   const std::string qd_tcp = error_of(t + "qdepth = 8\n");
-  EXPECT_NE(qd_tcp.find("--qdepth: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos) << qd_tcp;
+  EXPECT_NE(qd_tcp.find("--qdepth: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos)
+      << qd_tcp;
   const std::string cq = error_of(t + "transport = \"rdma\"\nqdepth = 4\ncq-mod = 8\n");
   EXPECT_NE(cq.find("--cq-mod 8: out of range (1..--qdepth 4)"), std::string::npos) << cq;
 }
@@ -360,38 +376,50 @@ TEST(Kpi, ProfilesAndNames) {
 namespace {
 nlohmann::json node(int index, const std::string& name, const std::string& role, double tx, double rx,
                     nlohmann::json links = nlohmann::json::array()) {
-  return {{"index", index}, {"node", name}, {"role", role}, {"tx_mb_per_s", tx}, {"rx_mb_per_s", rx},
-          {"latency", {{"count", 10}, {"p99_us", 100.0 * (index + 1)}}}, {"links", links}};
+  return {{"index", index},    {"node", name},      {"role", role},
+          {"tx_mb_per_s", tx}, {"rx_mb_per_s", rx}, {"latency", {{"count", 10}, {"p99_us", 100.0 * (index + 1)}}},
+          {"links", links}};
 }
 nlohmann::json link(const std::string& name, double payload_tx, double eff, int errors) {
-  return {{"link", name}, {"payload_tx_mb_per_s", payload_tx}, {"payload_rx_mb_per_s", 0.0}, {"efficiency_pct", eff},
-          {"speed_mbps", 1000}, {"tx_errors", errors}, {"rx_errors", 0}, {"tx_dropped", 0}, {"rx_dropped", 0}};
+  return {{"link", name},
+          {"payload_tx_mb_per_s", payload_tx},
+          {"payload_rx_mb_per_s", 0.0},
+          {"efficiency_pct", eff},
+          {"speed_mbps", 1000},
+          {"tx_errors", errors},
+          {"rx_errors", 0},
+          {"tx_dropped", 0},
+          {"rx_dropped", 0}};
 }
 }  // namespace
 
 TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
   // Step 0: a loads b and c (write); step 1: b loads a and c. The one-link lists are spelled
   // json::array(...): clang reads a one-element brace list of a json as a copy of it (CWG 2137).
-  StepOutcome s0{"t/0", "t",
+  StepOutcome s0{"t/0",
+                 "t",
                  {{"settings", {{"test", "write"}}},
                   {"clients", 1},
                   {"servers", 2},
                   {"aggregate", {{"mb_per_s", 2500.0}}},
                   {"nodes",
-                   {node(0, "h:1", "client", 2500, 1, nlohmann::json::array({link("eth0", 2500, 90, 0)})), node(1, "h:2", "server", 1, 1250),
-                    node(2, "h:3", "server", 1, 1250)}},
-                  {"pairs", {{{"client", 0}, {"server", 1}, {"mb_per_s", 1250.0}, {"retrans", 0}, {"connections", 1}},
-                             {{"client", 0}, {"server", 2}, {"mb_per_s", 1250.0}, {"retrans", 7}, {"connections", 1}}}}}};
-  StepOutcome s1{"t/1", "t",
+                   {node(0, "h:1", "client", 2500, 1, nlohmann::json::array({link("eth0", 2500, 90, 0)})),
+                    node(1, "h:2", "server", 1, 1250), node(2, "h:3", "server", 1, 1250)}},
+                  {"pairs",
+                   {{{"client", 0}, {"server", 1}, {"mb_per_s", 1250.0}, {"retrans", 0}, {"connections", 1}},
+                    {{"client", 0}, {"server", 2}, {"mb_per_s", 1250.0}, {"retrans", 7}, {"connections", 1}}}}}};
+  StepOutcome s1{"t/1",
+                 "t",
                  {{"settings", {{"test", "write"}}},
                   {"clients", 1},
                   {"servers", 2},
                   {"aggregate", {{"mb_per_s", 1800.0}}},
                   {"nodes",
-                   {node(0, "h:2", "client", 1800, 1, nlohmann::json::array({link("eth0", 1800, 60, 3)})), node(1, "h:1", "server", 1, 900),
-                    node(2, "h:3", "server", 1, 900)}},
-                  {"pairs", {{{"client", 0}, {"server", 1}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}},
-                             {{"client", 0}, {"server", 2}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}}}}}};
+                   {node(0, "h:2", "client", 1800, 1, nlohmann::json::array({link("eth0", 1800, 60, 3)})),
+                    node(1, "h:1", "server", 1, 900), node(2, "h:3", "server", 1, 900)}},
+                  {"pairs",
+                   {{{"client", 0}, {"server", 1}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}},
+                    {{"client", 0}, {"server", 2}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}}}}}};
   KpiSet k = kpi_profile("ibm-readiness");
   k.max_retransmits = 5;
   k.max_nic_errors = 0;
@@ -419,10 +447,15 @@ TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
 }
 
 TEST(Kpi, UnmeasurableIsNotAPass) {
-  StepOutcome s{"t/0", "t",
+  StepOutcome s{"t/0",
+                "t",
                 {{"settings", {{"test", "write"}}},
-                 {"nodes", {{{"index", 0}, {"node", "h:1"}, {"role", "client"}, {"tx_mb_per_s", 5.0},
-                             {"links", {{{"link", "lo"}, {"efficiency_pct", nullptr}}}}}}},
+                 {"nodes",
+                  {{{"index", 0},
+                    {"node", "h:1"},
+                    {"role", "client"},
+                    {"tx_mb_per_s", 5.0},
+                    {"links", {{{"link", "lo"}, {"efficiency_pct", nullptr}}}}}}},
                  {"pairs", nlohmann::json::array()}}};
   KpiSet k;
   k.min_efficiency_pct = 50;
@@ -456,9 +489,10 @@ time = 1
     EXPECT_EQ(plan_json(p)["repeat"], 3);
   }
   {
-    const auto p = parse_plan(base + "repeat = 2\n[ab]\na = \"set-mode alb\"\nb = \"set-mode lacp\"\nb-name = \"802.3ad\"\n" +
-                                  "hook-timeout = \"90s\"\n" + kHosts + test,
-                              "t.toml");
+    const auto p =
+        parse_plan(base + "repeat = 2\n[ab]\na = \"set-mode alb\"\nb = \"set-mode lacp\"\nb-name = \"802.3ad\"\n" +
+                       "hook-timeout = \"90s\"\n" + kHosts + test,
+                   "t.toml");
     ASSERT_TRUE(p.ab);
     EXPECT_EQ(p.ab->a, "set-mode alb");
     EXPECT_EQ(p.ab->a_name, "A");
@@ -485,25 +519,31 @@ time = 1
   EXPECT_EQ(err("repeat = 0\n"), "t.toml:2: field 'repeat': 0 is out of range (1..1000 trials)");
   EXPECT_EQ(err("repeat = \"5\"\n"), "t.toml:2: field 'repeat': expected an integer, got a string");
   EXPECT_EQ(err("isolate = 1\n"), "t.toml:2: field 'isolate': expected true or false, got an integer");
-  EXPECT_EQ(err("[ab]\na = \"x\"\n"), "t.toml:2: field 'b': missing in [ab]: the command that switches to this configuration (run on this host)");
-  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\nc = 1\n"), "t.toml:5: field 'c': unknown field of [ab] (a, b, a-name, b-name, hook-timeout)");
+  EXPECT_EQ(err("[ab]\na = \"x\"\n"),
+            "t.toml:2: field 'b': missing in [ab]: the command that switches to this configuration (run on this host)");
+  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\nc = 1\n"),
+            "t.toml:5: field 'c': unknown field of [ab] (a, b, a-name, b-name, hook-timeout)");
   EXPECT_EQ(err("[ab]\na = \" \"\nb = \"y\"\n"), "t.toml:3: field 'a': empty command");
-  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\na-name = \"B\"\n"), "t.toml:2: field 'b-name': 'B' names both configurations");
+  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\na-name = \"B\"\n"),
+            "t.toml:2: field 'b-name': 'B' names both configurations");
 }
 
 TEST(Patterns, StepFigures) {
   using nlohmann::json;
-  json r = {{"aggregate", {{"mb_per_s", 300.0}}},
-            {"nodes", json::array({{{"node", "a"}, {"role", "server+client"}, {"tx_mb_per_s", 100.0}, {"rx_mb_per_s", 90.0}},
-                                   {{"node", "b"}, {"role", "server+client"}, {"tx_mb_per_s", 80.0}, {"rx_mb_per_s", 95.0}},
-                                   {{"node", "c"}, {"role", "server+client"}, {"tx_mb_per_s", 120.0}, {"rx_mb_per_s", 115.0}}})}};
+  json r = {
+      {"aggregate", {{"mb_per_s", 300.0}}},
+      {"nodes",
+       json::array({{{"node", "a"}, {"role", "server+client"}, {"tx_mb_per_s", 100.0}, {"rx_mb_per_s", 90.0}},
+                    {{"node", "b"}, {"role", "server+client"}, {"tx_mb_per_s", 80.0}, {"rx_mb_per_s", 95.0}},
+                    {{"node", "c"}, {"role", "server+client"}, {"tx_mb_per_s", 120.0}, {"rx_mb_per_s", 115.0}}})}};
   const auto a2a = step_figures(Pattern::all_to_all, 3, r);
-  EXPECT_DOUBLE_EQ(a2a["busbw_mb_per_s"].get<double>(), 80.0);      // the slowest rank
+  EXPECT_DOUBLE_EQ(a2a["busbw_mb_per_s"].get<double>(), 80.0);          // the slowest rank
   EXPECT_DOUBLE_EQ(a2a["algbw_mb_per_s"].get<double>(), 80.0 * 3 / 2);  // busbw n / (n-1)
-  json inc = {{"aggregate", {{"mb_per_s", 150.0}}},
-              {"nodes", json::array({{{"node", "t"}, {"role", "server"}, {"tx_mb_per_s", 0.1}, {"rx_mb_per_s", 150.0}},
-                                     {{"node", "x"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}},
-                                     {{"node", "y"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}}})}};
+  json inc = {
+      {"aggregate", {{"mb_per_s", 150.0}}},
+      {"nodes", json::array({{{"node", "t"}, {"role", "server"}, {"tx_mb_per_s", 0.1}, {"rx_mb_per_s", 150.0}},
+                             {{"node", "x"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}},
+                             {{"node", "y"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}}})}};
   const auto g = step_figures(Pattern::incast, 3, inc);
   EXPECT_DOUBLE_EQ(g["busbw_mb_per_s"].get<double>(), 150.0);
   EXPECT_DOUBLE_EQ(g["algbw_mb_per_s"].get<double>(), 225.0);

@@ -23,57 +23,102 @@ json run_result(int clients, int servers, double pair_mb) {
     for (int t = 1; t <= 3; ++t) {
       iv.push_back({{"t_s", t * 0.5}, {"tx_mb_per_s", client ? pair_mb * servers : 0.0}, {"rx_mb_per_s", 0.0}});
     }
-    nodes.push_back({{"index", i}, {"node", "127.0.0.1:700" + std::to_string(i)}, {"role", client ? "client" : "server"},
-                     {"status", "ok"}, {"tx_mb_per_s", client ? pair_mb * servers : 0.0},
-                     {"rx_mb_per_s", client ? 0.0 : pair_mb * clients}, {"cpu_busy_pct", 10.0}, {"retrans_segs", 0},
+    nodes.push_back({{"index", i},
+                     {"node", "127.0.0.1:700" + std::to_string(i)},
+                     {"role", client ? "client" : "server"},
+                     {"status", "ok"},
+                     {"tx_mb_per_s", client ? pair_mb * servers : 0.0},
+                     {"rx_mb_per_s", client ? 0.0 : pair_mb * clients},
+                     {"cpu_busy_pct", 10.0},
+                     {"retrans_segs", 0},
                      {"intervals", iv},
-                     {"links", json::array({{{"link", "lo"}, {"tx_mb_per_s", 1.0}, {"rx_mb_per_s", 2.0},
-                                             {"payload_tx_mb_per_s", 1.0}, {"payload_rx_mb_per_s", 0.5},
-                                             {"speed_mbps", nullptr}, {"utilization_pct", nullptr}}})},
-                     {"latency", client ? json{{"count", 10}, {"mean_us", 50.0}, {"p50_us", 40.0}, {"p99_us", 90.0},
+                     {"links", json::array({{{"link", "lo"},
+                                             {"tx_mb_per_s", 1.0},
+                                             {"rx_mb_per_s", 2.0},
+                                             {"payload_tx_mb_per_s", 1.0},
+                                             {"payload_rx_mb_per_s", 0.5},
+                                             {"speed_mbps", nullptr},
+                                             {"utilization_pct", nullptr}}})},
+                     {"latency", client ? json{{"count", 10},
+                                               {"mean_us", 50.0},
+                                               {"p50_us", 40.0},
+                                               {"p99_us", 90.0},
                                                {"max_us", 100.0},
-                                               {"buckets", {{{"lo_us", 32.0}, {"hi_us", 64.0}, {"count", 7}},
-                                                            {{"lo_us", 64.0}, {"hi_us", 128.0}, {"count", 3}}}}}
+                                               {"buckets",
+                                                {{{"lo_us", 32.0}, {"hi_us", 64.0}, {"count", 7}},
+                                                 {{"lo_us", 64.0}, {"hi_us", 128.0}, {"count", 3}}}}}
                                         : json(nullptr)}});
   }
   for (int c = 0; c < clients; ++c) {
     for (int s = clients; s < n; ++s) pairs.push_back({{"client", c}, {"server", s}, {"mb_per_s", pair_mb + c}});
   }
-  return {{"schema", "fabperf.result"}, {"schema_version", 1}, {"fabperf_version", "0.test"}, {"test_id", "t1"},
-          {"started_at", "2026-01-01T00:00:00Z"}, {"settings", {{"test", "write"}}},
+  return {{"schema", "fabperf.result"},
+          {"schema_version", 1},
+          {"fabperf_version", "0.test"},
+          {"test_id", "t1"},
+          {"started_at", "2026-01-01T00:00:00Z"},
+          {"settings", {{"test", "write"}}},
           {"aggregate", {{"mb_per_s", pair_mb * clients * servers}, {"gbit_per_s", 1.0}, {"window_s", 1.5}}},
-          {"nodes", nodes}, {"pairs", pairs}, {"findings", json::array()}, {"summary", "1-1 write 100 MB/sec"},
-          {"latency", {{"count", 10}, {"mean_us", 50.0}, {"p50_us", 40.0}, {"p99_us", 90.0}, {"max_us", 100.0},
-                       {"buckets", {{{"lo_us", 32.0}, {"hi_us", 64.0}, {"count", 7}}, {{"lo_us", 64.0}, {"hi_us", 128.0}, {"count", 3}}}}}}};
+          {"nodes", nodes},
+          {"pairs", pairs},
+          {"findings", json::array()},
+          {"summary", "1-1 write 100 MB/sec"},
+          {"latency",
+           {{"count", 10},
+            {"mean_us", 50.0},
+            {"p50_us", 40.0},
+            {"p99_us", 90.0},
+            {"max_us", 100.0},
+            {"buckets",
+             {{{"lo_us", 32.0}, {"hi_us", 64.0}, {"count", 7}}, {{"lo_us", 64.0}, {"hi_us", 128.0}, {"count", 3}}}}}}};
 }
 
 json plan_line(int steps_total = 2) {
-  return {{"type", "plan"}, {"schema", "fabperf.plan-results"}, {"version", 1}, {"fabperf_version", "0.test"},
-          {"started_at", "2026-01-01T00:00:00Z"}, {"plan_file", "p.yaml"},
-          {"plan", {{"name", "acceptance"},
-                    {"hosts", {{{"name", "n1"}, {"address", "10.0.0.1"}, {"links", json::array()}},
-                               {{"name", "n2"}, {"address", "10.0.0.2"}, {"links", json::array()}},
-                               {{"name", "n3"}, {"address", "10.0.0.3"}, {"links", json::array()}}}},
-                    {"tests", json::array()}, {"kpis", json::object()}}},
+  return {{"type", "plan"},
+          {"schema", "fabperf.plan-results"},
+          {"version", 1},
+          {"fabperf_version", "0.test"},
+          {"started_at", "2026-01-01T00:00:00Z"},
+          {"plan_file", "p.yaml"},
+          {"plan",
+           {{"name", "acceptance"},
+            {"hosts",
+             {{{"name", "n1"}, {"address", "10.0.0.1"}, {"links", json::array()}},
+              {{"name", "n2"}, {"address", "10.0.0.2"}, {"links", json::array()}},
+              {{"name", "n3"}, {"address", "10.0.0.3"}, {"links", json::array()}}}},
+            {"tests", json::array()},
+            {"kpis", json::object()}}},
           {"steps_total", steps_total}};
 }
 
 json step_line(int index, const std::string& c, const std::string& s, double mb, const std::string& status = "done") {
-  json j = {{"type", "step"}, {"index", index}, {"id", "ap/" + std::to_string(index)}, {"test", "ap"},
-            {"pattern", "all-pairs"}, {"clients", {c}}, {"servers", {s}}, {"status", status}, {"error", ""},
-            {"started_at", "2026-01-01T00:00:01Z"}, {"duration_s", 2.5}};
+  json j = {{"type", "step"},
+            {"index", index},
+            {"id", "ap/" + std::to_string(index)},
+            {"test", "ap"},
+            {"pattern", "all-pairs"},
+            {"clients", {c}},
+            {"servers", {s}},
+            {"status", status},
+            {"error", ""},
+            {"started_at", "2026-01-01T00:00:01Z"},
+            {"duration_s", 2.5}};
   if (status == "done") j["result"] = run_result(1, 1, mb);
   return j;
 }
 
 json kpi_line(const std::string& step, const std::string& subject, double value, bool pass) {
-  return {{"type", "kpi"}, {"test", "ap"}, {"step", step}, {"kpi", "pair_min_mb_per_s"}, {"scope", "pair"},
-          {"subject", subject}, {"value", value}, {"threshold", 150.0}, {"op", ">="}, {"unit", "MB/s"}, {"pass", pass},
-          {"detail", pass ? "" : subject + " below 150 MB/s"}};
+  return {
+      {"type", "kpi"},   {"test", "ap"},       {"step", step},   {"kpi", "pair_min_mb_per_s"},
+      {"scope", "pair"}, {"subject", subject}, {"value", value}, {"threshold", 150.0},
+      {"op", ">="},      {"unit", "MB/s"},     {"pass", pass},   {"detail", pass ? "" : subject + " below 150 MB/s"}};
 }
 
 json end_line(bool passed) {
-  return {{"type", "end"}, {"finished_at", "2026-01-01T00:01:00Z"}, {"interrupted", false}, {"passed", passed},
+  return {{"type", "end"},
+          {"finished_at", "2026-01-01T00:01:00Z"},
+          {"interrupted", false},
+          {"passed", passed},
           {"exit_code", passed ? 0 : 1}};
 }
 
@@ -121,7 +166,8 @@ TEST(PlanLoad, MissingEndMeansUnfinished) {
 }
 
 TEST(PlanLoad, LastLineCutMidWriteIsIgnoredWithANote) {
-  std::string text = lines({plan_line(), step_line(0, "n1", "n2", 200)}) + step_line(1, "n2", "n1", 100).dump().substr(0, 40);
+  std::string text =
+      lines({plan_line(), step_line(0, "n1", "n2", 200)}) + step_line(1, "n2", "n1", 100).dump().substr(0, 40);
   const auto r = build_plan_report(load(text));
   EXPECT_EQ(r.steps.size(), 1u);
   ASSERT_FALSE(r.notes.empty());
@@ -139,7 +185,8 @@ TEST(PlanLoad, MalformedLinesNameFileAndLine) {
   EXPECT_EQ(load_error(base + step.dump() + "\n"), "r.jsonl:3: step record: missing field 'duration_s'");
   step = step_line(1, "n2", "n1", 100);
   step["pattern"] = "zigzag";
-  EXPECT_NE(load_error(base + step.dump() + "\n").find("r.jsonl:3: step record: field 'pattern' is 'zigzag'"), std::string::npos);
+  EXPECT_NE(load_error(base + step.dump() + "\n").find("r.jsonl:3: step record: field 'pattern' is 'zigzag'"),
+            std::string::npos);
   auto k = kpi_line("ap/0", "n1->n2", 1, true);
   k["pass"] = "yes";
   EXPECT_EQ(load_error(base + k.dump() + "\n"), "r.jsonl:3: kpi record: field 'pass' must be true or false");
@@ -148,7 +195,8 @@ TEST(PlanLoad, MalformedLinesNameFileAndLine) {
   EXPECT_NE(load_error(base + k.dump() + "\n").find("r.jsonl:3: kpi record: field 'op'"), std::string::npos);
   step = step_line(1, "n2", "n1", 100);
   step["result"]["schema"] = "other";
-  EXPECT_NE(load_error(base + step.dump() + "\n").find("r.jsonl:3: step record: 'result' has schema 'other'"), std::string::npos);
+  EXPECT_NE(load_error(base + step.dump() + "\n").find("r.jsonl:3: step record: 'result' has schema 'other'"),
+            std::string::npos);
   EXPECT_EQ(load_error(step_line(0, "n1", "n2", 1).dump() + "\n"),
             "r.jsonl:1: the first record must be the \"plan\" header, found \"step\"");
   EXPECT_EQ(load_error("\n\n"), "r.jsonl: empty file: not a fabperf results file");
@@ -157,7 +205,8 @@ TEST(PlanLoad, MalformedLinesNameFileAndLine) {
 TEST(PlanLoad, WrongSchemaOrVersion) {
   auto p = plan_line();
   p["schema"] = "someone.else";
-  EXPECT_NE(load_error(p.dump() + "\n").find("r.jsonl:1: plan record: schema 'someone.else' is not a fabperf plan results file"),
+  EXPECT_NE(load_error(p.dump() + "\n")
+                .find("r.jsonl:1: plan record: schema 'someone.else' is not a fabperf plan results file"),
             std::string::npos);
   p = plan_line();
   p["version"] = 2;
@@ -341,7 +390,10 @@ TEST(PlanModel, UnmeasuredKpiValueIsNullAndWorst) {
 TEST(PlanModel, CounterDipsReachEveryRenderer) {
   auto s = step_line(0, "n1", "n2", 50);
   s["result"]["nodes"][0]["counters"] = {
-      {"dips", json::array({{{"subject", "lo"}, {"t0_s", 0.5}, {"t1_s", 1.0}, {"change_pct", -60.0},
+      {"dips", json::array({{{"subject", "lo"},
+                             {"t0_s", 0.5},
+                             {"t1_s", 1.0},
+                             {"change_pct", -60.0},
                              {"text", "lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)"}}})}};
   const auto r = build_plan_report(load(lines({plan_line(1), s, end_line(true)})));
   ASSERT_EQ(r.steps[0].counter_events.size(), 1u);
@@ -352,5 +404,6 @@ TEST(PlanModel, CounterDipsReachEveryRenderer) {
   const std::string html = render_plan_html(r);
   EXPECT_NE(html.find("class=\"counter-event\""), std::string::npos);
   EXPECT_NE(html.find("qdisc.drops +12 (discard)"), std::string::npos);
-  EXPECT_EQ(render_plan_json(r)["steps"][0]["counter_events"][0]["text"], "lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)");
+  EXPECT_EQ(render_plan_json(r)["steps"][0]["counter_events"][0]["text"],
+            "lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)");
 }

@@ -14,7 +14,9 @@ TEST(Printable, ControlCharactersAreShownNotObeyed) {
   EXPECT_EQ(printable("\x1b[2Jx"), "\\x1b[2Jx");
   EXPECT_EQ(printable(std::string("a\0b", 3)), "a\\x00b");
   EXPECT_EQ(printable("\x7f"), "\\x7f");
-  EXPECT_EQ(printable("\xc2\x9b" "31m"), "\\u009b31m");  // C1 CSI, UTF-8 encoded
+  EXPECT_EQ(printable("\xc2\x9b"
+                      "31m"),
+            "\\u009b31m");                                                 // C1 CSI, UTF-8 encoded
   EXPECT_EQ(printable("caf\xc3\xa9 \xc2\xa0x"), "caf\xc3\xa9 \xc2\xa0x");  // ordinary UTF-8 stays
 }
 
@@ -24,8 +26,10 @@ TEST(Printable, ProtocolStringsArriveDefused) {
       {{"code", "x"}, {"message", "\n2025-01-01 12:00:00.000 info agent: coordinator ops connected, key verified"}});
   EXPECT_EQ(e.message.find('\n'), std::string::npos);
   EXPECT_EQ(e.message.rfind("\\x0a2025-01-01", 0), 0u) << e.message;
-  const auto h = proto::parse_hello({{"proto_min", proto::kVersion}, {"proto_max", proto::kVersion},
-                                     {"coordinator", "\x1b]0;owned\x07"}, {"caps", {"tls13-psk\r"}}});
+  const auto h = proto::parse_hello({{"proto_min", proto::kVersion},
+                                     {"proto_max", proto::kVersion},
+                                     {"coordinator", "\x1b]0;owned\x07"},
+                                     {"caps", {"tls13-psk\r"}}});
   EXPECT_EQ(h.coordinator, "\\x1b]0;owned\\x07");
   EXPECT_EQ(h.caps.at(0), "tls13-psk\\x0d");
 }

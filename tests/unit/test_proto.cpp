@@ -1,7 +1,7 @@
+#include <gtest/gtest.h>
 #include <fabperf/agent_result.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
-#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
@@ -31,14 +31,18 @@ std::string proto_error_of(F&& f) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
-std::vector<std::uint8_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
+std::vector<std::uint8_t> bytes_of(std::string_view s) {
+  return {s.begin(), s.end()};
+}
 
 std::array<std::uint8_t, kHeaderSize> raw_header(std::uint32_t magic, std::uint16_t version, std::uint16_t type,
                                                  std::uint32_t length) {
-  return {static_cast<std::uint8_t>(magic >> 24), static_cast<std::uint8_t>(magic >> 16),
-          static_cast<std::uint8_t>(magic >> 8),  static_cast<std::uint8_t>(magic),
+  return {static_cast<std::uint8_t>(magic >> 24),  static_cast<std::uint8_t>(magic >> 16),
+          static_cast<std::uint8_t>(magic >> 8),   static_cast<std::uint8_t>(magic),
           static_cast<std::uint8_t>(version >> 8), static_cast<std::uint8_t>(version),
           static_cast<std::uint8_t>(type >> 8),    static_cast<std::uint8_t>(type),
           static_cast<std::uint8_t>(length >> 24), static_cast<std::uint8_t>(length >> 16),
@@ -61,10 +65,18 @@ std::string body_text(const std::vector<std::uint8_t>& frame) {
 }
 
 // Sample messages with every field away from its default.
-Hello sample_hello() { return {kVersion, kVersion, "coord@host-1", {}}; }
-HelloOk sample_hello_ok() { return {kVersion, "agent-7.example", "0.1.0", 31337, {}}; }
-Ping sample_ping() { return {4'000'000'000}; }
-Pong sample_pong() { return {17, 1'000'000'123, 1'000'050'456}; }
+Hello sample_hello() {
+  return {kVersion, kVersion, "coord@host-1", {}};
+}
+HelloOk sample_hello_ok() {
+  return {kVersion, "agent-7.example", "0.1.0", 31337, {}};
+}
+Ping sample_ping() {
+  return {4'000'000'000};
+}
+Pong sample_pong() {
+  return {17, 1'000'000'123, 1'000'050'456};
+}
 Token sample_token() {
   Token t{};
   for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::uint8_t>(i * 17 + 3);
@@ -80,21 +92,41 @@ TestSpec sample_spec() {
   p.time = std::chrono::seconds(5);
   return TestSpec::make(p);
 }
-SetupServer sample_setup_server() { return {"0123456789abcdef", sample_token(), sample_spec(), 3, 12}; }
-SetupServerOk sample_setup_server_ok() { return {45678, {"socksize clamped to 4M", "second warning"}}; }
-SetupClient sample_setup_client() {
-  return {"0123456789abcdef", sample_token(), sample_spec(), 1, {{2, "10.0.0.2", 40001, {}}, {3, "fe80::3", 40002, {}}}, {}, {}};
+SetupServer sample_setup_server() {
+  return {"0123456789abcdef", sample_token(), sample_spec(), 3, 12};
 }
-SetupClientOk sample_setup_client_ok() { return {4, {"one warning"}}; }
+SetupServerOk sample_setup_server_ok() {
+  return {45678, {"socksize clamped to 4M", "second warning"}};
+}
+SetupClient sample_setup_client() {
+  return {"0123456789abcdef",
+          sample_token(),
+          sample_spec(),
+          1,
+          {{2, "10.0.0.2", 40001, {}}, {3, "fe80::3", 40002, {}}},
+          {},
+          {}};
+}
+SetupClientOk sample_setup_client_ok() {
+  return {4, {"one warning"}};
+}
 RdmaEndpoint sample_endpoint(std::uint32_t node, std::uint32_t peer, std::uint32_t conn) {
   RdmaEndpoint e{node, peer, conn, 0x123456, 0xabcdef, 0, {}, 0x7f00deadbeef0000ULL, 2u << 20, 0xfedcba98};
   for (std::size_t i = 0; i < 16; ++i) e.gid[i] = static_cast<std::uint8_t>(0xf0 + i);
   return e;
 }
-RdmaConnect sample_rdma_connect() { return {"0123456789abcdef", {sample_endpoint(1, 0, 0), sample_endpoint(1, 0, 1), sample_endpoint(2, 0, 0)}}; }
-Start sample_start() { return {1'000'000'000, 2'000'000'000, 9'000'000'000, 10'000'000'000, 250'000'000}; }
-Abort sample_abort() { return {"user pressed ^C"}; }
-ErrorMsg sample_error() { return {ErrorCode::busy, "agent is running a test for coord@other"}; }
+RdmaConnect sample_rdma_connect() {
+  return {"0123456789abcdef", {sample_endpoint(1, 0, 0), sample_endpoint(1, 0, 1), sample_endpoint(2, 0, 0)}};
+}
+Start sample_start() {
+  return {1'000'000'000, 2'000'000'000, 9'000'000'000, 10'000'000'000, 250'000'000};
+}
+Abort sample_abort() {
+  return {"user pressed ^C"};
+}
+ErrorMsg sample_error() {
+  return {ErrorCode::busy, "agent is running a test for coord@other"};
+}
 
 AgentResult sample_result() {
   AgentResult r;
@@ -119,7 +151,9 @@ AgentResult sample_result() {
 }
 
 // Re-encodes through text, as the message travels on the wire.
-json wire(const json& j) { return json::parse(j.dump()); }
+json wire(const json& j) {
+  return json::parse(j.dump());
+}
 
 }  // namespace
 
@@ -127,7 +161,8 @@ json wire(const json& j) { return json::parse(j.dump()); }
 
 TEST(Frame, HeaderLayoutIsBigEndian) {
   const auto h = encode_header(MsgType::result, 0x01020304);
-  const std::array<std::uint8_t, kHeaderSize> expect{'F', 'B', 'P', 'F', 0, static_cast<std::uint8_t>(kVersion), 0, 12, 1, 2, 3, 4};
+  const std::array<std::uint8_t, kHeaderSize> expect{'F', 'B', 'P', 'F', 0, static_cast<std::uint8_t>(kVersion),
+                                                     0,   12,  1,   2,   3, 4};
   EXPECT_EQ(h, expect);
   EXPECT_EQ(kMagic, 0x46425046u);
 }
@@ -381,8 +416,8 @@ struct Bad {
   const char* message;  // "HELLO"
   Parser parse;
   json good;
-  std::string field;  // JSON pointer-ish: "a" or "a/0/b"
-  json value;         // replaces the field; discarded() means "erase it"
+  std::string field;   // JSON pointer-ish: "a" or "a/0/b"
+  json value;          // replaces the field; discarded() means "erase it"
   std::string expect;  // substring the error must contain, besides the message name
 };
 
@@ -412,15 +447,24 @@ const Parser kStart = [](const json& j) { (void)parse_start(j); };
 const Parser kAbort = [](const json& j) { (void)parse_abort(j); };
 const Parser kError = [](const json& j) { (void)parse_error(j); };
 
-json strings_array(std::size_t n, std::size_t len) { return json(std::vector<std::string>(n, std::string(len, 'w'))); }
+json strings_array(std::size_t n, std::size_t len) {
+  return json(std::vector<std::string>(n, std::string(len, 'w')));
+}
 }  // namespace
 
 TEST(MessagesReject, NotAnObject) {
   // Not a structured binding: clang 14 cannot capture one in the lambda below.
-  for (const auto& entry : std::vector<std::pair<std::string, Parser>>{
-           {"HELLO", kHello}, {"HELLO_OK", kHelloOk}, {"PING", kPing}, {"PONG", kPong},
-           {"SETUP_SERVER", kSetupServer}, {"SETUP_SERVER_OK", kSetupServerOk}, {"SETUP_CLIENT", kSetupClient},
-           {"SETUP_CLIENT_OK", kSetupClientOk}, {"START", kStart}, {"ABORT", kAbort}, {"ERROR", kError}}) {
+  for (const auto& entry : std::vector<std::pair<std::string, Parser>>{{"HELLO", kHello},
+                                                                       {"HELLO_OK", kHelloOk},
+                                                                       {"PING", kPing},
+                                                                       {"PONG", kPong},
+                                                                       {"SETUP_SERVER", kSetupServer},
+                                                                       {"SETUP_SERVER_OK", kSetupServerOk},
+                                                                       {"SETUP_CLIENT", kSetupClient},
+                                                                       {"SETUP_CLIENT_OK", kSetupClientOk},
+                                                                       {"START", kStart},
+                                                                       {"ABORT", kAbort},
+                                                                       {"ERROR", kError}}) {
     const auto& name = entry.first;
     const Parser& p = entry.second;
     const auto msg = proto_error_of([&] { p(json::array()); });
@@ -558,7 +602,8 @@ TEST(MessagesReject, SetupFieldsAndSpec) {
       {"SETUP_SERVER", kSetupServer, ss, "token", kErase, "SETUP_SERVER.token: missing field"},
       {"SETUP_SERVER", kSetupServer, ss, "token", 5, "SETUP_SERVER.token: expected a string"},
       {"SETUP_SERVER", kSetupServer, ss, "token", "00", "SETUP_SERVER.token: token must be 32 hex digits"},
-      {"SETUP_CLIENT", kSetupClient, sc, "token", std::string(32, 'G'), "SETUP_CLIENT.token: token is not lower-case hex"},
+      {"SETUP_CLIENT", kSetupClient, sc, "token", std::string(32, 'G'),
+       "SETUP_CLIENT.token: token is not lower-case hex"},
       {"SETUP_SERVER_OK", kSetupServerOk, to_json(sample_setup_server_ok()), "data_port", -1,
        "SETUP_SERVER_OK.data_port"},
       {"SETUP_SERVER_OK", kSetupServerOk, to_json(sample_setup_server_ok()), "data_port", 70000,
@@ -611,14 +656,16 @@ TEST(MessagesReject, RdmaConnectFields) {
       {"RDMA_CONNECT", p, good, "endpoints/1", "qp", "RDMA_CONNECT.endpoints[1]: not a JSON object"},
       {"RDMA_CONNECT", p, good, "endpoints/0/node", 100001, "RDMA_CONNECT.endpoints[0].node"},
       {"RDMA_CONNECT", p, good, "endpoints/0/peer", 1, "RDMA_CONNECT.endpoints[0].peer: the node's own index 1"},
-      {"RDMA_CONNECT", p, good, "endpoints/2/peer", 3, "RDMA_CONNECT.endpoints[2].peer: 3, but endpoints[0] is for node 0"},
+      {"RDMA_CONNECT", p, good, "endpoints/2/peer", 3,
+       "RDMA_CONNECT.endpoints[2].peer: 3, but endpoints[0] is for node 0"},
       {"RDMA_CONNECT", p, good, "endpoints/0/conn", -1, "RDMA_CONNECT.endpoints[0].conn"},
       {"RDMA_CONNECT", p, good, "endpoints/0/qpn", 0, "RDMA_CONNECT.endpoints[0].qpn: 0 out of range"},
       {"RDMA_CONNECT", p, good, "endpoints/0/qpn", 0x1000000, "RDMA_CONNECT.endpoints[0].qpn"},
       {"RDMA_CONNECT", p, good, "endpoints/0/qpn", kErase, "RDMA_CONNECT.endpoints[0].qpn: missing field"},
       {"RDMA_CONNECT", p, good, "endpoints/1/psn", 0x1000000, "RDMA_CONNECT.endpoints[1].psn"},
       {"RDMA_CONNECT", p, good, "endpoints/0/lid", 65536, "RDMA_CONNECT.endpoints[0].lid"},
-      {"RDMA_CONNECT", p, good, "endpoints/0/gid", "fe80::1", "RDMA_CONNECT.endpoints[0].gid: must be 32 lower-case hex digits"},
+      {"RDMA_CONNECT", p, good, "endpoints/0/gid", "fe80::1",
+       "RDMA_CONNECT.endpoints[0].gid: must be 32 lower-case hex digits"},
       {"RDMA_CONNECT", p, good, "endpoints/0/gid", std::string(32, 'F'), "RDMA_CONNECT.endpoints[0].gid: must be 32"},
       {"RDMA_CONNECT", p, good, "endpoints/0/gid", 5, "RDMA_CONNECT.endpoints[0].gid: expected a string"},
       {"RDMA_CONNECT", p, good, "endpoints/0/addr", -1, "RDMA_CONNECT.endpoints[0].addr"},
@@ -630,8 +677,10 @@ TEST(MessagesReject, RdmaConnectFields) {
   };
   for (const auto& b : cases) check_bad(b);
   const Parser ok = [](const json& j) { (void)parse_rdma_connect_ok(j); };
-  check_bad({"RDMA_CONNECT_OK", ok, to_json(RdmaConnectOk{2}), "queue_pairs", 0, "RDMA_CONNECT_OK.queue_pairs: 0 out of range"});
-  check_bad({"RDMA_CONNECT_OK", ok, to_json(RdmaConnectOk{2}), "queue_pairs", kErase, "RDMA_CONNECT_OK.queue_pairs: missing"});
+  check_bad({"RDMA_CONNECT_OK", ok, to_json(RdmaConnectOk{2}), "queue_pairs", 0,
+             "RDMA_CONNECT_OK.queue_pairs: 0 out of range"});
+  check_bad({"RDMA_CONNECT_OK", ok, to_json(RdmaConnectOk{2}), "queue_pairs", kErase,
+             "RDMA_CONNECT_OK.queue_pairs: missing"});
   EXPECT_TRUE(contains(proto_error_of([&] { p(json::array()); }), "RDMA_CONNECT: not a JSON object"));
 }
 
@@ -645,7 +694,8 @@ TEST(MessagesReject, RdmaListsInSetupMessages) {
   SetupClientOk co = sample_setup_client_ok();
   co.rdma = {sample_endpoint(1, 2, 0), sample_endpoint(1, 2, 1)};
   const std::vector<Bad> cases = {
-      {"SETUP_SERVER", kSetupServer, to_json(ss), "rdma_clients/0", -1, "SETUP_SERVER.rdma_clients[0]: not a node index"},
+      {"SETUP_SERVER", kSetupServer, to_json(ss), "rdma_clients/0", -1,
+       "SETUP_SERVER.rdma_clients[0]: not a node index"},
       {"SETUP_SERVER", kSetupServer, to_json(ss), "rdma_clients", "1", "SETUP_SERVER.rdma_clients: expected an array"},
       {"SETUP_SERVER", kSetupServer, to_json(ss), "link_addrs", json::array({1}), "SETUP_SERVER.link_addrs"},
       {"SETUP_SERVER_OK", kSetupServerOk, to_json(so), "rdma/0/gid", "", "SETUP_SERVER_OK.rdma[0].gid"},
@@ -656,7 +706,8 @@ TEST(MessagesReject, RdmaListsInSetupMessages) {
   // More queue pairs than the limit of one message's connections.
   json big = to_json(ss);
   big["rdma_clients"] = json(std::vector<unsigned>(50001, 1));  // rw stream, parallel 2: 4 per client
-  EXPECT_TRUE(contains(proto_error_of([&] { (void)parse_setup_server(big); }), "SETUP_SERVER.rdma_clients: 200004 queue pairs exceed"));
+  EXPECT_TRUE(contains(proto_error_of([&] { (void)parse_setup_server(big); }),
+                       "SETUP_SERVER.rdma_clients: 200004 queue pairs exceed"));
 }
 
 // ---- tokens ---------------------------------------------------------------------------------
@@ -770,10 +821,11 @@ TEST(ValidateFrame, RejectsBadHeaders) {
   const std::string body = to_json(sample_ping()).dump();
   const auto len = static_cast<std::uint32_t>(body.size());
   EXPECT_NO_THROW(validate_frame(frame_of(raw_header(kMagic, kVersion, 3, len), body)));
-  EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic + 1, kVersion, 3, len), body)); }),
-                       "magic"));
-  EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, kVersion + 1, 3, len), body)); }),
-                       "version"));
-  EXPECT_TRUE(contains(proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, kVersion, kMaxMsgType + 1, len), body)); }),
-                       "unknown message type " + std::to_string(kMaxMsgType + 1)));
+  EXPECT_TRUE(contains(
+      proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic + 1, kVersion, 3, len), body)); }), "magic"));
+  EXPECT_TRUE(contains(
+      proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, kVersion + 1, 3, len), body)); }), "version"));
+  EXPECT_TRUE(contains(
+      proto_error_of([&] { validate_frame(frame_of(raw_header(kMagic, kVersion, kMaxMsgType + 1, len), body)); }),
+      "unknown message type " + std::to_string(kMaxMsgType + 1)));
 }

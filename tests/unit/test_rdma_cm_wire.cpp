@@ -40,12 +40,14 @@ TEST(RdmaCmWire, RequestRoundTripsWithTheClientsDerivedToken) {
 TEST(RdmaCmWire, RequestsThatAreNotFromAClientOfThisTestAreRefused) {
   const auto good = rdma_cm::encode_request(sample(), derive_client_token(kTest, 3));
   // Signed with another test's token.
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), derive_client_token(token_of(9), 3)), kTest).refusal,
-            "bad proof");
+  EXPECT_EQ(
+      rdma_cm::check_request(rdma_cm::encode_request(sample(), derive_client_token(token_of(9), 3)), kTest).refusal,
+      "bad proof");
   // Signed with the test token itself instead of the client's derived one.
   EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), kTest), kTest).refusal, "bad proof");
   // A client claiming another client's node.
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(4), derive_client_token(kTest, 3)), kTest).refusal, "bad proof");
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(4), derive_client_token(kTest, 3)), kTest).refusal,
+            "bad proof");
   // Any signed byte changed after signing (here: the rkey, then the direction).
   auto t = good;
   t[12] ^= 1;
@@ -75,9 +77,11 @@ TEST(RdmaCmWire, ForeignOrShortRequestsAreRefusedBeforeAnyProofIsComputed) {
 TEST(RdmaCmWire, AProperlySignedUnknownDirectionIsRefused) {
   auto r = sample();
   r.dir = 5;
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal, "unknown direction");
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal,
+            "unknown direction");
   r.dir = 0;
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal, "unknown direction");
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal,
+            "unknown direction");
 }
 
 TEST(RdmaCmWire, ReplyAnswersExactlyOneRequest) {

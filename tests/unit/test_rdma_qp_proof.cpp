@@ -90,8 +90,10 @@ TEST(RdmaQpProof, EveryBoundFieldAndBothNoncesMatter) {
   for (std::size_t i = 0; i < others.size(); ++i) {
     EXPECT_EQ(qp_proof::check_client_proof(good, kClient, others[i], nc, ns).refusal, qp_proof::Refusal::bad_mac) << i;
   }
-  EXPECT_EQ(qp_proof::check_client_proof(good, kClient, binding(), nonce_of(3), ns).refusal, qp_proof::Refusal::bad_mac);
-  EXPECT_EQ(qp_proof::check_client_proof(good, kClient, binding(), nc, nonce_of(3)).refusal, qp_proof::Refusal::bad_mac);
+  EXPECT_EQ(qp_proof::check_client_proof(good, kClient, binding(), nonce_of(3), ns).refusal,
+            qp_proof::Refusal::bad_mac);
+  EXPECT_EQ(qp_proof::check_client_proof(good, kClient, binding(), nc, nonce_of(3)).refusal,
+            qp_proof::Refusal::bad_mac);
   // Every single flipped bit of the message is caught.
   for (std::size_t i = 0; i < good.size(); ++i) {
     auto bad = good;
@@ -150,11 +152,11 @@ TEST(RdmaQpProof, SizeMagicAndVersionAreCheckedFirst) {
 TEST(RdmaQpProof, BindingLayoutIsFixed) {
   const auto b = qp_proof::encode_binding(binding());
   ASSERT_EQ(b.size(), 52u);
-  EXPECT_EQ(b[7], 2);     // client node
-  EXPECT_EQ(b[11], 1);    // connection
-  EXPECT_EQ(b[15], 0x11); // server QPN
-  EXPECT_EQ(b[19], 0x22); // client QPN
-  EXPECT_EQ(b[32], 198);  // server GID, ::ffff:198.x.x.2
+  EXPECT_EQ(b[7], 2);      // client node
+  EXPECT_EQ(b[11], 1);     // connection
+  EXPECT_EQ(b[15], 0x11);  // server QPN
+  EXPECT_EQ(b[19], 0x22);  // client QPN
+  EXPECT_EQ(b[32], 198);   // server GID, ::ffff:198.x.x.2
   EXPECT_EQ(b[35], 2);
-  EXPECT_EQ(b[51], 1);    // client GID
+  EXPECT_EQ(b[51], 1);  // client GID
 }

@@ -9,11 +9,11 @@
 
 #include "unit/fake_tree.hpp"
 
+#include <gtest/gtest.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 using namespace fabperf;
 namespace fs = std::filesystem;
@@ -83,11 +83,11 @@ TEST(RdmaSysfs, StateRateAndMtuParsers) {
 }
 
 TEST(RdmaSysfs, ErrorCounterClassification) {
-  for (const char* bad : {"counters/symbol_error", "counters/link_downed", "counters/port_rcv_errors",
-                          "counters/port_xmit_discards", "counters/VL15_dropped", "counters/link_error_recovery",
-                          "hw_counters/retry_exceeded_err", "hw_counters/rcvd_rnr_err", "hw_counters/out_of_sequence",
-                          "hw_counters/duplicate_request", "hw_counters/local_ack_timeout_err",
-                          "hw_counters/rnr_nak_retry_err", "hw_counters/roce_adp_retrans"}) {
+  for (const char* bad :
+       {"counters/symbol_error", "counters/link_downed", "counters/port_rcv_errors", "counters/port_xmit_discards",
+        "counters/VL15_dropped", "counters/link_error_recovery", "hw_counters/retry_exceeded_err",
+        "hw_counters/rcvd_rnr_err", "hw_counters/out_of_sequence", "hw_counters/duplicate_request",
+        "hw_counters/local_ack_timeout_err", "hw_counters/rnr_nak_retry_err", "hw_counters/roce_adp_retrans"}) {
     EXPECT_TRUE(is_rdma_error_counter(bad)) << bad;
   }
   for (const char* ok : {"counters/port_xmit_data", "counters/port_rcv_packets", "hw_counters/sent_pkts",

@@ -1,7 +1,7 @@
+#include <gtest/gtest.h>
 #include <fabperf/build_config.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +14,9 @@ using nlohmann::json;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
 NodeRecord node(std::uint32_t index, bool server, bool client) {
   NodeRecord n;
@@ -276,8 +278,8 @@ TEST(ComputeReport, PairTcpFigures) {
   ASSERT_EQ(r.pairs.size(), 1u);
   EXPECT_EQ(r.pairs[0].connections, 3u);
   EXPECT_EQ(r.pairs[0].retrans, 6u);
-  EXPECT_EQ(r.pairs[0].rtt_us, 150u);     // largest among valid samples
-  EXPECT_EQ(r.pairs[0].snd_mss, 8000u);   // smallest among valid samples
+  EXPECT_EQ(r.pairs[0].rtt_us, 150u);    // largest among valid samples
+  EXPECT_EQ(r.pairs[0].snd_mss, 8000u);  // smallest among valid samples
   EXPECT_DOUBLE_EQ(r.pairs[0].tput.mb_per_s, 375.0);
 }
 
@@ -482,7 +484,8 @@ TEST(RenderText, TablesAndSummary) {
   run.nodes[2].result->intervals = {{1'000'000'000, 1'000'000'000, 0}, {2'000'000'000, 500'000'000, 0}};
   const Report r = compute_report(run);
   const std::string t = render_text(r, false);
-  EXPECT_TRUE(t.starts_with("fabperf " FABPERF_VERSION ": test write (rpc mode, tcp), 2 client(s) -> 2 server(s)\n")) << t;
+  EXPECT_TRUE(t.starts_with("fabperf " FABPERF_VERSION ": test write (rpc mode, tcp), 2 client(s) -> 2 server(s)\n"))
+      << t;
   EXPECT_TRUE(contains(t, "time 10 s, measured 1..9 s; buffsize 4M, socksize OS default, threads 4, parallel 1")) << t;
   EXPECT_TRUE(contains(t, "\nNodes\n")) << t;
   EXPECT_TRUE(contains(t, "\nPairs (client -> server)\n")) << t;

@@ -19,7 +19,8 @@ AgentResult hour_at_10ms() {
   constexpr std::int64_t kIntervals = 360'000, kStep = 10'000'000;
   r.intervals.reserve(kIntervals);
   for (std::int64_t i = 1; i <= kIntervals; ++i) {
-    r.intervals.push_back({i * kStep, 1'250'000'000ull + static_cast<std::uint64_t>(i), 1'000ull + static_cast<std::uint64_t>(i)});
+    r.intervals.push_back(
+        {i * kStep, 1'250'000'000ull + static_cast<std::uint64_t>(i), 1'000ull + static_cast<std::uint64_t>(i)});
   }
   LinkResult l;
   l.info.name = "eth0";

@@ -1,16 +1,16 @@
 // ResultStream: the result document written node by node as results arrive is the same JSON value
 // as render_json(compute_report(run)), whatever the arrival order; a file cut short during the
 // collection holds every node section written and `fabperf report` names it partial.
+#include <gtest/gtest.h>
 #include <fabperf/plan_report.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/result_stream.hpp>
-#include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 using namespace fabperf;
 using nlohmann::json;
@@ -78,7 +78,8 @@ RunRecord sample_run() {
     a.cpu_busy_pct = 10.0 / 3.0 + 0.7 * i;
     a.process_cpu_s = 1.1 * (i + 1);
     for (std::uint32_t peer = n.is_server ? 2 : 0; peer < (n.is_server ? 6u : 2u); ++peer) {
-      a.flows.push_back(flow(n.is_server ? FlowRole::server : FlowRole::client, peer, 1'000'003ull * (i + 1) * (peer + 3), i));
+      a.flows.push_back(
+          flow(n.is_server ? FlowRole::server : FlowRole::client, peer, 1'000'003ull * (i + 1) * (peer + 3), i));
     }
     if (i == 3) a.flows.back().error = "rpc reply: peer stalled";
     if (n.is_client) {
@@ -119,9 +120,11 @@ json stream(const RunRecord& run, const std::vector<std::size_t>& arrival, const
 
 void by_index(json& doc) {
   auto& nodes = doc.at("nodes");
-  std::stable_sort(nodes.begin(), nodes.end(), [](const json& a, const json& b) { return a.at("index") < b.at("index"); });
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [](const json& a, const json& b) { return a.at("index") < b.at("index"); });
   auto& conns = doc.at("connections");
-  std::stable_sort(conns.begin(), conns.end(), [](const json& a, const json& b) { return a.at("node") < b.at("node"); });
+  std::stable_sort(conns.begin(), conns.end(),
+                   [](const json& a, const json& b) { return a.at("node") < b.at("node"); });
 }
 
 }  // namespace

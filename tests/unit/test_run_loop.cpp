@@ -27,8 +27,8 @@ class FakeEngine final : public Engine {
   std::uint16_t prepare_server(RunContext&, const ServerPlan&) override { return 0; }
   void prepare_client(RunContext& ctx, const ClientPlan&) override {
     for (int i = 0; i < n_; ++i) {
-      flows_.push_back(&ctx.add_flow(std::make_unique<Flow>(FlowRole::client, FlowOp::write, 1, "127.0.0.1:" + std::to_string(40000 + i),
-                                                            "127.0.0.1:5000")));
+      flows_.push_back(&ctx.add_flow(std::make_unique<Flow>(
+          FlowRole::client, FlowOp::write, 1, "127.0.0.1:" + std::to_string(40000 + i), "127.0.0.1:5000")));
     }
   }
   void seal(RunContext&) override { sealed_ = true; }

@@ -19,7 +19,8 @@ TEST(SettingsTable, NamesAndKeysAreUniqueAndFound) {
     EXPECT_TRUE(keys.insert(st.key).second) << st.key;
     EXPECT_EQ(find_setting(st.name), &st);
     EXPECT_NE(std::string(st.help), "");
-    EXPECT_TRUE(std::string(st.only).empty() || std::string(st.only) == "tcp" || std::string(st.only) == "rdma") << st.name;
+    EXPECT_TRUE(std::string(st.only).empty() || std::string(st.only) == "tcp" || std::string(st.only) == "rdma")
+        << st.name;
   }
   EXPECT_EQ(find_setting("no-such-setting"), nullptr);
 }
@@ -78,5 +79,6 @@ TEST(SettingsTable, DocsCarryTheTable) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string table = settings_markdown();
-  EXPECT_NE(ss.str().find(table), std::string::npos) << "docs/usage.md lacks the settings table; it should read:\n" << table;
+  EXPECT_NE(ss.str().find(table), std::string::npos) << "docs/usage.md lacks the settings table; it should read:\n"
+                                                     << table;
 }

@@ -1,6 +1,6 @@
+#include <gtest/gtest.h>
 #include <fabperf/error.hpp>
 #include <fabperf/spec.hpp>
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -30,7 +30,9 @@ std::string make_error(const SpecParams& p) {
   return error_of<UsageError>([&] { (void)TestSpec::make(p); });
 }
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
 }  // namespace
 
@@ -300,7 +302,8 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   EXPECT_THROW(TestSpec::make(bad), UsageError);
   // Older coordinators send no tuning fields: defaults apply.
   auto j = to_json(TestSpec::make({}));
-  for (const char* k : {"skip_rx_copy", "send_method", "zerocopy", "sendfile", "congestion", "rate", "busy_poll_us", "notsent_lowat", "cpus", "no_affinity"}) {
+  for (const char* k : {"skip_rx_copy", "send_method", "zerocopy", "sendfile", "congestion", "rate", "busy_poll_us",
+                        "notsent_lowat", "cpus", "no_affinity"}) {
     j.erase(k);
   }
   EXPECT_EQ(spec_from_json(j), TestSpec::make({}));
@@ -385,7 +388,9 @@ TEST(SpecWire, RoundTrip) {
 }
 
 namespace {
-json good_spec() { return to_json(TestSpec::make({})); }
+json good_spec() {
+  return to_json(TestSpec::make({}));
+}
 
 std::string from_json_error(const json& j) {
   return error_of<ProtocolError>([&] { (void)spec_from_json(j); });
@@ -452,7 +457,7 @@ TEST(SpecWire, RejectsOutOfRange) {
   };
   const Case cases[] = {
       {"buffsize", json(16 * 1024 * 1024 + 1)},
-      {"buffsize", json(1)},            // below 4K: caught by make()
+      {"buffsize", json(1)},  // below 4K: caught by make()
       {"buffsize", json(-4096)},
       {"buffsize", json(18446744073709551615ull)},
       {"socksize", json(100 * 1024 * 1024 + 1)},
@@ -616,13 +621,19 @@ TEST(SpecRdma, DefaultsRoundTripAndValidation) {
     EXPECT_TRUE(contains(error_of<UsageError>([&] { (void)TestSpec::make(q); }), want)) << want;
   };
   bad([](SpecParams& q) { q.qdepth = 0; }, "--qdepth 0");
-  bad([](SpecParams& q) { q.qdepth = 8; q.cq_mod = 9; }, "--cq-mod 9");
+  bad(
+      [](SpecParams& q) {
+        q.qdepth = 8;
+        q.cq_mod = 9;
+      },
+      "--cq-mod 9");
   bad([](SpecParams& q) { q.inline_size = 5000; }, "--inline 5000");
   bad([](SpecParams& q) { q.rdma_device = "mlx5 0"; }, "--rdma-device 'mlx5 0'");
   bad([](SpecParams& q) { q.verify = true; }, "--verify is not available with --transport rdma");
   SpecParams tcp_cm;
   tcp_cm.rdma_cm = true;
-  EXPECT_TRUE(contains(error_of<UsageError>([&] { (void)TestSpec::make(tcp_cm); }), "--rdma-cm: only with --transport rdma"));
+  EXPECT_TRUE(
+      contains(error_of<UsageError>([&] { (void)TestSpec::make(tcp_cm); }), "--rdma-cm: only with --transport rdma"));
   json j = to_json(s);
   j["gid_index"] = -2;
   EXPECT_THROW(spec_from_json(j), ProtocolError);

@@ -99,7 +99,8 @@ TEST(Stats, BootstrapIsSeededAndBracketsTheRatio) {
 }
 
 TEST(Stats, VerdictSentences) {
-  const auto f = decide({100, 102, 98, 101, 99, 100, 101, 99, 100, 100}, {118, 120, 117, 119, 118, 119, 117, 116, 119, 117}, "after");
+  const auto f = decide({100, 102, 98, 101, 99, 100, 101, 99, 100, 100},
+                        {118, 120, 117, 119, 118, 119, 117, 116, 119, 117}, "after");
   EXPECT_EQ(f.direction, Direction::faster);
   EXPECT_NEAR(f.change_pct, 18.0, 0.01);
   EXPECT_EQ(f.sentence.rfind("after is 18% ± ", 0), 0u) << f.sentence;
@@ -127,7 +128,8 @@ TEST(Stats, VerdictSentences) {
   // 3 vs 3 cannot reach p < 0.05 however far apart: the verdict must not claim a difference.
   const auto few = decide({1, 2, 3}, {40, 50, 60}, "after");
   EXPECT_EQ(few.direction, Direction::no_difference);
-  EXPECT_EQ(few.sentence.rfind("too few trials to decide: 3 vs 3 trials cannot reach p < 0.05 (at best p = 0.1)", 0), 0u)
+  EXPECT_EQ(few.sentence.rfind("too few trials to decide: 3 vs 3 trials cannot reach p < 0.05 (at best p = 0.1)", 0),
+            0u)
       << few.sentence;
   EXPECT_EQ(format_p(0.0004), "p < 0.001");
   EXPECT_EQ(format_p(0.032), "p = 0.032");

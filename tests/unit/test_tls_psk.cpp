@@ -14,7 +14,9 @@ using namespace fabperf;
 
 namespace {
 
-auth::Key key_of(char c) { return auth::parse_key(std::string(64, c), "test key"); }
+auth::Key key_of(char c) {
+  return auth::parse_key(std::string(64, c), "test key");
+}
 
 // Moves whatever one side wrote to the other side's input.
 void pump(SSL* from, SSL* to) {
@@ -82,8 +84,7 @@ TEST(TlsPsk, Rfc5869TestCase3) {
   const std::vector<std::uint8_t> ikm(22, 0x0b);
   std::array<std::uint8_t, 42> okm{};
   tls::hkdf_sha256(ikm, "", okm);
-  EXPECT_EQ(proto::to_hex(okm),
-            "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8");
+  EXPECT_EQ(proto::to_hex(okm), "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8");
 }
 
 TEST(TlsPsk, SameKeyCompletesTls13WithTheFixedSuite) {

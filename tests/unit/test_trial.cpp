@@ -28,7 +28,7 @@ TEST(ArmTrial, SlicesAlternateAfterTheSettleSlice) {
   // 500 ms: settle 0-100, then arms 0 1 0 1 in 100 ms slices.
   ArmTrial t("send method", {"write", "sendfile"}, 0, 500 * kMs, true);
   ArmTrial::Cursor c;
-  EXPECT_EQ(t.pick(c, 50 * kMs), 0);   // settle: the first candidate
+  EXPECT_EQ(t.pick(c, 50 * kMs), 0);  // settle: the first candidate
   EXPECT_EQ(t.pick(c, 150 * kMs), 0);
   EXPECT_EQ(t.pick(c, 250 * kMs), 1);
   EXPECT_EQ(t.pick(c, 350 * kMs), 0);
@@ -122,7 +122,15 @@ TEST(ArmPicker, FixedChoiceNeverReadsTheClock) {
   ArmTrial t("x", {"a", "b"}, 0, 500 * kMs, true);
   ArmPicker q(&t, 0);
   std::int64_t now = 600 * kMs;  // past the trial: decided on the first call, then held
-  EXPECT_EQ(q.arm([&] { ++calls; return now; }), 0);
-  EXPECT_EQ(q.arm([&] { ++calls; return now; }), 0);
+  EXPECT_EQ(q.arm([&] {
+    ++calls;
+    return now;
+  }),
+            0);
+  EXPECT_EQ(q.arm([&] {
+    ++calls;
+    return now;
+  }),
+            0);
   EXPECT_EQ(calls, 1);
 }

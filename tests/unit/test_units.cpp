@@ -1,6 +1,6 @@
+#include <gtest/gtest.h>
 #include <fabperf/error.hpp>
 #include <fabperf/units.hpp>
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
@@ -242,8 +242,8 @@ TEST(FormatSize, OtherSizesInBytes) {
 }
 
 TEST(FormatSize, RoundTripsThroughParseSize) {
-  for (std::uint64_t v : {std::uint64_t{4096}, std::uint64_t{1} << 20, std::uint64_t{16} << 20,
-                          std::uint64_t{12345}, std::uint64_t{3} << 30, std::uint64_t{100} << 20}) {
+  for (std::uint64_t v : {std::uint64_t{4096}, std::uint64_t{1} << 20, std::uint64_t{16} << 20, std::uint64_t{12345},
+                          std::uint64_t{3} << 30, std::uint64_t{100} << 20}) {
     EXPECT_EQ(parse_size(format_size(v), "x"), v) << format_size(v);
   }
 }

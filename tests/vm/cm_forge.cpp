@@ -161,7 +161,8 @@ int main(int argc, char** argv) {
   int fails = 0;
   try {
     const auth::Key key = auth::load_key_file(argv[1]);
-    const auto ctl = control_connect(addr, static_cast<std::uint16_t>(std::stoi(target.substr(colon + 1))), key, "cm_forge");
+    const auto ctl =
+        control_connect(addr, static_cast<std::uint16_t>(std::stoi(target.substr(colon + 1))), key, "cm_forge");
     proto::SetupServer m;
     m.test_id = "cm-forge";
     m.token = proto::random_token();
@@ -182,14 +183,16 @@ int main(int argc, char** argv) {
 
     auto check = [&](const char* name, const Outcome& o, const std::string& want) {
       const bool ok = want.empty() ? (o.answered && !o.rejected) : (o.rejected && o.text == want);
-      std::printf("%s %s: %s%s\n", ok ? "PASS" : "FAIL", name, o.rejected ? "rejected: " : "", o.answered ? o.text.c_str() : "no answer");
+      std::printf("%s %s: %s%s\n", ok ? "PASS" : "FAIL", name, o.rejected ? "rejected: " : "",
+                  o.answered ? o.text.c_str() : "no answer");
       if (!ok) ++fails;
     };
     std::uint8_t foreign[rdma_cm::kRequestSize];
     std::mt19937 rng(std::random_device{}());
     for (auto& b : foreign) b = static_cast<std::uint8_t>(rng());
     foreign[0] = 'X';
-    check("foreign", Attempt(addr, port, foreign, sizeof foreign).outcome, "not a fabperf RDMA connection request of this version");
+    check("foreign", Attempt(addr, port, foreign, sizeof foreign).outcome,
+          "not a fabperf RDMA connection request of this version");
 
     const rdma_cm::Request req{rdma_cm::kDirPush, false, 1, 0, 0x1000u, 0x10000ull};
     const auto forged = rdma_cm::encode_request(req, proto::random_token());

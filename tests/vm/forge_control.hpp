@@ -26,7 +26,9 @@ namespace fabperf::forge {
 
 inline constexpr int kStepMs = 10000;  // emulated RDMA is slow: generous, but every wait is bounded
 
-[[noreturn]] inline void die(const std::string& what) { throw std::runtime_error(what); }
+[[noreturn]] inline void die(const std::string& what) {
+  throw std::runtime_error(what);
+}
 
 // ---- the control connection (TLS 1.3 with the key's PSK, as fabperf's own coordinator) -------
 struct Control {
@@ -56,17 +58,19 @@ inline std::pair<proto::MsgType, nlohmann::json> read_frame(Control& c) {
 }
 
 inline std::unique_ptr<Control> control_connect(const std::string& addr, std::uint16_t port, const auth::Key& key,
-                                                        const std::string& name) {
+                                                const std::string& name) {
   auto c = std::make_unique<Control>();
   c->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   if (inet_pton(AF_INET, addr.c_str(), &a.sin_addr) != 1) die("'" + addr + "' is not an IPv4 address");
-  if (::connect(c->fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("control: connect: " + std::string(std::strerror(errno)));
+  if (::connect(c->fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    die("control: connect: " + std::string(std::strerror(errno)));
   c->tls = std::make_unique<test::TlsPeer>(c->fd, key, kStepMs);
   if (!c->tls->ok()) die("control: TLS handshake with the agent failed (key?): " + c->tls->error);
-  send_frame(*c, proto::MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, name, proto::local_capabilities()}));
+  send_frame(*c, proto::MsgType::hello,
+             proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, name, proto::local_capabilities()}));
   auto [t, body] = read_frame(*c);
   if (t != proto::MsgType::hello_ok) die("control: expected HELLO_OK, got " + body.dump());
   return c;

@@ -48,7 +48,9 @@ constexpr std::uint8_t kFill = 0x5a;
 constexpr std::size_t kSlot = 128;
 constexpr int kRecvs = 1024;  // WRITE_WITH_IMM consumes one each (every 16th block in the control)
 
-std::string errtext(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string errtext(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
 
 // One RC queue pair with a registered 2 x 64 KiB buffer (what a fabperf server registers) and an
 // inbox of receive slots, on the port whose RoCE v2 GID holds LOCAL_ADDR.
@@ -140,7 +142,8 @@ ForgedQp::ForgedQp(const std::string& dev, const std::string& local_addr) {
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
   at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (ibv_modify_qp(qp_, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) die("INIT failed");
+  if (ibv_modify_qp(qp_, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+    die("INIT failed");
   // Every receive lands in slot 0 (a WRITE_WITH_IMM brings no bytes into it): what arrived is
   // read right after each completion.
   for (int i = 0; i < kRecvs; ++i) {
@@ -166,7 +169,8 @@ ForgedQp::~ForgedQp() {
 }
 
 proto::RdmaEndpoint ForgedQp::endpoint() const {
-  proto::RdmaEndpoint e{0, 1, 0, qp_->qp_num, psn_, 0, {}, reinterpret_cast<std::uintptr_t>(buf_), 2 * kBlock, mr_->rkey};
+  proto::RdmaEndpoint e{0,          1,        0, qp_->qp_num, psn_, 0, {}, reinterpret_cast<std::uintptr_t>(buf_),
+                        2 * kBlock, mr_->rkey};
   std::memcpy(e.gid.data(), gid_.raw, 16);
   return e;
 }
@@ -184,8 +188,9 @@ void ForgedQp::connect(const proto::RdmaEndpoint& peer) {
   std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid.data(), 16);
   a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gid_index_);
   a.ah_attr.grh.hop_limit = 64;
-  if (ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+  if (ibv_modify_qp(qp_, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
     die("RTR failed");
   }
   ibv_qp_attr r{};
@@ -195,8 +200,9 @@ void ForgedQp::connect(const proto::RdmaEndpoint& peer) {
   r.rnr_retry = 7;
   r.sq_psn = psn_;
   r.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp_, &r, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                 IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+  if (ibv_modify_qp(qp_, &r,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                        IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
     die("RTS failed");
   }
 }
@@ -241,8 +247,10 @@ std::pair<int, int> ForgedQp::drain() {
   while ((n = ibv_poll_cq(cq_, 32, wc)) > 0) {
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS || !(wc[i].opcode & IBV_WC_RECV)) continue;
-      if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) ++imms;
-      else ++sends;
+      if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+        ++imms;
+      else
+        ++sends;
     }
   }
   return {sends, imms};
@@ -285,7 +293,8 @@ bool run_case(const char* name, bool genuine, const auth::Key& key, const std::s
   const std::int64_t start = agent_now() + 500'000'000;
   const auto& spec = m.spec;
   send_frame(*ctl, proto::MsgType::start,
-             proto::to_json(proto::Start{start, start + spec.warmup().count(), start + spec.time().count() - spec.cooldown().count(),
+             proto::to_json(proto::Start{start, start + spec.warmup().count(),
+                                         start + spec.time().count() - spec.cooldown().count(),
                                          start + spec.time().count(), 1'000'000'000}));
 
   // The client's hello: a fabperf client sends it before anything else.
@@ -331,14 +340,16 @@ bool run_case(const char* name, bool genuine, const auth::Key& key, const std::s
     pass = !untouched && imms > 0 && !res.aborted && tx > 0 && client_proof == "verified";
     std::printf("%s %s: client's proof %s; buffer %s, %d WRITE_WITH_IMM received, client sent %llu B, result %s\n",
                 pass ? "PASS" : "FAIL", name, client_proof.c_str(), untouched ? "untouched" : "written", imms,
-                static_cast<unsigned long long>(tx), res.aborted ? ("aborted: " + res.abort_reason).c_str() : "complete");
+                static_cast<unsigned long long>(tx),
+                res.aborted ? ("aborted: " + res.abort_reason).c_str() : "complete");
   } else {
     pass = untouched && imms == 0 && sends == 0 && tx == 0 && res.aborted &&
            res.abort_reason.find("did not prove the test token") != std::string::npos;
-    std::printf("%s %s: buffer %s, %d WRITE_WITH_IMM and %d more SENDs after the hello, client sent %llu B; the client "
-                "reported: %s\n",
-                pass ? "PASS" : "FAIL", name, untouched ? "untouched" : "WRITTEN", imms, sends,
-                static_cast<unsigned long long>(tx), res.aborted ? res.abort_reason.c_str() : "(no abort)");
+    std::printf(
+        "%s %s: buffer %s, %d WRITE_WITH_IMM and %d more SENDs after the hello, client sent %llu B; the client "
+        "reported: %s\n",
+        pass ? "PASS" : "FAIL", name, untouched ? "untouched" : "WRITTEN", imms, sends,
+        static_cast<unsigned long long>(tx), res.aborted ? res.abort_reason.c_str() : "(no abort)");
   }
   return pass;
 }
