@@ -25,18 +25,6 @@ int cmd_plan(int argc, char** argv);
 // `fabperf preflight PLAN` or `fabperf preflight --local N | --hosts H,H...`
 int cmd_preflight(int argc, char** argv);
 
-struct PlanRunOptions {
-  std::string results;  // empty: NAME-YYYYmmdd-HHMMSS.jsonl in the current directory
-  std::string resume;   // continue this results file
-  bool quiet{false};
-  bool preflight{true};
-  bool allow_hooks{false};  // --allow-hooks: a plan's [ab] hooks may run commands on this host
-  auth::Key key;
-  std::chrono::milliseconds connect_timeout{5000};
-};
-// Executes a plan (preflight, steps, results file, KPIs, verdicts); returns the exit code.
-int run_plan(const plan::Plan& p, const PlanRunOptions& o);
-
 // `fabperf run --pattern ...`: a one-test plan from the command line.
 struct CliPattern {
   std::string pattern;
@@ -60,12 +48,3 @@ int cmd_compare(int argc, char** argv);
 int run_repeated(const RunRequest& req, std::uint32_t n, const std::string& json_path, bool quiet);
 
 }  // namespace fabperf::cli
-
-namespace fabperf {
-
-// `fabperf run --per-link sequential`: one test step per link (every host restricted to its
-// link i), each step reported, then the steps compared. Returns the exit code.
-int run_per_link_sequential(const RunRequest& base, std::size_t n_links, const std::string& json_path, bool quiet,
-                            bool verbose);
-
-}  // namespace fabperf

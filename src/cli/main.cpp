@@ -11,6 +11,7 @@
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/links.hpp>
+#include <fabperf/plan_run.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/result_stream.hpp>
@@ -334,8 +335,9 @@ int cmd_run(int argc, char** argv) {
   }
   setup_logging(get<std::string>(r, "log-level"));
 
-  cli::PlanRunOptions pro;
+  plan::RunOptions pro;
   pro.quiet = r.count("quiet") > 0;
+  pro.progress = ::isatty(STDOUT_FILENO) == 1;
   pro.preflight = r.count("no-preflight") == 0;
   if (r.count("results")) pro.results = get<std::string>(r, "results");
   if (r.count("resume")) pro.resume = get<std::string>(r, "resume");
@@ -355,7 +357,7 @@ int cmd_run(int argc, char** argv) {
     if (!kf.empty()) pro.key = auth::load_key_file(kf);
     pro.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
         parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
-    return cli::run_plan(pl, pro);
+    return plan::run_plan(pl, pro, std::cout);
   }
   if (!plan_mode) {
     for (const auto& opt : {"hosts", "pairs", "target", "no-preflight", "isolate", "allow-hooks"}) {
@@ -440,7 +442,7 @@ int cmd_run(int argc, char** argv) {
     const auto pl = cli::plan_from_cli(std::move(hosts), cp, req.spec, req.interval);
     pro.key = req.key;
     pro.connect_timeout = req.connect_timeout;
-    return cli::run_plan(pl, pro);
+    return plan::run_plan(pl, pro, std::cout);
   }
   if (launched) {
     // servers, clients and key come from the launcher
@@ -507,7 +509,7 @@ int cmd_run(int argc, char** argv) {
   if (per_link == "sequential") {
     if (repeat > 1) throw UsageError("--repeat: not with --per-link sequential (repeat each link's run instead)");
     if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
-    return run_per_link_sequential(req, n_links, json_path, quiet, verbose);
+    return run_per_link_sequential(req, n_links, json_path, quiet, verbose, std::cout);
   }
 
   if (repeat > 1) return cli::run_repeated(req, repeat, json_path, quiet);

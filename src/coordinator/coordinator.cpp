@@ -812,6 +812,23 @@ std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::s
   return out;
 }
 
+void set_host_pairs(RunRequest& req, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& host_pairs,
+                    const std::function<HostPort(std::uint32_t)>& endpoint) {
+  std::vector<std::uint32_t> cl, sv;
+  const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
+    const auto it = std::find(v.begin(), v.end(), h);
+    if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
+    v.push_back(h);
+    return static_cast<std::uint32_t>(v.size() - 1);
+  };
+  req.pairs.clear();
+  for (const auto& [c, s] : host_pairs) req.pairs.emplace_back(slot(cl, c), slot(sv, s));
+  req.clients.clear();
+  req.servers.clear();
+  for (const auto h : cl) req.clients.push_back(endpoint(h));
+  for (const auto h : sv) req.servers.push_back(endpoint(h));
+}
+
 RunRecord run_test(const RunRequest& request) {
   raise_fd_limit();
   Coordinator c(request);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "engine/tcp_engine.hpp"
+#include "net/sockaddr.hpp"
 
 #include <fabperf/bytes.hpp>
 #include <fabperf/data_hello.hpp>
@@ -60,10 +61,10 @@ inline std::uint64_t get64(const std::uint8_t* p) {
 }
 
 // ---- tcp_socket.cpp: addresses and socket options ------------------------------------------
-std::string sockaddr_text(const sockaddr_storage& ss);  // "1.2.3.4:5" or "[::1]:5"
-std::string numeric_host(const sockaddr_storage& ss);   // the address alone
+using net::local_text;  // net/sockaddr.hpp
+using net::numeric_host;
+using net::sockaddr_text;
 void set_port(sockaddr* sa, std::uint16_t port);
-std::string local_text(int fd);     // the socket's own address, as sockaddr_text
 void set_timeouts(int fd, int ms);  // SO_SNDTIMEO and SO_RCVTIMEO: the loops' tick
 // Applies --socksize and reports, once per engine, what the kernel actually granted.
 void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned);

@@ -32,41 +32,9 @@ std::uint64_t read_sysctl(const char* path) {
 
 }  // namespace
 
-std::string sockaddr_text(const sockaddr_storage& ss) {
-  char host[INET6_ADDRSTRLEN] = {};
-  std::uint16_t port = 0;
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-    return fmt::format("{}:{}", host, port);
-  }
-  const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-  inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-  port = ntohs(a->sin6_port);
-  return fmt::format("[{}]:{}", host, port);
-}
-
-std::string numeric_host(const sockaddr_storage& ss) {
-  char host[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, host, sizeof host);
-  } else if (ss.ss_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, host, sizeof host);
-  }
-  return host;
-}
-
 void set_port(sockaddr* sa, std::uint16_t port) {
   if (sa->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(sa)->sin_port = htons(port);
   if (sa->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = htons(port);
-}
-
-std::string local_text(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  return sockaddr_text(ss);
 }
 
 void set_timeouts(int fd, int ms) {

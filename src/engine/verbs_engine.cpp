@@ -26,6 +26,7 @@
 // flow with a message naming the verb, the device, the status and the peer.
 #include "engine/verbs_engine.hpp"
 #include "net/listen.hpp"
+#include "net/sockaddr.hpp"
 
 #include <fabperf/auth.hpp>
 #include <fabperf/clock.hpp>
@@ -95,21 +96,6 @@ std::string gid_text(const ibv_gid& g) {
   char buf[INET6_ADDRSTRLEN] = {};
   inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
   return buf;
-}
-
-std::string sock_addr_text(const sockaddr_storage& ss, bool with_port) {
-  char host[INET6_ADDRSTRLEN] = {};
-  std::uint16_t port = 0;
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-  } else {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-    port = ntohs(a->sin6_port);
-  }
-  return with_port ? fmt::format("{}:{}", host, port) : std::string(host);
 }
 
 // The GID a RoCE port holds for this IP address (IPv4 as ::ffff:a.b.c.d).
@@ -259,7 +245,7 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
     }
   }
   const ibv_gid want_gid = gid_for(local);
-  const std::string addr = sock_addr_text(local, false);
+  const std::string addr = net::numeric_host(local);
   std::vector<std::string> looked;
   std::string problem;
   for (int i = 0; i < n; ++i) {
@@ -668,7 +654,7 @@ class VerbsEngine final : public Engine, public EndpointExchange {
 };
 
 Device& VerbsEngine::device_for(const sockaddr_storage& local) {
-  const std::string key = sock_addr_text(local, false);
+  const std::string key = net::numeric_host(local);
   std::lock_guard lk(mu_);
   for (auto& d : devices_) {
     if (d->key == key) return *d;

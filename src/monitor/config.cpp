@@ -112,21 +112,10 @@ std::string_view direction_of(TestKind t) {
 
 MonitorConfig parse_config(std::string_view text, const std::string& file) {
   Ctx c(file);
-  toml::table root;
-  try {
-    root = toml::parse(text, file);
-  } catch (const toml::parse_error& e) {
-    throw UsageError(
-        fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
-  }
+  const toml::table root = Ctx::parse(text, file);
   MonitorConfig cfg;
   cfg.file = file;
-  for (const auto& [key, v] : root) {
-    const std::string k(key.str());
-    if (k != "monitor" && k != "hosts" && k != "probe" && k != "latency") {
-      c.fail(&v, k, "unknown top-level field (monitor, hosts, probe, latency)");
-    }
-  }
+  c.known_keys(root, {"monitor", "hosts", "probe", "latency"}, "top-level");
 
   // [monitor]
   const auto* mon = root.get("monitor");
@@ -214,34 +203,7 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   const auto* harr = hosts->as_array();
   if (!harr || harr->size() < 2) c.fail(hosts, "hosts", "expected two or more [[hosts]] tables");
   for (const auto& hn : *harr) {
-    const auto& t = c.table(hn, "hosts");
-    MonitorHost h;
-    for (const auto& [key, v] : t) {
-      const std::string k(key.str());
-      if (k != "name" && k != "address" && k != "links") c.fail(&v, k, "unknown host field (name, address, links)");
-    }
-    const auto* name = t.get("name");
-    if (!name) c.fail(&hn, "name", "missing in this host");
-    h.name = c.str(*name, "name");
-    if (h.name.empty() || h.name.find_first_of(" /,>\"\\\n") != std::string::npos) {
-      c.fail(name, "name", fmt::format("'{}': use a non-empty name without spaces, quotes, '/', ',' or '>'", h.name));
-    }
-    for (const auto& o : cfg.hosts) {
-      if (o.name == h.name) c.fail(name, "name", fmt::format("host '{}' is listed twice", h.name));
-    }
-    const auto* addr = t.get("address");
-    if (!addr) c.fail(&hn, "address", fmt::format("missing for host '{}'", h.name));
-    h.hp = c.wrap(addr, "address", [&] { return parse_host_port(c.str(*addr, "address"), "address"); });
-    if (h.hp.port == 0) c.fail(addr, "address", "port 0 is not an agent's port");
-    if (const auto* l = t.get("links")) {
-      if (!h.hp.links.empty()) c.fail(l, "links", "given twice (also as ADDRESS@LINK+LINK in 'address')");
-      h.hp.links = c.strings(*l, "links");
-      if (h.hp.links.empty()) c.fail(l, "links", "empty list");
-    }
-    for (const auto& o : cfg.hosts) {
-      if (o.hp.host == h.hp.host && o.hp.port == h.hp.port)
-        c.fail(addr, "address", fmt::format("{} is also host '{}'", h.hp.str(), o.name));
-    }
+    auto h = c.host<MonitorHost>(hn, {}, cfg.hosts);
     cfg.hosts.push_back(std::move(h));
   }
   const std::size_t planes = std::max<std::size_t>(1, cfg.hosts.front().hp.links.size());

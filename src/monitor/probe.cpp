@@ -45,21 +45,11 @@ class RunTestProber : public Prober {
     req.coordinator_name = "fabperf-monitor";
     // Sampling: a handful of intervals per probe is enough for the link counters.
     req.interval = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds(100), req.spec.time() / 4);
-    std::vector<std::uint32_t> cl, sv;
-    const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
-      const auto it = std::find(v.begin(), v.end(), h);
-      if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
-      v.push_back(h);
-      return static_cast<std::uint32_t>(v.size() - 1);
-    };
-    for (const auto& [c, s] : job.pairs) req.pairs.emplace_back(slot(cl, c), slot(sv, s));
-    const auto endpoint = [&](std::uint32_t h) {
+    set_host_pairs(req, job.pairs, [&](std::uint32_t h) {
       HostPort hp = cfg_.hosts[h].hp;
       if (!hp.links.empty()) hp.links = {hp.links.at(job.link)};  // only this link plane
       return hp;
-    };
-    for (const auto h : cl) req.clients.push_back(endpoint(h));
-    for (const auto h : sv) req.servers.push_back(endpoint(h));
+    });
     try {
       const RunRecord rec = run_test(req);
       const Report rep = compute_report(rec);

@@ -74,23 +74,12 @@ struct Merged {
 
 Plan parse_plan(std::string_view text, const std::string& file) {
   Ctx c(file);
-  toml::table root;
-  try {
-    root = toml::parse(text, file);
-  } catch (const toml::parse_error& e) {
-    throw UsageError(
-        fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
-  }
+  const toml::table root = Ctx::parse(text, file);
   Plan plan;
   plan.file = file;
   plan.name = file;
-  for (const auto& [key, v] : root) {
-    const std::string k(key.str());
-    if (k != "name" && k != "hosts" && k != "defaults" && k != "tests" && k != "kpis" && k != "clock-warn" &&
-        k != "repeat" && k != "ab" && k != "isolate") {
-      c.fail(&v, k, "unknown top-level field (name, clock-warn, repeat, isolate, ab, hosts, defaults, tests, kpis)");
-    }
-  }
+  c.known_keys(root, {"name", "clock-warn", "repeat", "isolate", "ab", "hosts", "defaults", "tests", "kpis"},
+               "top-level");
   if (const auto* n = root.get("repeat")) {
     if (!n->is_integer()) c.fail(n, "repeat", fmt::format("expected an integer, got {}", Ctx::type_name(*n)));
     const auto r = *n->value<std::int64_t>();
@@ -146,32 +135,8 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   const auto* harr = hosts->as_array();
   if (!harr || harr->empty()) c.fail(hosts, "hosts", "expected one or more [[hosts]] tables");
   for (const auto& hn : *harr) {
+    auto h = c.host<PlanHost>(hn, {"roles"}, plan.hosts);
     const auto& t = c.table(hn, "hosts");
-    PlanHost h;
-    for (const auto& [key, v] : t) {
-      const std::string k(key.str());
-      if (k != "name" && k != "address" && k != "links" && k != "roles") {
-        c.fail(&v, k, "unknown host field (name, address, links, roles)");
-      }
-    }
-    const auto* name = t.get("name");
-    if (!name) c.fail(&hn, "name", "missing in this host");
-    h.name = c.str(*name, "name");
-    if (h.name.empty() || h.name.find_first_of(" /,>") != std::string::npos) {
-      c.fail(name, "name", fmt::format("'{}': use a non-empty name without spaces, '/', ',' or '>'", h.name));
-    }
-    for (const auto& o : plan.hosts) {
-      if (o.name == h.name) c.fail(name, "name", fmt::format("host '{}' is listed twice", h.name));
-    }
-    const auto* addr = t.get("address");
-    if (!addr) c.fail(&hn, "address", fmt::format("missing for host '{}'", h.name));
-    h.hp = c.wrap(addr, "address", [&] { return parse_host_port(c.str(*addr, "address"), "address"); });
-    if (h.hp.port == 0) c.fail(addr, "address", "port 0 is not an agent's port");
-    if (const auto* l = t.get("links")) {
-      if (!h.hp.links.empty()) c.fail(l, "links", "given twice (also as ADDRESS@LINK+LINK in 'address')");
-      h.hp.links = c.strings(*l, "links");
-      if (h.hp.links.empty()) c.fail(l, "links", "empty list");
-    }
     if (const auto* r = t.get("roles")) {
       const auto roles = c.strings(*r, "roles");
       h.client = h.server = false;
@@ -185,11 +150,6 @@ Plan parse_plan(std::string_view text, const std::string& file) {
         }
       }
       if (roles.empty()) c.fail(r, "roles", "empty list (client, server)");
-    }
-    for (const auto& o : plan.hosts) {
-      if (o.hp.host == h.hp.host && o.hp.port == h.hp.port) {
-        c.fail(addr, "address", fmt::format("{} is also host '{}'", h.hp.str(), o.name));
-      }
     }
     plan.hosts.push_back(std::move(h));
   }

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <fabperf/error.hpp>
+#include <fabperf/spec.hpp>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,6 +80,63 @@ class TomlReader {
     const auto* t = n.as_table();
     if (!t) fail(&n, field, fmt::format("expected a table, got {}", type_name(n)));
     return *t;
+  }
+
+  // The whole file, or one UsageError "FILE:LINE:COLUMN: problem".
+  static toml::table parse(std::string_view text, const std::string& file) {
+    try {
+      return toml::parse(text, file);
+    } catch (const toml::parse_error& e) {
+      throw UsageError(
+          fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
+    }
+  }
+
+  // Refuses a key of `t` that is not in `known`, naming them all: "unknown WHAT field (a, b, c)".
+  void known_keys(const toml::table& t, const std::vector<std::string_view>& known, std::string_view what) const {
+    for (const auto& [key, v] : t) {
+      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+      std::string list;
+      for (const auto k : known) list += fmt::format("{}{}", list.empty() ? "" : ", ", k);
+      fail(&v, key.str(), fmt::format("unknown {} field ({})", what, list));
+    }
+  }
+
+  // One [[hosts]] table's name, address and links, as plan files and the monitor's config both
+  // write them. `extra` lists the further keys the caller reads itself; `before` holds the hosts
+  // read so far (anything with .name and .hp), so a repeated name or address is refused. Names end
+  // up in labels, reports and CSV cells: no spaces, quotes, backslashes, '/', ',' or '>'.
+  template <typename Host, typename Before>
+  Host host(const toml::node& hn, std::initializer_list<std::string_view> extra, const Before& before) const {
+    const auto& t = table(hn, "hosts");
+    std::vector<std::string_view> known{"name", "address", "links"};
+    known.insert(known.end(), extra.begin(), extra.end());
+    known_keys(t, known, "host");
+    Host h;
+    const auto* name = t.get("name");
+    if (!name) fail(&hn, "name", "missing in this host");
+    h.name = str(*name, "name");
+    if (h.name.empty() || h.name.find_first_of(" /,>\"\\\n") != std::string::npos) {
+      fail(name, "name", fmt::format("'{}': use a non-empty name without spaces, quotes, '/', ',' or '>'", h.name));
+    }
+    for (const auto& o : before) {
+      if (o.name == h.name) fail(name, "name", fmt::format("host '{}' is listed twice", h.name));
+    }
+    const auto* addr = t.get("address");
+    if (!addr) fail(&hn, "address", fmt::format("missing for host '{}'", h.name));
+    h.hp = wrap(addr, "address", [&] { return parse_host_port(str(*addr, "address"), "address"); });
+    if (h.hp.port == 0) fail(addr, "address", "port 0 is not an agent's port");
+    if (const auto* l = t.get("links")) {
+      if (!h.hp.links.empty()) fail(l, "links", "given twice (also as ADDRESS@LINK+LINK in 'address')");
+      h.hp.links = strings(*l, "links");
+      if (h.hp.links.empty()) fail(l, "links", "empty list");
+    }
+    for (const auto& o : before) {
+      if (o.hp.host == h.hp.host && o.hp.port == h.hp.port) {
+        fail(addr, "address", fmt::format("{} is also host '{}'", h.hp.str(), o.name));
+      }
+    }
+    return h;
   }
 
   static std::string type_name(const toml::node& n) {

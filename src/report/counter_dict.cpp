@@ -159,28 +159,52 @@ std::string direction_of(std::string_view name) {
 
 }  // namespace
 
-std::string_view to_string(CounterCategory c) {
-  switch (c) {
-    case C::pause: return "pause";
-    case C::discard: return "discard";
-    case C::ecn: return "ecn";
-    case C::cnp: return "cnp";
-    case C::fec_corrected: return "fec_corrected";
-    case C::fec_uncorrected: return "fec_uncorrected";
-    case C::crc: return "crc";
-    case C::link_down: return "link_down";
-    case C::retransmit: return "retransmit";
-    case C::timeout: return "timeout";
-    case C::error: return "error";
-    case C::traffic: return "traffic";
-    case C::other: return "other";
+namespace {
+
+// Each category's name in JSON and KPIs, and in the words of a diagnosis: one row per category,
+// in the enum's order (checked below).
+struct CategoryNames {
+  C category;
+  std::string_view key;
+  std::string_view words;
+};
+constexpr std::array kCategoryNames{
+    CategoryNames{C::pause, "pause", "pause"},
+    CategoryNames{C::discard, "discard", "discard"},
+    CategoryNames{C::ecn, "ecn", "ECN mark"},
+    CategoryNames{C::cnp, "cnp", "CNP"},
+    CategoryNames{C::fec_corrected, "fec_corrected", "FEC corrected"},
+    CategoryNames{C::fec_uncorrected, "fec_uncorrected", "FEC uncorrected"},
+    CategoryNames{C::crc, "crc", "CRC/symbol error"},
+    CategoryNames{C::link_down, "link_down", "link down"},
+    CategoryNames{C::retransmit, "retransmit", "retransmit"},
+    CategoryNames{C::timeout, "timeout", "timeout"},
+    CategoryNames{C::error, "error", "error"},
+    CategoryNames{C::traffic, "traffic", "traffic"},
+    CategoryNames{C::other, "other", "unclassified"},
+};
+constexpr bool in_enum_order() {
+  for (std::size_t i = 0; i < kCategoryNames.size(); ++i) {
+    if (static_cast<std::size_t>(kCategoryNames[i].category) != i) return false;
   }
-  return "other";
+  return kCategoryNames.size() == static_cast<std::size_t>(C::other) + 1;
+}
+static_assert(in_enum_order(), "kCategoryNames: one row per CounterCategory, in the enum's order");
+
+const CategoryNames& names_of(CounterCategory c) {
+  const auto i = static_cast<std::size_t>(c);
+  return i < kCategoryNames.size() ? kCategoryNames[i] : kCategoryNames.back();
+}
+
+}  // namespace
+
+std::string_view to_string(CounterCategory c) {
+  return names_of(c).key;
 }
 
 std::optional<CounterCategory> counter_category_from_string(std::string_view s) {
-  for (int i = 0; i <= static_cast<int>(C::other); ++i) {
-    if (to_string(static_cast<C>(i)) == s) return static_cast<C>(i);
+  for (const auto& n : kCategoryNames) {
+    if (n.key == s) return n.category;
   }
   return std::nullopt;
 }
@@ -193,22 +217,7 @@ const std::vector<CounterCategory>& symptom_categories() {
 }
 
 std::string_view describe(CounterCategory c) {
-  switch (c) {
-    case C::pause: return "pause";
-    case C::discard: return "discard";
-    case C::ecn: return "ECN mark";
-    case C::cnp: return "CNP";
-    case C::fec_corrected: return "FEC corrected";
-    case C::fec_uncorrected: return "FEC uncorrected";
-    case C::crc: return "CRC/symbol error";
-    case C::link_down: return "link down";
-    case C::retransmit: return "retransmit";
-    case C::timeout: return "timeout";
-    case C::error: return "error";
-    case C::traffic: return "traffic";
-    case C::other: return "unclassified";
-  }
-  return "unclassified";
+  return names_of(c).words;
 }
 
 CounterClass classify_counter(std::string_view name) {

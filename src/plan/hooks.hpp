@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace fabperf::cli {
+namespace fabperf::plan {
 
 struct HookRun {
   int exit_code{-1};  // the command's status; 128+N when killed by signal N; -1 when it could not start
@@ -18,4 +18,4 @@ inline constexpr std::size_t kOutputTail = 4096;
 // Runs `/bin/sh -c command` in its own process group with stdin from /dev/null.
 HookRun run_hook(const std::string& command, double timeout_s);
 
-}  // namespace fabperf::cli
+}  // namespace fabperf::plan

@@ -1,16 +1,15 @@
 // --per-link sequential: the links of multi-link hosts swept one at a time. Each step is a full
 // test restricted to link i on every host (so nothing else competes with it); the steps are then
 // compared so that a link that falls behind its siblings is named.
-#include "cli/commands.hpp"
-
+#include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 namespace fabperf {
 namespace {
@@ -79,10 +78,10 @@ nlohmann::json to_json(const StepFigure& s) {
           {"complete", s.complete}};
 }
 
-void write_json(const std::string& path, const nlohmann::json& doc) {
+void write_json(const std::string& path, const nlohmann::json& doc, std::ostream& os) {
   if (path.empty()) return;
   if (path == "-") {
-    std::cout << doc.dump(2) << "\n";
+    os << doc.dump(2) << "\n";
     return;
   }
   std::ofstream out(path);
@@ -93,7 +92,7 @@ void write_json(const std::string& path, const nlohmann::json& doc) {
 }  // namespace
 
 int run_per_link_sequential(const RunRequest& base, std::size_t n_links, const std::string& json_path, bool quiet,
-                            bool verbose) {
+                            bool verbose, std::ostream& os) {
   const bool text = json_path != "-";
   nlohmann::json reports = nlohmann::json::array();
   std::vector<StepFigure> steps;
@@ -121,31 +120,30 @@ int run_per_link_sequential(const RunRequest& base, std::size_t n_links, const s
       rec = run_test(req);
     } catch (const Error& e) {
       // The steps already measured are kept: written out, then the failure is reported.
-      write_json(json_path, document({}, fmt::format("link {}: {}", i, e.what())));
+      write_json(json_path, document({}, fmt::format("link {}: {}", i, e.what())), os);
       throw Error(e.code(), fmt::format("--per-link sequential, link {} ({}): {}", i, address, e.what()));
     }
     const Report rep = compute_report(rec);
     reports.push_back(render_json(rep));
     steps.push_back(figure_of(rep, i, address));
     if (text) {
-      std::cout << fmt::format("== link {} of {}: {} ==\n", i + 1, n_links, address);
-      std::cout << (quiet ? render_summary_line(rep) + "\n" : render_text(rep, verbose)) << "\n";
+      os << fmt::format("== link {} of {}: {} ==\n", i + 1, n_links, address);
+      os << (quiet ? render_summary_line(rep) + "\n" : render_text(rep, verbose)) << "\n";
     }
   }
   const auto findings = compare_steps(steps);
-  write_json(json_path, document(findings, ""));
+  write_json(json_path, document(findings, ""), os);
   if (text) {
-    std::cout << fmt::format("per-link sequential: {} links, one at a time\n", n_links);
-    std::cout << fmt::format("  {:>4}  {:<24} {:<12} {:>10} {:>14} {:>11} {:>10}\n", "link", "address", "interface",
-                             "MB/s", "best goodput", "efficiency", "of best");
+    os << fmt::format("per-link sequential: {} links, one at a time\n", n_links);
+    os << fmt::format("  {:>4}  {:<24} {:<12} {:>10} {:>14} {:>11} {:>10}\n", "link", "address", "interface", "MB/s",
+                      "best goodput", "efficiency", "of best");
     for (const auto& s : steps) {
-      std::cout << fmt::format("  {:>4}  {:<24} {:<12} {:>10.2f} {:>14} {:>11} {:>9.1f}%\n", s.link, s.address,
-                               s.interface.empty() ? "-" : s.interface, s.mb_per_s,
-                               s.best_goodput > 0 ? fmt::format("{:.2f}", s.best_goodput) : "-",
-                               s.efficiency_pct >= 0 ? fmt::format("{:.1f}%", s.efficiency_pct) : "-",
-                               s.pct_of_best_step);
+      os << fmt::format("  {:>4}  {:<24} {:<12} {:>10.2f} {:>14} {:>11} {:>9.1f}%\n", s.link, s.address,
+                        s.interface.empty() ? "-" : s.interface, s.mb_per_s,
+                        s.best_goodput > 0 ? fmt::format("{:.2f}", s.best_goodput) : "-",
+                        s.efficiency_pct >= 0 ? fmt::format("{:.1f}%", s.efficiency_pct) : "-", s.pct_of_best_step);
     }
-    for (const auto& f : findings) std::cout << "  ! " << f << "\n";
+    for (const auto& f : findings) os << "  ! " << f << "\n";
   }
   const bool complete = std::all_of(steps.begin(), steps.end(), [](const StepFigure& s) { return s.complete; });
   return complete ? 0 : static_cast<int>(ExitCode::infrastructure);

@@ -1,4 +1,4 @@
-#include "cli/hooks.hpp"
+#include "plan/hooks.hpp"
 
 #include <fabperf/error.hpp>
 
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <csignal>
 
-namespace fabperf::cli {
+namespace fabperf::plan {
 
 HookRun run_hook(const std::string& command, double timeout_s) {
   HookRun h;
@@ -88,4 +88,4 @@ HookRun run_hook(const std::string& command, double timeout_s) {
   return h;
 }
 
-}  // namespace fabperf::cli
+}  // namespace fabperf::plan
