@@ -4,6 +4,7 @@
 // 10,000 probe results.
 #include <fabperf/error.hpp>
 #include <fabperf/monitor.hpp>
+#include <fabperf/report.hpp>
 
 #include <gtest/gtest.h>
 
@@ -674,4 +675,39 @@ TEST(MonitorMemory, TenThousandProbesKeepRssFlat) {
   EXPECT_LT(growth, 1024) << "RSS grew by more than 1 MiB over 9,000 probes";
   // The exposition's size is bounded by the series count, not by the number of probes.
   EXPECT_LE(size_at_end, size_after_warmup + size_after_warmup / 10);
+}
+
+TEST(MonitorProbe, BandwidthIsWhatTheReceiverCounted) {
+  // A client-to-server probe: the client's count (written into its socket) is 6 MB/s, the
+  // server received 1.5 MB in its 0.4 s window: the probe's figure is the server's 3.75 MB/s.
+  std::string t = kMon;
+  for (int i = 1; i <= 2; ++i) {
+    t += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"10.0.0." + std::to_string(i) + "\"\n";
+  }
+  const auto cfg = parse_config(t, "m.toml");
+  Job job;
+  job.kind = ProbeKind::bandwidth;
+  job.pairs = {{0, 1}};
+  Report rep;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    NodeReport n;
+    n.index = i;
+    n.name = cfg.hosts[i].hp.str();
+    n.role = i == 0 ? "client" : "server";
+    n.window_s = 0.4;
+    rep.nodes.push_back(n);
+  }
+  PairReport pr;
+  pr.client = 0;
+  pr.server = 1;
+  pr.measured_by = "client";
+  pr.tput.bytes = 2'400'000;
+  pr.tput.mb_per_s = 6.0;
+  pr.server_bytes = 1'500'000;
+  rep.pairs.push_back(pr);
+  const auto r = job_result_from_report(cfg, job, rep, 1.0);
+  ASSERT_EQ(r.pairs.size(), 1u);
+  EXPECT_TRUE(r.pairs[0].ok) << r.pairs[0].error;
+  ASSERT_TRUE(r.pairs[0].bytes_per_s.has_value());
+  EXPECT_DOUBLE_EQ(*r.pairs[0].bytes_per_s, 3.75e6);
 }
