@@ -105,10 +105,12 @@ std::uint64_t max_socksize(const plan::Plan& p) {
   return s;
 }
 
+}  // namespace
+
 // The probe test: every host loads every other one at once, briefly. Returns the exit code
 // (0 fine or warnings only, 3 errors).
-int preflight_impl(const plan::Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
-                   std::ostream& os) {
+int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
+                  std::ostream& os) {
   RunRequest req;
   req.spec = plan::preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
   req.key = key;
@@ -163,6 +165,8 @@ int preflight_impl(const plan::Plan& p, const auth::Key& key, std::chrono::milli
   if (!quiet) os << fmt::format("preflight: ok ({} warnings)\n", warnings);
   return 0;
 }
+
+namespace {
 
 bool isolatable(plan::Pattern p) {
   return p == plan::Pattern::all_to_all || p == plan::Pattern::each_vs_rest || p == plan::Pattern::incast ||
@@ -358,7 +362,7 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
   }
   g_stop_base = stop::requests();
   if (o.preflight && to_run > 0) {
-    const int rc = preflight_impl(p, o.key, o.connect_timeout, o.quiet, os);
+    const int rc = run_preflight(p, o.key, o.connect_timeout, o.quiet, os);
     if (rc != 0) return rc;
     if (stop_requested()) {
       os << "interrupted before the first step\n";
@@ -634,11 +638,6 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
                                 : "INCOMPLETE",
                     hms(std::chrono::duration<double>(Clock::now() - t0).count()), path);
   return code;
-}
-
-int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
-                  std::ostream& os) {
-  return preflight_impl(p, key, connect_timeout, quiet, os);
 }
 
 }  // namespace fabperf::plan
