@@ -2,22 +2,37 @@
 // here once: its name (the command-line option and the plan-file key), nsdperf's name for it,
 // its help text and default, and its parser. From the table come the `fabperf run` options and
 // their mapping, the plan file's keys, the shell's `set` command, the refusals of modes where a
-// setting cannot apply ("--verify: not with a plan file"), the man page and the docs table
-// (`fabperf settings --markdown`). A setting added here reaches every mode, or is refused there
-// by name: nothing is dropped silently.
+// setting cannot apply ("--verify: not with a plan file"), the spec's JSON codec (the control
+// protocol and a result's "settings"), the man page and the docs table (`fabperf settings
+// --markdown`). A setting added here reaches every mode and the wire, or is refused there by
+// name: nothing is dropped silently.
 #pragma once
 
 #include <span>
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <fabperf/spec.hpp>
 
 namespace fabperf {
 
+class Fields;
+
 enum class SettingKind {
   flag,   // on the command line a bare switch; in a plan a boolean; in the shell on|off
   value,  // takes a value (text on the command line and in the shell; string or number in a plan)
+};
+
+// A setting's part of the spec's JSON. encode writes its key (and, for a few, a companion key
+// kept for older readers); decode reads them back into parameters, checking JSON types and what
+// fits the C++ type. Ranges are TestSpec::make's alone, which every decoded spec goes through.
+// A key from protocol 1's first release is required; one added since is optional (absent: the
+// default), so an older coordinator's spec still decodes.
+struct SettingCodec {
+  void (*encode)(const TestSpec& s, nlohmann::json& j, const char* key);
+  void (*decode)(const Fields& f, SpecParams& p, const char* key);
 };
 
 struct Setting {
@@ -37,6 +52,7 @@ struct Setting {
   void (*apply)(SpecParams& p, std::string_view text, std::string_view what);
   // Whether the parameters carry a value for it (the user gave it).
   bool (*given)(const SpecParams& p);
+  SettingCodec wire;
 };
 
 // Every test setting, in help order.

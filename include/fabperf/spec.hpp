@@ -33,7 +33,8 @@ std::string_view to_string(Transport t);
 TestKind parse_test_kind(std::string_view s);  // throws UsageError
 Mode parse_mode(std::string_view s);
 Transport parse_transport(std::string_view s);
-RdmaVerb parse_rdma_verb(std::string_view s);      // write | send
+RdmaVerb parse_rdma_verb(std::string_view s);  // write | send
+std::string_view to_string(RdmaVerb v);
 std::string_view to_string(SendMethod m);          // auto, write, sendfile, zerocopy
 SendMethod parse_send_method(std::string_view s);  // throws UsageError naming the value
 
@@ -166,7 +167,9 @@ class TestSpec {
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; throws UsageError naming `what`.
 std::vector<int> parse_cpu_list(std::string_view text, std::string_view what);
 
-// Wire encoding (the control protocol carries it; the decoder re-validates through make()).
+// Wire encoding (the control protocol carries it; a result's "settings"). Generated from the
+// settings table (settings.hpp): each setting writes and reads its own key; the decoder checks
+// JSON types and re-validates every range through make(), the one place ranges live.
 nlohmann::json to_json(const TestSpec& s);
 TestSpec spec_from_json(const nlohmann::json& j);  // throws ProtocolError
 

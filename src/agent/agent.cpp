@@ -7,7 +7,7 @@
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/sysstat.hpp>
 
-#include "agent/result_fit.hpp"
+#include "agent/test_host.hpp"
 #include "net/stop_watch.hpp"
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
@@ -53,61 +53,6 @@ bool is_loopback(const asio::ip::address& a) {
   return unmapped(a).is_loopback();
 }
 
-// What one test may make an agent spend besides memory (reserve_buffers): a thread per data
-// connection, and RDMA queue pairs. The systemd unit's TasksMax leaves room for these.
-constexpr std::uint64_t kMaxDataThreads = 10000;
-constexpr std::uint64_t kMaxQueuePairs = 4096;
-// Descriptors kept out of tests' reach: control sessions, listeners, logs, /proc and /sys reads.
-constexpr std::uint64_t kReservedDescriptors = 256;
-
-// How many descriptors a test's connections may use under this process's RLIMIT_NOFILE.
-std::uint64_t descriptor_room() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
-  return rl.rlim_cur > kReservedDescriptors ? rl.rlim_cur - kReservedDescriptors : 0;
-}
-
-// A coordinator-chosen congestion control must be one the host already offers: setting another
-// one makes the kernel try to load module tcp_<name> (with CAP_NET_ADMIN it succeeds).
-std::optional<std::string> congestion_problem(const std::string& name) {
-  if (name.empty()) return std::nullopt;
-  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
-  std::string available, one;
-  std::getline(in, available);
-  std::istringstream words(available);
-  while (words >> one) {
-    if (one == name) return std::nullopt;
-  }
-  return fmt::format("--congestion {}: not offered by this host (available: {}); load it as root first if it is wanted",
-                     name, available.empty() ? "unknown" : available);
-}
-
-// The most time-series intervals one test may ask for: an hour at the smallest interval (10 ms).
-constexpr std::int64_t kMaxIntervals = 360'000;
-
-// What is wrong with a START's schedule for this test, judged on the schedule itself (what the
-// agent will actually run): it may last no longer than the test's time (which SETUP already held
-// to --max-duration) nor than --max-duration, and may not ask for more intervals than
-// kMaxIntervals. The order of its instants is checked when it is parsed.
-std::optional<std::string> schedule_problem(const proto::Start& m, std::chrono::nanoseconds test_time,
-                                            std::chrono::seconds max_duration) {
-  const std::int64_t runs = m.end_at - m.start_at;
-  const auto secs = [](std::int64_t ns) { return static_cast<double>(ns) / 1e9; };
-  if (runs > std::chrono::nanoseconds(max_duration).count()) {
-    return fmt::format("schedule runs {:.3f} s, longer than this agent's --max-duration {} s", secs(runs),
-                       max_duration.count());
-  }
-  if (runs > test_time.count()) {
-    return fmt::format("schedule runs {:.3f} s, longer than the test's time {:.3f} s", secs(runs),
-                       secs(test_time.count()));
-  }
-  if (runs / m.interval_ns > kMaxIntervals) {
-    return fmt::format("schedule asks for {} intervals of {:.3f} s, more than {}", runs / m.interval_ns,
-                       secs(m.interval_ns), kMaxIntervals);
-  }
-  return std::nullopt;
-}
-
 // Log lines about strangers (refused, evicted, timed out, failed handshakes) at a bounded rate:
 // a flood of bad connections must not flood the log. At most kBurst lines per kWindow; the
 // number left out is reported with the next line that is let through.
@@ -146,26 +91,16 @@ struct PreAuth {
   std::weak_ptr<FramedConn> conn;
   std::string source;  // the peer's address, without the port
 };
-// One test held by one session, from the first SETUP to the RESULT (or abort).
-struct TestState {
-  std::string test_id;
-  std::string owner;  // coordinator description for "busy" errors
-  std::string since;
-  std::unique_ptr<RunContext> ctx;
-  std::unique_ptr<Engine> engine;
-  std::shared_ptr<TestRun> run;
-  bool server_ready{false};
-  bool client_ready{false};
-  std::uint64_t buffer_bytes{0};  // reserved by the roles set up so far (--max-buffer-memory)
-  std::uint64_t threads{0};       // data threads, against kMaxDataThreads
-  std::uint64_t descriptors{0};   // data connections' descriptors, against RLIMIT_NOFILE
-  std::uint64_t queue_pairs{0};   // RDMA, against kMaxQueuePairs
-  bool releasing{false};          // release_test_async() already scheduled for this test
-};
-
 class Agent {
  public:
-  explicit Agent(const AgentOptions& o) : opts_(o), acceptor_(io_), pool_(2) {
+  explicit Agent(const AgentOptions& o)
+      : opts_(o),
+        acceptor_(io_),
+        pool_(2),
+        host_(io_, pool_, TestHostLimits{o.max_duration, o.max_buffer_memory, std::nullopt}, &make_engine,
+              local_hostname(), [this] {
+                if (stopping_) io_.stop();  // the last test is released: nothing keeps the agent
+              }) {
     if (!opts_.key.empty()) tls_ = proto::make_tls_context(opts_.key, true);
   }
 
@@ -237,18 +172,14 @@ class Agent {
     if (stdin_) stdin_->close();
     stopping_ = true;
     acceptor_.close();
-    if (test_ && test_->run) test_->run->abort("agent stopped: " + why);
     for (auto& w : sessions_) {
       if (auto c = w.lock()) c->close();
     }
     for (auto& p : preauth_) {
       if (auto c = p.conn.lock()) c->close();
     }
-    if (test_) {
-      release_test_async();  // stops the loop once the test's threads are joined
-    } else {
-      io_.stop();
-    }
+    host_.stop(why);  // once the test's threads are joined, on_idle stops the loop
+    if (host_.idle()) io_.stop();
   }
 
   // Keeps the unauthenticated connections within kMaxPreAuth and kMaxPreAuthPerSource before
@@ -334,8 +265,8 @@ class Agent {
       refusal = "this agent was started with --no-remote-kill (stop it through its launcher)";
     } else if (opts_.key.empty() && !loopback_peer) {
       refusal = "this agent has no key: only a coordinator on its own host may stop it (start it with --key-file)";
-    } else if (owner_ && owner_ != conn.get()) {
-      refusal = fmt::format("agent busy: running test {} for coordinator {}", test_->test_id, test_->owner);
+    } else if (auto other = host_.held_by_other(conn.get())) {
+      refusal = "agent busy: " + *other;
     }
     if (!refusal.empty()) {
       send_error(*conn, proto::ErrorCode::refused, "shutdown refused: " + refusal);
@@ -348,17 +279,6 @@ class Agent {
     stop(fmt::format("coordinator {} asked it to exit", who));
   }
 
-  template <typename F>
-  asio::awaitable<void> blocking(F f) {
-    co_await asio::co_spawn(
-        pool_,
-        [f = std::move(f)]() -> asio::awaitable<void> {
-          f();
-          co_return;
-        },
-        asio::use_awaitable);
-  }
-
   asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {
     asio::steady_timer t(io_);
     while (conn->is_open()) {
@@ -367,11 +287,6 @@ class Agent {
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (conn->is_open()) conn->send(MsgType::heartbeat, nlohmann::json::object());
     }
-  }
-
-  void send_error(FramedConn& c, proto::ErrorCode code, std::string message) {
-    spdlog::warn("agent: to {}: {}", c.peer(), message);
-    c.send(MsgType::error, proto::to_json(proto::ErrorMsg{code, std::move(message)}));
   }
 
   // Refuses the session: tells the peer why (an ERROR frame), logs it, closes.
@@ -495,7 +410,7 @@ class Agent {
           case MsgType::heartbeat: break;
           case MsgType::links_request: {
             proto::LinksReply reply;
-            co_await blocking([&] {
+            co_await on_pool(pool_, [&] {
               reply.hostname = local_hostname();
               reply.links = read_links();
               reply.limits = read_socket_limits();
@@ -509,23 +424,12 @@ class Agent {
                                  is_loopback(conn->socket().remote_endpoint().address()));
             break;
           case MsgType::setup_server:
-            co_await on_setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address);
+            co_await host_.setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address);
             break;
-          case MsgType::setup_client: co_await on_setup_client(conn, who, proto::parse_setup_client(fr.body)); break;
-          case MsgType::rdma_connect: co_await on_rdma_connect(conn, proto::parse_rdma_connect(fr.body)); break;
-          case MsgType::start: on_start(conn, proto::parse_start(fr.body)); break;
-          case MsgType::abort: {
-            const auto a = proto::parse_abort(fr.body);
-            if (owner_ == conn.get()) {
-              spdlog::warn("agent: test aborted by coordinator: {}", a.reason);
-              if (test_->run) {
-                test_->run->abort("aborted by coordinator: " + a.reason);
-              } else {
-                release_test_async();
-              }
-            }
-            break;
-          }
+          case MsgType::setup_client: co_await host_.setup_client(conn, who, proto::parse_setup_client(fr.body)); break;
+          case MsgType::rdma_connect: co_await host_.rdma_connect(conn, proto::parse_rdma_connect(fr.body)); break;
+          case MsgType::start: host_.start(conn, proto::parse_start(fr.body)); break;
+          case MsgType::abort: host_.abort(conn.get(), proto::parse_abort(fr.body).reason); break;
           case MsgType::bye:
             co_await conn->flush();
             conn->close();
@@ -549,7 +453,7 @@ class Agent {
     } catch (const std::exception& e) {
       if (!admitted) {
         strangers_log_.warn("agent: unauthenticated session {} ended: {}", who, e.what());
-      } else if (owner_ == conn.get() || !stopping_) {
+      } else if (host_.owned_by(conn.get()) || !stopping_) {
         spdlog::info("agent: session {} ended: {}", who, e.what());
       }
     }
@@ -566,286 +470,7 @@ class Agent {
       }
     }
     conn->close();
-    if (owner_ == conn.get()) {
-      // The coordinator is gone: nothing may keep sending on its behalf.
-      spdlog::warn("agent: lost coordinator {} during a test: stopping all traffic", who);
-      owner_ = nullptr;
-      if (test_ && test_->run) {
-        test_->run->abort("coordinator connection lost");
-      }
-      release_test_async();
-    }
-  }
-
-  // Claims the agent for this session or explains who holds it. Returns false when busy.
-  bool claim(const std::shared_ptr<FramedConn>& conn, const std::string& who, const std::string& test_id,
-             const TestSpec& spec) {
-    if (owner_ && owner_ != conn.get()) {
-      send_error(*conn, proto::ErrorCode::busy,
-                 fmt::format("agent busy: running test {} for coordinator {} since {}", test_->test_id, test_->owner,
-                             test_->since));
-      return false;
-    }
-    if (!owner_ && test_) {
-      // Its own code: a coordinator waits for this one (Coordinator::setup_exchange) and not for "busy".
-      send_error(*conn, proto::ErrorCode::cleaning,
-                 "agent busy: still cleaning up the previous test, retry in a moment");
-      return false;
-    }
-    if (spec.time() > opts_.max_duration) {
-      send_error(*conn, proto::ErrorCode::limit,
-                 fmt::format("test time {} s exceeds this agent's --max-duration {} s",
-                             spec.time().count() / 1'000'000'000, opts_.max_duration.count()));
-      return false;
-    }
-    if (test_ && (test_->test_id != test_id || test_->run)) {
-      send_error(*conn, proto::ErrorCode::protocol,
-                 fmt::format("test {} is already set up on this agent", test_->test_id));
-      return false;
-    }
-    if (!test_) {
-      test_ = std::make_shared<TestState>();
-      test_->test_id = test_id;
-      test_->owner = who;
-      test_->since = wall_clock_text("%H:%M:%S", false);
-      owner_ = conn.get();
-    }
-    return true;
-  }
-
-  // Reserves what a role will spend: buffer memory (and RDMA queue memory), data threads, file
-  // descriptors and queue pairs. Throws Error naming the limit when one would be exceeded, so a
-  // test this agent cannot carry is refused at set-up, never half-started.
-  // `descriptors`: the role's sockets (a client's also count its delay probe per server).
-  void reserve_buffers(const TestSpec& spec, std::uint64_t flows, std::uint64_t descriptors, const char* role) {
-    const bool rdma = spec.transport() == Transport::rdma;
-    // RDMA: per queue pair a CQ of 4*qdepth entries, send and receive queues of 2*qdepth work
-    // requests and the send loop's prepared work requests: about 1 KiB per unit of qdepth.
-    const std::uint64_t queues = rdma ? flows * spec.qdepth() * 1024 : 0;
-    const std::uint64_t need = estimate_buffer_memory(spec, flows) + queues;
-    if (test_->buffer_bytes + need > opts_.max_buffer_memory) {
-      throw Error(
-          ExitCode::usage,
-          fmt::format("{} role needs {} MiB of buffers{} ({} connections, buffsize {}), more than this agent's "
-                      "--max-buffer-memory {} MiB",
-                      role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20, rdma ? " and queue pair memory" : "",
-                      flows, spec.buffsize(), opts_.max_buffer_memory >> 20));
-    }
-    // One data thread per connection (TCP and RDMA alike), plus rpc's testers.
-    const std::uint64_t threads = flows + (spec.mode() == Mode::rpc ? spec.threads() : 0);
-    if (test_->threads + threads > kMaxDataThreads) {
-      throw Error(ExitCode::usage, fmt::format("{} role needs {} data threads ({} connections), more than this agent's "
-                                               "limit of {} per test",
-                                               role, test_->threads + threads, flows, kMaxDataThreads));
-    }
-    if (rdma && test_->queue_pairs + flows > kMaxQueuePairs) {
-      throw Error(ExitCode::usage,
-                  fmt::format("{} role needs {} RDMA queue pairs, more than this agent's limit of {} per test", role,
-                              test_->queue_pairs + flows, kMaxQueuePairs));
-    }
-    const std::uint64_t fd_room = descriptor_room();
-    if (test_->descriptors + descriptors > fd_room) {
-      throw Error(ExitCode::usage,
-                  fmt::format("{} role needs {} file descriptors ({} connections), more than this agent "
-                              "may open (RLIMIT_NOFILE leaves {} for tests)",
-                              role, test_->descriptors + descriptors, descriptors, fd_room));
-    }
-    test_->buffer_bytes += need;
-    test_->threads += threads;
-    test_->descriptors += descriptors;
-    if (rdma) test_->queue_pairs += flows;
-  }
-
-  void ensure_engine(const TestSpec& spec, std::uint32_t node_index) {
-    if (!test_->ctx) {
-      if (auto why = congestion_problem(spec.congestion())) throw Error(ExitCode::usage, *why);
-      test_->ctx = std::make_unique<RunContext>(spec, node_index, local_hostname());
-      test_->engine = make_engine(spec.transport());
-    } else if (!(test_->ctx->spec() == spec) || test_->ctx->node_index() != node_index) {
-      throw ProtocolError("server and client set-up of one test disagree on the spec or node index");
-    }
-  }
-
-  asio::awaitable<void> on_setup_server(std::shared_ptr<FramedConn> conn, std::string who, proto::SetupServer m,
-                                        std::string bind_address) {
-    if (!claim(conn, who, m.test_id, m.spec)) co_return;
-    auto state = test_;
-    std::uint16_t port = 0;
-    std::vector<proto::RdmaEndpoint> endpoints;
-    std::string error;
-    try {
-      ensure_engine(m.spec, m.node_index);
-      if (state->server_ready) throw ProtocolError("server role already set up");
-      const std::string control_address = bind_address;
-      if (m.any_address) bind_address = bind_address.find(':') == std::string::npos ? "0.0.0.0" : "::";
-      reserve_buffers(m.spec, m.expect_connections, m.expect_connections, "server");
-      ServerPlan plan{bind_address,    m.token,  m.expect_connections, m.rdma_clients, m.link_addrs,
-                      control_address, m.test_id};
-      co_await blocking([&] {
-        port = state->engine->prepare_server(*state->ctx, plan);
-        if (auto* x = state->engine->endpoint_exchange()) endpoints = x->take_endpoints();
-      });
-      state->server_ready = true;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (!error.empty()) {
-      send_error(*conn, proto::ErrorCode::setup_failed, fmt::format("server set-up failed: {}", error));
-      if (owner_ == conn.get()) {
-        owner_ = nullptr;
-        release_test_async();
-      }
-      co_return;
-    }
-    spdlog::info("agent: test {}: serving data on {} port {}", m.test_id, bind_address, port);
-    conn->send(MsgType::setup_server_ok,
-               proto::to_json(proto::SetupServerOk{port, state->ctx->warnings(), std::move(endpoints)}));
-  }
-
-  asio::awaitable<void> on_setup_client(std::shared_ptr<FramedConn> conn, std::string who, proto::SetupClient m) {
-    if (!claim(conn, who, m.test_id, m.spec)) co_return;
-    auto state = test_;
-    std::vector<proto::RdmaEndpoint> endpoints;
-    std::string error;
-    try {
-      ensure_engine(m.spec, m.node_index);
-      if (state->client_ready) throw ProtocolError("client role already set up");
-      const std::uint64_t per_pair = m.spec.connections_per_pair();
-      // TCP opens one more connection per server for the delay probe.
-      const std::uint64_t sockets = m.targets.size() * (per_pair + (m.spec.transport() == Transport::tcp ? 1 : 0));
-      reserve_buffers(m.spec, std::uint64_t{m.targets.size()} * per_pair, sockets, "client");
-      ClientPlan plan{derive_client_token(m.token, m.node_index), m.targets, m.source_addrs, m.bind_devs, m.test_id};
-      co_await blocking([&] {
-        state->engine->prepare_client(*state->ctx, plan);
-        if (auto* x = state->engine->endpoint_exchange()) endpoints = x->take_endpoints();
-      });
-      state->client_ready = true;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (!error.empty()) {
-      send_error(*conn, proto::ErrorCode::setup_failed, fmt::format("client set-up failed: {}", error));
-      if (owner_ == conn.get()) {
-        owner_ = nullptr;
-        release_test_async();
-      }
-      co_return;
-    }
-    conn->send(MsgType::setup_client_ok,
-               proto::to_json(proto::SetupClientOk{static_cast<std::uint32_t>(state->ctx->flow_count()),
-                                                   state->ctx->warnings(), std::move(endpoints)}));
-  }
-
-  // The clients' queue pair endpoints for this server's queue pairs (after every SETUP_CLIENT).
-  asio::awaitable<void> on_rdma_connect(std::shared_ptr<FramedConn> conn, proto::RdmaConnect m) {
-    if (owner_ != conn.get() || !test_ || test_->test_id != m.test_id || !test_->server_ready || test_->run) {
-      send_error(
-          *conn, proto::ErrorCode::protocol,
-          fmt::format("RDMA_CONNECT for test {}, which this coordinator has not set up here as a server", m.test_id));
-      co_return;
-    }
-    auto state = test_;
-    std::size_t ready = 0;
-    std::string error;
-    try {
-      auto* x = state->engine->endpoint_exchange();
-      if (!x)
-        throw ProtocolError(
-            fmt::format("RDMA_CONNECT: the {} transport has no queue pairs to connect", state->engine->name()));
-      co_await blocking([&] { ready = x->connect_endpoints(*state->ctx, m.endpoints); });
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (!error.empty()) {
-      send_error(*conn, proto::ErrorCode::setup_failed, fmt::format("RDMA queue pair set-up failed: {}", error));
-      if (owner_ == conn.get()) {
-        owner_ = nullptr;
-        release_test_async();
-      }
-      co_return;
-    }
-    conn->send(MsgType::rdma_connect_ok, proto::to_json(proto::RdmaConnectOk{static_cast<std::uint32_t>(ready)}));
-  }
-
-  void on_start(const std::shared_ptr<FramedConn>& conn, const proto::Start& m) {
-    if (owner_ != conn.get() || !test_ || test_->run || !(test_->server_ready || test_->client_ready)) {
-      send_error(*conn, proto::ErrorCode::protocol, "START without a test set up by this coordinator");
-      return;
-    }
-    const std::int64_t now = mono_now_ns();
-    std::string bad_schedule;
-    if (m.start_at > now + 60'000'000'000LL || m.end_at < now) {
-      bad_schedule = "START: schedule is not within the next minute of this agent's clock";
-    } else if (auto why = schedule_problem(m, test_->ctx->spec().time(), opts_.max_duration)) {
-      bad_schedule = "START: " + *why;
-    }
-    if (!bad_schedule.empty()) {
-      send_error(
-          *conn,
-          bad_schedule.find("next minute") != std::string::npos ? proto::ErrorCode::protocol : proto::ErrorCode::limit,
-          bad_schedule);
-      owner_ = nullptr;
-      release_test_async();
-      return;
-    }
-    Schedule s{m.start_at, m.window_open, m.window_close, m.end_at, m.interval_ns};
-    auto state = test_;
-    state->run = std::make_shared<TestRun>(std::move(state->engine), std::move(state->ctx));
-    std::weak_ptr<FramedConn> weak = conn;
-    try {
-      start_run(state, s, weak);
-    } catch (const std::exception& e) {
-      // E.g. std::system_error from std::thread: a host out of threads. The test is refused, the
-      // agent lives on (release_test_async joins whatever did start).
-      send_error(*conn, proto::ErrorCode::start_failed,
-                 fmt::format("test {} could not start: {}", state->test_id, e.what()));
-      state->run->abort(fmt::format("could not start: {}", e.what()));
-      owner_ = nullptr;
-      release_test_async();
-    }
-  }
-
-  void start_run(const std::shared_ptr<TestState>& state, const Schedule& s, std::weak_ptr<FramedConn> weak) {
-    state->run->start(s, [this, weak, state](AgentResult r) {
-      asio::post(io_, [this, weak, state, r = std::move(r)]() mutable {
-        if (auto c = weak.lock(); c && c->is_open()) {
-          try {
-            fit_result(r, proto::kMaxBody);
-            c->send(MsgType::result, to_json(r));
-          } catch (const std::exception& e) {
-            send_error(*c, proto::ErrorCode::result, fmt::format("result could not be sent: {}", e.what()));
-          }
-        }
-        spdlog::info("agent: test {} finished{}", state->test_id,
-                     r.aborted ? " (aborted: " + r.abort_reason + ")" : "");
-        if (test_ == state) {
-          owner_ = nullptr;
-          release_test_async();
-        }
-      });
-    });
-  }
-
-  // Joins every thread and closes every socket of the current test off the I/O thread, then
-  // marks the agent free.
-  void release_test_async() {
-    // Both the lost session and the finished run may ask for the release: join only once (two
-    // concurrent joins of the same threads are undefined behaviour and hung the agent).
-    if (!test_ || test_->releasing) return;
-    test_->releasing = true;
-    auto state = test_;
-    asio::post(pool_, [this, state] {
-      if (state->run) {
-        state->run->finish();
-      } else if (state->engine) {
-        state->engine->abort();
-        state->engine->join();
-      }
-      asio::post(io_, [this, state] {
-        if (test_ == state) test_.reset();
-        if (stopping_ && !test_) io_.stop();
-      });
-    });
+    host_.session_ended(conn.get(), who);
   }
 
   AgentOptions opts_;
@@ -859,8 +484,7 @@ class Agent {
   std::vector<std::weak_ptr<FramedConn>> sessions_;  // authenticated (HELLO_OK sent)
   std::deque<PreAuth> preauth_;                      // not yet: oldest first
   RateLimitedLog strangers_log_;
-  std::shared_ptr<TestState> test_;
-  const FramedConn* owner_{nullptr};
+  TestHost host_;  // after io_ and pool_, which it uses
   bool stopping_{false};
 };
 

@@ -3,7 +3,6 @@
 #include <fabperf/units.hpp>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace fabperf {
 
@@ -55,6 +54,9 @@ RdmaVerb parse_rdma_verb(std::string_view s) {
   if (s == "write") return RdmaVerb::write;
   if (s == "send") return RdmaVerb::send;
   throw UsageError(fmt::format("'{}': unknown verb (write or send)", s));
+}
+std::string_view to_string(RdmaVerb v) {
+  return v == RdmaVerb::write ? "write" : "send";
 }
 
 std::string_view to_string(SendMethod m) {
@@ -114,7 +116,12 @@ TestSpec TestSpec::make(const SpecParams& p) {
   // nsdperf measures from 10% to 90% of the test time.
   s.warmup_ = p.warmup.value_or(s.time_ / 10);
   s.cooldown_ = p.cooldown.value_or(s.time_ / 10);
-  if (s.warmup_ + s.cooldown_ >= s.time_) {
+  // Each is checked against the test time before they are added: a decoded spec may carry any
+  // 64-bit count.
+  if (s.warmup_.count() < 0 || s.cooldown_.count() < 0) {
+    throw UsageError(fmt::format("--warmup {} s, --cooldown {} s: negative", secs(s.warmup_), secs(s.cooldown_)));
+  }
+  if (s.warmup_ >= s.time_ || s.cooldown_ >= s.time_ || s.warmup_ + s.cooldown_ >= s.time_) {
     throw UsageError(fmt::format("--warmup {} s + --cooldown {} s leave no measurement window in --time {} s",
                                  secs(s.warmup_), secs(s.cooldown_), secs(s.time_)));
   }
@@ -210,128 +217,6 @@ std::vector<int> parse_cpu_list(std::string_view text, std::string_view what) {
 std::uint32_t TestSpec::connections_per_pair() const {
   if (mode_ == Mode::stream && test_ == TestKind::rw) return 2 * parallel_;
   return parallel_;
-}
-
-nlohmann::json to_json(const TestSpec& s) {
-  return {{"test", to_string(s.test())},
-          {"mode", to_string(s.mode())},
-          {"transport", to_string(s.transport())},
-          {"buffsize", s.buffsize()},
-          {"socksize", s.socksize()},
-          {"socksize_auto", s.socksize_auto()},
-          {"threads", s.threads()},
-          {"parallel", s.parallel()},
-          {"time_ns", s.time().count()},
-          {"warmup_ns", s.warmup().count()},
-          {"cooldown_ns", s.cooldown().count()},
-          {"skip_rx_copy", s.skip_rx_copy()},
-          {"send_method", to_string(s.send_method())},
-          // Kept for readers of results from before send_method (schema 1 only adds fields): what
-          // was asked, not what ran; with auto each agent's choice is in nodes[].trials.
-          {"zerocopy", s.zerocopy()},
-          {"sendfile", s.send_method() == SendMethod::sendfile},
-          {"congestion", s.congestion()},
-          {"rate", s.rate()},
-          {"busy_poll_us", s.busy_poll_us()},
-          {"notsent_lowat", s.notsent_lowat()},
-          {"cpus", s.cpus()},
-          {"no_affinity", s.no_affinity()},
-          {"verify", s.verify()},
-          {"rdma_device", s.rdma_device()},
-          {"gid_index", s.gid_index()},
-          {"rdma_verb", s.rdma_verb() == RdmaVerb::write ? "write" : "send"},
-          {"qdepth", s.qdepth()},
-          {"inline_size", s.inline_size()},
-          {"cq_mod", s.cq_mod()},
-          {"rdma_events", s.rdma_events()},
-          {"rdma_cm", s.rdma_cm()},
-          {"spread_ports", s.spread_ports()}};
-}
-
-namespace {
-template <typename T>
-T field(const nlohmann::json& j, const char* name, T lo, T hi) {
-  const auto it = j.find(name);
-  if (it == j.end()) throw ProtocolError(fmt::format("spec: missing field '{}'", name));
-  if (!it->is_number_integer()) throw ProtocolError(fmt::format("spec.{}: not an integer", name));
-  if (it->is_number_unsigned() ? it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
-                               : (it->get<std::int64_t>() < static_cast<std::int64_t>(lo) ||
-                                  it->get<std::int64_t>() > static_cast<std::int64_t>(hi))) {
-    throw ProtocolError(fmt::format("spec.{}: out of range", name));
-  }
-  return it->get<T>();
-}
-std::string str_field(const nlohmann::json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end() || !it->is_string() || it->get_ref<const std::string&>().size() > 32) {
-    throw ProtocolError(fmt::format("spec.{}: missing or not a short string", name));
-  }
-  return it->get<std::string>();
-}
-}  // namespace
-
-TestSpec spec_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw ProtocolError("spec: not an object");
-  SpecParams p;
-  try {
-    p.test = parse_test_kind(str_field(j, "test"));
-    p.mode = parse_mode(str_field(j, "mode"));
-    p.transport = parse_transport(str_field(j, "transport"));
-    p.buffsize = field<std::uint64_t>(j, "buffsize", 0, limits::kMaxBuffsize);
-    p.socksize = field<std::uint64_t>(j, "socksize", 0, limits::kMaxSocksize);
-    p.threads = field<std::uint32_t>(j, "threads", 1, limits::kMaxThreads);
-    p.parallel = field<std::uint32_t>(j, "parallel", 1, limits::kMaxParallel);
-    const auto max_ns = limits::kMaxTime.count();
-    p.time = std::chrono::nanoseconds(field<std::int64_t>(j, "time_ns", 0, max_ns));
-    p.warmup = std::chrono::nanoseconds(field<std::int64_t>(j, "warmup_ns", 0, max_ns));
-    p.cooldown = std::chrono::nanoseconds(field<std::int64_t>(j, "cooldown_ns", 0, max_ns));
-    // Tuning fields are optional on the wire: a coordinator that does not send them gets defaults.
-    auto flag = [&](const char* name) -> std::optional<bool> {
-      const auto it = j.find(name);
-      if (it == j.end()) return std::nullopt;
-      if (!it->is_boolean()) throw ProtocolError(fmt::format("spec.{}: not a boolean", name));
-      return it->get<bool>();
-    };
-    p.skip_rx_copy = flag("skip_rx_copy");
-    p.socksize_auto = flag("socksize_auto");
-    if (j.contains("send_method")) p.send_method = parse_send_method(str_field(j, "send_method"));
-    p.no_affinity = flag("no_affinity");
-    p.verify = flag("verify");
-    p.spread_ports = flag("spread_ports");
-    if (j.contains("congestion")) p.congestion = str_field(j, "congestion");
-    if (j.contains("rate")) p.rate = field<std::uint64_t>(j, "rate", 0, 1ULL << 50);
-    if (j.contains("busy_poll_us")) p.busy_poll_us = field<std::uint32_t>(j, "busy_poll_us", 0, 1'000'000);
-    if (j.contains("notsent_lowat"))
-      p.notsent_lowat = field<std::uint64_t>(j, "notsent_lowat", 0, limits::kMaxSocksize);
-    p.rdma_events = flag("rdma_events");
-    p.rdma_cm = flag("rdma_cm");
-    if (j.contains("rdma_device")) {
-      const auto it = j.find("rdma_device");
-      if (!it->is_string() || it->get_ref<const std::string&>().size() > 256)
-        throw ProtocolError("spec.rdma_device: not a short string");
-      p.rdma_device = it->get<std::string>();
-    }
-    if (j.contains("gid_index")) p.gid_index = field<std::int32_t>(j, "gid_index", -1, 65535);
-    if (j.contains("rdma_verb")) p.rdma_verb = parse_rdma_verb(str_field(j, "rdma_verb"));
-    if (j.contains("qdepth")) p.qdepth = field<std::uint32_t>(j, "qdepth", 1, 4096);
-    if (j.contains("inline_size")) p.inline_size = field<std::uint32_t>(j, "inline_size", 0, 4096);
-    if (j.contains("cq_mod")) p.cq_mod = field<std::uint32_t>(j, "cq_mod", 1, 4096);
-    if (j.contains("cpus")) {
-      const auto& c = j["cpus"];
-      if (!c.is_array() || c.size() > 4096) throw ProtocolError("spec.cpus: not an array of at most 4096 CPUs");
-      std::vector<int> cpus;
-      for (const auto& e : c) {
-        if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= 4096) {
-          throw ProtocolError("spec.cpus: entries must be CPU numbers 0..4095");
-        }
-        cpus.push_back(e.get<int>());
-      }
-      p.cpus = std::move(cpus);
-    }
-    return TestSpec::make(p);
-  } catch (const UsageError& e) {
-    throw ProtocolError(fmt::format("spec: {}", e.what()));
-  }
 }
 
 std::string HostPort::str() const {

@@ -577,10 +577,10 @@ const char* opcode_name(ibv_wc_opcode op) {
   }
 }
 
-}  // namespace
-
 // ---- the engine -----------------------------------------------------------------------------
 
+// In the anonymous namespace with the types its members use (only make_verbs_engine is seen
+// outside); a named class holding them would not link in a unity build.
 class VerbsEngine final : public Engine, public EndpointExchange {
  public:
   VerbsEngine() = default;
@@ -652,6 +652,8 @@ class VerbsEngine final : public Engine, public EndpointExchange {
   rdma_event_channel* cm_client_ch_{nullptr};
   std::vector<std::thread> threads_;
 };
+
+}  // namespace
 
 Device& VerbsEngine::device_for(const sockaddr_storage& local) {
   const std::string key = net::numeric_host(local);

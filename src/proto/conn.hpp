@@ -37,7 +37,19 @@ class TlsHandshakeError : public Error {
   unsigned long openssl_error_;
 };
 
-class FramedConn : public std::enable_shared_from_this<FramedConn> {
+// What a session's logic needs of its connection once the peer is authenticated: queue a message
+// and know whether the peer is still there. FramedConn is the real one; the agent's state machine
+// tests drive it through an in-memory one (tests/unit/test_test_host.cpp).
+class MessageSink {
+ public:
+  virtual ~MessageSink() = default;
+  // Queues a message; never blocks, never throws for a closed peer (the message is dropped).
+  virtual void send(MsgType type, const nlohmann::json& body) = 0;
+  [[nodiscard]] virtual bool is_open() const = 0;
+  [[nodiscard]] virtual const std::string& peer() const = 0;
+};
+
+class FramedConn final : public MessageSink, public std::enable_shared_from_this<FramedConn> {
  public:
   // tls: a context from tls::make_psk_ctx (client or server) for a keyed connection; null for
   // plain frames.
@@ -52,13 +64,13 @@ class FramedConn : public std::enable_shared_from_this<FramedConn> {
   asio::awaitable<Frame> read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
                               std::uint32_t max_body = kMaxBody);
   // Queues a frame; the write has its own deadline and closes the connection when it passes.
-  void send(MsgType type, const nlohmann::json& body);
+  void send(MsgType type, const nlohmann::json& body) override;
   // Waits until everything queued so far was written (or the connection closed).
   asio::awaitable<void> flush();
   void close() noexcept;
 
-  [[nodiscard]] bool is_open() const { return open_; }
-  [[nodiscard]] const std::string& peer() const { return peer_; }
+  [[nodiscard]] bool is_open() const override { return open_; }
+  [[nodiscard]] const std::string& peer() const override { return peer_; }
   [[nodiscard]] Tcp::socket& socket() { return stream_.next_layer(); }
   [[nodiscard]] bool tls() const { return tls_up_; }
   [[nodiscard]] SSL* ssl() { return stream_.native_handle(); }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Unattended A/B through hooks on the coordinator's host, judged by `fabperf compare`:
 #  two hosts joined directly by one link; hook A shapes it to 40 Mbit/s, hook B to 44 (+10%);
-#  5 trials of each, alternating, 2 s stream writes. compare must say B is faster at p < 0.05.
+#  5 trials of each, alternating, 3.3 s windows of stream writes (4 s tests). compare must say B is faster at p < 0.05.
 #  The same with 40 vs 40 must say "no difference". A plan whose B hook fails stops there
 #  with the hook's output shown, exit 3, and every finished step kept. A plan with hooks is
-#  refused without --allow-hooks. Costs about 70 s.
+#  refused without --allow-hooks. Costs about 100 s.
 #  Why 40/44 and not 400/440 Mbit/s: the shaper, not the CPU, must set every trial's rate, also
 #  on a loaded 2-core host. At 400/440 with load 11 (parallel builds) this host delivered 45.9
 #  MB/s (cv 2.3%) and 47.8 MB/s (cv 12.8%): the CPU capped 440, and compare rightly said "no
@@ -42,8 +42,8 @@ pairs = ["h1->h2"]
 mode = "stream"
 buffsize = "64K"
 socksize = "1M"
-time = 5
-warmup = 1
+time = 4
+warmup = 0.5
 cooldown = 0.2
 TOML
 }

@@ -13,63 +13,21 @@
 
 #include <fabperf/clock.hpp>
 
+#include "common/fake_engine.hpp"
+
 using namespace fabperf;
+using fabperf::fakes::FakeEngine;
+using fabperf::fakes::FakeEngineOptions;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Flows that move `per_tick` bytes every 100 us until the stop (or, with `stall`, until abort()).
-class FakeEngine final : public Engine {
- public:
-  FakeEngine(int flows, std::uint64_t per_tick, bool stall) : n_(flows), per_tick_(per_tick), stall_(stall) {}
-  ~FakeEngine() override { FakeEngine::join(); }
-  [[nodiscard]] std::string_view name() const override { return "fake"; }
-  std::uint16_t prepare_server(RunContext&, const ServerPlan&) override { return 0; }
-  void prepare_client(RunContext& ctx, const ClientPlan&) override {
-    for (int i = 0; i < n_; ++i) {
-      flows_.push_back(&ctx.add_flow(std::make_unique<Flow>(
-          FlowRole::client, FlowOp::write, 1, "127.0.0.1:" + std::to_string(40000 + i), "127.0.0.1:5000")));
-    }
-  }
-  void seal(RunContext&) override { sealed_ = true; }
-  void start(RunContext& ctx) override {
-    for (Flow* f : flows_) {
-      threads_.emplace_back([this, &ctx, f] {
-        ctx.enter_data_thread("send", f->id);
-        ctx.wait_for_start();
-        while (!ctx.stopping() || (stall_ && !aborted_.load())) {
-          f->counters.add_tx(per_tick_);
-          std::this_thread::sleep_for(100us);
-        }
-      });
-    }
-  }
-  void abort() noexcept override { aborted_ = true; }
-  void join() override {
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-  [[nodiscard]] std::vector<TrialResult> trials() const override {
-    return {TrialResult{"send method", "write", "a fixed answer from the fake", {}}};
-  }
-  bool sealed_{false};
-
- private:
-  int n_;
-  std::uint64_t per_tick_;
-  bool stall_;
-  std::atomic<bool> aborted_{false};
-  std::vector<Flow*> flows_;
-  std::vector<std::thread> threads_;
-};
 
 struct Harness {
   explicit Harness(int flows, bool stall = false) {
     SpecParams p;
     p.time = 1s;
     auto ctx = std::make_unique<RunContext>(TestSpec::make(p), 0, "fakehost");
-    auto eng = std::make_unique<FakeEngine>(flows, 1000, stall);
+    auto eng = std::make_unique<FakeEngine>(FakeEngineOptions{.flows = flows, .per_tick = 1000, .stall = stall});
     engine = eng.get();
     eng->prepare_client(*ctx, {});
     run = std::make_unique<TestRun>(std::move(eng), std::move(ctx));
@@ -97,7 +55,7 @@ struct Harness {
 TEST(TestRunFake, WindowIntervalsAndTotalsFollowTheSchedule) {
   Harness h(3);
   const AgentResult r = h.go(Harness::schedule());
-  EXPECT_TRUE(h.engine->sealed_);
+  EXPECT_TRUE(h.engine->sealed);
   EXPECT_FALSE(r.aborted) << r.abort_reason;
   ASSERT_EQ(r.flows.size(), 3u);
   // The window is the schedule's 0.8 s as this host's clock measured it between the two

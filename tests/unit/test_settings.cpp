@@ -30,6 +30,51 @@ TEST(SettingsTable, EveryKeyIsInTheSpecsJson) {
   for (const auto& st : spec_settings()) EXPECT_TRUE(j.contains(st.key)) << st.name << " -> " << st.key;
 }
 
+// The spec's JSON is the table's: its keys are the settings' keys and the two companions kept for
+// older readers, nothing else; each setting reads its own key back.
+TEST(SettingsTable, TheWireCodecIsTheTables) {
+  const auto j = to_json(TestSpec::make({}));
+  std::set<std::string> want{"socksize_auto", "sendfile"};
+  for (const auto& st : spec_settings()) want.insert(st.key);
+  std::set<std::string> got;
+  for (const auto& [k, v] : j.items()) got.insert(k);
+  EXPECT_EQ(got, want);
+
+  // Protocol 1's first keys are required; every later one may be absent (an older coordinator):
+  // then its default applies.
+  const std::set<std::string> required{"test",    "mode",     "transport", "buffsize",  "socksize",
+                                       "threads", "parallel", "time_ns",   "warmup_ns", "cooldown_ns"};
+  SpecParams p;
+  p.mode = Mode::stream;
+  p.time = std::chrono::seconds(3);
+  p.socksize = 1 << 20;
+  p.skip_rx_copy = true;
+  p.send_method = SendMethod::write;
+  p.congestion = "reno";
+  p.rate = 1'000'000;
+  p.busy_poll_us = 5;
+  p.notsent_lowat = 65536;
+  p.cpus = std::vector<int>{1, 2};
+  p.spread_ports = true;
+  const auto s = TestSpec::make(p);
+  const auto defaults = to_json(TestSpec::make({}));
+  for (const auto& st : spec_settings()) {
+    auto k = to_json(s);
+    k.erase(st.key);
+    if (required.count(st.key)) {
+      try {
+        (void)spec_from_json(k);
+        ADD_FAILURE() << st.key << " is required";
+      } catch (const ProtocolError& e) {
+        EXPECT_EQ(std::string(e.what()), std::string("spec.") + st.key + ": missing field");
+      }
+    } else {
+      EXPECT_EQ(to_json(spec_from_json(k))[st.key], defaults[st.key]) << st.key;
+    }
+  }
+  EXPECT_EQ(spec_from_json(to_json(s)), s);
+}
+
 TEST(SettingsTable, FlagsTakeOnOffAndErrorsNameTheSetting) {
   const Setting* v = find_setting("verify");
   SpecParams p;
