@@ -250,7 +250,7 @@ class TestRun {
   void finish();
 
  private:
-  void drive(std::function<void(AgentResult)> on_done);
+  void drive(const std::function<void(AgentResult)>& on_done);
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<RunContext> ctx_;

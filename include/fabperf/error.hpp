@@ -56,11 +56,8 @@ class TimeoutError : public SystemError {
 // memory on rxe0:1".
 class VerbsError : public Error {
  public:
-  VerbsError(std::string call, std::string device, int err, std::string message)
-      : Error(ExitCode::infrastructure, std::move(message)),
-        call_(std::move(call)),
-        device_(std::move(device)),
-        err_(err) {}
+  VerbsError(std::string call, std::string device, int err, const std::string& message)
+      : Error(ExitCode::infrastructure, message), call_(std::move(call)), device_(std::move(device)), err_(err) {}
   [[nodiscard]] const std::string& call() const noexcept { return call_; }
   [[nodiscard]] const std::string& device() const noexcept { return device_; }
   [[nodiscard]] int err() const noexcept { return err_; }

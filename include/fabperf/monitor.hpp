@@ -272,7 +272,7 @@ struct HttpReply {
 };
 // GET /metrics -> the exposition; other paths 404; other methods 405. Pure.
 HttpReply handle_http(std::string_view method, std::string_view target, const std::function<std::string()>& render);
-inline constexpr std::size_t kMaxRequestHeaderBytes = 8 * 1024;
+inline constexpr std::size_t kMaxRequestHeaderBytes = std::size_t{8} * 1024;
 inline constexpr const char* kExpositionContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 // Listens on host:port (0: a kernel-chosen port) on its own thread until destroyed. Requests are

@@ -40,9 +40,9 @@ SendMethod parse_send_method(std::string_view s);  // throws UsageError naming t
 
 // Limits (nsdperf's where it has them: docs/usage.md).
 namespace limits {
-inline constexpr std::uint64_t kMinBuffsize = 4 * 1024;
-inline constexpr std::uint64_t kMaxBuffsize = 16 * 1024 * 1024;
-inline constexpr std::uint64_t kMaxSocksize = 100 * 1024 * 1024;
+inline constexpr std::uint64_t kMinBuffsize = 4ULL * 1024;
+inline constexpr std::uint64_t kMaxBuffsize = 16ULL * 1024 * 1024;
+inline constexpr std::uint64_t kMaxSocksize = 100ULL * 1024 * 1024;
 inline constexpr std::uint32_t kMaxThreads = 4096;
 inline constexpr std::uint32_t kMaxParallel = 8191;
 inline constexpr std::chrono::nanoseconds kMinTime = std::chrono::milliseconds(200);

@@ -38,6 +38,10 @@ struct Column {
   std::string_view header;
   std::string_view unit;
 };
+// A column's key as a JSON object key (the renderers' documents are keyed by std::string).
+inline std::string json_key(const Column& c) {
+  return std::string(c.key);
+}
 
 namespace col {
 inline constexpr Column node{"node", "node", ""};

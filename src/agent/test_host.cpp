@@ -130,7 +130,8 @@ bool TestHost::claim(proto::MessageSink& peer, const std::string& who, const std
     return false;
   }
   if (test_ && (test_->test_id != test_id || test_->run)) {
-    send_error(peer, proto::ErrorCode::protocol, fmt::format("test {} is already set up on this agent", test_->test_id));
+    send_error(peer, proto::ErrorCode::protocol,
+               fmt::format("test {} is already set up on this agent", test_->test_id));
     return false;
   }
   if (!test_) {
@@ -154,12 +155,12 @@ void TestHost::reserve(const TestSpec& spec, std::uint64_t flows, std::uint64_t 
   const std::uint64_t queues = rdma ? flows * spec.qdepth() * 1024 : 0;
   const std::uint64_t need = estimate_buffer_memory(spec, flows) + queues;
   if (test_->buffer_bytes + need > limits_.max_buffer_memory) {
-    throw Error(ExitCode::usage,
-                fmt::format("{} role needs {} MiB of buffers{} ({} connections, buffsize {}), more than this agent's "
-                            "--max-buffer-memory {} MiB",
-                            role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20,
-                            rdma ? " and queue pair memory" : "", flows, spec.buffsize(),
-                            limits_.max_buffer_memory >> 20));
+    throw Error(
+        ExitCode::usage,
+        fmt::format("{} role needs {} MiB of buffers{} ({} connections, buffsize {}), more than this agent's "
+                    "--max-buffer-memory {} MiB",
+                    role, (test_->buffer_bytes + need + (1u << 20) - 1) >> 20, rdma ? " and queue pair memory" : "",
+                    flows, spec.buffsize(), limits_.max_buffer_memory >> 20));
   }
   // One data thread per connection (TCP and RDMA alike), plus rpc's testers.
   const std::uint64_t threads = flows + (spec.mode() == Mode::rpc ? spec.threads() : 0);
@@ -175,10 +176,9 @@ void TestHost::reserve(const TestSpec& spec, std::uint64_t flows, std::uint64_t 
   }
   const std::uint64_t fd_room = limits_.descriptors ? *limits_.descriptors : descriptor_room();
   if (test_->descriptors + descriptors > fd_room) {
-    throw Error(ExitCode::usage,
-                fmt::format("{} role needs {} file descriptors ({} connections), more than this agent "
-                            "may open (RLIMIT_NOFILE leaves {} for tests)",
-                            role, test_->descriptors + descriptors, descriptors, fd_room));
+    throw Error(ExitCode::usage, fmt::format("{} role needs {} file descriptors ({} connections), more than this agent "
+                                             "may open (RLIMIT_NOFILE leaves {} for tests)",
+                                             role, test_->descriptors + descriptors, descriptors, fd_room));
   }
   test_->buffer_bytes += need;
   test_->threads += threads;
@@ -218,8 +218,8 @@ asio::awaitable<void> TestHost::setup_server(PeerPtr peer, std::string who, prot
     const std::string control_address = bind_address;
     if (m.any_address) bind_address = bind_address.find(':') == std::string::npos ? "0.0.0.0" : "::";
     reserve(m.spec, m.expect_connections, m.expect_connections, "server");
-    ServerPlan plan{bind_address, m.token, m.expect_connections, m.rdma_clients, m.link_addrs, control_address,
-                    m.test_id};
+    ServerPlan plan{bind_address,    m.token,  m.expect_connections, m.rdma_clients, m.link_addrs,
+                    control_address, m.test_id};
     co_await on_pool(pool_, [&] {
       port = state->engine->prepare_server(*state->ctx, plan);
       if (auto* x = state->engine->endpoint_exchange()) endpoints = x->take_endpoints();
@@ -332,7 +332,7 @@ void TestHost::start(const PeerPtr& peer, const proto::Start& m) {
 }
 
 void TestHost::start_run(const std::shared_ptr<TestState>& state, const Schedule& s,
-                         std::weak_ptr<proto::MessageSink> weak) {
+                         const std::weak_ptr<proto::MessageSink>& weak) {
   state->run->start(s, [this, weak, state](AgentResult r) {
     asio::post(io_, [this, weak, state, r = std::move(r)]() mutable {
       if (auto c = weak.lock(); c && c->is_open()) {

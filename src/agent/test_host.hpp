@@ -83,7 +83,8 @@ class TestHost {
   void reserve(const TestSpec& spec, std::uint64_t flows, std::uint64_t descriptors, const char* role);
   void ensure_engine(const TestSpec& spec, std::uint32_t node_index);
   void setup_failed(proto::MessageSink& peer, const std::string& what);
-  void start_run(const std::shared_ptr<TestState>& state, const Schedule& s, std::weak_ptr<proto::MessageSink> weak);
+  void start_run(const std::shared_ptr<TestState>& state, const Schedule& s,
+                 const std::weak_ptr<proto::MessageSink>& weak);
   void release_async();
 
   asio::io_context& io_;

@@ -85,7 +85,7 @@ using cli::get;
 
 std::string key_file_option(const cxxopts::ParseResult& r) {
   if (r.count("key-file")) {
-    const auto path = get<std::string>(r, "key-file");
+    auto path = get<std::string>(r, "key-file");
     if (path.empty()) throw UsageError("--key-file: empty path");
     return path;
   }

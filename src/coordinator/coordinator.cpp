@@ -4,6 +4,7 @@
 #include <fabperf/sysstat.hpp>
 #include <fabperf/units.hpp>
 
+#include "coordinator/dialer.hpp"
 #include "net/stop_watch.hpp"
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
@@ -22,26 +23,21 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using proto::ControlConn;
 using proto::FramedConn;
 using proto::MsgType;
 
-constexpr auto kFrameDeadline = 5s;
-// Agents send a heartbeat every second: this much silence means the agent is gone or stopped.
-constexpr auto kIdleDeadline = 5s;
-// How long a set-up waits for an agent that is still releasing its previous test (its threads
-// joining): a plan's next step, or `--resume` right after an interrupted run, can meet that on a
-// busy host. Another coordinator's running test ("busy") is not waited for.
-constexpr auto kCleaningWait = 15s;
+// The deadlines (CoordinatorTiming's defaults, coordinator/dialer.hpp), and why:
+// - idle 5 s: agents send a heartbeat every second; this much silence means gone or stopped.
+// - cleaning_wait 15 s: a set-up waits this long for an agent still releasing its previous test
+//   (its threads joining): a plan's next step, or `--resume` right after an interrupted run, can
+//   meet that on a busy host. Another coordinator's running test ("busy") is not waited for.
+// - result_drain 5 s + result_grace 10 s: after the test's end an agent joins its threads and
+//   reads its last samples, then sends its RESULT; the grace covers the transfer (a 16 MiB RESULT
+//   at ~30 Mbit/s) and a loaded host. A node whose RESULT has not arrived by then is stalled.
+// - result_frame 15 s: a RESULT frame is the largest there is.
 
-// After the test's end an agent joins its threads and reads its last samples (kResultDrain),
-// then sends its RESULT; kResultGrace covers the transfer (a 16 MiB RESULT at ~30 Mbit/s) and a
-// loaded host. A node whose RESULT has not arrived by then is reported stalled.
-constexpr auto kResultDrain = 5s;
-constexpr auto kResultGrace = 10s;
-// A RESULT frame is the largest there is: its bytes may take longer than other frames'.
-constexpr auto kResultFrameDeadline = 15s;
-
-// An agent's "cleaning" answer to a set-up (see kCleaningWait).
+// An agent's "cleaning" answer to a set-up (see cleaning_wait above).
 class AgentCleaning : public Error {
  public:
   using Error::Error;
@@ -51,7 +47,7 @@ constexpr int kClockPings = 8;
 // Completes when count_down() was called n times.
 class Latch {
  public:
-  Latch(asio::any_io_executor ex, std::size_t n) : timer_(ex, asio::steady_timer::time_point::max()), n_(n) {}
+  Latch(const asio::any_io_executor& ex, std::size_t n) : timer_(ex, asio::steady_timer::time_point::max()), n_(n) {}
   void count_down() {
     if (n_ > 0 && --n_ == 0) timer_.cancel();
   }
@@ -70,7 +66,8 @@ class Latch {
 struct Node {
   NodeRecord rec;
   HostPort hp;
-  std::shared_ptr<FramedConn> conn;
+  std::shared_ptr<ControlConn> conn;
+  std::string endpoint;  // address:port as dialled
   std::uint16_t data_port{0};
   std::string failure;  // set-up phase failure, if any
   // RDMA through the control channel: this node's server and client queue pair endpoints.
@@ -78,10 +75,84 @@ struct Node {
   std::vector<proto::RdmaEndpoint> rdma_client_eps;
 };
 
+Error auth_error(const std::string& name, const std::string& why) {
+  return Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", name, why));
+}
+
+// Agents over TCP: resolve, connect within the request's timeout, and with a key the TLS 1.3
+// handshake with the key's PSK (both ends prove the key, and every later frame is protected).
+class TcpDialer final : public Dialer {
+ public:
+  TcpDialer(const RunRequest& req, std::chrono::milliseconds handshake_deadline)
+      : connect_timeout_(req.connect_timeout), handshake_deadline_(handshake_deadline) {
+    if (!req.key.empty()) tls_ = proto::make_tls_context(req.key, false);
+  }
+
+  asio::awaitable<Dialed> dial(const HostPort& hp, const std::string& name) override {
+    auto ex = co_await asio::this_coro::executor;
+    Tcp::resolver resolver(ex);
+    error_code ec;
+    auto results = co_await resolver.async_resolve(hp.host, std::to_string(hp.port),
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) throw SystemError("cannot reach agent", name, fmt::format("name does not resolve ({})", ec.message()));
+    Tcp::socket sock(ex);
+    asio::steady_timer timer(ex);
+    bool timed_out = false;
+    timer.expires_after(connect_timeout_);
+    timer.async_wait([&](error_code e) {
+      if (!e) {
+        timed_out = true;
+        error_code ignored;
+        sock.close(ignored);
+      }
+    });
+    co_await asio::async_connect(sock, results, asio::redirect_error(asio::use_awaitable, ec));
+    timer.cancel();
+    if (timed_out) {
+      throw SystemError(
+          "cannot reach agent", name,
+          fmt::format("connection timed out after {:.1f} s", static_cast<double>(connect_timeout_.count()) / 1e3));
+    }
+    if (ec) throw SystemError("cannot reach agent", name, ec.message());
+    const auto remote = sock.remote_endpoint();
+    Dialed d;
+    d.address = numeric_address(remote.address());
+    d.endpoint = HostPort{d.address, remote.port(), {}}.str();
+    auto conn = std::make_shared<FramedConn>(std::move(sock), name, tls_);
+    if (tls_) {
+      try {
+        co_await conn->start_tls(handshake_deadline_);
+      } catch (const proto::TlsHandshakeError& e) {
+        switch (tls::classify_client_failure(e.openssl_error())) {
+          case tls::HandshakeFailure::key_mismatch: throw auth_error(name, "key mismatch (the agent refused this key)");
+          case tls::HandshakeFailure::not_tls:
+            throw auth_error(name,
+                             "the agent has no key (it did not answer in TLS; it accepts unauthenticated "
+                             "coordinators or is not a fabperf agent); refusing to use it with a key");
+          case tls::HandshakeFailure::other: break;
+        }
+        throw auth_error(name, e.what());
+      }
+    }
+    d.conn = std::move(conn);
+    co_return d;
+  }
+
+ private:
+  std::chrono::milliseconds connect_timeout_;
+  std::chrono::milliseconds handshake_deadline_;
+  std::shared_ptr<asio::ssl::context> tls_;
+};
+
 class Coordinator {
  public:
-  explicit Coordinator(const RunRequest& req) : req_(req) {
-    if (!req_.key.empty()) tls_ = proto::make_tls_context(req_.key, false);
+  // dialer: null for agents over TCP (TcpDialer).
+  Coordinator(const RunRequest& req, Dialer* dialer = nullptr, CoordinatorTiming timing = {})
+      : req_(req), t_(timing), dialer_(dialer) {
+    if (!dialer_) {
+      own_dialer_ = std::make_unique<TcpDialer>(req_, t_.idle);
+      dialer_ = own_dialer_.get();
+    }
     std::uint32_t i = 0;
     for (const auto& s : req.servers) {
       server_node_.push_back(nodes_.size());
@@ -271,8 +342,11 @@ class Coordinator {
   }
 
   // Reads frames until `want`, skipping heartbeats; an ERROR from the agent becomes an Error.
-  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle = kIdleDeadline,
-                               std::chrono::milliseconds frame = kFrameDeadline) {
+  asio::awaitable<json> expect(Node& n, MsgType want) { return expect(n, want, t_.idle, t_.frame); }
+  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle) {
+    return expect(n, want, idle, t_.frame);
+  }
+  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle, std::chrono::milliseconds frame) {
     for (;;) {
       auto f = co_await n.conn->read(idle, frame);
       if (f.type == MsgType::heartbeat) continue;
@@ -289,10 +363,10 @@ class Coordinator {
   }
 
   // Sends a set-up message and returns the agent's answer; resends it every 200 ms while the
-  // agent is still cleaning up its previous test, for at most kCleaningWait.
+  // agent is still cleaning up its previous test, for at most cleaning_wait.
   asio::awaitable<json> setup_exchange(Node& n, MsgType type, const json& body, MsgType want,
                                        std::chrono::milliseconds idle) {
-    const auto until = std::chrono::steady_clock::now() + kCleaningWait;
+    const auto until = std::chrono::steady_clock::now() + t_.cleaning_wait;
     for (;;) {
       n.conn->send(type, body);
       bool cleaning = false;
@@ -311,34 +385,10 @@ class Coordinator {
   }
 
   asio::awaitable<void> connect(Node& n) {
-    auto ex = co_await asio::this_coro::executor;
-    Tcp::resolver resolver(ex);
-    error_code ec;
-    auto results = co_await resolver.async_resolve(n.hp.host, std::to_string(n.hp.port),
-                                                   asio::redirect_error(asio::use_awaitable, ec));
-    if (ec)
-      throw SystemError("cannot reach agent", n.rec.name, fmt::format("name does not resolve ({})", ec.message()));
-    Tcp::socket sock(ex);
-    asio::steady_timer timer(ex);
-    bool timed_out = false;
-    timer.expires_after(req_.connect_timeout);
-    timer.async_wait([&](error_code e) {
-      if (!e) {
-        timed_out = true;
-        error_code ignored;
-        sock.close(ignored);
-      }
-    });
-    co_await asio::async_connect(sock, results, asio::redirect_error(asio::use_awaitable, ec));
-    timer.cancel();
-    if (timed_out) {
-      throw SystemError(
-          "cannot reach agent", n.rec.name,
-          fmt::format("connection timed out after {:.1f} s", static_cast<double>(req_.connect_timeout.count()) / 1e3));
-    }
-    if (ec) throw SystemError("cannot reach agent", n.rec.name, ec.message());
-    n.rec.address = numeric_address(sock.remote_endpoint().address());
-    n.conn = std::make_shared<FramedConn>(std::move(sock), n.rec.name, tls_);
+    Dialed d = co_await dialer_->dial(n.hp, n.rec.name);
+    n.rec.address = std::move(d.address);
+    n.endpoint = std::move(d.endpoint);
+    n.conn = std::move(d.conn);
     const json body = co_await handshake(n);
     proto::HelloOk ok;
     try {
@@ -350,40 +400,20 @@ class Coordinator {
     asio::co_spawn(io_, heartbeats(n.conn), asio::detached);
   }
 
-  Error auth_error(const Node& n, const std::string& why) {
-    return Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", n.rec.name, why));
-  }
-
-  // With a key, the TLS 1.3 handshake with the key's PSK (both ends prove the key, and every
-  // later frame is protected); then HELLO. Returns HELLO_OK's body.
+  // HELLO on a connection the dialer made ready; returns HELLO_OK's body.
   asio::awaitable<json> handshake(Node& n) {
-    if (tls_) {
-      try {
-        co_await n.conn->start_tls(kIdleDeadline);
-      } catch (const proto::TlsHandshakeError& e) {
-        switch (tls::classify_client_failure(e.openssl_error())) {
-          case tls::HandshakeFailure::key_mismatch: throw auth_error(n, "key mismatch (the agent refused this key)");
-          case tls::HandshakeFailure::not_tls:
-            throw auth_error(n,
-                             "the agent has no key (it did not answer in TLS; it accepts unauthenticated "
-                             "coordinators or is not a fabperf agent); refusing to use it with a key");
-          case tls::HandshakeFailure::other: break;
-        }
-        throw auth_error(n, e.what());
-      }
-    }
     proto::Hello hello{proto::kVersion, proto::kVersion, req_.coordinator_name, proto::local_capabilities()};
     n.conn->send(MsgType::hello, proto::to_json(hello));
     proto::Frame f;
     try {
-      f = co_await n.conn->read(kIdleDeadline, kFrameDeadline, proto::kMaxPreAuthBody);
+      f = co_await n.conn->read(t_.idle, t_.frame, proto::kMaxPreAuthBody);
     } catch (const ProtocolError& e) {
       throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
     }
     if (f.type == MsgType::error) {
       const auto e = proto::parse_error(f.body);
       if (e.code == proto::ErrorCode::key_required)
-        throw auth_error(n, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
+        throw auth_error(n.rec.name, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
       throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
     }
     if (f.type != MsgType::hello_ok) {
@@ -393,7 +423,7 @@ class Coordinator {
     co_return std::move(f.body);
   }
 
-  asio::awaitable<void> heartbeats(std::shared_ptr<FramedConn> conn) {
+  asio::awaitable<void> heartbeats(std::shared_ptr<ControlConn> conn) {
     // Kept where run() can cancel it: a sleeping heartbeat would otherwise hold io_.run() (and
     // the whole process) up to a second after the test is over.
     auto t = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
@@ -418,7 +448,8 @@ class Coordinator {
       const std::int64_t w3 = wall_now_ns();
       if (pong.t_wall != 0 && t3 - t0 < best_rtt) {
         best_rtt = t3 - t0;
-        n.rec.wall_offset_s = static_cast<double>(pong.t_wall - (w0 + (w3 - w0) / 2)) / 1e9;
+        const std::int64_t wall_mid = w0 + (w3 - w0) / 2;  // whole nanoseconds
+        n.rec.wall_offset_s = static_cast<double>(pong.t_wall - wall_mid) / 1e9;
       }
       if (pong.seq != static_cast<std::uint64_t>(i))
         throw ProtocolError(fmt::format("agent {}: PONG out of sequence", n.rec.name));
@@ -509,9 +540,9 @@ class Coordinator {
     // One agent given under two names would both serve and load itself. Sorted, not pairwise:
     // thousands of agents.
     {
-      std::vector<std::pair<Tcp::endpoint, std::size_t>> eps;
+      std::vector<std::pair<std::string, std::size_t>> eps;
       eps.reserve(nodes_.size());
-      for (std::size_t i = 0; i < nodes_.size(); ++i) eps.emplace_back(nodes_[i].conn->socket().remote_endpoint(), i);
+      for (std::size_t i = 0; i < nodes_.size(); ++i) eps.emplace_back(nodes_[i].endpoint, i);
       std::sort(eps.begin(), eps.end());
       for (std::size_t i = 1; i < eps.size(); ++i) {
         if (eps[i].first == eps[i - 1].first) {
@@ -682,11 +713,11 @@ class Coordinator {
 
     // Collect. Agents stop by their own schedule; one that goes silent is marked and the rest go on.
     // With a sink, each node's result goes out as it arrives and is not kept here.
-    // Heartbeats alone do not keep a node waited for: its RESULT must arrive within kResultDrain +
-    // kResultGrace of the test's end, or the node is reported stalled and the rest still reported.
+    // Heartbeats alone do not keep a node waited for: its RESULT must arrive within result_drain +
+    // result_grace of the test's end, or the node is reported stalled and the rest still reported.
     const auto result_deadline = std::chrono::steady_clock::now() +
                                  std::chrono::nanoseconds(std::max<std::int64_t>(0, end - mono_now_ns())) +
-                                 kResultDrain + kResultGrace;
+                                 t_.result_drain + t_.result_grace;
     co_await each([&](Node& n) -> asio::awaitable<void> {
       bool overdue = false;
       asio::steady_timer bound(co_await asio::this_coro::executor);
@@ -697,7 +728,7 @@ class Coordinator {
         conn->close();  // the agent sees its coordinator gone and stops
       });
       try {
-        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result, kIdleDeadline, kResultFrameDeadline));
+        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result, t_.idle, t_.result_frame));
       } catch (const ProtocolError& e) {
         n.rec.status = NodeStatus::failed;
         n.rec.error = e.what();
@@ -709,8 +740,9 @@ class Coordinator {
         const std::string what = e.what();
         if (overdue) {
           n.rec.status = NodeStatus::stalled;
-          n.rec.error = fmt::format("agent {}: no RESULT within {:.0f} s of the test's end (it still sent heartbeats)",
-                                    n.rec.name, std::chrono::duration<double>(kResultDrain + kResultGrace).count());
+          n.rec.error =
+              fmt::format("agent {}: no RESULT within {:g} s of the test's end (it still sent heartbeats)", n.rec.name,
+                          std::chrono::duration<double>(t_.result_drain + t_.result_grace).count());
         } else {
           n.rec.status = NodeStatus::lost;
           n.rec.error = what;
@@ -739,7 +771,9 @@ class Coordinator {
   }
 
   const RunRequest& req_;
-  std::shared_ptr<asio::ssl::context> tls_;  // with a key: every agent connection runs TLS
+  CoordinatorTiming t_;
+  Dialer* dialer_;
+  std::unique_ptr<Dialer> own_dialer_;  // TCP, when no dialer was given
   asio::io_context io_;
   std::vector<Node> nodes_;
   std::vector<std::size_t> server_node_;  // index in nodes_ of req_.servers[i]
@@ -832,6 +866,11 @@ void set_host_pairs(RunRequest& req, const std::vector<std::pair<std::uint32_t, 
 RunRecord run_test(const RunRequest& request) {
   raise_fd_limit();
   Coordinator c(request);
+  return c.run();
+}
+
+RunRecord run_test(const RunRequest& request, Dialer& dialer, const CoordinatorTiming& timing) {
+  Coordinator c(request, &dialer, timing);
   return c.run();
 }
 

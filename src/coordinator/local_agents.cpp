@@ -82,6 +82,7 @@ LocalAgents::LocalAgents(int count, const std::string& log_level, const std::str
         args.push_back("--key-stdin");
       }
       std::vector<char*> argv;
+      argv.reserve(args.size() + 1);
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       pid_t pid = 0;

@@ -269,14 +269,13 @@ HostPort parse_plain_host_port(std::string_view text, std::string_view what) {
     }
   } else {
     const auto first = text.find(':');
-    if (first != std::string_view::npos && text.find(':', first + 1) != std::string_view::npos) {
-      hp.host = std::string(text);  // bare IPv6 literal, default port
-    } else if (first != std::string_view::npos) {
+    const bool bare_v6 = first != std::string_view::npos && text.find(':', first + 1) != std::string_view::npos;
+    if (first != std::string_view::npos && !bare_v6) {
       hp.host = std::string(text.substr(0, first));
       port_text = text.substr(first + 1);
       if (port_text.empty()) throw bad("empty port");
     } else {
-      hp.host = std::string(text);
+      hp.host = std::string(text);  // a name or address without a port, or a bare IPv6 literal
     }
   }
   if (hp.host.empty()) throw bad("empty host");

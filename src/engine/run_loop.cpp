@@ -39,7 +39,7 @@ std::string Flow::error() const {
 }
 
 RunContext::RunContext(TestSpec spec, std::uint32_t node_index, std::string hostname)
-    : spec_(spec), node_index_(node_index), hostname_(std::move(hostname)) {}
+    : spec_(std::move(spec)), node_index_(node_index), hostname_(std::move(hostname)) {}
 
 Flow& RunContext::add_flow(std::unique_ptr<Flow> flow) {
   std::lock_guard lk(mu_);
@@ -359,7 +359,7 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
   engine_->start(*ctx_);
   engine_started_ = true;
   try {
-    driver_ = std::thread([this, cb = std::move(on_done)]() mutable { drive(std::move(cb)); });
+    driver_ = std::thread([this, cb = std::move(on_done)] { drive(cb); });
   } catch (const std::system_error& e) {
     // No thread for the driver: a typed error (the agent refuses the test and joins the data
     // threads), never std::terminate.
@@ -381,7 +381,7 @@ void TestRun::finish() {
   engine_->join();
 }
 
-void TestRun::drive(std::function<void(AgentResult)> on_done) {
+void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   RunContext& ctx = *ctx_;
   const Schedule s = ctx.schedule();
   const auto flows = ctx.flows();

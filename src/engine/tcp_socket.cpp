@@ -40,7 +40,7 @@ void set_port(sockaddr* sa, std::uint16_t port) {
 void set_timeouts(int fd, int ms) {
   timeval tv{};
   tv.tv_sec = ms / 1000;
-  tv.tv_usec = (ms % 1000) * 1000;
+  tv.tv_usec = static_cast<suseconds_t>(ms % 1000) * 1000;
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }

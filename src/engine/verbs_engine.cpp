@@ -236,6 +236,7 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
   std::vector<DevSel> want;
   if (!spec.rdma_device().empty()) want = parse_device_list(spec.rdma_device());
   std::vector<std::string> names;
+  names.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(list[i]));
   for (const auto& w : want) {
     if (std::find(names.begin(), names.end(), w.name) == names.end()) {
@@ -871,7 +872,7 @@ CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want
     if (got == RDMA_CM_EVENT_REJECTED && !r.data.empty()) {
       reason.assign(r.data.begin(), r.data.end());
       reason = printable(reason.c_str());  // the remote side's words: defused before any log
-      if (!reason.empty()) reason = ": refused by the server: " + reason;
+      if (!reason.empty()) reason.insert(0, ": refused by the server: ");
     }
     throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: {} (status {}) instead of {}{}", where,
                                                       rdma_event_str(got), status, rdma_event_str(want), reason));
@@ -936,7 +937,9 @@ static rdma_conn_param cm_conn_param(const Device& d, const std::uint8_t* data, 
 void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std::size_t len) {
   auto refuse = [&](const std::string& why) {
     char text[rdma_cm::kRejectSize] = {};
-    std::memcpy(text, why.data(), std::min(why.size(), sizeof text - 1));
+    // At most sizeof text - 1 bytes into a zeroed buffer: the terminator is already there.
+    std::memcpy(text, why.data(),
+                std::min(why.size(), sizeof text - 1));  // NOLINT(bugprone-not-null-terminated-result)
     rdma_reject(id, text, static_cast<std::uint8_t>(std::strlen(text) + 1));
   };
   char peer_addr[INET6_ADDRSTRLEN] = {};

@@ -70,6 +70,7 @@ Child spawn(const std::string& label, const std::vector<std::string>& argv) {
   }
   std::vector<char*> args;
   std::vector<std::string> copy = argv;
+  args.reserve(copy.size() + 1);
   for (auto& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
   const pid_t parent = ::getpid();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <ctime>
 #include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
@@ -74,7 +75,7 @@ class ResultsFile {
 };
 
 std::string hms(double s) {
-  const auto t = static_cast<long>(s + 0.5);
+  const auto t = std::lround(s);
   if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
   return fmt::format("{}:{:02}", t / 60, t % 60);
 }

@@ -3,6 +3,8 @@
 #include <fabperf/isolate.hpp>
 #include <fabperf/stats.hpp>
 
+#include "plan/result_json.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -12,11 +14,6 @@ namespace fabperf::plan {
 namespace {
 
 using nlohmann::json;
-
-double num(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
 
 // A node's payload in the test's direction: a client drives it (write: sends), a server takes
 // the other end (write: receives).
@@ -62,6 +59,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   const auto judge = [&](const std::map<std::uint32_t, std::vector<double>>& role, const char* what) {
     if (role.size() < 3) return;
     std::vector<double> means;
+    means.reserve(role.size());
     for (const auto& [h, v] : role) means.push_back(stats::mean(v));
     const double med = stats::median(means);
     if (med <= 0) return;

@@ -5,6 +5,8 @@
 #include <fabperf/error.hpp>
 #include <fabperf/plan.hpp>
 
+#include "plan/result_json.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -47,11 +49,6 @@ const KpiDef& def(std::string_view name) {
     if (name == d.name) return d;
   }
   throw UsageError(fmt::format("unknown KPI '{}'", name));
-}
-
-double num(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
 // A client node's payload in the direction its test drives: write-like tests send, read receives,

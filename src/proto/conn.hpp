@@ -49,7 +49,21 @@ class MessageSink {
   [[nodiscard]] virtual const std::string& peer() const = 0;
 };
 
-class FramedConn final : public MessageSink, public std::enable_shared_from_this<FramedConn> {
+// A control connection as the coordinator uses one: messages both ways under deadlines.
+// FramedConn is the real one; the coordinator's state machine tests use an in-memory pair
+// (tests/common/memory_conn.hpp).
+class ControlConn : public MessageSink {
+ public:
+  // Throws ProtocolError (a bad frame, a body over max_body), TimeoutError (nothing within
+  // `idle`, or the frame not whole within `frame`) or SystemError (closed, reset).
+  virtual asio::awaitable<Frame> read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
+                                      std::uint32_t max_body = kMaxBody) = 0;
+  // Waits until everything queued so far was written (or the connection closed).
+  virtual asio::awaitable<void> flush() = 0;
+  virtual void close() noexcept = 0;
+};
+
+class FramedConn final : public ControlConn, public std::enable_shared_from_this<FramedConn> {
  public:
   // tls: a context from tls::make_psk_ctx (client or server) for a keyed connection; null for
   // plain frames.
@@ -62,12 +76,12 @@ class FramedConn final : public MessageSink, public std::enable_shared_from_this
   // Throws ProtocolError (bad frame, body over max_body), SystemError (closed, reset, deadline
   // passed). Before authentication, callers pass kMaxPreAuthBody.
   asio::awaitable<Frame> read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
-                              std::uint32_t max_body = kMaxBody);
+                              std::uint32_t max_body = kMaxBody) override;
   // Queues a frame; the write has its own deadline and closes the connection when it passes.
   void send(MsgType type, const nlohmann::json& body) override;
   // Waits until everything queued so far was written (or the connection closed).
-  asio::awaitable<void> flush();
-  void close() noexcept;
+  asio::awaitable<void> flush() override;
+  void close() noexcept override;
 
   [[nodiscard]] bool is_open() const override { return open_; }
   [[nodiscard]] const std::string& peer() const override { return peer_; }

@@ -229,7 +229,7 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
   if (c.unreplicated) {
     c.notes.push_back("unreplicated: with a single trial on a side, a change cannot be told from run-to-run noise");
   }
-  if (a.trials.size() > 0 && b.trials.size() > 0) {
+  if (!a.trials.empty() && !b.trials.empty()) {
     const auto& ra = a.trials.front().result;
     const auto& rb = b.trials.front().result;
     if (ra.contains("settings") && rb.contains("settings") && ra["settings"].is_object() &&

@@ -64,32 +64,35 @@ json counter_events_json(const std::vector<CounterEvent>& events) {
   return out;
 }
 
-std::string k(const Column& c) {
-  return std::string(c.key);
-}
-
 json latency_json(const std::optional<LatencyView>& l) {
   if (!l) return nullptr;
   json b = json::array();
-  for (const auto& x : l->buckets) b.push_back({{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {k(col::count), x.count}});
-  return {{"what", l->what},           {k(col::count), l->count},     {k(col::mean_us), l->mean_us},
-          {"min_us", l->min_us},       {k(col::p50_us), l->p50_us},   {k(col::p90_us), l->p90_us},
-          {k(col::p99_us), l->p99_us}, {k(col::p999_us), l->p999_us}, {k(col::max_us), l->max_us},
+  for (const auto& x : l->buckets)
+    b.push_back({{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {json_key(col::count), x.count}});
+  return {{"what", l->what},
+          {json_key(col::count), l->count},
+          {json_key(col::mean_us), l->mean_us},
+          {"min_us", l->min_us},
+          {json_key(col::p50_us), l->p50_us},
+          {json_key(col::p90_us), l->p90_us},
+          {json_key(col::p99_us), l->p99_us},
+          {json_key(col::p999_us), l->p999_us},
+          {json_key(col::max_us), l->max_us},
           {"buckets", std::move(b)}};
 }
 
 json kpi_json(const KpiCheck& c) {
-  return {{k(col::test), c.test.empty() ? json(nullptr) : json(c.test)},
-          {k(col::step), c.step.empty() ? json(nullptr) : json(c.step)},
-          {k(col::kpi), c.kpi},
-          {k(col::scope), c.scope},
-          {k(col::subject), c.subject},
-          {k(col::value), c.measured ? json(c.value) : json(nullptr)},
-          {k(col::threshold), c.threshold},
+  return {{json_key(col::test), c.test.empty() ? json(nullptr) : json(c.test)},
+          {json_key(col::step), c.step.empty() ? json(nullptr) : json(c.step)},
+          {json_key(col::kpi), c.kpi},
+          {json_key(col::scope), c.scope},
+          {json_key(col::subject), c.subject},
+          {json_key(col::value), c.measured ? json(c.value) : json(nullptr)},
+          {json_key(col::threshold), c.threshold},
           {"op", c.op},
           {"unit", c.unit},
-          {k(col::pass), c.pass},
-          {k(col::detail), c.detail}};
+          {json_key(col::pass), c.pass},
+          {json_key(col::detail), c.detail}};
 }
 
 std::string num(double v) {
@@ -103,57 +106,58 @@ json render_plan_json(const PlanReport& r) {
   for (const auto& s : r.steps) {
     json nodes = json::array();
     for (const auto& n : s.nodes) {
-      nodes.push_back({{k(col::node), n.node},
-                       {k(col::role), n.role},
-                       {k(col::status), n.status},
-                       {k(col::tx_mb_per_s), n.tx_mb_per_s},
-                       {k(col::rx_mb_per_s), n.rx_mb_per_s},
-                       {k(col::cpu_busy_pct), n.cpu_busy_pct},
-                       {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
+      nodes.push_back({{json_key(col::node), n.node},
+                       {json_key(col::role), n.role},
+                       {json_key(col::status), n.status},
+                       {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
+                       {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
+                       {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
+                       {json_key(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
                        {"latency", latency_json(n.latency)}});
     }
     json pairs = json::array();
     for (const auto& p : s.pairs) {
-      pairs.push_back({{k(col::client), p.client},
-                       {k(col::server), p.server},
-                       {k(col::mb_per_s), p.mb_per_s},
-                       {k(col::retrans), p.retrans},
-                       {k(col::rtt_us), p.rtt_us}});
+      pairs.push_back({{json_key(col::client), p.client},
+                       {json_key(col::server), p.server},
+                       {json_key(col::mb_per_s), p.mb_per_s},
+                       {json_key(col::retrans), p.retrans},
+                       {json_key(col::rtt_us), p.rtt_us}});
     }
     json links = json::array();
     for (const auto& l : s.links) {
-      links.push_back({{k(col::node), l.node},
-                       {k(col::link), l.link},
-                       {k(col::tx_mb_per_s), l.tx_mb_per_s},
-                       {k(col::rx_mb_per_s), l.rx_mb_per_s},
-                       {k(col::payload_mb_per_s), l.payload_mb_per_s},
-                       {k(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
-                       {k(col::utilization_pct), l.utilization_pct >= 0 ? json(l.utilization_pct) : json(nullptr)},
-                       {k(col::errors), l.errors},
-                       {k(col::drops), l.drops}});
+      links.push_back(
+          {{json_key(col::node), l.node},
+           {json_key(col::link), l.link},
+           {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
+           {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
+           {json_key(col::payload_mb_per_s), l.payload_mb_per_s},
+           {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
+           {json_key(col::utilization_pct), l.utilization_pct >= 0 ? json(l.utilization_pct) : json(nullptr)},
+           {json_key(col::errors), l.errors},
+           {json_key(col::drops), l.drops}});
     }
     json series = json::array();
     for (const auto& se : s.series) {
       json pts = json::array();
-      for (const auto& p : se.points) pts.push_back({{"t_s", p.t_s}, {k(col::mb_per_s), p.mb_per_s}});
+      for (const auto& p : se.points) pts.push_back({{"t_s", p.t_s}, {json_key(col::mb_per_s), p.mb_per_s}});
       series.push_back({{"name", se.name}, {"points", std::move(pts)}});
     }
     steps.push_back({{"index", s.index},
                      {"id", s.id},
-                     {k(col::test), s.test},
-                     {k(col::pattern), s.pattern},
+                     {json_key(col::test), s.test},
+                     {json_key(col::pattern), s.pattern},
                      {"clients", s.clients},
                      {"servers", s.servers},
-                     {k(col::status), s.status},
+                     {json_key(col::status), s.status},
                      {"error", s.error},
                      {"started_at", s.started_at},
-                     {k(col::duration_s), s.duration_s},
+                     {json_key(col::duration_s), s.duration_s},
                      {"measured", s.measured},
                      {"op", s.op},
                      {"summary", s.summary},
-                     {k(col::mb_per_s), s.mb_per_s},
-                     {k(col::gbit_per_s), s.gbit_per_s},
-                     {k(col::msg_per_s), s.msg_per_s},
+                     {json_key(col::mb_per_s), s.mb_per_s},
+                     {json_key(col::gbit_per_s), s.gbit_per_s},
+                     {json_key(col::msg_per_s), s.msg_per_s},
                      {"window_s", s.window_s},
                      {"nodes", std::move(nodes)},
                      {"pairs", std::move(pairs)},
@@ -170,11 +174,11 @@ json render_plan_json(const PlanReport& r) {
   for (const auto& c : r.kpis) kpis.push_back(kpi_json(c));
   json groups = json::array();
   for (const auto& g : r.kpi_groups) {
-    groups.push_back({{k(col::test), g.test.empty() ? json(nullptr) : json(g.test)},
-                      {k(col::kpi), g.kpi},
-                      {k(col::scope), g.scope},
+    groups.push_back({{json_key(col::test), g.test.empty() ? json(nullptr) : json(g.test)},
+                      {json_key(col::kpi), g.kpi},
+                      {json_key(col::scope), g.scope},
                       {"op", g.op},
-                      {k(col::threshold), g.threshold},
+                      {json_key(col::threshold), g.threshold},
                       {"unit", g.unit},
                       {"passed", g.passed},
                       {"failed", g.failed},
@@ -189,9 +193,9 @@ json render_plan_json(const PlanReport& r) {
       for (const auto& c : row) jr.push_back(c ? json(*c) : json(nullptr));
       rows.push_back(std::move(jr));
     }
-    matrices.push_back({{k(col::test), m.test},
+    matrices.push_back({{json_key(col::test), m.test},
                         {"nodes", m.nodes},
-                        {k(col::mb_per_s), std::move(rows)},
+                        {json_key(col::mb_per_s), std::move(rows)},
                         {"min", m.min},
                         {"max", m.max},
                         {"cells", m.cells}});
@@ -238,9 +242,10 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
   };
   const std::string si = "step_index";
   if (table == "steps") {
-    row({si, k(col::step), k(col::test), k(col::pattern), "step_status", "op", "step_mb_per_s", k(col::node),
-         k(col::role), k(col::status), k(col::tx_mb_per_s), k(col::rx_mb_per_s), k(col::cpu_busy_pct),
-         k(col::retrans_segs), k(col::p50_us), k(col::p99_us), k(col::max_us)});
+    row({si, json_key(col::step), json_key(col::test), json_key(col::pattern), "step_status", "op", "step_mb_per_s",
+         json_key(col::node), json_key(col::role), json_key(col::status), json_key(col::tx_mb_per_s),
+         json_key(col::rx_mb_per_s), json_key(col::cpu_busy_pct), json_key(col::retrans_segs), json_key(col::p50_us),
+         json_key(col::p99_us), json_key(col::max_us)});
     for (const auto& s : r.steps) {
       const std::string agg = s.measured ? num(s.mb_per_s) : "";
       if (s.nodes.empty()) {
@@ -256,8 +261,8 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
       }
     }
   } else if (table == "pairs") {
-    row({si, k(col::step), k(col::test), k(col::pattern), k(col::client), k(col::server), k(col::mb_per_s),
-         k(col::retrans), k(col::rtt_us)});
+    row({si, json_key(col::step), json_key(col::test), json_key(col::pattern), json_key(col::client),
+         json_key(col::server), json_key(col::mb_per_s), json_key(col::retrans), json_key(col::rtt_us)});
     for (const auto& s : r.steps) {
       for (const auto& p : s.pairs) {
         row({std::to_string(s.index), s.id, s.test, s.pattern, p.client, p.server, num(p.mb_per_s),
@@ -265,8 +270,9 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
       }
     }
   } else if (table == "links") {
-    row({si, k(col::step), k(col::test), k(col::node), k(col::link), k(col::tx_mb_per_s), k(col::rx_mb_per_s),
-         k(col::payload_mb_per_s), k(col::speed_mbps), k(col::utilization_pct), k(col::errors), k(col::drops)});
+    row({si, json_key(col::step), json_key(col::test), json_key(col::node), json_key(col::link),
+         json_key(col::tx_mb_per_s), json_key(col::rx_mb_per_s), json_key(col::payload_mb_per_s),
+         json_key(col::speed_mbps), json_key(col::utilization_pct), json_key(col::errors), json_key(col::drops)});
     for (const auto& s : r.steps) {
       for (const auto& l : s.links) {
         row({std::to_string(s.index), s.id, s.test, l.node, l.link, num(l.tx_mb_per_s), num(l.rx_mb_per_s),
@@ -275,8 +281,8 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
       }
     }
   } else if (table == "kpis") {
-    row({k(col::test), k(col::step), k(col::kpi), k(col::scope), k(col::subject), k(col::value), "op",
-         k(col::threshold), "unit", k(col::pass), k(col::detail)});
+    row({json_key(col::test), json_key(col::step), json_key(col::kpi), json_key(col::scope), json_key(col::subject),
+         json_key(col::value), "op", json_key(col::threshold), "unit", json_key(col::pass), json_key(col::detail)});
     for (const auto& c : r.kpis) {
       row({c.test, c.step, c.kpi, c.scope, c.subject, c.measured ? num(c.value) : "", c.op, num(c.threshold), c.unit,
            c.pass ? "true" : "false", c.detail});

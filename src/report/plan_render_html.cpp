@@ -287,8 +287,9 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   const double h = std::max(top + cell * static_cast<double>(n) + 20, top + 220);
   // Pair checks of this test: failing cells get a red frame.
   auto failed = [&](const std::string& c, const std::string& s) {
+    const std::string pair = fmt::format("{}->{}", c, s);
     for (const auto& k : kpis) {
-      if (k.scope == "pair" && !k.pass && k.test == m.test && k.subject == c + "->" + s) return true;
+      if (k.scope == "pair" && !k.pass && k.test == m.test && k.subject == pair) return true;
     }
     return false;
   };

@@ -10,22 +10,20 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-std::string k(const Column& c) {
-  return std::string(c.key);
-}
-
 json tput_json(const Throughput& t) {
-  return {{k(col::bytes), t.bytes},
-          {k(col::mb_per_s), t.mb_per_s},
-          {k(col::gbit_per_s), t.gbit_per_s},
+  return {{json_key(col::bytes), t.bytes},
+          {json_key(col::mb_per_s), t.mb_per_s},
+          {json_key(col::gbit_per_s), t.gbit_per_s},
           {"msgs", t.msgs},
-          {k(col::msg_per_s), t.msg_per_s}};
+          {json_key(col::msg_per_s), t.msg_per_s}};
 }
 
 json latency_json(const LatencySummary& l, const LatencyHistogram* h) {
-  json j = {{k(col::count), l.count},   {k(col::mean_us), l.mean_us}, {"stddev_us", l.stddev_us},
-            {"min_us", l.min_us},       {k(col::p50_us), l.p50_us},   {k(col::p90_us), l.p90_us},
-            {k(col::p99_us), l.p99_us}, {k(col::p999_us), l.p999_us}, {k(col::max_us), l.max_us}};
+  json j = {{json_key(col::count), l.count},   {json_key(col::mean_us), l.mean_us},
+            {"stddev_us", l.stddev_us},        {"min_us", l.min_us},
+            {json_key(col::p50_us), l.p50_us}, {json_key(col::p90_us), l.p90_us},
+            {json_key(col::p99_us), l.p99_us}, {json_key(col::p999_us), l.p999_us},
+            {json_key(col::max_us), l.max_us}};
   if (h) {
     json b = json::array();
     for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
@@ -44,31 +42,32 @@ json links_json(const std::vector<LinkReport>& links) {
   for (const auto& l : links) {
     json iv = json::array();
     for (const auto& p : l.intervals)
-      iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+      iv.push_back(
+          {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}});
     auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
-    out.push_back(
-        {{k(col::link), l.name},
-         {k(col::kind), l.kind},
-         {"driver", l.driver},
-         {k(col::mtu), l.mtu},
-         {k(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
-         {"duplex", l.duplex},
-         {"window_s", l.window_s},
-         {k(col::tx_mb_per_s), l.tx_mb_per_s},
-         {k(col::rx_mb_per_s), l.rx_mb_per_s},
-         {"payload_tx_mb_per_s", l.payload_tx_mb_per_s},
-         {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
-         {k(col::utilization_pct), opt(l.utilization_pct)},
-         {k(col::best_goodput_mb_per_s), l.best_goodput_mb_per_s > 0 ? json(l.best_goodput_mb_per_s) : json(nullptr)},
-         {k(col::efficiency_pct), opt(l.efficiency_pct)},
-         {"tx_errors", l.tx_errors},
-         {"rx_errors", l.rx_errors},
-         {"tx_dropped", l.tx_dropped},
-         {"rx_dropped", l.rx_dropped},
-         {"vanished", l.vanished},
-         {"min_sender_mss", l.min_sender_mss},
-         {"jumbo_mismatch", l.jumbo_mismatch},
-         {"intervals", std::move(iv)}});
+    out.push_back({{json_key(col::link), l.name},
+                   {json_key(col::kind), l.kind},
+                   {"driver", l.driver},
+                   {json_key(col::mtu), l.mtu},
+                   {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
+                   {"duplex", l.duplex},
+                   {"window_s", l.window_s},
+                   {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
+                   {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
+                   {"payload_tx_mb_per_s", l.payload_tx_mb_per_s},
+                   {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
+                   {json_key(col::utilization_pct), opt(l.utilization_pct)},
+                   {json_key(col::best_goodput_mb_per_s),
+                    l.best_goodput_mb_per_s > 0 ? json(l.best_goodput_mb_per_s) : json(nullptr)},
+                   {json_key(col::efficiency_pct), opt(l.efficiency_pct)},
+                   {"tx_errors", l.tx_errors},
+                   {"rx_errors", l.rx_errors},
+                   {"tx_dropped", l.tx_dropped},
+                   {"rx_dropped", l.rx_dropped},
+                   {"vanished", l.vanished},
+                   {"min_sender_mss", l.min_sender_mss},
+                   {"jumbo_mismatch", l.jumbo_mismatch},
+                   {"intervals", std::move(iv)}});
   }
   return out;
 }
@@ -132,19 +131,21 @@ json bonds_json(const std::vector<BondReport>& bonds) {
     for (const auto& m : b.members) {
       json iv = json::array();
       for (const auto& p : m.intervals)
-        iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
-      members.push_back({{k(col::member), m.name},
-                         {k(col::speed_mbps), m.speed_mbps > 0 ? json(m.speed_mbps) : json(nullptr)},
-                         {"state_open", m.state_open},
-                         {"state_close", m.state_close},
-                         {k(col::link_failures), m.link_failures},
-                         {k(col::tx_mb_per_s), m.tx_mb_per_s},
-                         {k(col::rx_mb_per_s), m.rx_mb_per_s},
-                         {k(col::tx_share_pct), m.tx_share_pct},
-                         {k(col::rx_share_pct), m.rx_share_pct},
-                         {k(col::predicted_flows), m.predicted_flows >= 0 ? json(m.predicted_flows) : json(nullptr)},
-                         {k(col::predicted_tx_share_pct), opt(m.predicted_tx_share_pct)},
-                         {"intervals", std::move(iv)}});
+        iv.push_back(
+            {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}});
+      members.push_back(
+          {{json_key(col::member), m.name},
+           {json_key(col::speed_mbps), m.speed_mbps > 0 ? json(m.speed_mbps) : json(nullptr)},
+           {"state_open", m.state_open},
+           {"state_close", m.state_close},
+           {json_key(col::link_failures), m.link_failures},
+           {json_key(col::tx_mb_per_s), m.tx_mb_per_s},
+           {json_key(col::rx_mb_per_s), m.rx_mb_per_s},
+           {json_key(col::tx_share_pct), m.tx_share_pct},
+           {json_key(col::rx_share_pct), m.rx_share_pct},
+           {json_key(col::predicted_flows), m.predicted_flows >= 0 ? json(m.predicted_flows) : json(nullptr)},
+           {json_key(col::predicted_tx_share_pct), opt(m.predicted_tx_share_pct)},
+           {"intervals", std::move(iv)}});
     }
     json flows = json::array();
     for (const auto& f : b.flows) {
@@ -152,18 +153,19 @@ json bonds_json(const std::vector<BondReport>& bonds) {
                        {"remote", f.remote},
                        {"tx_bytes_window", f.tx_bytes_window},
                        {"member_index", f.member_index >= 0 ? json(f.member_index) : json(nullptr)},
-                       {k(col::member), f.member.empty() ? json(nullptr) : json(f.member)}});
+                       {json_key(col::member), f.member.empty() ? json(nullptr) : json(f.member)}});
     }
     out.push_back(
-        {{k(col::bond), b.name},
+        {{json_key(col::bond), b.name},
          {"mode", b.mode},
          {"hash_policy", b.hash_policy},
          {"peers", b.peers},
          {"members", std::move(members)},
-         {k(col::tx_mb_per_s), b.tx_mb_per_s},
-         {k(col::rx_mb_per_s), b.rx_mb_per_s},
+         {json_key(col::tx_mb_per_s), b.tx_mb_per_s},
+         {json_key(col::rx_mb_per_s), b.rx_mb_per_s},
          {"member_speed_sum_mbps", b.member_speed_sum_mbps > 0 ? json(b.member_speed_sum_mbps) : json(nullptr)},
-         {k(col::best_goodput_mb_per_s), b.best_goodput_mb_per_s > 0 ? json(b.best_goodput_mb_per_s) : json(nullptr)},
+         {json_key(col::best_goodput_mb_per_s),
+          b.best_goodput_mb_per_s > 0 ? json(b.best_goodput_mb_per_s) : json(nullptr)},
          {"capacity_used_pct", opt(b.capacity_used_pct)},
          {"tx_jain", b.tx_jain},
          {"rx_jain", b.rx_jain},
@@ -197,28 +199,29 @@ json trials_json(const std::vector<TrialReport>& trials) {
 json node_json(const NodeReport& n) {
   json iv = json::array();
   for (const auto& p : n.intervals)
-    iv.push_back({{"t_s", p.t_s}, {k(col::tx_mb_per_s), p.tx_mb_per_s}, {k(col::rx_mb_per_s), p.rx_mb_per_s}});
+    iv.push_back(
+        {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}});
   return {
       {"index", n.index},
-      {k(col::node), n.name},
+      {json_key(col::node), n.name},
       {"hostname", n.hostname},
-      {k(col::role), n.role},
-      {k(col::status), to_string(n.status)},
+      {json_key(col::role), n.role},
+      {json_key(col::status), to_string(n.status)},
       {"error", n.error},
       {"aborted", n.aborted},
       {"window_s", n.window_s},
       {"window_open_unix_s", n.window_open_unix_s > 0 ? json(n.window_open_unix_s) : json(nullptr)},
-      {k(col::tx_mb_per_s), n.tx_mb_per_s},
-      {k(col::rx_mb_per_s), n.rx_mb_per_s},
-      {k(col::cpu_busy_pct), n.cpu_busy_pct},
-      {k(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
+      {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
+      {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
+      {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
+      {json_key(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
       {"process_cpu_s", n.process_cpu_s},
       {"bytes_per_cpu_s", n.bytes_per_cpu_s},
       {"busiest_thread", n.busiest_thread},
       {"busiest_thread_pct", n.busiest_thread_pct},
       {"host_limited", n.host_limited},
-      {k(col::clock_offset_us), n.clock_offset_us},
-      {k(col::clock_uncertainty_us), n.clock_uncertainty_us},
+      {json_key(col::clock_offset_us), n.clock_offset_us},
+      {json_key(col::clock_uncertainty_us), n.clock_uncertainty_us},
       {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
       {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
       {"intervals", std::move(iv)},
@@ -237,9 +240,9 @@ json pair_json(const PairReport& p) {
   j["server"] = p.server;
   j["measured_by"] = p.measured_by;
   j["connections"] = p.connections;
-  j[k(col::retrans)] = p.retrans;
-  j[k(col::rtt_us)] = p.rtt_us;
-  j[k(col::snd_mss)] = p.snd_mss;
+  j[json_key(col::retrans)] = p.retrans;
+  j[json_key(col::rtt_us)] = p.rtt_us;
+  j[json_key(col::snd_mss)] = p.snd_mss;
   j["server_bytes"] = p.server_bytes;
   return j;
 }
@@ -247,17 +250,17 @@ json pair_json(const PairReport& p) {
 json connection_json(const ConnReport& c) {
   json tcp = nullptr;
   if (c.tcp.valid) {
-    tcp = {{k(col::rtt_us), c.tcp.rtt_us},
+    tcp = {{json_key(col::rtt_us), c.tcp.rtt_us},
            {"rttvar_us", c.tcp.rttvar_us},
-           {k(col::snd_mss), c.tcp.snd_mss},
+           {json_key(col::snd_mss), c.tcp.snd_mss},
            {"rcv_mss", c.tcp.rcv_mss},
            {"pmtu", c.tcp.pmtu},
            {"snd_cwnd", c.tcp.snd_cwnd},
            {"total_retrans", c.tcp.total_retrans}};
   }
-  return {{k(col::node), c.node},
+  return {{json_key(col::node), c.node},
           {"peer", c.peer},
-          {k(col::role), to_string(c.role)},
+          {json_key(col::role), to_string(c.role)},
           {"op", to_string(c.op)},
           {"local", c.local},
           {"remote", c.remote},
@@ -265,8 +268,8 @@ json connection_json(const ConnReport& c) {
           {"rx_bytes_window", c.rx_bytes_window},
           {"tx_bytes_total", c.tx_bytes_total},
           {"rx_bytes_total", c.rx_bytes_total},
-          {k(col::mb_per_s), c.mb_per_s},
-          {k(col::retrans), c.retrans},
+          {json_key(col::mb_per_s), c.mb_per_s},
+          {json_key(col::retrans), c.retrans},
           {"tcp", tcp},
           {"error", c.error}};
 }

@@ -90,6 +90,7 @@ std::string spark(const std::vector<IntervalPoint>& pts, bool tx) {
 
 std::string spark_total(const std::vector<IntervalPoint>& pts) {
   std::vector<IntervalPoint> t;
+  t.reserve(pts.size());
   for (const auto& p : pts) t.push_back({p.t_s, p.tx_mb_per_s + p.rx_mb_per_s, 0});
   return spark(t, true);
 }

@@ -72,7 +72,7 @@ struct ShellError : std::runtime_error {
 std::string resolve_command(const std::string& word) {
   std::vector<std::string> hits;
   for (const auto& c : kCommands) {
-    const std::string n = c.name;
+    std::string n = c.name;
     if (n == word) return n;
     if (n.rfind(word, 0) == 0) hits.push_back(n);
   }
@@ -212,7 +212,7 @@ class ShellSession {
       usecm_ = false;
       say("Reset to defaults, all nodes deleted");
     } else if (cmd == "ttime") {
-      const auto t = number(args, cmd, 1, 7 * 24 * 3600);
+      const auto t = number(args, cmd, 1, std::int64_t{7} * 24 * 3600);
       p_.time = std::chrono::seconds(t);
       say(fmt::format("Test time set to {} seconds", t));
     } else if (cmd == "buffsize") {

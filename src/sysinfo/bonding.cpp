@@ -237,7 +237,7 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
     auto it = std::find_if(b.members.begin(), b.members.end(), [&](const BondMember& x) { return x.name == s; });
     BondMember x = it != b.members.end() ? *it : BondMember{};
     x.name = s;
-    const std::string ms = root + "/sys/class/net/" + s;
+    const std::string ms = fmt::format("{}/sys/class/net/{}", root, s);
     const std::string sl = ms + "/bonding_slave/";
     if (x.mii_status.empty()) x.mii_status = read_line(sl + "mii_status");
     if (x.link_failures == 0)

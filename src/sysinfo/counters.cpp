@@ -170,7 +170,7 @@ CounterValues parse_proc_net_mib(std::string_view text) {
       try {
         std::size_t used = 0;
         const std::uint64_t v = std::stoull(val, &used);
-        if (used == val.size()) out.emplace_back(section + "." + name, v);
+        if (used == val.size()) out.emplace_back(std::string(section).append(".").append(name), v);
       } catch (...) {
         // a field that is not a number is not a counter
       }

@@ -207,11 +207,10 @@ std::string interface_of_address(const std::string& address) {
   std::string found;
   for (auto* p = ifa; p && found.empty(); p = p->ifa_next) {
     if (!p->ifa_addr) continue;
-    if (v4 && p->ifa_addr->sa_family == AF_INET &&
-        reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr == a4.s_addr) {
-      found = p->ifa_name;
-    } else if (v6 && p->ifa_addr->sa_family == AF_INET6 &&
-               std::memcmp(&reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, &a6, sizeof a6) == 0) {
+    if ((v4 && p->ifa_addr->sa_family == AF_INET &&
+         reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr == a4.s_addr) ||
+        (v6 && p->ifa_addr->sa_family == AF_INET6 &&
+         std::memcmp(&reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, &a6, sizeof a6) == 0)) {
       found = p->ifa_name;
     }
   }

@@ -120,7 +120,7 @@ void add_ports(const fs::path& fn, std::vector<PciePort>& out) {
       const fs::path base = fn / "infiniband" / d / "ports" / p;
       if (read_line(base / "link_layer") != "InfiniBand") continue;
       const double g = parse_rdma_rate(read_line(base / "rate")).gbps;
-      out.push_back({d + ":" + p, g > 0 ? static_cast<std::int64_t>(std::llround(g * 1000)) : -1});
+      out.push_back({fmt::format("{}:{}", d, p), g > 0 ? static_cast<std::int64_t>(std::llround(g * 1000)) : -1});
     }
   }
 }

@@ -2,6 +2,8 @@
 
 #include <fabperf/clock.hpp>
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -110,6 +112,26 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<nlohmann::json> read_lines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+const std::string& key_file(int which) {
+  static std::string paths[3];
+  std::string& p = paths[which];
+  if (p.empty()) {
+    p = temp_path("key" + std::to_string(which));
+    const auto r = run_fabperf({"keygen", p, "--force"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  return p;
 }
 
 int spawn_fabperf(const std::vector<std::string>& args_in, const std::string& stdout_path,

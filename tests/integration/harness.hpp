@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -50,5 +51,10 @@ int spawn_fabperf(const std::vector<std::string>& args, const std::string& stdou
 
 std::string temp_path(const std::string& name);
 std::string read_file(const std::string& path);
+// A results file (JSON lines), one value per non-empty line.
+std::vector<nlohmann::json> read_lines(const std::string& path);
+// Key files made once per test program by `fabperf keygen`: `which` 0, 1 or 2 are three different
+// keys (a coordinator and agents with different keys).
+const std::string& key_file(int which = 1);
 
 }  // namespace fabperf::test

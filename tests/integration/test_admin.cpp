@@ -13,17 +13,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string& key_file(int which) {
-  static std::string paths[3];
-  std::string& p = paths[which];
-  if (p.empty()) {
-    p = temp_path("admin-key" + std::to_string(which));
-    const auto r = run_fabperf({"keygen", p, "--force"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-  }
-  return p;
-}
-
 // An address where nothing listens: a port the kernel gave us and we closed again.
 std::string closed_port() {
   AgentProcess a;

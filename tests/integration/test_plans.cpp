@@ -19,16 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<json> read_lines(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(json::parse(line));
-  }
-  return out;
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream o(path);
   o << text;

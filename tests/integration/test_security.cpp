@@ -45,17 +45,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-const std::string& key_file(int which = 1) {
-  static std::string paths[3];
-  std::string& p = paths[which];
-  if (p.empty()) {
-    p = temp_path("key" + std::to_string(which));
-    const auto r = run_fabperf({"keygen", p});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-  }
-  return p;
-}
-
 std::vector<std::string> with_key(int which = 1) {
   return {"--key-file", key_file(which)};
 }

@@ -107,15 +107,6 @@ void expect_settings(const json& settings, char group, const std::string& mode) 
   }
 }
 
-std::vector<json> read_lines(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) out.push_back(json::parse(line));
-  }
-  return out;
-}
-
 std::string write_plan(const std::string& name, const AgentProcess& a, const AgentProcess& b,
                        const std::string& knobs) {
   const std::string p = temp_path(name);

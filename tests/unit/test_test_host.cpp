@@ -121,12 +121,9 @@ struct Harness {
   TestHostLimits limits;
   std::shared_ptr<FakeEngineLog> log = std::make_shared<FakeEngineLog>();
   int idle_calls = 0;
-  TestHost host{io,
-                pool,
-                limits,
-                [this](Transport) { return std::make_unique<FakeEngine>(opts, log); },
-                "fakehost",
-                [this] { ++idle_calls; }};
+  TestHost host{io,         pool,
+                limits,     [this](Transport) { return std::make_unique<FakeEngine>(opts, log); },
+                "fakehost", [this] { ++idle_calls; }};
 };
 
 }  // namespace
@@ -202,7 +199,7 @@ TEST(TestHost, ALostCoordinatorStopsItsRunAndFreesTheAgent) {
   EXPECT_FALSE(h.host.owned_by(a.get()));
   ASSERT_TRUE(h.drive_until([&] { return h.host.idle(); }, 5s));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // not the test's 10 s
-  EXPECT_EQ(a->count(MsgType::result), 0);                // nobody to send it to
+  EXPECT_EQ(a->count(MsgType::result), 0);               // nobody to send it to
   EXPECT_EQ(h.idle_calls, 1);
 }
 
