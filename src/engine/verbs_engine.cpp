@@ -937,9 +937,7 @@ static rdma_conn_param cm_conn_param(const Device& d, const std::uint8_t* data, 
 void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std::size_t len) {
   auto refuse = [&](const std::string& why) {
     char text[rdma_cm::kRejectSize] = {};
-    // At most sizeof text - 1 bytes into a zeroed buffer: the terminator is already there.
-    std::memcpy(text, why.data(),
-                std::min(why.size(), sizeof text - 1));  // NOLINT(bugprone-not-null-terminated-result)
+    why.copy(text, sizeof text - 1);  // into a zeroed buffer, the terminator left in place
     rdma_reject(id, text, static_cast<std::uint8_t>(std::strlen(text) + 1));
   };
   char peer_addr[INET6_ADDRSTRLEN] = {};

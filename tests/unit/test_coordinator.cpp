@@ -25,7 +25,7 @@ struct Script {
   int cleaning_answers = 0;                     // SETUP answered "cleaning" this many times first
   std::optional<proto::ErrorCode> setup_error;  // SETUP refused with this code
   enum class AtStart { result, close, heartbeats_only, silent } at_start = AtStart::result;
-  std::string endpoint;                         // where the dialer says it is ("" = its own)
+  std::string endpoint;  // where the dialer says it is ("" = its own)
 
   std::vector<MsgType> got;  // everything the coordinator sent it, heartbeats left out
   std::string abort_reason;
@@ -80,8 +80,8 @@ asio::awaitable<void> scripted_agent(std::shared_ptr<MemoryConn> c, std::string 
       if (f.type != MsgType::heartbeat) s.got.push_back(f.type);
       switch (f.type) {
         case MsgType::hello:
-          c->send(MsgType::hello_ok, proto::to_json(proto::HelloOk{proto::kVersion, name, "scripted", 1,
-                                                                   proto::local_capabilities()}));
+          c->send(MsgType::hello_ok,
+                  proto::to_json(proto::HelloOk{proto::kVersion, name, "scripted", 1, proto::local_capabilities()}));
           break;
         case MsgType::ping: {
           const auto p = proto::parse_ping(f.body);
@@ -129,8 +129,7 @@ class ScriptedDialer final : public Dialer {
     auto it = scripts_.find(hp.str());
     if (it == scripts_.end()) throw SystemError("cannot reach agent", name, "Connection refused");
     auto [mine, theirs] = MemoryConn::pair(co_await asio::this_coro::executor, "coordinator", name);
-    asio::co_spawn(co_await asio::this_coro::executor, scripted_agent(theirs, hp.host, it->second),
-                   asio::detached);
+    asio::co_spawn(co_await asio::this_coro::executor, scripted_agent(theirs, hp.host, it->second), asio::detached);
     co_return Dialed{mine, "127.0.0.1", it->second.endpoint.empty() ? hp.str() : it->second.endpoint};
   }
 
