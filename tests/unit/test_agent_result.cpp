@@ -5,14 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 using nlohmann::json;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
-}
 
 std::string error_of(const json& j) {
   try {

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 
 namespace {
 
@@ -54,13 +57,6 @@ FlowResult flow(int sport, std::uint64_t tx) {
   f.iface = "bond0";
   f.tx_bytes_window = tx;
   return f;
-}
-
-bool has(const std::vector<std::string>& v, const std::string& needle) {
-  for (const auto& s : v) {
-    if (s.find(needle) != std::string::npos) return true;
-  }
-  return false;
 }
 
 }  // namespace

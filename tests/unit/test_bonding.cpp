@@ -11,7 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 namespace fs = std::filesystem;
 
 namespace {
@@ -22,13 +25,6 @@ std::string data(const std::string& name) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-bool has(const std::vector<std::string>& v, const std::string& needle) {
-  for (const auto& s : v) {
-    if (s.find(needle) != std::string::npos) return true;
-  }
-  return false;
 }
 
 FlowHeaders flow(const std::string& s, const std::string& d, std::uint16_t sp, std::uint16_t dp) {

@@ -8,21 +8,13 @@
 
 #include <string>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 namespace dh = fabperf::data_hello;
 
 namespace {
-
-proto::Token token_of(std::uint8_t seed) {
-  proto::Token t{};
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::uint8_t>(seed + i);
-  return t;
-}
-auth::Nonce nonce_of(std::uint8_t seed) {
-  auth::Nonce n{};
-  for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::uint8_t>(seed * 7 + i);
-  return n;
-}
 
 dh::Hello sample() {
   dh::Hello h;
@@ -34,7 +26,7 @@ dh::Hello sample() {
   return h;
 }
 
-std::string error_of(auto&& f) {
+std::string wire_error_of(auto&& f) {
   try {
     f();
   } catch (const dh::WireError& e) {
@@ -78,20 +70,20 @@ TEST(DataHello, DecodersAreStrictAboutSizeMagicVersionOpAndStatus) {
   const std::vector<std::uint8_t> longer(hb.begin(), hb.end());
   auto grown = longer;
   grown.push_back(0);
-  EXPECT_EQ(error_of([&] { dh::decode_hello(std::span(longer).first(51)); }), "data hello: 51 bytes, expected 52");
-  EXPECT_EQ(error_of([&] { dh::decode_hello(grown); }), "data hello: 53 bytes, expected 52");
-  EXPECT_EQ(error_of([&] { dh::decode_hello({}); }), "data hello: 0 bytes, expected 52");
+  EXPECT_EQ(wire_error_of([&] { dh::decode_hello(std::span(longer).first(51)); }), "data hello: 51 bytes, expected 52");
+  EXPECT_EQ(wire_error_of([&] { dh::decode_hello(grown); }), "data hello: 53 bytes, expected 52");
+  EXPECT_EQ(wire_error_of([&] { dh::decode_hello({}); }), "data hello: 0 bytes, expected 52");
   auto bad = hb;
   bad[0] = 'X';
-  EXPECT_NE(error_of([&] { dh::decode_hello(bad); }).find("magic"), std::string::npos);
+  EXPECT_NE(wire_error_of([&] { dh::decode_hello(bad); }).find("magic"), std::string::npos);
   bad = hb;
   bad[5] = 3;  // version 3: the previous data hello
-  EXPECT_EQ(error_of([&] { dh::decode_hello(bad); }),
+  EXPECT_EQ(wire_error_of([&] { dh::decode_hello(bad); }),
             "data hello: version 3, this agent speaks version 4 (agents of different fabperf versions?)");
   for (const int op : {0, 5, 255}) {
     bad = hb;
     bad[7] = static_cast<std::uint8_t>(op);
-    EXPECT_EQ(error_of([&] { dh::decode_hello(bad); }), "data hello: unknown operation " + std::to_string(op));
+    EXPECT_EQ(wire_error_of([&] { dh::decode_hello(bad); }), "data hello: unknown operation " + std::to_string(op));
   }
   // A refusal's status is what a server answers a malformed hello with.
   try {
@@ -104,20 +96,20 @@ TEST(DataHello, DecodersAreStrictAboutSizeMagicVersionOpAndStatus) {
   auto cb = dh::encode_challenge({dh::Status::too_many, {}, {}});
   EXPECT_EQ(dh::decode_challenge(cb).status, dh::Status::too_many);
   cb[7] = static_cast<std::uint8_t>(dh::kStatusCount);
-  EXPECT_EQ(error_of([&] { dh::decode_challenge(cb); }), "data challenge: unknown status 7");
+  EXPECT_EQ(wire_error_of([&] { dh::decode_challenge(cb); }), "data challenge: unknown status 7");
   cb = dh::encode_challenge({dh::Status::too_many, {}, {}});
   cb[40] = 1;  // a refusal may not carry a nonce or proof
-  EXPECT_EQ(error_of([&] { dh::decode_challenge(cb); }), "data challenge: a refusal that carries a nonce or proof");
+  EXPECT_EQ(wire_error_of([&] { dh::decode_challenge(cb); }), "data challenge: a refusal that carries a nonce or proof");
   // A refusal encoded with a nonce drops it.
   EXPECT_NO_THROW(dh::decode_challenge(dh::encode_challenge({dh::Status::duplicate, nonce_of(3), auth::Proof{1}})));
 
   auto pb = dh::encode_proof({});
   pb[1] = 0;
-  EXPECT_NE(error_of([&] { dh::decode_proof(pb); }).find("data proof: magic"), std::string::npos);
-  EXPECT_EQ(error_of([&] { dh::decode_proof(std::span(pb).first(35)); }), "data proof: 35 bytes, expected 36");
+  EXPECT_NE(wire_error_of([&] { dh::decode_proof(pb); }).find("data proof: magic"), std::string::npos);
+  EXPECT_EQ(wire_error_of([&] { dh::decode_proof(std::span(pb).first(35)); }), "data proof: 35 bytes, expected 36");
   auto vb = dh::encode_verdict(dh::Status::ok);
   vb[4] = 1;
-  EXPECT_EQ(error_of([&] { dh::decode_verdict(vb); }), "data verdict: unknown status 16777216");
+  EXPECT_EQ(wire_error_of([&] { dh::decode_verdict(vb); }), "data verdict: unknown status 16777216");
 }
 
 // Each proof covers the direction, both nonces, the test id and every field of the hello: change

@@ -35,7 +35,7 @@ MonitorConfig config(int n, const std::string& monitor_extra = "", const std::st
   return parse_config("[monitor]\nstate-dir = \"/tmp/x\"\n" + monitor_extra + "\n" + hosts_toml(n) + tail, "m.toml");
 }
 
-std::string error_of(const std::string& text) {
+std::string config_error_of(const std::string& text) {
   try {
     (void)parse_config(text, "m.toml");
   } catch (const UsageError& e) {
@@ -102,43 +102,43 @@ TEST(MonitorConfig, DefaultLinkNames) {
 }
 
 TEST(MonitorConfig, OneLineErrorsNameTheField) {
-  EXPECT_EQ(error_of(kMon + "colour = 1\n" + hosts_toml(2)),
+  EXPECT_EQ(config_error_of(kMon + "colour = 1\n" + hosts_toml(2)),
             "m.toml:3: field 'colour': unknown field of [monitor] (listen, listen-public, state-dir, max-duty, "
             "latency-interval, "
             "drift-percent, baseline-probes, acceptance, link-names, max-backoff, connect-timeout)");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nthreadz = 2\n"),
+  EXPECT_EQ(config_error_of(kMon + hosts_toml(2) + "[probe]\nthreadz = 2\n"),
             "m.toml:10: field 'threadz': unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, "
             "threads, mode)");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nthreads = 0\n"),
+  EXPECT_EQ(config_error_of(kMon + hosts_toml(2) + "[probe]\nthreads = 0\n"),
             "m.toml:10: field 'threads': value 0: out of range (1..4096)");
   EXPECT_EQ(
-      error_of(kMon + "listen = \"0.0.0.0:9668\"\n" + hosts_toml(2)),
+      config_error_of(kMon + "listen = \"0.0.0.0:9668\"\n" + hosts_toml(2)),
       "m.toml:3: field 'listen': 0.0.0.0 is not a loopback address: metrics would be readable from the network; set "
       "listen-public = true to allow it");
-  EXPECT_EQ(error_of(kMon + "listen = \"0.0.0.0:9668\"\nlisten-public = true\n" + hosts_toml(2)), "(no error)");
-  EXPECT_EQ(error_of(kMon + "max-duty = \"150%\"\n" + hosts_toml(2)),
+  EXPECT_EQ(config_error_of(kMon + "listen = \"0.0.0.0:9668\"\nlisten-public = true\n" + hosts_toml(2)), "(no error)");
+  EXPECT_EQ(config_error_of(kMon + "max-duty = \"150%\"\n" + hosts_toml(2)),
             "m.toml:3: field 'max-duty': 150% is out of range (above 0, at most 100)");
-  EXPECT_EQ(error_of(kMon + "max-duty = \"lots\"\n" + hosts_toml(2)),
+  EXPECT_EQ(config_error_of(kMon + "max-duty = \"lots\"\n" + hosts_toml(2)),
             "m.toml:3: field 'max-duty': 'lots': expected a percentage such as \"1%\"");
-  EXPECT_EQ(error_of(kMon + "drift-percent = 0\n" + hosts_toml(2)),
+  EXPECT_EQ(config_error_of(kMon + "drift-percent = 0\n" + hosts_toml(2)),
             "m.toml:3: field 'drift-percent': 0 is out of range (above 0, below 100)");
-  EXPECT_EQ(error_of(kMon + "link-names = [\"a\", \"b\"]\n" + hosts_toml(2)),
+  EXPECT_EQ(config_error_of(kMon + "link-names = [\"a\", \"b\"]\n" + hosts_toml(2)),
             "m.toml:3: field 'link-names': 2 names for 1 link plane(s): give one per link address of a host");
-  EXPECT_EQ(error_of("[monitor]\nlisten = \"127.0.0.1:1\"\n" + hosts_toml(2)),
+  EXPECT_EQ(config_error_of("[monitor]\nlisten = \"127.0.0.1:1\"\n" + hosts_toml(2)),
             "m.toml:1: field 'state-dir': missing: the folder that keeps the baselines across restarts");
-  EXPECT_EQ(error_of(kMon + hosts_toml(1)), "m.toml:3: field 'hosts': expected two or more [[hosts]] tables");
+  EXPECT_EQ(config_error_of(kMon + hosts_toml(1)), "m.toml:3: field 'hosts': expected two or more [[hosts]] tables");
   EXPECT_EQ(
-      error_of(kMon + hosts_toml(2) + "[latency]\ntransport = \"rdma\"\n"),
+      config_error_of(kMon + hosts_toml(2) + "[latency]\ntransport = \"rdma\"\n"),
       "m.toml:9: field 'transport': the [latency] and [probe] transports differ: the `transport` label would mix them");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[probe]\nqdepth = 4\n"),
+  EXPECT_EQ(config_error_of(kMon + hosts_toml(2) + "[probe]\nqdepth = 4\n"),
             "m.toml:9: --qdepth: RDMA (--transport rdma) only (this test's transport is tcp)");
-  EXPECT_EQ(error_of("[monitor\n"), "m.toml:1:9: Error while parsing table header: expected ']', saw '\\n'");
-  EXPECT_EQ(error_of(kMon + hosts_toml(2) + "[extra]\n"),
+  EXPECT_EQ(config_error_of("[monitor\n"), "m.toml:1:9: Error while parsing table header: expected ']', saw '\\n'");
+  EXPECT_EQ(config_error_of(kMon + hosts_toml(2) + "[extra]\n"),
             "m.toml:9: field 'extra': unknown top-level field (monitor, hosts, probe, latency)");
 }
 
 TEST(MonitorSchedule, RotationCoversEveryOrderedPairOnEveryLinkOnce) {
-  Schedule s(4, 2, 1.0, 1e9);
+  monitor::Schedule s(4, 2, 1.0, 1e9);
   EXPECT_EQ(s.bandwidth_targets().size(), 24u);
   std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> seen;
   double t = 0;
@@ -173,7 +173,7 @@ TEST(MonitorSchedule, DutyCapHoldsOnEveryHostLink) {
   // 1 s probes (plus a varying set-up time) at max-duty 10%: no host link may be busy more than
   // 10% of any stretch between its probe starts.
   const double duty = 0.1;
-  Schedule s(5, 2, duty, 1e9);
+  monitor::Schedule s(5, 2, duty, 1e9);
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::pair<double, double>>> busy;
   double t = 0;
   int k = 0;
@@ -202,7 +202,7 @@ TEST(MonitorSchedule, DutyCapHoldsOnEveryHostLink) {
 }
 
 TEST(MonitorSchedule, LatencyRoundsComeBackEveryInterval) {
-  Schedule s(2, 1, 1.0, 10.0);
+  monitor::Schedule s(2, 1, 1.0, 10.0);
   double t = 0;
   std::vector<double> lat_starts;
   while (t < 35) {
@@ -633,7 +633,7 @@ TEST(MonitorMemory, TenThousandProbesKeepRssFlat) {
          std::to_string(i) + "+10.1.0." + std::to_string(i) + "\"\n";
   const auto cfg = parse_config(t, "m.toml");
   MonitorState st(cfg);
-  Schedule sched(cfg.hosts.size(), cfg.link_names.size(), 1.0, 30);
+  monitor::Schedule sched(cfg.hosts.size(), cfg.link_names.size(), 1.0, 30);
   double now = 0;
   long after_warmup = 0;
   std::size_t size_after_warmup = 0, size_at_end = 0;

@@ -300,7 +300,7 @@ NodeRecord node_with(const std::string& name, const std::vector<LinkInfo>& links
   for (const auto& l : links) {
     LinkResult lr;
     lr.info = l;
-    LinkSample s0, s1;
+    fabperf::LinkSample s0, s1;
     s0.t_ns = 0;
     s1.t_ns = 2'000'000'000;
     s0.counters.present = s1.counters.present = true;

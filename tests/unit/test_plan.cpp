@@ -27,7 +27,7 @@ PatternParams pat(Pattern p) {
   return x;
 }
 
-std::string error_of(const std::string& text) {
+std::string plan_error_of(const std::string& text) {
   try {
     (void)parse_plan(text, "p.toml");
   } catch (const UsageError& e) {
@@ -267,42 +267,44 @@ pattern = "bipartite"
 
 TEST(PlanFile, ErrorsNameFileLineAndField) {
   const std::string h = kHosts;  // 13 lines; the first [[tests]] below starts on line 14
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"mesh\"\n"),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"mesh\"\n"),
             "p.toml:16: field 'pattern': unknown pattern 'mesh' (one of bipartite, pairs, each-vs-rest, halves, "
             "all-pairs, ring, "
             "incast, broadcast, all-to-all)");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntime = \"ten\"\n").substr(0, 25),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntime = \"ten\"\n").substr(0, 25),
             "p.toml:17: field 'time': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nthreads = 0\n").substr(0, 28),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nthreads = 0\n").substr(0, 28),
             "p.toml:17: field 'threads': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nbufsize = \"4M\"\n").substr(0, 28),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nbufsize = \"4M\"\n").substr(0, 28),
             "p.toml:17: field 'bufsize': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nk = 4\n"),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nk = 4\n"),
             "p.toml:14: field 'pattern': pattern ring: k 4 must be within 1..3");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"incast\"\ntarget = \"zz\"\n"),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"incast\"\ntarget = \"zz\"\n"),
             "p.toml:17: field 'target': no host named 'zz'");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntarget = \"a\"\n"),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ntarget = \"a\"\n"),
             "p.toml:17: field 'target': does not apply to pattern ring");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-node-mbs = 5\n"),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-node-mbs = 5\n"),
             "p.toml:18: field 'min-node-mbs': unknown KPI (profile, min-node-mbps, min-pair-mbps, min-aggregate-mbps, "
             "min-spread, "
             "max-p99-latency-us, max-retransmits, max-nic-errors, min-link-mbps, min-efficiency-pct, max-pause-frames, "
             "max-discards, max-fec-uncorrected, max-ecn-marks)");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-spread = 1.5\n").substr(0, 31),
-            "p.toml:18: field 'min-spread': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nwarmup = 6\ncooldown = 6\n").substr(0, 11),
+  EXPECT_EQ(
+      plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n[tests.kpis]\nmin-spread = 1.5\n").substr(0, 31),
+      "p.toml:18: field 'min-spread': ");
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nwarmup = 6\ncooldown = 6\n").substr(0, 11),
             "p.toml:14: ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = 3\n"),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = 3\n"),
             "p.toml:17: field 'mode': value '3': unknown mode (rpc or stream)");
   // TOML syntax errors carry line and column.
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\n").substr(0, 13), "p.toml:15:10:");
-  EXPECT_EQ(error_of("[[hosts]]\nname = \"a\"\n"), "p.toml:1: field 'address': missing for host 'a'");
-  EXPECT_EQ(error_of("[[hosts]]\nname = \"a\"\naddress = \"h:1\"\n[[hosts]]\nname = \"a\"\naddress = \"h:2\"\n"),
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\n").substr(0, 13), "p.toml:15:10:");
+  EXPECT_EQ(plan_error_of("[[hosts]]\nname = \"a\"\n"), "p.toml:1: field 'address': missing for host 'a'");
+  EXPECT_EQ(plan_error_of("[[hosts]]\nname = \"a\"\naddress = \"h:1\"\n[[hosts]]\nname = \"a\"\naddress = \"h:2\"\n"),
             "p.toml:5: field 'name': host 'a' is listed twice");
-  EXPECT_EQ(error_of(std::string(kHosts) + "colour = 1\n").substr(0, 27), "p.toml:14: field 'colour': ");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = \"stream\"\nsend-method = \"mmap\"\n"),
-            "p.toml:18: field 'send-method': value 'mmap': expected auto, write, zerocopy or sendfile");
-  EXPECT_EQ(error_of(h + "[[tests]]\nname = \"x\"\npattern = \"pairs\"\npairs = [\"a-b\"]\n"),
+  EXPECT_EQ(plan_error_of(std::string(kHosts) + "colour = 1\n").substr(0, 27), "p.toml:14: field 'colour': ");
+  EXPECT_EQ(
+      plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nmode = \"stream\"\nsend-method = \"mmap\"\n"),
+      "p.toml:18: field 'send-method': value 'mmap': expected auto, write, zerocopy or sendfile");
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"pairs\"\npairs = [\"a-b\"]\n"),
             "p.toml:17: field 'pairs': 'a-b': expected CLIENT->SERVER");
 }
 
@@ -341,23 +343,24 @@ rdma-cm = true
   EXPECT_FALSE(d.tests.at(0).spec.rdma_cm());
 
   const std::string t = h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\n";
-  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nqdepth = 0\n"),
+  EXPECT_EQ(plan_error_of(t + "transport = \"rdma\"\nqdepth = 0\n"),
             "p.toml:19: field 'qdepth': value 0: out of range (1..4096)");
-  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nrdma-verb = \"read\"\n").substr(0, 30),
+  EXPECT_EQ(plan_error_of(t + "transport = \"rdma\"\nrdma-verb = \"read\"\n").substr(0, 30),
             "p.toml:19: field 'rdma-verb': ");
-  EXPECT_EQ(error_of(t + "transport = \"rdma\"\nrdma-cm = \"yes\"\n").substr(0, 28), "p.toml:19: field 'rdma-cm': ");
+  EXPECT_EQ(plan_error_of(t + "transport = \"rdma\"\nrdma-cm = \"yes\"\n").substr(0, 28),
+            "p.toml:19: field 'rdma-cm': ");
   // Settings that contradict each other fail at the test, with the setting named.
-  const std::string cm_tcp = error_of(t + "rdma-cm = true\n");
+  const std::string cm_tcp = plan_error_of(t + "rdma-cm = true\n");
   EXPECT_EQ(cm_tcp.substr(0, 11), "p.toml:15: ") << cm_tcp;
   EXPECT_NE(cm_tcp.find("--rdma-cm: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos)
       << cm_tcp;
   // A setting the test's transport does not use is refused by name, not carried along unused.
-  const std::string sp_rdma = error_of(t + "transport = \"rdma\"\nspread-ports = true\n");
+  const std::string sp_rdma = plan_error_of(t + "transport = \"rdma\"\nspread-ports = true\n");
   EXPECT_NE(sp_rdma.find("--spread-ports: TCP only (this test's transport is rdma)"), std::string::npos) << sp_rdma;
-  const std::string qd_tcp = error_of(t + "qdepth = 8\n");
+  const std::string qd_tcp = plan_error_of(t + "qdepth = 8\n");
   EXPECT_NE(qd_tcp.find("--qdepth: RDMA (--transport rdma) only (this test's transport is tcp)"), std::string::npos)
       << qd_tcp;
-  const std::string cq = error_of(t + "transport = \"rdma\"\nqdepth = 4\ncq-mod = 8\n");
+  const std::string cq = plan_error_of(t + "transport = \"rdma\"\nqdepth = 4\ncq-mod = 8\n");
   EXPECT_NE(cq.find("--cq-mod 8: out of range (1..--qdepth 4)"), std::string::npos) << cq;
 }
 

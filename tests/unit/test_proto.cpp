@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 using namespace fabperf::proto;
 using nlohmann::json;
 
@@ -29,10 +32,6 @@ std::string proto_error_of(F&& f) {
   }
   ADD_FAILURE() << "expected ProtocolError, nothing was thrown";
   return "";
-}
-
-bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
 }
 
 std::vector<std::uint8_t> bytes_of(std::string_view s) {

@@ -5,17 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 
 namespace {
 
-proto::Token token_of(std::uint8_t seed) {
-  proto::Token t{};
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::uint8_t>(seed + i);
-  return t;
-}
-
-const proto::Token kTest = token_of(1);
+const proto::Token kCmTest = token_of(1);
 
 rdma_cm::Request sample(std::uint32_t node = 3) {
   return {rdma_cm::kDirNread, true, node, 7, 0xabcdef01u, 0x00007f1234560000ull};
@@ -24,9 +21,9 @@ rdma_cm::Request sample(std::uint32_t node = 3) {
 }  // namespace
 
 TEST(RdmaCmWire, RequestRoundTripsWithTheClientsDerivedToken) {
-  const auto bytes = rdma_cm::encode_request(sample(), derive_client_token(kTest, 3));
+  const auto bytes = rdma_cm::encode_request(sample(), derive_client_token(kCmTest, 3));
   EXPECT_EQ(bytes.size(), 56u);  // the most a connect request carries over RDMA_PS_TCP
-  const auto c = rdma_cm::check_request(bytes, kTest);
+  const auto c = rdma_cm::check_request(bytes, kCmTest);
   ASSERT_TRUE(c.request.has_value()) << c.refusal;
   EXPECT_EQ(c.request->dir, rdma_cm::kDirNread);
   EXPECT_TRUE(c.request->rpc);
@@ -38,54 +35,55 @@ TEST(RdmaCmWire, RequestRoundTripsWithTheClientsDerivedToken) {
 }
 
 TEST(RdmaCmWire, RequestsThatAreNotFromAClientOfThisTestAreRefused) {
-  const auto good = rdma_cm::encode_request(sample(), derive_client_token(kTest, 3));
+  const auto good = rdma_cm::encode_request(sample(), derive_client_token(kCmTest, 3));
   // Signed with another test's token.
   EXPECT_EQ(
-      rdma_cm::check_request(rdma_cm::encode_request(sample(), derive_client_token(token_of(9), 3)), kTest).refusal,
+      rdma_cm::check_request(rdma_cm::encode_request(sample(), derive_client_token(token_of(9), 3)), kCmTest).refusal,
       "bad proof");
   // Signed with the test token itself instead of the client's derived one.
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), kTest), kTest).refusal, "bad proof");
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), kCmTest), kCmTest).refusal, "bad proof");
   // A client claiming another client's node.
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(4), derive_client_token(kTest, 3)), kTest).refusal,
-            "bad proof");
+  EXPECT_EQ(
+      rdma_cm::check_request(rdma_cm::encode_request(sample(4), derive_client_token(kCmTest, 3)), kCmTest).refusal,
+      "bad proof");
   // Any signed byte changed after signing (here: the rkey, then the direction).
   auto t = good;
   t[12] ^= 1;
-  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, "bad proof");
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, "bad proof");
   t = good;
   t[3] ^= 2;
-  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, "bad proof");
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, "bad proof");
   t = good;
   t[55] ^= 0x80;
-  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, "bad proof");
-  EXPECT_FALSE(rdma_cm::check_request(t, kTest).request.has_value());
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, "bad proof");
+  EXPECT_FALSE(rdma_cm::check_request(t, kCmTest).request.has_value());
 }
 
 TEST(RdmaCmWire, ForeignOrShortRequestsAreRefusedBeforeAnyProofIsComputed) {
-  const auto good = rdma_cm::encode_request(sample(), derive_client_token(kTest, 3));
+  const auto good = rdma_cm::encode_request(sample(), derive_client_token(kCmTest, 3));
   const std::string foreign = "not a fabperf RDMA connection request of this version";
   auto t = good;
   t[0] = 'X';
-  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, foreign);
   t = good;
   t[2] = 2;  // a later version
-  EXPECT_EQ(rdma_cm::check_request(t, kTest).refusal, foreign);
-  EXPECT_EQ(rdma_cm::check_request(std::span<const std::uint8_t>(good.data(), 55), kTest).refusal, foreign);
-  EXPECT_EQ(rdma_cm::check_request({}, kTest).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request(std::span<const std::uint8_t>(good.data(), 55), kCmTest).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request({}, kCmTest).refusal, foreign);
 }
 
 TEST(RdmaCmWire, AProperlySignedUnknownDirectionIsRefused) {
   auto r = sample();
   r.dir = 5;
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal,
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kCmTest, 3)), kCmTest).refusal,
             "unknown direction");
   r.dir = 0;
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kTest, 3)), kTest).refusal,
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kCmTest, 3)), kCmTest).refusal,
             "unknown direction");
 }
 
 TEST(RdmaCmWire, ReplyAnswersExactlyOneRequest) {
-  const proto::Token client = derive_client_token(kTest, 3);
+  const proto::Token client = derive_client_token(kCmTest, 3);
   const auto req = rdma_cm::encode_request(sample(), client);
   const auto mac = rdma_cm::request_mac(req);
   const auto rep = rdma_cm::encode_reply({0x1234u, 0x55aa00ull}, client, mac);

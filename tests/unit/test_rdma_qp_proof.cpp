@@ -9,24 +9,15 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 
 namespace {
 
-proto::Token token_of(std::uint8_t seed) {
-  proto::Token t{};
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::uint8_t>(seed + i);
-  return t;
-}
-
-auth::Nonce nonce_of(std::uint8_t seed) {
-  auth::Nonce n{};
-  for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::uint8_t>(seed * 7 + i);
-  return n;
-}
-
-const proto::Token kTest = token_of(1);
-const proto::Token kClient = derive_client_token(kTest, 2);
+const proto::Token kQpTest = token_of(1);
+const proto::Token kClient = derive_client_token(kQpTest, 2);
 
 qp_proof::Binding binding() {
   qp_proof::Binding b{0, 2, 1, 0x11, 0x22, {}, {}};
@@ -49,7 +40,7 @@ TEST(RdmaQpProof, ThreePassesAgreeBetweenHonestEnds) {
   ASSERT_TRUE(qp_proof::check_client_hello(hello, got_nc).ok());
   EXPECT_EQ(got_nc, nc);
   // The server signs with the token it derives for client node 2; the client holds that token.
-  const auto sp = qp_proof::encode_server_proof(derive_client_token(kTest, 2), binding(), got_nc, ns);
+  const auto sp = qp_proof::encode_server_proof(derive_client_token(kQpTest, 2), binding(), got_nc, ns);
   auth::Nonce got_ns{};
   const auto c1 = qp_proof::check_server_proof(sp, kClient, binding(), nc, got_ns);
   ASSERT_TRUE(c1.ok()) << c1.text;
@@ -68,7 +59,7 @@ TEST(RdmaQpProof, AProofWithAnotherTestsTokenIsRefused) {
   EXPECT_EQ(c.text, "its proof does not prove this test's token for this queue pair");
   EXPECT_EQ(got, auth::Nonce{});  // nothing of a refused message is taken
   // Another client's token of the same test proves nothing for this client either.
-  const auto other = qp_proof::encode_client_proof(derive_client_token(kTest, 3), binding(), nc, ns);
+  const auto other = qp_proof::encode_client_proof(derive_client_token(kQpTest, 3), binding(), nc, ns);
   EXPECT_EQ(qp_proof::check_client_proof(other, kClient, binding(), nc, ns).refusal, qp_proof::Refusal::bad_mac);
 }
 

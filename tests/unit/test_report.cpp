@@ -8,15 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
-}
 
 NodeRecord node(std::uint32_t index, bool server, bool client) {
   NodeRecord n;

@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
@@ -28,10 +31,6 @@ std::string error_of(F&& f) {
 
 std::string make_error(const SpecParams& p) {
   return error_of<UsageError>([&] { (void)TestSpec::make(p); });
-}
-
-bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 #include <limits>
 #include <string>
 
+#include "common/unit_helpers.hpp"
+
 using namespace fabperf;
+using namespace fabperf::testutil;
 using namespace std::chrono_literals;
 
 namespace {
@@ -26,10 +29,6 @@ std::string usage_error_of(F&& f) {
   }
   ADD_FAILURE() << "expected UsageError, nothing was thrown";
   return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace
