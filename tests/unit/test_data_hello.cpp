@@ -99,7 +99,8 @@ TEST(DataHello, DecodersAreStrictAboutSizeMagicVersionOpAndStatus) {
   EXPECT_EQ(wire_error_of([&] { dh::decode_challenge(cb); }), "data challenge: unknown status 7");
   cb = dh::encode_challenge({dh::Status::too_many, {}, {}});
   cb[40] = 1;  // a refusal may not carry a nonce or proof
-  EXPECT_EQ(wire_error_of([&] { dh::decode_challenge(cb); }), "data challenge: a refusal that carries a nonce or proof");
+  EXPECT_EQ(wire_error_of([&] { dh::decode_challenge(cb); }),
+            "data challenge: a refusal that carries a nonce or proof");
   // A refusal encoded with a nonce drops it.
   EXPECT_NO_THROW(dh::decode_challenge(dh::encode_challenge({dh::Status::duplicate, nonce_of(3), auth::Proof{1}})));
 
