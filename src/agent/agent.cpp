@@ -14,16 +14,10 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <array>
-#include <csignal>
-#include <ctime>
 #include <deque>
-#include <fstream>
 #include <memory>
-#include <optional>
-#include <sstream>
 
 namespace fabperf {
 namespace {
