@@ -46,8 +46,11 @@ struct FlowResult {
   std::string remote;  // address:port
   std::uint64_t tx_bytes_total{0};
   std::uint64_t rx_bytes_total{0};
-  std::uint64_t tx_bytes_window{0};
-  std::uint64_t rx_bytes_window{0};
+  std::uint64_t tx_bytes_window{0};  // what this end wrote (the sender's count)
+  std::uint64_t rx_bytes_window{0};  // what arrived and was read: the receiver's count
+  // Payload the peer acknowledged inside the window (Flow::delivered_tx): what crossed, counted
+  // on this side. Every tx figure of a report uses it, never what was written into a buffer.
+  std::uint64_t tx_delivered_window{0};
   std::uint64_t msgs_window{0};     // completed RPCs (client side, rpc mode)
   std::uint64_t retrans_window{0};  // TCP_INFO total_retrans delta over the window
   TcpSample tcp;

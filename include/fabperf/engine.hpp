@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +36,11 @@ struct alignas(64) FlowCounters {
   std::atomic<std::uint64_t> tx_bytes{0};
   std::atomic<std::uint64_t> rx_bytes{0};
   std::atomic<std::uint64_t> msgs{0};
+  // Protocol bytes written beside the payload (rpc request and reply headers, pings): what the
+  // peer acknowledges holds them too, so delivered payload is acknowledged bytes less these.
+  std::atomic<std::uint64_t> framing_tx{0};
   void add_tx(std::uint64_t n) noexcept { tx_bytes.fetch_add(n, std::memory_order_relaxed); }
+  void add_framing(std::uint64_t n) noexcept { framing_tx.fetch_add(n, std::memory_order_relaxed); }
   void add_rx(std::uint64_t n) noexcept { rx_bytes.fetch_add(n, std::memory_order_relaxed); }
   void add_msg() noexcept { msgs.fetch_add(1, std::memory_order_relaxed); }
   std::atomic<std::uint64_t> verify_errors{0};  // received chunks that differed from the pattern
@@ -51,6 +56,14 @@ class Flow {
 
   // Transport statistics; called by the sampler thread while the flow runs.
   [[nodiscard]] virtual TcpSample sample_transport() const { return {}; }
+  // Payload bytes the peer has received so far, as this end knows it: what the transport says
+  // the peer acknowledged. The sender's own count (tx_bytes) also holds what still sits in a
+  // socket buffer, which over a short window on a slow link can be a third of the figure.
+  // Only differences are meaningful (set-up bytes may be included). The default is the tx
+  // counter, for transports that count a send only when it completed (RDMA RC).
+  [[nodiscard]] virtual std::optional<std::uint64_t> delivered_tx() const {
+    return counters.tx_bytes.load(std::memory_order_relaxed);
+  }
 
   void add_verify_error() noexcept { counters.verify_errors.fetch_add(1, std::memory_order_relaxed); }
 

@@ -18,7 +18,11 @@
 
 namespace fabperf {
 
-inline constexpr int kResultSchemaVersion = 1;
+// 2: every figure is what arrived (pairs from the receivers' counts, tx from what the peer
+// acknowledged), the sender's count beside it (pairs[].sender_bytes), links[].wire_audit.
+// Version 1 files (the sender's count) still load in `compare` and `report`.
+inline constexpr int kResultSchemaVersion = 2;
+inline constexpr int kOldestResultSchemaVersion = 1;
 // A data thread busier than this in the window means the host may be the limit, not the fabric.
 inline constexpr double kHostLimitedPct = 90.0;
 inline constexpr const char* kResultSchema = "fabperf.result";
@@ -74,6 +78,19 @@ struct IntervalPoint {
   double rx_mb_per_s{0};
 };
 
+// Every run audits itself: fabperf's payload on a link against the bytes its interface counted
+// over the same window (docs/methodology.md, "The wire audit"). Payload can only be below the
+// wire (headers); above it by more than the resolution means fabperf's count is wrong.
+struct WireAudit {
+  std::string verdict;  // "ok", "payload above wire", or why not audited ("no counters", "vanished")
+  std::uint64_t payload_tx_bytes{0}, wire_tx_bytes{0}, payload_rx_bytes{0}, wire_rx_bytes{0};
+  double tx_ratio{-1}, rx_ratio{-1};  // payload / wire (rates over each's own window); -1 no wire bytes
+  // What the comparison cannot resolve, in bytes either way: the counters' read instants apart
+  // from the flows' (at the wire's rate), one 64 KiB segment per flow (interfaces count whole
+  // GSO/GRO segments), and 1% for what sits between the interface and the socket.
+  std::uint64_t resolution_bytes{0};
+};
+
 struct LinkReport {
   std::string name;
   std::string kind;
@@ -84,8 +101,9 @@ struct LinkReport {
   double window_s{0};     // between the first and last counter sample
   double tx_mb_per_s{0};  // interface counters: everything on the wire, headers included
   double rx_mb_per_s{0};
-  double payload_tx_mb_per_s{0};  // fabperf's own bytes on flows leaving on this link
-  double payload_rx_mb_per_s{0};
+  double payload_tx_mb_per_s{0};  // fabperf's payload on this link's flows that the peers acknowledged
+  double payload_rx_mb_per_s{0};  // ... and that arrived here
+  WireAudit wire_audit;
   double utilization_pct{-1};       // busier direction's wire bits / negotiated speed; -1 unknown
   double best_goodput_mb_per_s{0};  // framing arithmetic for this speed and MTU
   double efficiency_pct{-1};        // busier direction's payload / best goodput; -1 unknown
@@ -233,13 +251,15 @@ struct NodeReport {
 struct PairReport {
   std::uint32_t client{0};
   std::uint32_t server{0};
-  std::string measured_by;  // "client", or "server" when the client's result was lost
+  // Whose counts tput holds: "receivers" (each direction as the receiving end read it), or,
+  // when one end's result was lost, "client (acknowledged)" / "server (acknowledged)".
+  std::string measured_by;
   Throughput tput;
+  std::uint64_t sender_bytes{0};  // the same window as the senders counted what they wrote
   std::uint32_t connections{0};
   std::uint64_t retrans{0};
-  std::uint32_t rtt_us{0};        // largest rtt among the pair's connections
-  std::uint32_t snd_mss{0};       // smallest send MSS among the pair's connections
-  std::uint64_t server_bytes{0};  // the same window as the server counted it
+  std::uint32_t rtt_us{0};   // largest rtt among the pair's connections
+  std::uint32_t snd_mss{0};  // smallest send MSS among the pair's connections
 };
 
 struct ConnReport {
@@ -249,8 +269,9 @@ struct ConnReport {
   FlowOp op{FlowOp::write};
   std::string local, remote;
   std::uint64_t tx_bytes_window{0}, rx_bytes_window{0};
+  std::uint64_t tx_delivered_window{0};  // of tx_bytes_window, what the peer acknowledged
   std::uint64_t tx_bytes_total{0}, rx_bytes_total{0};
-  double mb_per_s{0};
+  double mb_per_s{0};  // delivered tx + rx
   std::uint64_t retrans{0};
   TcpSample tcp;
   std::string error;

@@ -74,6 +74,7 @@ inline constexpr Column mtu{"mtu", "mtu", "B"};
 inline constexpr Column payload_mb_per_s{"payload_mb_per_s", "payload MB/s", "10^6 B/s"};
 inline constexpr Column utilization_pct{"utilization_pct", "util %", "%"};
 inline constexpr Column efficiency_pct{"efficiency_pct", "eff %", "%"};
+inline constexpr Column wire_check{"wire_audit", "wire check", "payload / interface bytes"};
 inline constexpr Column best_goodput_mb_per_s{"best_goodput_mb_per_s", "best MB/s", "10^6 B/s"};
 inline constexpr Column errors{"errors", "errors", "packets"};
 inline constexpr Column drops{"drops", "drops", "packets"};

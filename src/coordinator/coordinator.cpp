@@ -129,6 +129,10 @@ class TcpDialer final : public Dialer {
             throw auth_error(name,
                              "the agent has no key (it did not answer in TLS; it accepts unauthenticated "
                              "coordinators or is not a fabperf agent); refusing to use it with a key");
+          case tls::HandshakeFailure::certificate:
+            throw auth_error(name,
+                             "the peer answered with a certificate instead of the shared key: it does not hold "
+                             "the key (an impostor, or a TLS service that is not a fabperf agent); refusing it");
           case tls::HandshakeFailure::other: break;
         }
         throw auth_error(name, e.what());

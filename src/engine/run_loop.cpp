@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -168,6 +169,8 @@ namespace {
 struct Snapshot {
   std::int64_t t{0};
   std::vector<std::uint64_t> tx, rx, msgs;
+  // What the peer acknowledged (Flow::delivered_tx); nullopt where the transport could not say.
+  std::vector<std::optional<std::uint64_t>> delivered;
   std::vector<TcpSample> tcp;
   CpuTimes cpu;
   std::int64_t retrans_segs{-1};
@@ -179,9 +182,11 @@ Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
   s.t = mono_now_ns();
   s.tx.reserve(flows.size());
   s.rx.reserve(flows.size());
+  s.delivered.reserve(flows.size());
   for (const auto* f : flows) {
     s.tx.push_back(f->counters.tx_bytes.load(std::memory_order_relaxed));
     s.rx.push_back(f->counters.rx_bytes.load(std::memory_order_relaxed));
+    s.delivered.push_back(f->delivered_tx());
   }
   if (!full) return s;
   for (const auto* f : flows) {
@@ -312,6 +317,19 @@ std::uint64_t sum(const std::vector<std::uint64_t>& v) {
   for (auto x : v) t += x;
   return t;
 }
+
+// Flow i's payload delivered to its peer between two snapshots: the acknowledged bytes, or the
+// sender's own count where the transport could not say at either end.
+std::uint64_t delivered_between(const Snapshot& a, const Snapshot& b, std::size_t i) {
+  if (a.delivered[i] && b.delivered[i])
+    return *b.delivered[i] > *a.delivered[i] ? *b.delivered[i] - *a.delivered[i] : 0;
+  return b.tx[i] - a.tx[i];
+}
+std::uint64_t delivered_sum(const Snapshot& a, const Snapshot& b) {
+  std::uint64_t t = 0;
+  for (std::size_t i = 0; i < b.tx.size(); ++i) t += delivered_between(a, b, i);
+  return t;
+}
 }  // namespace
 
 // ---- TestRun ---------------------------------------------------------------------------
@@ -420,7 +438,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
         sample_links(r.links, open.t);
         sample_rdma_ports(r.rdma_ports, open.t);
         sample_host_counters(r.host_counters, open.t);
-        r.intervals.push_back({cur.t - open.t, sum(cur.tx) - sum(prev.tx), sum(cur.rx) - sum(prev.rx)});
+        r.intervals.push_back({cur.t - open.t, delivered_sum(prev, cur), sum(cur.rx) - sum(prev.rx)});
         prev = std::move(cur);
       }
       if (ctx.sleep_until(s.window_close)) {
@@ -434,7 +452,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
           const double c = thread_cpu_s(threads[i].tid);
           if (c >= 0 && thread_cpu_open[i] >= 0) r.threads.push_back({threads[i].label, c - thread_cpu_open[i]});
         }
-        r.intervals.push_back({close.t - open.t, sum(close.tx) - sum(prev.tx), sum(close.rx) - sum(prev.rx)});
+        r.intervals.push_back({close.t - open.t, delivered_sum(prev, close), sum(close.rx) - sum(prev.rx)});
       }
     }
     ctx.sleep_until(s.end_at);
@@ -499,6 +517,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
     x.tx_bytes_total = f.counters.tx_bytes.load();
     x.rx_bytes_total = f.counters.rx_bytes.load();
     x.tx_bytes_window = close.tx[i] - open.tx[i];
+    x.tx_delivered_window = delivered_between(open, close, i);
     x.rx_bytes_window = close.rx[i] - open.rx[i];
     x.msgs_window = close.msgs[i] - open.msgs[i];
     const auto& t0 = open.tcp[i];

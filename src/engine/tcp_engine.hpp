@@ -22,6 +22,7 @@ class TcpFlow final : public Flow {
   TcpFlow(int fd, FlowRole role, FlowOp op, std::uint32_t peer_node, std::string local, std::string remote);
   ~TcpFlow() override;
   [[nodiscard]] TcpSample sample_transport() const override;
+  [[nodiscard]] std::optional<std::uint64_t> delivered_tx() const override;
   [[nodiscard]] int fd() const { return fd_; }
   void shutdown_both() noexcept;
 

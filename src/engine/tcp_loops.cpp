@@ -273,6 +273,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
   const int fd = f.fd();
   auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
+  auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
   auto none = [](std::uint64_t) {};
   std::uint8_t hdr[kRpcHdrSize];
   std::uint8_t reply[kRpcHdrSize];
@@ -290,7 +291,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
       put32(reply, kReplyMagic);
       put32(reply + 4, 0);
       put64(reply + 8, 0);
-      if (!send_all(fd, reply, sizeof reply, ctx, none, err)) {
+      if (!send_all(fd, reply, sizeof reply, ctx, framing, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("ping reply: {}", err_text(err)));
         return;
       }
@@ -317,13 +318,13 @@ void TcpEngine::rpc_server(TcpFlow& f) {
         left -= chunk;
       }
       put64(reply + 8, 0);
-      if (!send_all(fd, reply, sizeof reply, ctx, none, err)) {
+      if (!send_all(fd, reply, sizeof reply, ctx, framing, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc reply: {}", err_text(err)));
         return;
       }
     } else {
       put64(reply + 8, len);
-      if (!send_all(fd, reply, sizeof reply, ctx, none, err, MSG_MORE) ||
+      if (!send_all(fd, reply, sizeof reply, ctx, framing, err, MSG_MORE) ||
           !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len),
                       ctx, tx_count, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
@@ -378,8 +379,8 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
       }
       int err = 0;
       auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
-      if (!send_all(
-              c.flow->fd(), hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err, op == kOpWrite ? MSG_MORE : 0) ||
+      auto framing = [&c](std::uint64_t k) { c.flow->counters.add_framing(k); };
+      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, framing, err, op == kOpWrite ? MSG_MORE : 0) ||
           (op == kOpWrite && !send_block(c.flow->fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_,
                                          tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
         c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
@@ -481,7 +482,8 @@ void TcpEngine::probe_loop() {
       TcpFlow& f = *probe_flows_[i];
       int err = 0;
       const std::int64_t t0 = mono_now_ns();
-      if (!send_all(f.fd(), ping, sizeof ping, ctx, none, err) ||
+      if (!send_all(
+              f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
           recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 || get32(reply) != kReplyMagic) {
         if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
         dead[i] = true;

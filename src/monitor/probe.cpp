@@ -146,14 +146,7 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
     p.retransmits = pr->retrans;
     const NodeReport& client = *cn->second;
     if (job.kind == ProbeKind::bandwidth) {
-      // What arrived, not what was written: over a probe's short window the client's count also
-      // holds what it queued into a still-growing socket buffer (seen: 6.2 MB/s counted through
-      // a 30 Mbit/s = 3.75 MB/s shaper). For client-to-server probes the server is the receiver.
-      const NodeReport& server = *sn->second;
-      const TestKind k = cfg.probe.test();
-      const bool to_server = k != TestKind::read && k != TestKind::sread && k != TestKind::rw;
-      p.bytes_per_s = to_server && server.window_s > 0 ? static_cast<double>(pr->server_bytes) / server.window_s
-                                                       : pr->tput.mb_per_s * 1e6;
+      p.bytes_per_s = pr->tput.mb_per_s * 1e6;  // what the receivers read (docs/methodology.md)
       if (client.delay && client.delay->count > 0) {
         p.p50_s = client.delay->p50_us / 1e6;
         p.p99_s = client.delay->p99_us / 1e6;

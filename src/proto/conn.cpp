@@ -90,6 +90,13 @@ asio::awaitable<void> FramedConn::start_tls(std::chrono::milliseconds deadline) 
     throw TlsHandshakeError(
         fmt::format("TLS handshake with {}: {}", peer_, closed ? "connection closed by peer" : ec.message()), code);
   }
+  if (!tls::psk_was_used(stream_.native_handle())) {
+    close();
+    throw TlsHandshakeError(fmt::format("TLS handshake with {}: the session was not keyed from the shared key (the "
+                                        "peer does not hold it)",
+                                        peer_),
+                            0);
+  }
   tls_up_ = true;
 }
 

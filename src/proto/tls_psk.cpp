@@ -87,6 +87,12 @@ int find_session_cb(SSL* ssl, const unsigned char* identity, size_t identity_len
   return 1;
 }
 
+// A keyed connection has no certificates: a peer that presents one is not an agent holding the
+// key (a key-less impostor answering a PSK offer with an ordinary certificate), whatever it is.
+int reject_any_certificate(int, X509_STORE_CTX*) {
+  return 0;
+}
+
 [[noreturn]] void fail(const char* what) {
   const unsigned long e = ERR_get_error();
   ERR_clear_error();
@@ -134,7 +140,14 @@ void configure_psk(SSL_CTX* ctx, std::shared_ptr<const Psk> psk, bool server) {
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   if (server && SSL_CTX_set_num_tickets(ctx, 0) != 1) fail("no session tickets");
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);  // no certificates: the PSK authenticates both ends
+  // No certificates: the PSK authenticates both ends. A client verifies "peer certificates" with
+  // a callback that refuses every one, so a server that answers with a certificate fails the
+  // handshake; a server asks for none (asking would be a certificate request nobody answers).
+  if (server) {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+  } else {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, reject_any_certificate);
+  }
   auto* holder = new std::shared_ptr<const Psk>(std::move(psk));
   if (SSL_CTX_set_ex_data(ctx, ex_indices().ctx_psk, holder) != 1) {
     delete holder;
@@ -154,6 +167,18 @@ CtxPtr make_psk_ctx(std::shared_ptr<const Psk> psk, bool server) {
   return ctx;
 }
 
+bool psk_was_used(const SSL* ssl) {
+  // TLS 1.3 marks a handshake that accepted a PSK (external or resumed) as reused; resumption is
+  // off, so a reused session here is our external key. No certificate may have been sent either.
+  if (SSL_session_reused(ssl) != 1) return false;
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert != nullptr) {
+    X509_free(cert);
+    return false;
+  }
+  return true;
+}
+
 bool peer_offered_other_key(const SSL* ssl) {
   return SSL_get_ex_data(ssl, ex_indices().ssl_other_key) != nullptr;
 }
@@ -168,6 +193,7 @@ HandshakeFailure classify_client_failure(unsigned long e) {
     case SSL_R_PACKET_LENGTH_TOO_LONG:
     case SSL_R_RECORD_LENGTH_MISMATCH:
     case SSL_R_UNKNOWN_PROTOCOL: return HandshakeFailure::not_tls;
+    case SSL_R_CERTIFICATE_VERIFY_FAILED: return HandshakeFailure::certificate;
     default: return HandshakeFailure::other;
   }
 }

@@ -51,13 +51,19 @@ using CtxPtr = std::unique_ptr<SSL_CTX, CtxDeleter>;
 void configure_psk(SSL_CTX* ctx, std::shared_ptr<const Psk> psk, bool server);
 CtxPtr make_psk_ctx(std::shared_ptr<const Psk> psk, bool server);
 
+// After a handshake, on either end: true only when the session was keyed from our external PSK
+// and no certificate came with it. Anything else (a peer that ignored the PSK offer and sent a
+// certificate) is not a peer holding the key; FramedConn::start_tls refuses the connection.
+bool psk_was_used(const SSL* ssl);
+
 // Server side: true when the peer offered a PSK identity other than ours (a different key).
 bool peer_offered_other_key(const SSL* ssl);
 
 // Why a client's TLS handshake failed, for the user: "key mismatch ..." when the server refused
 // our PSK, "not_tls" when the peer did not answer in TLS (a key-less agent answers with a plain
-// fabperf ERROR frame), or OpenSSL's reason text.
-enum class HandshakeFailure { key_mismatch, not_tls, other };
+// fabperf ERROR frame), "certificate" when it answered with a certificate instead of the key (an
+// impostor, or a TLS service that is not a fabperf agent), or OpenSSL's reason text.
+enum class HandshakeFailure { key_mismatch, not_tls, certificate, other };
 HandshakeFailure classify_client_failure(unsigned long openssl_error);
 
 // The text of an OpenSSL error code (its reason string), for messages.

@@ -77,7 +77,7 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
     std::string ip;
     std::uint16_t port = 0;
     if (split_endpoint(f.remote, ip, port)) peers.insert(ip);
-    flow_tx += f.tx_bytes_window;
+    flow_tx += f.tx_delivered_window;
     flow_rx += f.rx_bytes_window;
   }
   br.peers = static_cast<int>(peers.size());
@@ -182,7 +182,7 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
       BondFlowReport fr;
       fr.local = f->local;
       fr.remote = f->remote;
-      fr.tx_bytes_window = f->tx_bytes_window;
+      fr.tx_bytes_window = f->tx_delivered_window;
       FlowHeaders h;
       bool ok = split_endpoint(f->local, h.src_ip, h.src_port) && split_endpoint(f->remote, h.dst_ip, h.dst_port);
       if (ok && *policy != HashPolicy::layer34) {
@@ -208,7 +208,7 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
       if (m) {
         fr.member_index = *m;
         fr.member = usable[static_cast<std::size_t>(*m)];
-        pred[static_cast<std::size_t>(*m)] += f->tx_bytes_window;
+        pred[static_cast<std::size_t>(*m)] += f->tx_delivered_window;
         ++counts[static_cast<std::size_t>(*m)];
       } else {
         all = false;

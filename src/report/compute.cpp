@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace fabperf {
@@ -65,6 +66,49 @@ std::string role_of(const NodeRecord& n) {
   return n.is_server ? "server" : "client";
 }
 
+constexpr const char* kPayloadAboveWire = "payload above wire";
+
+// The payload on a link against its interface counters over the same window. Both are rates
+// over their own window (the flows' snapshot and the counters' reads are microseconds to
+// milliseconds apart); the resolution is what those edges, whole-segment counting and the
+// bytes between interface and socket can move either way (docs/methodology.md).
+WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& ok, std::uint64_t ptx,
+                     std::uint64_t prx, std::uint64_t flows, double window_s) {
+  WireAudit au;
+  au.payload_tx_bytes = ptx;
+  au.payload_rx_bytes = prx;
+  if (l.vanished) {
+    au.verdict = "vanished";
+    return au;
+  }
+  if (ok.size() < 2 || window_s <= 0) {
+    au.verdict = "no counters";
+    return au;
+  }
+  const double link_w = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
+  if (link_w <= 0) {
+    au.verdict = "no counters";
+    return au;
+  }
+  au.wire_tx_bytes = ok.back()->counters.tx_bytes - ok.front()->counters.tx_bytes;
+  au.wire_rx_bytes = ok.back()->counters.rx_bytes - ok.front()->counters.rx_bytes;
+  // Rates over each one's window, compared as bytes over the flows' window.
+  const double scale = window_s / link_w;
+  const double wtx = static_cast<double>(au.wire_tx_bytes) * scale;
+  const double wrx = static_cast<double>(au.wire_rx_bytes) * scale;
+  const double skew_s = std::abs(static_cast<double>(ok.front()->t_ns) / 1e9) +
+                        std::abs(static_cast<double>(ok.back()->t_ns) / 1e9 - window_s);
+  const double wire_rate = std::max(wtx, wrx) / window_s;
+  au.resolution_bytes =
+      static_cast<std::uint64_t>(std::llround(wire_rate * skew_s + 0.01 * std::max(wtx, wrx))) + flows * 65536;
+  if (wtx > 0) au.tx_ratio = static_cast<double>(ptx) / wtx;
+  if (wrx > 0) au.rx_ratio = static_cast<double>(prx) / wrx;
+  const auto res = static_cast<double>(au.resolution_bytes);
+  const bool over = static_cast<double>(ptx) > wtx + res || static_cast<double>(prx) > wrx + res;
+  au.verdict = over ? kPayloadAboveWire : "ok";
+  return au;
+}
+
 LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::string& node,
                        std::vector<std::string>& findings) {
   LinkReport lr;
@@ -101,11 +145,12 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
                               mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
     }
   }
-  std::uint64_t ptx = 0, prx = 0;
+  std::uint64_t ptx = 0, prx = 0, flows = 0;
   for (const auto& f : a.flows) {
     if (f.iface != l.info.name) continue;
-    ptx += f.tx_bytes_window;
+    ptx += f.tx_delivered_window;
     prx += f.rx_bytes_window;
+    ++flows;
     // The MSS this node sends with, on connections where it is the main sender.
     if (f.tcp.valid && f.tx_bytes_window > f.rx_bytes_window && f.tcp.snd_mss > 0) {
       lr.min_sender_mss = lr.min_sender_mss == 0 ? f.tcp.snd_mss : std::min(lr.min_sender_mss, f.tcp.snd_mss);
@@ -114,6 +159,15 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   const double w = a.window_s > 0 ? a.window_s : lr.window_s;
   lr.payload_tx_mb_per_s = mb_per_s(ptx, w);
   lr.payload_rx_mb_per_s = mb_per_s(prx, w);
+  lr.wire_audit = wire_audit(l, ok, ptx, prx, flows, w);
+  if (lr.wire_audit.verdict == kPayloadAboveWire) {
+    const WireAudit& au = lr.wire_audit;
+    findings.push_back(
+        fmt::format("wire audit failed on {} {}: fabperf counted more payload than the interface carried (tx {} vs {} "
+                    "bytes, rx {} vs {} bytes; resolution {} bytes): its figures for this link are wrong",
+                    node, lr.name, au.payload_tx_bytes, au.wire_tx_bytes, au.payload_rx_bytes, au.wire_rx_bytes,
+                    au.resolution_bytes));
+  }
   if (lr.speed_mbps > 0) {
     const double wire = std::max(lr.tx_mb_per_s, lr.rx_mb_per_s);
     lr.utilization_pct = 100.0 * wire * 8.0 / static_cast<double>(lr.speed_mbps);
@@ -143,12 +197,18 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
 
 namespace {
 
-// Per pair: what the client counted and, separately, what the server counted.
+// Per pair, each end's counts: what it read (rx), what its peer acknowledged (delivered) and
+// what it wrote (sent).
+struct PairEnd {
+  std::uint64_t rx{0}, delivered{0}, sent{0}, msgs{0};
+  std::uint32_t conns{0};
+  double window{0};
+  bool reported{false};
+};
 struct PairAcc {
-  std::uint64_t client_bytes{0}, server_bytes{0}, msgs{0}, server_msgs{0}, retrans{0};
-  std::uint32_t conns{0}, server_conns{0}, rtt{0}, mss{0};
-  double client_window{0}, server_window{0};
-  bool client_reported{false};
+  PairEnd client, server;
+  std::uint64_t retrans{0};
+  std::uint32_t rtt{0}, mss{0};
 };
 
 // What finish() needs of each node, kept in the order the caller gave so that sums of doubles,
@@ -228,9 +288,9 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     nr.process_cpu_s = a.process_cpu_s;
     std::uint64_t tx = 0, rx = 0;
     for (const auto& f : a.flows) {
-      tx += f.tx_bytes_window;
+      tx += f.tx_delivered_window;
       rx += f.rx_bytes_window;
-      const std::uint64_t bytes = f.tx_bytes_window + f.rx_bytes_window;
+      const std::uint64_t bytes = f.tx_delivered_window + f.rx_bytes_window;
       ConnReport c;
       c.node = n.index;
       c.peer = f.peer_node;
@@ -239,6 +299,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       c.local = f.local;
       c.remote = f.remote;
       c.tx_bytes_window = f.tx_bytes_window;
+      c.tx_delivered_window = f.tx_delivered_window;
       c.rx_bytes_window = f.rx_bytes_window;
       c.tx_bytes_total = f.tx_bytes_total;
       c.rx_bytes_total = f.rx_bytes_total;
@@ -262,22 +323,20 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
       const auto key =
           f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node) : std::make_pair(f.peer_node, n.index);
       auto& p = s_->pairs[key];
+      PairEnd& e = f.role == FlowRole::client ? p.client : p.server;
+      e.reported = true;
+      e.rx += f.rx_bytes_window;
+      e.delivered += f.tx_delivered_window;
+      e.sent += f.tx_bytes_window;
+      e.msgs += stream ? 0 : f.msgs_window;
+      e.window = nr.window_s;
+      ++e.conns;
       if (f.role == FlowRole::client) {
-        p.client_reported = true;
-        p.client_bytes += bytes;
-        p.msgs += stream ? 0 : f.msgs_window;
-        p.client_window = nr.window_s;
         p.retrans += f.retrans_window;
-        ++p.conns;
         if (f.tcp.valid) {
           p.rtt = std::max(p.rtt, f.tcp.rtt_us);
           p.mss = p.mss == 0 ? f.tcp.snd_mss : std::min(p.mss, f.tcp.snd_mss);
         }
-      } else {
-        p.server_bytes += bytes;
-        p.server_msgs += stream ? 0 : f.msgs_window;
-        p.server_window = nr.window_s;
-        ++p.server_conns;
       }
     }
     nr.tx_mb_per_s = mb_per_s(tx, nr.window_s);
@@ -374,22 +433,28 @@ Report ReportBuilder::finish(bool interrupted) && {
     PairReport pr;
     pr.client = key.first;
     pr.server = key.second;
-    pr.server_bytes = p.server_bytes;
     pr.retrans = p.retrans;
     pr.rtt_us = p.rtt;
     pr.snd_mss = p.mss;
-    if (p.client_reported) {
-      pr.measured_by = "client";
-      pr.connections = p.conns;
-      std::uint64_t msgs = stream ? p.client_bytes / s_->buffsize : p.msgs;
-      pr.tput = make_tput(p.client_bytes, msgs, p.client_window);
+    pr.sender_bytes = p.client.sent + p.server.sent;
+    // Each direction as its receiver read it, over the receiver's window; when one end's result
+    // was lost, the other end's reads and what its peer acknowledged.
+    const PairEnd& any = p.client.reported ? p.client : p.server;
+    std::uint64_t bytes = 0;
+    double rate = 0;
+    if (p.client.reported && p.server.reported) {
+      pr.measured_by = "receivers";
+      bytes = p.client.rx + p.server.rx;
+      rate = mb_per_s(p.client.rx, p.client.window) + mb_per_s(p.server.rx, p.server.window);
     } else {
-      // The client's own counters were lost with it; the server saw the same bytes.
-      pr.measured_by = "server";
-      pr.connections = p.server_conns;
-      std::uint64_t msgs = stream ? p.server_bytes / s_->buffsize : p.server_msgs;
-      pr.tput = make_tput(p.server_bytes, msgs, p.server_window);
+      pr.measured_by = p.client.reported ? "client" : "server";
+      bytes = any.rx + any.delivered;
+      rate = mb_per_s(bytes, any.window);
     }
+    pr.connections = any.conns;
+    pr.tput = make_tput(bytes, stream ? bytes / s_->buffsize : any.msgs, any.window);
+    pr.tput.mb_per_s = rate;
+    pr.tput.gbit_per_s = rate * 8.0 / 1e3;
     agg_bytes += pr.tput.bytes;
     agg_msgs += pr.tput.msgs;
     agg_mb += pr.tput.mb_per_s;

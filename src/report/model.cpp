@@ -128,6 +128,7 @@ json to_json(const AgentResult& r) {
                      {"rx_bytes_total", f.rx_bytes_total},
                      {"tx_bytes_window", f.tx_bytes_window},
                      {"rx_bytes_window", f.rx_bytes_window},
+                     {"tx_delivered_window", f.tx_delivered_window},
                      {"msgs_window", f.msgs_window},
                      {"retrans_window", f.retrans_window},
                      {"tcp", tcp},
@@ -235,6 +236,9 @@ AgentResult parse_agent_result(const json& j) {
     x.rx_bytes_total = g.u64("rx_bytes_total", 0, kMaxBytes);
     x.tx_bytes_window = g.u64("tx_bytes_window", 0, x.tx_bytes_total);
     x.rx_bytes_window = g.u64("rx_bytes_window", 0, x.rx_bytes_total);
+    // Optional: agents before it count what they wrote, the only figure they have.
+    x.tx_delivered_window =
+        g.has("tx_delivered_window") ? g.u64("tx_delivered_window", 0, kMaxBytes) : x.tx_bytes_window;
     x.msgs_window = g.u64("msgs_window", 0, kMaxBytes);
     x.retrans_window = g.u64("retrans_window", 0, kMaxBytes);
     const auto& tcp = e.find("tcp");

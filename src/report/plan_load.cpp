@@ -81,9 +81,11 @@ void check_run_result(const json& r, const LineError& e) {
   if (schema != kResultSchema) {
     e.fail(fmt::format("'result' has schema '{}', expected '{}'", schema, kResultSchema));
   }
-  if (r.value("schema_version", 0) != kResultSchemaVersion) {
-    e.fail(fmt::format("'result' has schema_version {}, this fabperf reads version {}",
-                       r.contains("schema_version") ? r["schema_version"].dump() : "(none)", kResultSchemaVersion));
+  const auto& ver = r.contains("schema_version") ? r["schema_version"] : json();
+  if (!ver.is_number_integer() || ver.get<int>() < kOldestResultSchemaVersion ||
+      ver.get<int>() > kResultSchemaVersion) {
+    e.fail(fmt::format("'result' has schema_version {}, this fabperf reads versions {} to {}",
+                       ver.is_null() ? "(none)" : ver.dump(), kOldestResultSchemaVersion, kResultSchemaVersion));
   }
   for (const char* list : {"nodes", "pairs"}) {
     if (!r.contains(list) || !r[list].is_array()) e.fail(fmt::format("'result.{}' missing or not a list", list));

@@ -35,7 +35,7 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
   r.header_bytes_per_packet = rdma_header_bytes(r.link_layer);
   for (const auto& f : a.flows) {
     if (f.rdma_port != r.port) continue;
-    r.payload_tx_bytes += f.tx_bytes_window;
+    r.payload_tx_bytes += f.tx_delivered_window;
     r.payload_rx_bytes += f.rx_bytes_window;
   }
   if (r.active_mtu > 0 && block_size > 0) {

@@ -37,6 +37,13 @@ json latency_json(const LatencySummary& l, const LatencyHistogram* h) {
   }
   return j;
 }
+json wire_audit_json(const WireAudit& a) {
+  auto ratio = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
+  return {{"verdict", a.verdict},          {"payload_tx_bytes", a.payload_tx_bytes}, {"wire_tx_bytes", a.wire_tx_bytes},
+          {"tx_ratio", ratio(a.tx_ratio)}, {"payload_rx_bytes", a.payload_rx_bytes}, {"wire_rx_bytes", a.wire_rx_bytes},
+          {"rx_ratio", ratio(a.rx_ratio)}, {"resolution_bytes", a.resolution_bytes}};
+}
+
 json links_json(const std::vector<LinkReport>& links) {
   json out = json::array();
   for (const auto& l : links) {
@@ -67,6 +74,7 @@ json links_json(const std::vector<LinkReport>& links) {
                    {"vanished", l.vanished},
                    {"min_sender_mss", l.min_sender_mss},
                    {"jumbo_mismatch", l.jumbo_mismatch},
+                   {"wire_audit", wire_audit_json(l.wire_audit)},
                    {"intervals", std::move(iv)}});
   }
   return out;
@@ -243,7 +251,7 @@ json pair_json(const PairReport& p) {
   j[json_key(col::retrans)] = p.retrans;
   j[json_key(col::rtt_us)] = p.rtt_us;
   j[json_key(col::snd_mss)] = p.snd_mss;
-  j["server_bytes"] = p.server_bytes;
+  j["sender_bytes"] = p.sender_bytes;
   return j;
 }
 
@@ -265,6 +273,7 @@ json connection_json(const ConnReport& c) {
           {"local", c.local},
           {"remote", c.remote},
           {"tx_bytes_window", c.tx_bytes_window},
+          {"tx_delivered_window", c.tx_delivered_window},
           {"rx_bytes_window", c.rx_bytes_window},
           {"tx_bytes_total", c.tx_bytes_total},
           {"rx_bytes_total", c.rx_bytes_total},

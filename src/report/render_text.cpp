@@ -11,10 +11,11 @@ namespace {
 // Minimal column-aligned table: first column left-aligned, the rest right-aligned.
 class Table {
  public:
-  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)} {}
+  // numeric_ is sized here, not on the first add(): a table with no rows (every agent lost, no
+  // pair reported) is still printed, and str() reads it for every column.
+  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)}, numeric_(rows_.front().size(), true) {}
   // A column is right-aligned when every value in it looks like a number (or "-").
   void add(std::vector<std::string> row) {
-    numeric_.resize(rows_[0].size(), true);
     for (std::size_t i = 0; i < row.size() && i < numeric_.size(); ++i) {
       const auto& v = row[i];
       const bool num = v == "-" || (!v.empty() && (std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '-') &&
@@ -86,6 +87,15 @@ std::string spark(const std::vector<IntervalPoint>& pts, bool tx) {
     s += kBars[i];
   }
   return s;
+}
+
+// The busier direction's payload / wire ratio and the verdict ("-" when not audited).
+std::string wire_check(const WireAudit& a) {
+  if (a.verdict != "ok" && a.verdict != "payload above wire") return "-";
+  const bool tx_busier = a.wire_tx_bytes >= a.wire_rx_bytes;
+  const double ratio = tx_busier ? a.tx_ratio : a.rx_ratio;
+  return fmt::format("{} {}", ratio >= 0 ? fmt::format("{:.3f}", ratio) : std::string("-"),
+                     a.verdict == "ok" ? "ok" : "OVER");
 }
 
 std::string spark_total(const std::vector<IntervalPoint>& pts) {
@@ -232,18 +242,21 @@ std::string render_text(const Report& r, bool verbose) {
   bool any_link = false;
   for (const auto& n : r.nodes) any_link = any_link || !n.links.empty();
   if (any_link) {
-    out += "Links (interface counters over the window; payload = fabperf's bytes on the link)\n";
+    out +=
+        "Links (interface counters over the window; payload = fabperf's bytes that arrived; wire check = "
+        "payload / interface bytes, busier direction)\n";
     Table lt({h(col::node), h(col::link), h(col::kind), h(col::speed_mbps), h(col::mtu), h(col::tx_mb_per_s),
               h(col::rx_mb_per_s), h(col::payload_mb_per_s), h(col::utilization_pct), h(col::efficiency_pct),
-              h(col::errors), h(col::drops), "tx+rx over time"});
+              h(col::wire_check), h(col::errors), h(col::drops), "tx+rx over time"});
     for (const auto& n : r.nodes) {
       for (const auto& l : n.links) {
         lt.add({n.name, l.name + (l.vanished ? " (gone)" : "") + (l.jumbo_mismatch ? " (!mtu)" : ""), l.kind,
                 l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", std::to_string(l.mtu), f1(l.tx_mb_per_s),
                 f1(l.rx_mb_per_s), f1(std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s)),
                 l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-",
-                l.efficiency_pct >= 0 ? f1(l.efficiency_pct) : "-", std::to_string(l.tx_errors + l.rx_errors),
-                std::to_string(l.tx_dropped + l.rx_dropped), spark_total(l.intervals)});
+                l.efficiency_pct >= 0 ? f1(l.efficiency_pct) : "-", wire_check(l.wire_audit),
+                std::to_string(l.tx_errors + l.rx_errors), std::to_string(l.tx_dropped + l.rx_dropped),
+                spark_total(l.intervals)});
       }
     }
     out += lt.str() + "\n";

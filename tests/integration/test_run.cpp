@@ -1,6 +1,8 @@
 // End-to-end tests through the real binary: agents are separate processes on loopback.
 #include "integration/harness.hpp"
 
+#include <fabperf/report.hpp>
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -64,7 +66,7 @@ TEST_P(TestKinds, BothEndsCountTheSameBytes) {
                              "--mode", mode, "--time", "1.5", "--buffsize", "256K", "--threads", "2"});
   ASSERT_TRUE(doc.contains("aggregate"));
   EXPECT_EQ(doc["schema"], "fabperf.result");
-  EXPECT_EQ(doc["schema_version"], 1);
+  EXPECT_EQ(doc["schema_version"], fabperf::kResultSchemaVersion);
   EXPECT_TRUE(doc["complete"].get<bool>()) << doc["findings"].dump();
   EXPECT_GT(doc["aggregate"]["mb_per_s"].get<double>(), 1.0);
   EXPECT_EQ(doc["clients"], 2);

@@ -37,6 +37,7 @@ FlowResult flow(std::uint32_t id, FlowRole role, FlowOp op, std::uint32_t peer) 
   f.tx_bytes_total = 10'000'000'000ull + id;
   f.rx_bytes_total = 20'000 + id;
   f.tx_bytes_window = 8'000'000'000ull;
+  f.tx_delivered_window = 7'999'000'000ull;
   f.rx_bytes_window = 16'000;
   f.msgs_window = 1907;
   f.retrans_window = 4;
@@ -89,6 +90,7 @@ void expect_same(const AgentResult& a, const AgentResult& b) {
     EXPECT_EQ(x.tx_bytes_total, y.tx_bytes_total);
     EXPECT_EQ(x.rx_bytes_total, y.rx_bytes_total);
     EXPECT_EQ(x.tx_bytes_window, y.tx_bytes_window);
+    EXPECT_EQ(x.tx_delivered_window, y.tx_delivered_window);
     EXPECT_EQ(x.rx_bytes_window, y.rx_bytes_window);
     EXPECT_EQ(x.msgs_window, y.msgs_window);
     EXPECT_EQ(x.retrans_window, y.retrans_window);
@@ -169,6 +171,17 @@ TEST(AgentResultJson, RejectsWindowBytesAboveTotal) {
   EXPECT_TRUE(contains(msg, "RESULT.flows[].rx_bytes_window: 20004 out of range [0, 20003]")) << msg;
   j["flows"][2]["rx_bytes_window"] = 20'003;
   EXPECT_EQ(parse_agent_result(j).flows[2].rx_bytes_window, 20'003u);
+}
+
+// An agent from before the delivered count sends none: its figure is what it wrote, the only one
+// it has; a wrong type is refused by name.
+TEST(AgentResultJson, DeliveredCountOptionalForOlderAgents) {
+  json j = good();
+  EXPECT_EQ(parse_agent_result(j).flows[0].tx_delivered_window, 7'999'000'000u);
+  j["flows"][0].erase("tx_delivered_window");
+  EXPECT_EQ(parse_agent_result(j).flows[0].tx_delivered_window, 8'000'000'000u);
+  j["flows"][0]["tx_delivered_window"] = "lots";
+  EXPECT_TRUE(contains(error_of(j), "RESULT.flows[].tx_delivered_window")) << error_of(j);
 }
 
 TEST(AgentResultJson, RejectsUnknownRoleAndOp) {

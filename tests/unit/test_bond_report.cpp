@@ -55,7 +55,7 @@ FlowResult flow(int sport, std::uint64_t tx) {
   f.local = "198.18.0.1:" + std::to_string(sport);
   f.remote = "198.18.0.2:5001";
   f.iface = "bond0";
-  f.tx_bytes_window = tx;
+  f.tx_bytes_window = f.tx_delivered_window = tx;
   return f;
 }
 

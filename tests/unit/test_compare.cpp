@@ -1,5 +1,6 @@
 #include <fabperf/compare.hpp>
 #include <fabperf/error.hpp>
+#include <fabperf/report.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -81,12 +82,18 @@ TEST(Compare, RegressionAndShortfallVerdicts) {
 
 TEST(Compare, BadInputsAreUsageErrorsNamingTheFile) {
   const auto ok = result({{"eth0", 1}}, 1000);
-  EXPECT_THROW(compare_results(ok, result({{"eth0", 1}}, 1000, 2), "b.json", "a.json", {}), UsageError);
+  // A version this fabperf does not read is refused naming the file; an older one it reads
+  // compares, with a note saying the two count differently (version 1: the sender's count).
+  EXPECT_THROW(compare_results(ok, result({{"eth0", 1}}, 1000, kResultSchemaVersion + 1), "b.json", "a.json", {}),
+               UsageError);
   try {
-    compare_results(ok, result({{"eth0", 1}}, 1000, 2), "b.json", "a.json", {});
+    compare_results(ok, result({{"eth0", 1}}, 1000, kResultSchemaVersion + 1), "b.json", "a.json", {});
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("a.json has 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a.json: schema_version 3"), std::string::npos) << e.what();
   }
+  const auto mixed = compare_results(ok, result({{"eth0", 1}}, 1000, 2), "b.json", "a.json", {});
+  ASSERT_FALSE(mixed.notes.empty());
+  EXPECT_NE(mixed.notes.back().find("version 1 counted what senders wrote"), std::string::npos) << mixed.notes.back();
   json other = ok;
   other["nodes"][0]["node"] = "x:1";
   other["nodes"][1]["node"] = "y:1";

@@ -678,8 +678,9 @@ TEST(MonitorMemory, TenThousandProbesKeepRssFlat) {
 }
 
 TEST(MonitorProbe, BandwidthIsWhatTheReceiverCounted) {
-  // A client-to-server probe: the client's count (written into its socket) is 6 MB/s, the
-  // server received 1.5 MB in its 0.4 s window: the probe's figure is the server's 3.75 MB/s.
+  // A client-to-server probe: the client wrote 2.4 MB into its socket in the 0.4 s window, the
+  // server read 1.5 MB. The probe's figure is the report's pair figure, which compute_report
+  // takes from the receiver: 3.75 MB/s (the monitor has no count of its own).
   std::string t = kMon;
   for (int i = 1; i <= 2; ++i) {
     t += "[[hosts]]\nname = \"h" + std::to_string(i) + "\"\naddress = \"10.0.0." + std::to_string(i) + "\"\n";
@@ -688,24 +689,26 @@ TEST(MonitorProbe, BandwidthIsWhatTheReceiverCounted) {
   Job job;
   job.kind = ProbeKind::bandwidth;
   job.pairs = {{0, 1}};
-  Report rep;
+  RunRecord run;
   for (std::uint32_t i = 0; i < 2; ++i) {
-    NodeReport n;
+    NodeRecord n;
     n.index = i;
     n.name = cfg.hosts[i].hp.str();
-    n.role = i == 0 ? "client" : "server";
-    n.window_s = 0.4;
-    rep.nodes.push_back(n);
+    n.is_client = i == 0;
+    n.is_server = i == 1;
+    AgentResult a;
+    a.node_index = i;
+    a.window_s = 0.4;
+    FlowResult f;
+    f.role = i == 0 ? FlowRole::client : FlowRole::server;
+    f.peer_node = 1 - i;
+    if (i == 0) f.tx_bytes_window = f.tx_bytes_total = 2'400'000;
+    if (i == 1) f.rx_bytes_window = f.rx_bytes_total = 1'500'000;
+    a.flows = {f};
+    n.result = a;
+    run.nodes.push_back(n);
   }
-  PairReport pr;
-  pr.client = 0;
-  pr.server = 1;
-  pr.measured_by = "client";
-  pr.tput.bytes = 2'400'000;
-  pr.tput.mb_per_s = 6.0;
-  pr.server_bytes = 1'500'000;
-  rep.pairs.push_back(pr);
-  const auto r = job_result_from_report(cfg, job, rep, 1.0);
+  const auto r = job_result_from_report(cfg, job, compute_report(run), 1.0);
   ASSERT_EQ(r.pairs.size(), 1u);
   EXPECT_TRUE(r.pairs[0].ok) << r.pairs[0].error;
   ASSERT_TRUE(r.pairs[0].bytes_per_s.has_value());

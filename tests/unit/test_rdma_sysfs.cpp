@@ -199,12 +199,12 @@ TEST_F(FakeRdma, ReportDeltasWordsToBytesAndFindings) {
   AgentResult a;
   FlowResult f;
   f.rdma_port = "mlx5_0:1";
-  f.tx_bytes_window = payload;
+  f.tx_bytes_window = f.tx_delivered_window = payload;
   f.tx_bytes_total = payload;
   a.flows.push_back(f);
   FlowResult other;  // a flow on another port does not count here
   other.rdma_port = "mlx5_1:1";
-  other.tx_bytes_window = other.tx_bytes_total = 999;
+  other.tx_bytes_window = other.tx_delivered_window = other.tx_bytes_total = 999;
   a.flows.push_back(other);
   std::vector<std::string> findings;
   const auto r = rdma_port_report(p, a, 65536, "nodeA", findings);

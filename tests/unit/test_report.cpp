@@ -50,6 +50,7 @@ FlowResult cflow(std::uint32_t peer, std::uint64_t tx, std::uint64_t msgs = 0) {
   f.remote = "s" + std::to_string(peer);
   f.tx_bytes_total = tx + 1000;
   f.tx_bytes_window = tx;
+  f.tx_delivered_window = tx;  // all of it acknowledged, unless a test says otherwise
   f.msgs_window = msgs;
   return f;
 }
@@ -110,7 +111,7 @@ Report manual_report() {
 
 // ---- compute_report -------------------------------------------------------------------------
 
-TEST(ComputeReport, AggregateIsSumOfPairsEachUsingItsClientsWindow) {
+TEST(ComputeReport, AggregateIsSumOfPairsEachAsItsReceiverReadIt) {
   const Report r = compute_report(two_by_two());
   EXPECT_EQ(r.fabperf_version, FABPERF_VERSION);
   EXPECT_EQ(r.test_id, "abcdef0123456789");
@@ -126,24 +127,75 @@ TEST(ComputeReport, AggregateIsSumOfPairsEachUsingItsClientsWindow) {
   const auto* p21 = find_pair(r, 2, 1);
   const auto* p30 = find_pair(r, 3, 0);
   ASSERT_TRUE(p20 && p21 && p30);
-  EXPECT_EQ(p20->measured_by, "client");
-  EXPECT_EQ(p20->tput.bytes, 8'000'000'000u);
-  EXPECT_DOUBLE_EQ(p20->tput.mb_per_s, 1000.0);
-  EXPECT_DOUBLE_EQ(p20->tput.gbit_per_s, 8.0);
-  EXPECT_EQ(p20->tput.msgs, 1907u);
+  // write: the servers receive; the clients wrote more than arrived inside the window.
+  EXPECT_EQ(p20->measured_by, "receivers");
+  EXPECT_EQ(p20->tput.bytes, 7'900'000'000u);
+  EXPECT_DOUBLE_EQ(p20->tput.mb_per_s, 987.5);
+  EXPECT_DOUBLE_EQ(p20->tput.gbit_per_s, 7.9);
+  EXPECT_EQ(p20->tput.msgs, 1907u);  // completed RPCs, as the client counted them
   EXPECT_DOUBLE_EQ(p20->tput.msg_per_s, 1907 / 8.0);
-  EXPECT_EQ(p20->server_bytes, 7'900'000'000u);  // the server's view is kept alongside
+  EXPECT_EQ(p20->sender_bytes, 8'000'000'000u);  // what the client wrote, kept beside it
   EXPECT_EQ(p20->connections, 1u);
-  EXPECT_DOUBLE_EQ(p21->tput.mb_per_s, 500.0);
-  // Client 3 measured 10 s, not the nominal 8 s.
+  EXPECT_DOUBLE_EQ(p21->tput.mb_per_s, 487.5);
+  // The receiver (server 0) measured 8 s; client 3's longer 10 s window does not dilute it.
   EXPECT_DOUBLE_EQ(p30->tput.mb_per_s, 500.0);
   EXPECT_DOUBLE_EQ(p30->tput.msg_per_s, 119.2);
 
-  EXPECT_DOUBLE_EQ(r.aggregate.mb_per_s, 2000.0);
-  EXPECT_DOUBLE_EQ(r.aggregate.gbit_per_s, 16.0);
-  EXPECT_EQ(r.aggregate.bytes, 17'000'000'000u);
+  EXPECT_DOUBLE_EQ(r.aggregate.mb_per_s, 1975.0);
+  EXPECT_DOUBLE_EQ(r.aggregate.gbit_per_s, 15.8);
+  EXPECT_EQ(r.aggregate.bytes, 15'800'000'000u);
   EXPECT_EQ(r.aggregate.msgs, 1907u + 953u + 1192u);
   EXPECT_DOUBLE_EQ(r.aggregate.msg_per_s, 1907 / 8.0 + 953 / 8.0 + 1192 / 10.0);
+}
+
+// The reproduction of issue 27: over a 1 s window a client wrote 15.6 MB into socket buffers
+// while 12.4 MB crossed a 100 Mbit/s link. Every figure is what arrived: the pair from the
+// server's reads, the client's tx and its link's payload from what the server acknowledged.
+TEST(ComputeReport, AFigureIsWhatArrivedNotWhatWasWritten) {
+  RunRecord run;
+  SpecParams p;
+  p.mode = Mode::stream;
+  run.spec = TestSpec::make(p);
+  auto s = node(0, true, false);
+  auto c = node(1, false, true);
+  s.result = result(0, 1.0, 1);
+  s.result->flows = {sflow(1, 12'400'000)};
+  c.result = result(1, 1.0, 1);
+  auto f = cflow(0, 15'600'000);
+  f.tx_delivered_window = 12'410'000;
+  f.iface = "veth0";
+  c.result->flows = {f};
+  LinkResult l;
+  l.info.name = "veth0";
+  l.info.mtu = 9000;
+  LinkSample a, b;
+  a.counters.present = b.counters.present = true;
+  b.t_ns = 1'000'000'000;
+  b.counters.tx_bytes = 12'500'000;
+  l.samples = {a, b};
+  c.result->links = {l};
+  run.nodes = {s, c};
+  const Report r = compute_report(run);
+  ASSERT_EQ(r.pairs.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.pairs[0].tput.mb_per_s, 12.4);
+  EXPECT_EQ(r.pairs[0].sender_bytes, 15'600'000u);
+  EXPECT_DOUBLE_EQ(r.aggregate.mb_per_s, 12.4);
+  EXPECT_DOUBLE_EQ(r.nodes[1].tx_mb_per_s, 12.41);
+  ASSERT_EQ(r.nodes[1].links.size(), 1u);
+  const LinkReport& lr = r.nodes[1].links[0];
+  EXPECT_DOUBLE_EQ(lr.payload_tx_mb_per_s, 12.41);
+  EXPECT_EQ(lr.wire_audit.verdict, "ok");
+  EXPECT_EQ(lr.wire_audit.wire_tx_bytes, 12'500'000u);
+  EXPECT_NEAR(lr.wire_audit.tx_ratio, 0.9928, 1e-4);
+  EXPECT_TRUE(r.findings.empty()) << r.findings[0];
+
+  // What the sender wrote, had it been reported as the link's payload, fails the audit by name.
+  c.result->flows[0].tx_delivered_window = 15'600'000;
+  run.nodes = {s, c};
+  const Report bad = compute_report(run);
+  EXPECT_EQ(bad.nodes[1].links[0].wire_audit.verdict, "payload above wire");
+  ASSERT_EQ(bad.findings.size(), 1u);
+  EXPECT_TRUE(contains(bad.findings[0], "wire audit failed on cli1:6668 veth0")) << bad.findings[0];
 }
 
 TEST(ComputeReport, NodesAndConnections) {
@@ -196,8 +248,8 @@ TEST(ComputeReport, LostClientFallsBackToServerCounts) {
   EXPECT_DOUBLE_EQ(p30->tput.mb_per_s, 500.0);  // the server's 8 s window
   EXPECT_EQ(p30->tput.msgs, 950u);
   EXPECT_EQ(p30->connections, 1u);
-  EXPECT_EQ(find_pair(r, 2, 0)->measured_by, "client");
-  EXPECT_DOUBLE_EQ(r.aggregate.mb_per_s, 1000.0 + 500.0 + 500.0);
+  EXPECT_EQ(find_pair(r, 2, 0)->measured_by, "receivers");
+  EXPECT_DOUBLE_EQ(r.aggregate.mb_per_s, 987.5 + 487.5 + 500.0);
 
   EXPECT_FALSE(r.complete);
   ASSERT_FALSE(r.findings.empty());
@@ -358,10 +410,10 @@ TEST(ComputeReport, AbortedFlowErrorsWarningsInterrupted) {
 
 TEST(ComputeReport, ZeroAgentWindowFallsBackToNominal) {
   auto run = two_by_two();
-  run.nodes[2].result->window_s = 0;
+  run.nodes[0].result->window_s = 0;  // the receiver of pair 2 -> 0
   const Report r = compute_report(run);
-  EXPECT_DOUBLE_EQ(r.nodes[2].window_s, 8.0);
-  EXPECT_DOUBLE_EQ(find_pair(r, 2, 0)->tput.mb_per_s, 1000.0);
+  EXPECT_DOUBLE_EQ(r.nodes[0].window_s, 8.0);
+  EXPECT_DOUBLE_EQ(find_pair(r, 2, 0)->tput.mb_per_s, 987.5);
 }
 
 TEST(ComputeReport, EmptyRun) {
@@ -413,7 +465,7 @@ TEST(SummaryLine, TestTimeAndBuffsize) {
 
 TEST(SummaryLine, FromComputedReport) {
   EXPECT_EQ(render_summary_line(compute_report(two_by_two())),
-            "2-2 write 2000 MB/sec (477 msg/sec), cli 15% srv 40%, time 10, buff 4194304");
+            "2-2 write 1975 MB/sec (477 msg/sec), cli 15% srv 40%, time 10, buff 4194304");
 }
 
 // ---- JSON -----------------------------------------------------------------------------------
@@ -426,16 +478,16 @@ TEST(RenderJson, SchemaAndShape) {
   const Report r = compute_report(run);
   const json j = render_json(r);
   EXPECT_EQ(j.at("schema"), "fabperf.result");
-  EXPECT_EQ(j.at("schema_version"), 1);
+  EXPECT_EQ(j.at("schema_version"), kResultSchemaVersion);
   EXPECT_EQ(j.at("fabperf_version"), FABPERF_VERSION);
   EXPECT_EQ(j.at("test_id"), "abcdef0123456789");
   EXPECT_EQ(j.at("settings"), to_json(r.spec));
   EXPECT_EQ(j.at("complete"), true);
   EXPECT_EQ(j.at("clients"), 2);
   EXPECT_EQ(j.at("servers"), 2);
-  EXPECT_DOUBLE_EQ(j.at("aggregate").at("mb_per_s").get<double>(), 2000.0);
-  EXPECT_DOUBLE_EQ(j.at("aggregate").at("gbit_per_s").get<double>(), 16.0);
-  EXPECT_EQ(j.at("aggregate").at("bytes"), 17'000'000'000ull);
+  EXPECT_DOUBLE_EQ(j.at("aggregate").at("mb_per_s").get<double>(), 1975.0);
+  EXPECT_DOUBLE_EQ(j.at("aggregate").at("gbit_per_s").get<double>(), 15.8);
+  EXPECT_EQ(j.at("aggregate").at("bytes"), 15'800'000'000ull);
   EXPECT_DOUBLE_EQ(j.at("aggregate").at("window_s").get<double>(), 8.0);
   EXPECT_DOUBLE_EQ(j.at("cli_cpu_pct").get<double>(), 15.0);
   ASSERT_TRUE(j.at("nodes").is_array());
@@ -450,9 +502,9 @@ TEST(RenderJson, SchemaAndShape) {
   EXPECT_TRUE(j.at("nodes")[0].at("latency").is_null());
   EXPECT_TRUE(j.at("nodes")[3].at("retrans_segs").is_null());
   EXPECT_EQ(j.at("nodes")[2].at("retrans_segs"), 0);
-  EXPECT_EQ(j.at("pairs")[0].at("measured_by"), "client");
+  EXPECT_EQ(j.at("pairs")[0].at("measured_by"), "receivers");
   EXPECT_TRUE(j.at("pairs")[0].contains("mb_per_s"));
-  EXPECT_TRUE(j.at("pairs")[0].contains("server_bytes"));
+  EXPECT_TRUE(j.at("pairs")[0].contains("sender_bytes"));
   EXPECT_EQ(j.at("connections")[0].at("role"), "server");
   EXPECT_TRUE(j.at("connections")[0].at("tcp").is_null());
   EXPECT_EQ(j.at("latency").at("count"), 1);
@@ -494,8 +546,8 @@ TEST(RenderText, TablesAndSummary) {
   EXPECT_FALSE(contains(t, "Findings")) << t;
   EXPECT_TRUE(contains(t, "MB/s")) << t;
   EXPECT_TRUE(contains(t, "cli2:6668")) << t;
-  EXPECT_TRUE(contains(t, "1000.0")) << t;  // pair 2 -> 0
-  EXPECT_TRUE(contains(t, "aggregate 2000.0 MB/s (16.00 Gbit/s, 477 msg/s)\n")) << t;
+  EXPECT_TRUE(contains(t, "987.5")) << t;  // pair 2 -> 0
+  EXPECT_TRUE(contains(t, "aggregate 1975.0 MB/s (15.80 Gbit/s, 477 msg/s)\n")) << t;
   EXPECT_TRUE(t.ends_with(render_summary_line(r) + "\n")) << t;
 }
 

@@ -36,7 +36,7 @@ FlowResult flow(FlowRole role, std::uint32_t peer, std::uint64_t bytes, std::uin
   f.peer_node = peer;
   f.local = "10.0.0." + std::to_string(i) + ":" + std::to_string(40000 + peer);
   f.remote = "10.0.0." + std::to_string(peer) + ":5000";
-  f.tx_bytes_window = role == FlowRole::client ? bytes : 0;
+  f.tx_bytes_window = f.tx_delivered_window = role == FlowRole::client ? bytes : 0;
   f.rx_bytes_window = role == FlowRole::server ? bytes : 0;
   f.tx_bytes_total = f.tx_bytes_window + 17;
   f.rx_bytes_total = f.rx_bytes_window + 17;

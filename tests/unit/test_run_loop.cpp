@@ -71,7 +71,9 @@ TEST(TestRunFake, WindowIntervalsAndTotalsFollowTheSchedule) {
     EXPECT_GT(f.tx_bytes_window, 0u);
     EXPECT_LE(f.tx_bytes_window, f.tx_bytes_total);  // warm-up and tail are outside the window
     EXPECT_LT(f.tx_bytes_window, f.tx_bytes_total);
-    win += f.tx_bytes_window;
+    // A fake flow counts a send as delivered (Flow::delivered_tx's default, as RDMA's completions).
+    EXPECT_EQ(f.tx_delivered_window, f.tx_bytes_window);
+    win += f.tx_delivered_window;
   }
   EXPECT_EQ(iv, win);
   // The engine's trials reach the result.
