@@ -551,6 +551,24 @@ TEST(RenderText, TablesAndSummary) {
   EXPECT_TRUE(t.ends_with(render_summary_line(r) + "\n")) << t;
 }
 
+// Every agent lost: no pair, no node figures. The coordinator crashed here (a table with no rows
+// read its column flags from an empty vector); the report must still say what happened.
+TEST(RenderText, EveryAgentLostStillRenders) {
+  auto run = two_by_two();
+  for (auto& n : run.nodes) {
+    n.status = NodeStatus::stalled;
+    n.error = "no RESULT within 15 s of the test's end";
+    n.result.reset();
+  }
+  const Report r = compute_report(run);
+  EXPECT_TRUE(r.pairs.empty());
+  for (bool verbose : {false, true}) {
+    const std::string t = render_text(r, verbose);
+    EXPECT_TRUE(contains(t, "\nPairs (client -> server)\n")) << t;
+    EXPECT_TRUE(contains(t, "srv0:6668 stalled: no RESULT within 15 s")) << t;
+  }
+}
+
 TEST(RenderText, VerboseAddsConnections) {
   const Report r = compute_report(two_by_two());
   const std::string t = render_text(r, true);
