@@ -304,6 +304,8 @@ struct Report {
 };
 
 Report compute_report(const RunRecord& run);
+// The name of the node with this index in the report ("node7" when it is not there).
+std::string node_name(const Report& r, std::uint32_t index);
 // compute_report() one node at a time, for a coordinator that writes each node out as its result
 // arrives (result_stream.hpp). `order` places the node in the report (its index); the Report is
 // the same whatever order nodes are added in. compute_report(run) is add() over run.nodes, finish().

@@ -402,6 +402,13 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
   return s_->nodes.back().report;
 }
 
+std::string node_name(const Report& r, std::uint32_t index) {
+  for (const auto& n : r.nodes) {
+    if (n.index == index) return n.name;
+  }
+  return fmt::format("node{}", index);
+}
+
 Report ReportBuilder::finish(bool interrupted) && {
   Report r = std::move(s_->r);
   r.interrupted = r.interrupted || interrupted;
@@ -453,6 +460,14 @@ Report ReportBuilder::finish(bool interrupted) && {
     }
     pr.connections = any.conns;
     pr.tput = make_tput(bytes, stream ? bytes / s_->buffsize : any.msgs, any.window);
+    if (bytes == 0 && any.window > 0) {
+      // Said, not left to read as a dead link: a starved host (a loaded 2-core machine once gave
+      // a 1 s plan step's pair 0 MB/s) and a stalled flow look the same in the figure.
+      r.findings.push_back(
+          fmt::format("pair {} -> {}: no byte arrived inside the {:.2f} s window (starved data "
+                      "threads or stalled connections): this figure is not the fabric's",
+                      node_name(r, pr.client), node_name(r, pr.server), any.window));
+    }
     pr.tput.mb_per_s = rate;
     pr.tput.gbit_per_s = rate * 8.0 / 1e3;
     agg_bytes += pr.tput.bytes;

@@ -64,18 +64,6 @@ std::string us(double v) {
   return fmt::format("{:.2f}", v);
 }
 
-const NodeReport* node_by_index(const Report& r, std::uint32_t i) {
-  for (const auto& n : r.nodes) {
-    if (n.index == i) return &n;
-  }
-  return nullptr;
-}
-
-std::string name_of(const Report& r, std::uint32_t i) {
-  const auto* n = node_by_index(r, i);
-  return n ? n->name : fmt::format("node{}", i);
-}
-
 std::string spark(const std::vector<IntervalPoint>& pts, bool tx) {
   static constexpr const char* kBars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
   double mx = 0;
@@ -186,7 +174,7 @@ std::string render_text(const Report& r, bool verbose) {
   Table pairs({"client", "server", h(col::mb_per_s), h(col::msg_per_s), "conns", h(col::retrans), h(col::rtt_us),
                h(col::snd_mss)});
   for (const auto& p : r.pairs) {
-    pairs.add({name_of(r, p.client) + (p.measured_by == "server" ? " (by server)" : ""), name_of(r, p.server),
+    pairs.add({node_name(r, p.client) + (p.measured_by == "server" ? " (by server)" : ""), node_name(r, p.server),
                f1(p.tput.mb_per_s), f0(p.tput.msg_per_s), std::to_string(p.connections), std::to_string(p.retrans),
                p.rtt_us ? std::to_string(p.rtt_us) : "-", p.snd_mss ? std::to_string(p.snd_mss) : "-"});
   }
@@ -271,7 +259,7 @@ std::string render_text(const Report& r, bool verbose) {
     Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us),
                  h(col::snd_mss), "error"});
     for (const auto& c : r.connections) {
-      conns.add({name_of(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
+      conns.add({node_name(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
                  f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
                  c.tcp.valid ? std::to_string(c.tcp.snd_mss) : "-", c.error.empty() ? "" : c.error});
     }

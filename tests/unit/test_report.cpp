@@ -198,6 +198,18 @@ TEST(ComputeReport, AFigureIsWhatArrivedNotWhatWasWritten) {
   EXPECT_TRUE(contains(bad.findings[0], "wire audit failed on cli1:6668 veth0")) << bad.findings[0];
 }
 
+// A pair that moved nothing inside the window is named, not left to read as a dead link.
+TEST(ComputeReport, APairWithNothingInTheWindowIsAFinding) {
+  auto run = two_by_two();
+  run.nodes[3].result->flows[0].tx_delivered_window = 0;
+  run.nodes[0].result->flows[1].rx_bytes_window = 0;  // server 0's reads from client 3
+  const Report r = compute_report(run);
+  EXPECT_DOUBLE_EQ(find_pair(r, 3, 0)->tput.mb_per_s, 0.0);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_TRUE(contains(r.findings[0], "pair cli3:6668 -> srv0:6668: no byte arrived inside the 10.00 s window"))
+      << r.findings[0];
+}
+
 TEST(ComputeReport, NodesAndConnections) {
   const Report r = compute_report(two_by_two());
   ASSERT_EQ(r.nodes.size(), 4u);
