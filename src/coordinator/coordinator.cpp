@@ -36,6 +36,11 @@ using proto::MsgType;
 //   reads its last samples, then sends its RESULT; the grace covers the transfer (a 16 MiB RESULT
 //   at ~30 Mbit/s) and a loaded host. A node whose RESULT has not arrived by then is stalled.
 // - result_frame 15 s: a RESULT frame is the largest there is.
+// - answer 60 s: an answer to a request (HELLO_OK, PONG, SETUP_*_OK, LINKS, RDMA_CONNECT_OK)
+//   must come within this, however many heartbeats the agent sends meanwhile: heartbeats say the
+//   agent lives, not that it works on the request. Opening a set-up's thousands of connections on
+//   a loaded host is the longest legitimate wait (seconds); a peer that only heartbeats is named
+//   and dropped instead of holding the run (and the monitor) forever.
 
 // An agent's "cleaning" answer to a set-up (see cleaning_wait above).
 class AgentCleaning : public Error {
@@ -350,9 +355,27 @@ class Coordinator {
   asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle) {
     return expect(n, want, idle, t_.frame);
   }
-  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle, std::chrono::milliseconds frame) {
+  // answer_bound false: the caller bounds the wait itself (RESULT: result_drain + result_grace
+  // after the test's end, however long the test).
+  asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle, std::chrono::milliseconds frame,
+                               bool answer_bound = true) {
+    using Clock = std::chrono::steady_clock;
+    const auto until = answer_bound ? Clock::now() + t_.answer : Clock::time_point::max();
     for (;;) {
-      auto f = co_await n.conn->read(idle, frame);
+      const auto wait =
+          answer_bound
+              ? std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()), 1ms, idle)
+              : idle;
+      proto::Frame f;
+      try {
+        f = co_await n.conn->read(wait, frame);
+      } catch (const TimeoutError&) {
+        if (wait == idle) throw;  // silent for the idle deadline: not this bound's doing
+        n.conn->close();
+        throw TimeoutError("wait for", fmt::format("{} from agent {}", proto::to_string(want), n.rec.name),
+                           fmt::format("no answer within {:g} s (it sent only heartbeats)",
+                                       std::chrono::duration<double>(t_.answer).count()));
+      }
       if (f.type == MsgType::heartbeat) continue;
       if (f.type == want) co_return std::move(f.body);
       if (f.type == MsgType::error) {
@@ -732,7 +755,7 @@ class Coordinator {
         conn->close();  // the agent sees its coordinator gone and stops
       });
       try {
-        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result, t_.idle, t_.result_frame));
+        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result, t_.idle, t_.result_frame, false));
       } catch (const ProtocolError& e) {
         n.rec.status = NodeStatus::failed;
         n.rec.error = e.what();

@@ -80,6 +80,23 @@ void BM_DecodeResultFrame(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeResultFrame);
 
+// A body that is one large array of small objects (what a hostile RESULT can be) of 1, 4 and 16
+// MiB: parsing must take time in proportion to the size (issue 28: 600 KB once took 6.3 s).
+void BM_ParseBodyArrayOfObjects(benchmark::State& state) {
+  const auto target = static_cast<std::size_t>(state.range(0)) << 20;
+  std::string text = "{\"a\":[";
+  while (text.size() < target) text += "{\"k\":1},";
+  text.back() = ']';
+  text += "}";
+  const std::span<const std::uint8_t> body(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+  for (auto _ : state) {
+    auto j = proto::parse_body(proto::MsgType::result, body);
+    benchmark::DoNotOptimize(j);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(text.size()));
+}
+BENCHMARK(BM_ParseBodyArrayOfObjects)->Arg(1)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond);
+
 // 1000 nodes: 500 servers, 500 clients; every client talks to 4 servers with parallel 2.
 void BM_ComputeReport1000Nodes(benchmark::State& state) {
   constexpr std::uint32_t kServers = 500, kClients = 500, kPeers = 4, kParallel = 2;

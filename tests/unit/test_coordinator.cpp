@@ -25,7 +25,8 @@ struct Script {
   int cleaning_answers = 0;                     // SETUP answered "cleaning" this many times first
   std::optional<proto::ErrorCode> setup_error;  // SETUP refused with this code
   enum class AtStart { result, close, heartbeats_only, silent } at_start = AtStart::result;
-  std::string endpoint;  // where the dialer says it is ("" = its own)
+  bool setup_heartbeats_only = false;  // SETUP never answered; heartbeats keep coming
+  std::string endpoint;                // where the dialer says it is ("" = its own)
 
   std::vector<MsgType> got;  // everything the coordinator sent it, heartbeats left out
   std::string abort_reason;
@@ -52,7 +53,12 @@ asio::awaitable<void> heartbeat_until_closed(std::shared_ptr<MemoryConn> c) {
 // The agent's side of the protocol, as little of it as the coordinator needs.
 asio::awaitable<void> scripted_agent(std::shared_ptr<MemoryConn> c, std::string name, Script& s) {
   std::uint32_t node = 0;
+  const auto ex = co_await asio::this_coro::executor;
   auto answer_setup = [&]() {
+    if (s.setup_heartbeats_only) {
+      asio::co_spawn(ex, heartbeat_until_closed(c), asio::detached);
+      return false;
+    }
     if (s.setup_error) {
       c->send(MsgType::error,
               proto::to_json(proto::ErrorMsg{*s.setup_error, "agent busy: running test 1234 for coordinator other"}));
@@ -146,6 +152,7 @@ CoordinatorTiming fast() {
   t.result_drain = 100ms;
   t.result_grace = 300ms;
   t.result_frame = 1000ms;
+  t.answer = 800ms;
   return t;
 }
 
@@ -254,6 +261,21 @@ TEST(Coordinator, HeartbeatsWithoutAResultAreAStallAfterTheGrace) {
   EXPECT_NE(c.error.find("no RESULT within 0.4 s of the test's end (it still sent heartbeats)"), std::string::npos)
       << c.error;
   EXPECT_EQ(node(r, "s1:6668").status, NodeStatus::ok);
+}
+
+// Issue 28: an agent that answers SETUP with heartbeats only held `run` (and the monitor) forever.
+// The answer has its own deadline; the agent is named, the others released, nothing started.
+TEST(Coordinator, HeartbeatsInsteadOfASetUpAnswerAreBounded) {
+  std::map<std::string, Script> scripts{{"s1:6668", {}}, {"c1:6668", {}}};
+  scripts["s1:6668"].setup_heartbeats_only = true;
+  ScriptedDialer d(scripts);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto msg = error_of_run(request({"s1"}, {"c1"}), d);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);  // answer 0.8 s, heartbeats every 0.1 s
+  EXPECT_NE(msg.find("SETUP_SERVER_OK from agent s1:6668: no answer within 0.8 s (it sent only heartbeats)"),
+            std::string::npos)
+      << msg;
+  for (const auto& [name, s] : scripts) EXPECT_EQ(s.count(MsgType::start), 0) << name;
 }
 
 TEST(Coordinator, ASilentAgentIsAStallByTheIdleDeadline) {
