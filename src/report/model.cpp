@@ -87,7 +87,8 @@ std::vector<CounterSample> parse_counter_samples(const json& arr, const std::str
       if (it == index.end()) {
         if (index.size() >= 65536) throw ProtocolError(ctx + "[].values: too many counters");
         index.emplace(k, current.size());
-        current.emplace_back(k, v.get<std::uint64_t>());
+        // The report prints counter names: a peer's escape sequences are shown, never obeyed.
+        current.emplace_back(printable(k), v.get<std::uint64_t>());
       } else {
         current[it->second].second = v.get<std::uint64_t>();
       }
@@ -348,7 +349,7 @@ AgentResult parse_agent_result(const json& j) {
           if (k.size() > 96 || !v.is_number_unsigned()) {
             throw ProtocolError("RESULT.rdma_ports[].samples[].values: expected counter name -> unsigned integer");
           }
-          x.counters.values.emplace_back(k, v.get<std::uint64_t>());
+          x.counters.values.emplace_back(printable(k), v.get<std::uint64_t>());
         }
         x.counters.unreadable = h.strings("unreadable", 4096, 96);
         p.samples.push_back(std::move(x));

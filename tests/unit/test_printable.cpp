@@ -1,10 +1,12 @@
 // Peer text defused before it reaches a log or a terminal (printable.hpp), and at the protocol
 // layer, where every string a peer sends passes (proto::Fields).
+#include <fabperf/agent_result.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/printable.hpp>
 #include <fabperf/proto.hpp>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 using namespace fabperf;
 
@@ -18,6 +20,37 @@ TEST(Printable, ControlCharactersAreShownNotObeyed) {
                       "31m"),
             "\\u009b31m");                                                 // C1 CSI, UTF-8 encoded
   EXPECT_EQ(printable("caf\xc3\xa9 \xc2\xa0x"), "caf\xc3\xa9 \xc2\xa0x");  // ordinary UTF-8 stays
+}
+
+// Issue 28: direction controls reorder what a reader sees ("Trojan Source"), and bytes that are
+// not UTF-8 reached terminals as they came.
+TEST(Printable, DirectionControlsAndInvalidUtf8AreShown) {
+  EXPECT_EQ(printable("ok\xe2\x80\xae"
+                      "gnp.exe"),
+            "ok\\u202egnp.exe");                                         // RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(printable("\xe2\x81\xa6x\xe2\x81\xa9"), "\\u2066x\\u2069");  // isolates
+  EXPECT_EQ(printable("\xe2\x80\x8f"), "\\u200f");                       // RIGHT-TO-LEFT MARK
+  EXPECT_EQ(printable("a\xff"
+                      "b"),
+            "a\\xff"
+            "b");                                                                          // never UTF-8
+  EXPECT_EQ(printable("\xc3"), "\\xc3");                                                   // truncated
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");                                          // overlong '/'
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");                                 // a surrogate
+  EXPECT_EQ(printable("\xe2\x82\xac \xf0\x9f\x98\x80"), "\xe2\x82\xac \xf0\x9f\x98\x80");  // euro, emoji stay
+}
+
+// Counter names come from the peer too: the text report prints them (issue 28).
+TEST(Printable, CounterNamesFromAResultArriveDefused) {
+  nlohmann::json j = to_json(AgentResult{});
+  nlohmann::json values = nlohmann::json::object();
+  values["tcp.\x1b[31mRetrans\xe2\x80\xae"] = 1u;
+  j["host_counters"] = nlohmann::json::array();
+  j["host_counters"].push_back({{"t_ns", 0}, {"values", values}});
+  const AgentResult r = parse_agent_result(j);
+  ASSERT_EQ(r.host_counters.size(), 1u);
+  ASSERT_EQ(r.host_counters[0].values.size(), 1u);
+  EXPECT_EQ(r.host_counters[0].values[0].first, "tcp.\\x1b[31mRetrans\\u202e");
 }
 
 TEST(Printable, ProtocolStringsArriveDefused) {
