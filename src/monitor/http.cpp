@@ -1,6 +1,7 @@
 // The /metrics listener: Boost.Beast over Asio coroutines on a thread of its own. Every request
 // is bounded (8 KiB of headers, no body, 10 s to arrive), connections are capped, and every
-// answer is one of handle_http's (metrics.cpp).
+// answer is one of handle_http's (metrics.cpp). At the cap a new connection takes the place of the
+// one idle the longest: clients holding keep-alive connections open cannot lock the scraper out.
 #include "proto/asio.hpp"
 
 #include <fabperf/error.hpp>
@@ -8,9 +9,10 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <atomic>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <list>
+#include <optional>
 #include <thread>
 
 namespace fabperf::monitor {
@@ -18,27 +20,43 @@ namespace {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
-constexpr int kMaxConnections = 32;
+constexpr std::size_t kMaxConnections = 32;
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
 
 }  // namespace
 
 struct MetricsServer::Impl {
+  // One open connection; `idle_since` is set while it waits for a request (nothing of it yet).
+  struct Conn {
+    beast::tcp_stream* stream{nullptr};
+    std::optional<std::chrono::steady_clock::time_point> idle_since;
+  };
+
   asio::io_context io{1};
   Tcp::acceptor acceptor{io};
   std::function<std::string()> render;
-  std::atomic<int> connections{0};
+  std::list<Conn> conns;  // touched only on io's one thread
   std::thread thread;
 
   asio::awaitable<void> session(Tcp::socket sock) {
     beast::tcp_stream stream(std::move(sock));
+    conns.push_back({&stream, std::nullopt});
+    const auto me = std::prev(conns.end());
     beast::flat_buffer buf(kMaxRequestHeaderBytes);
     for (;;) {
       http::request_parser<http::empty_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(kMaxRequestHeaderBytes));
       stream.expires_after(kRequestDeadline);
       error_code ec;
-      co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
+      // Waiting for a request, or for the rest of one: evictable, the longest waiting first (a
+      // scraper's request arrives whole in one segment; a slow or silent client is what waits).
+      me->idle_since = std::chrono::steady_clock::now();
+      co_await http::async_read_header(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
+      me->idle_since.reset();
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::connection_reset ||
+          ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
+        break;
+      if (!ec) co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
       if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::connection_reset) break;
       HttpReply rep;
       unsigned version = 11;
@@ -74,7 +92,20 @@ struct MetricsServer::Impl {
     }
     error_code ignored;
     stream.socket().shutdown(Tcp::socket::shutdown_send, ignored);
-    --connections;
+    conns.erase(me);
+  }
+
+  // At the cap: the connection idle the longest gives way (false when every one is mid-request).
+  bool evict_idlest() {
+    auto oldest = conns.end();
+    for (auto it = conns.begin(); it != conns.end(); ++it) {
+      if (it->idle_since && (oldest == conns.end() || *it->idle_since < *oldest->idle_since)) oldest = it;
+    }
+    if (oldest == conns.end()) return false;
+    error_code ec;
+    oldest->stream->socket().close(ec);  // its pending read ends with operation_aborted
+    oldest->idle_since.reset();
+    return true;
   }
 
   asio::awaitable<void> accept_loop() {
@@ -88,11 +119,10 @@ struct MetricsServer::Impl {
         co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         continue;
       }
-      if (connections.load() >= kMaxConnections) {
-        sock.close(ec);  // a flood of idle connections cannot starve the scraper for long: each lives 10 s at most
+      if (conns.size() >= kMaxConnections && !evict_idlest()) {
+        sock.close(ec);  // every connection is mid-request: each has 10 s at most to finish
         continue;
       }
-      ++connections;
       asio::co_spawn(io, session(std::move(sock)), asio::detached);
     }
   }

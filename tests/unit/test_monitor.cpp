@@ -10,6 +10,10 @@
 
 #include "common/sanitizers.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +22,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 using namespace fabperf;
 using namespace fabperf::monitor;
@@ -743,4 +748,65 @@ TEST(MonitorProbe, BandwidthIsWhatTheReceiverCounted) {
   EXPECT_TRUE(r.pairs[0].ok) << r.pairs[0].error;
   ASSERT_TRUE(r.pairs[0].bytes_per_s.has_value());
   EXPECT_DOUBLE_EQ(*r.pairs[0].bytes_per_s, 3.75e6);
+}
+
+namespace {
+
+// A blocking loopback client of the /metrics listener with a 3 s receive deadline.
+int connect_metrics(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends one keep-alive GET and returns what came back before the deadline or a close.
+std::string get_metrics(int fd) {
+  const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n";
+  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) return "";
+  std::string got;
+  char buf[4096];
+  while (got.find("fabperf_test_up 1") == std::string::npos) {
+    const ssize_t k = ::recv(fd, buf, sizeof buf, 0);
+    if (k <= 0) break;
+    got.append(buf, static_cast<std::size_t>(k));
+  }
+  return got;
+}
+
+}  // namespace
+
+// Issue 28: 32 clients that keep their connections open (kept alive after a scrape, or silent)
+// locked Prometheus out of /metrics for as long as they liked. At the cap a new connection takes
+// the place of the one waiting longest; the scraper gets its answer.
+TEST(MetricsHttp, IdleConnectionsCannotLockTheScraperOut) {
+  MetricsServer srv("127.0.0.1", 0, [] { return std::string("fabperf_test_up 1\n"); });
+  std::vector<int> held;
+  for (int i = 0; i < 32; ++i) {
+    const int fd = connect_metrics(srv.port());
+    ASSERT_GE(fd, 0);
+    // Half scrape once and keep the connection, half never send a byte.
+    if (i % 2 == 0) {
+      EXPECT_NE(get_metrics(fd).find("200 OK"), std::string::npos) << i;
+    }
+    held.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all 32 accepted and waiting
+  for (int round = 0; round < 3; ++round) {
+    const int fd = connect_metrics(srv.port());
+    ASSERT_GE(fd, 0);
+    const std::string got = get_metrics(fd);
+    EXPECT_NE(got.find("200 OK"), std::string::npos) << "round " << round << ": " << got;
+    EXPECT_NE(got.find("fabperf_test_up 1"), std::string::npos) << got;
+    held.push_back(fd);  // the scraper keeps its connection too, as Prometheus does
+  }
+  for (const int fd : held) ::close(fd);
 }
