@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
@@ -271,27 +272,31 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
 void write_file_atomic(const std::string& path, const std::string& content) {
   const auto slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw SystemError("create state file", tmp, errno);
+  // A new file of a name nobody could have prepared (mkostemp: O_EXCL, never through a symlink),
+  // not a fixed "PATH.tmp" that a link planted in the state folder would send elsewhere.
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) throw SystemError("create state file", path + ".XXXXXX", errno);
+  auto fail = [&](const char* what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw SystemError(what, tmp, err);
+  };
+  if (::fchmod(fd, 0644) != 0) fail("set the mode of state file", errno);
   std::size_t off = 0;
   while (off < content.size()) {
     const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw SystemError("write state file", tmp, err);
-    }
+    if (n < 0) fail("write state file", errno);
     off += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw SystemError("sync state file", tmp, err);
-  }
+  if (::fsync(fd) != 0) fail("sync state file", errno);
   ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw SystemError("replace state file", path, errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw SystemError("replace state file", path, err);
+  }
   // The rename itself must reach the disk, or a crash could bring back the old name.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

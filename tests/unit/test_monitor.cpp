@@ -452,8 +452,21 @@ TEST(MonitorStateFile, AtomicWriteReplacesAndLeavesNoTemporary) {
   std::ifstream in(f);
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(s, "two\n");
-  EXPECT_FALSE(std::filesystem::exists(f + ".tmp"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  EXPECT_EQ(std::filesystem::status(f).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                std::filesystem::perms::group_read | std::filesystem::perms::others_read);
   EXPECT_THROW(write_file_atomic((dir / "no" / "x.json").string(), "x"), SystemError);
+  // Issue 28: a link planted where the temporary file used to go ("PATH.tmp") redirected the
+  // write to any file the monitor (often root) could write. The target stays untouched now.
+  const std::string victim = (dir / "victim").string();
+  std::ofstream(victim) << "precious\n";
+  std::filesystem::create_symlink(victim, f + ".tmp");
+  write_file_atomic(f, "three\n");
+  std::ifstream vin(victim);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(vin)), std::istreambuf_iterator<char>()), "precious\n");
+  std::ifstream fin(f);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(fin)), std::istreambuf_iterator<char>()), "three\n");
   std::filesystem::remove_all(dir);
 }
 
