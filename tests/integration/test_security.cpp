@@ -972,17 +972,20 @@ bool closed_by_peer(int fd) {
 
 }  // namespace
 
-// 200 connections that never prove the key (half start a TLS record and stall), from five
+// 200 connections that never prove the key (half start a TLS record and stall), from ten
 // addresses, plus a stranger opening a new one every 20 ms throughout: a keyed coordinator's
 // test still succeeds, strangers never hold more than the pre-authentication limits, and the
-// agent's log about them stays short.
+// agent's log about them stays short. Ten sources of at most 8 each could hold 80: more than the
+// global limit of 64, so both limits are exercised (with five, 40, the global one never was).
 TEST(Security, SlowStrangersNeverKeepAKeyedCoordinatorOut) {
   const std::string log = temp_path("strangers.log");
   AgentProcess s(with_key(), log), c(with_key());
-  const char* sources[] = {"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  const char* sources[] = {"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5",
+                           "127.0.0.6", "127.0.0.7", "127.0.0.8", "127.0.0.9", "127.0.0.10"};
+  constexpr int kSources = 10;
   std::vector<int> fds;
   for (int i = 0; i < 200; ++i) {
-    const int fd = connect_from(sources[i % 5], s.endpoint().port);
+    const int fd = connect_from(sources[i % kSources], s.endpoint().port);
     ASSERT_GE(fd, 0);
     if (i % 2 == 0) {
       const std::uint8_t tls_start = 0x16;
@@ -994,11 +997,12 @@ TEST(Security, SlowStrangersNeverKeepAKeyedCoordinatorOut) {
   int open = 0;
   for (int fd : fds) open += closed_by_peer(fd) ? 0 : 1;
   EXPECT_LE(open, 64) << "more unauthenticated connections held than the agent's limit";
+  EXPECT_GT(open, 5 * 8) << "fewer held than five sources' worth: the global limit was not what decided";
   std::atomic<bool> stop{false};
   std::thread flood([&] {
     int i = 0;
     while (!stop) {
-      const int fd = connect_from(sources[i++ % 5], s.endpoint().port);
+      const int fd = connect_from(sources[i++ % kSources], s.endpoint().port);
       if (fd >= 0) fds.push_back(fd);
       std::this_thread::sleep_for(20ms);
     }
