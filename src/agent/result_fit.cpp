@@ -14,6 +14,19 @@ std::size_t encoded_size(const AgentResult& r) {
   return to_json(r).dump().size();
 }
 
+// Every other sample dropped, the first and the last kept (totals over the window do not change);
+// true when there were more than two.
+template <typename Sample>
+bool halve_keeping_ends(std::vector<Sample>& samples) {
+  if (samples.size() <= 2) return false;
+  std::vector<Sample> kept;
+  kept.reserve(samples.size() / 2 + 2);
+  for (std::size_t i = 0; i + 1 < samples.size(); i += 2) kept.push_back(std::move(samples[i]));
+  kept.push_back(std::move(samples.back()));
+  samples = std::move(kept);
+  return true;
+}
+
 // True when there was something left to halve.
 bool halve_time_series(AgentResult& r) {
   bool changed = false;
@@ -32,15 +45,13 @@ bool halve_time_series(AgentResult& r) {
     r.intervals = std::move(merged);
     changed = true;
   }
+  // The named counters (driver statistics, qdisc, the host's MIB) are series too, often the
+  // largest: a NIC lists hundreds of counters at every sample.
   for (auto& l : r.links) {
-    if (l.samples.size() <= 2) continue;
-    std::vector<LinkSample> kept;
-    kept.reserve(l.samples.size() / 2 + 2);
-    for (std::size_t i = 0; i + 1 < l.samples.size(); i += 2) kept.push_back(l.samples[i]);
-    kept.push_back(l.samples.back());
-    l.samples = std::move(kept);
-    changed = true;
+    changed = halve_keeping_ends(l.samples) || changed;
+    changed = halve_keeping_ends(l.stats) || changed;
   }
+  changed = halve_keeping_ends(r.host_counters) || changed;
   return changed;
 }
 

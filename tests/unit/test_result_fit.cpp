@@ -3,6 +3,7 @@
 // the stated rule until its RESULT fits one control message, with totals intact.
 #include "agent/result_fit.hpp"
 
+#include <fabperf/counters.hpp>
 #include <fabperf/proto.hpp>
 
 #include <gtest/gtest.h>
@@ -65,6 +66,34 @@ TEST(ResultFit, LargestTimeSeriesIsDownsampledToFitWithTotalsKept) {
   EXPECT_NE(r.warnings.back().find("time series downsampled"), std::string::npos) << r.warnings.back();
   // Still the finest resolution that fits: one halving fewer would not have.
   EXPECT_GT(r.intervals.size(), 360'000u >> (halvings + 1));
+}
+
+// Issue 28: the named counter series were left whole, so a long run with many counters moving
+// lost its RESULT ("exceeds ... even without a time series"). 20 host counters that all move at
+// every one of 60,000 samples are about 36 MB encoded; the series is halved like the others.
+TEST(ResultFit, NamedCounterSeriesAreDownsampledToo) {
+  AgentResult r;
+  r.hostname = "node";
+  constexpr std::int64_t kSamples = 60'000;
+  r.host_counters.reserve(kSamples);
+  for (std::int64_t i = 0; i < kSamples; ++i) {
+    CounterSample cs;
+    cs.t_ns = i * 10'000'000;
+    for (int k = 0; k < 20; ++k) {
+      cs.values.emplace_back("tcp.counter_with_a_long_name_" + std::to_string(k),
+                             static_cast<std::uint64_t>(i * (k + 1)));
+    }
+    r.host_counters.push_back(std::move(cs));
+  }
+  ASSERT_GT(to_json(r).dump().size(), proto::kMaxBody) << "the case must exceed the frame cap to test anything";
+  const CounterSample first = r.host_counters.front(), last = r.host_counters.back();
+  const int halvings = fit_result(r, proto::kMaxBody);
+  EXPECT_GE(halvings, 1);
+  EXPECT_NO_THROW((void)proto::encode_frame(proto::MsgType::result, to_json(r)));
+  EXPECT_EQ(r.host_counters.front().t_ns, first.t_ns);
+  EXPECT_EQ(r.host_counters.back().t_ns, last.t_ns);
+  EXPECT_EQ(r.host_counters.back().values, last.values);
+  EXPECT_LT(r.host_counters.size(), static_cast<std::size_t>(kSamples));
 }
 
 TEST(ResultFit, SmallResultIsUntouched) {
