@@ -2,9 +2,10 @@
 // everything an authenticated peer's frames reach: the frame decoder, every message parser,
 // the pre-auth size cap, the key text parser, and the TLS 1.3 PSK handshake of a keyed agent
 // and of a keyed coordinator (the input as the peer's first flight, through fabperf's own PSK
-// callbacks), and the peer proof an RDMA queue pair's other end sends (rdma_qp_proof.hpp: the
-// input as each of the three passes). Only the documented errors (ProtocolError, UsageError) may come out; anything
-// else (another exception, a crash, a sanitizer report) is a bug.
+// callbacks), the peer proof an RDMA queue pair's other end sends (rdma_qp_proof.hpp: the
+// input as each of the three passes), and a RESULT's way from the frame to the rendered report. Only the documented
+// errors (ProtocolError, UsageError) may come out; anything else (another exception, a crash, a sanitizer report) is a
+// bug.
 #pragma once
 
 #include "proto/tls_psk.hpp"
@@ -13,6 +14,9 @@
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 #include <fabperf/rdma_qp_proof.hpp>
+#include <fabperf/report.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -78,11 +82,36 @@ inline void qp_proof_one(std::span<const std::uint8_t> in) {
   }
 }
 
+// A RESULT frame that parses goes on to the report, as the coordinator takes it: computed beside
+// a server that reported nothing of its own, then rendered as text, JSON and nsdperf's line. The
+// coordinator once crashed on a report with no pairs; nothing a peer sends may do that again.
+inline void result_to_report_one(std::span<const std::uint8_t> in) {
+  if (in.size() < proto::kHeaderSize) return;
+  const proto::Header h = proto::decode_header(in.first<proto::kHeaderSize>());
+  if (h.type != proto::MsgType::result || in.size() - proto::kHeaderSize != h.length) return;
+  RunRecord run;
+  NodeRecord client, server;
+  client.index = 0;
+  client.name = "client:6668";
+  client.is_client = true;
+  client.result = parse_agent_result(proto::parse_body(h.type, in.subspan(proto::kHeaderSize)));
+  server.index = 1;
+  server.name = "server:6668";
+  server.is_server = true;
+  server.status = NodeStatus::lost;
+  run.nodes = {client, server};
+  const Report r = compute_report(run);
+  (void)render_text(r, true);
+  (void)render_json(r).dump();
+  (void)render_summary_line(r);
+}
+
 inline void fuzz_one(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::uint8_t> in(data, size);
   if (size <= 128) qp_proof_one(in);
   try {
     proto::validate_frame(in);
+    result_to_report_one(in);
   } catch (const ProtocolError&) {
   }
   if (size >= proto::kHeaderSize) {
