@@ -26,6 +26,14 @@ struct CounterSample {
   CounterValues values;
 };
 
+// The most named counter values one agent's result may hold once every sample is whole again
+// (counters x samples, over all its series). On the wire a sample carries only what changed, so
+// a small RESULT could otherwise expand to gigabytes in the coordinator (8,000 names and 3,000
+// empty samples: 149 KB took 964 MB). An agent halves its series to stay within it, as it does
+// for the frame cap (agent/result_fit.hpp); a coordinator refuses a RESULT beyond it. About 70 MB.
+inline constexpr std::size_t kMaxCounterCells = std::size_t{1} << 20;
+std::size_t counter_cells(const std::vector<CounterSample>& samples);
+
 // ETHTOOL_GSSET_INFO + GSTRINGS + GSTATS on a live interface; nullopt when the interface is gone
 // or its driver exposes no statistics (loopback). Names are as the driver prints them.
 std::optional<CounterValues> read_ethtool_stats(const std::string& ifname);

@@ -14,6 +14,12 @@ std::size_t encoded_size(const AgentResult& r) {
   return to_json(r).dump().size();
 }
 
+std::size_t all_counter_cells(const AgentResult& r) {
+  std::size_t n = counter_cells(r.host_counters);
+  for (const auto& l : r.links) n += counter_cells(l.stats);
+  return n;
+}
+
 // Every other sample dropped, the first and the last kept (totals over the window do not change);
 // true when there were more than two.
 template <typename Sample>
@@ -59,7 +65,9 @@ bool halve_time_series(AgentResult& r) {
 
 int fit_result(AgentResult& r, std::size_t max_bytes) {
   int halvings = 0;
-  for (std::size_t size = encoded_size(r); size > max_bytes; size = encoded_size(r)) {
+  // The frame cap, and the named counters' size once a coordinator makes every sample whole.
+  for (std::size_t size = encoded_size(r); size > max_bytes || all_counter_cells(r) > kMaxCounterCells;
+       size = encoded_size(r)) {
     if (!halve_time_series(r)) {
       throw Error(
           ExitCode::infrastructure,
@@ -69,8 +77,8 @@ int fit_result(AgentResult& r, std::size_t max_bytes) {
     // The warning travels in the RESULT, so it is counted before the next size check.
     std::string w = fmt::format(
         "time series downsampled {} time(s), each interval now covers {} of the requested ones: "
-        "the full RESULT would have exceeded the {} MiB message limit",
-        halvings, std::uint64_t{1} << std::min(halvings, 62), max_bytes >> 20);
+        "the full RESULT would have exceeded the {} MiB message limit or the named counters' {} values",
+        halvings, std::uint64_t{1} << std::min(halvings, 62), max_bytes >> 20, kMaxCounterCells);
     if (halvings == 1) {
       r.warnings.push_back(std::move(w));
     } else {

@@ -68,7 +68,9 @@ json counter_samples_json(const std::vector<CounterSample>& samples) {
   return out;
 }
 
-std::vector<CounterSample> parse_counter_samples(const json& arr, const std::string& ctx) {
+// `cells`: the values expanded so far in this RESULT, checked against kMaxCounterCells before
+// each sample is made whole (the expansion is what costs memory, not the frame).
+std::vector<CounterSample> parse_counter_samples(const json& arr, const std::string& ctx, std::size_t& cells) {
   if (!arr.is_array() || arr.size() > 1000000) throw ProtocolError(ctx + ": expected an array of samples");
   std::vector<CounterSample> out;
   std::map<std::string, std::size_t> index;
@@ -92,6 +94,11 @@ std::vector<CounterSample> parse_counter_samples(const json& arr, const std::str
       } else {
         current[it->second].second = v.get<std::uint64_t>();
       }
+    }
+    cells += current.size();
+    if (cells > kMaxCounterCells) {
+      throw ProtocolError(
+          fmt::format("{}: named counters expand to more than {} values (counters x samples)", ctx, kMaxCounterCells));
     }
     x.values = current;
     out.push_back(std::move(x));
@@ -197,6 +204,7 @@ AgentResult parse_agent_result(const json& j) {
   using proto::Fields;
   Fields f(j, "RESULT");
   AgentResult r;
+  std::size_t cells = 0;  // named counter values once expanded (kMaxCounterCells)
   constexpr std::uint64_t kMaxBytes = 1ULL << 62;
   r.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, proto::kMaxList));
   r.hostname = f.str("hostname", 256);
@@ -310,7 +318,7 @@ AgentResult parse_agent_result(const json& j) {
       l.samples.push_back(x);
     }
     // Optional: agents older than named counters send none.
-    if (e.contains("stats")) l.stats = parse_counter_samples(e["stats"], "RESULT.links[].stats");
+    if (e.contains("stats")) l.stats = parse_counter_samples(e["stats"], "RESULT.links[].stats", cells);
     r.links.push_back(std::move(l));
   }
   // Optional: agents without bond support send none.
@@ -357,7 +365,9 @@ AgentResult parse_agent_result(const json& j) {
       r.rdma_ports.push_back(std::move(p));
     }
   }
-  if (j.contains("host_counters")) r.host_counters = parse_counter_samples(j["host_counters"], "RESULT.host_counters");
+  if (j.contains("host_counters")) {
+    r.host_counters = parse_counter_samples(j["host_counters"], "RESULT.host_counters", cells);
+  }
   if (j.contains("threads")) {
     for (const auto& e : f.array("threads", 100000)) {
       if (!e.is_array() || e.size() != 2 || !e[0].is_string() || e[0].get_ref<const std::string&>().size() > 32 ||

@@ -144,6 +144,12 @@ CounterValues read_qdisc_counters(const std::string& ifname) {
   }
 }
 
+std::size_t counter_cells(const std::vector<CounterSample>& samples) {
+  std::size_t n = 0;
+  for (const auto& s : samples) n += s.values.size();
+  return n;
+}
+
 CounterValues read_link_named_counters(const std::string& ifname) {
   CounterValues out = read_ethtool_stats(ifname).value_or(CounterValues{});
   for (auto& kv : read_qdisc_counters(ifname)) out.push_back(std::move(kv));

@@ -184,6 +184,19 @@ TEST(AgentResultJson, DeliveredCountOptionalForOlderAgents) {
   EXPECT_TRUE(contains(error_of(j), "RESULT.flows[].tx_delivered_window")) << error_of(j);
 }
 
+// Issue 28: 8,000 counter names in the first sample and 3,000 empty ones (149 KB on the wire) grew
+// the coordinator to 964 MB, every sample made whole. Refused, naming the limit, before that.
+TEST(AgentResultJson, NamedCountersThatWouldExpandBeyondTheLimitAreRefused) {
+  json j = good();
+  json values = json::object();
+  for (int k = 0; k < 8000; ++k) values["c" + std::to_string(k)] = 1u;
+  json samples = json::array({{{"t_ns", 0}, {"values", values}}});
+  for (int i = 1; i <= 3000; ++i) samples.push_back({{"t_ns", i}, {"values", json::object()}});
+  j["host_counters"] = samples;
+  const auto msg = error_of(j);
+  EXPECT_TRUE(contains(msg, "RESULT.host_counters: named counters expand to more than 1048576 values")) << msg;
+}
+
 TEST(AgentResultJson, RejectsUnknownRoleAndOp) {
   json j = good();
   j["flows"][1]["role"] = "observer";

@@ -96,6 +96,23 @@ TEST(ResultFit, NamedCounterSeriesAreDownsampledToo) {
   EXPECT_LT(r.host_counters.size(), static_cast<std::size_t>(kSamples));
 }
 
+// 2,000 idle counters over 1,000 samples: a small RESULT on the wire (only the first sample
+// carries values), 2 million values once a coordinator makes every sample whole. The agent halves
+// the series until they fit kMaxCounterCells, which a coordinator enforces.
+TEST(ResultFit, IdleCountersAreHalvedToTheExpandedLimit) {
+  AgentResult r;
+  for (std::int64_t i = 0; i < 1000; ++i) {
+    CounterSample cs;
+    cs.t_ns = i * 1'000'000'000;
+    for (int k = 0; k < 2000; ++k) cs.values.emplace_back("nic.queue_" + std::to_string(k), 7);
+    r.host_counters.push_back(std::move(cs));
+  }
+  ASSERT_LT(to_json(r).dump().size(), proto::kMaxBody);
+  EXPECT_GE(fit_result(r, proto::kMaxBody), 1);
+  EXPECT_LE(counter_cells(r.host_counters), kMaxCounterCells);
+  EXPECT_NO_THROW((void)parse_agent_result(to_json(r)));
+}
+
 TEST(ResultFit, SmallResultIsUntouched) {
   AgentResult r;
   r.intervals = {{10'000'000, 1, 2}, {20'000'000, 3, 4}, {30'000'000, 5, 6}};
