@@ -81,7 +81,9 @@ assert len(agg) == 1, agg
 m = agg[0]
 assert m["n_a"] == 5 and m["n_b"] == 5, m
 assert m["direction"] == "faster" and m["mann_whitney"]["p"] < 0.05, m
-assert 5 < m["change_pct"] < 15, m  # the shaper's +10%
+# The shaper's +10%, as the receivers counted it (+9.9% here; the senders' count once read +7.8%
+# while the interfaces said +10.0%: docs/methodology.md, "The one figure").
+assert 8 < m["change_pct"] < 12, m
 assert m["verdict"].startswith(sys.argv[3] + " is ") and "faster (p < 0.0" in m["verdict"] and "5 vs 5 trials" in m["verdict"], m["verdict"]
 lines = [json.loads(l) for l in open(sys.argv[2])]
 hooks = [l for l in lines if l["type"] == "hook"]
