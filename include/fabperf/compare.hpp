@@ -109,6 +109,9 @@ struct TrialMetric {
   double alpha{0.05};  // the level this metric was judged at (Bonferroni over its kind)
   std::optional<double> expected_pct;
   bool fails{false};
+  // The label of the side on which this link or member never appeared ("" when both have it):
+  // a port that went down after a change, or one that is new. Not judged; it fails.
+  std::string missing_in;
 };
 struct TrialComparison {
   std::string a_label, b_label, a_file, b_file;

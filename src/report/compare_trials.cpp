@@ -192,6 +192,26 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
                                  a.file, b.file));
   }
   std::size_t max_a = 0, max_b = 0;
+  // A link or bond member on one side only is a row that fails, never a silent omission: a port
+  // that vanished after the change would otherwise pass unseen.
+  const auto one_sided = [&](const auto& have, const auto& lack, const std::string& lacking_label) {
+    for (const auto& [k, v] : have) {
+      if (lack.count(k) || std::get<1>(k) == "aggregate") continue;
+      TrialMetric m;
+      m.step = std::get<0>(k);
+      m.kind = std::get<1>(k);
+      m.subject = std::get<2>(k);
+      m.missing_in = lacking_label;
+      const bool before = &have == &sa;
+      (before ? m.d.n_a : m.d.n_b) = v.size();
+      double sum = 0;
+      for (const double x : v) sum += x;
+      (before ? m.d.mean_a : m.d.mean_b) = v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+      m.d.sentence = fmt::format("{} {}: missing in {}", m.kind, m.subject, lacking_label);
+      m.fails = true;
+      c.metrics.push_back(std::move(m));
+    }
+  };
   for (const auto& [k, v] : sa) {
     const auto it = sb.find(k);
     if (it == sb.end()) continue;
@@ -215,6 +235,8 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     if (m.kind == "aggregate") c.verdicts.push_back((m.step.empty() ? "" : m.step + ": ") + m.d.sentence);
     c.metrics.push_back(std::move(m));
   }
+  one_sided(sa, sb, c.b_label);
+  one_sided(sb, sa, c.a_label);
   for (const auto& [kind, n] : family) {
     if (n < 2) continue;
     const double need = o.verdict.alpha / static_cast<double>(n);
@@ -265,6 +287,12 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
       alpha = m.alpha;
       const std::string name = m.kind == "aggregate" ? (m.step.empty() ? "aggregate" : m.step)
                                                      : (m.step.empty() ? m.subject : m.step + " " + m.subject);
+      if (!m.missing_in.empty()) {
+        const auto side = [](std::size_t n, double v) { return n > 0 ? fmt::format("{:.1f}", v) : std::string("-"); };
+        rows += fmt::format("  {:<30} {:>9} {:>9}  missing in {}  <-- FAIL\n", name, side(m.d.n_a, m.d.mean_a),
+                            side(m.d.n_b, m.d.mean_b), m.missing_in);
+        continue;
+      }
       rows += fmt::format(
           "  {:<30} {:>9.1f} {:>9.1f} {:>8} {:>18} {:>6} {:>7} {:>8.2f}  {}{}\n", name, m.d.mean_a, m.d.mean_b,
           fmt::format("{:+.1f}%", m.d.change_pct),
@@ -289,7 +317,9 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
          " beat every trial of " + c.a_label +
          "; p: two-sided Mann-Whitney U; 95% CI: bootstrap of the ratio of means\n";
   for (const auto& v : c.verdicts) out += "verdict: " + v + "\n";
-  out += c.failed ? "result: FAIL (a significant regression, or an expected gain not shown)\n" : "result: PASS\n";
+  out += c.failed
+             ? "result: FAIL (a significant regression, an expected gain not shown, or a link missing on one side)\n"
+             : "result: PASS\n";
   return out;
 }
 
@@ -315,6 +345,7 @@ json render_trial_comparison_json(const TrialComparison& c) {
          {"expected_pct", m.expected_pct ? json(*m.expected_pct) : json(nullptr)},
          {"direction", stats::to_string(m.d.direction)},
          {"verdict", m.d.sentence},
+         {"missing_in", m.missing_in.empty() ? json(nullptr) : json(m.missing_in)},
          {"fails", m.fails}});
   }
   return {{"schema", "fabperf.compare-trials"},

@@ -112,6 +112,35 @@ TEST(CompareTrials, RegressionFailsButMembersDoNot) {
   EXPECT_TRUE(c.failed);
 }
 
+// Issue 31: a link present on one side only was skipped without a row, so a port that went down
+// after the change passed. Now it is a FAIL row naming the side it is missing in, both ways.
+TEST(CompareTrials, ALinkMissingOnOneSideIsAFailRow) {
+  std::vector<json> before, after;
+  for (int i = 0; i < 3; ++i) {
+    before.push_back(result(200, 100, 100));
+    json r = result(200, 100, 100);
+    r["nodes"][0]["links"].erase(1);  // eth1 gone
+    after.push_back(r);
+  }
+  const auto c = compare_trial_sets(set(before, "before"), set(after, "after"), {});
+  const auto& m = metric(c, "link", "n1/eth1");
+  EXPECT_EQ(m.missing_in, "after");
+  EXPECT_TRUE(m.fails);
+  EXPECT_EQ(m.d.n_a, 3u);
+  EXPECT_DOUBLE_EQ(m.d.mean_a, 100.0);
+  EXPECT_TRUE(c.failed);
+  EXPECT_FALSE(metric(c, "link", "n1/eth0").fails);
+  const std::string t = render_trial_comparison_text(c);
+  EXPECT_NE(t.find("n1/eth1"), std::string::npos) << t;
+  EXPECT_NE(t.find("missing in after  <-- FAIL"), std::string::npos) << t;
+  EXPECT_NE(t.find("result: FAIL"), std::string::npos) << t;
+  EXPECT_EQ(render_trial_comparison_json(c)["metrics"].back()["missing_in"], "after");
+  // A link only after the change (a new port, or one that was down before) is said the same way.
+  const auto r = compare_trial_sets(set(after, "before"), set(before, "after"), {});
+  EXPECT_EQ(metric(r, "link", "n1/eth1").missing_in, "before");
+  EXPECT_TRUE(r.failed);
+}
+
 TEST(CompareTrials, TooFewTrialsForManyLinksIsSaid) {
   // 3 vs 3 trials: 0.1 at best, never below 0.025 for two links.
   std::vector<json> a, b;
