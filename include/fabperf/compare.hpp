@@ -94,6 +94,9 @@ struct TrialSet {
   std::string label;  // "before", "after", or an A/B plan's configuration names
   std::string file;
   std::vector<Trial> trials;
+  // What the file holds but the statistics leave out, each with its reason: a trial interrupted
+  // by the user or missing a node's result, a plan step that did not finish, a last line cut off.
+  std::vector<std::string> excluded;
 };
 // Reads one side: a single result (`run --json`), a trials file (`run --repeat N --json`: one
 // result per line), or a plan's results file (its done steps; with `repeat`, every trial).

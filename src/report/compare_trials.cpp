@@ -34,6 +34,17 @@ void rename_nodes(json& result, const std::map<std::string, std::string>& names)
   }
 }
 
+// Why a result may not count as a trial ("" when it may): only complete, uninterrupted runs do.
+std::string exclusion(const json& r) {
+  if (r.value("interrupted", false)) return "interrupted by the user";
+  if (!r.value("complete", true)) {
+    const auto& f = r.value("findings", json::array());
+    return "incomplete: " + (f.is_array() && !f.empty() && f[0].is_string() ? f[0].get<std::string>()
+                                                                            : std::string("a node did not report"));
+  }
+  return "";
+}
+
 std::vector<TrialSet> load_one(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("compare: cannot read {}", path));
@@ -44,18 +55,27 @@ std::vector<TrialSet> load_one(const std::string& path) {
   if (!whole.is_discarded()) {
     if (!is_result(whole))
       throw UsageError(fmt::format("compare: {}: not a fabperf result (schema '{}')", path, kResultSchema));
-    return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}}};
+    if (const auto why = exclusion(whole); !why.empty()) return {TrialSet{"", path, {}, {path + ": " + why}}};
+    return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}, {}}};
   }
   // JSON Lines: a trials file from `run --repeat`, or a plan's results file.
   std::vector<json> lines;
+  std::vector<std::string> excluded;
   std::size_t lineno = 0;
   std::istringstream ls(text);
   for (std::string line; std::getline(ls, line);) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded())
-      throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt or truncated)", path, lineno));
+    if (j.is_discarded()) {
+      // A last line cut off (a run stopped while writing it) is left out, as `report` does; a
+      // bad line with more after it is a corrupt file.
+      if (ls.peek() == std::char_traits<char>::eof()) {
+        excluded.push_back(fmt::format("{}:{}: cut off (the run stopped while writing it)", path, lineno));
+        break;
+      }
+      throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt)", path, lineno));
+    }
     lines.push_back(std::move(j));
   }
   if (lines.empty()) throw UsageError(fmt::format("compare: {}: empty", path));
@@ -66,8 +86,8 @@ std::vector<TrialSet> load_one(const std::string& path) {
       for (const auto& h : plan["hosts"]) names[h.value("address", "")] = h.value("name", "");
     }
     const bool ab = plan.contains("ab") && plan["ab"].is_object();
-    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}},
-        b{ab ? plan["ab"].value("b_name", "B") : "", path, {}};
+    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}, excluded},
+        b{ab ? plan["ab"].value("b_name", "B") : "", path, {}, excluded};
     // The last record of each step id counts (a resumed run appends a fresh one).
     std::map<std::string, const json*> last;
     std::vector<std::string> order;
@@ -79,20 +99,33 @@ std::vector<TrialSet> load_one(const std::string& path) {
     }
     for (const auto& id : order) {
       const json& l = *last[id];
-      if (l.value("status", "") != "done" || !l.contains("result") || !is_result(l["result"])) continue;
+      TrialSet& side = l.value("config", "") == "B" ? b : a;
+      if (l.value("status", "") != "done" || !l.contains("result") || !is_result(l["result"])) {
+        side.excluded.push_back(fmt::format("step {}: {}", id, l.value("status", "not finished")));
+        continue;
+      }
+      if (const auto why = exclusion(l["result"]); !why.empty()) {
+        side.excluded.push_back(fmt::format("step {}: {}", id, why));
+        continue;
+      }
       Trial t{l.value("base_id", id), l.value("trial", 1u), l["result"]};
       rename_nodes(t.result, names);
-      (l.value("config", "") == "B" ? b : a).trials.push_back(std::move(t));
+      side.trials.push_back(std::move(t));
     }
     if (ab) return {a, b};
     return {a};
   }
-  TrialSet s{"", path, {}};
+  TrialSet s{"", path, {}, excluded};
+  std::uint32_t n = 0;
   for (auto& l : lines) {
     if (!is_result(l))
       throw UsageError(fmt::format("compare: {}: a line is neither a fabperf result nor a plan record", path));
-    const auto t = static_cast<std::uint32_t>(s.trials.size() + 1);
-    s.trials.push_back({"", l.value("trial", t), std::move(l)});
+    const auto t = l.value("trial", ++n);
+    if (const auto why = exclusion(l); !why.empty()) {
+      s.excluded.push_back(fmt::format("{} trial {}: {}", path, t, why));
+      continue;
+    }
+    s.trials.push_back({"", t, std::move(l)});
   }
   return {s};
 }
@@ -162,6 +195,7 @@ std::vector<TrialSet> load_trial_sets(const std::string& paths) {
           t.trial = static_cast<std::uint32_t>(joined[i].trials.size() + 1);
           joined[i].trials.push_back(std::move(t));
         }
+        for (auto& e : sets[i].excluded) joined[i].excluded.push_back(std::move(e));
         joined[i].file += "," + p;
       }
     }
@@ -170,8 +204,9 @@ std::vector<TrialSet> load_trial_sets(const std::string& paths) {
   }
   for (const auto& s : joined) {
     if (s.trials.empty())
-      throw UsageError(
-          fmt::format("compare: {}: no finished result{} in it", s.file, s.label.empty() ? "" : " for " + s.label));
+      throw UsageError(fmt::format("compare: {}: no finished result{} in it{}", s.file,
+                                   s.label.empty() ? "" : " for " + s.label,
+                                   s.excluded.empty() ? std::string() : " (excluded: " + s.excluded.front() + ")"));
   }
   return joined;
 }
@@ -246,6 +281,10 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
                       "it (at best p = {:.2g}): repeat more for a verdict per {}",
                       n, kind, need, max_a, max_b, min_p(max_a, max_b), kind));
     }
+  }
+  for (const auto* side : {&a, &b}) {
+    for (const auto& e : side->excluded)
+      c.notes.push_back(fmt::format("excluded from {}: {}", side == &a ? c.a_label : c.b_label, e));
   }
   c.unreplicated = max_a < 2 || max_b < 2;
   if (c.unreplicated) {

@@ -34,7 +34,7 @@ json result(double agg, double eth0, double eth1, double m0 = 10, double m1 = 10
 }
 
 TrialSet set(const std::vector<json>& results, const std::string& label = "") {
-  TrialSet s{label, "f", {}};
+  TrialSet s{label, "f", {}, {}};
   for (const auto& r : results) s.trials.push_back({"", static_cast<std::uint32_t>(s.trials.size() + 1), r});
   return s;
 }
@@ -199,6 +199,8 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   EXPECT_EQ(s[0].trials[0].step, "bond/0");
   EXPECT_EQ(s[0].trials[0].result["nodes"][0]["node"], "h1");
   EXPECT_EQ(s[1].trials.size(), 1u);
+  ASSERT_EQ(s[1].excluded.size(), 1u);  // B's second trial was interrupted: listed, not counted
+  EXPECT_EQ(s[1].excluded[0], "step bond/0@B2: interrupted");
   const auto c = compare_trial_sets(s[0], s[1], {});
   EXPECT_EQ(c.a_label, "balance-alb");
   EXPECT_EQ(metric(c, "link", "h1/eth0").step, "bond/0");
@@ -208,4 +210,48 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   EXPECT_THROW(load_trial_sets("/nonexistent/x.json"), UsageError);
   EXPECT_THROW(load_trial_sets(single + ","), UsageError);
   for (const auto& f : {single, trials, abf, bad}) std::remove(f.c_str());
+}
+
+// Issue 31: after Ctrl-C in `run --repeat 5` the interrupted 0 MB/s trial stayed in the file and
+// compare counted it (2 trials, mean halved), and a last line cut off was refused where `report`
+// skipped it. Only complete, uninterrupted trials count; the rest are listed with their reason.
+TEST(CompareTrials, InterruptedIncompleteAndCutOffTrialsAreExcludedAndSaid) {
+  std::string lines;
+  for (int i = 0; i < 3; ++i) lines += result(100, 50, 50).dump() + "\n";
+  json interrupted = result(0, 0, 0);
+  interrupted["interrupted"] = true;
+  interrupted["trial"] = 4;
+  json lost = result(40, 20, 20);
+  lost["complete"] = false;
+  lost["findings"] = json::array({"node n2 lost: connection reset"});
+  lost["trial"] = 5;
+  lines += interrupted.dump() + "\n" + lost.dump() + "\n" + result(100, 50, 50).dump().substr(0, 40);
+  const std::string f = temp_file(lines);
+  const auto s = load_trial_sets(f);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].trials.size(), 3u);
+  ASSERT_EQ(s[0].excluded.size(), 3u);
+  EXPECT_EQ(s[0].excluded[0], f + ":6: cut off (the run stopped while writing it)");
+  EXPECT_EQ(s[0].excluded[1], f + " trial 4: interrupted by the user");
+  EXPECT_EQ(s[0].excluded[2], f + " trial 5: incomplete: node n2 lost: connection reset");
+  std::vector<json> after(3, result(100, 50, 50));
+  const auto c = compare_trial_sets(s[0], set(after, "after"), {});
+  EXPECT_DOUBLE_EQ(metric(c, "aggregate", "").d.mean_a, 100.0);  // the 0 MB/s trial is not in it
+  EXPECT_EQ(metric(c, "aggregate", "").d.n_a, 3u);
+  EXPECT_NE(
+      std::find(c.notes.begin(), c.notes.end(), "excluded from before: " + f + " trial 4: interrupted by the user"),
+      c.notes.end());
+  // A bad line with more after it is still a corrupt file.
+  const std::string corrupt = temp_file("{nope\n" + result(1, 1, 1).dump() + "\n");
+  EXPECT_THROW(load_trial_sets(corrupt), UsageError);
+  // A single interrupted result has no trial to compare, and says why.
+  const std::string single = temp_file(interrupted.dump());
+  try {
+    (void)load_trial_sets(single);
+    ADD_FAILURE() << "an interrupted single result was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("(excluded: " + single + ": interrupted by the user)"), std::string::npos)
+        << e.what();
+  }
+  for (const auto& x : {f, corrupt, single}) std::remove(x.c_str());
 }
