@@ -12,8 +12,27 @@
 
 namespace fabperf {
 
+// What each link should have done between two results, and why (docs/statistics.md). A link
+// with an expectation fails when it did not meet it; one without is only described.
+struct Expectation {
+  double pct{0};       // the change expected; 0 = unchanged
+  std::string reason;  // "--expect h4/eth0=+150%", "--expect-rest unchanged", "speed 1000 -> 2500 Mb/s"
+};
+struct LinkExpectations {
+  // --expect LINK=PCT: LINK is NODE/LINK (one node's) or LINK (that interface on every node).
+  std::vector<std::pair<std::string, double>> links;
+  // --expect-rest: what every other link should do: nothing said, stay unchanged, or change as
+  // its speeds before and after say (unchanged when they are equal).
+  enum class Rest { none, unchanged, speeds } rest{Rest::none};
+  std::optional<Expectation> for_link(const std::string& node, const std::string& link, std::int64_t before_speed,
+                                      std::int64_t after_speed) const;
+};
+// "LINK=PCT" of --expect; UsageError naming the option and the text otherwise.
+std::pair<std::string, double> parse_link_expectation(const std::string& text);
+
 struct CompareOptions {
   std::optional<double> expect_gain_pct;  // --expect-gain: every link must gain at least this
+  LinkExpectations expect;                // --expect, --expect-rest: per link
 };
 
 struct Delta {
@@ -31,7 +50,8 @@ struct LinkDelta {
   double before_mb{0}, after_mb{0};  // payload MB/s on the link (busier direction)
   double change_pct{0};
   std::int64_t before_speed{-1}, after_speed{-1};
-  std::optional<double> predicted_pct;             // from the speeds, or --expect-gain
+  std::optional<double> predicted_pct;             // from the speeds, --expect-gain or --expect
+  std::string expectation;                         // what was expected and why ("" nothing)
   double noise_before_pct{0}, noise_after_pct{0};  // coefficient of variation of the interval samples
   LinkVerdict verdict{LinkVerdict::no_change};
   bool fails{false};
@@ -111,6 +131,7 @@ struct TrialMetric {
   stats::Decision d;
   double alpha{0.05};  // the level this metric was judged at (Bonferroni over its kind)
   std::optional<double> expected_pct;
+  std::string expectation;  // why expected_pct (--expect, --expect-rest, --expect-gain)
   bool fails{false};
   // The label of the side on which this link or member never appeared ("" when both have it):
   // a port that went down after a change, or one that is new. Not judged; it fails.
@@ -126,6 +147,7 @@ struct TrialComparison {
 };
 struct TrialCompareOptions {
   std::optional<double> expect_gain_pct;
+  LinkExpectations expect;
   stats::VerdictOptions verdict;
 };
 // Every quantity present on both sides (each step's aggregate, every link's payload MB/s, every

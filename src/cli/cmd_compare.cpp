@@ -40,9 +40,12 @@ int cmd_compare(int argc, char** argv) {
       "Compare results: fabperf compare BEFORE AFTER (each a result, a --repeat trials file, a plan's results, "
       "or FILE,FILE,...), or fabperf compare AB-RESULTS.jsonl (an A/B plan's results)");
   o.add_options()("expect-gain", "every link must gain at least PCT percent (e.g. 40 for 40GbE -> 56GbE)",
-                  cxxopts::value<std::string>())("min-effect",
-                                                 "trials: a change smaller than PCT percent is no difference",
-                                                 cxxopts::value<std::string>()->default_value("2"))(
+                  cxxopts::value<std::string>())(
+      "expect", "LINK=PCT: this link (NODE/LINK, or LINK on every node) must change by PCT (0: unchanged); repeat",
+      cxxopts::value<std::vector<std::string>>())(
+      "expect-rest", "every other link: 'unchanged', or 'speeds' (as its speeds before and after say)",
+      cxxopts::value<std::string>())("min-effect", "trials: a change smaller than PCT percent is no difference",
+                                     cxxopts::value<std::string>()->default_value("2"))(
       "json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())(
       "files", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"files"});
@@ -60,6 +63,24 @@ int cmd_compare(int argc, char** argv) {
   std::optional<double> expect;
   if (r.count("expect-gain")) expect = percent(get<std::string>(r, "expect-gain"), "expect-gain", -100, 10000);
   const double min_effect = percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);
+  LinkExpectations expectations;
+  if (r.count("expect")) {
+    for (const auto& e : get<std::vector<std::string>>(r, "expect"))
+      expectations.links.push_back(parse_link_expectation(e));
+  }
+  if (r.count("expect-rest")) {
+    const auto rest = get<std::string>(r, "expect-rest");
+    if (rest == "unchanged") {
+      expectations.rest = LinkExpectations::Rest::unchanged;
+    } else if (rest == "speeds") {
+      expectations.rest = LinkExpectations::Rest::speeds;
+    } else {
+      throw UsageError(fmt::format("--expect-rest '{}': expected 'unchanged' or 'speeds'", rest));
+    }
+  }
+  if (expect && (!expectations.links.empty() || expectations.rest != LinkExpectations::Rest::none)) {
+    throw UsageError("--expect-gain applies to every link: give it alone, or per link with --expect and --expect-rest");
+  }
   const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
 
   std::vector<TrialSet> sides;
@@ -84,6 +105,7 @@ int cmd_compare(int argc, char** argv) {
   if (single) {
     CompareOptions opts;
     opts.expect_gain_pct = expect;
+    opts.expect = expectations;
     const Comparison c =
         compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], opts);
     const auto d = stats::decide({c.aggregate.before}, {c.aggregate.after}, "after");
@@ -100,6 +122,7 @@ int cmd_compare(int argc, char** argv) {
   }
   TrialCompareOptions opts;
   opts.expect_gain_pct = expect;
+  opts.expect = expectations;
   opts.verdict.min_effect_pct = min_effect;
   const TrialComparison c = compare_trial_sets(sides[0], sides[1], opts);
   if (json_path == "-") {

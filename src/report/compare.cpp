@@ -27,6 +27,38 @@ std::string_view to_string(LinkVerdict v) {
   return "?";
 }
 
+std::optional<Expectation> LinkExpectations::for_link(const std::string& node, const std::string& link,
+                                                      std::int64_t before_speed, std::int64_t after_speed) const {
+  // A run's nodes are "host:port"; the user may name the host alone.
+  const std::string host = node.substr(0, node.rfind(':') == std::string::npos ? node.size() : node.rfind(':'));
+  for (const auto& [name, pct] : links) {
+    if (name == node + "/" + link || name == host + "/" + link || name == link)
+      return Expectation{pct, fmt::format("--expect {}={:+g}%", name, pct)};
+  }
+  switch (rest) {
+    case Rest::none: return std::nullopt;
+    case Rest::unchanged: return Expectation{0, "--expect-rest unchanged"};
+    case Rest::speeds:
+      if (before_speed <= 0 || after_speed <= 0) return std::nullopt;
+      return Expectation{100.0 * (static_cast<double>(after_speed) / static_cast<double>(before_speed) - 1.0),
+                         fmt::format("speed {} -> {} Mb/s", before_speed, after_speed)};
+  }
+  return std::nullopt;
+}
+
+std::pair<std::string, double> parse_link_expectation(const std::string& text) {
+  const auto eq = text.rfind('=');
+  std::string pct = eq == std::string::npos ? "" : text.substr(eq + 1);
+  if (!pct.empty() && pct.back() == '%') pct.pop_back();
+  char* end = nullptr;
+  const double v = std::strtod(pct.c_str(), &end);
+  if (eq == 0 || eq == std::string::npos || pct.empty() || end != pct.c_str() + pct.size() ||
+      !(v > -100 && v < 10000)) {
+    throw UsageError(fmt::format("--expect '{}': expected LINK=PCT, e.g. h4/eth0=+150% or eth0=0", text));
+  }
+  return {text.substr(0, eq), v};
+}
+
 namespace {
 using json_read::num;
 
@@ -198,8 +230,13 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
     d.after_speed = speed(x);
     d.noise_after_pct = noise_pct(x.value("intervals", json::array()));
     d.change_pct = change(d.before_mb, d.after_mb);
-    if (opts.expect_gain_pct) {
+    const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed, d.after_speed);
+    if (expected) {
+      d.predicted_pct = expected->pct;
+      d.expectation = expected->reason;
+    } else if (opts.expect_gain_pct) {
       d.predicted_pct = *opts.expect_gain_pct;
+      d.expectation = fmt::format("--expect-gain {:g}", *opts.expect_gain_pct);
     } else if (d.before_speed > 0 && d.after_speed > 0 && d.before_speed != d.after_speed) {
       d.predicted_pct = 100.0 * (static_cast<double>(d.after_speed) / static_cast<double>(d.before_speed) - 1.0);
     }
@@ -215,8 +252,12 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
     } else {
       d.verdict = LinkVerdict::less_than_expected;
     }
-    const bool short_of_expectation = opts.expect_gain_pct && d.verdict != LinkVerdict::as_expected;
-    d.fails = d.verdict == LinkVerdict::regressed || short_of_expectation;
+    // An expectation is met by the verdict it names: unchanged by "no change" (a port that gained
+    // when it should not have is as much news as one that did not), a gain by "as expected".
+    const bool stated = expected || opts.expect_gain_pct;
+    const bool met = d.predicted_pct && std::abs(*d.predicted_pct) <= band ? d.verdict == LinkVerdict::no_change
+                                                                           : d.verdict == LinkVerdict::as_expected;
+    d.fails = d.verdict == LinkVerdict::regressed || (stated && !met);
     c.links.push_back(d);
   }
   for (const auto& [key, l] : al) {
@@ -227,7 +268,7 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
       d.after_mb = payload(*l);
       d.after_speed = speed(*l);
       d.verdict = LinkVerdict::missing;
-      d.fails = opts.expect_gain_pct.has_value();
+      d.fails = true;  // a port that appeared is news too; either side missing fails
       c.links.push_back(d);
     }
   }
@@ -255,6 +296,10 @@ std::string render_comparison_text(const Comparison& c) {
                          fmt::format("{:.1f}/{:.1f}%", d.noise_before_pct, d.noise_after_pct), to_string(d.verdict),
                          d.fails ? "  <-- FAIL" : "");
     }
+    for (const auto& d : c.links) {
+      if (!d.expectation.empty())
+        out += fmt::format("  {} {}: expected {:+.1f}% ({})\n", d.node, d.link, *d.predicted_pct, d.expectation);
+    }
     out += "\n";
   }
   out += render_bond_deltas_text(c.bonds);
@@ -271,7 +316,8 @@ std::string render_comparison_text(const Comparison& c) {
   out += fmt::format("\naggregate {:.1f} -> {:.1f} MB/s ({})\n", c.aggregate.before, c.aggregate.after,
                      pct(c.aggregate.change_pct));
   for (const auto& n : c.notes) out += "note: " + n + "\n";
-  out += c.failed ? "verdict: FAIL (a link regressed or fell short of the expected gain)\n" : "verdict: PASS\n";
+  out += c.failed ? "verdict: FAIL (a link regressed, missed what was expected of it, or is missing in one run)\n"
+                  : "verdict: PASS\n";
   return out;
 }
 
@@ -293,6 +339,7 @@ json render_comparison_json(const Comparison& c) {
                      {"before_speed_mbps", d.before_speed},
                      {"after_speed_mbps", d.after_speed},
                      {"expected_pct", d.predicted_pct ? json(*d.predicted_pct) : json(nullptr)},
+                     {"expectation", d.expectation.empty() ? json(nullptr) : json(d.expectation)},
                      {"noise_before_pct", d.noise_before_pct},
                      {"noise_after_pct", d.noise_after_pct},
                      {"verdict", to_string(d.verdict)},

@@ -159,6 +159,22 @@ std::map<std::pair<std::string, std::string>, double> metrics_of(const json& r) 
 
 using Key = std::tuple<std::string, std::string, std::string>;  // step, kind, subject
 
+// A link's negotiated speed (Mb/s) in a set's first trial, -1 unknown; subject is NODE/LINK.
+std::int64_t link_speed(const TrialSet& s, const std::string& subject) {
+  if (s.trials.empty()) return -1;
+  const json& r = s.trials.front().result;
+  if (!r.contains("nodes") || !r["nodes"].is_array()) return -1;
+  for (const auto& n : r["nodes"]) {
+    if (!n.contains("links") || !n["links"].is_array()) continue;
+    for (const auto& l : n["links"]) {
+      if (n.value("node", "") + "/" + l.value("link", "") != subject) continue;
+      const auto it = l.find("speed_mbps");
+      return it != l.end() && it->is_number_integer() ? it->get<std::int64_t>() : -1;
+    }
+  }
+  return -1;
+}
+
 std::map<Key, std::vector<double>> samples_of(const TrialSet& s) {
   std::map<Key, std::vector<double>> out;
   for (const auto& t : s.trials) {
@@ -261,9 +277,24 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     m.d = stats::decide(v, it->second, c.b_label, vo);
     max_a = std::max(max_a, v.size());
     max_b = std::max(max_b, it->second.size());
-    if (m.kind != "member" && o.expect_gain_pct) m.expected_pct = o.expect_gain_pct;
+    std::optional<Expectation> e;
+    if (m.kind == "link") {
+      const auto slash = m.subject.find('/');
+      e = o.expect.for_link(m.subject.substr(0, slash), m.subject.substr(slash + 1), link_speed(a, m.subject),
+                            link_speed(b, m.subject));
+    }
+    if (e) {
+      m.expected_pct = e->pct;
+      m.expectation = e->reason;
+    } else if (m.kind != "member" && o.expect_gain_pct) {
+      m.expected_pct = o.expect_gain_pct;
+      m.expectation = fmt::format("--expect-gain {:g}", *o.expect_gain_pct);
+    }
     m.fails = m.kind != "member" && m.d.direction == stats::Direction::slower;
-    if (m.expected_pct) {
+    if (m.expected_pct && std::abs(*m.expected_pct) < o.verdict.min_effect_pct) {
+      // Expected unchanged: a change the trials show, either way, is what fails.
+      m.fails = m.d.direction != stats::Direction::no_difference;
+    } else if (m.expected_pct) {
       const double tolerance = std::max(5.0, m.d.pm_pct);
       m.fails = m.fails || m.d.direction != stats::Direction::faster || m.d.change_pct < *m.expected_pct - tolerance;
     }
@@ -351,6 +382,12 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
   section("link", "Links (payload, busier direction)");
   section("member", "Bond members (tx+rx)");
   out += "\n";
+  for (const auto& m : c.metrics) {
+    if (!m.expectation.empty() && m.kind == "link") {
+      out += fmt::format("expected: {}{}: {:+.1f}% ({}){}\n", m.step.empty() ? "" : m.step + " ", m.subject,
+                         *m.expected_pct, m.expectation, m.fails ? " <-- FAIL" : "");
+    }
+  }
   for (const auto& n : c.notes) out += "note: " + n + "\n";
   out += "effect: rank-biserial correlation (Cliff's delta), +1 when every trial of " + c.b_label +
          " beat every trial of " + c.a_label +
@@ -382,6 +419,7 @@ json render_trial_comparison_json(const TrialComparison& c) {
          {"rank_biserial", m.d.test.rank_biserial},
          {"alpha", m.alpha},
          {"expected_pct", m.expected_pct ? json(*m.expected_pct) : json(nullptr)},
+         {"expectation", m.expectation.empty() ? json(nullptr) : json(m.expectation)},
          {"direction", stats::to_string(m.d.direction)},
          {"verdict", m.d.sentence},
          {"missing_in", m.missing_in.empty() ? json(nullptr) : json(m.missing_in)},

@@ -103,3 +103,65 @@ TEST(Compare, BadInputsAreUsageErrorsNamingTheFile) {
   missing.erase("pairs");
   EXPECT_THROW(compare_results(ok, missing, "b", "a", {}), UsageError);
 }
+
+namespace {
+// result() with one link's speed set apart: a single switch port re-speeded.
+json with_speed(json r, const std::string& link, std::int64_t speed) {
+  for (auto& l : r["nodes"][1]["links"]) {
+    if (l["link"] == link) l["speed_mbps"] = speed;
+  }
+  return r;
+}
+const LinkDelta& link_delta(const Comparison& c, const std::string& link) {
+  for (const auto& d : c.links) {
+    if (d.link == link) return d;
+  }
+  throw std::runtime_error("no link " + link);
+}
+}  // namespace
+
+// Issue 31: a one-port change (eth0 1 -> 2.5 Gbit/s). --expect-gain applies to every link and
+// fails the untouched one; without it an un-upgraded port passed. Per-link expectations, stated
+// or derived from the speeds, judge each link by what it should have done.
+TEST(Compare, PerLinkExpectationsJudgeAOnePortChange) {
+  const json before = result({{"eth0", 100}, {"eth1", 100}}, 1000);
+  const json upgraded = with_speed(result({{"eth0", 250}, {"eth1", 100}}, 1000), "eth0", 2500);
+  CompareOptions speeds;
+  speeds.expect.rest = LinkExpectations::Rest::speeds;
+  auto c = compare_results(before, upgraded, "b", "a", speeds);
+  EXPECT_FALSE(c.failed);
+  EXPECT_EQ(link_delta(c, "eth0").verdict, LinkVerdict::as_expected);
+  EXPECT_EQ(link_delta(c, "eth0").expectation, "speed 1000 -> 2500 Mb/s");
+  EXPECT_EQ(link_delta(c, "eth1").expectation, "speed 1000 -> 1000 Mb/s");
+  EXPECT_FALSE(link_delta(c, "eth1").fails);
+  // The port was re-speeded but its traffic did not move: FAIL, naming it.
+  const json stuck = with_speed(result({{"eth0", 100}, {"eth1", 100}}, 1000), "eth0", 2500);
+  c = compare_results(before, stuck, "b", "a", speeds);
+  EXPECT_TRUE(c.failed);
+  EXPECT_TRUE(link_delta(c, "eth0").fails);
+  EXPECT_FALSE(link_delta(c, "eth1").fails);
+  const std::string t = render_comparison_text(c);
+  EXPECT_NE(t.find("h1:6668 eth0: expected +150.0% (speed 1000 -> 2500 Mb/s)"), std::string::npos) << t;
+  // Stated: eth0 +150%, the rest unchanged; an untouched port that moved fails too.
+  CompareOptions stated;
+  stated.expect.links = {parse_link_expectation("h1/eth0=+150%")};  // the host alone names it too
+  stated.expect.rest = LinkExpectations::Rest::unchanged;
+  EXPECT_FALSE(compare_results(before, upgraded, "b", "a", stated).failed);
+  const json both = result({{"eth0", 250}, {"eth1", 250}}, 1000);
+  c = compare_results(before, both, "b", "a", stated);
+  EXPECT_FALSE(link_delta(c, "eth0").fails);
+  EXPECT_TRUE(link_delta(c, "eth1").fails);
+  EXPECT_EQ(link_delta(c, "eth1").expectation, "--expect-rest unchanged");
+  // --expect-gain keeps its meaning: every link, so the untouched one fails.
+  CompareOptions gain;
+  gain.expect_gain_pct = 150;
+  EXPECT_TRUE(link_delta(compare_results(before, upgraded, "b", "a", gain), "eth1").fails);
+  // A link that appears only after the change is a FAIL row as much as one that vanished.
+  c = compare_results(before, result({{"eth0", 100}, {"eth1", 100}, {"eth2", 100}}, 1000), "b", "a", {});
+  EXPECT_TRUE(link_delta(c, "eth2").fails);
+  EXPECT_EQ(link_delta(c, "eth2").verdict, LinkVerdict::missing);
+  EXPECT_THROW((void)parse_link_expectation("eth0"), UsageError);
+  EXPECT_THROW((void)parse_link_expectation("=5"), UsageError);
+  EXPECT_THROW((void)parse_link_expectation("eth0=lots"), UsageError);
+  EXPECT_EQ(parse_link_expectation("h4/eth0=+150%"), (std::pair<std::string, double>{"h4/eth0", 150.0}));
+}

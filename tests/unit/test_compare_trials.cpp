@@ -255,3 +255,29 @@ TEST(CompareTrials, InterruptedIncompleteAndCutOffTrialsAreExcludedAndSaid) {
   }
   for (const auto& x : {f, corrupt, single}) std::remove(x.c_str());
 }
+
+// Issue 31, with trials: eth0 re-speeded (+150%), eth1 untouched. Per-link expectations pass the
+// change as it should be and fail an untouched link that moved.
+TEST(CompareTrials, PerLinkExpectations) {
+  std::vector<json> before, after, both;
+  for (int i = 0; i < 5; ++i) {
+    const double j = 0.1 * i;  // a little noise, so ranks are decided
+    before.push_back(result(200 + j, 100 + j, 100 + j));
+    after.push_back(result(350 + j, 250 + j, 100 + j));
+    both.push_back(result(500 + j, 250 + j, 250 + j));
+  }
+  TrialCompareOptions o;
+  o.expect.links = {parse_link_expectation("n1/eth0=+150")};
+  o.expect.rest = LinkExpectations::Rest::unchanged;
+  auto c = compare_trial_sets(set(before, "before"), set(after, "after"), o);
+  EXPECT_FALSE(c.failed) << render_trial_comparison_text(c);
+  EXPECT_EQ(metric(c, "link", "n1/eth0").expectation, "--expect n1/eth0=+150%");
+  EXPECT_EQ(metric(c, "link", "n1/eth1").expectation, "--expect-rest unchanged");
+  c = compare_trial_sets(set(before, "before"), set(both, "after"), o);
+  EXPECT_TRUE(c.failed);
+  EXPECT_FALSE(metric(c, "link", "n1/eth0").fails);
+  EXPECT_TRUE(metric(c, "link", "n1/eth1").fails);
+  EXPECT_NE(render_trial_comparison_text(c).find("expected: n1/eth1: +0.0% (--expect-rest unchanged) <-- FAIL"),
+            std::string::npos)
+      << render_trial_comparison_text(c);
+}
