@@ -30,9 +30,15 @@ std::string_view to_string(LinkVerdict v) {
 std::optional<Expectation> LinkExpectations::for_link(const std::string& node, const std::string& link,
                                                       std::int64_t before_speed, std::int64_t after_speed) const {
   // A run's nodes are "host:port"; the user may name the host alone.
-  const std::string host = node.substr(0, node.rfind(':') == std::string::npos ? node.size() : node.rfind(':'));
+  const auto path = [&link](std::string_view n) {
+    std::string p(n);
+    p += '/';
+    p += link;
+    return p;
+  };
+  const std::string full = path(node), by_host = path(std::string_view(node).substr(0, node.rfind(':')));
   for (const auto& [name, pct] : links) {
-    if (name == node + "/" + link || name == host + "/" + link || name == link)
+    if (name == link || name == full || name == by_host)
       return Expectation{pct, fmt::format("--expect {}={:+g}%", name, pct)};
   }
   switch (rest) {

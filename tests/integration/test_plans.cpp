@@ -168,21 +168,25 @@ TEST(Plans, PatternFromCommandLineAndKpiFailureExitsOne) {
   EXPECT_NE(r.out.find("FAIL min-node-mbps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("KPI FAILED"), std::string::npos) << r.out;
   const auto lines = read_lines(results);
-  std::set<std::string> failed;
-  int passed = 0;
+  std::set<std::string> node_failed;
+  int pair_checks = 0;
   for (const auto& l : lines) {
     if (l["type"] != "kpi") continue;
-    if (l["pass"].get<bool>()) {
-      ++passed;
-    } else {
-      failed.insert(l["subject"].get<std::string>());
-      EXPECT_EQ(l["kpi"], "min-node-mbps");
-      EXPECT_EQ(l["scope"], "node");
-      EXPECT_EQ(l["op"], ">=");
+    if (l["kpi"] == "min-pair-mbps") {
+      // Judged for every pair of every step. Whether 1 MB/s arrived in a 0.4 s window is up to the
+      // host (under TSan on 2 cores a starved pair once read below it): not asserted.
+      ++pair_checks;
+      EXPECT_EQ(l["scope"], "pair");
+      continue;
     }
+    EXPECT_EQ(l["kpi"], "min-node-mbps");
+    EXPECT_EQ(l["scope"], "node");
+    EXPECT_EQ(l["op"], ">=");
+    EXPECT_FALSE(l["pass"].get<bool>()) << l.dump();  // 10^9 MB/s: no node can pass
+    node_failed.insert(l["subject"].get<std::string>());
   }
-  EXPECT_EQ(failed, (std::set<std::string>{"n1", "n2", "n3"}));
-  EXPECT_EQ(passed, 6);  // min-pair-mbps: 2 pairs x 3 steps
+  EXPECT_EQ(node_failed, (std::set<std::string>{"n1", "n2", "n3"}));
+  EXPECT_EQ(pair_checks, 6);  // 2 pairs x 3 steps
   EXPECT_EQ(lines.back()["exit_code"], 1);
 }
 
