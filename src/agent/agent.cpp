@@ -279,7 +279,12 @@ class Agent {
       t.expires_after(kHeartbeat);
       error_code ec;
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (conn->is_open()) conn->send(MsgType::heartbeat, nlohmann::json::object());
+      // Past the test's end and before its RESULT the run drains its connections: the coordinator
+      // waits for a RESULT while this says so (CoordinatorTiming::drain_max bounds it there).
+      if (conn->is_open()) {
+        conn->send(MsgType::heartbeat,
+                   host_.draining(conn.get()) ? nlohmann::json{{"draining", true}} : nlohmann::json::object());
+      }
     }
   }
 

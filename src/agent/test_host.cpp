@@ -93,6 +93,7 @@ struct TestHost::TestState {
   std::uint64_t descriptors{0};   // data connections' descriptors, against RLIMIT_NOFILE
   std::uint64_t queue_pairs{0};   // RDMA, against kMaxQueuePairs
   bool releasing{false};          // release_async() already scheduled for this test
+  std::int64_t end_at{0};         // the started run's end, on this host's clock (0: not started)
 };
 
 TestHost::TestHost(asio::io_context& io, asio::thread_pool& pool, TestHostLimits limits, EngineFactory make_engine,
@@ -317,6 +318,7 @@ void TestHost::start(const PeerPtr& peer, const proto::Start& m) {
   }
   Schedule s{m.start_at, m.window_open, m.window_close, m.end_at, m.interval_ns};
   auto state = test_;
+  state->end_at = m.end_at;
   state->run = std::make_shared<TestRun>(std::move(state->engine), std::move(state->ctx));
   try {
     start_run(state, s, peer);
@@ -350,6 +352,10 @@ void TestHost::start_run(const std::shared_ptr<TestState>& state, const Schedule
       }
     });
   });
+}
+
+bool TestHost::draining(const proto::MessageSink* peer) const {
+  return owned_by(peer) && test_ && test_->run && test_->end_at > 0 && mono_now_ns() > test_->end_at;
 }
 
 void TestHost::abort(const proto::MessageSink* peer, const std::string& reason) {

@@ -73,6 +73,9 @@ class TestHost {
   void stop(const std::string& why);
 
   [[nodiscard]] bool idle() const { return test_ == nullptr; }
+  // True between this session's test's end and its RESULT: the run lets its connections drain
+  // what the kernels still hold (RunContext::hard_deadline). Heartbeats say so to the coordinator.
+  [[nodiscard]] bool draining(const proto::MessageSink* peer) const;
   [[nodiscard]] bool owned_by(const proto::MessageSink* peer) const { return owner_ != nullptr && owner_ == peer; }
   // "running test T for coordinator C" when another session holds a test; nullopt otherwise.
   [[nodiscard]] std::optional<std::string> held_by_other(const proto::MessageSink* peer) const;

@@ -35,6 +35,11 @@ using proto::MsgType;
 // - result_drain 5 s + result_grace 10 s: after the test's end an agent joins its threads and
 //   reads its last samples, then sends its RESULT; the grace covers the transfer (a 16 MiB RESULT
 //   at ~30 Mbit/s) and a loaded host. A node whose RESULT has not arrived by then is stalled.
+// - drain_max 60 s: an agent whose heartbeats say "draining" after the test's end (its
+//   connections still deliver what the kernels held at the stop: 8 flows with 4 MB socket buffers
+//   take 26 s at 10 Mbit/s) is waited for result_grace past each such heartbeat, never longer than
+//   the agent's own limit (RunContext::kMaxDrainNs) after the drain allowance. Without it such a
+//   node was reported stalled and its counters lost.
 // - result_frame 15 s: a RESULT frame is the largest there is.
 // - answer 60 s: an answer to a request (HELLO_OK, PONG, SETUP_*_OK, LINKS, RDMA_CONNECT_OK)
 //   must come within this, however many heartbeats the agent sends meanwhile: heartbeats say the
@@ -356,9 +361,10 @@ class Coordinator {
     return expect(n, want, idle, t_.frame);
   }
   // answer_bound false: the caller bounds the wait itself (RESULT: result_drain + result_grace
-  // after the test's end, however long the test).
+  // after the test's end, however long the test). on_heartbeat sees each heartbeat's body; by
+  // value: a coroutine keeps its parameters, and a reference to a default argument would dangle.
   asio::awaitable<json> expect(Node& n, MsgType want, std::chrono::milliseconds idle, std::chrono::milliseconds frame,
-                               bool answer_bound = true) {
+                               bool answer_bound = true, std::function<void(const json&)> on_heartbeat = nullptr) {
     using Clock = std::chrono::steady_clock;
     const auto until = answer_bound ? Clock::now() + t_.answer : Clock::time_point::max();
     for (;;) {
@@ -376,7 +382,10 @@ class Coordinator {
                            fmt::format("no answer within {:g} s (it sent only heartbeats)",
                                        std::chrono::duration<double>(t_.answer).count()));
       }
-      if (f.type == MsgType::heartbeat) continue;
+      if (f.type == MsgType::heartbeat) {
+        if (on_heartbeat) on_heartbeat(f.body);
+        continue;
+      }
       if (f.type == want) co_return std::move(f.body);
       if (f.type == MsgType::error) {
         const auto e = proto::parse_error(f.body);
@@ -742,20 +751,34 @@ class Coordinator {
     // With a sink, each node's result goes out as it arrives and is not kept here.
     // Heartbeats alone do not keep a node waited for: its RESULT must arrive within result_drain +
     // result_grace of the test's end, or the node is reported stalled and the rest still reported.
-    const auto result_deadline = std::chrono::steady_clock::now() +
-                                 std::chrono::nanoseconds(std::max<std::int64_t>(0, end - mono_now_ns())) +
-                                 t_.result_drain + t_.result_grace;
+    const auto end_tp =
+        std::chrono::steady_clock::now() + std::chrono::nanoseconds(std::max<std::int64_t>(0, end - mono_now_ns()));
+    const auto result_deadline = end_tp + t_.result_drain + t_.result_grace;
     co_await each([&](Node& n) -> asio::awaitable<void> {
       bool overdue = false;
       asio::steady_timer bound(co_await asio::this_coro::executor);
-      bound.expires_at(result_deadline);
-      bound.async_wait([&overdue, conn = n.conn](error_code e) {
-        if (e) return;
-        overdue = true;
-        conn->close();  // the agent sees its coordinator gone and stops
-      });
+      const auto arm = [&overdue, &bound, conn = n.conn](std::chrono::steady_clock::time_point at) {
+        bound.expires_at(at);  // a pending wait ends with operation_aborted
+        bound.async_wait([&overdue, conn](error_code e) {
+          if (e) return;
+          overdue = true;
+          conn->close();  // the agent sees its coordinator gone and stops
+        });
+      };
+      arm(result_deadline);
+      // An agent whose connections still drain what the kernels hold after the stop (a slow link,
+      // big socket buffers) says so in its heartbeats: its RESULT is waited for while it does,
+      // never past the agent's own drain limit (drain_max) and the grace.
+      const auto drain_cap = end_tp + t_.result_drain + t_.drain_max + t_.result_grace;
+      auto on_heartbeat = [&](const json& body) {
+        const auto it = body.find("draining");
+        if (it == body.end() || !it->is_boolean() || !it->get<bool>() || overdue) return;
+        const auto at = std::min(drain_cap, std::chrono::steady_clock::now() + t_.result_grace);
+        if (at > bound.expiry()) arm(at);
+      };
       try {
-        n.rec.result = parse_agent_result(co_await expect(n, MsgType::result, t_.idle, t_.result_frame, false));
+        n.rec.result =
+            parse_agent_result(co_await expect(n, MsgType::result, t_.idle, t_.result_frame, false, on_heartbeat));
       } catch (const ProtocolError& e) {
         n.rec.status = NodeStatus::failed;
         n.rec.error = e.what();

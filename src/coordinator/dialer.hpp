@@ -36,6 +36,7 @@ struct CoordinatorTiming {
   std::chrono::milliseconds cleaning_wait{15000};  // an agent still releasing its previous test
   std::chrono::milliseconds result_drain{5000};    // after the end: the agent joins and samples
   std::chrono::milliseconds result_grace{10000};   // then its RESULT's transfer on a loaded host
+  std::chrono::milliseconds drain_max{60000};      // an agent still draining (RunContext::kMaxDrainNs)
   std::chrono::milliseconds result_frame{15000};   // a RESULT frame, the largest there is
   std::chrono::milliseconds answer{60000};         // an answer to a request, heartbeats or not
 };

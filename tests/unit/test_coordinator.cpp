@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include <fabperf/clock.hpp>
@@ -24,9 +25,11 @@ namespace {
 struct Script {
   int cleaning_answers = 0;                     // SETUP answered "cleaning" this many times first
   std::optional<proto::ErrorCode> setup_error;  // SETUP refused with this code
-  enum class AtStart { result, close, heartbeats_only, silent } at_start = AtStart::result;
-  bool setup_heartbeats_only = false;  // SETUP never answered; heartbeats keep coming
-  std::string endpoint;                // where the dialer says it is ("" = its own)
+  enum class AtStart { result, close, heartbeats_only, silent, drain } at_start = AtStart::result;
+  std::chrono::milliseconds drain_for{0};  // AtStart::drain: "draining" heartbeats this long past
+                                           // the end, then the RESULT (0: never)
+  bool setup_heartbeats_only = false;      // SETUP never answered; heartbeats keep coming
+  std::string endpoint;                    // where the dialer says it is ("" = its own)
 
   std::vector<MsgType> got;  // everything the coordinator sent it, heartbeats left out
   std::string abort_reason;
@@ -38,6 +41,22 @@ asio::awaitable<void> sleep_until_mono(std::int64_t t_ns) {
   t.expires_after(std::chrono::nanoseconds(std::max<std::int64_t>(0, t_ns - mono_now_ns())));
   error_code ec;
   co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+// After the test's end, heartbeats that say "draining" every 100 ms for `for_` (forever when 0),
+// then `then()`.
+asio::awaitable<void> drain_then(std::shared_ptr<MemoryConn> c, std::int64_t end_at, std::chrono::milliseconds for_,
+                                 std::function<void()> then) {
+  co_await sleep_until_mono(end_at);
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  const auto until = std::chrono::steady_clock::now() + for_;
+  while (c->is_open() && (for_.count() == 0 || std::chrono::steady_clock::now() < until)) {
+    c->send(MsgType::heartbeat, nlohmann::json{{"draining", true}});
+    t.expires_after(100ms);
+    error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (c->is_open()) then();
 }
 
 asio::awaitable<void> heartbeat_until_closed(std::shared_ptr<MemoryConn> c) {
@@ -115,6 +134,9 @@ asio::awaitable<void> scripted_agent(std::shared_ptr<MemoryConn> c, std::string 
               asio::co_spawn(co_await asio::this_coro::executor, heartbeat_until_closed(c), asio::detached);
               break;
             case Script::AtStart::silent: break;
+            case Script::AtStart::drain:
+              asio::co_spawn(ex, drain_then(c, m.end_at, s.drain_for, [result] { result(false); }), asio::detached);
+              break;
           }
           break;
         }
@@ -153,6 +175,7 @@ CoordinatorTiming fast() {
   t.result_grace = 300ms;
   t.result_frame = 1000ms;
   t.answer = 800ms;
+  t.drain_max = 1500ms;
   return t;
 }
 
@@ -276,6 +299,28 @@ TEST(Coordinator, HeartbeatsInsteadOfASetUpAnswerAreBounded) {
             std::string::npos)
       << msg;
   for (const auto& [name, s] : scripts) EXPECT_EQ(s.count(MsgType::start), 0) << name;
+}
+
+// An agent whose connections still drain after the stop (the grid's 10 Mbit/s link with 8 x 4 MB
+// of socket buffers: 26 s) says so in its heartbeats; its RESULT is waited for, up to drain_max
+// past the allowance. Before, such a node was reported stalled and its counters lost.
+TEST(Coordinator, ADrainingAgentIsWaitedForUpToTheDrainLimit) {
+  std::map<std::string, Script> scripts{{"s1:6668", {}}, {"c1:6668", {}}};
+  scripts["c1:6668"].at_start = Script::AtStart::drain;
+  scripts["c1:6668"].drain_for = 1000ms;  // past drain 0.1 s + grace 0.3 s, within drain_max 1.5 s
+  ScriptedDialer d(scripts);
+  RunRecord r = run_test(request({"s1"}, {"c1"}), d, fast());
+  EXPECT_EQ(node(r, "c1:6668").status, NodeStatus::ok) << node(r, "c1:6668").error;
+  EXPECT_TRUE(node(r, "c1:6668").result);
+  // "Draining" forever is still bounded: stalled once drain_max is spent.
+  std::map<std::string, Script> forever{{"s1:6668", {}}, {"c1:6668", {}}};
+  forever["c1:6668"].at_start = Script::AtStart::drain;
+  ScriptedDialer d2(forever);
+  const auto t0 = std::chrono::steady_clock::now();
+  r = run_test(request({"s1"}, {"c1"}), d2, fast());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(node(r, "c1:6668").status, NodeStatus::stalled);
+  EXPECT_EQ(node(r, "s1:6668").status, NodeStatus::ok);
 }
 
 TEST(Coordinator, ASilentAgentIsAStallByTheIdleDeadline) {
