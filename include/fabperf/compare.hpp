@@ -27,6 +27,9 @@ struct LinkExpectations {
   std::optional<Expectation> for_link(const std::string& node, const std::string& link, std::int64_t before_speed,
                                       std::int64_t after_speed) const;
 };
+// "40", "+150%", "-5": a percentage strictly between lo and hi; UsageError naming --option and the
+// text otherwise.
+double parse_percent(const std::string& text, const std::string& option, double lo, double hi);
 // "LINK=PCT" of --expect; UsageError naming the option and the text otherwise.
 std::pair<std::string, double> parse_link_expectation(const std::string& text);
 

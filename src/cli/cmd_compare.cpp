@@ -15,17 +15,6 @@
 namespace fabperf::cli {
 namespace {
 
-double percent(const std::string& text, const char* option, double lo, double hi) {
-  std::string num = text;
-  if (!num.empty() && num.back() == '%') num.pop_back();
-  char* end = nullptr;
-  const double v = std::strtod(num.c_str(), &end);
-  if (num.empty() || end != num.c_str() + num.size() || !(v > lo && v < hi)) {
-    throw UsageError(fmt::format("--{} '{}': expected a percentage such as {}", option, text, lo < 0 ? "40" : "2"));
-  }
-  return v;
-}
-
 void write_json(const std::string& path, const nlohmann::json& j) {
   std::ofstream out(path);
   out << j.dump(2) << "\n";
@@ -61,8 +50,8 @@ int cmd_compare(int argc, char** argv) {
         "compare: give BEFORE AFTER (results, trials files or plan results), or one A/B plan's results file");
   }
   std::optional<double> expect;
-  if (r.count("expect-gain")) expect = percent(get<std::string>(r, "expect-gain"), "expect-gain", -100, 10000);
-  const double min_effect = percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);
+  if (r.count("expect-gain")) expect = parse_percent(get<std::string>(r, "expect-gain"), "expect-gain", -100, 10000);
+  const double min_effect = parse_percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);
   LinkExpectations expectations;
   if (r.count("expect")) {
     for (const auto& e : get<std::vector<std::string>>(r, "expect"))

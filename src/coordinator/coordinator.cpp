@@ -37,7 +37,7 @@ using proto::MsgType;
 //   at ~30 Mbit/s) and a loaded host. A node whose RESULT has not arrived by then is stalled.
 // - drain_max 60 s: an agent whose heartbeats say "draining" after the test's end (its
 //   connections still deliver what the kernels held at the stop: 8 flows with 4 MB socket buffers
-//   take 26 s at 10 Mbit/s) is waited for result_grace past each such heartbeat, never longer than
+//   took 52 s at 10 Mbit/s, measured) is waited for result_grace past each such heartbeat, never longer than
 //   the agent's own limit (RunContext::kMaxDrainNs) after the drain allowance. Without it such a
 //   node was reported stalled and its counters lost.
 // - result_frame 15 s: a RESULT frame is the largest there is.

@@ -52,17 +52,23 @@ std::optional<Expectation> LinkExpectations::for_link(const std::string& node, c
   return std::nullopt;
 }
 
+double parse_percent(const std::string& text, const std::string& option, double lo, double hi) {
+  std::string num = text;
+  if (!num.empty() && num.back() == '%') num.pop_back();
+  char* end = nullptr;
+  const double v = std::strtod(num.c_str(), &end);
+  if (num.empty() || end != num.c_str() + num.size() || !(v > lo && v < hi)) {
+    throw UsageError(fmt::format("--{} '{}': expected a percentage such as {}", option, text, lo < 0 ? "40" : "2"));
+  }
+  return v;
+}
+
 std::pair<std::string, double> parse_link_expectation(const std::string& text) {
   const auto eq = text.rfind('=');
-  std::string pct = eq == std::string::npos ? "" : text.substr(eq + 1);
-  if (!pct.empty() && pct.back() == '%') pct.pop_back();
-  char* end = nullptr;
-  const double v = std::strtod(pct.c_str(), &end);
-  if (eq == 0 || eq == std::string::npos || pct.empty() || end != pct.c_str() + pct.size() ||
-      !(v > -100 && v < 10000)) {
+  if (eq == 0 || eq == std::string::npos) {
     throw UsageError(fmt::format("--expect '{}': expected LINK=PCT, e.g. h4/eth0=+150% or eth0=0", text));
   }
-  return {text.substr(0, eq), v};
+  return {text.substr(0, eq), parse_percent(text.substr(eq + 1), "expect " + text.substr(0, eq), -100, 10000)};
 }
 
 namespace {

@@ -72,7 +72,7 @@ constexpr const char* kPayloadAboveWire = "payload above wire";
 // over their own window (the flows' snapshot and the counters' reads are microseconds to
 // milliseconds apart); the resolution is what those edges, whole-segment counting and the
 // bytes between interface and socket can move either way (docs/methodology.md).
-WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& ok, std::uint64_t ptx,
+WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& ok, double link_w, std::uint64_t ptx,
                      std::uint64_t prx, std::uint64_t flows, double window_s) {
   WireAudit au;
   au.payload_tx_bytes = ptx;
@@ -81,12 +81,7 @@ WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& 
     au.verdict = "vanished";
     return au;
   }
-  if (ok.size() < 2 || window_s <= 0) {
-    au.verdict = "no counters";
-    return au;
-  }
-  const double link_w = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
-  if (link_w <= 0) {
+  if (ok.size() < 2 || window_s <= 0 || link_w <= 0) {
     au.verdict = "no counters";
     return au;
   }
@@ -159,7 +154,7 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   const double w = a.window_s > 0 ? a.window_s : lr.window_s;
   lr.payload_tx_mb_per_s = mb_per_s(ptx, w);
   lr.payload_rx_mb_per_s = mb_per_s(prx, w);
-  lr.wire_audit = wire_audit(l, ok, ptx, prx, flows, w);
+  lr.wire_audit = wire_audit(l, ok, lr.window_s, ptx, prx, flows, w);
   if (lr.wire_audit.verdict == kPayloadAboveWire) {
     const WireAudit& au = lr.wire_audit;
     findings.push_back(
