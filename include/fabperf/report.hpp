@@ -86,8 +86,9 @@ struct WireAudit {
   std::uint64_t payload_tx_bytes{0}, wire_tx_bytes{0}, payload_rx_bytes{0}, wire_rx_bytes{0};
   double tx_ratio{-1}, rx_ratio{-1};  // payload / wire (rates over each's own window); -1 no wire bytes
   // What the comparison cannot resolve, in bytes either way: the counters' read instants apart
-  // from the flows' (at the wire's rate), one 64 KiB segment per flow (interfaces count whole
-  // GSO/GRO segments), and 1% for what sits between the interface and the socket.
+  // from the flows' and one round trip of the link's flows (data in flight or not yet read at an
+  // edge), both at the wire's rate; one 64 KiB segment per flow (interfaces count whole GSO/GRO
+  // segments); and 1% for what sits between the interface and the socket.
   std::uint64_t resolution_bytes{0};
 };
 

@@ -73,7 +73,7 @@ constexpr const char* kPayloadAboveWire = "payload above wire";
 // milliseconds apart); the resolution is what those edges, whole-segment counting and the
 // bytes between interface and socket can move either way (docs/methodology.md).
 WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& ok, double link_w, std::uint64_t ptx,
-                     std::uint64_t prx, std::uint64_t flows, double window_s) {
+                     std::uint64_t prx, std::uint64_t flows, std::uint32_t max_rtt_us, double window_s) {
   WireAudit au;
   au.payload_tx_bytes = ptx;
   au.payload_rx_bytes = prx;
@@ -94,8 +94,13 @@ WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& 
   const double skew_s = std::abs(static_cast<double>(ok.front()->t_ns) / 1e9) +
                         std::abs(static_cast<double>(ok.back()->t_ns) / 1e9 - window_s);
   const double wire_rate = std::max(wtx, wrx) / window_s;
+  // Data in flight at an edge (sent before the window, acknowledged or read inside it, or the
+  // reverse) is up to one round trip at the link's rate: a 50 ms shaper queue at 100 Mbit/s is
+  // 0.6 MB, 5% of a 1 s window (seen: an rw test's acknowledged tx 5.6% above its wire).
+  const double rtt_s = static_cast<double>(max_rtt_us) / 1e6;
   au.resolution_bytes =
-      static_cast<std::uint64_t>(std::llround(wire_rate * skew_s + 0.01 * std::max(wtx, wrx))) + flows * 65536;
+      static_cast<std::uint64_t>(std::llround(wire_rate * (skew_s + rtt_s) + 0.01 * std::max(wtx, wrx))) +
+      flows * 65536;
   if (wtx > 0) au.tx_ratio = static_cast<double>(ptx) / wtx;
   if (wrx > 0) au.rx_ratio = static_cast<double>(prx) / wrx;
   const auto res = static_cast<double>(au.resolution_bytes);
@@ -141,11 +146,13 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
     }
   }
   std::uint64_t ptx = 0, prx = 0, flows = 0;
+  std::uint32_t max_rtt_us = 0;
   for (const auto& f : a.flows) {
     if (f.iface != l.info.name) continue;
     ptx += f.tx_delivered_window;
     prx += f.rx_bytes_window;
     ++flows;
+    if (f.tcp.valid) max_rtt_us = std::max(max_rtt_us, f.tcp.rtt_us);
     // The MSS this node sends with, on connections where it is the main sender.
     if (f.tcp.valid && f.tx_bytes_window > f.rx_bytes_window && f.tcp.snd_mss > 0) {
       lr.min_sender_mss = lr.min_sender_mss == 0 ? f.tcp.snd_mss : std::min(lr.min_sender_mss, f.tcp.snd_mss);
@@ -154,7 +161,7 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   const double w = a.window_s > 0 ? a.window_s : lr.window_s;
   lr.payload_tx_mb_per_s = mb_per_s(ptx, w);
   lr.payload_rx_mb_per_s = mb_per_s(prx, w);
-  lr.wire_audit = wire_audit(l, ok, lr.window_s, ptx, prx, flows, w);
+  lr.wire_audit = wire_audit(l, ok, lr.window_s, ptx, prx, flows, max_rtt_us, w);
   if (lr.wire_audit.verdict == kPayloadAboveWire) {
     const WireAudit& au = lr.wire_audit;
     findings.push_back(

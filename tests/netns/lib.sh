@@ -44,6 +44,16 @@ in_host() { local h=$1; shift; ip netns exec "$("$LAB" ns "$TAG" "$h")" "$@"; }
 
 counter() { in_host "$1" cat "/sys/class/net/$2/statistics/$3"; }
 
+# two_host_lab PREFIX [netns-lab up options...]: hosts 1 and 2 joined directly by one link, an agent
+# on each (198.18.0.1, 198.18.0.2); sets TAG.
+two_host_lab() {
+  TAG="$1$(( $$ % 100000 ))"
+  shift
+  "$LAB" up "$TAG" --direct "$@" >/dev/null
+  start_agent 1 198.18.0.1
+  start_agent 2 198.18.0.2
+}
+
 # two_link_lab PREFIX MTU RATE: hosts 1 and 2 joined directly by two links (MTU, shaped to RATE),
 # an agent on each; sets TAG, SERVERS (host 2) and CLIENTS (host 1) with both link addresses.
 two_link_lab() {

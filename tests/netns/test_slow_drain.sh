@@ -6,10 +6,7 @@
 FABPERF=$1 TOP=$2
 . "$(dirname "$0")/lib.sh"
 require_root
-TAG="dr$(( $$ % 100000 ))"
-"$LAB" up "$TAG" --direct --rate 4mbit >/dev/null
-start_agent 1 198.18.0.1
-start_agent 2 198.18.0.2
+two_host_lab dr --rate 4mbit
 
 t0=$(date +%s.%N)
 in_host 1 "$FABPERF" run --servers 198.18.0.2 --clients 198.18.0.1 "${KEYARGS[@]}" --mode stream --parallel 8 \

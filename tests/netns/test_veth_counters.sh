@@ -4,10 +4,7 @@
 FABPERF=$1 TOP=$2
 . "$(dirname "$0")/lib.sh"
 require_root
-TAG="vc$(( $$ % 100000 ))"
-"$LAB" up "$TAG" --direct --mtu 9000 >/dev/null
-start_agent 1 198.18.0.1
-start_agent 2 198.18.0.2
+two_host_lab vc --mtu 9000
 
 check() {
   local test=$1 mode=$2

@@ -5,7 +5,10 @@
 #   - every link's wire audit says "ok" (fabperf's payload never above the interface's bytes);
 #   - the aggregate is never above the shaped link's TCP payload ceiling by more than 1%;
 #   - where the link was saturated (its interface counted at least 99% of the shaped rate in the
-#     busier direction), the aggregate is within 1% of that ceiling. Points meant to saturate that
+#     busier direction) over a window of 1 s or more, the aggregate is within 1% of that ceiling.
+#     A 0.5 s window on a slow link is checked from above only: what the receivers have not read
+#     yet at its edges (a frame or more per flow, more on a loaded host) exceeds 1% of 0.6 MB
+#     (measured under load: 0.983 at 10 Mbit/s with 8 flows while the link was 99.1% busy). Points meant to saturate that
 #     did not (TCP backing off through tbf's 50 ms queue, say) are printed, not failed: the audit
 #     still holds for them.
 # The ceiling: tbf counts each segment's Ethernet frame (MTU + 14 bytes), which carries MTU - 52
@@ -15,10 +18,7 @@
 FABPERF=$1 TOP=$2
 . "$(dirname "$0")/lib.sh"
 require_root
-TAG="wg$(( $$ % 100000 ))"
-"$LAB" up "$TAG" --direct --mtu 9000 >/dev/null
-start_agent 1 198.18.0.1
-start_agent 2 198.18.0.2
+two_host_lab wg --mtu 9000
 
 # rate window test mode parallel buffsize socksize saturates
 if [ "${FABPERF_GRID:-}" = full ]; then
@@ -94,12 +94,18 @@ for line in open(sys.argv[1]):
             bad.append(f"{where}: wire audit {node} {link}: {a}")
     if not audits:
         bad.append(f"{where}: no link was audited")
-    if ceiling and agg > ceiling * 1.01:
-        bad.append(f"{where}: aggregate {agg:.2f} MB/s above the ceiling {ceiling:.2f} by more than 1%")
+    # Sub-second windows: what was in flight or not yet read when the window opened or closed (the
+    # audit's resolution, one round trip at the link's rate among it) can fall inside or outside
+    # it, more than 1% of half a second on a loaded host (seen: 1.024 at 10 Mbit/s, 8 flows, load 4).
+    edge = max(a["resolution_bytes"] for _, _, a in audits) / doc["aggregate"]["window_s"] / 1e6 if audits else 0
+    slack = (0.01 * ceiling if float(win) >= 1 else max(0.01 * ceiling, edge)) if ceiling else 0
+    if ceiling and agg > ceiling + slack:
+        bad.append(f"{where}: aggregate {agg:.2f} MB/s above the ceiling {ceiling:.2f} by more than "
+                   f"{slack:.2f} (1% or the edges' resolution)")
     # rpc blocks below 64 KiB leave as partial segments (a 4 KiB block and its 16-byte header in a
     # frame of their own): more header per payload byte, a lower ceiling than full segments.
     small_rpc = mode == "rpc" and buf in ("4K", "16K", "32K")
-    if ceiling and sat == "1" and not small_rpc and wire_pct >= 99 and agg < ceiling * 0.99:
+    if ceiling and sat == "1" and not small_rpc and float(win) >= 1 and wire_pct >= 99 and agg < ceiling * 0.99:
         bad.append(f"{where}: the link ran at {wire_pct:.1f}% but the aggregate {agg:.2f} MB/s is more than 1% "
                    f"below the ceiling {ceiling:.2f}")
 for b in bad:

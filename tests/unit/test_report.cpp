@@ -189,6 +189,14 @@ TEST(ComputeReport, AFigureIsWhatArrivedNotWhatWasWritten) {
   EXPECT_NEAR(lr.wire_audit.tx_ratio, 0.9928, 1e-4);
   EXPECT_TRUE(r.findings.empty()) << r.findings[0];
 
+  // A flow's round trip widens the resolution by one round trip at the wire's rate (data in flight
+  // at an edge): 50 ms at 12.5 MB/s = 625,000 bytes.
+  c.result->flows[0].tcp.valid = true;
+  c.result->flows[0].tcp.rtt_us = 50'000;
+  run.nodes = {s, c};
+  EXPECT_EQ(compute_report(run).nodes[1].links[0].wire_audit.resolution_bytes, 190'536u + 625'000u);
+  c.result->flows[0].tcp = {};
+
   // What the sender wrote, had it been reported as the link's payload, fails the audit by name.
   c.result->flows[0].tx_delivered_window = 15'600'000;
   run.nodes = {s, c};
