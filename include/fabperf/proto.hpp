@@ -26,7 +26,8 @@ inline constexpr std::uint32_t kMagic = 0x46425046;  // "FBPF"
 // 2: shared-key authentication (AUTH/AUTH_OK), capabilities, data-plane hello with proofs.
 // 3: keyed connections run TLS 1.3 with the key's PSK (src/proto/tls_psk.hpp); AUTH/AUTH_OK and
 //    HELLO's nonce are gone.
-inline constexpr std::uint16_t kVersion = 3;
+// 4: HELLO_OK states the agent's address on the connection (a keyed coordinator refuses a relay).
+inline constexpr std::uint16_t kVersion = 4;
 inline constexpr std::size_t kHeaderSize = 12;
 // Results of a large test are the biggest frames; 16 MiB holds ~80k connections.
 inline constexpr std::uint32_t kMaxBody = 16u << 20;
@@ -105,6 +106,9 @@ struct HelloOk {
   std::string version;
   std::int64_t pid{0};
   std::vector<std::string> caps;
+  // The agent's address on this connection (numeric): inside an authenticated session it binds
+  // the agent that answered to the host the coordinator dialled, so a relay cannot swap agents.
+  std::string address;
 };
 struct Ping {
   std::uint64_t seq{0};

@@ -8,6 +8,7 @@
 #include <fabperf/sysstat.hpp>
 
 #include "agent/test_host.hpp"
+#include "net/listen.hpp"
 #include "net/stop_watch.hpp"
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
@@ -46,39 +47,6 @@ constexpr auto kHeartbeat = 1s;
 bool is_loopback(const asio::ip::address& a) {
   return unmapped(a).is_loopback();
 }
-
-// Log lines about strangers (refused, evicted, timed out, failed handshakes) at a bounded rate:
-// a flood of bad connections must not flood the log. At most kBurst lines per kWindow; the
-// number left out is reported with the next line that is let through.
-class RateLimitedLog {
- public:
-  template <typename... Args>
-  void warn(fmt::format_string<Args...> f, Args&&... args) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - window_start_ >= kWindow) {
-      window_start_ = now;
-      used_ = 0;
-    }
-    if (used_ >= kBurst) {
-      ++suppressed_;
-      return;
-    }
-    ++used_;
-    std::string line = fmt::format(f, std::forward<Args>(args)...);
-    if (suppressed_ > 0) {
-      line += fmt::format(" ({} similar lines about unauthenticated connections were not logged)", suppressed_);
-      suppressed_ = 0;
-    }
-    spdlog::warn("{}", line);
-  }
-
- private:
-  static constexpr auto kWindow = 10s;
-  static constexpr int kBurst = 10;
-  std::chrono::steady_clock::time_point window_start_{};
-  int used_{0};
-  std::uint64_t suppressed_{0};
-};
 
 // A connection that has not proven the key yet (see kMaxPreAuth).
 struct PreAuth {
@@ -392,10 +360,11 @@ class Agent {
       }
       who = fmt::format("{} ({})", hello.coordinator, conn->peer());
       spdlog::info("agent: coordinator {} connected{}", who, opts_.key.empty() ? " (no key)" : ", key verified");
-      conn->send(MsgType::hello_ok, proto::to_json(proto::HelloOk{proto::kVersion, local_hostname(), FABPERF_VERSION,
-                                                                  getpid(), proto::local_capabilities()}));
-      asio::co_spawn(io_, heartbeats(conn), asio::detached);
       const std::string bind_address = numeric_address(conn->socket().local_endpoint().address());
+      conn->send(MsgType::hello_ok,
+                 proto::to_json(proto::HelloOk{proto::kVersion, local_hostname(), FABPERF_VERSION, getpid(),
+                                               proto::local_capabilities(), bind_address}));
+      asio::co_spawn(io_, heartbeats(conn), asio::detached);
 
       for (;;) {
         auto fr = co_await conn->read(kAgentIdleDeadline, kAgentFrameDeadline);
@@ -482,7 +451,7 @@ class Agent {
   std::shared_ptr<asio::ssl::context> tls_;          // with a key: every control connection runs TLS
   std::vector<std::weak_ptr<FramedConn>> sessions_;  // authenticated (HELLO_OK sent)
   std::deque<PreAuth> preauth_;                      // not yet: oldest first
-  RateLimitedLog strangers_log_;
+  net::RateLimitedLog strangers_log_{"unauthenticated connections"};
   TestHost host_;  // after io_ and pool_, which it uses
   bool stopping_{false};
 };

@@ -432,6 +432,14 @@ class Coordinator {
     } catch (const ProtocolError& e) {
       throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
     }
+    // Keyed, the agent's word is authenticated: an agent that answered on another address than
+    // the one dialled sits behind a relay, which could hand one host's role to another. (Ports
+    // are not compared: agents of one host told apart by port share that host's figures.)
+    if (!req_.key.empty() && ok.address != n.rec.address) {
+      throw auth_error(n.rec.name, fmt::format("dialled {} but the agent answered on {}: a relay, port forward or NAT "
+                                               "sits between (it could swap agents); dial the agent's own address",
+                                               n.rec.address, ok.address.empty() ? "an unstated address" : ok.address));
+    }
     n.rec.hostname = ok.hostname;
     asio::co_spawn(io_, heartbeats(n.conn), asio::detached);
   }

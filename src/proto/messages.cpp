@@ -72,7 +72,8 @@ Hello parse_hello(const json& j) {
 }
 
 json to_json(const HelloOk& m) {
-  return {{"proto", m.proto}, {"hostname", m.hostname}, {"version", m.version}, {"pid", m.pid}, {"caps", m.caps}};
+  return {{"proto", m.proto}, {"hostname", m.hostname}, {"version", m.version},
+          {"pid", m.pid},     {"caps", m.caps},         {"address", m.address}};
 }
 HelloOk parse_hello_ok(const json& j) {
   Fields f(j, "HELLO_OK");
@@ -82,6 +83,7 @@ HelloOk parse_hello_ok(const json& j) {
   m.version = f.str("version", 64);
   m.pid = f.i64("pid", 0, INT32_MAX);
   m.caps = f.strings("caps", kMaxCaps, kMaxCapLength);
+  m.address = f.str("address", kMaxName);
   return m;
 }
 

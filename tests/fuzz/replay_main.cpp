@@ -61,8 +61,8 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   const TestSpec spec = TestSpec::make(p);
   add("hello",
       proto::encode_frame(MsgType::hello, proto::to_json(proto::Hello{3, 3, "coord", proto::local_capabilities()})));
-  add("hello_ok",
-      proto::encode_frame(MsgType::hello_ok, proto::to_json(proto::HelloOk{3, "host", "0.1.0", 42, {"tls13-psk"}})));
+  add("hello_ok", proto::encode_frame(MsgType::hello_ok, proto::to_json(proto::HelloOk{
+                                                             4, "host", "0.1.0", 42, {"tls13-psk"}, "192.0.2.1"})));
   add("tls_client_hello", tls_client_hello(std::string(64, 'a')));
   add("tls_client_hello_other_key", tls_client_hello(std::string(64, 'b')));
   add("ping", proto::encode_frame(MsgType::ping, proto::to_json(proto::Ping{7})));

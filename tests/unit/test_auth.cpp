@@ -126,7 +126,7 @@ TEST(Frame, VersionMismatchNamesBothVersions) {
     (void)proto::decode_header(h);
     ADD_FAILURE();
   } catch (const ProtocolError& e) {
-    EXPECT_NE(std::string(e.what()).find("peer speaks version 1, this fabperf speaks 3"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("peer speaks version 1, this fabperf speaks 4"), std::string::npos)
         << e.what();
   }
 }

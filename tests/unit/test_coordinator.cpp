@@ -105,8 +105,8 @@ asio::awaitable<void> scripted_agent(std::shared_ptr<MemoryConn> c, std::string 
       if (f.type != MsgType::heartbeat) s.got.push_back(f.type);
       switch (f.type) {
         case MsgType::hello:
-          c->send(MsgType::hello_ok,
-                  proto::to_json(proto::HelloOk{proto::kVersion, name, "scripted", 1, proto::local_capabilities()}));
+          c->send(MsgType::hello_ok, proto::to_json(proto::HelloOk{
+                                         proto::kVersion, name, "scripted", 1, proto::local_capabilities(), {}}));
           break;
         case MsgType::ping: {
           const auto p = proto::parse_ping(f.body);

@@ -68,7 +68,7 @@ Hello sample_hello() {
   return {kVersion, kVersion, "coord@host-1", {}};
 }
 HelloOk sample_hello_ok() {
-  return {kVersion, "agent-7.example", "0.1.0", 31337, {}};
+  return {kVersion, "agent-7.example", "0.1.0", 31337, {}, "198.51.100.7"};
 }
 Ping sample_ping() {
   return {4'000'000'000};
@@ -318,6 +318,7 @@ TEST(Messages, HelloOkRoundTrip) {
   EXPECT_EQ(m.hostname, "agent-7.example");
   EXPECT_EQ(m.version, "0.1.0");
   EXPECT_EQ(m.pid, 31337);
+  EXPECT_EQ(m.address, "198.51.100.7");
 }
 
 TEST(Messages, PingPongRoundTrip) {
