@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -28,8 +29,13 @@ namespace {
 using namespace tcp;
 namespace dh = data_hello;
 
-// Data connections accepted and still in their handshake at one time (accept_loop).
+// Data connections accepted and still in their handshake at one time (accept_loop), in all and
+// from one remote address. A client agent opens its connections one after another, so a real
+// source holds one or two; past the bound a source's oldest gives way, and a flood from one
+// address cannot hold the port. Loopback is exempt: a local peer has all of 127/8 to choose
+// from, and one host may run hundreds of agents there (bench-scale).
 constexpr std::size_t kMaxPendingHandshakes = 256;
+constexpr std::size_t kMaxPendingPerSource = 16;
 
 dh::Op wire_op(FlowOp op) {
   switch (op) {
@@ -132,6 +138,7 @@ void TcpEngine::accept_loop() {
   struct Pending {
     int fd{-1};
     std::string remote;
+    std::string source;           // the address alone; empty for loopback (not limited)
     std::int64_t deadline_ns{0};  // for the whole exchange, from accept
     bool challenged{false};       // the HELLO was answered; now reading the PROOF
     std::size_t got{0};
@@ -142,6 +149,7 @@ void TcpEngine::accept_loop() {
   };
   std::vector<Pending> pending;
   std::vector<pollfd> pfds;
+  net::RateLimitedLog log("data connections that did not complete their handshake");
   // Non-blocking listener: the accept loop below takes what the backlog holds and no more.
   fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
 
@@ -165,7 +173,7 @@ void TcpEngine::accept_loop() {
       send_now(p.fd, c.data(), c.size());
     }
     ::close(p.fd);
-    spdlog::warn("rejected data connection from {}: {}", who(p), why);
+    log.warn("rejected data connection from {}: {}", who(p), why);
   };
   // The connection may no longer be taken (checked at HELLO, and again after the PROOF: another
   // connection may have taken the place meanwhile).
@@ -210,7 +218,7 @@ void TcpEngine::accept_loop() {
     const auto c = dh::encode_challenge(
         {dh::Status::ok, p.server_nonce, dh::server_proof(p.key, server_plan_.test_id, p.hello, p.server_nonce)});
     if (!send_now(p.fd, c.data(), c.size())) {
-      spdlog::warn("data connection from {}: challenge not sent ({})", p.remote, errno_text(errno));
+      log.warn("data connection from {}: challenge not sent ({})", p.remote, errno_text(errno));
       ::close(p.fd);
       return false;
     }
@@ -290,20 +298,20 @@ void TcpEngine::accept_loop() {
           ::close(p.fd);
           if (p.challenged) {
             // A client that leaves after the challenge refused this server's proof.
-            spdlog::warn(
+            log.warn(
                 "data connection from {}: closed without its proof ({}; the client did not accept this "
                 "server's proof: another test's key?)",
                 who(p), errno_text(e));
           } else {
-            spdlog::warn("data connection from {}: no hello ({})", who(p), errno_text(e));
+            log.warn("data connection from {}: no hello ({})", who(p), errno_text(e));
           }
           done = true;
         }
       }
       if (!done && now >= p.deadline_ns) {
         ::close(p.fd);
-        spdlog::warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello",
-                     errno_text(ETIMEDOUT));
+        log.warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello",
+                 errno_text(ETIMEDOUT));
         done = true;
       }
       if (!done) {
@@ -327,7 +335,18 @@ void TcpEngine::accept_loop() {
         Pending p;
         p.fd = fd;
         p.remote = sockaddr_text(peer);
+        if (!net::is_loopback(peer)) p.source = net::numeric_host(peer);
         p.deadline_ns = now + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
+        if (!p.source.empty() && std::count_if(pending.begin(), pending.end(), [&](const Pending& q) {
+                                   return q.source == p.source;
+                                 }) >= static_cast<std::ptrdiff_t>(kMaxPendingPerSource)) {
+          auto oldest =
+              std::find_if(pending.begin(), pending.end(), [&](const Pending& q) { return q.source == p.source; });
+          ::close(oldest->fd);
+          log.warn("data connection from {}: closed to make room for {}: more than {} handshakes from one address",
+                   who(*oldest), p.remote, kMaxPendingPerSource);
+          pending.erase(oldest);
+        }
         pending.push_back(std::move(p));
       }
     }

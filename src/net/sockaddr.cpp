@@ -23,6 +23,13 @@ std::string sockaddr_text(const sockaddr_storage& ss) {
   return fmt::format("[{}]:{}", numeric_host(ss), ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port));
 }
 
+bool is_loopback(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+  if (ss.ss_family != AF_INET6) return false;
+  const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+  return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+}
+
 std::string local_text(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;

@@ -8,6 +8,8 @@
 #include <fabperf/proto.hpp>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +17,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 using namespace fabperf;
@@ -38,11 +43,11 @@ struct ClientRun {
 };
 
 void run_client(ClientRun& c, const TestSpec& spec, std::uint32_t node, const proto::Token& test_token,
-                std::uint16_t port) {
+                std::uint16_t port, const std::string& host = "127.0.0.1") {
   c.ctx = std::make_unique<RunContext>(spec, node, "client");
   ClientPlan plan;
   plan.token = derive_client_token(test_token, node);
-  plan.targets.push_back({0, "127.0.0.1", port, {}});
+  plan.targets.push_back({0, host, port, {}});
   const std::int64_t t0 = mono_now_ns();
   try {
     c.engine.prepare_client(*c.ctx, plan);
@@ -123,6 +128,64 @@ TEST(DataHandshakes, ASilentConnectionDelaysNobody) {
   server_ctx.abort("test over");
   a.ctx->abort("test over");
   b.ctx->abort("test over");
+}
+
+// A flood from one address while a server waits for its clients (issue 28): 100 silent
+// connections from one address hold at most 16 handshake slots (its oldest give way), their log
+// lines keep to the rate limit, and the test's own client still gets in. Loopback is exempt from
+// the per-address limit, so this needs two addresses of a namespace of its own:
+// tests/netns/test_data_port_flood.sh runs it with FABPERF_FLOOD_ADDRS="SERVER STRANGER".
+TEST(DataHandshakes, AFloodFromOneAddressHoldsAtMostItsShare) {
+  const char* env = std::getenv("FABPERF_FLOOD_ADDRS");
+  if (env == nullptr) GTEST_SKIP() << "run by tests/netns/test_data_port_flood.sh inside a namespace";
+  std::istringstream in(env);
+  std::string server_addr, stranger;
+  in >> server_addr >> stranger;
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("flood", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const TestSpec spec = spec_with(1);
+  const proto::Token token = proto::random_token();
+  RunContext ctx(spec, 0, "server");
+  TcpEngine server;
+  const std::uint16_t port = server.prepare_server(ctx, {server_addr, token, 2});
+  std::vector<int> silent;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ASSERT_EQ(::inet_pton(AF_INET, stranger.c_str(), &a.sin_addr), 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    a.sin_port = htons(port);
+    ASSERT_EQ(::inet_pton(AF_INET, server_addr.c_str(), &a.sin_addr), 1);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    silent.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server has taken them in
+  int held = 0;
+  for (const int fd : silent) {
+    char byte = 0;
+    if (::recv(fd, &byte, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN) ++held;  // neither closed nor reset
+  }
+  std::printf("100 silent connections from %s: %d still held after 0.5 s\n", stranger.c_str(), held);
+  EXPECT_LE(held, 16);
+  EXPECT_GE(held, 1);
+  ClientRun client;
+  run_client(client, spec, 1, token, port, server_addr);
+  EXPECT_EQ(client.error, "");
+  server.seal(ctx);
+  EXPECT_EQ(ctx.flow_count(), 2u);
+  spdlog::set_default_logger(previous);
+  std::istringstream lines(log.str());
+  int about_data = 0;
+  for (std::string line; std::getline(lines, line);) about_data += line.find("data connection") != std::string::npos;
+  std::printf("%d log lines about them\n", about_data);
+  EXPECT_GE(about_data, 1);
+  EXPECT_LE(about_data, 10);
+  for (const int fd : silent) ::close(fd);
+  ctx.abort("test over");
+  client.ctx->abort("test over");
 }
 
 // A hello recorded on its way to one server of a test, replayed to another server of the same
