@@ -1,7 +1,9 @@
 #include <fabperf/engine.hpp>
 #include <fabperf/rdma_cm_wire.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 namespace fabperf::rdma_cm {
@@ -9,10 +11,11 @@ namespace {
 
 constexpr std::uint16_t kRequestMagic = 0x4643;  // "FC"
 constexpr std::uint16_t kReplyMagic = 0x4641;    // "FA"
-constexpr std::uint8_t kVersion = 1;
-constexpr std::size_t kRequestSigned = 24;
+// 2: the server node and a nonce joined the request; its MAC was truncated to make room.
+constexpr std::uint8_t kVersion = 2;
+constexpr std::size_t kRequestSigned = 40;
 constexpr std::size_t kReplySigned = 16;
-static_assert(kRequestSigned + auth::kProofBytes == kRequestSize);
+static_assert(kRequestSigned + kRequestMacBytes == kRequestSize);
 static_assert(kReplySigned + auth::kProofBytes == kReplySize);
 // Domain separation: a request's HMAC can never pass as a reply's, or as any other fabperf MAC.
 constexpr std::string_view kRequestLabel{"fabperf-rdma-cm-req\0", 20};
@@ -42,8 +45,12 @@ std::uint64_t get64(const std::uint8_t* p) {
   return (std::uint64_t{get32(p)} << 32) | get32(p + 4);
 }
 
+// The request's MAC, truncated and zero-padded to a Proof (the form the reply signs over).
 auth::Proof sign_request(const proto::Token& client_token, const std::uint8_t* req) {
-  return auth::hmac_sha256(client_token, {bytes_of(kRequestLabel), std::span<const std::uint8_t>(req, kRequestSigned)});
+  auto mac =
+      auth::hmac_sha256(client_token, {bytes_of(kRequestLabel), std::span<const std::uint8_t>(req, kRequestSigned)});
+  std::fill(mac.begin() + kRequestMacBytes, mac.end(), std::uint8_t{0});
+  return mac;
 }
 auth::Proof sign_reply(const proto::Token& client_token, const auth::Proof& request_mac, const std::uint8_t* rep) {
   return auth::hmac_sha256(
@@ -62,18 +69,29 @@ RequestBytes encode_request(const Request& r, const proto::Token& client_token) 
   put32(b.data() + 8, r.conn);
   put32(b.data() + 12, r.rkey);
   put64(b.data() + 16, r.addr);
+  put32(b.data() + 24, r.server);
+  std::memcpy(b.data() + 28, r.nonce.data(), r.nonce.size());
   const auto mac = sign_request(client_token, b.data());
-  std::memcpy(b.data() + kRequestSigned, mac.data(), mac.size());
+  std::memcpy(b.data() + kRequestSigned, mac.data(), kRequestMacBytes);
   return b;
+}
+
+Request make_request(std::uint8_t dir, bool rpc, std::uint32_t node, std::uint32_t conn, std::uint32_t rkey,
+                     std::uint64_t addr, std::uint32_t server) {
+  Request r{dir, rpc, node, conn, rkey, addr, server, {}};
+  const auto n = auth::make_nonce();
+  std::copy_n(n.begin(), r.nonce.size(), r.nonce.begin());
+  return r;
 }
 
 auth::Proof request_mac(const RequestBytes& req) {
   auth::Proof mac{};
-  std::memcpy(mac.data(), req.data() + kRequestSigned, mac.size());
+  std::memcpy(mac.data(), req.data() + kRequestSigned, kRequestMacBytes);
   return mac;
 }
 
-CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::Token& test_token) {
+CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::Token& test_token,
+                             std::uint32_t server_node) {
   CheckedRequest out;
   const std::uint8_t* p = bytes.data();
   if (bytes.size() < kRequestSize || get16(p) != kRequestMagic || p[2] != kVersion) {
@@ -84,11 +102,19 @@ CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::T
   r.node = get32(p + 4);
   // The proof is checked before any other field is believed: an unauthenticated request learns
   // nothing about what the server would accept.
-  std::memcpy(out.mac.data(), p + kRequestSigned, out.mac.size());
+  std::memcpy(out.mac.data(), p + kRequestSigned, kRequestMacBytes);
   if (!auth::proofs_equal(sign_request(derive_client_token(test_token, r.node), p), out.mac)) {
     out.refusal = "bad proof";
     return out;
   }
+  r.server = get32(p + 24);
+  if (r.server != server_node) {
+    // Signed by a client of this test for another server: relayed or replayed here.
+    out.refusal =
+        "request meant for node " + std::to_string(r.server) + ", this is node " + std::to_string(server_node);
+    return out;
+  }
+  std::memcpy(r.nonce.data(), p + 28, r.nonce.size());
   r.dir = static_cast<std::uint8_t>(p[3] >> 1);
   r.rpc = (p[3] & 1) != 0;
   if (r.dir != kDirPush && r.dir != kDirPullBack && r.dir != kDirNread) {

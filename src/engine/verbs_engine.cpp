@@ -946,7 +946,7 @@ void VerbsEngine::cm_serve_request(rdma_cm_id* id, const std::uint8_t* req, std:
   } else if (pa && pa->sa_family == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(pa)->sin6_addr, peer_addr, sizeof peer_addr);
   }
-  const rdma_cm::CheckedRequest checked = rdma_cm::check_request({req, len}, server_plan_.token);
+  const rdma_cm::CheckedRequest checked = rdma_cm::check_request({req, len}, server_plan_.token, ctx_->node_index());
   if (!checked.request) {
     // Reported in the server's result: someone who is not a client of this test tried.
     ctx_->warn(fmt::format("RDMA connection request from {} refused: {}", peer_addr, checked.refusal));
@@ -1027,8 +1027,10 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   guard.id = nullptr;  // the QP owns the id now
   q->peer_node = t.node_index;
   q->conn = c;
-  const rdma_cm::RequestBytes req = rdma_cm::encode_request(
-      {static_cast<std::uint8_t>(q->dir), q->rpc, ctx_->node_index(), c, q->local.rkey, q->local.addr}, plan.token);
+  const rdma_cm::RequestBytes req =
+      rdma_cm::encode_request(rdma_cm::make_request(static_cast<std::uint8_t>(q->dir), q->rpc, ctx_->node_index(), c,
+                                                    q->local.rkey, q->local.addr, t.node_index),
+                              plan.token);
   // 4.096 us * 2^14 = 67 ms per try, as without rdma_cm: a dead peer is noticed within ~0.5 s.
   std::uint8_t ack_timeout = 14;
   (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout);

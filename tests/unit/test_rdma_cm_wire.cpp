@@ -13,9 +13,10 @@ using namespace fabperf::testutil;
 namespace {
 
 const proto::Token kCmTest = token_of(1);
+constexpr std::uint32_t kServer = 2;
 
 rdma_cm::Request sample(std::uint32_t node = 3) {
-  return {rdma_cm::kDirNread, true, node, 7, 0xabcdef01u, 0x00007f1234560000ull};
+  return {rdma_cm::kDirNread, true, node, 7, 0xabcdef01u, 0x00007f1234560000ull, kServer, {1, 2, 3}};
 }
 
 }  // namespace
@@ -23,7 +24,7 @@ rdma_cm::Request sample(std::uint32_t node = 3) {
 TEST(RdmaCmWire, RequestRoundTripsWithTheClientsDerivedToken) {
   const auto bytes = rdma_cm::encode_request(sample(), derive_client_token(kCmTest, 3));
   EXPECT_EQ(bytes.size(), 56u);  // the most a connect request carries over RDMA_PS_TCP
-  const auto c = rdma_cm::check_request(bytes, kCmTest);
+  const auto c = rdma_cm::check_request(bytes, kCmTest, kServer);
   ASSERT_TRUE(c.request.has_value()) << c.refusal;
   EXPECT_EQ(c.request->dir, rdma_cm::kDirNread);
   EXPECT_TRUE(c.request->rpc);
@@ -31,32 +32,57 @@ TEST(RdmaCmWire, RequestRoundTripsWithTheClientsDerivedToken) {
   EXPECT_EQ(c.request->conn, 7u);
   EXPECT_EQ(c.request->rkey, 0xabcdef01u);
   EXPECT_EQ(c.request->addr, 0x00007f1234560000ull);
+  EXPECT_EQ(c.request->server, kServer);
+  EXPECT_EQ(c.request->nonce, sample().nonce);
   EXPECT_EQ(c.mac, rdma_cm::request_mac(bytes));
+}
+
+TEST(RdmaCmWire, ARequestIsForOneServerAndEveryRequestIsUnique) {
+  const proto::Token client = derive_client_token(kCmTest, 3);
+  // Properly signed for server 2, presented to server 5 (relayed or replayed there).
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), client), kCmTest, 5).refusal,
+            "request meant for node 2, this is node 5");
+  // Two requests for the same connection differ by their nonces, and so do their MACs: a reply
+  // to one does not answer the other.
+  const auto a = rdma_cm::make_request(rdma_cm::kDirPush, false, 3, 0, 1, 2, kServer);
+  const auto b = rdma_cm::make_request(rdma_cm::kDirPush, false, 3, 0, 1, 2, kServer);
+  EXPECT_NE(a.nonce, b.nonce);
+  const auto ma = rdma_cm::request_mac(rdma_cm::encode_request(a, client));
+  const auto mb = rdma_cm::request_mac(rdma_cm::encode_request(b, client));
+  EXPECT_NE(ma, mb);
+  std::string why;
+  EXPECT_FALSE(rdma_cm::check_reply(rdma_cm::encode_reply({1, 2}, client, ma), client, mb, why));
+  // The nonce is signed.
+  auto t = rdma_cm::encode_request(a, client);
+  t[30] ^= 1;
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest, kServer).refusal, "bad proof");
 }
 
 TEST(RdmaCmWire, RequestsThatAreNotFromAClientOfThisTestAreRefused) {
   const auto good = rdma_cm::encode_request(sample(), derive_client_token(kCmTest, 3));
   // Signed with another test's token.
   EXPECT_EQ(
-      rdma_cm::check_request(rdma_cm::encode_request(sample(), derive_client_token(token_of(9), 3)), kCmTest).refusal,
+      rdma_cm::check_request(rdma_cm::encode_request(sample(), derive_client_token(token_of(9), 3)), kCmTest, kServer)
+          .refusal,
       "bad proof");
   // Signed with the test token itself instead of the client's derived one.
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), kCmTest), kCmTest).refusal, "bad proof");
+  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(sample(), kCmTest), kCmTest, kServer).refusal, "bad proof");
   // A client claiming another client's node.
   EXPECT_EQ(
-      rdma_cm::check_request(rdma_cm::encode_request(sample(4), derive_client_token(kCmTest, 3)), kCmTest).refusal,
+      rdma_cm::check_request(rdma_cm::encode_request(sample(4), derive_client_token(kCmTest, 3)), kCmTest, kServer)
+          .refusal,
       "bad proof");
   // Any signed byte changed after signing (here: the rkey, then the direction).
   auto t = good;
   t[12] ^= 1;
-  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, "bad proof");
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest, kServer).refusal, "bad proof");
   t = good;
   t[3] ^= 2;
-  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, "bad proof");
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest, kServer).refusal, "bad proof");
   t = good;
   t[55] ^= 0x80;
-  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, "bad proof");
-  EXPECT_FALSE(rdma_cm::check_request(t, kCmTest).request.has_value());
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest, kServer).refusal, "bad proof");
+  EXPECT_FALSE(rdma_cm::check_request(t, kCmTest, kServer).request.has_value());
 }
 
 TEST(RdmaCmWire, ForeignOrShortRequestsAreRefusedBeforeAnyProofIsComputed) {
@@ -64,22 +90,24 @@ TEST(RdmaCmWire, ForeignOrShortRequestsAreRefusedBeforeAnyProofIsComputed) {
   const std::string foreign = "not a fabperf RDMA connection request of this version";
   auto t = good;
   t[0] = 'X';
-  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest, kServer).refusal, foreign);
   t = good;
-  t[2] = 2;  // a later version
-  EXPECT_EQ(rdma_cm::check_request(t, kCmTest).refusal, foreign);
-  EXPECT_EQ(rdma_cm::check_request(std::span<const std::uint8_t>(good.data(), 55), kCmTest).refusal, foreign);
-  EXPECT_EQ(rdma_cm::check_request({}, kCmTest).refusal, foreign);
+  t[2] = 3;  // a later version
+  EXPECT_EQ(rdma_cm::check_request(t, kCmTest, kServer).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request(std::span<const std::uint8_t>(good.data(), 55), kCmTest, kServer).refusal, foreign);
+  EXPECT_EQ(rdma_cm::check_request({}, kCmTest, kServer).refusal, foreign);
 }
 
 TEST(RdmaCmWire, AProperlySignedUnknownDirectionIsRefused) {
   auto r = sample();
   r.dir = 5;
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kCmTest, 3)), kCmTest).refusal,
-            "unknown direction");
+  EXPECT_EQ(
+      rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kCmTest, 3)), kCmTest, kServer).refusal,
+      "unknown direction");
   r.dir = 0;
-  EXPECT_EQ(rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kCmTest, 3)), kCmTest).refusal,
-            "unknown direction");
+  EXPECT_EQ(
+      rdma_cm::check_request(rdma_cm::encode_request(r, derive_client_token(kCmTest, 3)), kCmTest, kServer).refusal,
+      "unknown direction");
 }
 
 TEST(RdmaCmWire, ReplyAnswersExactlyOneRequest) {

@@ -21,6 +21,7 @@
 #include <fabperf/spec.hpp>
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -194,11 +195,16 @@ int main(int argc, char** argv) {
     check("foreign", Attempt(addr, port, foreign, sizeof foreign).outcome,
           "not a fabperf RDMA connection request of this version");
 
-    const rdma_cm::Request req{rdma_cm::kDirPush, false, 1, 0, 0x1000u, 0x10000ull};
+    const auto req = rdma_cm::make_request(rdma_cm::kDirPush, false, 1, 0, 0x1000u, 0x10000ull, m.node_index);
     const auto forged = rdma_cm::encode_request(req, proto::random_token());
     check("bad-proof", Attempt(addr, port, forged.data(), forged.size()).outcome, "bad proof");
 
     const proto::Token client = derive_client_token(m.token, 1);
+    auto elsewhere = req;  // genuinely signed, for another server of the test
+    elsewhere.server = m.node_index + 1;
+    const auto relayed = rdma_cm::encode_request(elsewhere, client);
+    check("other-server", Attempt(addr, port, relayed.data(), relayed.size()).outcome,
+          fmt::format("request meant for node {}, this is node {}", m.node_index + 1, m.node_index));
     const auto genuine = rdma_cm::encode_request(req, client);
     const Attempt live(addr, port, genuine.data(), genuine.size());
     const Outcome& g = live.outcome;
