@@ -15,20 +15,31 @@ struct Source {
   std::vector<std::pair<std::int64_t, const CounterValues*>> samples;
 };
 
-std::map<std::string_view, std::uint64_t> as_map(const CounterValues& v) {
-  std::map<std::string_view, std::uint64_t> m;
-  for (const auto& [k, x] : v) m.emplace(k, x);
-  return m;
+// Calls f(name, before, after) for every counter of b that a also holds. Samples of one source
+// list their names in the same order, so the names are matched by position and a map is built
+// only for a sample that differs: linear in the counters, whatever the number of dips.
+template <typename F>
+void each_pair(const CounterValues& a, const CounterValues& b, F&& f) {
+  std::map<std::string_view, std::uint64_t> before;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const auto& [k, v] = b[i];
+    if (i < a.size() && a[i].first == k) {
+      f(k, a[i].second, v);
+      continue;
+    }
+    if (before.empty()) {
+      for (const auto& [ka, va] : a) before.emplace(ka, va);
+    }
+    if (const auto it = before.find(k); it != before.end()) f(k, it->second, v);
+  }
 }
 
 // Increase of every counter between two samples (counters that went backwards were reset: 0).
 std::vector<std::pair<std::string, std::uint64_t>> increases(const CounterValues& a, const CounterValues& b) {
-  const auto before = as_map(a);
   std::vector<std::pair<std::string, std::uint64_t>> out;
-  for (const auto& [k, v] : b) {
-    const auto it = before.find(k);
-    if (it != before.end() && v > it->second) out.emplace_back(k, v - it->second);
-  }
+  each_pair(a, b, [&](const std::string& k, std::uint64_t x, std::uint64_t y) {
+    if (y > x) out.emplace_back(k, y - x);
+  });
   return out;
 }
 
@@ -55,18 +66,19 @@ bool is_symptom(CounterCategory c) {
   return c != CounterCategory::traffic && c != CounterCategory::other;
 }
 
-// The sample of `s` nearest to t_ns; -1 when it has none.
+// The sample of `s` nearest to t_ns (samples are in time order); -1 when it has none. A binary
+// search: every dip asks, and a long run has many samples and may have many dips.
 int nearest(const Source& s, std::int64_t t_ns) {
-  int best = -1;
-  std::int64_t best_d = 0;
-  for (std::size_t i = 0; i < s.samples.size(); ++i) {
-    const std::int64_t d = std::llabs(s.samples[i].first - t_ns);
-    if (best < 0 || d < best_d) {
-      best = static_cast<int>(i);
-      best_d = d;
-    }
+  if (s.samples.empty()) return -1;
+  const auto it = std::lower_bound(s.samples.begin(), s.samples.end(), t_ns,
+                                   [](const auto& sample, std::int64_t t) { return sample.first < t; });
+  auto i = it - s.samples.begin();
+  if (i == static_cast<std::ptrdiff_t>(s.samples.size()) ||
+      (i > 0 && t_ns - s.samples[static_cast<std::size_t>(i) - 1].first <=
+                    s.samples[static_cast<std::size_t>(i)].first - t_ns)) {
+    --i;
   }
-  return best;
+  return static_cast<int>(i);
 }
 
 double median(std::vector<double> v) {
@@ -142,17 +154,16 @@ CounterSeries make_series(const Source& s) {
   out.first = *s.samples.front().second;
   std::map<std::string, std::size_t> at;
   for (std::size_t i = 1; i < s.samples.size(); ++i) {
-    const auto before = as_map(*s.samples[i - 1].second);
-    for (const auto& [k, v] : *s.samples[i].second) {
-      const auto it = before.find(k);
-      if (it == before.end() || it->second == v) continue;
-      auto slot = at.find(k);
-      if (slot == at.end()) {
-        slot = at.emplace(k, out.moved.size()).first;
-        out.moved.emplace_back(k, std::vector<std::int64_t>(s.samples.size() - 1, 0));
-      }
-      out.moved[slot->second].second[i - 1] = static_cast<std::int64_t>(v) - static_cast<std::int64_t>(it->second);
-    }
+    each_pair(*s.samples[i - 1].second, *s.samples[i].second,
+              [&](const std::string& k, std::uint64_t x, std::uint64_t v) {
+                if (x == v) return;
+                auto slot = at.find(k);
+                if (slot == at.end()) {
+                  slot = at.emplace(k, out.moved.size()).first;
+                  out.moved.emplace_back(k, std::vector<std::int64_t>(s.samples.size() - 1, 0));
+                }
+                out.moved[slot->second].second[i - 1] = static_cast<std::int64_t>(v) - static_cast<std::int64_t>(x);
+              });
   }
   return out;
 }
