@@ -3,6 +3,8 @@
 #include <fabperf/plan_report.hpp>
 #include <fabperf/units.hpp>
 
+#include "report/text_table.hpp"
+
 #include <fmt/format.h>
 #include <cctype>
 #include <cmath>
@@ -11,48 +13,11 @@ namespace fabperf {
 
 namespace {
 
-std::string h(const Column& c) {
-  return std::string(c.header);
-}
+using text::f0;
+using text::f1;
+using text::h;
+using text::Table;
 
-// A left-aligned text table with columns sized to their content; numbers right-aligned.
-class Table {
- public:
-  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)} {}
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  [[nodiscard]] bool empty() const { return rows_.size() <= 1; }
-  [[nodiscard]] std::string str(const std::string& indent = "  ") const {
-    std::vector<std::size_t> w(rows_.front().size(), 0);
-    for (const auto& r : rows_) {
-      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
-    }
-    std::string out;
-    for (const auto& r : rows_) {
-      std::string line = indent;
-      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
-        const auto digit = [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)) != 0; };
-        const bool numeric = !r[i].empty() &&
-                             (digit(r[i][0]) || (r[i][0] == '-' && r[i].size() > 1 && digit(r[i][1]))) &&
-                             &r != &rows_.front();
-        line += numeric ? fmt::format("{:>{}}", r[i], w[i]) : fmt::format("{:<{}}", r[i], w[i]);
-        if (i + 1 < r.size()) line += "  ";
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      out += line + "\n";
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
-
-std::string f1(double v) {
-  return fmt::format("{:.1f}", v);
-}
-std::string f0(double v) {
-  return fmt::format("{:.0f}", v);
-}
 std::string us(double v) {
   return v >= 100 ? f0(v) : fmt::format("{:.1f}", v);
 }

@@ -1,6 +1,8 @@
 #include <fabperf/report.hpp>
 #include <fabperf/units.hpp>
 
+#include "report/text_table.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cctype>
@@ -8,55 +10,10 @@
 namespace fabperf {
 namespace {
 
-// Minimal column-aligned table: first column left-aligned, the rest right-aligned.
-class Table {
- public:
-  // numeric_ is sized here, not on the first add(): a table with no rows (every agent lost, no
-  // pair reported) is still printed, and str() reads it for every column.
-  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)}, numeric_(rows_.front().size(), true) {}
-  // A column is right-aligned when every value in it looks like a number (or "-").
-  void add(std::vector<std::string> row) {
-    for (std::size_t i = 0; i < row.size() && i < numeric_.size(); ++i) {
-      const auto& v = row[i];
-      const bool num = v == "-" || (!v.empty() && (std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '-') &&
-                                    v.find_first_not_of("0123456789.-") == std::string::npos);
-      numeric_[i] = numeric_[i] && num;
-    }
-    rows_.push_back(std::move(row));
-  }
-  [[nodiscard]] std::string str(const std::string& indent = "  ") const {
-    std::vector<std::size_t> w(rows_[0].size(), 0);
-    for (const auto& r : rows_) {
-      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
-    }
-    std::string out;
-    for (const auto& r : rows_) {
-      out += indent;
-      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
-        const bool left = i == 0 || !numeric_[i];
-        if (i > 0) out += "  ";
-        out += left ? fmt::format("{:<{}}", r[i], w[i]) : fmt::format("{:>{}}", r[i], w[i]);
-      }
-      while (!out.empty() && out.back() == ' ') out.pop_back();
-      out += '\n';
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-  std::vector<bool> numeric_;
-};
-
-std::string h(const Column& c) {
-  return std::string(c.header);
-}
-std::string f1(double v) {
-  return fmt::format("{:.1f}", v);
-}
-std::string f0(double v) {
-  return fmt::format("{:.0f}", v);
-}
+using text::f0;
+using text::f1;
+using text::h;
+using text::Table;
 
 std::string us(double v) {
   if (v >= 100) return f0(v);

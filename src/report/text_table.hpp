@@ -1,0 +1,64 @@
+// The text renderers' one table: columns sized to their content, the first column and every
+// column holding text left-aligned, columns of numbers (or "-") right-aligned. Formatting only.
+#pragma once
+
+#include <fabperf/units.hpp>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+namespace fabperf::text {
+
+class Table {
+ public:
+  // numeric_ is sized here, not on the first add(): a table with no rows (every agent lost, no
+  // pair reported) is still printed, and str() reads it for every column.
+  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)}, numeric_(rows_.front().size(), true) {}
+  void add(std::vector<std::string> row) {
+    for (std::size_t i = 0; i < row.size() && i < numeric_.size(); ++i) {
+      const auto& v = row[i];
+      const bool num = v == "-" || (!v.empty() && (std::isdigit(static_cast<unsigned char>(v[0])) || v[0] == '-') &&
+                                    v.find_first_not_of("0123456789.-") == std::string::npos);
+      numeric_[i] = numeric_[i] && num;
+    }
+    rows_.push_back(std::move(row));
+  }
+  [[nodiscard]] bool empty() const { return rows_.size() <= 1; }
+  [[nodiscard]] std::string str(const std::string& indent = "  ") const {
+    std::vector<std::size_t> w(rows_[0].size(), 0);
+    for (const auto& r : rows_) {
+      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    }
+    std::string out;
+    for (const auto& r : rows_) {
+      out += indent;
+      for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) {
+        const bool left = i == 0 || !numeric_[i];
+        if (i > 0) out += "  ";
+        out += left ? fmt::format("{:<{}}", r[i], w[i]) : fmt::format("{:>{}}", r[i], w[i]);
+      }
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      out += '\n';
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  std::vector<bool> numeric_;
+};
+
+inline std::string h(const Column& c) {
+  return std::string(c.header);
+}
+inline std::string f1(double v) {
+  return fmt::format("{:.1f}", v);
+}
+inline std::string f0(double v) {
+  return fmt::format("{:.0f}", v);
+}
+
+}  // namespace fabperf::text
