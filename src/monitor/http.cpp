@@ -2,6 +2,8 @@
 // is bounded (8 KiB of headers, no body, 10 s to arrive), connections are capped, and every
 // answer is one of handle_http's (metrics.cpp). At the cap a new connection takes the place of the
 // one idle the longest: clients holding keep-alive connections open cannot lock the scraper out.
+// One source address holds at most kMaxPerSource connections (its own idlest give way), so one
+// noisy host cannot push every other client out either.
 #include "proto/asio.hpp"
 
 #include <fabperf/error.hpp>
@@ -9,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <list>
@@ -21,6 +24,7 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 constexpr std::size_t kMaxConnections = 32;
+constexpr std::size_t kMaxPerSource = 8;
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
 
 }  // namespace
@@ -30,6 +34,7 @@ struct MetricsServer::Impl {
   struct Conn {
     beast::tcp_stream* stream{nullptr};
     std::optional<std::chrono::steady_clock::time_point> idle_since;
+    std::string source;  // the peer's address
   };
 
   asio::io_context io{1};
@@ -38,9 +43,9 @@ struct MetricsServer::Impl {
   std::list<Conn> conns;  // touched only on io's one thread
   std::thread thread;
 
-  asio::awaitable<void> session(Tcp::socket sock) {
+  asio::awaitable<void> session(Tcp::socket sock, std::string source) {
     beast::tcp_stream stream(std::move(sock));
-    conns.push_back({&stream, std::nullopt});
+    conns.push_back({&stream, std::nullopt, std::move(source)});
     const auto me = std::prev(conns.end());
     beast::flat_buffer buf(kMaxRequestHeaderBytes);
     for (;;) {
@@ -95,10 +100,12 @@ struct MetricsServer::Impl {
     conns.erase(me);
   }
 
-  // At the cap: the connection idle the longest gives way (false when every one is mid-request).
-  bool evict_idlest() {
+  // At a cap: the connection idle the longest (of `source`, when given) gives way; false when
+  // every one is mid-request.
+  bool evict_idlest(const std::string* source = nullptr) {
     auto oldest = conns.end();
     for (auto it = conns.begin(); it != conns.end(); ++it) {
+      if (source != nullptr && it->source != *source) continue;
       if (it->idle_since && (oldest == conns.end() || *it->idle_since < *oldest->idle_since)) oldest = it;
     }
     if (oldest == conns.end()) return false;
@@ -119,11 +126,17 @@ struct MetricsServer::Impl {
         co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         continue;
       }
-      if (conns.size() >= kMaxConnections && !evict_idlest()) {
-        sock.close(ec);  // every connection is mid-request: each has 10 s at most to finish
+      const auto remote = sock.remote_endpoint(ec);
+      std::string source = ec ? "?" : numeric_address(remote.address());
+      const auto from_source =
+          std::count_if(conns.begin(), conns.end(), [&](const Conn& c) { return c.source == source; });
+      // Every connection at a cap is mid-request: each has 10 s at most to finish.
+      if ((static_cast<std::size_t>(from_source) >= kMaxPerSource && !evict_idlest(&source)) ||
+          (conns.size() >= kMaxConnections && !evict_idlest())) {
+        sock.close(ec);
         continue;
       }
-      asio::co_spawn(io, session(std::move(sock)), asio::detached);
+      asio::co_spawn(io, session(std::move(sock), std::move(source)), asio::detached);
     }
   }
 };

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -781,6 +783,35 @@ int connect_metrics(std::uint16_t port) {
   return fd;
 }
 
+// A connection from a chosen loopback source address, sending nothing.
+int connect_metrics_from(std::uint16_t port, const char* source) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &a.sin_addr);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Connections among fds the server still holds open (no EOF, no reset).
+int still_open(const std::vector<int>& fds) {
+  int n = 0;
+  for (const int fd : fds) {
+    char byte = 0;
+    if (::recv(fd, &byte, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN) ++n;
+  }
+  return n;
+}
+
 // Sends one keep-alive GET and returns what came back before the deadline or a close.
 std::string get_metrics(int fd) {
   const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n";
@@ -822,4 +853,23 @@ TEST(MetricsHttp, IdleConnectionsCannotLockTheScraperOut) {
     held.push_back(fd);  // the scraper keeps its connection too, as Prometheus does
   }
   for (const int fd : held) ::close(fd);
+}
+
+// One source address holds at most 8 connections: 20 silent ones from 127.0.0.2 leave 8 open,
+// 8 from 127.0.0.3 are not pushed out by them, and a scraper from a third address gets through.
+TEST(MetricsHttp, OneSourceHoldsAtMostEightConnections) {
+  MetricsServer srv("127.0.0.1", 0, [] { return std::string("fabperf_test_up 1\n"); });
+  std::vector<int> noisy, quiet;
+  for (int i = 0; i < 8; ++i) quiet.push_back(connect_metrics_from(srv.port(), "127.0.0.3"));
+  for (int i = 0; i < 20; ++i) noisy.push_back(connect_metrics_from(srv.port(), "127.0.0.2"));
+  ASSERT_EQ(std::count(noisy.begin(), noisy.end(), -1) + std::count(quiet.begin(), quiet.end(), -1), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(still_open(noisy), 8);
+  EXPECT_EQ(still_open(quiet), 8);
+  const int scraper = connect_metrics_from(srv.port(), "127.0.0.4");
+  ASSERT_GE(scraper, 0);
+  EXPECT_NE(get_metrics(scraper).find("200 OK"), std::string::npos);
+  for (const int fd : noisy) ::close(fd);
+  for (const int fd : quiet) ::close(fd);
+  ::close(scraper);
 }
