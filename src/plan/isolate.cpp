@@ -40,8 +40,17 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
                         const std::vector<KpiCheck>& failing) {
   Suspicion s;
   std::map<std::uint32_t, std::vector<double>> as_client, as_server;
+  std::set<std::uint32_t> seen;  // in any step, complete or not
   for (const auto& st : steps) {
     if (!st.result.contains("nodes") || !st.result["nodes"].is_array()) continue;
+    for (const auto& n : st.result["nodes"]) {
+      if (const auto it = names.find(n.value("node", "")); it != names.end()) seen.insert(it->second);
+    }
+    // A step that lost a node proves nothing about anybody: no figure of it makes a node good.
+    if (!st.result.value("complete", true)) {
+      s.trace.push_back(fmt::format("  step {} left out: incomplete (a node was lost)", st.id));
+      continue;
+    }
     for (const auto& n : st.result["nodes"]) {
       const auto it = names.find(n.value("node", ""));
       if (it == names.end()) continue;
@@ -50,24 +59,22 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
       if (role.find("server") != std::string::npos) as_server[it->second].push_back(role_mbps(n, test, false));
     }
   }
-  std::set<std::uint32_t> hosts;
-  for (const auto& [h, v] : as_client) hosts.insert(h);
-  for (const auto& [h, v] : as_server) hosts.insert(h);
-  // Each role is judged against the median of the nodes that played it; a role fewer than three
+  // Each role is judged against the median of the nodes that played it, each node by the median
+  // of its own steps (one slow partner does not drag a good node down); a role fewer than three
   // nodes played (incast's one target) has no median to speak of.
   std::map<std::uint32_t, std::string> why;
   const auto judge = [&](const std::map<std::uint32_t, std::vector<double>>& role, const char* what) {
     if (role.size() < 3) return;
     std::vector<double> means;
     means.reserve(role.size());
-    for (const auto& [h, v] : role) means.push_back(stats::mean(v));
+    for (const auto& [h, v] : role) means.push_back(stats::median(v));
     const double med = stats::median(means);
     if (med <= 0) return;
     for (const auto& [h, v] : role) {
-      const double r = stats::mean(v) / med;
+      const double r = stats::median(v) / med;
       if (!s.score.count(h) || r < s.score[h]) {
         s.score[h] = r;
-        why[h] = fmt::format("{} MB/s as {}, {:.2f} of the median {}", mb(stats::mean(v)), what, r, mb(med));
+        why[h] = fmt::format("{} MB/s as {}, {:.2f} of the median {}", mb(stats::median(v)), what, r, mb(med));
       }
     }
   };
@@ -104,23 +111,22 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
       if (const auto i = index_of(n)) named.insert(*i);
     }
   }
-  for (const auto h : hosts) {
-    const double sc = s.score.count(h) ? s.score[h] : 1.0;
-    if (sc < kSlowFraction || named.count(h)) s.suspects.push_back(h);
+  // Ranked by distance below the median. A failing KPI names both ends of a pair and every link
+  // of a node: it makes a suspect only of a node that is not clearly at the median itself.
+  std::vector<std::uint32_t> unmeasured;
+  for (const auto h : seen) {
+    if (!s.score.count(h)) {
+      unmeasured.push_back(h);
+    } else if (s.score[h] < kSlowFraction || (named.count(h) && s.score[h] < kGoodFraction)) {
+      s.suspects.push_back(h);
+    } else if (s.score[h] >= kGoodFraction) {
+      s.good.push_back(h);
+    }
   }
-  // A pair KPI names both ends; when every node is named the threshold, not a node, is at issue.
-  std::sort(s.suspects.begin(), s.suspects.end(), [&](auto a, auto b) {
-    const double x = s.score.count(a) ? s.score[a] : 1.0, y = s.score.count(b) ? s.score[b] : 1.0;
-    return x != y ? x < y : a < b;
-  });
-  for (const auto h : hosts) {
-    const double sc = s.score.count(h) ? s.score[h] : 1.0;
-    if (sc >= kGoodFraction && !std::count(s.suspects.begin(), s.suspects.end(), h)) s.good.push_back(h);
-  }
-  std::sort(s.good.begin(), s.good.end(), [&](auto a, auto b) {
-    const double x = s.score.count(a) ? s.score[a] : 1.0, y = s.score.count(b) ? s.score[b] : 1.0;
-    return x != y ? x > y : a < b;
-  });
+  std::sort(s.suspects.begin(), s.suspects.end(),
+            [&](auto a, auto b) { return s.score[a] != s.score[b] ? s.score[a] < s.score[b] : a < b; });
+  std::sort(s.good.begin(), s.good.end(),
+            [&](auto a, auto b) { return s.score[a] != s.score[b] ? s.score[a] > s.score[b] : a < b; });
   const auto list = [&](const std::vector<std::uint32_t>& v) {
     std::string out;
     for (const auto h : v) out += (out.empty() ? "" : ", ") + host_names[h];
@@ -132,6 +138,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
                                   named.count(h) ? "; named by a failing KPI" : ""));
   }
   s.trace.push_back(fmt::format("  known good: {}", list(s.good)));
+  if (!unmeasured.empty()) s.trace.push_back(fmt::format("  not measured in a complete step: {}", list(unmeasured)));
   return s;
 }
 

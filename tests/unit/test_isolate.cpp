@@ -127,11 +127,47 @@ TEST(Isolate, SuspectsFromAnAllToAllStep) {
   EXPECT_EQ(s.suspects, (std::vector<std::uint32_t>{3}));
   EXPECT_EQ(s.good, (std::vector<std::uint32_t>{4, 2, 1, 0}));
   EXPECT_NEAR(s.spread, 33.0 / 104, 1e-9);
-  // A failing pair KPI names both of its ends.
+  // A failing pair KPI names both of its ends, but a node at the median is not suspected for it
+  // (all-pairs judged by a pair KPI named every node, and isolation had no known-good peer).
   KpiCheck c;
   c.scope = "pair";
   c.subject = "n1->n2";
   c.pass = false;
-  const auto t = find_suspects({{"a2a/0", "a2a", json{{"nodes", nodes}}}}, idx, names(5), "write", {c});
-  EXPECT_EQ(t.suspects, (std::vector<std::uint32_t>{3, 0, 1}));
+  auto t = find_suspects({{"a2a/0", "a2a", json{{"nodes", nodes}}}}, idx, names(5), "write", {c});
+  EXPECT_EQ(t.suspects, (std::vector<std::uint32_t>{3}));
+  EXPECT_EQ(t.good, (std::vector<std::uint32_t>{4, 2, 1, 0}));
+  // Between 0.8 and 0.9 of the median, the KPI's word makes a suspect.
+  nodes[0]["tx_mb_per_s"] = nodes[0]["rx_mb_per_s"] = 87;
+  t = find_suspects({{"a2a/0", "a2a", json{{"nodes", nodes}}}}, idx, names(5), "write", {c});
+  EXPECT_EQ(t.suspects, (std::vector<std::uint32_t>{3, 0}));
+}
+
+TEST(Isolate, OnlyCompleteStepsMakeANodeGood) {
+  // Step 1 complete: n1..n4 at 100, n5 at 30. Step 2 lost n2 mid-test: n2 shows 0 and the step
+  // proves nothing; n2 keeps its step-1 figure, and a node seen only in the lost step is neither
+  // good nor a suspect.
+  const auto node = [](int i, double v) {
+    return json{{"node", "10.0.0." + std::to_string(i) + ":6668"},
+                {"role", "server+client"},
+                {"tx_mb_per_s", v},
+                {"rx_mb_per_s", v}};
+  };
+  json ok = json::array(), lost = json::array();
+  for (int i = 1; i <= 5; ++i) ok.push_back(node(i, i == 5 ? 30 : 100));
+  lost.push_back(node(2, 0));
+  lost.push_back(node(6, 0));
+  std::map<std::string, std::uint32_t> idx;
+  for (std::uint32_t i = 0; i < 6; ++i) idx["10.0.0." + std::to_string(i + 1) + ":6668"] = i;
+  const auto s = find_suspects(
+      {{"t/0", "t", json{{"nodes", ok}, {"complete", true}}}, {"t/1", "t", json{{"nodes", lost}, {"complete", false}}}},
+      idx, names(6), "write", {});
+  EXPECT_EQ(s.suspects, (std::vector<std::uint32_t>{4}));
+  EXPECT_EQ(s.good, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  const std::string trace = [&] {
+    std::string t;
+    for (const auto& l : s.trace) t += l + "\n";
+    return t;
+  }();
+  EXPECT_NE(trace.find("step t/1 left out: incomplete"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("not measured in a complete step: n6"), std::string::npos) << trace;
 }
