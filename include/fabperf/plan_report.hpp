@@ -24,14 +24,15 @@ inline constexpr int kPlanResultsVersion = 1;
 // What the file held, validated line by line but not yet interpreted.
 struct RawResults {
   std::string path;
-  bool single_run{false};             // a plain `fabperf run --json` result, not a plan results file
-  nlohmann::json plan;                // the "plan" line (for a single run: a synthesized header)
-  std::vector<nlohmann::json> steps;  // one per step id, the last record of that id, by index
-  std::vector<nlohmann::json> kpis;   // one per check key, the last record of that key
-  std::optional<nlohmann::json> end;  // the "end" line, when the plan finished
-  int resumed{0};                     // how many "plan" lines after the first (resumed runs)
-  int superseded_steps{0};            // step records replaced by a later record of the same id
-  std::size_t truncated_line{0};      // a last line cut off mid-write (ignored), 0 if none
+  bool single_run{false};                 // a plain `fabperf run --json` result, not a plan results file
+  nlohmann::json plan;                    // the "plan" line (for a single run: a synthesized header)
+  std::vector<nlohmann::json> steps;      // one per step id, the last record of that id, by index
+  std::vector<nlohmann::json> kpis;       // one per check key, the last record of that key
+  std::optional<nlohmann::json> end;      // the "end" line, when the plan finished
+  std::vector<nlohmann::json> isolation;  // the "isolation" lines (one per isolated test)
+  int resumed{0};                         // how many "plan" lines after the first (resumed runs)
+  int superseded_steps{0};                // step records replaced by a later record of the same id
+  std::size_t truncated_line{0};          // a last line cut off mid-write (ignored), 0 if none
 };
 
 // Reads a results file; throws UsageError naming FILE:LINE for every malformed line, an unknown
@@ -197,7 +198,8 @@ struct PlanReport {
   int kpi_passed{0};
   int kpi_failed{0};
   std::vector<PairMatrix> matrices;
-  std::vector<std::string> notes;  // things a reader must know (unfinished plan, resumed run)
+  std::vector<std::string> notes;      // things a reader must know (unfinished plan, resumed run)
+  std::vector<std::string> isolation;  // "TEST: what isolation named", one line per finding
 };
 
 PlanReport build_plan_report(const RawResults& raw);

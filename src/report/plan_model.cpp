@@ -365,6 +365,16 @@ PlanReport build_plan_report(const RawResults& raw) {
     r.verdict = "PASS";
     r.verdict_reason = fmt::format("all {} KPI checks passed", r.kpi_passed);
   }
+  for (const auto& iso : raw.isolation) {
+    const std::string test = iso["test"].get<std::string>();
+    for (const auto& f : iso["findings"]) {
+      r.isolation.push_back(
+          fmt::format("{}: {}{}", test, f.value("slow", false) ? "SLOW " : "", f["text"].get<std::string>()));
+    }
+    // Nothing named: the trace's last word says why (no suspect, too few good peers, ...).
+    if (iso["findings"].empty() && !iso["trace"].empty() && iso["trace"].back().is_string())
+      r.isolation.push_back(test + ": " + iso["trace"].back().get<std::string>());
+  }
   if (r.finished && r.kind == "plan") {
     const bool recorded_pass = raw.end->value("passed", false);
     if (recorded_pass != (r.verdict == "PASS" || r.verdict == "NO KPI")) {

@@ -226,7 +226,8 @@ json render_plan_json(const PlanReport& r) {
           {"kpis", std::move(kpis)},
           {"matrices", std::move(matrices)},
           {"steps", std::move(steps)},
-          {"notes", r.notes}};
+          {"notes", r.notes},
+          {"isolation", r.isolation}};
 }
 
 std::string render_plan_csv(const PlanReport& r, const std::string& table) {

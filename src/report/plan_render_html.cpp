@@ -485,6 +485,11 @@ std::string render_plan_html(const PlanReport& r) {
     out += "</ul></div>\n";
   }
 
+  if (!r.isolation.empty()) {
+    out += "<h2>Isolation</h2>\n<div class=\"notes\"><ul>";
+    for (const auto& l : r.isolation) out += "<li>" + e(l) + "</li>";
+    out += "</ul></div>\n";
+  }
   // Verdict table.
   out += "<h2>KPI verdict</h2>\n";
   if (r.kpi_groups.empty()) {

@@ -50,6 +50,8 @@ std::string render_plan_text(const PlanReport& r) {
   out += fmt::format("steps: {} done, {} failed, {} interrupted, {} not run, of {}\n", r.steps_done, r.steps_failed,
                      r.steps_interrupted, r.steps_missing, r.steps_total);
   for (const auto& n : r.notes) out += "note: " + n + "\n";
+  if (!r.isolation.empty()) out += "\nIsolation\n";
+  for (const auto& l : r.isolation) out += "  " + l + "\n";
 
   if (!r.kpi_groups.empty()) {
     out += "\nKPI checks\n";

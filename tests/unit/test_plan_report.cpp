@@ -165,6 +165,30 @@ TEST(PlanLoad, MissingEndMeansUnfinished) {
   EXPECT_NE(render_plan_text(r).find("did not finish"), std::string::npos);
 }
 
+// Issue 31: what isolation named is in the report (text, HTML, JSON), not only in the run's output;
+// a malformed isolation record is refused by line.
+TEST(PlanLoad, IsolationFindingsAreReported) {
+  const json iso = {{"type", "isolation"},
+                    {"test", "ap"},
+                    {"rounds", 2},
+                    {"trace", {"known good: n2"}},
+                    {"findings", {{{"slow", true}, {"text", "n1 eth0: 3.6 MB/s against 4 good peers"}}}}};
+  const auto r = build_plan_report(load(lines({plan_line(), step_line(0, "n1", "n2", 200), iso, end_line(false)})));
+  ASSERT_EQ(r.isolation, (std::vector<std::string>{"ap: SLOW n1 eth0: 3.6 MB/s against 4 good peers"}));
+  EXPECT_NE(render_plan_text(r).find("Isolation\n  ap: SLOW n1 eth0"), std::string::npos) << render_plan_text(r);
+  EXPECT_NE(render_plan_html(r).find("<li>ap: SLOW n1 eth0"), std::string::npos);
+  EXPECT_EQ(render_plan_json(r)["isolation"][0], r.isolation[0]);
+  json none = iso;
+  none["findings"] = json::array();
+  none["trace"] = {"only 2 known-good node(s): isolation needs 3"};
+  EXPECT_EQ(build_plan_report(load(lines({plan_line(), none}))).isolation,
+            (std::vector<std::string>{"ap: only 2 known-good node(s): isolation needs 3"}));
+  json bad = iso;
+  bad["findings"] = "n1";
+  EXPECT_NE(load_error(lines({plan_line(), bad})).find("r.jsonl:2: isolation record: fields 'findings' and 'trace'"),
+            std::string::npos);
+}
+
 TEST(PlanLoad, LastLineCutMidWriteIsIgnoredWithANote) {
   std::string text =
       lines({plan_line(), step_line(0, "n1", "n2", 200)}) + step_line(1, "n2", "n1", 100).dump().substr(0, 40);
