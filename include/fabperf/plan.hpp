@@ -216,6 +216,9 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
 // problem naming the node and the bond ("n1/bond0"), what is wrong and the fix; serious ones (a
 // member down or outside the aggregator, no LACP partner) are errors. Part of preflight_findings.
 std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names);
+// The fix for an agent the probe could not use, from the error that says why (a name that does
+// not resolve, no key or another key, a refused or silent port, a busy agent, a relay).
+std::string agent_error_fix(std::string_view error);
 // The probe's settings: stream writes, one connection per pair and link (connection c of a pair
 // uses link c mod L, so every link is probed), short.
 // PCIe links behind each agent's test interfaces (pcie.hpp): a link trained below what its card

@@ -70,6 +70,7 @@ inline constexpr Column count{"count", "count", ""};
 inline constexpr Column link{"link", "link", ""};
 inline constexpr Column kind{"kind", "kind", ""};
 inline constexpr Column speed_mbps{"speed_mbps", "speed Mb/s", "10^6 bit/s"};
+inline constexpr Column shaped_mbps{"shaped_mbps", "shaped Mb/s", "10^6 bit/s"};
 inline constexpr Column mtu{"mtu", "mtu", "B"};
 inline constexpr Column payload_mb_per_s{"payload_mb_per_s", "payload MB/s", "10^6 B/s"};
 inline constexpr Column utilization_pct{"utilization_pct", "util %", "%"};

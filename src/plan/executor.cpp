@@ -140,9 +140,7 @@ int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds
     for (const auto& [addr, name] : names) {
       if (std::string(e.what()).find(addr) != std::string::npos) who += (who.empty() ? "" : ", ") + name;
     }
-    os << plan::render_findings(
-        {{"error", who, e.what(),
-          "start 'fabperf agent' there with the same key, and open its port (6668) and data ports"}});
+    os << plan::render_findings({{"error", who, e.what(), plan::agent_error_fix(e.what())}});
     os << "preflight: FAILED (fix the above, or run with --no-preflight)\n";
     return static_cast<int>(ExitCode::infrastructure);
   }

@@ -3,6 +3,7 @@
 #include <fabperf/bonding.hpp>
 #include <fabperf/pcie.hpp>
 #include <fabperf/plan.hpp>
+#include <fabperf/stats.hpp>
 #include <fabperf/units.hpp>
 
 #include <fmt/format.h>
@@ -97,9 +98,26 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
   std::map<std::string, int> speed_count;
   std::map<std::string, std::int64_t> link_speed;
   std::vector<std::string> unknown_speed;
+  std::map<std::string, double> probe_share;  // node -> its probe rate / its links' nominal rate
   for (const auto& n : report.nodes) {
+    double nominal_mb = 0;  // stays 0 when a link's rate is unknown
+    bool known = !n.links.empty();
     for (const auto& l : n.links) {
       const std::string sub = label(n.name) + "/" + l.name;
+      // A shaper on the host holds the link below what it negotiated: the fabric is not the limit.
+      std::int64_t nominal = l.speed_mbps;
+      if (l.shaped_mbps > 0 && (l.speed_mbps <= 0 || l.shaped_mbps < l.speed_mbps)) {
+        nominal = l.shaped_mbps;
+        out.push_back(
+            {"warning", sub,
+             l.speed_mbps > 0 ? fmt::format("a root tbf qdisc holds it to {} Mbit/s, below the negotiated {} Mb/s",
+                                            l.shaped_mbps, l.speed_mbps)
+                              : fmt::format("a root tbf qdisc holds it to {} Mbit/s", l.shaped_mbps),
+             fmt::format("on {}: tc qdisc show dev {} (tc qdisc del dev {} root, unless it is meant to be there)",
+                         label(n.name), l.name, l.name)});
+      }
+      known = known && nominal > 0;
+      nominal_mb += static_cast<double>(std::max<std::int64_t>(nominal, 0)) / 8.0;
       node_mtu[sub] = l.mtu;
       ++mtu_count[std::to_string(l.mtu)];
       auto& m = min_mtu[n.index];
@@ -109,6 +127,29 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
         ++speed_count[std::to_string(l.speed_mbps)];
       } else {
         unknown_speed.push_back(sub);
+      }
+    }
+    if (known && nominal_mb > 0) probe_share[label(n.name)] = std::max(n.tx_mb_per_s, n.rx_mb_per_s) / nominal_mb;
+  }
+  // The probe against each node's nominal rate. A short probe rarely fills a fast link, so only a
+  // node far below the others (half the median share) is a warning: a host-side limit, a busy CPU,
+  // a slow path.
+  if (probe_share.size() >= 2) {
+    std::vector<double> shares;
+    std::string line;
+    for (const auto& [who, sh] : probe_share) {
+      shares.push_back(sh);
+      line += fmt::format("{}{} {:.0f}%", line.empty() ? "" : ", ", who, 100 * sh);
+    }
+    const double med = stats::median(shares);
+    out.push_back({"ok", "", "probe rate against each node's nominal link rate: " + line, ""});
+    for (const auto& [who, sh] : probe_share) {
+      if (sh < 0.5 * med) {
+        out.push_back(
+            {"warning", who,
+             fmt::format("the probe moved {:.0f}% of its links' nominal rate, the other nodes a median {:.0f}%",
+                         100 * sh, 100 * med),
+             "look for a rate limit on the host (tc qdisc), a busy CPU or a slower path to it"});
       }
     }
   }
@@ -232,6 +273,24 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
     if (!dup) out.push_back({"warning", "", f, ""});
   }
   return out;
+}
+
+std::string agent_error_fix(std::string_view error) {
+  static const std::pair<const char*, const char*> kFixes[] = {
+      {"does not resolve", "check the host's name or address in the plan (DNS, /etc/hosts)"},
+      {"requires a key", "give this coordinator the agents' key: --key-file FILE or FABPERF_KEY_FILE"},
+      {"key mismatch", "use one key everywhere: copy the agents' key file to this host (fabperf keygen makes one)"},
+      {"the agent has no key", "start the agent with --key-file and the same key as this coordinator"},
+      {"certificate instead of the shared key", "this address answers with a TLS service that is not a fabperf agent"},
+      {"relay, port forward or NAT", "dial the agent's own address, not a forwarded one"},
+      {"agent busy", "wait until the other coordinator's test ends (or stop it there)"},
+      {"Connection refused", "start 'fabperf agent --key-file KEY' there (port 6668 unless --listen says otherwise)"},
+      {"timed out", "the host is down, or a firewall drops its port 6668"},
+  };
+  for (const auto& [needle, fix] : kFixes) {
+    if (error.find(needle) != std::string_view::npos) return fix;
+  }
+  return "start 'fabperf agent' there with the same key, and open its port (6668) and data ports";
 }
 
 std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names) {

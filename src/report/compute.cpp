@@ -117,6 +117,7 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   lr.driver = l.info.driver;
   lr.mtu = l.info.mtu;
   lr.speed_mbps = l.info.speed_mbps;
+  lr.shaped_mbps = l.info.shaped_mbps;
   lr.duplex = l.info.duplex;
   lr.vanished = l.vanished;
   std::vector<const LinkSample*> ok;

@@ -57,6 +57,7 @@ json links_json(const std::vector<LinkReport>& links) {
                    {"driver", l.driver},
                    {json_key(col::mtu), l.mtu},
                    {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
+                   {json_key(col::shaped_mbps), l.shaped_mbps >= 0 ? json(l.shaped_mbps) : json(nullptr)},
                    {"duplex", l.duplex},
                    {"window_s", l.window_s},
                    {json_key(col::tx_mb_per_s), l.tx_mb_per_s},

@@ -80,11 +80,35 @@ std::optional<CounterValues> read_ethtool_stats(const std::string& ifname) {
   return out;
 }
 
-CounterValues read_qdisc_counters(const std::string& ifname) {
+namespace {
+
+// What the root qdisc of an interface says: its queue counters, its kind and, for a token bucket
+// (tbf), its rate. One RTM_GETQDISC dump.
+struct RootQdisc {
+  CounterValues counters;
+  std::string kind;
+  std::uint64_t rate_bytes_per_s{0};
+};
+
+// Calls f(type, offset, length) for each rtattr in buf[from, to).
+template <typename F>
+void each_attr(const std::vector<char>& buf, std::size_t from, std::size_t to, F&& f) {
+  constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
+  for (std::size_t a = from; a + sizeof(rtattr) <= to;) {
+    rtattr at{};
+    std::memcpy(&at, buf.data() + a, sizeof at);
+    if (at.rta_len < sizeof(rtattr) || a + at.rta_len > to) return;
+    f(at.rta_type, a + align4(sizeof(rtattr)), at.rta_len - align4(sizeof(rtattr)));
+    a += align4(at.rta_len);
+  }
+}
+
+RootQdisc read_root_qdisc(const std::string& ifname) {
+  RootQdisc out;
   const unsigned ifindex = if_nametoindex(ifname.c_str());
-  if (ifindex == 0) return {};
+  if (ifindex == 0) return out;
   const Fd s(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-  if (s.fd < 0) return {};
+  if (s.fd < 0) return out;
   timeval tv{0, 200'000};  // a dump of this host's qdiscs; never wait long for the kernel
   ::setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   struct {
@@ -99,10 +123,10 @@ CounterValues read_qdisc_counters(const std::string& ifname) {
   req.tc.tcm_ifindex = static_cast<int>(ifindex);  // newer kernels filter on it; older dump all
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (::sendto(s.fd, &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return {};
-  CounterValues out;
+  if (::sendto(s.fd, &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return out;
   std::vector<char> buf(32768);
   constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
+  bool found = false;
   for (;;) {
     const ssize_t len = ::recv(s.fd, buf.data(), buf.size(), 0);
     if (len <= 0) return out;
@@ -118,30 +142,48 @@ CounterValues read_qdisc_counters(const std::string& ifname) {
       if (nh.nlmsg_type != RTM_NEWQDISC || body + sizeof(tcmsg) > end) continue;
       tcmsg tc{};
       std::memcpy(&tc, buf.data() + body, sizeof tc);
-      if (tc.tcm_ifindex != static_cast<int>(ifindex) || tc.tcm_parent != TC_H_ROOT || !out.empty()) continue;
-      // Attributes: TCA_STATS2 nests TCA_STATS_QUEUE (struct gnet_stats_queue).
-      for (std::size_t a = body + align4(sizeof(tcmsg)); a + sizeof(rtattr) <= end;) {
-        rtattr at{};
-        std::memcpy(&at, buf.data() + a, sizeof at);
-        if (at.rta_len < sizeof(rtattr) || a + at.rta_len > end) break;
-        if (at.rta_type == TCA_STATS2) {
-          const std::size_t nend = a + at.rta_len;
-          for (std::size_t b = a + align4(sizeof(rtattr)); b + sizeof(rtattr) <= nend;) {
-            rtattr st{};
-            std::memcpy(&st, buf.data() + b, sizeof st);
-            if (st.rta_len < sizeof(rtattr) || b + st.rta_len > nend) break;
-            if (st.rta_type == TCA_STATS_QUEUE && st.rta_len >= align4(sizeof(rtattr)) + sizeof(gnet_stats_queue)) {
-              gnet_stats_queue q{};
-              std::memcpy(&q, buf.data() + b + align4(sizeof(rtattr)), sizeof q);
-              out = {{"qdisc.drops", q.drops}, {"qdisc.overlimits", q.overlimits}, {"qdisc.requeues", q.requeues}};
+      if (tc.tcm_ifindex != static_cast<int>(ifindex) || tc.tcm_parent != TC_H_ROOT || found) continue;
+      found = true;
+      std::uint64_t rate64 = 0;
+      each_attr(buf, body + align4(sizeof(tcmsg)), end, [&](unsigned type, std::size_t at, std::size_t n) {
+        if (type == TCA_KIND) {
+          out.kind.assign(buf.data() + at, strnlen(buf.data() + at, n));
+        } else if (type == TCA_OPTIONS) {  // tbf's: its rate (32-bit bytes/s, or the 64-bit one)
+          each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
+            if (t == TCA_TBF_PARMS && m >= sizeof(tc_tbf_qopt)) {
+              tc_tbf_qopt q{};
+              std::memcpy(&q, buf.data() + o, sizeof q);
+              out.rate_bytes_per_s = q.rate.rate;
+            } else if (t == TCA_TBF_RATE64 && m >= sizeof rate64) {
+              std::memcpy(&rate64, buf.data() + o, sizeof rate64);
             }
-            b += align4(st.rta_len);
-          }
+          });
+        } else if (type == TCA_STATS2) {  // nests TCA_STATS_QUEUE (struct gnet_stats_queue)
+          each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
+            if (t != TCA_STATS_QUEUE || m < sizeof(gnet_stats_queue)) return;
+            gnet_stats_queue q{};
+            std::memcpy(&q, buf.data() + o, sizeof q);
+            out.counters = {
+                {"qdisc.drops", q.drops}, {"qdisc.overlimits", q.overlimits}, {"qdisc.requeues", q.requeues}};
+          });
         }
-        a += align4(at.rta_len);
-      }
+      });
+      if (out.kind != "tbf") out.rate_bytes_per_s = 0;
+      if (rate64 > 0) out.rate_bytes_per_s = rate64;
     }
   }
+}
+
+}  // namespace
+
+CounterValues read_qdisc_counters(const std::string& ifname) {
+  return read_root_qdisc(ifname).counters;
+}
+
+std::int64_t read_shaped_mbps(const std::string& ifname) {
+  const auto q = read_root_qdisc(ifname);
+  if (q.rate_bytes_per_s == 0) return -1;
+  return static_cast<std::int64_t>(q.rate_bytes_per_s * 8 / 1'000'000);
 }
 
 std::size_t counter_cells(const std::vector<CounterSample>& samples) {

@@ -1,3 +1,4 @@
+#include <fabperf/counters.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/fields.hpp>
 #include <fabperf/links.hpp>
@@ -136,6 +137,7 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
     if (l.duplex.empty() || l.duplex == "unknown") l.duplex = eth.duplex.empty() ? l.duplex : eth.duplex;
     if (l.driver == "veth" && l.kind == "virtual") l.kind = "veth";
     l.addresses = addresses_of(name);
+    l.shaped_mbps = read_shaped_mbps(name);
   }
   if (l.duplex.empty()) l.duplex = "unknown";
   return l;
@@ -237,6 +239,7 @@ nlohmann::json to_json(const LinkInfo& l) {
           {"addresses", l.addresses},
           {"mtu", l.mtu},
           {"speed_mbps", l.speed_mbps >= 0 ? nlohmann::json(l.speed_mbps) : nlohmann::json(nullptr)},
+          {"shaped_mbps", l.shaped_mbps >= 0 ? nlohmann::json(l.shaped_mbps) : nlohmann::json(nullptr)},
           {"duplex", l.duplex},
           {"master", l.master},
           {"members", l.members},
@@ -265,6 +268,9 @@ LinkInfo link_from_json(const nlohmann::json& j) {
   const auto& sp = j.find("speed_mbps");
   if (sp == j.end()) throw ProtocolError("link.speed_mbps: missing field");
   l.speed_mbps = sp->is_null() ? -1 : f.i64("speed_mbps", 0, 100'000'000);
+  // Optional: agents older than the qdisc reading send none.
+  if (const auto sh = j.find("shaped_mbps"); sh != j.end() && !sh->is_null())
+    l.shaped_mbps = f.i64("shaped_mbps", 0, 100'000'000);
   l.duplex = f.str("duplex", 16);
   l.master = f.str("master", 64);
   l.members = f.strings("members", 64, 64);

@@ -47,4 +47,8 @@ PY
 grep -q "FAIL min-link-mbps.*h2/eth1" "$WORK/out.txt" || { echo "FAIL: verdict table does not name h2/eth1"; exit 1; }
 grep -q "preflight: ok" "$WORK/out.txt" || { echo "FAIL: preflight did not pass"; exit 1; }
 grep -q "every test interface has MTU 1500 (6 interfaces)" "$WORK/out.txt" || { echo "FAIL: preflight did not probe both links"; exit 1; }
+# The lab shapes every host's interfaces with a root tbf: pre-flight names it (issue 31), and
+# compares each node's probe with its links' nominal (shaped) rate.
+grep -q "a root tbf qdisc holds it to 400 Mbit/s" "$WORK/out.txt" || { echo "FAIL: pre-flight did not see the tbf"; exit 1; }
+grep -q "probe rate against each node's nominal link rate: " "$WORK/out.txt" || { echo "FAIL: no probe/nominal line"; exit 1; }
 echo PASS

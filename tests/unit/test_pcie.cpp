@@ -13,6 +13,7 @@
 
 #include "unit/fake_tree.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <filesystem>
@@ -390,6 +391,42 @@ TEST(PcieReport, PreflightNamesTheDegradedLinkOnceAndSaysOkOtherwise) {
   EXPECT_TRUE(std::any_of(all.begin(), all.end(), [](const plan::Finding& x) {
     return x.level == "error" && x.what.find("x4 of x8") != std::string::npos;
   }));
+}
+
+// Issue 31: a host-side shaper (a root tbf) below the negotiated speed is named in pre-flight,
+// with its fix; a link shaped at or above its speed is not.
+TEST(Preflight, AHostSideShaperIsNamed) {
+  LinkInfo eth;
+  eth.name = "eth0";
+  eth.mtu = 9000;
+  eth.speed_mbps = 10000;
+  RunRecord rec;
+  for (int i = 1; i <= 3; ++i) {
+    eth.shaped_mbps = i == 3 ? 1000 : (i == 2 ? 10000 : -1);
+    rec.nodes.push_back(node_with(fmt::format("198.18.0.{}:6668", i), {eth}, 10, 10));
+  }
+  const auto all = plan::preflight_findings(rec, compute_report(rec), {{"198.18.0.3:6668", "n3"}}, {});
+  std::vector<plan::Finding> shaped;
+  for (const auto& f : all) {
+    if (f.what.find("tbf") != std::string::npos) shaped.push_back(f);
+  }
+  ASSERT_EQ(shaped.size(), 1u) << plan::render_findings(all);
+  EXPECT_EQ(shaped[0].level, "warning");
+  EXPECT_EQ(shaped[0].node, "n3/eth0");
+  EXPECT_EQ(shaped[0].what, "a root tbf qdisc holds it to 1000 Mbit/s, below the negotiated 10000 Mb/s");
+  EXPECT_NE(shaped[0].fix.find("on n3: tc qdisc show dev eth0"), std::string::npos);
+}
+
+// Issue 31: pre-flight's advice for an unusable agent matches what went wrong.
+TEST(Preflight, TheFixMatchesTheError) {
+  EXPECT_EQ(plan::agent_error_fix("cannot reach agent h9:6668: name does not resolve (Host not found)"),
+            "check the host's name or address in the plan (DNS, /etc/hosts)");
+  EXPECT_EQ(plan::agent_error_fix("authentication failed for h1:6668: the agent requires a key; give --key-file FILE"),
+            "give this coordinator the agents' key: --key-file FILE or FABPERF_KEY_FILE");
+  EXPECT_NE(plan::agent_error_fix("cannot reach agent h1:6668: Connection refused").find("start 'fabperf agent"),
+            std::string::npos);
+  EXPECT_NE(plan::agent_error_fix("authentication failed for h1:6668: key mismatch").find("one key everywhere"),
+            std::string::npos);
 }
 
 TEST(PcieSysfs, VmLabGuestTreeAsTheKernelWroteIt) {
