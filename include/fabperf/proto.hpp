@@ -219,7 +219,7 @@ enum class ErrorCode {
   limit,         // over one of the agent's caps (--max-duration, buffers, connections, ...)
   protocol,      // a message out of order or not for this test
   version,       // no protocol version in common with the coordinator
-  refused,       // a request the agent declines (SHUTDOWN without --allow-shutdown)
+  refused,       // a request the agent declines (SHUTDOWN to an agent started with --no-remote-kill, ...)
   setup_failed,  // SETUP_SERVER, SETUP_CLIENT or RDMA_CONNECT could not be carried out
   start_failed,  // START could not start the test
   result,        // the RESULT could not be sent
