@@ -48,7 +48,13 @@ struct RunRequest {
   std::vector<std::string> bind_devs;
   // Not null: results go to it as they arrive, and run_test's RunRecord carries no node results.
   ResultSink* sink{nullptr};
+  // Called about once a second while the test runs (coordinator thread; must not throw): the
+  // seconds since the start, the test's length and what the nodes received over the last second.
+  std::function<void(double elapsed_s, double total_s, double mb_per_s)> progress;
 };
+
+// What a terminal shows while a test runs: "4.0 of 10.0 s, 2341 MB/s now".
+std::string progress_text(double elapsed_s, double total_s, double mb_per_s);
 
 // Fills req.clients, req.servers and req.pairs from (client, server) pairs of host numbers: each
 // host once per role, in the order it first appears; endpoint(h) is host h's address.

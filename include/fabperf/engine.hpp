@@ -105,6 +105,8 @@ class RunContext {
   void warn(std::string message);
   [[nodiscard]] std::vector<std::string> warnings() const;
   [[nodiscard]] std::size_t flow_count() const;
+  // Every byte the flows have received so far (for the live progress line; any thread).
+  [[nodiscard]] std::uint64_t received_bytes() const;
 
   // Data threads: block until the common start (returns early on abort).
   void wait_for_start() const noexcept;

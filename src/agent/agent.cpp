@@ -249,9 +249,12 @@ class Agent {
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       // Past the test's end and before its RESULT the run drains its connections: the coordinator
       // waits for a RESULT while this says so (CoordinatorTiming::drain_max bounds it there).
+      // During a test the bytes received so far feed the coordinator's live progress line.
       if (conn->is_open()) {
-        conn->send(MsgType::heartbeat,
-                   host_.draining(conn.get()) ? nlohmann::json{{"draining", true}} : nlohmann::json::object());
+        nlohmann::json body = nlohmann::json::object();
+        if (host_.draining(conn.get())) body["draining"] = true;
+        if (const auto rx = host_.received(conn.get())) body["rx_bytes"] = *rx;
+        conn->send(MsgType::heartbeat, body);
       }
     }
   }

@@ -358,6 +358,11 @@ bool TestHost::draining(const proto::MessageSink* peer) const {
   return owned_by(peer) && test_ && test_->run && test_->end_at > 0 && mono_now_ns() > test_->end_at;
 }
 
+std::optional<std::uint64_t> TestHost::received(const proto::MessageSink* peer) const {
+  if (!owned_by(peer) || !test_ || !test_->run) return std::nullopt;
+  return test_->run->context().received_bytes();
+}
+
 void TestHost::abort(const proto::MessageSink* peer, const std::string& reason) {
   if (owner_ != peer || !test_) return;
   spdlog::warn("agent: test aborted by coordinator: {}", reason);

@@ -76,6 +76,8 @@ class TestHost {
   // True between this session's test's end and its RESULT: the run lets its connections drain
   // what the kernels still hold (RunContext::hard_deadline). Heartbeats say so to the coordinator.
   [[nodiscard]] bool draining(const proto::MessageSink* peer) const;
+  // Bytes received so far by this peer's running test; nothing when it runs none.
+  [[nodiscard]] std::optional<std::uint64_t> received(const proto::MessageSink* peer) const;
   [[nodiscard]] bool owned_by(const proto::MessageSink* peer) const { return owner_ != nullptr && owner_ == peer; }
   // "running test T for coordinator C" when another session holds a test; nullopt otherwise.
   [[nodiscard]] std::optional<std::string> held_by_other(const proto::MessageSink* peer) const;

@@ -27,7 +27,14 @@ int run_repeated(const RunRequest& req, std::uint32_t n, const std::string& json
   std::vector<double> mbs;
   int code = 0;
   for (std::uint32_t t = 1; t <= n; ++t) {
-    const RunRecord rec = run_test(req);
+    RunRequest trial = req;
+    if (req.progress) {  // the trial's number before the live figures
+      trial.progress = [&, t](double e, double total, double mb) {
+        std::cerr << "\r\033[K" << fmt::format("trial {}/{}: ", t, n) << progress_text(e, total, mb) << std::flush;
+      };
+    }
+    const RunRecord rec = run_test(trial);
+    if (req.progress) std::cerr << "\r\033[K" << std::flush;
     const Report report = compute_report(rec);
     auto j = render_json(report);
     j["trial"] = t;

@@ -512,12 +512,23 @@ int cmd_run(int argc, char** argv) {
     return run_per_link_sequential(req, n_links, json_path, quiet, verbose, std::cout);
   }
 
+  // On a terminal (stderr), a live line while it works: never with --quiet, never in the output.
+  const bool live = !quiet && ::isatty(STDERR_FILENO) == 1;
+  if (live) {
+    req.progress = [](double e, double total, double mb) {
+      std::cerr << "\r\033[K" << progress_text(e, total, mb) << std::flush;
+    };
+  }
   if (repeat > 1) return cli::run_repeated(req, repeat, json_path, quiet);
 
   // The JSON result is written as the agents' results arrive (docs/usage.md, "Written as collected").
   ResultStream results(json_path, verbose);
   req.sink = &results;
+  if (live)
+    std::cerr << fmt::format("setting up {} server(s) and {} client(s)", req.servers.size(), req.clients.size())
+              << std::flush;
   const RunRecord record = run_test(req);
+  if (live) std::cerr << "\r\033[K" << std::flush;
   // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
   if (launched) launch::install_interrupt_flag();
   nlohmann::json extra = nlohmann::json::object();

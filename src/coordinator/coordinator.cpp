@@ -16,6 +16,7 @@
 #include <csignal>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <set>
 
 namespace fabperf {
@@ -779,6 +780,8 @@ class Coordinator {
       // never past the agent's own drain limit (drain_max) and the grace.
       const auto drain_cap = end_tp + t_.result_drain + t_.drain_max + t_.result_grace;
       auto on_heartbeat = [&](const json& body) {
+        if (const auto rx = body.find("rx_bytes"); rx != body.end() && rx->is_number_unsigned())
+          live_progress(n, rx->get<std::uint64_t>(), start, end);
         const auto it = body.find("draining");
         if (it == body.end() || !it->is_boolean() || !it->get<bool>() || overdue) return;
         const auto at = std::min(drain_cap, std::chrono::steady_clock::now() + t_.result_grace);
@@ -837,12 +840,40 @@ class Coordinator {
   std::vector<std::size_t> server_node_;  // index in nodes_ of req_.servers[i]
   std::vector<std::size_t> client_node_;  // index in nodes_ of req_.clients[i]
   bool running_{false};
+  // The live progress line: each node's last two received-byte counts, and when it last spoke.
+  struct Live {
+    std::uint64_t bytes{0};
+    std::int64_t t{0};
+    double mb_per_s{0};
+  };
+  std::map<const Node*, Live> live_;
+  std::int64_t last_progress_ns_{0};
+
+  void live_progress(const Node& n, std::uint64_t bytes, std::int64_t start, std::int64_t end) {
+    if (!req_.progress) return;
+    const std::int64_t now = mono_now_ns();
+    Live& l = live_[&n];
+    const std::int64_t since = l.t > 0 ? l.t : start;  // the first count runs from the start
+    if (now > since && bytes >= l.bytes)
+      l.mb_per_s = static_cast<double>(bytes - l.bytes) / 1e6 / (static_cast<double>(now - since) / 1e9);
+    l.bytes = bytes;
+    l.t = now;
+    if (now - last_progress_ns_ < 900'000'000) return;  // once a second, whichever node spoke last
+    last_progress_ns_ = now;
+    double total = 0;
+    for (const auto& [node, v] : live_) total += v.mb_per_s;
+    req_.progress(std::max(0.0, static_cast<double>(now - start) / 1e9), static_cast<double>(end - start) / 1e9, total);
+  }
   bool interrupted_{false};
   bool finished_{false};
   std::vector<std::shared_ptr<asio::steady_timer>> heartbeat_timers_;
 };
 
 }  // namespace
+
+std::string progress_text(double elapsed_s, double total_s, double mb_per_s) {
+  return fmt::format("{:.1f} of {:.1f} s, {:.0f} MB/s now", std::min(elapsed_s, total_s), total_s, mb_per_s);
+}
 
 std::uint64_t socksize_from_bdp(std::int64_t speed_mbps, std::int64_t rtt_ns) {
   if (speed_mbps <= 0) return 0;

@@ -73,6 +73,13 @@ std::size_t RunContext::flow_count() const {
   return flows_.size();
 }
 
+std::uint64_t RunContext::received_bytes() const {
+  std::lock_guard lk(mu_);
+  std::uint64_t n = 0;
+  for (const auto& f : flows_) n += f->counters.rx_bytes.load(std::memory_order_relaxed);
+  return n;
+}
+
 void RunContext::wait_for_start() const noexcept {
   started_.wait(false, std::memory_order_acquire);
 }

@@ -392,8 +392,7 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
   std::optional<std::size_t> hook_block;  // the A/B block whose hook ran last
   bool hook_failed = false;
   bool interrupted = false, any_step_ran = false;
-  int worst_infra = 0;  // 2 or 3 once a step could not run
-  std::string last;
+  int worst_infra = 0;               // 2 or 3 once a step could not run
   double ran_s = 0, ran_time_s = 0;  // wall time of the steps run so far, and their test time
   std::size_t ran = 0;
 
@@ -457,11 +456,9 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
         left = planned + static_cast<double>(n_left) *
                              std::max(0.0, ran_s / static_cast<double>(ran) - ran_time_s / static_cast<double>(ran));
       }
-      if (tty) {
-        os << fmt::format("\r\033[K[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}{}", i + 1, steps.size(),
-                          s.id, cn.size(), sn.size(), hms(elapsed), hms(left), last.empty() ? "" : "  last: " + last)
-           << std::flush;
-      }
+      const std::string step_line = fmt::format("[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}", i + 1,
+                                                steps.size(), s.id, cn.size(), sn.size(), hms(elapsed), hms(left));
+      if (tty) os << "\r\033[K" << step_line << std::flush;
       if (p.ab && hook_block != s.block) {
         // The block's configuration first: its hook, on this host, before its first step.
         const bool is_a = s.config == "A";
@@ -508,6 +505,11 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
       req.interval = t.interval;
       req.key = o.key;
       req.connect_timeout = o.connect_timeout;
+      if (tty) {
+        req.progress = [&](double e, double total, double mb) {
+          os << "\r\033[K" << step_line << "  step " << progress_text(e, total, mb) << std::flush;
+        };
+      }
       for (const auto h : s.servers) req.servers.push_back(p.hosts[h].hp);
       for (const auto h : s.clients) req.clients.push_back(p.hosts[h].hp);
       req.pairs = s.pairs;
@@ -571,12 +573,10 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
       ran_time_s += std::chrono::duration<double>(t.spec.time()).count();
       ++ran;
       const std::string status = rec["status"].get<std::string>();
-      last = fmt::format("{} {}", s.id, status == "done" ? summary : status);
       if (status == "done") outcomes.push_back({s.id, t.name, rec["result"]});
-      if (tty) {
-        if (status != "done")
-          os << "\n" << fmt::format("step {}: {}: {}", s.id, status, rec["error"].get<std::string>()) << "\n";
-      } else if (!o.quiet) {
+      // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
+      if (!o.quiet) {
+        if (tty) os << "\r\033[K";
         std::string flows;
         for (const auto& [c, v] : s.pairs) flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", cn[c], sn[v]);
         if (flows.size() > 60) flows = fmt::format("{} pairs", s.pairs.size());
