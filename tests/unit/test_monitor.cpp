@@ -768,21 +768,6 @@ TEST(MonitorProbe, BandwidthIsWhatTheReceiverCounted) {
 namespace {
 
 // A blocking loopback client of the /metrics listener with a 3 s receive deadline.
-int connect_metrics(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{3, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // A connection from a chosen loopback source address, sending nothing.
 int connect_metrics_from(std::uint16_t port, const char* source) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -799,6 +784,13 @@ int connect_metrics_from(std::uint16_t port, const char* source) {
     ::close(fd);
     return -1;
   }
+  return fd;
+}
+// A client of 127.0.0.1 whose reads give up after 3 s.
+int connect_metrics(std::uint16_t port) {
+  const int fd = connect_metrics_from(port, "127.0.0.1");
+  timeval tv{3, 0};
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   return fd;
 }
 
