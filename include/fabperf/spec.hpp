@@ -98,6 +98,9 @@ class TestSpec {
   // --socksize auto: the coordinator sets socksize from the bandwidth-delay product before the
   // set-up (0 while unresolved, or when the link speed is unknown: the OS sizes).
   [[nodiscard]] bool socksize_auto() const { return socksize_auto_; }
+  // The same test with --socksize auto resolved to `bytes` (the one change made to a made spec;
+  // the result says why: RunRecord::socksize_basis). Throws UsageError past limits::kMaxSocksize.
+  [[nodiscard]] TestSpec with_auto_socksize(std::uint64_t bytes) const;
   [[nodiscard]] std::uint32_t threads() const { return threads_; }
   [[nodiscard]] std::uint32_t parallel() const { return parallel_; }
   [[nodiscard]] std::chrono::nanoseconds time() const { return time_; }

@@ -9,7 +9,7 @@
 // one in the tests), so every transition is tested in milliseconds without a network.
 #pragma once
 
-#include "proto/asio.hpp"
+#include "net/asio.hpp"
 #include "proto/conn.hpp"
 
 #include <chrono>

@@ -562,9 +562,7 @@ class Coordinator {
       rec.socksize_basis = fmt::format("socksize auto: link speed unknown ({}): left to the OS (autotuning)", slowest);
       co_return;
     }
-    json j = to_json(rec.spec);
-    j["socksize"] = size;
-    rec.spec = spec_from_json(j);
+    rec.spec = rec.spec.with_auto_socksize(size);
     rec.socksize_basis = fmt::format(
         "socksize auto: {} = 2 x BDP ({} Mb/s, slowest link {}, x round trip {:.0f} us) (min 256K, max 100M)",
         format_size(size), speed, slowest, static_cast<double>(rtt) / 1e3);

@@ -4,7 +4,7 @@
 // that a stall or a loss is decided in a fraction of a second.
 #pragma once
 
-#include "proto/asio.hpp"
+#include "net/asio.hpp"
 #include "proto/conn.hpp"
 
 #include <chrono>

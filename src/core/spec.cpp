@@ -83,6 +83,13 @@ double secs(std::chrono::nanoseconds d) {
 }
 }  // namespace
 
+TestSpec TestSpec::with_auto_socksize(std::uint64_t bytes) const {
+  if (bytes > limits::kMaxSocksize) throw UsageError(fmt::format("--socksize auto: {} B is past the maximum", bytes));
+  TestSpec s = *this;
+  s.socksize_ = bytes;
+  return s;
+}
+
 TestSpec TestSpec::make(const SpecParams& p) {
   TestSpec s;
   s.test_ = p.test.value_or(TestKind::write);

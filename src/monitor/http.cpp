@@ -4,7 +4,7 @@
 // one idle the longest: clients holding keep-alive connections open cannot lock the scraper out.
 // One source address holds at most kMaxPerSource connections (its own idlest give way), so one
 // noisy host cannot push every other client out either.
-#include "proto/asio.hpp"
+#include "net/asio.hpp"
 
 #include <fabperf/error.hpp>
 #include <fabperf/monitor.hpp>

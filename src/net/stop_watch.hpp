@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "proto/asio.hpp"
+#include "net/asio.hpp"
 
 namespace fabperf {
 

@@ -6,7 +6,7 @@
 // byte: start_tls() before any frame; without one, frames go over the plain socket.
 #pragma once
 
-#include "proto/asio.hpp"
+#include "net/asio.hpp"
 
 #include <boost/asio/ssl.hpp>
 
