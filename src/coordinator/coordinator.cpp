@@ -799,9 +799,9 @@ class Coordinator {
         const std::string what = e.what();
         if (overdue) {
           n.rec.status = NodeStatus::stalled;
-          n.rec.error =
-              fmt::format("agent {}: no RESULT within {:g} s of the test's end (it still sent heartbeats)", n.rec.name,
-                          std::chrono::duration<double>(t_.result_drain + t_.result_grace).count());
+          // The bound it was given: longer than the usual one while it said it was draining.
+          n.rec.error = fmt::format("agent {}: no RESULT within {:.3g} s of the test's end (it still sent heartbeats)",
+                                    n.rec.name, std::chrono::duration<double>(bound.expiry() - end_tp).count());
         } else {
           n.rec.status = NodeStatus::lost;
           n.rec.error = what;

@@ -321,6 +321,8 @@ TEST(Coordinator, ADrainingAgentIsWaitedForUpToTheDrainLimit) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_EQ(node(r, "c1:6668").status, NodeStatus::stalled);
   EXPECT_EQ(node(r, "s1:6668").status, NodeStatus::ok);
+  // The message names the extended bound it was given, not the usual 0.4 s (drain + grace).
+  EXPECT_NE(node(r, "c1:6668").error.find("no RESULT within 1."), std::string::npos) << node(r, "c1:6668").error;
 }
 
 TEST(Coordinator, ASilentAgentIsAStallByTheIdleDeadline) {
