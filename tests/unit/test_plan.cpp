@@ -449,6 +449,30 @@ TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
   EXPECT_NE(render_verdicts(checks).find("FAIL min-node-mbps"), std::string::npos);
 }
 
+// Issue 31: a step that lost a node does not judge its partners' links by what moved before the
+// loss; a link seen only in such steps is "not measured", not a wrong figure.
+TEST(Kpi, ALinkIsJudgedOnlyFromCompleteSteps) {
+  const auto step = [](const char* id, bool complete, double mb) {
+    return StepOutcome{id,
+                       "t",
+                       {{"settings", {{"test", "write"}}},
+                        {"complete", complete},
+                        {"nodes", {node(0, "h:1", "client", mb, 1, nlohmann::json::array({link("eth0", mb, 90, 0)}))}},
+                        {"pairs", nlohmann::json::array()}}};
+  };
+  KpiSet k;
+  k.min_link_mbps = 100;
+  auto checks = evaluate_kpis(k, {step("t/0", true, 1200), step("t/1", false, 3)}, {{"h:1", "a"}}, std::nullopt);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks[0].pass) << checks[0].detail;
+  EXPECT_EQ(checks[0].value, 1200);
+  checks = evaluate_kpis(k, {step("t/1", false, 3)}, {{"h:1", "a"}}, std::nullopt);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].pass);
+  EXPECT_FALSE(checks[0].value.has_value());
+  EXPECT_NE(checks[0].detail.find("a/eth0: not measured in a complete step"), std::string::npos) << checks[0].detail;
+}
+
 TEST(Kpi, UnmeasurableIsNotAPass) {
   StepOutcome s{"t/0",
                 "t",
