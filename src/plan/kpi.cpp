@@ -301,7 +301,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                           a.best_eff_step));
       } else {
         check(def("min-efficiency-pct"), std::nullopt, sub, std::nullopt,
-              fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
+              a.best_mbps_step.empty() ? fmt::format("{}: not measured in a complete step", sub)
+                                       : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
       }
     }
     if (k.max_nic_errors) {
