@@ -64,6 +64,9 @@ class Flow {
   [[nodiscard]] virtual std::optional<std::uint64_t> delivered_tx() const {
     return counters.tx_bytes.load(std::memory_order_relaxed);
   }
+  // Bytes that arrived and wait in the socket to be read (TCP: SIOCINQ); nullopt where the
+  // transport has no such queue. A reader starved of CPU leaves megabytes there at a window's edge.
+  [[nodiscard]] virtual std::optional<std::uint64_t> queued_rx() const { return std::nullopt; }
 
   void add_verify_error() noexcept { counters.verify_errors.fetch_add(1, std::memory_order_relaxed); }
 

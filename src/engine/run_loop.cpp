@@ -178,6 +178,7 @@ struct Snapshot {
   std::vector<std::uint64_t> tx, rx, msgs;
   // What the peer acknowledged (Flow::delivered_tx); nullopt where the transport could not say.
   std::vector<std::optional<std::uint64_t>> delivered;
+  std::vector<std::optional<std::uint64_t>> queued;  // Flow::queued_rx
   std::vector<TcpSample> tcp;
   CpuTimes cpu;
   std::int64_t retrans_segs{-1};
@@ -194,6 +195,7 @@ Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
     s.tx.push_back(f->counters.tx_bytes.load(std::memory_order_relaxed));
     s.rx.push_back(f->counters.rx_bytes.load(std::memory_order_relaxed));
     s.delivered.push_back(f->delivered_tx());
+    s.queued.push_back(f->queued_rx());
   }
   if (!full) return s;
   for (const auto* f : flows) {
@@ -526,6 +528,8 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
     x.tx_bytes_window = close.tx[i] - open.tx[i];
     x.tx_delivered_window = delivered_between(open, close, i);
     x.rx_bytes_window = close.rx[i] - open.rx[i];
+    if (open.queued[i] && close.queued[i])
+      x.rx_queued_delta = static_cast<std::int64_t>(*close.queued[i]) - static_cast<std::int64_t>(*open.queued[i]);
     x.msgs_window = close.msgs[i] - open.msgs[i];
     const auto& t0 = open.tcp[i];
     const auto& t1 = close.tcp[i];

@@ -23,6 +23,7 @@ class TcpFlow final : public Flow {
   ~TcpFlow() override;
   [[nodiscard]] TcpSample sample_transport() const override;
   [[nodiscard]] std::optional<std::uint64_t> delivered_tx() const override;
+  [[nodiscard]] std::optional<std::uint64_t> queued_rx() const override;
   [[nodiscard]] int fd() const { return fd_; }
   void shutdown_both() noexcept;
 

@@ -146,12 +146,14 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
                               mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
     }
   }
-  std::uint64_t ptx = 0, prx = 0, flows = 0;
+  std::uint64_t ptx = 0, prx = 0, arrived = 0, flows = 0;
   std::uint32_t max_rtt_us = 0;
   for (const auto& f : a.flows) {
     if (f.iface != l.info.name) continue;
     ptx += f.tx_delivered_window;
     prx += f.rx_bytes_window;
+    arrived += static_cast<std::uint64_t>(
+        std::max<std::int64_t>(0, static_cast<std::int64_t>(f.rx_bytes_window) + f.rx_queued_delta));
     ++flows;
     if (f.tcp.valid) max_rtt_us = std::max(max_rtt_us, f.tcp.rtt_us);
     // The MSS this node sends with, on connections where it is the main sender.
@@ -162,7 +164,9 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   const double w = a.window_s > 0 ? a.window_s : lr.window_s;
   lr.payload_tx_mb_per_s = mb_per_s(ptx, w);
   lr.payload_rx_mb_per_s = mb_per_s(prx, w);
-  lr.wire_audit = wire_audit(l, ok, lr.window_s, ptx, prx, flows, max_rtt_us, w);
+  // The audit's rx side is what arrived (read + the receive queues' change): a reader starved of
+  // CPU at a window's edge moves bytes between windows without moving them off the wire.
+  lr.wire_audit = wire_audit(l, ok, lr.window_s, ptx, arrived, flows, max_rtt_us, w);
   if (lr.wire_audit.verdict == kPayloadAboveWire) {
     const WireAudit& au = lr.wire_audit;
     findings.push_back(

@@ -137,6 +137,7 @@ json to_json(const AgentResult& r) {
                      {"tx_bytes_window", f.tx_bytes_window},
                      {"rx_bytes_window", f.rx_bytes_window},
                      {"tx_delivered_window", f.tx_delivered_window},
+                     {"rx_queued_delta", f.rx_queued_delta},
                      {"msgs_window", f.msgs_window},
                      {"retrans_window", f.retrans_window},
                      {"tcp", tcp},
@@ -248,6 +249,7 @@ AgentResult parse_agent_result(const json& j) {
     // Optional: agents before it count what they wrote, the only figure they have.
     x.tx_delivered_window =
         g.has("tx_delivered_window") ? g.u64("tx_delivered_window", 0, kMaxBytes) : x.tx_bytes_window;
+    if (g.has("rx_queued_delta")) x.rx_queued_delta = g.i64("rx_queued_delta", -(1LL << 40), 1LL << 40);
     x.msgs_window = g.u64("msgs_window", 0, kMaxBytes);
     x.retrans_window = g.u64("retrans_window", 0, kMaxBytes);
     const auto& tcp = e.find("tcp");

@@ -38,6 +38,7 @@ FlowResult flow(std::uint32_t id, FlowRole role, FlowOp op, std::uint32_t peer) 
   f.rx_bytes_total = 20'000 + id;
   f.tx_bytes_window = 8'000'000'000ull;
   f.tx_delivered_window = 7'999'000'000ull;
+  f.rx_queued_delta = -2'500'000;
   f.rx_bytes_window = 16'000;
   f.msgs_window = 1907;
   f.retrans_window = 4;
@@ -91,6 +92,7 @@ void expect_same(const AgentResult& a, const AgentResult& b) {
     EXPECT_EQ(x.rx_bytes_total, y.rx_bytes_total);
     EXPECT_EQ(x.tx_bytes_window, y.tx_bytes_window);
     EXPECT_EQ(x.tx_delivered_window, y.tx_delivered_window);
+    EXPECT_EQ(x.rx_queued_delta, y.rx_queued_delta);
     EXPECT_EQ(x.rx_bytes_window, y.rx_bytes_window);
     EXPECT_EQ(x.msgs_window, y.msgs_window);
     EXPECT_EQ(x.retrans_window, y.retrans_window);
@@ -180,6 +182,8 @@ TEST(AgentResultJson, DeliveredCountOptionalForOlderAgents) {
   EXPECT_EQ(parse_agent_result(j).flows[0].tx_delivered_window, 7'999'000'000u);
   j["flows"][0].erase("tx_delivered_window");
   EXPECT_EQ(parse_agent_result(j).flows[0].tx_delivered_window, 8'000'000'000u);
+  j["flows"][0].erase("rx_queued_delta");  // older agents: no queue change known
+  EXPECT_EQ(parse_agent_result(j).flows[0].rx_queued_delta, 0);
   j["flows"][0]["tx_delivered_window"] = "lots";
   EXPECT_TRUE(contains(error_of(j), "RESULT.flows[].tx_delivered_window")) << error_of(j);
 }

@@ -206,6 +206,41 @@ TEST(ComputeReport, AFigureIsWhatArrivedNotWhatWasWritten) {
   EXPECT_TRUE(contains(bad.findings[0], "wire audit failed on cli1:6668 veth0")) << bad.findings[0];
 }
 
+// A receiver starved of CPU at the window's open reads, inside the window, bytes that crossed the
+// wire before it: its reads exceed the interface's count. What arrived (reads plus what its
+// receive queue gained, here -3 MB) is what the audit sets against the wire (seen under load:
+// rx 2.5% above the wire over 0.5 s, flagged though nothing was wrong).
+TEST(ComputeReport, TheWireAuditCountsWhatArrivedNotWhatWasRead) {
+  RunRecord run;
+  SpecParams p;
+  p.mode = Mode::stream;
+  run.spec = TestSpec::make(p);
+  auto s = node(0, true, false);
+  auto c = node(1, false, true);
+  s.result = result(0, 1.0, 1);
+  auto f = sflow(1, 15'400'000);
+  f.iface = "veth1";
+  f.rx_queued_delta = -3'000'000;
+  s.result->flows = {f};
+  c.result = result(1, 1.0, 1);
+  c.result->flows = {cflow(0, 15'400'000)};
+  LinkResult l;
+  l.info.name = "veth1";
+  l.info.mtu = 9000;
+  LinkSample a, b;
+  a.counters.present = b.counters.present = true;
+  b.t_ns = 1'000'000'000;
+  b.counters.rx_bytes = 12'500'000;
+  l.samples = {a, b};
+  s.result->links = {l};
+  run.nodes = {s, c};
+  const WireAudit& ok = compute_report(run).nodes[0].links[0].wire_audit;
+  EXPECT_EQ(ok.verdict, "ok");
+  EXPECT_EQ(ok.payload_rx_bytes, 12'400'000u);
+  run.nodes[0].result->flows[0].rx_queued_delta = 0;  // the reads alone: flagged
+  EXPECT_EQ(compute_report(run).nodes[0].links[0].wire_audit.verdict, "payload above wire");
+}
+
 // A pair that moved nothing inside the window is named, not left to read as a dead link.
 TEST(ComputeReport, APairWithNothingInTheWindowIsAFinding) {
   auto run = two_by_two();
