@@ -116,8 +116,11 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
              fmt::format("on {}: tc qdisc show dev {} (tc qdisc del dev {} root, unless it is meant to be there)",
                          label(n.name), l.name, l.name)});
       }
-      known = known && nominal > 0;
-      nominal_mb += static_cast<double>(std::max<std::int64_t>(nominal, 0)) / 8.0;
+      // A bond's members are links of their own: the bond itself would count them twice.
+      if (l.kind != "bond") {
+        known = known && nominal > 0;
+        nominal_mb += static_cast<double>(std::max<std::int64_t>(nominal, 0)) / 8.0;
+      }
       node_mtu[sub] = l.mtu;
       ++mtu_count[std::to_string(l.mtu)];
       auto& m = min_mtu[n.index];
