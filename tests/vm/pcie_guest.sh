@@ -21,6 +21,12 @@ cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done;
 trap cleanup EXIT
 trap 'echo "FAIL: pcie_guest.sh line $LINENO: $BASH_COMMAND exited $?"' ERR
 fail() { echo "FAIL: $*"; exit 1; }
+# What the guest sees of the host (issue 28: it used to read the whole /): /usr, a copy of /etc
+# without its secrets, the checkout; not the shadow file, not root's home.
+[ -d /usr/bin ] && [ -r /etc/passwd ] || fail "the guest lacks /usr or /etc"
+[ ! -e /etc/shadow ] || fail "the guest sees the host's /etc/shadow"
+[ -z "$(ls -A /root)" ] || fail "the guest sees the host's /root: $(ls -A /root | head -3 | tr '\n' ' ')"
+echo "host view: /usr and /etc present, /etc/shadow absent, /root empty"
 # The host root is shared over 9p without a page cache: one stripped copy in the guest's tmpfs.
 cp "$FABPERF" "$W/fabperf"
 strip --strip-debug "$W/fabperf" 2>/dev/null || true
