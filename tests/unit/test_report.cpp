@@ -234,7 +234,8 @@ TEST(ComputeReport, TheWireAuditCountsWhatArrivedNotWhatWasRead) {
   l.samples = {a, b};
   s.result->links = {l};
   run.nodes = {s, c};
-  const WireAudit& ok = compute_report(run).nodes[0].links[0].wire_audit;
+  const Report r = compute_report(run);
+  const WireAudit& ok = r.nodes[0].links[0].wire_audit;
   EXPECT_EQ(ok.verdict, "ok");
   EXPECT_EQ(ok.payload_rx_bytes, 12'400'000u);
   run.nodes[0].result->flows[0].rx_queued_delta = 0;  // the reads alone: flagged
