@@ -309,7 +309,10 @@ RawResults load_results(std::istream& in, const std::string& name) {
       e.string(j, "test");
       if (!e.field(j, "findings").is_array() || !e.field(j, "trace").is_array())
         e.fail("fields 'findings' and 'trace' must be lists");
-      for (const auto& f : j["findings"]) e.string(f, "text");
+      for (const auto& f : j["findings"]) {
+        e.string(f, "text");
+        e.boolean(f, "slow");
+      }
       raw.isolation.push_back(std::move(j));
     } else if (type == "hook" || type == "isolate") {
       // A/B hooks and isolation rounds: `fabperf compare` and the run's own output show them.
