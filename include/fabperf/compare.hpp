@@ -24,6 +24,10 @@ struct LinkExpectations {
   // --expect-rest: what every other link should do: nothing said, stay unchanged, or change as
   // its speeds before and after say (unchanged when they are equal).
   enum class Rest { none, unchanged, speeds } rest{Rest::none};
+  // --expect-gain PCT: every link (and the aggregate) must gain at least this; alone only.
+  std::optional<double> gain_pct;
+  bool empty() const { return links.empty() && rest == Rest::none && !gain_pct; }
+  friend bool operator==(const LinkExpectations&, const LinkExpectations&) = default;
   std::optional<Expectation> for_link(const std::string& node, const std::string& link, std::int64_t before_speed,
                                       std::int64_t after_speed) const;
 };
@@ -32,10 +36,13 @@ struct LinkExpectations {
 double parse_percent(const std::string& text, const std::string& option, double lo, double hi);
 // "LINK=PCT" of --expect; UsageError naming the option and the text otherwise.
 std::pair<std::string, double> parse_link_expectation(const std::string& text);
+// compare's --expect LINK=PCT (each), --expect-rest and --expect-gain ("" = not given), checked
+// together; the same words in an A/B plan's [ab]. UsageError naming the option otherwise.
+LinkExpectations parse_expectations(const std::vector<std::string>& links, const std::string& rest,
+                                    const std::string& gain);
 
 struct CompareOptions {
-  std::optional<double> expect_gain_pct;  // --expect-gain: every link must gain at least this
-  LinkExpectations expect;                // --expect, --expect-rest: per link
+  LinkExpectations expect;  // --expect, --expect-rest, --expect-gain
 };
 
 struct Delta {
@@ -120,6 +127,8 @@ struct TrialSet {
   // What the file holds but the statistics leave out, each with its reason: a trial interrupted
   // by the user or missing a node's result, a plan step that did not finish, a last line cut off.
   std::vector<std::string> excluded;
+  // An A/B plan's expectations of B against A (its [ab] expect, expect-rest, expect-gain).
+  LinkExpectations planned;
 };
 // Reads one side: a single result (`run --json`), a trials file (`run --repeat N --json`: one
 // result per line), or a plan's results file (its done steps; with `repeat`, every trial).
@@ -149,7 +158,6 @@ struct TrialComparison {
   bool failed{false};  // a significant regression, or an expected gain not shown
 };
 struct TrialCompareOptions {
-  std::optional<double> expect_gain_pct;
   LinkExpectations expect;
   stats::VerdictOptions verdict;
 };

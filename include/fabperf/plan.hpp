@@ -103,6 +103,10 @@ struct AbHooks {
   std::string a, b;                      // shell commands (/bin/sh -c), run on the coordinator host
   std::string a_name{"A"}, b_name{"B"};  // what the configurations are called in verdicts
   double timeout_s{300};                 // a hook still running then is killed and counts as failed
+  // What B should do against A, in compare's words (--expect LINK=PCT each, --expect-rest,
+  // --expect-gain; "" not given): when stated, the plan ends with compare's verdict.
+  std::vector<std::string> expect;
+  std::string expect_rest, expect_gain;
   friend bool operator==(const AbHooks&, const AbHooks&) = default;
 };
 

@@ -49,27 +49,11 @@ int cmd_compare(int argc, char** argv) {
     throw UsageError(
         "compare: give BEFORE AFTER (results, trials files or plan results), or one A/B plan's results file");
   }
-  std::optional<double> expect;
-  if (r.count("expect-gain")) expect = parse_percent(get<std::string>(r, "expect-gain"), "expect-gain", -100, 10000);
   const double min_effect = parse_percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);
-  LinkExpectations expectations;
-  if (r.count("expect")) {
-    for (const auto& e : get<std::vector<std::string>>(r, "expect"))
-      expectations.links.push_back(parse_link_expectation(e));
-  }
-  if (r.count("expect-rest")) {
-    const auto rest = get<std::string>(r, "expect-rest");
-    if (rest == "unchanged") {
-      expectations.rest = LinkExpectations::Rest::unchanged;
-    } else if (rest == "speeds") {
-      expectations.rest = LinkExpectations::Rest::speeds;
-    } else {
-      throw UsageError(fmt::format("--expect-rest '{}': expected 'unchanged' or 'speeds'", rest));
-    }
-  }
-  if (expect && (!expectations.links.empty() || expectations.rest != LinkExpectations::Rest::none)) {
-    throw UsageError("--expect-gain applies to every link: give it alone, or per link with --expect and --expect-rest");
-  }
+  LinkExpectations expectations =
+      parse_expectations(r.count("expect") ? get<std::vector<std::string>>(r, "expect") : std::vector<std::string>{},
+                         r.count("expect-rest") ? get<std::string>(r, "expect-rest") : "",
+                         r.count("expect-gain") ? get<std::string>(r, "expect-gain") : "");
   const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
 
   std::vector<TrialSet> sides;
@@ -78,6 +62,8 @@ int cmd_compare(int argc, char** argv) {
     if (sides.size() != 2) {
       throw UsageError(fmt::format("compare: {} is not an A/B plan's results: give BEFORE and AFTER", files[0]));
     }
+    // The plan's own expectations ([ab] expect...), unless the command line states others.
+    if (expectations.empty()) expectations = sides[1].planned;
   } else {
     for (const auto& f : files) {
       auto s = load_trial_sets(f);
@@ -93,7 +79,6 @@ int cmd_compare(int argc, char** argv) {
                       sides[1].trials[0].step.empty();
   if (single) {
     CompareOptions opts;
-    opts.expect_gain_pct = expect;
     opts.expect = expectations;
     const Comparison c =
         compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], opts);
@@ -110,7 +95,6 @@ int cmd_compare(int argc, char** argv) {
     return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
   }
   TrialCompareOptions opts;
-  opts.expect_gain_pct = expect;
   opts.expect = expectations;
   opts.verdict.min_effect_pct = min_effect;
   const TrialComparison c = compare_trial_sets(sides[0], sides[1], opts);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <ctime>
 #include <fabperf/build_config.hpp>
+#include <fabperf/compare.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/isolate.hpp>
@@ -608,6 +609,19 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
   }
   bool kpi_failed = false;
   for (const auto& c : checks) kpi_failed = kpi_failed || !c.pass;
+  // An A/B plan that states what B should do ends with compare's verdict on its own results
+  // (every done trial, resumed runs included): `fabperf compare RESULTS` says the same.
+  std::string ab_verdict;
+  if (p.ab && !interrupted && !hook_failed) {
+    TrialCompareOptions co;
+    co.expect = parse_expectations(p.ab->expect, p.ab->expect_rest, p.ab->expect_gain);
+    if (!co.expect.empty()) {
+      const auto sides = load_trial_sets(path);
+      const auto cmp = compare_trial_sets(sides.at(0), sides.at(1), co);
+      ab_verdict = render_trial_comparison_text(cmp);
+      kpi_failed = kpi_failed || cmp.failed;
+    }
+  }
   int code = 0;
   if (worst_infra == 2) {
     code = 2;
@@ -624,7 +638,7 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
 
   const std::size_t done_steps = outcomes.size();
   const std::size_t failed_steps = steps.size() - done_steps;
-  os << plan::render_verdicts(checks);
+  os << plan::render_verdicts(checks) << ab_verdict;
   os << fmt::format("plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p.name, done_steps, steps.size(),
                     interrupted   ? " (interrupted: continue with --resume " + path + ")"
                     : hook_failed ? " (stopped by a failing hook: --resume " + path + " continues)"

@@ -1,6 +1,7 @@
 // Plan files in TOML (toml++): every node carries its line, so every mistake is reported as
 // FILE:LINE: field 'x': problem. Values go through the same parsers and the same TestSpec::make
 // as `fabperf run`'s options: a plan cannot express anything the command line could not.
+#include <fabperf/compare.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/plan.hpp>
 #include <fabperf/settings.hpp>
@@ -92,8 +93,9 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     const auto& t = c.table(*n, "ab");
     for (const auto& [key, v] : t) {
       const std::string k(key.str());
-      if (k != "a" && k != "b" && k != "a-name" && k != "b-name" && k != "hook-timeout") {
-        c.fail(&v, k, "unknown field of [ab] (a, b, a-name, b-name, hook-timeout)");
+      if (k != "a" && k != "b" && k != "a-name" && k != "b-name" && k != "hook-timeout" && k != "expect" &&
+          k != "expect-rest" && k != "expect-gain") {
+        c.fail(&v, k, "unknown field of [ab] (a, b, a-name, b-name, hook-timeout, expect, expect-rest, expect-gain)");
       }
     }
     for (const char* k : {"a", "b"}) {
@@ -119,6 +121,10 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       });
       if (!(ab.timeout_s >= 1 && ab.timeout_s <= 86400)) c.fail(h, "hook-timeout", "must be within 1 s..24 h");
     }
+    if (const auto* e = t.get("expect")) ab.expect = c.strings(*e, "expect");
+    if (const auto* e = t.get("expect-rest")) ab.expect_rest = c.str(*e, "expect-rest");
+    if (const auto* e = t.get("expect-gain")) ab.expect_gain = c.scalar_text(*e, "expect-gain");
+    (void)c.wrap(n, "ab", [&] { return parse_expectations(ab.expect, ab.expect_rest, ab.expect_gain); });
     plan.ab = std::move(ab);
   }
   if (const auto* n = root.get("name")) plan.name = c.str(*n, "name");
@@ -396,6 +402,9 @@ json plan_json(const Plan& p) {
                {"a_name", p.ab->a_name},
                {"b_name", p.ab->b_name},
                {"hook_timeout_s", p.ab->timeout_s}};
+    if (!p.ab->expect.empty()) j["ab"]["expect"] = p.ab->expect;
+    if (!p.ab->expect_rest.empty()) j["ab"]["expect_rest"] = p.ab->expect_rest;
+    if (!p.ab->expect_gain.empty()) j["ab"]["expect_gain"] = p.ab->expect_gain;
   }
   return j;
 }
@@ -470,6 +479,14 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
                       "each within {} s:\n  A: {}\n  B: {}\n",
                       p.repeat, p.ab->a_name, p.ab->b_name, p.ab->timeout_s, p.ab->a, p.ab->b)
                 : fmt::format("repeat: {} trials of every step\n", p.repeat);
+    if (p.ab) {
+      std::string e;
+      for (const auto& l : p.ab->expect) e += " --expect " + l;
+      if (!p.ab->expect_rest.empty()) e += " --expect-rest " + p.ab->expect_rest;
+      if (!p.ab->expect_gain.empty()) e += " --expect-gain " + p.ab->expect_gain;
+      if (!e.empty())
+        out += fmt::format("{} against {}, judged at the end as by compare{}\n", p.ab->b_name, p.ab->a_name, e);
+    }
   }
   if (p.isolate) out += "isolate: a failing test's suspects are retested against good nodes\n";
   out += "hosts:\n";

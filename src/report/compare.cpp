@@ -71,6 +71,27 @@ std::pair<std::string, double> parse_link_expectation(const std::string& text) {
   return {text.substr(0, eq), parse_percent(text.substr(eq + 1), "expect " + text.substr(0, eq), -100, 10000)};
 }
 
+LinkExpectations parse_expectations(const std::vector<std::string>& links, const std::string& rest,
+                                    const std::string& gain) {
+  LinkExpectations e;
+  for (const auto& l : links) e.links.push_back(parse_link_expectation(l));
+  if (rest == "unchanged") {
+    e.rest = LinkExpectations::Rest::unchanged;
+  } else if (rest == "speeds") {
+    e.rest = LinkExpectations::Rest::speeds;
+  } else if (!rest.empty()) {
+    throw UsageError(fmt::format("--expect-rest '{}': expected 'unchanged' or 'speeds'", rest));
+  }
+  if (!gain.empty()) {
+    if (!e.empty()) {
+      throw UsageError(
+          "--expect-gain applies to every link: give it alone, or per link with --expect and --expect-rest");
+    }
+    e.gain_pct = parse_percent(gain, "expect-gain", -100, 10000);
+  }
+  return e;
+}
+
 namespace {
 using json_read::num;
 
@@ -246,9 +267,9 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
     if (expected) {
       d.predicted_pct = expected->pct;
       d.expectation = expected->reason;
-    } else if (opts.expect_gain_pct) {
-      d.predicted_pct = *opts.expect_gain_pct;
-      d.expectation = fmt::format("--expect-gain {:g}", *opts.expect_gain_pct);
+    } else if (opts.expect.gain_pct) {
+      d.predicted_pct = *opts.expect.gain_pct;
+      d.expectation = fmt::format("--expect-gain {:g}", *opts.expect.gain_pct);
     } else if (d.before_speed > 0 && d.after_speed > 0 && d.before_speed != d.after_speed) {
       d.predicted_pct = 100.0 * (static_cast<double>(d.after_speed) / static_cast<double>(d.before_speed) - 1.0);
     }
@@ -266,7 +287,7 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
     }
     // An expectation is met by the verdict it names: unchanged by "no change" (a port that gained
     // when it should not have is as much news as one that did not), a gain by "as expected".
-    const bool stated = expected || opts.expect_gain_pct;
+    const bool stated = expected || opts.expect.gain_pct;
     const bool met = d.predicted_pct && std::abs(*d.predicted_pct) <= band ? d.verdict == LinkVerdict::no_change
                                                                            : d.verdict == LinkVerdict::as_expected;
     d.fails = d.verdict == LinkVerdict::regressed || (stated && !met);

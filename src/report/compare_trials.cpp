@@ -55,8 +55,8 @@ std::vector<TrialSet> load_one(const std::string& path) {
   if (!whole.is_discarded()) {
     if (!is_result(whole))
       throw UsageError(fmt::format("compare: {}: not a fabperf result (schema '{}')", path, kResultSchema));
-    if (const auto why = exclusion(whole); !why.empty()) return {TrialSet{"", path, {}, {path + ": " + why}}};
-    return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}, {}}};
+    if (const auto why = exclusion(whole); !why.empty()) return {TrialSet{"", path, {}, {path + ": " + why}, {}}};
+    return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}, {}, {}}};
   }
   // JSON Lines: a trials file from `run --repeat`, or a plan's results file.
   std::vector<json> lines;
@@ -86,8 +86,17 @@ std::vector<TrialSet> load_one(const std::string& path) {
       for (const auto& h : plan["hosts"]) names[h.value("address", "")] = h.value("name", "");
     }
     const bool ab = plan.contains("ab") && plan["ab"].is_object();
-    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}, excluded},
-        b{ab ? plan["ab"].value("b_name", "B") : "", path, {}, excluded};
+    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}, excluded, {}},
+        b{ab ? plan["ab"].value("b_name", "B") : "", path, {}, excluded, {}};
+    if (ab) {
+      try {
+        const json& h = plan["ab"];
+        a.planned = b.planned = parse_expectations(h.value("expect", std::vector<std::string>{}),
+                                                   h.value("expect_rest", ""), h.value("expect_gain", ""));
+      } catch (const std::exception& e) {
+        throw UsageError(fmt::format("compare: {}:1: the plan's [ab] expectations: {}", path, e.what()));
+      }
+    }
     // The last record of each step id counts (a resumed run appends a fresh one).
     std::map<std::string, const json*> last;
     std::vector<std::string> order;
@@ -115,7 +124,7 @@ std::vector<TrialSet> load_one(const std::string& path) {
     if (ab) return {a, b};
     return {a};
   }
-  TrialSet s{"", path, {}, excluded};
+  TrialSet s{"", path, {}, excluded, {}};
   std::uint32_t n = 0;
   for (auto& l : lines) {
     if (!is_result(l))
@@ -286,9 +295,9 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     if (e) {
       m.expected_pct = e->pct;
       m.expectation = e->reason;
-    } else if (m.kind != "member" && o.expect_gain_pct) {
-      m.expected_pct = o.expect_gain_pct;
-      m.expectation = fmt::format("--expect-gain {:g}", *o.expect_gain_pct);
+    } else if (m.kind != "member" && o.expect.gain_pct) {
+      m.expected_pct = o.expect.gain_pct;
+      m.expectation = fmt::format("--expect-gain {:g}", *o.expect.gain_pct);
     }
     m.fails = m.kind != "member" && m.d.direction == stats::Direction::slower;
     if (m.expected_pct && std::abs(*m.expected_pct) < o.verdict.min_effect_pct) {

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Unattended A/B through hooks on the coordinator's host, judged by `fabperf compare`:
-#  two hosts joined directly by one link; hook A shapes it to 40 Mbit/s, hook B to 44 (+10%);
+#  two hosts joined directly by two links; hook A shapes both to 40 Mbit/s, hook B to 44 (+10%);
 #  5 trials of each, alternating, 3.3 s windows of stream writes (4 s tests). compare must say B is faster at p < 0.05.
-#  The same with 40 vs 40 must say "no difference". A plan whose B hook fails stops there
+#  One port changed (issue 31): A 40/40, B 40 on eth0 and 100 on eth1, the plan stating
+#  `expect = ["eth1=+150%"]`, `expect-rest = "unchanged"`: the plan itself ends with PASS (exit 0),
+#  eth1 at about +150% as expected and eth0 "no difference"; the same results judged with the
+#  wrong port expected fail (exit 1) on both links. A plan whose B hook fails stops there
 #  with the hook's output shown, exit 3, and every finished step kept. A plan with hooks is
 #  refused without --allow-hooks. Costs about 100 s.
 #  Why 40/44 and not 400/440 Mbit/s: the shaper, not the CPU, must set every trial's rate, also
@@ -15,11 +18,11 @@ require_root
 TAG="ab$(( $$ % 100000 ))"
 BASE=${AB_MBIT:-40}
 HIGH=$((BASE * 11 / 10))
-"$LAB" up "$TAG" --direct --links 1 --rate ${BASE}mbit >/dev/null
+"$LAB" up "$TAG" --direct --links 2 --rate ${BASE}mbit >/dev/null
 start_agent 1 198.18.0.1
 start_agent 2 198.18.0.2
 
-plan() {  # plan NAME HOOK_A HOOK_B ROUNDS
+plan() {  # plan NAME HOOK_A HOOK_B ROUNDS [A-NAME B-NAME [EXPECTATIONS]]
   cat <<TOML
 name = "$1"
 repeat = $4
@@ -29,17 +32,21 @@ b = "$3"
 a-name = "${5:-A}"
 b-name = "${6:-B}"
 hook-timeout = 30
+${7:-}
 [[hosts]]
 name = "h1"
 address = "198.18.0.1"
+links = ["198.18.0.1", "198.18.1.1"]
 [[hosts]]
 name = "h2"
 address = "198.18.0.2"
+links = ["198.18.0.2", "198.18.1.2"]
 [[tests]]
 name = "link"
 pattern = "pairs"
 pairs = ["h1->h2"]
 mode = "stream"
+parallel = 2
 buffsize = "64K"
 socksize = "1M"
 time = 4
@@ -47,7 +54,7 @@ warmup = 0.5
 cooldown = 0.2
 TOML
 }
-shape() { echo "$LAB shape $TAG 1 0 $1"; }
+shape() { echo "$LAB shape $TAG 1 0 $1 && $LAB shape $TAG 1 1 ${2:-$1}"; }  # shape ETH0-RATE [ETH1-RATE]
 
 # Refused without --allow-hooks, before anything runs.
 plan refuse "$(shape ${BASE}mbit)" "$(shape ${HIGH}mbit)" 5 > "$WORK/refuse.toml"
@@ -94,12 +101,39 @@ assert [s["config"] for s in steps] == ["A", "B"] * 5
 print("verdict:", m["verdict"])
 PY
 
-# BASE vs BASE: no difference.
-plan same "$(shape ${BASE}mbit)" "$(shape ${BASE}mbit)" 5 > "$WORK/same.toml"
-in_host 1 "$FABPERF" run "$WORK/same.toml" "${KEYARGS[@]}" --allow-hooks --no-preflight --results "$WORK/same.jsonl"
-"$FABPERF" compare "$WORK/same.jsonl" > "$WORK/cmp2.txt"
+# One port of two changed, as the plan expects: the plan's own verdict passes.
+ONE=$((BASE * 5 / 2))
+plan oneport "$(shape ${BASE}mbit)" "$(shape ${BASE}mbit ${ONE}mbit)" 5 before after \
+  'expect = ["eth1=+150%"]
+expect-rest = "unchanged"' > "$WORK/one.toml"
+in_host 1 "$FABPERF" run "$WORK/one.toml" "${KEYARGS[@]}" --allow-hooks --no-preflight --results "$WORK/one.jsonl" > "$WORK/out2.txt" 2>&1 || {
+  cat "$WORK/out2.txt"; echo "FAIL: the one-port plan did not pass"; exit 1; }
+cat "$WORK/out2.txt"
+grep -q "^result: PASS" "$WORK/out2.txt" || { echo "FAIL: the plan printed no PASS verdict"; exit 1; }
+# The wrong port expected: both links fail, from the same results.
+set +e
+"$FABPERF" compare "$WORK/one.jsonl" --expect eth0=+150% --expect-rest unchanged --json "$WORK/one-wrong.json" > "$WORK/cmp2.txt"
+rc=$?
+set -e
 cat "$WORK/cmp2.txt"
-grep -q "^verdict: link/0: no difference" "$WORK/cmp2.txt" || { echo "FAIL: $BASE vs $BASE Mbit/s is not 'no difference'"; exit 1; }
+[ $rc -eq 1 ] || { echo "FAIL: compare with the wrong port expected: exit $rc, expected 1"; exit 1; }
+"$FABPERF" compare "$WORK/one.jsonl" --json "$WORK/one-right.json" > /dev/null
+python3 - "$WORK/one-right.json" "$WORK/one-wrong.json" <<'PY'
+import json, sys
+right, wrong = (json.load(open(f)) for f in sys.argv[1:3])
+def links(c):
+    return {m["subject"]: m for m in c["metrics"] if m["kind"] == "link"}
+r, w = links(right), links(wrong)
+assert set(r) == {"h1/eth0", "h1/eth1", "h2/eth0", "h2/eth1"}, sorted(r)
+for node in ("h1", "h2"):
+    e0, e1 = r[node + "/eth0"], r[node + "/eth1"]
+    print(node, "eth0", round(e0["change_pct"], 1), e0["verdict"], "| eth1", round(e1["change_pct"], 1), e1["verdict"])
+    assert not e0["fails"] and not e1["fails"], (e0, e1)
+    assert e1["expected_pct"] == 150 and 130 < e1["change_pct"] < 170, e1
+    assert e0["expected_pct"] == 0 and abs(e0["change_pct"]) < 5, e0
+    assert w[node + "/eth0"]["fails"] and w[node + "/eth1"]["fails"], (w[node + "/eth0"], w[node + "/eth1"])
+assert not right["failed"] and wrong["failed"]
+PY
 
 # A failing hook stops the plan, shows its output, keeps what was measured.
 plan broken "$(shape ${BASE}mbit)" "echo switch refused the port change >&2; exit 3" 2 > "$WORK/broken.toml"

@@ -54,7 +54,7 @@ TEST(Compare, SpeedChangePredictsGainAndEveryLinkMeetsIt) {
 
 TEST(Compare, OneLinkLeftBehindIsNamedAndFails) {
   CompareOptions o;
-  o.expect_gain_pct = 40;
+  o.expect.gain_pct = 40;
   const auto c = compare_results(result({{"eth0", 49}, {"eth1", 49}}, 10000),
                                  result({{"eth0", 68.6}, {"eth1", 49.2}}, 10000), "b", "a", o);
   ASSERT_EQ(c.links.size(), 2u);
@@ -154,7 +154,7 @@ TEST(Compare, PerLinkExpectationsJudgeAOnePortChange) {
   EXPECT_EQ(link_delta(c, "eth1").expectation, "--expect-rest unchanged");
   // --expect-gain keeps its meaning: every link, so the untouched one fails.
   CompareOptions gain;
-  gain.expect_gain_pct = 150;
+  gain.expect.gain_pct = 150;
   EXPECT_TRUE(link_delta(compare_results(before, upgraded, "b", "a", gain), "eth1").fails);
   // A link that appears only after the change is a FAIL row as much as one that vanished.
   c = compare_results(before, result({{"eth0", 100}, {"eth1", 100}, {"eth2", 100}}, 1000), "b", "a", {});

@@ -34,7 +34,7 @@ json result(double agg, double eth0, double eth1, double m0 = 10, double m1 = 10
 }
 
 TrialSet set(const std::vector<json>& results, const std::string& label = "") {
-  TrialSet s{label, "f", {}, {}};
+  TrialSet s{label, "f", {}, {}, {}};
   for (const auto& r : results) s.trials.push_back({"", static_cast<std::uint32_t>(s.trials.size() + 1), r});
   return s;
 }
@@ -84,7 +84,7 @@ TEST(CompareTrials, FasterLinkAndUnchangedLink) {
 
   // --expect-gain 40: eth0 shows it, eth1 and the aggregate (+20%) do not.
   TrialCompareOptions o;
-  o.expect_gain_pct = 40;
+  o.expect.gain_pct = 40;
   const auto e = compare_trial_sets(set(a), set(b), o);
   EXPECT_TRUE(e.failed);
   EXPECT_FALSE(metric(e, "link", "n1/eth0").fails);
@@ -175,7 +175,11 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   json plan = {{"type", "plan"},
                {"plan",
                 {{"hosts", json::array({{{"name", "h1"}, {"address", "10.0.0.1:6668"}}})},
-                 {"ab", {{"a_name", "balance-alb"}, {"b_name", "802.3ad"}}}}}};
+                 {"ab",
+                  {{"a_name", "balance-alb"},
+                   {"b_name", "802.3ad"},
+                   {"expect", {"h1/eth0=+80%"}},
+                   {"expect_rest", "unchanged"}}}}}};
   auto step = [](const std::string& id, const std::string& config, int trial, double mb, const std::string& status) {
     json r = result(mb, 10, 10);
     r["nodes"][0]["node"] = "10.0.0.1:6668";
@@ -199,6 +203,9 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   EXPECT_EQ(s[0].trials[0].step, "bond/0");
   EXPECT_EQ(s[0].trials[0].result["nodes"][0]["node"], "h1");
   EXPECT_EQ(s[1].trials.size(), 1u);
+  // The plan's [ab] expectations come with the sets, for compare and the plan's own verdict.
+  EXPECT_EQ(s[1].planned.links, (std::vector<std::pair<std::string, double>>{{"h1/eth0", 80.0}}));
+  EXPECT_EQ(s[1].planned.rest, LinkExpectations::Rest::unchanged);
   ASSERT_EQ(s[1].excluded.size(), 1u);  // B's second trial was interrupted: listed, not counted
   EXPECT_EQ(s[1].excluded[0], "step bond/0@B2: interrupted");
   const auto c = compare_trial_sets(s[0], s[1], {});

@@ -549,7 +549,22 @@ time = 1
   EXPECT_EQ(err("[ab]\na = \"x\"\n"),
             "t.toml:2: field 'b': missing in [ab]: the command that switches to this configuration (run on this host)");
   EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\nc = 1\n"),
-            "t.toml:5: field 'c': unknown field of [ab] (a, b, a-name, b-name, hook-timeout)");
+            "t.toml:5: field 'c': unknown field of [ab] (a, b, a-name, b-name, hook-timeout, expect, expect-rest, "
+            "expect-gain)");
+  // The expectations are compare's words, checked as compare checks them, and kept in the header.
+  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\nexpect = [\"h2/eth1\"]\n"),
+            "t.toml:2: field 'ab': --expect 'h2/eth1': expected LINK=PCT, e.g. h4/eth0=+150% or eth0=0");
+  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\nexpect-rest = \"same\"\n"),
+            "t.toml:2: field 'ab': --expect-rest 'same': expected 'unchanged' or 'speeds'");
+  EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\nexpect-gain = 40\nexpect-rest = \"unchanged\"\n"),
+            "t.toml:2: field 'ab': --expect-gain applies to every link: give it alone, or per link with --expect and "
+            "--expect-rest");
+  const auto ab = parse_plan(
+      base + "[ab]\na = \"x\"\nb = \"y\"\nexpect = [\"h2/eth1=+150%\"]\nexpect-rest = \"unchanged\"\n" + kHosts + test,
+      "t.toml");
+  EXPECT_EQ(plan_json(ab)["ab"]["expect"], nlohmann::json::array({"h2/eth1=+150%"}));
+  EXPECT_EQ(plan_json(ab)["ab"]["expect_rest"], "unchanged");
+  EXPECT_FALSE(plan_json(ab)["ab"].contains("expect_gain"));
   EXPECT_EQ(err("[ab]\na = \" \"\nb = \"y\"\n"), "t.toml:3: field 'a': empty command");
   EXPECT_EQ(err("[ab]\na = \"x\"\nb = \"y\"\na-name = \"B\"\n"),
             "t.toml:2: field 'b-name': 'B' names both configurations");
