@@ -251,6 +251,39 @@ TEST(Run, InterruptedCoordinatorStillWritesResults) {
   EXPECT_GT(doc["aggregate"]["mb_per_s"].get<double>(), 0.0);
 }
 
+// Issue 31: Ctrl-C during `run --repeat` leaves the finished trials' statistics as they were:
+// the interrupted trial stays in the file, marked, and compare lists it as excluded.
+TEST(Run, CtrlCInARepeatLeavesTheFinishedTrialsStatistics) {
+  AgentProcess s, c;
+  const std::string trials = temp_path("rep.jsonl");
+  const int coord = spawn_fabperf({"run", "--servers", s.address(), "--clients", c.address(), "--time", "1.5",
+                                   "--warmup", "0", "--repeat", "5", "--json", trials},
+                                  temp_path("rep.out"), temp_path("rep.err"));
+  // Two trials written, then Ctrl-C inside the third.
+  for (int i = 0; i < 300 && read_lines(trials).size() < 2; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(read_lines(trials).size(), 2u) << read_file(temp_path("rep.err"));
+  std::this_thread::sleep_for(700ms);
+  ::kill(coord, SIGINT);
+  int st = 0;
+  ASSERT_EQ(::waitpid(coord, &st, 0), coord);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3) << st;
+  const auto lines = read_lines(trials);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[2]["interrupted"].get<bool>());
+  const auto r = run_fabperf({"compare", trials, trials, "--json", "-"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json cmp = json::parse(r.out);
+  bool aggregate = false;
+  for (const auto& m : cmp["metrics"]) {
+    if (m["kind"] != "aggregate") continue;
+    aggregate = true;
+    EXPECT_EQ(m["n_a"], 2);  // the two finished trials, not the interrupted one
+    EXPECT_EQ(m["n_b"], 2);
+  }
+  EXPECT_TRUE(aggregate) << r.out;
+  EXPECT_NE(cmp["notes"].dump().find("interrupted by the user"), std::string::npos) << cmp["notes"].dump();
+}
+
 struct BadArgs {
   std::vector<std::string> args;
   std::string expect;
