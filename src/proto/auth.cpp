@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <filesystem>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -121,6 +122,15 @@ void write_key_file(const std::string& path, bool force) {
     if (::lstat(path.c_str(), &st) == 0) {
       if (!S_ISREG(st.st_mode)) throw UsageError(fmt::format("keygen {}: exists and is not a regular file", path));
       if (::unlink(path.c_str()) != 0) throw SystemError("replace key file", path, errno);
+    }
+  }
+  // `fabperf keygen /etc/fabperf/key` on a fresh host: the folder is made, private to its owner.
+  if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty() && !std::filesystem::exists(dir)) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || ::chmod(dir.c_str(), 0700) != 0) {
+      throw UsageError(fmt::format("keygen {}: cannot create folder {}: {}", path, dir.string(),
+                                   ec ? ec.message() : errno_text(errno)));
     }
   }
   // O_EXCL: never write through a pre-existing file or symlink; 0600 from the start.

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstdlib>
@@ -105,6 +106,13 @@ TEST(Auth, KeygenWritesPrivateRandomKeysAndRefusesToOverwrite) {
     EXPECT_NE(std::string(e.what()).find("refusing to use it"), std::string::npos) << e.what();
   }
   EXPECT_THROW(auth::load_key_file(temp_dir() + "/missing.key"), UsageError);
+  // The README's `fabperf keygen /etc/fabperf/key` on a fresh host: the folder is made, 0700.
+  const std::string dir = temp_dir() + "/etc-" + std::to_string(::getpid()), nested = dir + "/fabperf/key";
+  auth::write_key_file(nested, false);
+  ASSERT_EQ(::stat((dir + "/fabperf").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(auth::load_key_file(nested).bytes().size(), auth::kKeygenBytes);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Frame, HostileLengthsAreRejectedBeforeAllocation) {
