@@ -21,7 +21,7 @@ struct LinkInfo {
   std::vector<std::string> addresses;  // "198.18.0.1/24", "fd00::1/64"
   int mtu{0};
   std::int64_t speed_mbps{-1};       // negotiated; -1 when the link reports none (virtual, down)
-  std::int64_t shaped_mbps{-1};      // a root tbf qdisc's rate; -1 when none holds the link back
+  std::int64_t shaped_mbps{-1};      // root tbf's rate, root htb's top ceil; -1: none
   std::string duplex;                // full, half, unknown
   std::string master;                // bond or bridge this interface belongs to
   std::vector<std::string> members;  // a bond's slaves

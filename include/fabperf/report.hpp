@@ -98,7 +98,7 @@ struct LinkReport {
   std::string driver;
   int mtu{0};
   std::int64_t speed_mbps{-1};
-  std::int64_t shaped_mbps{-1};  // a root tbf's rate on this host; -1 when none
+  std::int64_t shaped_mbps{-1};  // a root tbf's or htb's limit on this host; -1 when none
   std::string duplex;
   double window_s{0};     // between the first and last counter sample
   double tx_mb_per_s{0};  // interface counters: everything on the wire, headers included

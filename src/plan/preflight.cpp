@@ -110,9 +110,10 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
         nominal = l.shaped_mbps;
         out.push_back(
             {"warning", sub,
-             l.speed_mbps > 0 ? fmt::format("a root tbf qdisc holds it to {} Mbit/s, below the negotiated {} Mb/s",
-                                            l.shaped_mbps, l.speed_mbps)
-                              : fmt::format("a root tbf qdisc holds it to {} Mbit/s", l.shaped_mbps),
+             l.speed_mbps > 0
+                 ? fmt::format("a shaping root qdisc (tbf, htb) holds it to {} Mbit/s, below the negotiated {} Mb/s",
+                               l.shaped_mbps, l.speed_mbps)
+                 : fmt::format("a shaping root qdisc (tbf, htb) holds it to {} Mbit/s", l.shaped_mbps),
              fmt::format("on {}: tc qdisc show dev {} (tc qdisc del dev {} root, unless it is meant to be there)",
                          label(n.name), l.name, l.name)});
       }

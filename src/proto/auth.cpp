@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <filesystem>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 namespace fabperf::auth {
 namespace {

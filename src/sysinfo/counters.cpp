@@ -103,12 +103,12 @@ void each_attr(const std::vector<char>& buf, std::size_t from, std::size_t to, F
   }
 }
 
-RootQdisc read_root_qdisc(const std::string& ifname) {
-  RootQdisc out;
-  const unsigned ifindex = if_nametoindex(ifname.c_str());
-  if (ifindex == 0) return out;
+// One rtnetlink dump of traffic control objects (RTM_GETQDISC, RTM_GETTCLASS) on one interface:
+// f(tcmsg, offset of its attributes, end) for each. False when the kernel could not be asked.
+template <typename F>
+bool tc_dump(std::uint16_t type, unsigned ifindex, std::vector<char>& buf, F&& f) {
   const Fd s(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-  if (s.fd < 0) return out;
+  if (s.fd < 0) return false;
   timeval tv{0, 200'000};  // a dump of this host's qdiscs; never wait long for the kernel
   ::setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   struct {
@@ -116,62 +116,93 @@ RootQdisc read_root_qdisc(const std::string& ifname) {
     tcmsg tc;
   } req{};
   req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(tcmsg));
-  req.nh.nlmsg_type = RTM_GETQDISC;
+  req.nh.nlmsg_type = type;
   req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   req.nh.nlmsg_seq = 1;
   req.tc.tcm_family = AF_UNSPEC;
   req.tc.tcm_ifindex = static_cast<int>(ifindex);  // newer kernels filter on it; older dump all
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (::sendto(s.fd, &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return out;
-  std::vector<char> buf(32768);
+  if (::sendto(s.fd, &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return false;
   constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
-  bool found = false;
   for (;;) {
     const ssize_t len = ::recv(s.fd, buf.data(), buf.size(), 0);
-    if (len <= 0) return out;
+    if (len <= 0) return true;
     std::size_t off = 0;
     while (off + sizeof(nlmsghdr) <= static_cast<std::size_t>(len)) {
       nlmsghdr nh{};
       std::memcpy(&nh, buf.data() + off, sizeof nh);
-      if (nh.nlmsg_len < sizeof(nlmsghdr) || off + nh.nlmsg_len > static_cast<std::size_t>(len)) return out;
-      if (nh.nlmsg_type == NLMSG_DONE || nh.nlmsg_type == NLMSG_ERROR) return out;
+      if (nh.nlmsg_len < sizeof(nlmsghdr) || off + nh.nlmsg_len > static_cast<std::size_t>(len)) return true;
+      if (nh.nlmsg_type == NLMSG_DONE || nh.nlmsg_type == NLMSG_ERROR) return true;
       const std::size_t body = off + align4(sizeof(nlmsghdr));
       const std::size_t end = off + nh.nlmsg_len;
       off += align4(nh.nlmsg_len);
-      if (nh.nlmsg_type != RTM_NEWQDISC || body + sizeof(tcmsg) > end) continue;
+      // The answers are RTM_NEWQDISC / RTM_NEWTCLASS, two below their RTM_GET* requests.
+      if (nh.nlmsg_type != type - 2 || body + sizeof(tcmsg) > end) continue;
       tcmsg tc{};
       std::memcpy(&tc, buf.data() + body, sizeof tc);
-      if (tc.tcm_ifindex != static_cast<int>(ifindex) || tc.tcm_parent != TC_H_ROOT || found) continue;
-      found = true;
-      std::uint64_t rate64 = 0;
-      each_attr(buf, body + align4(sizeof(tcmsg)), end, [&](unsigned type, std::size_t at, std::size_t n) {
-        if (type == TCA_KIND) {
-          out.kind.assign(buf.data() + at, strnlen(buf.data() + at, n));
-        } else if (type == TCA_OPTIONS) {  // tbf's: its rate (32-bit bytes/s, or the 64-bit one)
-          each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
-            if (t == TCA_TBF_PARMS && m >= sizeof(tc_tbf_qopt)) {
-              tc_tbf_qopt q{};
-              std::memcpy(&q, buf.data() + o, sizeof q);
-              out.rate_bytes_per_s = q.rate.rate;
-            } else if (t == TCA_TBF_RATE64 && m >= sizeof rate64) {
-              std::memcpy(&rate64, buf.data() + o, sizeof rate64);
-            }
-          });
-        } else if (type == TCA_STATS2) {  // nests TCA_STATS_QUEUE (struct gnet_stats_queue)
-          each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
-            if (t != TCA_STATS_QUEUE || m < sizeof(gnet_stats_queue)) return;
-            gnet_stats_queue q{};
-            std::memcpy(&q, buf.data() + o, sizeof q);
-            out.counters = {
-                {"qdisc.drops", q.drops}, {"qdisc.overlimits", q.overlimits}, {"qdisc.requeues", q.requeues}};
-          });
-        }
-      });
-      if (out.kind != "tbf") out.rate_bytes_per_s = 0;
-      if (rate64 > 0) out.rate_bytes_per_s = rate64;
+      if (tc.tcm_ifindex == static_cast<int>(ifindex)) f(tc, body + align4(sizeof(tcmsg)), end);
     }
   }
+}
+
+RootQdisc read_root_qdisc(const std::string& ifname) {
+  RootQdisc out;
+  const unsigned ifindex = if_nametoindex(ifname.c_str());
+  if (ifindex == 0) return out;
+  std::vector<char> buf(32768);
+  bool found = false;
+  std::uint64_t rate64 = 0;
+  tc_dump(RTM_GETQDISC, ifindex, buf, [&](const tcmsg& tc, std::size_t from, std::size_t end) {
+    if (tc.tcm_parent != TC_H_ROOT || found) return;
+    found = true;
+    each_attr(buf, from, end, [&](unsigned type, std::size_t at, std::size_t n) {
+      if (type == TCA_KIND) {
+        out.kind.assign(buf.data() + at, strnlen(buf.data() + at, n));
+      } else if (type == TCA_OPTIONS) {  // tbf's: its rate (32-bit bytes/s, or the 64-bit one)
+        each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
+          if (t == TCA_TBF_PARMS && m >= sizeof(tc_tbf_qopt)) {
+            tc_tbf_qopt q{};
+            std::memcpy(&q, buf.data() + o, sizeof q);
+            out.rate_bytes_per_s = q.rate.rate;
+          } else if (t == TCA_TBF_RATE64 && m >= sizeof rate64) {
+            std::memcpy(&rate64, buf.data() + o, sizeof rate64);
+          }
+        });
+      } else if (type == TCA_STATS2) {  // nests TCA_STATS_QUEUE (struct gnet_stats_queue)
+        each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
+          if (t != TCA_STATS_QUEUE || m < sizeof(gnet_stats_queue)) return;
+          gnet_stats_queue q{};
+          std::memcpy(&q, buf.data() + o, sizeof q);
+          out.counters = {{"qdisc.drops", q.drops}, {"qdisc.overlimits", q.overlimits}, {"qdisc.requeues", q.requeues}};
+        });
+      }
+    });
+  });
+  if (out.kind != "tbf") out.rate_bytes_per_s = 0;
+  if (out.kind == "tbf" && rate64 > 0) out.rate_bytes_per_s = rate64;
+  if (out.kind != "htb") return out;
+  // htb keeps its rates on classes: no flow passes faster than the highest ceil of a top class.
+  tc_dump(RTM_GETTCLASS, ifindex, buf, [&](const tcmsg& tc, std::size_t from, std::size_t end) {
+    if (tc.tcm_parent != TC_H_ROOT) return;
+    std::uint64_t ceil = 0;
+    each_attr(buf, from, end, [&](unsigned type, std::size_t at, std::size_t n) {
+      if (type != TCA_OPTIONS) return;
+      each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
+        if (t == TCA_HTB_PARMS && m >= sizeof(tc_htb_opt)) {
+          tc_htb_opt q{};
+          std::memcpy(&q, buf.data() + o, sizeof q);
+          ceil = std::max<std::uint64_t>(ceil, q.ceil.rate);
+        } else if (t == TCA_HTB_CEIL64 && m >= sizeof(std::uint64_t)) {
+          std::uint64_t c64 = 0;
+          std::memcpy(&c64, buf.data() + o, sizeof c64);
+          ceil = std::max(ceil, c64);
+        }
+      });
+    });
+    out.rate_bytes_per_s = std::max(out.rate_bytes_per_s, ceil);
+  });
+  return out;
 }
 
 }  // namespace

@@ -49,6 +49,20 @@ grep -q "preflight: ok" "$WORK/out.txt" || { echo "FAIL: preflight did not pass"
 grep -q "every test interface has MTU 1500 (6 interfaces)" "$WORK/out.txt" || { echo "FAIL: preflight did not probe both links"; exit 1; }
 # The lab shapes every host's interfaces with a root tbf: pre-flight names it (issue 31), and
 # compares each node's probe with its links' nominal (shaped) rate.
-grep -q "a root tbf qdisc holds it to 400 Mbit/s" "$WORK/out.txt" || { echo "FAIL: pre-flight did not see the tbf"; exit 1; }
+grep -q "a shaping root qdisc (tbf, htb) holds it to 400 Mbit/s" "$WORK/out.txt" || { echo "FAIL: pre-flight did not see the tbf"; exit 1; }
 grep -q "probe rate against each node's nominal link rate: " "$WORK/out.txt" || { echo "FAIL: no probe/nominal line"; exit 1; }
+# htb keeps its rates on classes: the highest ceil of a top class is the link's limit.
+NS3=$("$LAB" ns "$TAG" 3)
+ip -n "$NS3" link show eth0 >/dev/null
+tc -n "$NS3" qdisc replace dev eth0 root handle 1: htb default 10
+tc -n "$NS3" class add dev eth0 parent 1: classid 1:10 htb rate 300mbit ceil 350mbit
+in_host 1 "$FABPERF" links --json 198.18.0.3 "${KEYARGS[@]}" > "$WORK/links.json"
+python3 - "$WORK/links.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+links = [l for h in doc["hosts"] for l in h["links"]]
+eth0 = [l for l in links if l.get("name") == "eth0"]
+assert eth0 and eth0[0]["shaped_mbps"] == 350, eth0
+print("htb on h3/eth0: shaped_mbps", eth0[0]["shaped_mbps"])
+PY
 echo PASS

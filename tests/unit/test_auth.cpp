@@ -5,10 +5,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 using namespace fabperf;

@@ -413,7 +413,7 @@ TEST(Preflight, AHostSideShaperIsNamed) {
   ASSERT_EQ(shaped.size(), 1u) << plan::render_findings(all);
   EXPECT_EQ(shaped[0].level, "warning");
   EXPECT_EQ(shaped[0].node, "n3/eth0");
-  EXPECT_EQ(shaped[0].what, "a root tbf qdisc holds it to 1000 Mbit/s, below the negotiated 10000 Mb/s");
+  EXPECT_EQ(shaped[0].what, "a shaping root qdisc (tbf, htb) holds it to 1000 Mbit/s, below the negotiated 10000 Mb/s");
   EXPECT_NE(shaped[0].fix.find("on n3: tc qdisc show dev eth0"), std::string::npos);
 }
 
