@@ -40,7 +40,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
                         const std::vector<KpiCheck>& failing) {
   Suspicion s;
   std::map<std::uint32_t, std::vector<double>> as_client, as_server;
-  std::set<std::uint32_t> seen;  // in any step, complete or not
+  std::set<std::uint32_t> seen, measured;  // in any step, complete or not; in a complete one
   for (const auto& st : steps) {
     if (!st.result.contains("nodes") || !st.result["nodes"].is_array()) continue;
     for (const auto& n : st.result["nodes"]) {
@@ -54,6 +54,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
     for (const auto& n : st.result["nodes"]) {
       const auto it = names.find(n.value("node", ""));
       if (it == names.end()) continue;
+      measured.insert(it->second);
       const std::string role = n.value("role", "");
       if (role.find("client") != std::string::npos) as_client[it->second].push_back(role_mbps(n, test, true));
       if (role.find("server") != std::string::npos) as_server[it->second].push_back(role_mbps(n, test, false));
@@ -113,10 +114,10 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   }
   // Ranked by distance below the median. A failing KPI names both ends of a pair and every link
   // of a node: it makes a suspect only of a node that is not clearly at the median itself.
-  std::vector<std::uint32_t> unmeasured;
+  std::vector<std::uint32_t> unmeasured, unjudged;
   for (const auto h : seen) {
     if (!s.score.count(h)) {
-      unmeasured.push_back(h);
+      (measured.count(h) ? unjudged : unmeasured).push_back(h);
     } else if (s.score[h] < kSlowFraction || (named.count(h) && s.score[h] < kGoodFraction)) {
       s.suspects.push_back(h);
     } else if (s.score[h] >= kGoodFraction) {
@@ -139,6 +140,10 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   }
   s.trace.push_back(fmt::format("  known good: {}", list(s.good)));
   if (!unmeasured.empty()) s.trace.push_back(fmt::format("  not measured in a complete step: {}", list(unmeasured)));
+  if (!unjudged.empty()) {
+    s.trace.push_back(
+        fmt::format("  not judged (a role fewer than 3 nodes played, e.g. an incast's target): {}", list(unjudged)));
+  }
   return s;
 }
 

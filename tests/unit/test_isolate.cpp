@@ -171,3 +171,23 @@ TEST(Isolate, OnlyCompleteStepsMakeANodeGood) {
   EXPECT_NE(trace.find("step t/1 left out: incomplete"), std::string::npos) << trace;
   EXPECT_NE(trace.find("not measured in a complete step: n6"), std::string::npos) << trace;
 }
+
+TEST(Isolate, AnIncastTargetIsMeasuredButNotJudged) {
+  // An incast: three clients into one target. The target was measured (a complete step) but no
+  // median of one server judges it: "not judged", never "not measured".
+  json nodes = json::array();
+  for (int i = 1; i <= 4; ++i) {
+    nodes.push_back({{"node", "10.0.0." + std::to_string(i) + ":6668"},
+                     {"role", i == 1 ? "server" : "client"},
+                     {"tx_mb_per_s", i == 1 ? 0.0 : 30.0},
+                     {"rx_mb_per_s", i == 1 ? 90.0 : 0.0}});
+  }
+  std::map<std::string, std::uint32_t> idx;
+  for (std::uint32_t i = 0; i < 4; ++i) idx["10.0.0." + std::to_string(i + 1) + ":6668"] = i;
+  const auto s = find_suspects({{"i/0", "i", json{{"nodes", nodes}, {"complete", true}}}}, idx, names(4), "write", {});
+  std::string trace;
+  for (const auto& l : s.trace) trace += l + "\n";
+  EXPECT_EQ(trace.find("not measured"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("not judged (a role fewer than 3 nodes played, e.g. an incast's target): n1"), std::string::npos)
+      << trace;
+}
