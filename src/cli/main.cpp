@@ -279,8 +279,7 @@ void refuse_unless(const cxxopts::ParseResult& r, std::initializer_list<std::str
   }
 }
 
-int cmd_run(int argc, char** argv) {
-  cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
+void add_run_options(cxxopts::Options& o) {
   o.add_options("hosts")(
       "servers", "server agents: host[:port][@LINKADDR+LINKADDR...],... (port 6668 by default; [v6addr]:port)",
       cxxopts::value<std::string>())("clients", "client agents: host[:port],...", cxxopts::value<std::string>())(
@@ -328,6 +327,146 @@ int cmd_run(int argc, char** argv) {
       cxxopts::value<std::string>())("log-level", "trace, debug, info, warn, error, off",
                                      cxxopts::value<std::string>()->default_value("warn"))("h,help", "this help");
   cli::add_launch_options(o);
+}
+
+// --local N: starts N agents on this host, the first half servers and the rest clients, and takes
+// their one-time key unless one was given.
+std::unique_ptr<LocalAgents> start_local(const cxxopts::ParseResult& r, bool plan_mode, const std::string& key_file,
+                                         RunRequest& req) {
+  if (r.count("servers") || r.count("clients") || r.count("hosts"))  // --hosts: only given in plan mode
+    throw UsageError(plan_mode ? "--local: cannot be combined with --servers/--clients/--hosts"
+                               : "--local: cannot be combined with --servers/--clients");
+  const int n = get<int>(r, "local");
+  if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
+  auto local = std::make_unique<LocalAgents>(n, "warn", key_file);
+  if (req.key.empty()) req.key = local->key();  // their one-time key
+  const auto& eps = local->endpoints();
+  const auto n_servers = static_cast<std::ptrdiff_t>(eps.size() / 2);
+  req.servers.assign(eps.begin(), eps.begin() + n_servers);
+  req.clients.assign(eps.begin() + n_servers, eps.end());
+  return local;
+}
+
+// A pattern (or KPIs, --results, --resume) without a plan file: a one-test plan, on --hosts or on
+// the request's servers and clients.
+int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions pro, std::uint32_t repeat) {
+  std::vector<plan::PlanHost> hosts;
+  if (r.count("hosts")) {
+    if (r.count("launch")) throw UsageError("--hosts: not with --launch (give --servers and --clients)");
+    if (r.count("servers") || r.count("clients"))
+      throw UsageError("--hosts: cannot be combined with --servers/--clients");
+    for (auto& h : host_list(get<std::string>(r, "hosts"), "--hosts")) hosts.push_back({h.str(), h, true, true});
+  }
+  const auto name = [&](const HostPort& h) {  // --local's agents are n1, n2, ...
+    return r.count("local") ? fmt::format("n{}", hosts.size() + 1) : h.str();
+  };
+  for (const auto& h : req.servers) hosts.push_back({name(h), h, false, true});
+  for (const auto& h : req.clients) hosts.push_back({name(h), h, true, false});
+  cli::CliPattern cp;
+  cp.pattern = r.count("pattern") ? get<std::string>(r, "pattern") : "bipartite";
+  if (r.count("pairs")) cp.pairs = get<std::string>(r, "pairs");
+  if (r.count("target")) cp.target = get<std::string>(r, "target");
+  cp.concurrent_pairs =
+      static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
+  cp.k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
+  if (r.count("kpi")) cp.kpis = get<std::vector<std::string>>(r, "kpi");
+  if (r.count("kpi-profile")) cp.kpi_profile = get<std::string>(r, "kpi-profile");
+  cp.repeat = repeat;
+  cp.isolate = r.count("isolate") > 0;
+  const auto pl = cli::plan_from_cli(std::move(hosts), cp, req.spec, req.interval);
+  pro.key = req.key;
+  pro.connect_timeout = req.connect_timeout;
+  return plan::run_plan(pl, pro, std::cout);
+}
+
+// --servers/--clients without a pattern: no node is both, and all have as many link addresses.
+void check_servers_clients(const RunRequest& req) {
+  for (const auto& c : req.clients) {
+    for (const auto& s : req.servers) {
+      if (c.host == s.host && c.port == s.port) {
+        throw UsageError(
+            fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
+      }
+    }
+  }
+  // Per-link pinning pairs link i of a client with link i of a server: counts must match.
+  std::size_t links = 0;
+  std::string first, bare;  // the first node with link addresses, the first without
+  for (const auto* list : {&req.servers, &req.clients}) {
+    for (const auto& h : *list) {
+      if (h.links.empty()) {
+        if (bare.empty()) bare = h.str();
+      } else if (links == 0) {
+        links = h.links.size();
+        first = h.str();
+      } else if (h.links.size() != links) {
+        throw UsageError(fmt::format("{} has {} link addresses but {} has {}: give every node the same number", h.str(),
+                                     h.links.size(), first, links));
+      }
+    }
+  }
+  if (links > 0 && !bare.empty()) {
+    throw UsageError(
+        fmt::format("{} has no link addresses while {} has {}: give every node NAME@ADDR+ADDR...", bare, first, links));
+  }
+}
+
+// One test (or --repeat trials of it, or one per link) between req.servers and req.clients.
+int run_single(const cxxopts::ParseResult& r, RunRequest& req, std::uint32_t repeat) {
+  const bool quiet = r.count("quiet") > 0;
+  const bool verbose = r.count("verbose") > 0;
+  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
+
+  std::size_t n_links = 0;
+  for (const auto& h : req.servers) n_links = std::max(n_links, h.links.size());
+  for (const auto& h : req.clients) n_links = std::max(n_links, h.links.size());
+  if (r.count("bind-dev")) req.bind_devs = bind_dev_option(get<std::string>(r, "bind-dev"), n_links);
+  const std::string per_link = get<std::string>(r, "per-link");
+  if (per_link != "all" && per_link != "sequential")
+    throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
+  if (per_link == "sequential") {
+    if (repeat > 1) throw UsageError("--repeat: not with --per-link sequential (repeat each link's run instead)");
+    if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
+    return run_per_link_sequential(req, n_links, json_path, quiet, verbose, std::cout);
+  }
+
+  // On a terminal (stderr), a live line while it works: never with --quiet, never in the output.
+  const bool live = !quiet && ::isatty(STDERR_FILENO) == 1;
+  if (live) {
+    req.progress = [](double e, double total, double mb) {
+      std::cerr << "\r\033[K" << progress_text(e, total, mb) << std::flush;
+    };
+  }
+  if (repeat > 1) return cli::run_repeated(req, repeat, json_path, quiet);
+
+  // The JSON result is written as the agents' results arrive (docs/usage.md, "Written as collected").
+  ResultStream results(json_path, verbose);
+  req.sink = &results;
+  if (live)
+    std::cerr << fmt::format("setting up {} server(s) and {} client(s)", req.servers.size(), req.clients.size())
+              << std::flush;
+  const RunRecord record = run_test(req);
+  if (live) std::cerr << "\r\033[K" << std::flush;
+  // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
+  if (r.count("launch")) launch::install_interrupt_flag();
+  nlohmann::json extra = nlohmann::json::object();
+  if (!record.socksize_basis.empty())
+    extra["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
+  const Report report = results.finish(record, extra);
+  if (results.write_error() != 0) {
+    if (json_path != "-") std::cout << render_text(report, verbose);
+    throw SystemError("write results to", json_path == "-" ? "standard output" : json_path, results.write_error());
+  }
+  if (json_path != "-") {
+    std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
+    if (!quiet && !record.socksize_basis.empty()) std::cout << record.socksize_basis << "\n";
+  }
+  return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
+}
+
+int cmd_run(int argc, char** argv) {
+  cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
+  add_run_options(o);
   auto r = parse(o, argc, argv);
   if (r.count("help")) {
     std::cout << o.help({"hosts", "test", "tuning", "per-link", "bonding", "rdma", "plan", "output", "launch"});
@@ -393,159 +532,20 @@ int cmd_run(int argc, char** argv) {
   // Launched agents get a one-time key instead (cli::start_launch refuses --key-file).
   if (!key_file.empty() && !r.count("launch")) req.key = auth::load_key_file(key_file);
 
-  const bool quiet = r.count("quiet") > 0;
-  const bool verbose = r.count("verbose") > 0;
-  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
-
-  // Declared before the run so it outlives it: destroying it stops the launched agents.
+  // Declared before the run so they outlive it: destroying them stops the agents.
   const auto launched = cli::start_launch(r, req, host_list);
   std::unique_ptr<LocalAgents> local;
-  if (plan_mode) {
-    std::vector<plan::PlanHost> hosts;
-    if (launched) {
-      // The launcher started the --servers/--clients agents and filled in the request.
-      if (r.count("hosts")) throw UsageError("--hosts: not with --launch (give --servers and --clients)");
-      for (const auto& h : req.servers) hosts.push_back({h.str(), h, false, true});
-      for (const auto& h : req.clients) hosts.push_back({h.str(), h, true, false});
-    } else if (r.count("local")) {
-      if (r.count("servers") || r.count("clients") || r.count("hosts"))
-        throw UsageError("--local: cannot be combined with --servers/--clients/--hosts");
-      const int n = get<int>(r, "local");
-      if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
-      local = std::make_unique<LocalAgents>(n, "warn", key_file);
-      if (req.key.empty()) req.key = local->key();  // their one-time key
-      const auto& eps = local->endpoints();
-      // As without a pattern: the first half serve, the rest are clients (bipartite uses it).
-      for (std::size_t i = 0; i < eps.size(); ++i)
-        hosts.push_back({fmt::format("n{}", i + 1), eps[i], i >= eps.size() / 2, i < eps.size() / 2});
-    } else if (r.count("hosts")) {
-      if (r.count("servers") || r.count("clients"))
-        throw UsageError("--hosts: cannot be combined with --servers/--clients");
-      for (auto& h : host_list(get<std::string>(r, "hosts"), "--hosts")) hosts.push_back({h.str(), h, true, true});
-    } else {
-      if (!r.count("servers") || !r.count("clients"))
-        throw UsageError("give --hosts, --servers and --clients, or --local N");
-      for (auto& h : host_list(get<std::string>(r, "servers"), "--servers")) hosts.push_back({h.str(), h, false, true});
-      for (auto& h : host_list(get<std::string>(r, "clients"), "--clients")) hosts.push_back({h.str(), h, true, false});
-    }
-    cli::CliPattern cp;
-    cp.pattern = r.count("pattern") ? get<std::string>(r, "pattern") : "bipartite";
-    if (r.count("pairs")) cp.pairs = get<std::string>(r, "pairs");
-    if (r.count("target")) cp.target = get<std::string>(r, "target");
-    cp.concurrent_pairs =
-        static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
-    cp.k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
-    if (r.count("kpi")) cp.kpis = get<std::vector<std::string>>(r, "kpi");
-    if (r.count("kpi-profile")) cp.kpi_profile = get<std::string>(r, "kpi-profile");
-    cp.repeat = repeat;
-    cp.isolate = r.count("isolate") > 0;
-    const auto pl = cli::plan_from_cli(std::move(hosts), cp, req.spec, req.interval);
-    pro.key = req.key;
-    pro.connect_timeout = req.connect_timeout;
-    return plan::run_plan(pl, pro, std::cout);
-  }
-  if (launched) {
-    // servers, clients and key come from the launcher
-  } else if (r.count("local")) {
-    if (r.count("servers") || r.count("clients"))
-      throw UsageError("--local: cannot be combined with --servers/--clients");
-    const int n = get<int>(r, "local");
-    if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
-    local = std::make_unique<LocalAgents>(n, "warn", key_file);
-    if (req.key.empty()) req.key = local->key();  // their one-time key
-    const auto& eps = local->endpoints();
-    const std::size_t n_servers = eps.size() / 2;
-    req.servers.assign(eps.begin(), eps.begin() + static_cast<std::ptrdiff_t>(n_servers));
-    req.clients.assign(eps.begin() + static_cast<std::ptrdiff_t>(n_servers), eps.end());
-  } else {
+  if (!launched && r.count("local")) local = start_local(r, plan_mode, key_file, req);
+  if (!launched && !local && !r.count("hosts")) {  // --hosts: a pattern's (run_pattern)
     if (!r.count("servers") || !r.count("clients")) {
-      throw UsageError("give --servers and --clients (host[:port],...), or --local N");
+      throw UsageError(plan_mode ? "give --hosts, --servers and --clients, or --local N"
+                                 : "give --servers and --clients (host[:port],...), or --local N");
     }
     req.servers = host_list(get<std::string>(r, "servers"), "--servers");
     req.clients = host_list(get<std::string>(r, "clients"), "--clients");
-    for (const auto& c : req.clients) {
-      for (const auto& s : req.servers) {
-        if (c.host == s.host && c.port == s.port) {
-          throw UsageError(
-              fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
-        }
-      }
-    }
-    // Per-link pinning pairs link i of a client with link i of a server: counts must match.
-    std::size_t links = 0;
-    std::string first;
-    for (const auto* list : {&req.servers, &req.clients}) {
-      for (const auto& h : *list) {
-        if (h.links.empty()) continue;
-        if (links == 0) {
-          links = h.links.size();
-          first = h.str();
-        } else if (h.links.size() != links) {
-          throw UsageError(fmt::format("{} has {} link addresses but {} has {}: give every node the same number",
-                                       h.str(), h.links.size(), first, links));
-        }
-      }
-    }
-    if (links > 0) {
-      for (const auto* list : {&req.servers, &req.clients}) {
-        for (const auto& h : *list) {
-          if (h.links.empty()) {
-            throw UsageError(fmt::format("{} has no link addresses while {} has {}: give every node NAME@ADDR+ADDR...",
-                                         h.str(), first, links));
-          }
-        }
-      }
-    }
+    if (!plan_mode) check_servers_clients(req);
   }
-
-  std::size_t n_links = 0;
-  for (const auto& h : req.servers) n_links = std::max(n_links, h.links.size());
-  for (const auto& h : req.clients) n_links = std::max(n_links, h.links.size());
-  if (r.count("bind-dev")) req.bind_devs = bind_dev_option(get<std::string>(r, "bind-dev"), n_links);
-  const std::string per_link = get<std::string>(r, "per-link");
-  if (per_link != "all" && per_link != "sequential") {
-    throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
-  }
-  if (per_link == "sequential") {
-    if (repeat > 1) throw UsageError("--repeat: not with --per-link sequential (repeat each link's run instead)");
-    if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
-    return run_per_link_sequential(req, n_links, json_path, quiet, verbose, std::cout);
-  }
-
-  // On a terminal (stderr), a live line while it works: never with --quiet, never in the output.
-  const bool live = !quiet && ::isatty(STDERR_FILENO) == 1;
-  if (live) {
-    req.progress = [](double e, double total, double mb) {
-      std::cerr << "\r\033[K" << progress_text(e, total, mb) << std::flush;
-    };
-  }
-  if (repeat > 1) return cli::run_repeated(req, repeat, json_path, quiet);
-
-  // The JSON result is written as the agents' results arrive (docs/usage.md, "Written as collected").
-  ResultStream results(json_path, verbose);
-  req.sink = &results;
-  if (live)
-    std::cerr << fmt::format("setting up {} server(s) and {} client(s)", req.servers.size(), req.clients.size())
-              << std::flush;
-  const RunRecord record = run_test(req);
-  if (live) std::cerr << "\r\033[K" << std::flush;
-  // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
-  if (launched) launch::install_interrupt_flag();
-  nlohmann::json extra = nlohmann::json::object();
-  if (!record.socksize_basis.empty())
-    extra["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
-  const Report report = results.finish(record, extra);
-  if (json_path == "-") {
-    if (results.write_error() != 0) throw SystemError("write results to", "standard output", results.write_error());
-  } else {
-    if (results.write_error() != 0) {
-      std::cout << render_text(report, verbose);
-      throw SystemError("write results to", json_path, results.write_error());
-    }
-    std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
-    if (!quiet && !record.socksize_basis.empty()) std::cout << record.socksize_basis << "\n";
-  }
-  return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
+  return plan_mode ? run_pattern(r, req, pro, repeat) : run_single(r, req, repeat);
 }
 
 // Bonds are read only for this host: the LINKS message carries interfaces, not bond state.
