@@ -275,6 +275,13 @@ TEST(TestHost, StartOutOfOrderOrOffTheScheduleIsRefused) {
   EXPECT_NE(e.message.find("not within the next minute"), std::string::npos) << e.message;
   ASSERT_TRUE(h.drive_until([&] { return h.host.idle(); }));
 
+  // A START that arrives after the whole test's end: said as such (an overloaded host).
+  h.run(h.host.setup_client(a, "A", client_setup("t1b", spec_of(200ms))));
+  h.host.start(a, schedule(200ms, -1'500'000'000));
+  e = a->last_error();
+  EXPECT_NE(e.message.find("START: arrived 1.3 s after the test's end"), std::string::npos) << e.message;
+  ASSERT_TRUE(h.drive_until([&] { return h.host.idle(); }));
+
   h.run(h.host.setup_client(a, "A", client_setup("t2", spec_of(200ms))));
   h.host.start(a, schedule(400ms));  // longer than the test's 0.2 s
   e = a->last_error();
