@@ -15,20 +15,10 @@
 #include <fabperf/links.hpp>
 #include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/report.hpp>
+#include <fabperf/result_stream.hpp>
 #include <fabperf/spec.hpp>
 
 namespace fabperf {
-
-// Takes the results of a running test as they arrive (ResultStream writes them to the results
-// file), so the coordinator holds none of them. Called on the coordinator's thread; must not throw.
-class ResultSink {
- public:
-  virtual ~ResultSink() = default;
-  // The test has started: header.nodes are every node, without results.
-  virtual void started(const RunRecord& header) noexcept = 0;
-  // Once per node: its result, or why there is none (status, error).
-  virtual void node(const NodeRecord& n) noexcept = 0;
-};
 
 struct RunRequest {
   TestSpec spec = TestSpec::make({});

@@ -14,10 +14,20 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/coordinator.hpp>
 #include <fabperf/report.hpp>
 
 namespace fabperf {
+
+// Takes the results of a running test as they arrive (ResultStream writes them to the results
+// file), so the coordinator holds none of them. Called on the coordinator's thread; must not throw.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  // The test has started: header.nodes are every node, without results.
+  virtual void started(const RunRecord& header) noexcept = 0;
+  // Once per node: its result, or why there is none (status, error).
+  virtual void node(const NodeRecord& n) noexcept = 0;
+};
 
 class ResultStream final : public ResultSink {
  public:
