@@ -317,6 +317,7 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
   if (p.ab && !o.allow_hooks) {
     throw UsageError(
