@@ -63,16 +63,17 @@ struct SpecParams {
   std::optional<std::chrono::nanoseconds> warmup;
   std::optional<std::chrono::nanoseconds> cooldown;
   // Data-plane tuning (docs/performance.md).
-  std::optional<bool> skip_rx_copy;            // MSG_TRUNC: the kernel discards received data
-  std::optional<bool> zerocopy;                // MSG_ZEROCOPY sends, completions reaped
-  std::optional<SendMethod> send_method;       // --send-method; --zerocopy is zerocopy
-  std::optional<std::string> congestion;       // TCP_CONGESTION, e.g. cubic, bbr
-  std::optional<std::uint64_t> rate;           // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
-  std::optional<std::uint32_t> busy_poll_us;   // SO_BUSY_POLL; 0 = off
-  std::optional<std::uint64_t> notsent_lowat;  // TCP_NOTSENT_LOWAT; 0 = kernel default
-  std::optional<std::vector<int>> cpus;        // pin data threads round-robin; empty = NUMA-local default
-  std::optional<bool> no_affinity;             // never pin
-  std::optional<bool> verify;                  // receivers check every byte against the pattern
+  std::optional<bool> skip_rx_copy;                     // MSG_TRUNC: the kernel discards received data
+  std::optional<bool> zerocopy;                         // MSG_ZEROCOPY sends, completions reaped
+  std::optional<SendMethod> send_method;                // --send-method; --zerocopy is zerocopy
+  std::optional<std::string> congestion;                // TCP_CONGESTION, e.g. cubic, bbr
+  std::optional<std::uint64_t> rate;                    // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
+  std::optional<std::uint32_t> busy_poll_us;            // SO_BUSY_POLL; 0 = off
+  std::optional<std::uint64_t> notsent_lowat;           // TCP_NOTSENT_LOWAT; 0 = kernel default
+  std::optional<std::chrono::nanoseconds> delay_probe;  // ping period for the delay histogram; 0 = off
+  std::optional<std::vector<int>> cpus;                 // pin data threads round-robin; empty = NUMA-local default
+  std::optional<bool> no_affinity;                      // never pin
+  std::optional<bool> verify;                           // receivers check every byte against the pattern
   // RDMA verbs engine (docs/rdma.md).
   std::optional<std::string> rdma_device;    // DEV[:PORT][,DEV[:PORT]...]; empty = every device
   std::optional<std::int32_t> gid_index;     // -1 = the RoCE v2 GID matching the test address
@@ -116,6 +117,7 @@ class TestSpec {
   [[nodiscard]] std::uint64_t rate() const { return rate_; }
   [[nodiscard]] std::uint32_t busy_poll_us() const { return busy_poll_us_; }
   [[nodiscard]] std::uint64_t notsent_lowat() const { return notsent_lowat_; }
+  [[nodiscard]] std::chrono::nanoseconds delay_probe() const { return delay_probe_; }
   [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
   [[nodiscard]] bool no_affinity() const { return no_affinity_; }
   [[nodiscard]] bool verify() const { return verify_; }
@@ -153,6 +155,7 @@ class TestSpec {
   std::uint64_t rate_{0};
   std::uint32_t busy_poll_us_{0};
   std::uint64_t notsent_lowat_{0};
+  std::chrono::nanoseconds delay_probe_{std::chrono::milliseconds(10)};
   std::vector<int> cpus_;
   bool no_affinity_{false};
   bool verify_{false};

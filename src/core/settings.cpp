@@ -230,6 +230,13 @@ constexpr Setting kSettings[] = {
      "tcp", [](SpecParams& p, std::string_view t, std::string_view w) { p.notsent_lowat = parse_size(t, w); },
      [](const SpecParams& p) { return p.notsent_lowat.has_value(); },
      wire<&SpecParams::notsent_lowat, &TestSpec::notsent_lowat>},
+    {"delay-probe", "delay_probe_ns", "tuning", SettingKind::value, "SECONDS|off", "0.01", "",
+     "ping every server this often for the network-delay histogram; off: no pings (many agents on few cores)", "tcp",
+     [](SpecParams& p, std::string_view t, std::string_view w) {
+       p.delay_probe = t == "off" ? std::chrono::nanoseconds(0) : parse_duration(t, w);
+     },
+     [](const SpecParams& p) { return p.delay_probe.has_value(); },
+     wire<&SpecParams::delay_probe, &TestSpec::delay_probe>},
     {"cpus", "cpus", "tuning", SettingKind::value, "LIST", "the NIC's NUMA node", "",
      "pin data threads round-robin to these CPUs, e.g. 0-3,8", "",
      [](SpecParams& p, std::string_view t, std::string_view w) { p.cpus = parse_cpu_list(t, w); },

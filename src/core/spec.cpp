@@ -164,6 +164,10 @@ TestSpec TestSpec::make(const SpecParams& p) {
     throw UsageError(fmt::format("--busy-poll {}: out of range (0..1000000 us)", s.busy_poll_us_));
   s.notsent_lowat_ = p.notsent_lowat.value_or(0);
   if (s.notsent_lowat_ > limits::kMaxSocksize) throw UsageError("--notsent-lowat: out of range (up to 100M)");
+  s.delay_probe_ = p.delay_probe.value_or(std::chrono::milliseconds(10));
+  if (s.delay_probe_.count() != 0 &&
+      (s.delay_probe_ < std::chrono::milliseconds(1) || s.delay_probe_ > std::chrono::seconds(10)))
+    throw UsageError(fmt::format("--delay-probe {}: out of range (off, or 0.001..10 s)", secs(s.delay_probe_)));
   s.cpus_ = p.cpus.value_or(std::vector<int>{});
   if (s.cpus_.size() > 4096) throw UsageError("--cpus: more than 4096 CPUs");
   for (int c : s.cpus_) {

@@ -257,6 +257,7 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
     }
     if (spec.mode() == Mode::rpc) rpc_table_.push_back(std::move(row));
     // One more connection per server for delay pings; it carries no test data.
+    if (spec.delay_probe().count() == 0) continue;
     const int pfd = connect_one(t, FlowOp::probe, conn_index++, 0, plan);
     const int one = 1;
     setsockopt(pfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -204,7 +204,7 @@ void TcpEngine::accept_loop() {
     }
     const dh::Op op = p.hello.op;
     const bool op_ok =
-        op == dh::Op::probe ||
+        (op == dh::Op::probe && ctx.spec().delay_probe().count() != 0) ||
         (ctx.spec().mode() == Mode::rpc ? op == dh::Op::rpc : (op == dh::Op::write || op == dh::Op::read));
     if (!op_ok) {
       refuse(p, dh::Status::wrong_op, fmt::format("operation {} does not match the test", static_cast<int>(op)));

@@ -31,7 +31,6 @@ inline constexpr std::size_t kRpcHdrSize = 16;
 inline constexpr std::uint32_t kOpWrite = 1;
 inline constexpr std::uint32_t kOpRead = 2;
 inline constexpr std::uint32_t kOpPing = 3;
-inline constexpr std::int64_t kProbePeriodNs = 10'000'000;
 inline constexpr int kTickMs = 200;
 inline constexpr int kConnectTimeoutMs = 5000;
 // From accept (server) or connect (client), the whole data handshake must be done within this.

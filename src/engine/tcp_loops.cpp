@@ -462,7 +462,7 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
   c.pending.clear();
 }
 
-// Network delay under load: a zero-length ping to each server in turn every 10 ms on the probe
+// Network delay under load: a zero-length ping to each server in turn every --delay-probe on the probe
 // connections; only round trips that complete inside the window are recorded.
 void TcpEngine::probe_loop() {
   ctx_->enter_data_thread("probe", 0);
@@ -492,7 +492,7 @@ void TcpEngine::probe_loop() {
       const std::int64_t t1 = mono_now_ns();
       if (ctx.in_window(t1)) hist.record(static_cast<std::uint64_t>(t1 - t0));
     }
-    next += kProbePeriodNs;
+    next += ctx.spec().delay_probe().count();
     const std::int64_t now = mono_now_ns();
     if (next < now) next = now;
     ctx.sleep_until(std::min(next, ctx.schedule().end_at));

@@ -109,6 +109,11 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
   read_timed_out_ = false;
 
   auto check = [&](const char* what, std::chrono::milliseconds d) {
+    if (write_stalled_) {  // not the read's fault: say why the connection went (an overloaded peer)
+      throw TimeoutError("write to", peer_,
+                         fmt::format("the peer read nothing for {:.0f} s: connection closed",
+                                     static_cast<double>(kWriteDeadline.count()) / 1000.0));
+    }
     if (read_timed_out_) {
       close();
       throw TimeoutError("read from", peer_,
@@ -175,7 +180,10 @@ asio::awaitable<void> FramedConn::writer() {
     write_timer_.expires_after(kWriteDeadline);
     write_timer_.async_wait([weak = weak_from_this()](error_code ec) {
       if (ec) return;
-      if (auto s = weak.lock()) s->close();  // peer stopped reading: give up on it
+      if (auto s = weak.lock()) {  // peer stopped reading: give up on it
+        s->write_stalled_ = true;
+        s->close();
+      }
     });
     error_code ec;
     if (tls_up_) {

@@ -154,7 +154,8 @@ std::string render_text(const Report& r, bool verbose) {
   }
 
   if (r.delay) {
-    out += "Network delay (10 ms pings to every server during the test, window only)\n";
+    out += fmt::format("Network delay ({:g} ms pings to every server during the test, window only)\n",
+                       std::chrono::duration<double, std::milli>(r.spec.delay_probe()).count());
     Table lat(
         {"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us), h(col::max_us)});
     for (const auto& n : r.nodes) {

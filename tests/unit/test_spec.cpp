@@ -274,7 +274,8 @@ TEST(SpecWire, ToJsonFields) {
   EXPECT_EQ(j.at("qdepth"), 16);
   EXPECT_EQ(j.at("spread_ports"), false);
   EXPECT_EQ(j.at("rdma_cm"), false);
-  EXPECT_EQ(j.size(), 31u);
+  EXPECT_EQ(j.at("delay_probe_ns"), 10'000'000);
+  EXPECT_EQ(j.size(), 32u);
 }
 
 TEST(SpecTuning, RoundTripsAndValidates) {
@@ -287,8 +288,10 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   p.busy_poll_us = 50;
   p.notsent_lowat = 131072;
   p.cpus = std::vector<int>{0, 2, 3};
+  p.delay_probe = std::chrono::milliseconds(250);
   const auto s = TestSpec::make(p);
   EXPECT_EQ(spec_from_json(to_json(s)), s);
+  EXPECT_EQ(s.delay_probe(), std::chrono::milliseconds(250));
   EXPECT_EQ(s.cpus(), (std::vector<int>{0, 2, 3}));
   SpecParams bad = p;
   bad.congestion = "bbr; rm -rf";
@@ -299,10 +302,15 @@ TEST(SpecTuning, RoundTripsAndValidates) {
   bad = p;
   bad.rate = 10;
   EXPECT_THROW(TestSpec::make(bad), UsageError);
+  bad = p;
+  bad.delay_probe = std::chrono::microseconds(500);  // off is 0; otherwise 1 ms..10 s
+  EXPECT_THROW(TestSpec::make(bad), UsageError);
+  bad.delay_probe = std::chrono::nanoseconds(0);
+  EXPECT_EQ(TestSpec::make(bad).delay_probe().count(), 0);
   // Older coordinators send no tuning fields: defaults apply.
   auto j = to_json(TestSpec::make({}));
   for (const char* k : {"skip_rx_copy", "send_method", "zerocopy", "sendfile", "congestion", "rate", "busy_poll_us",
-                        "notsent_lowat", "cpus", "no_affinity"}) {
+                        "notsent_lowat", "cpus", "no_affinity", "delay_probe_ns"}) {
     j.erase(k);
   }
   EXPECT_EQ(spec_from_json(j), TestSpec::make({}));
