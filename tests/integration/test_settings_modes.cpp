@@ -51,6 +51,7 @@ const std::map<std::string, Sample>& samples() {
       {"zerocopy", {"", "true", true, 'B'}},
       {"skip-rx-copy", {"", "true", true, 'B'}},
       {"no-affinity", {"", "true", true, 'B'}},
+      {"delay-probe", {"off", "\"off\"", 0, 'B'}},  // no probe connection: the counts still agree
       {"rdma-device", {"rxe0", "\"rxe0\"", "rxe0", 'R'}},
       {"gid-index", {"1", "1", 1, 'R'}},
       {"rdma-verb", {"send", "\"send\"", "send", 'R'}},
