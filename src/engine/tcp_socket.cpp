@@ -100,9 +100,6 @@ void tune_socket(int fd, RunContext& ctx) {
   }
 }
 
-// Drains MSG_ZEROCOPY completions (they pile up in the error queue and count against optmem).
-// The send buffer never changes, so completions need no matching: only draining. Returns false
-
 // Blocking handshake helpers used only during set-up (deadline in ms via poll).
 bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_ms) {
   const std::int64_t deadline = mono_now_ns() + std::int64_t{timeout_ms} * 1'000'000;
