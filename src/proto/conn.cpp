@@ -109,10 +109,8 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
   read_timed_out_ = false;
 
   auto check = [&](const char* what, std::chrono::milliseconds d) {
-    if (write_stalled_) {  // not the read's fault: say why the connection went (an overloaded peer)
-      throw TimeoutError("write to", peer_,
-                         fmt::format("the peer read nothing for {:.0f} s: connection closed",
-                                     static_cast<double>(kWriteDeadline.count()) / 1000.0));
+    if (!write_failed_.empty()) {  // the writer closed it: its reason, not the read's echo of it
+      throw SystemError("write to", peer_, write_failed_ + ": connection closed");
     }
     if (read_timed_out_) {
       close();
@@ -181,7 +179,8 @@ asio::awaitable<void> FramedConn::writer() {
     write_timer_.async_wait([weak = weak_from_this()](error_code ec) {
       if (ec) return;
       if (auto s = weak.lock()) {  // peer stopped reading: give up on it
-        s->write_stalled_ = true;
+        s->write_failed_ = fmt::format("the peer read nothing for {:.0f} s",
+                                       static_cast<double>(kWriteDeadline.count()) / 1000.0);
         s->close();
       }
     });
@@ -193,6 +192,7 @@ asio::awaitable<void> FramedConn::writer() {
     }
     write_timer_.cancel();
     if (ec) {
+      if (open_ && write_failed_.empty()) write_failed_ = ec.message();
       close();
       break;
     }

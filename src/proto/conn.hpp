@@ -113,7 +113,7 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
   bool writing_{false};
   bool open_{true};
   bool read_timed_out_{false};
-  bool write_stalled_{false};  // closed because the peer read nothing for kWriteDeadline
+  std::string write_failed_;  // why the writer closed the connection (a pending read reports it)
   std::vector<std::uint8_t> body_buf_;
 };
 
