@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace fabperf {
 
@@ -34,5 +35,9 @@ inline void put_be64(std::uint8_t* p, std::uint64_t v) {
 
 // Lower-case hex, two digits a byte.
 std::string to_hex(std::span<const std::uint8_t> bytes);
+
+// Writes all of data to fd, through partial writes and EINTR: 0, or the errno that stopped it
+// (EIO for a write of 0 bytes).
+int write_all(int fd, std::string_view data) noexcept;
 
 }  // namespace fabperf

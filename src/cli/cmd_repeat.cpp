@@ -3,6 +3,7 @@
 // keeps every finished trial; `fabperf compare` reads the file as a set of trials.
 #include "cli/commands.hpp"
 
+#include <fabperf/bytes.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/stats.hpp>
@@ -40,14 +41,8 @@ int run_repeated(const RunRequest& req, std::uint32_t n, const std::string& json
     j["trial"] = t;
     j["trial_count"] = n;
     if (fd >= 0) {
-      const std::string line = j.dump() + "\n";
-      std::size_t off = 0;
-      while (off < line.size()) {
-        const ssize_t w = ::write(fd, line.data() + off, line.size() - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) throw SystemError("write trials file", json_path == "-" ? "standard output" : json_path, errno);
-        off += static_cast<std::size_t>(w);
-      }
+      if (const int e = write_all(fd, j.dump() + "\n"); e != 0)
+        throw SystemError("write trials file", json_path == "-" ? "standard output" : json_path, e);
       if (fd != STDOUT_FILENO) ::fsync(fd);
     }
     text << fmt::format("trial {}/{}: {}\n", t, n, render_summary_line(report)) << std::flush;

@@ -4,6 +4,7 @@
 #include "net/listen.hpp"
 
 #include <fabperf/bonding.hpp>
+#include <fabperf/bytes.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/units.hpp>
@@ -308,15 +309,10 @@ void TcpEngine::start(RunContext& ctx) {
     // One period of tx_buf_'s pattern, so receivers verify sendfile data exactly as written data.
     const int mfd = ::memfd_create("fabperf-tx", MFD_CLOEXEC);
     if (mfd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
-    std::size_t done = 0;
-    while (done < tx_period_) {
-      const ssize_t w = ::write(mfd, tx_buf_.data() + done, tx_period_ - done);
-      if (w <= 0) {
-        const int e = errno;
-        ::close(mfd);
-        throw SystemError("--send-method sendfile: fill memfd", "fabperf-tx", e);
-      }
-      done += static_cast<std::size_t>(w);
+    const std::string_view period(reinterpret_cast<const char*>(tx_buf_.data()), tx_period_);
+    if (const int e = write_all(mfd, period); e != 0) {
+      ::close(mfd);
+      throw SystemError("--send-method sendfile: fill memfd", "fabperf-tx", e);
     }
     tx_memfd_ = mfd;
   }

@@ -1,5 +1,6 @@
 // The monitor's state: the last values of every series, counters, baselines and drift alerts.
 // Its size is fixed by the config (hosts x hosts x links), so weeks of probes do not grow it.
+#include <fabperf/bytes.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/monitor.hpp>
 #include <fabperf/plan.hpp>
@@ -283,13 +284,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     throw SystemError(what, tmp, err);
   };
   if (::fchmod(fd, 0644) != 0) fail("set the mode of state file", errno);
-  std::size_t off = 0;
-  while (off < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("write state file", errno);
-    off += static_cast<std::size_t>(n);
-  }
+  if (const int e = write_all(fd, content); e != 0) fail("write state file", e);
   if (::fsync(fd) != 0) fail("sync state file", errno);
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {

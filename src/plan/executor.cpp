@@ -12,6 +12,7 @@
 #include <cmath>
 #include <ctime>
 #include <fabperf/build_config.hpp>
+#include <fabperf/bytes.hpp>
 #include <fabperf/compare.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
@@ -59,14 +60,7 @@ class ResultsFile {
   ResultsFile& operator=(const ResultsFile&) = delete;
 
   void write(const json& j) {
-    const std::string line = j.dump() + "\n";
-    std::size_t off = 0;
-    while (off < line.size()) {
-      const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw SystemError("write results file", path_, errno);
-      off += static_cast<std::size_t>(n);
-    }
+    if (const int e = write_all(fd_, j.dump() + "\n"); e != 0) throw SystemError("write results file", path_, e);
     ::fsync(fd_);
   }
 

@@ -1,4 +1,5 @@
 #include <fabperf/auth.hpp>
+#include <fabperf/bytes.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/proto.hpp>
 
@@ -143,18 +144,11 @@ void write_key_file(const std::string& path, bool force) {
   }
   // The umask may only have removed bits; make sure of exactly 0600.
   (void)::fchmod(fd, 0600);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t k = ::write(fd, text.data() + done, text.size() - done);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      const int e = k < 0 ? errno : EIO;
-      ::close(fd);
-      ::unlink(path.c_str());
-      OPENSSL_cleanse(text.data(), text.size());
-      throw SystemError("write key file", path, e);
-    }
-    done += static_cast<std::size_t>(k);
+  if (const int e = write_all(fd, text); e != 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    OPENSSL_cleanse(text.data(), text.size());
+    throw SystemError("write key file", path, e);
   }
   OPENSSL_cleanse(text.data(), text.size());
   if (::fsync(fd) != 0 || ::close(fd) != 0) throw SystemError("write key file", path, errno);

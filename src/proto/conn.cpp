@@ -179,8 +179,8 @@ asio::awaitable<void> FramedConn::writer() {
     write_timer_.async_wait([weak = weak_from_this()](error_code ec) {
       if (ec) return;
       if (auto s = weak.lock()) {  // peer stopped reading: give up on it
-        s->write_failed_ = fmt::format("the peer read nothing for {:.0f} s",
-                                       static_cast<double>(kWriteDeadline.count()) / 1000.0);
+        s->write_failed_ =
+            fmt::format("the peer read nothing for {:.0f} s", static_cast<double>(kWriteDeadline.count()) / 1000.0);
         s->close();
       }
     });
