@@ -327,6 +327,7 @@ class Agent {
   asio::awaitable<void> session(std::shared_ptr<FramedConn> conn) {
     std::string who = conn->peer();
     std::string protocol_error;
+    std::string ended = "closed";  // why the session ended, for a test it owned
     // One deadline for everything before HELLO_OK (kPreAuthDeadline).
     bool admitted = false;
     asio::steady_timer preauth_timer(io_);
@@ -422,10 +423,11 @@ class Agent {
     } catch (const ProtocolError& e) {
       protocol_error = e.what();
     } catch (const std::exception& e) {
+      ended = e.what();
       if (!admitted) {
         strangers_log_.warn("agent: unauthenticated session {} ended: {}", who, e.what());
-      } else if (host_.owned_by(conn.get()) || !stopping_) {
-        spdlog::info("agent: session {} ended: {}", who, e.what());
+      } else if (!host_.owned_by(conn.get()) && !stopping_) {
+        spdlog::info("agent: session {} ended: {}", who, e.what());  // the test's owner: warned below
       }
     }
     if (!protocol_error.empty()) {
@@ -441,7 +443,7 @@ class Agent {
       }
     }
     conn->close();
-    host_.session_ended(conn.get(), who);
+    host_.session_ended(conn.get(), who, protocol_error.empty() ? ended : protocol_error);
   }
 
   AgentOptions opts_;

@@ -380,10 +380,10 @@ void TestHost::abort(const proto::MessageSink* peer, const std::string& reason) 
   }
 }
 
-void TestHost::session_ended(const proto::MessageSink* peer, const std::string& who) {
+void TestHost::session_ended(const proto::MessageSink* peer, const std::string& who, const std::string& why) {
   if (owner_ != peer || owner_ == nullptr) return;
   // The coordinator is gone: nothing may keep sending on its behalf.
-  spdlog::warn("agent: lost coordinator {} during a test: stopping all traffic", who);
+  spdlog::warn("agent: lost coordinator {} during a test ({}): stopping all traffic", who, why);
   owner_ = nullptr;
   if (test_ && test_->run) test_->run->abort("coordinator connection lost");
   release_async();

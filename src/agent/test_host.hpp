@@ -68,7 +68,7 @@ class TestHost {
   void abort(const proto::MessageSink* peer, const std::string& reason);
 
   // The session ended (closed or lost): a test it owns stops all traffic and is released.
-  void session_ended(const proto::MessageSink* peer, const std::string& who);
+  void session_ended(const proto::MessageSink* peer, const std::string& who, const std::string& why);
   // The agent stops: a running test is aborted, then released (on_idle follows).
   void stop(const std::string& why);
 

@@ -45,15 +45,22 @@ void FramedConn::close() noexcept {
 }
 
 void FramedConn::arm_read_timer(std::chrono::milliseconds d) {
+  const std::uint64_t gen = ++read_gen_;
   read_timer_.expires_after(d);
-  read_timer_.async_wait([weak = weak_from_this()](error_code ec) {
-    if (ec) return;  // cancelled: the read finished in time
-    if (auto self = weak.lock()) {
-      self->read_timed_out_ = true;
-      error_code ignored;
-      self->socket_.cancel(ignored);
-    }
+  read_timer_.async_wait([weak = weak_from_this(), gen](error_code ec) {
+    auto self = weak.lock();
+    // Cancelled, or late: an overloaded host runs an expired timer's handler after the read it
+    // guarded has completed (both were ready in one pass), and that read is not a timeout.
+    if (ec || !self || self->read_gen_ != gen) return;
+    self->read_timed_out_ = true;
+    error_code ignored;
+    self->socket_.cancel(ignored);
   });
+}
+
+void FramedConn::disarm_read_timer() {
+  ++read_gen_;
+  read_timer_.cancel();
 }
 
 template <typename Buffers>
@@ -75,7 +82,7 @@ asio::awaitable<void> FramedConn::start_tls(std::chrono::milliseconds deadline) 
   arm_read_timer(deadline);
   co_await stream_.async_handshake(server ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
                                    asio::redirect_error(asio::use_awaitable, ec));
-  read_timer_.cancel();
+  disarm_read_timer();
   if (read_timed_out_) {
     close();
     throw TlsHandshakeError(fmt::format("TLS handshake with {}: no answer within {:.1f} s", peer_,
@@ -130,25 +137,25 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
   // Idle deadline until the first byte, then one deadline for the rest of the frame.
   arm_read_timer(idle);
   co_await read_exact(asio::buffer(hdr.data(), 1), ec);
-  read_timer_.cancel();
+  disarm_read_timer();
   check("message", idle);
   arm_read_timer(frame);
   co_await read_exact(asio::buffer(hdr.data() + 1, kHeaderSize - 1), ec);
   if (ec || read_timed_out_) {
-    read_timer_.cancel();
+    disarm_read_timer();
     check("complete frame header", frame);
   }
   Header h;
   try {
     h = decode_header(hdr, max_body);
   } catch (const ProtocolError& e) {
-    read_timer_.cancel();
+    disarm_read_timer();
     close();
     throw ProtocolError(fmt::format("from {}: {}", peer_, e.what()));
   }
   body_buf_.resize(h.length);
   co_await read_exact(asio::buffer(body_buf_), ec);
-  read_timer_.cancel();
+  disarm_read_timer();
   check("complete frame body", frame);
   Frame f;
   f.type = h.type;

@@ -94,6 +94,7 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
  private:
   asio::awaitable<void> writer();
   void arm_read_timer(std::chrono::milliseconds d);
+  void disarm_read_timer();
   template <typename Buffers>
   asio::awaitable<void> read_exact(const Buffers& b, error_code& ec);
 
@@ -113,7 +114,10 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
   bool writing_{false};
   bool open_{true};
   bool read_timed_out_{false};
-  std::string write_failed_;  // why the writer closed the connection (a pending read reports it)
+  int late_rearms_{0};
+  std::uint64_t read_gen_{0};  // which arm_read_timer() a timer handler belongs to  // deadlines of this read() passed
+                               // over because bytes were already waiting
+  std::string write_failed_;   // why the writer closed the connection (a pending read reports it)
   std::vector<std::uint8_t> body_buf_;
 };
 

@@ -195,7 +195,7 @@ TEST(TestHost, ALostCoordinatorStopsItsRunAndFreesTheAgent) {
   ASSERT_TRUE(h.drive_until([&] { return h.log->starts == 1; }));
   const auto t0 = std::chrono::steady_clock::now();
   a->close();
-  h.host.session_ended(a.get(), "A");
+  h.host.session_ended(a.get(), "A", "closed");
   EXPECT_FALSE(h.host.owned_by(a.get()));
   ASSERT_TRUE(h.drive_until([&] { return h.host.idle(); }, 5s));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // not the test's 10 s
@@ -211,7 +211,7 @@ TEST(TestHost, OnlyTheOwnerCanAbortAndItsResultSaysAborted) {
   h.host.start(a, schedule(10s));
   ASSERT_TRUE(h.drive_until([&] { return h.log->starts == 1; }));
   h.host.abort(b.get(), "not yours");
-  h.host.session_ended(b.get(), "B");  // another session ending changes nothing either
+  h.host.session_ended(b.get(), "B", "closed");  // another session ending changes nothing either
   EXPECT_TRUE(h.host.owned_by(a.get()));
   EXPECT_EQ(h.log->aborts.load(), 0);
   h.host.abort(a.get(), "operator");

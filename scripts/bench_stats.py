@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""bench_stats: the statistics behind scripts/bench-tcp's ratios and its guard.
+
+One point (a setting and a flow count) has R alternating rounds of each tool. Single rounds of
+every tool swing up to 3x on a 2-core host, so a ratio is never taken from one round or from the
+best of a few: it is the median of fabperf's rounds over the better peer's median, with a 95%
+bootstrap interval (rounds resampled with replacement, each tool on its own, the better peer
+chosen again in each resample; a fixed seed, so a result can be reproduced).
+
+    bench_stats.py point FLOOR "FAB..." "PEER1..." ["PEER2..." ...]
+        prints: fab_median peer_median ratio low high verdict
+        verdict: ok      the median ratio is at or above FLOOR
+                 below   the median ratio is under FLOOR, but the interval reaches FLOOR (noise
+                         cannot be ruled out: bench-tcp confirms over more rounds)
+                 fail    the whole interval is under FLOOR: a shortfall the noise does not explain
+                 none    too few figures (fewer than 3 of fabperf or of every peer)
+    bench_stats.py median "X..."   prints the median ("-" when there is none)
+    bench_stats.py --self-test     checks the verdicts on made-up rounds; exits 1 on a wrong one
+
+Figures marked "!" (they disagree with the interface counter) or 0 (the run failed) are left out.
+"""
+import random
+import statistics
+import sys
+
+RESAMPLES = 4000
+MIN_ROUNDS = 3
+
+
+def figures(text):
+    return [float(x) for x in text.split() if x not in ("-", "0") and not x.endswith("!")]
+
+
+def ratio_interval(fab, peers, seed=1):
+    """Median ratio of fab to the better peer, and its 95% bootstrap interval."""
+    peers = [p for p in peers if len(p) >= MIN_ROUNDS]
+    if len(fab) < MIN_ROUNDS or not peers:
+        return None
+    peer_med = max(statistics.median(p) for p in peers)
+    ratio = statistics.median(fab) / peer_med
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(RESAMPLES):
+        f = statistics.median(rng.choices(fab, k=len(fab)))
+        p = max(statistics.median(rng.choices(x, k=len(x))) for x in peers)
+        draws.append(f / p)
+    draws.sort()
+    low, high = draws[int(0.025 * RESAMPLES)], draws[int(0.975 * RESAMPLES) - 1]
+    return statistics.median(fab), peer_med, ratio, low, high
+
+
+def verdict(result, floor):
+    if result is None:
+        return "none"
+    _, _, ratio, _, high = result
+    if high < floor:
+        return "fail"
+    return "below" if ratio < floor else "ok"
+
+
+def self_test():
+    noisy_peer = [9645, 8444, 9156, 9491, 8575, 9482]  # iperf2's six rounds in one CI run
+    bimodal = [10187, 3704, 8151, 7706, 5093, 6467]     # iperf3's, same run
+    cases = [
+        ("at par", [9100, 8800, 9300, 8700, 9600, 9000], "ok"),
+        ("half the peer", [4700, 4300, 4900, 4500, 4800, 4200], "fail"),
+        ("bimodal, median under the floor", [3649, 8441, 6848, 9973, 4924, 3034], "below"),
+        ("two rounds only", [9000, 9100], "none"),
+    ]
+    bad = 0
+    for name, fab, want in cases:
+        got = verdict(ratio_interval(fab, [noisy_peer, bimodal]), 0.85)
+        print(f"{name}: {got} (want {want})")
+        bad += got != want
+    return 1 if bad else 0
+
+
+def main(argv):
+    if argv[1:] == ["--self-test"]:
+        return self_test()
+    if len(argv) == 3 and argv[1] == "median":
+        xs = figures(argv[2])
+        print(f"{statistics.median(xs):.0f}" if xs else "-")
+        return 0
+    if len(argv) >= 5 and argv[1] == "point":
+        floor = float(argv[2])
+        r = ratio_interval(figures(argv[3]), [figures(a) for a in argv[4:]])
+        if r is None:
+            print("- - - - - none")
+        else:
+            print(f"{r[0]:.0f} {r[1]:.0f} {r[2]:.2f} {r[3]:.2f} {r[4]:.2f} {verdict(r, floor)}")
+        return 0
+    print("usage: bench_stats.py point FLOOR FAB PEER... | median XS | --self-test", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
