@@ -33,10 +33,7 @@ namespace fabperf::verbs {
 // before the device context.
 template <auto Release>
 struct Releaser {
-  template <class T>
-  void operator()(T* p) const noexcept {
-    (void)Release(p);
-  }
+  void operator()(auto* p) const noexcept { (void)Release(p); }
 };
 template <class T, auto Release>
 using Owned = std::unique_ptr<T, Releaser<Release>>;
@@ -55,13 +52,7 @@ using BufferPtr = Owned<std::uint8_t, ::free>;
 // rdma_destroy_qp, which needs the id still alive: the owner of the id outlives this handle.
 struct QpRelease {
   rdma_cm_id* cm_id{nullptr};
-  void operator()(ibv_qp* qp) const noexcept {
-    if (cm_id) {
-      rdma_destroy_qp(cm_id);
-    } else {
-      (void)ibv_destroy_qp(qp);
-    }
-  }
+  void operator()(ibv_qp* qp) const noexcept { cm_id ? rdma_destroy_qp(cm_id) : (void)ibv_destroy_qp(qp); }
 };
 using QpPtr = std::unique_ptr<ibv_qp, QpRelease>;
 
