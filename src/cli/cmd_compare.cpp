@@ -40,10 +40,7 @@ int cmd_compare(int argc, char** argv) {
   o.parse_positional({"files"});
   o.positional_help("BEFORE AFTER | AB-RESULTS");
   const auto r = cli::parse_options(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
+  if (help_printed(o, r)) return 0;
   const auto files = r.count("files") ? get<std::vector<std::string>>(r, "files") : std::vector<std::string>{};
   if (files.empty() || files.size() > 2) {
     throw UsageError(

@@ -3,15 +3,13 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
+#include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/monitor.hpp>
 #include <fabperf/stop.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <cerrno>
-#include <ctime>
 #include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
@@ -66,17 +64,8 @@ class StopAwareProber : public mon::Prober {
   std::unique_ptr<mon::Prober> inner_;
 };
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 void say(const std::string& line) {
-  std::cerr << utc_now() << " monitor: " << line << "\n" << std::flush;
+  std::cerr << iso8601_utc_now() << " monitor: " << line << "\n" << std::flush;
 }
 
 std::string read_file(const std::string& path, const char* what) {
@@ -101,9 +90,46 @@ std::string describe(const mon::MonitorConfig& cfg, const mon::Schedule& s) {
       cfg.baseline_probes, mon::max_series(cfg, 2));
 }
 
+// The state: baselines survive restarts; a file that cannot be read is never silently replaced.
+void load_state(const mon::MonitorConfig& cfg, const std::string& state_file, bool reset, mon::MonitorState& state) {
+  std::error_code fec;
+  std::filesystem::create_directories(cfg.state_dir, fec);
+  if (fec) throw SystemError("create state folder", cfg.state_dir, fec.message());
+  if (!std::filesystem::exists(state_file)) return;
+  if (reset) {
+    say(fmt::format("ignoring {} (--reset-baselines): the first {} probes of each pair set new baselines", state_file,
+                    cfg.baseline_probes));
+    return;
+  }
+  const json j = json::parse(read_file(state_file, "state file"), nullptr, false);
+  if (j.is_discarded()) {
+    throw UsageError(fmt::format(
+        "state file {}: not valid JSON (move it away, or start with --reset-baselines to measure new baselines)",
+        state_file));
+  }
+  const auto dropped = state.load_baselines(j, state_file);
+  say(fmt::format("baselines loaded from {}{}", state_file,
+                  dropped ? fmt::format(" ({} for pairs or links no longer configured dropped)", dropped) : ""));
+}
+
+// What the monitor says when it ends, and its exit code.
+int finish(bool once, int code) {
+  if (once && stop_requested()) {
+    say("--once: interrupted before the rotation ended");
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  if (!once) {
+    say("stopped");
+    return 0;
+  }
+  say(fmt::format("--once: {}", code == 0   ? "every probe ran, no drift"
+                                : code == 1 ? "DRIFT alert raised"
+                                            : "a probe FAILED"));
+  return code;
+}
+
 }  // namespace
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 int cmd_monitor(int argc, char** argv) {
   cxxopts::Options o("fabperf monitor",
                      "Continuous fabric probes exported as Prometheus metrics: fabperf monitor CONFIG.toml");
@@ -119,27 +145,15 @@ int cmd_monitor(int argc, char** argv) {
   o.parse_positional({"config"});
   o.positional_help("CONFIG.toml");
   const auto r = cli::parse_options(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
+  if (help_printed(o, r)) return 0;
   if (!r.count("config")) throw UsageError("monitor: usage: fabperf monitor CONFIG.toml [--once] (docs/monitor.md)");
   const auto cfg = mon::load_config(get<std::string>(r, "config"));
   const bool once = r.count("once") > 0;
-  {
-    auto logger = spdlog::stderr_color_mt("fabperf");
-    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
-    spdlog::set_default_logger(logger);
-    const auto level = get<std::string>(r, "log-level");
-    const auto lvl = spdlog::level::from_str(level);
-    if (lvl == spdlog::level::off && level != "off")
-      throw UsageError(fmt::format("--log-level '{}': unknown level (trace, debug, info, warn, error, off)", level));
-    spdlog::set_level(lvl);
-  }
-  const double latency_s = std::chrono::duration<double>(cfg.latency_interval).count();
+  setup_logging(get<std::string>(r, "log-level"));
+  const mon::Schedule sched(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty,
+                            std::chrono::duration<double>(cfg.latency_interval).count());
   if (r.count("check")) {
-    const mon::Schedule s(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty, latency_s);
-    std::cout << "monitor " << cfg.file << ": " << describe(cfg, s) << "\n";
+    std::cout << "monitor " << cfg.file << ": " << describe(cfg, sched) << "\n";
     std::cout << fmt::format("metrics: http://{}:{}/metrics; state: {}/baselines.json\nconfig ok\n", cfg.listen_host,
                              cfg.listen_port, cfg.state_dir);
     return 0;
@@ -148,28 +162,9 @@ int cmd_monitor(int argc, char** argv) {
   auth::Key key;
   if (!key_file.empty()) key = auth::load_key_file(key_file);
 
-  // The state: baselines survive restarts; a file that cannot be read is never silently replaced.
-  std::error_code fec;
-  std::filesystem::create_directories(cfg.state_dir, fec);
-  if (fec) throw SystemError("create state folder", cfg.state_dir, fec.message());
   const std::string state_file = cfg.state_dir + "/baselines.json";
   mon::MonitorState state(cfg);
-  if (std::filesystem::exists(state_file)) {
-    if (r.count("reset-baselines")) {
-      say(fmt::format("ignoring {} (--reset-baselines): the first {} probes of each pair set new baselines", state_file,
-                      cfg.baseline_probes));
-    } else {
-      const json j = json::parse(read_file(state_file, "state file"), nullptr, false);
-      if (j.is_discarded()) {
-        throw UsageError(fmt::format(
-            "state file {}: not valid JSON (move it away, or start with --reset-baselines to measure new baselines)",
-            state_file));
-      }
-      const auto dropped = state.load_baselines(j, state_file);
-      say(fmt::format("baselines loaded from {}{}", state_file,
-                      dropped ? fmt::format(" ({} for pairs or links no longer configured dropped)", dropped) : ""));
-    }
-  }
+  load_state(cfg, state_file, r.count("reset-baselines") > 0, state);
   const auto persist = [&](const json& j) {
     try {
       mon::write_file_atomic(state_file, j.dump(1) + "\n");
@@ -199,13 +194,11 @@ int cmd_monitor(int argc, char** argv) {
       return mon::render_metrics(state);
     });
   }
-  {
-    const mon::Schedule s(cfg.hosts.size(), cfg.link_names.size(), cfg.max_duty, latency_s);
-    say(describe(cfg, s));
-    if (server) {
-      say(fmt::format("metrics on http://{}{}{}:{}/metrics", cfg.listen_host.find(':') != std::string::npos ? "[" : "",
-                      cfg.listen_host, cfg.listen_host.find(':') != std::string::npos ? "]" : "", server->port()));
-    }
+  say(describe(cfg, sched));
+  if (server) {
+    const bool v6 = cfg.listen_host.find(':') != std::string::npos;
+    say(fmt::format("metrics on http://{}{}{}:{}/metrics", v6 ? "[" : "", cfg.listen_host, v6 ? "]" : "",
+                    server->port()));
   }
   StopAwareProber prober(mon::make_prober(cfg, key));
   RealClock clock;
@@ -217,19 +210,7 @@ int cmd_monitor(int argc, char** argv) {
     ro.on_result = [&](const json& j) { probe_log << j.dump() << "\n" << std::flush; };
   }
   g_stop_base = stop::requests();
-  const int code = mon::run_monitor(cfg, prober, clock, state, mu, ro);
-  if (once && stop_requested()) {
-    say("--once: interrupted before the rotation ended");
-    return static_cast<int>(ExitCode::infrastructure);
-  }
-  if (!once) {
-    say("stopped");
-    return 0;
-  }
-  say(fmt::format("--once: {}", code == 0   ? "every probe ran, no drift"
-                                : code == 1 ? "DRIFT alert raised"
-                                            : "a probe FAILED"));
-  return code;
+  return finish(once, mon::run_monitor(cfg, prober, clock, state, mu, ro));
 }
 
 }  // namespace fabperf::cli

@@ -3,23 +3,13 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/build_config.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/plan_run.hpp>
-#include <fabperf/stop.hpp>
 #include <fabperf/units.hpp>
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <atomic>
-#include <cctype>
-#include <cerrno>
-#include <csignal>
-#include <ctime>
+#include <cstdlib>
 #include <cxxopts.hpp>
 #include <iostream>
 
@@ -57,15 +47,10 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
   }
   if (P == plan::Pattern::pairs) {
     if (c.pairs.empty()) throw UsageError("--pattern pairs: give --pairs A->B,C->D");
-    std::size_t start = 0;
-    while (start <= c.pairs.size()) {
-      const auto comma = c.pairs.find(',', start);
-      const std::string item = c.pairs.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (const auto& item : split_list(c.pairs, ',')) {
       const auto arrow = item.find("->");
       if (arrow == std::string::npos) throw UsageError(fmt::format("--pairs '{}': expected CLIENT->SERVER", item));
       t.pattern.pairs.push_back({index(item.substr(0, arrow), "--pairs"), index(item.substr(arrow + 2), "--pairs")});
-      if (comma == std::string::npos) break;
-      start = comma + 1;
     }
   }
   if (!c.target.empty()) t.pattern.target = index(c.target, "--target");
@@ -102,10 +87,7 @@ int cmd_plan(int argc, char** argv) {
   o.parse_positional({"args"});
   o.positional_help("check PLAN");
   const auto r = cli::parse_options(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
+  if (help_printed(o, r)) return 0;
   const auto args = r.count("args") ? r["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
   if (args.size() != 2 || args[0] != "check") throw UsageError("plan: usage: fabperf plan check PLAN");
   const auto p = plan::load_plan(args[1]);
@@ -127,15 +109,11 @@ int cmd_preflight(int argc, char** argv) {
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
   const auto r = cli::parse_options(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
+  if (help_printed(o, r)) return 0;
   std::string key_file = r.count("key-file") ? r["key-file"].as<std::string>() : auth::key_file_from_env();
   auth::Key key;
   if (!key_file.empty()) key = auth::load_key_file(key_file);
-  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      parse_duration(r["connect-timeout"].as<std::string>(), "--connect-timeout"));
+  const auto timeout = cli::connect_timeout_option(r, false);
   std::unique_ptr<LocalAgents> local;
   plan::Plan p;
   const int sources = static_cast<int>(r.count("plan") + r.count("hosts") + r.count("local"));
@@ -153,15 +131,8 @@ int cmd_preflight(int argc, char** argv) {
       if (key.empty()) key = local->key();  // their one-time key
       hps = local->endpoints();
     } else {
-      const auto text = r["hosts"].as<std::string>();
-      std::size_t start = 0;
-      while (start <= text.size()) {
-        const auto comma = text.find(',', start);
-        hps.push_back(parse_host_port(
-            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start), "--hosts"));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
+      for (const auto& item : split_list(r["hosts"].as<std::string>(), ','))
+        hps.push_back(parse_host_port(item, "--hosts"));
       if (hps.size() < 2) throw UsageError("--hosts: give at least two agents");
     }
     for (std::size_t i = 0; i < hps.size(); ++i) {

@@ -2,6 +2,7 @@
 // build the model, render. Exit 0 when a report was written (whatever the verdict), 2 on a bad
 // file or option; with --exit-code the verdict's code instead (0 pass, 1 KPI failed, 3 error).
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 
 #include <fabperf/error.hpp>
 #include <fabperf/plan_report.hpp>
@@ -34,10 +35,7 @@ int cmd_report(int argc, char** argv) {
     r = o.parse(argc, argv);
     if (!r.unmatched().empty())
       throw UsageError(fmt::format("report: unexpected argument '{}'", r.unmatched().front()));
-    if (r.count("help")) {
-      std::cout << o.help();
-      return 0;
-    }
+    if (help_printed(o, r)) return 0;
     format = r["format"].as<std::string>();
     table = r["table"].as<std::string>();
     if (r.count("output")) output = r["output"].as<std::string>();

@@ -17,6 +17,9 @@ namespace fabperf::cli {
 // `fabperf report RESULTS --format text|json|csv|junit|html` (cmd_report.cpp)
 int cmd_report(int argc, char** argv);
 
+// `fabperf links [HOST[:PORT]...]` (cmd_links.cpp)
+int cmd_links(int argc, char** argv);
+
 // `fabperf monitor CONFIG [--once]` (cmd_monitor.cpp; docs/monitor.md)
 int cmd_monitor(int argc, char** argv);
 

@@ -21,16 +21,11 @@ std::vector<std::string> words(const std::string& text, const char* what) {
 
 std::vector<std::string> names(const std::string& text, const char* what) {
   std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (auto& item : split_list(text, ',')) {
     if (item.empty()) throw UsageError(fmt::format("{} '{}': empty node name in the list", what, text));
     if (std::find(out.begin(), out.end(), item) != out.end())
       throw UsageError(fmt::format("{}: {} is listed twice", what, item));
     out.push_back(std::move(item));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
@@ -54,8 +49,7 @@ void add_launch_options(cxxopts::Options& o) {
       cxxopts::value<std::string>()->default_value("30"));
 }
 
-std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunRequest& req,
-                                             const HostListParser& host_list) {
+std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunRequest& req) {
   if (!r.count("launch")) return nullptr;
   const std::string how = get<std::string>(r, "launch");
   if (how != "ssh" && how != "slurm") throw UsageError(fmt::format("--launch '{}': expected ssh or slurm", how));

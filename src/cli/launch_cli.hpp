@@ -5,20 +5,16 @@
 #include <fabperf/launch.hpp>
 
 #include <cxxopts.hpp>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace fabperf::cli {
 
-using HostListParser = std::function<std::vector<HostPort>(const std::string& text, const char* what)>;
-
 void add_launch_options(cxxopts::Options& o);
 // With --launch: starts the agents and fills req.servers, req.clients and req.key; the returned
 // set stops them when destroyed. Without --launch: null, req untouched. Installs the launch
 // interrupt flag (SIGINT/SIGTERM) before starting anything.
-std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunRequest& req,
-                                             const HostListParser& host_list);
+std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunRequest& req);
 
 }  // namespace fabperf::cli

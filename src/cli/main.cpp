@@ -4,15 +4,11 @@
 
 #include <fabperf/agent.hpp>
 #include <fabperf/auth.hpp>
-#include <fabperf/bonding.hpp>
 #include <fabperf/build_config.hpp>
-#include <fabperf/compare.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/engine.hpp>
 #include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
 #include <fabperf/plan_run.hpp>
-#include <fabperf/rdma_sysfs.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/result_stream.hpp>
 #include <fabperf/settings.hpp>
@@ -25,13 +21,9 @@
 #include "cli/options.hpp"
 
 #include <fmt/format.h>
-#include <netdb.h>
 #include <poll.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <cxxopts.hpp>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -63,34 +55,8 @@ exit codes: 0 ok, 1 a KPI failed, 2 usage error (nothing started),
             3 infrastructure failure (agent unreachable, lost mid-test; partial results are still written)
 )";
 
-void setup_logging(const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("fabperf");
-  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
-  spdlog::set_default_logger(logger);
-  const auto lvl = spdlog::level::from_str(level);
-  if (lvl == spdlog::level::off && level != "off") {
-    throw UsageError(fmt::format("--log-level '{}': unknown level (trace, debug, info, warn, error, off)", level));
-  }
-  spdlog::set_level(lvl);
-}
-
-cxxopts::ParseResult parse(cxxopts::Options& opts, int argc, char** argv) {
-  return cli::parse_options(opts, argc, argv);
-}
-
-// --key-file, else FABPERF_KEY_FILE; empty path: no key.
-std::string key_file_option(const cxxopts::ParseResult& r);
-
 using cli::get;
-
-std::string key_file_option(const cxxopts::ParseResult& r) {
-  if (r.count("key-file")) {
-    auto path = get<std::string>(r, "key-file");
-    if (path.empty()) throw UsageError("--key-file: empty path");
-    return path;
-  }
-  return auth::key_file_from_env();
-}
+using cli::host_list;
 
 int cmd_keygen(int argc, char** argv) {
   cxxopts::Options o("fabperf keygen", "Write a new random shared key for agents and coordinators (mode 0600).");
@@ -98,11 +64,8 @@ int cmd_keygen(int argc, char** argv) {
   o.add_options()("file", "key file to create", cxxopts::value<std::string>())("force", "replace an existing file")(
       "h,help", "this help");
   o.parse_positional({"file"});
-  auto r = parse(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
+  auto r = cli::parse_options(o, argc, argv);
+  if (cli::help_printed(o, r)) return 0;
   if (!r.count("file")) throw UsageError("keygen: give the key file to create: fabperf keygen FILE");
   const auto path = get<std::string>(r, "file");
   if (path.empty()) throw UsageError("keygen: empty file name");
@@ -154,12 +117,9 @@ int cmd_agent(int argc, char** argv) {
       "exit-on-stdin-eof", "stop when stdin reaches end of file (the launcher holds it open)")(
       "log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))(
       "h,help", "this help");
-  auto r = parse(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
-  setup_logging(get<std::string>(r, "log-level"));
+  auto r = cli::parse_options(o, argc, argv);
+  if (cli::help_printed(o, r)) return 0;
+  cli::setup_logging(get<std::string>(r, "log-level"));
   AgentOptions a;
   const auto hp = parse_host_port(get<std::string>(r, "listen"), "--listen");
   a.listen_host = hp.host;
@@ -180,40 +140,13 @@ int cmd_agent(int argc, char** argv) {
     a.key_source = "stdin";
     return run_agent(a);
   }
-  const std::string key_file = key_file_option(r);
+  const std::string key_file = cli::key_file_option(r);
   if (!key_file.empty()) {
     if (a.insecure) throw UsageError("--insecure: cannot be combined with a key file (--key-file or FABPERF_KEY_FILE)");
     a.key = auth::load_key_file(key_file);
     a.key_source = key_file;
   }
   return run_agent(a);
-}
-
-std::vector<HostPort> host_list(const std::string& text, const char* what) {
-  std::vector<HostPort> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty()) throw UsageError(fmt::format("{} '{}': empty host in the list", what, text));
-    HostPort hp = parse_host_port(item, what);
-    if (hp.port == 0) throw UsageError(fmt::format("{} '{}': port 0 is not an agent's port", what, item));
-    // Resolve now: a typo must fail before anything starts.
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
-    if (rc != 0) throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, gai_strerror(rc)));
-    freeaddrinfo(res);
-    for (const auto& x : out) {
-      if (x.host == hp.host && x.port == hp.port)
-        throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
-    }
-    out.push_back(std::move(hp));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
 }
 
 // --bind-dev auto | DEV[+DEV...]: one device per link, or one for every flow.
@@ -223,17 +156,12 @@ std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_
     return {"auto"};
   }
   std::vector<std::string> devs;
-  std::size_t start = 0;
-  for (;;) {
-    const auto plus = text.find('+', start);
-    std::string d = text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+  for (auto& d : cli::split_list(text, '+')) {
     if (d.empty() || d.size() > 15 || d.find_first_of("/ \t") != std::string::npos) {
       throw UsageError(
           fmt::format("--bind-dev '{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
     }
     devs.push_back(std::move(d));
-    if (plus == std::string::npos) break;
-    start = plus + 1;
   }
   if (devs.size() > 1 && devs.size() != n_links) {
     throw UsageError(
@@ -467,12 +395,12 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req, std::uint32_t rep
 int cmd_run(int argc, char** argv) {
   cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
   add_run_options(o);
-  auto r = parse(o, argc, argv);
+  auto r = cli::parse_options(o, argc, argv);
   if (r.count("help")) {
     std::cout << o.help({"hosts", "test", "tuning", "per-link", "bonding", "rdma", "plan", "output", "launch"});
     return 0;
   }
-  setup_logging(get<std::string>(r, "log-level"));
+  cli::setup_logging(get<std::string>(r, "log-level"));
 
   plan::RunOptions pro;
   pro.quiet = r.count("quiet") > 0;
@@ -492,10 +420,9 @@ int cmd_run(int argc, char** argv) {
                    "allow-hooks"},
                   "not with a plan file (set it in the plan; docs/plans.md)");
     const auto pl = plan::load_plan(get<std::string>(r, "plan"));
-    const std::string kf = key_file_option(r);
+    const std::string kf = cli::key_file_option(r);
     if (!kf.empty()) pro.key = auth::load_key_file(kf);
-    pro.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-        parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
+    pro.connect_timeout = cli::connect_timeout_option(r, false);
     return plan::run_plan(pl, pro, std::cout);
   }
   if (!plan_mode) {
@@ -523,17 +450,14 @@ int cmd_run(int argc, char** argv) {
   (void)make_engine(req.spec.transport());
   req.interval = parse_duration(get<std::string>(r, "interval"), "--interval");
   if (req.interval < std::chrono::milliseconds(10)) throw UsageError("--interval: must be at least 0.01 s");
-  req.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
-  if (req.connect_timeout < std::chrono::milliseconds(100))
-    throw UsageError("--connect-timeout: must be at least 0.1 s");
+  req.connect_timeout = cli::connect_timeout_option(r, true);
 
-  const std::string key_file = key_file_option(r);
+  const std::string key_file = cli::key_file_option(r);
   // Launched agents get a one-time key instead (cli::start_launch refuses --key-file).
   if (!key_file.empty() && !r.count("launch")) req.key = auth::load_key_file(key_file);
 
   // Declared before the run so they outlive it: destroying them stops the agents.
-  const auto launched = cli::start_launch(r, req, host_list);
+  const auto launched = cli::start_launch(r, req);
   std::unique_ptr<LocalAgents> local;
   if (!launched && r.count("local")) local = start_local(r, plan_mode, key_file, req);
   if (!launched && !local && !r.count("hosts")) {  // --hosts: a pattern's (run_pattern)
@@ -548,122 +472,6 @@ int cmd_run(int argc, char** argv) {
   return plan_mode ? run_pattern(r, req, pro, repeat) : run_single(r, req, repeat);
 }
 
-// Bonds are read only for this host: the LINKS message carries interfaces, not bond state.
-std::vector<BondInfo> local_bonds(const std::vector<LinkInfo>& links) {
-  std::vector<BondInfo> bonds;
-  for (const auto& l : links) {
-    if (l.kind != "bond") continue;
-    if (auto b = read_bond(l.name)) bonds.push_back(std::move(*b));
-  }
-  return bonds;
-}
-
-void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all,
-                       const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
-  std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver",
-                           "state", "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
-  for (const auto& l : links) {
-    if (!all && l.operstate == "down") continue;
-    std::string rel = l.master;
-    if (!l.members.empty()) {
-      for (const auto& m : l.members) rel += (rel.empty() ? "" : "+") + m;
-    }
-    if (!l.vlan_parent.empty()) rel = "vlan of " + l.vlan_parent;
-    std::string addrs;
-    for (const auto& a : l.addresses) addrs += (addrs.empty() ? "" : " ") + a;
-    std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", l.name, l.kind,
-                             l.driver.empty() ? "-" : l.driver, l.operstate,
-                             l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.duplex, l.mtu,
-                             rel.empty() ? "-" : rel, addrs.empty() ? "-" : addrs);
-  }
-  std::cout << render_bond_inventory_text(bonds);
-  std::cout << render_rdma_inventory_text(rdma);
-  std::cout << render_pcie_inventory_text(links, rdma);
-  std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
-                           limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
-                           limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);
-}
-
-nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits& limits,
-                          const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& l : links) arr.push_back(to_json(l));
-  nlohmann::json barr = nlohmann::json::array();
-  for (const auto& b : bonds) {
-    auto j = to_json(b);
-    j["findings"] = bond_findings(b);
-    barr.push_back(std::move(j));
-  }
-  nlohmann::json rarr = nlohmann::json::array();
-  for (const auto& d : rdma) rarr.push_back(to_json(d));
-  return nlohmann::json{{"links", arr}, {"bonds", barr}, {"socket_limits", to_json(limits)}, {"rdma", rarr}};
-}
-
-int cmd_links(int argc, char** argv) {
-  cxxopts::Options o(
-      "fabperf links",
-      "List network interfaces: this host's, or those of the agents named (fabperf links [HOST[:PORT]...]).");
-  o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")(
-      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
-      cxxopts::value<std::string>())("connect-timeout", "seconds to wait for each agent",
-                                     cxxopts::value<std::string>()->default_value("5"))(
-      "hosts", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
-  o.parse_positional({"hosts"});
-  o.positional_help("[HOST[:PORT]...]");
-  auto r = parse(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
-  const bool json_out = r.count("json") > 0;
-  const bool all = r.count("all") > 0;
-  if (!r.count("hosts")) {
-    const auto links = read_links();
-    const auto limits = read_socket_limits();
-    const auto rdma = read_local_rdma_devices();
-    if (json_out) {
-      std::cout << links_json(links, limits, local_bonds(links), rdma).dump(2) << "\n";
-    } else {
-      print_links_table(links, limits, all, local_bonds(links), rdma);
-    }
-    return 0;
-  }
-  // Remote inventory: each agent answers over its authenticated control connection.
-  AgentQuery q;
-  for (const auto& h : get<std::vector<std::string>>(r, "hosts")) {
-    for (auto& hp : host_list(h, "links")) q.agents.push_back(std::move(hp));
-  }
-  q.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
-  if (q.connect_timeout < std::chrono::milliseconds(100)) throw UsageError("--connect-timeout: must be at least 0.1 s");
-  const std::string key_file = key_file_option(r);
-  if (!key_file.empty()) q.key = auth::load_key_file(key_file);
-  spdlog::set_level(spdlog::level::off);  // errors are reported per host below
-  const auto replies = fetch_links(q);
-  int failed = 0;
-  nlohmann::json hosts = nlohmann::json::array();
-  for (const auto& a : replies) {
-    if (!a.error.empty()) {
-      ++failed;
-      std::cerr << "fabperf: links: " << a.error << "\n";
-      hosts.push_back({{"agent", a.agent}, {"error", a.error}});
-      continue;
-    }
-    if (json_out) {
-      auto j = links_json(a.links, a.limits, {}, a.rdma);
-      j["agent"] = a.agent;
-      j["hostname"] = a.hostname;
-      hosts.push_back(std::move(j));
-    } else {
-      std::cout << fmt::format("== {} ({}) ==\n", a.agent, a.hostname);
-      print_links_table(a.links, a.limits, all, {}, a.rdma);
-      std::cout << "\n";
-    }
-  }
-  if (json_out) std::cout << nlohmann::json{{"hosts", hosts}}.dump(2) << "\n";
-  return failed > 0 ? static_cast<int>(ExitCode::infrastructure) : 0;
-}
-
 int cmd_shell(int argc, char** argv) {
   cxxopts::Options o("fabperf shell", "nsdperf-compatible command shell: fabperf shell [-i FILE] [COMMAND...]");
   o.add_options()("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())(
@@ -673,16 +481,13 @@ int cmd_shell(int argc, char** argv) {
       "commands", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"commands"});
   o.positional_help("[COMMAND...]");
-  auto r = parse(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help();
-    return 0;
-  }
-  setup_logging(get<std::string>(r, "log-level"));
+  auto r = cli::parse_options(o, argc, argv);
+  if (cli::help_printed(o, r)) return 0;
+  cli::setup_logging(get<std::string>(r, "log-level"));
   ShellOptions so;
   if (r.count("input")) so.input_files = get<std::vector<std::string>>(r, "input");
   if (r.count("commands")) so.commands = get<std::vector<std::string>>(r, "commands");
-  so.key_file = key_file_option(r);
+  so.key_file = cli::key_file_option(r);
   return run_shell(so);
 }
 
@@ -696,7 +501,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "run") return cmd_run(argc - 1, argv + 1);
   if (cmd == "plan") return cli::cmd_plan(argc - 1, argv + 1);
   if (cmd == "preflight") return cli::cmd_preflight(argc - 1, argv + 1);
-  if (cmd == "links") return cmd_links(argc - 1, argv + 1);
+  if (cmd == "links") return cli::cmd_links(argc - 1, argv + 1);
   if (cmd == "compare") return cli::cmd_compare(argc - 1, argv + 1);
   if (cmd == "report") return cli::cmd_report(argc - 1, argv + 1);
   if (cmd == "monitor") return cli::cmd_monitor(argc - 1, argv + 1);

@@ -1,12 +1,17 @@
 // Shared by the CLI's option parsers: parsing with cxxopts' errors and stray arguments as one-line
-// UsageErrors, and a typed option value whose conversion error names the option.
+// UsageErrors, a typed option value whose conversion error names the option, and the options
+// several commands take (options.cpp).
 #pragma once
 
 #include <fabperf/error.hpp>
 
 #include <fmt/format.h>
+#include <chrono>
 #include <cxxopts.hpp>
 #include <string>
+#include <vector>
+
+#include <fabperf/spec.hpp>
 
 namespace fabperf::cli {
 
@@ -28,5 +33,18 @@ T get(const cxxopts::ParseResult& r, const std::string& name) {
     throw UsageError(fmt::format("--{}: {}", name, e.what()));
   }
 }
+
+// --help: prints the options' help; true when it did (the command then ends with 0).
+bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r);
+// The items of a list separated by sep, empty ones included ("" is one empty item).
+std::vector<std::string> split_list(const std::string& text, char sep);
+// --log-level: spdlog's default logger on stderr at that level.
+void setup_logging(const std::string& level);
+// --key-file, else FABPERF_KEY_FILE; empty path: no key.
+std::string key_file_option(const cxxopts::ParseResult& r);
+// --connect-timeout; at_least_100ms: a shorter one is refused.
+std::chrono::milliseconds connect_timeout_option(const cxxopts::ParseResult& r, bool at_least_100ms);
+// Agents as host[:port],...: each resolved now (a typo fails before anything starts), none twice.
+std::vector<HostPort> host_list(const std::string& text, const char* what);
 
 }  // namespace fabperf::cli

@@ -57,17 +57,15 @@ void close_fd(int& fd) {
 // reaches us, and we stop it in order) and PR_SET_PDEATHSIG (it dies with us, even on SIGKILL,
 // which closes the remote side's stdin and stops the agent there).
 Child spawn(const std::string& label, const std::vector<std::string>& argv) {
-  int pin[2], pout[2], perr[2];
-  if (::pipe2(pin, O_CLOEXEC) != 0) throw SystemError("pipe", "for " + label, errno);
-  if (::pipe2(pout, O_CLOEXEC) != 0) {
-    ::close(pin[0]);
-    ::close(pin[1]);
-    throw SystemError("pipe", "for " + label, errno);
+  int pipes[3][2];  // its stdin, stdout and stderr
+  for (int i = 0; i < 3; ++i) {
+    if (::pipe2(pipes[i], O_CLOEXEC) != 0) {
+      const int e = errno;
+      for (int k = 0; k < 2 * i; ++k) ::close(pipes[k / 2][k % 2]);
+      throw SystemError("pipe", "for " + label, e);
+    }
   }
-  if (::pipe2(perr, O_CLOEXEC) != 0) {
-    for (int fd : {pin[0], pin[1], pout[0], pout[1]}) ::close(fd);
-    throw SystemError("pipe", "for " + label, errno);
-  }
+  auto &pin = pipes[0], &pout = pipes[1], &perr = pipes[2];
   std::vector<char*> args;
   std::vector<std::string> copy = argv;
   args.reserve(copy.size() + 1);
@@ -124,6 +122,12 @@ bool read_some(int fd, std::string& into, std::size_t cap = 1 << 20) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     return false;
   }
+}
+
+// Its open stdout and stderr, to poll.
+void watch(const Child& c, std::vector<pollfd>& fds) {
+  if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
+  if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
 }
 
 // Waits up to ms for the child to exit; true when it did.
@@ -305,8 +309,7 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
   const std::int64_t deadline = mono_now_ns() + 30'000'000'000;
   while (c.out >= 0 || c.err >= 0) {
     std::vector<pollfd> fds;
-    if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
-    if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+    watch(c, fds);
     if (mono_now_ns() > deadline) {
       ::kill(-c.pid, SIGKILL);
       break;
@@ -441,7 +444,38 @@ LabelledLine parse_labelled(std::string_view line) {
   return {task, std::string(line.substr(i + 2))};
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
+namespace {
+
+// The port of the ssh session's ready line, 0 while none came. A login script may print before
+// the agent does: lines before the ready line are skipped.
+std::uint16_t take_ready_port(Child& c) {
+  std::uint16_t port = 0;
+  std::size_t nl;
+  while (port == 0 && (nl = c.out_buf.find('\n')) != std::string::npos) {
+    port = ready_port(std::string_view(c.out_buf).substr(0, nl));
+    c.out_buf.erase(0, nl + 1);
+  }
+  return port;
+}
+
+// stdout closed without a ready line: ssh or the agent failed. Waits for its status and the rest
+// of its error text, and says which failed.
+std::string closed_without_ready(Child& c) {
+  const std::int64_t until = mono_now_ns() + 2'000'000'000;
+  while (c.err >= 0 && mono_now_ns() < until) {
+    pollfd p{c.err, POLLIN, 0};
+    ::poll(&p, 1, 100);
+    if (!read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
+  }
+  close_fd(c.in);
+  reap(c, 2000);
+  const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
+  return fmt::format("{} {}: {}", who, c.exited ? describe_status(c.status) : "closed its output",
+                     stderr_summary(c.err_text));
+}
+
+}  // namespace
+
 std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshOptions& o) {
   if (hosts.empty()) throw UsageError("--launch ssh: no hosts");
   if (o.fanout < 1) throw UsageError("--launch-fanout: must be at least 1");
@@ -454,12 +488,11 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
   std::vector<std::string> errors(hosts.size());
   std::vector<bool> done(hosts.size(), false);
   std::vector<std::int64_t> deadline(hosts.size(), 0);
-  std::vector<std::size_t> child_of(hosts.size(), SIZE_MAX);
-  std::size_t next = 0, active = 0, finished = 0;
+  std::size_t next = 0, finished = 0;  // hosts started (children[h] is host h's) and done
   const std::int64_t t0 = mono_now_ns();
 
   auto fail = [&](std::size_t h, std::string why) {
-    Child& c = children[child_of[h]];
+    Child& c = children[h];
     close_fd(c.in);
     if (!reap(c, 2000)) {
       ::kill(-c.pid, SIGKILL);
@@ -467,7 +500,6 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
     }
     errors[h] = fmt::format("{}: {}", hosts[h].host, why);
     done[h] = true;
-    --active;
     ++finished;
   };
 
@@ -476,32 +508,21 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
       // Sessions still connecting have no agent to stop gracefully: end them now, so Ctrl-C is
       // prompt (the ones with a ready agent stop through their stdin, in the destructor).
       for (std::size_t h = 0; h < next; ++h) {
-        if (!done[h]) ::kill(-children[child_of[h]].pid, SIGTERM);
+        if (!done[h]) ::kill(-children[h].pid, SIGTERM);
       }
       throw Error(ExitCode::infrastructure, "interrupted while starting agents over ssh; stopped them all");
     }
-    while (active < o.fanout && next < hosts.size()) {
+    while (next - finished < o.fanout && next < hosts.size()) {
       const std::size_t h = next++;
-      child_of[h] = children.size();
       children.push_back(spawn(hosts[h].host, ssh_argv(o, hosts[h].host)));
       send_key(children.back(), agents->key());
       deadline[h] = mono_now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
-      ++active;
     }
     std::vector<pollfd> fds;
-    std::vector<std::size_t> host_of;
     std::int64_t wake = mono_now_ns() + 100'000'000;  // re-check the interrupt flag
     for (std::size_t h = 0; h < next; ++h) {
       if (done[h]) continue;
-      const Child& c = children[child_of[h]];
-      if (c.out >= 0) {
-        fds.push_back({c.out, POLLIN, 0});
-        host_of.push_back(h);
-      }
-      if (c.err >= 0) {
-        fds.push_back({c.err, POLLIN, 0});
-        host_of.push_back(h);
-      }
+      watch(children[h], fds);
       wake = std::min(wake, deadline[h]);
     }
     const auto ms = std::max<std::int64_t>(0, (wake - mono_now_ns()) / 1'000'000);
@@ -510,40 +531,20 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
     }
     for (std::size_t h = 0; h < next; ++h) {
       if (done[h]) continue;
-      Child& c = children[child_of[h]];
+      Child& c = children[h];
       if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
       if (c.out >= 0 && !read_some(c.out, c.out_buf, 4096)) close_fd(c.out);
-      // A login script may print before the agent does: skip lines until the ready line.
-      std::uint16_t port = 0;
-      std::size_t nl;
-      while (port == 0 && (nl = c.out_buf.find('\n')) != std::string::npos) {
-        port = ready_port(std::string_view(c.out_buf).substr(0, nl));
-        c.out_buf.erase(0, nl + 1);
-      }
-      if (port != 0) {
+      if (const std::uint16_t port = take_ready_port(c); port != 0) {
         eps[h] = hosts[h];
         eps[h].port = port;
         done[h] = true;
-        --active;
         ++finished;
         spdlog::info("launch: agent on {} ready on port {} ({:.2f} s)", hosts[h].host, port,
                      static_cast<double>(mono_now_ns() - t0) / 1e9);
         continue;
       }
       if (c.out < 0) {
-        // stdout closed without a ready line: ssh or the agent failed; wait for its status and
-        // the rest of its error text.
-        const std::int64_t until = mono_now_ns() + 2'000'000'000;
-        while (c.err >= 0 && mono_now_ns() < until) {
-          pollfd p{c.err, POLLIN, 0};
-          ::poll(&p, 1, 100);
-          if (!read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
-        }
-        close_fd(c.in);
-        reap(c, 2000);
-        const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
-        fail(h, fmt::format("{} {}: {}", who, c.exited ? describe_status(c.status) : "closed its output",
-                            stderr_summary(c.err_text)));
+        fail(h, closed_without_ready(c));
         continue;
       }
       if (mono_now_ns() >= deadline[h]) {
@@ -647,8 +648,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
                               fmt_seconds(o.timeout), stderr_summary(c.err_text)));
     }
     std::vector<pollfd> fds;
-    if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
-    if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+    watch(c, fds);
     ::poll(fds.data(), fds.size(), 100);
     if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
     if (c.out >= 0 && !read_some(c.out, c.out_buf)) close_fd(c.out);

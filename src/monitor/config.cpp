@@ -90,70 +90,40 @@ std::chrono::nanoseconds seconds_of(const Ctx& c, const toml::node& n, std::stri
   return d;
 }
 
-}  // namespace
-
-SpecParams default_latency_params() {
-  SpecParams p;
-  p.mode = Mode::rpc;
-  p.buffsize = 4 * 1024;
-  p.threads = 1;
-  p.time = std::chrono::seconds(1);
-  return p;
-}
-
-std::string_view direction_of(TestKind t) {
-  switch (t) {
-    case TestKind::read:
-    case TestKind::sread: return "server-to-client";
-    case TestKind::rw: return "both";
-    default: return "client-to-server";
+// [monitor] listen: HOST:PORT or [IPV6]:PORT.
+void read_listen(const Ctx& c, const toml::node* n, MonitorConfig& cfg) {
+  const std::string s = c.str(*n, "listen");
+  std::string host;
+  std::string port;
+  if (!s.empty() && s.front() == '[') {
+    const auto close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') {
+      c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
+    }
+    host = s.substr(1, close - 1);
+    port = s.substr(close + 2);
+  } else {
+    const auto colon = s.rfind(':');
+    if (colon == std::string::npos || s.find(':') != colon)
+      c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
   }
+  if (host.empty())
+    c.fail(n, "listen", fmt::format("'{}': no host (give 127.0.0.1:PORT, or an address with listen-public = true)", s));
+  cfg.listen_host = host;
+  cfg.listen_port = static_cast<std::uint16_t>(c.wrap(n, "listen", [&] { return parse_int(port, "port", 0, 65535); }));
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
-MonitorConfig parse_config(std::string_view text, const std::string& file) {
-  Ctx c(file);
-  const toml::table root = Ctx::parse(text, file);
-  MonitorConfig cfg;
-  cfg.file = file;
-  c.known_keys(root, {"monitor", "hosts", "probe", "latency"}, "top-level");
-
-  // [monitor]
-  const auto* mon = root.get("monitor");
-  if (!mon)
-    throw UsageError(fmt::format("{}:1: field 'monitor': missing (a [monitor] table with at least state-dir)", file));
-  const auto& m = c.table(*mon, "monitor");
+// [monitor], all but link-names (that needs the hosts).
+void read_monitor(const Ctx& c, const toml::node* mon, const toml::table& m, MonitorConfig& cfg) {
   for (const auto& [key, v] : m) {
     const std::string k(key.str());
     const bool known =
         std::any_of(std::begin(kMonitorKeys), std::end(kMonitorKeys), [&](const Key& x) { return k == x.name; });
     if (!known) c.fail(&v, k, fmt::format("unknown field of [monitor] ({})", key_list()));
   }
-  if (const auto* n = m.get("listen")) {
-    const std::string s = c.str(*n, "listen");
-    std::string host;
-    std::string port;
-    if (!s.empty() && s.front() == '[') {
-      const auto close = s.find(']');
-      if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') {
-        c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
-      }
-      host = s.substr(1, close - 1);
-      port = s.substr(close + 2);
-    } else {
-      const auto colon = s.rfind(':');
-      if (colon == std::string::npos || s.find(':') != colon)
-        c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
-      host = s.substr(0, colon);
-      port = s.substr(colon + 1);
-    }
-    if (host.empty())
-      c.fail(n, "listen",
-             fmt::format("'{}': no host (give 127.0.0.1:PORT, or an address with listen-public = true)", s));
-    cfg.listen_host = host;
-    cfg.listen_port =
-        static_cast<std::uint16_t>(c.wrap(n, "listen", [&] { return parse_int(port, "port", 0, 65535); }));
-  }
+  if (const auto* n = m.get("listen")) read_listen(c, n, cfg);
   if (const auto* n = m.get("listen-public")) cfg.listen_public = c.boolean(*n, "listen-public");
   if (!is_loopback(cfg.listen_host) && !cfg.listen_public) {
     c.fail(m.get("listen"), "listen",
@@ -196,17 +166,13 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
     cfg.connect_timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(seconds_of(c, *n, "connect-timeout", 0.1, 600));
   }
+}
 
-  // [[hosts]]: as in plan files.
-  const auto* hosts = root.get("hosts");
-  if (!hosts)
-    throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+// [[hosts]] as in plan files, then link-names: one per link address of a host.
+void read_hosts(const Ctx& c, const toml::node* hosts, const toml::table& m, MonitorConfig& cfg) {
   const auto* harr = hosts->as_array();
   if (!harr || harr->size() < 2) c.fail(hosts, "hosts", "expected two or more [[hosts]] tables");
-  for (const auto& hn : *harr) {
-    auto h = c.host<MonitorHost>(hn, {}, cfg.hosts);
-    cfg.hosts.push_back(std::move(h));
-  }
+  for (const auto& hn : *harr) cfg.hosts.push_back(c.host<MonitorHost>(hn, {}, cfg.hosts));
   const std::size_t planes = std::max<std::size_t>(1, cfg.hosts.front().hp.links.size());
   for (const auto& h : cfg.hosts) {
     if (std::max<std::size_t>(1, h.hp.links.size()) != planes ||
@@ -234,6 +200,43 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   } else {
     for (std::size_t i = 0; i < planes; ++i) cfg.link_names.push_back(fmt::format("link{}", i));
   }
+}
+
+}  // namespace
+
+SpecParams default_latency_params() {
+  SpecParams p;
+  p.mode = Mode::rpc;
+  p.buffsize = 4 * 1024;
+  p.threads = 1;
+  p.time = std::chrono::seconds(1);
+  return p;
+}
+
+std::string_view direction_of(TestKind t) {
+  switch (t) {
+    case TestKind::read:
+    case TestKind::sread: return "server-to-client";
+    case TestKind::rw: return "both";
+    default: return "client-to-server";
+  }
+}
+
+MonitorConfig parse_config(std::string_view text, const std::string& file) {
+  Ctx c(file);
+  const toml::table root = Ctx::parse(text, file);
+  MonitorConfig cfg;
+  cfg.file = file;
+  c.known_keys(root, {"monitor", "hosts", "probe", "latency"}, "top-level");
+  const auto* mon = root.get("monitor");
+  if (!mon)
+    throw UsageError(fmt::format("{}:1: field 'monitor': missing (a [monitor] table with at least state-dir)", file));
+  const auto& m = c.table(*mon, "monitor");
+  read_monitor(c, mon, m, cfg);
+  const auto* hosts = root.get("hosts");
+  if (!hosts)
+    throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+  read_hosts(c, hosts, m, cfg);
 
   // [probe] and [latency]: the settings table.
   SpecParams probe_defaults;

@@ -45,7 +45,85 @@ json to_json(const JobResult& r, const MonitorConfig& cfg) {
           {"links", links}};
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
+namespace {
+
+using HostPair = std::pair<std::uint32_t, std::uint32_t>;
+
+// A job's pairs split by whether an agent of theirs is backed off: those pairs are not tried
+// (they fail at once, so its series show it).
+struct Split {
+  Job runnable;
+  std::vector<HostPair> skipped;
+  std::string why;  // the first backed-off agent, for the skipped pairs' error
+};
+
+Split split_backed_off(const Job& job, const Backoff& backoff, const MonitorConfig& cfg, double now) {
+  Split out{{job.kind, job.link, {}}, {}, {}};
+  for (const auto& pr : job.pairs) {
+    std::string down;
+    for (const auto h : {pr.first, pr.second}) {
+      if (backoff.blocked(h, now)) {
+        down = fmt::format("agent {} ({}) is unreachable; next attempt in {:.1f} s", cfg.hosts[h].name,
+                           cfg.hosts[h].hp.str(), backoff.retry_at(h) - now);
+        break;
+      }
+    }
+    if (down.empty()) {
+      out.runnable.pairs.push_back(pr);
+    } else {
+      out.skipped.push_back(pr);
+      if (out.why.empty()) out.why = down;
+    }
+  }
+  return out;
+}
+
+// Back-off: the agents the error named wait longer each time; the others of a job that ran are
+// fine. Under the state's lock; returns the lines to log.
+std::vector<std::string> update_agents(const MonitorConfig& cfg, const Job& ran, const JobResult& result,
+                                       bool job_failed, double end, Backoff& backoff, MonitorState& state) {
+  std::vector<std::uint32_t> hosts;
+  for (const auto& [c, s] : ran.pairs) {
+    for (const auto h : {c, s}) {
+      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+    }
+  }
+  std::vector<std::string> lines;
+  for (const auto h : hosts) {
+    const bool named = std::find(result.unreachable.begin(), result.unreachable.end(), h) != result.unreachable.end();
+    const bool was_down = !state.agent_up(h);
+    if (named) {
+      backoff.failed(h, end);
+      lines.push_back(fmt::format("agent {} ({}) unreachable ({} in a row); next attempt in {:.1f} s",
+                                  cfg.hosts[h].name, cfg.hosts[h].hp.str(), backoff.failures(h),
+                                  backoff.retry_at(h) - end));
+    } else if (!job_failed || std::any_of(result.pairs.begin(), result.pairs.end(), [&](const PairSample& p) {
+                 return p.ok && (p.client == h || p.server == h);
+               })) {
+      backoff.succeeded(h);
+      if (was_down)
+        lines.push_back(fmt::format("agent {} ({}) answers again", cfg.hosts[h].name, cfg.hosts[h].hp.str()));
+    }
+    state.set_agent_up(h, backoff.failures(h) == 0);
+  }
+  return lines;
+}
+
+// Nothing was probed (every pair waits for a backed-off agent): the schedule may offer the next
+// such job at once, so wait for the first agent's next attempt, a second at most (the other
+// agents' jobs stay on time). Without it one agent down spun the loop (378,707 log lines in 6 s).
+double next_attempt(const std::vector<HostPair>& skipped, const Backoff& backoff, double start) {
+  double due = start + 1.0;
+  for (const auto& [c, s] : skipped) {
+    for (const auto h : {c, s}) {
+      if (backoff.blocked(h, start)) due = std::min(due, backoff.retry_at(h));
+    }
+  }
+  return due;
+}
+
+}  // namespace
+
 int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, MonitorState& state, std::mutex& mu,
                 const RunOptions& opts) {
   // --once: one latency round, then the rotation; a second latency round is never due.
@@ -63,51 +141,25 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
     if (!clock.sleep_until(next.at_s)) break;
     const Job& job = next.job;
     const double start = clock.now();
-
-    // Pairs of a backed-off agent are not tried: they fail at once, so its series show it.
-    Job runnable{job.kind, job.link, {}};
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> skipped;
-    std::string why;
-    for (const auto& pr : job.pairs) {
-      std::string down;
-      for (const auto h : {pr.first, pr.second}) {
-        if (backoff.blocked(h, start)) {
-          down = fmt::format("agent {} ({}) is unreachable; next attempt in {:.1f} s", cfg.hosts[h].name,
-                             cfg.hosts[h].hp.str(), backoff.retry_at(h) - start);
-          break;
-        }
-      }
-      if (down.empty()) {
-        runnable.pairs.push_back(pr);
-      } else {
-        skipped.push_back(pr);
-        if (why.empty()) why = down;
-      }
-    }
+    const Split split = split_backed_off(job, backoff, cfg, start);
+    const bool ran = !split.runnable.pairs.empty();
     JobResult result;
-    if (!runnable.pairs.empty()) {
-      result = prober.run(runnable);
+    if (ran) {
+      result = prober.run(split.runnable);
       if (result.interrupted) break;
     }
     const double end = clock.now();
     result.job = job;
-    if (runnable.pairs.empty()) result.wall_s = clock.wall();
-    for (const auto& [c, s] : skipped) {
+    if (!ran) result.wall_s = clock.wall();
+    for (const auto& [c, s] : split.skipped) {
       PairSample p;
       p.client = c;
       p.server = s;
-      p.error = why;
+      p.error = split.why;
       result.pairs.push_back(std::move(p));
     }
-    sched.done(job, start, runnable.pairs.empty() ? start : end);
+    sched.done(job, start, ran ? end : start);
 
-    // Back-off: the agents the error named wait longer each time; the others of a job that ran are fine.
-    std::vector<std::uint32_t> hosts;
-    for (const auto& [c, s] : runnable.pairs) {
-      for (const auto h : {c, s}) {
-        if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
-      }
-    }
     const bool job_failed =
         std::any_of(result.pairs.begin(), result.pairs.end(), [](const PairSample& p) { return !p.ok; });
     failed = failed || job_failed;
@@ -116,34 +168,17 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
     json baselines;
     {
       std::lock_guard<std::mutex> lock(mu);
-      for (const auto h : hosts) {
-        const bool named =
-            std::find(result.unreachable.begin(), result.unreachable.end(), h) != result.unreachable.end();
-        const bool was_down = !state.agent_up(h);
-        if (named) {
-          backoff.failed(h, end);
-          lines.push_back(fmt::format("agent {} ({}) unreachable ({} in a row); next attempt in {:.1f} s",
-                                      cfg.hosts[h].name, cfg.hosts[h].hp.str(), backoff.failures(h),
-                                      backoff.retry_at(h) - end));
-        } else if (!job_failed || std::any_of(result.pairs.begin(), result.pairs.end(), [&](const PairSample& p) {
-                     return p.ok && (p.client == h || p.server == h);
-                   })) {
-          backoff.succeeded(h);
-          if (was_down)
-            lines.push_back(fmt::format("agent {} ({}) answers again", cfg.hosts[h].name, cfg.hosts[h].hp.str()));
-        }
-        state.set_agent_up(h, backoff.failures(h) == 0);
-      }
+      lines = update_agents(cfg, split.runnable, result, job_failed, end, backoff, state);
       for (auto& l : state.apply(result, baselines_changed)) lines.push_back(std::move(l));
       while (state.rotations() < sched.rotations()) state.count_rotation();
       if (baselines_changed) baselines = state.baselines_json();
     }
     for (const auto& l : lines) log(l);
-    const bool ran = !runnable.pairs.empty();
     if (job_failed && ran) {
       for (const auto& p : result.pairs) {
         // A pair skipped for a backed-off agent: its back-off line said so once, not per job.
-        if (!p.ok && std::find(skipped.begin(), skipped.end(), std::make_pair(p.client, p.server)) == skipped.end()) {
+        if (!p.ok && std::find(split.skipped.begin(), split.skipped.end(), HostPair(p.client, p.server)) ==
+                         split.skipped.end()) {
           log(fmt::format("probe failed: {} {}->{} {}: {}", to_string(job.kind), cfg.hosts[p.client].name,
                           cfg.hosts[p.server].name, cfg.link_names[job.link], p.error));
         }
@@ -153,16 +188,7 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
     if (ran && opts.on_result) opts.on_result(to_json(result, cfg));
     if (baselines_changed && opts.on_baselines) opts.on_baselines(baselines);
     if (!ran) {
-      // Nothing was probed (every pair waits for a backed-off agent): the schedule may offer the
-      // next such job at once, so wait for the first agent's next attempt, a second at most (the
-      // other agents' jobs stay on time). Without it one agent down spun the loop (378,707 log
-      // lines in 6 s).
-      double due = start + 1.0;
-      for (const auto& [c, s] : skipped) {
-        for (const auto h : {c, s}) {
-          if (backoff.blocked(h, start)) due = std::min(due, backoff.retry_at(h));
-        }
-      }
+      const double due = next_attempt(split.skipped, backoff, start);
       if (due > start && !clock.sleep_until(due)) break;
     }
   }

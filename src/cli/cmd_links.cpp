@@ -1,0 +1,131 @@
+// `fabperf links [HOST...]`: this host's network interfaces, or those of the agents named.
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+
+#include <fabperf/bonding.hpp>
+#include <fabperf/coordinator.hpp>
+#include <fabperf/error.hpp>
+#include <fabperf/links.hpp>
+#include <fabperf/rdma_sysfs.hpp>
+#include <fabperf/report.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+namespace fabperf::cli {
+namespace {
+
+// Bonds are read only for this host: the LINKS message carries interfaces, not bond state.
+std::vector<BondInfo> local_bonds(const std::vector<LinkInfo>& links) {
+  std::vector<BondInfo> bonds;
+  for (const auto& l : links) {
+    if (l.kind != "bond") continue;
+    if (auto b = read_bond(l.name)) bonds.push_back(std::move(*b));
+  }
+  return bonds;
+}
+
+void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all,
+                       const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
+  std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver",
+                           "state", "speed Mb/s", "duplex", "mtu", "master/members", "addresses");
+  for (const auto& l : links) {
+    if (!all && l.operstate == "down") continue;
+    std::string rel = l.master;
+    for (const auto& m : l.members) rel += (rel.empty() ? "" : "+") + m;
+    if (!l.vlan_parent.empty()) rel = "vlan of " + l.vlan_parent;
+    std::string addrs;
+    for (const auto& a : l.addresses) addrs += (addrs.empty() ? "" : " ") + a;
+    std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", l.name, l.kind,
+                             l.driver.empty() ? "-" : l.driver, l.operstate,
+                             l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.duplex, l.mtu,
+                             rel.empty() ? "-" : rel, addrs.empty() ? "-" : addrs);
+  }
+  std::cout << render_bond_inventory_text(bonds);
+  std::cout << render_rdma_inventory_text(rdma);
+  std::cout << render_pcie_inventory_text(links, rdma);
+  std::cout << fmt::format("\nsocket limits: net.core.rmem_max {} wmem_max {}; tcp_rmem {} {} {}; tcp_wmem {} {} {}\n",
+                           limits.rmem_max, limits.wmem_max, limits.tcp_rmem[0], limits.tcp_rmem[1], limits.tcp_rmem[2],
+                           limits.tcp_wmem[0], limits.tcp_wmem[1], limits.tcp_wmem[2]);
+}
+
+nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits& limits,
+                          const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& l : links) arr.push_back(to_json(l));
+  nlohmann::json barr = nlohmann::json::array();
+  for (const auto& b : bonds) {
+    auto j = to_json(b);
+    j["findings"] = bond_findings(b);
+    barr.push_back(std::move(j));
+  }
+  nlohmann::json rarr = nlohmann::json::array();
+  for (const auto& d : rdma) rarr.push_back(to_json(d));
+  return nlohmann::json{{"links", arr}, {"bonds", barr}, {"socket_limits", to_json(limits)}, {"rdma", rarr}};
+}
+
+}  // namespace
+
+int cmd_links(int argc, char** argv) {
+  cxxopts::Options o(
+      "fabperf links",
+      "List network interfaces: this host's, or those of the agents named (fabperf links [HOST[:PORT]...]).");
+  o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")(
+      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+      cxxopts::value<std::string>())("connect-timeout", "seconds to wait for each agent",
+                                     cxxopts::value<std::string>()->default_value("5"))(
+      "hosts", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
+  o.parse_positional({"hosts"});
+  o.positional_help("[HOST[:PORT]...]");
+  auto r = parse_options(o, argc, argv);
+  if (help_printed(o, r)) return 0;
+  const bool json_out = r.count("json") > 0;
+  const bool all = r.count("all") > 0;
+  if (!r.count("hosts")) {
+    const auto links = read_links();
+    const auto limits = read_socket_limits();
+    const auto rdma = read_local_rdma_devices();
+    if (json_out) {
+      std::cout << links_json(links, limits, local_bonds(links), rdma).dump(2) << "\n";
+    } else {
+      print_links_table(links, limits, all, local_bonds(links), rdma);
+    }
+    return 0;
+  }
+  // Remote inventory: each agent answers over its authenticated control connection.
+  AgentQuery q;
+  for (const auto& h : get<std::vector<std::string>>(r, "hosts")) {
+    for (auto& hp : host_list(h, "links")) q.agents.push_back(std::move(hp));
+  }
+  q.connect_timeout = connect_timeout_option(r, true);
+  const std::string key_file = key_file_option(r);
+  if (!key_file.empty()) q.key = auth::load_key_file(key_file);
+  spdlog::set_level(spdlog::level::off);  // errors are reported per host below
+  const auto replies = fetch_links(q);
+  int failed = 0;
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const auto& a : replies) {
+    if (!a.error.empty()) {
+      ++failed;
+      std::cerr << "fabperf: links: " << a.error << "\n";
+      hosts.push_back({{"agent", a.agent}, {"error", a.error}});
+      continue;
+    }
+    if (json_out) {
+      auto j = links_json(a.links, a.limits, {}, a.rdma);
+      j["agent"] = a.agent;
+      j["hostname"] = a.hostname;
+      hosts.push_back(std::move(j));
+    } else {
+      std::cout << fmt::format("== {} ({}) ==\n", a.agent, a.hostname);
+      print_links_table(a.links, a.limits, all, {}, a.rdma);
+      std::cout << "\n";
+    }
+  }
+  if (json_out) std::cout << nlohmann::json{{"hosts", hosts}}.dump(2) << "\n";
+  return failed > 0 ? static_cast<int>(ExitCode::infrastructure) : 0;
+}
+
+}  // namespace fabperf::cli

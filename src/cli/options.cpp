@@ -1,0 +1,77 @@
+#include "cli/options.hpp"
+
+#include <fabperf/auth.hpp>
+#include <fabperf/units.hpp>
+
+#include <netdb.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <iostream>
+
+namespace fabperf::cli {
+
+bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r) {
+  if (r.count("help")) std::cout << o.help();
+  return r.count("help") > 0;
+}
+
+std::vector<std::string> split_list(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0;;) {
+    const auto at = text.find(sep, start);
+    out.push_back(text.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (at == std::string::npos) return out;
+    start = at + 1;
+  }
+}
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("fabperf");
+  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  const auto lvl = spdlog::level::from_str(level);
+  if (lvl == spdlog::level::off && level != "off") {
+    throw UsageError(fmt::format("--log-level '{}': unknown level (trace, debug, info, warn, error, off)", level));
+  }
+  spdlog::set_level(lvl);
+}
+
+std::string key_file_option(const cxxopts::ParseResult& r) {
+  if (r.count("key-file")) {
+    auto path = get<std::string>(r, "key-file");
+    if (path.empty()) throw UsageError("--key-file: empty path");
+    return path;
+  }
+  return auth::key_file_from_env();
+}
+
+std::chrono::milliseconds connect_timeout_option(const cxxopts::ParseResult& r, bool at_least_100ms) {
+  const auto t = std::chrono::duration_cast<std::chrono::milliseconds>(
+      parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));
+  if (at_least_100ms && t < std::chrono::milliseconds(100))
+    throw UsageError("--connect-timeout: must be at least 0.1 s");
+  return t;
+}
+
+std::vector<HostPort> host_list(const std::string& text, const char* what) {
+  std::vector<HostPort> out;
+  for (const auto& item : split_list(text, ',')) {
+    if (item.empty()) throw UsageError(fmt::format("{} '{}': empty host in the list", what, text));
+    HostPort hp = parse_host_port(item, what);
+    if (hp.port == 0) throw UsageError(fmt::format("{} '{}': port 0 is not an agent's port", what, item));
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
+    if (rc != 0) throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, gai_strerror(rc)));
+    freeaddrinfo(res);
+    for (const auto& x : out) {
+      if (x.host == hp.host && x.port == hp.port)
+        throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
+    }
+    out.push_back(std::move(hp));
+  }
+  return out;
+}
+
+}  // namespace fabperf::cli
