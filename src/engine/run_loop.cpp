@@ -243,10 +243,6 @@ std::vector<std::pair<std::string, std::string>> bond_neighbors(const std::vecto
   return out;
 }
 
-double thread_cpu_s(int tid) {
-  return read_thread_cpu_s(tid);
-}
-
 // The CPUs of the NUMA node the test's interfaces sit on, when sysfs says (empty: no preference).
 std::vector<int> numa_cpus(const std::vector<LinkResult>& links) {
   for (const auto& l : links) {
@@ -255,45 +251,37 @@ std::vector<int> numa_cpus(const std::vector<LinkResult>& links) {
   return {};
 }
 
-// Each link's counters are stamped when they are read (from the window's open at open_t): on a
+// A reading and when it was taken, from the window's open at open_t: the middle of the read. On a
 // busy host the reads of one sample spread over many milliseconds, and a rate over a window
 // whose edges were read late by different amounts would be off by that difference.
-void sample_links(std::vector<LinkResult>& links, std::int64_t open_t) {
-  for (auto& l : links) {
+template <class Read>
+auto stamped(std::int64_t open_t, Read&& read) {
+  const std::int64_t before = mono_now_ns();
+  auto v = read();
+  return std::pair{before + (mono_now_ns() - before) / 2 - open_t, std::move(v)};
+}
+
+// Every counter source a window edge or an interval reads: links, RDMA ports, the host's MIB and
+// softnet counters (retransmits, RTOs, ECN marks, drops).
+void sample_counters(AgentResult& r, std::int64_t open_t) {
+  for (auto& l : r.links) {
     if (l.vanished) continue;
-    const std::int64_t before = mono_now_ns();
-    const LinkCounters c = read_link_counters(l.info.name);
-    const std::int64_t after = mono_now_ns();
-    LinkSample s{before + (after - before) / 2 - open_t, c};
-    if (!s.counters.present) l.vanished = true;
-    l.samples.push_back(s);
+    auto [t, c] = stamped(open_t, [&] { return read_link_counters(l.info.name); });
+    if (!c.present) l.vanished = true;
+    l.samples.push_back({t, c});
     // The driver's statistics and the qdisc's, stamped on their own (an ioctl and a netlink
     // dump take longer than the sysfs reads above).
     if (!l.vanished) {
-      const std::int64_t t0 = mono_now_ns();
-      CounterValues v = read_link_named_counters(l.info.name);
-      const std::int64_t t1 = mono_now_ns();
-      l.stats.push_back({t0 + (t1 - t0) / 2 - open_t, std::move(v)});
+      auto [tv, v] = stamped(open_t, [&] { return read_link_named_counters(l.info.name); });
+      l.stats.push_back({tv, std::move(v)});
     }
   }
-}
-
-// The host's MIB and softnet counters (retransmits, RTOs, ECN marks, drops), stamped when read.
-void sample_host_counters(std::vector<CounterSample>& out, std::int64_t open_t) {
-  const std::int64_t before = mono_now_ns();
-  CounterValues v = read_host_net_counters();
-  const std::int64_t after = mono_now_ns();
-  out.push_back({before + (after - before) / 2 - open_t, std::move(v)});
-}
-
-// Stamped when read, as sample_links does (a busy host reads them late by different amounts).
-void sample_rdma_ports(std::vector<RdmaPortResult>& ports, std::int64_t open_t) {
-  for (auto& p : ports) {
-    const std::int64_t before = mono_now_ns();
-    auto c = read_rdma_port_counters(p.device, p.info.port);
-    const std::int64_t after = mono_now_ns();
-    p.samples.push_back({before + (after - before) / 2 - open_t, std::move(c)});
+  for (auto& p : r.rdma_ports) {
+    auto [t, c] = stamped(open_t, [&] { return read_rdma_port_counters(p.device, p.info.port); });
+    p.samples.push_back({t, std::move(c)});
   }
+  auto [t, v] = stamped(open_t, [] { return read_host_net_counters(); });
+  r.host_counters.push_back({t, std::move(v)});
 }
 
 // The RDMA device ports of the flows ("rxe0:1"), each once, with their inventory.
@@ -338,6 +326,58 @@ std::uint64_t delivered_sum(const Snapshot& a, const Snapshot& b) {
   std::uint64_t t = 0;
   for (std::size_t i = 0; i < b.tx.size(); ++i) t += delivered_between(a, b, i);
   return t;
+}
+
+// Data threads stop by themselves shortly after end_at; a peer that stalls is abandoned at the
+// hard deadline by shutting every socket down.
+void join_data_threads(RunContext& ctx, Engine& engine) {
+  std::atomic<bool> joined{false};
+  std::thread watchdog;
+  try {
+    watchdog = std::thread([&] {
+      while (!joined.load() && mono_now_ns() < ctx.hard_deadline() && !ctx.aborted()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (!joined.load()) engine.abort();
+    });
+  } catch (const std::system_error& e) {
+    // No thread to spare for the watchdog (an exception escaping here would terminate the
+    // agent): stop the data threads now instead of waiting for them up to the hard deadline.
+    ctx.warn(fmt::format("no watchdog thread ({}): data connections shut down at the test's end", e.what()));
+    engine.abort();
+  }
+  engine.join();
+  joined = true;
+  if (watchdog.joinable()) watchdog.join();
+}
+
+// Flow i's figures over the window, from the two edges' snapshots.
+FlowResult flow_result(const Flow& f, const Snapshot& open, const Snapshot& close, std::size_t i,
+                       const std::string& iface) {
+  FlowResult x;
+  x.id = f.id;
+  x.role = f.role;
+  x.op = f.op;
+  x.peer_node = f.peer_node;
+  x.local = f.local;
+  x.remote = f.remote;
+  x.tx_bytes_total = f.counters.tx_bytes.load();
+  x.rx_bytes_total = f.counters.rx_bytes.load();
+  x.tx_bytes_window = close.tx[i] - open.tx[i];
+  x.tx_delivered_window = delivered_between(open, close, i);
+  x.rx_bytes_window = close.rx[i] - open.rx[i];
+  if (open.queued[i] && close.queued[i])
+    x.rx_queued_delta = static_cast<std::int64_t>(*close.queued[i]) - static_cast<std::int64_t>(*open.queued[i]);
+  x.msgs_window = close.msgs[i] - open.msgs[i];
+  const auto& t0 = open.tcp[i];
+  const auto& t1 = close.tcp[i];
+  x.retrans_window = t1.total_retrans >= t0.total_retrans ? t1.total_retrans - t0.total_retrans : 0;
+  x.tcp = t1.valid ? t1 : f.sample_transport();
+  x.error = f.error();
+  x.iface = iface;
+  x.verify_errors = f.counters.verify_errors.load();
+  x.rdma_port = f.rdma_port;
+  return x;
 }
 }  // namespace
 
@@ -408,7 +448,6 @@ void TestRun::finish() {
   engine_->join();
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   RunContext& ctx = *ctx_;
   const Schedule s = ctx.schedule();
@@ -434,32 +473,26 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
     if (ctx.sleep_until(s.window_open)) {
       open = take_snapshot(flows, true);
       r.window_open_unix_ns = wall_now_ns() - (mono_now_ns() - open.t);
-      sample_links(r.links, open.t);
-      sample_rdma_ports(r.rdma_ports, open.t);
-      sample_host_counters(r.host_counters, open.t);
+      sample_counters(r, open.t);
       threads = ctx.threads();
-      for (const auto& t : threads) thread_cpu_open.push_back(thread_cpu_s(t.tid));
+      for (const auto& t : threads) thread_cpu_open.push_back(read_thread_cpu_s(t.tid));
       have_open = true;
       Snapshot prev = open;
       // Interval samples: node totals; the last one ends at window_close.
       for (std::int64_t t = s.window_open + s.interval_ns; t < s.window_close && !ctx.aborted(); t += s.interval_ns) {
         if (!ctx.sleep_until(t)) break;
         Snapshot cur = take_snapshot(flows, false);
-        sample_links(r.links, open.t);
-        sample_rdma_ports(r.rdma_ports, open.t);
-        sample_host_counters(r.host_counters, open.t);
+        sample_counters(r, open.t);
         r.intervals.push_back({cur.t - open.t, delivered_sum(prev, cur), sum(cur.rx) - sum(prev.rx)});
         prev = std::move(cur);
       }
       if (ctx.sleep_until(s.window_close)) {
         close = take_snapshot(flows, true);
         have_close = true;
-        sample_links(r.links, open.t);
-        sample_rdma_ports(r.rdma_ports, open.t);
-        sample_host_counters(r.host_counters, open.t);
+        sample_counters(r, open.t);
         for (auto& b : r.bonds) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
         for (std::size_t i = 0; i < threads.size(); ++i) {
-          const double c = thread_cpu_s(threads[i].tid);
+          const double c = read_thread_cpu_s(threads[i].tid);
           if (c >= 0 && thread_cpu_open[i] >= 0) r.threads.push_back({threads[i].label, c - thread_cpu_open[i]});
         }
         r.intervals.push_back({close.t - open.t, delivered_sum(prev, close), sum(close.rx) - sum(prev.rx)});
@@ -469,27 +502,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   }
   ctx.request_stop();
   ctx.release_start();
-
-  // Data threads stop by themselves shortly after end_at; a peer that stalls is abandoned at the
-  // hard deadline by shutting every socket down.
-  std::atomic<bool> joined{false};
-  std::thread watchdog;
-  try {
-    watchdog = std::thread([&] {
-      while (!joined.load() && mono_now_ns() < ctx.hard_deadline() && !ctx.aborted()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      if (!joined.load()) engine_->abort();
-    });
-  } catch (const std::system_error& e) {
-    // No thread to spare for the watchdog (an exception escaping here would terminate the
-    // agent): stop the data threads now instead of waiting for them up to the hard deadline.
-    ctx.warn(fmt::format("no watchdog thread ({}): data connections shut down at the test's end", e.what()));
-    engine_->abort();
-  }
-  engine_->join();
-  joined = true;
-  if (watchdog.joinable()) watchdog.join();
+  join_data_threads(ctx, *engine_);
 
   if (ctx.aborted()) {
     r.aborted = true;
@@ -501,9 +514,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
     if (!have_open) {
       open = close;
     } else {
-      sample_links(r.links, open.t);
-      sample_rdma_ports(r.rdma_ports, open.t);
-      sample_host_counters(r.host_counters, open.t);
+      sample_counters(r, open.t);
     }
   }
   for (auto& b : r.bonds) {
@@ -515,33 +526,8 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
     r.retrans_segs = close.retrans_segs - open.retrans_segs;
   }
   r.process_cpu_s = static_cast<double>(close.proc_cpu_ns - open.proc_cpu_ns) / 1e9;
-  for (std::size_t i = 0; i < flows.size(); ++i) {
-    const Flow& f = *flows[i];
-    FlowResult x;
-    x.id = f.id;
-    x.role = f.role;
-    x.op = f.op;
-    x.peer_node = f.peer_node;
-    x.local = f.local;
-    x.remote = f.remote;
-    x.tx_bytes_total = f.counters.tx_bytes.load();
-    x.rx_bytes_total = f.counters.rx_bytes.load();
-    x.tx_bytes_window = close.tx[i] - open.tx[i];
-    x.tx_delivered_window = delivered_between(open, close, i);
-    x.rx_bytes_window = close.rx[i] - open.rx[i];
-    if (open.queued[i] && close.queued[i])
-      x.rx_queued_delta = static_cast<std::int64_t>(*close.queued[i]) - static_cast<std::int64_t>(*open.queued[i]);
-    x.msgs_window = close.msgs[i] - open.msgs[i];
-    const auto& t0 = open.tcp[i];
-    const auto& t1 = close.tcp[i];
-    x.retrans_window = t1.total_retrans >= t0.total_retrans ? t1.total_retrans - t0.total_retrans : 0;
-    x.tcp = t1.valid ? t1 : f.sample_transport();
-    x.error = f.error();
-    x.iface = flow_iface[i];
-    x.verify_errors = f.counters.verify_errors.load();
-    x.rdma_port = f.rdma_port;
-    r.flows.push_back(std::move(x));
-  }
+  for (std::size_t i = 0; i < flows.size(); ++i)
+    r.flows.push_back(flow_result(*flows[i], open, close, i, flow_iface[i]));
   LatencyHistogram merged;
   bool any = false;
   for (const auto* h : ctx.histograms()) {

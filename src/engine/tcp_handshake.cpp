@@ -55,8 +55,198 @@ FlowOp flow_op(dh::Op op) {
   return FlowOp::read;
 }
 
-bool proofs_match(const auth::Proof& want, const auth::Proof& got) {
-  return auth::proofs_equal(want, got);
+// One accepted data connection in its handshake.
+struct Pending {
+  int fd{-1};
+  std::string remote;
+  std::string source;           // the address alone; empty for loopback (not limited)
+  std::int64_t deadline_ns{0};  // for the whole exchange, from accept
+  bool challenged{false};       // the HELLO was answered; now reading the PROOF
+  std::size_t got{0};
+  std::array<std::uint8_t, dh::kHelloSize> buf{};  // the HELLO, then the PROOF (smaller)
+  dh::Hello hello{};
+  auth::Nonce server_nonce{};
+  proto::Token key{};
+};
+
+// A fresh connection's send buffer is empty: these small answers never wait.
+bool send_now(int fd, const std::uint8_t* p, std::size_t n) {
+  return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
+}
+
+std::string who(const Pending& p) {
+  return p.challenged
+             ? fmt::format("{} (client node {}, connection {})", p.remote, p.hello.client_node, p.hello.conn_index)
+             : p.remote;
+}
+
+// The server's side of the exchanges in flight: the checks of each message and the bookkeeping of
+// the connections taken (single-threaded, on the accept thread).
+class Handshakes {
+ public:
+  enum class Step { waiting, closed, admitted };
+  Handshakes(const RunContext& ctx, const ServerPlan& plan, net::RateLimitedLog& log)
+      : ctx_(ctx), plan_(plan), log_(log) {
+    seen_.reserve(plan.expect_connections);
+  }
+
+  // Reads what the connection has sent (readable) and acts on a complete message; closes it past
+  // its deadline. admitted: the verdict went out and the caller registers the flow at once.
+  Step advance(Pending& p, bool readable, std::int64_t now) {
+    if (readable) {
+      // Exactly the current message's bytes: nothing after a PROOF is read before the verdict.
+      const std::size_t want = p.challenged ? dh::kProofSize : dh::kHelloSize;
+      const ssize_t k = ::recv(p.fd, p.buf.data() + p.got, want - p.got, MSG_DONTWAIT);
+      if (k > 0) {
+        p.got += static_cast<std::size_t>(k);
+        if (p.got == want && p.challenged) return on_proof(p) ? Step::admitted : Step::closed;
+        if (p.got == want && !on_hello(p)) return Step::closed;
+      } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        const int e = k == 0 ? ECONNRESET : errno;
+        ::close(p.fd);
+        if (p.challenged) {
+          // A client that leaves after the challenge refused this server's proof.
+          log_.warn(
+              "data connection from {}: closed without its proof ({}; the client did not accept this "
+              "server's proof: another test's key?)",
+              who(p), errno_text(e));
+        } else {
+          log_.warn("data connection from {}: no hello ({})", who(p), errno_text(e));
+        }
+        return Step::closed;
+      }
+    }
+    if (now < p.deadline_ns) return Step::waiting;
+    ::close(p.fd);
+    log_.warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello", errno_text(ETIMEDOUT));
+    return Step::closed;
+  }
+
+ private:
+  // Refuses the connection: the status in the message its place calls for, a log line naming the
+  // peer, closed. False, the exchange's end, for the caller to return.
+  bool refuse(Pending& p, dh::Status st, const std::string& why) {
+    if (p.challenged) {
+      const auto v = dh::encode_verdict(st);
+      send_now(p.fd, v.data(), v.size());
+    } else {
+      const auto c = dh::encode_challenge({st, {}, {}});
+      send_now(p.fd, c.data(), c.size());
+    }
+    ::close(p.fd);
+    log_.warn("rejected data connection from {}: {}", who(p), why);
+    return false;
+  }
+
+  static std::uint64_t key(const Pending& p) { return (std::uint64_t{p.hello.client_node} << 32) | p.hello.conn_index; }
+
+  // Refuses the connection when its place is taken (checked at HELLO, and again after the PROOF:
+  // another connection may have taken it meanwhile). True when it may go on.
+  bool available(Pending& p) {
+    if (seen_.count(key(p)) != 0) {
+      return refuse(p, dh::Status::duplicate,
+                    fmt::format("client {} connection {} already connected", p.hello.client_node, p.hello.conn_index));
+    }
+    return accepted_ < plan_.expect_connections ||
+           refuse(p, dh::Status::too_many, "more connections than the test has");
+  }
+
+  // The HELLO is complete: its checks, then the CHALLENGE. True when the exchange goes on.
+  bool on_hello(Pending& p) {
+    try {
+      p.hello = dh::decode_hello(p.buf);
+    } catch (const dh::WireError& e) {
+      return refuse(p, e.status(), e.what());
+    }
+    if (p.hello.server_node != ctx_.node_index()) {
+      return refuse(p, dh::Status::wrong_server,
+                    fmt::format("hello meant for node {}, this is node {} (a relayed hello?)", p.hello.server_node,
+                                ctx_.node_index()));
+    }
+    const dh::Op op = p.hello.op;
+    const bool op_ok =
+        (op == dh::Op::probe && ctx_.spec().delay_probe().count() != 0) ||
+        (ctx_.spec().mode() == Mode::rpc ? op == dh::Op::rpc : (op == dh::Op::write || op == dh::Op::read));
+    if (!op_ok)
+      return refuse(p, dh::Status::wrong_op, fmt::format("operation {} does not match the test", static_cast<int>(op)));
+    if (!available(p)) return false;
+    p.key = derive_client_token(plan_.token, p.hello.client_node);
+    p.server_nonce = auth::make_nonce();
+    const auto c = dh::encode_challenge(
+        {dh::Status::ok, p.server_nonce, dh::server_proof(p.key, plan_.test_id, p.hello, p.server_nonce)});
+    if (!send_now(p.fd, c.data(), c.size())) {
+      log_.warn("data connection from {}: challenge not sent ({})", p.remote, errno_text(errno));
+      ::close(p.fd);
+      return false;
+    }
+    p.challenged = true;
+    p.got = 0;
+    return true;
+  }
+
+  // The PROOF is complete: verified, then the VERDICT. True when the verdict went out and the
+  // connection is taken.
+  bool on_proof(Pending& p) {
+    auth::Proof got{};
+    try {
+      got = dh::decode_proof(std::span<const std::uint8_t>(p.buf.data(), dh::kProofSize));
+    } catch (const dh::WireError& e) {
+      return refuse(p, dh::Status::bad_proof, e.what());
+    }
+    if (!auth::proofs_equal(dh::client_proof(p.key, plan_.test_id, p.hello, p.server_nonce), got)) {
+      return refuse(
+          p, dh::Status::bad_proof,
+          "client proof does not verify (another test's key, or a hello replayed or relayed from another connection)");
+    }
+    if (!available(p)) return false;
+    const auto v = dh::encode_verdict(dh::Status::ok);
+    if (!send_now(p.fd, v.data(), v.size())) {
+      spdlog::warn("data connection from {}: verdict not sent ({})", who(p), errno_text(errno));
+      ::close(p.fd);
+      return false;
+    }
+    seen_.insert(key(p));
+    ++accepted_;
+    return true;
+  }
+
+  const RunContext& ctx_;
+  const ServerPlan& plan_;
+  net::RateLimitedLog& log_;
+  std::unordered_set<std::uint64_t> seen_;  // (client node, connection index) already accepted
+  std::uint32_t accepted_{0};
+};
+
+// Everything the listen backlog holds, up to the bound: a burst is taken in at once. Past the
+// bound from one address, that address's oldest handshake gives way.
+void accept_burst(int listen_fd, std::vector<Pending>& pending, std::int64_t now, std::int64_t& paused_until,
+                  net::RateLimitedLog& log) {
+  while (pending.size() < kMaxPendingHandshakes) {
+    sockaddr_storage peer{};
+    socklen_t plen = sizeof peer;
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      // EMFILE and friends leave the connection in the backlog, so the listener stays
+      // readable: polling it again at once would spin. Pause it instead.
+      if (net::accept_out_of_resources(errno)) paused_until = now + net::kAcceptPauseNs;
+      return;
+    }
+    Pending p;
+    p.fd = fd;
+    p.remote = sockaddr_text(peer);
+    if (!net::is_loopback(peer)) p.source = net::numeric_host(peer);
+    p.deadline_ns = now + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
+    auto same = [&](const Pending& q) { return q.source == p.source; };
+    if (!p.source.empty() &&
+        std::count_if(pending.begin(), pending.end(), same) >= static_cast<std::ptrdiff_t>(kMaxPendingPerSource)) {
+      auto oldest = std::find_if(pending.begin(), pending.end(), same);
+      ::close(oldest->fd);
+      log.warn("data connection from {}: closed to make room for {}: more than {} handshakes from one address",
+               who(*oldest), p.remote, kMaxPendingPerSource);
+      pending.erase(oldest);
+    }
+    pending.push_back(std::move(p));
+  }
 }
 
 }  // namespace
@@ -83,7 +273,7 @@ void client_handshake(int fd, const std::string& where, const proto::Token& clie
     fail(fmt::format("the peer is not a fabperf agent of this version ({}); no load sent", e.what()));
   }
   if (ch.status != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(ch.status)));
-  if (!proofs_match(dh::server_proof(client_key, test_id, hello, ch.server_nonce), ch.server_proof)) {
+  if (!auth::proofs_equal(dh::server_proof(client_key, test_id, hello, ch.server_nonce), ch.server_proof)) {
     fail(
         "the peer did not prove it is an agent of this test (wrong server proof: another test's key, or a relay); "
         "no load sent");
@@ -130,144 +320,14 @@ int TcpEngine::open_data_connection(int fd, const std::string& where, const prot
 // their 5 s deadline on a loaded host (docs/performance.md). The checks and the bookkeeping
 // (seen, accepted) stay single-threaded. The bound keeps a flood of silent connections from
 // using up descriptors; past it, new connections wait in the listen backlog.
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 void TcpEngine::accept_loop() {
   RunContext& ctx = *ctx_;
-  std::uint32_t accepted = 0;
-  std::unordered_set<std::uint64_t> seen;  // (client node, connection index) already accepted
-  seen.reserve(server_plan_.expect_connections);
-  struct Pending {
-    int fd{-1};
-    std::string remote;
-    std::string source;           // the address alone; empty for loopback (not limited)
-    std::int64_t deadline_ns{0};  // for the whole exchange, from accept
-    bool challenged{false};       // the HELLO was answered; now reading the PROOF
-    std::size_t got{0};
-    std::array<std::uint8_t, dh::kHelloSize> buf{};  // the HELLO, then the PROOF (smaller)
-    dh::Hello hello{};
-    auth::Nonce server_nonce{};
-    proto::Token key{};
-  };
+  net::RateLimitedLog log("data connections that did not complete their handshake");
+  Handshakes hs(ctx, server_plan_, log);
   std::vector<Pending> pending;
   std::vector<pollfd> pfds;
-  net::RateLimitedLog log("data connections that did not complete their handshake");
   // Non-blocking listener: the accept loop below takes what the backlog holds and no more.
   fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
-
-  // A fresh connection's send buffer is empty: these small answers never wait.
-  auto send_now = [](int fd, const std::uint8_t* p, std::size_t n) {
-    return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
-  };
-  auto who = [](const Pending& p) {
-    return p.challenged
-               ? fmt::format("{} (client node {}, connection {})", p.remote, p.hello.client_node, p.hello.conn_index)
-               : p.remote;
-  };
-  // Refuses the connection: the status in the message its place calls for, a log line naming the
-  // peer, closed.
-  auto refuse = [&](Pending& p, dh::Status st, const std::string& why) {
-    if (p.challenged) {
-      const auto v = dh::encode_verdict(st);
-      send_now(p.fd, v.data(), v.size());
-    } else {
-      const auto c = dh::encode_challenge({st, {}, {}});
-      send_now(p.fd, c.data(), c.size());
-    }
-    ::close(p.fd);
-    log.warn("rejected data connection from {}: {}", who(p), why);
-  };
-  // The connection may no longer be taken (checked at HELLO, and again after the PROOF: another
-  // connection may have taken the place meanwhile).
-  auto unavailable = [&](const Pending& p) -> std::optional<std::pair<dh::Status, std::string>> {
-    const std::uint64_t key = (std::uint64_t{p.hello.client_node} << 32) | p.hello.conn_index;
-    if (seen.count(key) != 0) {
-      return std::pair{dh::Status::duplicate, fmt::format("client {} connection {} already connected",
-                                                          p.hello.client_node, p.hello.conn_index)};
-    }
-    if (accepted >= server_plan_.expect_connections)
-      return std::pair{dh::Status::too_many, std::string("more connections than the test has")};
-    return std::nullopt;
-  };
-  // The HELLO is complete: its checks, then the CHALLENGE. True when the exchange goes on.
-  auto on_hello = [&](Pending& p) {
-    try {
-      p.hello = dh::decode_hello(p.buf);
-    } catch (const dh::WireError& e) {
-      refuse(p, e.status(), e.what());
-      return false;
-    }
-    if (p.hello.server_node != ctx.node_index()) {
-      refuse(p, dh::Status::wrong_server,
-             fmt::format("hello meant for node {}, this is node {} (a relayed hello?)", p.hello.server_node,
-                         ctx.node_index()));
-      return false;
-    }
-    const dh::Op op = p.hello.op;
-    const bool op_ok =
-        (op == dh::Op::probe && ctx.spec().delay_probe().count() != 0) ||
-        (ctx.spec().mode() == Mode::rpc ? op == dh::Op::rpc : (op == dh::Op::write || op == dh::Op::read));
-    if (!op_ok) {
-      refuse(p, dh::Status::wrong_op, fmt::format("operation {} does not match the test", static_cast<int>(op)));
-      return false;
-    }
-    if (auto why = unavailable(p)) {
-      refuse(p, why->first, why->second);
-      return false;
-    }
-    p.key = derive_client_token(server_plan_.token, p.hello.client_node);
-    p.server_nonce = auth::make_nonce();
-    const auto c = dh::encode_challenge(
-        {dh::Status::ok, p.server_nonce, dh::server_proof(p.key, server_plan_.test_id, p.hello, p.server_nonce)});
-    if (!send_now(p.fd, c.data(), c.size())) {
-      log.warn("data connection from {}: challenge not sent ({})", p.remote, errno_text(errno));
-      ::close(p.fd);
-      return false;
-    }
-    p.challenged = true;
-    p.got = 0;
-    return true;
-  };
-  // The PROOF is complete: verified, then the VERDICT and the flow, registered before this returns
-  // so that seal() (which joins this thread) never misses a connection whose verdict was sent.
-  auto on_proof = [&](Pending& p) {
-    auth::Proof got{};
-    try {
-      got = dh::decode_proof(std::span<const std::uint8_t>(p.buf.data(), dh::kProofSize));
-    } catch (const dh::WireError& e) {
-      refuse(p, dh::Status::bad_proof, e.what());
-      return;
-    }
-    if (!proofs_match(dh::client_proof(p.key, server_plan_.test_id, p.hello, p.server_nonce), got)) {
-      refuse(
-          p, dh::Status::bad_proof,
-          "client proof does not verify (another test's key, or a hello replayed or relayed from another connection)");
-      return;
-    }
-    if (auto why = unavailable(p)) {
-      refuse(p, why->first, why->second);
-      return;
-    }
-    const auto v = dh::encode_verdict(dh::Status::ok);
-    if (!send_now(p.fd, v.data(), v.size())) {
-      spdlog::warn("data connection from {}: verdict not sent ({})", who(p), errno_text(errno));
-      ::close(p.fd);
-      return;
-    }
-    // Back to blocking with a tick, for the data loops.
-    fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
-    set_timeouts(p.fd, kTickMs);
-    auto flow = std::make_unique<TcpFlow>(p.fd, FlowRole::server, flow_op(p.hello.op), p.hello.client_node,
-                                          local_text(p.fd), p.remote);
-    auto* raw = flow.get();
-    ctx.add_flow(std::move(flow));
-    {
-      std::lock_guard lk(mu_);
-      server_flows_.push_back(raw);
-    }
-    seen.insert((std::uint64_t{p.hello.client_node} << 32) | p.hello.conn_index);
-    ++accepted;
-  };
-
   std::int64_t accept_paused_until = 0;  // out of descriptors: accept again after a pause
   while (!accept_stop_.load() && !ctx.aborted()) {
     const bool room = pending.size() < kMaxPendingHandshakes && mono_now_ns() >= accept_paused_until;
@@ -279,78 +339,25 @@ void TcpEngine::accept_loop() {
     std::size_t keep = 0;
     for (std::size_t i = 0; i < pending.size(); ++i) {
       Pending& p = pending[i];
-      bool done = false;
-      if (pfds[i + 1].revents != 0) {
-        // Exactly the current message's bytes: nothing after a PROOF is read before the verdict.
-        const std::size_t want = p.challenged ? dh::kProofSize : dh::kHelloSize;
-        const ssize_t k = ::recv(p.fd, p.buf.data() + p.got, want - p.got, MSG_DONTWAIT);
-        if (k > 0) {
-          p.got += static_cast<std::size_t>(k);
-          if (p.got == want) {
-            if (p.challenged) {
-              on_proof(p);
-              done = true;
-            } else {
-              done = !on_hello(p);
-            }
-          }
-        } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          const int e = k == 0 ? ECONNRESET : errno;
-          ::close(p.fd);
-          if (p.challenged) {
-            // A client that leaves after the challenge refused this server's proof.
-            log.warn(
-                "data connection from {}: closed without its proof ({}; the client did not accept this "
-                "server's proof: another test's key?)",
-                who(p), errno_text(e));
-          } else {
-            log.warn("data connection from {}: no hello ({})", who(p), errno_text(e));
-          }
-          done = true;
-        }
-      }
-      if (!done && now >= p.deadline_ns) {
-        ::close(p.fd);
-        log.warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello",
-                 errno_text(ETIMEDOUT));
-        done = true;
-      }
-      if (!done) {
+      const auto step = hs.advance(p, pfds[i + 1].revents != 0, now);
+      if (step == Handshakes::Step::admitted) {
+        // Registered before the next poll, so that seal() (which joins this thread) never misses
+        // a connection whose verdict was sent. Back to blocking with a tick, for the data loops.
+        fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
+        set_timeouts(p.fd, kTickMs);
+        auto flow = std::make_unique<TcpFlow>(p.fd, FlowRole::server, flow_op(p.hello.op), p.hello.client_node,
+                                              local_text(p.fd), p.remote);
+        auto* raw = flow.get();
+        ctx.add_flow(std::move(flow));
+        std::lock_guard lk(mu_);
+        server_flows_.push_back(raw);
+      } else if (step == Handshakes::Step::waiting) {
         if (keep != i) pending[keep] = std::move(p);
         ++keep;
       }
     }
     pending.resize(keep);
-    if (room && (pfds[0].revents & POLLIN) != 0) {
-      // Everything the backlog holds, up to the bound: a burst is taken in at once.
-      while (pending.size() < kMaxPendingHandshakes) {
-        sockaddr_storage peer{};
-        socklen_t plen = sizeof peer;
-        const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-          // EMFILE and friends leave the connection in the backlog, so the listener stays
-          // readable: polling it again at once would spin. Pause it instead.
-          if (net::accept_out_of_resources(errno)) accept_paused_until = now + net::kAcceptPauseNs;
-          break;
-        }
-        Pending p;
-        p.fd = fd;
-        p.remote = sockaddr_text(peer);
-        if (!net::is_loopback(peer)) p.source = net::numeric_host(peer);
-        p.deadline_ns = now + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
-        if (!p.source.empty() && std::count_if(pending.begin(), pending.end(), [&](const Pending& q) {
-                                   return q.source == p.source;
-                                 }) >= static_cast<std::ptrdiff_t>(kMaxPendingPerSource)) {
-          auto oldest =
-              std::find_if(pending.begin(), pending.end(), [&](const Pending& q) { return q.source == p.source; });
-          ::close(oldest->fd);
-          log.warn("data connection from {}: closed to make room for {}: more than {} handshakes from one address",
-                   who(*oldest), p.remote, kMaxPendingPerSource);
-          pending.erase(oldest);
-        }
-        pending.push_back(std::move(p));
-      }
-    }
+    if (room && (pfds[0].revents & POLLIN) != 0) accept_burst(listen_fd_, pending, now, accept_paused_until, log);
   }
   // The test is sealed (or aborted): every client of the test has its verdict by now, so what is
   // still in its handshake is not one of its connections.

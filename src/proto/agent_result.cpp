@@ -201,13 +201,152 @@ json to_json(const AgentResult& r) {
           {"host_counters", counter_samples_json(r.host_counters)}};
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
+namespace {
+
+using proto::Fields;
+constexpr std::uint64_t kMaxBytes = 1ULL << 62;
+
+FlowResult parse_flow(const json& e) {
+  Fields g(e, "RESULT.flows[]");
+  FlowResult x;
+  x.id = static_cast<std::uint32_t>(g.u64("id", 0, proto::kMaxList * 16));
+  const auto role = g.str("role", 16);
+  if (role == "client")
+    x.role = FlowRole::client;
+  else if (role == "server")
+    x.role = FlowRole::server;
+  else
+    throw ProtocolError(fmt::format("{}: unknown role '{}'", g.ctx("role"), role));
+  const auto op = g.str("op", 16);
+  if (op == "write")
+    x.op = FlowOp::write;
+  else if (op == "read")
+    x.op = FlowOp::read;
+  else if (op == "rpc")
+    x.op = FlowOp::rpc;
+  else if (op == "probe")
+    x.op = FlowOp::probe;
+  else
+    throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
+  x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, proto::kMaxList));
+  x.local = g.str("local", 128);
+  x.remote = g.str("remote", 128);
+  x.tx_bytes_total = g.u64("tx_bytes_total", 0, kMaxBytes);
+  x.rx_bytes_total = g.u64("rx_bytes_total", 0, kMaxBytes);
+  x.tx_bytes_window = g.u64("tx_bytes_window", 0, x.tx_bytes_total);
+  x.rx_bytes_window = g.u64("rx_bytes_window", 0, x.rx_bytes_total);
+  // Optional: agents before it count what they wrote, the only figure they have.
+  x.tx_delivered_window = g.has("tx_delivered_window") ? g.u64("tx_delivered_window", 0, kMaxBytes) : x.tx_bytes_window;
+  if (g.has("rx_queued_delta")) x.rx_queued_delta = g.i64("rx_queued_delta", -(1LL << 40), 1LL << 40);
+  x.msgs_window = g.u64("msgs_window", 0, kMaxBytes);
+  x.retrans_window = g.u64("retrans_window", 0, kMaxBytes);
+  const auto& tcp = e.find("tcp");
+  if (tcp == e.end()) throw ProtocolError(fmt::format("{}: missing field", g.ctx("tcp")));
+  if (!tcp->is_null()) {
+    Fields t(*tcp, "RESULT.flows[].tcp");
+    x.tcp.valid = true;
+    x.tcp.total_retrans = t.u64("total_retrans", 0, kMaxBytes);
+    x.tcp.rtt_us = static_cast<std::uint32_t>(t.u64("rtt_us", 0, UINT32_MAX));
+    x.tcp.rttvar_us = static_cast<std::uint32_t>(t.u64("rttvar_us", 0, UINT32_MAX));
+    x.tcp.snd_mss = static_cast<std::uint32_t>(t.u64("snd_mss", 0, UINT32_MAX));
+    x.tcp.rcv_mss = static_cast<std::uint32_t>(t.u64("rcv_mss", 0, UINT32_MAX));
+    x.tcp.pmtu = static_cast<std::uint32_t>(t.u64("pmtu", 0, UINT32_MAX));
+    x.tcp.snd_cwnd = static_cast<std::uint32_t>(t.u64("snd_cwnd", 0, UINT32_MAX));
+  }
+  x.error = g.str("error");
+  x.iface = g.str("iface", 64);
+  if (g.has("verify_errors")) x.verify_errors = g.u64("verify_errors", 0, kMaxBytes);
+  if (g.has("rdma_port")) x.rdma_port = g.str("rdma_port", 80);
+  return x;
+}
+
+// histogram_from_json names only "histogram": say which message and field carried it.
+std::optional<LatencyHistogram> parse_histogram(const json& j, const std::string& key, bool required) {
+  const auto it = j.find(key);
+  if (it == j.end() && required) throw ProtocolError(fmt::format("RESULT.{}: missing field", key));
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  try {
+    return histogram_from_json(*it);
+  } catch (const ProtocolError& e) {
+    throw ProtocolError(fmt::format("RESULT.{}: {}", key, e.what()));
+  }
+}
+
+LinkResult parse_link(const json& e, std::size_t& cells) {
+  Fields g(e, "RESULT.links[]");
+  LinkResult l;
+  l.info = link_from_json(g.object("info"));
+  l.vanished = g.boolean("vanished");
+  for (const auto& s : g.array("samples", 1000000)) {
+    if (!s.is_array() || s.size() != 10 || !s[0].is_number_integer() || !s[1].is_boolean()) {
+      throw ProtocolError("RESULT.links[].samples[]: expected [t_ns, present, 8 counters]");
+    }
+    LinkSample x;
+    x.t_ns = s[0].get<std::int64_t>();
+    x.counters.present = s[1].get<bool>();
+    std::uint64_t* dst[] = {&x.counters.tx_bytes,   &x.counters.rx_bytes,  &x.counters.tx_packets,
+                            &x.counters.rx_packets, &x.counters.tx_errors, &x.counters.rx_errors,
+                            &x.counters.tx_dropped, &x.counters.rx_dropped};
+    for (std::size_t i = 0; i < 8; ++i) {
+      if (!s[i + 2].is_number_unsigned())
+        throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
+      *dst[i] = s[i + 2].get<std::uint64_t>();
+    }
+    l.samples.push_back(x);
+  }
+  // Optional: agents older than named counters send none.
+  if (e.contains("stats")) l.stats = parse_counter_samples(e["stats"], "RESULT.links[].stats", cells);
+  return l;
+}
+
+RdmaPortResult parse_rdma_port(const json& e) {
+  Fields g(e, "RESULT.rdma_ports[]");
+  RdmaPortResult p;
+  p.device = g.str("device", 64);
+  p.info = rdma_port_from_json(g.object("info"));
+  for (const auto& se : g.array("samples", 1000000)) {
+    Fields h(se, "RESULT.rdma_ports[].samples[]");
+    RdmaPortSample x;
+    x.t_ns = h.i64("t_ns", INT64_MIN / 2, INT64_MAX / 2);
+    x.counters.present = h.boolean("present");
+    const auto& values = h.object("values");
+    if (values.size() > 4096) throw ProtocolError("RESULT.rdma_ports[].samples[].values: too many counters");
+    for (const auto& [k, v] : values.items()) {
+      if (k.size() > 96 || !v.is_number_unsigned()) {
+        throw ProtocolError("RESULT.rdma_ports[].samples[].values: expected counter name -> unsigned integer");
+      }
+      x.counters.values.emplace_back(printable(k), v.get<std::uint64_t>());
+    }
+    x.counters.unreadable = h.strings("unreadable", 4096, 96);
+    p.samples.push_back(std::move(x));
+  }
+  return p;
+}
+
+TrialResult parse_trial(const json& e) {
+  Fields g(e, "RESULT.trials[]");
+  TrialResult t;
+  t.what = g.str("what", 64);
+  t.chosen = g.str("chosen", 64);
+  t.reason = g.str("reason", 256);
+  for (const auto& a : g.array("arms", 8)) {
+    Fields h(a, "RESULT.trials[].arms[]");
+    TrialArm arm;
+    arm.name = h.str("name", 64);
+    arm.bytes = h.u64("bytes", 0, 1ULL << 60);
+    arm.seconds = h.num("seconds", 0, 1e6);
+    arm.cpu_s = h.num("cpu_s", 0, 1e6);
+    t.arms.push_back(std::move(arm));
+  }
+  return t;
+}
+
+}  // namespace
+
 AgentResult parse_agent_result(const json& j) {
-  using proto::Fields;
   Fields f(j, "RESULT");
   AgentResult r;
   std::size_t cells = 0;  // named counter values once expanded (kMaxCounterCells)
-  constexpr std::uint64_t kMaxBytes = 1ULL << 62;
   r.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, proto::kMaxList));
   r.hostname = f.str("hostname", 256);
   r.aborted = f.boolean("aborted");
@@ -218,79 +357,9 @@ AgentResult parse_agent_result(const json& j) {
   r.cpu_busy_pct = f.num("cpu_busy_pct", 0, 100);
   r.retrans_segs = f.i64("retrans_segs", -1, INT64_MAX / 2);
   r.process_cpu_s = f.num("process_cpu_s", 0, 1e9);
-  for (const auto& e : f.array("flows")) {
-    Fields g(e, "RESULT.flows[]");
-    FlowResult x;
-    x.id = static_cast<std::uint32_t>(g.u64("id", 0, proto::kMaxList * 16));
-    const auto role = g.str("role", 16);
-    if (role == "client")
-      x.role = FlowRole::client;
-    else if (role == "server")
-      x.role = FlowRole::server;
-    else
-      throw ProtocolError(fmt::format("{}: unknown role '{}'", g.ctx("role"), role));
-    const auto op = g.str("op", 16);
-    if (op == "write")
-      x.op = FlowOp::write;
-    else if (op == "read")
-      x.op = FlowOp::read;
-    else if (op == "rpc")
-      x.op = FlowOp::rpc;
-    else if (op == "probe")
-      x.op = FlowOp::probe;
-    else
-      throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
-    x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, proto::kMaxList));
-    x.local = g.str("local", 128);
-    x.remote = g.str("remote", 128);
-    x.tx_bytes_total = g.u64("tx_bytes_total", 0, kMaxBytes);
-    x.rx_bytes_total = g.u64("rx_bytes_total", 0, kMaxBytes);
-    x.tx_bytes_window = g.u64("tx_bytes_window", 0, x.tx_bytes_total);
-    x.rx_bytes_window = g.u64("rx_bytes_window", 0, x.rx_bytes_total);
-    // Optional: agents before it count what they wrote, the only figure they have.
-    x.tx_delivered_window =
-        g.has("tx_delivered_window") ? g.u64("tx_delivered_window", 0, kMaxBytes) : x.tx_bytes_window;
-    if (g.has("rx_queued_delta")) x.rx_queued_delta = g.i64("rx_queued_delta", -(1LL << 40), 1LL << 40);
-    x.msgs_window = g.u64("msgs_window", 0, kMaxBytes);
-    x.retrans_window = g.u64("retrans_window", 0, kMaxBytes);
-    const auto& tcp = e.find("tcp");
-    if (tcp == e.end()) throw ProtocolError(fmt::format("{}: missing field", g.ctx("tcp")));
-    if (!tcp->is_null()) {
-      Fields t(*tcp, "RESULT.flows[].tcp");
-      x.tcp.valid = true;
-      x.tcp.total_retrans = t.u64("total_retrans", 0, kMaxBytes);
-      x.tcp.rtt_us = static_cast<std::uint32_t>(t.u64("rtt_us", 0, UINT32_MAX));
-      x.tcp.rttvar_us = static_cast<std::uint32_t>(t.u64("rttvar_us", 0, UINT32_MAX));
-      x.tcp.snd_mss = static_cast<std::uint32_t>(t.u64("snd_mss", 0, UINT32_MAX));
-      x.tcp.rcv_mss = static_cast<std::uint32_t>(t.u64("rcv_mss", 0, UINT32_MAX));
-      x.tcp.pmtu = static_cast<std::uint32_t>(t.u64("pmtu", 0, UINT32_MAX));
-      x.tcp.snd_cwnd = static_cast<std::uint32_t>(t.u64("snd_cwnd", 0, UINT32_MAX));
-    }
-    x.error = g.str("error");
-    x.iface = g.str("iface", 64);
-    if (g.has("verify_errors")) x.verify_errors = g.u64("verify_errors", 0, kMaxBytes);
-    if (g.has("rdma_port")) x.rdma_port = g.str("rdma_port", 80);
-    r.flows.push_back(std::move(x));
-  }
-  const auto lat = j.find("latency");
-  if (lat == j.end()) throw ProtocolError("RESULT.latency: missing field");
-  if (!lat->is_null()) {
-    try {
-      r.latency = histogram_from_json(*lat);
-    } catch (const ProtocolError& e) {
-      // histogram_from_json names only "histogram"; say which message and field carried it.
-      throw ProtocolError(fmt::format("RESULT.latency: {}", e.what()));
-    }
-  }
-  const auto del = j.find("delay");
-  if (del != j.end() && !del->is_null()) {
-    try {
-      r.delay = histogram_from_json(*del);
-    } catch (const ProtocolError& e) {
-      throw ProtocolError(fmt::format("RESULT.delay: {}", e.what()));
-    }
-  }
-
+  for (const auto& e : f.array("flows")) r.flows.push_back(parse_flow(e));
+  r.latency = parse_histogram(j, "latency", true);
+  r.delay = parse_histogram(j, "delay", false);
   for (const auto& e : f.array("intervals", 1000000)) {
     if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() ||
         !e[2].is_number_unsigned()) {
@@ -298,32 +367,7 @@ AgentResult parse_agent_result(const json& j) {
     }
     r.intervals.push_back({e[0].get<std::int64_t>(), e[1].get<std::uint64_t>(), e[2].get<std::uint64_t>()});
   }
-  for (const auto& e : f.array("links", 4096)) {
-    Fields g(e, "RESULT.links[]");
-    LinkResult l;
-    l.info = link_from_json(g.object("info"));
-    l.vanished = g.boolean("vanished");
-    for (const auto& s : g.array("samples", 1000000)) {
-      if (!s.is_array() || s.size() != 10 || !s[0].is_number_integer() || !s[1].is_boolean()) {
-        throw ProtocolError("RESULT.links[].samples[]: expected [t_ns, present, 8 counters]");
-      }
-      LinkSample x;
-      x.t_ns = s[0].get<std::int64_t>();
-      x.counters.present = s[1].get<bool>();
-      std::uint64_t* dst[] = {&x.counters.tx_bytes,   &x.counters.rx_bytes,  &x.counters.tx_packets,
-                              &x.counters.rx_packets, &x.counters.tx_errors, &x.counters.rx_errors,
-                              &x.counters.tx_dropped, &x.counters.rx_dropped};
-      for (std::size_t i = 0; i < 8; ++i) {
-        if (!s[i + 2].is_number_unsigned())
-          throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
-        *dst[i] = s[i + 2].get<std::uint64_t>();
-      }
-      l.samples.push_back(x);
-    }
-    // Optional: agents older than named counters send none.
-    if (e.contains("stats")) l.stats = parse_counter_samples(e["stats"], "RESULT.links[].stats", cells);
-    r.links.push_back(std::move(l));
-  }
+  for (const auto& e : f.array("links", 4096)) r.links.push_back(parse_link(e, cells));
   // Optional: agents without bond support send none.
   if (j.contains("bonds")) {
     for (const auto& e : f.array("bonds", 64)) {
@@ -344,29 +388,7 @@ AgentResult parse_agent_result(const json& j) {
   }
   // Optional: agents without RDMA port sampling send none.
   if (j.contains("rdma_ports")) {
-    for (const auto& e : f.array("rdma_ports", 256)) {
-      Fields g(e, "RESULT.rdma_ports[]");
-      RdmaPortResult p;
-      p.device = g.str("device", 64);
-      p.info = rdma_port_from_json(g.object("info"));
-      for (const auto& se : g.array("samples", 1000000)) {
-        Fields h(se, "RESULT.rdma_ports[].samples[]");
-        RdmaPortSample x;
-        x.t_ns = h.i64("t_ns", INT64_MIN / 2, INT64_MAX / 2);
-        x.counters.present = h.boolean("present");
-        const auto& values = h.object("values");
-        if (values.size() > 4096) throw ProtocolError("RESULT.rdma_ports[].samples[].values: too many counters");
-        for (const auto& [k, v] : values.items()) {
-          if (k.size() > 96 || !v.is_number_unsigned()) {
-            throw ProtocolError("RESULT.rdma_ports[].samples[].values: expected counter name -> unsigned integer");
-          }
-          x.counters.values.emplace_back(printable(k), v.get<std::uint64_t>());
-        }
-        x.counters.unreadable = h.strings("unreadable", 4096, 96);
-        p.samples.push_back(std::move(x));
-      }
-      r.rdma_ports.push_back(std::move(p));
-    }
+    for (const auto& e : f.array("rdma_ports", 256)) r.rdma_ports.push_back(parse_rdma_port(e));
   }
   if (j.contains("host_counters")) {
     r.host_counters = parse_counter_samples(j["host_counters"], "RESULT.host_counters", cells);
@@ -396,23 +418,7 @@ AgentResult parse_agent_result(const json& j) {
     triple("tcp_wmem", r.socket_limits.tcp_wmem);
   }
   if (j.contains("trials")) {
-    for (const auto& e : f.array("trials", 8)) {
-      Fields g(e, "RESULT.trials[]");
-      TrialResult t;
-      t.what = g.str("what", 64);
-      t.chosen = g.str("chosen", 64);
-      t.reason = g.str("reason", 256);
-      for (const auto& a : g.array("arms", 8)) {
-        Fields h(a, "RESULT.trials[].arms[]");
-        TrialArm arm;
-        arm.name = h.str("name", 64);
-        arm.bytes = h.u64("bytes", 0, 1ULL << 60);
-        arm.seconds = h.num("seconds", 0, 1e6);
-        arm.cpu_s = h.num("cpu_s", 0, 1e6);
-        t.arms.push_back(std::move(arm));
-      }
-      r.trials.push_back(std::move(t));
-    }
+    for (const auto& e : f.array("trials", 8)) r.trials.push_back(parse_trial(e));
   }
   r.warnings = f.strings("warnings", 1000);
   return r;

@@ -33,19 +33,6 @@ bool split_endpoint(const std::string& e, std::string& ip, std::uint16_t& port) 
   return true;
 }
 
-const BondMember* member_of(const BondInfo& b, const std::string& name) {
-  for (const auto& m : b.members) {
-    if (m.name == name) return &m;
-  }
-  return nullptr;
-}
-
-std::string join_split(const std::vector<int>& counts) {
-  std::string s;
-  for (int c : counts) s += fmt::format("{}{}", s.empty() ? "" : "/", c);
-  return s;
-}
-
 }  // namespace
 
 double jain_index(const std::vector<double>& xs) {
@@ -57,7 +44,276 @@ double jain_index(const std::vector<double>& xs) {
   return xs.empty() || sq <= 0 ? 0.0 : sum * sum / (static_cast<double>(xs.size()) * sq);
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
+namespace {
+
+// A member's figures from its own interface counters over the window, the span every link's
+// figures cover; tx and rx: its bytes over that span.
+BondMemberReport member_report(const BondMember& m, const BondResult& b, const AgentResult& a, std::uint64_t& tx,
+                               std::uint64_t& rx) {
+  BondMemberReport mr;
+  mr.name = m.name;
+  mr.speed_mbps = m.speed_mbps;
+  mr.state_open = m.mii_status;
+  const auto& closed = b.at_close.members;
+  const auto mc = std::find_if(closed.begin(), closed.end(), [&](const BondMember& x) { return x.name == m.name; });
+  const bool stayed = mc != closed.end();
+  mr.state_close = stayed ? mc->mii_status : "gone";
+  mr.link_failures = stayed && mc->link_failures > m.link_failures ? mc->link_failures - m.link_failures : 0;
+  const auto l =
+      std::find_if(a.links.begin(), a.links.end(), [&](const LinkResult& x) { return x.info.name == m.name; });
+  std::vector<const LinkSample*> ok;
+  for (std::size_t i = 0; l != a.links.end() && i < l->samples.size(); ++i) {
+    if (l->samples[i].counters.present) ok.push_back(&l->samples[i]);
+  }
+  if (ok.size() >= 2) {
+    const double w = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
+    tx = ok.back()->counters.tx_bytes - ok.front()->counters.tx_bytes;
+    rx = ok.back()->counters.rx_bytes - ok.front()->counters.rx_bytes;
+    mr.tx_mb_per_s = mb_per_s(tx, w);
+    mr.rx_mb_per_s = mb_per_s(rx, w);
+    for (std::size_t i = 1; i < ok.size(); ++i) {
+      const double dt = static_cast<double>(ok[i]->t_ns - ok[i - 1]->t_ns) / 1e9;
+      mr.intervals.push_back({static_cast<double>(ok[i]->t_ns) / 1e9,
+                              mb_per_s(ok[i]->counters.tx_bytes - ok[i - 1]->counters.tx_bytes, dt),
+                              mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
+    }
+  }
+  if (!mr.intervals.empty()) {
+    mr.first_tx_mb_per_s = mr.intervals.front().tx_mb_per_s;
+    mr.first_rx_mb_per_s = mr.intervals.front().rx_mb_per_s;
+    mr.last_tx_mb_per_s = mr.intervals.back().tx_mb_per_s;
+    mr.last_rx_mb_per_s = mr.intervals.back().rx_mb_per_s;
+  }
+  return mr;
+}
+
+// The members, the bond's sums, each member's share and the balance. Returns the members' bytes
+// over the window, transmit and receive.
+std::pair<std::uint64_t, std::uint64_t> add_members(BondReport& br, const BondResult& b, const AgentResult& a) {
+  const BondInfo& open = b.at_open;
+  bool all_speeds = !open.members.empty();
+  std::vector<std::uint64_t> txb, rxb;
+  std::uint64_t tx_all = 0, rx_all = 0;
+  for (const auto& m : open.members) {
+    std::uint64_t tx = 0, rx = 0;
+    BondMemberReport mr = member_report(m, b, a, tx, rx);
+    txb.push_back(tx);
+    rxb.push_back(rx);
+    tx_all += tx;
+    rx_all += rx;
+    if (m.speed_mbps <= 0) all_speeds = false;
+    br.member_speed_sum_mbps += static_cast<double>(std::max<std::int64_t>(0, m.speed_mbps));
+    br.best_goodput_mb_per_s += best_tcp_goodput_mb_per_s(m.speed_mbps, m.mtu > 0 ? m.mtu : open.mtu);
+    br.tx_mb_per_s += mr.tx_mb_per_s;
+    br.rx_mb_per_s += mr.rx_mb_per_s;
+    br.members.push_back(std::move(mr));
+  }
+  if (!all_speeds) {
+    br.member_speed_sum_mbps = 0;
+    br.best_goodput_mb_per_s = 0;
+  }
+  std::vector<double> txr, rxr;
+  for (std::size_t i = 0; i < br.members.size(); ++i) {
+    auto& mr = br.members[i];
+    mr.tx_share_pct = tx_all > 0 ? 100.0 * static_cast<double>(txb[i]) / static_cast<double>(tx_all) : 0;
+    mr.rx_share_pct = rx_all > 0 ? 100.0 * static_cast<double>(rxb[i]) / static_cast<double>(rx_all) : 0;
+    txr.push_back(mr.tx_mb_per_s);
+    rxr.push_back(mr.rx_mb_per_s);
+  }
+  auto balance = [](const std::vector<double>& xs, double& jain, double& used, double& max_min) {
+    jain = jain_index(xs);
+    used = jain * static_cast<double>(xs.size());
+    const auto [lo, hi] = std::minmax_element(xs.begin(), xs.end());
+    max_min = xs.empty() || *lo <= 0 ? 0.0 : *hi / *lo;
+  };
+  balance(txr, br.tx_jain, br.tx_members_used, br.tx_max_min);
+  balance(rxr, br.rx_jain, br.rx_members_used, br.rx_max_min);
+  if (br.member_speed_sum_mbps > 0) {
+    br.capacity_used_pct = 100.0 * std::max(br.tx_mb_per_s, br.rx_mb_per_s) * 8.0 / br.member_speed_sum_mbps;
+  }
+  return {tx_all, rx_all};
+}
+
+// The member the kernel's hash sends the flow on; nullopt where an address the policy hashes is
+// unknown (layer2 policies need the peer's ARP entry).
+std::optional<int> hashed_member(HashPolicy policy, const FlowResult& f, const BondResult& b, std::size_t usable) {
+  FlowHeaders h;
+  if (!split_endpoint(f.local, h.src_ip, h.src_port) || !split_endpoint(f.remote, h.dst_ip, h.dst_port))
+    return std::nullopt;
+  if (policy != HashPolicy::layer34) {
+    const auto src = parse_mac(b.at_open.mac);
+    std::optional<Mac> dst;
+    for (const auto& [ip, mac] : b.neighbors) {
+      if (ip == h.dst_ip) dst = parse_mac(mac);
+    }
+    if (!src || !dst) return std::nullopt;
+    h.src_mac = *src;
+    h.dst_mac = *dst;
+  }
+  try {
+    return predict_member(policy, h, static_cast<int>(usable));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// Each flow's member by the kernel's hash, and the predicted transmit shares against the counted
+// ones. mostly_rx: the node's flows on the bond received more than they sent.
+void predict_split(BondReport& br, const BondResult& b, const std::vector<const FlowResult*>& flows, bool mostly_rx,
+                   const std::string& who, std::vector<std::string>& findings) {
+  const BondInfo& open = b.at_open;
+  const auto policy = parse_hash_policy(br.hash_policy);
+  const auto usable = usable_members(open);
+  if (!bond_hashes(open)) {
+    br.prediction = fmt::format("none: {} does not pick members by hash", br.mode.empty() ? "this mode" : br.mode);
+  } else if (!policy) {
+    br.prediction = fmt::format("none: unknown xmit_hash_policy '{}'", br.hash_policy);
+  } else if (*policy == HashPolicy::encap34) {
+    br.prediction = "none: encap3+4 uses each socket's random flow hash for locally sent TCP";
+  } else if (usable.empty()) {
+    br.prediction = "none: no usable member (down or outside the active aggregator)";
+  } else if (flows.empty()) {
+    br.prediction = "none: no test flow left on this bond";
+  }
+  if (!br.prediction.empty()) return;
+  std::vector<std::uint64_t> pred(usable.size(), 0);
+  std::vector<int> counts(usable.size(), 0);
+  std::uint64_t pred_all = 0;
+  bool all = true;
+  for (const auto* f : flows) {
+    BondFlowReport fr{f->local, f->remote, f->tx_delivered_window, -1, ""};
+    if (const auto m = hashed_member(*policy, *f, b, usable.size())) {
+      const auto i = static_cast<std::size_t>(*m);
+      fr.member_index = *m;
+      fr.member = usable[i];
+      pred[i] += f->tx_delivered_window;
+      pred_all += f->tx_delivered_window;
+      ++counts[i];
+    } else {
+      all = false;
+    }
+    br.flows.push_back(std::move(fr));
+  }
+  for (auto& mr : br.members) {
+    mr.predicted_flows = 0;
+    mr.predicted_tx_share_pct = 0;
+    for (std::size_t i = 0; i < usable.size(); ++i) {
+      if (mr.name != usable[i]) continue;
+      mr.predicted_flows = counts[i];
+      mr.predicted_tx_share_pct =
+          pred_all > 0 ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all) : 0;
+    }
+    // A node that only receives sends no payload: no share to predict.
+    if (pred_all == 0) mr.predicted_tx_share_pct = -1;
+  }
+  if (!all) {
+    br.prediction = "partial: some flows' peers have no known MAC (layer2 policies need the ARP entry)";
+  } else if (mostly_rx || pred_all == 0) {
+    br.prediction = "not compared: this node mostly receives on this bond (its transmit side carries ACKs only)";
+  } else {
+    // Payload shares against counter shares: headers cost every member alike, so 10 points
+    // apart means a flow is on another member than the hash says.
+    double worst = 0;
+    for (const auto& mr : br.members) worst = std::max(worst, std::fabs(mr.predicted_tx_share_pct - mr.tx_share_pct));
+    br.prediction = worst <= 10.0 ? "agrees" : "differs";
+    if (worst > 10.0) {
+      findings.push_back(fmt::format(
+          "{}: the members' transmit shares differ from the kernel hash's prediction by up to {:.0f} points: this "
+          "kernel hashes differently, or a member failed over",
+          who, worst));
+    }
+  }
+  br.notes.push_back(fmt::format("{}: {} flows -> {} split over {} (predicted), {:.1f} of {} links used (transmit)",
+                                 who, flows.size(), fmt::join(counts, "/"), fmt::join(usable, "/"), br.tx_members_used,
+                                 br.members.size()));
+}
+
+// Plain-language reading of the transmit split (two members or more, some bytes sent).
+void tx_notes(BondReport& br, const BondInfo& open, std::size_t flows, const std::string& who) {
+  const std::size_t n = br.members.size();
+  const bool lb = br.mode == "balance-alb" || br.mode == "balance-tlb";
+  const auto t = std::max_element(br.members.begin(), br.members.end(),
+                                  [](const auto& x, const auto& y) { return x.tx_share_pct < y.tx_share_pct; });
+  const auto policy = parse_hash_policy(br.hash_policy);
+  if (t->tx_share_pct >= 90.0) {
+    if (lb) {
+      br.notes.push_back(fmt::format(
+          "{}: transmit side on one member ({} {:.0f}%): {} sends to each peer address through one member at a "
+          "time{}, and this test has {} peer address(es) on the bond: more peers (addresses) spread it",
+          who, t->name, t->tx_share_pct, br.mode,
+          open.tlb_dynamic_lb == 0 ? " (picked by the xmit hash, tlb_dynamic_lb=0)" : "", br.peers));
+    } else if (bond_hashes(open)) {
+      br.notes.push_back(fmt::format(
+          "{}: transmit side on one member ({} {:.0f}%): the hash put every flow there ({} flow(s), {} peer(s)){}", who,
+          t->name, t->tx_share_pct, flows, br.peers,
+          policy && policy_uses_ports(*policy) ? "; --spread-ports chooses source ports that cover every member" : ""));
+    } else {
+      br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%)", who, t->name, t->tx_share_pct));
+    }
+    return;
+  }
+  std::string split;
+  for (const auto& mr : br.members)
+    split += fmt::format("{}{} {:.0f}%", split.empty() ? "" : ", ", mr.name, mr.tx_share_pct);
+  br.notes.push_back(fmt::format("{}: transmit {:.1f} of {} links used ({})", who, br.tx_members_used, n, split));
+  // tlb_dynamic_lb=1 (the default): the kernel puts each destination's hash entry on the least
+  // loaded member and clears the table every 10 s, so a lone peer's traffic moves between
+  // members rather than spreading: a split that says nothing about spreading.
+  if (lb && open.tlb_dynamic_lb != 0 && br.peers >= 1 && static_cast<std::size_t>(br.peers) < n) {
+    br.notes.push_back(fmt::format(
+        "{}: {} re-places each peer address's transmit member by load every 10 s{}; with {} peer address(es) the "
+        "traffic moved between members during the test: more peers (addresses) spread it",
+        who, br.mode, open.tlb_dynamic_lb == 1 ? " (tlb_dynamic_lb=1)" : "", br.peers));
+  }
+}
+
+// Plain-language reading of the receive split (two members or more, some bytes received).
+void rx_notes(BondReport& br, const std::string& who) {
+  const auto r = std::max_element(br.members.begin(), br.members.end(),
+                                  [](const auto& x, const auto& y) { return x.rx_share_pct < y.rx_share_pct; });
+  std::string why;
+  if (r->rx_share_pct < 90.0) {
+    br.notes.push_back(fmt::format("{}: receive {:.1f} of {} links used", who, br.rx_members_used, br.members.size()));
+    return;
+  }
+  if (br.mode == "balance-alb") {
+    why = fmt::format(
+        ": balance-alb answers each peer's ARP with one member's MAC, so everything from one peer address arrives on "
+        "one member ({} peer address(es) here)",
+        br.peers);
+  } else if (br.mode == "balance-tlb") {
+    why = ": balance-tlb receives on the active member only";
+  } else if (br.mode == "802.3ad" || br.mode == "balance-xor") {
+    why = ": the peer's (switch's) hash sends everything there; a host predicts only its own transmit side";
+  }
+  br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%){}", who, r->name, r->rx_share_pct, why));
+}
+
+// A member whose state changed or whose link failed: with every member's traffic before and
+// after, to tell a failover from a flap.
+void member_changes(BondReport& br, const std::string& who, std::vector<std::string>& findings) {
+  for (const auto& mr : br.members) {
+    if (mr.link_failures == 0 && mr.state_close == mr.state_open) continue;
+    std::vector<std::string> others;
+    for (const auto& o : br.members) {
+      if (o.name != mr.name)
+        others.push_back(fmt::format("{} {:.1f} -> {:.1f} MB/s", o.name,
+                                     std::max(o.first_tx_mb_per_s, o.first_rx_mb_per_s),
+                                     std::max(o.last_tx_mb_per_s, o.last_rx_mb_per_s)));
+    }
+    const std::string text = fmt::format(
+        "{}: member {} changed during the test: {} -> {}, {} new link failure(s); its traffic went {:.1f} -> {:.1f} "
+        "MB/s (first/last interval), the others: {}",
+        who, mr.name, mr.state_open, mr.state_close, mr.link_failures,
+        std::max(mr.first_tx_mb_per_s, mr.first_rx_mb_per_s), std::max(mr.last_tx_mb_per_s, mr.last_rx_mb_per_s),
+        others.empty() ? std::string("none") : fmt::format("{}", fmt::join(others, ", ")));
+    findings.push_back(text);
+    br.notes.push_back(text);
+  }
+}
+
+}  // namespace
+
 BondReport bond_report(const BondResult& b, const AgentResult& a, const std::string& node,
                        std::vector<std::string>& findings) {
   BondReport br;
@@ -87,266 +343,11 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
     if (std::find(a.warnings.begin(), a.warnings.end(), f) == a.warnings.end())
       findings.push_back(fmt::format("{}: {}", node, f));
   }
-
-  // Members, from their counters over the same window as every link.
-  bool all_speeds = !open.members.empty();
-  std::vector<std::uint64_t> txb, rxb;
-  for (const auto& m : open.members) {
-    BondMemberReport mr;
-    mr.name = m.name;
-    mr.speed_mbps = m.speed_mbps;
-    mr.state_open = m.mii_status;
-    const BondMember* mc = member_of(b.at_close, m.name);
-    mr.state_close = mc ? mc->mii_status : "gone";
-    mr.link_failures = mc && mc->link_failures > m.link_failures ? mc->link_failures - m.link_failures : 0;
-    std::uint64_t tx = 0, rx = 0;
-    for (const auto& l : a.links) {
-      if (l.info.name != m.name) continue;
-      std::vector<const LinkSample*> ok;
-      for (const auto& s : l.samples) {
-        if (s.counters.present) ok.push_back(&s);
-      }
-      if (ok.size() < 2) break;
-      const double w = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
-      tx = ok.back()->counters.tx_bytes - ok.front()->counters.tx_bytes;
-      rx = ok.back()->counters.rx_bytes - ok.front()->counters.rx_bytes;
-      mr.tx_mb_per_s = mb_per_s(tx, w);
-      mr.rx_mb_per_s = mb_per_s(rx, w);
-      for (std::size_t i = 1; i < ok.size(); ++i) {
-        const double dt = static_cast<double>(ok[i]->t_ns - ok[i - 1]->t_ns) / 1e9;
-        mr.intervals.push_back({static_cast<double>(ok[i]->t_ns) / 1e9,
-                                mb_per_s(ok[i]->counters.tx_bytes - ok[i - 1]->counters.tx_bytes, dt),
-                                mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
-      }
-      break;
-    }
-    if (!mr.intervals.empty()) {
-      mr.first_tx_mb_per_s = mr.intervals.front().tx_mb_per_s;
-      mr.first_rx_mb_per_s = mr.intervals.front().rx_mb_per_s;
-      mr.last_tx_mb_per_s = mr.intervals.back().tx_mb_per_s;
-      mr.last_rx_mb_per_s = mr.intervals.back().rx_mb_per_s;
-    }
-    txb.push_back(tx);
-    rxb.push_back(rx);
-    if (m.speed_mbps <= 0) all_speeds = false;
-    br.member_speed_sum_mbps += static_cast<double>(std::max<std::int64_t>(0, m.speed_mbps));
-    br.best_goodput_mb_per_s += best_tcp_goodput_mb_per_s(m.speed_mbps, m.mtu > 0 ? m.mtu : open.mtu);
-    br.tx_mb_per_s += mr.tx_mb_per_s;
-    br.rx_mb_per_s += mr.rx_mb_per_s;
-    br.members.push_back(std::move(mr));
-  }
-  if (!all_speeds) {
-    br.member_speed_sum_mbps = 0;
-    br.best_goodput_mb_per_s = 0;
-  }
-  std::uint64_t tx_all = 0, rx_all = 0;
-  for (auto x : txb) tx_all += x;
-  for (auto x : rxb) rx_all += x;
-  std::vector<double> txr, rxr;
-  for (std::size_t i = 0; i < br.members.size(); ++i) {
-    auto& mr = br.members[i];
-    mr.tx_share_pct = tx_all > 0 ? 100.0 * static_cast<double>(txb[i]) / static_cast<double>(tx_all) : 0;
-    mr.rx_share_pct = rx_all > 0 ? 100.0 * static_cast<double>(rxb[i]) / static_cast<double>(rx_all) : 0;
-    txr.push_back(mr.tx_mb_per_s);
-    rxr.push_back(mr.rx_mb_per_s);
-  }
-  auto balance = [](const std::vector<double>& xs, double& jain, double& used, double& max_min) {
-    jain = jain_index(xs);
-    used = jain * static_cast<double>(xs.size());
-    const auto [lo, hi] = std::minmax_element(xs.begin(), xs.end());
-    max_min = xs.empty() || *lo <= 0 ? 0.0 : *hi / *lo;
-  };
-  balance(txr, br.tx_jain, br.tx_members_used, br.tx_max_min);
-  balance(rxr, br.rx_jain, br.rx_members_used, br.rx_max_min);
-  if (br.member_speed_sum_mbps > 0) {
-    br.capacity_used_pct = 100.0 * std::max(br.tx_mb_per_s, br.rx_mb_per_s) * 8.0 / br.member_speed_sum_mbps;
-  }
-
-  // The member each flow leaves on, by the kernel's hash.
-  const auto policy = parse_hash_policy(br.hash_policy);
-  const auto usable = usable_members(open);
-  if (!bond_hashes(open)) {
-    br.prediction = fmt::format("none: {} does not pick members by hash", br.mode.empty() ? "this mode" : br.mode);
-  } else if (!policy) {
-    br.prediction = fmt::format("none: unknown xmit_hash_policy '{}'", br.hash_policy);
-  } else if (*policy == HashPolicy::encap34) {
-    br.prediction = "none: encap3+4 uses each socket's random flow hash for locally sent TCP";
-  } else if (usable.empty()) {
-    br.prediction = "none: no usable member (down or outside the active aggregator)";
-  } else if (flows.empty()) {
-    br.prediction = "none: no test flow left on this bond";
-  } else {
-    std::vector<std::uint64_t> pred(usable.size(), 0);
-    std::vector<int> counts(usable.size(), 0);
-    bool all = true;
-    for (const auto* f : flows) {
-      BondFlowReport fr;
-      fr.local = f->local;
-      fr.remote = f->remote;
-      fr.tx_bytes_window = f->tx_delivered_window;
-      FlowHeaders h;
-      bool ok = split_endpoint(f->local, h.src_ip, h.src_port) && split_endpoint(f->remote, h.dst_ip, h.dst_port);
-      if (ok && *policy != HashPolicy::layer34) {
-        const auto src = parse_mac(open.mac);
-        std::optional<Mac> dst;
-        for (const auto& [ip, mac] : b.neighbors) {
-          if (ip == h.dst_ip) dst = parse_mac(mac);
-        }
-        ok = src && dst;
-        if (ok) {
-          h.src_mac = *src;
-          h.dst_mac = *dst;
-        }
-      }
-      std::optional<int> m;
-      if (ok) {
-        try {
-          m = predict_member(*policy, h, static_cast<int>(usable.size()));
-        } catch (const Error&) {
-          m.reset();
-        }
-      }
-      if (m) {
-        fr.member_index = *m;
-        fr.member = usable[static_cast<std::size_t>(*m)];
-        pred[static_cast<std::size_t>(*m)] += f->tx_delivered_window;
-        ++counts[static_cast<std::size_t>(*m)];
-      } else {
-        all = false;
-      }
-      br.flows.push_back(std::move(fr));
-    }
-    std::uint64_t pred_all = 0;
-    for (auto x : pred) pred_all += x;
-    for (std::size_t i = 0; i < usable.size(); ++i) {
-      for (auto& mr : br.members) {
-        if (mr.name != usable[i]) continue;
-        mr.predicted_flows = counts[i];
-        mr.predicted_tx_share_pct =
-            pred_all > 0 ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all) : 0;
-      }
-    }
-    for (auto& mr : br.members) {
-      if (mr.predicted_flows < 0) {
-        mr.predicted_flows = 0;
-        mr.predicted_tx_share_pct = 0;
-      }
-      // A node that only receives sends no payload: no share to predict.
-      if (pred_all == 0) mr.predicted_tx_share_pct = -1;
-    }
-    if (!all) {
-      br.prediction = "partial: some flows' peers have no known MAC (layer2 policies need the ARP entry)";
-    } else if (flow_tx < flow_rx || pred_all == 0) {
-      br.prediction = "not compared: this node mostly receives on this bond (its transmit side carries ACKs only)";
-    } else {
-      // Payload shares against counter shares: headers cost every member alike, so 10 points
-      // apart means a flow is on another member than the hash says.
-      double worst = 0;
-      for (const auto& mr : br.members) worst = std::max(worst, std::fabs(mr.predicted_tx_share_pct - mr.tx_share_pct));
-      br.prediction = worst <= 10.0 ? "agrees" : "differs";
-      if (worst > 10.0) {
-        findings.push_back(fmt::format(
-            "{}: the members' transmit shares differ from the kernel hash's prediction by up to {:.0f} points: this "
-            "kernel hashes differently, or a member failed over",
-            who, worst));
-      }
-    }
-    br.notes.push_back(fmt::format("{}: {} flows -> {} split over {} (predicted), {:.1f} of {} links used (transmit)",
-                                   who, flows.size(), join_split(counts), fmt::join(usable, "/"), br.tx_members_used,
-                                   br.members.size()));
-  }
-
-  // Plain-language reading of the split.
-  const std::size_t n = br.members.size();
-  auto top = [&](bool tx) -> const BondMemberReport* {
-    const BondMemberReport* best = nullptr;
-    for (const auto& mr : br.members) {
-      if (!best || (tx ? mr.tx_share_pct > best->tx_share_pct : mr.rx_share_pct > best->rx_share_pct)) best = &mr;
-    }
-    return best;
-  };
-  const bool lb = br.mode == "balance-alb" || br.mode == "balance-tlb";
-  if (n >= 2 && tx_all > 0) {
-    const auto* t = top(true);
-    if (t && t->tx_share_pct >= 90.0) {
-      if (lb) {
-        br.notes.push_back(fmt::format(
-            "{}: transmit side on one member ({} {:.0f}%): {} sends to each peer address through one member at a "
-            "time{}, and this test has {} peer address(es) on the bond: more peers (addresses) spread it",
-            who, t->name, t->tx_share_pct, br.mode,
-            open.tlb_dynamic_lb == 0 ? " (picked by the xmit hash, tlb_dynamic_lb=0)" : "", br.peers));
-      } else if (bond_hashes(open)) {
-        br.notes.push_back(fmt::format(
-            "{}: transmit side on one member ({} {:.0f}%): the hash put every flow there "
-            "({} flow(s), {} peer(s)){}",
-            who, t->name, t->tx_share_pct, flows.size(), br.peers,
-            policy && policy_uses_ports(*policy) ? "; --spread-ports chooses source ports that cover every member"
-                                                 : ""));
-      } else {
-        br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%)", who, t->name, t->tx_share_pct));
-      }
-    } else {
-      br.notes.push_back(fmt::format("{}: transmit {:.1f} of {} links used ({})", who, br.tx_members_used, n, [&] {
-        std::string s;
-        for (const auto& mr : br.members)
-          s += fmt::format("{}{} {:.0f}%", s.empty() ? "" : ", ", mr.name, mr.tx_share_pct);
-        return s;
-      }()));
-      // tlb_dynamic_lb=1 (the default): the kernel puts each destination's hash entry on the least
-      // loaded member and clears the table every 10 s, so a lone peer's traffic moves between
-      // members rather than spreading: a split that says nothing about spreading.
-      if (lb && open.tlb_dynamic_lb != 0 && br.peers >= 1 && static_cast<std::size_t>(br.peers) < n) {
-        br.notes.push_back(fmt::format(
-            "{}: {} re-places each peer address's transmit member by load every 10 s{}; with {} peer address(es) the "
-            "traffic moved between members during the test: more peers (addresses) spread it",
-            who, br.mode, open.tlb_dynamic_lb == 1 ? " (tlb_dynamic_lb=1)" : "", br.peers));
-      }
-    }
-  }
-  if (n >= 2 && rx_all > 0) {
-    const auto* r = top(false);
-    if (r && r->rx_share_pct >= 90.0) {
-      if (br.mode == "balance-alb") {
-        br.notes.push_back(
-            fmt::format("{}: receive side on one member ({} {:.0f}%): balance-alb answers each peer's ARP with one "
-                        "member's MAC, so "
-                        "everything from one peer address arrives on one member ({} peer address(es) here)",
-                        who, r->name, r->rx_share_pct, br.peers));
-      } else if (br.mode == "balance-tlb") {
-        br.notes.push_back(
-            fmt::format("{}: receive side on one member ({} {:.0f}%): balance-tlb receives on the "
-                        "active member only",
-                        who, r->name, r->rx_share_pct));
-      } else if (br.mode == "802.3ad" || br.mode == "balance-xor") {
-        br.notes.push_back(
-            fmt::format("{}: receive side on one member ({} {:.0f}%): the peer's (switch's) hash sends "
-                        "everything there; a host predicts only its own transmit side",
-                        who, r->name, r->rx_share_pct));
-      } else {
-        br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%)", who, r->name, r->rx_share_pct));
-      }
-    } else {
-      br.notes.push_back(fmt::format("{}: receive {:.1f} of {} links used", who, br.rx_members_used, n));
-    }
-  }
-  for (const auto& mr : br.members) {
-    if (mr.link_failures == 0 && mr.state_close == mr.state_open) continue;
-    std::vector<std::string> others;
-    for (const auto& o : br.members) {
-      if (o.name != mr.name)
-        others.push_back(fmt::format("{} {:.1f} -> {:.1f} MB/s", o.name,
-                                     std::max(o.first_tx_mb_per_s, o.first_rx_mb_per_s),
-                                     std::max(o.last_tx_mb_per_s, o.last_rx_mb_per_s)));
-    }
-    const std::string text = fmt::format(
-        "{}: member {} changed during the test: {} -> {}, {} new link failure(s); its traffic went {:.1f} -> {:.1f} "
-        "MB/s (first/last interval), the others: {}",
-        who, mr.name, mr.state_open, mr.state_close, mr.link_failures,
-        std::max(mr.first_tx_mb_per_s, mr.first_rx_mb_per_s), std::max(mr.last_tx_mb_per_s, mr.last_rx_mb_per_s),
-        others.empty() ? std::string("none") : fmt::format("{}", fmt::join(others, ", ")));
-    findings.push_back(text);
-    br.notes.push_back(text);
-  }
+  const auto [tx_all, rx_all] = add_members(br, b, a);
+  predict_split(br, b, flows, flow_tx < flow_rx, who, findings);
+  if (br.members.size() >= 2 && tx_all > 0) tx_notes(br, open, flows.size(), who);
+  if (br.members.size() >= 2 && rx_all > 0) rx_notes(br, who);
+  member_changes(br, who, findings);
   return br;
 }
 

@@ -200,10 +200,6 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   return lr;
 }
 
-}  // namespace
-
-namespace {
-
 // Per pair, each end's counts: what it read (rx), what its peer acknowledged (delivered) and
 // what it wrote (sent).
 struct PairEnd {
@@ -226,6 +222,88 @@ struct NodeAcc {
   std::vector<std::string> findings;
   std::optional<double> cli_cpu, srv_cpu;
 };
+using PairMap = std::map<std::pair<std::uint32_t, std::uint32_t>, PairAcc>;
+
+// One flow's connection row, with the findings its counts raise.
+ConnReport conn_report(const FlowResult& f, const NodeRecord& n, double window_s, std::vector<std::string>& findings) {
+  if (f.verify_errors > 0) {
+    findings.push_back(
+        fmt::format("data verification failed on {} ({} -> {}): {} received chunks differed from what was sent", n.name,
+                    f.local, f.remote, f.verify_errors));
+  }
+  if (!f.error.empty()) {
+    findings.push_back(fmt::format("connection {} -> {} on {}: {}", f.local, f.remote, n.name, f.error));
+  }
+  return {.node = n.index,
+          .peer = f.peer_node,
+          .role = f.role,
+          .op = f.op,
+          .local = f.local,
+          .remote = f.remote,
+          .tx_bytes_window = f.tx_bytes_window,
+          .rx_bytes_window = f.rx_bytes_window,
+          .tx_delivered_window = f.tx_delivered_window,
+          .tx_bytes_total = f.tx_bytes_total,
+          .rx_bytes_total = f.rx_bytes_total,
+          .mb_per_s = mb_per_s(f.tx_delivered_window + f.rx_bytes_window, window_s),
+          .retrans = f.retrans_window,
+          .tcp = f.tcp,
+          .error = f.error};
+}
+
+// A data flow's counts into its pair's end, keyed (client, server) whichever end reported it.
+void add_to_pair(PairMap& pairs, const FlowResult& f, std::uint32_t node, double window_s, bool stream) {
+  const bool client = f.role == FlowRole::client;
+  auto& p = pairs[client ? std::make_pair(node, f.peer_node) : std::make_pair(f.peer_node, node)];
+  PairEnd& e = client ? p.client : p.server;
+  e.reported = true;
+  e.rx += f.rx_bytes_window;
+  e.delivered += f.tx_delivered_window;
+  e.sent += f.tx_bytes_window;
+  e.msgs += stream ? 0 : f.msgs_window;
+  e.window = window_s;
+  ++e.conns;
+  if (client) {
+    p.retrans += f.retrans_window;
+    if (f.tcp.valid) {
+      p.rtt = std::max(p.rtt, f.tcp.rtt_us);
+      p.mss = p.mss == 0 ? f.tcp.snd_mss : std::min(p.mss, f.tcp.snd_mss);
+    }
+  }
+}
+
+// The busiest fabperf thread's share of a CPU: past kHostLimitedPct the host, not the fabric,
+// may be what limited the node.
+void busiest_thread(NodeReport& nr, const AgentResult& a, const std::string& node, std::vector<std::string>& findings) {
+  for (const auto& t : a.threads) {
+    const double pct = nr.window_s > 0 ? 100.0 * t.cpu_s / nr.window_s : 0.0;
+    if (pct > nr.busiest_thread_pct) {
+      nr.busiest_thread_pct = pct;
+      nr.busiest_thread = t.label;
+    }
+  }
+  if (nr.busiest_thread_pct >= kHostLimitedPct) {
+    nr.host_limited = true;
+    findings.push_back(
+        fmt::format("host-limited: fabperf thread {} at {:.0f}% CPU on {}: this node's CPU, not the "
+                    "fabric, may limit its figures",
+                    nr.busiest_thread, nr.busiest_thread_pct, node));
+  }
+}
+
+// The node's bonds and the flows on them, all explain_alb_receive reads: the rest of a large
+// result is not kept until finish().
+NodeRecord bond_record(const NodeRecord& n, const AgentResult& a) {
+  NodeRecord lite;
+  lite.index = n.index;
+  lite.name = n.name;
+  lite.result.emplace().bonds = a.bonds;
+  for (const auto& f : a.flows) {
+    if (std::any_of(a.bonds.begin(), a.bonds.end(), [&](const BondResult& b) { return b.at_open.name == f.iface; }))
+      lite.result->flows.push_back(f);
+  }
+  return lite;
+}
 
 }  // namespace
 
@@ -237,7 +315,7 @@ struct ReportBuilder::State {
   bool stream{true};
   double nominal_window{0};
   std::uint64_t buffsize{1};
-  std::map<std::pair<std::uint32_t, std::uint32_t>, PairAcc> pairs;
+  PairMap pairs;
   std::vector<NodeAcc> nodes;
 };
 
@@ -257,10 +335,8 @@ ReportBuilder::~ReportBuilder() = default;
 ReportBuilder::ReportBuilder(ReportBuilder&&) noexcept = default;
 ReportBuilder& ReportBuilder::operator=(ReportBuilder&&) noexcept = default;
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std::vector<ConnReport>& conns) {
   Report& r = s_->r;
-  const bool stream = s_->stream;
   NodeAcc acc;
   acc.order = order;
   std::vector<std::string>& findings = acc.findings;
@@ -298,72 +374,15 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     for (const auto& f : a.flows) {
       tx += f.tx_delivered_window;
       rx += f.rx_bytes_window;
-      const std::uint64_t bytes = f.tx_delivered_window + f.rx_bytes_window;
-      ConnReport c;
-      c.node = n.index;
-      c.peer = f.peer_node;
-      c.role = f.role;
-      c.op = f.op;
-      c.local = f.local;
-      c.remote = f.remote;
-      c.tx_bytes_window = f.tx_bytes_window;
-      c.tx_delivered_window = f.tx_delivered_window;
-      c.rx_bytes_window = f.rx_bytes_window;
-      c.tx_bytes_total = f.tx_bytes_total;
-      c.rx_bytes_total = f.rx_bytes_total;
-      c.mb_per_s = mb_per_s(bytes, nr.window_s);
-      c.retrans = f.retrans_window;
-      c.tcp = f.tcp;
-      c.error = f.error;
-      if (f.verify_errors > 0) {
-        findings.push_back(
-            fmt::format("data verification failed on {} ({} -> {}): {} received chunks differed from "
-                        "what was sent",
-                        n.name, f.local, f.remote, f.verify_errors));
-      }
+      conns.push_back(conn_report(f, n, nr.window_s, findings));
       r.verify_errors += f.verify_errors;
-      if (!f.error.empty()) {
-        findings.push_back(fmt::format("connection {} -> {} on {}: {}", f.local, f.remote, n.name, f.error));
-      }
-      conns.push_back(std::move(c));
-
-      if (f.op == FlowOp::probe) continue;  // pings only: no data, not one of the pair's connections
-      const auto key =
-          f.role == FlowRole::client ? std::make_pair(n.index, f.peer_node) : std::make_pair(f.peer_node, n.index);
-      auto& p = s_->pairs[key];
-      PairEnd& e = f.role == FlowRole::client ? p.client : p.server;
-      e.reported = true;
-      e.rx += f.rx_bytes_window;
-      e.delivered += f.tx_delivered_window;
-      e.sent += f.tx_bytes_window;
-      e.msgs += stream ? 0 : f.msgs_window;
-      e.window = nr.window_s;
-      ++e.conns;
-      if (f.role == FlowRole::client) {
-        p.retrans += f.retrans_window;
-        if (f.tcp.valid) {
-          p.rtt = std::max(p.rtt, f.tcp.rtt_us);
-          p.mss = p.mss == 0 ? f.tcp.snd_mss : std::min(p.mss, f.tcp.snd_mss);
-        }
-      }
+      // Probes carry pings only: no data, not one of the pair's connections.
+      if (f.op != FlowOp::probe) add_to_pair(s_->pairs, f, n.index, nr.window_s, s_->stream);
     }
     nr.tx_mb_per_s = mb_per_s(tx, nr.window_s);
     nr.rx_mb_per_s = mb_per_s(rx, nr.window_s);
     if (a.process_cpu_s > 0) nr.bytes_per_cpu_s = static_cast<double>(tx + rx) / a.process_cpu_s;
-    for (const auto& t : a.threads) {
-      const double pct = nr.window_s > 0 ? 100.0 * t.cpu_s / nr.window_s : 0.0;
-      if (pct > nr.busiest_thread_pct) {
-        nr.busiest_thread_pct = pct;
-        nr.busiest_thread = t.label;
-      }
-    }
-    if (nr.busiest_thread_pct >= kHostLimitedPct) {
-      nr.host_limited = true;
-      findings.push_back(
-          fmt::format("host-limited: fabperf thread {} at {:.0f}% CPU on {}: this node's CPU, not the "
-                      "fabric, may limit its figures",
-                      nr.busiest_thread, nr.busiest_thread_pct, n.name));
-    }
+    busiest_thread(nr, a, n.name, findings);
     if (n.is_client) acc.cli_cpu = a.cpu_busy_pct;
     if (n.is_server) acc.srv_cpu = a.cpu_busy_pct;
     if (a.delay && a.delay->count() > 0) {
@@ -385,20 +404,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     nr.pcie_slots = pcie_slot_reports(a, nr.links, nr, findings);
     for (const auto& b : a.bonds) nr.bonds.push_back(bond_report(b, a, n.name, findings));
     for (const auto& p : a.rdma_ports) nr.rdma_ports.push_back(rdma_port_report(p, a, s_->buffsize, n.name, findings));
-    if (!a.bonds.empty()) {
-      NodeRecord lite;
-      lite.index = n.index;
-      lite.name = n.name;
-      AgentResult ar;
-      ar.bonds = a.bonds;
-      for (const auto& f : a.flows) {
-        const bool on_bond =
-            std::any_of(a.bonds.begin(), a.bonds.end(), [&](const BondResult& b) { return b.at_open.name == f.iface; });
-        if (on_bond) ar.flows.push_back(f);
-      }
-      lite.result = std::move(ar);
-      s_->bonded.push_back(std::move(lite));
-    }
+    if (!a.bonds.empty()) s_->bonded.push_back(bond_record(n, a));
     for (const auto& t : a.trials) nr.trials.push_back(trial_report(t));
     nr.counters = counter_report(a);
     for (const auto& w : a.warnings) {
@@ -442,8 +448,7 @@ Report ReportBuilder::finish(bool interrupted) && {
   }
   s_->nodes.clear();
 
-  std::uint64_t agg_bytes = 0, agg_msgs = 0;
-  double agg_mb = 0, agg_msg_rate = 0;
+  // Each pair's rate uses its own node's measured window; the aggregate is their sum.
   for (const auto& [key, p] : s_->pairs) {
     PairReport pr;
     pr.client = key.first;
@@ -478,19 +483,14 @@ Report ReportBuilder::finish(bool interrupted) && {
     }
     pr.tput.mb_per_s = rate;
     pr.tput.gbit_per_s = rate * 8.0 / 1e3;
-    agg_bytes += pr.tput.bytes;
-    agg_msgs += pr.tput.msgs;
-    agg_mb += pr.tput.mb_per_s;
-    agg_msg_rate += pr.tput.msg_per_s;
+    r.aggregate.bytes += pr.tput.bytes;
+    r.aggregate.msgs += pr.tput.msgs;
+    r.aggregate.mb_per_s += pr.tput.mb_per_s;
+    r.aggregate.msg_per_s += pr.tput.msg_per_s;
     r.pairs.push_back(std::move(pr));
   }
   s_->pairs.clear();
-  // Each pair's rate uses its own node's measured window; the aggregate is their sum.
-  r.aggregate.bytes = agg_bytes;
-  r.aggregate.msgs = agg_msgs;
-  r.aggregate.mb_per_s = agg_mb;
-  r.aggregate.gbit_per_s = agg_mb * 8.0 / 1e3;
-  r.aggregate.msg_per_s = agg_msg_rate;
+  r.aggregate.gbit_per_s = r.aggregate.mb_per_s * 8.0 / 1e3;
   r.window_s = s_->nominal_window;
   auto mean = [](const std::vector<double>& v) {
     double sum = 0;

@@ -56,19 +56,25 @@ std::string csv_field(std::string_view s) {
 }
 
 namespace {
-json counter_events_json(const std::vector<CounterEvent>& events) {
+// The model's lists, each element through f.
+template <class T, class F>
+json array_json(const std::vector<T>& xs, F&& f) {
   json out = json::array();
-  for (const auto& ev : events) {
-    out.push_back({{"node", ev.node}, {"link", ev.link}, {"t0_s", ev.t0_s}, {"t1_s", ev.t1_s}, {"text", ev.text}});
-  }
+  for (const auto& x : xs) out.push_back(f(x));
   return out;
+}
+
+json counter_events_json(const std::vector<CounterEvent>& events) {
+  return array_json(events, [](const CounterEvent& ev) -> json {
+    return {{"node", ev.node}, {"link", ev.link}, {"t0_s", ev.t0_s}, {"t1_s", ev.t1_s}, {"text", ev.text}};
+  });
 }
 
 json latency_json(const std::optional<LatencyView>& l) {
   if (!l) return nullptr;
-  json b = json::array();
-  for (const auto& x : l->buckets)
-    b.push_back({{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {json_key(col::count), x.count}});
+  json b = array_json(l->buckets, [](const HistBucket& x) -> json {
+    return {{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {json_key(col::count), x.count}};
+  });
   return {{"what", l->what},
           {json_key(col::count), l->count},
           {json_key(col::mean_us), l->mean_us},
@@ -95,112 +101,99 @@ json kpi_json(const KpiCheck& c) {
           {json_key(col::detail), c.detail}};
 }
 
+json step_json(const StepView& s) {
+  json nodes = array_json(s.nodes, [](const NodeRow& n) -> json {
+    return {{json_key(col::node), n.node},
+            {json_key(col::role), n.role},
+            {json_key(col::status), n.status},
+            {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
+            {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
+            {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
+            {json_key(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
+            {"latency", latency_json(n.latency)}};
+  });
+  json pairs = array_json(s.pairs, [](const PairRow& p) -> json {
+    return {{json_key(col::client), p.client},
+            {json_key(col::server), p.server},
+            {json_key(col::mb_per_s), p.mb_per_s},
+            {json_key(col::retrans), p.retrans},
+            {json_key(col::rtt_us), p.rtt_us}};
+  });
+  json links = array_json(s.links, [](const LinkRow& l) -> json {
+    return {{json_key(col::node), l.node},
+            {json_key(col::link), l.link},
+            {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
+            {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
+            {json_key(col::payload_mb_per_s), l.payload_mb_per_s},
+            {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
+            {json_key(col::utilization_pct), l.utilization_pct >= 0 ? json(l.utilization_pct) : json(nullptr)},
+            {json_key(col::errors), l.errors},
+            {json_key(col::drops), l.drops}};
+  });
+  json series = array_json(s.series, [](const Series& se) -> json {
+    return {{"name", se.name}, {"points", array_json(se.points, [](const SeriesPoint& p) -> json {
+                                  return {{"t_s", p.t_s}, {json_key(col::mb_per_s), p.mb_per_s}};
+                                })}};
+  });
+  return {{"index", s.index},
+          {"id", s.id},
+          {json_key(col::test), s.test},
+          {json_key(col::pattern), s.pattern},
+          {"clients", s.clients},
+          {"servers", s.servers},
+          {json_key(col::status), s.status},
+          {"error", s.error},
+          {"started_at", s.started_at},
+          {json_key(col::duration_s), s.duration_s},
+          {"measured", s.measured},
+          {"op", s.op},
+          {"summary", s.summary},
+          {json_key(col::mb_per_s), s.mb_per_s},
+          {json_key(col::gbit_per_s), s.gbit_per_s},
+          {json_key(col::msg_per_s), s.msg_per_s},
+          {"window_s", s.window_s},
+          {"nodes", std::move(nodes)},
+          {"pairs", std::move(pairs)},
+          {"links", std::move(links)},
+          {"latency", latency_json(s.latency)},
+          {"delay", latency_json(s.delay)},
+          {"series", std::move(series)},
+          {"findings", s.findings},
+          {"counter_events", counter_events_json(s.counter_events)},
+          {"kpi_passed", s.kpi_passed},
+          {"kpi_failed", s.kpi_failed}};
+}
+
 std::string num(double v) {
   return fmt::format("{:.3f}", v);
 }
 
 }  // namespace
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 json render_plan_json(const PlanReport& r) {
-  json steps = json::array();
-  for (const auto& s : r.steps) {
-    json nodes = json::array();
-    for (const auto& n : s.nodes) {
-      nodes.push_back({{json_key(col::node), n.node},
-                       {json_key(col::role), n.role},
-                       {json_key(col::status), n.status},
-                       {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
-                       {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
-                       {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
-                       {json_key(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
-                       {"latency", latency_json(n.latency)}});
-    }
-    json pairs = json::array();
-    for (const auto& p : s.pairs) {
-      pairs.push_back({{json_key(col::client), p.client},
-                       {json_key(col::server), p.server},
-                       {json_key(col::mb_per_s), p.mb_per_s},
-                       {json_key(col::retrans), p.retrans},
-                       {json_key(col::rtt_us), p.rtt_us}});
-    }
-    json links = json::array();
-    for (const auto& l : s.links) {
-      links.push_back(
-          {{json_key(col::node), l.node},
-           {json_key(col::link), l.link},
-           {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
-           {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
-           {json_key(col::payload_mb_per_s), l.payload_mb_per_s},
-           {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
-           {json_key(col::utilization_pct), l.utilization_pct >= 0 ? json(l.utilization_pct) : json(nullptr)},
-           {json_key(col::errors), l.errors},
-           {json_key(col::drops), l.drops}});
-    }
-    json series = json::array();
-    for (const auto& se : s.series) {
-      json pts = json::array();
-      for (const auto& p : se.points) pts.push_back({{"t_s", p.t_s}, {json_key(col::mb_per_s), p.mb_per_s}});
-      series.push_back({{"name", se.name}, {"points", std::move(pts)}});
-    }
-    steps.push_back({{"index", s.index},
-                     {"id", s.id},
-                     {json_key(col::test), s.test},
-                     {json_key(col::pattern), s.pattern},
-                     {"clients", s.clients},
-                     {"servers", s.servers},
-                     {json_key(col::status), s.status},
-                     {"error", s.error},
-                     {"started_at", s.started_at},
-                     {json_key(col::duration_s), s.duration_s},
-                     {"measured", s.measured},
-                     {"op", s.op},
-                     {"summary", s.summary},
-                     {json_key(col::mb_per_s), s.mb_per_s},
-                     {json_key(col::gbit_per_s), s.gbit_per_s},
-                     {json_key(col::msg_per_s), s.msg_per_s},
-                     {"window_s", s.window_s},
-                     {"nodes", std::move(nodes)},
-                     {"pairs", std::move(pairs)},
-                     {"links", std::move(links)},
-                     {"latency", latency_json(s.latency)},
-                     {"delay", latency_json(s.delay)},
-                     {"series", std::move(series)},
-                     {"findings", s.findings},
-                     {"counter_events", counter_events_json(s.counter_events)},
-                     {"kpi_passed", s.kpi_passed},
-                     {"kpi_failed", s.kpi_failed}});
-  }
-  json kpis = json::array();
-  for (const auto& c : r.kpis) kpis.push_back(kpi_json(c));
-  json groups = json::array();
-  for (const auto& g : r.kpi_groups) {
-    groups.push_back({{json_key(col::test), g.test.empty() ? json(nullptr) : json(g.test)},
-                      {json_key(col::kpi), g.kpi},
-                      {json_key(col::scope), g.scope},
-                      {"op", g.op},
-                      {json_key(col::threshold), g.threshold},
-                      {"unit", g.unit},
-                      {"passed", g.passed},
-                      {"failed", g.failed},
-                      {"worst", g.worst_measured ? json(g.worst) : json(nullptr)},
-                      {"worst_subject", g.worst_subject}});
-  }
-  json matrices = json::array();
-  for (const auto& m : r.matrices) {
-    json rows = json::array();
-    for (const auto& row : m.mb_per_s) {
-      json jr = json::array();
-      for (const auto& c : row) jr.push_back(c ? json(*c) : json(nullptr));
-      rows.push_back(std::move(jr));
-    }
-    matrices.push_back({{json_key(col::test), m.test},
-                        {"nodes", m.nodes},
-                        {json_key(col::mb_per_s), std::move(rows)},
-                        {"min", m.min},
-                        {"max", m.max},
-                        {"cells", m.cells}});
-  }
+  json groups = array_json(r.kpi_groups, [](const KpiGroup& g) -> json {
+    return {{json_key(col::test), g.test.empty() ? json(nullptr) : json(g.test)},
+            {json_key(col::kpi), g.kpi},
+            {json_key(col::scope), g.scope},
+            {"op", g.op},
+            {json_key(col::threshold), g.threshold},
+            {"unit", g.unit},
+            {"passed", g.passed},
+            {"failed", g.failed},
+            {"worst", g.worst_measured ? json(g.worst) : json(nullptr)},
+            {"worst_subject", g.worst_subject}};
+  });
+  json matrices = array_json(r.matrices, [](const PairMatrix& m) -> json {
+    json rows = array_json(m.mb_per_s, [](const std::vector<std::optional<double>>& row) {
+      return array_json(row, [](const std::optional<double>& c) { return c ? json(*c) : json(nullptr); });
+    });
+    return {{json_key(col::test), m.test},
+            {"nodes", m.nodes},
+            {json_key(col::mb_per_s), std::move(rows)},
+            {"min", m.min},
+            {"max", m.max},
+            {"cells", m.cells}};
+  });
   return {{"schema", "fabperf.plan-report"},
           {"version", 1},
           {"source", r.source},
@@ -224,9 +217,9 @@ json render_plan_json(const PlanReport& r) {
           {"kpi_passed", r.kpi_passed},
           {"kpi_failed", r.kpi_failed},
           {"kpi_groups", std::move(groups)},
-          {"kpis", std::move(kpis)},
+          {"kpis", array_json(r.kpis, kpi_json)},
           {"matrices", std::move(matrices)},
-          {"steps", std::move(steps)},
+          {"steps", array_json(r.steps, step_json)},
           {"notes", r.notes},
           {"isolation", r.isolation}};
 }

@@ -48,6 +48,12 @@ std::string fmt_us(double v) {
   return fmt::format("{:.3g} us", v);
 }
 
+// The y axis' top: 12% above the largest value, rounded up to a whole step.
+double axis_top(double max) {
+  const double top = max > 0 ? max * 1.12 : 1;
+  return std::ceil(top / nice_step(top, 5)) * nice_step(top, 5);
+}
+
 struct Threshold {
   bool present{false};
   double value{0};
@@ -110,8 +116,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
   for (const auto& gr : groups) {
     for (const double v : gr.values) ymax = std::max(ymax, v);
   }
-  ymax = ymax > 0 ? ymax * 1.12 : 1;
-  ymax = std::ceil(ymax / nice_step(ymax, 5)) * nice_step(ymax, 5);
+  ymax = axis_top(ymax);
   const bool rotate = groups.size() > 8;
   if (rotate) g.bottom = 84;
   std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "bars", title);
@@ -133,15 +138,10 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
     const double cx = g.left + slot * (static_cast<double>(i) + 0.5);
     const double ly = g.top + g.ph() + 16;
     const std::string label = gr.failed ? gr.label + " \u2717" : gr.label;
-    if (rotate) {
-      out += fmt::format(
-          "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\" transform=\"rotate(-40 {:.1f} "
-          "{:.1f})\"{}>{}</text>\n",
-          cx, ly, cx, ly, gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
-    } else {
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\"{}>{}</text>\n", cx, ly,
-                         gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
-    }
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"{}\"{}{}>{}</text>\n", cx, ly,
+                       rotate ? "end" : "middle",
+                       rotate ? fmt::format(" transform=\"rotate(-40 {:.1f} {:.1f})\"", cx, ly) : "",
+                       gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
   }
   out += threshold_line(g, t, ymax);
   // Legend, top left.
@@ -170,8 +170,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
     }
   }
   if (xmax <= 0) xmax = 1;
-  ymax = ymax > 0 ? ymax * 1.12 : 1;
-  ymax = std::ceil(ymax / nice_step(ymax, 5)) * nice_step(ymax, 5);
+  ymax = axis_top(ymax);
   std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "timeseries", title);
   out += y_axis(g, ymax, "MB/s");
   const double xs = nice_step(xmax, 6);
@@ -221,8 +220,7 @@ std::string histogram_chart(const std::string& title, const LatencyView& l) {
   g.bottom = 64;
   std::uint64_t cmax = 0;
   for (const auto& b : l.buckets) cmax = std::max(cmax, b.count);
-  const double ymax = std::ceil(static_cast<double>(cmax) * 1.12 / nice_step(static_cast<double>(cmax) * 1.12, 5)) *
-                      nice_step(static_cast<double>(cmax) * 1.12, 5);
+  const double ymax = cmax > 0 ? axis_top(static_cast<double>(cmax)) : 0;
   std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "histogram", title);
   out += y_axis(g, ymax > 0 ? ymax : 1, "samples");
   const auto n = l.buckets.size();
@@ -447,10 +445,15 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 }
 )CSS";
 
-}  // namespace
+// A box of plain-language lines: the report's notes, the isolation, a step's findings.
+std::string notes_html(const std::vector<std::string>& lines) {
+  std::string out = "<div class=\"notes\"><ul>";
+  for (const auto& l : lines) out += "<li>" + e(l) + "</li>";
+  return out + "</ul></div>\n";
+}
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
-std::string render_plan_html(const PlanReport& r) {
+// The page's head and the header: title, provenance, the counts and the verdict.
+std::string head_html(const PlanReport& r) {
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
@@ -461,8 +464,6 @@ std::string render_plan_html(const PlanReport& r) {
   const std::string title = r.kind == "plan" ? "fabperf report: " + (r.plan_name.empty() ? r.source : r.plan_name)
                                              : "fabperf report: " + r.source;
   out += "<title>" + e(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
-
-  // Header with the verdict.
   out += "<header class=\"top\">\n<div>\n<h1>" + e(title) + "</h1>\n<div class=\"muted\">";
   out += r.kind == "plan" ? "plan " + e(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; "
                           : std::string("single run &middot; ");
@@ -480,61 +481,50 @@ std::string render_plan_html(const PlanReport& r) {
   out += "</div>\n</div>\n";
   out += "<div class=\"verdict " + status_class(r.verdict) + "\" id=\"verdict\"><div class=\"word\">" + e(r.verdict) +
          "</div><div>" + e(r.verdict_reason) + "</div></div>\n</header>\n";
-  if (!r.notes.empty()) {
-    out += "<div class=\"notes\"><ul>";
-    for (const auto& n : r.notes) out += "<li>" + e(n) + "</li>";
-    out += "</ul></div>\n";
-  }
+  if (!r.notes.empty()) out += notes_html(r.notes);
+  if (!r.isolation.empty()) out += "<h2>Isolation</h2>\n" + notes_html(r.isolation);
+  return out;
+}
 
-  if (!r.isolation.empty()) {
-    out += "<h2>Isolation</h2>\n<div class=\"notes\"><ul>";
-    for (const auto& l : r.isolation) out += "<li>" + e(l) + "</li>";
-    out += "</ul></div>\n";
-  }
-  // Verdict table.
-  out += "<h2>KPI verdict</h2>\n";
-  if (r.kpi_groups.empty()) {
-    out += "<p class=\"muted\">No KPI was checked in these results.</p>\n";
-  } else {
-    out +=
-        "<table class=\"verdict-table\"><thead><tr><th>KPI</th><th>test</th><th>scope</th><th "
-        "class=\"num\">threshold</th>"
-        "<th class=\"num\">checks</th><th class=\"num\">failed</th><th class=\"num\">worst</th><th>worst "
-        "at</th><th>result</th></tr></thead><tbody>\n";
-    for (const auto& g : r.kpi_groups) {
-      out += fmt::format(
-          "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
-          "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
-          g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope), e(g.op),
-          g.threshold, e(g.unit), g.passed + g.failed, g.failed,
-          g.worst_measured ? fmt_num(g.worst) : std::string("n/a"), e(g.worst_subject.empty() ? "-" : g.worst_subject),
-          g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
-    }
-    out += "</tbody></table>\n";
-    if (r.kpi_failed) {
-      out +=
-          "<h2>Failed checks</h2>\n<table class=\"failed-checks\"><thead><tr><th>KPI</th><th>step</th><th>subject</th>"
-          "<th class=\"num\">value</th><th class=\"num\">required</th><th>detail</th></tr></thead><tbody>\n";
-      for (const auto& k : r.kpis) {
-        if (k.pass) continue;
-        out += fmt::format(
-            "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
-            "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
-            e(k.kpi), e(k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step),
-            e(k.subject.empty() ? "-" : k.subject), k.measured ? fmt_num(k.value) : std::string("n/a"), e(k.unit),
-            e(k.op), k.threshold, e(k.detail));
-      }
-      out += "</tbody></table>\n";
-    }
-  }
-
-  // Steps.
+// The KPI groups, then each failed check.
+std::string kpi_html(const PlanReport& r) {
+  std::string out = "<h2>KPI verdict</h2>\n";
+  if (r.kpi_groups.empty()) return out + "<p class=\"muted\">No KPI was checked in these results.</p>\n";
   out +=
-      "<h2>Steps</h2>\n<table class=\"steps\"><thead><tr><th "
-      "class=\"num\">#</th><th>step</th><th>pattern</th><th>status</th>"
-      "<th>clients &rarr; servers</th><th class=\"num\">MB/s</th><th class=\"num\">Gbit/s</th><th class=\"num\">time "
-      "s</th>"
-      "<th>KPIs</th></tr></thead><tbody>\n";
+      "<table class=\"verdict-table\"><thead><tr><th>KPI</th><th>test</th><th>scope</th>"
+      "<th class=\"num\">threshold</th><th class=\"num\">checks</th><th class=\"num\">failed</th>"
+      "<th class=\"num\">worst</th><th>worst at</th><th>result</th></tr></thead><tbody>\n";
+  for (const auto& g : r.kpi_groups) {
+    out += fmt::format(
+        "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
+        g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope), e(g.op),
+        g.threshold, e(g.unit), g.passed + g.failed, g.failed, g.worst_measured ? fmt_num(g.worst) : std::string("n/a"),
+        e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
+  }
+  out += "</tbody></table>\n";
+  if (!r.kpi_failed) return out;
+  out +=
+      "<h2>Failed checks</h2>\n<table class=\"failed-checks\"><thead><tr><th>KPI</th><th>step</th><th>subject</th>"
+      "<th class=\"num\">value</th><th class=\"num\">required</th><th>detail</th></tr></thead><tbody>\n";
+  for (const auto& k : r.kpis) {
+    if (k.pass) continue;
+    out += fmt::format(
+        "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
+        "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
+        e(k.kpi), e(k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step),
+        e(k.subject.empty() ? "-" : k.subject), k.measured ? fmt_num(k.value) : std::string("n/a"), e(k.unit), e(k.op),
+        k.threshold, e(k.detail));
+  }
+  return out + "</tbody></table>\n";
+}
+
+// One row per step, linking to its section.
+std::string steps_html(const PlanReport& r) {
+  std::string out =
+      "<h2>Steps</h2>\n<table class=\"steps\"><thead><tr><th class=\"num\">#</th><th>step</th><th>pattern</th>"
+      "<th>status</th><th>clients &rarr; servers</th><th class=\"num\">MB/s</th><th class=\"num\">Gbit/s</th>"
+      "<th class=\"num\">time s</th><th>KPIs</th></tr></thead><tbody>\n";
   for (const auto& s : r.steps) {
     std::string cs, ss;
     for (const auto& c : s.clients) cs += (cs.empty() ? "" : ", ") + c;
@@ -547,90 +537,93 @@ std::string render_plan_html(const PlanReport& r) {
         s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", s.duration_s,
         s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-");
   }
-  out += "</tbody></table>\n";
+  return out + "</tbody></table>\n";
+}
 
+// A measured step's charts: per node, per link, over time, and the latency histograms.
+std::string step_charts_html(const PlanReport& r, const StepView& s) {
+  std::string out = "<div class=\"charts\">\n";
+  std::vector<BarGroup> nodes;
+  for (const auto& n : s.nodes) {
+    nodes.push_back({n.node, {n.tx_mb_per_s, n.rx_mb_per_s}, subject_failed(r, s, "node", n.node)});
+  }
+  out += bar_chart("Per-node throughput", {"tx", "rx"}, nodes, step_threshold(r, s, "node"), "MB/s");
+  if (!s.links.empty()) {
+    std::vector<BarGroup> links;
+    for (const auto& l : s.links) {
+      const std::string name = l.node + "/" + l.link;
+      links.push_back({name, {l.tx_mb_per_s, l.rx_mb_per_s}, subject_failed(r, s, "link", name)});
+    }
+    out += bar_chart("Per-link throughput (interface counters)", {"tx", "rx"}, links, step_threshold(r, s, "link"),
+                     "MB/s");
+  }
+  if (!s.series.empty()) {
+    out +=
+        line_chart(s.counter_events.empty() ? "Throughput over time"
+                                            : "Throughput over time (shaded: intervals the counter diagnosis flagged)",
+                   s.series, s.counter_events);
+  }
+  if (!s.counter_events.empty()) {
+    out += "<p>Counters (docs/counters.md):</p><ul class=\"counter-events\">";
+    for (const auto& ev : s.counter_events) out += "<li>" + e(ev.node) + " " + e(ev.text) + "</li>";
+    out += "</ul>\n";
+  }
+  for (const auto* l : {&s.latency, &s.delay}) {
+    if (*l && !(*l)->buckets.empty()) {
+      out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}",
+                                         (*l)->what == "rpc" ? "Request" : "Ping under load", (*l)->count,
+                                         fmt_us((*l)->p50_us), fmt_us((*l)->p99_us), fmt_us((*l)->max_us)),
+                             **l);
+    }
+  }
+  return out + "</div>\n";
+}
+
+// One step's section: what ran, its charts, its nodes and its findings.
+std::string step_html(const PlanReport& r, const StepView& s) {
+  std::string out = fmt::format("<section class=\"step\" id=\"step-{}\">\n<h3>Step {}: {} {}</h3>\n", s.index, s.index,
+                                e(s.id), pill(s.status, status_class(s.status)));
+  out += "<div class=\"muted\">" + e(s.pattern) + (s.op.empty() ? "" : " &middot; " + e(s.op)) + " &middot; started " +
+         e(s.started_at) + (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + e(s.summary) + "</span>") +
+         "</div>\n";
+  if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + e(s.error) + "</p>\n";
+  if (!s.measured) return out + "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
+  out += step_charts_html(r, s);
+  out +=
+      "<table class=\"nodes\" style=\"margin-top:10px\"><thead><tr><th>node</th><th>role</th><th>status</th>"
+      "<th class=\"num\">tx MB/s</th><th class=\"num\">rx MB/s</th><th class=\"num\">CPU %</th>"
+      "<th class=\"num\">retrans</th><th class=\"num\">p50</th><th class=\"num\">p99</th>"
+      "<th class=\"num\">max</th></tr></thead><tbody>\n";
+  for (const auto& n : s.nodes) {
+    const auto& l = n.latency;
+    out += fmt::format(
+        "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f}</td><td class=\"num\">{:.1f}</td>"
+        "<td class=\"num\">{:.0f}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td></tr>\n",
+        subject_failed(r, s, "node", n.node) ? " class=\"failed\"" : "", e(n.node), e(n.role),
+        pill(n.status, n.status == "ok" ? "ok" : "bad"), n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct,
+        n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
+        l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-");
+  }
+  out += "</tbody></table>\n";
+  if (!s.findings.empty()) out += notes_html(s.findings);
+  return out + "</section>\n";
+}
+
+}  // namespace
+
+std::string render_plan_html(const PlanReport& r) {
+  std::string out = head_html(r) + kpi_html(r) + steps_html(r);
   if (!r.matrices.empty()) {
     out += "<h2>All-pairs matrix</h2>\n";
     for (const auto& m : r.matrices) out += heatmap(m, r.kpis);
   }
-
-  // One section per step.
   out += "<h2>Step details</h2>\n";
-  for (const auto& s : r.steps) {
-    out += fmt::format("<section class=\"step\" id=\"step-{}\">\n<h3>Step {}: {} {}</h3>\n", s.index, s.index, e(s.id),
-                       pill(s.status, status_class(s.status)));
-    out += "<div class=\"muted\">" + e(s.pattern) + (s.op.empty() ? "" : " &middot; " + e(s.op)) +
-           " &middot; started " + e(s.started_at) +
-           (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + e(s.summary) + "</span>") + "</div>\n";
-    if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + e(s.error) + "</p>\n";
-    if (!s.measured) {
-      out += "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
-      continue;
-    }
-    out += "<div class=\"charts\">\n";
-    std::vector<BarGroup> nodes;
-    for (const auto& n : s.nodes) {
-      nodes.push_back({n.node, {n.tx_mb_per_s, n.rx_mb_per_s}, subject_failed(r, s, "node", n.node)});
-    }
-    out += bar_chart("Per-node throughput", {"tx", "rx"}, nodes, step_threshold(r, s, "node"), "MB/s");
-    if (!s.links.empty()) {
-      std::vector<BarGroup> links;
-      for (const auto& l : s.links) {
-        const std::string name = l.node + "/" + l.link;
-        links.push_back({name, {l.tx_mb_per_s, l.rx_mb_per_s}, subject_failed(r, s, "link", name)});
-      }
-      out += bar_chart("Per-link throughput (interface counters)", {"tx", "rx"}, links, step_threshold(r, s, "link"),
-                       "MB/s");
-    }
-    if (!s.series.empty()) {
-      out += line_chart(s.counter_events.empty()
-                            ? "Throughput over time"
-                            : "Throughput over time (shaded: intervals the counter diagnosis flagged)",
-                        s.series, s.counter_events);
-    }
-    if (!s.counter_events.empty()) {
-      out += "<p>Counters (docs/counters.md):</p><ul class=\"counter-events\">";
-      for (const auto& ev : s.counter_events) out += "<li>" + e(ev.node) + " " + e(ev.text) + "</li>";
-      out += "</ul>\n";
-    }
-    for (const auto* l : {&s.latency, &s.delay}) {
-      if (*l && !(*l)->buckets.empty()) {
-        out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}",
-                                           (*l)->what == "rpc" ? "Request" : "Ping under load", (*l)->count,
-                                           fmt_us((*l)->p50_us), fmt_us((*l)->p99_us), fmt_us((*l)->max_us)),
-                               **l);
-      }
-    }
-    out += "</div>\n";
-    out +=
-        "<table class=\"nodes\" style=\"margin-top:10px\"><thead><tr><th>node</th><th>role</th><th>status</th>"
-        "<th class=\"num\">tx MB/s</th><th class=\"num\">rx MB/s</th><th class=\"num\">CPU %</th><th "
-        "class=\"num\">retrans</th>"
-        "<th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">max</th></tr></thead><tbody>\n";
-    for (const auto& n : s.nodes) {
-      const auto& l = n.latency;
-      out += fmt::format(
-          "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f}</td><td class=\"num\">{:.1f}</td>"
-          "<td class=\"num\">{:.0f}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-          "<td class=\"num\">{}</td></tr>\n",
-          subject_failed(r, s, "node", n.node) ? " class=\"failed\"" : "", e(n.node), e(n.role),
-          pill(n.status, n.status == "ok" ? "ok" : "bad"), n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct,
-          n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
-          l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-");
-    }
-    out += "</tbody></table>\n";
-    if (!s.findings.empty()) {
-      out += "<div class=\"notes\"><ul>";
-      for (const auto& f : s.findings) out += "<li>" + e(f) + "</li>";
-      out += "</ul></div>\n";
-    }
-    out += "</section>\n";
-  }
+  for (const auto& s : r.steps) out += step_html(r, s);
   out += "<footer>Written by <span class=\"mono\">fabperf report</span> from <span class=\"mono\">" + e(r.source) +
          "</span>. MB = 10<sup>6</sup> bytes. Self-contained: no scripts, fonts or styles are loaded from "
          "anywhere.</footer>\n";
-  out += "</main>\n</body>\n</html>\n";
-  return out;
+  return out + "</main>\n</body>\n</html>\n";
 }
 
 }  // namespace fabperf

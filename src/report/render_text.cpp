@@ -21,6 +21,14 @@ std::string us(double v) {
   return fmt::format("{:.2f}", v);
 }
 
+// Negative is the sources' "not measured": shown as "-", never as a number.
+std::string count_or_dash(std::int64_t v) {
+  return v >= 0 ? std::to_string(v) : std::string("-");
+}
+std::string f1_or_dash(double v) {
+  return v >= 0 ? f1(v) : std::string("-");
+}
+
 std::string spark(const std::vector<IntervalPoint>& pts, bool tx) {
   static constexpr const char* kBars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
   double mx = 0;
@@ -88,15 +96,17 @@ std::string render_counters_text(const Report& r) {
   return out + "\n";
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
-std::string render_text(const Report& r, bool verbose) {
+namespace {
+
+// What ran, how long, how it sent, and how far the hosts' clocks can be trusted.
+std::string header_text(const Report& r) {
   const auto& s = r.spec;
-  std::string out;
   const double t = static_cast<double>(s.time().count()) / 1e9;
   const double w0 = static_cast<double>(s.warmup().count()) / 1e9;
   const double w1 = t - static_cast<double>(s.cooldown().count()) / 1e9;
-  out += fmt::format("fabperf {}: test {} ({} mode, {}), {} client(s) -> {} server(s)\n", r.fabperf_version,
-                     to_string(s.test()), to_string(s.mode()), to_string(s.transport()), r.clients, r.servers);
+  std::string out =
+      fmt::format("fabperf {}: test {} ({} mode, {}), {} client(s) -> {} server(s)\n", r.fabperf_version,
+                  to_string(s.test()), to_string(s.mode()), to_string(s.transport()), r.clients, r.servers);
   out += fmt::format("  time {:g} s, measured {:g}..{:g} s; buffsize {}, socksize {}, threads {}, parallel {}\n", t, w0,
                      w1, format_size(s.buffsize()), s.socksize() ? format_size(s.socksize()) : "OS default",
                      s.threads(), s.parallel());
@@ -108,27 +118,26 @@ std::string render_text(const Report& r, bool verbose) {
                                       : std::string(to_string(s.send_method())),
                        s.skip_rx_copy() ? "; receivers skip the copy (MSG_TRUNC)" : "");
   }
-  out +=
-      fmt::format("  clocks aligned to within {} us (largest offset uncertainty)\n\n", us(r.max_clock_uncertainty_us));
+  return out + fmt::format("  clocks aligned to within {} us (largest offset uncertainty)\n\n",
+                           us(r.max_clock_uncertainty_us));
+}
 
-  out += "Nodes\n";
+std::string nodes_text(const Report& r) {
   Table nodes({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
                h(col::cpu_busy_pct), h(col::retrans_segs), h(col::clock_offset_us), h(col::clock_uncertainty_us)});
+  std::string chosen;
   for (const auto& n : r.nodes) {
     const bool have = n.status == NodeStatus::ok || n.window_s > 0;
     nodes.add({n.name, n.role, std::string(to_string(n.status)) + (n.aborted ? "*" : ""),
                have ? f1(n.tx_mb_per_s) : "-", have ? f1(n.rx_mb_per_s) : "-", have ? f0(n.cpu_busy_pct) : "-",
-               n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", f0(n.clock_offset_us),
-               us(n.clock_uncertainty_us)});
-  }
-  out += nodes.str() + "\n";
-  std::string chosen;
-  for (const auto& n : r.nodes) {
+               count_or_dash(n.retrans_segs), f0(n.clock_offset_us), us(n.clock_uncertainty_us)});
     for (const auto& tr : n.trials) chosen += fmt::format("  {}: {}\n", n.name, tr.summary);
   }
-  if (!chosen.empty()) out += "Chosen by measurement on each host\n" + chosen + "\n";
+  return "Nodes\n" + nodes.str() + "\n" +
+         (chosen.empty() ? "" : "Chosen by measurement on each host\n" + chosen + "\n");
+}
 
-  out += "Pairs (client -> server)\n";
+std::string pairs_text(const Report& r) {
   Table pairs({"client", "server", h(col::mb_per_s), h(col::msg_per_s), "conns", h(col::retrans), h(col::rtt_us),
                h(col::snd_mss)});
   for (const auto& p : r.pairs) {
@@ -136,95 +145,90 @@ std::string render_text(const Report& r, bool verbose) {
                f1(p.tput.mb_per_s), f0(p.tput.msg_per_s), std::to_string(p.connections), std::to_string(p.retrans),
                p.rtt_us ? std::to_string(p.rtt_us) : "-", p.snd_mss ? std::to_string(p.snd_mss) : "-"});
   }
-  out += pairs.str() + "\n";
+  return "Pairs (client -> server)\n" + pairs.str() + "\n";
+}
 
-  if (r.latency) {
-    out += "Block latency (rpc round trip, window only)\n";
-    Table lat({"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us),
-               h(col::p999_us), h(col::max_us)});
-    auto row = [&](const std::string& name, const LatencySummary& l) {
-      lat.add({name, std::to_string(l.count), us(l.mean_us), us(l.p50_us), us(l.p90_us), us(l.p99_us), us(l.p999_us),
-               us(l.max_us)});
-    };
-    for (const auto& n : r.nodes) {
-      if (n.latency) row(n.name, *n.latency);
-    }
-    if (r.clients > 1) row("all", *r.latency);
-    out += lat.str() + "\n";
+// Block latency and network delay share one table; the delay pings are too few for a p99.9.
+std::string latency_table(const Report& r, bool delay) {
+  std::vector<std::string> head{"client",       h(col::count),  h(col::mean_us), h(col::p50_us),
+                                h(col::p90_us), h(col::p99_us), h(col::max_us)};
+  if (!delay) head.insert(head.end() - 1, h(col::p999_us));
+  Table t(std::move(head));
+  auto row = [&](const std::string& name, const LatencySummary& l) {
+    std::vector<std::string> v{
+        name, std::to_string(l.count), us(l.mean_us), us(l.p50_us), us(l.p90_us), us(l.p99_us), us(l.max_us)};
+    if (!delay) v.insert(v.end() - 1, us(l.p999_us));
+    t.add(std::move(v));
+  };
+  for (const auto& n : r.nodes) {
+    if (const auto& l = delay ? n.delay : n.latency) row(n.name, *l);
   }
+  if (!delay && r.clients > 1) row("all", *r.latency);
+  return t.str() + "\n";
+}
 
+std::string intervals_text(const Report& r) {
+  if (std::none_of(r.nodes.begin(), r.nodes.end(), [](const NodeReport& n) { return n.intervals.size() > 1; }))
+    return "";
+  Table iv({h(col::node), "min", "avg", "max", "tx", "rx"});
+  for (const auto& n : r.nodes) {
+    if (n.intervals.empty()) continue;
+    double mn = 1e300, mx = 0, sum = 0;
+    for (const auto& p : n.intervals) {
+      const double v = p.tx_mb_per_s + p.rx_mb_per_s;
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
+      sum += v;
+    }
+    iv.add({n.name, f1(mn), f1(sum / static_cast<double>(n.intervals.size())), f1(mx), spark(n.intervals, true),
+            spark(n.intervals, false)});
+  }
+  return "Over time (per interval, tx+rx MB/s: min / avg / max)\n" + iv.str() + "\n";
+}
+
+std::string links_text(const Report& r) {
+  if (std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeReport& n) { return n.links.empty(); })) return "";
+  Table lt({h(col::node), h(col::link), h(col::kind), h(col::speed_mbps), h(col::mtu), h(col::tx_mb_per_s),
+            h(col::rx_mb_per_s), h(col::payload_mb_per_s), h(col::utilization_pct), h(col::efficiency_pct),
+            h(col::wire_check), h(col::errors), h(col::drops), "tx+rx over time"});
+  for (const auto& n : r.nodes) {
+    for (const auto& l : n.links) {
+      lt.add({n.name, l.name + (l.vanished ? " (gone)" : "") + (l.jumbo_mismatch ? " (!mtu)" : ""), l.kind,
+              l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", std::to_string(l.mtu), f1(l.tx_mb_per_s),
+              f1(l.rx_mb_per_s), f1(std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s)),
+              f1_or_dash(l.utilization_pct), f1_or_dash(l.efficiency_pct), wire_check(l.wire_audit),
+              std::to_string(l.tx_errors + l.rx_errors), std::to_string(l.tx_dropped + l.rx_dropped),
+              spark_total(l.intervals)});
+    }
+  }
+  return "Links (interface counters over the window; payload = fabperf's bytes that arrived; wire check = "
+         "payload / interface bytes, busier direction)\n" +
+         lt.str() + "\n";
+}
+
+std::string connections_text(const Report& r) {
+  Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us),
+               h(col::snd_mss), "error"});
+  for (const auto& c : r.connections) {
+    conns.add({node_name(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
+               f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
+               c.tcp.valid ? std::to_string(c.tcp.snd_mss) : "-", c.error.empty() ? "" : c.error});
+  }
+  return "Connections\n" + conns.str() + "\n";
+}
+
+}  // namespace
+
+std::string render_text(const Report& r, bool verbose) {
+  std::string out = header_text(r) + nodes_text(r) + pairs_text(r);
+  if (r.latency) out += "Block latency (rpc round trip, window only)\n" + latency_table(r, false);
   if (r.delay) {
     out += fmt::format("Network delay ({:g} ms pings to every server during the test, window only)\n",
-                       std::chrono::duration<double, std::milli>(r.spec.delay_probe()).count());
-    Table lat(
-        {"client", h(col::count), h(col::mean_us), h(col::p50_us), h(col::p90_us), h(col::p99_us), h(col::max_us)});
-    for (const auto& n : r.nodes) {
-      if (!n.delay) continue;
-      const auto& l = *n.delay;
-      lat.add({n.name, std::to_string(l.count), us(l.mean_us), us(l.p50_us), us(l.p90_us), us(l.p99_us), us(l.max_us)});
-    }
-    out += lat.str() + "\n";
+                       std::chrono::duration<double, std::milli>(r.spec.delay_probe()).count()) +
+           latency_table(r, true);
   }
-
-  bool any_iv = false;
-  for (const auto& n : r.nodes) any_iv = any_iv || n.intervals.size() > 1;
-  if (any_iv) {
-    out += "Over time (per interval, tx+rx MB/s: min / avg / max)\n";
-    Table iv({h(col::node), "min", "avg", "max", "tx", "rx"});
-    for (const auto& n : r.nodes) {
-      if (n.intervals.empty()) continue;
-      double mn = 1e300, mx = 0, sum = 0;
-      for (const auto& p : n.intervals) {
-        const double v = p.tx_mb_per_s + p.rx_mb_per_s;
-        mn = std::min(mn, v);
-        mx = std::max(mx, v);
-        sum += v;
-      }
-      iv.add({n.name, f1(mn), f1(sum / static_cast<double>(n.intervals.size())), f1(mx), spark(n.intervals, true),
-              spark(n.intervals, false)});
-    }
-    out += iv.str() + "\n";
-  }
-
-  bool any_link = false;
-  for (const auto& n : r.nodes) any_link = any_link || !n.links.empty();
-  if (any_link) {
-    out +=
-        "Links (interface counters over the window; payload = fabperf's bytes that arrived; wire check = "
-        "payload / interface bytes, busier direction)\n";
-    Table lt({h(col::node), h(col::link), h(col::kind), h(col::speed_mbps), h(col::mtu), h(col::tx_mb_per_s),
-              h(col::rx_mb_per_s), h(col::payload_mb_per_s), h(col::utilization_pct), h(col::efficiency_pct),
-              h(col::wire_check), h(col::errors), h(col::drops), "tx+rx over time"});
-    for (const auto& n : r.nodes) {
-      for (const auto& l : n.links) {
-        lt.add({n.name, l.name + (l.vanished ? " (gone)" : "") + (l.jumbo_mismatch ? " (!mtu)" : ""), l.kind,
-                l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", std::to_string(l.mtu), f1(l.tx_mb_per_s),
-                f1(l.rx_mb_per_s), f1(std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s)),
-                l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-",
-                l.efficiency_pct >= 0 ? f1(l.efficiency_pct) : "-", wire_check(l.wire_audit),
-                std::to_string(l.tx_errors + l.rx_errors), std::to_string(l.tx_dropped + l.rx_dropped),
-                spark_total(l.intervals)});
-      }
-    }
-    out += lt.str() + "\n";
-  }
-
-  out += render_bonds_text(r);
-  out += render_rdma_ports_text(r);
-  out += render_counters_text(r);
-
-  if (verbose) {
-    out += "Connections\n";
-    Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us),
-                 h(col::snd_mss), "error"});
-    for (const auto& c : r.connections) {
-      conns.add({node_name(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
-                 f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
-                 c.tcp.valid ? std::to_string(c.tcp.snd_mss) : "-", c.error.empty() ? "" : c.error});
-    }
-    out += conns.str() + "\n";
-  }
-
+  out += intervals_text(r) + links_text(r) + render_bonds_text(r) + render_rdma_ports_text(r) + render_counters_text(r);
+  if (verbose) out += connections_text(r);
   if (!r.findings.empty()) {
     out += "Findings\n";
     for (const auto& f : r.findings) out += "  ! " + f + "\n";
@@ -232,8 +236,7 @@ std::string render_text(const Report& r, bool verbose) {
   }
   out += fmt::format("aggregate {:.1f} MB/s ({:.2f} Gbit/s, {:.0f} msg/s){}\n", r.aggregate.mb_per_s,
                      r.aggregate.gbit_per_s, r.aggregate.msg_per_s, r.complete ? "" : "  [INCOMPLETE: see findings]");
-  out += render_summary_line(r) + "\n";
-  return out;
+  return out + render_summary_line(r) + "\n";
 }
 
 std::string render_rdma_ports_text(const Report& r) {
@@ -243,8 +246,6 @@ std::string render_rdma_ports_text(const Report& r) {
   std::string out =
       "RDMA ports (port counters over the window; data counters count 4-byte words, shown as bytes; payload = "
       "fabperf's bytes on this node's queue pairs, data pkts = those bytes in MTU-sized packets)\n";
-  auto opt = [](std::int64_t v) { return v >= 0 ? std::to_string(v) : std::string("-"); };
-  auto optf = [](double v) { return v >= 0 ? f1(v) : std::string("-"); };
   Table t({h(col::node), h(col::rdma_port), h(col::link_layer), h(col::rate), h(col::active_mtu), h(col::tx_mb_per_s),
            h(col::rx_mb_per_s), h(col::tx_packets), h(col::rx_packets), h(col::payload_mb_per_s), h(col::data_packets),
            h(col::error_counters)});
@@ -255,8 +256,9 @@ std::string render_rdma_ports_text(const Report& r) {
       for (const auto& d : p.counters) errs += d.error ? d.delta : 0;
       const double w = n.window_s > 0 ? n.window_s : p.window_s;
       t.add({n.name, p.port, p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
-             p.active_mtu > 0 ? std::to_string(p.active_mtu) : "-", optf(p.tx_mb_per_s), optf(p.rx_mb_per_s),
-             opt(p.tx_packets), opt(p.rx_packets), f1(mb_per_s(std::max(p.payload_tx_bytes, p.payload_rx_bytes), w)),
+             p.active_mtu > 0 ? std::to_string(p.active_mtu) : "-", f1_or_dash(p.tx_mb_per_s),
+             f1_or_dash(p.rx_mb_per_s), count_or_dash(p.tx_packets), count_or_dash(p.rx_packets),
+             f1(mb_per_s(std::max(p.payload_tx_bytes, p.payload_rx_bytes), w)),
              std::to_string(std::max(p.data_packets_tx, p.data_packets_rx)),
              p.have_counters ? std::to_string(errs) : "-"});
       std::string nonzero;
@@ -293,8 +295,8 @@ std::string render_bonds_text(const Report& r) {
         t.add({m.name, m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-",
                m.state_open == m.state_close ? m.state_open : m.state_open + "->" + m.state_close,
                std::to_string(m.link_failures), f1(m.tx_mb_per_s), f1(m.rx_mb_per_s), f1(m.tx_share_pct),
-               f1(m.rx_share_pct), m.predicted_flows >= 0 ? std::to_string(m.predicted_flows) : "-",
-               m.predicted_tx_share_pct >= 0 ? f1(m.predicted_tx_share_pct) : "-", spark_total(m.intervals)});
+               f1(m.rx_share_pct), count_or_dash(m.predicted_flows), f1_or_dash(m.predicted_tx_share_pct),
+               spark_total(m.intervals)});
       }
       out += t.str();
       out += fmt::format("  bond total: tx {:.1f} MB/s, rx {:.1f} MB/s", b.tx_mb_per_s, b.rx_mb_per_s);
