@@ -168,20 +168,19 @@ bool isolatable(plan::Pattern p) {
 }
 
 // The busiest non-loopback interface of each node of a step's result, by plan host index.
-std::map<std::uint32_t, std::string> busiest_links(const json& result,
+std::map<std::uint32_t, std::string> busiest_links(const plan::StepResult& result,
                                                    const std::map<std::string, std::uint32_t>& index) {
   std::map<std::uint32_t, std::string> out;
-  if (!result.contains("nodes")) return out;
-  for (const auto& n : result["nodes"]) {
-    const auto it = index.find(n.value("node", ""));
-    if (it == index.end() || !n.contains("links")) continue;
+  for (const auto& n : result.nodes) {
+    const auto it = index.find(n.node);
+    if (it == index.end()) continue;
     double best = -1;
-    for (const auto& l : n["links"]) {
-      if (l.value("kind", "") == "loopback") continue;
-      const double v = std::max(l.value("payload_tx_mb_per_s", 0.0), l.value("payload_rx_mb_per_s", 0.0));
+    for (const auto& l : n.links) {
+      if (l.kind == "loopback") continue;
+      const double v = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
       if (v > best) {
         best = v;
-        out[it->second] = l.value("link", "");
+        out[it->second] = l.link;
       }
     }
   }
@@ -259,21 +258,20 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
       try {
         const RunRecord run = run_test(req);
         const Report report = compute_report(run);
-        const json result = render_json(report);
-        rec["result"] = result;
+        rec["result"] = render_json(report);
+        const auto result = plan::decode_step_result(rec["result"]);
         if (run.interrupted) interrupted = true;
         // The result's pairs name nodes by index; map them back to plan hosts.
         std::map<std::uint64_t, std::uint32_t> node_host;
-        for (const auto& n : result["nodes"]) {
-          const auto it = index.find(n.value("node", ""));
-          if (it != index.end()) node_host[n.value("index", std::uint64_t{0})] = it->second;
+        for (const auto& n : result.nodes) {
+          if (const auto it = index.find(n.node); it != index.end()) node_host[n.index] = it->second;
         }
-        for (const auto& pj : result["pairs"]) {
-          const auto c = node_host.find(pj.value("client", std::uint64_t{0}));
-          const auto v = node_host.find(pj.value("server", std::uint64_t{0}));
+        for (const auto& pr : result.pairs) {
+          const auto c = node_host.find(pr.client);
+          const auto v = node_host.find(pr.server);
           if (c == node_host.end() || v == node_host.end()) continue;
           for (std::size_t i = 0; i < st.pairs.size(); ++i) {
-            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pj.value("mb_per_s", 0.0);
+            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.mb_per_s;
           }
         }
         for (const auto& [h, l] : busiest_links(result, index)) {
@@ -340,12 +338,12 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
   std::size_t to_run = 0;
   for (const auto& s : steps) {
     const auto it = prior.steps.find(s.id);
-    if (it == prior.steps.end() || it->second.value("status", "") != "done") ++to_run;
+    if (it == prior.steps.end() || it->second["status"] != "done") ++to_run;
   }
   double est = 0;
   for (const auto& s : steps) {
     const auto it = prior.steps.find(s.id);
-    if (it == prior.steps.end() || it->second.value("status", "") != "done") {
+    if (it == prior.steps.end() || it->second["status"] != "done") {
       est += std::chrono::duration<double>(p.tests[s.test].spec.time()).count() + plan::kStepOverheadS;
     }
   }
@@ -425,8 +423,12 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
     for (const auto h : s.clients) cn.push_back(p.hosts[h].name);
     for (const auto h : s.servers) sn.push_back(p.hosts[h].name);
     const auto it = prior.steps.find(s.id);
-    if (it != prior.steps.end() && it->second.value("status", "") == "done") {
-      if (it->second.contains("result")) outcomes.push_back({s.id, t.name, it->second["result"]});
+    if (it != prior.steps.end() && it->second["status"] == "done") {
+      try {
+        outcomes.push_back({s.id, t.name, plan::decode_step_result(it->second["result"])});
+      } catch (const UsageError& e) {
+        throw UsageError(fmt::format("--resume {}: step {}: {}", path, s.id, e.what()));
+      }
     } else {
       if (stop_requested()) {
         interrupted = true;
@@ -436,7 +438,7 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
       double left = 0;
       for (std::size_t j = i; j < steps.size(); ++j) {
         const auto jt = prior.steps.find(steps[j].id);
-        if (jt == prior.steps.end() || jt->second.value("status", "") != "done") {
+        if (jt == prior.steps.end() || jt->second["status"] != "done") {
           left += std::chrono::duration<double>(p.tests[steps[j].test].spec.time()).count() + plan::kStepOverheadS;
         }
       }
@@ -446,7 +448,7 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
         std::size_t n_left = 0;
         for (std::size_t j = i; j < steps.size(); ++j) {
           const auto jt = prior.steps.find(steps[j].id);
-          if (jt == prior.steps.end() || jt->second.value("status", "") != "done") ++n_left;
+          if (jt == prior.steps.end() || jt->second["status"] != "done") ++n_left;
         }
         planned = left - static_cast<double>(n_left) * plan::kStepOverheadS;
         left = planned + static_cast<double>(n_left) *
@@ -524,10 +526,12 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
       if (!s.config.empty()) rec["config"] = s.config;
       const auto st0 = Clock::now();
       std::string summary;
+      std::optional<plan::StepResult> result;
       try {
         const RunRecord r = run_test(req);
         const Report report = compute_report(r);
         rec["result"] = render_json(report);
+        result = plan::decode_step_result(rec["result"]);
         if (r.interrupted) {
           rec["status"] = "interrupted";
           rec["error"] = "interrupted by the user";
@@ -544,7 +548,7 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
         const double mb = report.aggregate.mb_per_s;
         summary = mb >= 100 ? fmt::format("{:.0f} MB/s", mb) : fmt::format("{:.3g} MB/s", mb);
         // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
-        const auto fig = plan::step_figures(t.pattern.pattern, t.hosts.size(), rec["result"]);
+        const auto fig = plan::step_figures(t.pattern.pattern, t.hosts.size(), *result);
         if (!fig.is_null()) {
           rec["figures"] = fig;
           summary += ", " + plan::render_step_figures(fig);
@@ -569,7 +573,7 @@ int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
       ran_time_s += std::chrono::duration<double>(t.spec.time()).count();
       ++ran;
       const std::string status = rec["status"].get<std::string>();
-      if (status == "done") outcomes.push_back({s.id, t.name, rec["result"]});
+      if (status == "done") outcomes.push_back({s.id, t.name, *result});
       // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
       if (!o.quiet) {
         if (tty) os << "\r\033[K";
