@@ -114,17 +114,16 @@ json to_json(const KpiSet& k) {
   return j;
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
-std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
-                                    const std::map<std::string, std::string>& names,
-                                    const std::optional<std::string>& test) {
+namespace {
+
+// The checks of one evaluation: each one judged against its KPI's threshold.
+struct Judge {
+  const KpiSet& k;
+  const std::optional<std::string>& test;
   std::vector<KpiCheck> out;
-  const auto label = [&](const std::string& n) {
-    const auto it = names.find(n);
-    return it == names.end() ? n : it->second;
-  };
-  const auto check = [&](const KpiDef& d, const std::optional<std::string>& step, std::string subject,
-                         std::optional<double> value, std::string detail) {
+
+  void operator()(const KpiDef& d, const std::optional<std::string>& step, std::string subject,
+                  std::optional<double> value, std::string detail) {
     KpiCheck c;
     c.test = test;
     c.step = step;
@@ -138,24 +137,93 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     c.pass = value && (std::string(d.op) == ">=" ? *value >= c.threshold : *value <= c.threshold);
     c.detail = std::move(detail);
     out.push_back(std::move(c));
-  };
+  }
+};
 
+// Links over the test: best throughput and efficiency, summed errors.
+struct LinkAcc {
+  double best_mbps{-1};
+  std::string best_mbps_step;
+  std::optional<double> best_eff;
+  std::string best_eff_step;
+  double speed{-1};
+  double errors{0};
+  std::string error_detail;
+};
+
+// Counter KPIs: every node, from the sums compute_report put in its "counters".
+void counter_checks(Judge& check, const std::string& step, const std::string& name, const NodeResult& n) {
+  for (const auto& [kpi, field, cat] :
+       {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
+        std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
+        std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
+        std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
+    if (!(check.k.*field)) continue;
+    if (!n.counters) {
+      check(def(kpi), step, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, step));
+      continue;
+    }
+    const double v = n.counters->categories.at(cat);
+    std::string top;
+    if (const auto m = n.counters->movers.find(cat); m != n.counters->movers.end()) {
+      for (const auto& t : m->second) {
+        if (top.size() > 120) break;
+        top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, fmtv(t.delta));
+      }
+    }
+    check(def(kpi), step, name, v,
+          fmt::format("{} in {}: {} {}{}", name, step, fmtv(v), cat, top.empty() ? "" : " (" + top + ")"));
+  }
+}
+
+// The link KPIs, over the whole test.
+void link_checks(Judge& check, const std::vector<std::string>& order, const std::map<std::string, LinkAcc>& links) {
+  const KpiSet& k = check.k;
+  for (const auto& sub : order) {
+    const auto& a = links.at(sub);
+    if (k.min_link_mbps) {
+      if (a.best_mbps_step.empty()) {
+        check(def("min-link-mbps"), std::nullopt, sub, std::nullopt,
+              fmt::format("{}: not measured in a complete step (a node of each step it was in was lost)", sub));
+      } else {
+        check(def("min-link-mbps"), std::nullopt, sub, a.best_mbps,
+              fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step));
+      }
+    }
+    if (k.min_efficiency_pct) {
+      if (a.best_eff) {
+        check(def("min-efficiency-pct"), std::nullopt, sub, *a.best_eff,
+              fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed),
+                          a.best_eff_step));
+      } else {
+        check(def("min-efficiency-pct"), std::nullopt, sub, std::nullopt,
+              a.best_mbps_step.empty() ? fmt::format("{}: not measured in a complete step", sub)
+                                       : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
+      }
+    }
+    if (k.max_nic_errors) {
+      check(def("max-nic-errors"), std::nullopt, sub, a.errors,
+            a.error_detail.empty() ? fmt::format("{}: no errors or drops", sub) : sub + ": " + a.error_detail);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
+                                    const std::map<std::string, std::string>& names,
+                                    const std::optional<std::string>& test) {
+  Judge check{k, test, {}};
+  const auto label = [&](const std::string& n) {
+    const auto it = names.find(n);
+    return it == names.end() ? n : it->second;
+  };
   // Node values over the test, for the spread.
   struct NodeValue {
     std::string step, node;
     double mbps;
   };
   std::vector<NodeValue> node_values;
-  // Links over the test: best throughput and efficiency, summed errors.
-  struct LinkAcc {
-    double best_mbps{-1};
-    std::string best_mbps_step;
-    std::optional<double> best_eff;
-    std::string best_eff_step;
-    double speed{-1};
-    double errors{0};
-    std::string error_detail;
-  };
   std::map<std::string, LinkAcc> links;
   std::vector<std::string> link_order;
 
@@ -167,28 +235,7 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     for (const auto& n : r.nodes) by_index[n.index] = label(n.node);
     for (const auto& n : r.nodes) {
       const std::string name = label(n.node);
-      // Counter KPIs: every node, from the sums compute_report put in its "counters".
-      for (const auto& [kpi, field, cat] :
-           {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
-            std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
-            std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
-            std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
-        if (!(k.*field)) continue;
-        if (!n.counters) {
-          check(def(kpi), s.id, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, s.id));
-          continue;
-        }
-        const double v = n.counters->categories.at(cat);
-        std::string top;
-        if (const auto m = n.counters->movers.find(cat); m != n.counters->movers.end()) {
-          for (const auto& t : m->second) {
-            if (top.size() > 120) break;
-            top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, fmtv(t.delta));
-          }
-        }
-        check(def(kpi), s.id, name, v,
-              fmt::format("{} in {}: {} {}{}", name, s.id, fmtv(v), cat, top.empty() ? "" : " (" + top + ")"));
-      }
+      counter_checks(check, s.id, name, n);
       if (n.role.find("client") != std::string::npos) {
         const double v = node_mbps(n, r.test);
         node_values.push_back({s.id, name, v});
@@ -261,34 +308,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                         fmtv(mn->mbps), mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
     }
   }
-  for (const auto& sub : link_order) {
-    const auto& a = links[sub];
-    if (k.min_link_mbps) {
-      if (a.best_mbps_step.empty()) {
-        check(def("min-link-mbps"), std::nullopt, sub, std::nullopt,
-              fmt::format("{}: not measured in a complete step (a node of each step it was in was lost)", sub));
-      } else {
-        check(def("min-link-mbps"), std::nullopt, sub, a.best_mbps,
-              fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step));
-      }
-    }
-    if (k.min_efficiency_pct) {
-      if (a.best_eff) {
-        check(def("min-efficiency-pct"), std::nullopt, sub, *a.best_eff,
-              fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed),
-                          a.best_eff_step));
-      } else {
-        check(def("min-efficiency-pct"), std::nullopt, sub, std::nullopt,
-              a.best_mbps_step.empty() ? fmt::format("{}: not measured in a complete step", sub)
-                                       : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
-      }
-    }
-    if (k.max_nic_errors) {
-      check(def("max-nic-errors"), std::nullopt, sub, a.errors,
-            a.error_detail.empty() ? fmt::format("{}: no errors or drops", sub) : sub + ": " + a.error_detail);
-    }
-  }
-  return out;
+  link_checks(check, link_order, links);
+  return std::move(check.out);
 }
 
 json to_json(const KpiCheck& c) {
