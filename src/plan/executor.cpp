@@ -168,20 +168,19 @@ bool isolatable(plan::Pattern p) {
 }
 
 // The busiest non-loopback interface of each node of a step's result, by plan host index.
-std::map<std::uint32_t, std::string> busiest_links(const json& result,
+std::map<std::uint32_t, std::string> busiest_links(const plan::StepResult& result,
                                                    const std::map<std::string, std::uint32_t>& index) {
   std::map<std::uint32_t, std::string> out;
-  if (!result.contains("nodes")) return out;
-  for (const auto& n : result["nodes"]) {
-    const auto it = index.find(n.value("node", ""));
-    if (it == index.end() || !n.contains("links")) continue;
+  for (const auto& n : result.nodes) {
+    const auto it = index.find(n.node);
+    if (it == index.end()) continue;
     double best = -1;
-    for (const auto& l : n["links"]) {
-      if (l.value("kind", "") == "loopback") continue;
-      const double v = std::max(l.value("payload_tx_mb_per_s", 0.0), l.value("payload_rx_mb_per_s", 0.0));
+    for (const auto& l : n.links) {
+      if (l.kind == "loopback") continue;
+      const double v = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
       if (v > best) {
         best = v;
-        out[it->second] = l.value("link", "");
+        out[it->second] = l.link;
       }
     }
   }
@@ -259,21 +258,20 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
       try {
         const RunRecord run = run_test(req);
         const Report report = compute_report(run);
-        const json result = render_json(report);
-        rec["result"] = result;
+        rec["result"] = render_json(report);
+        const auto result = plan::decode_step_result(rec["result"]);
         if (run.interrupted) interrupted = true;
         // The result's pairs name nodes by index; map them back to plan hosts.
         std::map<std::uint64_t, std::uint32_t> node_host;
-        for (const auto& n : result["nodes"]) {
-          const auto it = index.find(n.value("node", ""));
-          if (it != index.end()) node_host[n.value("index", std::uint64_t{0})] = it->second;
+        for (const auto& n : result.nodes) {
+          if (const auto it = index.find(n.node); it != index.end()) node_host[n.index] = it->second;
         }
-        for (const auto& pj : result["pairs"]) {
-          const auto c = node_host.find(pj.value("client", std::uint64_t{0}));
-          const auto v = node_host.find(pj.value("server", std::uint64_t{0}));
+        for (const auto& pr : result.pairs) {
+          const auto c = node_host.find(pr.client);
+          const auto v = node_host.find(pr.server);
           if (c == node_host.end() || v == node_host.end()) continue;
           for (std::size_t i = 0; i < st.pairs.size(); ++i) {
-            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pj.value("mb_per_s", 0.0);
+            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.mb_per_s;
           }
         }
         for (const auto& [h, l] : busiest_links(result, index)) {
@@ -311,341 +309,381 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
 
 }  // namespace
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
+namespace {
+
+// One run of a plan, its phases as methods over what they share.
+class PlanRun {
+ public:
+  PlanRun(const Plan& p, const RunOptions& o, std::ostream& os)
+      : p_(p),
+        o_(o),
+        os_(os),
+        steps_(plan::expand(p)),
+        names_(node_names(p)),
+        plan_obj_(plan::plan_json(p)),
+        ran_in_test_(p.tests.size(), 0),
+        last_of_test_(p.tests.size(), 0) {
+    // A test's KPIs are judged after its last step (with A/B, its steps come back every block).
+    for (std::size_t i = 0; i < steps_.size(); ++i) last_of_test_[steps_[i].test] = i;
+  }
+  int run();
+
+ private:
+  // Not done in the file resumed (every step of a fresh run).
+  [[nodiscard]] bool pending(const std::string& id) const {
+    const auto it = prior_.steps.find(id);
+    return it == prior_.steps.end() || it->second["status"] != "done";
+  }
+  void open_results();
+  [[nodiscard]] double seconds_left(std::size_t from) const;
+  bool run_hook(const plan::PlannedStep& s);
+  bool run_step(std::size_t i);
+  void write_checks(std::vector<plan::KpiCheck> fresh);
+  void eval_test(std::size_t ti);
+  int finish();
+
+  const Plan& p_;
+  const RunOptions& o_;
+  std::ostream& os_;
+  const std::vector<plan::PlannedStep> steps_;
+  const std::map<std::string, std::string> names_;
+  const json plan_obj_;
+  std::string path_;
+  plan::ResumeState prior_;
+  std::optional<ResultsFile> out_;
+  bool tty_{false};
+  Clock::time_point t0_;
+  std::vector<plan::StepOutcome> outcomes_;  // every done step, plan-wide
+  std::vector<plan::KpiCheck> checks_;
+  std::vector<std::size_t> ran_in_test_;
+  std::vector<std::size_t> last_of_test_;
+  std::optional<std::size_t> hook_block_;  // the A/B block whose hook ran last
+  bool hook_failed_{false}, interrupted_{false}, any_step_ran_{false};
+  int worst_infra_{0};               // 2 or 3 once a step could not run
+  double ran_s_{0}, ran_time_s_{0};  // wall time of the steps run so far, and their test time
+  std::size_t ran_{0};
+};
+
+// Resume: the same plan, steps already done are not run again.
+void PlanRun::open_results() {
+  path_ = o_.results;
+  if (!o_.resume.empty()) {
+    if (!o_.results.empty() && o_.results != o_.resume)
+      throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
+    prior_ = plan::read_results(o_.resume);
+    if (prior_.plan_record.value("plan", json()) != plan_obj_) {
+      throw UsageError(
+          fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o_.resume));
+    }
+    path_ = o_.resume;
+  } else if (path_.empty()) {
+    path_ = default_results_name(p_.name == p_.file ? p_.file : p_.name);
+  }
+}
+
+// The time the pending steps from `from` on will take; once steps have run, their measured
+// set-up cost replaces the estimate.
+double PlanRun::seconds_left(std::size_t from) const {
+  double left = 0;
+  std::size_t n_left = 0;
+  for (std::size_t j = from; j < steps_.size(); ++j) {
+    if (!pending(steps_[j].id)) continue;
+    left += std::chrono::duration<double>(p_.tests[steps_[j].test].spec.time()).count() + plan::kStepOverheadS;
+    ++n_left;
+  }
+  if (ran_ == 0) return left;
+  const double planned = left - static_cast<double>(n_left) * plan::kStepOverheadS;
+  return planned + static_cast<double>(n_left) *
+                       std::max(0.0, ran_s_ / static_cast<double>(ran_) - ran_time_s_ / static_cast<double>(ran_));
+}
+
+// The block's configuration first: its hook, on this host, before its first step. False when it
+// failed (the plan stops).
+bool PlanRun::run_hook(const plan::PlannedStep& s) {
+  const bool is_a = s.config == "A";
+  const std::string& cmd = is_a ? p_.ab->a : p_.ab->b;
+  const std::string& cname = is_a ? p_.ab->a_name : p_.ab->b_name;
+  if (tty_) os_ << "\r\033[K";
+  const std::string started = plan::iso8601_now();
+  const auto hr = plan::run_hook(cmd, p_.ab->timeout_s);
+  out_->write({{"type", "hook"},
+               {"config", s.config},
+               {"name", cname},
+               {"round", s.trial},
+               {"command", cmd},
+               {"exit_code", hr.exit_code},
+               {"timed_out", hr.timed_out},
+               {"error", hr.error},
+               {"started_at", started},
+               {"duration_s", hr.duration_s},
+               {"output_tail", hr.output}});
+  hook_block_ = s.block;
+  const bool ok = hr.exit_code == 0 && !hr.timed_out;
+  if (!o_.quiet || !ok) {
+    os_ << fmt::format("hook {} ({}) round {}: {} in {:.1f} s: {}\n", s.config, cname, s.trial,
+                       hr.timed_out        ? fmt::format("killed after {} s", p_.ab->timeout_s)
+                       : !hr.error.empty() ? "could not start (" + hr.error + ")"
+                                           : fmt::format("exit {}", hr.exit_code),
+                       hr.duration_s, cmd);
+  }
+  if (ok) return true;
+  os_ << "hook output (last lines):\n"
+      << (hr.output.empty() ? "(none)\n" : hr.output) << (hr.output.empty() || hr.output.back() == '\n' ? "" : "\n");
+  os_ << fmt::format(
+             "plan stopped: the hook for {} failed; nothing measured is lost (--resume {} runs the rest once the "
+             "hook works)\n",
+             cname, path_)
+      << std::flush;
+  hook_failed_ = true;
+  return false;
+}
+
+// Runs step i (its block's hook first) and writes its record. False: the plan stops here.
+bool PlanRun::run_step(std::size_t i) {
+  const auto& s = steps_[i];
+  const auto& t = p_.tests[s.test];
+  std::vector<std::string> cn, sn;
+  for (const auto h : s.clients) cn.push_back(p_.hosts[h].name);
+  for (const auto h : s.servers) sn.push_back(p_.hosts[h].name);
+  if (stop_requested()) {
+    interrupted_ = true;
+    return false;
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
+  const std::string step_line =
+      fmt::format("[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}", i + 1, steps_.size(), s.id, cn.size(),
+                  sn.size(), hms(elapsed), hms(seconds_left(i)));
+  if (tty_) os_ << "\r\033[K" << step_line << std::flush;
+  if (p_.ab && hook_block_ != s.block && !run_hook(s)) return false;
+  RunRequest req;
+  req.spec = t.spec;
+  req.interval = t.interval;
+  req.key = o_.key;
+  req.connect_timeout = o_.connect_timeout;
+  if (tty_) {
+    req.progress = [&](double e, double total, double mb) {
+      os_ << "\r\033[K" << step_line << "  step " << progress_text(e, total, mb) << std::flush;
+    };
+  }
+  for (const auto h : s.servers) req.servers.push_back(p_.hosts[h].hp);
+  for (const auto h : s.clients) req.clients.push_back(p_.hosts[h].hp);
+  req.pairs = s.pairs;
+  json rec = {{"type", "step"},
+              {"index", s.index},
+              {"id", s.id},
+              {"test", t.name},
+              {"pattern", std::string(plan::to_string(t.pattern.pattern))},
+              {"clients", cn},
+              {"servers", sn},
+              {"status", "done"},
+              {"error", ""},
+              {"started_at", plan::iso8601_now()},
+              {"base_id", s.base_id},
+              {"trial", s.trial}};
+  if (!s.config.empty()) rec["config"] = s.config;
+  const auto st0 = Clock::now();
+  std::string summary;
+  std::optional<plan::StepResult> result;
+  try {
+    const RunRecord r = run_test(req);
+    const Report report = compute_report(r);
+    rec["result"] = render_json(report);
+    result = plan::decode_step_result(rec["result"]);
+    if (r.interrupted) {
+      rec["status"] = "interrupted";
+      rec["error"] = "interrupted by the user";
+      interrupted_ = true;
+    } else if (!report.complete) {
+      rec["status"] = "failed";
+      std::string err;
+      for (const auto& n : r.nodes) {
+        if (!n.error.empty()) err += (err.empty() ? "" : "; ") + n.error;
+      }
+      rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
+      worst_infra_ = worst_infra_ == 2 ? 2 : 3;
+    }
+    const double mb = report.aggregate.mb_per_s;
+    summary = mb >= 100 ? fmt::format("{:.0f} MB/s", mb) : fmt::format("{:.3g} MB/s", mb);
+    // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
+    const auto fig = plan::step_figures(t.pattern.pattern, t.hosts.size(), *result);
+    if (!fig.is_null()) {
+      rec["figures"] = fig;
+      summary += ", " + plan::render_step_figures(fig);
+    }
+  } catch (const Interrupted& e) {
+    rec["status"] = "interrupted";
+    rec["error"] = e.what();
+    interrupted_ = true;
+    summary = "interrupted";
+  } catch (const Error& e) {
+    rec["status"] = "failed";
+    rec["error"] = e.what();
+    worst_infra_ = e.code() == ExitCode::usage ? 2 : (worst_infra_ == 2 ? 2 : 3);
+    summary = "failed";
+  }
+  const double dur = std::chrono::duration<double>(Clock::now() - st0).count();
+  rec["duration_s"] = dur;
+  out_->write(rec);
+  any_step_ran_ = true;
+  ++ran_in_test_[s.test];
+  ran_s_ += dur;
+  ran_time_s_ += std::chrono::duration<double>(t.spec.time()).count();
+  ++ran_;
+  const std::string status = rec["status"].get<std::string>();
+  if (status == "done") outcomes_.push_back({s.id, t.name, *result});
+  // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
+  if (!o_.quiet) {
+    if (tty_) os_ << "\r\033[K";
+    std::string flows;
+    for (const auto& [c, v] : s.pairs) flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", cn[c], sn[v]);
+    if (flows.size() > 60) flows = fmt::format("{} pairs", s.pairs.size());
+    os_ << fmt::format("step {}/{} {} ({}): {}{} in {:.1f} s\n", i + 1, steps_.size(), s.id, flows, status,
+                       status == "done" ? ", " + summary : ": " + rec["error"].get<std::string>(), dur)
+        << std::flush;
+  }
+  return !interrupted_;
+}
+
+void PlanRun::write_checks(std::vector<plan::KpiCheck> fresh) {
+  for (auto& c : fresh) {
+    out_->write(plan::to_json(c));
+    checks_.push_back(std::move(c));
+  }
+}
+
+void PlanRun::eval_test(std::size_t ti) {
+  const auto& t = p_.tests[ti];
+  if (t.kpis.empty()) {
+    if (p_.isolate && ran_in_test_[ti] > 0 && !interrupted_)
+      run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
+    return;
+  }
+  std::vector<plan::KpiCheck> stored;
+  for (const auto& c : prior_.kpis) {
+    if (c.test && *c.test == t.name) stored.push_back(c);
+  }
+  if (ran_in_test_[ti] == 0 && !stored.empty()) {
+    checks_.insert(checks_.end(), stored.begin(), stored.end());
+    return;
+  }
+  std::vector<plan::StepOutcome> mine;
+  for (const auto& s : outcomes_) {
+    if (s.test == t.name) mine.push_back(s);
+  }
+  write_checks(plan::evaluate_kpis(t.kpis, mine, names_, t.name));
+  if (p_.isolate && !interrupted_) run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
+}
+
+int PlanRun::run() {
+  open_results();
+  const auto to_run = static_cast<std::size_t>(
+      std::count_if(steps_.begin(), steps_.end(), [&](const plan::PlannedStep& s) { return pending(s.id); }));
+  if (!o_.quiet) {
+    os_ << fmt::format(
+        "plan '{}': {} tests, {} steps{}, estimated {} (results: {})\n", p_.name, p_.tests.size(), steps_.size(),
+        to_run == steps_.size() ? "" : fmt::format(" ({} to run, {} done before)", to_run, steps_.size() - to_run),
+        hms(seconds_left(0)), path_);
+  }
+  g_stop_base = stop::requests();
+  if (o_.preflight && to_run > 0) {
+    const int rc = run_preflight(p_, o_.key, o_.connect_timeout, o_.quiet, os_);
+    if (rc != 0) return rc;
+    if (stop_requested()) {
+      os_ << "interrupted before the first step\n";
+      return static_cast<int>(ExitCode::infrastructure);
+    }
+  }
+  out_.emplace(path_, o_.resume.empty());
+  if (o_.resume.empty()) {
+    out_->write({{"type", "plan"},
+                 {"schema", plan::kResultsSchema},
+                 {"version", plan::kResultsVersion},
+                 {"fabperf_version", FABPERF_VERSION},
+                 {"started_at", plan::iso8601_now()},
+                 {"plan_file", p_.file},
+                 {"plan", plan_obj_},
+                 {"steps_total", steps_.size()}});
+  }
+  tty_ = !o_.quiet && o_.progress;
+  t0_ = Clock::now();
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const auto& s = steps_[i];
+    if (!pending(s.id)) {
+      try {
+        outcomes_.push_back({s.id, p_.tests[s.test].name, plan::decode_step_result(prior_.steps.at(s.id)["result"])});
+      } catch (const UsageError& e) {
+        throw UsageError(fmt::format("--resume {}: step {}: {}", path_, s.id, e.what()));
+      }
+    } else if (!run_step(i)) {
+      break;
+    }
+    // A test's KPIs once its last step is behind.
+    if (i == last_of_test_[s.test]) eval_test(s.test);
+    if (interrupted_) break;
+  }
+  if (tty_) os_ << "\r\033[K" << std::flush;
+  return finish();
+}
+
+// Plan-wide KPIs, A/B verdict, the "end" record and the last lines.
+int PlanRun::finish() {
+  if (!interrupted_ && !hook_failed_ && !p_.kpis.empty()) {
+    std::vector<plan::KpiCheck> stored;
+    for (const auto& c : prior_.kpis) {
+      if (!c.test) stored.push_back(c);
+    }
+    if (!any_step_ran_ && !stored.empty()) {
+      checks_.insert(checks_.end(), stored.begin(), stored.end());
+    } else {
+      write_checks(plan::evaluate_kpis(p_.kpis, outcomes_, names_, std::nullopt));
+    }
+  }
+  bool kpi_failed = false;
+  for (const auto& c : checks_) kpi_failed = kpi_failed || !c.pass;
+  // An A/B plan that states what B should do ends with compare's verdict on its own results
+  // (every done trial, resumed runs included): `fabperf compare RESULTS` says the same.
+  std::string ab_verdict;
+  if (p_.ab && !interrupted_ && !hook_failed_) {
+    TrialCompareOptions co;
+    co.expect = parse_expectations(p_.ab->expect, p_.ab->expect_rest, p_.ab->expect_gain);
+    if (!co.expect.empty()) {
+      const auto sides = load_trial_sets(path_);
+      const auto cmp = compare_trial_sets(sides.at(0), sides.at(1), co);
+      ab_verdict = render_trial_comparison_text(cmp);
+      kpi_failed = kpi_failed || cmp.failed;
+    }
+  }
+  const int code = worst_infra_ == 2 ? 2 : worst_infra_ == 3 || interrupted_ || hook_failed_ ? 3 : kpi_failed ? 1 : 0;
+  out_->write({{"type", "end"},
+               {"finished_at", plan::iso8601_now()},
+               {"interrupted", interrupted_},
+               {"passed", code == 0},
+               {"exit_code", code}});
+  const std::size_t failed_steps = steps_.size() - outcomes_.size();
+  os_ << plan::render_verdicts(checks_) << ab_verdict;
+  os_ << fmt::format(
+      "plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p_.name, outcomes_.size(), steps_.size(),
+      interrupted_       ? " (interrupted: continue with --resume " + path_ + ")"
+      : hook_failed_     ? " (stopped by a failing hook: --resume " + path_ + " continues)"
+      : failed_steps > 0 ? fmt::format(" ({} failed or not run: --resume {} runs them again)", failed_steps, path_)
+                         : std::string(),
+      code == 0   ? "PASSED"
+      : code == 1 ? "KPI FAILED"
+      : code == 2 ? "PLAN ERROR"
+                  : "INCOMPLETE",
+      hms(std::chrono::duration<double>(Clock::now() - t0_).count()), path_);
+  return code;
+}
+
+}  // namespace
+
 int run_plan(const Plan& p, const RunOptions& o, std::ostream& os) {
   if (p.ab && !o.allow_hooks) {
     throw UsageError(
         fmt::format("plan {}: its [ab] hooks run commands on this host ('{}', '{}'): give --allow-hooks to let them",
                     p.file, p.ab->a, p.ab->b));
   }
-  const auto steps = plan::expand(p);
-  const auto names = node_names(p);
-  const json plan_obj = plan::plan_json(p);
-
-  // Resume: the same plan, steps already done are not run again.
-  std::string path = o.results;
-  plan::ResumeState prior;
-  if (!o.resume.empty()) {
-    if (!o.results.empty() && o.results != o.resume)
-      throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
-    prior = plan::read_results(o.resume);
-    if (prior.plan_record.value("plan", json()) != plan_obj) {
-      throw UsageError(
-          fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o.resume));
-    }
-    path = o.resume;
-  } else if (path.empty()) {
-    path = default_results_name(p.name == p.file ? p.file : p.name);
-  }
-  std::size_t to_run = 0;
-  for (const auto& s : steps) {
-    const auto it = prior.steps.find(s.id);
-    if (it == prior.steps.end() || it->second.value("status", "") != "done") ++to_run;
-  }
-  double est = 0;
-  for (const auto& s : steps) {
-    const auto it = prior.steps.find(s.id);
-    if (it == prior.steps.end() || it->second.value("status", "") != "done") {
-      est += std::chrono::duration<double>(p.tests[s.test].spec.time()).count() + plan::kStepOverheadS;
-    }
-  }
-  if (!o.quiet) {
-    os << fmt::format(
-        "plan '{}': {} tests, {} steps{}, estimated {} (results: {})\n", p.name, p.tests.size(), steps.size(),
-        to_run == steps.size() ? "" : fmt::format(" ({} to run, {} done before)", to_run, steps.size() - to_run),
-        hms(est), path);
-  }
-  g_stop_base = stop::requests();
-  if (o.preflight && to_run > 0) {
-    const int rc = run_preflight(p, o.key, o.connect_timeout, o.quiet, os);
-    if (rc != 0) return rc;
-    if (stop_requested()) {
-      os << "interrupted before the first step\n";
-      return static_cast<int>(ExitCode::infrastructure);
-    }
-  }
-
-  ResultsFile out(path, o.resume.empty());
-  if (o.resume.empty()) {
-    out.write({{"type", "plan"},
-               {"schema", plan::kResultsSchema},
-               {"version", plan::kResultsVersion},
-               {"fabperf_version", FABPERF_VERSION},
-               {"started_at", plan::iso8601_now()},
-               {"plan_file", p.file},
-               {"plan", plan_obj},
-               {"steps_total", steps.size()}});
-  }
-
-  const bool tty = !o.quiet && o.progress;
-  const auto t0 = Clock::now();
-  std::vector<plan::StepOutcome> outcomes;  // every done step, plan-wide
-  std::vector<plan::KpiCheck> checks;
-  std::vector<std::size_t> ran_in_test(p.tests.size(), 0);
-  // A test's KPIs are judged after its last step (with A/B, its steps come back every block).
-  std::vector<std::size_t> last_of_test(p.tests.size(), 0);
-  for (std::size_t i = 0; i < steps.size(); ++i) last_of_test[steps[i].test] = i;
-  std::optional<std::size_t> hook_block;  // the A/B block whose hook ran last
-  bool hook_failed = false;
-  bool interrupted = false, any_step_ran = false;
-  int worst_infra = 0;               // 2 or 3 once a step could not run
-  double ran_s = 0, ran_time_s = 0;  // wall time of the steps run so far, and their test time
-  std::size_t ran = 0;
-
-  const auto eval_test = [&](std::size_t ti) {
-    const auto& t = p.tests[ti];
-    if (t.kpis.empty()) {
-      if (p.isolate && ran_in_test[ti] > 0 && !interrupted)
-        run_isolation(p, ti, outcomes, checks, o, out, interrupted, os);
-      return;
-    }
-    std::vector<plan::KpiCheck> stored;
-    for (const auto& c : prior.kpis) {
-      if (c.test && *c.test == t.name) stored.push_back(c);
-    }
-    if (ran_in_test[ti] == 0 && !stored.empty()) {
-      checks.insert(checks.end(), stored.begin(), stored.end());
-      return;
-    }
-    std::vector<plan::StepOutcome> mine;
-    for (const auto& s : outcomes) {
-      if (s.test == t.name) mine.push_back(s);
-    }
-    for (auto& c : plan::evaluate_kpis(t.kpis, mine, names, t.name)) {
-      out.write(plan::to_json(c));
-      checks.push_back(std::move(c));
-    }
-    if (p.isolate && !interrupted) run_isolation(p, ti, outcomes, checks, o, out, interrupted, os);
-  };
-
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const auto& s = steps[i];
-    const auto& t = p.tests[s.test];
-    std::vector<std::string> cn, sn;
-    for (const auto h : s.clients) cn.push_back(p.hosts[h].name);
-    for (const auto h : s.servers) sn.push_back(p.hosts[h].name);
-    const auto it = prior.steps.find(s.id);
-    if (it != prior.steps.end() && it->second.value("status", "") == "done") {
-      if (it->second.contains("result")) outcomes.push_back({s.id, t.name, it->second["result"]});
-    } else {
-      if (stop_requested()) {
-        interrupted = true;
-        break;
-      }
-      const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-      double left = 0;
-      for (std::size_t j = i; j < steps.size(); ++j) {
-        const auto jt = prior.steps.find(steps[j].id);
-        if (jt == prior.steps.end() || jt->second.value("status", "") != "done") {
-          left += std::chrono::duration<double>(p.tests[steps[j].test].spec.time()).count() + plan::kStepOverheadS;
-        }
-      }
-      // Once steps have run, their measured set-up cost replaces the estimate.
-      if (ran > 0) {
-        double planned = 0;
-        std::size_t n_left = 0;
-        for (std::size_t j = i; j < steps.size(); ++j) {
-          const auto jt = prior.steps.find(steps[j].id);
-          if (jt == prior.steps.end() || jt->second.value("status", "") != "done") ++n_left;
-        }
-        planned = left - static_cast<double>(n_left) * plan::kStepOverheadS;
-        left = planned + static_cast<double>(n_left) *
-                             std::max(0.0, ran_s / static_cast<double>(ran) - ran_time_s / static_cast<double>(ran));
-      }
-      const std::string step_line = fmt::format("[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}", i + 1,
-                                                steps.size(), s.id, cn.size(), sn.size(), hms(elapsed), hms(left));
-      if (tty) os << "\r\033[K" << step_line << std::flush;
-      if (p.ab && hook_block != s.block) {
-        // The block's configuration first: its hook, on this host, before its first step.
-        const bool is_a = s.config == "A";
-        const std::string& cmd = is_a ? p.ab->a : p.ab->b;
-        const std::string& cname = is_a ? p.ab->a_name : p.ab->b_name;
-        if (tty) os << "\r\033[K";
-        const std::string started = plan::iso8601_now();
-        const auto hr = run_hook(cmd, p.ab->timeout_s);
-        out.write({{"type", "hook"},
-                   {"config", s.config},
-                   {"name", cname},
-                   {"round", s.trial},
-                   {"command", cmd},
-                   {"exit_code", hr.exit_code},
-                   {"timed_out", hr.timed_out},
-                   {"error", hr.error},
-                   {"started_at", started},
-                   {"duration_s", hr.duration_s},
-                   {"output_tail", hr.output}});
-        hook_block = s.block;
-        const bool ok = hr.exit_code == 0 && !hr.timed_out;
-        if (!o.quiet || !ok) {
-          os << fmt::format("hook {} ({}) round {}: {} in {:.1f} s: {}\n", s.config, cname, s.trial,
-                            hr.timed_out        ? fmt::format("killed after {} s", p.ab->timeout_s)
-                            : !hr.error.empty() ? "could not start (" + hr.error + ")"
-                                                : fmt::format("exit {}", hr.exit_code),
-                            hr.duration_s, cmd);
-        }
-        if (!ok) {
-          os << "hook output (last lines):\n"
-             << (hr.output.empty() ? "(none)\n" : hr.output)
-             << (hr.output.empty() || hr.output.back() == '\n' ? "" : "\n");
-          os << fmt::format(
-                    "plan stopped: the hook for {} failed; nothing measured is lost (--resume {} runs the rest "
-                    "once the hook works)\n",
-                    cname, path)
-             << std::flush;
-          hook_failed = true;
-          break;
-        }
-      }
-      RunRequest req;
-      req.spec = t.spec;
-      req.interval = t.interval;
-      req.key = o.key;
-      req.connect_timeout = o.connect_timeout;
-      if (tty) {
-        req.progress = [&](double e, double total, double mb) {
-          os << "\r\033[K" << step_line << "  step " << progress_text(e, total, mb) << std::flush;
-        };
-      }
-      for (const auto h : s.servers) req.servers.push_back(p.hosts[h].hp);
-      for (const auto h : s.clients) req.clients.push_back(p.hosts[h].hp);
-      req.pairs = s.pairs;
-      json rec = {{"type", "step"},
-                  {"index", s.index},
-                  {"id", s.id},
-                  {"test", t.name},
-                  {"pattern", std::string(plan::to_string(t.pattern.pattern))},
-                  {"clients", cn},
-                  {"servers", sn},
-                  {"status", "done"},
-                  {"error", ""},
-                  {"started_at", plan::iso8601_now()},
-                  {"base_id", s.base_id},
-                  {"trial", s.trial}};
-      if (!s.config.empty()) rec["config"] = s.config;
-      const auto st0 = Clock::now();
-      std::string summary;
-      try {
-        const RunRecord r = run_test(req);
-        const Report report = compute_report(r);
-        rec["result"] = render_json(report);
-        if (r.interrupted) {
-          rec["status"] = "interrupted";
-          rec["error"] = "interrupted by the user";
-          interrupted = true;
-        } else if (!report.complete) {
-          rec["status"] = "failed";
-          std::string err;
-          for (const auto& n : r.nodes) {
-            if (!n.error.empty()) err += (err.empty() ? "" : "; ") + n.error;
-          }
-          rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
-          worst_infra = worst_infra == 2 ? 2 : 3;
-        }
-        const double mb = report.aggregate.mb_per_s;
-        summary = mb >= 100 ? fmt::format("{:.0f} MB/s", mb) : fmt::format("{:.3g} MB/s", mb);
-        // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
-        const auto fig = plan::step_figures(t.pattern.pattern, t.hosts.size(), rec["result"]);
-        if (!fig.is_null()) {
-          rec["figures"] = fig;
-          summary += ", " + plan::render_step_figures(fig);
-        }
-      } catch (const Interrupted& e) {
-        rec["status"] = "interrupted";
-        rec["error"] = e.what();
-        interrupted = true;
-        summary = "interrupted";
-      } catch (const Error& e) {
-        rec["status"] = "failed";
-        rec["error"] = e.what();
-        worst_infra = e.code() == ExitCode::usage ? 2 : (worst_infra == 2 ? 2 : 3);
-        summary = "failed";
-      }
-      const double dur = std::chrono::duration<double>(Clock::now() - st0).count();
-      rec["duration_s"] = dur;
-      out.write(rec);
-      any_step_ran = true;
-      ++ran_in_test[s.test];
-      ran_s += dur;
-      ran_time_s += std::chrono::duration<double>(t.spec.time()).count();
-      ++ran;
-      const std::string status = rec["status"].get<std::string>();
-      if (status == "done") outcomes.push_back({s.id, t.name, rec["result"]});
-      // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
-      if (!o.quiet) {
-        if (tty) os << "\r\033[K";
-        std::string flows;
-        for (const auto& [c, v] : s.pairs) flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", cn[c], sn[v]);
-        if (flows.size() > 60) flows = fmt::format("{} pairs", s.pairs.size());
-        os << fmt::format("step {}/{} {} ({}): {}{} in {:.1f} s\n", i + 1, steps.size(), s.id, flows, status,
-                          status == "done" ? ", " + summary : ": " + rec["error"].get<std::string>(), dur)
-           << std::flush;
-      }
-      if (interrupted) break;
-    }
-    // A test's KPIs once its last step is behind.
-    if (i == last_of_test[s.test]) eval_test(s.test);
-    if (interrupted) break;
-  }
-  if (tty) os << "\r\033[K" << std::flush;
-
-  if (!interrupted && !hook_failed && !p.kpis.empty()) {
-    std::vector<plan::KpiCheck> stored;
-    for (const auto& c : prior.kpis) {
-      if (!c.test) stored.push_back(c);
-    }
-    if (!any_step_ran && !stored.empty()) {
-      checks.insert(checks.end(), stored.begin(), stored.end());
-    } else {
-      for (auto& c : plan::evaluate_kpis(p.kpis, outcomes, names, std::nullopt)) {
-        out.write(plan::to_json(c));
-        checks.push_back(std::move(c));
-      }
-    }
-  }
-  bool kpi_failed = false;
-  for (const auto& c : checks) kpi_failed = kpi_failed || !c.pass;
-  // An A/B plan that states what B should do ends with compare's verdict on its own results
-  // (every done trial, resumed runs included): `fabperf compare RESULTS` says the same.
-  std::string ab_verdict;
-  if (p.ab && !interrupted && !hook_failed) {
-    TrialCompareOptions co;
-    co.expect = parse_expectations(p.ab->expect, p.ab->expect_rest, p.ab->expect_gain);
-    if (!co.expect.empty()) {
-      const auto sides = load_trial_sets(path);
-      const auto cmp = compare_trial_sets(sides.at(0), sides.at(1), co);
-      ab_verdict = render_trial_comparison_text(cmp);
-      kpi_failed = kpi_failed || cmp.failed;
-    }
-  }
-  int code = 0;
-  if (worst_infra == 2) {
-    code = 2;
-  } else if (worst_infra == 3 || interrupted || hook_failed) {
-    code = 3;
-  } else if (kpi_failed) {
-    code = 1;
-  }
-  out.write({{"type", "end"},
-             {"finished_at", plan::iso8601_now()},
-             {"interrupted", interrupted},
-             {"passed", code == 0},
-             {"exit_code", code}});
-
-  const std::size_t done_steps = outcomes.size();
-  const std::size_t failed_steps = steps.size() - done_steps;
-  os << plan::render_verdicts(checks) << ab_verdict;
-  os << fmt::format("plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p.name, done_steps, steps.size(),
-                    interrupted   ? " (interrupted: continue with --resume " + path + ")"
-                    : hook_failed ? " (stopped by a failing hook: --resume " + path + " continues)"
-                    : failed_steps > 0
-                        ? fmt::format(" ({} failed or not run: --resume {} runs them again)", failed_steps, path)
-                        : std::string(),
-                    code == 0   ? "PASSED"
-                    : code == 1 ? "KPI FAILED"
-                    : code == 2 ? "PLAN ERROR"
-                                : "INCOMPLETE",
-                    hms(std::chrono::duration<double>(Clock::now() - t0).count()), path);
-  return code;
+  return PlanRun(p, o, os).run();
 }
 
 }  // namespace fabperf::plan

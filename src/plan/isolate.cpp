@@ -3,8 +3,6 @@
 #include <fabperf/isolate.hpp>
 #include <fabperf/stats.hpp>
 
-#include "plan/result_json.hpp"
-
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -17,10 +15,10 @@ using nlohmann::json;
 
 // A node's payload in the test's direction: a client drives it (write: sends), a server takes
 // the other end (write: receives).
-double role_mbps(const json& node, const std::string& test, bool client) {
+double role_mbps(const NodeResult& node, const std::string& test, bool client) {
   const bool reads = test == "read" || test == "sread";
-  if (test == "rw") return num(node, "tx_mb_per_s") + num(node, "rx_mb_per_s");
-  return (client != reads) ? num(node, "tx_mb_per_s") : num(node, "rx_mb_per_s");
+  if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
+  return (client != reads) ? node.tx_mb_per_s : node.rx_mb_per_s;
 }
 
 std::string mb(double v) {
@@ -42,22 +40,20 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   std::map<std::uint32_t, std::vector<double>> as_client, as_server;
   std::set<std::uint32_t> seen, measured;  // in any step, complete or not; in a complete one
   for (const auto& st : steps) {
-    if (!st.result.contains("nodes") || !st.result["nodes"].is_array()) continue;
-    for (const auto& n : st.result["nodes"]) {
-      if (const auto it = names.find(n.value("node", "")); it != names.end()) seen.insert(it->second);
+    for (const auto& n : st.result.nodes) {
+      if (const auto it = names.find(n.node); it != names.end()) seen.insert(it->second);
     }
     // A step that lost a node proves nothing about anybody: no figure of it makes a node good.
-    if (!st.result.value("complete", true)) {
+    if (!st.result.complete) {
       s.trace.push_back(fmt::format("  step {} left out: incomplete (a node was lost)", st.id));
       continue;
     }
-    for (const auto& n : st.result["nodes"]) {
-      const auto it = names.find(n.value("node", ""));
+    for (const auto& n : st.result.nodes) {
+      const auto it = names.find(n.node);
       if (it == names.end()) continue;
       measured.insert(it->second);
-      const std::string role = n.value("role", "");
-      if (role.find("client") != std::string::npos) as_client[it->second].push_back(role_mbps(n, test, true));
-      if (role.find("server") != std::string::npos) as_server[it->second].push_back(role_mbps(n, test, false));
+      if (n.role.find("client") != std::string::npos) as_client[it->second].push_back(role_mbps(n, test, true));
+      if (n.role.find("server") != std::string::npos) as_server[it->second].push_back(role_mbps(n, test, false));
     }
   }
   // Each role is judged against the median of the nodes that played it, each node by the median

@@ -5,8 +5,6 @@
 #include <fabperf/error.hpp>
 #include <fabperf/plan.hpp>
 
-#include "plan/result_json.hpp"
-
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -53,10 +51,10 @@ const KpiDef& def(std::string_view name) {
 
 // A client node's payload in the direction its test drives: write-like tests send, read receives,
 // rw does both.
-double node_mbps(const json& node, const std::string& test) {
-  if (test == "read" || test == "sread") return num(node, "rx_mb_per_s");
-  if (test == "rw") return num(node, "tx_mb_per_s") + num(node, "rx_mb_per_s");
-  return num(node, "tx_mb_per_s");
+double node_mbps(const NodeResult& node, const std::string& test) {
+  if (test == "read" || test == "sread") return node.rx_mb_per_s;
+  if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
+  return node.tx_mb_per_s;
 }
 
 std::string fmtv(double v) {
@@ -116,17 +114,16 @@ json to_json(const KpiSet& k) {
   return j;
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
-std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
-                                    const std::map<std::string, std::string>& names,
-                                    const std::optional<std::string>& test) {
+namespace {
+
+// The checks of one evaluation: each one judged against its KPI's threshold.
+struct Judge {
+  const KpiSet& k;
+  const std::optional<std::string>& test;
   std::vector<KpiCheck> out;
-  const auto label = [&](const std::string& n) {
-    const auto it = names.find(n);
-    return it == names.end() ? n : it->second;
-  };
-  const auto check = [&](const KpiDef& d, const std::optional<std::string>& step, std::string subject,
-                         std::optional<double> value, std::string detail) {
+
+  void operator()(const KpiDef& d, const std::optional<std::string>& step, std::string subject,
+                  std::optional<double> value, std::string detail) {
     KpiCheck c;
     c.test = test;
     c.step = step;
@@ -140,152 +137,50 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     c.pass = value && (std::string(d.op) == ">=" ? *value >= c.threshold : *value <= c.threshold);
     c.detail = std::move(detail);
     out.push_back(std::move(c));
-  };
-
-  // Node values over the test, for the spread.
-  struct NodeValue {
-    std::string step, node;
-    double mbps;
-  };
-  std::vector<NodeValue> node_values;
-  // Links over the test: best throughput and efficiency, summed errors.
-  struct LinkAcc {
-    double best_mbps{-1};
-    std::string best_mbps_step;
-    std::optional<double> best_eff;
-    std::string best_eff_step;
-    double speed{-1};
-    double errors{0};
-    std::string error_detail;
-  };
-  std::map<std::string, LinkAcc> links;
-  std::vector<std::string> link_order;
-
-  for (const auto& s : steps) {
-    const json& r = s.result;
-    if (!r.is_object()) continue;
-    // A step that lost a node shows its partners' links at whatever moved before: a link's best
-    // comes from complete steps only (one seen only in such steps is "not measured").
-    const bool complete = r.value("complete", true);
-    const std::string tkind = r.value("/settings/test"_json_pointer, std::string("write"));
-    std::map<std::uint64_t, std::string> by_index;
-    for (const auto& n : r.value("nodes", json::array())) {
-      by_index[n.value("index", std::uint64_t{0})] = label(n.value("node", std::string()));
-    }
-    for (const auto& n : r.value("nodes", json::array())) {
-      const std::string name = label(n.value("node", std::string()));
-      // Counter KPIs: every node, from the sums compute_report put in its "counters".
-      for (const auto& [kpi, field, cat] :
-           {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
-            std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
-            std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
-            std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
-        if (!(k.*field)) continue;
-        const json* cats = n.contains("counters") && n["counters"].is_object() && n["counters"].contains("categories")
-                               ? &n["counters"]["categories"]
-                               : nullptr;
-        if (!cats || !cats->is_object()) {
-          check(def(kpi), s.id, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, s.id));
-          continue;
-        }
-        const double v = num(*cats, cat);
-        std::string top;
-        for (const auto& m : n["counters"].value("movers", json::array())) {
-          if (m.value("category", std::string()) != cat) continue;
-          for (const auto& t : m.value("top", json::array())) {
-            if (top.size() > 120) break;
-            top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.value("source", std::string()),
-                               t.value("name", std::string()), fmtv(num(t, "delta")));
-          }
-        }
-        check(def(kpi), s.id, name, v,
-              fmt::format("{} in {}: {} {}{}", name, s.id, fmtv(v), cat, top.empty() ? "" : " (" + top + ")"));
-      }
-      const bool is_client = n.value("role", std::string()).find("client") != std::string::npos;
-      if (is_client) {
-        const double v = node_mbps(n, tkind);
-        node_values.push_back({s.id, name, v});
-        if (k.min_node_mbps) {
-          check(def("min-node-mbps"), s.id, name, v,
-                fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), tkind));
-        }
-        if (k.max_p99_latency_us) {
-          const bool rpc = n.contains("latency") && n["latency"].is_object();
-          const json* lat = rpc ? &n["latency"] : n.contains("delay") && n["delay"].is_object() ? &n["delay"] : nullptr;
-          if (lat) {
-            const double p99 = num(*lat, "p99_us");
-            check(def("max-p99-latency-us"), s.id, name, p99,
-                  fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(p99), lat->value("count", 0),
-                              rpc ? "requests" : "ping round trips under load"));
-          } else {
-            check(def("max-p99-latency-us"), s.id, name, std::nullopt,
-                  fmt::format("{} in {}: no latency was measured", name, s.id));
-          }
-        }
-      }
-      for (const auto& l : n.value("links", json::array())) {
-        const std::string sub = name + "/" + l.value("link", std::string("?"));
-        if (!links.count(sub)) link_order.push_back(sub);
-        auto& a = links[sub];
-        const double mb = std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
-        if (complete && mb > a.best_mbps) {
-          a.best_mbps = mb;
-          a.best_mbps_step = s.id;
-        }
-        if (complete && l.contains("efficiency_pct") && l["efficiency_pct"].is_number()) {
-          const double e = l["efficiency_pct"].get<double>();
-          if (!a.best_eff || e > *a.best_eff) {
-            a.best_eff = e;
-            a.best_eff_step = s.id;
-          }
-        }
-        if (l.contains("speed_mbps") && l["speed_mbps"].is_number()) a.speed = l["speed_mbps"].get<double>();
-        const double e = num(l, "tx_errors") + num(l, "rx_errors") + num(l, "tx_dropped") + num(l, "rx_dropped");
-        if (e > 0) {
-          a.error_detail +=
-              fmt::format("{}{}: tx_errors {} rx_errors {} tx_dropped {} rx_dropped {}",
-                          a.error_detail.empty() ? "" : "; ", s.id, fmtv(num(l, "tx_errors")),
-                          fmtv(num(l, "rx_errors")), fmtv(num(l, "tx_dropped")), fmtv(num(l, "rx_dropped")));
-        }
-        a.errors += e;
-      }
-    }
-    for (const auto& p : r.value("pairs", json::array())) {
-      const std::string sub =
-          by_index[p.value("client", std::uint64_t{0})] + "->" + by_index[p.value("server", std::uint64_t{0})];
-      if (k.min_pair_mbps) {
-        const double v = num(p, "mb_per_s");
-        check(def("min-pair-mbps"), s.id, sub, v,
-              fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, fmtv(v), p.value("connections", 0)));
-      }
-      if (k.max_retransmits) {
-        const double v = num(p, "retrans");
-        check(def("max-retransmits"), s.id, sub, v,
-              fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(v)));
-      }
-    }
-    if (k.min_aggregate_mbps) {
-      const double v = num(r.value("aggregate", json::object()), "mb_per_s");
-      check(def("min-aggregate-mbps"), s.id, "", v,
-            fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(v), r.value("clients", 0),
-                        r.value("servers", 0)));
-    }
   }
+};
 
-  if (k.min_spread) {
-    if (node_values.empty()) {
-      check(def("min-spread"), std::nullopt, "", std::nullopt, "no client node was measured");
-    } else {
-      const auto [mn, mx] = std::minmax_element(node_values.begin(), node_values.end(),
-                                                [](const NodeValue& a, const NodeValue& b) { return a.mbps < b.mbps; });
-      const double ratio = mx->mbps > 0 ? mn->mbps / mx->mbps : 0.0;
-      check(def("min-spread"), std::nullopt, "", ratio,
-            fmt::format("slowest {} {} MB/s ({}), fastest {} {} MB/s ({}) over {} node results", mn->node,
-                        fmtv(mn->mbps), mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
+// Links over the test: best throughput and efficiency, summed errors.
+struct LinkAcc {
+  double best_mbps{-1};
+  std::string best_mbps_step;
+  std::optional<double> best_eff;
+  std::string best_eff_step;
+  double speed{-1};
+  double errors{0};
+  std::string error_detail;
+};
+
+// Counter KPIs: every node, from the sums compute_report put in its "counters".
+void counter_checks(Judge& check, const std::string& step, const std::string& name, const NodeResult& n) {
+  for (const auto& [kpi, field, cat] :
+       {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
+        std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
+        std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
+        std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
+    if (!(check.k.*field)) continue;
+    if (!n.counters) {
+      check(def(kpi), step, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, step));
+      continue;
     }
+    const double v = n.counters->categories.at(cat);
+    std::string top;
+    if (const auto m = n.counters->movers.find(cat); m != n.counters->movers.end()) {
+      for (const auto& t : m->second) {
+        if (top.size() > 120) break;
+        top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, fmtv(t.delta));
+      }
+    }
+    check(def(kpi), step, name, v,
+          fmt::format("{} in {}: {} {}{}", name, step, fmtv(v), cat, top.empty() ? "" : " (" + top + ")"));
   }
-  for (const auto& sub : link_order) {
-    const auto& a = links[sub];
+}
+
+// The link KPIs, over the whole test.
+void link_checks(Judge& check, const std::vector<std::string>& order, const std::map<std::string, LinkAcc>& links) {
+  const KpiSet& k = check.k;
+  for (const auto& sub : order) {
+    const auto& a = links.at(sub);
     if (k.min_link_mbps) {
       if (a.best_mbps_step.empty()) {
         check(def("min-link-mbps"), std::nullopt, sub, std::nullopt,
@@ -311,7 +206,110 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
             a.error_detail.empty() ? fmt::format("{}: no errors or drops", sub) : sub + ": " + a.error_detail);
     }
   }
-  return out;
+}
+
+}  // namespace
+
+std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
+                                    const std::map<std::string, std::string>& names,
+                                    const std::optional<std::string>& test) {
+  Judge check{k, test, {}};
+  const auto label = [&](const std::string& n) {
+    const auto it = names.find(n);
+    return it == names.end() ? n : it->second;
+  };
+  // Node values over the test, for the spread.
+  struct NodeValue {
+    std::string step, node;
+    double mbps;
+  };
+  std::vector<NodeValue> node_values;
+  std::map<std::string, LinkAcc> links;
+  std::vector<std::string> link_order;
+
+  for (const auto& s : steps) {
+    const StepResult& r = s.result;
+    // A step that lost a node shows its partners' links at whatever moved before: a link's best
+    // comes from complete steps only (one seen only in such steps is "not measured").
+    std::map<std::uint64_t, std::string> by_index;
+    for (const auto& n : r.nodes) by_index[n.index] = label(n.node);
+    for (const auto& n : r.nodes) {
+      const std::string name = label(n.node);
+      counter_checks(check, s.id, name, n);
+      if (n.role.find("client") != std::string::npos) {
+        const double v = node_mbps(n, r.test);
+        node_values.push_back({s.id, name, v});
+        if (k.min_node_mbps) {
+          check(def("min-node-mbps"), s.id, name, v,
+                fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), r.test));
+        }
+        if (k.max_p99_latency_us) {
+          const LatencyResult* lat = n.latency ? &*n.latency : n.delay ? &*n.delay : nullptr;
+          if (lat) {
+            check(def("max-p99-latency-us"), s.id, name, lat->p99_us,
+                  fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(lat->p99_us), lat->count,
+                              n.latency ? "requests" : "ping round trips under load"));
+          } else {
+            check(def("max-p99-latency-us"), s.id, name, std::nullopt,
+                  fmt::format("{} in {}: no latency was measured", name, s.id));
+          }
+        }
+      }
+      for (const auto& l : n.links) {
+        const std::string sub = name + "/" + l.link;
+        if (!links.count(sub)) link_order.push_back(sub);
+        auto& a = links[sub];
+        const double mb = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
+        if (r.complete && mb > a.best_mbps) {
+          a.best_mbps = mb;
+          a.best_mbps_step = s.id;
+        }
+        if (r.complete && l.efficiency_pct && (!a.best_eff || *l.efficiency_pct > *a.best_eff)) {
+          a.best_eff = l.efficiency_pct;
+          a.best_eff_step = s.id;
+        }
+        if (l.speed_mbps) a.speed = *l.speed_mbps;
+        const double e = l.tx_errors + l.rx_errors + l.tx_dropped + l.rx_dropped;
+        if (e > 0) {
+          a.error_detail += fmt::format("{}{}: tx_errors {} rx_errors {} tx_dropped {} rx_dropped {}",
+                                        a.error_detail.empty() ? "" : "; ", s.id, fmtv(l.tx_errors), fmtv(l.rx_errors),
+                                        fmtv(l.tx_dropped), fmtv(l.rx_dropped));
+        }
+        a.errors += e;
+      }
+    }
+    for (const auto& p : r.pairs) {
+      const std::string sub = by_index[p.client] + "->" + by_index[p.server];
+      if (k.min_pair_mbps) {
+        check(def("min-pair-mbps"), s.id, sub, p.mb_per_s,
+              fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, fmtv(p.mb_per_s), p.connections));
+      }
+      if (k.max_retransmits) {
+        check(def("max-retransmits"), s.id, sub, p.retrans,
+              fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(p.retrans)));
+      }
+    }
+    if (k.min_aggregate_mbps) {
+      check(def("min-aggregate-mbps"), s.id, "", r.aggregate_mb_per_s,
+            fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(r.aggregate_mb_per_s), r.clients,
+                        r.servers));
+    }
+  }
+
+  if (k.min_spread) {
+    if (node_values.empty()) {
+      check(def("min-spread"), std::nullopt, "", std::nullopt, "no client node was measured");
+    } else {
+      const auto [mn, mx] = std::minmax_element(node_values.begin(), node_values.end(),
+                                                [](const NodeValue& a, const NodeValue& b) { return a.mbps < b.mbps; });
+      const double ratio = mx->mbps > 0 ? mn->mbps / mx->mbps : 0.0;
+      check(def("min-spread"), std::nullopt, "", ratio,
+            fmt::format("slowest {} {} MB/s ({}), fastest {} {} MB/s ({}) over {} node results", mn->node,
+                        fmtv(mn->mbps), mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
+    }
+  }
+  link_checks(check, link_order, links);
+  return std::move(check.out);
 }
 
 json to_json(const KpiCheck& c) {

@@ -204,25 +204,19 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
 }  // namespace fabperf::plan
 
 namespace fabperf::plan {
-namespace {
-double jnum(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-}  // namespace
 
-nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& result) {
+nlohmann::json step_figures(Pattern p, std::size_t n, const StepResult& result) {
   using nlohmann::json;
-  if (!result.is_object() || !result.contains("nodes") || !result["nodes"].is_array() || n < 2) return nullptr;
+  if (n < 2) return nullptr;
   const double nd = static_cast<double>(n);
-  const double aggregate = result.contains("aggregate") ? jnum(result["aggregate"], "mb_per_s") : 0.0;
+  const double aggregate = result.aggregate_mb_per_s;
   if (p == Pattern::all_to_all) {
     // nccl-tests AlltoAll: algbw = S / t for S bytes per rank, (n-1)/n of which leave the rank;
     // busbw = algbw (n-1)/n. The operation ends with its slowest rank, so busbw is the slowest
     // node's send rate: what each rank's link carried.
     double slowest = -1, sum = 0;
-    for (const auto& node : result["nodes"]) {
-      const double tx = jnum(node, "tx_mb_per_s");
+    for (const auto& node : result.nodes) {
+      const double tx = node.tx_mb_per_s;
       slowest = slowest < 0 ? tx : std::min(slowest, tx);
       sum += tx;
     }
@@ -232,15 +226,15 @@ nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& resu
             {"ranks", n},
             {"algbw_mb_per_s", slowest * nd / (nd - 1)},
             {"busbw_mb_per_s", slowest},
-            {"mean_rank_mb_per_s", sum / static_cast<double>(result["nodes"].size())}};
+            {"mean_rank_mb_per_s", sum / static_cast<double>(result.nodes.size())}};
   }
   if (p == Pattern::incast) {
     // nccl-tests Gather to one root: busbw = algbw (n-1)/n, and the root receives (n-1)/n of
     // the S bytes gathered: busbw is what the target's link carried in the test's direction.
     double target = 0;
-    for (const auto& node : result["nodes"]) {
-      if (node.value("role", "").find("server") != std::string::npos) {
-        target = std::max(jnum(node, "rx_mb_per_s"), jnum(node, "tx_mb_per_s"));
+    for (const auto& node : result.nodes) {
+      if (node.role.find("server") != std::string::npos) {
+        target = std::max(node.rx_mb_per_s, node.tx_mb_per_s);
       }
     }
     return {{"kind", "bus_bandwidth"},
@@ -264,11 +258,11 @@ nlohmann::json step_figures(Pattern p, std::size_t n, const nlohmann::json& resu
 std::string render_step_figures(const nlohmann::json& f) {
   if (!f.is_object()) return "";
   if (f.value("kind", "") == "bus_bandwidth") {
-    return fmt::format("busbw {:.0f} MB/s, algbw {:.0f} MB/s ({} ranks)", jnum(f, "busbw_mb_per_s"),
-                       jnum(f, "algbw_mb_per_s"), f.value("ranks", 0));
+    return fmt::format("busbw {:.0f} MB/s, algbw {:.0f} MB/s ({} ranks)", f.at("busbw_mb_per_s").get<double>(),
+                       f.at("algbw_mb_per_s").get<double>(), f.at("ranks").get<std::size_t>());
   }
-  return fmt::format("bisection {:.0f} MB/s ({:.0f} MB/s per node of a half)", jnum(f, "bisection_mb_per_s"),
-                     jnum(f, "per_node_mb_per_s"));
+  return fmt::format("bisection {:.0f} MB/s ({:.0f} MB/s per node of a half)", f.at("bisection_mb_per_s").get<double>(),
+                     f.at("per_node_mb_per_s").get<double>());
 }
 
 }  // namespace fabperf::plan

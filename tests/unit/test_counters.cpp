@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/step_result.hpp"
+
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -422,8 +424,9 @@ TEST(Diagnosis, CounterKpisReadTheNodeSums) {
                {"total", 12},
                {"top", nlohmann::json::array({{{"source", "eth0"}, {"name", "rx_prio3_pause"}, {"delta", 12}}})}}})}}}};
   nlohmann::json old = {{"index", 1}, {"node", "h:2"}, {"role", "server"}};
-  StepOutcome s{
-      "t/0", "t", {{"settings", {{"test", "write"}}}, {"nodes", {node, old}}, {"pairs", nlohmann::json::array()}}};
+  StepOutcome s{"t/0", "t",
+                testutil::step_result(
+                    {{"settings", {{"test", "write"}}}, {"nodes", {node, old}}, {"pairs", nlohmann::json::array()}})};
   KpiSet k;
   set_kpi(k, "max-pause-frames", 0);
   set_kpi(k, "max-discards", 0);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/step_result.hpp"
+
 #include <cmath>
 #include <set>
 
@@ -123,7 +125,8 @@ TEST(Isolate, SuspectsFromAnAllToAllStep) {
   }
   std::map<std::string, std::uint32_t> idx;
   for (std::uint32_t i = 0; i < 5; ++i) idx["10.0.0." + std::to_string(i + 1) + ":6668"] = i;
-  const auto s = find_suspects({{"a2a/0", "a2a", json{{"nodes", nodes}}}}, idx, names(5), "write", {});
+  const auto s = find_suspects({{"a2a/0", "a2a", fabperf::testutil::step_result(json{{"nodes", nodes}})}}, idx,
+                               names(5), "write", {});
   EXPECT_EQ(s.suspects, (std::vector<std::uint32_t>{3}));
   EXPECT_EQ(s.good, (std::vector<std::uint32_t>{4, 2, 1, 0}));
   EXPECT_NEAR(s.spread, 33.0 / 104, 1e-9);
@@ -133,12 +136,14 @@ TEST(Isolate, SuspectsFromAnAllToAllStep) {
   c.scope = "pair";
   c.subject = "n1->n2";
   c.pass = false;
-  auto t = find_suspects({{"a2a/0", "a2a", json{{"nodes", nodes}}}}, idx, names(5), "write", {c});
+  auto t = find_suspects({{"a2a/0", "a2a", fabperf::testutil::step_result(json{{"nodes", nodes}})}}, idx, names(5),
+                         "write", {c});
   EXPECT_EQ(t.suspects, (std::vector<std::uint32_t>{3}));
   EXPECT_EQ(t.good, (std::vector<std::uint32_t>{4, 2, 1, 0}));
   // Between 0.8 and 0.9 of the median, the KPI's word makes a suspect.
   nodes[0]["tx_mb_per_s"] = nodes[0]["rx_mb_per_s"] = 87;
-  t = find_suspects({{"a2a/0", "a2a", json{{"nodes", nodes}}}}, idx, names(5), "write", {c});
+  t = find_suspects({{"a2a/0", "a2a", fabperf::testutil::step_result(json{{"nodes", nodes}})}}, idx, names(5), "write",
+                    {c});
   EXPECT_EQ(t.suspects, (std::vector<std::uint32_t>{3, 0}));
 }
 
@@ -158,9 +163,10 @@ TEST(Isolate, OnlyCompleteStepsMakeANodeGood) {
   lost.push_back(node(6, 0));
   std::map<std::string, std::uint32_t> idx;
   for (std::uint32_t i = 0; i < 6; ++i) idx["10.0.0." + std::to_string(i + 1) + ":6668"] = i;
-  const auto s = find_suspects(
-      {{"t/0", "t", json{{"nodes", ok}, {"complete", true}}}, {"t/1", "t", json{{"nodes", lost}, {"complete", false}}}},
-      idx, names(6), "write", {});
+  const auto s =
+      find_suspects({{"t/0", "t", fabperf::testutil::step_result(json{{"nodes", ok}, {"complete", true}})},
+                     {"t/1", "t", fabperf::testutil::step_result(json{{"nodes", lost}, {"complete", false}})}},
+                    idx, names(6), "write", {});
   EXPECT_EQ(s.suspects, (std::vector<std::uint32_t>{4}));
   EXPECT_EQ(s.good, (std::vector<std::uint32_t>{0, 1, 2, 3}));
   const std::string trace = [&] {
@@ -184,7 +190,9 @@ TEST(Isolate, AnIncastTargetIsMeasuredButNotJudged) {
   }
   std::map<std::string, std::uint32_t> idx;
   for (std::uint32_t i = 0; i < 4; ++i) idx["10.0.0." + std::to_string(i + 1) + ":6668"] = i;
-  const auto s = find_suspects({{"i/0", "i", json{{"nodes", nodes}, {"complete", true}}}}, idx, names(4), "write", {});
+  const auto s =
+      find_suspects({{"i/0", "i", fabperf::testutil::step_result(json{{"nodes", nodes}, {"complete", true}})}}, idx,
+                    names(4), "write", {});
   std::string trace;
   for (const auto& l : s.trace) trace += l + "\n";
   EXPECT_EQ(trace.find("not measured"), std::string::npos) << trace;

@@ -3,7 +3,9 @@
 #include <fabperf/plan.hpp>
 
 #include <gtest/gtest.h>
+
 #include <set>
+#include "common/step_result.hpp"
 
 using namespace fabperf;
 using namespace fabperf::plan;
@@ -399,30 +401,30 @@ nlohmann::json link(const std::string& name, double payload_tx, double eff, int 
 TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
   // Step 0: a loads b and c (write); step 1: b loads a and c. The one-link lists are spelled
   // json::array(...): clang reads a one-element brace list of a json as a copy of it (CWG 2137).
-  StepOutcome s0{"t/0",
-                 "t",
-                 {{"settings", {{"test", "write"}}},
-                  {"clients", 1},
-                  {"servers", 2},
-                  {"aggregate", {{"mb_per_s", 2500.0}}},
-                  {"nodes",
-                   {node(0, "h:1", "client", 2500, 1, nlohmann::json::array({link("eth0", 2500, 90, 0)})),
-                    node(1, "h:2", "server", 1, 1250), node(2, "h:3", "server", 1, 1250)}},
-                  {"pairs",
-                   {{{"client", 0}, {"server", 1}, {"mb_per_s", 1250.0}, {"retrans", 0}, {"connections", 1}},
-                    {{"client", 0}, {"server", 2}, {"mb_per_s", 1250.0}, {"retrans", 7}, {"connections", 1}}}}}};
-  StepOutcome s1{"t/1",
-                 "t",
-                 {{"settings", {{"test", "write"}}},
-                  {"clients", 1},
-                  {"servers", 2},
-                  {"aggregate", {{"mb_per_s", 1800.0}}},
-                  {"nodes",
-                   {node(0, "h:2", "client", 1800, 1, nlohmann::json::array({link("eth0", 1800, 60, 3)})),
-                    node(1, "h:1", "server", 1, 900), node(2, "h:3", "server", 1, 900)}},
-                  {"pairs",
-                   {{{"client", 0}, {"server", 1}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}},
-                    {{"client", 0}, {"server", 2}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}}}}}};
+  StepOutcome s0{"t/0", "t",
+                 testutil::step_result(
+                     {{"settings", {{"test", "write"}}},
+                      {"clients", 1},
+                      {"servers", 2},
+                      {"aggregate", {{"mb_per_s", 2500.0}}},
+                      {"nodes",
+                       {node(0, "h:1", "client", 2500, 1, nlohmann::json::array({link("eth0", 2500, 90, 0)})),
+                        node(1, "h:2", "server", 1, 1250), node(2, "h:3", "server", 1, 1250)}},
+                      {"pairs",
+                       {{{"client", 0}, {"server", 1}, {"mb_per_s", 1250.0}, {"retrans", 0}, {"connections", 1}},
+                        {{"client", 0}, {"server", 2}, {"mb_per_s", 1250.0}, {"retrans", 7}, {"connections", 1}}}}})};
+  StepOutcome s1{"t/1", "t",
+                 testutil::step_result(
+                     {{"settings", {{"test", "write"}}},
+                      {"clients", 1},
+                      {"servers", 2},
+                      {"aggregate", {{"mb_per_s", 1800.0}}},
+                      {"nodes",
+                       {node(0, "h:2", "client", 1800, 1, nlohmann::json::array({link("eth0", 1800, 60, 3)})),
+                        node(1, "h:1", "server", 1, 900), node(2, "h:3", "server", 1, 900)}},
+                      {"pairs",
+                       {{{"client", 0}, {"server", 1}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}},
+                        {{"client", 0}, {"server", 2}, {"mb_per_s", 900.0}, {"retrans", 0}, {"connections", 1}}}}})};
   KpiSet k = kpi_profile("ibm-readiness");
   k.max_retransmits = 5;
   k.max_nic_errors = 0;
@@ -453,12 +455,13 @@ TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
 // loss; a link seen only in such steps is "not measured", not a wrong figure.
 TEST(Kpi, ALinkIsJudgedOnlyFromCompleteSteps) {
   const auto step = [](const char* id, bool complete, double mb) {
-    return StepOutcome{id,
-                       "t",
-                       {{"settings", {{"test", "write"}}},
-                        {"complete", complete},
-                        {"nodes", {node(0, "h:1", "client", mb, 1, nlohmann::json::array({link("eth0", mb, 90, 0)}))}},
-                        {"pairs", nlohmann::json::array()}}};
+    return StepOutcome{
+        id, "t",
+        testutil::step_result(
+            {{"settings", {{"test", "write"}}},
+             {"complete", complete},
+             {"nodes", {node(0, "h:1", "client", mb, 1, nlohmann::json::array({link("eth0", mb, 90, 0)}))}},
+             {"pairs", nlohmann::json::array()}})};
   };
   KpiSet k;
   k.min_link_mbps = 100;
@@ -474,16 +477,15 @@ TEST(Kpi, ALinkIsJudgedOnlyFromCompleteSteps) {
 }
 
 TEST(Kpi, UnmeasurableIsNotAPass) {
-  StepOutcome s{"t/0",
-                "t",
-                {{"settings", {{"test", "write"}}},
-                 {"nodes",
-                  {{{"index", 0},
-                    {"node", "h:1"},
-                    {"role", "client"},
-                    {"tx_mb_per_s", 5.0},
-                    {"links", {{{"link", "lo"}, {"efficiency_pct", nullptr}}}}}}},
-                 {"pairs", nlohmann::json::array()}}};
+  StepOutcome s{"t/0", "t",
+                testutil::step_result({{"settings", {{"test", "write"}}},
+                                       {"nodes",
+                                        {{{"index", 0},
+                                          {"node", "h:1"},
+                                          {"role", "client"},
+                                          {"tx_mb_per_s", 5.0},
+                                          {"links", {{{"link", "lo"}, {"efficiency_pct", nullptr}}}}}}},
+                                       {"pairs", nlohmann::json::array()}})};
   KpiSet k;
   k.min_efficiency_pct = 50;
   const auto checks = evaluate_kpis(k, {s}, {}, std::nullopt);
@@ -578,7 +580,7 @@ TEST(Patterns, StepFigures) {
        json::array({{{"node", "a"}, {"role", "server+client"}, {"tx_mb_per_s", 100.0}, {"rx_mb_per_s", 90.0}},
                     {{"node", "b"}, {"role", "server+client"}, {"tx_mb_per_s", 80.0}, {"rx_mb_per_s", 95.0}},
                     {{"node", "c"}, {"role", "server+client"}, {"tx_mb_per_s", 120.0}, {"rx_mb_per_s", 115.0}}})}};
-  const auto a2a = step_figures(Pattern::all_to_all, 3, r);
+  const auto a2a = step_figures(Pattern::all_to_all, 3, testutil::step_result(r));
   EXPECT_DOUBLE_EQ(a2a["busbw_mb_per_s"].get<double>(), 80.0);          // the slowest rank
   EXPECT_DOUBLE_EQ(a2a["algbw_mb_per_s"].get<double>(), 80.0 * 3 / 2);  // busbw n / (n-1)
   json inc = {
@@ -586,12 +588,12 @@ TEST(Patterns, StepFigures) {
       {"nodes", json::array({{{"node", "t"}, {"role", "server"}, {"tx_mb_per_s", 0.1}, {"rx_mb_per_s", 150.0}},
                              {{"node", "x"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}},
                              {{"node", "y"}, {"role", "client"}, {"tx_mb_per_s", 75.0}, {"rx_mb_per_s", 0.0}}})}};
-  const auto g = step_figures(Pattern::incast, 3, inc);
+  const auto g = step_figures(Pattern::incast, 3, testutil::step_result(inc));
   EXPECT_DOUBLE_EQ(g["busbw_mb_per_s"].get<double>(), 150.0);
   EXPECT_DOUBLE_EQ(g["algbw_mb_per_s"].get<double>(), 225.0);
-  const auto h = step_figures(Pattern::halves, 4, r);
+  const auto h = step_figures(Pattern::halves, 4, testutil::step_result(r));
   EXPECT_DOUBLE_EQ(h["bisection_mb_per_s"].get<double>(), 300.0);
   EXPECT_DOUBLE_EQ(h["per_node_mb_per_s"].get<double>(), 150.0);
-  EXPECT_TRUE(step_figures(Pattern::ring, 3, r).is_null());
+  EXPECT_TRUE(step_figures(Pattern::ring, 3, testutil::step_result(r)).is_null());
   EXPECT_EQ(render_step_figures(g), "busbw 150 MB/s, algbw 225 MB/s (3 ranks)");
 }
