@@ -17,10 +17,7 @@ using text::f0;
 using text::f1;
 using text::h;
 using text::Table;
-
-std::string us(double v) {
-  return v >= 100 ? f0(v) : fmt::format("{:.1f}", v);
-}
+using text::us;
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;

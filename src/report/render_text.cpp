@@ -14,12 +14,7 @@ using text::f0;
 using text::f1;
 using text::h;
 using text::Table;
-
-std::string us(double v) {
-  if (v >= 100) return f0(v);
-  if (v >= 10) return f1(v);
-  return fmt::format("{:.2f}", v);
-}
+using text::us;
 
 // Negative is the sources' "not measured": shown as "-", never as a number.
 std::string count_or_dash(std::int64_t v) {

@@ -60,5 +60,12 @@ inline std::string f1(double v) {
 inline std::string f0(double v) {
   return fmt::format("{:.0f}", v);
 }
+// Microseconds: more decimals the smaller the figure, so a 3 us loopback and a 250 us WAN hop both
+// show their significant digits.
+inline std::string us(double v) {
+  if (v >= 100) return f0(v);
+  if (v >= 10) return f1(v);
+  return fmt::format("{:.2f}", v);
+}
 
 }  // namespace fabperf::text
