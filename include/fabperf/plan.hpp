@@ -165,7 +165,7 @@ struct NodeCounters {
   std::map<std::string, double> categories;               // pause, discard, fec_uncorrected, ecn -> window sum
   std::map<std::string, std::vector<CounterTop>> movers;  // category -> its top counters
 };
-struct LinkResult {
+struct StepLink {
   std::string link, kind;
   double payload_tx_mb_per_s{0}, payload_rx_mb_per_s{0};
   std::optional<double> speed_mbps, efficiency_pct;  // null in the document: unknown
@@ -177,7 +177,7 @@ struct NodeResult {
   double tx_mb_per_s{0}, rx_mb_per_s{0};
   std::optional<LatencyResult> latency, delay;  // rpc latency; ping delay under load
   std::optional<NodeCounters> counters;         // absent (older results): no counters were sampled
-  std::vector<LinkResult> links;
+  std::vector<StepLink> links;
 };
 struct PairResult {
   std::uint64_t client{0}, server{0}, connections{0};

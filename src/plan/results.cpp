@@ -85,7 +85,7 @@ NodeCounters counters(const Reader& c) {
   return out;
 }
 
-LinkResult link_of(const Reader& l) {
+StepLink link_of(const Reader& l) {
   return {l.str("link"),
           l.str("kind"),
           l.num("payload_tx_mb_per_s"),
@@ -108,7 +108,7 @@ NodeResult node_of(const Reader& n) {
           latency(n, "latency"),
           latency(n, "delay"),
           c ? std::optional(counters(*c)) : std::nullopt,
-          n.list<LinkResult>("links", link_of)};
+          n.list<StepLink>("links", link_of)};
 }
 
 }  // namespace
