@@ -114,9 +114,7 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
   bool writing_{false};
   bool open_{true};
   bool read_timed_out_{false};
-  int late_rearms_{0};
-  std::uint64_t read_gen_{0};  // which arm_read_timer() a timer handler belongs to  // deadlines of this read() passed
-                               // over because bytes were already waiting
+  std::uint64_t read_gen_{0};  // which arm_read_timer() a timer handler belongs to
   std::string write_failed_;   // why the writer closed the connection (a pending read reports it)
   std::vector<std::uint8_t> body_buf_;
 };
