@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fabperf/auth.hpp>
+#include <fabperf/child.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/links.hpp>
 #include <fabperf/rdma_sysfs.hpp>
@@ -115,9 +116,10 @@ class LocalAgents {
   [[nodiscard]] const auth::Key& key() const { return key_; }
 
  private:
+  void stop_all() noexcept;
+
   auth::Key key_;
-  std::vector<int> stdin_fds_;  // write ends of the agents' stdin, held open while they run
-  std::vector<int> pids_;
+  std::vector<Child> agents_;  // their stdin held open while they run
   std::vector<HostPort> endpoints_;
 };
 

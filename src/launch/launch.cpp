@@ -1,4 +1,5 @@
 #include <fabperf/bytes.hpp>
+#include <fabperf/child.hpp>
 #include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/launch.hpp>
@@ -9,7 +10,6 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
@@ -28,24 +28,12 @@ namespace {
 
 std::atomic<std::uint64_t> g_interrupt_base{0};
 
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {}", WTERMSIG(status));
-  return "stopped";
-}
-
-// One launcher process (ssh or srun) with pipes on its stdin, stdout and stderr.
-struct Child {
-  std::string label;  // host or "srun"
-  int pid{-1};
-  int in{-1};   // our end of its stdin (kept open: closing it stops the agent)
-  int out{-1};  // its stdout
-  int err{-1};  // its stderr
+// A launcher process (ssh or srun) and what it wrote.
+struct Launched : Child {
+  using Child::Child;
   std::string out_buf;
   std::string err_text;  // everything it wrote to stderr during set-up (bounded)
   std::string err_line;  // partial line after set-up (forwarded line by line)
-  bool exited{false};
-  int status{0};
 };
 
 void close_fd(int& fd) {
@@ -53,98 +41,10 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-// fork+exec rather than posix_spawn: the child needs its own process group (a terminal's Ctrl-C
-// reaches us, and we stop it in order) and PR_SET_PDEATHSIG (it dies with us, even on SIGKILL,
-// which closes the remote side's stdin and stops the agent there).
-Child spawn(const std::string& label, const std::vector<std::string>& argv) {
-  int pipes[3][2];  // its stdin, stdout and stderr
-  for (int i = 0; i < 3; ++i) {
-    if (::pipe2(pipes[i], O_CLOEXEC) != 0) {
-      const int e = errno;
-      for (int k = 0; k < 2 * i; ++k) ::close(pipes[k / 2][k % 2]);
-      throw SystemError("pipe", "for " + label, e);
-    }
-  }
-  auto &pin = pipes[0], &pout = pipes[1], &perr = pipes[2];
-  std::vector<char*> args;
-  std::vector<std::string> copy = argv;
-  args.reserve(copy.size() + 1);
-  for (auto& a : copy) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int e = errno;
-    for (int fd : {pin[0], pin[1], pout[0], pout[1], perr[0], perr[1]}) ::close(fd);
-    throw SystemError("fork", "for " + label, e);
-  }
-  if (pid == 0) {
-    // Async-signal-safe calls only until exec.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    struct sigaction sa {};
-    sa.sa_handler = SIG_DFL;
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGPIPE, &sa, nullptr);
-    ::dup2(pin[0], 0);
-    ::dup2(pout[1], 1);
-    ::dup2(perr[1], 2);
-    ::execvp(args[0], args.data());
-    static const char kMsg[] = "cannot execute the launcher program\n";
-    (void)!::write(2, kMsg, sizeof kMsg - 1);
-    ::_exit(127);
-  }
-  ::close(pin[0]);
-  ::close(pout[1]);
-  ::close(perr[1]);
-  Child c;
-  c.label = label;
-  c.pid = pid;
-  c.in = pin[1];
-  c.out = pout[0];
-  c.err = perr[0];
-  for (int fd : {c.in, c.out, c.err}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  return c;
-}
-
-// Reads what is available; returns false on end of file or error.
-bool read_some(int fd, std::string& into, std::size_t cap = 1 << 20) {
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      if (into.size() < cap) into.append(buf, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    return false;
-  }
-}
-
 // Its open stdout and stderr, to poll.
-void watch(const Child& c, std::vector<pollfd>& fds) {
+void watch(const Launched& c, std::vector<pollfd>& fds) {
   if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
   if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
-}
-
-// Waits up to ms for the child to exit; true when it did.
-bool reap(Child& c, int ms) {
-  if (c.exited) return true;
-  const std::int64_t deadline = mono_now_ns() + std::int64_t{ms} * 1'000'000;
-  for (;;) {
-    int st = 0;
-    const pid_t r = ::waitpid(c.pid, &st, WNOHANG);
-    if (r == c.pid || (r < 0 && errno == ECHILD)) {
-      c.exited = true;
-      c.status = st;
-      return true;
-    }
-    if (mono_now_ns() >= deadline) return false;
-    ::usleep(5'000);
-  }
 }
 
 // The started launchers; stop() ends them all. A thread forwards their stderr (agent warnings)
@@ -176,16 +76,16 @@ class LaunchedAgents final : public Agents {
     stop_forwarding();
     std::lock_guard lock(mu_);
     if (children_.empty()) return;
-    for (auto& c : children_) close_fd(c.in);
+    for (auto& c : children_) c.close_in();
     // Keep draining their output while they exit: an agent blocked on a full pipe never would.
     auto drain_and_wait = [&](std::int64_t ms) {
       const std::int64_t deadline = mono_now_ns() + ms * 1'000'000;
       for (;;) {
         bool all = true;
         for (auto& c : children_) {
-          if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) close_fd(c.out);
-          if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) close_fd(c.err);
-          if (!reap(c, 0)) all = false;
+          if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) c.close_out();
+          if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) c.close_err();
+          if (!c.reap(0)) all = false;
         }
         if (all || mono_now_ns() >= deadline) return all;
         ::usleep(10'000);
@@ -196,25 +96,25 @@ class LaunchedAgents final : public Agents {
         if (!c.exited) {
           spdlog::warn("launch: {} (pid {}) did not stop within {:.1f} s; terminating it", c.label, c.pid,
                        static_cast<double>(grace.count()) / 1e3);
-          ::kill(-c.pid, SIGTERM);
+          c.signal(SIGTERM);
         }
       }
       if (!drain_and_wait(2000)) {
         for (auto& c : children_) {
-          if (!c.exited) ::kill(-c.pid, SIGKILL);
+          if (!c.exited) c.signal(SIGKILL);
         }
         drain_and_wait(2000);
       }
     }
     for (auto& c : children_) {
-      close_fd(c.out);
-      close_fd(c.err);
+      c.close_out();
+      c.close_err();
     }
     children_.clear();
   }
 
   // Set-up phase (single-threaded, before forwarding starts).
-  std::vector<Child>& children() { return children_; }
+  std::vector<Launched>& children() { return children_; }
   std::vector<HostPort>& mutable_endpoints() { return endpoints_; }
 
   void start_forwarding() {
@@ -232,7 +132,7 @@ class LaunchedAgents final : public Agents {
   void forward_loop() {
     for (;;) {
       std::vector<pollfd> fds{{wake_[0], POLLIN, 0}};
-      std::vector<std::pair<Child*, bool>> who{{nullptr, false}};
+      std::vector<std::pair<Launched*, bool>> who{{nullptr, false}};
       {
         std::lock_guard lock(mu_);
         for (auto& c : children_) {
@@ -251,10 +151,10 @@ class LaunchedAgents final : public Agents {
       std::lock_guard lock(mu_);
       for (std::size_t i = 1; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
-        Child& c = *who[i].first;
+        Launched& c = *who[i].first;
         if (!who[i].second) {
           std::string ignored;
-          if (!read_some(c.out, ignored, 0)) close_fd(c.out);
+          if (!read_some(c.out, ignored, 0)) c.close_out();
           continue;
         }
         const bool open = read_some(c.err, c.err_line, 1 << 16);
@@ -266,9 +166,8 @@ class LaunchedAgents final : public Agents {
           if (!line.empty()) spdlog::warn("agent on {}: {}", c.label, line);
         }
         if (!open) {
-          close_fd(c.err);
-          if (reap(c, 200))
-            spdlog::warn("launch: {} {} while the agent was in use", c.label, describe_status(c.status));
+          c.close_err();
+          if (c.reap(200)) spdlog::warn("launch: {} {} while the agent was in use", c.label, c.describe_status());
         }
       }
     }
@@ -277,7 +176,7 @@ class LaunchedAgents final : public Agents {
   auth::Key key_;
   std::vector<HostPort> endpoints_;
   mutable std::mutex mu_;
-  std::vector<Child> children_;
+  std::vector<Launched> children_;
   std::thread forwarder_;
   int wake_[2]{-1, -1};
 };
@@ -287,14 +186,14 @@ auth::Key one_time_key() {
   return auth::Key(std::vector<std::uint8_t>(n.begin(), n.end()));
 }
 
-void send_key(Child& c, const auth::Key& key) {
+void send_key(Launched& c, const auth::Key& key) {
   std::string line = to_hex(key.bytes()) + "\n";
   // The pipe is empty and far larger than a key line: this write is complete or failed.
   const ssize_t n = ::write(c.in, line.data(), line.size());
   std::fill(line.begin(), line.end(), '\0');
   if (n != static_cast<ssize_t>(line.size())) {
     // The launcher already exited (EPIPE): its stderr will say why.
-    close_fd(c.in);
+    c.close_in();
   }
 }
 
@@ -303,31 +202,31 @@ std::string fmt_seconds(std::chrono::milliseconds ms) {
 }
 
 std::string run_capture(const std::vector<std::string>& argv, const std::string& what) {
-  Child c = spawn(argv.front(), argv);
-  close_fd(c.in);
+  Launched c(argv.front(), argv);
+  c.close_in();
   std::string out;
   const std::int64_t deadline = mono_now_ns() + 30'000'000'000;
   while (c.out >= 0 || c.err >= 0) {
     std::vector<pollfd> fds;
     watch(c, fds);
     if (mono_now_ns() > deadline) {
-      ::kill(-c.pid, SIGKILL);
+      c.signal(SIGKILL);
       break;
     }
     ::poll(fds.data(), fds.size(), 200);
-    if (c.out >= 0 && !read_some(c.out, out)) close_fd(c.out);
-    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
+    if (c.out >= 0 && !read_some(c.out, out)) c.close_out();
+    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) c.close_err();
   }
-  close_fd(c.out);
-  close_fd(c.err);
-  reap(c, 5000);
+  c.close_out();
+  c.close_err();
+  c.reap(5000);
   if (!c.exited) {
-    ::kill(-c.pid, SIGKILL);
-    reap(c, 5000);
+    c.signal(SIGKILL);
+    c.reap(5000);
   }
   if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
-    throw Error(ExitCode::infrastructure, fmt::format("{}: '{}' {}: {}", what, argv.front(), describe_status(c.status),
-                                                      stderr_summary(c.err_text)));
+    throw Error(ExitCode::infrastructure,
+                fmt::format("{}: '{}' {}: {}", what, argv.front(), c.describe_status(), stderr_summary(c.err_text)));
   }
   return out;
 }
@@ -448,7 +347,7 @@ namespace {
 
 // The port of the ssh session's ready line, 0 while none came. A login script may print before
 // the agent does: lines before the ready line are skipped.
-std::uint16_t take_ready_port(Child& c) {
+std::uint16_t take_ready_port(Launched& c) {
   std::uint16_t port = 0;
   std::size_t nl;
   while (port == 0 && (nl = c.out_buf.find('\n')) != std::string::npos) {
@@ -460,17 +359,17 @@ std::uint16_t take_ready_port(Child& c) {
 
 // stdout closed without a ready line: ssh or the agent failed. Waits for its status and the rest
 // of its error text, and says which failed.
-std::string closed_without_ready(Child& c) {
+std::string closed_without_ready(Launched& c) {
   const std::int64_t until = mono_now_ns() + 2'000'000'000;
   while (c.err >= 0 && mono_now_ns() < until) {
     pollfd p{c.err, POLLIN, 0};
     ::poll(&p, 1, 100);
-    if (!read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
+    if (!read_some(c.err, c.err_text, 1 << 16)) c.close_err();
   }
-  close_fd(c.in);
-  reap(c, 2000);
+  c.close_in();
+  c.reap(2000);
   const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
-  return fmt::format("{} {}: {}", who, c.exited ? describe_status(c.status) : "closed its output",
+  return fmt::format("{} {}: {}", who, c.exited ? c.describe_status() : "closed its output",
                      stderr_summary(c.err_text));
 }
 
@@ -492,11 +391,11 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
   const std::int64_t t0 = mono_now_ns();
 
   auto fail = [&](std::size_t h, std::string why) {
-    Child& c = children[h];
-    close_fd(c.in);
-    if (!reap(c, 2000)) {
-      ::kill(-c.pid, SIGKILL);
-      reap(c, 2000);
+    Launched& c = children[h];
+    c.close_in();
+    if (!c.reap(2000)) {
+      c.signal(SIGKILL);
+      c.reap(2000);
     }
     errors[h] = fmt::format("{}: {}", hosts[h].host, why);
     done[h] = true;
@@ -508,13 +407,13 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
       // Sessions still connecting have no agent to stop gracefully: end them now, so Ctrl-C is
       // prompt (the ones with a ready agent stop through their stdin, in the destructor).
       for (std::size_t h = 0; h < next; ++h) {
-        if (!done[h]) ::kill(-children[h].pid, SIGTERM);
+        if (!done[h]) children[h].signal(SIGTERM);
       }
       throw Error(ExitCode::infrastructure, "interrupted while starting agents over ssh; stopped them all");
     }
     while (next - finished < o.fanout && next < hosts.size()) {
       const std::size_t h = next++;
-      children.push_back(spawn(hosts[h].host, ssh_argv(o, hosts[h].host)));
+      children.emplace_back(hosts[h].host, ssh_argv(o, hosts[h].host));
       send_key(children.back(), agents->key());
       deadline[h] = mono_now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
     }
@@ -531,9 +430,9 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
     }
     for (std::size_t h = 0; h < next; ++h) {
       if (done[h]) continue;
-      Child& c = children[h];
-      if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
-      if (c.out >= 0 && !read_some(c.out, c.out_buf, 4096)) close_fd(c.out);
+      Launched& c = children[h];
+      if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) c.close_err();
+      if (c.out >= 0 && !read_some(c.out, c.out_buf, 4096)) c.close_out();
       if (const std::uint16_t port = take_ready_port(c); port != 0) {
         eps[h] = hosts[h];
         eps[h].port = port;
@@ -630,8 +529,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
 
   auto agents = std::make_unique<LaunchedAgents>(one_time_key());
   auto& children = agents->children();
-  children.push_back(spawn("srun", argv));
-  Child& c = children.back();
+  children.emplace_back("srun", argv);
+  Launched& c = children.back();
   send_key(c, agents->key());
   std::map<int, std::string> node_of;
   std::map<int, std::uint16_t> port_of;
@@ -639,7 +538,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   const std::int64_t deadline = t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
   while (port_of.size() < nodes.size()) {
     if (interrupted()) {
-      ::kill(-c.pid, SIGTERM);  // srun ends its step on SIGTERM
+      c.signal(SIGTERM);  // srun ends its step on SIGTERM
       throw Error(ExitCode::infrastructure, "interrupted while starting agents with srun; stopped them");
     }
     if (mono_now_ns() >= deadline) {
@@ -650,8 +549,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
     std::vector<pollfd> fds;
     watch(c, fds);
     ::poll(fds.data(), fds.size(), 100);
-    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) close_fd(c.err);
-    if (c.out >= 0 && !read_some(c.out, c.out_buf)) close_fd(c.out);
+    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) c.close_err();
+    if (c.out >= 0 && !read_some(c.out, c.out_buf)) c.close_out();
     std::size_t nl;
     while ((nl = c.out_buf.find('\n')) != std::string::npos) {
       const auto l = parse_labelled(std::string_view(c.out_buf).substr(0, nl));
@@ -664,9 +563,9 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
       }
     }
     if (c.out < 0 && port_of.size() < nodes.size()) {
-      reap(c, 2000);
+      c.reap(2000);
       throw Error(ExitCode::infrastructure, fmt::format("srun {} with {} of {} agents ready: {}",
-                                                        c.exited ? describe_status(c.status) : "closed its output",
+                                                        c.exited ? c.describe_status() : "closed its output",
                                                         port_of.size(), nodes.size(), stderr_summary(c.err_text)));
     }
   }

@@ -15,7 +15,7 @@ struct HookRun {
 };
 inline constexpr std::size_t kOutputTail = 4096;
 
-// Runs `/bin/sh -c command` in its own process group with stdin from /dev/null.
+// Runs `/bin/sh -c command` in its own process group (a Child) with stdin at end of file.
 HookRun run_hook(const std::string& command, double timeout_s);
 
 }  // namespace fabperf::plan

@@ -1,0 +1,159 @@
+#include <fabperf/child.hpp>
+#include <fabperf/clock.hpp>
+#include <fabperf/error.hpp>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cerrno>
+#include <csignal>
+
+namespace fabperf {
+namespace {
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+Child::Child(std::string label_, const std::vector<std::string>& argv, Stderr err_mode) : label(std::move(label_)) {
+  int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};  // its stdin, stdout and stderr
+  const int n = err_mode == Stderr::pipe ? 3 : 2;
+  auto close_all = [&] {
+    for (auto& p : pipes) {
+      close_fd(p[0]);
+      close_fd(p[1]);
+    }
+  };
+  for (int i = 0; i < n; ++i) {
+    if (::pipe2(pipes[i], O_CLOEXEC) != 0) {
+      const int e = errno;
+      close_all();
+      throw SystemError("pipe", "for " + label, e);
+    }
+  }
+  std::vector<std::string> copy = argv;
+  std::vector<char*> args;
+  args.reserve(copy.size() + 1);
+  for (auto& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  const int child_err = err_mode == Stderr::pipe ? pipes[2][1] : err_mode == Stderr::merged ? pipes[1][1] : 2;
+  const pid_t parent = ::getpid();
+  pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    close_all();
+    throw SystemError("fork", "for " + label, e);
+  }
+  if (pid == 0) {
+    // Async-signal-safe calls only until exec.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    for (int s : {SIGINT, SIGTERM, SIGPIPE}) ::sigaction(s, &sa, nullptr);
+    ::dup2(pipes[0][0], 0);
+    ::dup2(pipes[1][1], 1);
+    ::dup2(child_err, 2);
+    ::execvp(args[0], args.data());
+    static const char kMsg[] = "cannot execute the program\n";
+    (void)!::write(2, kMsg, sizeof kMsg - 1);
+    ::_exit(127);
+  }
+  // Also here: a signal to the group may come before the child ran setpgid.
+  ::setpgid(pid, pid);
+  close_fd(pipes[0][0]);
+  close_fd(pipes[1][1]);
+  close_fd(pipes[2][1]);
+  in = pipes[0][1];
+  out = pipes[1][0];
+  err = pipes[2][0];
+  for (int fd : {in, out, err}) {
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+}
+
+Child::Child(Child&& o) noexcept
+    : label(std::move(o.label)), pid(o.pid), in(o.in), out(o.out), err(o.err), exited(o.exited), status(o.status) {
+  o.pid = o.in = o.out = o.err = -1;
+  o.exited = true;
+}
+
+Child::~Child() {
+  close_in();
+  close_out();
+  close_err();
+  if (pid > 0 && !exited) {
+    signal(SIGKILL);
+    reap(5000);
+  }
+}
+
+void Child::close_in() {
+  close_fd(in);
+}
+void Child::close_out() {
+  close_fd(out);
+}
+void Child::close_err() {
+  close_fd(err);
+}
+
+void Child::signal(int sig) const {
+  if (pid > 0) ::kill(-pid, sig);
+}
+
+bool Child::reap(int ms) {
+  if (exited) return true;
+  const std::int64_t deadline = mono_now_ns() + std::int64_t{ms} * 1'000'000;
+  for (;;) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) {
+      exited = true;
+      status = st;
+      return true;
+    }
+    if (mono_now_ns() >= deadline) return false;
+    ::usleep(5'000);
+  }
+}
+
+void Child::stop(std::chrono::milliseconds grace) {
+  close_in();
+  if (reap(static_cast<int>(grace.count()))) return;
+  signal(SIGTERM);
+  if (reap(2000)) return;
+  signal(SIGKILL);
+  reap(5000);
+}
+
+std::string Child::describe_status() const {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {}", WTERMSIG(status));
+  return "stopped";
+}
+
+int Child::exit_code() const {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+}
+
+bool read_some(int fd, std::string& into, std::size_t cap) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      if (into.size() < cap) into.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+}  // namespace fabperf
