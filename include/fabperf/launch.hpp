@@ -65,7 +65,8 @@ class Agents {
 
 // Starts one agent per host (hosts[i].host is the ssh destination; .port is ignored, .links are
 // kept). Throws Error(infrastructure) naming every host that failed with ssh's own error text
-// (everything already started is stopped first), or when interrupted (SIGINT/SIGTERM).
+// (everything already started is stopped first), or when interrupted (SIGINT/SIGTERM since the
+// caller's stop::mark()).
 std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshOptions& options);
 
 // Inside a Slurm allocation: one agent on each of `nodes` (node names; empty: every node of
@@ -75,11 +76,6 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& nodes, const
 // The allocation's node names (`scontrol show hostnames $SLURM_JOB_NODELIST`). Throws UsageError
 // outside an allocation.
 std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& options);
-
-// From this call on, interrupted() says whether a SIGINT/SIGTERM came (main() owns the handlers,
-// fabperf/stop.hpp): the launchers poll it to give up and clean up.
-void install_interrupt_flag();
-[[nodiscard]] bool interrupted();
 
 // ---- pure helpers (unit-tested) ----
 // POSIX sh single-quoting.

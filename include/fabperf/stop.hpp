@@ -21,5 +21,10 @@ void install_stop_handlers();
 [[nodiscard]] int last_signal() noexcept;
 // What the handler does: async-signal-safe. Also for tests and in-process callers.
 void request(int sig) noexcept;
+// The requests a phase (a plan, the monitor, a launch) counts start at its mark(): stopped() says
+// whether one came since the latest mark, so a Ctrl-C that ended an earlier phase is not counted
+// again.
+void mark() noexcept;
+[[nodiscard]] bool stopped() noexcept;
 
 }  // namespace fabperf::stop

@@ -24,14 +24,6 @@ namespace {
 using nlohmann::json;
 namespace mon = fabperf::monitor;
 
-// main() owns SIGINT/SIGTERM (fabperf/stop.hpp): the monitor stops once the request count has
-// moved past the one at its start; a probe under way is stopped by its coordinator, which keeps
-// what was measured.
-std::uint64_t g_stop_base = 0;
-bool stop_requested() {
-  return stop::requests() > g_stop_base;
-}
-
 class RealClock : public mon::MonitorClock {
  public:
   double now() override {
@@ -41,7 +33,7 @@ class RealClock : public mon::MonitorClock {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
   bool sleep_until(double t) override {
-    while (!stop_requested()) {
+    while (!stop::stopped()) {
       const double left = t - now();
       if (left <= 0) return true;
       std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left, 0.1)));
@@ -56,7 +48,7 @@ class StopAwareProber : public mon::Prober {
   explicit StopAwareProber(std::unique_ptr<mon::Prober> inner) : inner_(std::move(inner)) {}
   mon::JobResult run(const mon::Job& job) override {
     auto r = inner_->run(job);
-    if (stop_requested()) r.interrupted = true;
+    if (stop::stopped()) r.interrupted = true;
     return r;
   }
 
@@ -114,7 +106,7 @@ void load_state(const mon::MonitorConfig& cfg, const std::string& state_file, bo
 
 // What the monitor says when it ends, and its exit code.
 int finish(bool once, int code) {
-  if (once && stop_requested()) {
+  if (once && stop::stopped()) {
     say("--once: interrupted before the rotation ended");
     return static_cast<int>(ExitCode::infrastructure);
   }
@@ -209,7 +201,8 @@ int cmd_monitor(int argc, char** argv) {
   if (probe_log.is_open()) {
     ro.on_result = [&](const json& j) { probe_log << j.dump() << "\n" << std::flush; };
   }
-  g_stop_base = stop::requests();
+  // A probe under way is stopped by its coordinator, which keeps what was measured.
+  stop::mark();
   return finish(once, mon::run_monitor(cfg, prober, clock, state, mu, ro));
 }
 

@@ -2,6 +2,7 @@
 #include "cli/options.hpp"
 
 #include <fabperf/error.hpp>
+#include <fabperf/stop.hpp>
 #include <fabperf/units.hpp>
 
 #include <fmt/format.h>
@@ -64,7 +65,7 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
   if (timeout < std::chrono::seconds(1)) throw UsageError("--launch-timeout: must be at least 1 s");
   std::unique_ptr<launch::Agents> agents;
   std::size_t n_servers = 0;
-  launch::install_interrupt_flag();
+  stop::mark();
   if (how == "ssh") {
     if (!r.count("servers") || !r.count("clients"))
       throw UsageError("--launch ssh: give --servers and --clients (hosts)");

@@ -376,7 +376,7 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req, std::uint32_t rep
   const RunRecord record = run_test(req);
   if (live) std::cerr << "\r\033[K" << std::flush;
   // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
-  if (r.count("launch")) launch::install_interrupt_flag();
+  if (r.count("launch")) stop::mark();
   nlohmann::json extra = nlohmann::json::object();
   if (!record.socksize_basis.empty())
     extra["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};

@@ -9,6 +9,7 @@ namespace {
 // Lock-free atomics: the only state a signal handler may touch.
 std::atomic<std::uint64_t> g_requests{0};
 std::atomic<int> g_last_signal{0};
+std::atomic<std::uint64_t> g_mark{0};
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 extern "C" void on_stop_signal(int sig) {
@@ -24,6 +25,14 @@ void request(int sig) noexcept {
 
 std::uint64_t requests() noexcept {
   return g_requests.load(std::memory_order_acquire);
+}
+
+void mark() noexcept {
+  g_mark.store(requests(), std::memory_order_relaxed);
+}
+
+bool stopped() noexcept {
+  return requests() > g_mark.load(std::memory_order_relaxed);
 }
 
 int last_signal() noexcept {

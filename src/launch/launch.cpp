@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -25,8 +24,6 @@
 
 namespace fabperf::launch {
 namespace {
-
-std::atomic<std::uint64_t> g_interrupt_base{0};
 
 // A launcher process (ssh or srun) and what it wrote.
 struct Launched : Child {
@@ -233,14 +230,6 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
 
 }  // namespace
 
-void install_interrupt_flag() {
-  g_interrupt_base = stop::requests();
-}
-
-bool interrupted() {
-  return stop::requests() > g_interrupt_base;
-}
-
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
@@ -403,7 +392,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
   };
 
   while (finished < hosts.size()) {
-    if (interrupted()) {
+    if (stop::stopped()) {
       // Sessions still connecting have no agent to stop gracefully: end them now, so Ctrl-C is
       // prompt (the ones with a ready agent stop through their stdin, in the destructor).
       for (std::size_t h = 0; h < next; ++h) {
@@ -537,7 +526,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   const std::int64_t t0 = mono_now_ns();
   const std::int64_t deadline = t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
   while (port_of.size() < nodes.size()) {
-    if (interrupted()) {
+    if (stop::stopped()) {
       c.signal(SIGTERM);  // srun ends its step on SIGTERM
       throw Error(ExitCode::infrastructure, "interrupted while starting agents with srun; stopped them");
     }

@@ -32,14 +32,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Between steps a SIGINT/SIGTERM stops the plan before its next step; during a step the
-// coordinator stops the test and keeps what was measured. main() owns the handlers
-// (fabperf/stop.hpp); the plan compares the request count with the one at its start.
-std::uint64_t g_stop_base = 0;
-bool stop_requested() {
-  return stop::requests() > g_stop_base;
-}
-
 // Appends whole lines and syncs each one: a crash or a dead agent loses nothing already written.
 class ResultsFile {
  public:
@@ -287,9 +279,9 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
       }
       out.write(rec);
       rates.push_back(std::move(r));
-      if (interrupted || stop_requested()) break;
+      if (interrupted || stop::stopped()) break;
     }
-    if (interrupted || stop_requested()) {
+    if (interrupted || stop::stopped()) {
       interrupted = true;
       say("interrupted");
       break;
@@ -445,7 +437,7 @@ bool PlanRun::run_step(std::size_t i) {
   std::vector<std::string> cn, sn;
   for (const auto h : s.clients) cn.push_back(p_.hosts[h].name);
   for (const auto h : s.servers) sn.push_back(p_.hosts[h].name);
-  if (stop_requested()) {
+  if (stop::stopped()) {
     interrupted_ = true;
     return false;
   }
@@ -584,11 +576,13 @@ int PlanRun::run() {
         to_run == steps_.size() ? "" : fmt::format(" ({} to run, {} done before)", to_run, steps_.size() - to_run),
         hms(seconds_left(0)), path_);
   }
-  g_stop_base = stop::requests();
+  // Between steps a SIGINT/SIGTERM stops the plan before its next step; during a step the
+  // coordinator stops the test and keeps what was measured.
+  stop::mark();
   if (o_.preflight && to_run > 0) {
     const int rc = run_preflight(p_, o_.key, o_.connect_timeout, o_.quiet, os_);
     if (rc != 0) return rc;
-    if (stop_requested()) {
+    if (stop::stopped()) {
       os_ << "interrupted before the first step\n";
       return static_cast<int>(ExitCode::infrastructure);
     }

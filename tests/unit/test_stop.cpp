@@ -19,6 +19,16 @@ TEST(Stop, RequestsCountAndRememberTheSignal) {
   EXPECT_EQ(stop::last_signal(), SIGTERM);
 }
 
+TEST(Stop, APhaseCountsOnlyTheRequestsSinceItsMark) {
+  stop::request(SIGINT);  // ended an earlier phase
+  stop::mark();
+  EXPECT_FALSE(stop::stopped());
+  stop::request(SIGTERM);
+  EXPECT_TRUE(stop::stopped());
+  stop::mark();
+  EXPECT_FALSE(stop::stopped());
+}
+
 TEST(Stop, WatchSeesOnlyLaterRequestsEachOnce) {
   stop::request(SIGINT);  // before the watcher: not delivered
   asio::io_context io;
