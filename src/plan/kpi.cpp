@@ -88,7 +88,7 @@ void set_kpi(KpiSet& k, std::string_view name, double value) {
 KpiSet kpi_profile(std::string_view name) {
   KpiSet k;
   if (name == "ibm-readiness") {
-    // ../shared/NOTES.md section 2: every node >= 2000 MB/s, min/max >= 0.79; retransmits and NIC
+    // IBM's network readiness check: every node >= 2000 MB/s, min/max >= 0.79; retransmits and NIC
     // errors are reported for information by that tool, so they are not thresholds here.
     k.min_node_mbps = 2000;
     k.min_spread = 0.79;
