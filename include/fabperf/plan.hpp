@@ -243,8 +243,6 @@ struct ResumeState {
 // UsageError naming FILE:LINE on a malformed line.
 ResumeState read_results(const std::string& path);
 
-std::string iso8601_now();
-
 // ---- pre-flight ----
 struct Finding {
   std::string level;  // "error" (the plan would measure something wrong or fail), "warning", "ok"

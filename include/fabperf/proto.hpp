@@ -31,8 +31,6 @@ inline constexpr std::uint16_t kVersion = 4;
 inline constexpr std::size_t kHeaderSize = 12;
 // Results of a large test are the biggest frames; 16 MiB holds ~80k connections.
 inline constexpr std::uint32_t kMaxBody = 16u << 20;
-using fabperf::kMaxList;
-using fabperf::kMaxString;
 // Until a peer has proven it holds the key, no frame may be larger than this (HELLO, AUTH,
 // AUTH_OK, ERROR are all far smaller): nothing large is buffered or parsed for a stranger.
 inline constexpr std::uint32_t kMaxPreAuthBody = 4096;
@@ -80,14 +78,10 @@ std::vector<std::uint8_t> encode_frame(MsgType type, const nlohmann::json& body)
 // Parses a body (must be a JSON object); throws ProtocolError naming the message type.
 nlohmann::json parse_body(MsgType type, std::span<const std::uint8_t> body);
 
-// Field-by-field validation (fabperf/fields.hpp), shared with the sysinfo decoders.
-using fabperf::Fields;
-
 // ---- Typed messages -----------------------------------------------------------------------
 
 inline constexpr std::size_t kTokenBytes = 16;
 using Token = std::array<std::uint8_t, kTokenBytes>;
-using fabperf::to_hex;
 Token token_from_hex(std::string_view hex, const std::string& context);  // throws ProtocolError
 Token random_token();
 

@@ -497,7 +497,7 @@ void Coordinator::refuse_duplicates() const {
 asio::awaitable<RunRecord> Coordinator::flow() {
   RunRecord rec;
   rec.spec = req_.spec;  // --socksize auto replaces it before any set-up
-  rec.test_id = proto::to_hex(proto::random_token()).substr(0, 16);
+  rec.test_id = to_hex(proto::random_token()).substr(0, 16);
   rec.started_at = iso8601_utc_now();
 
   const std::int64_t t_begin = mono_now_ns();

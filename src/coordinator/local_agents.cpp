@@ -36,7 +36,7 @@ LocalAgents::LocalAgents(int count, const std::string& log_level, const std::str
   if (key_file.empty()) {
     const auth::Nonce raw = auth::make_nonce();  // 32 random bytes: a one-time key
     key_ = auth::Key(std::vector<std::uint8_t>(raw.begin(), raw.end()));
-    key_line = proto::to_hex(key_.bytes()) + "\n";
+    key_line = to_hex(key_.bytes()) + "\n";
   }
   std::vector<std::string> args = {exe, "agent",       "--listen", "127.0.0.1:0",        "--ready-fd",
                                    "1", "--log-level", log_level,  "--exit-on-stdin-eof"};

@@ -1,6 +1,7 @@
 // The monitor's state: the last values of every series, counters, baselines and drift alerts.
 // Its size is fixed by the config (hosts x hosts x links), so weeks of probes do not grow it.
 #include <fabperf/bytes.hpp>
+#include <fabperf/clock.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/monitor.hpp>
 #include <fabperf/plan.hpp>
@@ -82,7 +83,7 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
         b.bytes_per_s = median(b.samples);
         b.samples.clear();
         b.source = "probes";
-        b.set_at = plan::iso8601_now();
+        b.set_at = iso8601_utc_now();
         log.push_back(fmt::format("baseline: {} set to {:.3f} MB/s (median of {} probes)", subject,
                                   *b.bytes_per_s / 1e6, cfg_->baseline_probes));
       }
@@ -261,7 +262,7 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
       b.bytes_per_s = v;
       b.samples.clear();
       b.source = "acceptance " + file;
-      b.set_at = plan::iso8601_now();
+      b.set_at = iso8601_utc_now();
       ++set;
     }
   } catch (const json::exception& e) {

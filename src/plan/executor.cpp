@@ -13,6 +13,7 @@
 #include <ctime>
 #include <fabperf/build_config.hpp>
 #include <fabperf/bytes.hpp>
+#include <fabperf/clock.hpp>
 #include <fabperf/compare.hpp>
 #include <fabperf/coordinator.hpp>
 #include <fabperf/error.hpp>
@@ -237,14 +238,8 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
         pairs.push_back({{"client", host_names[pr.client]}, {"server", host_names[pr.server]}, {"role", pr.role}});
       }
       set_host_pairs(req, host_pairs, [&](std::uint32_t h) { return p.hosts[h].hp; });
-      json rec = {{"type", "isolate"},
-                  {"test", t.name},
-                  {"round", round->number},
-                  {"kind", round->kind},
-                  {"step", k},
-                  {"pairs", pairs},
-                  {"started_at", plan::iso8601_now()},
-                  {"status", "done"},
+      json rec = {{"type", "isolate"}, {"test", t.name}, {"round", round->number},          {"kind", round->kind},
+                  {"step", k},         {"pairs", pairs}, {"started_at", iso8601_utc_now()}, {"status", "done"},
                   {"error", ""}};
       std::vector<std::optional<double>> r(st.pairs.size());
       try {
@@ -396,7 +391,7 @@ bool PlanRun::run_hook(const plan::PlannedStep& s) {
   const std::string& cmd = is_a ? p_.ab->a : p_.ab->b;
   const std::string& cname = is_a ? p_.ab->a_name : p_.ab->b_name;
   if (tty_) os_ << "\r\033[K";
-  const std::string started = plan::iso8601_now();
+  const std::string started = iso8601_utc_now();
   const auto hr = plan::run_hook(cmd, p_.ab->timeout_s);
   out_->write({{"type", "hook"},
                {"config", s.config},
@@ -469,7 +464,7 @@ bool PlanRun::run_step(std::size_t i) {
               {"servers", sn},
               {"status", "done"},
               {"error", ""},
-              {"started_at", plan::iso8601_now()},
+              {"started_at", iso8601_utc_now()},
               {"base_id", s.base_id},
               {"trial", s.trial}};
   if (!s.config.empty()) rec["config"] = s.config;
@@ -593,7 +588,7 @@ int PlanRun::run() {
                  {"schema", plan::kResultsSchema},
                  {"version", plan::kResultsVersion},
                  {"fabperf_version", FABPERF_VERSION},
-                 {"started_at", plan::iso8601_now()},
+                 {"started_at", iso8601_utc_now()},
                  {"plan_file", p_.file},
                  {"plan", plan_obj_},
                  {"steps_total", steps_.size()}});
@@ -649,7 +644,7 @@ int PlanRun::finish() {
   }
   const int code = worst_infra_ == 2 ? 2 : worst_infra_ == 3 || interrupted_ || hook_failed_ ? 3 : kpi_failed ? 1 : 0;
   out_->write({{"type", "end"},
-               {"finished_at", plan::iso8601_now()},
+               {"finished_at", iso8601_utc_now()},
                {"interrupted", interrupted_},
                {"passed", code == 0},
                {"exit_code", code}});

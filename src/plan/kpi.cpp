@@ -377,8 +377,4 @@ std::string render_verdicts(const std::vector<KpiCheck>& checks) {
   return out;
 }
 
-std::string iso8601_now() {
-  return iso8601_utc_now();
-}
-
 }  // namespace fabperf::plan

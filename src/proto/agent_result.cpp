@@ -76,7 +76,7 @@ std::vector<CounterSample> parse_counter_samples(const json& arr, const std::str
   std::map<std::string, std::size_t> index;
   CounterValues current;
   for (const auto& e : arr) {
-    proto::Fields h(e, ctx + "[]");
+    Fields h(e, ctx + "[]");
     CounterSample x;
     x.t_ns = h.i64("t_ns", INT64_MIN / 2, INT64_MAX / 2);
     const auto& values = h.object("values");
@@ -203,13 +203,13 @@ json to_json(const AgentResult& r) {
 
 namespace {
 
-using proto::Fields;
+using Fields;
 constexpr std::uint64_t kMaxBytes = 1ULL << 62;
 
 FlowResult parse_flow(const json& e) {
   Fields g(e, "RESULT.flows[]");
   FlowResult x;
-  x.id = static_cast<std::uint32_t>(g.u64("id", 0, proto::kMaxList * 16));
+  x.id = static_cast<std::uint32_t>(g.u64("id", 0, kMaxList * 16));
   const auto role = g.str("role", 16);
   if (role == "client")
     x.role = FlowRole::client;
@@ -228,7 +228,7 @@ FlowResult parse_flow(const json& e) {
     x.op = FlowOp::probe;
   else
     throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
-  x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, proto::kMaxList));
+  x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, kMaxList));
   x.local = g.str("local", 128);
   x.remote = g.str("remote", 128);
   x.tx_bytes_total = g.u64("tx_bytes_total", 0, kMaxBytes);
@@ -347,7 +347,7 @@ AgentResult parse_agent_result(const json& j) {
   Fields f(j, "RESULT");
   AgentResult r;
   std::size_t cells = 0;  // named counter values once expanded (kMaxCounterCells)
-  r.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, proto::kMaxList));
+  r.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
   r.hostname = f.str("hostname", 256);
   r.aborted = f.boolean("aborted");
   r.abort_reason = f.str("abort_reason");

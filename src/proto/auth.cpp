@@ -116,7 +116,7 @@ void write_key_file(const std::string& path, bool force) {
   if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) {
     throw SystemError("generate key for", path, "OpenSSL random generator failed");
   }
-  std::string text = proto::to_hex(raw) + "\n";
+  std::string text = to_hex(raw) + "\n";
   OPENSSL_cleanse(raw.data(), raw.size());
   if (force) {
     struct stat st {};

@@ -126,7 +126,7 @@ std::shared_ptr<const Psk> derive_control_psk(const auth::Key& key) {
   hkdf_sha256(key.bytes(), kPskInfo, psk->key);
   std::array<std::uint8_t, kKeyIdBytes> id{};
   hkdf_sha256(key.bytes(), kKeyIdInfo, id);
-  psk->identity = "fabperf-key-" + proto::to_hex(id);
+  psk->identity = "fabperf-key-" + to_hex(id);
   return psk;
 }
 

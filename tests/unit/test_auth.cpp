@@ -48,7 +48,7 @@ TEST(Auth, HmacSha256MatchesRfc4231) {
   const auto mac = auth::hmac_sha256({reinterpret_cast<const std::uint8_t*>(key.data()), key.size()},
                                      {{reinterpret_cast<const std::uint8_t*>(data.data()), 10},
                                       {reinterpret_cast<const std::uint8_t*>(data.data()) + 10, data.size() - 10}});
-  EXPECT_EQ(proto::to_hex(mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(to_hex(mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
 TEST(Auth, ProofsAreComparedExactly) {

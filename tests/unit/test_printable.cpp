@@ -1,5 +1,5 @@
 // Peer text defused before it reaches a log or a terminal (printable.hpp), and at the protocol
-// layer, where every string a peer sends passes (proto::Fields).
+// layer, where every string a peer sends passes (Fields).
 #include <fabperf/agent_result.hpp>
 #include <fabperf/error.hpp>
 #include <fabperf/printable.hpp>

@@ -71,12 +71,12 @@ TEST(TlsPsk, DerivationIsHkdfSha256WithTheDocumentedLabels) {
   EXPECT_EQ(psk->key, want);
   std::array<std::uint8_t, 8> id{};
   tls::hkdf_sha256(k.bytes(), "fabperf key id v1", id);
-  EXPECT_EQ(psk->identity, "fabperf-key-" + proto::to_hex(id));
+  EXPECT_EQ(psk->identity, "fabperf-key-" + to_hex(id));
   // Deterministic, key-specific, and the identity reveals nothing of the PSK.
   EXPECT_EQ(tls::derive_control_psk(k)->identity, psk->identity);
   EXPECT_NE(tls::derive_control_psk(key_of('b'))->identity, psk->identity);
   EXPECT_NE(tls::derive_control_psk(key_of('b'))->key, psk->key);
-  EXPECT_EQ(psk->identity.find(proto::to_hex(std::span<const std::uint8_t>(psk->key.data(), 8))), std::string::npos);
+  EXPECT_EQ(psk->identity.find(to_hex(std::span<const std::uint8_t>(psk->key.data(), 8))), std::string::npos);
 }
 
 TEST(TlsPsk, Rfc5869TestCase3) {
@@ -84,7 +84,7 @@ TEST(TlsPsk, Rfc5869TestCase3) {
   const std::vector<std::uint8_t> ikm(22, 0x0b);
   std::array<std::uint8_t, 42> okm{};
   tls::hkdf_sha256(ikm, "", okm);
-  EXPECT_EQ(proto::to_hex(okm), "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8");
+  EXPECT_EQ(to_hex(okm), "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8");
 }
 
 TEST(TlsPsk, SameKeyCompletesTls13WithTheFixedSuite) {
