@@ -203,7 +203,6 @@ json to_json(const AgentResult& r) {
 
 namespace {
 
-using Fields;
 constexpr std::uint64_t kMaxBytes = 1ULL << 62;
 
 FlowResult parse_flow(const json& e) {
