@@ -50,11 +50,14 @@ run_case() {
   say "ran $test/$mode/$verb in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s"
   CASES+=("$W/$test-$mode-$verb.json")
 }
+# check_cases [--last] JSON...: a case in which sender and receiver both moved nothing is EMPTY
+# (listed for one more run), not FAIL; with --last (that second run) it is a FAIL.
 check_cases() {
-  python3 - "${CASES[@]}" <<'PY' | tee -a "$SUM"
+  python3 - "$@" <<'PY' | tee -a "$SUM"
 import json, sys
 bad = 0
-for path in sys.argv[1:]:
+last = sys.argv[1:2] == ["--last"]
+for path in sys.argv[1 + last:]:
     name = path.rsplit("/", 1)[1][:-5]
     try:
         doc = json.load(open(path)); test = name.split("-")[0]
@@ -66,6 +69,9 @@ for path in sys.argv[1:]:
             a, b = tot("server", "tx_bytes_total"), tot("client", "rx_bytes_total")
         else:
             a, b = tot("client", "tx_bytes_total"), tot("server", "rx_bytes_total")
+        if a == 0 and b == 0 and not last:
+            print(f"EMPTY {path}")
+            continue
         assert a > 0 and a == b, f"byte counts differ: sender {a} vs receiver {b}"
         assert doc["complete"], doc.get("findings")
         print(f"PASS {name}: sender {a} B = receiver {b} B, aggregate {doc['aggregate']['mb_per_s']:.1f} MB/s")
@@ -162,7 +168,21 @@ for mode in stream rpc; do
   run_case nwrite "$mode" write
   run_case write "$mode" send
 done
-check_cases
+check_cases "${CASES[@]}"
+# A case that moved nothing at either end measured nothing: in the emulated guest a starved run's
+# window can close before its first completion (the bandwidth check below says the same of its
+# runs). It runs once more and fails if it moves nothing again; a byte mismatch fails at once.
+EMPTY=()
+mapfile -t EMPTY < <(sed -n 's/^EMPTY //p' "$SUM")
+if [ ${#EMPTY[@]} -gt 0 ]; then
+  CASES=()
+  for p in "${EMPTY[@]}"; do
+    IFS=- read -r t m v <<<"$(basename "$p" .json)"
+    say "again: $t/$m/$v moved nothing"
+    run_case "$t" "$m" "$v"
+  done
+  check_cases --last "${CASES[@]}"
+fi
 # Peer dies mid-test: kill the server agent 2 s after set-up, in a 6 s run; the run must end by itself,
 # exit 3 and report the lost node, with what was measured kept.
 timeout -k 5 120 "$FABPERF" run --transport rdma --servers 127.0.0.2 --clients 127.0.0.3 --test write --mode stream --time 6 \
