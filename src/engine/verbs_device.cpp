@@ -1,0 +1,271 @@
+// Device selection for the RDMA engine. Without rdma_cm the port and GID are chosen by matching
+// the address the test uses on each node against each port's RoCE v2 GIDs, so multi-GID RoCE
+// ports work without --gid-index.
+#include "engine/verbs_internal.hpp"
+#include "net/sockaddr.hpp"
+
+#include <fabperf/units.hpp>
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace fabperf::verbs {
+namespace {
+
+// The GID a RoCE port holds for this IP address (IPv4 as ::ffff:a.b.c.d).
+ibv_gid gid_for(const sockaddr_storage& ss) {
+  ibv_gid g{};
+  if (ss.ss_family == AF_INET) {
+    g.raw[10] = 0xff;
+    g.raw[11] = 0xff;
+    std::memcpy(g.raw + 12, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, 4);
+  } else {
+    const auto& a6 = reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr;
+    std::memcpy(g.raw, &a6, 16);
+  }
+  return g;
+}
+
+// Device selection: DEV[:PORT][,...] from --rdma-device.
+struct DevSel {
+  std::string name;
+  int port{0};  // 0 = every port
+};
+std::vector<DevSel> parse_device_list(const std::string& text) {
+  std::vector<DevSel> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    DevSel d;
+    const auto colon = item.find(':');
+    d.name = item.substr(0, colon);
+    if (colon != std::string::npos) {
+      d.port = static_cast<int>(parse_int(item.substr(colon + 1), "--rdma-device port", 1, 255));
+    }
+    if (d.name.empty()) throw UsageError(fmt::format("--rdma-device '{}': empty device name", text));
+    out.push_back(d);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Error no_device_error() {
+  return Error(ExitCode::infrastructure,
+               "no RDMA device found (ibv_get_device_list: none under /sys/class/infiniband; load a driver or add "
+               "Soft-RoCE with 'rdma link add rxe0 type rxe netdev IF')");
+}
+
+// The protection domain and the one registered buffer (2 x --buffsize) of an opened port.
+void register_buffer(Device& d, const TestSpec& spec) {
+  d.pd.reset(ibv_alloc_pd(d.ctx));
+  if (!d.pd) throw verbs_fail("ibv_alloc_pd", d.label, errno);
+  d.block = spec.buffsize();
+  d.buf = aligned_buffer(2 * d.block);
+  if (!d.buf) {
+    throw Error(ExitCode::infrastructure,
+                fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d.block)));
+  }
+  for (std::size_t k = 0; k < 2 * d.block; ++k) d.buf.get()[k] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
+  d.mr.reset(ibv_reg_mr(d.pd.get(), d.buf.get(), 2 * d.block,
+                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+  if (!d.mr) throw verbs_fail("ibv_reg_mr", d.label, errno);
+}
+
+}  // namespace
+
+VerbsError verbs_fail(const char* call, const std::string& dev, int err) {
+  return VerbsError(call, dev, err, fmt::format("{}: {} on {}", call, errno_text(err), dev));
+}
+
+std::string gid_text(const ibv_gid& g) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
+  return buf;
+}
+
+sockaddr_storage numeric_sockaddr(const std::string& host, std::uint16_t port, const char* what) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  if (const int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); gai != 0) {
+    throw SystemError(what, host, gai_strerror(gai));
+  }
+  sockaddr_storage ss{};
+  std::memcpy(&ss, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof ss));
+  freeaddrinfo(res);
+  return ss;
+}
+
+// The address this connection uses on this node, whose GID picks the RDMA port. A connected UDP
+// socket sends nothing.
+sockaddr_storage local_address_towards(const std::string& host, const std::string& source) {
+  const sockaddr_storage dst = numeric_sockaddr(host, 4791, "resolve RDMA peer address");
+  const int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw SystemError("socket", host, errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  const socklen_t dlen = dst.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  if (!source.empty()) {
+    const sockaddr_storage src = numeric_sockaddr(source, 0, "resolve source address");
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&src), dlen) != 0)
+      throw SystemError("bind source address", source, errno);
+  }
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen) != 0)
+    throw SystemError("find the local address towards", host, errno);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+    throw SystemError("getsockname towards", host, errno);
+  return local;
+}
+
+void check_devices_present(const TestSpec& spec) {
+  int n = 0;
+  const DeviceListPtr list(ibv_get_device_list(&n));
+  if (n == 0) throw no_device_error();
+  if (!spec.rdma_device().empty()) (void)parse_device_list(spec.rdma_device());
+}
+
+std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage& local) {
+  int n = 0;
+  const DeviceListPtr list(ibv_get_device_list(&n));
+  if (!list || n == 0) throw no_device_error();
+  std::vector<DevSel> want;
+  if (!spec.rdma_device().empty()) want = parse_device_list(spec.rdma_device());
+  std::vector<std::string> names;
+  names.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(list.get()[i]));
+  for (const auto& w : want) {
+    if (std::find(names.begin(), names.end(), w.name) == names.end()) {
+      throw Error(ExitCode::infrastructure,
+                  fmt::format("--rdma-device {}: no such RDMA device (found: {})", w.name, fmt::join(names, ", ")));
+    }
+  }
+  const ibv_gid want_gid = gid_for(local);
+  const std::string addr = net::numeric_host(local);
+  std::vector<std::string> looked;
+  std::string problem;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = names[static_cast<std::size_t>(i)];
+    int only_port = 0;
+    if (!want.empty()) {
+      auto it = std::find_if(want.begin(), want.end(), [&](const DevSel& d) { return d.name == name; });
+      if (it == want.end()) continue;
+      only_port = it->port;
+    }
+    ContextPtr c(ibv_open_device(list.get()[i]));
+    if (!c) {
+      problem = verbs_fail("ibv_open_device", name, errno).what();
+      looked.push_back(name + " (cannot open)");
+      continue;
+    }
+    ibv_device_attr da{};
+    if (ibv_query_device(c.get(), &da) != 0) {
+      problem = verbs_fail("ibv_query_device", name, errno).what();
+      continue;
+    }
+    for (int p = 1; p <= da.phys_port_cnt; ++p) {
+      if (only_port != 0 && p != only_port) continue;
+      const std::string label = fmt::format("{}:{}", name, p);
+      ibv_port_attr pa{};
+      if (ibv_query_port(c.get(), static_cast<std::uint8_t>(p), &pa) != 0) {
+        looked.push_back(label + " (" + verbs_fail("ibv_query_port", label, errno).what() + ")");
+        continue;
+      }
+      if (pa.state != IBV_PORT_ACTIVE) {
+        looked.push_back(fmt::format("{} ({})", label, ibv_port_state_str(pa.state)));
+        continue;
+      }
+      int chosen = -1;
+      ibv_gid chosen_gid{};
+      const bool ib = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+      std::vector<std::string> gids;
+      if (spec.gid_index() >= 0) {
+        ibv_gid_entry e{};
+        if (spec.gid_index() >= pa.gid_tbl_len ||
+            ibv_query_gid_ex(c.get(), static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(spec.gid_index()), &e,
+                             0) != 0) {
+          throw Error(ExitCode::infrastructure,
+                      fmt::format("--gid-index {}: {} has no GID at that index (table size {})", spec.gid_index(),
+                                  label, pa.gid_tbl_len));
+        }
+        chosen = spec.gid_index();
+        std::memcpy(chosen_gid.raw, e.gid.raw, 16);
+      } else if (ib) {
+        ibv_query_gid(c.get(), static_cast<std::uint8_t>(p), 0, &chosen_gid);
+        chosen = 0;
+      } else {
+        for (int g = 0; g < pa.gid_tbl_len; ++g) {
+          ibv_gid_entry e{};
+          if (ibv_query_gid_ex(c.get(), static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(g), &e, 0) != 0)
+            continue;
+          ibv_gid gg{};
+          std::memcpy(gg.raw, e.gid.raw, 16);
+          gids.push_back(fmt::format("{}={}{}", g, gid_text(gg), e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "/v2" : "/v1"));
+          if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && std::memcmp(gg.raw, want_gid.raw, 16) == 0) {
+            chosen = g;
+            chosen_gid = gg;
+            break;
+          }
+        }
+      }
+      if (chosen < 0) {
+        looked.push_back(fmt::format("{} [GIDs {}]", label, fmt::join(gids, " ")));
+        continue;
+      }
+      auto d = std::make_unique<Device>();
+      d->name = name;
+      d->label = label;
+      d->ctx = c.get();
+      d->owned_ctx = std::move(c);
+      d->port = static_cast<std::uint8_t>(p);
+      d->gid_index = chosen;
+      d->gid = chosen_gid;
+      d->infiniband = ib;
+      d->lid = pa.lid;
+      d->mtu = pa.active_mtu;
+      d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(da.max_qp_rd_atom, 1, 16));
+      d->key = addr;
+      register_buffer(*d, spec);
+      return d;
+    }
+  }
+  throw Error(ExitCode::infrastructure,
+              fmt::format("no active RDMA port has a RoCE v2 GID for {} (looked at: {}{}){}", addr,
+                          looked.empty() ? std::string("no port") : fmt::format("{}", fmt::join(looked, "; ")),
+                          spec.rdma_device().empty() ? "" : ", --rdma-device " + spec.rdma_device(),
+                          problem.empty() ? std::string() : "; " + problem));
+}
+
+std::unique_ptr<Device> open_cm_device(ibv_context* ctx, std::uint8_t port, const TestSpec& spec) {
+  auto d = std::make_unique<Device>();
+  d->name = ibv_get_device_name(ctx->device);
+  d->label = fmt::format("{}:{}", d->name, port);
+  d->ctx = ctx;
+  d->port = port;
+  d->key = "cm:" + d->label;
+  ibv_device_attr da{};
+  if (ibv_query_device(ctx, &da) != 0) throw verbs_fail("ibv_query_device", d->label, errno);
+  // rdma_cm passes these as the connection's responder resources and initiator depth.
+  d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(std::min(da.max_qp_rd_atom, da.max_qp_init_rd_atom), 1, 16));
+  ibv_port_attr pa{};
+  if (ibv_query_port(ctx, port, &pa) != 0) throw verbs_fail("ibv_query_port", d->label, errno);
+  d->infiniband = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  d->lid = pa.lid;
+  d->mtu = pa.active_mtu;
+  register_buffer(*d, spec);
+  return d;
+}
+
+}  // namespace fabperf::verbs

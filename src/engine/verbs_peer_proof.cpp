@@ -1,0 +1,105 @@
+// The peer proof over each queue pair set up through the coordinator: before any load, both
+// ends prove the test token to each other over the QP itself (include/fabperf/rdma_qp_proof.hpp).
+// An endpoint the coordinator forwarded is only a claim, and an address that does not answer with
+// the proof gets no RDMA WRITE or READ.
+#include "engine/verbs_internal.hpp"
+
+#include <fabperf/auth.hpp>
+#include <fabperf/clock.hpp>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+namespace fabperf::verbs {
+
+int VerbsEngine::post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept {
+  std::uint8_t* at = q.proof_buf.get() + kProofSlot * slot;
+  std::memcpy(at, m.data(), m.size());
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(at), static_cast<std::uint32_t>(m.size()), q.proof_mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kProofWrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(q.qp.get(), &wr, &bad);
+}
+
+// Completions are taken one at a time and only until the proof message: the data that a proven
+// peer sends right after its last proof message stays in the CQ for the data loop. Our own proof
+// SENDs complete here or later (the data loops skip kProofWrId).
+std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& received, std::int64_t deadline) {
+  const std::string lead = fmt::format("RDMA peer {} did not prove the test token", q.peer);
+  const std::string tail = fmt::format("(queue pair {} on {}; nothing was posted to it)", q.local.qpn, q.dev->label);
+  ibv_wc wc{};
+  for (;;) {
+    if (stop_ || ctx_->aborted())
+      throw PeerProofError(q.peer, fmt::format("{}: the test stopped first {}", lead, tail));
+    const int n = poll(q, &wc, 1);
+    if (n < 0) throw PeerProofError(q.peer, fmt::format("{}: ibv_poll_cq failed {}", lead, tail));
+    if (n == 0) {
+      if (mono_now_ns() >= deadline) {
+        throw PeerProofError(q.peer,
+                             fmt::format("{}: no proof within {} s {}", lead, kProofTimeoutNs / 1'000'000'000, tail));
+      }
+      if (!q.ch) {
+        timespec nap{0, 50'000};  // an idle peer is waited for without spinning a core
+        nanosleep(&nap, nullptr);
+      }
+      continue;
+    }
+    if (wc.status != IBV_WC_SUCCESS) {
+      throw PeerProofError(q.peer, fmt::format("{}: {} completion: {} (wc status {}) {}", lead, opcode_name(wc.opcode),
+                                               ibv_wc_status_str(wc.status), static_cast<int>(wc.status), tail));
+    }
+    if (!is_recv(wc)) continue;  // our own proof SEND
+    if (wc.opcode != IBV_WC_RECV) {
+      throw PeerProofError(
+          q.peer, fmt::format("{}: it sent {} where a proof SEND belongs {}", lead, opcode_name(wc.opcode), tail));
+    }
+    const std::uint8_t* at = q.proof_buf.get() + kProofSlot * (2 + received);
+    ++received;
+    return {at, std::min<std::size_t>(wc.byte_len, kProofSlot)};
+  }
+}
+
+// Client: hello (its nonce) -> the server's proof, checked -> its own proof. Server: the hello ->
+// its proof -> the client's proof, checked. Each end posts load only after this returns.
+void VerbsEngine::prove_peer(Qp& q) {
+  const std::int64_t deadline = std::min(mono_now_ns() + kProofTimeoutNs, ctx_->hard_deadline() - 1'000'000'000);
+  auto refuse = [&](const qp_proof::Checked& c) {
+    throw PeerProofError(q.peer,
+                         fmt::format("RDMA peer {} did not prove the test token: {} (queue pair {} on {}; nothing was "
+                                     "posted to it)",
+                                     q.peer, c.text, q.local.qpn, q.dev->label));
+  };
+  auto post = [&](std::size_t slot, const qp_proof::Message& m) {
+    if (int e = post_proof(q, slot, m); e != 0) {
+      throw PeerProofError(q.peer, fmt::format("RDMA peer {}: posting the proof of the test token failed: {} on {}",
+                                               q.peer, errno_text(e), q.dev->label));
+    }
+  };
+  std::uint32_t received = 0;
+  const auth::Nonce mine = auth::make_nonce();
+  if (q.client) {
+    post(0, qp_proof::encode_client_hello(mine));
+    auth::Nonce theirs{};
+    const auto c =
+        qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs);
+    if (!c.ok()) refuse(c);
+    post(1, qp_proof::encode_client_proof(q.proof_token, q.binding, mine, theirs));
+  } else {
+    auth::Nonce theirs{};
+    const auto h = qp_proof::check_client_hello(next_proof(q, received, deadline), theirs);
+    if (!h.ok()) refuse(h);
+    post(0, qp_proof::encode_server_proof(q.proof_token, q.binding, theirs, mine));
+    const auto c =
+        qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine);
+    if (!c.ok()) refuse(c);
+  }
+}
+
+}  // namespace fabperf::verbs
