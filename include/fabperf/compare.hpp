@@ -103,8 +103,6 @@ struct Comparison {
 // Throws UsageError naming the file and the problem (schema, version, unrelated runs).
 Comparison compare_results(const nlohmann::json& before, const nlohmann::json& after, const std::string& before_file,
                            const std::string& after_file, const CompareOptions& opts);
-// Reads and parses a result file; UsageError naming the file on any problem.
-nlohmann::json load_result_file(const std::string& path);
 
 // Bonds matched by (node, bond name) between the two results (src/report/compare_bonds.cpp).
 std::vector<BondDelta> compare_bonds(const nlohmann::json& before, const nlohmann::json& after);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -38,8 +39,12 @@ struct RawResults {
 // Reads a results file; throws UsageError naming FILE:LINE for every malformed line, an unknown
 // schema or version. A file that ends without "end" is accepted (the plan did not finish).
 RawResults load_results(const std::string& path);
-// The same from a stream; `name` is used in messages.
-RawResults load_results(std::istream& in, const std::string& name);
+// Receives each checked step record as it is read (and the plan header, which comes first);
+// records of a step id read again later come again (the last one counts).
+using StepSink = std::function<void(const nlohmann::json& plan, nlohmann::json&& step)>;
+// The same from a stream; `name` is used in messages. With `on_step`, steps go there, one line at
+// a time, instead of into RawResults::steps: a results file of gigabytes is never held whole.
+RawResults load_results(std::istream& in, const std::string& name, const StepSink& on_step = {});
 
 struct HistBucket {
   double lo_us{0};
@@ -147,6 +152,10 @@ struct StepView {
   std::vector<CounterEvent> counter_events;  // dips and the counters that rose in them
   int kpi_passed{0};
   int kpi_failed{0};
+  // Whether the reports for people (text, HTML) list it: every step of a plan of up to
+  // kListAllSteps steps; of a larger one, those that need attention (PlanReport::notes says which).
+  // JSON and CSV carry every step.
+  bool listed{true};
 };
 
 // The all-pairs matrix of one test: cell [c][s] is client c -> server s in MB/s.
@@ -202,7 +211,16 @@ struct PlanReport {
   std::vector<std::string> isolation;  // "TEST: what isolation named", one line per finding
 };
 
+// A person reads a table of this many steps; past it (an all-pairs of 11 hosts is 110 steps, of
+// 64 hosts 4032) the text and HTML reports list only the steps that failed or failed a KPI (at
+// most kListAllSteps of them) and the kSlowestListed with the lowest MB/s.
+inline constexpr std::size_t kListAllSteps = 100;
+inline constexpr std::size_t kSlowestListed = 10;
+
 PlanReport build_plan_report(const RawResults& raw);
+// load_results + build_plan_report, each step turned into its StepView as its line is read.
+PlanReport read_plan_report(std::istream& in, const std::string& name);
+PlanReport read_plan_report(const std::string& path);
 
 // Formats. CSV tables: "steps" (one row per step x node; default), "pairs", "links", "kpis".
 std::string render_plan_text(const PlanReport& r);

@@ -49,7 +49,7 @@ int cmd_report(int argc, char** argv) {
   }
   if (r.count("table") && format != "csv") throw UsageError("--table applies to --format csv only");
 
-  const PlanReport report = build_plan_report(load_results(files[0]));
+  const PlanReport report = read_plan_report(files[0]);
   std::string text;
   if (format == "text") text = render_plan_text(report);
   if (format == "json") text = render_plan_json(report).dump(2) + "\n";

@@ -6,10 +6,8 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace fabperf {
 
@@ -147,16 +145,6 @@ std::map<std::uint64_t, std::string> node_names(const json& j) {
 }
 
 }  // namespace
-
-json load_result_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("compare: cannot read {}", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) throw UsageError(fmt::format("compare: {}: not valid JSON (corrupt or truncated)", path));
-  return j;
-}
 
 // NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 Comparison compare_results(const json& b, const json& a, const std::string& bf, const std::string& af,

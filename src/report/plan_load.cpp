@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 namespace fabperf {
 
@@ -207,60 +208,32 @@ RawResults from_single_run(json r, const std::string& name) {
 
 }  // namespace
 
-RawResults load_results(std::istream& in, const std::string& name) {
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-    throw UsageError(fmt::format("{}: empty file: not a fabperf results file", name));
-  }
+namespace {
 
-  // A whole-file JSON document (pretty-printed, as `fabperf run --json` writes) is a single run.
-  {
-    json whole = json::parse(text, nullptr, false);
-    if (!whole.is_discarded() && whole.is_object() && !whole.contains("type")) {
-      const auto schema = whole.value("schema", std::string{});
-      if (schema == kResultSchema) return from_single_run(std::move(whole), name);
-      throw UsageError(
-          fmt::format("{}: schema '{}' is neither '{}' nor '{}'", name, schema, kPlanResultsSchema, kResultSchema));
-    }
-  }
-  // A run's result cut short: `fabperf run --json` writes the header and each node's section as its
-  // result arrives, and the rest at the end (docs/usage.md, "Written as collected").
-  {
-    const auto first = text.find_first_not_of(" \t\r\n");
-    const auto schema_at = text.find("\"schema\": \"fabperf.result\"");
-    if (text[first] == '{' && schema_at != std::string::npos && schema_at < 64) {
-      std::size_t complete = 0;
-      const auto nodes_at = text.find("\n  \"nodes\": [");
-      if (nodes_at != std::string::npos) {
-        const auto nodes_end = text.find("\n  ]", nodes_at);
-        for (auto at = text.find("\n    }", nodes_at); at != std::string::npos && at < nodes_end;
-             at = text.find("\n    }", at + 1)) {
-          ++complete;
-        }
-      }
-      throw UsageError(fmt::format(
-          "{}: a partial fabperf result: the run stopped while collecting results ({} complete node section{} written, "
-          "no pairs, aggregate or summary); report reads complete results only",
-          name, complete, complete == 1 ? "" : "s"));
-    }
-  }
+// The records of a JSON Lines file, one line at a time: a step's JSON lives only as long as its
+// line unless the caller keeps it (`on_step` empty: raw.steps).
+struct FirstLine {
+  std::string text;
+  std::size_t number{0};
+  bool unterminated{false};
+};
 
-  RawResults raw;
-  raw.path = name;
+void read_lines(std::istream& in, FirstLine first, const std::string& name, RawResults& raw, const StepSink& on_step) {
   std::map<std::string, json> steps;  // by id
+  std::unordered_set<std::string> step_ids;
   std::vector<std::string> kpi_order;
   std::map<std::string, json> kpis;
   bool have_plan = false;
-  std::size_t lineno = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const auto nl = text.find('\n', pos);
-    const bool last_unterminated = nl == std::string::npos;
-    std::string line = text.substr(pos, last_unterminated ? std::string::npos : nl - pos);
-    pos = last_unterminated ? text.size() : nl + 1;
+  std::size_t lineno = first.number;
+  std::string line = std::move(first.text);
+  bool last_unterminated = first.unterminated;
+  auto next = [&] {
+    if (!std::getline(in, line)) return false;
+    last_unterminated = in.eof();
     ++lineno;
+    return true;
+  };
+  for (bool have = true; have; have = next()) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     json j = json::parse(line, nullptr, false);
@@ -294,9 +267,13 @@ RawResults load_results(std::istream& in, const std::string& name) {
       }
     } else if (type == "step") {
       check_step(j, e);
-      const auto id = j["id"].get<std::string>();
-      if (steps.count(id)) ++raw.superseded_steps;
-      steps[id] = std::move(j);
+      auto id = j["id"].get<std::string>();
+      if (!step_ids.insert(id).second) ++raw.superseded_steps;
+      if (on_step) {
+        on_step(raw.plan, std::move(j));
+      } else {
+        steps[std::move(id)] = std::move(j);
+      }
     } else if (type == "kpi") {
       check_kpi(j, e);
       const auto key = kpi_key(j);
@@ -326,6 +303,70 @@ RawResults load_results(std::istream& in, const std::string& name) {
   std::stable_sort(raw.steps.begin(), raw.steps.end(),
                    [](const json& a, const json& b) { return a["index"].get<int>() < b["index"].get<int>(); });
   for (const auto& key : kpi_order) raw.kpis.push_back(std::move(kpis[key]));
+}
+
+}  // namespace
+
+RawResults load_results(std::istream& in, const std::string& name, const StepSink& on_step) {
+  RawResults raw;
+  raw.path = name;
+  // A results file is JSON Lines, read a line at a time (an all-pairs of many hosts writes
+  // gigabytes); anything whose first line is not a record is one JSON document, read whole.
+  FirstLine first;
+  while (first.text.find_first_not_of(" \t\r") == std::string::npos) {
+    if (!std::getline(in, first.text))
+      throw UsageError(fmt::format("{}: empty file: not a fabperf results file", name));
+    first.unterminated = in.eof();
+    ++first.number;
+  }
+  if (const json head = json::parse(first.text, nullptr, false); head.is_object() && head.contains("type")) {
+    read_lines(in, std::move(first), name, raw, on_step);
+    return raw;
+  }
+  std::stringstream ss;
+  ss << std::string(first.number - 1, '\n') << first.text << '\n' << in.rdbuf();
+  const std::string text = ss.str();
+  // A whole-file JSON document (pretty-printed, as `fabperf run --json` writes) is a single run.
+  {
+    json whole = json::parse(text, nullptr, false);
+    if (!whole.is_discarded() && whole.is_object() && !whole.contains("type")) {
+      const auto schema = whole.value("schema", std::string{});
+      if (schema == kResultSchema) {
+        raw = from_single_run(std::move(whole), name);
+        if (on_step) {
+          for (auto& st : raw.steps) on_step(raw.plan, std::move(st));
+          raw.steps.clear();
+        }
+        return raw;
+      }
+      throw UsageError(
+          fmt::format("{}: schema '{}' is neither '{}' nor '{}'", name, schema, kPlanResultsSchema, kResultSchema));
+    }
+  }
+  // A run's result cut short: `fabperf run --json` writes the header and each node's section as its
+  // result arrives, and the rest at the end (docs/usage.md, "Written as collected").
+  {
+    const auto begin = text.find_first_not_of(" \t\r\n");
+    const auto schema_at = text.find("\"schema\": \"fabperf.result\"");
+    if (text[begin] == '{' && schema_at != std::string::npos && schema_at < 64) {
+      std::size_t complete = 0;
+      const auto nodes_at = text.find("\n  \"nodes\": [");
+      if (nodes_at != std::string::npos) {
+        const auto nodes_end = text.find("\n  ]", nodes_at);
+        for (auto at = text.find("\n    }", nodes_at); at != std::string::npos && at < nodes_end;
+             at = text.find("\n    }", at + 1)) {
+          ++complete;
+        }
+      }
+      throw UsageError(fmt::format(
+          "{}: a partial fabperf result: the run stopped while collecting results ({} complete node section{} written, "
+          "no pairs, aggregate or summary); report reads complete results only",
+          name, complete, complete == 1 ? "" : "s"));
+    }
+  }
+
+  std::istringstream lines(text);  // not a document: each line's error names its line
+  read_lines(lines, FirstLine{}, name, raw, on_step);
   return raw;
 }
 

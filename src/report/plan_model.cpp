@@ -3,12 +3,16 @@
 #include <fabperf/plan_report.hpp>
 #include "report/json_read.hpp"
 
+#include <fabperf/error.hpp>
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace fabperf {
 
@@ -216,10 +220,58 @@ double shortfall(const KpiCheck& c) {
   return c.op == ">=" ? c.threshold - c.value : c.value - c.threshold;
 }
 
+// Which steps the text and HTML reports list (StepView::listed).
+void list_steps(PlanReport& r) {
+  if (r.steps.size() <= kListAllSteps) return;
+  std::vector<StepView*> slow;
+  std::size_t attention = 0;
+  for (auto& s : r.steps) {
+    s.listed = (s.status != "done" || s.kpi_failed > 0) && attention < kListAllSteps;
+    attention += s.listed ? 1 : 0;
+    if (!s.listed && s.measured) slow.push_back(&s);
+  }
+  const auto k = std::min(kSlowestListed, slow.size());
+  std::partial_sort(slow.begin(), slow.begin() + static_cast<std::ptrdiff_t>(k), slow.end(),
+                    [](const StepView* a, const StepView* b) { return a->mb_per_s < b->mb_per_s; });
+  for (std::size_t i = 0; i < k; ++i) slow[i]->listed = true;
+  r.notes.push_back(fmt::format(
+      "{} steps: the tables below list {} of them, every step that failed or failed a KPI (at most {}) and the {} "
+      "with the lowest MB/s; every step is in `fabperf report FILE -f csv` and `-f json`",
+      r.steps.size(), attention + k, kListAllSteps, k));
+}
+
 }  // namespace
 
 // NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
-PlanReport build_plan_report(const RawResults& raw) {
+namespace {
+
+std::vector<Host> plan_hosts(const json& plan_line) {
+  std::vector<Host> hosts;
+  const auto& plan = plan_line.value("plan", json::object());
+  if (plan.contains("hosts") && plan["hosts"].is_array()) {
+    for (const auto& h : plan["hosts"]) hosts.push_back({str(h, "name"), str(h, "address")});
+  }
+  return hosts;
+}
+
+StepView step_view(const json& sj, const std::vector<Host>& hosts) {
+  StepView s;
+  s.index = sj["index"].get<int>();
+  s.id = str(sj, "id");
+  s.test = str(sj, "test");
+  s.pattern = str(sj, "pattern");
+  s.clients = sj["clients"].get<std::vector<std::string>>();
+  s.servers = sj["servers"].get<std::vector<std::string>>();
+  s.status = str(sj, "status");
+  s.error = str(sj, "error");
+  s.started_at = str(sj, "started_at");
+  s.duration_s = num(sj, "duration_s");
+  if (sj.contains("result") && sj["result"].is_object()) fill_step(s, sj["result"], hosts);
+  return s;
+}
+
+// The report from the file's records, its steps already turned into views (in index order).
+PlanReport finish_report(const RawResults& raw, std::vector<StepView> steps) {
   PlanReport r;
   r.source = raw.path;
   r.kind = raw.single_run ? "run" : "plan";
@@ -230,36 +282,27 @@ PlanReport build_plan_report(const RawResults& raw) {
   r.started_at = str(raw.plan, "started_at");
   r.steps_total = raw.plan.value("steps_total", 0);
   r.resumed = raw.resumed;
-  std::vector<Host> hosts;
-  if (plan.contains("hosts") && plan["hosts"].is_array()) {
-    for (const auto& h : plan["hosts"]) hosts.push_back({str(h, "name"), str(h, "address")});
+  const std::vector<Host> hosts = plan_hosts(raw.plan);
+
+  // Checks per step, counted once: a plan of N hosts all-pairs has N(N-1) steps and as many checks.
+  std::unordered_map<std::string, std::pair<int, int>> step_checks;
+  for (const auto& k : raw.kpis) {
+    r.kpis.push_back(kpi_check(k));
+    auto& c = step_checks[r.kpis.back().step];
+    (r.kpis.back().pass ? c.first : c.second) += 1;
   }
-
-  for (const auto& k : raw.kpis) r.kpis.push_back(kpi_check(k));
-
-  for (const auto& sj : raw.steps) {
-    StepView s;
-    s.index = sj["index"].get<int>();
-    s.id = str(sj, "id");
-    s.test = str(sj, "test");
-    s.pattern = str(sj, "pattern");
-    s.clients = sj["clients"].get<std::vector<std::string>>();
-    s.servers = sj["servers"].get<std::vector<std::string>>();
-    s.status = str(sj, "status");
-    s.error = str(sj, "error");
-    s.started_at = str(sj, "started_at");
-    s.duration_s = num(sj, "duration_s");
-    if (sj.contains("result") && sj["result"].is_object()) fill_step(s, sj["result"], hosts);
-    for (const auto& k : r.kpis) {
-      if (k.step != s.id) continue;
-      (k.pass ? s.kpi_passed : s.kpi_failed) += 1;
+  r.steps = std::move(steps);
+  for (auto& s : r.steps) {
+    if (const auto c = step_checks.find(s.id); c != step_checks.end()) {
+      s.kpi_passed = c->second.first;
+      s.kpi_failed = c->second.second;
     }
     if (s.status == "done") ++r.steps_done;
     if (s.status == "failed") ++r.steps_failed;
     if (s.status == "interrupted") ++r.steps_interrupted;
-    r.steps.push_back(std::move(s));
   }
   r.steps_missing = std::max(0, r.steps_total - static_cast<int>(r.steps.size()));
+  list_steps(r);
 
   if (raw.end) {
     r.finished = true;
@@ -292,6 +335,7 @@ PlanReport build_plan_report(const RawResults& raw) {
 
   // All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
   std::map<std::string, std::size_t> matrix_at;
+  std::vector<std::unordered_map<std::string, std::size_t>> node_at;  // per matrix: name -> row
   for (const auto& s : r.steps) {
     if (s.pattern != "all-pairs" || s.pairs.empty()) continue;
     auto it = matrix_at.find(s.test);
@@ -301,23 +345,27 @@ PlanReport build_plan_report(const RawResults& raw) {
       m.test = s.test;
       for (const auto& h : hosts) m.nodes.push_back(h.name);
       r.matrices.push_back(std::move(m));
+      node_at.emplace_back();
     }
     auto& m = r.matrices[it->second];
+    auto& at = node_at[it->second];
+    if (at.empty()) {
+      for (std::size_t i = 0; i < m.nodes.size(); ++i) at.emplace(m.nodes[i], i);
+    }
     for (const auto& p : s.pairs) {
       for (const auto* n : {&p.client, &p.server}) {
-        if (std::find(m.nodes.begin(), m.nodes.end(), *n) == m.nodes.end()) m.nodes.push_back(*n);
+        if (at.emplace(*n, m.nodes.size()).second) m.nodes.push_back(*n);
       }
     }
   }
-  for (auto& m : r.matrices) {
+  for (std::size_t mi = 0; mi < r.matrices.size(); ++mi) {
+    auto& m = r.matrices[mi];
+    const auto& at = node_at[mi];
     const auto n = m.nodes.size();
     m.mb_per_s.assign(n, std::vector<std::optional<double>>(n));
-    auto pos = [&](const std::string& name) {
-      return static_cast<std::size_t>(std::find(m.nodes.begin(), m.nodes.end(), name) - m.nodes.begin());
-    };
     for (const auto& s : r.steps) {
       if (s.test != m.test || s.pattern != "all-pairs") continue;
-      for (const auto& p : s.pairs) m.mb_per_s[pos(p.client)][pos(p.server)] = p.mb_per_s;  // later steps win
+      for (const auto& p : s.pairs) m.mb_per_s[at.at(p.client)][at.at(p.server)] = p.mb_per_s;  // later steps win
     }
     bool first = true;
     for (const auto& row : m.mb_per_s) {
@@ -385,6 +433,37 @@ PlanReport build_plan_report(const RawResults& raw) {
     }
   }
   return r;
+}
+
+}  // namespace
+
+PlanReport build_plan_report(const RawResults& raw) {
+  const std::vector<Host> hosts = plan_hosts(raw.plan);
+  std::vector<StepView> steps;
+  steps.reserve(raw.steps.size());
+  for (const auto& sj : raw.steps) steps.push_back(step_view(sj, hosts));
+  return finish_report(raw, std::move(steps));
+}
+
+PlanReport read_plan_report(std::istream& in, const std::string& name) {
+  std::optional<std::vector<Host>> hosts;  // the first plan header's
+  std::map<std::string, StepView> by_id;   // the last record of each step id, as load_results keeps
+  const RawResults raw = load_results(in, name, [&](const json& plan, json&& sj) {
+    if (!hosts) hosts = plan_hosts(plan);
+    StepView v = step_view(sj, *hosts);
+    by_id.insert_or_assign(v.id, std::move(v));
+  });
+  std::vector<StepView> steps;
+  steps.reserve(by_id.size());
+  for (auto& [id, v] : by_id) steps.push_back(std::move(v));
+  std::stable_sort(steps.begin(), steps.end(), [](const StepView& a, const StepView& b) { return a.index < b.index; });
+  return finish_report(raw, std::move(steps));
+}
+
+PlanReport read_plan_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("report: cannot read {}: {}", path, errno_text(errno)));
+  return read_plan_report(in, path);
 }
 
 }  // namespace fabperf

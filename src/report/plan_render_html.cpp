@@ -5,8 +5,12 @@
 #include <fabperf/units.hpp>
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
+#include <zlib.h>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <unordered_set>
 
 namespace fabperf {
 
@@ -273,9 +277,65 @@ std::string viridis(double t, bool* dark) {
   return fmt::format("#{:02x}{:02x}{:02x}", static_cast<int>(c[0]), static_cast<int>(c[1]), static_cast<int>(c[2]));
 }
 
+// An n x n RGB image as PNG (8 bits a channel, no interlace, filter 0 on every row).
+std::string png(std::size_t n, const std::vector<std::uint8_t>& rgb) {
+  std::vector<std::uint8_t> raw;
+  raw.reserve(n * (3 * n + 1));
+  for (std::size_t y = 0; y < n; ++y) {
+    raw.push_back(0);
+    raw.insert(raw.end(), rgb.begin() + static_cast<std::ptrdiff_t>(y * 3 * n),
+               rgb.begin() + static_cast<std::ptrdiff_t>((y + 1) * 3 * n));
+  }
+  uLongf packed_len = compressBound(raw.size());
+  std::vector<std::uint8_t> packed(packed_len);
+  compress2(packed.data(), &packed_len, raw.data(), raw.size(), Z_BEST_SPEED);
+  packed.resize(packed_len);
+  std::string out = "\x89PNG\r\n\x1a\n";
+  auto be32 = [&](std::uint32_t v) {
+    for (const int sh : {24, 16, 8, 0}) out += static_cast<char>((v >> sh) & 0xff);
+  };
+  auto chunk = [&](const char* type, const std::uint8_t* data, std::size_t len) {
+    be32(static_cast<std::uint32_t>(len));
+    const std::size_t at = out.size();
+    out.append(type, 4);
+    out.append(reinterpret_cast<const char*>(data), len);
+    be32(static_cast<std::uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(out.data() + at), static_cast<uInt>(len + 4))));
+  };
+  const auto w = static_cast<std::uint32_t>(n);
+  const std::uint8_t ihdr[13] = {static_cast<std::uint8_t>(w >> 24),
+                                 static_cast<std::uint8_t>(w >> 16),
+                                 static_cast<std::uint8_t>(w >> 8),
+                                 static_cast<std::uint8_t>(w),
+                                 static_cast<std::uint8_t>(w >> 24),
+                                 static_cast<std::uint8_t>(w >> 16),
+                                 static_cast<std::uint8_t>(w >> 8),
+                                 static_cast<std::uint8_t>(w),
+                                 8,
+                                 2,
+                                 0,
+                                 0,
+                                 0};
+  chunk("IHDR", ihdr, sizeof ihdr);
+  chunk("IDAT", packed.data(), packed.size());
+  chunk("IEND", nullptr, 0);
+  std::string b64(4 * ((out.size() + 2) / 3) + 1, '\0');
+  b64.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
+                                                      reinterpret_cast<const unsigned char*>(out.data()),
+                                                      static_cast<int>(out.size()))));
+  return b64;
+}
+
 std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   const auto n = m.nodes.size();
-  const double cell = std::clamp(560.0 / static_cast<double>(std::max<std::size_t>(n, 1)), 18.0, 64.0);
+  // Up to kSvgCells hosts every pair is an SVG cell with its figure on hover; past that (4096 cells
+  // and more, a few pixels each) one pixel a pair in an inline PNG: 1024 hosts are a million pairs,
+  // which as SVG elements no browser opens in seconds.
+  constexpr std::size_t kSvgCells = 64;
+  const bool raster = n > kSvgCells;
+  const double cell = raster ? std::max(560.0 / static_cast<double>(n), 1.0)
+                             : std::clamp(560.0 / static_cast<double>(std::max<std::size_t>(n, 1)), 18.0, 64.0);
+  const std::size_t label_every = raster ? (n + 31) / 32 : 1;
   std::size_t longest = 4;
   for (const auto& s : m.nodes) longest = std::max(longest, s.size());
   const double left = 30 + 7.0 * static_cast<double>(longest);
@@ -283,14 +343,11 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   const double legend_w = 90;
   const double w = left + cell * static_cast<double>(n) + legend_w + 20;
   const double h = std::max(top + cell * static_cast<double>(n) + 20, top + 220);
-  // Pair checks of this test: failing cells get a red frame.
-  auto failed = [&](const std::string& c, const std::string& s) {
-    const std::string pair = fmt::format("{}->{}", c, s);
-    for (const auto& k : kpis) {
-      if (k.scope == "pair" && !k.pass && k.test == m.test && k.subject == pair) return true;
-    }
-    return false;
-  };
+  // Pair checks of this test that failed: their cells get a red frame (a red pixel in the PNG).
+  std::unordered_set<std::string> failed;
+  for (const auto& k : kpis) {
+    if (k.scope == "pair" && !k.pass && k.test == m.test) failed.insert(k.subject);
+  }
   const std::string title =
       fmt::format("All-pairs throughput of '{}' (MB/s): row = client (sender), column = server", m.test);
   std::string out = "<figure class=\"wide\">\n<figcaption>" + e(title) + "</figcaption>\n";
@@ -309,31 +366,42 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
       "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">client "
       "(sends)</text>\n",
       top + cell * static_cast<double>(n) / 2, top + cell * static_cast<double>(n) / 2);
-  for (std::size_t j = 0; j < n; ++j) {
+  for (std::size_t j = 0; j < n; j += label_every) {
     const double x = left + cell * (static_cast<double>(j) + 0.5);
     out += fmt::format(
         "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" transform=\"rotate(-45 {:.1f} {:.1f})\">{}</text>\n", x,
         top - 6, x, top - 6, e(m.nodes[j]));
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", left - 6,
+                       top + cell * (static_cast<double>(j) + 0.5) + 4, e(m.nodes[j]));
   }
   const double span = m.max - m.min;
+  std::vector<std::uint8_t> rgb(raster ? 3 * n * n : 0);
   for (std::size_t i = 0; i < n; ++i) {
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", left - 6,
-                       top + cell * (static_cast<double>(i) + 0.5) + 4, e(m.nodes[i]));
     for (std::size_t j = 0; j < n; ++j) {
       const double x = left + cell * static_cast<double>(j);
       const double y = top + cell * static_cast<double>(i);
       const auto& v = m.mb_per_s[i][j];
+      bool dark = false;
+      const bool bad = v && failed.contains(m.nodes[i] + "->" + m.nodes[j]);
+      const std::string color = !v              ? (i == j ? "#f3f4f6" : "#e5e7eb")
+                                : bad && raster ? kFail
+                                                : viridis(span > 0 ? (*v - m.min) / span : 0.5, &dark);
+      if (raster) {
+        unsigned r = 0, g = 0, b = 0;
+        std::sscanf(color.c_str(), "#%02x%02x%02x", &r, &g, &b);
+        const std::size_t at = 3 * (i * n + j);
+        rgb[at] = static_cast<std::uint8_t>(r);
+        rgb[at + 1] = static_cast<std::uint8_t>(g);
+        rgb[at + 2] = static_cast<std::uint8_t>(b);
+        continue;
+      }
       if (!v) {
         out += fmt::format(
             "<rect class=\"heat-empty\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
             "fill=\"{}\" stroke=\"#fff\"><title>{} -&gt; {}: {}</title></rect>\n",
-            x, y, cell, cell, i == j ? "#f3f4f6" : "#e5e7eb", e(m.nodes[i]), e(m.nodes[j]),
-            i == j ? "same host" : "not measured");
+            x, y, cell, cell, color, e(m.nodes[i]), e(m.nodes[j]), i == j ? "same host" : "not measured");
         continue;
       }
-      bool dark = false;
-      const std::string color = viridis(span > 0 ? (*v - m.min) / span : 0.5, &dark);
-      const bool bad = failed(m.nodes[i], m.nodes[j]);
       out += fmt::format(
           "<rect class=\"heat-cell\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
           "stroke=\"{}\" stroke-width=\"{}\"><title>{} -&gt; {}: {:.1f} MB/s{}</title></rect>\n",
@@ -345,6 +413,12 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
             x + cell / 2, y + cell / 2 + 4, dark ? "#fff" : kInk, *v);
       }
     }
+  }
+  if (raster) {
+    out += fmt::format(
+        "<image class=\"heat-raster\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+        "preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,{}\"/>\n",
+        left, top, cell * static_cast<double>(n), cell * static_cast<double>(n), png(n, rgb));
   }
   // Legend: the colour scale from the lowest to the highest measured pair.
   const double lx = left + cell * static_cast<double>(n) + 24;
@@ -361,8 +435,10 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   out += "</g>\n</svg>\n";
   out += fmt::format(
       "<p class=\"muted\">{} pairs measured; lowest {:.0f} MB/s, highest {:.0f} MB/s ({:.0f}% of the highest). "
-      "Darker cells are slower; a red frame marks a pair whose KPI check failed.</p>\n</figure>\n",
-      m.cells, m.min, m.max, m.max > 0 ? 100.0 * m.min / m.max : 0.0);
+      "Darker cells are slower; {} marks a pair whose KPI check failed.{}</p>\n</figure>\n",
+      m.cells, m.min, m.max, m.max > 0 ? 100.0 * m.min / m.max : 0.0, raster ? "a red pixel" : "a red frame",
+      raster ? fmt::format(" One pixel a pair ({} hosts); every pair's figure is in the JSON and CSV reports.", n)
+             : "");
   return out;
 }
 
@@ -526,6 +602,7 @@ std::string steps_html(const PlanReport& r) {
       "<th>status</th><th>clients &rarr; servers</th><th class=\"num\">MB/s</th><th class=\"num\">Gbit/s</th>"
       "<th class=\"num\">time s</th><th>KPIs</th></tr></thead><tbody>\n";
   for (const auto& s : r.steps) {
+    if (!s.listed) continue;
     std::string cs, ss;
     for (const auto& c : s.clients) cs += (cs.empty() ? "" : ", ") + c;
     for (const auto& c : s.servers) ss += (ss.empty() ? "" : ", ") + c;
@@ -619,7 +696,7 @@ std::string render_plan_html(const PlanReport& r) {
     for (const auto& m : r.matrices) out += heatmap(m, r.kpis);
   }
   out += "<h2>Step details</h2>\n";
-  for (const auto& s : r.steps) out += step_html(r, s);
+  for (const auto& s : r.steps) out += s.listed ? step_html(r, s) : "";
   out += "<footer>Written by <span class=\"mono\">fabperf report</span> from <span class=\"mono\">" + e(r.source) +
          "</span>. MB = 10<sup>6</sup> bytes. Self-contained: no scripts, fonts or styles are loaded from "
          "anywhere.</footer>\n";

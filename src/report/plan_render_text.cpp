@@ -78,6 +78,7 @@ std::string render_plan_text(const PlanReport& r) {
   Table st({"#", h(col::step), h(col::pattern), h(col::status), "clients -> servers", h(col::mb_per_s),
             h(col::gbit_per_s), h(col::duration_s), "KPIs"});
   for (const auto& s : r.steps) {
+    if (!s.listed) continue;
     st.add({std::to_string(s.index), s.id, s.pattern, s.status, join(s.clients) + " -> " + join(s.servers),
             s.measured ? f0(s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", f1(s.duration_s),
             s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"});
@@ -101,6 +102,7 @@ std::string render_plan_text(const PlanReport& r) {
   }
 
   for (const auto& s : r.steps) {
+    if (!s.listed) continue;
     out += fmt::format("\n== step {} {} ({}, {})\n", s.index, s.id, s.pattern, s.status);
     if (!s.error.empty()) out += "  error: " + s.error + "\n";
     if (!s.measured) {

@@ -4,6 +4,7 @@
 #include <fabperf/plan_report.hpp>
 
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -430,4 +431,51 @@ TEST(PlanModel, CounterDipsReachEveryRenderer) {
   EXPECT_NE(html.find("qdisc.drops +12 (discard)"), std::string::npos);
   EXPECT_EQ(render_plan_json(r)["steps"][0]["counter_events"][0]["text"],
             "lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)");
+}
+
+// A large plan (an all-pairs of 70 hosts is 4830 steps): the people's reports list the steps that
+// need attention and the slowest, say so, and draw the matrix one pixel a pair; JSON keeps all.
+TEST(PlanRender, LargePlansListTheStepsThatNeedAttentionAndDrawThePairsAsAnImage) {
+  std::vector<json> v{plan_line(140)};
+  for (int k = 0; k < 140; ++k) {
+    const int i = k % 70;
+    const std::string c = "h" + std::to_string(i);
+    const std::string s = "h" + std::to_string((i + 1 + k / 70) % 70);
+    v.push_back(step_line(k, c, s, 100 + i, k == 5 ? "failed" : "done"));
+    if (k != 5) v.push_back(kpi_line("ap/" + std::to_string(k), c + "->" + s, 100 + i, k != 7));
+  }
+  v.push_back(end_line(false));
+  const auto r = build_plan_report(load(lines(v)));
+  ASSERT_EQ(r.steps.size(), 140u);
+  EXPECT_EQ(std::count_if(r.steps.begin(), r.steps.end(), [](const StepView& s) { return s.listed; }),
+            2 + static_cast<long>(kSlowestListed));
+  for (const int k : {0, 70, 4, 74, 5, 7}) EXPECT_TRUE(r.steps[static_cast<std::size_t>(k)].listed) << k;
+  EXPECT_FALSE(r.steps[69].listed);
+  const auto t = render_plan_text(r);
+  EXPECT_NE(t.find("note: 140 steps: the tables below list 12 of them"), std::string::npos) << t;
+  EXPECT_NE(t.find("== step 7 "), std::string::npos);
+  EXPECT_EQ(t.find("== step 69 "), std::string::npos);
+  EXPECT_EQ(render_plan_json(r)["steps"].size(), 140u);
+  const auto html = render_plan_html(r);
+  ASSERT_EQ(r.matrices.at(0).nodes.size(), 73u);  // the plan's 3 hosts, then h0..h69
+  EXPECT_NE(html.find("href=\"data:image/png;base64,iVBORw0KGgo"), std::string::npos);  // the PNG signature
+  EXPECT_EQ(html.find("class=\"heat-cell\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"step-69\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"step-7\""), std::string::npos);
+}
+
+// `fabperf report` reads a file a line at a time (read_plan_report); it must build the same
+// report as loading every record first: resumed steps, a single run, a cut-off last line.
+TEST(PlanLoad, ReadingLineByLineBuildsTheSameReport) {
+  auto resumed = lines({plan_line(), step_line(0, "n1", "n2", 200), step_line(1, "n2", "n1", 0, "interrupted")});
+  resumed += lines({plan_line(), step_line(1, "n2", "n1", 180), end_line(true)});
+  const std::string cut = lines({plan_line(), step_line(0, "n1", "n2", 200)}) + R"({"type": "step", "ind)";
+  for (const std::string& text : {good(), resumed, cut, run_result(2, 2, 100).dump(2), "\n\n" + good()}) {
+    std::istringstream in(text);
+    const auto streamed = read_plan_report(in, "r.jsonl");
+    EXPECT_EQ(render_plan_json(streamed), render_plan_json(build_plan_report(load(text)))) << text.substr(0, 80);
+    EXPECT_FALSE(streamed.steps.empty());
+  }
+  std::istringstream bad(lines({plan_line()}) + "{\"type\": \"step\"}\n");
+  EXPECT_THROW(read_plan_report(bad, "r.jsonl"), UsageError);
 }
