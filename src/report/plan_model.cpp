@@ -242,7 +242,6 @@ void list_steps(PlanReport& r) {
 
 }  // namespace
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 namespace {
 
 std::vector<Host> plan_hosts(const json& plan_line) {
@@ -270,48 +269,8 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts) {
   return s;
 }
 
-// The report from the file's records, its steps already turned into views (in index order).
-PlanReport finish_report(const RawResults& raw, std::vector<StepView> steps) {
-  PlanReport r;
-  r.source = raw.path;
-  r.kind = raw.single_run ? "run" : "plan";
-  const auto& plan = raw.plan.value("plan", json::object());
-  r.plan_name = str(plan, "name");
-  r.plan_file = str(raw.plan, "plan_file");
-  r.fabperf_version = str(raw.plan, "fabperf_version");
-  r.started_at = str(raw.plan, "started_at");
-  r.steps_total = raw.plan.value("steps_total", 0);
-  r.resumed = raw.resumed;
-  const std::vector<Host> hosts = plan_hosts(raw.plan);
-
-  // Checks per step, counted once: a plan of N hosts all-pairs has N(N-1) steps and as many checks.
-  std::unordered_map<std::string, std::pair<int, int>> step_checks;
-  for (const auto& k : raw.kpis) {
-    r.kpis.push_back(kpi_check(k));
-    auto& c = step_checks[r.kpis.back().step];
-    (r.kpis.back().pass ? c.first : c.second) += 1;
-  }
-  r.steps = std::move(steps);
-  for (auto& s : r.steps) {
-    if (const auto c = step_checks.find(s.id); c != step_checks.end()) {
-      s.kpi_passed = c->second.first;
-      s.kpi_failed = c->second.second;
-    }
-    if (s.status == "done") ++r.steps_done;
-    if (s.status == "failed") ++r.steps_failed;
-    if (s.status == "interrupted") ++r.steps_interrupted;
-  }
-  r.steps_missing = std::max(0, r.steps_total - static_cast<int>(r.steps.size()));
-  list_steps(r);
-
-  if (raw.end) {
-    r.finished = true;
-    r.finished_at = str(*raw.end, "finished_at");
-    r.interrupted = raw.end->value("interrupted", false);
-    r.exit_code = raw.end->value("exit_code", -1);
-  }
-
-  // KPI groups: one line per (test, KPI, scope, threshold) in the verdict table.
+// KPI groups: one line per (test, KPI, scope, threshold) in the verdict table.
+void group_kpis(PlanReport& r) {
   std::map<std::string, std::size_t> group_at;
   std::vector<const KpiCheck*> worst_at;
   for (const auto& k : r.kpis) {
@@ -332,8 +291,10 @@ PlanReport finish_report(const RawResults& raw, std::vector<StepView> steps) {
     }
     (k.pass ? r.kpi_passed : r.kpi_failed) += 1;
   }
+}
 
-  // All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
+// All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
+void build_matrices(PlanReport& r, const std::vector<Host>& hosts) {
   std::map<std::string, std::size_t> matrix_at;
   std::vector<std::unordered_map<std::string, std::size_t>> node_at;  // per matrix: name -> row
   for (const auto& s : r.steps) {
@@ -378,6 +339,72 @@ PlanReport finish_report(const RawResults& raw, std::vector<StepView> steps) {
       }
     }
   }
+}
+
+void set_verdict(PlanReport& r) {
+  if (r.kpi_failed > 0) {
+    r.verdict = "FAIL";
+    r.verdict_reason = fmt::format("{} of {} KPI checks failed", r.kpi_failed, r.kpi_failed + r.kpi_passed);
+  } else if (r.steps_failed > 0) {
+    r.verdict = "ERROR";
+    r.verdict_reason = fmt::format("{} step(s) failed to run", r.steps_failed);
+  } else if (!r.finished || r.interrupted || r.steps_missing > 0 || r.steps_interrupted > 0) {
+    r.verdict = "INCOMPLETE";
+    r.verdict_reason = fmt::format("{} of {} steps done; {} KPI checks passed so far", r.steps_done,
+                                   std::max(r.steps_total, static_cast<int>(r.steps.size())), r.kpi_passed);
+  } else if (r.kpis.empty()) {
+    r.verdict = "NO KPI";
+    r.verdict_reason = fmt::format("{} step(s) measured; no KPI was checked", r.steps_done);
+  } else {
+    r.verdict = "PASS";
+    r.verdict_reason = fmt::format("all {} KPI checks passed", r.kpi_passed);
+  }
+}
+
+// The report from the file's records, its steps already turned into views (in index order).
+PlanReport finish_report(const RawResults& raw, std::vector<StepView> steps) {
+  PlanReport r;
+  r.source = raw.path;
+  r.kind = raw.single_run ? "run" : "plan";
+  const auto& plan = raw.plan.value("plan", json::object());
+  r.plan_name = str(plan, "name");
+  r.plan_file = str(raw.plan, "plan_file");
+  r.fabperf_version = str(raw.plan, "fabperf_version");
+  r.started_at = str(raw.plan, "started_at");
+  r.steps_total = raw.plan.value("steps_total", 0);
+  r.resumed = raw.resumed;
+  const std::vector<Host> hosts = plan_hosts(raw.plan);
+
+  // Checks per step, counted once: a plan of N hosts all-pairs has N(N-1) steps and as many checks.
+  std::unordered_map<std::string, std::pair<int, int>> step_checks;
+  for (const auto& k : raw.kpis) {
+    r.kpis.push_back(kpi_check(k));
+    auto& c = step_checks[r.kpis.back().step];
+    (r.kpis.back().pass ? c.first : c.second) += 1;
+  }
+  r.steps = std::move(steps);
+  for (auto& s : r.steps) {
+    if (const auto c = step_checks.find(s.id); c != step_checks.end()) {
+      s.kpi_passed = c->second.first;
+      s.kpi_failed = c->second.second;
+    }
+    if (s.status == "done") ++r.steps_done;
+    if (s.status == "failed") ++r.steps_failed;
+    if (s.status == "interrupted") ++r.steps_interrupted;
+  }
+  r.steps_missing = std::max(0, r.steps_total - static_cast<int>(r.steps.size()));
+  list_steps(r);
+
+  if (raw.end) {
+    r.finished = true;
+    r.finished_at = str(*raw.end, "finished_at");
+    r.interrupted = raw.end->value("interrupted", false);
+    r.exit_code = raw.end->value("exit_code", -1);
+  }
+
+  group_kpis(r);
+
+  build_matrices(r, hosts);
 
   // Notes and verdict.
   if (raw.truncated_line > 0) {
@@ -397,23 +424,7 @@ PlanReport finish_report(const RawResults& raw, std::vector<StepView> steps) {
   if (r.steps_missing > 0)
     r.notes.push_back(fmt::format("{} of {} planned steps have no record", r.steps_missing, r.steps_total));
 
-  if (r.kpi_failed > 0) {
-    r.verdict = "FAIL";
-    r.verdict_reason = fmt::format("{} of {} KPI checks failed", r.kpi_failed, r.kpi_failed + r.kpi_passed);
-  } else if (r.steps_failed > 0) {
-    r.verdict = "ERROR";
-    r.verdict_reason = fmt::format("{} step(s) failed to run", r.steps_failed);
-  } else if (!r.finished || r.interrupted || r.steps_missing > 0 || r.steps_interrupted > 0) {
-    r.verdict = "INCOMPLETE";
-    r.verdict_reason = fmt::format("{} of {} steps done; {} KPI checks passed so far", r.steps_done,
-                                   std::max(r.steps_total, static_cast<int>(r.steps.size())), r.kpi_passed);
-  } else if (r.kpis.empty()) {
-    r.verdict = "NO KPI";
-    r.verdict_reason = fmt::format("{} step(s) measured; no KPI was checked", r.steps_done);
-  } else {
-    r.verdict = "PASS";
-    r.verdict_reason = fmt::format("all {} KPI checks passed", r.kpi_passed);
-  }
+  set_verdict(r);
   for (const auto& iso : raw.isolation) {
     const std::string test = iso["test"].get<std::string>();
     for (const auto& f : iso["findings"]) {
