@@ -61,7 +61,59 @@ Pattern parse_pattern(std::string_view s) {
   throw UsageError(fmt::format("unknown pattern '{}' (one of {})", s, names));
 }
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
+namespace {
+
+std::vector<Step> all_pairs(std::size_t n, const PatternParams& p) {
+  const auto idx = [](std::size_t i) { return static_cast<std::uint32_t>(i); };
+  std::vector<Step> out;
+  need_nodes(n, 2, p.pattern);
+  if (p.concurrent_pairs < 1) throw UsageError("pattern all-pairs: concurrent-pairs must be at least 1");
+  if (p.concurrent_pairs > n / 2) {
+    throw UsageError(fmt::format("pattern all-pairs: concurrent-pairs {} is more than {} nodes allow disjointly ({})",
+                                 p.concurrent_pairs, n, n / 2));
+  }
+  if (p.concurrent_pairs == 1) {
+    // Every ordered pair alone, in row order: the matrix as mpiGraph draws it.
+    for (std::size_t c = 0; c < n; ++c) {
+      for (std::size_t v = 0; v < n; ++v) {
+        if (c != v) out.push_back({{{idx(c), idx(v)}}});
+      }
+    }
+    return out;
+  }
+  // Concurrent pairs: a round-robin tournament (the circle method). With M = n rounded up to
+  // even (odd n: a phantom node gives each round's partner of it a bye), round r pairs the
+  // fixed node M-1 with r and (r+i) with (r-i) mod M-1, so every round is M/2 disjoint pairs
+  // and the M-1 rounds meet every unordered pair once. Each round runs in both orientations:
+  // 2(M-1) orientations of M/2 pairs cover every ordered pair exactly once, and a node is in
+  // at most one pair of a step, so concurrent pairs never share a NIC. A round with more
+  // pairs than concurrent-pairs is cut into steps of that many.
+  const std::size_t m = n + n % 2;
+  const std::size_t phantom = n % 2 == 1 ? n : m;  // the bye's index; m means "none"
+  for (std::size_t r = 0; r + 1 < m; ++r) {
+    std::vector<Flow> round;
+    const auto add = [&](std::size_t x, std::size_t y) {
+      if (x == phantom || y == phantom) return;
+      round.push_back({idx(x), idx(y)});
+    };
+    add(r, m - 1);
+    for (std::size_t i = 1; i < m / 2; ++i) add((r + i) % (m - 1), (r + (m - 1) - i) % (m - 1));
+    for (const bool reversed : {false, true}) {
+      for (std::size_t start = 0; start < round.size(); start += p.concurrent_pairs) {
+        Step s;
+        for (std::size_t j = start; j < std::min(round.size(), start + p.concurrent_pairs); ++j) {
+          const auto& f = round[j];
+          s.flows.push_back(reversed ? Flow{f.server, f.client} : f);
+        }
+        out.push_back(std::move(s));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
   const auto idx = [](std::size_t i) { return static_cast<std::uint32_t>(i); };
   std::vector<Step> out;
@@ -114,53 +166,7 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
       out.push_back(std::move(s));
       break;
     }
-    case Pattern::all_pairs: {
-      need_nodes(n, 2, p.pattern);
-      if (p.concurrent_pairs < 1) throw UsageError("pattern all-pairs: concurrent-pairs must be at least 1");
-      if (p.concurrent_pairs > n / 2) {
-        throw UsageError(
-            fmt::format("pattern all-pairs: concurrent-pairs {} is more than {} nodes allow disjointly ({})",
-                        p.concurrent_pairs, n, n / 2));
-      }
-      if (p.concurrent_pairs == 1) {
-        // Every ordered pair alone, in row order: the matrix as mpiGraph draws it.
-        for (std::size_t c = 0; c < n; ++c) {
-          for (std::size_t v = 0; v < n; ++v) {
-            if (c != v) out.push_back({{{idx(c), idx(v)}}});
-          }
-        }
-        break;
-      }
-      // Concurrent pairs: a round-robin tournament (the circle method). With M = n rounded up to
-      // even (odd n: a phantom node gives each round's partner of it a bye), round r pairs the
-      // fixed node M-1 with r and (r+i) with (r-i) mod M-1, so every round is M/2 disjoint pairs
-      // and the M-1 rounds meet every unordered pair once. Each round runs in both orientations:
-      // 2(M-1) orientations of M/2 pairs cover every ordered pair exactly once, and a node is in
-      // at most one pair of a step, so concurrent pairs never share a NIC. A round with more
-      // pairs than concurrent-pairs is cut into steps of that many.
-      const std::size_t m = n + n % 2;
-      const std::size_t phantom = n % 2 == 1 ? n : m;  // the bye's index; m means "none"
-      for (std::size_t r = 0; r + 1 < m; ++r) {
-        std::vector<Flow> round;
-        const auto add = [&](std::size_t x, std::size_t y) {
-          if (x == phantom || y == phantom) return;
-          round.push_back({idx(x), idx(y)});
-        };
-        add(r, m - 1);
-        for (std::size_t i = 1; i < m / 2; ++i) add((r + i) % (m - 1), (r + (m - 1) - i) % (m - 1));
-        for (const bool reversed : {false, true}) {
-          for (std::size_t start = 0; start < round.size(); start += p.concurrent_pairs) {
-            Step s;
-            for (std::size_t j = start; j < std::min(round.size(), start + p.concurrent_pairs); ++j) {
-              const auto& f = round[j];
-              s.flows.push_back(reversed ? Flow{f.server, f.client} : f);
-            }
-            out.push_back(std::move(s));
-          }
-        }
-      }
-      break;
-    }
+    case Pattern::all_pairs: out = all_pairs(n, p); break;
     case Pattern::ring: {
       need_nodes(n, 2, p.pattern);
       if (p.k < 1 || p.k >= n) throw UsageError(fmt::format("pattern ring: k {} must be within 1..{}", p.k, n - 1));
