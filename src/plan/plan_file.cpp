@@ -73,7 +73,189 @@ struct Merged {
 
 }  // namespace
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
+// The [ab] table: two hook commands, their names and timeout, what the comparison should find.
+AbHooks parse_ab(const Ctx& c, const toml::node& node) {
+  const auto* n = &node;
+  AbHooks ab;
+  const auto& t = c.table(*n, "ab");
+  for (const auto& [key, v] : t) {
+    const std::string k(key.str());
+    if (k != "a" && k != "b" && k != "a-name" && k != "b-name" && k != "hook-timeout" && k != "expect" &&
+        k != "expect-rest" && k != "expect-gain") {
+      c.fail(&v, k, "unknown field of [ab] (a, b, a-name, b-name, hook-timeout, expect, expect-rest, expect-gain)");
+    }
+  }
+  for (const char* k : {"a", "b"}) {
+    const auto* h = t.get(k);
+    if (!h) c.fail(n, k, "missing in [ab]: the command that switches to this configuration (run on this host)");
+    std::string cmd = c.str(*h, k);
+    if (cmd.find_first_not_of(" \t") == std::string::npos) c.fail(h, k, "empty command");
+    (std::string_view(k) == "a" ? ab.a : ab.b) = std::move(cmd);
+  }
+  for (const char* k : {"a-name", "b-name"}) {
+    if (const auto* h = t.get(k)) {
+      std::string name = c.str(*h, k);
+      if (name.empty() || name.size() > 40 || name.find_first_of("\n\t") != std::string::npos) {
+        c.fail(h, k, "use a short name (1..40 characters, one line)");
+      }
+      (std::string_view(k) == "a-name" ? ab.a_name : ab.b_name) = std::move(name);
+    }
+  }
+  if (ab.a_name == ab.b_name) c.fail(n, "b-name", fmt::format("'{}' names both configurations", ab.a_name));
+  if (const auto* h = t.get("hook-timeout")) {
+    ab.timeout_s = c.wrap(h, "hook-timeout", [&] {
+      return std::chrono::duration<double>(parse_duration(c.scalar_text(*h, "hook-timeout"), "value")).count();
+    });
+    if (!(ab.timeout_s >= 1 && ab.timeout_s <= 86400)) c.fail(h, "hook-timeout", "must be within 1 s..24 h");
+  }
+  if (const auto* e = t.get("expect")) ab.expect = c.strings(*e, "expect");
+  if (const auto* e = t.get("expect-rest")) ab.expect_rest = c.str(*e, "expect-rest");
+  if (const auto* e = t.get("expect-gain")) ab.expect_gain = c.scalar_text(*e, "expect-gain");
+  (void)c.wrap(n, "ab", [&] { return parse_expectations(ab.expect, ab.expect_rest, ab.expect_gain); });
+  return ab;
+}
+
+// One [[hosts]] table; `earlier` are the hosts before it (names and addresses must differ).
+PlanHost parse_host(const Ctx& c, const toml::node& hn, const std::vector<PlanHost>& earlier) {
+  auto h = c.host<PlanHost>(hn, {"roles"}, earlier);
+  const auto& t = c.table(hn, "hosts");
+  if (const auto* r = t.get("roles")) {
+    const auto roles = c.strings(*r, "roles");
+    h.client = h.server = false;
+    for (const auto& role : roles) {
+      if (role == "client") {
+        h.client = true;
+      } else if (role == "server") {
+        h.server = true;
+      } else {
+        c.fail(r, "roles", fmt::format("unknown role '{}' (client, server)", role));
+      }
+    }
+    if (roles.empty()) c.fail(r, "roles", "empty list (client, server)");
+  }
+  return h;
+}
+
+// A test's settings, merged over the defaults, through the command line's parsers (one table:
+// core/settings.cpp); make() checks ranges and combinations at the test.
+SpecParams spec_params(const Ctx& c, const Merged& m) {
+  SpecParams p;
+  for (const auto& st : spec_settings()) {
+    const auto* n = m.get(st.name);
+    if (!n) continue;
+    std::string value;
+    if (st.kind == SettingKind::flag) {
+      value = c.boolean(*n, st.name) ? "true" : "false";
+    } else if (const auto* a = n->as_array()) {
+      // A list (cpus = [0, 2]) is the command line's comma-separated value.
+      for (const auto& e : *a) {
+        // Appended in two steps: GCC 12 at -O3 reports a false -Wrestrict on
+        // `const char* + std::string&&`.
+        if (!value.empty()) value += ',';
+        value += c.scalar_text(e, st.name);
+      }
+    } else {
+      value = c.scalar_text(*n, st.name);
+    }
+    c.wrap(n, st.name, [&] {
+      st.apply(p, value, "value");
+      return 0;
+    });
+  }
+  return p;
+}
+
+std::uint32_t host_index(const Ctx& c, const Plan& plan, const toml::node& n, std::string_view field,
+                         const std::string& name) {
+  for (std::size_t i = 0; i < plan.hosts.size(); ++i) {
+    if (plan.hosts[i].name == name) return static_cast<std::uint32_t>(i);
+  }
+  c.fail(&n, field, fmt::format("no host named '{}'", name));
+}
+
+// A test's pattern and the fields that shape it (hosts, clients and servers, pairs, k, target),
+// each refused where its pattern does not use it.
+void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t, const Merged& m, const Plan& plan,
+                        PlanTest& pt) {
+  const auto* pat = m.get("pattern");
+  if (!pat) c.fail(&tn, "pattern", fmt::format("missing in test '{}'", pt.name));
+  pt.pattern.pattern = c.wrap(pat, "pattern", [&] { return parse_pattern(c.str(*pat, "pattern")); });
+  const Pattern P = pt.pattern.pattern;
+
+  // The nodes the pattern sees: 'hosts' (a subset, in order) or every host.
+  if (const auto* hs = m.get("hosts")) {
+    for (const auto& n : c.strings(*hs, "hosts")) {
+      const auto i = host_index(c, plan, *hs, "hosts", n);
+      if (std::find(pt.hosts.begin(), pt.hosts.end(), i) != pt.hosts.end())
+        c.fail(hs, "hosts", fmt::format("'{}' is listed twice", n));
+      pt.hosts.push_back(i);
+    }
+  } else {
+    for (std::size_t i = 0; i < plan.hosts.size(); ++i) pt.hosts.push_back(static_cast<std::uint32_t>(i));
+  }
+  const auto local = [&](const toml::node& n, std::string_view field, const std::string& hname) {
+    const auto gi = host_index(c, plan, n, field, hname);
+    const auto it = std::find(pt.hosts.begin(), pt.hosts.end(), gi);
+    if (it == pt.hosts.end()) c.fail(&n, field, fmt::format("'{}' is not in this test's hosts", hname));
+    return static_cast<std::uint32_t>(it - pt.hosts.begin());
+  };
+  const auto only_for = [&](const char* key, std::initializer_list<Pattern> ps) {
+    const auto* n = t.get(key);
+    if (n && std::find(ps.begin(), ps.end(), P) == ps.end()) {
+      c.fail(n, key, fmt::format("does not apply to pattern {}", to_string(P)));
+    }
+    return m.get(key);
+  };
+  if (const auto* n = only_for("clients", {Pattern::bipartite})) {
+    for (const auto& s : c.strings(*n, "clients")) pt.pattern.clients.push_back(local(*n, "clients", s));
+  }
+  if (const auto* n = only_for("servers", {Pattern::bipartite})) {
+    for (const auto& s : c.strings(*n, "servers")) pt.pattern.servers.push_back(local(*n, "servers", s));
+  }
+  if (P == Pattern::bipartite) {
+    // Roles decide who is who unless the test names them.
+    for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
+      const auto& h = plan.hosts[pt.hosts[i]];
+      const bool listed_c =
+          std::find(pt.pattern.clients.begin(), pt.pattern.clients.end(), i) != pt.pattern.clients.end();
+      const bool listed_s =
+          std::find(pt.pattern.servers.begin(), pt.pattern.servers.end(), i) != pt.pattern.servers.end();
+      if (listed_c && listed_s) c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", h.name));
+    }
+    if (pt.pattern.clients.empty() && pt.pattern.servers.empty()) {
+      for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
+        const auto& h = plan.hosts[pt.hosts[i]];
+        if (h.client && h.server) {
+          c.fail(&tn, "pattern",
+                 fmt::format("bipartite: host '{}' has both roles; give it one role or list 'clients' and 'servers'",
+                             h.name));
+        }
+        (h.client ? pt.pattern.clients : pt.pattern.servers).push_back(i);
+      }
+    }
+  }
+  if (const auto* n = only_for("pairs", {Pattern::pairs})) {
+    for (const auto& s : c.strings(*n, "pairs")) {
+      const auto arrow = s.find("->");
+      if (arrow == std::string::npos) c.fail(n, "pairs", fmt::format("'{}': expected CLIENT->SERVER", s));
+      pt.pattern.pairs.push_back({local(*n, "pairs", s.substr(0, arrow)), local(*n, "pairs", s.substr(arrow + 2))});
+    }
+  } else if (P == Pattern::pairs) {
+    c.fail(&tn, "pairs", "pattern pairs needs a list such as [\"n1->n2\", \"n3->n4\"]");
+  }
+  if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs})) {
+    pt.pattern.concurrent_pairs = static_cast<std::uint32_t>(c.wrap(
+        n, "concurrent-pairs", [&] { return parse_int(c.scalar_text(*n, "concurrent-pairs"), "value", 1, 4096); }));
+  }
+  if (const auto* n = only_for("k", {Pattern::ring})) {
+    pt.pattern.k = static_cast<std::uint32_t>(
+        c.wrap(n, "k", [&] { return parse_int(c.scalar_text(*n, "k"), "value", 1, 65535); }));
+  }
+  if (const auto* n = only_for("target", {Pattern::incast, Pattern::broadcast})) {
+    pt.pattern.target = local(*n, "target", c.str(*n, "target"));
+  }
+}
+
 Plan parse_plan(std::string_view text, const std::string& file) {
   Ctx c(file);
   const toml::table root = Ctx::parse(text, file);
@@ -89,45 +271,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     plan.repeat = static_cast<std::uint32_t>(r);
   }
   if (const auto* n = root.get("isolate")) plan.isolate = c.boolean(*n, "isolate");
-  if (const auto* n = root.get("ab")) {
-    AbHooks ab;
-    const auto& t = c.table(*n, "ab");
-    for (const auto& [key, v] : t) {
-      const std::string k(key.str());
-      if (k != "a" && k != "b" && k != "a-name" && k != "b-name" && k != "hook-timeout" && k != "expect" &&
-          k != "expect-rest" && k != "expect-gain") {
-        c.fail(&v, k, "unknown field of [ab] (a, b, a-name, b-name, hook-timeout, expect, expect-rest, expect-gain)");
-      }
-    }
-    for (const char* k : {"a", "b"}) {
-      const auto* h = t.get(k);
-      if (!h) c.fail(n, k, "missing in [ab]: the command that switches to this configuration (run on this host)");
-      std::string cmd = c.str(*h, k);
-      if (cmd.find_first_not_of(" \t") == std::string::npos) c.fail(h, k, "empty command");
-      (std::string_view(k) == "a" ? ab.a : ab.b) = std::move(cmd);
-    }
-    for (const char* k : {"a-name", "b-name"}) {
-      if (const auto* h = t.get(k)) {
-        std::string name = c.str(*h, k);
-        if (name.empty() || name.size() > 40 || name.find_first_of("\n\t") != std::string::npos) {
-          c.fail(h, k, "use a short name (1..40 characters, one line)");
-        }
-        (std::string_view(k) == "a-name" ? ab.a_name : ab.b_name) = std::move(name);
-      }
-    }
-    if (ab.a_name == ab.b_name) c.fail(n, "b-name", fmt::format("'{}' names both configurations", ab.a_name));
-    if (const auto* h = t.get("hook-timeout")) {
-      ab.timeout_s = c.wrap(h, "hook-timeout", [&] {
-        return std::chrono::duration<double>(parse_duration(c.scalar_text(*h, "hook-timeout"), "value")).count();
-      });
-      if (!(ab.timeout_s >= 1 && ab.timeout_s <= 86400)) c.fail(h, "hook-timeout", "must be within 1 s..24 h");
-    }
-    if (const auto* e = t.get("expect")) ab.expect = c.strings(*e, "expect");
-    if (const auto* e = t.get("expect-rest")) ab.expect_rest = c.str(*e, "expect-rest");
-    if (const auto* e = t.get("expect-gain")) ab.expect_gain = c.scalar_text(*e, "expect-gain");
-    (void)c.wrap(n, "ab", [&] { return parse_expectations(ab.expect, ab.expect_rest, ab.expect_gain); });
-    plan.ab = std::move(ab);
-  }
+  if (const auto* n = root.get("ab")) plan.ab = parse_ab(c, *n);
   if (const auto* n = root.get("name")) plan.name = c.str(*n, "name");
   if (const auto* n = root.get("clock-warn")) {
     plan.clock_warn_s = c.number(*n, "clock-warn");
@@ -141,25 +285,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
   const auto* harr = hosts->as_array();
   if (!harr || harr->empty()) c.fail(hosts, "hosts", "expected one or more [[hosts]] tables");
-  for (const auto& hn : *harr) {
-    auto h = c.host<PlanHost>(hn, {"roles"}, plan.hosts);
-    const auto& t = c.table(hn, "hosts");
-    if (const auto* r = t.get("roles")) {
-      const auto roles = c.strings(*r, "roles");
-      h.client = h.server = false;
-      for (const auto& role : roles) {
-        if (role == "client") {
-          h.client = true;
-        } else if (role == "server") {
-          h.server = true;
-        } else {
-          c.fail(r, "roles", fmt::format("unknown role '{}' (client, server)", role));
-        }
-      }
-      if (roles.empty()) c.fail(r, "roles", "empty list (client, server)");
-    }
-    plan.hosts.push_back(std::move(h));
-  }
+  for (const auto& hn : *harr) plan.hosts.push_back(parse_host(c, hn, plan.hosts));
   // Per-link pinning pairs link i with link i: counts must match (as on the command line).
   for (const auto& h : plan.hosts) {
     if (h.hp.links.size() != plan.hosts.front().hp.links.size()) {
@@ -168,12 +294,6 @@ Plan parse_plan(std::string_view text, const std::string& file) {
           c.where(harr), h.name, h.hp.links.size(), plan.hosts.front().name, plan.hosts.front().hp.links.size()));
     }
   }
-  const auto host_index = [&](const toml::node& n, std::string_view field, const std::string& name) {
-    for (std::size_t i = 0; i < plan.hosts.size(); ++i) {
-      if (plan.hosts[i].name == name) return static_cast<std::uint32_t>(i);
-    }
-    c.fail(&n, field, fmt::format("no host named '{}'", name));
-  };
 
   // Defaults.
   Merged defaults;
@@ -214,116 +334,18 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     for (const auto& o : plan.tests) {
       if (o.name == pt.name) c.fail(name, "name", fmt::format("test '{}' is listed twice", pt.name));
     }
-    const auto* pat = m.get("pattern");
-    if (!pat) c.fail(&tn, "pattern", fmt::format("missing in test '{}'", pt.name));
-    pt.pattern.pattern = c.wrap(pat, "pattern", [&] { return parse_pattern(c.str(*pat, "pattern")); });
-    const Pattern P = pt.pattern.pattern;
-
-    // The nodes the pattern sees: 'hosts' (a subset, in order) or every host.
-    if (const auto* hs = m.get("hosts")) {
-      for (const auto& n : c.strings(*hs, "hosts")) {
-        const auto i = host_index(*hs, "hosts", n);
-        if (std::find(pt.hosts.begin(), pt.hosts.end(), i) != pt.hosts.end())
-          c.fail(hs, "hosts", fmt::format("'{}' is listed twice", n));
-        pt.hosts.push_back(i);
-      }
-    } else {
-      for (std::size_t i = 0; i < plan.hosts.size(); ++i) pt.hosts.push_back(static_cast<std::uint32_t>(i));
-    }
-    const auto local = [&](const toml::node& n, std::string_view field, const std::string& hname) {
-      const auto gi = host_index(n, field, hname);
-      const auto it = std::find(pt.hosts.begin(), pt.hosts.end(), gi);
-      if (it == pt.hosts.end()) c.fail(&n, field, fmt::format("'{}' is not in this test's hosts", hname));
-      return static_cast<std::uint32_t>(it - pt.hosts.begin());
-    };
-    const auto only_for = [&](const char* key, std::initializer_list<Pattern> ps) {
-      const auto* n = t.get(key);
-      if (n && std::find(ps.begin(), ps.end(), P) == ps.end()) {
-        c.fail(n, key, fmt::format("does not apply to pattern {}", to_string(P)));
-      }
-      return m.get(key);
-    };
-    if (const auto* n = only_for("clients", {Pattern::bipartite})) {
-      for (const auto& s : c.strings(*n, "clients")) pt.pattern.clients.push_back(local(*n, "clients", s));
-    }
-    if (const auto* n = only_for("servers", {Pattern::bipartite})) {
-      for (const auto& s : c.strings(*n, "servers")) pt.pattern.servers.push_back(local(*n, "servers", s));
-    }
-    if (P == Pattern::bipartite) {
-      // Roles decide who is who unless the test names them.
-      for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
-        const auto& h = plan.hosts[pt.hosts[i]];
-        const bool listed_c =
-            std::find(pt.pattern.clients.begin(), pt.pattern.clients.end(), i) != pt.pattern.clients.end();
-        const bool listed_s =
-            std::find(pt.pattern.servers.begin(), pt.pattern.servers.end(), i) != pt.pattern.servers.end();
-        if (listed_c && listed_s) c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", h.name));
-      }
-      if (pt.pattern.clients.empty() && pt.pattern.servers.empty()) {
-        for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
-          const auto& h = plan.hosts[pt.hosts[i]];
-          if (h.client && h.server) {
-            c.fail(&tn, "pattern",
-                   fmt::format("bipartite: host '{}' has both roles; give it one role or list 'clients' and 'servers'",
-                               h.name));
-          }
-          (h.client ? pt.pattern.clients : pt.pattern.servers).push_back(i);
-        }
-      }
-    }
-    if (const auto* n = only_for("pairs", {Pattern::pairs})) {
-      for (const auto& s : c.strings(*n, "pairs")) {
-        const auto arrow = s.find("->");
-        if (arrow == std::string::npos) c.fail(n, "pairs", fmt::format("'{}': expected CLIENT->SERVER", s));
-        pt.pattern.pairs.push_back({local(*n, "pairs", s.substr(0, arrow)), local(*n, "pairs", s.substr(arrow + 2))});
-      }
-    } else if (P == Pattern::pairs) {
-      c.fail(&tn, "pairs", "pattern pairs needs a list such as [\"n1->n2\", \"n3->n4\"]");
-    }
-    if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs})) {
-      pt.pattern.concurrent_pairs = static_cast<std::uint32_t>(c.wrap(
-          n, "concurrent-pairs", [&] { return parse_int(c.scalar_text(*n, "concurrent-pairs"), "value", 1, 4096); }));
-    }
-    if (const auto* n = only_for("k", {Pattern::ring})) {
-      pt.pattern.k = static_cast<std::uint32_t>(
-          c.wrap(n, "k", [&] { return parse_int(c.scalar_text(*n, "k"), "value", 1, 65535); }));
-    }
-    if (const auto* n = only_for("target", {Pattern::incast, Pattern::broadcast})) {
-      pt.pattern.target = local(*n, "target", c.str(*n, "target"));
-    }
+    parse_test_pattern(c, tn, t, m, plan, pt);
     // The pattern's own checks (node counts, k range, ...), at the test's line.
     c.wrap(&tn, "pattern", [&] { return make_steps(pt.hosts.size(), pt.pattern); });
 
     // Spec: every setting of the table, with the command line's parsers and limits.
-    SpecParams p;
+    const SpecParams p = spec_params(c, m);
     const auto knob = [&](const char* key) { return m.get(key); };
     const auto dur = [&](const char* key) -> std::optional<std::chrono::nanoseconds> {
       const auto* n = knob(key);
       if (!n) return std::nullopt;
       return c.wrap(n, key, [&] { return parse_duration(c.scalar_text(*n, key), "value"); });
     };
-    for (const auto& st : spec_settings()) {
-      const auto* n = knob(st.name);
-      if (!n) continue;
-      std::string value;
-      if (st.kind == SettingKind::flag) {
-        value = c.boolean(*n, st.name) ? "true" : "false";
-      } else if (const auto* a = n->as_array()) {
-        // A list (cpus = [0, 2]) is the command line's comma-separated value.
-        for (const auto& e : *a) {
-          // Appended in two steps: GCC 12 at -O3 reports a false -Wrestrict on
-          // `const char* + std::string&&`.
-          if (!value.empty()) value += ',';
-          value += c.scalar_text(e, st.name);
-        }
-      } else {
-        value = c.scalar_text(*n, st.name);
-      }
-      c.wrap(n, st.name, [&] {
-        st.apply(p, value, "value");
-        return 0;
-      });
-    }
     // Settings that only make sense together (warmup + cooldown < time, ...) or for another
     // transport fail at the test.
     pt.spec = c.wrap(&tn, "", [&] {

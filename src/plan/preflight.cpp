@@ -31,74 +31,27 @@ std::string most_common(const std::map<std::string, int>& counts) {
   return best;
 }
 
-}  // namespace
-
-TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
-  SpecParams p;
-  p.test = TestKind::write;
-  p.mode = Mode::stream;
-  // Long enough that every flow is running inside the window even on a busy host.
-  p.time = std::chrono::milliseconds(1000);
-  p.warmup = std::chrono::milliseconds(300);
-  p.cooldown = std::chrono::milliseconds(100);
-  p.buffsize = 256 * 1024;
-  p.socksize = socksize;
-  p.parallel = std::max<std::uint32_t>(1, links);
-  return TestSpec::make(p);
-}
-
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
-std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
-                                        const std::map<std::string, std::string>& names, const PreflightLimits& lim) {
-  std::vector<Finding> out;
-  const auto label = [&](const std::string& n) {
-    const auto it = names.find(n);
-    return it == names.end() ? n : it->second;
-  };
-  std::map<std::uint32_t, std::string> by_index;
-  for (const auto& n : report.nodes) by_index[n.index] = label(n.name);
-
-  // Agents that answered but lost or failed during the probe.
-  for (const auto& n : report.nodes) {
-    if (n.status != NodeStatus::ok) {
-      out.push_back({"error", label(n.name), fmt::format("agent {} during the probe: {}", to_string(n.status), n.error),
-                     "check the agent's log and that it stays running ('fabperf agent')"});
-    }
-  }
-  // Data connections: every pair must have moved data.
-  for (const auto& c : report.connections) {
-    if (!c.error.empty()) {
-      out.push_back({"error", by_index[c.node] + "->" + by_index[c.peer], "data connection failed: " + c.error,
-                     "open the agents' data ports between these hosts (firewall, routes)"});
-    }
-  }
-  // Set-up fails when a data connection cannot be opened, so a pair here is connected; one that
-  // moved nothing in the window is stalled rather than blocked.
-  std::size_t moved = 0;
-  std::set<std::pair<std::uint32_t, std::uint32_t>> idle;
-  for (const auto& p : report.pairs) {
-    if (p.tput.bytes > 0) {
-      ++moved;
-    } else {
-      idle.insert({p.client, p.server});
-      out.push_back(
-          {"warning", by_index[p.client] + "->" + by_index[p.server],
-           "connected, but moved no data in the probe window (an overloaded host, or a path that drops data after "
-           "the handshake)",
-           "check the hosts' load, and firewalls or routes that treat data differently from new connections"});
-    }
-  }
-  if (!report.pairs.empty() && moved == report.pairs.size()) {
-    out.push_back({"ok", "", fmt::format("all {} ordered pairs opened a data connection and moved data", moved), ""});
-  }
-
-  // MTU per test interface: one value across the fabric.
-  std::map<std::string, int> mtu_count;
-  std::map<std::string, int> node_mtu;   // "n1/eth0" -> mtu
+// What the links say beyond their own findings: each node's smallest test MTU (for the MSS check)
+// and the negotiated speeds (for the speed check, which follows it).
+struct LinkFacts {
   std::map<std::uint32_t, int> min_mtu;  // per node index, over its test links
   std::map<std::string, int> speed_count;
   std::map<std::string, std::int64_t> link_speed;
   std::vector<std::string> unknown_speed;
+};
+
+std::string label_of(const std::map<std::string, std::string>& names, const std::string& n) {
+  const auto it = names.find(n);
+  return it == names.end() ? n : it->second;
+}
+
+LinkFacts link_findings(const Report& report, const std::map<std::string, std::string>& names,
+                        std::vector<Finding>& out) {
+  const auto label = [&](const std::string& n) { return label_of(names, n); };
+  // MTU per test interface: one value across the fabric.
+  LinkFacts f;
+  std::map<std::string, int> mtu_count;
+  std::map<std::string, int> node_mtu;        // "n1/eth0" -> mtu
   std::map<std::string, double> probe_share;  // node -> its probe rate / its links' nominal rate
   for (const auto& n : report.nodes) {
     double nominal_mb = 0;  // stays 0 when a link's rate is unknown
@@ -125,13 +78,13 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
       }
       node_mtu[sub] = l.mtu;
       ++mtu_count[std::to_string(l.mtu)];
-      auto& m = min_mtu[n.index];
+      auto& m = f.min_mtu[n.index];
       m = m == 0 ? l.mtu : std::min(m, l.mtu);
       if (l.speed_mbps > 0) {
-        link_speed[sub] = l.speed_mbps;
-        ++speed_count[std::to_string(l.speed_mbps)];
+        f.link_speed[sub] = l.speed_mbps;
+        ++f.speed_count[std::to_string(l.speed_mbps)];
       } else {
-        unknown_speed.push_back(sub);
+        f.unknown_speed.push_back(sub);
       }
     }
     if (known && nominal_mb > 0) probe_share[label(n.name)] = std::max(n.tx_mb_per_s, n.rx_mb_per_s) / nominal_mb;
@@ -174,11 +127,151 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
       out.push_back(
           {"ok", "", fmt::format("every test interface has MTU {} ({} interfaces)", common, node_mtu.size()), ""});
   }
+  return f;
+}
+
+void speed_findings(const LinkFacts& f, std::vector<Finding>& out) {
+  // Link speeds: equal across the fabric, outliers named.
+  if (!f.speed_count.empty()) {
+    const std::string common = most_common(f.speed_count);
+    bool same = true;
+    for (const auto& [sub, sp] : f.link_speed) {
+      if (std::to_string(sp) != common) {
+        same = false;
+        out.push_back({"warning", sub,
+                       fmt::format("negotiated speed {} Mb/s while most test links run at {} Mb/s", sp, common),
+                       "check the cable, transceiver and switch port (ethtool shows the negotiated speed)"});
+      }
+    }
+    if (same) out.push_back({"ok", "", fmt::format("every test link negotiated {} Mb/s", common), ""});
+  }
+  if (!f.unknown_speed.empty()) {
+    std::string l;
+    for (const auto& s : f.unknown_speed) l += (l.empty() ? "" : ", ") + s;
+    out.push_back({"warning", "", "link speed unknown (virtual or loopback interfaces): " + l,
+                   "efficiency KPIs cannot be judged on these links"});
+  }
+}
+
+void socket_limit_findings(const RunRecord& probe, const std::map<std::string, std::string>& names,
+                           const PreflightLimits& lim, std::vector<Finding>& out) {
+  // Socket buffer limits against the plan's socksize.
+  for (const auto& n : probe.nodes) {
+    if (!n.result) continue;
+    const auto& sl = n.result->socket_limits;
+    const std::string who = label_of(names, n.name);
+    if (lim.socksize > 0) {
+      for (const auto& [name, v] : {std::pair<const char*, std::uint64_t>{"net.core.rmem_max", sl.rmem_max},
+                                    std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
+        if (v < lim.socksize) {
+          out.push_back({"error", who,
+                         fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers",
+                                     name, v, format_size(lim.socksize)),
+                         fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
+        }
+      }
+    }
+  }
+}
+
+void clock_findings(const RunRecord& probe, const std::map<std::string, std::string>& names, const PreflightLimits& lim,
+                    std::vector<Finding>& out) {
+  // Wall clocks (Spectrum Scale itself needs them within 2 s of each other).
+  std::optional<double> lo, hi;
+  std::string lo_n, hi_n;
+  for (const auto& n : probe.nodes) {
+    if (!n.wall_offset_s) continue;
+    const double o = *n.wall_offset_s;
+    if (!lo || o < *lo) {
+      lo = o;
+      lo_n = label_of(names, n.name);
+    }
+    if (!hi || o > *hi) {
+      hi = o;
+      hi_n = label_of(names, n.name);
+    }
+    if (std::fabs(o) > lim.clock_warn_s) {
+      out.push_back(
+          {"warning", label_of(names, n.name),
+           fmt::format("wall clock {:+.3f} s from the coordinator's (threshold {} s; Spectrum Scale needs < 2 s)", o,
+                       lim.clock_warn_s),
+           "run chrony or ntpd against the same time source on every node"});
+    }
+  }
+  if (lo && hi) {
+    if (*hi - *lo > lim.clock_warn_s) {
+      out.push_back({"warning", lo_n + "," + hi_n,
+                     fmt::format("wall clocks differ by {:.3f} s between {} and {}", *hi - *lo, lo_n, hi_n),
+                     "synchronise the clocks (chrony/ntpd) before running"});
+    } else {
+      out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", *hi - *lo), ""});
+    }
+  }
+}
+
+}  // namespace
+
+TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
+  SpecParams p;
+  p.test = TestKind::write;
+  p.mode = Mode::stream;
+  // Long enough that every flow is running inside the window even on a busy host.
+  p.time = std::chrono::milliseconds(1000);
+  p.warmup = std::chrono::milliseconds(300);
+  p.cooldown = std::chrono::milliseconds(100);
+  p.buffsize = 256 * 1024;
+  p.socksize = socksize;
+  p.parallel = std::max<std::uint32_t>(1, links);
+  return TestSpec::make(p);
+}
+
+std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
+                                        const std::map<std::string, std::string>& names, const PreflightLimits& lim) {
+  std::vector<Finding> out;
+  const auto label = [&](const std::string& n) { return label_of(names, n); };
+  std::map<std::uint32_t, std::string> by_index;
+  for (const auto& n : report.nodes) by_index[n.index] = label(n.name);
+
+  // Agents that answered but lost or failed during the probe.
+  for (const auto& n : report.nodes) {
+    if (n.status != NodeStatus::ok) {
+      out.push_back({"error", label(n.name), fmt::format("agent {} during the probe: {}", to_string(n.status), n.error),
+                     "check the agent's log and that it stays running ('fabperf agent')"});
+    }
+  }
+  // Data connections: every pair must have moved data.
+  for (const auto& c : report.connections) {
+    if (!c.error.empty()) {
+      out.push_back({"error", by_index[c.node] + "->" + by_index[c.peer], "data connection failed: " + c.error,
+                     "open the agents' data ports between these hosts (firewall, routes)"});
+    }
+  }
+  // Set-up fails when a data connection cannot be opened, so a pair here is connected; one that
+  // moved nothing in the window is stalled rather than blocked.
+  std::size_t moved = 0;
+  std::set<std::pair<std::uint32_t, std::uint32_t>> idle;
+  for (const auto& p : report.pairs) {
+    if (p.tput.bytes > 0) {
+      ++moved;
+    } else {
+      idle.insert({p.client, p.server});
+      out.push_back(
+          {"warning", by_index[p.client] + "->" + by_index[p.server],
+           "connected, but moved no data in the probe window (an overloaded host, or a path that drops data after "
+           "the handshake)",
+           "check the hosts' load, and firewalls or routes that treat data differently from new connections"});
+    }
+  }
+  if (!report.pairs.empty() && moved == report.pairs.size()) {
+    out.push_back({"ok", "", fmt::format("all {} ordered pairs opened a data connection and moved data", moved), ""});
+  }
+
+  const LinkFacts facts = link_findings(report, names, out);
   // MSS per pair against the smaller MTU of its two ends.
   std::size_t mss_ok = 0;
   for (const auto& p : report.pairs) {
-    const int mtu =
-        std::min(min_mtu[p.client] ? min_mtu[p.client] : 65536, min_mtu[p.server] ? min_mtu[p.server] : 65536);
+    const int mtu = std::min(facts.min_mtu.count(p.client) ? facts.min_mtu.at(p.client) : 65536,
+                             facts.min_mtu.count(p.server) ? facts.min_mtu.at(p.server) : 65536);
     // The MSS of a connection that sent nothing is not the negotiated one.
     if (p.snd_mss == 0 || mtu == 0 || idle.count({p.client, p.server})) continue;
     const int expect = mtu - kTcpIpOverhead;
@@ -198,74 +291,9 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
     out.push_back(
         {"ok", "", fmt::format("MSS of every probe connection matches its interfaces' MTU ({} pairs)", mss_ok), ""});
   }
-  // Link speeds: equal across the fabric, outliers named.
-  if (!speed_count.empty()) {
-    const std::string common = most_common(speed_count);
-    bool same = true;
-    for (const auto& [sub, sp] : link_speed) {
-      if (std::to_string(sp) != common) {
-        same = false;
-        out.push_back({"warning", sub,
-                       fmt::format("negotiated speed {} Mb/s while most test links run at {} Mb/s", sp, common),
-                       "check the cable, transceiver and switch port (ethtool shows the negotiated speed)"});
-      }
-    }
-    if (same) out.push_back({"ok", "", fmt::format("every test link negotiated {} Mb/s", common), ""});
-  }
-  if (!unknown_speed.empty()) {
-    std::string l;
-    for (const auto& s : unknown_speed) l += (l.empty() ? "" : ", ") + s;
-    out.push_back({"warning", "", "link speed unknown (virtual or loopback interfaces): " + l,
-                   "efficiency KPIs cannot be judged on these links"});
-  }
-  // Socket buffer limits against the plan's socksize.
-  for (const auto& n : probe.nodes) {
-    if (!n.result) continue;
-    const auto& sl = n.result->socket_limits;
-    const std::string who = label(n.name);
-    if (lim.socksize > 0) {
-      for (const auto& [name, v] : {std::pair<const char*, std::uint64_t>{"net.core.rmem_max", sl.rmem_max},
-                                    std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
-        if (v < lim.socksize) {
-          out.push_back({"error", who,
-                         fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers",
-                                     name, v, format_size(lim.socksize)),
-                         fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
-        }
-      }
-    }
-  }
-  // Wall clocks (Spectrum Scale itself needs them within 2 s of each other).
-  std::optional<double> lo, hi;
-  std::string lo_n, hi_n;
-  for (const auto& n : probe.nodes) {
-    if (!n.wall_offset_s) continue;
-    const double o = *n.wall_offset_s;
-    if (!lo || o < *lo) {
-      lo = o;
-      lo_n = label(n.name);
-    }
-    if (!hi || o > *hi) {
-      hi = o;
-      hi_n = label(n.name);
-    }
-    if (std::fabs(o) > lim.clock_warn_s) {
-      out.push_back(
-          {"warning", label(n.name),
-           fmt::format("wall clock {:+.3f} s from the coordinator's (threshold {} s; Spectrum Scale needs < 2 s)", o,
-                       lim.clock_warn_s),
-           "run chrony or ntpd against the same time source on every node"});
-    }
-  }
-  if (lo && hi) {
-    if (*hi - *lo > lim.clock_warn_s) {
-      out.push_back({"warning", lo_n + "," + hi_n,
-                     fmt::format("wall clocks differ by {:.3f} s between {} and {}", *hi - *lo, lo_n, hi_n),
-                     "synchronise the clocks (chrony/ntpd) before running"});
-    } else {
-      out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", *hi - *lo), ""});
-    }
-  }
+  speed_findings(facts, out);
+  socket_limit_findings(probe, names, lim, out);
+  clock_findings(probe, names, lim, out);
   // Bonds: every agent's, with the fix. The report repeats them among its own findings.
   const auto bonds = preflight_bond_findings(probe, names);
   out.insert(out.end(), bonds.begin(), bonds.end());

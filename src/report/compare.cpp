@@ -144,9 +144,68 @@ std::map<std::uint64_t, std::string> node_names(const json& j) {
   return m;
 }
 
+double link_payload(const json& l) {
+  return std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
+}
+
+std::int64_t link_speed(const json& l) {
+  const auto it = l.find("speed_mbps");
+  return it != l.end() && it->is_number() ? it->get<std::int64_t>() : std::int64_t{-1};
+}
+
+// One link's verdict: its change against both runs' noise and against what was expected of it
+// (`after` null: the link is missing after).
+LinkDelta judge_link(const std::pair<std::string, std::string>& key, const json& l, const json* after,
+                     const CompareOptions& opts) {
+  LinkDelta d;
+  d.node = key.first;
+  d.link = key.second;
+  d.before_mb = link_payload(l);
+  d.before_speed = link_speed(l);
+  d.noise_before_pct = noise_pct(l.value("intervals", json::array()));
+  if (after == nullptr) {
+    d.verdict = LinkVerdict::missing;
+    d.fails = true;
+    return d;
+  }
+  const json& x = *after;
+  d.after_mb = link_payload(x);
+  d.after_speed = link_speed(x);
+  d.noise_after_pct = noise_pct(x.value("intervals", json::array()));
+  d.change_pct = change(d.before_mb, d.after_mb);
+  const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed, d.after_speed);
+  if (expected) {
+    d.predicted_pct = expected->pct;
+    d.expectation = expected->reason;
+  } else if (opts.expect.gain_pct) {
+    d.predicted_pct = *opts.expect.gain_pct;
+    d.expectation = fmt::format("--expect-gain {:g}", *opts.expect.gain_pct);
+  } else if (d.before_speed > 0 && d.after_speed > 0 && d.before_speed != d.after_speed) {
+    d.predicted_pct = 100.0 * (static_cast<double>(d.after_speed) / static_cast<double>(d.before_speed) - 1.0);
+  }
+  const double band = std::max(kMinNoiseBandPct, 2.0 * std::max(d.noise_before_pct, d.noise_after_pct));
+  if (d.change_pct < -band) {
+    d.verdict = LinkVerdict::regressed;
+  } else if (d.change_pct <= band) {
+    d.verdict = LinkVerdict::no_change;
+  } else if (!d.predicted_pct) {
+    d.verdict = LinkVerdict::improved;
+  } else if (d.change_pct >= *d.predicted_pct - std::max(kExpectTolerancePct, band)) {
+    d.verdict = LinkVerdict::as_expected;
+  } else {
+    d.verdict = LinkVerdict::less_than_expected;
+  }
+  // An expectation is met by the verdict it names: unchanged by "no change" (a port that gained
+  // when it should not have is as much news as one that did not), a gain by "as expected".
+  const bool stated = expected || opts.expect.gain_pct;
+  const bool met = d.predicted_pct && std::abs(*d.predicted_pct) <= band ? d.verdict == LinkVerdict::no_change
+                                                                         : d.verdict == LinkVerdict::as_expected;
+  d.fails = d.verdict == LinkVerdict::regressed || (stated && !met);
+  return d;
+}
+
 }  // namespace
 
-// NOLINTNEXTLINE(readability-function-size): over 120 lines before the check; split it, do not grow it
 Comparison compare_results(const json& b, const json& a, const std::string& bf, const std::string& af,
                            const CompareOptions& opts) {
   check_schema(b, bf);
@@ -228,67 +287,17 @@ Comparison compare_results(const json& b, const json& a, const std::string& bf, 
     return m;
   };
   const auto bl = links_of(b), al = links_of(a);
-  auto payload = [](const json& l) { return std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s")); };
-  auto speed = [](const json& l) {
-    const auto it = l.find("speed_mbps");
-    return it != l.end() && it->is_number() ? it->get<std::int64_t>() : std::int64_t{-1};
-  };
   for (const auto& [key, l] : bl) {
-    LinkDelta d;
-    d.node = key.first;
-    d.link = key.second;
-    d.before_mb = payload(*l);
-    d.before_speed = speed(*l);
-    d.noise_before_pct = noise_pct(l->value("intervals", json::array()));
     const auto it = al.find(key);
-    if (it == al.end()) {
-      d.verdict = LinkVerdict::missing;
-      d.fails = true;
-      c.links.push_back(d);
-      continue;
-    }
-    const json& x = *it->second;
-    d.after_mb = payload(x);
-    d.after_speed = speed(x);
-    d.noise_after_pct = noise_pct(x.value("intervals", json::array()));
-    d.change_pct = change(d.before_mb, d.after_mb);
-    const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed, d.after_speed);
-    if (expected) {
-      d.predicted_pct = expected->pct;
-      d.expectation = expected->reason;
-    } else if (opts.expect.gain_pct) {
-      d.predicted_pct = *opts.expect.gain_pct;
-      d.expectation = fmt::format("--expect-gain {:g}", *opts.expect.gain_pct);
-    } else if (d.before_speed > 0 && d.after_speed > 0 && d.before_speed != d.after_speed) {
-      d.predicted_pct = 100.0 * (static_cast<double>(d.after_speed) / static_cast<double>(d.before_speed) - 1.0);
-    }
-    const double band = std::max(kMinNoiseBandPct, 2.0 * std::max(d.noise_before_pct, d.noise_after_pct));
-    if (d.change_pct < -band) {
-      d.verdict = LinkVerdict::regressed;
-    } else if (d.change_pct <= band) {
-      d.verdict = LinkVerdict::no_change;
-    } else if (!d.predicted_pct) {
-      d.verdict = LinkVerdict::improved;
-    } else if (d.change_pct >= *d.predicted_pct - std::max(kExpectTolerancePct, band)) {
-      d.verdict = LinkVerdict::as_expected;
-    } else {
-      d.verdict = LinkVerdict::less_than_expected;
-    }
-    // An expectation is met by the verdict it names: unchanged by "no change" (a port that gained
-    // when it should not have is as much news as one that did not), a gain by "as expected".
-    const bool stated = expected || opts.expect.gain_pct;
-    const bool met = d.predicted_pct && std::abs(*d.predicted_pct) <= band ? d.verdict == LinkVerdict::no_change
-                                                                           : d.verdict == LinkVerdict::as_expected;
-    d.fails = d.verdict == LinkVerdict::regressed || (stated && !met);
-    c.links.push_back(d);
+    c.links.push_back(judge_link(key, *l, it == al.end() ? nullptr : it->second, opts));
   }
   for (const auto& [key, l] : al) {
     if (!bl.count(key)) {
       LinkDelta d;
       d.node = key.first;
       d.link = key.second;
-      d.after_mb = payload(*l);
-      d.after_speed = speed(*l);
+      d.after_mb = link_payload(*l);
+      d.after_speed = link_speed(*l);
       d.verdict = LinkVerdict::missing;
       d.fails = true;  // a port that appeared is news too; either side missing fails
       c.links.push_back(d);
