@@ -39,9 +39,10 @@ struct RawResults {
 // Reads a results file; throws UsageError naming FILE:LINE for every malformed line, an unknown
 // schema or version. A file that ends without "end" is accepted (the plan did not finish).
 RawResults load_results(const std::string& path);
-// Receives each checked step record as it is read (and the plan header, which comes first);
-// records of a step id read again later come again (the last one counts).
-using StepSink = std::function<void(const nlohmann::json& plan, nlohmann::json&& step)>;
+// Receives each checked step record as it is read (and the plan header, which comes first, and
+// where the record's line starts in the stream, -1 when it was not a line of it); records of a
+// step id read again later come again (the last one counts).
+using StepSink = std::function<void(const nlohmann::json& plan, nlohmann::json&& step, std::streamoff at)>;
 // The same from a stream; `name` is used in messages. With `on_step`, steps go there, one line at
 // a time, instead of into RawResults::steps: a results file of gigabytes is never held whole.
 RawResults load_results(std::istream& in, const std::string& name, const StepSink& on_step = {});
@@ -219,8 +220,11 @@ inline constexpr std::size_t kSlowestListed = 10;
 
 PlanReport build_plan_report(const RawResults& raw);
 // load_results + build_plan_report, each step turned into its StepView as its line is read.
-PlanReport read_plan_report(std::istream& in, const std::string& name);
-PlanReport read_plan_report(const std::string& path);
+// `listed_detail`: only the listed steps keep their nodes, links, series, latencies and findings
+// (what the text and HTML reports show; the stream is read again at those steps' lines), so that
+// a million steps cost their summaries, not their details.
+PlanReport read_plan_report(std::istream& in, const std::string& name, bool listed_detail = false);
+PlanReport read_plan_report(const std::string& path, bool listed_detail = false);
 
 // Formats. CSV tables: "steps" (one row per step x node; default), "pairs", "links", "kpis".
 std::string render_plan_text(const PlanReport& r);

@@ -524,7 +524,11 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // The one owner of SIGINT, SIGTERM and SIGPIPE: the library never installs handlers itself.
-  fabperf::stop::install_stop_handlers();
+  // Commands that only read files and write a report keep the default dispositions: nothing of
+  // theirs counts stop requests, so Ctrl-C must end them at once (a report of gigabytes of
+  // results reads for minutes).
+  const std::string_view cmd = argc > 1 ? argv[1] : "";
+  if (cmd != "report" && cmd != "compare" && cmd != "keygen") fabperf::stop::install_stop_handlers();
   try {
     return fabperf::dispatch(argc, argv);
   } catch (const fabperf::Error& e) {

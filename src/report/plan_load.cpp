@@ -216,6 +216,7 @@ struct FirstLine {
   std::string text;
   std::size_t number{0};
   bool unterminated{false};
+  std::streamoff at{-1};  // where it starts in the stream
 };
 
 void read_lines(std::istream& in, FirstLine first, const std::string& name, RawResults& raw, const StepSink& on_step) {
@@ -227,7 +228,9 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
   std::size_t lineno = first.number;
   std::string line = std::move(first.text);
   bool last_unterminated = first.unterminated;
+  std::streamoff at = first.at;  // of `line`
   auto next = [&] {
+    at = in.tellg();
     if (!std::getline(in, line)) return false;
     last_unterminated = in.eof();
     ++lineno;
@@ -270,7 +273,7 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
       auto id = j["id"].get<std::string>();
       if (!step_ids.insert(id).second) ++raw.superseded_steps;
       if (on_step) {
-        on_step(raw.plan, std::move(j));
+        on_step(raw.plan, std::move(j), at);
       } else {
         steps[std::move(id)] = std::move(j);
       }
@@ -314,6 +317,7 @@ RawResults load_results(std::istream& in, const std::string& name, const StepSin
   // gigabytes); anything whose first line is not a record is one JSON document, read whole.
   FirstLine first;
   while (first.text.find_first_not_of(" \t\r") == std::string::npos) {
+    first.at = in.tellg();
     if (!std::getline(in, first.text))
       throw UsageError(fmt::format("{}: empty file: not a fabperf results file", name));
     first.unterminated = in.eof();
@@ -334,7 +338,7 @@ RawResults load_results(std::istream& in, const std::string& name, const StepSin
       if (schema == kResultSchema) {
         raw = from_single_run(std::move(whole), name);
         if (on_step) {
-          for (auto& st : raw.steps) on_step(raw.plan, std::move(st));
+          for (auto& st : raw.steps) on_step(raw.plan, std::move(st), -1);
           raw.steps.clear();
         }
         return raw;

@@ -456,25 +456,51 @@ PlanReport build_plan_report(const RawResults& raw) {
   return finish_report(raw, std::move(steps));
 }
 
-PlanReport read_plan_report(std::istream& in, const std::string& name) {
-  std::optional<std::vector<Host>> hosts;  // the first plan header's
-  std::map<std::string, StepView> by_id;   // the last record of each step id, as load_results keeps
-  const RawResults raw = load_results(in, name, [&](const json& plan, json&& sj) {
+PlanReport read_plan_report(std::istream& in, const std::string& name, bool listed_detail) {
+  std::optional<std::vector<Host>> hosts;              // the first plan header's
+  std::map<std::string, StepView> by_id;               // the last record of each step id, as load_results keeps
+  std::unordered_map<std::string, std::streamoff> at;  // where each step's record starts, when it lost its detail
+  const RawResults raw = load_results(in, name, [&](const json& plan, json&& sj, std::streamoff off) {
     if (!hosts) hosts = plan_hosts(plan);
     StepView v = step_view(sj, *hosts);
+    if (listed_detail && off >= 0) {
+      // What the model needs of every step stays (status, figures, pairs for the matrix).
+      v.summary = {};
+      v.nodes = {};
+      v.links = {};
+      v.latency.reset();
+      v.delay.reset();
+      v.series = {};
+      v.findings = {};
+      v.counter_events = {};
+      at.insert_or_assign(v.id, off);
+    }
     by_id.insert_or_assign(v.id, std::move(v));
   });
   std::vector<StepView> steps;
   steps.reserve(by_id.size());
   for (auto& [id, v] : by_id) steps.push_back(std::move(v));
   std::stable_sort(steps.begin(), steps.end(), [](const StepView& a, const StepView& b) { return a.index < b.index; });
-  return finish_report(raw, std::move(steps));
+  PlanReport r = finish_report(raw, std::move(steps));
+  for (auto& s : r.steps) {  // the listed steps' details, from their own lines
+    const auto it = at.find(s.id);
+    if (!s.listed || it == at.end()) continue;
+    std::string line;
+    in.clear();
+    if (!in.seekg(it->second) || !std::getline(in, line))
+      throw UsageError(fmt::format("{}: cannot read step {} again (the file changed while it was read?)", name, s.id));
+    StepView full = step_view(json::parse(line), *hosts);
+    full.kpi_passed = s.kpi_passed;
+    full.kpi_failed = s.kpi_failed;
+    s = std::move(full);
+  }
+  return r;
 }
 
-PlanReport read_plan_report(const std::string& path) {
+PlanReport read_plan_report(const std::string& path, bool listed_detail) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("report: cannot read {}: {}", path, errno_text(errno)));
-  return read_plan_report(in, path);
+  return read_plan_report(in, path, listed_detail);
 }
 
 }  // namespace fabperf

@@ -3,9 +3,13 @@
 #include "integration/harness.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#include <chrono>
 #include <csignal>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 using namespace fabperf::test;
 using nlohmann::json;
@@ -99,4 +103,29 @@ TEST(ShellKill, KillNamesOneAgentAndRefusalsAreReported) {
   r = run_fabperf({"shell", "kill " + dead}, 30s);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("cannot reach agent " + dead), std::string::npos) << r.err;
+}
+
+// `fabperf report` counts no stop request, so Ctrl-C must end it at once: here it waits on a FIFO
+// nobody writes to (as it would read a file of gigabytes for minutes); before, SIGINT was counted
+// and the read carried on.
+TEST(Report, CtrlCEndsAReportThatIsStillReading) {
+  const std::string fifo = temp_path("results.fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int pid = spawn_fabperf({"report", fifo}, temp_path("fifo.out"), temp_path("fifo.err"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int st = 0;
+  int done = 0;
+  for (int i = 0; i < 50 && done == 0; ++i) {
+    done = ::waitpid(pid, &st, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &st, 0);
+  }
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(done, pid) << "still running 5 s after SIGINT";
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT) << st;
 }

@@ -462,6 +462,14 @@ TEST(PlanRender, LargePlansListTheStepsThatNeedAttentionAndDrawThePairsAsAnImage
   EXPECT_EQ(html.find("class=\"heat-cell\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"step-69\""), std::string::npos);
   EXPECT_NE(html.find("id=\"step-7\""), std::string::npos);
+  // Read for text and HTML: the steps not listed keep their summary and pairs, not their details.
+  std::istringstream in(lines(v));
+  const auto light = read_plan_report(in, "r.jsonl", true);
+  EXPECT_EQ(render_plan_text(light), t);
+  EXPECT_EQ(render_plan_html(light), html);
+  EXPECT_TRUE(light.steps[69].nodes.empty());
+  EXPECT_EQ(light.steps[69].pairs.size(), 1u);
+  EXPECT_EQ(light.steps[7].nodes.size(), 2u);
 }
 
 // `fabperf report` reads a file a line at a time (read_plan_report); it must build the same
@@ -473,8 +481,14 @@ TEST(PlanLoad, ReadingLineByLineBuildsTheSameReport) {
   for (const std::string& text : {good(), resumed, cut, run_result(2, 2, 100).dump(2), "\n\n" + good()}) {
     std::istringstream in(text);
     const auto streamed = read_plan_report(in, "r.jsonl");
-    EXPECT_EQ(render_plan_json(streamed), render_plan_json(build_plan_report(load(text)))) << text.substr(0, 80);
+    const auto whole = build_plan_report(load(text));
+    EXPECT_EQ(render_plan_json(streamed), render_plan_json(whole)) << text.substr(0, 80);
     EXPECT_FALSE(streamed.steps.empty());
+    // Details kept for the listed steps only (text, HTML): those two reports are the same.
+    std::istringstream again(text);
+    const auto listed = read_plan_report(again, "r.jsonl", true);
+    EXPECT_EQ(render_plan_text(listed), render_plan_text(whole)) << text.substr(0, 80);
+    EXPECT_EQ(render_plan_html(listed), render_plan_html(whole)) << text.substr(0, 80);
   }
   std::istringstream bad(lines({plan_line()}) + "{\"type\": \"step\"}\n");
   EXPECT_THROW(read_plan_report(bad, "r.jsonl"), UsageError);
