@@ -277,48 +277,28 @@ std::string viridis(double t, bool* dark) {
   return fmt::format("#{:02x}{:02x}{:02x}", static_cast<int>(c[0]), static_cast<int>(c[1]), static_cast<int>(c[2]));
 }
 
-// An n x n RGB image as PNG (8 bits a channel, no interlace, filter 0 on every row).
-std::string png(std::size_t n, const std::vector<std::uint8_t>& rgb) {
-  std::vector<std::uint8_t> raw;
-  raw.reserve(n * (3 * n + 1));
-  for (std::size_t y = 0; y < n; ++y) {
-    raw.push_back(0);
-    raw.insert(raw.end(), rgb.begin() + static_cast<std::ptrdiff_t>(y * 3 * n),
-               rgb.begin() + static_cast<std::ptrdiff_t>((y + 1) * 3 * n));
-  }
-  uLongf packed_len = compressBound(raw.size());
-  std::vector<std::uint8_t> packed(packed_len);
-  compress2(packed.data(), &packed_len, raw.data(), raw.size(), Z_BEST_SPEED);
-  packed.resize(packed_len);
+// An n x n RGB image (3 bytes a pixel, row by row) as PNG, base64: 8 bits a channel, filter 0.
+std::string png_base64(std::size_t n, const std::string& rgb) {
+  std::string raw;
+  for (std::size_t y = 0; y < n; ++y) raw.append(1, '\0').append(rgb, 3 * n * y, 3 * n);
+  uLongf len = compressBound(raw.size());
+  std::string packed(len, '\0');
+  compress2(reinterpret_cast<Bytef*>(packed.data()), &len, reinterpret_cast<const Bytef*>(raw.data()), raw.size(),
+            Z_BEST_SPEED);
+  packed.resize(len);
+  const auto be32 = [](std::size_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
   std::string out = "\x89PNG\r\n\x1a\n";
-  auto be32 = [&](std::uint32_t v) {
-    for (const int sh : {24, 16, 8, 0}) out += static_cast<char>((v >> sh) & 0xff);
-  };
-  auto chunk = [&](const char* type, const std::uint8_t* data, std::size_t len) {
-    be32(static_cast<std::uint32_t>(len));
-    const std::size_t at = out.size();
-    out.append(type, 4);
-    out.append(reinterpret_cast<const char*>(data), len);
-    be32(static_cast<std::uint32_t>(
-        crc32(0, reinterpret_cast<const Bytef*>(out.data() + at), static_cast<uInt>(len + 4))));
-  };
-  const auto w = static_cast<std::uint32_t>(n);
-  const std::uint8_t ihdr[13] = {static_cast<std::uint8_t>(w >> 24),
-                                 static_cast<std::uint8_t>(w >> 16),
-                                 static_cast<std::uint8_t>(w >> 8),
-                                 static_cast<std::uint8_t>(w),
-                                 static_cast<std::uint8_t>(w >> 24),
-                                 static_cast<std::uint8_t>(w >> 16),
-                                 static_cast<std::uint8_t>(w >> 8),
-                                 static_cast<std::uint8_t>(w),
-                                 8,
-                                 2,
-                                 0,
-                                 0,
-                                 0};
-  chunk("IHDR", ihdr, sizeof ihdr);
-  chunk("IDAT", packed.data(), packed.size());
-  chunk("IEND", nullptr, 0);
+  for (const auto& [type, data] :
+       {std::pair<std::string, std::string>{"IHDR", be32(n) + be32(n) + std::string("\x08\x02\0\0\0", 5)},
+        {"IDAT", packed},
+        {"IEND", ""}}) {
+    const std::string body = type + data;
+    out += be32(data.size()) + body +
+           be32(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+  }
   std::string b64(4 * ((out.size() + 2) / 3) + 1, '\0');
   b64.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
                                                       reinterpret_cast<const unsigned char*>(out.data()),
@@ -375,7 +355,7 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
                        top + cell * (static_cast<double>(j) + 0.5) + 4, e(m.nodes[j]));
   }
   const double span = m.max - m.min;
-  std::vector<std::uint8_t> rgb(raster ? 3 * n * n : 0);
+  std::string rgb(raster ? 3 * n * n : 0, '\0');
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
       const double x = left + cell * static_cast<double>(j);
@@ -390,9 +370,9 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
         unsigned r = 0, g = 0, b = 0;
         std::sscanf(color.c_str(), "#%02x%02x%02x", &r, &g, &b);
         const std::size_t at = 3 * (i * n + j);
-        rgb[at] = static_cast<std::uint8_t>(r);
-        rgb[at + 1] = static_cast<std::uint8_t>(g);
-        rgb[at + 2] = static_cast<std::uint8_t>(b);
+        rgb[at] = static_cast<char>(r);
+        rgb[at + 1] = static_cast<char>(g);
+        rgb[at + 2] = static_cast<char>(b);
         continue;
       }
       if (!v) {
@@ -418,7 +398,7 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
     out += fmt::format(
         "<image class=\"heat-raster\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
         "preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,{}\"/>\n",
-        left, top, cell * static_cast<double>(n), cell * static_cast<double>(n), png(n, rgb));
+        left, top, cell * static_cast<double>(n), cell * static_cast<double>(n), png_base64(n, rgb));
   }
   // Legend: the colour scale from the lowest to the highest measured pair.
   const double lx = left + cell * static_cast<double>(n) + 24;
