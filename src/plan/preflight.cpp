@@ -270,8 +270,11 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
   // MSS per pair against the smaller MTU of its two ends.
   std::size_t mss_ok = 0;
   for (const auto& p : report.pairs) {
-    const int mtu = std::min(facts.min_mtu.count(p.client) ? facts.min_mtu.at(p.client) : 65536,
-                             facts.min_mtu.count(p.server) ? facts.min_mtu.at(p.server) : 65536);
+    const auto mtu_of = [&](std::uint32_t i) {  // a node without a known MTU does not bound the pair
+      const auto it = facts.min_mtu.find(i);
+      return it != facts.min_mtu.end() && it->second != 0 ? it->second : 65536;
+    };
+    const int mtu = std::min(mtu_of(p.client), mtu_of(p.server));
     // The MSS of a connection that sent nothing is not the negotiated one.
     if (p.snd_mss == 0 || mtu == 0 || idle.count({p.client, p.server})) continue;
     const int expect = mtu - kTcpIpOverhead;

@@ -487,9 +487,11 @@ PlanReport read_plan_report(std::istream& in, const std::string& name, bool list
     if (!s.listed || it == at.end()) continue;
     std::string line;
     in.clear();
-    if (!in.seekg(it->second) || !std::getline(in, line))
+    json sj;
+    if (in.seekg(it->second) && std::getline(in, line)) sj = json::parse(line, nullptr, false);
+    if (!sj.is_object() || sj.value("id", "") != s.id)
       throw UsageError(fmt::format("{}: cannot read step {} again (the file changed while it was read?)", name, s.id));
-    StepView full = step_view(json::parse(line), *hosts);
+    StepView full = step_view(sj, *hosts);
     full.kpi_passed = s.kpi_passed;
     full.kpi_failed = s.kpi_failed;
     s = std::move(full);
