@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <fabperf/plan_report.hpp>
 #include <fabperf/report.hpp>
 #include <fabperf/spec.hpp>
 
@@ -207,32 +208,14 @@ struct StepOutcome {
   StepResult result;
 };
 
-struct KpiCheck {
-  std::optional<std::string> test;  // null: plan-wide
-  std::optional<std::string> step;  // null: over the whole test (or plan)
-  std::string kpi;
-  std::string scope;            // node, pair, link, aggregate, step
-  std::string subject;          // "n1", "n1->n2", "n1/eth0" or ""
-  std::optional<double> value;  // null: could not be measured (then pass is false)
-  double threshold{0};
-  std::string op;  // ">=" or "<="
-  std::string unit;
-  bool pass{false};
-  std::string detail;
-};
-
 // `names` maps the result's node names (host:port) to plan host names.
 std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
                                     const std::map<std::string, std::string>& names,
                                     const std::optional<std::string>& test);
-nlohmann::json to_json(const KpiCheck& c);
-KpiCheck kpi_check_from_json(const nlohmann::json& j);
 // The verdict table printed at the end of a run: failures first, then a count of passes.
 std::string render_verdicts(const std::vector<KpiCheck>& checks);
 
 // ---- results file (JSON Lines; docs/results-format.md) ----
-inline constexpr const char* kResultsSchema = "fabperf.plan-results";
-inline constexpr int kResultsVersion = 1;
 
 struct ResumeState {
   nlohmann::json plan_record;

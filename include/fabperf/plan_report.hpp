@@ -22,13 +22,30 @@ namespace fabperf {
 inline constexpr const char* kPlanResultsSchema = "fabperf.plan-results";
 inline constexpr int kPlanResultsVersion = 1;
 
+// One KPI check: the "kpi" record of a results file, as the run wrote it and the report and
+// --resume read it back (to_json / load_results are its one codec).
+struct KpiCheck {
+  std::optional<std::string> test;  // null: plan-wide
+  std::optional<std::string> step;  // null: over the whole test (or plan)
+  std::string kpi;
+  std::string scope;            // node, pair, link, aggregate, step
+  std::string subject;          // "n1", "n1->n2", "n1/eth0" or ""
+  std::optional<double> value;  // null: could not be measured (then pass is false)
+  double threshold{0};
+  std::string op;  // ">=" or "<="
+  std::string unit;
+  bool pass{false};
+  std::string detail;
+};
+nlohmann::json to_json(const KpiCheck& c);
+
 // What the file held, validated line by line but not yet interpreted.
 struct RawResults {
   std::string path;
   bool single_run{false};                 // a plain `fabperf run --json` result, not a plan results file
   nlohmann::json plan;                    // the "plan" line (for a single run: a synthesized header)
   std::vector<nlohmann::json> steps;      // one per step id, the last record of that id, by index
-  std::vector<nlohmann::json> kpis;       // one per check key, the last record of that key
+  std::vector<KpiCheck> kpis;             // one per check key, the last record of that key
   std::optional<nlohmann::json> end;      // the "end" line, when the plan finished
   std::vector<nlohmann::json> isolation;  // the "isolation" lines (one per isolated test)
   int resumed{0};                         // how many "plan" lines after the first (resumed runs)
@@ -110,21 +127,6 @@ struct CounterEvent {
   std::string text;
 };
 
-struct KpiCheck {
-  std::string test;  // "" for a plan-wide check
-  std::string step;  // "" for a test-wide or plan-wide check
-  std::string kpi;
-  std::string scope;    // node, pair, link, aggregate, step
-  std::string subject;  // "n1", "n1->n2", "n1/eth0", ""
-  bool measured{true};  // false: the value could not be measured (then the check failed)
-  double value{0};
-  double threshold{0};
-  std::string op;  // ">=" or "<="
-  std::string unit;
-  bool pass{false};
-  std::string detail;
-};
-
 struct StepView {
   int index{0};
   std::string id;
@@ -178,8 +180,7 @@ struct KpiGroup {
   std::string unit;
   int passed{0};
   int failed{0};
-  bool worst_measured{true};
-  double worst{0};  // the value farthest on the wrong side (or closest to the line when all pass)
+  std::optional<double> worst;  // farthest on the wrong side (closest to the line when all pass); null: unmeasured
   std::string worst_subject;
 };
 

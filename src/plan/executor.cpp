@@ -183,7 +183,7 @@ std::map<std::uint32_t, std::string> busiest_links(const plan::StepResult& resul
 // Retests the suspects of a failing test round by round (plan/isolate.cpp decides, this runs
 // the steps) and writes every round's results and the trace. Prints the trace as it goes.
 void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::StepOutcome>& outcomes,
-                   const std::vector<plan::KpiCheck>& checks, const RunOptions& o, ResultsFile& out, bool& interrupted,
+                   const std::vector<KpiCheck>& checks, const RunOptions& o, ResultsFile& out, bool& interrupted,
                    std::ostream& os) {
   const auto& t = p.tests[ti];
   if (!isolatable(t.pattern.pattern)) return;
@@ -197,7 +197,7 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
   for (const auto& s : outcomes) {
     if (s.test == t.name) mine.push_back(s);
   }
-  std::vector<plan::KpiCheck> failing;
+  std::vector<KpiCheck> failing;
   for (const auto& c : checks) {
     if (c.test && *c.test == t.name && !c.pass) failing.push_back(c);
   }
@@ -325,7 +325,7 @@ class PlanRun {
   [[nodiscard]] double seconds_left(std::size_t from) const;
   bool run_hook(const plan::PlannedStep& s);
   bool run_step(std::size_t i);
-  void write_checks(std::vector<plan::KpiCheck> fresh);
+  void write_checks(std::vector<KpiCheck> fresh);
   void eval_test(std::size_t ti);
   int finish();
 
@@ -341,7 +341,7 @@ class PlanRun {
   bool tty_{false};
   Clock::time_point t0_;
   std::vector<plan::StepOutcome> outcomes_;  // every done step, plan-wide
-  std::vector<plan::KpiCheck> checks_;
+  std::vector<KpiCheck> checks_;
   std::vector<std::size_t> ran_in_test_;
   std::vector<std::size_t> last_of_test_;
   std::optional<std::size_t> hook_block_;  // the A/B block whose hook ran last
@@ -531,9 +531,9 @@ bool PlanRun::run_step(std::size_t i) {
   return !interrupted_;
 }
 
-void PlanRun::write_checks(std::vector<plan::KpiCheck> fresh) {
+void PlanRun::write_checks(std::vector<KpiCheck> fresh) {
   for (auto& c : fresh) {
-    out_->write(plan::to_json(c));
+    out_->write(to_json(c));
     checks_.push_back(std::move(c));
   }
 }
@@ -545,7 +545,7 @@ void PlanRun::eval_test(std::size_t ti) {
       run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
     return;
   }
-  std::vector<plan::KpiCheck> stored;
+  std::vector<KpiCheck> stored;
   for (const auto& c : prior_.kpis) {
     if (c.test && *c.test == t.name) stored.push_back(c);
   }
@@ -585,8 +585,8 @@ int PlanRun::run() {
   out_.emplace(path_, o_.resume.empty());
   if (o_.resume.empty()) {
     out_->write({{"type", "plan"},
-                 {"schema", plan::kResultsSchema},
-                 {"version", plan::kResultsVersion},
+                 {"schema", kPlanResultsSchema},
+                 {"version", kPlanResultsVersion},
                  {"fabperf_version", FABPERF_VERSION},
                  {"started_at", iso8601_utc_now()},
                  {"plan_file", p_.file},
@@ -617,7 +617,7 @@ int PlanRun::run() {
 // Plan-wide KPIs, A/B verdict, the "end" record and the last lines.
 int PlanRun::finish() {
   if (!interrupted_ && !hook_failed_ && !p_.kpis.empty()) {
-    std::vector<plan::KpiCheck> stored;
+    std::vector<KpiCheck> stored;
     for (const auto& c : prior_.kpis) {
       if (!c.test) stored.push_back(c);
     }

@@ -312,37 +312,6 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
   return std::move(check.out);
 }
 
-json to_json(const KpiCheck& c) {
-  return {{"type", "kpi"},
-          {"test", c.test ? json(*c.test) : json(nullptr)},
-          {"step", c.step ? json(*c.step) : json(nullptr)},
-          {"kpi", c.kpi},
-          {"scope", c.scope},
-          {"subject", c.subject},
-          {"value", c.value ? json(*c.value) : json(nullptr)},
-          {"threshold", c.threshold},
-          {"op", c.op},
-          {"unit", c.unit},
-          {"pass", c.pass},
-          {"detail", c.detail}};
-}
-
-KpiCheck kpi_check_from_json(const json& j) {
-  KpiCheck c;
-  if (j.at("test").is_string()) c.test = j["test"].get<std::string>();
-  if (j.at("step").is_string()) c.step = j["step"].get<std::string>();
-  c.kpi = j.at("kpi").get<std::string>();
-  c.scope = j.at("scope").get<std::string>();
-  c.subject = j.at("subject").get<std::string>();
-  if (j.at("value").is_number()) c.value = j["value"].get<double>();
-  c.threshold = j.at("threshold").get<double>();
-  c.op = j.at("op").get<std::string>();
-  c.unit = j.at("unit").get<std::string>();
-  c.pass = j.at("pass").get<bool>();
-  c.detail = j.at("detail").get<std::string>();
-  return c;
-}
-
 std::string render_verdicts(const std::vector<KpiCheck>& checks) {
   if (checks.empty()) return "KPIs: none set\n";
   std::size_t failed = 0;

@@ -131,14 +131,13 @@ StepResult decode_step_result(const json& result) {
 ResumeState read_results(const std::string& path) {
   RawResults raw = load_results(path);
   if (raw.single_run) throw UsageError(fmt::format("--resume {}: not a fabperf plan results file", path));
-  ResumeState st{std::move(raw.plan), {}, {}};
+  ResumeState st{std::move(raw.plan), {}, std::move(raw.kpis)};
   for (auto& s : raw.steps) {
     // The id first: json's operator= takes its argument by value, and C++17 evaluates the right
     // side of an assignment first, so `steps[s["id"]] = std::move(s)` would read a moved-from s.
     auto id = s["id"].get<std::string>();
     st.steps[std::move(id)] = std::move(s);
   }
-  for (const auto& k : raw.kpis) st.kpis.push_back(kpi_check_from_json(k));
   return st;
 }
 

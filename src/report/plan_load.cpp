@@ -135,7 +135,9 @@ void check_step(const json& j, const LineError& e) {
   }
 }
 
-void check_kpi(const json& j, const LineError& e) {
+// The one decoder of a "kpi" record (to_json is its encoder); --resume and the report both read
+// checks through it.
+KpiCheck read_kpi(const json& j, const LineError& e) {
   e.string_or_null(j, "test");
   e.string_or_null(j, "step");
   e.string(j, "kpi");
@@ -147,6 +149,18 @@ void check_kpi(const json& j, const LineError& e) {
   e.string(j, "unit");
   e.boolean(j, "pass");
   e.string(j, "detail");
+  auto opt = [](const json& v) { return v.is_null() ? std::nullopt : std::optional(v.get<std::string>()); };
+  return KpiCheck{opt(j["test"]),
+                  opt(j["step"]),
+                  j["kpi"].get<std::string>(),
+                  j["scope"].get<std::string>(),
+                  j["subject"].get<std::string>(),
+                  j["value"].is_null() ? std::nullopt : std::optional(j["value"].get<double>()),
+                  j["threshold"].get<double>(),
+                  j["op"].get<std::string>(),
+                  j["unit"].get<std::string>(),
+                  j["pass"].get<bool>(),
+                  j["detail"].get<std::string>()};
 }
 
 void check_end(const json& j, const LineError& e) {
@@ -156,9 +170,9 @@ void check_end(const json& j, const LineError& e) {
   e.integer(j, "exit_code", 0, 4);
 }
 
-std::string kpi_key(const json& k) {
-  return k["test"].dump() + '\x1f' + k["step"].dump() + '\x1f' + k["kpi"].get<std::string>() + '\x1f' +
-         k["scope"].get<std::string>() + '\x1f' + k["subject"].get<std::string>();
+std::string kpi_key(const KpiCheck& k) {
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", k.test.value_or("\x1e"), k.step.value_or("\x1e"), k.kpi, k.scope,
+                     k.subject);
 }
 
 // A single `fabperf run --json` result as a one-step plan with no KPIs.
@@ -223,7 +237,7 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
   std::map<std::string, json> steps;  // by id
   std::unordered_set<std::string> step_ids;
   std::vector<std::string> kpi_order;
-  std::map<std::string, json> kpis;
+  std::map<std::string, KpiCheck> kpis;
   bool have_plan = false;
   std::size_t lineno = first.number;
   std::string line = std::move(first.text);
@@ -278,10 +292,10 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
         steps[std::move(id)] = std::move(j);
       }
     } else if (type == "kpi") {
-      check_kpi(j, e);
-      const auto key = kpi_key(j);
+      auto k = read_kpi(j, e);
+      auto key = kpi_key(k);
       if (!kpis.count(key)) kpi_order.push_back(key);
-      kpis[key] = std::move(j);
+      kpis[std::move(key)] = std::move(k);
     } else if (type == "end") {
       check_end(j, e);
       raw.end = std::move(j);
@@ -378,6 +392,21 @@ RawResults load_results(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("report: cannot read {}: {}", path, errno_text(errno)));
   return load_results(in, path);
+}
+
+json to_json(const KpiCheck& c) {
+  return {{"type", "kpi"},
+          {"test", c.test ? json(*c.test) : json(nullptr)},
+          {"step", c.step ? json(*c.step) : json(nullptr)},
+          {"kpi", c.kpi},
+          {"scope", c.scope},
+          {"subject", c.subject},
+          {"value", c.value ? json(*c.value) : json(nullptr)},
+          {"threshold", c.threshold},
+          {"op", c.op},
+          {"unit", c.unit},
+          {"pass", c.pass},
+          {"detail", c.detail}};
 }
 
 }  // namespace fabperf

@@ -196,28 +196,11 @@ void fill_step(StepView& s, const json& r, const std::vector<Host>& hosts) {
   }
 }
 
-KpiCheck kpi_check(const json& k) {
-  KpiCheck c;
-  c.test = k["test"].is_string() ? k["test"].get<std::string>() : "";
-  c.step = k["step"].is_string() ? k["step"].get<std::string>() : "";
-  c.kpi = str(k, "kpi");
-  c.scope = str(k, "scope");
-  c.subject = str(k, "subject");
-  c.measured = k["value"].is_number();
-  c.value = num(k, "value");
-  c.threshold = num(k, "threshold");
-  c.op = str(k, "op");
-  c.unit = str(k, "unit");
-  c.pass = k["pass"].get<bool>();
-  c.detail = str(k, "detail");
-  return c;
-}
-
 // How far a value is on the failing side of its threshold (positive = failing); a check that
 // could not be measured is the worst of all.
 double shortfall(const KpiCheck& c) {
-  if (!c.measured) return std::numeric_limits<double>::infinity();
-  return c.op == ">=" ? c.threshold - c.value : c.value - c.threshold;
+  if (!c.value) return std::numeric_limits<double>::infinity();
+  return c.op == ">=" ? c.threshold - *c.value : *c.value - c.threshold;
 }
 
 // Which steps the text and HTML reports list (StepView::listed).
@@ -274,18 +257,18 @@ void group_kpis(PlanReport& r) {
   std::map<std::string, std::size_t> group_at;
   std::vector<const KpiCheck*> worst_at;
   for (const auto& k : r.kpis) {
-    const auto key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", k.test, k.kpi, k.scope, k.op, k.threshold);
+    const auto key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", k.test.value_or(""), k.kpi, k.scope, k.op, k.threshold);
     auto it = group_at.find(key);
     if (it == group_at.end()) {
       it = group_at.emplace(key, r.kpi_groups.size()).first;
-      r.kpi_groups.push_back({k.test, k.kpi, k.scope, k.op, k.threshold, k.unit, 0, 0, k.measured, k.value, k.subject});
+      r.kpi_groups.push_back(
+          {k.test.value_or(""), k.kpi, k.scope, k.op, k.threshold, k.unit, 0, 0, k.value, k.subject});
       worst_at.push_back(&k);
     }
     auto& g = r.kpi_groups[it->second];
     (k.pass ? g.passed : g.failed) += 1;
     if (shortfall(k) > shortfall(*worst_at[it->second])) {
       worst_at[it->second] = &k;
-      g.worst_measured = k.measured;
       g.worst = k.value;
       g.worst_subject = k.subject;
     }
@@ -377,10 +360,10 @@ PlanReport finish_report(const RawResults& raw, std::vector<StepView> steps) {
 
   // Checks per step, counted once: a plan of N hosts all-pairs has N(N-1) steps and as many checks.
   std::unordered_map<std::string, std::pair<int, int>> step_checks;
-  for (const auto& k : raw.kpis) {
-    r.kpis.push_back(kpi_check(k));
-    auto& c = step_checks[r.kpis.back().step];
-    (r.kpis.back().pass ? c.first : c.second) += 1;
+  r.kpis = raw.kpis;
+  for (const auto& k : r.kpis) {
+    auto& c = step_checks[k.step.value_or("")];
+    (k.pass ? c.first : c.second) += 1;
   }
   r.steps = std::move(steps);
   for (auto& s : r.steps) {

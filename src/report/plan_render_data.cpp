@@ -88,12 +88,12 @@ json latency_json(const std::optional<LatencyView>& l) {
 }
 
 json kpi_json(const KpiCheck& c) {
-  return {{json_key(col::test), c.test.empty() ? json(nullptr) : json(c.test)},
-          {json_key(col::step), c.step.empty() ? json(nullptr) : json(c.step)},
+  return {{json_key(col::test), c.test ? json(*c.test) : json(nullptr)},
+          {json_key(col::step), c.step ? json(*c.step) : json(nullptr)},
           {json_key(col::kpi), c.kpi},
           {json_key(col::scope), c.scope},
           {json_key(col::subject), c.subject},
-          {json_key(col::value), c.measured ? json(c.value) : json(nullptr)},
+          {json_key(col::value), c.value ? json(*c.value) : json(nullptr)},
           {json_key(col::threshold), c.threshold},
           {"op", c.op},
           {"unit", c.unit},
@@ -180,7 +180,7 @@ json render_plan_json(const PlanReport& r) {
             {"unit", g.unit},
             {"passed", g.passed},
             {"failed", g.failed},
-            {"worst", g.worst_measured ? json(g.worst) : json(nullptr)},
+            {"worst", g.worst ? json(*g.worst) : json(nullptr)},
             {"worst_subject", g.worst_subject}};
   });
   json matrices = array_json(r.matrices, [](const PairMatrix& m) -> json {
@@ -279,8 +279,8 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
     row({json_key(col::test), json_key(col::step), json_key(col::kpi), json_key(col::scope), json_key(col::subject),
          json_key(col::value), "op", json_key(col::threshold), "unit", json_key(col::pass), json_key(col::detail)});
     for (const auto& c : r.kpis) {
-      row({c.test, c.step, c.kpi, c.scope, c.subject, c.measured ? num(c.value) : "", c.op, num(c.threshold), c.unit,
-           c.pass ? "true" : "false", c.detail});
+      row({c.test.value_or(""), c.step.value_or(""), c.kpi, c.scope, c.subject, c.value ? num(*c.value) : "", c.op,
+           num(c.threshold), c.unit, c.pass ? "true" : "false", c.detail});
     }
   } else {
     throw UsageError(fmt::format("--table '{}': unknown CSV table (steps, pairs, links, kpis)", table));
@@ -329,16 +329,16 @@ std::string render_plan_junit(const PlanReport& r) {
     su.body += "    </testcase>\n";
   }
   for (const auto& c : r.kpis) {
-    auto& su = suite(c.test.empty() ? "plan" : c.test);
+    auto& su = suite(c.test.value_or("plan"));
     ++su.tests;
     std::string name = c.kpi + " " + c.scope;
     if (!c.subject.empty()) name += " " + c.subject;
-    if (!c.step.empty()) name += " [" + c.step + "]";
+    if (c.step) name += " [" + *c.step + "]";
     su.body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">\n",
-                           xml_escape(prefix + "." + (c.test.empty() ? "plan" : c.test)), xml_escape(name));
+                           xml_escape(prefix + "." + c.test.value_or("plan")), xml_escape(name));
     const std::string measured =
-        c.measured ? fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, c.value, c.unit, c.op, c.threshold)
-                   : fmt::format("{}: not measured (required {} {:g} {})", c.kpi, c.op, c.threshold, c.unit);
+        c.value ? fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, *c.value, c.unit, c.op, c.threshold)
+                : fmt::format("{}: not measured (required {} {:g} {})", c.kpi, c.op, c.threshold, c.unit);
     if (!c.pass) {
       ++su.failures;
       su.body += fmt::format("      <failure message=\"{}\" type=\"kpi\">{}</failure>\n",

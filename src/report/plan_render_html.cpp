@@ -427,7 +427,7 @@ Threshold step_threshold(const PlanReport& r, const StepView& s, const std::stri
   for (const bool own : {true, false}) {
     for (const auto& k : r.kpis) {
       if (k.scope != scope || k.unit.find("MB/s") == std::string::npos) continue;
-      if (own ? k.step != s.id : (!k.step.empty() || k.test != s.test)) continue;
+      if (own ? k.step != s.id : (k.step || k.test != s.test)) continue;
       return {true, k.threshold,
               fmt::format("KPI {} {} {:g} {}", k.kpi, k.op == ">=" ? "\u2265" : "\u2264", k.threshold, k.unit)};
     }
@@ -437,8 +437,7 @@ Threshold step_threshold(const PlanReport& r, const StepView& s, const std::stri
 
 bool subject_failed(const PlanReport& r, const StepView& s, const std::string& scope, const std::string& subject) {
   for (const auto& k : r.kpis) {
-    if (k.scope == scope && k.subject == subject && !k.pass &&
-        (k.step == s.id || (k.step.empty() && k.test == s.test))) {
+    if (k.scope == scope && k.subject == subject && !k.pass && (k.step == s.id || (!k.step && k.test == s.test))) {
       return true;
     }
   }
@@ -555,7 +554,7 @@ std::string kpi_html(const PlanReport& r) {
         "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
         g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope), e(g.op),
-        g.threshold, e(g.unit), g.passed + g.failed, g.failed, g.worst_measured ? fmt_num(g.worst) : std::string("n/a"),
+        g.threshold, e(g.unit), g.passed + g.failed, g.failed, g.worst ? fmt_num(*g.worst) : std::string("n/a"),
         e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
   }
   out += "</tbody></table>\n";
@@ -568,9 +567,8 @@ std::string kpi_html(const PlanReport& r) {
     out += fmt::format(
         "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
         "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
-        e(k.kpi), e(k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step),
-        e(k.subject.empty() ? "-" : k.subject), k.measured ? fmt_num(k.value) : std::string("n/a"), e(k.unit), e(k.op),
-        k.threshold, e(k.detail));
+        e(k.kpi), e(k.step.value_or(k.test.value_or("(plan)"))), e(k.subject.empty() ? "-" : k.subject),
+        k.value ? fmt_num(*k.value) : std::string("n/a"), e(k.unit), e(k.op), k.threshold, e(k.detail));
   }
   return out + "</tbody></table>\n";
 }

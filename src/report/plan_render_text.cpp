@@ -28,8 +28,8 @@ std::string join(const std::vector<std::string>& v) {
 std::string kpi_value(double v) {
   return fmt::format("{:g}", std::round(v * 100) / 100);
 }
-std::string kpi_value(bool measured, double v) {
-  return measured ? kpi_value(v) : "n/a";
+std::string kpi_value(const std::optional<double>& v) {
+  return v ? kpi_value(*v) : "n/a";
 }
 
 }  // namespace
@@ -57,8 +57,8 @@ std::string render_plan_text(const PlanReport& r) {
     for (const auto& g : r.kpi_groups) {
       t.add({g.kpi, g.test.empty() ? "(plan)" : g.test, g.scope,
              fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit), std::to_string(g.passed + g.failed),
-             std::to_string(g.failed), kpi_value(g.worst_measured, g.worst),
-             g.worst_subject.empty() ? "-" : g.worst_subject, g.failed ? "FAIL" : "pass"});
+             std::to_string(g.failed), kpi_value(g.worst), g.worst_subject.empty() ? "-" : g.worst_subject,
+             g.failed ? "FAIL" : "pass"});
     }
     out += t.str();
     if (r.kpi_failed > 0) {
@@ -66,9 +66,9 @@ std::string render_plan_text(const PlanReport& r) {
       Table f({h(col::kpi), h(col::step), h(col::subject), h(col::value), h(col::threshold), h(col::detail)});
       for (const auto& k : r.kpis) {
         if (k.pass) continue;
-        f.add({k.kpi, k.step.empty() ? (k.test.empty() ? "(plan)" : k.test) : k.step,
-               k.subject.empty() ? "-" : k.subject, fmt::format("{} {}", kpi_value(k.measured, k.value), k.unit),
-               fmt::format("{} {}", k.op, kpi_value(k.threshold)), k.detail});
+        f.add({k.kpi, k.step.value_or(k.test.value_or("(plan)")), k.subject.empty() ? "-" : k.subject,
+               fmt::format("{} {}", kpi_value(k.value), k.unit), fmt::format("{} {}", k.op, kpi_value(k.threshold)),
+               k.detail});
       }
       out += f.str();
     }

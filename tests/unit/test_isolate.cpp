@@ -132,7 +132,7 @@ TEST(Isolate, SuspectsFromAnAllToAllStep) {
   EXPECT_NEAR(s.spread, 33.0 / 104, 1e-9);
   // A failing pair KPI names both of its ends, but a node at the median is not suspected for it
   // (all-pairs judged by a pair KPI named every node, and isolation had no known-good peer).
-  KpiCheck c;
+  fabperf::KpiCheck c;
   c.scope = "pair";
   c.subject = "n1->n2";
   c.pass = false;

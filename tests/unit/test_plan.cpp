@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <sstream>
 #include "common/step_result.hpp"
 
 using namespace fabperf;
@@ -439,14 +440,32 @@ TEST(Kpi, EvaluatedPerNodePairLinkAndSpread) {
   EXPECT_EQ(failed, (std::set<std::string>{"min-node-mbps b t/1", "min-spread  -", "max-retransmits a->c t/0",
                                            "max-nic-errors b/eth0 -", "min-efficiency-pct b/eth0 -",
                                            "max-p99-latency-us a t/0", "max-p99-latency-us b t/1"}));
+  // Every check goes through the results file's one codec and back (to_json, load_results).
+  std::stringstream file;
+  file << nlohmann::json{{"type", "plan"},
+                         {"schema", kPlanResultsSchema},
+                         {"version", kPlanResultsVersion},
+                         {"fabperf_version", "x"},
+                         {"started_at", "t"},
+                         {"plan_file", "p.toml"},
+                         {"steps_total", 0},
+                         {"plan", nlohmann::json::object()}}
+              .dump()
+       << "\n";
   for (const auto& c : checks) {
     if (c.kpi == "min-spread") {
       EXPECT_NEAR(*c.value, 1800.0 / 2500.0, 1e-9);
       EXPECT_NE(c.detail.find("slowest b 1800 MB/s (t/1)"), std::string::npos) << c.detail;
     }
-    const auto back = kpi_check_from_json(to_json(c));
-    EXPECT_EQ(back.subject, c.subject);
-    EXPECT_EQ(back.pass, c.pass);
+    file << to_json(c).dump() << "\n";
+  }
+  const auto back = load_results(file, "r.jsonl").kpis;
+  ASSERT_EQ(back.size(), checks.size());
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    EXPECT_EQ(back[i].subject, checks[i].subject);
+    EXPECT_EQ(back[i].pass, checks[i].pass);
+    EXPECT_EQ(back[i].value, checks[i].value);
+    EXPECT_EQ(back[i].step, checks[i].step);
   }
   EXPECT_NE(render_verdicts(checks).find("FAIL min-node-mbps"), std::string::npos);
 }

@@ -272,7 +272,7 @@ TEST(PlanModel, MatrixVerdictAndNames) {
   EXPECT_EQ(r.kpi_passed, 1);
   ASSERT_EQ(r.kpi_groups.size(), 1u);
   EXPECT_EQ(r.kpi_groups[0].worst_subject, "n2->n1");
-  EXPECT_DOUBLE_EQ(r.kpi_groups[0].worst, 100);
+  EXPECT_DOUBLE_EQ(r.kpi_groups[0].worst.value_or(-1), 100);
   // Result nodes are "127.0.0.1:700x": matched to the plan's names through the step's roles.
   ASSERT_EQ(r.steps[0].nodes.size(), 2u);
   EXPECT_EQ(r.steps[0].nodes[0].node, "n1");
@@ -403,7 +403,7 @@ TEST(PlanModel, UnmeasuredKpiValueIsNullAndWorst) {
   k["kpi"] = "min-efficiency-pct";
   const auto r = build_plan_report(load(good() + k.dump() + "\n"));
   ASSERT_EQ(r.kpis.size(), 3u);
-  EXPECT_FALSE(r.kpis[2].measured);
+  EXPECT_FALSE(r.kpis[2].value.has_value());
   EXPECT_EQ(r.kpi_failed, 2);
   EXPECT_EQ(render_plan_json(r)["kpis"][2]["value"], nullptr);
   EXPECT_NE(render_plan_text(r).find("n/a"), std::string::npos);
