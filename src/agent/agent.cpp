@@ -1,11 +1,11 @@
-#include <fabperf/agent.hpp>
-#include <fabperf/build_config.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/engine.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/sysstat.hpp>
+#include <fabperf/agent/agent.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include "agent/test_host.hpp"
 #include "net/listen.hpp"
@@ -101,7 +101,7 @@ class Agent {
       (void)!::write(opts_.ready_fd, line.data(), line.size());
       ::close(opts_.ready_fd);
     }
-    // main() owns SIGINT/SIGTERM (fabperf/stop.hpp): a request stops the agent.
+    // main() owns SIGINT/SIGTERM (fabperf/core/stop.hpp): a request stops the agent.
     stop_watch_ = std::make_unique<StopWatch>(io_, [this](int sig) { stop(fmt::format("signal {} received", sig)); });
     if (opts_.exit_on_stdin_eof) watch_stdin();
     asio::co_spawn(io_, accept_loop(), asio::detached);

@@ -1,6 +1,6 @@
 #include "agent/result_fit.hpp"
 
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

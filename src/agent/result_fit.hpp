@@ -8,7 +8,7 @@
 // result's warnings. Pure, so it can be tested at the largest settings without running them.
 #pragma once
 
-#include <fabperf/agent_result.hpp>
+#include <fabperf/proto/agent_result.hpp>
 
 #include <cstddef>
 

@@ -1,7 +1,7 @@
 #include "agent/test_host.hpp"
 
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
 
 #include "agent/result_fit.hpp"
 

@@ -19,8 +19,8 @@
 #include <optional>
 #include <string>
 
-#include <fabperf/engine.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/proto/proto.hpp>
 
 namespace fabperf {
 

@@ -4,8 +4,8 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/compare.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/compare.hpp>
 
 #include <fmt/format.h>
 #include <cxxopts.hpp>

@@ -2,12 +2,12 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/bonding.hpp>
-#include <fabperf/coordinator.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -3,10 +3,10 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/monitor.hpp>
-#include <fabperf/stop.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/stop.hpp>
+#include <fabperf/monitor/monitor.hpp>
 
 #include <fmt/format.h>
 #include <cerrno>

@@ -1,12 +1,12 @@
 // `fabperf plan check`, `fabperf preflight`, and the one-test plan `fabperf run --pattern` builds
-// from its options; the executor itself is the library's (include/fabperf/plan_run.hpp).
+// from its options; the executor itself is the library's (include/fabperf/plan/plan_run.hpp).
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/coordinator.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/plan_run.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/plan/plan_run.hpp>
 
 #include <fmt/format.h>
 #include <cstdlib>

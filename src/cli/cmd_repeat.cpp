@@ -3,10 +3,10 @@
 // keeps every finished trial; `fabperf compare` reads the file as a set of trials.
 #include "cli/commands.hpp"
 
-#include <fabperf/bytes.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/stats.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/stats.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -4,8 +4,8 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/error.hpp>
-#include <fabperf/plan_report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/plan_report.hpp>
 
 #include <fmt/format.h>
 #include <cerrno>

@@ -8,9 +8,9 @@
 
 #include <cstddef>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/coordinator.hpp>
-#include <fabperf/plan.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/proto/auth.hpp>
 
 namespace fabperf::cli {
 

@@ -1,9 +1,9 @@
 #include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/error.hpp>
-#include <fabperf/stop.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/stop.hpp>
+#include <fabperf/core/units.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

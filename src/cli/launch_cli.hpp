@@ -1,8 +1,8 @@
 // `fabperf run --launch ssh|slurm`: the options and the glue between them and launch.hpp.
 #pragma once
 
-#include <fabperf/coordinator.hpp>
-#include <fabperf/launch.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/launch/launch.hpp>
 
 #include <cxxopts.hpp>
 #include <memory>

@@ -2,20 +2,20 @@
 // happens in the library. Exit codes: docs/usage.md.
 #include "cli/commands.hpp"
 
-#include <fabperf/agent.hpp>
-#include <fabperf/auth.hpp>
-#include <fabperf/build_config.hpp>
-#include <fabperf/coordinator.hpp>
-#include <fabperf/engine.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/plan_run.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/result_stream.hpp>
-#include <fabperf/settings.hpp>
-#include <fabperf/shell.hpp>
-#include <fabperf/spec.hpp>
-#include <fabperf/stop.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/agent/agent.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/settings.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/core/stop.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/plan/plan_run.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/report/result_stream.hpp>
+#include <fabperf/shell/shell.hpp>
 
 #include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
@@ -213,7 +213,7 @@ void add_run_options(cxxopts::Options& o) {
       cxxopts::value<std::string>())("clients", "client agents: host[:port],...", cxxopts::value<std::string>())(
       "local", "start N agents on this host (127.0.0.1) and split them into servers and clients",
       cxxopts::value<int>());
-  // Every test setting comes from the one table (include/fabperf/settings.hpp).
+  // Every test setting comes from the one table (include/fabperf/core/settings.hpp).
   add_setting_options(o);
   o.add_options("test")("interval", "sampling interval of the time series",
                         cxxopts::value<std::string>()->default_value("1"));

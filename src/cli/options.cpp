@@ -1,7 +1,7 @@
 #include "cli/options.hpp"
 
-#include <fabperf/auth.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/proto/auth.hpp>
 
 #include <netdb.h>
 #include <spdlog/sinks/stdout_color_sinks.h>

@@ -3,7 +3,7 @@
 // several commands take (options.cpp).
 #pragma once
 
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <fmt/format.h>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
 
 namespace fabperf::cli {
 

@@ -1,6 +1,6 @@
 // After the start: each agent's RESULT (or why there is none), the live progress line from the
 // heartbeats meanwhile, and the agents' release.
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 #include "coordinator/coordinator_internal.hpp"
 

@@ -1,5 +1,5 @@
-#include <fabperf/error.hpp>
-#include <fabperf/sysstat.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include "coordinator/coordinator_internal.hpp"
 #include "net/stop_watch.hpp"
@@ -191,7 +191,7 @@ void Coordinator::administer(const NodeTask& fn) {
 RunRecord Coordinator::run() {
   RunRecord record;
   std::exception_ptr failure;
-  // main() owns SIGINT/SIGTERM (fabperf/stop.hpp); requests made from now on stop this test.
+  // main() owns SIGINT/SIGTERM (fabperf/core/stop.hpp); requests made from now on stop this test.
   StopWatch stop_watch(io_, [this](int) { on_interrupt(); });
   asio::co_spawn(
       io_,

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/clock.hpp>
-#include <fabperf/coordinator.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/clock.hpp>
 
 namespace fabperf::coord {
 

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include <fabperf/coordinator.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
 
 namespace fabperf {
 

@@ -1,9 +1,9 @@
-#include <fabperf/child.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/coordinator.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/sysstat.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/child.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/proto.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>

@@ -1,9 +1,9 @@
 // --per-link sequential: the links of multi-link hosts swept one at a time. Each step is a full
 // test restricted to link i on every host (so nothing else competes with it); the steps are then
 // compared so that a link that falls behind its siblings is named.
-#include <fabperf/coordinator.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

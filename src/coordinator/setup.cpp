@@ -1,7 +1,7 @@
 // The test's set-up: --socksize auto from the agents' links, SETUP_SERVER then SETUP_CLIENT (and
 // the RDMA queue pairs exchanged through the control channel), and the common start.
-#include <fabperf/error.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
 
 #include "coordinator/coordinator_internal.hpp"
 

@@ -1,4 +1,4 @@
-#include <fabperf/bytes.hpp>
+#include <fabperf/core/bytes.hpp>
 
 #include <unistd.h>
 #include <cerrno>

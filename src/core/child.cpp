@@ -1,6 +1,6 @@
-#include <fabperf/child.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/child.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>

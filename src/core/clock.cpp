@@ -1,4 +1,4 @@
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include <cerrno>
 #include <ctime>

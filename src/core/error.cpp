@@ -1,4 +1,4 @@
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <fmt/format.h>
 #include <cstring>

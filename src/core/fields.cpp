@@ -1,6 +1,6 @@
-#include <fabperf/error.hpp>
-#include <fabperf/fields.hpp>
-#include <fabperf/printable.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
+#include <fabperf/core/printable.hpp>
 
 #include <fmt/format.h>
 #include <cmath>

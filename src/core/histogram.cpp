@@ -1,5 +1,5 @@
-#include <fabperf/error.hpp>
-#include <fabperf/histogram.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/histogram.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

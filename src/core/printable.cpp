@@ -1,4 +1,4 @@
-#include <fabperf/printable.hpp>
+#include <fabperf/core/printable.hpp>
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include <fabperf/settings.hpp>
+#include <fabperf/core/settings.hpp>
 
 #include <fmt/format.h>
 
@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fabperf/error.hpp>
-#include <fabperf/fields.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
+#include <fabperf/core/units.hpp>
 
 namespace fabperf {
 namespace {

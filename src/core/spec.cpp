@@ -1,6 +1,6 @@
-#include <fabperf/error.hpp>
-#include <fabperf/spec.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/core/units.hpp>
 
 #include <fmt/format.h>
 

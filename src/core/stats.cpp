@@ -1,5 +1,5 @@
-// Pure statistics for trial sets (include/fabperf/stats.hpp).
-#include <fabperf/stats.hpp>
+// Pure statistics for trial sets (include/fabperf/core/stats.hpp).
+#include <fabperf/core/stats.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

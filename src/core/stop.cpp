@@ -1,4 +1,4 @@
-#include <fabperf/stop.hpp>
+#include <fabperf/core/stop.hpp>
 
 #include <atomic>
 #include <csignal>

@@ -1,5 +1,5 @@
-#include <fabperf/error.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
 
 #include <fmt/format.h>
 #include <cctype>

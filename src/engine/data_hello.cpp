@@ -1,6 +1,6 @@
-// The data connections' challenge-response codec (include/fabperf/data_hello.hpp).
-#include <fabperf/bytes.hpp>
-#include <fabperf/data_hello.hpp>
+// The data connections' challenge-response codec (include/fabperf/engine/data_hello.hpp).
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/engine/data_hello.hpp>
 
 #include <fmt/format.h>
 

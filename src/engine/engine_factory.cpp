@@ -1,6 +1,6 @@
-#include <fabperf/build_config.hpp>
-#include <fabperf/engine.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/engine/engine.hpp>
 
 #include "engine/tcp_engine.hpp"
 #if FABPERF_HAVE_RDMA

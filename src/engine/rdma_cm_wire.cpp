@@ -1,5 +1,5 @@
-#include <fabperf/engine.hpp>
-#include <fabperf/rdma_cm_wire.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/engine/rdma_cm_wire.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include <fabperf/rdma_qp_proof.hpp>
+#include <fabperf/engine/rdma_qp_proof.hpp>
 
 #include <algorithm>
 #include <cstring>

@@ -1,13 +1,13 @@
-#include <fabperf/auth.hpp>
-#include <fabperf/bonding.hpp>
-#include <fabperf/bytes.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/counters.hpp>
-#include <fabperf/engine.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/sysstat.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
+#include <fabperf/sysinfo/counters.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include <pthread.h>
 #include <sched.h>

@@ -3,11 +3,11 @@
 #include "engine/tcp_internal.hpp"
 #include "net/listen.hpp"
 
-#include <fabperf/bonding.hpp>
-#include <fabperf/bytes.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
+#include <fabperf/sysinfo/links.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,10 +1,10 @@
 #pragma once
 
-#include <fabperf/engine.hpp>
+#include <fabperf/engine/engine.hpp>
 
 #include "engine/trial.hpp"
 
-#include <fabperf/bonding.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
 
 #include <atomic>
 #include <map>

@@ -1,5 +1,5 @@
 // The TCP data connections' opening on both ends: the three-pass mutual challenge-response of
-// include/fabperf/data_hello.hpp, driven over sockets. The server side runs every pending
+// include/fabperf/engine/data_hello.hpp, driven over sockets. The server side runs every pending
 // connection's exchange concurrently on the accept thread; the client side is blocking and
 // bounded (set-up only). Neither end sends or accepts test data before the other proved the key:
 // a client returns its socket only after the server's proof verified and its own was accepted;
@@ -7,9 +7,9 @@
 #include "engine/tcp_internal.hpp"
 #include "net/listen.hpp"
 
-#include <fabperf/clock.hpp>
-#include <fabperf/data_hello.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/engine/data_hello.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>

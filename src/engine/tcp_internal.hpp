@@ -8,8 +8,8 @@
 #include "engine/tcp_engine.hpp"
 #include "net/sockaddr.hpp"
 
-#include <fabperf/bytes.hpp>
-#include <fabperf/data_hello.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/engine/data_hello.hpp>
 
 #include <sys/socket.h>
 #include <atomic>
@@ -45,7 +45,7 @@ inline constexpr std::size_t kRecvChunkLarge = 1u << 20;
 // The pattern's period for blocks larger than this that it divides (ensure_tx_buffer).
 inline constexpr std::size_t kPatternPeriod = 1u << 20;
 
-// Network byte order: the shared helpers (fabperf/bytes.hpp), under the names the loops use.
+// Network byte order: the shared helpers (fabperf/core/bytes.hpp), under the names the loops use.
 inline void put32(std::uint8_t* p, std::uint32_t v) {
   put_be32(p, v);
 }

@@ -4,8 +4,8 @@
 // flag; the loops never allocate, log or throw.
 #include "engine/tcp_internal.hpp"
 
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <fmt/format.h>
 #include <linux/errqueue.h>

@@ -4,11 +4,11 @@
 // reported warnings (the kernel lacks the feature or refuses the value), never silent changes.
 #include "engine/tcp_internal.hpp"
 
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/sysstat.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

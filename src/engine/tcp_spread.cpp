@@ -3,8 +3,8 @@
 // (sysinfo/bonding). Runs on the set-up thread only.
 #include "engine/tcp_internal.hpp"
 
-#include <fabperf/bonding.hpp>
-#include <fabperf/links.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
+#include <fabperf/sysinfo/links.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

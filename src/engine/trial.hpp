@@ -18,7 +18,7 @@
 #include <mutex>
 #include <string>
 
-#include <fabperf/agent_result.hpp>
+#include <fabperf/proto/agent_result.hpp>
 
 namespace fabperf {
 

@@ -1,12 +1,12 @@
 // --rdma-cm set-up for the RDMA engine: the client resolves the server's address and connects, the
 // server agent listens and accepts; the private data carries the buffer address and rkey under an
 // HMAC of the client's token (so a stranger cannot get a QP) and the server's answer proves the
-// test token in return (include/fabperf/rdma_cm_wire.hpp). The per-test token makes a request
+// test token in return (include/fabperf/engine/rdma_cm_wire.hpp). The per-test token makes a request
 // useless in another test; within a test a (node, conn) is accepted once.
 #include "engine/verbs_internal.hpp"
 
-#include <fabperf/clock.hpp>
-#include <fabperf/printable.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/printable.hpp>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

@@ -4,7 +4,7 @@
 #include "engine/verbs_internal.hpp"
 #include "net/sockaddr.hpp"
 
-#include <fabperf/units.hpp>
+#include <fabperf/core/units.hpp>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

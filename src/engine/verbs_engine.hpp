@@ -1,7 +1,7 @@
 // RDMA verbs data plane (libibverbs, RC queue pairs). Built only when rdma-core was found.
 #pragma once
 
-#include <fabperf/engine.hpp>
+#include <fabperf/engine/engine.hpp>
 
 #include <memory>
 

@@ -5,10 +5,10 @@
 // verbs_peer_proof.cpp (the proof over each QP before any load), verbs_loops.cpp (the hot loops).
 #pragma once
 
-#include <fabperf/engine.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/rdma_cm_wire.hpp>
-#include <fabperf/rdma_qp_proof.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/engine/rdma_cm_wire.hpp>
+#include <fabperf/engine/rdma_qp_proof.hpp>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>

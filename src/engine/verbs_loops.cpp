@@ -9,7 +9,7 @@
 // message naming the verb, the device, the status and the peer.
 #include "engine/verbs_internal.hpp"
 
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

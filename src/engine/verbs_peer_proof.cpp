@@ -1,11 +1,11 @@
 // The peer proof over each queue pair set up through the coordinator: before any load, both
-// ends prove the test token to each other over the QP itself (include/fabperf/rdma_qp_proof.hpp).
+// ends prove the test token to each other over the QP itself (include/fabperf/engine/rdma_qp_proof.hpp).
 // An endpoint the coordinator forwarded is only a claim, and an address that does not answer with
 // the proof gets no RDMA WRITE or READ.
 #include "engine/verbs_internal.hpp"
 
-#include <fabperf/auth.hpp>
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/proto/auth.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -1,10 +1,10 @@
-#include <fabperf/bytes.hpp>
-#include <fabperf/child.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/launch.hpp>
-#include <fabperf/stop.hpp>
-#include <fabperf/sysstat.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/child.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/stop.hpp>
+#include <fabperf/launch/launch.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>

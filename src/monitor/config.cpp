@@ -1,10 +1,10 @@
 // The monitor's config file (TOML, toml++). Probe settings come from the one settings table
-// (include/fabperf/settings.hpp) exactly as plan files read them; the monitor's own keys are
+// (include/fabperf/core/settings.hpp) exactly as plan files read them; the monitor's own keys are
 // declared in one small table below. Every mistake is reported as FILE:LINE: field 'x': problem.
-#include <fabperf/error.hpp>
-#include <fabperf/monitor.hpp>
-#include <fabperf/settings.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/settings.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/monitor/monitor.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -6,8 +6,8 @@
 // noisy host cannot push every other client out either.
 #include "net/asio.hpp"
 
-#include <fabperf/error.hpp>
-#include <fabperf/monitor.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/monitor/monitor.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -1,6 +1,6 @@
 // The Prometheus text exposition (format 0.0.4; OpenMetrics-compatible names in base units) of
 // the monitor's state, and the HTTP request handling around it. Pure: the listener is http.cpp.
-#include <fabperf/monitor.hpp>
+#include <fabperf/monitor/monitor.hpp>
 
 #include <fmt/format.h>
 #include <optional>

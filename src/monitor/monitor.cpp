@@ -1,6 +1,6 @@
 // The monitor's loop: ask the schedule what runs next, wait for it, skip the pairs of agents that
 // are backed off, probe, apply the samples to the state under its lock, report.
-#include <fabperf/monitor.hpp>
+#include <fabperf/monitor/monitor.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

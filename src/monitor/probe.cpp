@@ -1,8 +1,8 @@
 // Probes through the real coordinator: one run_test per job, its report turned into samples.
-#include <fabperf/coordinator.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/monitor.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/monitor/monitor.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

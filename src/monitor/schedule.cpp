@@ -1,8 +1,8 @@
 // The monitor's pure decisions: which probe runs next and when (rotation under the duty cap),
 // when an unreachable agent is tried again, and whether a value has drifted.
-#include <fabperf/error.hpp>
-#include <fabperf/monitor.hpp>
-#include <fabperf/plan.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/monitor/monitor.hpp>
+#include <fabperf/plan/plan.hpp>
 
 #include <algorithm>
 #include <cmath>

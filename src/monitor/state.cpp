@@ -1,10 +1,10 @@
 // The monitor's state: the last values of every series, counters, baselines and drift alerts.
 // Its size is fixed by the config (hosts x hosts x links), so weeks of probes do not grow it.
-#include <fabperf/bytes.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/monitor.hpp>
-#include <fabperf/plan.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/monitor/monitor.hpp>
+#include <fabperf/plan/plan.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>

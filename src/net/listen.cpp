@@ -1,6 +1,6 @@
 #include "net/listen.hpp"
 
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <arpa/inet.h>
 #include <netdb.h>

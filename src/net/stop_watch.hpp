@@ -1,9 +1,9 @@
-// Waits, on an io_context, for the process's next stop request (fabperf/stop.hpp): the handler
+// Waits, on an io_context, for the process's next stop request (fabperf/core/stop.hpp): the handler
 // only counts, so this polls the count every 50 ms, which is prompt enough for a person's Ctrl-C
 // and costs nothing measurable.
 #pragma once
 
-#include <fabperf/stop.hpp>
+#include <fabperf/core/stop.hpp>
 
 #include <chrono>
 #include <functional>

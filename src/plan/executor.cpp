@@ -1,4 +1,4 @@
-// The plan executor behind `fabperf run PLAN` and `fabperf run --pattern` (include/fabperf/plan_run.hpp):
+// The plan executor behind `fabperf run PLAN` and `fabperf run --pattern` (include/fabperf/plan/plan_run.hpp):
 // pre-flight, the steps, A/B hooks, isolation rounds, KPIs and verdicts. Results go to a JSON Lines
 // file, one record per finished step, written and synced before the next step starts
 // (docs/results-format.md); what a person reads goes to the stream the caller gives.
@@ -11,16 +11,16 @@
 #include <cerrno>
 #include <cmath>
 #include <ctime>
-#include <fabperf/build_config.hpp>
-#include <fabperf/bytes.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/compare.hpp>
-#include <fabperf/coordinator.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/isolate.hpp>
-#include <fabperf/plan_run.hpp>
-#include <fabperf/stop.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/stop.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/plan/isolate.hpp>
+#include <fabperf/plan/plan_run.hpp>
+#include <fabperf/report/compare.hpp>
 #include <map>
 #include <optional>
 #include <ostream>

@@ -1,7 +1,7 @@
 #include "plan/hooks.hpp"
 
-#include <fabperf/child.hpp>
-#include <fabperf/clock.hpp>
+#include <fabperf/core/child.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include <poll.h>
 #include <csignal>

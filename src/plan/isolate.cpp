@@ -1,7 +1,7 @@
 // Isolation of a slow node and link by halving rounds against known-good peers
-// (include/fabperf/isolate.hpp). Pure: steps out, measured rates in, a trace and findings.
-#include <fabperf/isolate.hpp>
-#include <fabperf/stats.hpp>
+// (include/fabperf/plan/isolate.hpp). Pure: steps out, measured rates in, a trace and findings.
+#include <fabperf/core/stats.hpp>
+#include <fabperf/plan/isolate.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -1,9 +1,9 @@
 // KPIs: thresholds evaluated per node / pair / link / step over step results as the results file
 // holds them (render_json of each step's Report), so a resumed plan judges finished steps exactly
 // like fresh ones.
-#include <fabperf/clock.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/plan.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

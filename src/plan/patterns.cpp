@@ -1,6 +1,6 @@
 // Traffic patterns as pure functions: node count and parameters in, a sequence of steps out.
-#include <fabperf/error.hpp>
-#include <fabperf/plan.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -1,11 +1,11 @@
 // Plan files in TOML (toml++): every node carries its line, so every mistake is reported as
 // FILE:LINE: field 'x': problem. Values go through the same parsers and the same TestSpec::make
 // as `fabperf run`'s options: a plan cannot express anything the command line could not.
-#include <fabperf/compare.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/plan.hpp>
-#include <fabperf/settings.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/settings.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/report/compare.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-// The knobs a test may set: every test setting of the table (include/fabperf/settings.hpp), and
+// The knobs a test may set: every test setting of the table (include/fabperf/core/settings.hpp), and
 // the sampling interval.
 const std::set<std::string>& spec_keys() {
   static const std::set<std::string> k = [] {

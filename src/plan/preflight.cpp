@@ -1,10 +1,10 @@
 // Pre-flight: what a short all-to-all probe test says about the fabric before hours of testing.
 // Every finding names the node (or pair, or link) and the fix.
-#include <fabperf/bonding.hpp>
-#include <fabperf/pcie.hpp>
-#include <fabperf/plan.hpp>
-#include <fabperf/stats.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/stats.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
+#include <fabperf/sysinfo/pcie.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -1,8 +1,8 @@
 // Reading results back: a step's result document as the typed StepResult (one strict decoder),
 // and a results file for --resume through load_results, the one reader of results files.
-#include <fabperf/error.hpp>
-#include <fabperf/plan.hpp>
-#include <fabperf/plan_report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/report/plan_report.hpp>
 
 #include <fmt/format.h>
 

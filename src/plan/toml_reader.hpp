@@ -3,8 +3,8 @@
 // UsageError from a value parser (the settings table's) is given the file, line and field.
 #pragma once
 
-#include <fabperf/error.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

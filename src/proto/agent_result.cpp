@@ -1,7 +1,7 @@
-#include <fabperf/agent_result.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/printable.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/printable.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <fmt/format.h>
 #include <map>

@@ -1,7 +1,7 @@
-#include <fabperf/auth.hpp>
-#include <fabperf/bytes.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 #include "proto/conn.hpp"
 #include "proto/tls_psk.hpp"
 
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <fmt/format.h>
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/proto.hpp>
 
 namespace fabperf::proto {
 

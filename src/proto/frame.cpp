@@ -1,7 +1,7 @@
-#include <fabperf/bytes.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/printable.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/printable.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

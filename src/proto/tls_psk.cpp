@@ -1,7 +1,7 @@
 #include "proto/tls_psk.hpp"
 
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>

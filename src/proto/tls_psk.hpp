@@ -20,7 +20,7 @@
 
 #include <openssl/ssl.h>
 
-#include <fabperf/auth.hpp>
+#include <fabperf/proto/auth.hpp>
 
 namespace fabperf::tls {
 

@@ -1,10 +1,10 @@
 // Bond figures: per-member throughput and shares from the members' own counters, balance
 // (Jain's index, max/min), capacity used, and the member the kernel's hash picks for each flow.
-#include <fabperf/bonding.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
+#include <fabperf/sysinfo/links.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

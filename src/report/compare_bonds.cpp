@@ -1,6 +1,6 @@
 // `fabperf compare` for bonds: the same bond before and after a change of mode (ALB vs LACP),
 // member shares, aggregate and balance side by side, and a verdict in plain words.
-#include <fabperf/compare.hpp>
+#include <fabperf/report/compare.hpp>
 #include "report/json_read.hpp"
 
 #include <fmt/format.h>

@@ -1,9 +1,9 @@
 // `fabperf compare` over sets of trials: each quantity's trials on both sides go through
 // stats::decide (means, bootstrap interval of the ratio, Mann-Whitney U, effect size), and the
 // verdict is a sentence. Loading reads three file kinds; everything after it is pure.
-#include <fabperf/compare.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/compare.hpp>
+#include <fabperf/report/report.hpp>
 #include "report/json_read.hpp"
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
-#include <fabperf/build_config.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/links.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -3,7 +3,7 @@
 // tables (mlx5 counters.rst, ice_ethtool.c, i40e_ethtool.c, bnxt_ethtool.c, ixgbe_ethtool.c,
 // virtio_net.c, veth.c, rxe_hw_counters.c, mlx5_ib counters.c, the IB PMA sysfs names) and
 // the kernel's MIB names (/proc/net/snmp, /proc/net/netstat). docs/counters.md lists them.
-#include <fabperf/counters.hpp>
+#include <fabperf/sysinfo/counters.hpp>
 
 #include <array>
 #include <cctype>

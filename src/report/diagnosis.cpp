@@ -1,5 +1,5 @@
 // Counter report and dip diagnosis (diagnosis.hpp): pure arithmetic over one agent's samples.
-#include <fabperf/diagnosis.hpp>
+#include <fabperf/report/diagnosis.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -1,8 +1,8 @@
 // PCIe links behind a node's test interfaces: the ports' traffic against the link's usable
 // bandwidth, and which limit (the slot, the node's CPU) bounded the node. Also the `fabperf
 // links` view of every PCIe link. Pure: the figures come from the result and the inventory.
-#include <fabperf/pcie.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/pcie.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

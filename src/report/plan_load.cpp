@@ -1,9 +1,9 @@
 // Reading a results file: JSON Lines of schema "fabperf.plan-results" (docs/reports.md), or one
 // `fabperf run --json` result. Every line is checked here, field by field, so that the model
 // builder can read the records without guessing; a bad line names FILE:LINE and what is wrong.
-#include <fabperf/error.hpp>
-#include <fabperf/plan_report.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/plan_report.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -1,9 +1,9 @@
 // RawResults -> PlanReport: every number a report shows is taken or derived here, once. The
 // renderers only format what this builds.
-#include <fabperf/plan_report.hpp>
+#include <fabperf/report/plan_report.hpp>
 #include "report/json_read.hpp"
 
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -1,7 +1,7 @@
 // PlanReport -> JSON (the model itself), CSV tables and JUnit XML. Formatting only.
-#include <fabperf/error.hpp>
-#include <fabperf/plan_report.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/report/plan_report.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

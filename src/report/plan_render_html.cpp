@@ -1,8 +1,8 @@
 // PlanReport -> one self-contained HTML page: inline CSS, inline SVG charts drawn here, no
 // script, no external font, style or image (clusters are often air-gapped, and the file must
 // open the same way years later). Every text from the results is escaped. Formatting only.
-#include <fabperf/plan_report.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/report/plan_report.hpp>
 
 #include <fmt/format.h>
 #include <openssl/evp.h>

@@ -1,7 +1,7 @@
 // PlanReport -> text for a terminal: the verdict first, then the failed checks, the steps, and
 // each step's nodes, pairs, links and latency. Formatting only.
-#include <fabperf/plan_report.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/report/plan_report.hpp>
 
 #include "report/text_table.hpp"
 

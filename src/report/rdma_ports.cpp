@@ -1,9 +1,9 @@
 // RDMA port counters over the window: deltas of every readable counter, data bytes (the IB PMA
 // counts 4-byte words), packets, and what fabperf's own blocks need on the wire, so a reader can
 // check the port against the tool (compute first; the renderers only format).
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
-#include <fabperf/report.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -4,7 +4,7 @@
 // connections.
 #pragma once
 
-#include <fabperf/report.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <nlohmann/json.hpp>
 

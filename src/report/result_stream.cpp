@@ -1,7 +1,7 @@
-#include <fabperf/result_stream.hpp>
+#include <fabperf/report/result_stream.hpp>
 
-#include <fabperf/build_config.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/error.hpp>
 
 #include "report/result_json.hpp"
 

@@ -2,7 +2,7 @@
 // column holding text left-aligned, columns of numbers (or "-") right-aligned. Formatting only.
 #pragma once
 
-#include <fabperf/units.hpp>
+#include <fabperf/core/units.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>

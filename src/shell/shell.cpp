@@ -1,12 +1,12 @@
-#include <fabperf/auth.hpp>
-#include <fabperf/build_config.hpp>
-#include <fabperf/coordinator.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/settings.hpp>
-#include <fabperf/shell.hpp>
-#include <fabperf/spec.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/settings.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/core/units.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/shell/shell.hpp>
 #include <nlohmann/json.hpp>
 
 #include "shell/line_reader.hpp"
@@ -368,7 +368,7 @@ class ShellSession {
     --depth_;
   }
 
-  // Every test setting of the table (include/fabperf/settings.hpp), by its `fabperf run` name.
+  // Every test setting of the table (include/fabperf/core/settings.hpp), by its `fabperf run` name.
   void set(const std::vector<std::string>& args) {
     if (args.empty()) {
       for (const auto& st : spec_settings()) {

@@ -1,6 +1,6 @@
-#include <fabperf/bonding.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/fields.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
 #include "sysinfo/file_read.hpp"
 
 #include <arpa/inet.h>

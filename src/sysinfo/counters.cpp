@@ -1,6 +1,6 @@
 // Named counter readers (counters.hpp): the ethtool statistics ioctls, the root qdisc over
 // rtnetlink, the MIB files and softnet_stat.
-#include <fabperf/counters.hpp>
+#include <fabperf/sysinfo/counters.hpp>
 #include "sysinfo/file_read.hpp"
 
 #include <linux/ethtool.h>

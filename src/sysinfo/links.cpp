@@ -1,7 +1,7 @@
-#include <fabperf/counters.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/fields.hpp>
-#include <fabperf/links.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
+#include <fabperf/sysinfo/counters.hpp>
+#include <fabperf/sysinfo/links.hpp>
 #include "sysinfo/file_read.hpp"
 
 #include <arpa/inet.h>

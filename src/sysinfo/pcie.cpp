@@ -7,11 +7,11 @@
 // The function's parent directory is the port at the other end of its link (the slot); every
 // function under that port shares the link. Ancestors further up are switch ports and root ports:
 // the narrowest of their links bounds the device too (the kernel's pcie_bandwidth_available()).
-#include <fabperf/error.hpp>
-#include <fabperf/fields.hpp>
-#include <fabperf/pcie.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/sysinfo/pcie.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 #include "sysinfo/file_read.hpp"
 
 #include <fmt/format.h>

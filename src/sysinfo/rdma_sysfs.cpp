@@ -5,10 +5,10 @@
 //   DEV/ports/N/counters/* (PMA counters; only drivers with a MAD interface: not Soft-RoCE)
 //   DEV/ports/N/hw_counters/* (driver counters: rxe's sent_pkts, mlx5's out_of_sequence, ...)
 // sysfs has no MTU file: the active MTU comes from ibv_query_port where this build has verbs.
-#include <fabperf/build_config.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/fields.hpp>
-#include <fabperf/rdma_sysfs.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 #include "sysinfo/file_read.hpp"
 
 #include <arpa/inet.h>

@@ -1,6 +1,6 @@
 // The one thing sysfs does not say about an RDMA port, its active MTU, asked of libibverbs.
 // Built only with rdma-core (rdma_sysfs.cpp has the sysfs-only fallback).
-#include <fabperf/rdma_sysfs.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 #include <infiniband/verbs.h>
 

@@ -1,6 +1,6 @@
-#include <fabperf/error.hpp>
-#include <fabperf/spec.hpp>
-#include <fabperf/sysstat.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -2,9 +2,9 @@
 // computing a report for a large run. Not a test: run by hand (fabperf_bench_control).
 #include <benchmark/benchmark.h>
 
-#include <fabperf/agent_result.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/proto/proto.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <cstdint>
 #include <string>

@@ -6,9 +6,9 @@
 // The CPU column is the figure that matters: the agent's sampling thread spends it once per
 // interval (default 1 s). BM_DipDiagnosis is the coordinator's side: the dip diagnosis of one
 // result whose link dips every other interval (issue 28: its cost must grow linearly).
-#include <fabperf/counters.hpp>
-#include <fabperf/diagnosis.hpp>
-#include <fabperf/links.hpp>
+#include <fabperf/report/diagnosis.hpp>
+#include <fabperf/sysinfo/counters.hpp>
+#include <fabperf/sysinfo/links.hpp>
 
 #include <benchmark/benchmark.h>
 

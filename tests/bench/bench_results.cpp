@@ -3,8 +3,8 @@
 // the coordinator does now). A synthetic all-to-all of N servers x N clients, P connections per
 // pair plus a probe, with the fields a real RESULT carries. Prints the peak RSS of this process.
 //   fabperf_bench_results inmemory|stream N P FILE
-#include <fabperf/report.hpp>
-#include <fabperf/result_stream.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/report/result_stream.hpp>
 
 #include <nlohmann/json.hpp>
 

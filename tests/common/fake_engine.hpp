@@ -4,8 +4,8 @@
 // the engine has been handed over.
 #pragma once
 
-#include <fabperf/engine.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/engine/engine.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -14,7 +14,7 @@
 #include <string>
 #include <utility>
 
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 
 namespace fabperf::fakes {
 

@@ -3,7 +3,7 @@
 // links, 0 MB/s, nothing unknown measured), and the document goes through decode_step_result.
 #pragma once
 
-#include <fabperf/plan.hpp>
+#include <fabperf/plan/plan.hpp>
 
 #include <nlohmann/json.hpp>
 

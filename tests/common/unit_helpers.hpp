@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 namespace fabperf::testutil {
 

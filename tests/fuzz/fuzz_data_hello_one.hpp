@@ -1,12 +1,12 @@
 // One fuzz input through the TCP data connections' challenge-response codec
-// (include/fabperf/data_hello.hpp), as each end meets a peer's bytes: every decoder on the whole
+// (include/fabperf/engine/data_hello.hpp), as each end meets a peer's bytes: every decoder on the whole
 // input; a server reading a HELLO (the first 52 bytes) and then a PROOF (the rest), checked as
 // the engine checks it; a client reading a CHALLENGE (the first 72 bytes) and then a VERDICT.
 // Only WireError may come out; anything else (another exception, a crash, a sanitizer report)
 // is a bug.
 #pragma once
 
-#include <fabperf/data_hello.hpp>
+#include <fabperf/engine/data_hello.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -10,11 +10,11 @@
 
 #include "proto/tls_psk.hpp"
 
-#include <fabperf/auth.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/rdma_qp_proof.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/engine/rdma_qp_proof.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -7,7 +7,7 @@
 #include "fuzz/fuzz_data_hello_one.hpp"
 #include "fuzz/fuzz_one.hpp"
 
-#include <fabperf/agent_result.hpp>
+#include <fabperf/proto/agent_result.hpp>
 
 #include <filesystem>
 #include <fstream>

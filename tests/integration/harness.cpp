@@ -1,6 +1,6 @@
 #include "integration/harness.hpp"
 
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include <gtest/gtest.h>
 

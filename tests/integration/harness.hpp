@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
 
 namespace fabperf::test {
 

@@ -3,9 +3,9 @@
 // engines on 127.0.0.1 (the server half and client halves of a test, as agents run them).
 #include "engine/tcp_engine.hpp"
 
-#include <fabperf/clock.hpp>
-#include <fabperf/data_hello.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/engine/data_hello.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

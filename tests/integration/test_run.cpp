@@ -1,7 +1,7 @@
 // End-to-end tests through the real binary: agents are separate processes on loopback.
 #include "integration/harness.hpp"
 
-#include <fabperf/report.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -5,12 +5,12 @@
 #include "integration/harness.hpp"
 #include "integration/tls_peer.hpp"
 
-#include <fabperf/auth.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/data_hello.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/engine/data_hello.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -1431,7 +1431,7 @@ TEST(Security, ThreadAndQueuePairCapsAreEnforcedAtSetUp) {
   expect_normal_test(s, c);
 }
 
-// ---- the data connections' challenge-response (include/fabperf/data_hello.hpp) --------------
+// ---- the data connections' challenge-response (include/fabperf/engine/data_hello.hpp) --------------
 
 namespace {
 

@@ -1,10 +1,10 @@
 // Every test setting in every mode, through the real binary: each one reaches the TestSpec the
 // agents get (a result's "settings") or is refused with an error that names it. The settings
-// come from the one table (include/fabperf/settings.hpp), so a setting added there without a
+// come from the one table (include/fabperf/core/settings.hpp), so a setting added there without a
 // sample here fails this test: nothing can be dropped silently, now or later.
 #include "integration/harness.hpp"
 
-#include <fabperf/settings.hpp>
+#include <fabperf/core/settings.hpp>
 
 #include <gtest/gtest.h>
 #include <fstream>

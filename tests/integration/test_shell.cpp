@@ -1,5 +1,5 @@
 // The nsdperf-compatible shell through the real binary.
-#include <fabperf/build_config.hpp>
+#include <fabperf/core/build_config.hpp>
 #include "integration/harness.hpp"
 
 #include <gtest/gtest.h>

@@ -5,7 +5,7 @@
 
 #include "proto/tls_psk.hpp"
 
-#include <fabperf/auth.hpp>
+#include <fabperf/proto/auth.hpp>
 
 #include <chrono>
 #include <cstdint>

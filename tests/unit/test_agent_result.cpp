@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
-#include <fabperf/agent_result.hpp>
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/agent_result.hpp>
 
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,7 +1,7 @@
 // Shared-key authentication and the hardened frame/message decoding (pure functions).
-#include <fabperf/auth.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

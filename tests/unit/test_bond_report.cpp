@@ -1,5 +1,5 @@
-#include <fabperf/compare.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/report/compare.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
-#include <fabperf/bonding.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/plan.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
 
 #include <gtest/gtest.h>
 #include <unistd.h>

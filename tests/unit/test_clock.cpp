@@ -1,5 +1,5 @@
 #include <gtest/gtest.h>
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include <cstdint>
 #include <vector>

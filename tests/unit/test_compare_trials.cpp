@@ -1,6 +1,6 @@
-#include <fabperf/compare.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/compare.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <gtest/gtest.h>
 

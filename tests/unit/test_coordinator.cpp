@@ -10,7 +10,7 @@
 #include <functional>
 #include <map>
 
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include "common/memory_conn.hpp"
 

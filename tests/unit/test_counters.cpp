@@ -1,11 +1,11 @@
 // Named counters: MIB and softnet parsers on files captured from a host, the counter dictionary
 // on per-driver name listings (tests/data/counters), the dip diagnosis and the wire encoding.
-#include <fabperf/agent_result.hpp>
-#include <fabperf/counters.hpp>
-#include <fabperf/diagnosis.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/plan.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/report/diagnosis.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/counters.hpp>
 
 #include <gtest/gtest.h>
 

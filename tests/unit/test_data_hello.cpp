@@ -1,8 +1,8 @@
-// The TCP data connections' challenge-response codec (include/fabperf/data_hello.hpp): strict
+// The TCP data connections' challenge-response codec (include/fabperf/engine/data_hello.hpp): strict
 // decoding of every message, and what each proof binds. The same exchange over sockets through
 // the real binary: Security.DataHello* in tests/integration/test_security.cpp.
-#include <fabperf/data_hello.hpp>
-#include <fabperf/engine.hpp>
+#include <fabperf/engine/data_hello.hpp>
+#include <fabperf/engine/engine.hpp>
 
 #include <gtest/gtest.h>
 

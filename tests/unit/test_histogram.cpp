@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
-#include <fabperf/error.hpp>
-#include <fabperf/histogram.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/histogram.hpp>
 
 #include <algorithm>
 #include <cmath>

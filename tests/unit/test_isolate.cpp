@@ -1,4 +1,4 @@
-#include <fabperf/isolate.hpp>
+#include <fabperf/plan/isolate.hpp>
 
 #include <gtest/gtest.h>
 

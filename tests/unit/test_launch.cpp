@@ -1,6 +1,6 @@
 // The launchers' pure parts: quoting, the remote command, ssh argv, error summaries, ready lines,
 // scontrol and srun --label parsing.
-#include <fabperf/launch.hpp>
+#include <fabperf/launch/launch.hpp>
 
 #include <gtest/gtest.h>
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include <fabperf/links.hpp>
+#include <fabperf/sysinfo/links.hpp>
 
 #include "unit/fake_tree.hpp"
 

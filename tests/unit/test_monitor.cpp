@@ -2,9 +2,9 @@
 // errors, the rotation under the duty cap, back-off, baselines and drift, the exposition, the
 // HTTP answers, the state file, the loop (--once exit codes, a down agent), and flat memory over
 // 10,000 probe results.
-#include <fabperf/error.hpp>
-#include <fabperf/monitor.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/monitor/monitor.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <gtest/gtest.h>
 

@@ -3,13 +3,13 @@
 // 56G ports and its interrupts on the far node, an InfiniBand HCA, and the VM lab guest's tree),
 // the findings, the JSON the LINKS and RESULT messages carry, pre-flight and the report's
 // "which limit bounded this node".
-#include <fabperf/agent_result.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/pcie.hpp>
-#include <fabperf/plan.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/pcie.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 #include "unit/fake_tree.hpp"
 

@@ -1,6 +1,6 @@
 // Patterns (the exact step sequences), plan file parsing and its FILE:LINE errors, KPI evaluation.
-#include <fabperf/error.hpp>
-#include <fabperf/plan.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // `fabperf report`: loader, model and renderers on hand-written inputs (shape tests; the
 // integration test renders results measured by the real binary).
-#include <fabperf/error.hpp>
-#include <fabperf/plan_report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/plan_report.hpp>
 
 #include <gtest/gtest.h>
 #include <algorithm>

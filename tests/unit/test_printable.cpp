@@ -1,9 +1,9 @@
 // Peer text defused before it reaches a log or a terminal (printable.hpp), and at the protocol
 // layer, where every string a peer sends passes (Fields).
-#include <fabperf/agent_result.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/printable.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/printable.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

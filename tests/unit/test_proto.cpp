@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
-#include <fabperf/agent_result.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <cstdint>
 #include <functional>

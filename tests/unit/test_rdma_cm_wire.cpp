@@ -1,7 +1,7 @@
-// The --rdma-cm private data (include/fabperf/rdma_cm_wire.hpp): every refusal, without a device.
+// The --rdma-cm private data (include/fabperf/engine/rdma_cm_wire.hpp): every refusal, without a device.
 // The same requests against a real rdma_cm listener: tests/vm/cm_forge.cpp in the VM lab.
-#include <fabperf/engine.hpp>
-#include <fabperf/rdma_cm_wire.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/engine/rdma_cm_wire.hpp>
 
 #include <gtest/gtest.h>
 

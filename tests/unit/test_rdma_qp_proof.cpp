@@ -1,8 +1,8 @@
-// The peer proof over an RDMA queue pair (include/fabperf/rdma_qp_proof.hpp): the three passes
+// The peer proof over an RDMA queue pair (include/fabperf/engine/rdma_qp_proof.hpp): the three passes
 // agree between two honest ends, and every refusal, without a device. The same exchange against
 // a forged endpoint on a real (emulated) wire: tests/vm/qp_forge.cpp in the VM lab.
-#include <fabperf/engine.hpp>
-#include <fabperf/rdma_qp_proof.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/engine/rdma_qp_proof.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // RDMA inventory and port counters: sysfs parsers on fake trees (an InfiniBand HCA as mlx5 lays
 // it out) and on a tree captured from Soft-RoCE in the VM lab (tests/data/rdma), the counter
 // deltas and findings of the report, and the JSON the LINKS and RESULT messages carry.
-#include <fabperf/agent_result.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/report.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/proto/proto.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 #include "unit/fake_tree.hpp"
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
-#include <fabperf/build_config.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/build_config.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -3,8 +3,8 @@
 // the stated rule until its RESULT fits one control message, with totals intact.
 #include "agent/result_fit.hpp"
 
-#include <fabperf/counters.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/proto/proto.hpp>
+#include <fabperf/sysinfo/counters.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -2,10 +2,10 @@
 // as render_json(compute_report(run)), whatever the arrival order; a file cut short during the
 // collection holds every node section written and `fabperf report` names it partial.
 #include <gtest/gtest.h>
-#include <fabperf/error.hpp>
-#include <fabperf/plan_report.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/result_stream.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/report/plan_report.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/report/result_stream.hpp>
 
 #include <unistd.h>
 #include <algorithm>

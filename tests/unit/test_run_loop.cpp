@@ -2,7 +2,7 @@
 // fake's flows count bytes on their own threads as a transport would, so the schedule, the
 // window's edges, the intervals, the stop, an abort and the trials reach the result as they do
 // for TCP and RDMA.
-#include <fabperf/engine.hpp>
+#include <fabperf/engine/engine.hpp>
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <future>
 #include <thread>
 
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include "common/fake_engine.hpp"
 

@@ -1,5 +1,5 @@
 // The one table of test settings: names unique, every setting parses, the docs carry the table.
-#include <fabperf/settings.hpp>
+#include <fabperf/core/settings.hpp>
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include <fabperf/error.hpp>
+#include <fabperf/core/error.hpp>
 #include <nlohmann/json.hpp>
 
 using namespace fabperf;

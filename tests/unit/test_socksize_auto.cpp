@@ -1,6 +1,6 @@
 // --socksize auto: the bandwidth-delay arithmetic.
-#include <fabperf/coordinator.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/spec.hpp>
 
 #include <gtest/gtest.h>
 

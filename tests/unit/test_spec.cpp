@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
-#include <fabperf/error.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
 
 #include <chrono>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include <fabperf/stats.hpp>
+#include <fabperf/core/stats.hpp>
 
 #include <gtest/gtest.h>
 

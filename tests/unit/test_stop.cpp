@@ -1,6 +1,6 @@
-// The process's stop requests (fabperf/stop.hpp) and StopWatch: requests made before a watcher
+// The process's stop requests (fabperf/core/stop.hpp) and StopWatch: requests made before a watcher
 // exists are not its business; each one after it is delivered once, in order, on its io_context.
-#include <fabperf/stop.hpp>
+#include <fabperf/core/stop.hpp>
 
 #include <gtest/gtest.h>
 

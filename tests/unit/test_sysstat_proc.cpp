@@ -1,6 +1,6 @@
 // The /proc and /sys reads of the run loop (ARP neighbours, a thread's CPU time, a NUMA node's
 // CPUs), on a captured tree: tests/data/hostproc is the root prefix.
-#include <fabperf/sysstat.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <future>
 #include <thread>
 
-#include <fabperf/clock.hpp>
+#include <fabperf/core/clock.hpp>
 
 #include "common/fake_engine.hpp"
 

@@ -2,8 +2,8 @@
 // and complete handshakes between the two ends in memory (no sockets).
 #include "proto/tls_psk.hpp"
 
-#include <fabperf/auth.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <gtest/gtest.h>
 #include <openssl/bio.h>

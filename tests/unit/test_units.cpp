@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
-#include <fabperf/error.hpp>
-#include <fabperf/units.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
 
 #include <chrono>
 #include <cstdint>

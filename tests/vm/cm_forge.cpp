@@ -14,11 +14,11 @@
 // 3 when the agent or the RDMA stack could not be used at all.
 #include "vm/forge_control.hpp"
 
-#include <fabperf/auth.hpp>
-#include <fabperf/engine.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/rdma_cm_wire.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/engine/rdma_cm_wire.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

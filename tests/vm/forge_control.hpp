@@ -5,8 +5,8 @@
 
 #include "integration/tls_peer.hpp"
 
-#include <fabperf/auth.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -19,13 +19,13 @@
 // the agent or the RDMA stack could not be used at all.
 #include "vm/forge_control.hpp"
 
-#include <fabperf/agent_result.hpp>
-#include <fabperf/auth.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/engine.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/rdma_qp_proof.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/engine/engine.hpp>
+#include <fabperf/engine/rdma_qp_proof.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <infiniband/verbs.h>
 

@@ -15,8 +15,8 @@
 // A refusal (REJ) carries a reason text, at most kRejectSize bytes with its terminating NUL.
 #pragma once
 
-#include <fabperf/auth.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <array>
 #include <cstddef>

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/plan.hpp>
+#include <fabperf/plan/plan.hpp>
 
 namespace fabperf::plan {
 

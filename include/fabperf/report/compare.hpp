@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/stats.hpp>
+#include <fabperf/core/stats.hpp>
 
 namespace fabperf {
 

@@ -7,8 +7,8 @@
 #include <iosfwd>
 #include <string>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/plan.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <fabperf/proto/auth.hpp>
 
 namespace fabperf::plan {
 
@@ -24,7 +24,7 @@ struct RunOptions {
 };
 
 // Executes a plan (pre-flight, steps, results file, KPIs, verdicts); returns the exit code
-// (docs/usage.md "Exit codes"). SIGINT/SIGTERM (fabperf/stop.hpp) stop it between steps.
+// (docs/usage.md "Exit codes"). SIGINT/SIGTERM (fabperf/core/stop.hpp) stop it between steps.
 int run_plan(const Plan& p, const RunOptions& o, std::ostream& os);
 
 // The probe test alone: every host loads every other one at once, briefly. 0 when fine or only

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/proto/auth.hpp>
 
 namespace fabperf {
 

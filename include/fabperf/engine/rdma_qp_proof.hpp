@@ -20,9 +20,9 @@
 // after the peer's MAC verified.
 #pragma once
 
-#include <fabperf/auth.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <array>
 #include <cstddef>

@@ -21,9 +21,9 @@
 // All integers are big-endian.
 #pragma once
 
-#include <fabperf/auth.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/proto.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 
 #include <array>
 #include <cstddef>

@@ -10,14 +10,14 @@
 #include <utility>
 #include <vector>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/child.hpp>
-#include <fabperf/error.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/result_stream.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/child.hpp>
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/report/report.hpp>
+#include <fabperf/report/result_stream.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 namespace fabperf {
 

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/proto/auth.hpp>
 
 namespace fabperf {
 struct Report;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/report.hpp>
+#include <fabperf/report/report.hpp>
 
 namespace fabperf {
 

@@ -13,12 +13,12 @@
 #include <string_view>
 #include <vector>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/bytes.hpp>
-#include <fabperf/fields.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/rdma_sysfs.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/bytes.hpp>
+#include <fabperf/core/fields.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/proto/auth.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 namespace fabperf::proto {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/pcie.hpp>
+#include <fabperf/sysinfo/pcie.hpp>
 
 namespace fabperf {
 

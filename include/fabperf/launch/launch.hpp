@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include <fabperf/auth.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/proto/auth.hpp>
 
 namespace fabperf::launch {
 

@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include <fabperf/agent_result.hpp>
-#include <fabperf/histogram.hpp>
-#include <fabperf/proto.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/histogram.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/proto/proto.hpp>
 
 namespace fabperf {
 

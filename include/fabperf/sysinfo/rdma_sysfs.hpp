@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <fabperf/pcie.hpp>
+#include <fabperf/sysinfo/pcie.hpp>
 
 namespace fabperf {
 

@@ -9,11 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include <fabperf/bonding.hpp>
-#include <fabperf/counters.hpp>
-#include <fabperf/histogram.hpp>
-#include <fabperf/links.hpp>
-#include <fabperf/rdma_sysfs.hpp>
+#include <fabperf/core/histogram.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
+#include <fabperf/sysinfo/counters.hpp>
+#include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 namespace fabperf {
 

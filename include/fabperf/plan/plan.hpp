@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include <fabperf/plan_report.hpp>
-#include <fabperf/report.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/report/plan_report.hpp>
+#include <fabperf/report/report.hpp>
 
 namespace fabperf::plan {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include <fabperf/agent_result.hpp>
-#include <fabperf/bonding.hpp>
-#include <fabperf/clock.hpp>
-#include <fabperf/diagnosis.hpp>
-#include <fabperf/spec.hpp>
+#include <fabperf/core/clock.hpp>
+#include <fabperf/core/spec.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/report/diagnosis.hpp>
+#include <fabperf/sysinfo/bonding.hpp>
 
 namespace fabperf {
 

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include <fabperf/agent_result.hpp>
-#include <fabperf/counters.hpp>
+#include <fabperf/proto/agent_result.hpp>
+#include <fabperf/sysinfo/counters.hpp>
 
 namespace fabperf {
 

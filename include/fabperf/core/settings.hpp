@@ -14,7 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include <fabperf/spec.hpp>
+#include <fabperf/core/spec.hpp>
 
 namespace fabperf {
 
