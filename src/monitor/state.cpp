@@ -5,6 +5,7 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/monitor/monitor.hpp>
 #include <fabperf/plan/plan.hpp>
+#include <fabperf/report/plan_report.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -211,29 +212,16 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
                     "let the first probes set the baselines instead",
                     cfg_->link_names.size()));
   }
+  // A run's result or a plan's results, read and checked as `fabperf report` reads them: the done
+  // steps' results.
   std::vector<json> docs;
   try {
-    const auto first = text.find_first_not_of(" \t\r\n");
-    json whole = json::parse(text, nullptr, false);
-    if (!whole.is_discarded() && whole.is_object() && whole.value("schema", "") == "fabperf.result") {
-      docs.push_back(std::move(whole));
-    } else if (first != std::string::npos) {
-      // Plan results: JSON Lines; the done steps' results.
-      std::istringstream in(text);
-      std::string line;
-      std::size_t no = 0;
-      while (std::getline(in, line)) {
-        ++no;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        const json rec = json::parse(line, nullptr, false);
-        if (rec.is_discarded() || !rec.is_object())
-          throw bad(fmt::format("line {} is not JSON (expected `fabperf run --json` output or plan results)", no));
-        if (rec.value("type", "") == "step" && rec.value("status", "") == "done" && rec.contains("result"))
-          docs.push_back(rec["result"]);
-      }
+    std::istringstream in(text);
+    for (auto& st : load_results(in, file).steps) {
+      if (st["status"] == "done") docs.push_back(std::move(st["result"]));
     }
-  } catch (const json::exception& e) {
-    throw bad(e.what());
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("acceptance file {}", e.what()));  // what() starts with FILE[:LINE]
   }
   if (docs.empty()) throw bad("no finished result in it (expected `fabperf run --json` output or plan results)");
   // The probes must measure what the acceptance run measured, or the baseline means nothing.

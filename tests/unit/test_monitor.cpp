@@ -4,6 +4,7 @@
 // 10,000 probe results.
 #include <fabperf/core/error.hpp>
 #include <fabperf/monitor/monitor.hpp>
+#include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
 
 #include <gtest/gtest.h>
@@ -476,7 +477,9 @@ TEST(MonitorAcceptance, SeedsBaselinesFromARunResult) {
   const auto cfg = config(3, "", "[probe]\ntime = 2\nthreads = 4\n");
   json settings = to_json(cfg.probe);
   json result = {
-      {"schema", "fabperf.result"},
+      {"schema", kResultSchema},
+      {"schema_version", kResultSchemaVersion},
+      {"aggregate", json::object()},
       {"settings", settings},
       {"nodes", {{{"index", 0}, {"node", "198.18.0.1:6668"}}, {{"index", 1}, {"node", "198.18.0.2:6668"}}}},
       {"pairs",
@@ -487,11 +490,26 @@ TEST(MonitorAcceptance, SeedsBaselinesFromARunResult) {
   EXPECT_EQ(st.pair(0, 1, 0).baseline.source, "acceptance acc.json");
   EXPECT_FALSE(st.pair(0, 2, 0).baseline.bytes_per_s);
   // Plan results (JSON Lines): the median over the steps.
-  std::string lines = json{{"type", "plan"}}.dump() + "\n";
+  std::string lines = json{{"type", "plan"},
+                           {"schema", kPlanResultsSchema},
+                           {"version", kPlanResultsVersion},
+                           {"fabperf_version", "x"},
+                           {"started_at", "t"},
+                           {"plan_file", "p.toml"},
+                           {"steps_total", 3},
+                           {"plan", json::object()}}
+                          .dump() +
+                      "\n";
+  int index = 0;
   for (double v : {10.0, 30.0, 20.0}) {
     json r = result;
     r["pairs"] = {{{"client", 0}, {"server", 1}, {"mb_per_s", v}}};
-    lines += json{{"type", "step"}, {"status", "done"}, {"result", r}}.dump() + "\n";
+    lines += json{{"type", "step"},    {"index", index},     {"id", "t/" + std::to_string(index++)},
+                  {"test", "t"},       {"pattern", "pairs"}, {"clients", {"a"}},
+                  {"servers", {"b"}},  {"status", "done"},   {"started_at", "t"},
+                  {"duration_s", 2.0}, {"result", r}}
+                 .dump() +
+             "\n";
   }
   MonitorState st2(cfg);
   EXPECT_EQ(st2.seed_from_acceptance(lines, "r.jsonl"), 1u);
