@@ -3,6 +3,7 @@
 // verdict is a sentence. Loading reads three file kinds; everything after it is pure.
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
+#include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
 #include "report/json_read.hpp"
 
@@ -80,11 +81,13 @@ std::vector<TrialSet> load_one(const std::string& path) {
   }
   if (lines.empty()) throw UsageError(fmt::format("compare: {}: empty", path));
   if (lines.front().value("type", "") == "plan") {
-    const json& plan = lines.front().value("plan", json::object());
+    // A plan's results: read and checked as `fabperf report` reads them (the last record of a
+    // step id counts: a resumed run appends a fresh one).
+    std::istringstream lines_in(text);
+    RawResults raw = load_results(lines_in, path);  // a cut-off last line is in `excluded` already
+    const json& plan = raw.plan["plan"];
     std::map<std::string, std::string> names;
-    if (plan.contains("hosts") && plan["hosts"].is_array()) {
-      for (const auto& h : plan["hosts"]) names[h.value("address", "")] = h.value("name", "");
-    }
+    for (const auto& h : plan.value("hosts", json::array())) names[h.value("address", "")] = h["name"];
     const bool ab = plan.contains("ab") && plan["ab"].is_object();
     TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}, excluded, {}},
         b{ab ? plan["ab"].value("b_name", "B") : "", path, {}, excluded, {}};
@@ -97,27 +100,18 @@ std::vector<TrialSet> load_one(const std::string& path) {
         throw UsageError(fmt::format("compare: {}:1: the plan's [ab] expectations: {}", path, e.what()));
       }
     }
-    // The last record of each step id counts (a resumed run appends a fresh one).
-    std::map<std::string, const json*> last;
-    std::vector<std::string> order;
-    for (const auto& l : lines) {
-      if (l.value("type", "") != "step") continue;
-      const std::string id = l.value("id", "");
-      if (!last.count(id)) order.push_back(id);
-      last[id] = &l;
-    }
-    for (const auto& id : order) {
-      const json& l = *last[id];
+    for (auto& l : raw.steps) {
+      const auto id = l["id"].get<std::string>();
       TrialSet& side = l.value("config", "") == "B" ? b : a;
-      if (l.value("status", "") != "done" || !l.contains("result") || !is_result(l["result"])) {
-        side.excluded.push_back(fmt::format("step {}: {}", id, l.value("status", "not finished")));
+      if (l["status"] != "done") {
+        side.excluded.push_back(fmt::format("step {}: {}", id, l["status"].get<std::string>()));
         continue;
       }
       if (const auto why = exclusion(l["result"]); !why.empty()) {
         side.excluded.push_back(fmt::format("step {}: {}", id, why));
         continue;
       }
-      Trial t{l.value("base_id", id), l.value("trial", 1u), l["result"]};
+      Trial t{l.value("base_id", id), l.value("trial", 1u), std::move(l["result"])};
       rename_nodes(t.result, names);
       side.trials.push_back(std::move(t));
     }

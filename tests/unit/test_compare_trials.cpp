@@ -1,5 +1,6 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
+#include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
 
 #include <gtest/gtest.h>
@@ -173,6 +174,12 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   // An A/B plan's results: A and B sets named by the plan, nodes renamed to plan host names,
   // the last record of a step id counts, steps not done are left out.
   json plan = {{"type", "plan"},
+               {"schema", kPlanResultsSchema},
+               {"version", kPlanResultsVersion},
+               {"fabperf_version", "x"},
+               {"started_at", "t"},
+               {"plan_file", "ab.toml"},
+               {"steps_total", 4},
                {"plan",
                 {{"hosts", json::array({{{"name", "h1"}, {"address", "10.0.0.1:6668"}}})},
                  {"ab",
@@ -180,18 +187,21 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
                    {"b_name", "802.3ad"},
                    {"expect", {"h1/eth0=+80%"}},
                    {"expect_rest", "unchanged"}}}}}};
-  auto step = [](const std::string& id, const std::string& config, int trial, double mb, const std::string& status) {
+  auto step = [](int index, const std::string& id, const std::string& config, int trial, double mb,
+                 const std::string& status) {
     json r = result(mb, 10, 10);
     r["nodes"][0]["node"] = "10.0.0.1:6668";
-    return json{{"type", "step"}, {"id", id},         {"base_id", "bond/0"}, {"config", config},
-                {"trial", trial}, {"status", status}, {"result", r}};
+    return json{{"type", "step"},    {"index", index},     {"id", id},          {"base_id", "bond/0"},
+                {"config", config},  {"trial", trial},     {"status", status},  {"result", r},
+                {"test", "bond"},    {"pattern", "pairs"}, {"clients", {"h1"}}, {"servers", {"h1"}},
+                {"started_at", "t"}, {"duration_s", 1.0}};
   };
   std::string ab = plan.dump() + "\n";
-  ab += step("bond/0@A1", "A", 1, 50, "failed").dump() + "\n";
-  ab += step("bond/0@A1", "A", 1, 51, "done").dump() + "\n";
-  ab += step("bond/0@B1", "B", 1, 90, "done").dump() + "\n";
-  ab += step("bond/0@A2", "A", 2, 52, "done").dump() + "\n";
-  ab += step("bond/0@B2", "B", 2, 91, "interrupted").dump() + "\n";
+  ab += step(0, "bond/0@A1", "A", 1, 50, "failed").dump() + "\n";
+  ab += step(0, "bond/0@A1", "A", 1, 51, "done").dump() + "\n";
+  ab += step(1, "bond/0@B1", "B", 1, 90, "done").dump() + "\n";
+  ab += step(2, "bond/0@A2", "A", 2, 52, "done").dump() + "\n";
+  ab += step(3, "bond/0@B2", "B", 2, 91, "interrupted").dump() + "\n";
   ab += json{{"type", "hook"}, {"config", "A"}}.dump() + "\n";
   const std::string abf = temp_file(ab);
   s = load_trial_sets(abf);
