@@ -103,10 +103,12 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.time_ = p.time.value_or(std::chrono::seconds(10));
 
   if (s.buffsize_ < limits::kMinBuffsize || s.buffsize_ > limits::kMaxBuffsize) {
-    throw UsageError(fmt::format("--buffsize {}: out of range (4K..16M)", format_size(s.buffsize_)));
+    throw UsageError(fmt::format("--buffsize {}: out of range ({}..{})", format_size(s.buffsize_),
+                                 format_size(limits::kMinBuffsize), format_size(limits::kMaxBuffsize)));
   }
   if (s.socksize_ > limits::kMaxSocksize) {
-    throw UsageError(fmt::format("--socksize {}: out of range (0 = OS default, up to 100M)", format_size(s.socksize_)));
+    throw UsageError(fmt::format("--socksize {}: out of range (0 = OS default, up to {})", format_size(s.socksize_),
+                                 format_size(limits::kMaxSocksize)));
   }
   if (s.threads_ < 1 || s.threads_ > limits::kMaxThreads) {
     throw UsageError(fmt::format("--threads {}: out of range (1..{})", s.threads_, limits::kMaxThreads));
@@ -163,7 +165,8 @@ TestSpec TestSpec::make(const SpecParams& p) {
   if (s.busy_poll_us_ > 1'000'000)
     throw UsageError(fmt::format("--busy-poll {}: out of range (0..1000000 us)", s.busy_poll_us_));
   s.notsent_lowat_ = p.notsent_lowat.value_or(0);
-  if (s.notsent_lowat_ > limits::kMaxSocksize) throw UsageError("--notsent-lowat: out of range (up to 100M)");
+  if (s.notsent_lowat_ > limits::kMaxSocksize)
+    throw UsageError(fmt::format("--notsent-lowat: out of range (up to {})", format_size(limits::kMaxSocksize)));
   s.delay_probe_ = p.delay_probe.value_or(std::chrono::milliseconds(10));
   if (s.delay_probe_.count() != 0 &&
       (s.delay_probe_ < std::chrono::milliseconds(1) || s.delay_probe_ > std::chrono::seconds(10)))
