@@ -38,17 +38,18 @@ constexpr Command kCommands[] = {
     {"delete", "delete HOST...       remove nodes"},
     {"reset", "reset                remove all nodes, restore every default"},
     {"test", "test [write|read|nwrite|swrite|sread|rw]...   run tests (none given: nwrite, then read)"},
-    {"ttime", "ttime SECONDS        test time (default 10)"},
-    {"buffsize", "buffsize BYTES       block size, 4K..16M (default 4194304)"},
-    {"socksize", "socksize BYTES       socket buffer size, 0 = OS default, up to 100M"},
-    {"threads", "threads N            tester threads per client, 1..4096 (default 4)"},
-    {"parallel", "parallel N           connections per client-server pair, 1..8191 (default 1)"},
+    // nsdperf's names of test settings: their help is the settings table's (setting_help).
+    {"ttime", nullptr},
+    {"buffsize", nullptr},
+    {"socksize", nullptr},
+    {"threads", nullptr},
+    {"parallel", nullptr},
     {"rdma", "rdma on|off          RDMA verbs transport for the data (--transport rdma)"},
     {"usecm", "usecm on|off         connect RDMA queue pairs with librdmacm (--rdma-cm)"},
     {"sinline", "sinline on|off       accepted; nothing to inline (see help text)"},
     {"maxrdma", "maxrdma N            accepted; ports are chosen by test address"},
     {"hist", "hist on|off          print block transmit time histograms"},
-    {"verify", "verify on|off        check the contents of every block"},
+    {"verify", nullptr},
     {"plot", "plot FILE            write the last test's throughput over time to FILE"},
     {"check", "check                connect to every node, report versions and clock offsets"},
     {"set",
@@ -68,6 +69,16 @@ constexpr Command kCommands[] = {
 struct ShellError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A command that is nsdperf's name of a test setting, described by the settings table's row.
+std::string setting_help(const std::string& name) {
+  for (const auto& st : spec_settings()) {
+    if (name != st.nsdperf) continue;
+    const auto arg = fmt::format("{} {}", name, st.kind == SettingKind::flag ? "on|off" : st.value);
+    return fmt::format("{:<20} {} (default {})", arg, st.help, st.deflt);
+  }
+  return name;  // every nullptr help in kCommands names a row (Shell.HelpListsEveryCommand)
+}
 
 std::string resolve_command(const std::string& word) {
   std::vector<std::string> hits;
@@ -223,11 +234,15 @@ class ShellSession {
       }
       p_.buffsize = b;
       say(fmt::format("Buffer size set to {} bytes", b));
+    } else if (cmd == "socksize" && args.size() == 1 && args[0] == "auto") {
+      find_setting("socksize")->apply(p_, "auto", "socksize");
+      say("Socket buffer size set to auto (twice the bandwidth-delay product of the slowest link)");
     } else if (cmd == "socksize") {
       const auto b = size_arg(args, cmd);
       if (b > limits::kMaxSocksize)
         throw ShellError(fmt::format("Socket buffer size {} out of range (0..{})", b, limits::kMaxSocksize));
       p_.socksize = b;
+      p_.socksize_auto = false;
       say(fmt::format("Socket buffer size set to {} bytes", b));
     } else if (cmd == "threads") {
       p_.threads = static_cast<std::uint32_t>(number(args, cmd, 1, limits::kMaxThreads));
@@ -301,7 +316,7 @@ class ShellSession {
     } else if (cmd == "quit" || cmd == "exit") {
       quit_ = true;
     } else if (cmd == "help") {
-      for (const auto& c : kCommands) say(fmt::format("  {}", c.help));
+      for (const auto& c : kCommands) say(fmt::format("  {}", c.help ? c.help : setting_help(c.name)));
       say("Commands may be abbreviated to any unambiguous prefix; ';' separates commands, '#' starts a comment.");
     } else if (cmd == "test") {
       test(args);

@@ -92,6 +92,27 @@ TEST(Shell, ScriptStopsAtTheFirstErrorWithNonZeroExit) {
   EXPECT_EQ(r.out.find("Test time set to 3 seconds"), std::string::npos);
 }
 
+// nsdperf's names of test settings are described by the settings table, default included.
+TEST(Shell, HelpListsEveryCommand) {
+  const auto r = run_fabperf({"shell", "help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"ttime SECONDS        test time in seconds (default 10)",
+                           "buffsize SIZE        block size, 4K..16M (default 4M)",
+                           "threads N            tester threads per client (rpc mode) (default 4)",
+                           "verify on|off        receivers check every byte against the sent pattern (default off)",
+                           "parallel N ", "socksize SIZE|auto ", "server HOST...", "killall"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  // What the help offers works: socksize auto, sized from the links as `run --socksize auto` is.
+  AgentProcess s, c;
+  const std::string in = script(
+      "auto.nsd", "server " + s.address() + "\nclient " + c.address() + "\nttime 1\nsocksize auto\ntest write\n");
+  const auto a = run_fabperf({"shell", "-i", in}, 60s);
+  ASSERT_EQ(a.exit_code, 0) << a.err << a.out;
+  EXPECT_NE(a.out.find("Socket buffer size set to auto"), std::string::npos) << a.out;
+  EXPECT_TRUE(std::regex_search(a.out, kResultLine)) << a.out;
+}
+
 TEST(Shell, BadValuesAndAmbiguityAreOneLineErrors) {
   struct Case {
     const char* cmd;
