@@ -198,32 +198,10 @@ class ShellSession {
     }
   }
 
-  void execute(const std::vector<std::string>& words) {
-    const std::string cmd = resolve_command(words[0]);
-    const std::vector<std::string> args(words.begin() + 1, words.end());
-    if (cmd == "server") {
-      add_nodes(servers_, clients_, args, "server");
-    } else if (cmd == "client") {
-      add_nodes(clients_, servers_, args, "client");
-    } else if (cmd == "delete") {
-      if (args.empty()) throw ShellError("Usage: delete HOST...");
-      for (const auto& a : args) {
-        const HostPort hp = host(a);
-        const auto before = servers_.size() + clients_.size();
-        std::erase_if(servers_, [&](const HostPort& x) { return same(x, hp); });
-        std::erase_if(clients_, [&](const HostPort& x) { return same(x, hp); });
-        if (servers_.size() + clients_.size() == before) throw ShellError(fmt::format("{} is not a node", hp.str()));
-        say(fmt::format("Deleted {}", hp.str()));
-      }
-    } else if (cmd == "reset") {
-      servers_.clear();
-      clients_.clear();
-      p_ = SpecParams{};
-      hist_ = false;
-      usecm_ = false;
-      say("Reset to defaults, all nodes deleted");
-    } else if (cmd == "ttime") {
-      const auto t = number(args, cmd, 1, std::int64_t{7} * 24 * 3600);
+  // nsdperf's commands for five test settings, with nsdperf's replies and range errors.
+  void set_nsdperf(const std::string& cmd, const std::vector<std::string>& args) {
+    if (cmd == "ttime") {
+      const auto t = number(args, cmd, 1, std::chrono::duration_cast<std::chrono::seconds>(limits::kMaxTime).count());
       p_.time = std::chrono::seconds(t);
       say(fmt::format("Test time set to {} seconds", t));
     } else if (cmd == "buffsize") {
@@ -250,6 +228,35 @@ class ShellSession {
     } else if (cmd == "parallel") {
       p_.parallel = static_cast<std::uint32_t>(number(args, cmd, 1, limits::kMaxParallel));
       say(fmt::format("Number of parallel connections set to {}", *p_.parallel));
+    }
+  }
+
+  void execute(const std::vector<std::string>& words) {
+    const std::string cmd = resolve_command(words[0]);
+    const std::vector<std::string> args(words.begin() + 1, words.end());
+    if (cmd == "server") {
+      add_nodes(servers_, clients_, args, "server");
+    } else if (cmd == "client") {
+      add_nodes(clients_, servers_, args, "client");
+    } else if (cmd == "delete") {
+      if (args.empty()) throw ShellError("Usage: delete HOST...");
+      for (const auto& a : args) {
+        const HostPort hp = host(a);
+        const auto before = servers_.size() + clients_.size();
+        std::erase_if(servers_, [&](const HostPort& x) { return same(x, hp); });
+        std::erase_if(clients_, [&](const HostPort& x) { return same(x, hp); });
+        if (servers_.size() + clients_.size() == before) throw ShellError(fmt::format("{} is not a node", hp.str()));
+        say(fmt::format("Deleted {}", hp.str()));
+      }
+    } else if (cmd == "reset") {
+      servers_.clear();
+      clients_.clear();
+      p_ = SpecParams{};
+      hist_ = false;
+      usecm_ = false;
+      say("Reset to defaults, all nodes deleted");
+    } else if (cmd == "ttime" || cmd == "buffsize" || cmd == "socksize" || cmd == "threads" || cmd == "parallel") {
+      set_nsdperf(cmd, args);
     } else if (cmd == "rdma") {
       if (args.size() != 1 || (args[0] != "on" && args[0] != "off" && args[0] != "all" && args[0] != "inline")) {
         throw ShellError("Usage: rdma on|off|all|inline");
