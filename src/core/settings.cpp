@@ -222,7 +222,7 @@ constexpr Setting kSettings[] = {
      [](const SpecParams& p) { return p.rate.has_value(); }, wire<&SpecParams::rate, &TestSpec::rate>},
     {"busy-poll", "busy_poll_us", "tuning", SettingKind::value, "US", "off", "", "SO_BUSY_POLL microseconds", "tcp",
      [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.busy_poll_us = whole<std::uint32_t>(t, w, 0, 1'000'000);
+       p.busy_poll_us = whole<std::uint32_t>(t, w, 0, limits::kMaxBusyPollUs);
      },
      [](const SpecParams& p) { return p.busy_poll_us.has_value(); },
      wire<&SpecParams::busy_poll_us, &TestSpec::busy_poll_us>},
@@ -258,7 +258,9 @@ constexpr Setting kSettings[] = {
      wire<&SpecParams::rdma_device, &TestSpec::rdma_device>},
     {"gid-index", "gid_index", "rdma", SettingKind::value, "N", "matched to the test address", "",
      "use this GID index instead of matching the test address", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.gid_index = whole<std::int32_t>(t, w, 0, 65535); },
+     [](SpecParams& p, std::string_view t, std::string_view w) {
+       p.gid_index = whole<std::int32_t>(t, w, 0, limits::kMaxGidIndex);
+     },
      [](const SpecParams& p) { return p.gid_index.has_value(); }, wire<&SpecParams::gid_index, &TestSpec::gid_index>},
     {"rdma-verb", "rdma_verb", "rdma", SettingKind::value, "write|send", "write", "",
      "how write-like blocks move: write (RDMA WRITE_WITH_IMM) or send (SEND/RECV)", "rdma",
@@ -268,16 +270,22 @@ constexpr Setting kSettings[] = {
      [](const SpecParams& p) { return p.rdma_verb.has_value(); }, wire<&SpecParams::rdma_verb, &TestSpec::rdma_verb>},
     {"qdepth", "qdepth", "rdma", SettingKind::value, "N", "16", "", "work requests in flight per QP (stream mode)",
      "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.qdepth = whole<std::uint32_t>(t, w, 1, 4096); },
+     [](SpecParams& p, std::string_view t, std::string_view w) {
+       p.qdepth = whole<std::uint32_t>(t, w, 1, limits::kMaxQdepth);
+     },
      [](const SpecParams& p) { return p.qdepth.has_value(); }, wire<&SpecParams::qdepth, &TestSpec::qdepth>},
     {"inline", "inline_size", "rdma", SettingKind::value, "BYTES", "0", "",
      "max_inline_data asked for each QP; blocks up to it are sent inline", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.inline_size = whole<std::uint32_t>(t, w, 0, 4096); },
+     [](SpecParams& p, std::string_view t, std::string_view w) {
+       p.inline_size = whole<std::uint32_t>(t, w, 0, limits::kMaxInline);
+     },
      [](const SpecParams& p) { return p.inline_size.has_value(); },
      wire<&SpecParams::inline_size, &TestSpec::inline_size>},
     {"cq-mod", "cq_mod", "rdma", SettingKind::value, "N", "1", "",
      "stream senders ask for a completion every N posts (CQ moderation)", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.cq_mod = whole<std::uint32_t>(t, w, 1, 4096); },
+     [](SpecParams& p, std::string_view t, std::string_view w) {
+       p.cq_mod = whole<std::uint32_t>(t, w, 1, limits::kMaxQdepth);
+     },
      [](const SpecParams& p) { return p.cq_mod.has_value(); }, wire<&SpecParams::cq_mod, &TestSpec::cq_mod>},
     {"rdma-events", "rdma_events", "rdma", SettingKind::flag, "", "off", "",
      "posting side and rpc wait for completion events instead of busy polling (a stream's counting end always does)",

@@ -125,8 +125,7 @@ TestSpec TestSpec::make(const SpecParams& p) {
   // nsdperf measures from 10% to 90% of the test time.
   s.warmup_ = p.warmup.value_or(s.time_ / 10);
   s.cooldown_ = p.cooldown.value_or(s.time_ / 10);
-  // Each is checked against the test time before they are added: a decoded spec may carry any
-  // 64-bit count.
+  // Checked one by one before they are added: a decoded spec may carry any 64-bit count.
   if (s.warmup_.count() < 0 || s.cooldown_.count() < 0) {
     throw UsageError(fmt::format("--warmup {} s, --cooldown {} s: negative", secs(s.warmup_), secs(s.cooldown_)));
   }
@@ -162,8 +161,8 @@ TestSpec TestSpec::make(const SpecParams& p) {
   s.rate_ = p.rate.value_or(0);
   if (s.rate_ != 0 && s.rate_ < 1000) throw UsageError(fmt::format("--rate {}: below 1000 bytes/s", s.rate_));
   s.busy_poll_us_ = p.busy_poll_us.value_or(0);
-  if (s.busy_poll_us_ > 1'000'000)
-    throw UsageError(fmt::format("--busy-poll {}: out of range (0..1000000 us)", s.busy_poll_us_));
+  if (s.busy_poll_us_ > limits::kMaxBusyPollUs)
+    throw UsageError(fmt::format("--busy-poll {}: out of range (0..{} us)", s.busy_poll_us_, limits::kMaxBusyPollUs));
   s.notsent_lowat_ = p.notsent_lowat.value_or(0);
   if (s.notsent_lowat_ > limits::kMaxSocksize)
     throw UsageError(fmt::format("--notsent-lowat: out of range (up to {})", format_size(limits::kMaxSocksize)));
@@ -172,9 +171,10 @@ TestSpec TestSpec::make(const SpecParams& p) {
       (s.delay_probe_ < std::chrono::milliseconds(1) || s.delay_probe_ > std::chrono::seconds(10)))
     throw UsageError(fmt::format("--delay-probe {}: out of range (off, or 0.001..10 s)", secs(s.delay_probe_)));
   s.cpus_ = p.cpus.value_or(std::vector<int>{});
-  if (s.cpus_.size() > 4096) throw UsageError("--cpus: more than 4096 CPUs");
+  if (s.cpus_.size() > limits::kMaxCpus) throw UsageError(fmt::format("--cpus: more than {} CPUs", limits::kMaxCpus));
   for (int c : s.cpus_) {
-    if (c < 0 || c >= 4096) throw UsageError(fmt::format("--cpus: CPU {} out of range (0..4095)", c));
+    if (c < 0 || c >= limits::kMaxCpus)
+      throw UsageError(fmt::format("--cpus: CPU {} out of range (0..{})", c, limits::kMaxCpus - 1));
   }
   s.no_affinity_ = p.no_affinity.value_or(false);
   s.verify_ = p.verify.value_or(false);
@@ -190,14 +190,15 @@ TestSpec TestSpec::make(const SpecParams& p) {
         fmt::format("--rdma-device '{}': not a list of DEV[:PORT] (e.g. mlx5_0:1,mlx5_1)", s.rdma_device_));
   }
   s.gid_index_ = p.gid_index.value_or(-1);
-  if (s.gid_index_ < -1 || s.gid_index_ > 65535)
-    throw UsageError(fmt::format("--gid-index {}: out of range (0..65535)", s.gid_index_));
+  if (s.gid_index_ < -1 || s.gid_index_ > limits::kMaxGidIndex)
+    throw UsageError(fmt::format("--gid-index {}: out of range (0..{})", s.gid_index_, limits::kMaxGidIndex));
   s.rdma_verb_ = p.rdma_verb.value_or(RdmaVerb::write);
   s.qdepth_ = p.qdepth.value_or(16);
-  if (s.qdepth_ < 1 || s.qdepth_ > 4096)
-    throw UsageError(fmt::format("--qdepth {}: out of range (1..4096)", s.qdepth_));
+  if (s.qdepth_ < 1 || s.qdepth_ > limits::kMaxQdepth)
+    throw UsageError(fmt::format("--qdepth {}: out of range (1..{})", s.qdepth_, limits::kMaxQdepth));
   s.inline_size_ = p.inline_size.value_or(0);
-  if (s.inline_size_ > 4096) throw UsageError(fmt::format("--inline {}: out of range (0..4096 bytes)", s.inline_size_));
+  if (s.inline_size_ > limits::kMaxInline)
+    throw UsageError(fmt::format("--inline {}: out of range (0..{} bytes)", s.inline_size_, limits::kMaxInline));
   s.cq_mod_ = p.cq_mod.value_or(1);
   if (s.cq_mod_ < 1 || s.cq_mod_ > s.qdepth_) {
     throw UsageError(fmt::format("--cq-mod {}: out of range (1..--qdepth {})", s.cq_mod_, s.qdepth_));
@@ -218,8 +219,9 @@ std::vector<int> parse_cpu_list(std::string_view text, std::string_view what) {
     const auto comma = text.find(',', start);
     const auto item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     const auto dash = item.find('-');
-    const std::int64_t lo = parse_int(item.substr(0, dash), what, 0, 4095);
-    const std::int64_t hi = dash == std::string_view::npos ? lo : parse_int(item.substr(dash + 1), what, 0, 4095);
+    const std::int64_t lo = parse_int(item.substr(0, dash), what, 0, limits::kMaxCpus - 1);
+    const std::int64_t hi =
+        dash == std::string_view::npos ? lo : parse_int(item.substr(dash + 1), what, 0, limits::kMaxCpus - 1);
     if (hi < lo) throw UsageError(fmt::format("{} '{}': range {} runs backwards", what, text, item));
     for (auto c = lo; c <= hi; ++c) out.push_back(static_cast<int>(c));
     if (comma == std::string_view::npos) break;

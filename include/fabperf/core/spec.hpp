@@ -47,6 +47,11 @@ inline constexpr std::uint32_t kMaxThreads = 4096;
 inline constexpr std::uint32_t kMaxParallel = 8191;
 inline constexpr std::chrono::nanoseconds kMinTime = std::chrono::milliseconds(200);
 inline constexpr std::chrono::nanoseconds kMaxTime = std::chrono::hours(24 * 7);
+inline constexpr std::uint32_t kMaxBusyPollUs = 1'000'000;
+inline constexpr int kMaxCpus = 4096;  // CPU numbers 0..kMaxCpus-1
+inline constexpr std::int32_t kMaxGidIndex = 65535;
+inline constexpr std::uint32_t kMaxQdepth = 4096;  // also --cq-mod's bound before --qdepth is known
+inline constexpr std::uint32_t kMaxInline = 4096;
 }  // namespace limits
 
 // What the user may set; every field optional so "unset" and "default" stay distinguishable.
