@@ -1,6 +1,7 @@
 // `fabperf compare` over sets of trials: each quantity's trials on both sides go through
 // stats::decide (means, bootstrap interval of the ratio, Mann-Whitney U, effect size), and the
-// verdict is a sentence. Loading reads three file kinds; everything after it is pure.
+// verdict is a sentence. Loading reads three file kinds (a result, a trials file, a plan's results),
+// each by its first record; everything after it is pure.
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/plan_report.hpp>
@@ -46,6 +47,80 @@ std::string exclusion(const json& r) {
   return "";
 }
 
+// A plan's results file, read and checked as `fabperf report` reads it (the last record of a step
+// id counts: a resumed run appends a fresh one): one set, or two for an A/B plan.
+std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
+  RawResults raw = load_results(in, path);
+  std::vector<std::string> excluded;
+  if (raw.truncated_line > 0)
+    excluded.push_back(fmt::format("{}:{}: cut off (the run stopped while writing it)", path, raw.truncated_line));
+  const json& plan = raw.plan["plan"];
+  std::map<std::string, std::string> names;
+  for (const auto& h : plan.value("hosts", json::array())) names[h.value("address", "")] = h["name"];
+  const bool ab = plan.contains("ab") && plan["ab"].is_object();
+  TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}, excluded, {}},
+      b{ab ? plan["ab"].value("b_name", "B") : "", path, {}, excluded, {}};
+  if (ab) {
+    try {
+      const json& h = plan["ab"];
+      a.planned = b.planned = parse_expectations(h.value("expect", std::vector<std::string>{}),
+                                                 h.value("expect_rest", ""), h.value("expect_gain", ""));
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("compare: {}:1: the plan's [ab] expectations: {}", path, e.what()));
+    }
+  }
+  for (auto& l : raw.steps) {
+    const auto id = l["id"].get<std::string>();
+    TrialSet& side = l.value("config", "") == "B" ? b : a;
+    if (l["status"] != "done") {
+      side.excluded.push_back(fmt::format("step {}: {}", id, l["status"].get<std::string>()));
+      continue;
+    }
+    if (const auto why = exclusion(l["result"]); !why.empty()) {
+      side.excluded.push_back(fmt::format("step {}: {}", id, why));
+      continue;
+    }
+    Trial t{l.value("base_id", id), l.value("trial", 1u), std::move(l["result"])};
+    rename_nodes(t.result, names);
+    side.trials.push_back(std::move(t));
+  }
+  if (ab) return {a, b};
+  return {a};
+}
+
+// A trials file from `run --repeat`: JSON Lines of results.
+std::vector<TrialSet> trial_sets(std::istream& in, const std::string& path) {
+  TrialSet s{"", path, {}, {}, {}};
+  std::uint32_t n = 0;
+  std::size_t lineno = 0, results = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json l = json::parse(line, nullptr, false);
+    if (l.is_discarded()) {
+      // A last line cut off (a run stopped while writing it) is left out, as `report` does; a
+      // bad line with more after it is a corrupt file.
+      if (in.peek() == std::char_traits<char>::eof()) {  // said first, as for a plan's results
+        s.excluded.insert(s.excluded.begin(),
+                          fmt::format("{}:{}: cut off (the run stopped while writing it)", path, lineno));
+        break;
+      }
+      throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt)", path, lineno));
+    }
+    if (!is_result(l))
+      throw UsageError(fmt::format("compare: {}: a line is neither a fabperf result nor a plan record", path));
+    ++results;
+    const auto t = l.value("trial", ++n);
+    if (const auto why = exclusion(l); !why.empty()) {
+      s.excluded.push_back(fmt::format("{} trial {}: {}", path, t, why));
+      continue;
+    }
+    s.trials.push_back({"", t, std::move(l)});
+  }
+  if (results == 0) throw UsageError(fmt::format("compare: {}: empty", path));
+  return {s};
+}
+
 std::vector<TrialSet> load_one(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("compare: cannot read {}", path));
@@ -59,78 +134,13 @@ std::vector<TrialSet> load_one(const std::string& path) {
     if (const auto why = exclusion(whole); !why.empty()) return {TrialSet{"", path, {}, {path + ": " + why}, {}}};
     return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}, {}, {}}};
   }
-  // JSON Lines: a trials file from `run --repeat`, or a plan's results file.
-  std::vector<json> lines;
-  std::vector<std::string> excluded;
-  std::size_t lineno = 0;
-  std::istringstream ls(text);
-  for (std::string line; std::getline(ls, line);) {
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) {
-      // A last line cut off (a run stopped while writing it) is left out, as `report` does; a
-      // bad line with more after it is a corrupt file.
-      if (ls.peek() == std::char_traits<char>::eof()) {
-        excluded.push_back(fmt::format("{}:{}: cut off (the run stopped while writing it)", path, lineno));
-        break;
-      }
-      throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt)", path, lineno));
-    }
-    lines.push_back(std::move(j));
-  }
-  if (lines.empty()) throw UsageError(fmt::format("compare: {}: empty", path));
-  if (lines.front().value("type", "") == "plan") {
-    // A plan's results: read and checked as `fabperf report` reads them (the last record of a
-    // step id counts: a resumed run appends a fresh one).
-    std::istringstream lines_in(text);
-    RawResults raw = load_results(lines_in, path);  // a cut-off last line is in `excluded` already
-    const json& plan = raw.plan["plan"];
-    std::map<std::string, std::string> names;
-    for (const auto& h : plan.value("hosts", json::array())) names[h.value("address", "")] = h["name"];
-    const bool ab = plan.contains("ab") && plan["ab"].is_object();
-    TrialSet a{ab ? plan["ab"].value("a_name", "A") : "", path, {}, excluded, {}},
-        b{ab ? plan["ab"].value("b_name", "B") : "", path, {}, excluded, {}};
-    if (ab) {
-      try {
-        const json& h = plan["ab"];
-        a.planned = b.planned = parse_expectations(h.value("expect", std::vector<std::string>{}),
-                                                   h.value("expect_rest", ""), h.value("expect_gain", ""));
-      } catch (const std::exception& e) {
-        throw UsageError(fmt::format("compare: {}:1: the plan's [ab] expectations: {}", path, e.what()));
-      }
-    }
-    for (auto& l : raw.steps) {
-      const auto id = l["id"].get<std::string>();
-      TrialSet& side = l.value("config", "") == "B" ? b : a;
-      if (l["status"] != "done") {
-        side.excluded.push_back(fmt::format("step {}: {}", id, l["status"].get<std::string>()));
-        continue;
-      }
-      if (const auto why = exclusion(l["result"]); !why.empty()) {
-        side.excluded.push_back(fmt::format("step {}: {}", id, why));
-        continue;
-      }
-      Trial t{l.value("base_id", id), l.value("trial", 1u), std::move(l["result"])};
-      rename_nodes(t.result, names);
-      side.trials.push_back(std::move(t));
-    }
-    if (ab) return {a, b};
-    return {a};
-  }
-  TrialSet s{"", path, {}, excluded, {}};
-  std::uint32_t n = 0;
-  for (auto& l : lines) {
-    if (!is_result(l))
-      throw UsageError(fmt::format("compare: {}: a line is neither a fabperf result nor a plan record", path));
-    const auto t = l.value("trial", ++n);
-    if (const auto why = exclusion(l); !why.empty()) {
-      s.excluded.push_back(fmt::format("{} trial {}: {}", path, t, why));
-      continue;
-    }
-    s.trials.push_back({"", t, std::move(l)});
-  }
-  return {s};
+  // JSON Lines: the first record says which kind, a plan's results (a "plan" line) or trials.
+  std::istringstream lines(text);
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto eol = text.find('\n', first == std::string::npos ? 0 : first);
+  const json head = first == std::string::npos ? json() : json::parse(text.substr(first, eol - first), nullptr, false);
+  if (head.is_object() && head.value("type", "") == "plan") return plan_sets(lines, path);
+  return trial_sets(lines, path);
 }
 
 // Every quantity of one result: (kind, subject) -> MB/s.

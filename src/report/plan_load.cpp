@@ -32,18 +32,27 @@ class LineError {
     if (it == j.end()) fail(fmt::format("missing field '{}'", name));
     return *it;
   }
-  void string(const json& j, const char* name) const {
-    if (!field(j, name).is_string()) fail(fmt::format("field '{}' must be a string", name));
-  }
-  void string_or_null(const json& j, const char* name) const {
+  // Each check returns the value it checked, so a record is decoded in the same pass.
+  const std::string& string(const json& j, const char* name) const {
     const auto& v = field(j, name);
-    if (!v.is_string() && !v.is_null()) fail(fmt::format("field '{}' must be a string or null", name));
+    if (!v.is_string()) fail(fmt::format("field '{}' must be a string", name));
+    return v.get_ref<const std::string&>();
   }
-  void number(const json& j, const char* name) const {
-    if (!field(j, name).is_number()) fail(fmt::format("field '{}' must be a number", name));
+  std::optional<std::string> string_or_null(const json& j, const char* name) const {
+    const auto& v = field(j, name);
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_string()) fail(fmt::format("field '{}' must be a string or null", name));
+    return v.get<std::string>();
   }
-  void boolean(const json& j, const char* name) const {
-    if (!field(j, name).is_boolean()) fail(fmt::format("field '{}' must be true or false", name));
+  double number(const json& j, const char* name) const {
+    const auto& v = field(j, name);
+    if (!v.is_number()) fail(fmt::format("field '{}' must be a number", name));
+    return v.get<double>();
+  }
+  bool boolean(const json& j, const char* name) const {
+    const auto& v = field(j, name);
+    if (!v.is_boolean()) fail(fmt::format("field '{}' must be true or false", name));
+    return v.get<bool>();
   }
   void integer(const json& j, const char* name, std::int64_t lo, std::int64_t hi) const {
     const auto& v = field(j, name);
@@ -58,12 +67,11 @@ class LineError {
       if (!e.is_string()) fail(fmt::format("field '{}' must be a list of names", name));
     }
   }
-  void one_of(const json& j, const char* name, std::initializer_list<const char*> allowed) const {
-    string(j, name);
-    const auto s = j[name].get<std::string>();
+  const std::string& one_of(const json& j, const char* name, std::initializer_list<const char*> allowed) const {
+    const auto& s = string(j, name);
     std::string list;
     for (const char* a : allowed) {
-      if (s == a) return;
+      if (s == a) return s;
       list += list.empty() ? a : fmt::format(", {}", a);
     }
     fail(fmt::format("field '{}' is '{}'; expected one of: {}", name, s, list));
@@ -138,29 +146,13 @@ void check_step(const json& j, const LineError& e) {
 // The one decoder of a "kpi" record (to_json is its encoder); --resume and the report both read
 // checks through it.
 KpiCheck read_kpi(const json& j, const LineError& e) {
-  e.string_or_null(j, "test");
-  e.string_or_null(j, "step");
-  e.string(j, "kpi");
-  e.one_of(j, "scope", {"node", "pair", "link", "aggregate", "step"});
-  e.string(j, "subject");
-  if (!e.field(j, "value").is_null()) e.number(j, "value");  // null: could not be measured
-  e.number(j, "threshold");
-  e.one_of(j, "op", {">=", "<="});
-  e.string(j, "unit");
-  e.boolean(j, "pass");
-  e.string(j, "detail");
-  auto opt = [](const json& v) { return v.is_null() ? std::nullopt : std::optional(v.get<std::string>()); };
-  return KpiCheck{opt(j["test"]),
-                  opt(j["step"]),
-                  j["kpi"].get<std::string>(),
-                  j["scope"].get<std::string>(),
-                  j["subject"].get<std::string>(),
-                  j["value"].is_null() ? std::nullopt : std::optional(j["value"].get<double>()),
-                  j["threshold"].get<double>(),
-                  j["op"].get<std::string>(),
-                  j["unit"].get<std::string>(),
-                  j["pass"].get<bool>(),
-                  j["detail"].get<std::string>()};
+  // A braced list is evaluated left to right: the first bad field, in record order, is named.
+  return KpiCheck{e.string_or_null(j, "test"), e.string_or_null(j, "step"), e.string(j, "kpi"),
+                  e.one_of(j, "scope", {"node", "pair", "link", "aggregate", "step"}), e.string(j, "subject"),
+                  // null: could not be measured
+                  e.field(j, "value").is_null() ? std::nullopt : std::optional(e.number(j, "value")),
+                  e.number(j, "threshold"), e.one_of(j, "op", {">=", "<="}), e.string(j, "unit"), e.boolean(j, "pass"),
+                  e.string(j, "detail")};
 }
 
 void check_end(const json& j, const LineError& e) {
