@@ -1,6 +1,5 @@
 #include <fabperf/core/clock.hpp>
 
-#include <cerrno>
 #include <ctime>
 
 namespace fabperf {
@@ -27,14 +26,6 @@ std::int64_t wall_now_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-void sleep_until_mono_ns(std::int64_t t) noexcept {
-  timespec ts{};
-  ts.tv_sec = static_cast<time_t>(t / 1'000'000'000);
-  ts.tv_nsec = static_cast<long>(t % 1'000'000'000);
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-  }
 }
 
 ClockEstimate estimate_clock_offset(std::span<const ClockSample> samples) noexcept {

@@ -60,15 +60,6 @@ class LaunchedAgents final : public Agents {
   const std::vector<HostPort>& endpoints() const override { return endpoints_; }
   const auth::Key& key() const override { return key_; }
 
-  std::vector<int> launcher_pids() const override {
-    std::lock_guard lock(mu_);
-    std::vector<int> out;
-    for (const auto& c : children_) {
-      if (!c.exited) out.push_back(c.pid);
-    }
-    return out;
-  }
-
   void stop(std::chrono::milliseconds grace) noexcept override {
     stop_forwarding();
     std::lock_guard lock(mu_);

@@ -19,8 +19,6 @@ std::string wall_clock_text(const char* strftime_format, bool utc);
 inline std::string iso8601_utc_now() {
   return wall_clock_text("%Y-%m-%dT%H:%M:%SZ", true);
 }
-// Sleeps until the monotonic clock reaches t (absolute, CLOCK_MONOTONIC).
-void sleep_until_mono_ns(std::int64_t t) noexcept;
 
 // One exchange: coordinator sends at t0, agent receives at t1 and replies at t2 (agent clock),
 // coordinator receives at t3 (coordinator clock).

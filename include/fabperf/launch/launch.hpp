@@ -59,8 +59,6 @@ class Agents {
   // Closes every launcher's stdin, waits up to `grace` for the agents (and ssh/srun) to exit,
   // then terminates and kills what is left. Never throws.
   virtual void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000)) noexcept = 0;
-  // PIDs of the local launcher processes still running (ssh, srun), for tests and logs.
-  [[nodiscard]] virtual std::vector<int> launcher_pids() const = 0;
 };
 
 // Starts one agent per host (hosts[i].host is the ssh destination; .port is ignored, .links are
