@@ -190,9 +190,11 @@ TEST(ComputeReport, AFigureIsWhatArrivedNotWhatWasWritten) {
   EXPECT_TRUE(r.findings.empty()) << r.findings[0];
 
   // A flow's round trip widens the resolution by one round trip at the wire's rate (data in flight
-  // at an edge): 50 ms at 12.5 MB/s = 625,000 bytes.
+  // at an edge), the largest the sender's estimator allows, srtt + 4 rttvar: 30 + 4 x 5 = 50 ms at
+  // 12.5 MB/s = 625,000 bytes.
   c.result->flows[0].tcp.valid = true;
-  c.result->flows[0].tcp.rtt_us = 50'000;
+  c.result->flows[0].tcp.rtt_us = 30'000;
+  c.result->flows[0].tcp.rttvar_us = 5'000;
   run.nodes = {s, c};
   EXPECT_EQ(compute_report(run).nodes[1].links[0].wire_audit.resolution_bytes, 190'536u + 625'000u);
   c.result->flows[0].tcp = {};
