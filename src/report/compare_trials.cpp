@@ -47,13 +47,16 @@ std::string exclusion(const json& r) {
   return "";
 }
 
+std::string cut_off(const std::string& path, std::size_t line) {
+  return fmt::format("{}:{}: cut off (the run stopped while writing it)", path, line);
+}
+
 // A plan's results file, read and checked as `fabperf report` reads it (the last record of a step
 // id counts: a resumed run appends a fresh one): one set, or two for an A/B plan.
 std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
   RawResults raw = load_results(in, path);
   std::vector<std::string> excluded;
-  if (raw.truncated_line > 0)
-    excluded.push_back(fmt::format("{}:{}: cut off (the run stopped while writing it)", path, raw.truncated_line));
+  if (raw.truncated_line > 0) excluded.push_back(cut_off(path, raw.truncated_line));
   const json& plan = raw.plan["plan"];
   std::map<std::string, std::string> names;
   for (const auto& h : plan.value("hosts", json::array())) names[h.value("address", "")] = h["name"];
@@ -101,8 +104,7 @@ std::vector<TrialSet> trial_sets(std::istream& in, const std::string& path) {
       // A last line cut off (a run stopped while writing it) is left out, as `report` does; a
       // bad line with more after it is a corrupt file.
       if (in.peek() == std::char_traits<char>::eof()) {  // said first, as for a plan's results
-        s.excluded.insert(s.excluded.begin(),
-                          fmt::format("{}:{}: cut off (the run stopped while writing it)", path, lineno));
+        s.excluded.insert(s.excluded.begin(), cut_off(path, lineno));
         break;
       }
       throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt)", path, lineno));
