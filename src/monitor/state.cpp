@@ -185,16 +185,16 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
 namespace {
 
 // Median payload throughput per (client, server) name pair over the results in `docs`.
-std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(const std::vector<json>& docs) {
+std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(const std::vector<ResultDoc>& docs) {
   std::map<std::pair<std::string, std::string>, std::vector<double>> out;
   for (const auto& r : docs) {
     std::map<std::uint64_t, std::string> node;
-    for (const auto& n : r.at("nodes")) node[n.at("index").get<std::uint64_t>()] = n.at("node").get<std::string>();
-    for (const auto& p : r.at("pairs")) {
-      const auto c = node.find(p.at("client").get<std::uint64_t>());
-      const auto s = node.find(p.at("server").get<std::uint64_t>());
+    for (const auto& n : r.nodes) node[n.index] = n.node;
+    for (const auto& p : r.pairs) {
+      const auto c = node.find(p.client);
+      const auto s = node.find(p.server);
       if (c == node.end() || s == node.end()) continue;
-      out[{c->second, s->second}].push_back(p.at("mb_per_s").get<double>() * 1e6);
+      out[{c->second, s->second}].push_back(p.mb_per_s * 1e6);
     }
   }
   return out;
@@ -214,11 +214,13 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
   }
   // A run's result or a plan's results, read and checked as `fabperf report` reads them: the done
   // steps' results.
-  std::vector<json> docs;
+  std::vector<ResultDoc> docs;
   try {
     std::istringstream in(text);
     for (auto& st : load_results(in, file).steps) {
-      if (st["status"] == "done") docs.push_back(std::move(st["result"]));
+      if (st["status"] == "done")
+        docs.push_back(read_result_doc(st["result"], ReadMode::lenient,
+                                       fmt::format("{}: step {}: result", file, st.value("id", std::string{}))));
     }
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("acceptance file {}", e.what()));  // what() starts with FILE[:LINE]
@@ -227,7 +229,7 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
   // The probes must measure what the acceptance run measured, or the baseline means nothing.
   const json mine = to_json(cfg_->probe);
   for (const auto& d : docs) {
-    const json theirs = d.value("settings", json::object());
+    const json& theirs = d.settings;
     for (const char* k : {"transport", "test", "mode", "buffsize", "threads", "parallel"}) {
       if (theirs.value(k, json()) != mine[k]) {
         throw bad(fmt::format("setting '{}' is {} there but {} in the [probe] table: its figures are not comparable", k,
@@ -238,23 +240,19 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
   std::map<std::string, std::uint32_t> by_addr;
   for (std::uint32_t i = 0; i < cfg_->hosts.size(); ++i) by_addr[cfg_->hosts[i].hp.str()] = i;
   std::size_t set = 0;
-  try {
-    for (const auto& [names, vals] : pair_values(docs)) {
-      const auto c = by_addr.find(names.first);
-      const auto s = by_addr.find(names.second);
-      if (c == by_addr.end() || s == by_addr.end() || c->second == s->second) continue;
-      auto& b = pair(c->second, s->second, 0).baseline;
-      if (b.bytes_per_s) continue;
-      const double v = median(vals);
-      if (!(v > 0)) continue;
-      b.bytes_per_s = v;
-      b.samples.clear();
-      b.source = "acceptance " + file;
-      b.set_at = iso8601_utc_now();
-      ++set;
-    }
-  } catch (const json::exception& e) {
-    throw bad(fmt::format("a result is malformed ({})", e.what()));
+  for (const auto& [names, vals] : pair_values(docs)) {
+    const auto c = by_addr.find(names.first);
+    const auto s = by_addr.find(names.second);
+    if (c == by_addr.end() || s == by_addr.end() || c->second == s->second) continue;
+    auto& b = pair(c->second, s->second, 0).baseline;
+    if (b.bytes_per_s) continue;
+    const double v = median(vals);
+    if (!(v > 0)) continue;
+    b.bytes_per_s = v;
+    b.samples.clear();
+    b.source = "acceptance " + file;
+    b.set_at = iso8601_utc_now();
+    ++set;
   }
   return set;
 }

@@ -161,7 +161,7 @@ bool isolatable(plan::Pattern p) {
 }
 
 // The busiest non-loopback interface of each node of a step's result, by plan host index.
-std::map<std::uint32_t, std::string> busiest_links(const plan::StepResult& result,
+std::map<std::uint32_t, std::string> busiest_links(const ResultDoc& result,
                                                    const std::map<std::string, std::uint32_t>& index) {
   std::map<std::uint32_t, std::string> out;
   for (const auto& n : result.nodes) {
@@ -246,7 +246,7 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
         const RunRecord run = run_test(req);
         const Report report = compute_report(run);
         rec["result"] = render_json(report);
-        const auto result = plan::decode_step_result(rec["result"]);
+        const auto result = read_result_doc(rec["result"], ReadMode::strict);
         if (run.interrupted) interrupted = true;
         // The result's pairs name nodes by index; map them back to plan hosts.
         std::map<std::uint64_t, std::uint32_t> node_host;
@@ -470,12 +470,12 @@ bool PlanRun::run_step(std::size_t i) {
   if (!s.config.empty()) rec["config"] = s.config;
   const auto st0 = Clock::now();
   std::string summary;
-  std::optional<plan::StepResult> result;
+  std::optional<ResultDoc> result;
   try {
     const RunRecord r = run_test(req);
     const Report report = compute_report(r);
     rec["result"] = render_json(report);
-    result = plan::decode_step_result(rec["result"]);
+    result = read_result_doc(rec["result"], ReadMode::strict);
     if (r.interrupted) {
       rec["status"] = "interrupted";
       rec["error"] = "interrupted by the user";
@@ -599,7 +599,8 @@ int PlanRun::run() {
     const auto& s = steps_[i];
     if (!pending(s.id)) {
       try {
-        outcomes_.push_back({s.id, p_.tests[s.test].name, plan::decode_step_result(prior_.steps.at(s.id)["result"])});
+        outcomes_.push_back(
+            {s.id, p_.tests[s.test].name, read_result_doc(prior_.steps.at(s.id)["result"], ReadMode::strict)});
       } catch (const UsageError& e) {
         throw UsageError(fmt::format("--resume {}: step {}: {}", path_, s.id, e.what()));
       }

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 // A node's payload in the test's direction: a client drives it (write: sends), a server takes
 // the other end (write: receives).
-double role_mbps(const NodeResult& node, const std::string& test, bool client) {
+double role_mbps(const ResultNode& node, const std::string& test, bool client) {
   const bool reads = test == "read" || test == "sread";
   if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
   return (client != reads) ? node.tx_mb_per_s : node.rx_mb_per_s;

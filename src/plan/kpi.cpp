@@ -51,7 +51,7 @@ const KpiDef& def(std::string_view name) {
 
 // A client node's payload in the direction its test drives: write-like tests send, read receives,
 // rw does both.
-double node_mbps(const NodeResult& node, const std::string& test) {
+double node_mbps(const ResultNode& node, const std::string& test) {
   if (test == "read" || test == "sread") return node.rx_mb_per_s;
   if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
   return node.tx_mb_per_s;
@@ -152,7 +152,7 @@ struct LinkAcc {
 };
 
 // Counter KPIs: every node, from the sums compute_report put in its "counters".
-void counter_checks(Judge& check, const std::string& step, const std::string& name, const NodeResult& n) {
+void counter_checks(Judge& check, const std::string& step, const std::string& name, const ResultNode& n) {
   for (const auto& [kpi, field, cat] :
        {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
         std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
@@ -228,7 +228,7 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
   std::vector<std::string> link_order;
 
   for (const auto& s : steps) {
-    const StepResult& r = s.result;
+    const ResultDoc& r = s.result;
     // A step that lost a node shows its partners' links at whatever moved before: a link's best
     // comes from complete steps only (one seen only in such steps is "not measured").
     std::map<std::uint64_t, std::string> by_index;
@@ -244,7 +244,7 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                 fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), r.test));
         }
         if (k.max_p99_latency_us) {
-          const LatencyResult* lat = n.latency ? &*n.latency : n.delay ? &*n.delay : nullptr;
+          const ResultLatency* lat = n.latency ? &*n.latency : n.delay ? &*n.delay : nullptr;
           if (lat) {
             check(def("max-p99-latency-us"), s.id, name, lat->p99_us,
                   fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(lat->p99_us), lat->count,

@@ -211,7 +211,7 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
 
 namespace fabperf::plan {
 
-nlohmann::json step_figures(Pattern p, std::size_t n, const StepResult& result) {
+nlohmann::json step_figures(Pattern p, std::size_t n, const ResultDoc& result) {
   using nlohmann::json;
   if (n < 2) return nullptr;
   const double nd = static_cast<double>(n);

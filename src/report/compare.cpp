@@ -1,7 +1,6 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/report.hpp>
-#include "report/json_read.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -91,7 +90,6 @@ LinkExpectations parse_expectations(const std::vector<std::string>& links, const
 }
 
 namespace {
-using json_read::num;
 
 // Tolerances: a change inside the noise band is "no change"; an expected gain is met when the
 // measured gain is within 5 percentage points (or the noise, if larger) of it.
@@ -104,74 +102,42 @@ double change(double before, double after) {
 
 // Coefficient of variation (%) of the per-interval tx+rx rates; the first interval is dropped
 // when there are several (shapers' bursts inflate it).
-double noise_pct(const json& intervals) {
+double noise_pct(const std::vector<ResultInterval>& intervals) {
   std::vector<double> v;
-  for (const auto& p : intervals) v.push_back(num(p, "tx_mb_per_s") + num(p, "rx_mb_per_s"));
+  for (const auto& p : intervals) v.push_back(p.tx_mb_per_s + p.rx_mb_per_s);
   if (v.size() > 2) v.erase(v.begin());
   if (v.size() < 2) return 0.0;
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(v.size());
-  double var = 0;
-  for (double x : v) var += (x - mean) * (x - mean);
-  var /= static_cast<double>(v.size() - 1);
-  return mean > 0 ? 100.0 * std::sqrt(var) / mean : 0.0;
+  const double m = stats::mean(v);
+  return m > 0 ? 100.0 * stats::stddev(v) / m : 0.0;
 }
 
-void check_schema(const json& j, const std::string& file) {
-  if (!j.is_object() || j.value("schema", "") != kResultSchema) {
-    throw UsageError(fmt::format("compare: {}: not a fabperf result (schema '{}')", file, kResultSchema));
-  }
-  if (!j.contains("schema_version") || !j["schema_version"].is_number_integer()) {
-    throw UsageError(fmt::format("compare: {}: missing schema_version", file));
-  }
-  const int v = j["schema_version"].get<int>();
-  if (v < kOldestResultSchemaVersion || v > kResultSchemaVersion) {
-    throw UsageError(fmt::format("compare: {}: schema_version {}, this fabperf reads versions {} to {}", file, v,
-                                 kOldestResultSchemaVersion, kResultSchemaVersion));
-  }
-  for (const char* k : {"aggregate", "nodes", "pairs"}) {
-    if (!j.contains(k)) throw UsageError(fmt::format("compare: {}: missing '{}'", file, k));
-  }
-  if (!j["nodes"].is_array() || !j["pairs"].is_array() || !j["aggregate"].is_object()) {
-    throw UsageError(fmt::format("compare: {}: 'nodes', 'pairs' or 'aggregate' has the wrong type", file));
-  }
+}  // namespace
+
+void check_result_schema(const json& j, const std::string& file) {
+  if (const auto problem = result_doc_problem(j); !problem.empty())
+    throw UsageError(fmt::format("compare: {}: {}", file, problem));
 }
 
-std::map<std::uint64_t, std::string> node_names(const json& j) {
-  std::map<std::uint64_t, std::string> m;
-  for (const auto& n : j["nodes"]) m[n.value("index", 0u)] = n.value("node", "");
-  return m;
-}
-
-double link_payload(const json& l) {
-  return std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
-}
-
-std::int64_t link_speed(const json& l) {
-  const auto it = l.find("speed_mbps");
-  return it != l.end() && it->is_number() ? it->get<std::int64_t>() : std::int64_t{-1};
-}
+namespace {
 
 // One link's verdict: its change against both runs' noise and against what was expected of it
 // (`after` null: the link is missing after).
-LinkDelta judge_link(const std::pair<std::string, std::string>& key, const json& l, const json* after,
+LinkDelta judge_link(const std::pair<std::string, std::string>& key, const ResultLink& l, const ResultLink* after,
                      const CompareOptions& opts) {
   LinkDelta d;
   d.node = key.first;
   d.link = key.second;
-  d.before_mb = link_payload(l);
-  d.before_speed = link_speed(l);
-  d.noise_before_pct = noise_pct(l.value("intervals", json::array()));
+  d.before_mb = l.payload_mb_per_s();
+  d.before_speed = l.speed();
+  d.noise_before_pct = noise_pct(l.intervals);
   if (after == nullptr) {
     d.verdict = LinkVerdict::missing;
     d.fails = true;
     return d;
   }
-  const json& x = *after;
-  d.after_mb = link_payload(x);
-  d.after_speed = link_speed(x);
-  d.noise_after_pct = noise_pct(x.value("intervals", json::array()));
+  d.after_mb = after->payload_mb_per_s();
+  d.after_speed = after->speed();
+  d.noise_after_pct = noise_pct(after->intervals);
   d.change_pct = change(d.before_mb, d.after_mb);
   const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed, d.after_speed);
   if (expected) {
@@ -204,105 +170,119 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const json&
   return d;
 }
 
+// Before and after matched by key: each key of `b` with its `a` value (nullptr when missing),
+// then the keys only `a` has.
+template <typename K, typename V, typename Both, typename OnlyAfter>
+void match(const std::map<K, V>& b, const std::map<K, V>& a, Both&& both, OnlyAfter&& only_after) {
+  for (const auto& [k, v] : b) {
+    const auto it = a.find(k);
+    both(k, v, it == a.end() ? nullptr : &it->second);
+  }
+  for (const auto& [k, v] : a) {
+    if (!b.count(k)) only_after(k, v);
+  }
+}
+
+std::map<std::string, double> node_rates(const ResultDoc& d) {
+  std::map<std::string, double> m;
+  for (const auto& n : d.nodes) m[n.node] = n.tx_mb_per_s + n.rx_mb_per_s;
+  return m;
+}
+
+std::map<std::string, double> pair_rates(const ResultDoc& d) {
+  std::map<std::uint64_t, std::string> names;
+  for (const auto& n : d.nodes) names[n.index] = n.node;
+  const auto name = [&names](std::uint64_t i) {
+    const auto it = names.find(i);
+    return it != names.end() ? it->second : std::string("?");
+  };
+  std::map<std::string, double> m;
+  for (const auto& p : d.pairs) m[name(p.client) + " -> " + name(p.server)] = p.mb_per_s;
+  return m;
+}
+
+std::map<std::pair<std::string, std::string>, ResultLink> links_of(const ResultDoc& d) {
+  std::map<std::pair<std::string, std::string>, ResultLink> m;
+  for (const auto& n : d.nodes) {
+    for (const auto& l : n.links) {
+      if (l.kind != "loopback") m[{n.node, l.link}] = l;
+    }
+  }
+  return m;
+}
+
+std::vector<Delta> deltas(const std::map<std::string, double>& b, const std::map<std::string, double>& a) {
+  std::vector<Delta> out;
+  match(
+      b, a,
+      [&](const std::string& k, double v, const double* x) {
+        out.push_back({k, v, x ? *x : 0, x ? change(v, *x) : 0, x != nullptr});
+      },
+      [&](const std::string& k, double v) {
+        out.push_back({k, 0, v, 0, false});
+      });
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> settings_differ(const ResultDoc& b, const ResultDoc& a) {
+  std::vector<std::string> out;
+  if (!b.settings.is_object() || !a.settings.is_object()) return out;
+  for (const char* k : {"test", "mode", "transport", "buffsize", "parallel", "threads"}) {
+    if (b.settings.value(k, json()) != a.settings.value(k, json())) {
+      out.push_back(fmt::format("settings differ: {} {} -> {}: changes may come from that, not the fabric", k,
+                                b.settings.value(k, json()).dump(), a.settings.value(k, json()).dump()));
+    }
+  }
+  return out;
+}
 
 Comparison compare_results(const json& b, const json& a, const std::string& bf, const std::string& af,
                            const CompareOptions& opts) {
-  check_schema(b, bf);
-  check_schema(a, af);
+  check_result_schema(b, bf);
+  check_result_schema(a, af);
+  return compare_results(read_result_doc(b, ReadMode::lenient, "compare: " + bf),
+                         read_result_doc(a, ReadMode::lenient, "compare: " + af), bf, af, opts);
+}
+
+Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::string& bf, const std::string& af,
+                           const CompareOptions& opts) {
   Comparison c;
-  if (b["schema_version"] != a["schema_version"]) {
+  if (b.schema_version != a.schema_version) {
     // Version 1 counted what the sender wrote, version 2 what arrived: over short windows on slow
     // links the first can read higher by what sat in socket buffers.
     c.notes.push_back(
         fmt::format("{} has schema version {}, {} has {}: version 1 counted what senders wrote, later "
                     "versions what arrived; short windows on slow links read higher in version 1",
-                    bf, b["schema_version"].dump(), af, a["schema_version"].dump()));
+                    bf, b.schema_version, af, a.schema_version));
   }
   c.before_file = bf;
   c.after_file = af;
-  c.aggregate = {"aggregate", num(b["aggregate"], "mb_per_s"), num(a["aggregate"], "mb_per_s"), 0, true};
+  c.aggregate = {"aggregate", b.aggregate_mb_per_s, a.aggregate_mb_per_s, 0, true};
   c.aggregate.change_pct = change(c.aggregate.before, c.aggregate.after);
-
-  // Nodes.
-  std::map<std::string, const json*> bn, an;
-  for (const auto& n : b["nodes"]) bn[n.value("node", "")] = &n;
-  for (const auto& n : a["nodes"]) an[n.value("node", "")] = &n;
-  std::size_t common = 0;
-  for (const auto& [name, n] : bn) {
-    const auto it = an.find(name);
-    Delta d{name, num(*n, "tx_mb_per_s") + num(*n, "rx_mb_per_s"), 0, 0, it != an.end()};
-    if (d.matched) {
-      ++common;
-      d.after = num(*it->second, "tx_mb_per_s") + num(*it->second, "rx_mb_per_s");
-      d.change_pct = change(d.before, d.after);
-    }
-    c.nodes.push_back(d);
-  }
-  for (const auto& [name, n] : an) {
-    if (!bn.count(name)) c.nodes.push_back({name, 0, num(*n, "tx_mb_per_s") + num(*n, "rx_mb_per_s"), 0, false});
-  }
-  if (common == 0) {
+  c.nodes = deltas(node_rates(b), node_rates(a));
+  if (std::none_of(c.nodes.begin(), c.nodes.end(), [](const Delta& d) { return d.matched; })) {
     throw UsageError(
         fmt::format("compare: {} and {} have no node in common: they are results of unrelated runs", bf, af));
   }
-  if (b.contains("settings") && a.contains("settings") && b["settings"].is_object() && a["settings"].is_object()) {
-    for (const char* k : {"test", "mode", "transport", "buffsize", "parallel", "threads"}) {
-      if (b["settings"].value(k, json()) != a["settings"].value(k, json())) {
-        c.notes.push_back(fmt::format("settings differ: {} {} -> {}: changes may come from that, not the fabric", k,
-                                      b["settings"].value(k, json()).dump(), a["settings"].value(k, json()).dump()));
-      }
-    }
-  }
-
-  // Pairs, by node names.
-  const auto bnames = node_names(b), anames = node_names(a);
-  auto pair_key = [](const std::map<std::uint64_t, std::string>& names, const json& p) {
-    const auto ci = names.find(p.value("client", 0u));
-    const auto si = names.find(p.value("server", 0u));
-    return (ci != names.end() ? ci->second : "?") + " -> " + (si != names.end() ? si->second : "?");
-  };
-  std::map<std::string, double> bp, ap;
-  for (const auto& p : b["pairs"]) bp[pair_key(bnames, p)] = num(p, "mb_per_s");
-  for (const auto& p : a["pairs"]) ap[pair_key(anames, p)] = num(p, "mb_per_s");
-  for (const auto& [k, v] : bp) {
-    const auto it = ap.find(k);
-    c.pairs.push_back(
-        {k, v, it != ap.end() ? it->second : 0, it != ap.end() ? change(v, it->second) : 0, it != ap.end()});
-  }
-  for (const auto& [k, v] : ap) {
-    if (!bp.count(k)) c.pairs.push_back({k, 0, v, 0, false});
-  }
-
-  // Links, by (node, link).
-  auto links_of = [](const json& doc) {
-    std::map<std::pair<std::string, std::string>, const json*> m;
-    for (const auto& n : doc["nodes"]) {
-      if (!n.contains("links") || !n["links"].is_array()) continue;
-      for (const auto& l : n["links"]) {
-        if (l.value("kind", "") == "loopback") continue;
-        m[{n.value("node", ""), l.value("link", "")}] = &l;
-      }
-    }
-    return m;
-  };
-  const auto bl = links_of(b), al = links_of(a);
-  for (const auto& [key, l] : bl) {
-    const auto it = al.find(key);
-    c.links.push_back(judge_link(key, *l, it == al.end() ? nullptr : it->second, opts));
-  }
-  for (const auto& [key, l] : al) {
-    if (!bl.count(key)) {
-      LinkDelta d;
-      d.node = key.first;
-      d.link = key.second;
-      d.after_mb = link_payload(*l);
-      d.after_speed = link_speed(*l);
-      d.verdict = LinkVerdict::missing;
-      d.fails = true;  // a port that appeared is news too; either side missing fails
-      c.links.push_back(d);
-    }
-  }
+  for (auto& n : settings_differ(b, a)) c.notes.push_back(std::move(n));
+  c.pairs = deltas(pair_rates(b), pair_rates(a));
+  match(
+      links_of(b), links_of(a),
+      [&](const auto& key, const ResultLink& l, const ResultLink* x) {
+        c.links.push_back(judge_link(key, l, x, opts));
+      },
+      [&](const auto& key, const ResultLink& l) {
+        LinkDelta d;
+        d.node = key.first;
+        d.link = key.second;
+        d.after_mb = l.payload_mb_per_s();
+        d.after_speed = l.speed();
+        d.verdict = LinkVerdict::missing;
+        d.fails = true;  // a port that appeared is news too; either side missing fails
+        c.links.push_back(d);
+      });
   c.bonds = compare_bonds(b, a);
   if (c.links.empty()) c.notes.push_back("no non-loopback links in the results: nothing to judge per link");
   c.failed = std::any_of(c.links.begin(), c.links.end(), [](const LinkDelta& d) { return d.fails; });

@@ -1,7 +1,6 @@
 // `fabperf compare` for bonds: the same bond before and after a change of mode (ALB vs LACP),
 // member shares, aggregate and balance side by side, and a verdict in plain words.
 #include <fabperf/report/compare.hpp>
-#include "report/json_read.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -14,7 +13,6 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-using json_read::num;
 
 std::string shares(const BondSide& s, bool tx) {
   std::string out;
@@ -23,26 +21,18 @@ std::string shares(const BondSide& s, bool tx) {
   return out;
 }
 
-BondSide side_of(const json& b) {
-  BondSide s;
-  s.present = true;
-  s.mode = b.value("mode", "");
-  s.hash_policy = b.value("hash_policy", "");
-  s.tx_mb = num(b, "tx_mb_per_s");
-  s.rx_mb = num(b, "rx_mb_per_s");
-  s.tx_used = num(b, "tx_members_used");
-  s.rx_used = num(b, "rx_members_used");
-  s.capacity_used_pct = num(b, "capacity_used_pct", -1);
-  if (b.contains("members") && b["members"].is_array()) {
-    for (const auto& m : b["members"]) {
-      BondSide::Member x;
-      x.name = m.value("member", "");
-      x.tx_share_pct = num(m, "tx_share_pct");
-      x.rx_share_pct = num(m, "rx_share_pct");
-      x.link_failures = static_cast<std::uint64_t>(num(m, "link_failures"));
-      s.members.push_back(std::move(x));
-    }
-  }
+BondSide side_of(const ResultBond& b) {
+  BondSide s{true,
+             b.mode,
+             b.hash_policy,
+             b.tx_mb_per_s,
+             b.rx_mb_per_s,
+             b.tx_members_used,
+             b.rx_members_used,
+             b.capacity_used_pct,
+             {},
+             {}};
+  for (const auto& m : b.members) s.members.push_back({m.member, m.tx_share_pct, m.rx_share_pct, m.link_failures});
   const std::size_t n = s.members.size();
   std::uint64_t failures = 0;
   for (const auto& m : s.members) failures += m.link_failures;
@@ -56,14 +46,10 @@ BondSide side_of(const json& b) {
   return s;
 }
 
-std::map<std::pair<std::string, std::string>, const json*> bonds_of(const json& doc) {
-  std::map<std::pair<std::string, std::string>, const json*> m;
-  if (!doc.contains("nodes") || !doc["nodes"].is_array()) return m;
-  for (const auto& n : doc["nodes"]) {
-    if (!n.is_object() || !n.contains("bonds") || !n["bonds"].is_array()) continue;
-    for (const auto& b : n["bonds"]) {
-      if (b.is_object()) m[{n.value("node", ""), b.value("bond", "")}] = &b;
-    }
+std::map<std::pair<std::string, std::string>, const ResultBond*> bonds_of(const ResultDoc& doc) {
+  std::map<std::pair<std::string, std::string>, const ResultBond*> m;
+  for (const auto& n : doc.nodes) {
+    for (const auto& b : n.bonds) m[{n.node, b.bond}] = &b;
   }
   return m;
 }
@@ -85,7 +71,7 @@ std::string direction_words(const char* dir, double b_mb, double a_mb, double b_
 
 }  // namespace
 
-std::vector<BondDelta> compare_bonds(const json& before, const json& after) {
+std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
   const auto bb = bonds_of(before), ab = bonds_of(after);
   for (const auto& [key, b] : bb) {

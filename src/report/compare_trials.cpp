@@ -6,7 +6,6 @@
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
-#include "report/json_read.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -21,29 +20,19 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-using json_read::num;
-
-bool is_result(const json& j) {
-  return j.is_object() && j.value("schema", "") == kResultSchema && j.contains("aggregate");
-}
 
 // Plan results name nodes by address:port; the plan's hosts give them their names back.
-void rename_nodes(json& result, const std::map<std::string, std::string>& names) {
-  if (!result.contains("nodes") || !result["nodes"].is_array()) return;
-  for (auto& n : result["nodes"]) {
-    const auto it = names.find(n.value("node", ""));
-    if (it != names.end()) n["node"] = it->second;
+void rename_nodes(ResultDoc& result, const std::map<std::string, std::string>& names) {
+  for (auto& n : result.nodes) {
+    const auto it = names.find(n.node);
+    if (it != names.end()) n.node = it->second;
   }
 }
 
 // Why a result may not count as a trial ("" when it may): only complete, uninterrupted runs do.
-std::string exclusion(const json& r) {
-  if (r.value("interrupted", false)) return "interrupted by the user";
-  if (!r.value("complete", true)) {
-    const auto& f = r.value("findings", json::array());
-    return "incomplete: " + (f.is_array() && !f.empty() && f[0].is_string() ? f[0].get<std::string>()
-                                                                            : std::string("a node did not report"));
-  }
+std::string exclusion(const ResultDoc& r) {
+  if (r.interrupted) return "interrupted by the user";
+  if (!r.complete) return "incomplete: " + (r.findings.empty() ? "a node did not report" : r.findings.front());
   return "";
 }
 
@@ -79,11 +68,12 @@ std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
       side.excluded.push_back(fmt::format("step {}: {}", id, l["status"].get<std::string>()));
       continue;
     }
-    if (const auto why = exclusion(l["result"]); !why.empty()) {
+    Trial t{l.value("base_id", id), l.value("trial", 1u),
+            read_result_doc(l["result"], ReadMode::lenient, fmt::format("compare: {}: step {}: result", path, id))};
+    if (const auto why = exclusion(t.result); !why.empty()) {
       side.excluded.push_back(fmt::format("step {}: {}", id, why));
       continue;
     }
-    Trial t{l.value("base_id", id), l.value("trial", 1u), std::move(l["result"])};
     rename_nodes(t.result, names);
     side.trials.push_back(std::move(t));
   }
@@ -109,15 +99,16 @@ std::vector<TrialSet> trial_sets(std::istream& in, const std::string& path) {
       }
       throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt)", path, lineno));
     }
-    if (!is_result(l))
-      throw UsageError(fmt::format("compare: {}: a line is neither a fabperf result nor a plan record", path));
+    if (const auto problem = result_doc_problem(l); !problem.empty())
+      throw UsageError(fmt::format("compare: {}:{}: {}", path, lineno, problem));
     ++results;
     const auto t = l.value("trial", ++n);
-    if (const auto why = exclusion(l); !why.empty()) {
+    Trial trial{"", t, read_result_doc(l, ReadMode::lenient, fmt::format("compare: {}:{}", path, lineno))};
+    if (const auto why = exclusion(trial.result); !why.empty()) {
       s.excluded.push_back(fmt::format("{} trial {}: {}", path, t, why));
       continue;
     }
-    s.trials.push_back({"", t, std::move(l)});
+    s.trials.push_back(std::move(trial));
   }
   if (results == 0) throw UsageError(fmt::format("compare: {}: empty", path));
   return {s};
@@ -131,10 +122,10 @@ std::vector<TrialSet> load_one(const std::string& path) {
   const std::string text = ss.str();
   json whole = json::parse(text, nullptr, false);
   if (!whole.is_discarded()) {
-    if (!is_result(whole))
-      throw UsageError(fmt::format("compare: {}: not a fabperf result (schema '{}')", path, kResultSchema));
-    if (const auto why = exclusion(whole); !why.empty()) return {TrialSet{"", path, {}, {path + ": " + why}, {}}};
-    return {TrialSet{"", path, {Trial{"", 1, std::move(whole)}}, {}, {}}};
+    check_result_schema(whole, path);
+    Trial t{"", 1, read_result_doc(whole, ReadMode::lenient, "compare: " + path)};
+    if (const auto why = exclusion(t.result); !why.empty()) return {TrialSet{"", path, {}, {path + ": " + why}, {}}};
+    return {TrialSet{"", path, {std::move(t)}, {}, {}}};
   }
   // JSON Lines: the first record says which kind, a plan's results (a "plan" line) or trials.
   std::istringstream lines(text);
@@ -146,27 +137,16 @@ std::vector<TrialSet> load_one(const std::string& path) {
 }
 
 // Every quantity of one result: (kind, subject) -> MB/s.
-std::map<std::pair<std::string, std::string>, double> metrics_of(const json& r) {
+std::map<std::pair<std::string, std::string>, double> metrics_of(const ResultDoc& r) {
   std::map<std::pair<std::string, std::string>, double> m;
-  m[{"aggregate", ""}] = num(r.value("aggregate", json::object()), "mb_per_s");
-  if (!r.contains("nodes") || !r["nodes"].is_array()) return m;
-  for (const auto& n : r["nodes"]) {
-    const std::string node = n.value("node", "");
-    if (n.contains("links") && n["links"].is_array()) {
-      for (const auto& l : n["links"]) {
-        if (l.value("kind", "") == "loopback") continue;
-        m[{"link", node + "/" + l.value("link", "")}] =
-            std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
-      }
+  m[{"aggregate", ""}] = r.aggregate_mb_per_s;
+  for (const auto& n : r.nodes) {
+    for (const auto& l : n.links) {
+      if (l.kind != "loopback") m[{"link", n.node + "/" + l.link}] = l.payload_mb_per_s();
     }
-    if (n.contains("bonds") && n["bonds"].is_array()) {
-      for (const auto& b : n["bonds"]) {
-        if (!b.contains("members") || !b["members"].is_array()) continue;
-        for (const auto& mem : b["members"]) {
-          m[{"member", node + "/" + b.value("bond", "") + "/" + mem.value("member", "")}] =
-              num(mem, "tx_mb_per_s") + num(mem, "rx_mb_per_s");
-        }
-      }
+    for (const auto& b : n.bonds) {
+      for (const auto& mem : b.members)
+        m[{"member", n.node + "/" + b.bond + "/" + mem.member}] = mem.tx_mb_per_s + mem.rx_mb_per_s;
     }
   }
   return m;
@@ -177,14 +157,9 @@ using Key = std::tuple<std::string, std::string, std::string>;  // step, kind, s
 // A link's negotiated speed (Mb/s) in a set's first trial, -1 unknown; subject is NODE/LINK.
 std::int64_t link_speed(const TrialSet& s, const std::string& subject) {
   if (s.trials.empty()) return -1;
-  const json& r = s.trials.front().result;
-  if (!r.contains("nodes") || !r["nodes"].is_array()) return -1;
-  for (const auto& n : r["nodes"]) {
-    if (!n.contains("links") || !n["links"].is_array()) continue;
-    for (const auto& l : n["links"]) {
-      if (n.value("node", "") + "/" + l.value("link", "") != subject) continue;
-      const auto it = l.find("speed_mbps");
-      return it != l.end() && it->is_number_integer() ? it->get<std::int64_t>() : -1;
+  for (const auto& n : s.trials.front().result.nodes) {
+    for (const auto& l : n.links) {
+      if (n.node + "/" + l.link == subject) return l.speed();
     }
   }
   return -1;
@@ -337,18 +312,7 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     c.notes.push_back("unreplicated: with a single trial on a side, a change cannot be told from run-to-run noise");
   }
   if (!a.trials.empty() && !b.trials.empty()) {
-    const auto& ra = a.trials.front().result;
-    const auto& rb = b.trials.front().result;
-    if (ra.contains("settings") && rb.contains("settings") && ra["settings"].is_object() &&
-        rb["settings"].is_object()) {
-      for (const char* k : {"test", "mode", "transport", "buffsize", "parallel", "threads"}) {
-        if (ra["settings"].value(k, json()) != rb["settings"].value(k, json())) {
-          c.notes.push_back(fmt::format("settings differ: {} {} -> {}: changes may come from that, not the fabric", k,
-                                        ra["settings"].value(k, json()).dump(),
-                                        rb["settings"].value(k, json()).dump()));
-        }
-      }
-    }
+    for (auto& n : settings_differ(a.trials.front().result, b.trials.front().result)) c.notes.push_back(std::move(n));
   }
   c.failed = std::any_of(c.metrics.begin(), c.metrics.end(), [](const TrialMetric& m) { return m.fails; });
   return c;

@@ -4,6 +4,7 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
+#include <fabperf/report/result_doc.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -85,21 +86,7 @@ class LineError {
 
 // A result as `fabperf run --json` writes it; enough is checked that the model can rely on it.
 void check_run_result(const json& r, const LineError& e) {
-  if (!r.is_object()) e.fail("'result' must be a fabperf run result object");
-  const auto schema = r.value("schema", std::string{});
-  if (schema != kResultSchema) {
-    e.fail(fmt::format("'result' has schema '{}', expected '{}'", schema, kResultSchema));
-  }
-  const auto& ver = r.contains("schema_version") ? r["schema_version"] : json();
-  if (!ver.is_number_integer() || ver.get<int>() < kOldestResultSchemaVersion ||
-      ver.get<int>() > kResultSchemaVersion) {
-    e.fail(fmt::format("'result' has schema_version {}, this fabperf reads versions {} to {}",
-                       ver.is_null() ? "(none)" : ver.dump(), kOldestResultSchemaVersion, kResultSchemaVersion));
-  }
-  for (const char* list : {"nodes", "pairs"}) {
-    if (!r.contains(list) || !r[list].is_array()) e.fail(fmt::format("'result.{}' missing or not a list", list));
-  }
-  if (!r.contains("aggregate") || !r["aggregate"].is_object()) e.fail("'result.aggregate' missing");
+  if (const auto problem = result_doc_problem(r); !problem.empty()) e.fail("'result' has " + problem);
 }
 
 void check_plan(const json& j, const LineError& e) {

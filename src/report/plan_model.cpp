@@ -1,9 +1,9 @@
 // RawResults -> PlanReport: every number a report shows is taken or derived here, once. The
 // renderers only format what this builds.
 #include <fabperf/report/plan_report.hpp>
-#include "report/json_read.hpp"
 
 #include <fabperf/core/error.hpp>
+#include <fabperf/report/result_doc.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -19,27 +19,21 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-using json_read::num;
-using json_read::str;
 
-std::optional<LatencyView> latency_view(const json& j, const char* what) {
-  if (!j.is_object()) return std::nullopt;
-  LatencyView v;
-  v.what = what;
-  v.count = j.value("count", std::uint64_t{0});
-  v.mean_us = num(j, "mean_us");
-  v.min_us = num(j, "min_us");
-  v.p50_us = num(j, "p50_us");
-  v.p90_us = num(j, "p90_us");
-  v.p99_us = num(j, "p99_us");
-  v.p999_us = num(j, "p999_us");
-  v.max_us = num(j, "max_us");
-  if (j.contains("buckets") && j["buckets"].is_array()) {
-    for (const auto& b : j["buckets"]) {
-      v.buckets.push_back({num(b, "lo_us"), num(b, "hi_us"), b.value("count", std::uint64_t{0})});
-    }
-    std::sort(v.buckets.begin(), v.buckets.end(), [](const auto& a, const auto& b) { return a.lo_us < b.lo_us; });
-  }
+// Fields of the plan's own records (plan_load checked their types): absent reads as not given.
+double num(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+std::string str(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+std::optional<LatencyView> latency_view(const std::optional<ResultLatency>& l, const char* what) {
+  if (!l) return std::nullopt;
+  LatencyView v{what, l->count, l->mean_us, l->min_us, l->p50_us, l->p90_us, l->p99_us, l->p999_us, l->max_us, {}};
+  for (const auto& b : l->buckets) v.buckets.push_back({b.lo_us, b.hi_us, b.count});
   return v;
 }
 
@@ -62,14 +56,14 @@ std::string host_part(const std::string& endpoint) {
 // Match by name, then by an address that only one host of the step's role list has (agents
 // sharing an address, as in --local tests, differ only by port), then by role order against the
 // step's client/server lists.
-std::vector<std::string> node_names(const json& result, const std::vector<Host>& hosts,
+std::vector<std::string> node_names(const ResultDoc& result, const std::vector<Host>& hosts,
                                     const std::vector<std::string>& clients, const std::vector<std::string>& servers) {
   std::vector<std::string> out;
   std::size_t ci = 0, si = 0;
-  for (const auto& n : result["nodes"]) {
-    const std::string given = str(n, "node");
+  for (const auto& n : result.nodes) {
+    const std::string& given = n.node;
     const std::string host = host_part(given);
-    const std::string role = str(n, "role");
+    const std::string& role = n.role;
     const bool is_client = role.find("client") != std::string::npos;
     const std::vector<std::string>& candidates = is_client ? clients : servers;
     std::string found;
@@ -97,103 +91,59 @@ std::vector<std::string> node_names(const json& result, const std::vector<Host>&
   return out;
 }
 
-void fill_step(StepView& s, const json& r, const std::vector<Host>& hosts) {
+void fill_step(StepView& s, const ResultDoc& r, const std::vector<Host>& hosts) {
   s.measured = true;
-  if (r.contains("settings") && r["settings"].is_object()) s.op = str(r["settings"], "test");
-  s.summary = str(r, "summary");
-  const auto& agg = r["aggregate"];
-  s.mb_per_s = num(agg, "mb_per_s");
-  s.gbit_per_s = num(agg, "gbit_per_s");
-  s.msg_per_s = num(agg, "msg_per_s");
-  s.window_s = num(agg, "window_s");
-  s.latency = latency_view(r.value("latency", json()), "rpc");
-  s.delay = latency_view(r.value("delay", json()), "delay");
-  if (r.contains("findings") && r["findings"].is_array()) {
-    for (const auto& f : r["findings"]) {
-      if (f.is_string()) s.findings.push_back(f.get<std::string>());
-    }
-  }
+  s.op = r.test;
+  s.summary = r.summary;
+  s.mb_per_s = r.aggregate_mb_per_s;
+  s.gbit_per_s = r.aggregate_gbit_per_s;
+  s.msg_per_s = r.aggregate_msg_per_s;
+  s.window_s = r.window_s;
+  s.latency = latency_view(r.latency, "rpc");
+  s.delay = latency_view(r.delay, "delay");
+  s.findings = r.findings;
   const auto names = node_names(r, hosts, s.clients, s.servers);
   std::map<std::uint64_t, std::string> by_index;
-  std::size_t i = 0;
   Series aggregate{"aggregate", {}};
   std::vector<Series> per_node;
-  for (const auto& n : r["nodes"]) {
+  for (std::size_t i = 0; i < r.nodes.size(); ++i) {
+    const ResultNode& n = r.nodes[i];
     const std::string& name = names[i];
-    by_index[n.value("index", static_cast<std::uint64_t>(i))] = name;
-    ++i;
-    NodeRow row;
-    row.node = name;
-    row.role = str(n, "role");
-    row.status = str(n, "status");
-    row.tx_mb_per_s = num(n, "tx_mb_per_s");
-    row.rx_mb_per_s = num(n, "rx_mb_per_s");
-    row.cpu_busy_pct = num(n, "cpu_busy_pct");
-    row.retrans_segs = n.contains("retrans_segs") && n["retrans_segs"].is_number_integer()
-                           ? n["retrans_segs"].get<std::int64_t>()
-                           : -1;
-    row.latency = latency_view(n.value("latency", json()), "rpc");
-    if (!row.latency) row.latency = latency_view(n.value("delay", json()), "delay");
-    s.nodes.push_back(std::move(row));
-    if (n.contains("counters") && n["counters"].is_object() && n["counters"].contains("dips") &&
-        n["counters"]["dips"].is_array()) {
-      for (const auto& d : n["counters"]["dips"]) {
-        if (!d.is_object()) continue;
-        s.counter_events.push_back({name, str(d, "subject"), num(d, "t0_s"), num(d, "t1_s"), str(d, "text")});
-      }
+    by_index[n.index] = name;
+    auto latency = latency_view(n.latency, "rpc");
+    if (!latency) latency = latency_view(n.delay, "delay");
+    s.nodes.push_back(
+        {name, n.role, n.status, n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct, n.retrans_segs, std::move(latency)});
+    if (n.counters) {
+      for (const auto& d : n.counters->dips) s.counter_events.push_back({name, d.subject, d.t0_s, d.t1_s, d.text});
     }
-
-    if (n.contains("links") && n["links"].is_array()) {
-      for (const auto& l : n["links"]) {
-        LinkRow lr;
-        lr.node = name;
-        lr.link = str(l, "link");
-        lr.tx_mb_per_s = num(l, "tx_mb_per_s");
-        lr.rx_mb_per_s = num(l, "rx_mb_per_s");
-        lr.payload_mb_per_s = std::max(num(l, "payload_tx_mb_per_s"), num(l, "payload_rx_mb_per_s"));
-        lr.speed_mbps =
-            l.contains("speed_mbps") && l["speed_mbps"].is_number() ? l["speed_mbps"].get<std::int64_t>() : -1;
-        lr.utilization_pct =
-            l.contains("utilization_pct") && l["utilization_pct"].is_number() ? l["utilization_pct"].get<double>() : -1;
-        lr.errors = l.value("tx_errors", std::uint64_t{0}) + l.value("rx_errors", std::uint64_t{0});
-        lr.drops = l.value("tx_dropped", std::uint64_t{0}) + l.value("rx_dropped", std::uint64_t{0});
-        s.links.push_back(std::move(lr));
-      }
+    for (const auto& l : n.links) {
+      s.links.push_back({name, l.link, l.tx_mb_per_s, l.rx_mb_per_s, l.payload_mb_per_s(), l.speed(),
+                         l.utilization_pct.value_or(-1), static_cast<std::uint64_t>(l.tx_errors + l.rx_errors),
+                         static_cast<std::uint64_t>(l.tx_dropped + l.rx_dropped)});
     }
-
     // Every payload byte is sent by exactly one node, so the sum of the senders' tx series is the
     // step's throughput over time. Agents' intervals share the window's start, so the k-th
     // interval of each node covers the same time.
-    if (n.contains("intervals") && n["intervals"].is_array() && !n["intervals"].empty()) {
-      Series ns{name, {}};
-      double sent = 0;
-      std::size_t k = 0;
-      for (const auto& p : n["intervals"]) {
-        const double tx = num(p, "tx_mb_per_s");
-        sent += tx;
-        ns.points.push_back({num(p, "t_s"), tx});
-        if (aggregate.points.size() <= k) aggregate.points.push_back({num(p, "t_s"), 0});
-        aggregate.points[k].mb_per_s += tx;
-        ++k;
-      }
-      if (sent > 0) per_node.push_back(std::move(ns));
+    Series ns{name, {}};
+    double sent = 0;
+    for (std::size_t k = 0; k < n.intervals.size(); ++k) {
+      const auto& p = n.intervals[k];
+      sent += p.tx_mb_per_s;
+      ns.points.push_back({p.t_s, p.tx_mb_per_s});
+      if (aggregate.points.size() <= k) aggregate.points.push_back({p.t_s, 0});
+      aggregate.points[k].mb_per_s += p.tx_mb_per_s;
     }
+    if (sent > 0) per_node.push_back(std::move(ns));
   }
   if (!aggregate.points.empty()) {
     s.series.push_back(std::move(aggregate));
     for (auto& ns : per_node) s.series.push_back(std::move(ns));
   }
-  for (const auto& p : r["pairs"]) {
-    PairRow pr;
-    const auto c = p.value("client", std::uint64_t{0});
-    const auto sv = p.value("server", std::uint64_t{0});
-    pr.client = by_index.count(c) ? by_index[c] : fmt::format("node{}", c);
-    pr.server = by_index.count(sv) ? by_index[sv] : fmt::format("node{}", sv);
-    pr.mb_per_s = num(p, "mb_per_s");
-    pr.retrans = p.value("retrans", std::uint64_t{0});
-    pr.rtt_us = p.value("rtt_us", std::uint32_t{0});
-    s.pairs.push_back(std::move(pr));
-  }
+  auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
+  for (const auto& p : r.pairs)
+    s.pairs.push_back(
+        {name_of(p.client), name_of(p.server), p.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
 }
 
 // How far a value is on the failing side of its threshold (positive = failing); a check that
@@ -248,7 +198,8 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts) {
   s.error = str(sj, "error");
   s.started_at = str(sj, "started_at");
   s.duration_s = num(sj, "duration_s");
-  if (sj.contains("result") && sj["result"].is_object()) fill_step(s, sj["result"], hosts);
+  if (sj.contains("result") && sj["result"].is_object())
+    fill_step(s, read_result_doc(sj["result"], ReadMode::lenient, fmt::format("step {}: result", s.id)), hosts);
   return s;
 }
 

@@ -58,13 +58,21 @@ class FakeEngine final : public Engine {
     for (Flow* f : flows_) {
       threads_.emplace_back([this, &ctx, f] {
         ctx.enter_data_thread("send", f->id);
+        ++registered_;
         ctx.wait_for_start();
         while (!ctx.stopping() || (o_.stall && !aborted_.load())) {
           f->counters.add_tx(o_.per_tick);
           std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
+        // After the stop, so outside the window however late this thread ran: the tail a
+        // transport sends while it drains.
+        f->counters.add_tx(o_.per_tick);
       });
     }
+    // As an engine's start() returns with its data threads running: every one is registered
+    // (its CPU time counted) before the window can open, however slowly they were scheduled.
+    while (registered_.load() < static_cast<int>(threads_.size()))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void abort() noexcept override {
     ++log_->aborts;
@@ -89,6 +97,7 @@ class FakeEngine final : public Engine {
   FakeEngineOptions o_;
   std::shared_ptr<FakeEngineLog> log_;
   std::atomic<bool> aborted_{false};
+  std::atomic<int> registered_{0};
   std::vector<Flow*> flows_;
   std::vector<std::thread> threads_;
 };

@@ -1,6 +1,6 @@
 // A step's result for the plan's unit tests: the test writes the keys it is about, the rest get
 // the values render_json writes for an empty measurement (test "write", complete, no pairs or
-// links, 0 MB/s, nothing unknown measured), and the document goes through decode_step_result.
+// links, 0 MB/s, nothing unknown measured), and the document goes through read_result_doc.
 #pragma once
 
 #include <fabperf/plan/plan.hpp>
@@ -15,7 +15,7 @@ inline void fill(nlohmann::json& j, const nlohmann::json& defaults) {
   }
 }
 
-inline plan::StepResult step_result(nlohmann::json doc) {
+inline ResultDoc step_result(nlohmann::json doc) {
   using nlohmann::json;
   fill(doc, {{"settings", {{"test", "write"}}},
              {"complete", true},
@@ -38,7 +38,7 @@ inline plan::StepResult step_result(nlohmann::json doc) {
                {"rx_dropped", 0}});
     }
   }
-  return plan::decode_step_result(doc);
+  return read_result_doc(doc, ReadMode::strict);
 }
 
 }  // namespace fabperf::testutil

@@ -36,7 +36,10 @@ json result(double agg, double eth0, double eth1, double m0 = 10, double m1 = 10
 
 TrialSet set(const std::vector<json>& results, const std::string& label = "") {
   TrialSet s{label, "f", {}, {}, {}};
-  for (const auto& r : results) s.trials.push_back({"", static_cast<std::uint32_t>(s.trials.size() + 1), r});
+  for (const auto& r : results) {
+    s.trials.push_back(
+        {"", static_cast<std::uint32_t>(s.trials.size() + 1), read_result_doc(r, ReadMode::lenient, "trial")});
+  }
   return s;
 }
 
@@ -209,9 +212,9 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   EXPECT_EQ(s[0].label, "balance-alb");
   EXPECT_EQ(s[1].label, "802.3ad");
   ASSERT_EQ(s[0].trials.size(), 2u);
-  EXPECT_EQ(s[0].trials[0].result["aggregate"]["mb_per_s"], 51);
+  EXPECT_EQ(s[0].trials[0].result.aggregate_mb_per_s, 51);
   EXPECT_EQ(s[0].trials[0].step, "bond/0");
-  EXPECT_EQ(s[0].trials[0].result["nodes"][0]["node"], "h1");
+  EXPECT_EQ(s[0].trials[0].result.nodes[0].node, "h1");
   EXPECT_EQ(s[1].trials.size(), 1u);
   // The plan's [ab] expectations come with the sets, for compare and the plan's own verdict.
   EXPECT_EQ(s[1].planned.links, (std::vector<std::pair<std::string, double>>{{"h1/eth0", 80.0}}));

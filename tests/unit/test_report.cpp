@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 #include <fabperf/core/build_config.hpp>
+#include <fabperf/core/error.hpp>
 #include <fabperf/core/spec.hpp>
 #include <fabperf/report/report.hpp>
+#include <fabperf/report/result_doc.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -648,4 +650,60 @@ TEST(RenderText, IncompleteRunShowsFindings) {
   EXPECT_TRUE(contains(t, "[INCOMPLETE: see findings]")) << t;
   EXPECT_TRUE(contains(t, "lost")) << t;
   EXPECT_TRUE(t.ends_with(render_summary_line(r) + "\n")) << t;
+}
+
+// ---- read_result_doc: render_json's document read back ----------------------------------
+
+TEST(ResultDoc, ARenderedReportReadsBackStrictlyFigureForFigure) {
+  const Report r = compute_report(two_by_two());
+  const json j = render_json(r);
+  const ResultDoc d = read_result_doc(j, ReadMode::strict);
+  EXPECT_EQ(d.schema_version, kResultSchemaVersion);
+  EXPECT_EQ(d.test, j["settings"]["test"].get<std::string>());
+  EXPECT_TRUE(d.complete);
+  EXPECT_FALSE(d.interrupted);
+  EXPECT_EQ(d.clients, 2u);
+  EXPECT_EQ(d.servers, 2u);
+  EXPECT_GT(d.aggregate_mb_per_s, 0);
+  EXPECT_DOUBLE_EQ(d.aggregate_mb_per_s, r.aggregate.mb_per_s);
+  EXPECT_DOUBLE_EQ(d.window_s, j["aggregate"]["window_s"].get<double>());
+  ASSERT_EQ(d.nodes.size(), r.nodes.size());
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    EXPECT_EQ(d.nodes[i].index, r.nodes[i].index);
+    EXPECT_EQ(d.nodes[i].node, r.nodes[i].name);
+    EXPECT_EQ(d.nodes[i].role, r.nodes[i].role);
+    EXPECT_DOUBLE_EQ(d.nodes[i].tx_mb_per_s, r.nodes[i].tx_mb_per_s);
+    EXPECT_DOUBLE_EQ(d.nodes[i].rx_mb_per_s, r.nodes[i].rx_mb_per_s);
+    EXPECT_EQ(d.nodes[i].retrans_segs, 0);
+  }
+  ASSERT_EQ(d.pairs.size(), r.pairs.size());
+  for (std::size_t i = 0; i < d.pairs.size(); ++i) {
+    EXPECT_EQ(d.pairs[i].client, r.pairs[i].client);
+    EXPECT_EQ(d.pairs[i].server, r.pairs[i].server);
+    EXPECT_DOUBLE_EQ(d.pairs[i].mb_per_s, r.pairs[i].tput.mb_per_s);
+  }
+}
+
+TEST(ResultDoc, AMissingFieldIsRefusedStrictlyAndReadAsUnmeasuredLeniently) {
+  json j = render_json(compute_report(two_by_two()));
+  j["nodes"][1].erase("tx_mb_per_s");
+  try {
+    (void)read_result_doc(j, ReadMode::strict);
+    FAIL() << "a strict read accepted a node without tx_mb_per_s";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "step result: field 'nodes[1].tx_mb_per_s' missing");
+  }
+  EXPECT_EQ(read_result_doc(j, ReadMode::lenient).nodes[1].tx_mb_per_s, 0.0);
+  // A wrong type is refused in either mode, named after what is read.
+  j["aggregate"]["mb_per_s"] = "fast";
+  EXPECT_THROW(
+      {
+        try {
+          (void)read_result_doc(j, ReadMode::lenient, "compare: a.json");
+        } catch (const UsageError& e) {
+          EXPECT_STREQ(e.what(), "compare: a.json: field 'aggregate.mb_per_s' must be a number");
+          throw;
+        }
+      },
+      UsageError);
 }

@@ -16,6 +16,7 @@
 #include <fabperf/core/spec.hpp>
 #include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
+#include <fabperf/report/result_doc.hpp>
 
 namespace fabperf::plan {
 
@@ -151,61 +152,17 @@ double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps);
 // What `plan check` prints: hosts, tests, steps and durations.
 std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps);
 
-// ---- a step's result, typed: what KPIs, isolation and step figures read of it ----
-// Decoded once from the result document (render_json of the step's Report, in memory or as the
-// results file holds it) by decode_step_result, which names a missing or mistyped key.
-struct LatencyResult {
-  double p99_us{0};
-  std::uint64_t count{0};
-};
-struct CounterTop {
-  std::string source, name;
-  double delta{0};
-};
-struct NodeCounters {
-  std::map<std::string, double> categories;               // pause, discard, fec_uncorrected, ecn -> window sum
-  std::map<std::string, std::vector<CounterTop>> movers;  // category -> its top counters
-};
-struct StepLink {
-  std::string link, kind;
-  double payload_tx_mb_per_s{0}, payload_rx_mb_per_s{0};
-  std::optional<double> speed_mbps, efficiency_pct;  // null in the document: unknown
-  double tx_errors{0}, rx_errors{0}, tx_dropped{0}, rx_dropped{0};
-};
-struct NodeResult {
-  std::uint64_t index{0};
-  std::string node, role;
-  double tx_mb_per_s{0}, rx_mb_per_s{0};
-  std::optional<LatencyResult> latency, delay;  // rpc latency; ping delay under load
-  std::optional<NodeCounters> counters;         // absent (older results): no counters were sampled
-  std::vector<StepLink> links;
-};
-struct PairResult {
-  std::uint64_t client{0}, server{0}, connections{0};
-  double mb_per_s{0}, retrans{0};
-};
-struct StepResult {
-  std::string test;  // settings.test
-  bool complete{true};
-  std::uint64_t clients{0}, servers{0};
-  double aggregate_mb_per_s{0};
-  std::vector<NodeResult> nodes;
-  std::vector<PairResult> pairs;
-};
-// Throws UsageError "step result: field 'nodes[1].tx_mb_per_s' missing" (or "must be a number").
-StepResult decode_step_result(const nlohmann::json& result);
-
 // Figures that read a step against line rate: bus bandwidth as nccl-tests define it (incast,
 // all-to-all) and bisection bandwidth (halves). `n` is the number of nodes the pattern saw.
 // Null when the pattern has no such figure.
-nlohmann::json step_figures(Pattern p, std::size_t n, const StepResult& result);
+nlohmann::json step_figures(Pattern p, std::size_t n, const ResultDoc& result);
 std::string render_step_figures(const nlohmann::json& figures);  // "" when null
 
 // ---- KPI evaluation (over the step results exactly as the results file holds them) ----
 struct StepOutcome {
   std::string id;
   std::string test;
-  StepResult result;
+  ResultDoc result;
 };
 
 // `names` maps the result's node names (host:port) to plan host names.

@@ -1,6 +1,6 @@
 // Before/after comparison of two saved results (`fabperf compare`): matches links, nodes and
 // pairs by name, computes each change, the change the link speeds predict, the interval noise,
-// and a verdict per link. Pure: JSON in, a Comparison out; renderers only format.
+// and a verdict per link. Pure: results in, a Comparison out; renderers only format.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fabperf/core/stats.hpp>
+#include <fabperf/report/result_doc.hpp>
 
 namespace fabperf {
 
@@ -100,12 +101,19 @@ struct Comparison {
   bool failed{false};  // a link regressed or fell short of the expected gain
 };
 
+// A saved result `compare` can read: schema fabperf.result, a version this build reads, the
+// aggregate, nodes and pairs present; UsageError naming the file otherwise.
+void check_result_schema(const nlohmann::json& doc, const std::string& file);
 // Throws UsageError naming the file and the problem (schema, version, unrelated runs).
 Comparison compare_results(const nlohmann::json& before, const nlohmann::json& after, const std::string& before_file,
                            const std::string& after_file, const CompareOptions& opts);
+Comparison compare_results(const ResultDoc& before, const ResultDoc& after, const std::string& before_file,
+                           const std::string& after_file, const CompareOptions& opts);
+// "settings differ: buffsize ..." for each setting that makes two results incomparable.
+std::vector<std::string> settings_differ(const ResultDoc& before, const ResultDoc& after);
 
 // Bonds matched by (node, bond name) between the two results (src/report/compare_bonds.cpp).
-std::vector<BondDelta> compare_bonds(const nlohmann::json& before, const nlohmann::json& after);
+std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after);
 std::string render_bond_deltas_text(const std::vector<BondDelta>& bonds);
 nlohmann::json bond_deltas_json(const std::vector<BondDelta>& bonds);
 
@@ -116,7 +124,7 @@ nlohmann::json render_comparison_json(const Comparison& c);
 struct Trial {
   std::string step;  // a plan's step (TEST/K); "" for a plain run
   std::uint32_t trial{1};
-  nlohmann::json result;  // the step's or run's result (schema fabperf.result)
+  ResultDoc result;  // the step's or run's result (schema fabperf.result)
 };
 struct TrialSet {
   std::string label;  // "before", "after", or an A/B plan's configuration names
