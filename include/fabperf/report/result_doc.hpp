@@ -1,7 +1,7 @@
 // A result document read back, typed: what plans (KPIs, isolation, step figures, --resume),
 // `fabperf report`, `compare` and trial sets read of a `fabperf.result` (render_json's output, in
 // memory or from a file). One decoder names every key once; consumers read fields, so a renamed
-// key is a compile error there and a failing round trip here (test_result_doc.cpp).
+// key is a compile error there and a failing round trip in tests/unit/test_report.cpp (ResultDoc.*).
 #pragma once
 
 #include <algorithm>
