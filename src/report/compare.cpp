@@ -104,6 +104,7 @@ double change(double before, double after) {
 // when there are several (shapers' bursts inflate it).
 double noise_pct(const std::vector<ResultInterval>& intervals) {
   std::vector<double> v;
+  v.reserve(intervals.size());
   for (const auto& p : intervals) v.push_back(p.tx_mb_per_s + p.rx_mb_per_s);
   if (v.size() > 2) v.erase(v.begin());
   if (v.size() < 2) return 0.0;
