@@ -137,14 +137,14 @@ std::vector<const LatencyHistogram*> RunContext::histograms() const {
   return out;
 }
 
-void RunContext::enter_data_thread(const char* role, std::uint32_t index) noexcept {
+void RunContext::enter_data_thread(const char* role, std::uint32_t index, FlowRole end, bool pin) noexcept {
   char name[16];
   std::snprintf(name, sizeof name, "fp-%s-%u", role, index);
   pthread_setname_np(pthread_self(), name);
-  if (!cpus_.empty()) {
-    // Agents sharing a host start their rotation at different CPUs (by node index), so one
-    // test's sender and receiver do not pile onto the same core.
-    const int cpu = cpus_[(node_index_ + next_cpu_.fetch_add(1)) % cpus_.size()];
+  if (pin && !cpus_.empty()) {
+    const auto side = static_cast<std::size_t>(end == FlowRole::server);
+    const std::size_t first = side * (cpus_.size() / 2);
+    const int cpu = cpus_[(first + next_cpu_[side].fetch_add(1)) % cpus_.size()];
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);

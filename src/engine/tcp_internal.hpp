@@ -84,7 +84,10 @@ void client_handshake(int fd, const std::string& where, const proto::Token& clie
                       const data_hello::Hello& hello);
 
 // ---- tcp_loops.cpp ------------------------------------------------------------------------
-// The words a failed data call is reported with (ETIMEDOUT: a stalled peer, EPIPE: closed mid-message).
+// The words a failed data call is reported with: an errno, or one of fabperf's own codes below
+// (negative, so a kernel's ETIMEDOUT is never taken for a stalled peer).
+inline constexpr int kStalled = -1;     // no byte moved for RunContext::kGraceNs past the end
+inline constexpr int kDrainLimit = -2;  // still moving at RunContext::kMaxDrainNs past the end
 std::string err_text(int err);
 
 }  // namespace fabperf::tcp

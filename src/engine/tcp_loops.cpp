@@ -23,7 +23,14 @@ namespace fabperf {
 namespace tcp {
 
 std::string err_text(int err) {
-  if (err == ETIMEDOUT) return "peer stalled: no progress before the deadline";
+  // Past the test's end the deadline moves on with every byte (RunContext::hard_deadline): a
+  // connection fails as stalled only after a whole grace with none moved, never for being slow.
+  if (err == kStalled)
+    return fmt::format("peer stalled: no byte moved in {:.0f} s, past the test's end",
+                       static_cast<double>(RunContext::kGraceNs) / 1e9);
+  if (err == kDrainLimit)
+    return fmt::format("still moving {:.0f} s after the test's end: cut at the drain limit (slow, not stalled)",
+                       static_cast<double>(RunContext::kMaxDrainNs) / 1e9);
   if (err == EPIPE) return "connection closed by peer mid-message";
   return errno_text(err);
 }
@@ -58,6 +65,12 @@ bool reap_zerocopy(int fd) {
   return zero;
 }
 
+// Why a blocked call gave up (the callers say nothing when the test was aborted): the drain limit
+// reached while bytes still moved, or a whole grace with none moved.
+int deadline_err(const RunContext& ctx) {
+  return mono_now_ns() >= ctx.schedule().end_at + RunContext::kMaxDrainNs ? kDrainLimit : kStalled;
+}
+
 // Writes n bytes with op(done) (one send/sendfile call for the bytes after `done`), retrying
 // ticks. Gives up at the hard deadline or on abort: an rpc sender must finish its block.
 template <typename Op, typename Count>
@@ -68,11 +81,12 @@ bool write_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op
     if (k > 0) {
       count(static_cast<std::uint64_t>(k));
       done += static_cast<std::size_t>(k);
+      if (ctx.stopping()) ctx.note_drain_progress();  // slow past the end, not stalled
       continue;
     }
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
-        err = ETIMEDOUT;
+        err = deadline_err(ctx);
         return false;
       }
       continue;
@@ -115,6 +129,7 @@ int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Co
     if (k > 0) {
       count(static_cast<std::uint64_t>(k));
       got += static_cast<std::size_t>(k);
+      if (ctx.stopping()) ctx.note_drain_progress();
       continue;
     }
     if (k == 0) {
@@ -124,7 +139,7 @@ int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Co
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
-        err = ETIMEDOUT;
+        err = deadline_err(ctx);
         return -1;
       }
       continue;
@@ -140,7 +155,7 @@ int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Co
 using namespace tcp;
 
 void TcpEngine::stream_send(TcpFlow& f) {
-  ctx_->enter_data_thread("send", f.id);
+  ctx_->enter_data_thread("send", f.id, f.role);
   tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const std::size_t n = ctx.spec().buffsize();
@@ -214,7 +229,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
 }
 
 void TcpEngine::stream_receive(TcpFlow& f) {
-  ctx_->enter_data_thread("recv", f.id);
+  ctx_->enter_data_thread("recv", f.id, f.role);
   tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const auto sizes = recv_chunks(ctx.spec());
@@ -259,7 +274,7 @@ void TcpEngine::stream_receive(TcpFlow& f) {
 }
 
 void TcpEngine::rpc_server(TcpFlow& f) {
-  ctx_->enter_data_thread("serve", f.id);
+  ctx_->enter_data_thread("serve", f.id, FlowRole::server, f.op != FlowOp::probe);
   tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
@@ -338,7 +353,7 @@ void TcpEngine::rpc_server(TcpFlow& f) {
 }
 
 void TcpEngine::rpc_tester(std::uint32_t t) {
-  ctx_->enter_data_thread("rpc", t);
+  ctx_->enter_data_thread("rpc", t, FlowRole::client);
   const RunContext& ctx = *ctx_;
   const TestSpec& spec = ctx.spec();
   const std::uint64_t len = spec.buffsize();
@@ -396,7 +411,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
 }
 
 void TcpEngine::rpc_receiver(RpcConn& c) {
-  ctx_->enter_data_thread("reply", c.flow->id);
+  ctx_->enter_data_thread("reply", c.flow->id, FlowRole::client);
   tune_socket(c.flow->fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
@@ -465,7 +480,7 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
 // Network delay under load: a zero-length ping to each server in turn every --delay-probe on the probe
 // connections; only round trips that complete inside the window are recorded.
 void TcpEngine::probe_loop() {
-  ctx_->enter_data_thread("probe", 0);
+  ctx_->enter_data_thread("probe", 0, FlowRole::client, false);
   RunContext& ctx = *ctx_;
   LatencyHistogram& hist = ctx.delay_histogram();
   std::uint8_t ping[kRpcHdrSize], reply[kRpcHdrSize];

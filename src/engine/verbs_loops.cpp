@@ -150,7 +150,7 @@ bool VerbsEngine::keep_draining(std::int64_t& last_activity, int n) const noexce
 // Each refill goes down as one chained post list (one doorbell, one system call on Soft-RoCE),
 // not one ibv_post_send per block.
 void VerbsEngine::stream_active(Qp& q) {
-  ctx_->enter_data_thread("rdma-tx", q.flow->id);
+  ctx_->enter_data_thread("rdma-tx", q.flow->id, q.flow->role);
   RunContext& ctx = *ctx_;
   const std::uint64_t len = q.dev->block;
   const bool nread = q.dir == Dir::nread;
@@ -254,7 +254,7 @@ void VerbsEngine::stream_active(Qp& q) {
 
 // The target of a stream: counts what arrives (WRITE_WITH_IMM/SEND) or what was taken (notices).
 void VerbsEngine::stream_passive(Qp& q) {
-  ctx_->enter_data_thread("rdma-rx", q.flow->id);
+  ctx_->enter_data_thread("rdma-rx", q.flow->id, q.flow->role);
   RunContext& ctx = *ctx_;
   ctx.wait_for_start();
   const std::uint64_t block = q.dev->block;
@@ -295,7 +295,7 @@ void VerbsEngine::stream_passive(Qp& q) {
 // One request in flight: push = data then a notice back; pull_back = notice then data back;
 // nread = notice, the server READs, notice back. Latency from the post to the reply.
 void VerbsEngine::rpc_client(Qp& q) {
-  ctx_->enter_data_thread("rdma-rpc", q.flow->id);
+  ctx_->enter_data_thread("rdma-rpc", q.flow->id, q.flow->role);
   RunContext& ctx = *ctx_;
   ctx.wait_for_start();
   const std::uint64_t len = q.dev->block;
@@ -334,7 +334,7 @@ void VerbsEngine::rpc_client(Qp& q) {
 }
 
 void VerbsEngine::rpc_server(Qp& q) {
-  ctx_->enter_data_thread("rdma-srv", q.flow->id);
+  ctx_->enter_data_thread("rdma-srv", q.flow->id, q.flow->role);
   RunContext& ctx = *ctx_;
   ctx.wait_for_start();
   const std::uint64_t len = q.dev->block;

@@ -1,6 +1,7 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/report.hpp>
+#include "report/match.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -169,19 +170,6 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const Resul
                                                                          : d.verdict == LinkVerdict::as_expected;
   d.fails = d.verdict == LinkVerdict::regressed || (stated && !met);
   return d;
-}
-
-// Before and after matched by key: each key of `b` with its `a` value (nullptr when missing),
-// then the keys only `a` has.
-template <typename K, typename V, typename Both, typename OnlyAfter>
-void match(const std::map<K, V>& b, const std::map<K, V>& a, Both&& both, OnlyAfter&& only_after) {
-  for (const auto& [k, v] : b) {
-    const auto it = a.find(k);
-    both(k, v, it == a.end() ? nullptr : &it->second);
-  }
-  for (const auto& [k, v] : a) {
-    if (!b.count(k)) only_after(k, v);
-  }
 }
 
 std::map<std::string, double> node_rates(const ResultDoc& d) {

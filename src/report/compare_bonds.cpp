@@ -2,6 +2,8 @@
 // member shares, aggregate and balance side by side, and a verdict in plain words.
 #include <fabperf/report/compare.hpp>
 
+#include "report/match.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -69,50 +71,53 @@ std::string direction_words(const char* dir, double b_mb, double a_mb, double b_
   return s;
 }
 
+// The verdict on one bond seen in both runs, in plain words: the overall change, then each
+// direction's spread over the members.
+std::string bond_verdict(const BondDelta& d) {
+  const std::string bn = "before (" + (d.before.mode.empty() ? std::string("?") : d.before.mode) + ")";
+  const std::string an = "after (" + (d.after.mode.empty() ? std::string("?") : d.after.mode) + ")";
+  const std::size_t n = std::max(d.before.members.size(), d.after.members.size());
+  std::vector<std::string> parts;
+  for (auto& p : {direction_words("out", d.before.tx_mb, d.after.tx_mb, d.before.tx_used, d.after.tx_used, n, bn, an),
+                  direction_words("in", d.before.rx_mb, d.after.rx_mb, d.before.rx_used, d.after.rx_used, n, bn, an)}) {
+    if (!p.empty()) parts.push_back(p);
+  }
+  const double tb = d.before.tx_mb + d.before.rx_mb, ta = d.after.tx_mb + d.after.rx_mb;
+  const double ch = tb > 0 ? 100.0 * (ta / tb - 1.0) : 0.0;
+  std::string overall =
+      std::fabs(ch) < 3.0 ? "the bond moved the same amount in both runs"
+      : ch > 0            ? fmt::format("{} moved {:.0f}% more through the bond", an, ch)
+               : fmt::format("{} moved {:.0f}% more through the bond", bn, tb / std::max(ta, 1e-9) * 100.0 - 100.0);
+  return overall + (parts.empty() ? "" : "; " + fmt::format("{}", fmt::join(parts, "; ")));
+}
+
 }  // namespace
 
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
-  const auto bb = bonds_of(before), ab = bonds_of(after);
-  for (const auto& [key, b] : bb) {
-    BondDelta d;
+  const auto name = [](const auto& key, BondDelta& d) {
     d.node = key.first;
     d.bond = key.second;
-    d.before = side_of(*b);
-    const auto it = ab.find(key);
-    if (it == ab.end()) {
-      d.verdict = "only in the before run";
-      out.push_back(std::move(d));
-      continue;
-    }
-    d.after = side_of(*it->second);
-    const std::string bn = "before (" + (d.before.mode.empty() ? std::string("?") : d.before.mode) + ")";
-    const std::string an = "after (" + (d.after.mode.empty() ? std::string("?") : d.after.mode) + ")";
-    const std::size_t n = std::max(d.before.members.size(), d.after.members.size());
-    std::vector<std::string> parts;
-    for (auto& p :
-         {direction_words("out", d.before.tx_mb, d.after.tx_mb, d.before.tx_used, d.after.tx_used, n, bn, an),
-          direction_words("in", d.before.rx_mb, d.after.rx_mb, d.before.rx_used, d.after.rx_used, n, bn, an)}) {
-      if (!p.empty()) parts.push_back(p);
-    }
-    const double tb = d.before.tx_mb + d.before.rx_mb, ta = d.after.tx_mb + d.after.rx_mb;
-    const double ch = tb > 0 ? 100.0 * (ta / tb - 1.0) : 0.0;
-    std::string overall =
-        std::fabs(ch) < 3.0 ? "the bond moved the same amount in both runs"
-        : ch > 0            ? fmt::format("{} moved {:.0f}% more through the bond", an, ch)
-                 : fmt::format("{} moved {:.0f}% more through the bond", bn, tb / std::max(ta, 1e-9) * 100.0 - 100.0);
-    d.verdict = overall + (parts.empty() ? "" : "; " + fmt::format("{}", fmt::join(parts, "; ")));
-    out.push_back(std::move(d));
-  }
-  for (const auto& [key, a] : ab) {
-    if (bb.count(key)) continue;
-    BondDelta d;
-    d.node = key.first;
-    d.bond = key.second;
-    d.after = side_of(*a);
-    d.verdict = "only in the after run";
-    out.push_back(std::move(d));
-  }
+  };
+  match(
+      bonds_of(before), bonds_of(after),
+      [&](const auto& key, const ResultBond* b, const ResultBond* const* a) {
+        BondDelta& d = out.emplace_back();
+        name(key, d);
+        d.before = side_of(*b);
+        if (!a) {
+          d.verdict = "only in the before run";
+          return;
+        }
+        d.after = side_of(**a);
+        d.verdict = bond_verdict(d);
+      },
+      [&](const auto& key, const ResultBond* a) {
+        BondDelta& d = out.emplace_back();
+        name(key, d);
+        d.after = side_of(*a);
+        d.verdict = "only in the after run";
+      });
   return out;
 }
 

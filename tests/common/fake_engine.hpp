@@ -57,7 +57,7 @@ class FakeEngine final : public Engine {
     ++log_->starts;
     for (Flow* f : flows_) {
       threads_.emplace_back([this, &ctx, f] {
-        ctx.enter_data_thread("send", f->id);
+        ctx.enter_data_thread("send", f->id, f->role);
         ++registered_;
         ctx.wait_for_start();
         while (!ctx.stopping() || (o_.stall && !aborted_.load())) {

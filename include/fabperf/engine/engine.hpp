@@ -143,9 +143,13 @@ class RunContext {
   // Interruptible sleep for the driver thread; returns false when aborted first.
   bool sleep_until(std::int64_t t) const;
 
-  // Data threads call this first: names the thread, pins it to the next CPU of the test's list
-  // (when there is one) and registers it for per-thread CPU accounting.
-  void enter_data_thread(const char* role, std::uint32_t index) noexcept;
+  // Data threads call this first: names the thread, pins it (when the test has a CPU list) and
+  // registers it for per-thread CPU accounting. A connection's client-end threads take the list's
+  // CPUs in turn from its first, its server-end threads from its middle: when both agents share
+  // a host, a flow's sender and receiver never share a core (the scheduler's wake-up affinity
+  // puts them on one otherwise, and a veth or loopback flow then runs at half its rate). Light
+  // threads (the delay probe and its server) pass pin = false and float.
+  void enter_data_thread(const char* role, std::uint32_t index, FlowRole end, bool pin = true) noexcept;
   void set_cpus(std::vector<int> cpus) { cpus_ = std::move(cpus); }
   [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
   struct ThreadEntry {
@@ -173,7 +177,7 @@ class RunContext {
   std::vector<std::string> warnings_;
   std::vector<ThreadEntry> threads_;
   std::vector<int> cpus_;
-  std::atomic<std::uint32_t> next_cpu_{0};
+  std::atomic<std::uint32_t> next_cpu_[2]{};  // per connection end (FlowRole)
   std::string abort_reason_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
