@@ -10,6 +10,10 @@
 #include <chrono>
 #include <future>
 #include <thread>
+#include <vector>
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <fabperf/core/clock.hpp>
 
@@ -110,4 +114,49 @@ TEST(TestRunFake, AFlowThatIgnoresTheStopIsAbandonedAtTheHardDeadline) {
   EXPECT_LT(took, 10s);
   ASSERT_EQ(r.flows.size(), 1u);
   EXPECT_GT(r.flows[0].tx_bytes_window, 0u);
+}
+
+namespace {
+
+// The CPUs a thread may run on after enter_data_thread (its affinity mask).
+std::vector<int> cpus_after_enter(RunContext& ctx, FlowRole end, bool pin) {
+  std::vector<int> out;
+  std::thread([&] {
+    ctx.enter_data_thread("t", 0, end, pin);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    pthread_getaffinity_np(pthread_self(), sizeof set, &set);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+  }).join();
+  return out;
+}
+
+}  // namespace
+
+// Two agents on one host: a flow's client end and server end are pinned to different CPUs
+// whatever order their threads start in, and a light thread (the delay probe) takes no CPU of
+// the rotation. It used to be one rotation for every thread: a probe started first moved the
+// sender onto the receiver's core.
+TEST(RunContextPinning, ClientAndServerEndsTakeDifferentCpusAndTheProbeFloats) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  SpecParams p;
+  RunContext client(TestSpec::make(p), 1, "h"), server(TestSpec::make(p), 0, "h");
+  client.set_cpus(cpus);
+  server.set_cpus(cpus);
+  const auto probe = cpus_after_enter(client, FlowRole::client, false);
+  EXPECT_GE(probe.size(), 2u) << "the probe thread was pinned";
+  const auto recv = cpus_after_enter(server, FlowRole::server, true);
+  const auto send = cpus_after_enter(client, FlowRole::client, true);
+  ASSERT_EQ(send.size(), 1u);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_NE(send[0], recv[0]) << "sender and receiver of one flow pinned to one core";
+  EXPECT_EQ(send[0], cpus[0]);
+  EXPECT_EQ(recv[0], cpus[1]);
 }

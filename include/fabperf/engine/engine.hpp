@@ -144,11 +144,12 @@ class RunContext {
   bool sleep_until(std::int64_t t) const;
 
   // Data threads call this first: names the thread, pins it (when the test has a CPU list) and
-  // registers it for per-thread CPU accounting. A connection's client-end threads take the list's
-  // CPUs in turn from its first, its server-end threads from its middle: when both agents share
-  // a host, a flow's sender and receiver never share a core (the scheduler's wake-up affinity
-  // puts them on one otherwise, and a veth or loopback flow then runs at half its rate). Light
-  // threads (the delay probe and its server) pass pin = false and float.
+  // registers it for per-thread CPU accounting. Client-end threads take the list's CPUs in turn
+  // from its first, server-end threads from its middle: with two agents on one host and two or
+  // more CPUs in the list, the i-th of each end never share a core, so one flow's two ends never
+  // do and many flows' ends spread evenly (pinned to one core both ends of a veth flow run at
+  // half its rate: docs/performance.md, 2026-12-04). Light threads (the delay probe and its
+  // server) pass pin = false and float.
   void enter_data_thread(const char* role, std::uint32_t index, FlowRole end, bool pin = true) noexcept;
   void set_cpus(std::vector<int> cpus) { cpus_ = std::move(cpus); }
   [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
