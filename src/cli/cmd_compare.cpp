@@ -1,5 +1,5 @@
 // `fabperf compare`: a single result on each side is compared as before (link verdicts against
-// the interval noise) and called unreplicated; sets of trials (run --repeat, plans with repeat,
+// the interval noise) and called unreplicated; sets of trials (plans with repeat, run --repeat,
 // an A/B plan's results) are judged with statistics (docs/statistics.md).
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
@@ -26,7 +26,7 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 int cmd_compare(int argc, char** argv) {
   cxxopts::Options o(
       "fabperf compare",
-      "Compare results: fabperf compare BEFORE AFTER (each a result, a --repeat trials file, a plan's results, "
+      "Compare results: fabperf compare BEFORE AFTER (each a result, the results of a plan or of run --repeat, "
       "or FILE,FILE,...), or fabperf compare AB-RESULTS.jsonl (an A/B plan's results)");
   o.add_options()("expect-gain", "every link must gain at least PCT percent (e.g. 40 for 40GbE -> 56GbE)",
                   cxxopts::value<std::string>())(
@@ -43,8 +43,7 @@ int cmd_compare(int argc, char** argv) {
   if (help_printed(o, r)) return 0;
   const auto files = r.count("files") ? get<std::vector<std::string>>(r, "files") : std::vector<std::string>{};
   if (files.empty() || files.size() > 2) {
-    throw UsageError(
-        "compare: give BEFORE AFTER (results, trials files or plan results), or one A/B plan's results file");
+    throw UsageError("compare: give BEFORE AFTER (results or plan results), or one A/B plan's results file");
   }
   const double min_effect = parse_percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);
   LinkExpectations expectations =

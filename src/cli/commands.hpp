@@ -46,8 +46,4 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
 // `fabperf compare` (cmd_compare.cpp): one result against another, or sets of trials.
 int cmd_compare(int argc, char** argv);
 
-// `fabperf run --repeat N` without a pattern: N trials of one test, one result per line in the
-// --json file, each printed as it ends, then their spread. Returns the exit code.
-int run_repeated(const RunRequest& req, std::uint32_t n, const std::string& json_path, bool quiet);
-
 }  // namespace fabperf::cli

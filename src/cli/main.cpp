@@ -234,7 +234,8 @@ void add_run_options(cxxopts::Options& o) {
       "results", "JSON Lines results file (default: NAME-DATE-TIME.jsonl)", cxxopts::value<std::string>())(
       "resume", "continue a plan from its results file without re-running finished steps",
       cxxopts::value<std::string>())("no-preflight", "skip the pre-flight checks before a plan or pattern")(
-      "repeat", "run N trials (a pattern: every step N times; compare trial sets with 'fabperf compare')",
+      "repeat",
+      "run N trials of the test (a pattern: of every step) into one results file; 'fabperf compare' judges them",
       cxxopts::value<std::string>()->default_value("1"))(
       "isolate",
       "pattern: when a test fails a KPI or spreads widely, retest the suspects and name the slow node and link")(
@@ -339,8 +340,8 @@ void check_servers_clients(const RunRequest& req) {
   }
 }
 
-// One test (or --repeat trials of it, or one per link) between req.servers and req.clients.
-int run_single(const cxxopts::ParseResult& r, RunRequest& req, std::uint32_t repeat) {
+// One test (or one per link) between req.servers and req.clients.
+int run_single(const cxxopts::ParseResult& r, RunRequest& req) {
   const bool quiet = r.count("quiet") > 0;
   const bool verbose = r.count("verbose") > 0;
   const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
@@ -353,7 +354,6 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req, std::uint32_t rep
   if (per_link != "all" && per_link != "sequential")
     throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
   if (per_link == "sequential") {
-    if (repeat > 1) throw UsageError("--repeat: not with --per-link sequential (repeat each link's run instead)");
     if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
     return run_per_link_sequential(req, n_links, json_path, quiet, verbose, std::cout);
   }
@@ -365,8 +365,6 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req, std::uint32_t rep
       std::cerr << "\r\033[K" << progress_text(e, total, mb) << std::flush;
     };
   }
-  if (repeat > 1) return cli::run_repeated(req, repeat, json_path, quiet);
-
   // The JSON result is written as the agents' results arrive (docs/usage.md, "Written as collected").
   ResultStream results(json_path, verbose);
   req.sink = &results;
@@ -377,18 +375,12 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req, std::uint32_t rep
   if (live) std::cerr << "\r\033[K" << std::flush;
   // run_test's own SIGINT/SIGTERM handling ended with it; keep the launched agents' clean-up.
   if (r.count("launch")) stop::mark();
-  nlohmann::json extra = nlohmann::json::object();
-  if (!record.socksize_basis.empty())
-    extra["socksize_auto"] = {{"socksize", record.spec.socksize()}, {"basis", record.socksize_basis}};
-  const Report report = results.finish(record, extra);
+  const Report report = results.finish(record);
   if (results.write_error() != 0) {
     if (json_path != "-") std::cout << render_text(report, verbose);
     throw SystemError("write results to", json_path == "-" ? "standard output" : json_path, results.write_error());
   }
-  if (json_path != "-") {
-    std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
-    if (!quiet && !record.socksize_basis.empty()) std::cout << record.socksize_basis << "\n";
-  }
+  if (json_path != "-") std::cout << (quiet ? render_summary_line(report) + "\n" : render_text(report, verbose));
   return report.complete ? 0 : static_cast<int>(ExitCode::infrastructure);
 }
 
@@ -410,8 +402,9 @@ int cmd_run(int argc, char** argv) {
   if (r.count("resume")) pro.resume = get<std::string>(r, "resume");
   pro.allow_hooks = r.count("allow-hooks") > 0;
   const auto repeat = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "repeat"), "--repeat", 1, 1000));
+  // --repeat N is a one-test plan run N times: one executor, one results file for every sequence.
   const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") ||
-                         r.count("kpi") || r.count("kpi-profile");
+                         r.count("kpi") || r.count("kpi-profile") || repeat > 1;
   if (r.count("plan")) {
     // A plan sets its own hosts and settings: every other option given here is refused by name,
     // so an option added later cannot be ignored silently either.
@@ -434,12 +427,13 @@ int cmd_run(int argc, char** argv) {
   } else {
     if (r.count("json") || r.count("verbose")) {
       throw UsageError(
-          "--json/--verbose: a pattern run writes its results with --results (render them with 'fabperf report')");
+          "--json/--verbose: a pattern or --repeat run writes its results with --results (render them with 'fabperf "
+          "report')");
     }
     // Patterns and plans carry no per-link device binding or sweep: refused rather than ignored.
     for (const auto& opt : {"bind-dev", "per-link"}) {
       if (r.count(opt))
-        throw UsageError(fmt::format("--{}: not with --pattern (run without a pattern; docs/plans.md)", opt));
+        throw UsageError(fmt::format("--{}: not with --pattern or --repeat (a single run only; docs/plans.md)", opt));
     }
   }
 
@@ -469,7 +463,7 @@ int cmd_run(int argc, char** argv) {
     req.clients = host_list(get<std::string>(r, "clients"), "--clients");
     if (!plan_mode) check_servers_clients(req);
   }
-  return plan_mode ? run_pattern(r, req, pro, repeat) : run_single(r, req, repeat);
+  return plan_mode ? run_pattern(r, req, pro, repeat) : run_single(r, req);
 }
 
 int cmd_shell(int argc, char** argv) {

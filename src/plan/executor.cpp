@@ -16,6 +16,7 @@
 #include <fabperf/core/bytes.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/stats.hpp>
 #include <fabperf/core/stop.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/plan/isolate.hpp>
@@ -92,6 +93,30 @@ std::uint64_t max_socksize(const plan::Plan& p) {
   std::uint64_t s = 0;
   for (const auto& t : p.tests) s = std::max(s, t.spec.socksize());
   return s;
+}
+
+// With repeat: each step's trials, their mean and run-to-run spread (trials that did not finish
+// are not in it; `fabperf compare` says which and why).
+std::string render_trial_spread(const std::vector<plan::PlannedStep>& steps,
+                                const std::vector<plan::StepOutcome>& done) {
+  std::map<std::string, std::string> key;  // step id -> its step in every trial, with its configuration
+  for (const auto& s : steps) key[s.id] = s.base_id + (s.config.empty() ? "" : "@" + s.config);
+  std::vector<std::pair<std::string, std::vector<double>>> sets;
+  for (const auto& o : done) {
+    const auto& k = key[o.id];
+    auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& e) { return e.first == k; });
+    if (it == sets.end()) it = sets.insert(sets.end(), {k, {}});
+    it->second.push_back(o.result.aggregate_mb_per_s);
+  }
+  std::string out;
+  for (const auto& [k, v] : sets) {
+    if (v.size() < 2) continue;
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    const double m = stats::mean(v);
+    out += fmt::format("{}: {} trials: mean {:.1f} MB/s, run-to-run cv {:.1f}%, min {:.1f}, max {:.1f}\n", k, v.size(),
+                       m, m > 0 ? 100 * stats::stddev(v) / m : 0.0, *lo, *hi);
+  }
+  return out;
 }
 
 }  // namespace
@@ -346,7 +371,11 @@ class PlanRun {
   std::vector<std::size_t> last_of_test_;
   std::optional<std::size_t> hook_block_;  // the A/B block whose hook ran last
   bool hook_failed_{false}, interrupted_{false}, any_step_ran_{false};
-  int worst_infra_{0};               // 2 or 3 once a step could not run
+  // A step that could not run: usage (a plan error) outranks infrastructure, whatever came first.
+  ExitCode step_error_{ExitCode::ok};
+  void step_failed(ExitCode c) {
+    if (step_error_ != ExitCode::usage) step_error_ = c == ExitCode::usage ? c : ExitCode::infrastructure;
+  }
   double ran_s_{0}, ran_time_s_{0};  // wall time of the steps run so far, and their test time
   std::size_t ran_{0};
 };
@@ -487,7 +516,7 @@ bool PlanRun::run_step(std::size_t i) {
         if (!n.error.empty()) err += (err.empty() ? "" : "; ") + n.error;
       }
       rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
-      worst_infra_ = worst_infra_ == 2 ? 2 : 3;
+      step_failed(ExitCode::infrastructure);
     }
     const double mb = report.aggregate.mb_per_s;
     summary = mb >= 100 ? fmt::format("{:.0f} MB/s", mb) : fmt::format("{:.3g} MB/s", mb);
@@ -505,7 +534,7 @@ bool PlanRun::run_step(std::size_t i) {
   } catch (const Error& e) {
     rec["status"] = "failed";
     rec["error"] = e.what();
-    worst_infra_ = e.code() == ExitCode::usage ? 2 : (worst_infra_ == 2 ? 2 : 3);
+    step_failed(e.code());
     summary = "failed";
   }
   const double dur = std::chrono::duration<double>(Clock::now() - st0).count();
@@ -643,26 +672,30 @@ int PlanRun::finish() {
       kpi_failed = kpi_failed || cmp.failed;
     }
   }
-  const int code = worst_infra_ == 2 ? 2 : worst_infra_ == 3 || interrupted_ || hook_failed_ ? 3 : kpi_failed ? 1 : 0;
+  const ExitCode code = step_error_ != ExitCode::ok    ? step_error_
+                        : interrupted_ || hook_failed_ ? ExitCode::infrastructure
+                        : kpi_failed                   ? ExitCode::kpi_failed
+                                                       : ExitCode::ok;
   out_->write({{"type", "end"},
                {"finished_at", iso8601_utc_now()},
                {"interrupted", interrupted_},
-               {"passed", code == 0},
-               {"exit_code", code}});
+               {"passed", code == ExitCode::ok},
+               {"exit_code", static_cast<int>(code)}});
   const std::size_t failed_steps = steps_.size() - outcomes_.size();
   os_ << plan::render_verdicts(checks_) << ab_verdict;
+  if (p_.repeat > 1 && !o_.quiet) os_ << render_trial_spread(steps_, outcomes_);
   os_ << fmt::format(
       "plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p_.name, outcomes_.size(), steps_.size(),
       interrupted_       ? " (interrupted: continue with --resume " + path_ + ")"
       : hook_failed_     ? " (stopped by a failing hook: --resume " + path_ + " continues)"
       : failed_steps > 0 ? fmt::format(" ({} failed or not run: --resume {} runs them again)", failed_steps, path_)
                          : std::string(),
-      code == 0   ? "PASSED"
-      : code == 1 ? "KPI FAILED"
-      : code == 2 ? "PLAN ERROR"
-                  : "INCOMPLETE",
+      code == ExitCode::ok           ? "PASSED"
+      : code == ExitCode::kpi_failed ? "KPI FAILED"
+      : code == ExitCode::usage      ? "PLAN ERROR"
+                                     : "INCOMPLETE",
       hms(std::chrono::duration<double>(Clock::now() - t0_).count()), path_);
-  return code;
+  return static_cast<int>(code);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // `fabperf compare` over sets of trials: each quantity's trials on both sides go through
 // stats::decide (means, bootstrap interval of the ratio, Mann-Whitney U, effect size), and the
-// verdict is a sentence. Loading reads three file kinds (a result, a trials file, a plan's results),
-// each by its first record; everything after it is pure.
+// verdict is a sentence. Loading reads two file kinds (a result, a plan's results, which `run
+// --repeat` writes too), each by its first record; everything after it is pure.
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/plan_report.hpp>
@@ -36,16 +36,13 @@ std::string exclusion(const ResultDoc& r) {
   return "";
 }
 
-std::string cut_off(const std::string& path, std::size_t line) {
-  return fmt::format("{}:{}: cut off (the run stopped while writing it)", path, line);
-}
-
 // A plan's results file, read and checked as `fabperf report` reads it (the last record of a step
 // id counts: a resumed run appends a fresh one): one set, or two for an A/B plan.
 std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
   RawResults raw = load_results(in, path);
   std::vector<std::string> excluded;
-  if (raw.truncated_line > 0) excluded.push_back(cut_off(path, raw.truncated_line));
+  if (raw.truncated_line > 0)
+    excluded.push_back(fmt::format("{}:{}: cut off (the run stopped while writing it)", path, raw.truncated_line));
   const json& plan = raw.plan["plan"];
   std::map<std::string, std::string> names;
   for (const auto& h : plan.value("hosts", json::array())) names[h.value("address", "")] = h["name"];
@@ -81,39 +78,6 @@ std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
   return {a};
 }
 
-// A trials file from `run --repeat`: JSON Lines of results.
-std::vector<TrialSet> trial_sets(std::istream& in, const std::string& path) {
-  TrialSet s{"", path, {}, {}, {}};
-  std::uint32_t n = 0;
-  std::size_t lineno = 0, results = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json l = json::parse(line, nullptr, false);
-    if (l.is_discarded()) {
-      // A last line cut off (a run stopped while writing it) is left out, as `report` does; a
-      // bad line with more after it is a corrupt file.
-      if (in.peek() == std::char_traits<char>::eof()) {  // said first, as for a plan's results
-        s.excluded.insert(s.excluded.begin(), cut_off(path, lineno));
-        break;
-      }
-      throw UsageError(fmt::format("compare: {}:{}: not valid JSON (corrupt)", path, lineno));
-    }
-    if (const auto problem = result_doc_problem(l); !problem.empty())
-      throw UsageError(fmt::format("compare: {}:{}: {}", path, lineno, problem));
-    ++results;
-    const auto t = l.value("trial", ++n);
-    Trial trial{"", t, read_result_doc(l, ReadMode::lenient, fmt::format("compare: {}:{}", path, lineno))};
-    if (const auto why = exclusion(trial.result); !why.empty()) {
-      s.excluded.push_back(fmt::format("{} trial {}: {}", path, t, why));
-      continue;
-    }
-    s.trials.push_back(std::move(trial));
-  }
-  if (results == 0) throw UsageError(fmt::format("compare: {}: empty", path));
-  return {s};
-}
-
 std::vector<TrialSet> load_one(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("compare: cannot read {}", path));
@@ -133,7 +97,8 @@ std::vector<TrialSet> load_one(const std::string& path) {
   const auto eol = text.find('\n', first == std::string::npos ? 0 : first);
   const json head = first == std::string::npos ? json() : json::parse(text.substr(first, eol - first), nullptr, false);
   if (head.is_object() && head.value("type", "") == "plan") return plan_sets(lines, path);
-  return trial_sets(lines, path);
+  throw UsageError(
+      fmt::format("compare: {}: neither a result nor a plan's results (its first line is no plan record)", path));
 }
 
 // Every quantity of one result: (kind, subject) -> MB/s.

@@ -329,6 +329,7 @@ ReportBuilder::ReportBuilder(const RunRecord& run) : s_(std::make_unique<State>(
   r.fabperf_version = FABPERF_VERSION;
   r.test_id = run.test_id;
   r.started_at = run.started_at;
+  r.socksize_basis = run.socksize_basis;
   r.spec = run.spec;
   r.interrupted = run.interrupted;
   s_->stream = run.spec.mode() == Mode::stream;

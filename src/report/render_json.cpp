@@ -298,7 +298,7 @@ json result_header_json(const Report& r) {
 json result_summary_json(const Report& r) {
   json agg = tput_json(r.aggregate);
   agg["window_s"] = r.window_s;
-  return {
+  json doc{
       {"complete", r.complete},
       {"interrupted", r.interrupted},
       {"aggregate", std::move(agg)},
@@ -311,6 +311,8 @@ json result_summary_json(const Report& r) {
       {"findings", r.findings},
       {"counter_movers", movers_json(r.counter_movers)},
       {"summary", render_summary_line(r)}};
+  if (!r.socksize_basis.empty()) doc["socksize_auto"] = {{"socksize", r.spec.socksize()}, {"basis", r.socksize_basis}};
+  return doc;
 }
 
 json render_json(const Report& r) {

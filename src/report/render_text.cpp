@@ -105,6 +105,7 @@ std::string header_text(const Report& r) {
   out += fmt::format("  time {:g} s, measured {:g}..{:g} s; buffsize {}, socksize {}, threads {}, parallel {}\n", t, w0,
                      w1, format_size(s.buffsize()), s.socksize() ? format_size(s.socksize()) : "OS default",
                      s.threads(), s.parallel());
+  if (!r.socksize_basis.empty()) out += "  " + r.socksize_basis + "\n";
   if (s.transport() == Transport::tcp) {
     out += fmt::format("  send method {}{}\n",
                        s.send_method() == SendMethod::automatic

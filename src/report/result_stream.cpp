@@ -142,7 +142,7 @@ void ResultStream::write_node(const NodeReport& nr) noexcept {
   if (std::fflush(out_) != 0) fail(errno);
 }
 
-Report ResultStream::finish(const RunRecord& run, const json& extra) {
+Report ResultStream::finish(const RunRecord& run) {
   if (!started_) {
     started(run);
     for (const auto& n : run.nodes) node(n);
@@ -191,9 +191,7 @@ Report ResultStream::finish(const RunRecord& run, const json& extra) {
                           "max_clock_uncertainty_us", "latency", "delay", "verify", "findings", "counter_movers"}) {
       text += member(k, tail.at(k)) + ",\n";
     }
-    if (extra.is_object()) {
-      for (const auto& [k, v] : extra.items()) text += member(k, v) + ",\n";
-    }
+    if (tail.contains("socksize_auto")) text += member("socksize_auto", tail.at("socksize_auto")) + ",\n";
     text += member("summary", tail.at("summary")) + "\n}\n";
     write(out_, text);
     if (std::fflush(out_) != 0) fail(errno);

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     ResultStream rs(path, false);
     rs.started(header);
     for (std::uint32_t i = 0; i < 2 * n; ++i) rs.node(make_node(i, n, parallel));  // as RESULTs arrive
-    (void)rs.finish(header, nlohmann::json::object());
+    (void)rs.finish(header);
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -3,6 +3,7 @@
 #include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -57,6 +58,26 @@ std::string temp_file(const std::string& text) {
   close(fd);
   std::ofstream(path) << text;
   return path;
+}
+
+// A plan's results file as the executor writes it: the plan record, then one record per step.
+json plan_record(json plan_obj) {
+  return {{"type", "plan"},
+          {"schema", kPlanResultsSchema},
+          {"version", kPlanResultsVersion},
+          {"fabperf_version", "x"},
+          {"started_at", "t"},
+          {"plan_file", "p.toml"},
+          {"steps_total", 4},
+          {"plan", std::move(plan_obj)}};
+}
+json step_record(int index, const std::string& id, const std::string& config, int trial, json r,
+                 const std::string& status) {
+  json j{{"type", "step"},    {"index", index},    {"id", id},         {"base_id", "bond/0"}, {"trial", trial},
+         {"status", status},  {"result", r},       {"test", "bond"},   {"pattern", "pairs"},  {"clients", {"h1"}},
+         {"servers", {"h1"}}, {"started_at", "t"}, {"duration_s", 1.0}};
+  if (!config.empty()) j["config"] = config;
+  return j;
 }
 
 }  // namespace
@@ -159,10 +180,12 @@ TEST(CompareTrials, TooFewTrialsForManyLinksIsSaid) {
   EXPECT_TRUE(noted);
 }
 
-TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
+TEST(CompareTrials, LoadsResultsPlanResultsAndAbPlans) {
   const std::string single = temp_file(result(100, 50, 50).dump());
-  std::string lines;
-  for (int i = 0; i < 3; ++i) lines += result(100 + i, 50, 50).dump() + "\n";
+  // `run --repeat 3`: a one-test plan, every trial a step.
+  std::string lines = plan_record({{"hosts", json::array()}}).dump() + "\n";
+  for (int i = 0; i < 3; ++i)
+    lines += step_record(i, fmt::format("bond/0#{}", i + 1), "", i + 1, result(100 + i, 50, 50), "done").dump() + "\n";
   const std::string trials = temp_file(lines);
   auto s = load_trial_sets(single);
   ASSERT_EQ(s.size(), 1u);
@@ -172,32 +195,31 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
   EXPECT_EQ(s[0].trials.size(), 3u);
   s = load_trial_sets(single + "," + trials);
   EXPECT_EQ(s[0].trials.size(), 4u);
-  EXPECT_EQ(s[0].trials[3].trial, 4u);
+  EXPECT_EQ(s[0].trials[3].trial, 4u);  // a joined set numbers its trials
+  // JSON Lines of bare results (what `run --repeat --json` wrote before it was a plan): refused, named.
+  const std::string bare = temp_file(result(1, 1, 1).dump() + "\n" + result(2, 1, 1).dump() + "\n");
+  try {
+    (void)load_trial_sets(bare);
+    ADD_FAILURE() << "JSON Lines without a plan record were taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(bare + ": neither a result nor a plan's results"), std::string::npos)
+        << e.what();
+  }
+  std::remove(bare.c_str());
 
   // An A/B plan's results: A and B sets named by the plan, nodes renamed to plan host names,
   // the last record of a step id counts, steps not done are left out.
-  json plan = {{"type", "plan"},
-               {"schema", kPlanResultsSchema},
-               {"version", kPlanResultsVersion},
-               {"fabperf_version", "x"},
-               {"started_at", "t"},
-               {"plan_file", "ab.toml"},
-               {"steps_total", 4},
-               {"plan",
-                {{"hosts", json::array({{{"name", "h1"}, {"address", "10.0.0.1:6668"}}})},
-                 {"ab",
-                  {{"a_name", "balance-alb"},
-                   {"b_name", "802.3ad"},
-                   {"expect", {"h1/eth0=+80%"}},
-                   {"expect_rest", "unchanged"}}}}}};
+  const json plan = plan_record({{"hosts", json::array({{{"name", "h1"}, {"address", "10.0.0.1:6668"}}})},
+                                 {"ab",
+                                  {{"a_name", "balance-alb"},
+                                   {"b_name", "802.3ad"},
+                                   {"expect", {"h1/eth0=+80%"}},
+                                   {"expect_rest", "unchanged"}}}});
   auto step = [](int index, const std::string& id, const std::string& config, int trial, double mb,
                  const std::string& status) {
     json r = result(mb, 10, 10);
     r["nodes"][0]["node"] = "10.0.0.1:6668";
-    return json{{"type", "step"},    {"index", index},     {"id", id},          {"base_id", "bond/0"},
-                {"config", config},  {"trial", trial},     {"status", status},  {"result", r},
-                {"test", "bond"},    {"pattern", "pairs"}, {"clients", {"h1"}}, {"servers", {"h1"}},
-                {"started_at", "t"}, {"duration_s", 1.0}};
+    return step_record(index, id, config, trial, r, status);
   };
   std::string ab = plan.dump() + "\n";
   ab += step(0, "bond/0@A1", "A", 1, 50, "failed").dump() + "\n";
@@ -236,31 +258,36 @@ TEST(CompareTrials, LoadsTrialsFilesPlanResultsAndAbPlans) {
 // compare counted it (2 trials, mean halved), and a last line cut off was refused where `report`
 // skipped it. Only complete, uninterrupted trials count; the rest are listed with their reason.
 TEST(CompareTrials, InterruptedIncompleteAndCutOffTrialsAreExcludedAndSaid) {
-  std::string lines;
-  for (int i = 0; i < 3; ++i) lines += result(100, 50, 50).dump() + "\n";
+  std::string lines = plan_record({{"hosts", json::array()}}).dump() + "\n";
+  for (int i = 0; i < 3; ++i)
+    lines += step_record(i, fmt::format("t/0#{}", i + 1), "", i + 1, result(100, 50, 50), "done").dump() + "\n";
   json interrupted = result(0, 0, 0);
   interrupted["interrupted"] = true;
-  interrupted["trial"] = 4;
   json lost = result(40, 20, 20);
   lost["complete"] = false;
   lost["findings"] = json::array({"node n2 lost: connection reset"});
-  lost["trial"] = 5;
-  lines += interrupted.dump() + "\n" + lost.dump() + "\n" + result(100, 50, 50).dump().substr(0, 40);
+  lines += step_record(3, "t/0#4", "", 4, interrupted, "interrupted").dump() + "\n";
+  lines += step_record(4, "t/0#5", "", 5, lost, "done").dump() + "\n";
+  lines += step_record(5, "t/0#6", "", 6, result(100, 50, 50), "done").dump().substr(0, 40);
   const std::string f = temp_file(lines);
   const auto s = load_trial_sets(f);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].trials.size(), 3u);
   ASSERT_EQ(s[0].excluded.size(), 3u);
-  EXPECT_EQ(s[0].excluded[0], f + ":6: cut off (the run stopped while writing it)");
-  EXPECT_EQ(s[0].excluded[1], f + " trial 4: interrupted by the user");
-  EXPECT_EQ(s[0].excluded[2], f + " trial 5: incomplete: node n2 lost: connection reset");
-  std::vector<json> after(3, result(100, 50, 50));
-  const auto c = compare_trial_sets(s[0], set(after, "after"), {});
+  EXPECT_EQ(s[0].excluded[0], f + ":7: cut off (the run stopped while writing it)");
+  EXPECT_EQ(s[0].excluded[1], "step t/0#4: interrupted");
+  EXPECT_EQ(s[0].excluded[2], "step t/0#5: incomplete: node n2 lost: connection reset");
+  std::string after = plan_record({{"hosts", json::array()}}).dump() + "\n";
+  for (int i = 0; i < 3; ++i)
+    after += step_record(i, fmt::format("t/0#{}", i + 1), "", i + 1, result(100, 50, 50), "done").dump() + "\n";
+  const std::string af = temp_file(after);
+  auto b = load_trial_sets(af).at(0);
+  b.label = "after";
+  std::remove(af.c_str());
+  const auto c = compare_trial_sets(s[0], b, {});
   EXPECT_DOUBLE_EQ(metric(c, "aggregate", "").d.mean_a, 100.0);  // the 0 MB/s trial is not in it
   EXPECT_EQ(metric(c, "aggregate", "").d.n_a, 3u);
-  EXPECT_NE(
-      std::find(c.notes.begin(), c.notes.end(), "excluded from before: " + f + " trial 4: interrupted by the user"),
-      c.notes.end());
+  EXPECT_NE(std::find(c.notes.begin(), c.notes.end(), "excluded from before: step t/0#4: interrupted"), c.notes.end());
   // A bad line with more after it is still a corrupt file.
   const std::string corrupt = temp_file("{nope\n" + result(1, 1, 1).dump() + "\n");
   EXPECT_THROW(load_trial_sets(corrupt), UsageError);

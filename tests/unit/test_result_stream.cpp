@@ -95,10 +95,8 @@ RunRecord sample_run() {
   return run;
 }
 
-json expected_doc(const RunRecord& run, const json& extra) {
-  json doc = render_json(compute_report(run));
-  for (const auto& [k, v] : extra.items()) doc[k] = v;
-  return doc;
+json expected_doc(const RunRecord& run) {
+  return render_json(compute_report(run));
 }
 
 // The record as run_test returns it to a sink's owner: nodes without their results.
@@ -107,13 +105,13 @@ RunRecord without_results(RunRecord run) {
   return run;
 }
 
-json stream(const RunRecord& run, const std::vector<std::size_t>& arrival, const json& extra, const std::string& path,
+json stream(const RunRecord& run, const std::vector<std::size_t>& arrival, const std::string& path,
             Report* report = nullptr, bool keep = false) {
   ResultStream rs(path, keep);
   RunRecord header = without_results(run);
   rs.started(header);
   for (std::size_t i : arrival) rs.node(run.nodes[i]);
-  Report r = rs.finish(header, extra);
+  Report r = rs.finish(header);
   EXPECT_EQ(rs.write_error(), 0);
   if (report) *report = std::move(r);
   return json::parse(slurp(path));
@@ -131,12 +129,13 @@ void by_index(json& doc) {
 }  // namespace
 
 TEST(ResultStream, InIndexOrderTheFileIsTheInMemoryDocument) {
-  const RunRecord run = sample_run();
-  const json extra = {{"socksize_auto", {{"socksize", 0}, {"basis", "socksize auto: link speed unknown"}}}};
+  RunRecord run = sample_run();
+  run.socksize_basis = "socksize auto: link speed unknown";
   const std::string path = temp_file("ordered.json");
   Report report;
-  const json got = stream(run, {0, 1, 2, 3, 4, 5}, extra, path, &report, true);
-  const json want = expected_doc(run, extra);
+  const json got = stream(run, {0, 1, 2, 3, 4, 5}, path, &report, true);
+  const json want = expected_doc(run);
+  EXPECT_EQ(got.at("socksize_auto").at("basis"), run.socksize_basis);
   EXPECT_EQ(got, want);
   // Byte for byte once written the way render_json's callers write it.
   EXPECT_EQ(got.dump(2), want.dump(2));
@@ -152,10 +151,10 @@ TEST(ResultStream, ArrivalOrderOnlyReordersNodesAndConnectionGroups) {
   const RunRecord run = sample_run();
   const std::string path = temp_file("arrival.json");
   Report report;
-  json got = stream(run, {5, 2, 0, 4, 3, 1}, json::object(), path, &report);
+  json got = stream(run, {5, 2, 0, 4, 3, 1}, path, &report);
   EXPECT_EQ(got.at("nodes").at(0).at("index"), 5);  // as they arrived
   by_index(got);
-  json want = expected_doc(run, json::object());
+  json want = expected_doc(run);
   by_index(want);
   EXPECT_EQ(got, want);
   // The report for the text is in index order and holds no connections (not asked to keep them).
@@ -171,7 +170,7 @@ TEST(ResultStream, ArrivalOrderOnlyReordersNodesAndConnectionGroups) {
 TEST(ResultStream, NoPathComputesTheSameReport) {
   const RunRecord run = sample_run();
   ResultStream rs("", true);
-  const Report r = rs.finish(run, json::object());  // never started: run's nodes are streamed here
+  const Report r = rs.finish(run);  // never started: run's nodes are streamed here
   EXPECT_EQ(rs.write_error(), 0);
   EXPECT_EQ(render_json(r), render_json(compute_report(run)));
 }
@@ -210,7 +209,7 @@ TEST(ResultStream, AnUnwritablePathIsReportedAndTheReportStillComputed) {
   ResultStream rs("/nonexistent-dir/x.json", false);
   rs.started(without_results(run));
   for (const auto& n : run.nodes) rs.node(n);
-  const Report r = rs.finish(without_results(run), json::object());
+  const Report r = rs.finish(without_results(run));
   EXPECT_EQ(rs.write_error(), ENOENT);
   EXPECT_EQ(r.nodes.size(), 6u);
   EXPECT_EQ(r.pairs.size(), 8u);

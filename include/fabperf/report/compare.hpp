@@ -136,8 +136,8 @@ struct TrialSet {
   // An A/B plan's expectations of B against A (its [ab] expect, expect-rest, expect-gain).
   LinkExpectations planned;
 };
-// Reads one side: a single result (`run --json`), a trials file (`run --repeat N --json`: one
-// result per line), or a plan's results file (its done steps; with `repeat`, every trial).
+// Reads one side: a single result (`run --json`) or a plan's results file (its done steps; with
+// `repeat` or `run --repeat N`, every trial).
 // FILE,FILE,... joins several into one set. An A/B plan's results file gives two sets (A, B).
 // UsageError naming the file on any problem.
 std::vector<TrialSet> load_trial_sets(const std::string& paths);

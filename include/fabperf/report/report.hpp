@@ -302,6 +302,7 @@ struct Report {
   std::vector<std::string> findings;  // problems a reader must see: lost nodes, failed flows, clamps
   double max_clock_uncertainty_us{0};
   std::uint64_t verify_errors{0};              // --verify: mismatching chunks over all flows
+  std::string socksize_basis;                  // --socksize auto: how spec.socksize() was chosen
   std::vector<CategoryMovers> counter_movers;  // per symptom category, the top counters over all nodes
 };
 

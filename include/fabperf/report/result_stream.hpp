@@ -41,9 +41,9 @@ class ResultStream final : public ResultSink {
   void started(const RunRecord& header) noexcept override;
   void node(const NodeRecord& n) noexcept override;
   // After run_test returned `run` (it carries no node results when this was its sink; when
-  // started() was never called, run's nodes are streamed here). Adds `extra`'s keys (an object)
-  // before "summary", completes and closes the file, and returns the report.
-  Report finish(const RunRecord& run, const nlohmann::json& extra);
+  // started() was never called, run's nodes are streamed here). Completes and closes the file,
+  // and returns the report.
+  Report finish(const RunRecord& run);
   // errno of the first failure writing the file (0: none). The file then stops where it failed.
   [[nodiscard]] int write_error() const { return err_; }
 
