@@ -73,10 +73,8 @@ int cmd_links(int argc, char** argv) {
       "fabperf links",
       "List network interfaces: this host's, or those of the agents named (fabperf links [HOST[:PORT]...]).");
   o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")(
-      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
-      cxxopts::value<std::string>())("connect-timeout", "seconds to wait for each agent",
-                                     cxxopts::value<std::string>()->default_value("5"))(
       "hosts", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
+  add_agent_options(o, kKeyFile | kConnectTimeout);
   o.parse_positional({"hosts"});
   o.positional_help("[HOST[:PORT]...]");
   auto r = parse_options(o, argc, argv);
@@ -100,8 +98,7 @@ int cmd_links(int argc, char** argv) {
     for (auto& hp : host_list(h, "links")) q.agents.push_back(std::move(hp));
   }
   q.connect_timeout = connect_timeout_option(r, true);
-  const std::string key_file = key_file_option(r);
-  if (!key_file.empty()) q.key = auth::load_key_file(key_file);
+  q.key = key_option(r);
   spdlog::set_level(spdlog::level::off);  // errors are reported per host below
   const auto replies = fetch_links(q);
   int failed = 0;

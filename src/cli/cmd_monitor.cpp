@@ -130,10 +130,9 @@ int cmd_monitor(int argc, char** argv) {
       "one latency round and one rotation of bandwidth probes, then exit: 0 fine, 1 drift alert, 3 a probe failed")(
       "check", "validate the config and print what would run")(
       "reset-baselines", "ignore the state file's baselines (also a corrupt one): the first probes set new ones")(
-      "probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>())(
-      "key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())(
-      "log-level", "trace, debug, info, warn, error, off (the coordinator's messages)",
-      cxxopts::value<std::string>()->default_value("warn"))("h,help", "this help");
+      "probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>())("h,help",
+                                                                                                       "this help");
+  add_agent_options(o, kKeyFile | kLogLevel);
   o.parse_positional({"config"});
   o.positional_help("CONFIG.toml");
   const auto r = cli::parse_options(o, argc, argv);
@@ -150,9 +149,7 @@ int cmd_monitor(int argc, char** argv) {
                              cfg.listen_port, cfg.state_dir);
     return 0;
   }
-  const std::string key_file = r.count("key-file") ? get<std::string>(r, "key-file") : auth::key_file_from_env();
-  auth::Key key;
-  if (!key_file.empty()) key = auth::load_key_file(key_file);
+  const auth::Key key = key_option(r);
 
   const std::string state_file = cfg.state_dir + "/baselines.json";
   mon::MonitorState state(cfg);

@@ -104,15 +104,14 @@ int cmd_preflight(int argc, char** argv) {
       "local", "start N agents on this host", cxxopts::value<int>())(
       "socksize", "socket buffer size the tests will ask for", cxxopts::value<std::string>()->default_value("0"))(
       "clock-warn", "warn when wall clocks differ by more seconds", cxxopts::value<double>()->default_value("1"))(
-      "connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"))(
-      "key-file", "shared key. Default: $FABPERF_KEY_FILE", cxxopts::value<std::string>())("h,help", "this help");
+      "h,help", "this help");
+  cli::add_agent_options(o, cli::kKeyFile | cli::kConnectTimeout);
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
   const auto r = cli::parse_options(o, argc, argv);
   if (help_printed(o, r)) return 0;
-  std::string key_file = r.count("key-file") ? r["key-file"].as<std::string>() : auth::key_file_from_env();
-  auth::Key key;
-  if (!key_file.empty()) key = auth::load_key_file(key_file);
+  const std::string key_file = cli::key_file_option(r);
+  auth::Key key = key_file.empty() ? auth::Key{} : auth::load_key_file(key_file);
   const auto timeout = cli::connect_timeout_option(r, false);
   std::unique_ptr<LocalAgents> local;
   plan::Plan p;

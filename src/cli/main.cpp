@@ -250,11 +250,8 @@ void add_run_options(cxxopts::Options& o) {
       cxxopts::value<std::string>()->default_value("all"));
   o.add_options("output")("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)",
                           cxxopts::value<std::string>())("v,verbose", "add the per-connection table")(
-      "q,quiet", "print only the nsdperf-style summary line")("connect-timeout", "seconds to wait for each agent",
-                                                              cxxopts::value<std::string>()->default_value("5"))(
-      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
-      cxxopts::value<std::string>())("log-level", "trace, debug, info, warn, error, off",
-                                     cxxopts::value<std::string>()->default_value("warn"))("h,help", "this help");
+      "q,quiet", "print only the nsdperf-style summary line")("h,help", "this help");
+  cli::add_agent_options(o, cli::kKeyFile | cli::kConnectTimeout | cli::kLogLevel, "output");
   cli::add_launch_options(o);
 }
 
@@ -413,8 +410,7 @@ int cmd_run(int argc, char** argv) {
                    "allow-hooks"},
                   "not with a plan file (set it in the plan; docs/plans.md)");
     const auto pl = plan::load_plan(get<std::string>(r, "plan"));
-    const std::string kf = cli::key_file_option(r);
-    if (!kf.empty()) pro.key = auth::load_key_file(kf);
+    pro.key = cli::key_option(r);
     pro.connect_timeout = cli::connect_timeout_option(r, false);
     return plan::run_plan(pl, pro, std::cout);
   }
@@ -469,10 +465,8 @@ int cmd_run(int argc, char** argv) {
 int cmd_shell(int argc, char** argv) {
   cxxopts::Options o("fabperf shell", "nsdperf-compatible command shell: fabperf shell [-i FILE] [COMMAND...]");
   o.add_options()("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())(
-      "key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
-      cxxopts::value<std::string>())("log-level", "trace, debug, info, warn, error, off",
-                                     cxxopts::value<std::string>()->default_value("warn"))(
       "commands", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
+  cli::add_agent_options(o, cli::kKeyFile | cli::kLogLevel);
   o.parse_positional({"commands"});
   o.positional_help("[COMMAND...]");
   auto r = cli::parse_options(o, argc, argv);

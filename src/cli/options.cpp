@@ -45,6 +45,22 @@ std::string key_file_option(const cxxopts::ParseResult& r) {
   return auth::key_file_from_env();
 }
 
+void add_agent_options(cxxopts::Options& o, int which, const std::string& group) {
+  auto add = o.add_options(group);
+  if (which & kKeyFile)
+    add("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
+        cxxopts::value<std::string>());
+  if (which & kConnectTimeout)
+    add("connect-timeout", "seconds to wait for each agent", cxxopts::value<std::string>()->default_value("5"));
+  if (which & kLogLevel)
+    add("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"));
+}
+
+auth::Key key_option(const cxxopts::ParseResult& r) {
+  const std::string path = key_file_option(r);
+  return path.empty() ? auth::Key{} : auth::load_key_file(path);
+}
+
 std::chrono::milliseconds connect_timeout_option(const cxxopts::ParseResult& r, bool at_least_100ms) {
   const auto t = std::chrono::duration_cast<std::chrono::milliseconds>(
       parse_duration(get<std::string>(r, "connect-timeout"), "--connect-timeout"));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fabperf/core/spec.hpp>
+#include <fabperf/proto/auth.hpp>
 
 namespace fabperf::cli {
 
@@ -40,8 +41,14 @@ bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r);
 std::vector<std::string> split_list(const std::string& text, char sep);
 // --log-level: spdlog's default logger on stderr at that level.
 void setup_logging(const std::string& level);
+// The options of every command that talks to agents, declared once (one help text each):
+// --key-file, and where asked --connect-timeout (default 5 s) and --log-level (default warn).
+enum AgentOption { kKeyFile = 1, kConnectTimeout = 2, kLogLevel = 4 };
+void add_agent_options(cxxopts::Options& o, int which, const std::string& group = "");
 // --key-file, else FABPERF_KEY_FILE; empty path: no key.
 std::string key_file_option(const cxxopts::ParseResult& r);
+// That key file loaded (an empty key when there is none).
+auth::Key key_option(const cxxopts::ParseResult& r);
 // --connect-timeout; at_least_100ms: a shorter one is refused.
 std::chrono::milliseconds connect_timeout_option(const cxxopts::ParseResult& r, bool at_least_100ms);
 // Agents as host[:port],...: each resolved now (a typo fails before anything starts), none twice.
