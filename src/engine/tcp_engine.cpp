@@ -87,9 +87,9 @@ void TcpEngine::ensure_tx_buffer(std::size_t n, std::size_t period) {
 std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan) {
   ctx_ = &ctx;
   server_plan_ = plan;
-  // Socket buffer sizes set on the listener are inherited by accepted sockets.
+  // Socket buffer sizes and the congestion control set on the listener are inherited by accepted sockets.
   const auto l =
-      net::listen_any_port(plan.bind_address, 4096, "data", [&](int fd) { apply_socksize(fd, ctx, socksize_warned_); });
+      net::listen_any_port(plan.bind_address, 4096, "data", [&](int fd) { prepare_socket(fd, ctx, socksize_warned_); });
   listen_fd_ = l.fd;
   const std::uint16_t port = l.port;
   try {
@@ -195,7 +195,7 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
                         g2 != 0 ? std::string(gai_strerror(g2)) : errno_text(e));
     }
   }
-  apply_socksize(fd, ctx, socksize_warned_);
+  prepare_socket(fd, ctx, socksize_warned_);
   if (ctx.spec().mode() == Mode::rpc) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -65,8 +65,10 @@ using net::numeric_host;
 using net::sockaddr_text;
 void set_port(sockaddr* sa, std::uint16_t port);
 void set_timeouts(int fd, int ms);  // SO_SNDTIMEO and SO_RCVTIMEO: the loops' tick
-// Applies --socksize and reports, once per engine, what the kernel actually granted.
-void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned);
+// What a connection must have from its first segment, on a client socket before connect() and on
+// the listener (accepted sockets inherit it): --congestion, and --socksize with a report, once per
+// engine, of what the kernel actually granted.
+void prepare_socket(int fd, RunContext& ctx, std::atomic<bool>& warned);
 // Applies the test's data-plane tuning to one connection; failures become reported warnings.
 void tune_socket(int fd, RunContext& ctx);
 // Set-up only: sends or receives exactly n bytes on a non-blocking socket within timeout_ms

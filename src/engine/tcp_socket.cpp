@@ -45,9 +45,19 @@ void set_timeouts(int fd, int ms) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
-// Applies --socksize and reports, once per engine, what the kernel actually granted.
-void apply_socksize(int fd, RunContext& ctx, std::atomic<bool>& warned) {
-  const auto want = ctx.spec().socksize();
+void prepare_socket(int fd, RunContext& ctx, std::atomic<bool>& warned) {
+  const TestSpec& spec = ctx.spec();
+  // Set later, the host's default would have had the connection first: bbr switches on TCP's own
+  // pacing (a timer per transmit, firing on any CPU), and switching to cubic leaves it on. On a
+  // veth pair that reorders the flow's packets (docs/performance.md, 2026-12-05).
+  if (!spec.congestion().empty() && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, spec.congestion().data(),
+                                               static_cast<socklen_t>(spec.congestion().size())) != 0) {
+    ctx.warn(
+        fmt::format("--congestion {}: refused by the kernel ({}; see "
+                    "/proc/sys/net/ipv4/tcp_available_congestion_control)",
+                    spec.congestion(), errno_text(errno)));
+  }
+  const auto want = spec.socksize();
   if (want == 0) return;
   const int v = static_cast<int>(want);
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
@@ -77,10 +87,6 @@ void tune_socket(int fd, RunContext& ctx) {
     if (setsockopt(fd, level, name, v, len) != 0)
       ctx.warn(fmt::format("{}: refused by the kernel ({})", what, errno_text(errno)));
   };
-  if (!spec.congestion().empty()) {
-    opt(IPPROTO_TCP, TCP_CONGESTION, spec.congestion().data(), static_cast<socklen_t>(spec.congestion().size()),
-        fmt::format("--congestion {} (see /proc/sys/net/ipv4/tcp_available_congestion_control)", spec.congestion()));
-  }
   if (spec.rate() != 0) {
     const std::uint64_t r = spec.rate();
     opt(SOL_SOCKET, SO_MAX_PACING_RATE, &r, sizeof r, fmt::format("--rate {} B/s", r));

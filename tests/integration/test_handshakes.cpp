@@ -13,12 +13,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -300,4 +303,42 @@ TEST(DataHandshakes, AHelloSeenOnItsWayToOneServerIsRefusedByAnother) {
   ctx1.abort("test over");
   ctx2.abort("test over");
   client.ctx->abort("test over");
+}
+
+// --congestion reaches a connection before its first segment, on both ends: a client socket gets
+// it before connect(), accepted sockets from the listener. Set later (the data threads did, at
+// start), the host's default had the connection first, and bbr's switches on TCP's own pacing,
+// which a later cubic leaves on: every flow of `--congestion cubic` on a bbr host stayed paced.
+TEST(DataHandshakes, CongestionControlIsSetBeforeTheFirstSegment) {
+  std::ifstream def("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string host_default;
+  def >> host_default;
+  const std::string want = host_default == "reno" ? "cubic" : "reno";  // reno is always built in
+  SpecParams p;
+  p.mode = Mode::stream;
+  p.parallel = 2;
+  p.congestion = want;
+  const TestSpec spec = TestSpec::make(p);
+  const proto::Token token = proto::random_token();
+  RunContext server_ctx(spec, 0, "server");
+  TcpEngine server;
+  const std::uint16_t port = server.prepare_server(server_ctx, {"127.0.0.1", token, 3});
+  ClientRun c;
+  run_client(c, spec, 1, token, port);
+  ASSERT_EQ(c.error, "");
+  server.seal(server_ctx);
+  const auto congestion = [](const Flow* f) {
+    char name[16] = {};
+    socklen_t len = sizeof name;
+    EXPECT_EQ(getsockopt(dynamic_cast<const TcpFlow*>(f)->fd(), IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
+    return std::string(name, strnlen(name, sizeof name));
+  };
+  // No data thread has started (start() was never called): what the sockets say, they had from
+  // the beginning.
+  for (const RunContext* ctx : {c.ctx.get(), &server_ctx}) {
+    ASSERT_EQ(ctx->flow_count(), 3u);
+    for (const Flow* f : ctx->flows()) EXPECT_EQ(congestion(f), want) << "default " << host_default;
+  }
+  server_ctx.abort("test over");
+  c.ctx->abort("test over");
 }
