@@ -16,7 +16,6 @@
 #include <fabperf/core/bytes.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
-#include <fabperf/core/stats.hpp>
 #include <fabperf/core/stop.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/plan/isolate.hpp>
@@ -93,30 +92,6 @@ std::uint64_t max_socksize(const plan::Plan& p) {
   std::uint64_t s = 0;
   for (const auto& t : p.tests) s = std::max(s, t.spec.socksize());
   return s;
-}
-
-// With repeat: each step's trials, their mean and run-to-run spread (trials that did not finish
-// are not in it; `fabperf compare` says which and why).
-std::string render_trial_spread(const std::vector<plan::PlannedStep>& steps,
-                                const std::vector<plan::StepOutcome>& done) {
-  std::map<std::string, std::string> key;  // step id -> its step in every trial, with its configuration
-  for (const auto& s : steps) key[s.id] = s.base_id + (s.config.empty() ? "" : "@" + s.config);
-  std::vector<std::pair<std::string, std::vector<double>>> sets;
-  for (const auto& o : done) {
-    const auto& k = key[o.id];
-    auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& e) { return e.first == k; });
-    if (it == sets.end()) it = sets.insert(sets.end(), {k, {}});
-    it->second.push_back(o.result.aggregate_mb_per_s);
-  }
-  std::string out;
-  for (const auto& [k, v] : sets) {
-    if (v.size() < 2) continue;
-    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    const double m = stats::mean(v);
-    out += fmt::format("{}: {} trials: mean {:.1f} MB/s, run-to-run cv {:.1f}%, min {:.1f}, max {:.1f}\n", k, v.size(),
-                       m, m > 0 ? 100 * stats::stddev(v) / m : 0.0, *lo, *hi);
-  }
-  return out;
 }
 
 }  // namespace
@@ -683,7 +658,13 @@ int PlanRun::finish() {
                {"exit_code", static_cast<int>(code)}});
   const std::size_t failed_steps = steps_.size() - outcomes_.size();
   os_ << plan::render_verdicts(checks_) << ab_verdict;
-  if (p_.repeat > 1 && !o_.quiet) os_ << render_trial_spread(steps_, outcomes_);
+  if (p_.repeat > 1 && !o_.quiet) {
+    std::map<std::string, std::string> same;  // step id -> that step in every trial, with its configuration
+    for (const auto& s : steps_) same[s.id] = s.base_id + (s.config.empty() ? "" : "@" + s.config);
+    std::vector<std::pair<std::string, double>> trials;
+    for (const auto& o : outcomes_) trials.emplace_back(same[o.id], o.result.aggregate_mb_per_s);
+    os_ << render_trial_spread(trials);
+  }
   os_ << fmt::format(
       "plan '{}': {} of {} steps done{}, {} in {}; results in {}\n", p_.name, outcomes_.size(), steps_.size(),
       interrupted_       ? " (interrupted: continue with --resume " + path_ + ")"

@@ -380,4 +380,22 @@ json render_trial_comparison_json(const TrialComparison& c) {
           {"failed", c.failed}};
 }
 
+std::string render_trial_spread(const std::vector<std::pair<std::string, double>>& trials) {
+  std::vector<std::pair<std::string, std::vector<double>>> sets;
+  for (const auto& t : trials) {
+    auto it = std::find_if(sets.begin(), sets.end(), [&](const auto& e) { return e.first == t.first; });
+    if (it == sets.end()) it = sets.insert(sets.end(), {t.first, {}});
+    it->second.push_back(t.second);
+  }
+  std::string out;
+  for (const auto& [step, v] : sets) {
+    if (v.size() < 2) continue;
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    const double m = stats::mean(v);
+    out += fmt::format("{}: {} trials: mean {:.1f} MB/s, run-to-run cv {:.1f}%, min {:.1f}, max {:.1f}\n", step,
+                       v.size(), m, m > 0 ? 100 * stats::stddev(v) / m : 0.0, *lo, *hi);
+  }
+  return out;
+}
+
 }  // namespace fabperf

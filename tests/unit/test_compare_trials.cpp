@@ -328,3 +328,11 @@ TEST(CompareTrials, PerLinkExpectations) {
             std::string::npos)
       << render_trial_comparison_text(c);
 }
+
+// `run --repeat N` (and a plan with repeat) ends with each step's trials: mean, spread, extremes;
+// a step with a single finished trial has no spread to show.
+TEST(CompareTrials, TrialSpreadIsALinePerStepWithTwoTrialsOrMore) {
+  const std::string out = render_trial_spread({{"t/0", 100}, {"t/1", 50}, {"t/0", 110}, {"t/0", 90}});
+  EXPECT_EQ(out, "t/0: 3 trials: mean 100.0 MB/s, run-to-run cv 10.0%, min 90.0, max 110.0\n");
+  EXPECT_EQ(render_trial_spread({}), "");
+}

@@ -171,6 +171,9 @@ struct TrialCompareOptions {
 // bond member's MB/s) judged with stats::decide; links and members at alpha / their count.
 TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const TrialCompareOptions& o);
 std::string render_trial_comparison_text(const TrialComparison& c);
+// Each step's trials (step, aggregate MB/s, in the order run): their mean and run-to-run spread,
+// a line per step with two trials or more.
+std::string render_trial_spread(const std::vector<std::pair<std::string, double>>& trials);
 nlohmann::json render_trial_comparison_json(const TrialComparison& c);
 
 }  // namespace fabperf
