@@ -118,6 +118,8 @@ std::vector<nlohmann::json> read_lines(const std::string& path) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
+    // A last line without its newline is still being written (a live results file): no record yet.
+    if (in.eof()) break;
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
   }
   return out;

@@ -51,7 +51,8 @@ int spawn_fabperf(const std::vector<std::string>& args, const std::string& stdou
 
 std::string temp_path(const std::string& name);
 std::string read_file(const std::string& path);
-// A results file (JSON lines), one value per non-empty line.
+// A results file (JSON lines), one value per complete non-empty line (a last line still being
+// written, with no newline yet, is not one).
 std::vector<nlohmann::json> read_lines(const std::string& path);
 // Key files made once per test program by `fabperf keygen`: `which` 0, 1 or 2 are three different
 // keys (a coordinator and agents with different keys).
