@@ -285,21 +285,27 @@ void Coordinator::on_interrupt() {
   abort_all("interrupted by the user");
 }
 
-// Runs fn on every node concurrently; an exception marks that node's failure.
-asio::awaitable<void> Coordinator::each(const NodeTask& fn, std::function<bool(const Node&)> which) {
+// Runs fn on every node concurrently, at most `window` at once; an exception marks that node's failure.
+asio::awaitable<void> Coordinator::each(const NodeTask& fn, std::function<bool(const Node&)> which,
+                                        std::size_t window) {
   std::vector<Node*> sel;
   for (auto& n : nodes_) {
     if (!which || which(n)) sel.push_back(&n);
   }
-  Latch latch(co_await asio::this_coro::executor, sel.size());
-  for (Node* n : sel) {
+  const std::size_t workers = window == 0 ? sel.size() : std::min(window, sel.size());
+  std::size_t next = 0;  // the next node a worker takes (one thread: no lock)
+  Latch latch(co_await asio::this_coro::executor, workers);
+  for (std::size_t w = 0; w < workers; ++w) {
     asio::co_spawn(
         io_,
-        [&fn, &latch, n]() -> asio::awaitable<void> {
-          try {
-            co_await fn(*n);
-          } catch (const std::exception& e) {
-            n->failure = e.what();
+        [&]() -> asio::awaitable<void> {
+          while (next < sel.size()) {
+            Node* n = sel[next++];
+            try {
+              co_await fn(*n);
+            } catch (const std::exception& e) {
+              n->failure = e.what();
+            }
           }
           latch.count_down();
         },
@@ -501,7 +507,7 @@ asio::awaitable<RunRecord> Coordinator::flow() {
   rec.started_at = iso8601_utc_now();
 
   const std::int64_t t_begin = mono_now_ns();
-  co_await each([this](Node& n) { return connect(n); });
+  co_await each([this](Node& n) { return connect(n); }, {}, t_.dial_window);
   throw_if_failed("connect");
   spdlog::info("coordinator: connected to {} agents in {:.3f} s", nodes_.size(), seconds_since(t_begin));
   refuse_duplicates();

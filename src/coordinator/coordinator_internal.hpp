@@ -58,7 +58,8 @@ class Coordinator {
   void on_interrupt();
   void close_all();
   void abort_all(const std::string& reason);
-  asio::awaitable<void> each(const NodeTask& fn, std::function<bool(const Node&)> which = {});
+  // window: at most this many nodes in fn at once (0: all of them).
+  asio::awaitable<void> each(const NodeTask& fn, std::function<bool(const Node&)> which = {}, std::size_t window = 0);
   void throw_if_failed(const std::string& phase);
   asio::awaitable<nlohmann::json> expect(Node& n, proto::MsgType want);
   asio::awaitable<nlohmann::json> expect(Node& n, proto::MsgType want, std::chrono::milliseconds idle,

@@ -27,6 +27,11 @@ namespace coord {
 using namespace std::chrono_literals;
 using proto::MsgType;
 
+namespace {
+// At least this many clients set up at once, however many connections each one opens.
+constexpr std::size_t kMinSetupWindow = 16;
+}  // namespace
+
 // --socksize auto: the slowest data interface of any node (from each agent's inventory) times
 // the round trip between a client and a server, estimated as the largest client plus the
 // largest server round trip of the control connections (the coordinator sits between them or
@@ -141,6 +146,11 @@ asio::awaitable<void> Coordinator::setup_servers(const RunRecord& rec, const pro
 }
 
 asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const proto::Token& token, bool rdma_cc) {
+  const std::size_t per_pair = rec.spec.connections_per_pair() + (rec.spec.delay_probe().count() != 0 ? 1 : 0);
+  std::size_t per_client = 1;
+  for (std::size_t k = 0; k < nodes_.size(); ++k) {
+    if (nodes_[k].rec.is_client) per_client = std::max(per_client, servers_of(k).size() * per_pair);
+  }
   co_await each(
       [&](Node& n) -> asio::awaitable<void> {
         proto::SetupClient m;
@@ -177,7 +187,7 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
           }
         }
       },
-      [](const Node& n) { return n.rec.is_client; });
+      [](const Node& n) { return n.rec.is_client; }, std::max(kMinSetupWindow, t_.setup_connections / per_client));
 }
 
 // The clients' queue pairs are at RTS; each server brings its own up against them.

@@ -15,10 +15,12 @@
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -331,14 +333,19 @@ std::uint64_t delivered_sum(const Snapshot& a, const Snapshot& b) {
 // Data threads stop by themselves shortly after end_at; a peer that stalls is abandoned at the
 // hard deadline by shutting every socket down.
 void join_data_threads(RunContext& ctx, Engine& engine) {
-  std::atomic<bool> joined{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool joined = false;
   std::thread watchdog;
   try {
+    // Woken by the join; else looks at the hard deadline (which drain progress moves on) and
+    // the abort flag every 200 ms (a thousand agents on one host polling every 20 ms was a core's work).
     watchdog = std::thread([&] {
-      while (!joined.load() && mono_now_ns() < ctx.hard_deadline() && !ctx.aborted()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::unique_lock lk(mu);
+      while (!joined && mono_now_ns() < ctx.hard_deadline() && !ctx.aborted()) {
+        cv.wait_for(lk, std::chrono::milliseconds(200));
       }
-      if (!joined.load()) engine.abort();
+      if (!joined) engine.abort();
     });
   } catch (const std::system_error& e) {
     // No thread to spare for the watchdog (an exception escaping here would terminate the
@@ -347,7 +354,11 @@ void join_data_threads(RunContext& ctx, Engine& engine) {
     engine.abort();
   }
   engine.join();
-  joined = true;
+  {
+    std::lock_guard lk(mu);
+    joined = true;
+  }
+  cv.notify_one();
   if (watchdog.joinable()) watchdog.join();
 }
 

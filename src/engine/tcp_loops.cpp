@@ -1,7 +1,7 @@
 // The TCP engine's hot loops: stream send/receive, the rpc server, testers and reply receivers,
-// and the delay probe. Plain blocking sockets on dedicated threads; every socket carries a short
-// SO_SNDTIMEO/SO_RCVTIMEO "tick" so every blocked call comes back often enough to see the stop
-// flag; the loops never allocate, log or throw.
+// and the delay probe. Plain blocking sockets on dedicated threads; every socket carries a
+// SO_SNDTIMEO/SO_RCVTIMEO "tick" (kTickMs) so every blocked call comes back to see the stop flag
+// and the deadlines; the loops never allocate, log or throw.
 #include "engine/tcp_internal.hpp"
 
 #include <fabperf/core/clock.hpp>
@@ -201,6 +201,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
       ctx_->warn("--zerocopy: the kernel copied the data anyway on this path (it does for loopback and veth)");
   }
   ::shutdown(fd, SHUT_WR);
+  set_timeouts(fd, kDrainTickMs);
   // Wait for the peer to read everything and close, so both ends count the same bytes. What the
   // kernel still holds may take seconds to leave on a slow link: while the send queue shrinks the
   // deadline moves on (RunContext::hard_deadline), so the connection is not cut while it delivers.

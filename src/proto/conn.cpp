@@ -7,24 +7,14 @@
 
 namespace fabperf::proto {
 
-namespace {
-
-// The context of plain connections' (unused) SSL stream layer.
-asio::ssl::context& plain_context() {
-  static asio::ssl::context ctx(asio::ssl::context::tls_client);
-  return ctx;
-}
-
-}  // namespace
-
 std::shared_ptr<asio::ssl::context> make_tls_context(const auth::Key& key, bool server) {
   return std::make_shared<asio::ssl::context>(tls::make_psk_ctx(tls::derive_control_psk(key), server).release());
 }
 
 FramedConn::FramedConn(Tcp::socket socket, std::string peer_name, std::shared_ptr<asio::ssl::context> tls)
     : tls_(std::move(tls)),
-      stream_(std::move(socket), tls_ ? *tls_ : plain_context()),
-      socket_(stream_.next_layer()),
+      socket_(std::move(socket)),
+      stream_(tls_ ? std::make_unique<asio::ssl::stream<Tcp::socket&>>(socket_, *tls_) : nullptr),
       peer_(std::move(peer_name)),
       read_timer_(socket_.get_executor()),
       write_timer_(socket_.get_executor()),
@@ -66,7 +56,7 @@ void FramedConn::disarm_read_timer() {
 template <typename Buffers>
 asio::awaitable<void> FramedConn::read_exact(const Buffers& b, error_code& ec) {
   if (tls_up_) {
-    co_await asio::async_read(stream_, b, asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_read(*stream_, b, asio::redirect_error(asio::use_awaitable, ec));
   } else {
     co_await asio::async_read(socket_, b, asio::redirect_error(asio::use_awaitable, ec));
   }
@@ -76,12 +66,12 @@ asio::awaitable<void> FramedConn::start_tls(std::chrono::milliseconds deadline) 
   auto self = shared_from_this();
   if (!tls_) throw SystemError("start TLS with", peer_, "no key on this connection");
   if (!open_) throw SystemError("start TLS with", peer_, "connection closed");
-  const bool server = SSL_is_server(stream_.native_handle()) == 1;
+  const bool server = SSL_is_server(stream_->native_handle()) == 1;
   error_code ec;
   read_timed_out_ = false;
   arm_read_timer(deadline);
-  co_await stream_.async_handshake(server ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
-                                   asio::redirect_error(asio::use_awaitable, ec));
+  co_await stream_->async_handshake(server ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
+                                    asio::redirect_error(asio::use_awaitable, ec));
   disarm_read_timer();
   if (read_timed_out_) {
     close();
@@ -97,7 +87,7 @@ asio::awaitable<void> FramedConn::start_tls(std::chrono::milliseconds deadline) 
     throw TlsHandshakeError(
         fmt::format("TLS handshake with {}: {}", peer_, closed ? "connection closed by peer" : ec.message()), code);
   }
-  if (!tls::psk_was_used(stream_.native_handle())) {
+  if (!tls::psk_was_used(stream_->native_handle())) {
     close();
     throw TlsHandshakeError(fmt::format("TLS handshake with {}: the session was not keyed from the shared key (the "
                                         "peer does not hold it)",
@@ -193,7 +183,7 @@ asio::awaitable<void> FramedConn::writer() {
     });
     error_code ec;
     if (tls_up_) {
-      co_await asio::async_write(stream_, asio::buffer(queue_.front()), asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_write(*stream_, asio::buffer(queue_.front()), asio::redirect_error(asio::use_awaitable, ec));
     } else {
       co_await asio::async_write(socket_, asio::buffer(queue_.front()), asio::redirect_error(asio::use_awaitable, ec));
     }

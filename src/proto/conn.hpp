@@ -85,9 +85,10 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
 
   [[nodiscard]] bool is_open() const override { return open_; }
   [[nodiscard]] const std::string& peer() const override { return peer_; }
-  [[nodiscard]] Tcp::socket& socket() { return stream_.next_layer(); }
+  [[nodiscard]] Tcp::socket& socket() { return socket_; }
   [[nodiscard]] bool tls() const { return tls_up_; }
-  [[nodiscard]] SSL* ssl() { return stream_.native_handle(); }
+  // The TLS session (nullptr without a key).
+  [[nodiscard]] SSL* ssl() { return stream_ ? stream_->native_handle() : nullptr; }
 
   static constexpr std::chrono::milliseconds kWriteDeadline{10000};
 
@@ -99,10 +100,10 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
   asio::awaitable<void> read_exact(const Buffers& b, error_code& ec);
 
   std::shared_ptr<asio::ssl::context> tls_;
-  // Always an SSL stream (Asio wants its context at construction); without tls_ only its next
-  // layer, the socket, is used.
-  asio::ssl::stream<Tcp::socket> stream_;
-  Tcp::socket& socket_;
+  Tcp::socket socket_;
+  // Only with a key: an SSL_CTX for plain connections cost every keyless agent milliseconds of
+  // OpenSSL set-up (a thousand agents on one host: seconds of its CPU).
+  std::unique_ptr<asio::ssl::stream<Tcp::socket&>> stream_;
   // Frames go through stream_ once the handshake is done; before it (a keyed agent refusing a
   // plain-text peer with an ERROR frame) they go over the socket as they are.
   bool tls_up_{false};

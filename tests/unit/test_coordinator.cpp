@@ -30,6 +30,10 @@ struct Script {
                                            // the end, then the RESULT (0: never)
   bool setup_heartbeats_only = false;      // SETUP never answered; heartbeats keep coming
   std::string endpoint;                    // where the dialer says it is ("" = its own)
+  // SETUP_CLIENT answered after this long; *busy counts the set-ups under way, *most their peak.
+  std::chrono::milliseconds setup_client_takes{0};
+  int* busy = nullptr;
+  int* most = nullptr;
 
   std::vector<MsgType> got;  // everything the coordinator sent it, heartbeats left out
   std::string abort_reason;
@@ -120,6 +124,10 @@ asio::awaitable<void> scripted_agent(std::shared_ptr<MemoryConn> c, std::string 
           break;
         case MsgType::setup_client:
           node = proto::parse_setup_client(f.body).node_index;
+          if (s.busy != nullptr) *s.most = std::max(*s.most, ++*s.busy);
+          if (s.setup_client_takes.count() > 0)
+            co_await sleep_until_mono(mono_now_ns() + s.setup_client_takes.count() * 1'000'000);
+          if (s.busy != nullptr) --*s.busy;
           if (answer_setup()) c->send(MsgType::setup_client_ok, proto::to_json(proto::SetupClientOk{1, {}, {}}));
           break;
         case MsgType::start: {
@@ -154,6 +162,9 @@ class ScriptedDialer final : public Dialer {
  public:
   explicit ScriptedDialer(std::map<std::string, Script>& scripts) : scripts_(scripts) {}
   asio::awaitable<Dialed> dial(const HostPort& hp, const std::string& name) override {
+    most_dialling_ = std::max(most_dialling_, ++dialling_);
+    co_await sleep_until_mono(mono_now_ns() + 5'000'000);  // a connect takes a while
+    --dialling_;
     auto it = scripts_.find(hp.str());
     if (it == scripts_.end()) throw SystemError("cannot reach agent", name, "Connection refused");
     auto [mine, theirs] = MemoryConn::pair(co_await asio::this_coro::executor, "coordinator", name);
@@ -161,8 +172,12 @@ class ScriptedDialer final : public Dialer {
     co_return Dialed{mine, "127.0.0.1", it->second.endpoint.empty() ? hp.str() : it->second.endpoint};
   }
 
+  [[nodiscard]] int most_dialling() const { return most_dialling_; }
+
  private:
   std::map<std::string, Script>& scripts_;
+  int dialling_ = 0;
+  int most_dialling_ = 0;
 };
 
 // Short enough that a stall is decided within a second, long enough for a 0.2 s test.
@@ -354,4 +369,29 @@ TEST(Coordinator, AnUnreachableAgentFailsTheConnectNamingIt) {
   EXPECT_NE(msg.find("c9:6668"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Connection refused"), std::string::npos) << msg;
   EXPECT_EQ(scripts["s1:6668"].count(MsgType::setup_server), 0);
+}
+
+// A big test is dialled and set up a window at a time: agents' pre-authentication and servers'
+// handshake deadlines run from the accept, and a thousand begun together on one small host missed them.
+TEST(Coordinator, DialsAndClientSetUpsRunAWindowAtATime) {
+  std::map<std::string, Script> scripts{{"s1:6668", {}}};
+  int busy = 0;
+  int most = 0;
+  std::vector<std::string> clients;
+  for (int i = 0; i < 40; ++i) {
+    clients.push_back("c" + std::to_string(i));
+    auto& s = scripts[clients.back() + ":6668"];
+    s.setup_client_takes = 20ms;
+    s.busy = &busy;
+    s.most = &most;
+  }
+  ScriptedDialer d(scripts);
+  CoordinatorTiming t = fast();
+  t.dial_window = 6;
+  t.setup_connections = 1;  // one connection per client: the floor of 16 clients at once
+  const RunRecord r = run_test(request({"s1"}, clients), d, t);
+  for (const auto& n : r.nodes) EXPECT_EQ(n.status, NodeStatus::ok) << n.name << ": " << n.error;
+  EXPECT_EQ(d.most_dialling(), 6);
+  EXPECT_EQ(most, 16);
+  EXPECT_EQ(busy, 0);
 }

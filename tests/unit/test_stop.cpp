@@ -48,6 +48,23 @@ TEST(Stop, WatchSeesOnlyLaterRequestsEachOnce) {
   EXPECT_EQ(seen[1], SIGTERM);
 }
 
+// A thousand idle agents on one host each polling 20 times a second took both of its cores.
+TEST(Stop, AnIdleWatchWakesForNothing) {
+  asio::io_context io;
+  StopWatch watch(io, [](int) {});
+  EXPECT_EQ(io.run_for(std::chrono::milliseconds(300)), 0u);
+}
+
+TEST(Stop, NotifiersAreLimitedAndReused) {
+  std::vector<int> held;
+  for (int i = 0; i < 64; ++i) held.push_back(stop::acquire_notifier());
+  EXPECT_THROW((void)stop::acquire_notifier(), std::runtime_error);
+  stop::release_notifier(held.back());
+  const int again = stop::acquire_notifier();
+  EXPECT_EQ(again, held.back());
+  for (const int fd : held) stop::release_notifier(fd);
+}
+
 TEST(Stop, HandlersCountRealSignals) {
   stop::install_stop_handlers();
   const auto before = stop::requests();
