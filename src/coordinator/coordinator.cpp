@@ -514,6 +514,7 @@ asio::awaitable<RunRecord> Coordinator::flow() {
   if (interrupted_) throw Interrupted("interrupted before the test started");
   co_await each([this](Node& n) { return sync_clock(n); });
   throw_if_failed("clock synchronisation");
+  spdlog::info("coordinator: clocks of {} agents synchronised at {:.3f} s", nodes_.size(), seconds_since(t_begin));
   if (req_.spec.socksize_auto()) {
     co_await auto_socksize(rec);
     throw_if_failed("link inventory for --socksize auto");
@@ -524,6 +525,7 @@ asio::awaitable<RunRecord> Coordinator::flow() {
   const bool rdma_cc = rec.spec.transport() == Transport::rdma && !rec.spec.rdma_cm();
   co_await setup_servers(rec, token, rdma_cc);
   throw_if_failed("server set-up");
+  spdlog::info("coordinator: servers set up at {:.3f} s", seconds_since(t_begin));
   co_await setup_clients(rec, token, rdma_cc);
   throw_if_failed("client set-up");
   if (rdma_cc) {

@@ -146,11 +146,9 @@ asio::awaitable<void> Coordinator::setup_servers(const RunRecord& rec, const pro
 }
 
 asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const proto::Token& token, bool rdma_cc) {
+  // Each client set-up opens per_pair connections to a server; the window bounds what one server
+  // takes at once (CoordinatorTiming::setup_connections).
   const std::size_t per_pair = rec.spec.connections_per_pair() + (rec.spec.delay_probe().count() != 0 ? 1 : 0);
-  std::size_t per_client = 1;
-  for (std::size_t k = 0; k < nodes_.size(); ++k) {
-    if (nodes_[k].rec.is_client) per_client = std::max(per_client, servers_of(k).size() * per_pair);
-  }
   co_await each(
       [&](Node& n) -> asio::awaitable<void> {
         proto::SetupClient m;
@@ -187,7 +185,7 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
           }
         }
       },
-      [](const Node& n) { return n.rec.is_client; }, std::max(kMinSetupWindow, t_.setup_connections / per_client));
+      [](const Node& n) { return n.rec.is_client; }, std::max(kMinSetupWindow, t_.setup_connections / per_pair));
 }
 
 // The clients' queue pairs are at RTS; each server brings its own up against them.
