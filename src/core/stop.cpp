@@ -26,12 +26,6 @@ std::array<std::atomic<int>, kNotifiers> g_notifier_fd{};
 std::array<std::atomic<bool>, kNotifiers> g_notifier_held{};
 static_assert(std::atomic<int>::is_always_lock_free);
 
-void drain(int fd) noexcept {
-  std::uint64_t n = 0;
-  while (::read(fd, &n, sizeof n) > 0) {
-  }
-}
-
 extern "C" void on_stop_signal(int sig) {
   request(sig);
 }
@@ -63,7 +57,10 @@ int acquire_notifier() {
       }
       g_notifier_fd[i].store(fd + 1, std::memory_order_release);
     }
-    drain(fd);  // what earlier requests left is not this subscriber's business
+    // What earlier requests left is not this subscriber's business: one read of an eventfd
+    // returns its whole count and resets it (non-blocking: nothing to read is fine).
+    std::uint64_t left = 0;
+    [[maybe_unused]] const auto n = ::read(fd, &left, sizeof left);
     return fd;
   }
   throw std::runtime_error("stop notifier: all 64 in use");

@@ -52,9 +52,8 @@ class StopWatch {
   static void arm(const std::shared_ptr<State>& s) {
     s->wake.async_wait(asio::posix::descriptor_base::wait_read, [s](error_code ec) {
       if (ec || s->cancelled) return;
-      std::uint64_t n = 0;
-      while (::read(s->notifier, &n, sizeof n) > 0) {
-      }
+      std::uint64_t n = 0;  // one read returns and resets the eventfd's whole count
+      [[maybe_unused]] const auto got = ::read(s->notifier, &n, sizeof n);
       for (const std::uint64_t now = stop::requests(); s->seen < now && !s->cancelled;) {
         ++s->seen;
         s->on_request(stop::last_signal());
