@@ -15,6 +15,14 @@
 
 namespace fabperf::cli {
 
+std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_links) {
+  try {
+    return plan::parse_bind_devs(text, n_links);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--bind-dev {}", e.what()));
+  }
+}
+
 plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
                          std::chrono::nanoseconds interval) {
   plan::Plan p;
@@ -74,7 +82,13 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
       throw UsageError(fmt::format("--kpi: {}", e.what()));
     }
   }
-  plan::normalize(p, t);
+  t.per_link_sequential = c.per_link_sequential;
+  if (!c.bind_dev.empty()) t.bind_devs = bind_dev_option(c.bind_dev, p.hosts.front().hp.links.size());
+  try {
+    plan::normalize(p, t);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--{}", e.what()));  // "per-link sequential: ..."
+  }
   p.tests.push_back(std::move(t));
   p.repeat = c.repeat;
   p.isolate = c.isolate;

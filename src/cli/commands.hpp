@@ -37,9 +37,13 @@ struct CliPattern {
   std::uint32_t k{1};
   std::vector<std::string> kpis;  // NAME=VALUE
   std::string kpi_profile;
-  std::uint32_t repeat{1};  // --repeat
-  bool isolate{false};      // --isolate
+  std::uint32_t repeat{1};          // --repeat
+  bool isolate{false};              // --isolate
+  bool per_link_sequential{false};  // --per-link sequential
+  std::string bind_dev;             // --bind-dev
 };
+// --bind-dev auto | DEV[+DEV...] (plan::parse_bind_devs), its errors named by the option.
+std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_links);
 plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
                          std::chrono::nanoseconds interval);
 

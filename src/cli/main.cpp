@@ -149,28 +149,6 @@ int cmd_agent(int argc, char** argv) {
   return run_agent(a);
 }
 
-// --bind-dev auto | DEV[+DEV...]: one device per link, or one for every flow.
-std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_links) {
-  if (text == "auto") {
-    if (n_links == 0) throw UsageError("--bind-dev auto: give the hosts link addresses (NAME@ADDR+ADDR...)");
-    return {"auto"};
-  }
-  std::vector<std::string> devs;
-  for (auto& d : cli::split_list(text, '+')) {
-    if (d.empty() || d.size() > 15 || d.find_first_of("/ \t") != std::string::npos) {
-      throw UsageError(
-          fmt::format("--bind-dev '{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
-    }
-    devs.push_back(std::move(d));
-  }
-  if (devs.size() > 1 && devs.size() != n_links) {
-    throw UsageError(
-        fmt::format("--bind-dev '{}': {} devices for {} links per host (give one per link, or one for all)", text,
-                    devs.size(), n_links));
-  }
-  return devs;
-}
-
 // The test settings' options, from the one table: a bare switch for a flag, a value otherwise;
 // the default and nsdperf's name go into the help text.
 void add_setting_options(cxxopts::Options& o) {
@@ -299,6 +277,8 @@ int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions
   if (r.count("kpi-profile")) cp.kpi_profile = get<std::string>(r, "kpi-profile");
   cp.repeat = repeat;
   cp.isolate = r.count("isolate") > 0;
+  cp.per_link_sequential = get<std::string>(r, "per-link") == "sequential";
+  if (r.count("bind-dev")) cp.bind_dev = get<std::string>(r, "bind-dev");
   const auto pl = cli::plan_from_cli(std::move(hosts), cp, req.spec, req.interval);
   pro.key = req.key;
   pro.connect_timeout = req.connect_timeout;
@@ -346,14 +326,7 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req) {
   std::size_t n_links = 0;
   for (const auto& h : req.servers) n_links = std::max(n_links, h.links.size());
   for (const auto& h : req.clients) n_links = std::max(n_links, h.links.size());
-  if (r.count("bind-dev")) req.bind_devs = bind_dev_option(get<std::string>(r, "bind-dev"), n_links);
-  const std::string per_link = get<std::string>(r, "per-link");
-  if (per_link != "all" && per_link != "sequential")
-    throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
-  if (per_link == "sequential") {
-    if (n_links < 2) throw UsageError("--per-link sequential: needs hosts with several links (NAME@ADDR+ADDR...)");
-    return run_per_link_sequential(req, n_links, json_path, quiet, verbose, std::cout);
-  }
+  if (r.count("bind-dev")) req.bind_devs = cli::bind_dev_option(get<std::string>(r, "bind-dev"), n_links);
 
   // On a terminal (stderr), a live line while it works: never with --quiet, never in the output.
   const bool live = !quiet && ::isatty(STDERR_FILENO) == 1;
@@ -399,9 +372,13 @@ int cmd_run(int argc, char** argv) {
   if (r.count("resume")) pro.resume = get<std::string>(r, "resume");
   pro.allow_hooks = r.count("allow-hooks") > 0;
   const auto repeat = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "repeat"), "--repeat", 1, 1000));
-  // --repeat N is a one-test plan run N times: one executor, one results file for every sequence.
+  const std::string per_link = get<std::string>(r, "per-link");
+  if (per_link != "all" && per_link != "sequential")
+    throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
+  // --repeat N is a one-test plan run N times, --per-link sequential a one-test plan of a step per
+  // link: one executor, one results file for every sequence.
   const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") ||
-                         r.count("kpi") || r.count("kpi-profile") || repeat > 1;
+                         r.count("kpi") || r.count("kpi-profile") || repeat > 1 || per_link == "sequential";
   if (r.count("plan")) {
     // A plan sets its own hosts and settings: every other option given here is refused by name,
     // so an option added later cannot be ignored silently either.
@@ -423,13 +400,8 @@ int cmd_run(int argc, char** argv) {
   } else {
     if (r.count("json") || r.count("verbose")) {
       throw UsageError(
-          "--json/--verbose: a pattern or --repeat run writes its results with --results (render them with 'fabperf "
-          "report')");
-    }
-    // Patterns and plans carry no per-link device binding or sweep: refused rather than ignored.
-    for (const auto& opt : {"bind-dev", "per-link"}) {
-      if (r.count(opt))
-        throw UsageError(fmt::format("--{}: not with --pattern or --repeat (a single run only; docs/plans.md)", opt));
+          "--json/--verbose: a pattern, --repeat or --per-link sequential run writes its results with --results "
+          "(render them with 'fabperf report')");
     }
   }
 

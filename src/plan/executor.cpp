@@ -82,79 +82,6 @@ std::string default_results_name(const std::string& plan_name) {
   return fmt::format("{}-{}.jsonl", base.empty() ? "plan" : base, buf);
 }
 
-std::map<std::string, std::string> node_names(const plan::Plan& p) {
-  std::map<std::string, std::string> m;
-  for (const auto& h : p.hosts) m[h.hp.str()] = h.name;
-  return m;
-}
-
-std::uint64_t max_socksize(const plan::Plan& p) {
-  std::uint64_t s = 0;
-  for (const auto& t : p.tests) s = std::max(s, t.spec.socksize());
-  return s;
-}
-
-}  // namespace
-
-// The probe test: every host loads every other one at once, briefly. Returns the exit code
-// (0 fine or warnings only, 3 errors).
-int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
-                  std::ostream& os) {
-  RunRequest req;
-  req.spec = plan::preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
-  req.key = key;
-  req.connect_timeout = connect_timeout;
-  req.interval = std::chrono::milliseconds(100);
-  for (std::uint32_t i = 0; i < p.hosts.size(); ++i) {
-    req.servers.push_back(p.hosts[i].hp);
-    req.clients.push_back(p.hosts[i].hp);
-    for (std::uint32_t j = 0; j < p.hosts.size(); ++j) {
-      if (i != j) req.pairs.emplace_back(i, j);
-    }
-  }
-  const auto names = node_names(p);
-  if (!quiet)
-    os << fmt::format("preflight: {} hosts, probe of every ordered pair ({} s)\n", p.hosts.size(),
-                      std::chrono::duration<double>(req.spec.time()).count());
-  RunRecord rec;
-  try {
-    rec = run_test(req);
-  } catch (const Interrupted&) {
-    os << "preflight: interrupted\n";
-    return static_cast<int>(ExitCode::infrastructure);
-  } catch (const Error& e) {
-    // The message names the agent; say which plan host that is, and how to fix it.
-    std::string who;
-    for (const auto& [addr, name] : names) {
-      if (std::string(e.what()).find(addr) != std::string::npos) who += (who.empty() ? "" : ", ") + name;
-    }
-    os << plan::render_findings({{"error", who, e.what(), plan::agent_error_fix(e.what())}});
-    os << "preflight: FAILED (fix the above, or run with --no-preflight)\n";
-    return static_cast<int>(ExitCode::infrastructure);
-  }
-  const Report rep = compute_report(rec);
-  const auto findings = plan::preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
-  std::size_t errors = 0, warnings = 0;
-  for (const auto& f : findings) {
-    errors += f.level == "error" ? 1 : 0;
-    warnings += f.level == "warning" ? 1 : 0;
-  }
-  if (!quiet || errors > 0) os << plan::render_findings(findings);
-  if (rec.interrupted) {
-    os << "preflight: interrupted\n";
-    return static_cast<int>(ExitCode::infrastructure);
-  }
-  if (errors > 0) {
-    os << fmt::format("preflight: FAILED, {} errors, {} warnings (fix them, or run with --no-preflight)\n", errors,
-                      warnings);
-    return static_cast<int>(ExitCode::infrastructure);
-  }
-  if (!quiet) os << fmt::format("preflight: ok ({} warnings)\n", warnings);
-  return 0;
-}
-
-namespace {
-
 bool isolatable(plan::Pattern p) {
   return p == plan::Pattern::all_to_all || p == plan::Pattern::each_vs_rest || p == plan::Pattern::incast ||
          p == plan::Pattern::all_pairs;
@@ -459,6 +386,13 @@ bool PlanRun::run_step(std::size_t i) {
   for (const auto h : s.servers) req.servers.push_back(p_.hosts[h].hp);
   for (const auto h : s.clients) req.clients.push_back(p_.hosts[h].hp);
   req.pairs = s.pairs;
+  req.bind_devs = t.bind_devs;
+  if (s.link) {  // per-link sequential: every host on its link i alone
+    for (auto* list : {&req.servers, &req.clients}) {
+      for (auto& h : *list) h.links = {h.links.at(*s.link)};
+    }
+    if (t.bind_devs.size() > 1) req.bind_devs = {t.bind_devs.at(*s.link)};
+  }
   json rec = {{"type", "step"},
               {"index", s.index},
               {"id", s.id},
@@ -544,6 +478,11 @@ void PlanRun::write_checks(std::vector<KpiCheck> fresh) {
 
 void PlanRun::eval_test(std::size_t ti) {
   const auto& t = p_.tests[ti];
+  if (t.per_link_sequential && ran_in_test_[ti] > 0) {
+    auto sweep = plan::compare_link_steps(p_, ti, steps_, outcomes_);
+    out_->write(sweep.record);
+    os_ << sweep.text;
+  }
   if (t.kpis.empty()) {
     if (p_.isolate && ran_in_test_[ti] > 0 && !interrupted_)
       run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);

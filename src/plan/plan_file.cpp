@@ -33,8 +33,8 @@ const std::set<std::string>& spec_keys() {
   return k;
 }
 const std::set<std::string>& pattern_keys() {
-  static const std::set<std::string> k{"pattern",          "hosts", "clients", "servers", "pairs",
-                                       "concurrent-pairs", "k",     "target"};
+  static const std::set<std::string> k{"pattern",          "hosts", "clients", "servers",  "pairs",
+                                       "concurrent-pairs", "k",     "target",  "per-link", "bind-dev"};
   return k;
 }
 
@@ -319,8 +319,8 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       const std::string k(key.str());
       if (!spec_keys().count(k) && !pattern_keys().count(k) && k != "kpis" && k != "name") {
         c.fail(&v, k,
-               "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, kpis, "
-               "or a 'fabperf run' option such as time, buffsize, threads)");
+               "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, "
+               "per-link, bind-dev, kpis, or a 'fabperf run' option such as time, buffsize, threads)");
       }
       m.v[k] = &v;
     }
@@ -360,7 +360,18 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     if (const auto* n = defaults.get("kpis")) pt.kpis = parse_kpis(c, c.table(*n, "kpis"));
     if (const auto* n = t.get("kpis")) pt.kpis = merge(pt.kpis, parse_kpis(c, c.table(*n, "kpis")));
 
-    normalize(plan, pt);
+    const std::size_t n_links = plan.hosts.front().hp.links.size();
+    if (const auto* n = m.get("per-link")) {
+      const std::string v = c.str(*n, "per-link");
+      if (v != "all" && v != "sequential") c.fail(n, "per-link", fmt::format("'{}': expected all or sequential", v));
+      pt.per_link_sequential = v == "sequential";
+    }
+    if (const auto* n = m.get("bind-dev"))
+      pt.bind_devs = c.wrap(n, "bind-dev", [&] { return parse_bind_devs(c.str(*n, "bind-dev"), n_links); });
+    c.wrap(m.get("per-link") ? m.get("per-link") : &tn, "per-link", [&] {
+      normalize(plan, pt);
+      return 0;
+    });
     plan.tests.push_back(std::move(pt));
   }
   if (const auto* n = root.get("kpis")) plan.kpis = parse_kpis(c, c.table(*n, "kpis"));
@@ -393,7 +404,22 @@ void normalize(const Plan& p, PlanTest& t) {
   tj["settings"] = to_json(t.spec);
   tj["interval_s"] = std::chrono::duration<double>(t.interval).count();
   tj["kpis"] = to_json(t.kpis);
-  tj["steps"] = make_steps(t.hosts.size(), t.pattern).size();
+  // Only when set, so that results files of tests without them stay as they were (--resume).
+  std::size_t links = 1;
+  if (t.per_link_sequential) {
+    links = p.hosts[t.hosts.front()].hp.links.size();
+    for (const auto i : t.hosts) {
+      if (p.hosts[i].hp.links.size() != links || links < 2) {
+        throw UsageError(
+            fmt::format("per-link sequential: needs hosts with the same number of links, two or more "
+                        "(NAME@ADDR+ADDR...); {} has {}",
+                        p.hosts[i].name, p.hosts[i].hp.links.size()));
+      }
+    }
+    tj["per-link"] = "sequential";
+  }
+  if (!t.bind_devs.empty()) tj["bind-dev"] = t.bind_devs;
+  tj["steps"] = make_steps(t.hosts.size(), t.pattern).size() * links;
   t.normalized = std::move(tj);
 }
 
@@ -403,6 +429,12 @@ Plan load_plan(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_plan(ss.str(), path);
+}
+
+std::map<std::string, std::string> node_names(const Plan& p) {
+  std::map<std::string, std::string> m;
+  for (const auto& h : p.hosts) m[h.hp.str()] = h.name;
+  return m;
 }
 
 json plan_json(const Plan& p) {
@@ -438,10 +470,16 @@ std::vector<PlannedStep> expand(const Plan& p) {
                         std::size_t block) {
     const auto& t = p.tests[ti];
     const auto steps = make_steps(t.hosts.size(), t.pattern);
-    for (std::size_t k = 0; k < steps.size(); ++k) {
+    const std::size_t links = t.per_link_sequential ? p.hosts[t.hosts.front()].hp.links.size() : 1;
+    for (std::size_t sk = 0; sk < steps.size() * links; ++sk) {
+      const std::size_t k = sk / links;
       PlannedStep ps;
       ps.index = out.size();
       ps.base_id = fmt::format("{}/{}", t.name, k);
+      if (t.per_link_sequential) {
+        ps.link = static_cast<std::uint32_t>(sk % links);
+        ps.base_id += fmt::format("/link{}", *ps.link);
+      }
       ps.id = !config.empty() ? fmt::format("{}@{}{}", ps.base_id, config, trial)
               : p.repeat > 1  ? fmt::format("{}#{}", ps.base_id, trial)
                               : ps.base_id;

@@ -1,14 +1,18 @@
 // Pre-flight: what a short all-to-all probe test says about the fabric before hours of testing.
 // Every finding names the node (or pair, or link) and the fix.
+#include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/error.hpp>
 #include <fabperf/core/stats.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/plan/plan.hpp>
+#include <fabperf/plan/plan_run.hpp>
 #include <fabperf/sysinfo/bonding.hpp>
 #include <fabperf/sysinfo/pcie.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <set>
 
 namespace fabperf::plan {
@@ -18,6 +22,12 @@ namespace {
 constexpr int kTcpIpOverhead = 52;
 // Room for IPv6 headers (20 more) and other options before an MSS counts as too small.
 constexpr int kMssSlack = 40;
+
+std::uint64_t max_socksize(const plan::Plan& p) {
+  std::uint64_t s = 0;
+  for (const auto& t : p.tests) s = std::max(s, t.spec.socksize());
+  return s;
+}
 
 std::string most_common(const std::map<std::string, int>& counts) {
   std::string best;
@@ -402,6 +412,63 @@ std::string render_findings(const std::vector<Finding>& f) {
                        x.fix.empty() ? "" : "  -> fix: " + x.fix);
   }
   return out;
+}
+
+// The probe test: every host loads every other one at once, briefly. Returns the exit code
+// (0 fine or warnings only, 3 errors).
+int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
+                  std::ostream& os) {
+  RunRequest req;
+  req.spec = plan::preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
+  req.key = key;
+  req.connect_timeout = connect_timeout;
+  req.interval = std::chrono::milliseconds(100);
+  for (std::uint32_t i = 0; i < p.hosts.size(); ++i) {
+    req.servers.push_back(p.hosts[i].hp);
+    req.clients.push_back(p.hosts[i].hp);
+    for (std::uint32_t j = 0; j < p.hosts.size(); ++j) {
+      if (i != j) req.pairs.emplace_back(i, j);
+    }
+  }
+  const auto names = node_names(p);
+  if (!quiet)
+    os << fmt::format("preflight: {} hosts, probe of every ordered pair ({} s)\n", p.hosts.size(),
+                      std::chrono::duration<double>(req.spec.time()).count());
+  RunRecord rec;
+  try {
+    rec = run_test(req);
+  } catch (const Interrupted&) {
+    os << "preflight: interrupted\n";
+    return static_cast<int>(ExitCode::infrastructure);
+  } catch (const Error& e) {
+    // The message names the agent; say which plan host that is, and how to fix it.
+    std::string who;
+    for (const auto& [addr, name] : names) {
+      if (std::string(e.what()).find(addr) != std::string::npos) who += (who.empty() ? "" : ", ") + name;
+    }
+    os << plan::render_findings({{"error", who, e.what(), plan::agent_error_fix(e.what())}});
+    os << "preflight: FAILED (fix the above, or run with --no-preflight)\n";
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  const Report rep = compute_report(rec);
+  const auto findings = plan::preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
+  std::size_t errors = 0, warnings = 0;
+  for (const auto& f : findings) {
+    errors += f.level == "error" ? 1 : 0;
+    warnings += f.level == "warning" ? 1 : 0;
+  }
+  if (!quiet || errors > 0) os << plan::render_findings(findings);
+  if (rec.interrupted) {
+    os << "preflight: interrupted\n";
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  if (errors > 0) {
+    os << fmt::format("preflight: FAILED, {} errors, {} warnings (fix them, or run with --no-preflight)\n", errors,
+                      warnings);
+    return static_cast<int>(ExitCode::infrastructure);
+  }
+  if (!quiet) os << fmt::format("preflight: ok ({} warnings)\n", warnings);
+  return 0;
 }
 
 }  // namespace fabperf::plan

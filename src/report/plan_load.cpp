@@ -287,12 +287,12 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
         e.boolean(f, "slow");
       }
       raw.isolation.push_back(std::move(j));
-    } else if (type == "hook" || type == "isolate") {
-      // A/B hooks and isolation rounds: `fabperf compare` and the run's own output show them.
+    } else if (type == "hook" || type == "isolate" || type == "per_link") {
+      // A/B hooks, isolation rounds, per-link sweeps: `fabperf compare` and the run's output show them.
     } else {
-      throw UsageError(
-          fmt::format("{}:{}: unknown record type \"{}\" (expected plan, step, kpi, end, hook, isolate or isolation)",
-                      name, lineno, type));
+      throw UsageError(fmt::format(
+          "{}:{}: unknown record type \"{}\" (expected plan, step, kpi, end, hook, isolate, isolation or per_link)",
+          name, lineno, type));
     }
   }
   for (auto& [id, s] : steps) raw.steps.push_back(std::move(s));

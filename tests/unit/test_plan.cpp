@@ -268,6 +268,53 @@ pattern = "bipartite"
   EXPECT_EQ(steps[0].servers, (std::vector<std::uint32_t>{0}));
 }
 
+// per-link = "sequential": every pattern step once per link, the step's hosts on that link alone.
+TEST(PlanFile, PerLinkSequentialIsAStepPerLink) {
+  const std::string hosts = R"(
+[[hosts]]
+name = "s"
+address = "127.0.0.1:7001@127.0.0.1+127.0.0.2"
+roles = ["server"]
+[[hosts]]
+name = "c"
+address = "127.0.0.1:7002@127.0.0.3+127.0.0.4"
+roles = ["client"]
+)";
+  auto p = parse_plan(hosts +
+                          "[[tests]]\nname = \"b\"\npattern = \"bipartite\"\nper-link = \"sequential\"\n"
+                          "bind-dev = \"eth0+eth1\"\n",
+                      "l.toml");
+  p.repeat = 2;
+  const auto steps = expand(p);
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[0].id, "b/0/link0#1");
+  EXPECT_EQ(steps[1].id, "b/0/link1#1");
+  EXPECT_EQ(steps[1].base_id, "b/0/link1");
+  EXPECT_EQ(steps[3].id, "b/0/link1#2");
+  EXPECT_EQ(steps[1].link, 1u);
+  EXPECT_EQ(p.tests[0].bind_devs, (std::vector<std::string>{"eth0", "eth1"}));
+  EXPECT_EQ(p.tests[0].normalized["steps"], 2);
+  EXPECT_EQ(p.tests[0].normalized["per-link"], "sequential");
+  // The sweep compares the links of the same step and trial; a missing step is named.
+  std::vector<StepOutcome> done;
+  for (const double mb : {100.0, 70.0}) {
+    ResultDoc d;
+    d.aggregate_mb_per_s = mb;
+    done.push_back({steps[done.size()].id, "b", d});
+  }
+  const auto sweep = compare_link_steps(p, 0, steps, done);
+  ASSERT_EQ(sweep.record["links"].size(), 4u);
+  EXPECT_EQ(sweep.record["links"][1]["step"], "b/0#1");
+  EXPECT_DOUBLE_EQ(sweep.record["links"][1]["pct_of_best_step"].get<double>(), 70.0);
+  const auto f = sweep.record["findings"].dump();
+  EXPECT_NE(f.find("b/0#1: link 1 (127.0.0.4 -): 70.0 MB/s is 30.0% below the best link"), std::string::npos) << f;
+  EXPECT_NE(f.find("b/0#2: link 0 (127.0.0.3): the step did not complete"), std::string::npos) << f;
+  EXPECT_EQ(
+      plan_error_of(std::string(kHosts) + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nper-link = \"sequential\"\n")
+          .rfind("p.toml:17: field 'per-link': per-link sequential: needs hosts", 0),
+      0u);
+}
+
 TEST(PlanFile, ErrorsNameFileLineAndField) {
   const std::string h = kHosts;  // 13 lines; the first [[tests]] below starts on line 14
   EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"mesh\"\n"),

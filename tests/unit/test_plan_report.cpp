@@ -203,8 +203,9 @@ TEST(PlanLoad, MalformedLinesNameFileAndLine) {
   auto base = lines({plan_line(), step_line(0, "n1", "n2", 200)});
   EXPECT_EQ(load_error(base + "{not json\n" + end_line(true).dump() + "\n"), "r.jsonl:3: not valid JSON");
   EXPECT_EQ(load_error(base + "[1,2]\n"), "r.jsonl:3: expected a JSON object");
-  EXPECT_EQ(load_error(base + "{\"type\":\"bogus\"}\n"),
-            "r.jsonl:3: unknown record type \"bogus\" (expected plan, step, kpi, end, hook, isolate or isolation)");
+  EXPECT_EQ(
+      load_error(base + "{\"type\":\"bogus\"}\n"),
+      "r.jsonl:3: unknown record type \"bogus\" (expected plan, step, kpi, end, hook, isolate, isolation or per_link)");
   auto step = step_line(1, "n2", "n1", 100);
   step.erase("duration_s");
   EXPECT_EQ(load_error(base + step.dump() + "\n"), "r.jsonl:3: step record: missing field 'duration_s'");

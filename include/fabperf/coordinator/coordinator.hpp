@@ -52,12 +52,6 @@ std::string progress_text(double elapsed_s, double total_s, double mb_per_s);
 void set_host_pairs(RunRequest& req, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& host_pairs,
                     const std::function<HostPort(std::uint32_t)>& endpoint);
 
-// `fabperf run --per-link sequential`: one test step per link (every host restricted to its link
-// i), each step reported to `os` (unless json_path is "-", where the document goes instead), then
-// the steps compared; the JSON document goes to json_path. Returns the exit code.
-int run_per_link_sequential(const RunRequest& base, std::size_t n_links, const std::string& json_path, bool quiet,
-                            bool verbose, std::ostream& os);
-
 // SIGINT/SIGTERM before the test started: nothing was measured (a plan stops, not "failed").
 class Interrupted : public Error {
  public:

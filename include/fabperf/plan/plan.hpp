@@ -51,6 +51,11 @@ struct PatternParams {
 // not fit (too few nodes, k out of range, ...).
 std::vector<Step> make_steps(std::size_t n, const PatternParams& p);
 
+// ---- hosts with several links ----
+// `bind-dev` (plan) and --bind-dev: "auto" | DEV[+DEV...], one device per link or one for all;
+// throws UsageError naming the text (the caller names the field or option).
+std::vector<std::string> parse_bind_devs(const std::string& text, std::size_t n_links);
+
 // ---- KPIs ----
 struct KpiSet {
   std::optional<double> min_node_mbps;       // each client node's payload MB/s, per step
@@ -95,6 +100,10 @@ struct PlanTest {
   TestSpec spec = TestSpec::make({});
   std::chrono::nanoseconds interval{std::chrono::seconds(1)};
   KpiSet kpis;
+  // Hosts with several links: "sequential" runs each step once per link, every host restricted to
+  // that link; bind_devs pins client flows to a device (one per link, one for all, or "auto").
+  bool per_link_sequential{false};
+  std::vector<std::string> bind_devs;
   nlohmann::json normalized;  // the test as written, with defaults applied (results file)
 };
 
@@ -144,6 +153,7 @@ struct PlannedStep {
   std::vector<std::uint32_t> clients;  // plan host indexes, in first-appearance order
   std::vector<std::uint32_t> servers;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;  // (index into clients, index into servers)
+  std::optional<std::uint32_t> link;                           // per-link sequential: the one link used
 };
 std::vector<PlannedStep> expand(const Plan& p);
 // Set-up and collection around each step's test time (connect, clock sync, set-up, start).
@@ -165,10 +175,20 @@ struct StepOutcome {
   ResultDoc result;
 };
 
+// The result's node names (host:port) -> plan host names.
+std::map<std::string, std::string> node_names(const Plan& p);
 // `names` maps the result's node names (host:port) to plan host names.
 std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
                                     const std::map<std::string, std::string>& names,
                                     const std::optional<std::string>& test);
+// A per-link sequential test's steps compared, each against the best link of its sweep (the same
+// pattern step, trial and configuration): the results file's "per_link" record and its table.
+struct LinkSweep {
+  nlohmann::json record;
+  std::string text;
+};
+LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<PlannedStep>& steps,
+                             const std::vector<StepOutcome>& outcomes);
 // The verdict table printed at the end of a run: failures first, then a count of passes.
 std::string render_verdicts(const std::vector<KpiCheck>& checks);
 

@@ -1,0 +1,109 @@
+// Hosts with several links: the device list of `bind-dev`, and `per-link = "sequential"`, whose
+// steps (expand: one per link, every host restricted to its link i, so nothing else competes) are
+// compared after the test so that a link that falls behind its siblings is named.
+#include <fmt/format.h>
+#include <algorithm>
+#include <fabperf/core/error.hpp>
+#include <fabperf/plan/plan.hpp>
+#include <map>
+#include <optional>
+
+namespace fabperf::plan {
+
+std::vector<std::string> parse_bind_devs(const std::string& text, std::size_t n_links) {
+  if (text == "auto") {
+    if (n_links == 0) throw UsageError("auto: give the hosts link addresses (NAME@ADDR+ADDR...)");
+    return {"auto"};
+  }
+  std::vector<std::string> devs;
+  std::size_t from = 0;
+  for (std::size_t end = 0; end != std::string::npos; from = end + 1) {
+    end = text.find('+', from);
+    std::string d = text.substr(from, end == std::string::npos ? std::string::npos : end - from);
+    if (d.empty() || d.size() > 15 || d.find_first_of("/ \t") != std::string::npos)
+      throw UsageError(fmt::format("'{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
+    devs.push_back(std::move(d));
+  }
+  if (devs.size() > 1 && devs.size() != n_links) {
+    throw UsageError(fmt::format("'{}': {} devices for {} links per host (give one per link, or one for all)", text,
+                                 devs.size(), n_links));
+  }
+  return devs;
+}
+
+namespace {
+// A step more than this far below the best step of its sweep is named in the findings.
+constexpr double kBehindPct = 10.0;
+}  // namespace
+
+LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<PlannedStep>& steps,
+                             const std::vector<StepOutcome>& outcomes) {
+  struct Row {
+    std::string sweep, address, interface = "-";
+    std::uint32_t link{0};
+    const ResultDoc* result{nullptr};  // null: the step did not complete
+    std::optional<double> efficiency_pct;
+  };
+  std::vector<Row> rows;
+  std::map<std::string, double> best;  // sweep -> its best step's MB/s
+  for (const auto& s : steps) {
+    if (s.test != test || !s.link) continue;
+    Row r;
+    r.link = *s.link;
+    r.sweep = s.id;
+    r.sweep.erase(r.sweep.find(fmt::format("/link{}", r.link)), fmt::format("/link{}", r.link).size());
+    r.address = p.hosts[s.clients.front()].hp.links.at(r.link);
+    const auto o = std::find_if(outcomes.begin(), outcomes.end(), [&](const StepOutcome& x) { return x.id == s.id; });
+    if (o != outcomes.end()) {
+      r.result = &o->result;
+      best[r.sweep] = std::max(best[r.sweep], o->result.aggregate_mb_per_s);
+      // The first client names the interface: its link that carried most payload.
+      const auto& nodes = r.result->nodes;
+      const auto n = std::find_if(nodes.begin(), nodes.end(),
+                                  [](const ResultNode& x) { return x.role.find("client") != std::string::npos; });
+      double most = -1;
+      for (std::size_t i = 0; n != nodes.end() && i < n->links.size(); ++i) {
+        const auto& l = n->links[i];
+        if (l.payload_mb_per_s() <= most) continue;
+        most = l.payload_mb_per_s();
+        r.interface = l.link;
+        r.efficiency_pct = l.efficiency_pct;
+      }
+    }
+    rows.push_back(std::move(r));
+  }
+  LinkSweep out;
+  out.record = {{"type", "per_link"}, {"test", p.tests[test].name}};
+  nlohmann::json jrows = nlohmann::json::array();
+  std::vector<std::string> findings;
+  out.text = fmt::format("per-link sequential, test {}: one link at a time\n  {:<16} {:>4}  {:<24} {:<12} {:>10} "
+                         "{:>11} {:>8}\n",
+                         p.tests[test].name, "step", "link", "address", "interface", "MB/s", "efficiency", "of best");
+  for (const auto& r : rows) {
+    const double mb = r.result ? r.result->aggregate_mb_per_s : 0;
+    const double of_best = best[r.sweep] > 0 ? 100.0 * mb / best[r.sweep] : 0;
+    const auto& eff = r.efficiency_pct;
+    jrows.push_back({{"step", r.sweep},
+                     {"link", r.link},
+                     {"address", r.address},
+                     {"interface", r.interface},
+                     {"mb_per_s", mb},
+                     {"efficiency_pct", eff ? nlohmann::json(*eff) : nlohmann::json()},
+                     {"pct_of_best_step", of_best},
+                     {"complete", r.result != nullptr}});
+    out.text += fmt::format("  {:<16} {:>4}  {:<24} {:<12} {:>10.2f} {:>11} {:>7.1f}%\n", r.sweep, r.link, r.address,
+                            r.interface, mb, eff ? fmt::format("{:.1f}%", *eff) : "-", of_best);
+    if (!r.result) {
+      findings.push_back(fmt::format("{}: link {} ({}): the step did not complete", r.sweep, r.link, r.address));
+    } else if (best[r.sweep] > 0 && of_best < 100.0 - kBehindPct) {
+      findings.push_back(fmt::format("{}: link {} ({} {}): {:.1f} MB/s is {:.1f}% below the best link", r.sweep,
+                                     r.link, r.address, r.interface, mb, 100.0 - of_best));
+    }
+  }
+  for (const auto& f : findings) out.text += "  ! " + f + "\n";
+  out.record["links"] = std::move(jrows);
+  out.record["findings"] = std::move(findings);
+  return out;
+}
+
+}  // namespace fabperf::plan
