@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -68,6 +69,13 @@ TcpEngine::~TcpEngine() {
   abort();
   join();
   if (tx_memfd_ >= 0) ::close(tx_memfd_);
+  if (accept_wake_fd_ >= 0) ::close(accept_wake_fd_);
+}
+
+void TcpEngine::stop_accept() noexcept {
+  accept_stop_ = true;
+  const std::uint64_t one = 1;
+  if (accept_wake_fd_ >= 0) (void)!::write(accept_wake_fd_, &one, sizeof one);
 }
 
 // The pattern repeats every `period` bytes (a divisor of the block size), so sendfile can send
@@ -92,6 +100,7 @@ std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan)
       net::listen_any_port(plan.bind_address, 4096, "data", [&](int fd) { prepare_socket(fd, ctx, socksize_warned_); });
   listen_fd_ = l.fd;
   const std::uint16_t port = l.port;
+  if (accept_wake_fd_ < 0) accept_wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // -1: the 1 s tick ends it
   try {
     accept_thread_ = std::thread([this] { accept_loop(); });
   } catch (const std::system_error& e) {
@@ -295,7 +304,7 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
 void TcpEngine::seal(RunContext& ctx) {
   ctx_ = &ctx;
   // The accept loop finishes the connection in hand (ack sent, flow registered) before it exits.
-  accept_stop_ = true;
+  stop_accept();
   if (accept_thread_.joinable()) accept_thread_.join();
 }
 
@@ -383,14 +392,14 @@ void TcpEngine::spawn_data_threads(RunContext& ctx) {
 }
 
 void TcpEngine::abort() noexcept {
-  accept_stop_ = true;
+  stop_accept();
   std::lock_guard lk(mu_);
   for (TcpFlow* f : server_flows_) f->shutdown_both();
   for (TcpFlow* f : client_flows_) f->shutdown_both();
 }
 
 void TcpEngine::join() {
-  accept_stop_ = true;
+  stop_accept();
   if (accept_thread_.joinable()) accept_thread_.join();
   for (auto& t : testers_) {
     if (t.joinable()) t.join();

@@ -72,6 +72,8 @@ class TcpEngine final : public Engine {
   int listen_fd_{-1};
   std::thread accept_thread_;
   std::atomic<bool> accept_stop_{false};
+  int accept_wake_fd_{-1};  // an eventfd: stop_accept() wakes the accept loop's poll at once
+  void stop_accept() noexcept;
   std::atomic<bool> socksize_warned_{false};
   std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;    // read-only once the test starts; shared by all senders

@@ -333,8 +333,17 @@ void TcpEngine::accept_loop() {
     const bool room = pending.size() < kMaxPendingHandshakes && mono_now_ns() >= accept_paused_until;
     pfds.clear();
     pfds.push_back({room ? listen_fd_ : -1, POLLIN, 0});  // poll ignores a negative fd
-    for (const auto& p : pending) pfds.push_back({p.fd, POLLIN, 0});
-    if (::poll(pfds.data(), pfds.size(), 100) < 0) continue;
+    // Asleep until a connection, a handshake's message or deadline, the end of an accept pause, or
+    // stop_accept(); the tick only bounds a missed wake-up (an agent idle in a test wakes 1/s, not 10/s).
+    std::int64_t wake = mono_now_ns() + std::int64_t{kTickMs} * 1'000'000;
+    if (!room && pending.size() < kMaxPendingHandshakes) wake = std::min(wake, accept_paused_until);
+    for (const auto& p : pending) {
+      pfds.push_back({p.fd, POLLIN, 0});
+      wake = std::min(wake, p.deadline_ns);
+    }
+    pfds.push_back({accept_wake_fd_, POLLIN, 0});
+    const auto ms = std::max<std::int64_t>(0, (wake - mono_now_ns() + 999'999) / 1'000'000);
+    if (::poll(pfds.data(), pfds.size(), static_cast<int>(ms)) < 0) continue;
     const std::int64_t now = mono_now_ns();
     std::size_t keep = 0;
     for (std::size_t i = 0; i < pending.size(); ++i) {

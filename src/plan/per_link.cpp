@@ -76,9 +76,10 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
   out.record = {{"type", "per_link"}, {"test", p.tests[test].name}};
   nlohmann::json jrows = nlohmann::json::array();
   std::vector<std::string> findings;
-  out.text = fmt::format("per-link sequential, test {}: one link at a time\n  {:<16} {:>4}  {:<24} {:<12} {:>10} "
-                         "{:>11} {:>8}\n",
-                         p.tests[test].name, "step", "link", "address", "interface", "MB/s", "efficiency", "of best");
+  out.text = fmt::format(
+      "per-link sequential, test {}: one link at a time\n  {:<16} {:>4}  {:<24} {:<12} {:>10} "
+      "{:>11} {:>8}\n",
+      p.tests[test].name, "step", "link", "address", "interface", "MB/s", "efficiency", "of best");
   for (const auto& r : rows) {
     const double mb = r.result ? r.result->aggregate_mb_per_s : 0;
     const double of_best = best[r.sweep] > 0 ? 100.0 * mb / best[r.sweep] : 0;
@@ -96,8 +97,8 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
     if (!r.result) {
       findings.push_back(fmt::format("{}: link {} ({}): the step did not complete", r.sweep, r.link, r.address));
     } else if (best[r.sweep] > 0 && of_best < 100.0 - kBehindPct) {
-      findings.push_back(fmt::format("{}: link {} ({} {}): {:.1f} MB/s is {:.1f}% below the best link", r.sweep,
-                                     r.link, r.address, r.interface, mb, 100.0 - of_best));
+      findings.push_back(fmt::format("{}: link {} ({} {}): {:.1f} MB/s is {:.1f}% below the best link", r.sweep, r.link,
+                                     r.address, r.interface, mb, 100.0 - of_best));
     }
   }
   for (const auto& f : findings) out.text += "  ! " + f + "\n";
