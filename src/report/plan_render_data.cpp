@@ -68,7 +68,7 @@ json counter_events_json(const std::vector<CounterEvent>& events) {
 
 json latency_json(const std::optional<LatencyView>& l) {
   if (!l) return nullptr;
-  json b = array_json(l->buckets, [](const HistBucket& x) -> json {
+  json b = array_json(l->buckets, [](const ResultLatency::Bucket& x) -> json {
     return {{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {json_key(col::count), x.count}};
   });
   return {{"what", l->what},
