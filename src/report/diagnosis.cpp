@@ -1,6 +1,8 @@
 // Counter report and dip diagnosis (diagnosis.hpp): pure arithmetic over one agent's samples.
 #include <fabperf/report/diagnosis.hpp>
 
+#include <fabperf/core/stats.hpp>
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -79,13 +81,6 @@ int nearest(const Source& s, std::int64_t t_ns) {
     --i;
   }
   return static_cast<int>(i);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::string fmt_s(double s) {
@@ -246,7 +241,7 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
       const auto rx = ok[k]->counters.rx_bytes - ok[k - 1]->counters.rx_bytes;
       rates.push_back(dt > 0 ? static_cast<double>(std::max(tx, rx)) / dt / 1e6 : 0.0);
     }
-    const double med = median(rates);
+    const double med = stats::median(rates);
     if (med < kDipMinMedianMbPerS) continue;
     std::vector<const Source*> sources{&link_stats[i], &link_if[i], &host};
     for (const auto& s : rdma) sources.push_back(&s);
@@ -265,7 +260,7 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
       rates.push_back(dt > 0 ? static_cast<double>(iv.tx_bytes + iv.rx_bytes) / dt / 1e6 : 0.0);
       prev = iv.t_ns;
     }
-    const double med = median(rates);
+    const double med = stats::median(rates);
     std::vector<const Source*> sources{&host};
     for (const auto& s : rdma) sources.push_back(&s);
     prev = 0;
