@@ -192,27 +192,19 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
     const auto& l = r.links[i];
     link_stats[i].name = link_if[i].name = l.info.name;
     for (const auto& s : l.stats) link_stats[i].samples.emplace_back(s.t_ns, &s.values);
+    if_values[i].reserve(l.samples.size());  // the sources point into it
     for (const auto& s : l.samples) {
-      if (s.counters.present) if_values[i].push_back(link_counter_values(s.counters));
-    }
-    std::size_t k = 0;
-    for (const auto& s : l.samples) {
-      if (s.counters.present) link_if[i].samples.emplace_back(s.t_ns, &if_values[i][k++]);
+      if (s.counters.present)
+        link_if[i].samples.emplace_back(s.t_ns, &if_values[i].emplace_back(link_counter_values(s.counters)));
     }
   }
   Source host{"host", {}};
   for (const auto& s : r.host_counters) host.samples.emplace_back(s.t_ns, &s.values);
   std::vector<Source> rdma;
-  std::vector<std::vector<CounterValues>> rdma_values(r.rdma_ports.size());
-  for (std::size_t i = 0; i < r.rdma_ports.size(); ++i) {
-    const auto& p = r.rdma_ports[i];
+  for (const auto& p : r.rdma_ports) {
     Source s{fmt::format("{}:{}", p.device, p.info.port), {}};
     for (const auto& x : p.samples) {
-      if (x.counters.present) rdma_values[i].push_back(x.counters.values);
-    }
-    std::size_t k = 0;
-    for (const auto& x : p.samples) {
-      if (x.counters.present) s.samples.emplace_back(x.t_ns, &rdma_values[i][k++]);
+      if (x.counters.present) s.samples.emplace_back(x.t_ns, &x.counters.values);
     }
     rdma.push_back(std::move(s));
   }
