@@ -48,8 +48,7 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
     any_at_ceiling = any_at_ceiling || s.at_ceiling;
   }
   for (auto& s : out) {
-    std::string ports;
-    for (const auto& p : s.ports) ports += (ports.empty() ? "" : "+") + p;
+    const std::string ports = fmt::format("{}", fmt::join(s.ports, "+"));
     const std::string dir = s.tx_gbps >= s.rx_gbps ? "sent" : "received";
     const std::string of_ports =
         s.ports_speed_mbps > 0 ? fmt::format(" ({} Gbit/s of ports)", static_cast<double>(s.ports_speed_mbps) / 1e3)

@@ -94,10 +94,8 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
     r.tx_bytes_per_payload = static_cast<double>(r.tx_bytes) / static_cast<double>(r.payload_tx_bytes);
   }
   if (!grew.empty()) {
-    std::string list;
-    for (const auto& g : grew) list += (list.empty() ? "" : ", ") + g;
-    findings.push_back(
-        fmt::format("RDMA port {} on {}: error counters grew during the window: {}", r.port, node, list));
+    findings.push_back(fmt::format("RDMA port {} on {}: error counters grew during the window: {}", r.port, node,
+                                   fmt::join(grew, ", ")));
   }
   return r;
 }
