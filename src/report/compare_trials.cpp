@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace fabperf {
 
@@ -204,15 +205,11 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     for (const auto& [k, v] : have) {
       if (lack.count(k) || std::get<1>(k) == "aggregate") continue;
       TrialMetric m;
-      m.step = std::get<0>(k);
-      m.kind = std::get<1>(k);
-      m.subject = std::get<2>(k);
+      std::tie(m.step, m.kind, m.subject) = k;
       m.missing_in = lacking_label;
       const bool before = &have == &sa;
       (before ? m.d.n_a : m.d.n_b) = v.size();
-      double sum = 0;
-      for (const double x : v) sum += x;
-      (before ? m.d.mean_a : m.d.mean_b) = v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+      (before ? m.d.mean_a : m.d.mean_b) = stats::mean(v);
       m.d.sentence = fmt::format("{} {}: missing in {}", m.kind, m.subject, lacking_label);
       m.fails = true;
       c.metrics.push_back(std::move(m));
@@ -222,9 +219,7 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     const auto it = sb.find(k);
     if (it == sb.end()) continue;
     TrialMetric m;
-    m.step = std::get<0>(k);
-    m.kind = std::get<1>(k);
-    m.subject = std::get<2>(k);
+    std::tie(m.step, m.kind, m.subject) = k;
     // Many links judged at 0.05 each would call some "slower" by chance: each kind shares 0.05.
     m.alpha = o.verdict.alpha / static_cast<double>(family[m.kind]);
     stats::VerdictOptions vo = o.verdict;

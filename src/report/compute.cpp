@@ -1,4 +1,5 @@
 #include <fabperf/core/build_config.hpp>
+#include <fabperf/core/stats.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/sysinfo/links.hpp>
@@ -498,13 +499,8 @@ Report ReportBuilder::finish(bool interrupted) && {
   s_->pairs.clear();
   r.aggregate.gbit_per_s = r.aggregate.mb_per_s * 8.0 / 1e3;
   r.window_s = s_->nominal_window;
-  auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  };
-  r.cli_cpu_pct = mean(cli_cpu);
-  r.srv_cpu_pct = mean(srv_cpu);
+  r.cli_cpu_pct = stats::mean(cli_cpu);
+  r.srv_cpu_pct = stats::mean(srv_cpu);
   if (any_lat) {
     r.latency = summarize(all_lat);
     r.histogram = all_lat;

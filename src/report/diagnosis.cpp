@@ -1,6 +1,8 @@
 // Counter report and dip diagnosis (diagnosis.hpp): pure arithmetic over one agent's samples.
 #include <fabperf/report/diagnosis.hpp>
 
+#include <fabperf/core/stats.hpp>
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -79,13 +81,6 @@ int nearest(const Source& s, std::int64_t t_ns) {
     --i;
   }
   return static_cast<int>(i);
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::string fmt_s(double s) {
@@ -197,27 +192,19 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
     const auto& l = r.links[i];
     link_stats[i].name = link_if[i].name = l.info.name;
     for (const auto& s : l.stats) link_stats[i].samples.emplace_back(s.t_ns, &s.values);
+    if_values[i].reserve(l.samples.size());  // the sources point into it
     for (const auto& s : l.samples) {
-      if (s.counters.present) if_values[i].push_back(link_counter_values(s.counters));
-    }
-    std::size_t k = 0;
-    for (const auto& s : l.samples) {
-      if (s.counters.present) link_if[i].samples.emplace_back(s.t_ns, &if_values[i][k++]);
+      if (s.counters.present)
+        link_if[i].samples.emplace_back(s.t_ns, &if_values[i].emplace_back(link_counter_values(s.counters)));
     }
   }
   Source host{"host", {}};
   for (const auto& s : r.host_counters) host.samples.emplace_back(s.t_ns, &s.values);
   std::vector<Source> rdma;
-  std::vector<std::vector<CounterValues>> rdma_values(r.rdma_ports.size());
-  for (std::size_t i = 0; i < r.rdma_ports.size(); ++i) {
-    const auto& p = r.rdma_ports[i];
+  for (const auto& p : r.rdma_ports) {
     Source s{fmt::format("{}:{}", p.device, p.info.port), {}};
     for (const auto& x : p.samples) {
-      if (x.counters.present) rdma_values[i].push_back(x.counters.values);
-    }
-    std::size_t k = 0;
-    for (const auto& x : p.samples) {
-      if (x.counters.present) s.samples.emplace_back(x.t_ns, &rdma_values[i][k++]);
+      if (x.counters.present) s.samples.emplace_back(x.t_ns, &x.counters.values);
     }
     rdma.push_back(std::move(s));
   }
@@ -246,7 +233,7 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
       const auto rx = ok[k]->counters.rx_bytes - ok[k - 1]->counters.rx_bytes;
       rates.push_back(dt > 0 ? static_cast<double>(std::max(tx, rx)) / dt / 1e6 : 0.0);
     }
-    const double med = median(rates);
+    const double med = stats::median(rates);
     if (med < kDipMinMedianMbPerS) continue;
     std::vector<const Source*> sources{&link_stats[i], &link_if[i], &host};
     for (const auto& s : rdma) sources.push_back(&s);
@@ -265,7 +252,7 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
       rates.push_back(dt > 0 ? static_cast<double>(iv.tx_bytes + iv.rx_bytes) / dt / 1e6 : 0.0);
       prev = iv.t_ns;
     }
-    const double med = median(rates);
+    const double med = stats::median(rates);
     std::vector<const Source*> sources{&host};
     for (const auto& s : rdma) sources.push_back(&s);
     prev = 0;

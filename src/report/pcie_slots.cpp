@@ -9,6 +9,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "report/result_json.hpp"
+
 namespace fabperf {
 
 std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::vector<LinkReport>& links,
@@ -46,8 +48,7 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
     any_at_ceiling = any_at_ceiling || s.at_ceiling;
   }
   for (auto& s : out) {
-    std::string ports;
-    for (const auto& p : s.ports) ports += (ports.empty() ? "" : "+") + p;
+    const std::string ports = fmt::format("{}", fmt::join(s.ports, "+"));
     const std::string dir = s.tx_gbps >= s.rx_gbps ? "sent" : "received";
     const std::string of_ports =
         s.ports_speed_mbps > 0 ? fmt::format(" ({} Gbit/s of ports)", static_cast<double>(s.ports_speed_mbps) / 1e3)
@@ -77,21 +78,18 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
 }
 
 nlohmann::json pcie_slots_json(const std::vector<PcieSlotReport>& slots) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : slots) {
-    out.push_back(
-        {{"address", s.address},
-         {"link", s.link},
-         {"ports", s.ports},
-         {"ports_speed_mbps", s.ports_speed_mbps > 0 ? nlohmann::json(s.ports_speed_mbps) : nlohmann::json(nullptr)},
-         {"usable_gbps", s.usable_gbps},
-         {"tx_gbps", s.tx_gbps},
-         {"rx_gbps", s.rx_gbps},
-         {"used_pct", s.used_pct},
-         {"at_ceiling", s.at_ceiling},
-         {"bound_by", s.bound_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bound_by)}});
-  }
-  return out;
+  return jsonu::array_json(slots, [](const PcieSlotReport& s) -> nlohmann::json {
+    return {{"address", s.address},
+            {"link", s.link},
+            {"ports", s.ports},
+            {"ports_speed_mbps", jsonu::positive(s.ports_speed_mbps)},
+            {"usable_gbps", s.usable_gbps},
+            {"tx_gbps", s.tx_gbps},
+            {"rx_gbps", s.rx_gbps},
+            {"used_pct", s.used_pct},
+            {"at_ceiling", s.at_ceiling},
+            {"bound_by", s.bound_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bound_by)}};
+  });
 }
 
 std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const std::vector<RdmaDevice>& rdma) {

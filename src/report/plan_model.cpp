@@ -32,9 +32,7 @@ std::string str(const json& j, const char* key) {
 
 std::optional<LatencyView> latency_view(const std::optional<ResultLatency>& l, const char* what) {
   if (!l) return std::nullopt;
-  LatencyView v{what, l->count, l->mean_us, l->min_us, l->p50_us, l->p90_us, l->p99_us, l->p999_us, l->max_us, {}};
-  for (const auto& b : l->buckets) v.buckets.push_back({b.lo_us, b.hi_us, b.count});
-  return v;
+  return LatencyView{*l, what};
 }
 
 struct Host {

@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 #include <charconv>
 
+#include "report/result_json.hpp"
+
 namespace fabperf {
 
 using nlohmann::json;
@@ -56,13 +58,7 @@ std::string csv_field(std::string_view s) {
 }
 
 namespace {
-// The model's lists, each element through f.
-template <class T, class F>
-json array_json(const std::vector<T>& xs, F&& f) {
-  json out = json::array();
-  for (const auto& x : xs) out.push_back(f(x));
-  return out;
-}
+using jsonu::array_json;
 
 json counter_events_json(const std::vector<CounterEvent>& events) {
   return array_json(events, [](const CounterEvent& ev) -> json {
@@ -72,7 +68,7 @@ json counter_events_json(const std::vector<CounterEvent>& events) {
 
 json latency_json(const std::optional<LatencyView>& l) {
   if (!l) return nullptr;
-  json b = array_json(l->buckets, [](const HistBucket& x) -> json {
+  json b = array_json(l->buckets, [](const ResultLatency::Bucket& x) -> json {
     return {{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {json_key(col::count), x.count}};
   });
   return {{"what", l->what},
@@ -87,18 +83,11 @@ json latency_json(const std::optional<LatencyView>& l) {
           {"buckets", std::move(b)}};
 }
 
+// The results file's "kpi" record (to_json, its one encoder) without its record type.
 json kpi_json(const KpiCheck& c) {
-  return {{json_key(col::test), c.test ? json(*c.test) : json(nullptr)},
-          {json_key(col::step), c.step ? json(*c.step) : json(nullptr)},
-          {json_key(col::kpi), c.kpi},
-          {json_key(col::scope), c.scope},
-          {json_key(col::subject), c.subject},
-          {json_key(col::value), c.value ? json(*c.value) : json(nullptr)},
-          {json_key(col::threshold), c.threshold},
-          {"op", c.op},
-          {"unit", c.unit},
-          {json_key(col::pass), c.pass},
-          {json_key(col::detail), c.detail}};
+  json j = to_json(c);
+  j.erase("type");
+  return j;
 }
 
 json step_json(const StepView& s) {
@@ -109,7 +98,7 @@ json step_json(const StepView& s) {
             {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
             {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
             {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
-            {json_key(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
+            {json_key(col::retrans_segs), jsonu::nonneg(n.retrans_segs)},
             {"latency", latency_json(n.latency)}};
   });
   json pairs = array_json(s.pairs, [](const PairRow& p) -> json {
@@ -125,8 +114,8 @@ json step_json(const StepView& s) {
             {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
             {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
             {json_key(col::payload_mb_per_s), l.payload_mb_per_s},
-            {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
-            {json_key(col::utilization_pct), l.utilization_pct >= 0 ? json(l.utilization_pct) : json(nullptr)},
+            {json_key(col::speed_mbps), jsonu::positive(l.speed_mbps)},
+            {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct)},
             {json_key(col::errors), l.errors},
             {json_key(col::drops), l.drops}};
   });
@@ -205,7 +194,7 @@ json render_plan_json(const PlanReport& r) {
           {"finished_at", r.finished ? json(r.finished_at) : json(nullptr)},
           {"finished", r.finished},
           {"interrupted", r.interrupted},
-          {"exit_code", r.exit_code >= 0 ? json(r.exit_code) : json(nullptr)},
+          {"exit_code", jsonu::nonneg(r.exit_code)},
           {"verdict", r.verdict},
           {"verdict_reason", r.verdict_reason},
           {"steps_total", r.steps_total},

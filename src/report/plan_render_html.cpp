@@ -581,14 +581,12 @@ std::string steps_html(const PlanReport& r) {
       "<th class=\"num\">time s</th><th>KPIs</th></tr></thead><tbody>\n";
   for (const auto& s : r.steps) {
     if (!s.listed) continue;
-    std::string cs, ss;
-    for (const auto& c : s.clients) cs += (cs.empty() ? "" : ", ") + c;
-    for (const auto& c : s.servers) ss += (ss.empty() ? "" : ", ") + c;
     out += fmt::format(
         "<tr{}><td class=\"num\">{}</td><td><a href=\"#step-{}\">{}</a></td><td>{}</td><td>{}</td><td>{} &rarr; {}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.1f}</td><td>{}</td></tr>\n",
         s.kpi_failed || s.status == "failed" ? " class=\"failed\"" : "", s.index, s.index, e(s.id), e(s.pattern),
-        pill(s.status, status_class(s.status)), e(cs), e(ss), s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-",
+        pill(s.status, status_class(s.status)), e(fmt::format("{}", fmt::join(s.clients, ", "))),
+        e(fmt::format("{}", fmt::join(s.servers, ", "))), s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-",
         s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", s.duration_s,
         s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-");
   }

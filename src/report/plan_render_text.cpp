@@ -13,17 +13,7 @@ namespace fabperf {
 
 namespace {
 
-using text::f0;
-using text::f1;
-using text::h;
-using text::Table;
-using text::us;
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
+using namespace text;  // the table and its number formats
 
 std::string kpi_value(double v) {
   return fmt::format("{:g}", std::round(v * 100) / 100);
@@ -79,7 +69,8 @@ std::string render_plan_text(const PlanReport& r) {
             h(col::gbit_per_s), h(col::duration_s), "KPIs"});
   for (const auto& s : r.steps) {
     if (!s.listed) continue;
-    st.add({std::to_string(s.index), s.id, s.pattern, s.status, join(s.clients) + " -> " + join(s.servers),
+    st.add({std::to_string(s.index), s.id, s.pattern, s.status,
+            fmt::format("{} -> {}", fmt::join(s.clients, ","), fmt::join(s.servers, ",")),
             s.measured ? f0(s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", f1(s.duration_s),
             s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"});
   }

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "report/result_json.hpp"
+
 namespace fabperf {
 
 std::uint64_t rdma_header_bytes(const std::string& link_layer) {
@@ -92,10 +94,8 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
     r.tx_bytes_per_payload = static_cast<double>(r.tx_bytes) / static_cast<double>(r.payload_tx_bytes);
   }
   if (!grew.empty()) {
-    std::string list;
-    for (const auto& g : grew) list += (list.empty() ? "" : ", ") + g;
-    findings.push_back(
-        fmt::format("RDMA port {} on {}: error counters grew during the window: {}", r.port, node, list));
+    findings.push_back(fmt::format("RDMA port {} on {}: error counters grew during the window: {}", r.port, node,
+                                   fmt::join(grew, ", ")));
   }
   return r;
 }
@@ -131,41 +131,38 @@ std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
 }
 
 nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports) {
+  using jsonu::nonneg;
   using nlohmann::json;
-  auto k = [](const Column& c) { return std::string(c.key); };
-  auto opt = [](auto v) { return v >= 0 ? json(v) : json(nullptr); };
-  json out = json::array();
-  for (const auto& p : ports) {
+  return jsonu::array_json(ports, [](const RdmaPortReport& p) -> json {
     json counters = json::object();
     json errors = json::object();
     for (const auto& d : p.counters) {
       counters[d.name] = d.delta;
       if (d.error && d.delta > 0) errors[d.name] = d.delta;
     }
-    out.push_back({{k(col::rdma_port), p.port},
-                   {k(col::link_layer), p.link_layer},
-                   {k(col::rate), p.rate},
-                   {"netdev", p.netdev},
-                   {k(col::active_mtu), p.active_mtu},
-                   {"window_s", p.window_s},
-                   {"have_counters", p.have_counters},
-                   {"counters", std::move(counters)},
-                   {"unreadable", p.unreadable},
-                   {"tx_bytes", opt(p.tx_bytes)},
-                   {"rx_bytes", opt(p.rx_bytes)},
-                   {k(col::tx_packets), opt(p.tx_packets)},
-                   {k(col::rx_packets), opt(p.rx_packets)},
-                   {k(col::tx_mb_per_s), opt(p.tx_mb_per_s)},
-                   {k(col::rx_mb_per_s), opt(p.rx_mb_per_s)},
-                   {k(col::payload_tx_bytes), p.payload_tx_bytes},
-                   {k(col::payload_rx_bytes), p.payload_rx_bytes},
-                   {"data_packets_tx", p.data_packets_tx},
-                   {"data_packets_rx", p.data_packets_rx},
-                   {"header_bytes_per_packet", p.header_bytes_per_packet},
-                   {"tx_bytes_per_payload", opt(p.tx_bytes_per_payload)},
-                   {k(col::error_counters), std::move(errors)}});
-  }
-  return out;
+    return {{json_key(col::rdma_port), p.port},
+            {json_key(col::link_layer), p.link_layer},
+            {json_key(col::rate), p.rate},
+            {"netdev", p.netdev},
+            {json_key(col::active_mtu), p.active_mtu},
+            {"window_s", p.window_s},
+            {"have_counters", p.have_counters},
+            {"counters", std::move(counters)},
+            {"unreadable", p.unreadable},
+            {"tx_bytes", nonneg(p.tx_bytes)},
+            {"rx_bytes", nonneg(p.rx_bytes)},
+            {json_key(col::tx_packets), nonneg(p.tx_packets)},
+            {json_key(col::rx_packets), nonneg(p.rx_packets)},
+            {json_key(col::tx_mb_per_s), nonneg(p.tx_mb_per_s)},
+            {json_key(col::rx_mb_per_s), nonneg(p.rx_mb_per_s)},
+            {json_key(col::payload_tx_bytes), p.payload_tx_bytes},
+            {json_key(col::payload_rx_bytes), p.payload_rx_bytes},
+            {"data_packets_tx", p.data_packets_tx},
+            {"data_packets_rx", p.data_packets_rx},
+            {"header_bytes_per_packet", p.header_bytes_per_packet},
+            {"tx_bytes_per_payload", nonneg(p.tx_bytes_per_payload)},
+            {json_key(col::error_counters), std::move(errors)}};
+  });
 }
 
 }  // namespace fabperf

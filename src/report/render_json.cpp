@@ -7,6 +7,9 @@
 
 namespace fabperf {
 
+using jsonu::array_json;
+using jsonu::nonneg;
+using jsonu::positive;
 using nlohmann::json;
 
 namespace {
@@ -18,12 +21,14 @@ json tput_json(const Throughput& t) {
           {json_key(col::msg_per_s), t.msg_per_s}};
 }
 
-json latency_json(const LatencySummary& l, const LatencyHistogram* h) {
-  json j = {{json_key(col::count), l.count},   {json_key(col::mean_us), l.mean_us},
-            {"stddev_us", l.stddev_us},        {"min_us", l.min_us},
-            {json_key(col::p50_us), l.p50_us}, {json_key(col::p90_us), l.p90_us},
-            {json_key(col::p99_us), l.p99_us}, {json_key(col::p999_us), l.p999_us},
-            {json_key(col::max_us), l.max_us}};
+// Null when not measured; the histogram's non-empty buckets when there is one.
+json latency_json(const std::optional<LatencySummary>& l, const std::optional<LatencyHistogram>& h) {
+  if (!l) return nullptr;
+  json j = {{json_key(col::count), l->count},   {json_key(col::mean_us), l->mean_us},
+            {"stddev_us", l->stddev_us},        {"min_us", l->min_us},
+            {json_key(col::p50_us), l->p50_us}, {json_key(col::p90_us), l->p90_us},
+            {json_key(col::p99_us), l->p99_us}, {json_key(col::p999_us), l->p999_us},
+            {json_key(col::max_us), l->max_us}};
   if (h) {
     json b = json::array();
     for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
@@ -37,92 +42,83 @@ json latency_json(const LatencySummary& l, const LatencyHistogram* h) {
   }
   return j;
 }
+json intervals_json(const std::vector<IntervalPoint>& pts) {
+  return array_json(pts, [](const IntervalPoint& p) -> json {
+    return {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}};
+  });
+}
 json wire_audit_json(const WireAudit& a) {
-  auto ratio = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
-  return {{"verdict", a.verdict},          {"payload_tx_bytes", a.payload_tx_bytes}, {"wire_tx_bytes", a.wire_tx_bytes},
-          {"tx_ratio", ratio(a.tx_ratio)}, {"payload_rx_bytes", a.payload_rx_bytes}, {"wire_rx_bytes", a.wire_rx_bytes},
-          {"rx_ratio", ratio(a.rx_ratio)}, {"resolution_bytes", a.resolution_bytes}};
+  return {
+      {"verdict", a.verdict},           {"payload_tx_bytes", a.payload_tx_bytes}, {"wire_tx_bytes", a.wire_tx_bytes},
+      {"tx_ratio", nonneg(a.tx_ratio)}, {"payload_rx_bytes", a.payload_rx_bytes}, {"wire_rx_bytes", a.wire_rx_bytes},
+      {"rx_ratio", nonneg(a.rx_ratio)}, {"resolution_bytes", a.resolution_bytes}};
 }
 
 json links_json(const std::vector<LinkReport>& links) {
-  json out = json::array();
-  for (const auto& l : links) {
-    json iv = json::array();
-    for (const auto& p : l.intervals)
-      iv.push_back(
-          {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}});
-    auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
-    out.push_back({{json_key(col::link), l.name},
-                   {json_key(col::kind), l.kind},
-                   {"driver", l.driver},
-                   {json_key(col::mtu), l.mtu},
-                   {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json(nullptr)},
-                   {json_key(col::shaped_mbps), l.shaped_mbps >= 0 ? json(l.shaped_mbps) : json(nullptr)},
-                   {"duplex", l.duplex},
-                   {"window_s", l.window_s},
-                   {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
-                   {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
-                   {"payload_tx_mb_per_s", l.payload_tx_mb_per_s},
-                   {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
-                   {json_key(col::utilization_pct), opt(l.utilization_pct)},
-                   {json_key(col::best_goodput_mb_per_s),
-                    l.best_goodput_mb_per_s > 0 ? json(l.best_goodput_mb_per_s) : json(nullptr)},
-                   {json_key(col::efficiency_pct), opt(l.efficiency_pct)},
-                   {"tx_errors", l.tx_errors},
-                   {"rx_errors", l.rx_errors},
-                   {"tx_dropped", l.tx_dropped},
-                   {"rx_dropped", l.rx_dropped},
-                   {"vanished", l.vanished},
-                   {"min_sender_mss", l.min_sender_mss},
-                   {"jumbo_mismatch", l.jumbo_mismatch},
-                   {"wire_audit", wire_audit_json(l.wire_audit)},
-                   {"intervals", std::move(iv)}});
-  }
-  return out;
+  return array_json(links, [](const LinkReport& l) -> json {
+    return {{json_key(col::link), l.name},
+            {json_key(col::kind), l.kind},
+            {"driver", l.driver},
+            {json_key(col::mtu), l.mtu},
+            {json_key(col::speed_mbps), positive(l.speed_mbps)},
+            {json_key(col::shaped_mbps), nonneg(l.shaped_mbps)},
+            {"duplex", l.duplex},
+            {"window_s", l.window_s},
+            {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
+            {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
+            {"payload_tx_mb_per_s", l.payload_tx_mb_per_s},
+            {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
+            {json_key(col::utilization_pct), nonneg(l.utilization_pct)},
+            {json_key(col::best_goodput_mb_per_s), positive(l.best_goodput_mb_per_s)},
+            {json_key(col::efficiency_pct), nonneg(l.efficiency_pct)},
+            {"tx_errors", l.tx_errors},
+            {"rx_errors", l.rx_errors},
+            {"tx_dropped", l.tx_dropped},
+            {"rx_dropped", l.rx_dropped},
+            {"vanished", l.vanished},
+            {"min_sender_mss", l.min_sender_mss},
+            {"jumbo_mismatch", l.jumbo_mismatch},
+            {"wire_audit", wire_audit_json(l.wire_audit)},
+            {"intervals", intervals_json(l.intervals)}};
+  });
 }
-json move_json(const CounterMove& m) {
-  return {{"source", m.source},
-          {"name", m.name},
-          {"delta", m.delta},
-          {"category", to_string(m.category)},
-          {"label", m.label}};
+json moves_json(const std::vector<CounterMove>& moves) {
+  return array_json(moves, [](const CounterMove& m) -> json {
+    return {{"source", m.source},
+            {"name", m.name},
+            {"delta", m.delta},
+            {"category", to_string(m.category)},
+            {"label", m.label}};
+  });
 }
 
 json movers_json(const std::vector<CategoryMovers>& cats) {
-  json out = json::array();
-  for (const auto& c : cats) {
-    json top = json::array();
-    for (const auto& m : c.top) top.push_back(move_json(m));
-    out.push_back({{"category", to_string(c.category)}, {"total", c.total}, {"top", std::move(top)}});
-  }
-  return out;
+  return array_json(cats, [](const CategoryMovers& c) -> json {
+    return {{"category", to_string(c.category)}, {"total", c.total}, {"top", moves_json(c.top)}};
+  });
 }
 
 // Every sample of every named counter: the values at the first sample, and for each counter
 // that changed its increase per interval. `categories` holds the window's sums (the KPIs read them).
 json counters_json(const CounterReport& c) {
-  json series = json::array();
-  for (const auto& s : c.series) {
+  json series = array_json(c.series, [](const CounterSeries& s) -> json {
     json first = json::object();
     for (const auto& [k, v] : s.first) first[k] = v;
     json moved = json::object();
     for (const auto& [k, d] : s.moved) moved[k] = d;
-    series.push_back({{"source", s.source}, {"t_s", s.t_s}, {"first", std::move(first)}, {"moved", std::move(moved)}});
-  }
-  json dips = json::array();
-  for (const auto& d : c.dips) {
-    json rose = json::array();
-    for (const auto& m : d.rose) rose.push_back(move_json(m));
-    dips.push_back({{"subject", d.subject},
-                    {"t0_s", d.t0_s},
-                    {"t1_s", d.t1_s},
-                    {"mb_per_s", d.mb_per_s},
-                    {"median_mb_per_s", d.median_mb_per_s},
-                    {"change_pct", d.change_pct},
-                    {"rose", std::move(rose)},
-                    {"rose_unlisted", d.rose_unlisted},
-                    {"text", d.text}});
-  }
+    return {{"source", s.source}, {"t_s", s.t_s}, {"first", std::move(first)}, {"moved", std::move(moved)}};
+  });
+  json dips = array_json(c.dips, [](const Dip& d) -> json {
+    return {{"subject", d.subject},
+            {"t0_s", d.t0_s},
+            {"t1_s", d.t1_s},
+            {"mb_per_s", d.mb_per_s},
+            {"median_mb_per_s", d.median_mb_per_s},
+            {"change_pct", d.change_pct},
+            {"rose", moves_json(d.rose)},
+            {"rose_unlisted", d.rose_unlisted},
+            {"text", d.text}};
+  });
   json totals = json::object();
   for (const auto cat : symptom_categories()) totals[std::string(to_string(cat))] = c.total(cat);
   return {{"series", std::move(series)},
@@ -130,117 +126,98 @@ json counters_json(const CounterReport& c) {
           {"categories", std::move(totals)},
           {"movers", movers_json(c.categories)}};
 }
+
+json trials_json(const std::vector<TrialReport>& trials) {
+  return array_json(trials, [](const TrialReport& t) -> json {
+    json arms = array_json(t.arms, [](const TrialArmReport& a) -> json {
+      return {{"name", a.name}, {"mb_per_s", a.mb_per_s}, {"cpu_s_per_gb", a.cpu_s_per_gb}};
+    });
+    return {{"what", t.what},
+            {"chosen", t.chosen},
+            {"reason", t.reason},
+            {"arms", std::move(arms)},
+            {"summary", t.summary}};
+  });
+}
 }  // namespace
 
 json bonds_json(const std::vector<BondReport>& bonds) {
-  json out = json::array();
-  auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
-  for (const auto& b : bonds) {
-    json members = json::array();
-    for (const auto& m : b.members) {
-      json iv = json::array();
-      for (const auto& p : m.intervals)
-        iv.push_back(
-            {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}});
-      members.push_back(
-          {{json_key(col::member), m.name},
-           {json_key(col::speed_mbps), m.speed_mbps > 0 ? json(m.speed_mbps) : json(nullptr)},
-           {"state_open", m.state_open},
-           {"state_close", m.state_close},
-           {json_key(col::link_failures), m.link_failures},
-           {json_key(col::tx_mb_per_s), m.tx_mb_per_s},
-           {json_key(col::rx_mb_per_s), m.rx_mb_per_s},
-           {json_key(col::tx_share_pct), m.tx_share_pct},
-           {json_key(col::rx_share_pct), m.rx_share_pct},
-           {json_key(col::predicted_flows), m.predicted_flows >= 0 ? json(m.predicted_flows) : json(nullptr)},
-           {json_key(col::predicted_tx_share_pct), opt(m.predicted_tx_share_pct)},
-           {"intervals", std::move(iv)}});
-    }
-    json flows = json::array();
-    for (const auto& f : b.flows) {
-      flows.push_back({{"local", f.local},
-                       {"remote", f.remote},
-                       {"tx_bytes_window", f.tx_bytes_window},
-                       {"member_index", f.member_index >= 0 ? json(f.member_index) : json(nullptr)},
-                       {json_key(col::member), f.member.empty() ? json(nullptr) : json(f.member)}});
-    }
-    out.push_back(
-        {{json_key(col::bond), b.name},
-         {"mode", b.mode},
-         {"hash_policy", b.hash_policy},
-         {"peers", b.peers},
-         {"members", std::move(members)},
-         {json_key(col::tx_mb_per_s), b.tx_mb_per_s},
-         {json_key(col::rx_mb_per_s), b.rx_mb_per_s},
-         {"member_speed_sum_mbps", b.member_speed_sum_mbps > 0 ? json(b.member_speed_sum_mbps) : json(nullptr)},
-         {json_key(col::best_goodput_mb_per_s),
-          b.best_goodput_mb_per_s > 0 ? json(b.best_goodput_mb_per_s) : json(nullptr)},
-         {"capacity_used_pct", opt(b.capacity_used_pct)},
-         {"tx_jain", b.tx_jain},
-         {"rx_jain", b.rx_jain},
-         {"tx_members_used", b.tx_members_used},
-         {"rx_members_used", b.rx_members_used},
-         {"tx_max_min", b.tx_max_min > 0 ? json(b.tx_max_min) : json(nullptr)},
-         {"rx_max_min", b.rx_max_min > 0 ? json(b.rx_max_min) : json(nullptr)},
-         {"prediction", b.prediction},
-         {"flows", std::move(flows)},
-         {"notes", b.notes},
-         {"inventory", to_json(b.inventory)}});
-  }
-  return out;
-}
-
-json trials_json(const std::vector<TrialReport>& trials) {
-  json out = json::array();
-  for (const auto& t : trials) {
-    json arms = json::array();
-    for (const auto& a : t.arms)
-      arms.push_back({{"name", a.name}, {"mb_per_s", a.mb_per_s}, {"cpu_s_per_gb", a.cpu_s_per_gb}});
-    out.push_back({{"what", t.what},
-                   {"chosen", t.chosen},
-                   {"reason", t.reason},
-                   {"arms", std::move(arms)},
-                   {"summary", t.summary}});
-  }
-  return out;
+  return array_json(bonds, [](const BondReport& b) -> json {
+    json members = array_json(b.members, [](const BondMemberReport& m) -> json {
+      return {{json_key(col::member), m.name},
+              {json_key(col::speed_mbps), positive(m.speed_mbps)},
+              {"state_open", m.state_open},
+              {"state_close", m.state_close},
+              {json_key(col::link_failures), m.link_failures},
+              {json_key(col::tx_mb_per_s), m.tx_mb_per_s},
+              {json_key(col::rx_mb_per_s), m.rx_mb_per_s},
+              {json_key(col::tx_share_pct), m.tx_share_pct},
+              {json_key(col::rx_share_pct), m.rx_share_pct},
+              {json_key(col::predicted_flows), nonneg(m.predicted_flows)},
+              {json_key(col::predicted_tx_share_pct), nonneg(m.predicted_tx_share_pct)},
+              {"intervals", intervals_json(m.intervals)}};
+    });
+    json flows = array_json(b.flows, [](const BondFlowReport& f) -> json {
+      return {{"local", f.local},
+              {"remote", f.remote},
+              {"tx_bytes_window", f.tx_bytes_window},
+              {"member_index", nonneg(f.member_index)},
+              {json_key(col::member), f.member.empty() ? json(nullptr) : json(f.member)}};
+    });
+    return {{json_key(col::bond), b.name},
+            {"mode", b.mode},
+            {"hash_policy", b.hash_policy},
+            {"peers", b.peers},
+            {"members", std::move(members)},
+            {json_key(col::tx_mb_per_s), b.tx_mb_per_s},
+            {json_key(col::rx_mb_per_s), b.rx_mb_per_s},
+            {"member_speed_sum_mbps", positive(b.member_speed_sum_mbps)},
+            {json_key(col::best_goodput_mb_per_s), positive(b.best_goodput_mb_per_s)},
+            {"capacity_used_pct", nonneg(b.capacity_used_pct)},
+            {"tx_jain", b.tx_jain},
+            {"rx_jain", b.rx_jain},
+            {"tx_members_used", b.tx_members_used},
+            {"rx_members_used", b.rx_members_used},
+            {"tx_max_min", positive(b.tx_max_min)},
+            {"rx_max_min", positive(b.rx_max_min)},
+            {"prediction", b.prediction},
+            {"flows", std::move(flows)},
+            {"notes", b.notes},
+            {"inventory", to_json(b.inventory)}};
+  });
 }
 
 json node_json(const NodeReport& n) {
-  json iv = json::array();
-  for (const auto& p : n.intervals)
-    iv.push_back(
-        {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}});
-  return {
-      {"index", n.index},
-      {json_key(col::node), n.name},
-      {"hostname", n.hostname},
-      {json_key(col::role), n.role},
-      {json_key(col::status), to_string(n.status)},
-      {"error", n.error},
-      {"aborted", n.aborted},
-      {"window_s", n.window_s},
-      {"window_open_unix_s", n.window_open_unix_s > 0 ? json(n.window_open_unix_s) : json(nullptr)},
-      {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
-      {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
-      {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
-      {json_key(col::retrans_segs), n.retrans_segs >= 0 ? json(n.retrans_segs) : json(nullptr)},
-      {"process_cpu_s", n.process_cpu_s},
-      {"bytes_per_cpu_s", n.bytes_per_cpu_s},
-      {"busiest_thread", n.busiest_thread},
-      {"busiest_thread_pct", n.busiest_thread_pct},
-      {"host_limited", n.host_limited},
-      {json_key(col::clock_offset_us), n.clock_offset_us},
-      {json_key(col::clock_uncertainty_us), n.clock_uncertainty_us},
-      {"latency", n.latency ? latency_json(*n.latency, n.histogram ? &*n.histogram : nullptr) : json(nullptr)},
-      {"delay", n.delay ? latency_json(*n.delay, n.delay_histogram ? &*n.delay_histogram : nullptr) : json(nullptr)},
-      {"intervals", std::move(iv)},
-      {"links", links_json(n.links)},
-      {"bonds", bonds_json(n.bonds)},
-      {"rdma_ports", rdma_ports_json(n.rdma_ports)},
-      {"trials", trials_json(n.trials)},
-      {"pcie_slots", pcie_slots_json(n.pcie_slots)},
-      {"warnings", n.warnings},
-      {"counters", counters_json(n.counters)}};
+  return {{"index", n.index},
+          {json_key(col::node), n.name},
+          {"hostname", n.hostname},
+          {json_key(col::role), n.role},
+          {json_key(col::status), to_string(n.status)},
+          {"error", n.error},
+          {"aborted", n.aborted},
+          {"window_s", n.window_s},
+          {"window_open_unix_s", positive(n.window_open_unix_s)},
+          {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
+          {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
+          {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
+          {json_key(col::retrans_segs), nonneg(n.retrans_segs)},
+          {"process_cpu_s", n.process_cpu_s},
+          {"bytes_per_cpu_s", n.bytes_per_cpu_s},
+          {"busiest_thread", n.busiest_thread},
+          {"busiest_thread_pct", n.busiest_thread_pct},
+          {"host_limited", n.host_limited},
+          {json_key(col::clock_offset_us), n.clock_offset_us},
+          {json_key(col::clock_uncertainty_us), n.clock_uncertainty_us},
+          {"latency", latency_json(n.latency, n.histogram)},
+          {"delay", latency_json(n.delay, n.delay_histogram)},
+          {"intervals", intervals_json(n.intervals)},
+          {"links", links_json(n.links)},
+          {"bonds", bonds_json(n.bonds)},
+          {"rdma_ports", rdma_ports_json(n.rdma_ports)},
+          {"trials", trials_json(n.trials)},
+          {"pcie_slots", pcie_slots_json(n.pcie_slots)},
+          {"warnings", n.warnings},
+          {"counters", counters_json(n.counters)}};
 }
 
 json pair_json(const PairReport& p) {
@@ -298,35 +275,28 @@ json result_header_json(const Report& r) {
 json result_summary_json(const Report& r) {
   json agg = tput_json(r.aggregate);
   agg["window_s"] = r.window_s;
-  json doc{
-      {"complete", r.complete},
-      {"interrupted", r.interrupted},
-      {"aggregate", std::move(agg)},
-      {"cli_cpu_pct", r.cli_cpu_pct},
-      {"srv_cpu_pct", r.srv_cpu_pct},
-      {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
-      {"latency", r.latency ? latency_json(*r.latency, r.histogram ? &*r.histogram : nullptr) : json(nullptr)},
-      {"delay", r.delay ? latency_json(*r.delay, r.delay_histogram ? &*r.delay_histogram : nullptr) : json(nullptr)},
-      {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
-      {"findings", r.findings},
-      {"counter_movers", movers_json(r.counter_movers)},
-      {"summary", render_summary_line(r)}};
+  json doc{{"complete", r.complete},
+           {"interrupted", r.interrupted},
+           {"aggregate", std::move(agg)},
+           {"cli_cpu_pct", r.cli_cpu_pct},
+           {"srv_cpu_pct", r.srv_cpu_pct},
+           {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
+           {"latency", latency_json(r.latency, r.histogram)},
+           {"delay", latency_json(r.delay, r.delay_histogram)},
+           {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
+           {"findings", r.findings},
+           {"counter_movers", movers_json(r.counter_movers)},
+           {"summary", render_summary_line(r)}};
   if (!r.socksize_basis.empty()) doc["socksize_auto"] = {{"socksize", r.spec.socksize()}, {"basis", r.socksize_basis}};
   return doc;
 }
 
 json render_json(const Report& r) {
-  json nodes = json::array();
-  for (const auto& n : r.nodes) nodes.push_back(node_json(n));
-  json pairs = json::array();
-  for (const auto& p : r.pairs) pairs.push_back(pair_json(p));
-  json conns = json::array();
-  for (const auto& c : r.connections) conns.push_back(connection_json(c));
   json doc = result_header_json(r);
   doc.update(result_summary_json(r));
-  doc["nodes"] = std::move(nodes);
-  doc["pairs"] = std::move(pairs);
-  doc["connections"] = std::move(conns);
+  doc["nodes"] = array_json(r.nodes, node_json);
+  doc["pairs"] = array_json(r.pairs, pair_json);
+  doc["connections"] = array_json(r.connections, connection_json);
   return doc;
 }
 

@@ -6,15 +6,12 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cctype>
+#include <functional>
 
 namespace fabperf {
 namespace {
 
-using text::f0;
-using text::f1;
-using text::h;
-using text::Table;
-using text::us;
+using namespace text;  // the table and its number formats
 
 // Negative is the sources' "not measured": shown as "-", never as a number.
 std::string count_or_dash(std::int64_t v) {
@@ -24,17 +21,22 @@ std::string f1_or_dash(double v) {
   return v >= 0 ? f1(v) : std::string("-");
 }
 
-std::string spark(const std::vector<IntervalPoint>& pts, bool tx) {
+// One bar a point, the largest full height; value: a member pointer or a function of the point.
+template <class F>
+std::string spark(const std::vector<IntervalPoint>& pts, F value) {
   static constexpr const char* kBars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
   double mx = 0;
-  for (const auto& p : pts) mx = std::max(mx, tx ? p.tx_mb_per_s : p.rx_mb_per_s);
+  for (const auto& p : pts) mx = std::max(mx, std::invoke(value, p));
   std::string s;
   for (const auto& p : pts) {
-    const double v = tx ? p.tx_mb_per_s : p.rx_mb_per_s;
+    const double v = std::invoke(value, p);
     const int i = mx > 0 ? std::clamp(static_cast<int>(v / mx * 7.999), 0, 7) : 0;
     s += kBars[i];
   }
   return s;
+}
+std::string spark_total(const std::vector<IntervalPoint>& pts) {
+  return spark(pts, [](const IntervalPoint& p) { return p.tx_mb_per_s + p.rx_mb_per_s; });
 }
 
 // The busier direction's payload / wire ratio and the verdict ("-" when not audited).
@@ -44,13 +46,6 @@ std::string wire_check(const WireAudit& a) {
   const double ratio = tx_busier ? a.tx_ratio : a.rx_ratio;
   return fmt::format("{} {}", ratio >= 0 ? fmt::format("{:.3f}", ratio) : std::string("-"),
                      a.verdict == "ok" ? "ok" : "OVER");
-}
-
-std::string spark_total(const std::vector<IntervalPoint>& pts) {
-  std::vector<IntervalPoint> t;
-  t.reserve(pts.size());
-  for (const auto& p : pts) t.push_back({p.t_s, p.tx_mb_per_s + p.rx_mb_per_s, 0});
-  return spark(t, true);
 }
 
 }  // namespace
@@ -176,8 +171,8 @@ std::string intervals_text(const Report& r) {
       mx = std::max(mx, v);
       sum += v;
     }
-    iv.add({n.name, f1(mn), f1(sum / static_cast<double>(n.intervals.size())), f1(mx), spark(n.intervals, true),
-            spark(n.intervals, false)});
+    iv.add({n.name, f1(mn), f1(sum / static_cast<double>(n.intervals.size())), f1(mx),
+            spark(n.intervals, &IntervalPoint::tx_mb_per_s), spark(n.intervals, &IntervalPoint::rx_mb_per_s)});
   }
   return "Over time (per interval, tx+rx MB/s: min / avg / max)\n" + iv.str() + "\n";
 }
@@ -267,11 +262,7 @@ std::string render_rdma_ports_text(const Report& r) {
                              : p.counters.empty() ? std::string("no readable counters")
                              : nonzero.empty()    ? std::string("every counter unchanged")
                                                   : nonzero);
-      if (!p.unreadable.empty()) {
-        std::string list;
-        for (const auto& u : p.unreadable) list += (list.empty() ? "" : ", ") + u;
-        details += fmt::format("    not readable: {}\n", list);
-      }
+      if (!p.unreadable.empty()) details += fmt::format("    not readable: {}\n", fmt::join(p.unreadable, ", "));
     }
   }
   return out + t.str() + details + "\n";

@@ -1,7 +1,7 @@
-// The pieces of a `fabperf.result` document (render_json.cpp): render_json() assembles them in
-// memory; ResultStream (result_stream.cpp) writes them to the file as nodes' results arrive.
-// Together the header and summary objects hold every top-level key but nodes, pairs and
-// connections.
+// The report's JSON writers' helpers, and the pieces of a `fabperf.result` document
+// (render_json.cpp): render_json() assembles them in memory; ResultStream (result_stream.cpp)
+// writes them to the file as nodes' results arrive. Together the header and summary objects hold
+// every top-level key but nodes, pairs and connections.
 #pragma once
 
 #include <fabperf/report/report.hpp>
@@ -9,6 +9,25 @@
 #include <nlohmann/json.hpp>
 
 namespace fabperf {
+
+namespace jsonu {
+// The list's elements, each through f.
+template <class T, class F>
+nlohmann::json array_json(const std::vector<T>& xs, F&& f) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& x : xs) out.push_back(f(x));
+  return out;
+}
+// A figure whose source marks "unknown" by a negative value (nonneg) or by 0 (positive): null.
+template <class T>
+nlohmann::json nonneg(T v) {
+  return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+template <class T>
+nlohmann::json positive(T v) {
+  return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+}  // namespace jsonu
 
 nlohmann::json node_json(const NodeReport& n);
 nlohmann::json pair_json(const PairReport& p);

@@ -39,6 +39,13 @@ std::string member(const std::string& key, const json& v) {
   return "  " + json(key).dump() + ": " + indented(v, 2);
 }
 
+// One element of a list at depth 2 (nodes, connections, pairs), after a comma unless it is the first.
+std::string element(bool& first, const json& v) {
+  const char* sep = first ? "\n    " : ",\n    ";
+  first = false;
+  return sep + indented(v, 4);
+}
+
 // An unlinked file in the results file's directory (same file system as the result), else in
 // the system's temporary directory.
 std::FILE* open_spool(const std::string& path) {
@@ -119,13 +126,8 @@ void ResultStream::node(const NodeRecord& n) noexcept {
     } else if (out_ && err_ == 0) {
       write_node(nr);
     }
-    if (out_ && err_ == 0) {
-      if (spool_) {
-        for (const auto& c : conns) {
-          write(spool_, (first_conn_ ? "\n    " : ",\n    ") + indented(connection_json(c), 4));
-          first_conn_ = false;
-        }
-      }
+    if (out_ && err_ == 0 && spool_) {
+      for (const auto& c : conns) write(spool_, element(first_conn_, connection_json(c)));
     }
     if (keep_ || (out_ && !spool_))
       conns_.insert(conns_.end(), std::make_move_iterator(conns.begin()), std::make_move_iterator(conns.end()));
@@ -136,8 +138,7 @@ void ResultStream::node(const NodeRecord& n) noexcept {
 }
 
 void ResultStream::write_node(const NodeReport& nr) noexcept {
-  write(out_, (first_node_ ? "\n    " : ",\n    ") + indented(node_json(nr), 4));
-  first_node_ = false;
+  write(out_, element(first_node_, node_json(nr)));
   // Into the kernel now: a coordinator killed later leaves this node on disk.
   if (std::fflush(out_) != 0) fail(errno);
 }
@@ -174,17 +175,11 @@ Report ResultStream::finish(const RunRecord& run) {
       std::fclose(spool_);
       spool_ = nullptr;
     } else {
-      for (const auto& c : conns_) {
-        write(out_, (first_conn_ ? "\n    " : ",\n    ") + indented(connection_json(c), 4));
-        first_conn_ = false;
-      }
+      for (const auto& c : conns_) write(out_, element(first_conn_, connection_json(c)));
     }
     text = "\n  ],\n  \"pairs\": [";
     bool first = true;
-    for (const auto& p : r.pairs) {
-      text += (first ? "\n    " : ",\n    ") + indented(pair_json(p), 4);
-      first = false;
-    }
+    for (const auto& p : r.pairs) text += element(first, pair_json(p));
     text += "\n  ],\n";
     const json tail = result_summary_json(r);
     for (const char* k : {"complete", "interrupted", "aggregate", "cli_cpu_pct", "srv_cpu_pct",

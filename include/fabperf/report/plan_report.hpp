@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fabperf/report/result_doc.hpp>
+
 namespace fabperf {
 
 inline constexpr const char* kPlanResultsSchema = "fabperf.plan-results";
@@ -64,17 +66,9 @@ using StepSink = std::function<void(const nlohmann::json& plan, nlohmann::json&&
 // a time, instead of into RawResults::steps: a results file of gigabytes is never held whole.
 RawResults load_results(std::istream& in, const std::string& name, const StepSink& on_step = {});
 
-struct HistBucket {
-  double lo_us{0};
-  double hi_us{0};
-  std::uint64_t count{0};
-};
-
-struct LatencyView {
+// A result's latency figures (buckets: the non-empty ones, ascending) and which latency they are.
+struct LatencyView : ResultLatency {
   std::string what;  // "rpc" (request latency) or "delay" (ping round trips under load)
-  std::uint64_t count{0};
-  double mean_us{0}, min_us{0}, p50_us{0}, p90_us{0}, p99_us{0}, p999_us{0}, max_us{0};
-  std::vector<HistBucket> buckets;  // non-empty buckets only, ascending
 };
 
 struct NodeRow {
