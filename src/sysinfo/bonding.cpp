@@ -20,29 +20,13 @@ namespace {
 
 using sysfs::read_all;
 using sysfs::read_line;
+using sysfs::to_i64;
+using sysfs::to_int;
 using sysfs::trim;
 
 std::string first_word(std::string_view s) {
   const std::string t = trim(s);
   return t.substr(0, t.find(' '));
-}
-
-int to_int(const std::string& s, int fallback) {
-  try {
-    std::size_t used = 0;
-    const int v = std::stoi(s, &used);
-    return used > 0 ? v : fallback;
-  } catch (...) {
-    return fallback;
-  }
-}
-
-std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
-  try {
-    return std::stoll(s);
-  } catch (...) {
-    return fallback;
-  }
 }
 
 // The 32-bit words the kernel xors, as an x86 (little-endian) kernel reads network-order bytes.

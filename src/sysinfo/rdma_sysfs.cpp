@@ -29,20 +29,13 @@ namespace {
 
 using sysfs::read_line;
 using sysfs::read_u64;
+using sysfs::sorted_entries;
 
 // sysfs LIDs print as hex ("0x1a").
 std::uint32_t read_hex(const fs::path& p) {
   const std::string s = read_line(p);
   if (s.empty()) return 0;
   return static_cast<std::uint32_t>(std::strtoul(s.c_str(), nullptr, 0));
-}
-
-std::vector<std::string> sorted_entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // "fe80:0000:0000:0000:5054:00ff:fe12:3456" -> "fe80::5054:ff:fe12:3456"; "" for the zero GID.
