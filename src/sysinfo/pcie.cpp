@@ -406,6 +406,10 @@ PcieLinkState state_from(const nlohmann::json& j, const char* name) {
 
 }  // namespace
 
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IrqPlacement, irqs, served, served_local, remote_affinity, local_cpus,
+                                   all_cpus_local)
+
 nlohmann::json to_json(const PcieInfo& p) {
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& x : p.ports) {
@@ -433,13 +437,7 @@ nlohmann::json to_json(const PcieInfo& p) {
           {"ports_speed_mbps", pcie_ports_mbps(p)},
           {"raw_gbps", pcie_raw_gbps(pcie_effective_link(p))},
           {"usable_gbps", ceiling},
-          {"irq",
-           {{"irqs", p.irq.irqs},
-            {"served", p.irq.served},
-            {"served_local", p.irq.served_local},
-            {"remote_affinity", p.irq.remote_affinity},
-            {"local_cpus", p.irq.local_cpus},
-            {"all_cpus_local", p.irq.all_cpus_local}}},
+          {"irq", p.irq},
           {"findings", std::move(findings)}};
 }
 

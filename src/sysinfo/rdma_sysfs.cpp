@@ -224,32 +224,17 @@ bool is_rdma_error_counter(const std::string& key) {
   return false;
 }
 
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaGid, index, gid, type, netdev)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaPort, port, state, state_num, phys_state, phys_state_num, link_layer, rate,
+                                   rate_gbps, width, speed, active_mtu, mtu_source, lid, sm_lid, netdev, gid_table_len,
+                                   gids)
+
 nlohmann::json to_json(const RdmaPort& p) {
-  nlohmann::json gids = nlohmann::json::array();
-  for (const auto& g : p.gids)
-    gids.push_back({{"index", g.index}, {"gid", g.gid}, {"type", g.type}, {"netdev", g.netdev}});
-  return {{"port", p.port},
-          {"state", p.state},
-          {"state_num", p.state_num},
-          {"phys_state", p.phys_state},
-          {"phys_state_num", p.phys_state_num},
-          {"link_layer", p.link_layer},
-          {"rate", p.rate},
-          {"rate_gbps", p.rate_gbps},
-          {"width", p.width},
-          {"speed", p.speed},
-          {"active_mtu", p.active_mtu},
-          {"mtu_source", p.mtu_source},
-          {"lid", p.lid},
-          {"sm_lid", p.sm_lid},
-          {"netdev", p.netdev},
-          {"gid_table_len", p.gid_table_len},
-          {"gids", std::move(gids)}};
+  return p;
 }
 
 nlohmann::json to_json(const RdmaDevice& d) {
-  nlohmann::json ports = nlohmann::json::array();
-  for (const auto& p : d.ports) ports.push_back(to_json(p));
   return {{"name", d.name},
           {"node_type", d.node_type},
           {"fw_ver", d.fw_ver},
@@ -257,7 +242,7 @@ nlohmann::json to_json(const RdmaDevice& d) {
           {"hca_type", d.hca_type},
           {"board_id", d.board_id},
           {"parent", d.parent},
-          {"ports", std::move(ports)},
+          {"ports", d.ports},
           {"pcie", d.pcie ? to_json(*d.pcie) : nlohmann::json(nullptr)}};
 }
 
