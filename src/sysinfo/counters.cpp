@@ -227,9 +227,8 @@ CounterValues read_link_named_counters(const std::string& ifname) {
   CounterValues out = read_ethtool_stats(ifname).value_or(CounterValues{});
   for (auto& kv : read_qdisc_counters(ifname)) out.push_back(std::move(kv));
   if (ifname.find('/') == std::string::npos) {
-    std::ifstream in("/sys/class/net/" + ifname + "/carrier_down_count");
-    std::uint64_t v = 0;
-    if (in >> v) out.emplace_back("if.carrier_down_count", v);
+    if (auto v = sysfs::read_u64("/sys/class/net/" + ifname + "/carrier_down_count"))
+      out.emplace_back("if.carrier_down_count", *v);
   }
   return out;
 }
