@@ -66,8 +66,8 @@ std::uint32_t ip_hash(std::uint32_t hash, std::uint32_t src, std::uint32_t dst, 
   return l4 ? hash >> 1 : hash;
 }
 
-}  // namespace
-
+// Short mode name for the kernel's long one ("IEEE 802.3ad Dynamic link aggregation" -> "802.3ad");
+// "" when unknown.
 std::string bond_mode_short(std::string_view long_name) {
   static const std::pair<const char*, const char*> kNames[] = {
       {"load balancing (round-robin)", "balance-rr"},
@@ -83,6 +83,8 @@ std::string bond_mode_short(std::string_view long_name) {
   }
   return "";
 }
+
+}  // namespace
 
 BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
   BondInfo b;

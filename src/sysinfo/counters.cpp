@@ -278,8 +278,8 @@ CounterValues parse_softnet_stat(std::string_view text) {
   return {{"softnet.dropped", dropped}, {"softnet.time_squeeze", squeezed}};
 }
 
-const std::vector<std::string_view>& host_net_counter_names() {
-  static const std::vector<std::string_view> names{
+CounterValues read_host_net_counters(const std::string& root) {
+  static constexpr std::string_view kKept[] = {
       "Tcp.RetransSegs",
       "Tcp.InErrs",
       "Tcp.OutRsts",
@@ -302,14 +302,10 @@ const std::vector<std::string_view>& host_net_counter_names() {
       "Udp.RcvbufErrors",
       "Udp.SndbufErrors",
   };
-  return names;
-}
-
-CounterValues read_host_net_counters(const std::string& root) {
   CounterValues all = parse_proc_net_mib(sysfs::read_all(root + "/proc/net/snmp"));
   for (auto& kv : parse_proc_net_mib(sysfs::read_all(root + "/proc/net/netstat"))) all.push_back(std::move(kv));
   CounterValues out;
-  for (const auto name : host_net_counter_names()) {
+  for (const auto name : kKept) {
     const auto it = std::find_if(all.begin(), all.end(), [&](const auto& kv) { return kv.first == name; });
     if (it != all.end()) out.push_back(*it);
   }
