@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <fabperf/core/spec.hpp>
+#include <fabperf/core/stats.hpp>
 #include <fabperf/proto/auth.hpp>
 
 namespace fabperf {
@@ -186,7 +187,7 @@ struct DriftEval {
 };
 // Alert when value < baseline * (1 - pct/100); clears as soon as it is back at or above.
 DriftEval evaluate_drift(double value, double baseline, double pct);
-double median(std::vector<double> v);
+using stats::median;
 
 // ---- state: what the metrics show, and the baselines ----
 struct Baseline {
