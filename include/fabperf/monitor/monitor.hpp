@@ -58,9 +58,6 @@ struct MonitorConfig {
 
 MonitorConfig parse_config(std::string_view text, const std::string& file);
 MonitorConfig load_config(const std::string& path);
-// The latency probe's settings when the [latency] table leaves them out: one small rpc at a
-// time, short (a light round trip measurement, not a load).
-SpecParams default_latency_params();
 
 // The `direction` label of a test: where the data flows.
 std::string_view direction_of(TestKind t);
