@@ -202,8 +202,8 @@ void read_hosts(const Ctx& c, const toml::node* hosts, const toml::table& m, Mon
   }
 }
 
-}  // namespace
-
+// The latency probe's settings when the [latency] table leaves them out: one small rpc at a
+// time, short (a light round trip measurement, not a load).
 SpecParams default_latency_params() {
   SpecParams p;
   p.mode = Mode::rpc;
@@ -212,6 +212,8 @@ SpecParams default_latency_params() {
   p.time = std::chrono::seconds(1);
   return p;
 }
+
+}  // namespace
 
 std::string_view direction_of(TestKind t) {
   switch (t) {

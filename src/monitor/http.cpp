@@ -26,6 +26,7 @@ namespace http = beast::http;
 constexpr std::size_t kMaxConnections = 32;
 constexpr std::size_t kMaxPerSource = 8;
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
+constexpr const char* kPlainText = "text/plain; charset=utf-8";
 
 }  // namespace
 
@@ -67,9 +68,7 @@ struct MetricsServer::Impl {
       unsigned version = 11;
       bool keep_alive = false;
       if (ec) {
-        rep.status = 400;
-        rep.content_type = "text/plain; charset=utf-8";
-        rep.body = fmt::format("bad request: {}\n", ec.message());
+        rep = {400, kPlainText, fmt::format("bad request: {}\n", ec.message()), ""};  // status, type, body, allow
       } else {
         const auto& req = parser.get();
         version = req.version();
@@ -78,9 +77,7 @@ struct MetricsServer::Impl {
           rep = handle_http(std::string_view(req.method_string().data(), req.method_string().size()),
                             std::string_view(req.target().data(), req.target().size()), render);
         } catch (const std::exception& e) {
-          rep.status = 500;
-          rep.content_type = "text/plain; charset=utf-8";
-          rep.body = fmt::format("internal error: {}\n", e.what());
+          rep = {500, kPlainText, fmt::format("internal error: {}\n", e.what()), ""};
         }
       }
       http::response<http::string_body> res{static_cast<http::status>(rep.status), version};

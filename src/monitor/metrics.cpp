@@ -98,11 +98,13 @@ std::string render_metrics(const MonitorState& s) {
       if (c == v) continue;
       for (std::uint32_t l = 0; l < cfg.link_names.size(); ++l) {
         const auto& p = s.pair(c, v, l);
-        const Labels pl{{"client", cfg.hosts[c].name},
+        // The pair's labels; the bandwidth series add the direction, the probe counts the kind.
+        const Labels ll{{"client", cfg.hosts[c].name},
                         {"server", cfg.hosts[v].name},
                         {"link", cfg.link_names[l]},
-                        {"transport", transport},
-                        {"direction", direction}};
+                        {"transport", transport}};
+        Labels pl = ll;
+        pl.emplace_back("direction", direction);
         if (p.bytes_per_s) tput.add(pl, *p.bytes_per_s);
         if (p.baseline.bytes_per_s) base.add(pl, *p.baseline.bytes_per_s);
         alert.add(pl, std::uint64_t{p.drift_alert ? 1u : 0u});
@@ -111,19 +113,12 @@ std::string render_metrics(const MonitorState& s) {
         retr.add(pl, p.retransmits_total);
         for (const auto k : {ProbeKind::bandwidth, ProbeKind::latency}) {
           const auto i = static_cast<std::size_t>(k);
-          const Labels kl{{"client", cfg.hosts[c].name},
-                          {"server", cfg.hosts[v].name},
-                          {"link", cfg.link_names[l]},
-                          {"transport", transport},
-                          {"kind", std::string(to_string(k))}};
+          Labels kl = ll;
+          kl.emplace_back("kind", to_string(k));
           probes.add(kl, p.probes_total[i]);
           fails.add(kl, p.failures_total[i]);
           if (p.last_probe_s[i]) last.add(kl, *p.last_probe_s[i]);
         }
-        const Labels ll{{"client", cfg.hosts[c].name},
-                        {"server", cfg.hosts[v].name},
-                        {"link", cfg.link_names[l]},
-                        {"transport", transport}};
         if (p.latency_p50_s) p50.add(ll, *p.latency_p50_s);
         if (p.latency_p99_s) p99.add(ll, *p.latency_p99_s);
       }

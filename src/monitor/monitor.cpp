@@ -11,6 +11,8 @@ namespace fabperf::monitor {
 
 using nlohmann::json;
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BondShare, bond, member, tx_ratio, rx_ratio)  // keys: the field names
+
 json to_json(const JobResult& r, const MonitorConfig& cfg) {
   const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   json pairs = json::array();
@@ -26,15 +28,12 @@ json to_json(const JobResult& r, const MonitorConfig& cfg) {
   }
   json links = json::array();
   for (const auto& l : r.links) {
-    json bonds = json::array();
-    for (const auto& b : l.bonds)
-      bonds.push_back({{"bond", b.bond}, {"member", b.member}, {"tx_ratio", b.tx_ratio}, {"rx_ratio", b.rx_ratio}});
     links.push_back({{"host", cfg.hosts.at(l.host).name},
                      {"interface", l.interface},
                      {"speed_bits_per_second", l.speed_bps > 0 ? json(l.speed_bps) : json(nullptr)},
                      {"mtu", l.mtu},
                      {"errors", l.errors},
-                     {"bonds", bonds}});
+                     {"bonds", l.bonds}});
   }
   return {{"kind", std::string(to_string(r.job.kind))},
           {"link", cfg.link_names.at(r.job.link)},
@@ -151,13 +150,8 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
     const double end = clock.now();
     result.job = job;
     if (!ran) result.wall_s = clock.wall();
-    for (const auto& [c, s] : split.skipped) {
-      PairSample p;
-      p.client = c;
-      p.server = s;
-      p.error = split.why;
+    for (auto& p : failed_job(cfg, {job.kind, job.link, split.skipped}, split.why, 0).pairs)
       result.pairs.push_back(std::move(p));
-    }
     sched.done(job, start, ran ? end : start);
 
     const bool job_failed =

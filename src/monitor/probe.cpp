@@ -1,21 +1,19 @@
 // Probes through the real coordinator: one run_test per job, its report turned into samples.
 #include <fabperf/coordinator/coordinator.hpp>
+#include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/monitor/monitor.hpp>
 #include <fabperf/report/report.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <ctime>
 #include <map>
 
 namespace fabperf::monitor {
 namespace {
 
 double unix_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+  return static_cast<double>(wall_now_ns()) / 1e9;
 }
 
 // The interface that carried the node's flows: the busiest one that is not loopback.

@@ -117,11 +117,4 @@ DriftEval evaluate_drift(double value, double baseline, double pct) {
   return e;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
-
 }  // namespace fabperf::monitor

@@ -20,29 +20,13 @@ namespace {
 
 using sysfs::read_all;
 using sysfs::read_line;
+using sysfs::to_i64;
+using sysfs::to_int;
 using sysfs::trim;
 
 std::string first_word(std::string_view s) {
   const std::string t = trim(s);
   return t.substr(0, t.find(' '));
-}
-
-int to_int(const std::string& s, int fallback) {
-  try {
-    std::size_t used = 0;
-    const int v = std::stoi(s, &used);
-    return used > 0 ? v : fallback;
-  } catch (...) {
-    return fallback;
-  }
-}
-
-std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
-  try {
-    return std::stoll(s);
-  } catch (...) {
-    return fallback;
-  }
 }
 
 // The 32-bit words the kernel xors, as an x86 (little-endian) kernel reads network-order bytes.
@@ -82,8 +66,8 @@ std::uint32_t ip_hash(std::uint32_t hash, std::uint32_t src, std::uint32_t dst, 
   return l4 ? hash >> 1 : hash;
 }
 
-}  // namespace
-
+// Short mode name for the kernel's long one ("IEEE 802.3ad Dynamic link aggregation" -> "802.3ad");
+// "" when unknown.
 std::string bond_mode_short(std::string_view long_name) {
   static const std::pair<const char*, const char*> kNames[] = {
       {"load balancing (round-robin)", "balance-rr"},
@@ -99,6 +83,8 @@ std::string bond_mode_short(std::string_view long_name) {
   }
   return "";
 }
+
+}  // namespace
 
 BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
   BondInfo b;
@@ -454,40 +440,19 @@ std::optional<std::uint16_t> port_for_member(HashPolicy p, FlowHeaders h, int me
 
 // ---- JSON ----------------------------------------------------------------------------------
 
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BondMember, name, mii_status, speed_mbps, duplex, link_failures, perm_hwaddr,
+                                   aggregator_id, actor_port_state, partner_port_state, mtu, operstate)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BondInfo, name, mode, hash_policy, mii_status, miimon_ms, updelay_ms, downdelay_ms,
+                                   arp_interval_ms, arp_targets, lacp_rate, ad_select, active_slave, active_aggregator,
+                                   aggregator_ports, partner_mac, mtu, mac, tlb_dynamic_lb, members)
+
 nlohmann::json to_json(const BondInfo& b) {
-  nlohmann::json members = nlohmann::json::array();
-  for (const auto& m : b.members) {
-    members.push_back({{"name", m.name},
-                       {"mii_status", m.mii_status},
-                       {"speed_mbps", m.speed_mbps >= 0 ? nlohmann::json(m.speed_mbps) : nlohmann::json(nullptr)},
-                       {"duplex", m.duplex},
-                       {"link_failures", m.link_failures},
-                       {"perm_hwaddr", m.perm_hwaddr},
-                       {"aggregator_id", m.aggregator_id},
-                       {"actor_port_state", m.actor_port_state},
-                       {"partner_port_state", m.partner_port_state},
-                       {"mtu", m.mtu},
-                       {"operstate", m.operstate}});
+  nlohmann::json j = b;
+  for (auto& m : j["members"]) {
+    if (m["speed_mbps"] < 0) m["speed_mbps"] = nullptr;  // unknown
   }
-  return {{"name", b.name},
-          {"mode", b.mode},
-          {"hash_policy", b.hash_policy},
-          {"mii_status", b.mii_status},
-          {"miimon_ms", b.miimon_ms},
-          {"updelay_ms", b.updelay_ms},
-          {"downdelay_ms", b.downdelay_ms},
-          {"arp_interval_ms", b.arp_interval_ms},
-          {"arp_targets", b.arp_targets},
-          {"lacp_rate", b.lacp_rate},
-          {"ad_select", b.ad_select},
-          {"active_slave", b.active_slave},
-          {"active_aggregator", b.active_aggregator},
-          {"aggregator_ports", b.aggregator_ports},
-          {"partner_mac", b.partner_mac},
-          {"mtu", b.mtu},
-          {"mac", b.mac},
-          {"tlb_dynamic_lb", b.tlb_dynamic_lb},
-          {"members", std::move(members)}};
+  return j;
 }
 
 BondInfo bond_from_json(const nlohmann::json& j) {
@@ -517,9 +482,8 @@ BondInfo bond_from_json(const nlohmann::json& j) {
     BondMember m;
     m.name = g.str("name", 64);
     m.mii_status = g.str("mii_status", 32);
-    const auto sp = e.find("speed_mbps");
-    if (sp == e.end()) throw ProtocolError("bond.members[].speed_mbps: missing field");
-    m.speed_mbps = sp->is_null() ? -1 : g.i64("speed_mbps", 0, 100'000'000);
+    const auto sp = e.find("speed_mbps");  // null when unknown; required
+    m.speed_mbps = sp != e.end() && sp->is_null() ? -1 : g.i64("speed_mbps", 0, 100'000'000);
     m.duplex = g.str("duplex", 16);
     m.link_failures = g.u64("link_failures", 0, ~0ULL);
     m.perm_hwaddr = g.str("perm_hwaddr", 32);

@@ -227,9 +227,8 @@ CounterValues read_link_named_counters(const std::string& ifname) {
   CounterValues out = read_ethtool_stats(ifname).value_or(CounterValues{});
   for (auto& kv : read_qdisc_counters(ifname)) out.push_back(std::move(kv));
   if (ifname.find('/') == std::string::npos) {
-    std::ifstream in("/sys/class/net/" + ifname + "/carrier_down_count");
-    std::uint64_t v = 0;
-    if (in >> v) out.emplace_back("if.carrier_down_count", v);
+    if (auto v = sysfs::read_u64("/sys/class/net/" + ifname + "/carrier_down_count"))
+      out.emplace_back("if.carrier_down_count", *v);
   }
   return out;
 }
@@ -279,8 +278,8 @@ CounterValues parse_softnet_stat(std::string_view text) {
   return {{"softnet.dropped", dropped}, {"softnet.time_squeeze", squeezed}};
 }
 
-const std::vector<std::string_view>& host_net_counter_names() {
-  static const std::vector<std::string_view> names{
+CounterValues read_host_net_counters(const std::string& root) {
+  static constexpr std::string_view kKept[] = {
       "Tcp.RetransSegs",
       "Tcp.InErrs",
       "Tcp.OutRsts",
@@ -303,14 +302,10 @@ const std::vector<std::string_view>& host_net_counter_names() {
       "Udp.RcvbufErrors",
       "Udp.SndbufErrors",
   };
-  return names;
-}
-
-CounterValues read_host_net_counters(const std::string& root) {
   CounterValues all = parse_proc_net_mib(sysfs::read_all(root + "/proc/net/snmp"));
   for (auto& kv : parse_proc_net_mib(sysfs::read_all(root + "/proc/net/netstat"))) all.push_back(std::move(kv));
   CounterValues out;
-  for (const auto name : host_net_counter_names()) {
+  for (const auto name : kKept) {
     const auto it = std::find_if(all.begin(), all.end(), [&](const auto& kv) { return kv.first == name; });
     if (it != all.end()) out.push_back(*it);
   }

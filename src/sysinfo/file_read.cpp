@@ -1,6 +1,8 @@
 #include "sysinfo/file_read.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -39,13 +41,28 @@ std::optional<std::uint64_t> read_u64(const std::string& path) {
 }
 
 std::int64_t read_i64(const std::string& path, std::int64_t fallback) {
-  const std::string s = read_line(path);
-  if (s.empty()) return fallback;
+  return to_i64(read_line(path), fallback);
+}
+
+std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
   if (end == s.c_str() || errno == ERANGE) return fallback;
   return v;
+}
+
+int to_int(const std::string& s, int fallback) {
+  const std::int64_t v = to_i64(s, INT64_MIN);  // INT64_MIN is no int either
+  return v < INT_MIN || v > INT_MAX ? fallback : static_cast<int>(v);
+}
+
+std::vector<std::string> sorted_entries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace fabperf::sysfs

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fabperf::sysfs {
 
@@ -20,5 +22,11 @@ std::string read_all(const std::string& path);
 std::optional<std::uint64_t> read_u64(const std::string& path);
 // The first line as a signed integer ("-1" for a virtual link's speed); fallback otherwise.
 std::int64_t read_i64(const std::string& path, std::int64_t fallback);
+// The decimal integer s starts with (after blanks, as strtoll reads it); fallback when there is
+// none or it does not fit (to_int: in an int).
+std::int64_t to_i64(const std::string& s, std::int64_t fallback);
+int to_int(const std::string& s, int fallback);
+// The names in a folder, sorted; none when it is absent.
+std::vector<std::string> sorted_entries(const std::filesystem::path& dir);
 
 }  // namespace fabperf::sysfs

@@ -230,29 +230,22 @@ int expected_mss(int mtu) {
   return mtu > 52 ? mtu - 52 : 0;
 }
 
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkInfo, name, kind, driver, operstate, mac, addresses, mtu, speed_mbps,
+                                   shaped_mbps, duplex, master, members, vlan_parent, numa_node)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SocketLimits, rmem_max, wmem_max, tcp_rmem, tcp_wmem)
+
 nlohmann::json to_json(const LinkInfo& l) {
-  return {{"name", l.name},
-          {"kind", l.kind},
-          {"driver", l.driver},
-          {"operstate", l.operstate},
-          {"mac", l.mac},
-          {"addresses", l.addresses},
-          {"mtu", l.mtu},
-          {"speed_mbps", l.speed_mbps >= 0 ? nlohmann::json(l.speed_mbps) : nlohmann::json(nullptr)},
-          {"shaped_mbps", l.shaped_mbps >= 0 ? nlohmann::json(l.shaped_mbps) : nlohmann::json(nullptr)},
-          {"duplex", l.duplex},
-          {"master", l.master},
-          {"members", l.members},
-          {"vlan_parent", l.vlan_parent},
-          {"numa_node", l.numa_node},
-          {"pcie", l.pcie ? to_json(*l.pcie) : nlohmann::json(nullptr)}};
+  nlohmann::json j = l;
+  for (const char* k : {"speed_mbps", "shaped_mbps"}) {
+    if (j[k] < 0) j[k] = nullptr;  // none
+  }
+  j["pcie"] = l.pcie ? to_json(*l.pcie) : nlohmann::json(nullptr);
+  return j;
 }
 
 nlohmann::json to_json(const SocketLimits& s) {
-  return {{"rmem_max", s.rmem_max},
-          {"wmem_max", s.wmem_max},
-          {"tcp_rmem", {s.tcp_rmem[0], s.tcp_rmem[1], s.tcp_rmem[2]}},
-          {"tcp_wmem", {s.tcp_wmem[0], s.tcp_wmem[1], s.tcp_wmem[2]}}};
+  return s;
 }
 
 LinkInfo link_from_json(const nlohmann::json& j) {
@@ -265,9 +258,8 @@ LinkInfo link_from_json(const nlohmann::json& j) {
   l.mac = f.str("mac", 64);
   l.addresses = f.strings("addresses", 256, 64);
   l.mtu = static_cast<int>(f.u64("mtu", 0, 1u << 20));
-  const auto& sp = j.find("speed_mbps");
-  if (sp == j.end()) throw ProtocolError("link.speed_mbps: missing field");
-  l.speed_mbps = sp->is_null() ? -1 : f.i64("speed_mbps", 0, 100'000'000);
+  const auto sp = j.find("speed_mbps");  // null when unknown; required
+  l.speed_mbps = sp != j.end() && sp->is_null() ? -1 : f.i64("speed_mbps", 0, 100'000'000);
   // Optional: agents older than the qdisc reading send none.
   if (const auto sh = j.find("shaped_mbps"); sh != j.end() && !sh->is_null())
     l.shaped_mbps = f.i64("shaped_mbps", 0, 100'000'000);

@@ -32,6 +32,7 @@ namespace fabperf {
 namespace {
 
 using sysfs::read_line;
+using sysfs::sorted_entries;
 
 bool is_pci_address(const std::string& name) {
   static const std::regex re("^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$");
@@ -60,14 +61,6 @@ PcieLinkState read_state(const fs::path& dir, const char* which) {
 bool has_link_files(const fs::path& dir) {
   std::error_code ec;
   return fs::exists(dir / "current_link_speed", ec);
-}
-
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 std::optional<std::set<int>> cpu_set(const std::string& list) {
@@ -101,11 +94,11 @@ int read_max_payload(const fs::path& config) {
 void add_ports(const fs::path& fn, std::vector<PciePort>& out) {
   // Interfaces sit in the function's net/, or in its virtio device's (virtioN/net/).
   std::vector<fs::path> nets{fn / "net"};
-  for (const auto& e : entries(fn)) {
+  for (const auto& e : sorted_entries(fn)) {
     if (e.rfind("virtio", 0) == 0) nets.push_back(fn / e / "net");
   }
   for (const auto& dir : nets) {
-    for (const auto& n : entries(dir)) {
+    for (const auto& n : sorted_entries(dir)) {
       // IPoIB rides an InfiniBand port counted below (ARPHRD_INFINIBAND).
       if (read_line(dir / n / "type") == "32") continue;
       char* end = nullptr;
@@ -115,8 +108,8 @@ void add_ports(const fs::path& fn, std::vector<PciePort>& out) {
     }
   }
   // InfiniBand ports have no interface; RoCE ports are counted by theirs.
-  for (const auto& d : entries(fn / "infiniband")) {
-    for (const auto& p : entries(fn / "infiniband" / d / "ports")) {
+  for (const auto& d : sorted_entries(fn / "infiniband")) {
+    for (const auto& p : sorted_entries(fn / "infiniband" / d / "ports")) {
       const fs::path base = fn / "infiniband" / d / "ports" / p;
       if (read_line(base / "link_layer") != "InfiniBand") continue;
       const double g = parse_rdma_rate(read_line(base / "rate")).gbps;
@@ -161,7 +154,7 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
   IrqPlacement p;
   p.local_cpus = read_line(fn / "local_cpulist");
   std::vector<int> irqs;
-  for (const auto& n : entries(fn / "msi_irqs")) {
+  for (const auto& n : sorted_entries(fn / "msi_irqs")) {
     char* end = nullptr;
     const long v = std::strtol(n.c_str(), &end, 10);
     if (*end == '\0' && v > 0) irqs.push_back(static_cast<int>(v));
@@ -375,7 +368,7 @@ std::optional<PcieInfo> read_pcie(const std::string& device, const std::string& 
     p.port = parent.filename().string();
     if (has_link_files(parent)) p.port_max = read_state(parent, "max");
     // Every function under the port shares the link; a VF's ports are its PF's.
-    for (const auto& f : entries(parent)) {
+    for (const auto& f : sorted_entries(parent)) {
       if (!is_pci_address(f) || fs::exists(parent / f / "physfn", ec)) continue;
       add_ports(parent / f, p.ports);
     }
@@ -413,6 +406,10 @@ PcieLinkState state_from(const nlohmann::json& j, const char* name) {
 
 }  // namespace
 
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IrqPlacement, irqs, served, served_local, remote_affinity, local_cpus,
+                                   all_cpus_local)
+
 nlohmann::json to_json(const PcieInfo& p) {
   nlohmann::json ports = nlohmann::json::array();
   for (const auto& x : p.ports) {
@@ -440,13 +437,7 @@ nlohmann::json to_json(const PcieInfo& p) {
           {"ports_speed_mbps", pcie_ports_mbps(p)},
           {"raw_gbps", pcie_raw_gbps(pcie_effective_link(p))},
           {"usable_gbps", ceiling},
-          {"irq",
-           {{"irqs", p.irq.irqs},
-            {"served", p.irq.served},
-            {"served_local", p.irq.served_local},
-            {"remote_affinity", p.irq.remote_affinity},
-            {"local_cpus", p.irq.local_cpus},
-            {"all_cpus_local", p.irq.all_cpus_local}}},
+          {"irq", p.irq},
           {"findings", std::move(findings)}};
 }
 

@@ -29,20 +29,13 @@ namespace {
 
 using sysfs::read_line;
 using sysfs::read_u64;
+using sysfs::sorted_entries;
 
 // sysfs LIDs print as hex ("0x1a").
 std::uint32_t read_hex(const fs::path& p) {
   const std::string s = read_line(p);
   if (s.empty()) return 0;
   return static_cast<std::uint32_t>(std::strtoul(s.c_str(), nullptr, 0));
-}
-
-std::vector<std::string> sorted_entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // "fe80:0000:0000:0000:5054:00ff:fe12:3456" -> "fe80::5054:ff:fe12:3456"; "" for the zero GID.
@@ -231,32 +224,17 @@ bool is_rdma_error_counter(const std::string& key) {
   return false;
 }
 
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaGid, index, gid, type, netdev)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaPort, port, state, state_num, phys_state, phys_state_num, link_layer, rate,
+                                   rate_gbps, width, speed, active_mtu, mtu_source, lid, sm_lid, netdev, gid_table_len,
+                                   gids)
+
 nlohmann::json to_json(const RdmaPort& p) {
-  nlohmann::json gids = nlohmann::json::array();
-  for (const auto& g : p.gids)
-    gids.push_back({{"index", g.index}, {"gid", g.gid}, {"type", g.type}, {"netdev", g.netdev}});
-  return {{"port", p.port},
-          {"state", p.state},
-          {"state_num", p.state_num},
-          {"phys_state", p.phys_state},
-          {"phys_state_num", p.phys_state_num},
-          {"link_layer", p.link_layer},
-          {"rate", p.rate},
-          {"rate_gbps", p.rate_gbps},
-          {"width", p.width},
-          {"speed", p.speed},
-          {"active_mtu", p.active_mtu},
-          {"mtu_source", p.mtu_source},
-          {"lid", p.lid},
-          {"sm_lid", p.sm_lid},
-          {"netdev", p.netdev},
-          {"gid_table_len", p.gid_table_len},
-          {"gids", std::move(gids)}};
+  return p;
 }
 
 nlohmann::json to_json(const RdmaDevice& d) {
-  nlohmann::json ports = nlohmann::json::array();
-  for (const auto& p : d.ports) ports.push_back(to_json(p));
   return {{"name", d.name},
           {"node_type", d.node_type},
           {"fw_ver", d.fw_ver},
@@ -264,7 +242,7 @@ nlohmann::json to_json(const RdmaDevice& d) {
           {"hca_type", d.hca_type},
           {"board_id", d.board_id},
           {"parent", d.parent},
-          {"ports", std::move(ports)},
+          {"ports", d.ports},
           {"pcie", d.pcie ? to_json(*d.pcie) : nlohmann::json(nullptr)}};
 }
 

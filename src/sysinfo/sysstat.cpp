@@ -1,6 +1,8 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/spec.hpp>
+#include <fabperf/sysinfo/counters.hpp>
 #include <fabperf/sysinfo/sysstat.hpp>
+#include "sysinfo/file_read.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -33,23 +35,8 @@ double cpu_busy_pct(const CpuTimes& a, const CpuTimes& b) noexcept {
 }
 
 std::int64_t read_tcp_retrans_segs(const std::string& proc_net_snmp) {
-  std::ifstream in(proc_net_snmp);
-  std::string header, values;
-  while (std::getline(in, header)) {
-    if (header.rfind("Tcp:", 0) != 0) continue;
-    if (!std::getline(in, values)) return -1;
-    std::istringstream hs(header), vs(values);
-    std::string name, val;
-    while (hs >> name && vs >> val) {
-      if (name == "RetransSegs") {
-        try {
-          return std::stoll(val);
-        } catch (...) {
-          return -1;
-        }
-      }
-    }
-    return -1;
+  for (const auto& [name, v] : parse_proc_net_mib(sysfs::read_all(proc_net_snmp))) {
+    if (name == "Tcp.RetransSegs") return static_cast<std::int64_t>(v);
   }
   return -1;
 }
@@ -85,9 +72,9 @@ std::uint64_t raise_fd_limit() noexcept {
   return static_cast<std::uint64_t>(r.rlim_cur);
 }
 
-std::map<std::string, std::string> parse_arp_table(std::string_view text, std::string_view dev) {
+std::map<std::string, std::string> read_arp_table(std::string_view dev, const std::string& root) {
   std::map<std::string, std::string> arp;
-  std::istringstream in{std::string(text)};
+  std::istringstream in(sysfs::read_all(root + "/proc/net/arp"));
   std::string line;
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
@@ -96,13 +83,6 @@ std::map<std::string, std::string> parse_arp_table(std::string_view text, std::s
     if (ss >> ip >> hw >> flags >> mac >> mask >> d && d == dev) arp[ip] = mac;
   }
   return arp;
-}
-
-std::map<std::string, std::string> read_arp_table(std::string_view dev, const std::string& root) {
-  std::ifstream in(root + "/proc/net/arp");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_arp_table(ss.str(), dev);
 }
 
 std::int64_t parse_task_stat_ticks(std::string_view line) {
@@ -124,10 +104,8 @@ std::int64_t parse_task_stat_ticks(std::string_view line) {
 }
 
 double read_thread_cpu_s(int tid, const std::string& root) {
-  std::ifstream in(root + "/proc/self/task/" + std::to_string(tid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return -1;
-  const std::int64_t ticks = parse_task_stat_ticks(line);
+  const std::int64_t ticks =
+      parse_task_stat_ticks(sysfs::read_line(root + "/proc/self/task/" + std::to_string(tid) + "/stat"));
   return ticks < 0 ? -1 : static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 

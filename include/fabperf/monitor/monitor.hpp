@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <fabperf/core/spec.hpp>
+#include <fabperf/core/stats.hpp>
 #include <fabperf/proto/auth.hpp>
 
 namespace fabperf {
@@ -57,9 +58,6 @@ struct MonitorConfig {
 
 MonitorConfig parse_config(std::string_view text, const std::string& file);
 MonitorConfig load_config(const std::string& path);
-// The latency probe's settings when the [latency] table leaves them out: one small rpc at a
-// time, short (a light round trip measurement, not a load).
-SpecParams default_latency_params();
 
 // The `direction` label of a test: where the data flows.
 std::string_view direction_of(TestKind t);
@@ -186,7 +184,7 @@ struct DriftEval {
 };
 // Alert when value < baseline * (1 - pct/100); clears as soon as it is back at or above.
 DriftEval evaluate_drift(double value, double baseline, double pct);
-double median(std::vector<double> v);
+using stats::median;
 
 // ---- state: what the metrics show, and the baselines ----
 struct Baseline {

@@ -52,10 +52,6 @@ struct BondInfo {
   std::vector<BondMember> members;  // in the kernel's slave order (the order the hash indexes)
 };
 
-// Short mode name for the kernel's long one ("IEEE 802.3ad Dynamic link aggregation" -> "802.3ad");
-// "" when unknown.
-std::string bond_mode_short(std::string_view long_name);
-
 // /proc/net/bonding/BOND text -> BondInfo (pure). Unknown lines are ignored; a text without a
 // "Bonding Mode:" line gives an empty `mode`.
 BondInfo parse_proc_bonding(std::string_view text, const std::string& name);

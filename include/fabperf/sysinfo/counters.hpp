@@ -61,8 +61,6 @@ CounterValues parse_softnet_stat(std::string_view text);
 // and backlog drops, UDP buffer errors) and softnet drops, under root ("" = this host's
 // /proc of the calling thread's network namespace).
 CounterValues read_host_net_counters(const std::string& root = "");
-// The MIB names read_host_net_counters keeps (in the "Section.Name" form).
-const std::vector<std::string_view>& host_net_counter_names();
 
 // ---- the counter dictionary -------------------------------------------------------------
 

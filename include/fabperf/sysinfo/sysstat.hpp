@@ -31,8 +31,7 @@ std::int64_t process_cpu_ns() noexcept;
 std::uint64_t raise_fd_limit() noexcept;
 
 // The ARP table's IPv4 neighbours on one device: address -> MAC (/proc/net/arp; its header line
-// and other devices' entries are skipped). Pure over the file's text.
-std::map<std::string, std::string> parse_arp_table(std::string_view text, std::string_view dev);
+// and other devices' entries are skipped).
 std::map<std::string, std::string> read_arp_table(std::string_view dev, const std::string& root = "");
 
 // user+system clock ticks of a /proc/PID/task/TID/stat line; -1 when it does not parse (the
