@@ -199,10 +199,6 @@ RawResults from_single_run(json r, const std::string& name) {
   return raw;
 }
 
-}  // namespace
-
-namespace {
-
 // The records of a JSON Lines file, one line at a time: a step's JSON lives only as long as its
 // line unless the caller keeps it (`on_step` empty: raw.steps).
 struct FirstLine {

@@ -7,11 +7,10 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
-#include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace fabperf {
@@ -171,10 +170,6 @@ void list_steps(PlanReport& r) {
       r.steps.size(), attention + k, kListAllSteps, k));
 }
 
-}  // namespace
-
-namespace {
-
 std::vector<Host> plan_hosts(const json& plan_line) {
   std::vector<Host> hosts;
   const auto& plan = plan_line.value("plan", json::object());
@@ -228,38 +223,33 @@ void group_kpis(PlanReport& r) {
 // All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
 void build_matrices(PlanReport& r, const std::vector<Host>& hosts) {
   std::map<std::string, std::size_t> matrix_at;
-  std::vector<std::unordered_map<std::string, std::size_t>> node_at;  // per matrix: name -> row
+  std::vector<std::unordered_map<std::string, std::size_t>> node_at;             // per matrix: name -> row
+  std::vector<std::vector<std::tuple<std::size_t, std::size_t, double>>> cells;  // per matrix, in step order
   for (const auto& s : r.steps) {
     if (s.pattern != "all-pairs" || s.pairs.empty()) continue;
-    auto it = matrix_at.find(s.test);
-    if (it == matrix_at.end()) {
-      it = matrix_at.emplace(s.test, r.matrices.size()).first;
-      PairMatrix m;
-      m.test = s.test;
-      for (const auto& h : hosts) m.nodes.push_back(h.name);
-      r.matrices.push_back(std::move(m));
+    const auto [it, added] = matrix_at.emplace(s.test, r.matrices.size());
+    if (added) {
+      r.matrices.push_back({s.test, {}, {}, 0, 0, 0});
       node_at.emplace_back();
+      cells.emplace_back();
+      for (const auto& h : hosts) r.matrices.back().nodes.push_back(h.name);
+      for (std::size_t i = 0; i < hosts.size(); ++i) node_at.back().emplace(hosts[i].name, i);
     }
     auto& m = r.matrices[it->second];
-    auto& at = node_at[it->second];
-    if (at.empty()) {
-      for (std::size_t i = 0; i < m.nodes.size(); ++i) at.emplace(m.nodes[i], i);
-    }
+    const auto row = [&m, &at = node_at[it->second]](const std::string& n) {
+      const auto [e, fresh] = at.emplace(n, m.nodes.size());
+      if (fresh) m.nodes.push_back(n);
+      return e->second;
+    };
     for (const auto& p : s.pairs) {
-      for (const auto* n : {&p.client, &p.server}) {
-        if (at.emplace(*n, m.nodes.size()).second) m.nodes.push_back(*n);
-      }
+      const auto c = row(p.client);
+      cells[it->second].emplace_back(c, row(p.server), p.mb_per_s);
     }
   }
   for (std::size_t mi = 0; mi < r.matrices.size(); ++mi) {
     auto& m = r.matrices[mi];
-    const auto& at = node_at[mi];
-    const auto n = m.nodes.size();
-    m.mb_per_s.assign(n, std::vector<std::optional<double>>(n));
-    for (const auto& s : r.steps) {
-      if (s.test != m.test || s.pattern != "all-pairs") continue;
-      for (const auto& p : s.pairs) m.mb_per_s[at.at(p.client)][at.at(p.server)] = p.mb_per_s;  // later steps win
-    }
+    m.mb_per_s.assign(m.nodes.size(), std::vector<std::optional<double>>(m.nodes.size()));
+    for (const auto& [c, sv, v] : cells[mi]) m.mb_per_s[c][sv] = v;  // later steps win
     bool first = true;
     for (const auto& row : m.mb_per_s) {
       for (const auto& c : row) {

@@ -90,35 +90,38 @@ json kpi_json(const KpiCheck& c) {
   return j;
 }
 
+json node_row_json(const NodeRow& n) {
+  return {{json_key(col::node), n.node},
+          {json_key(col::role), n.role},
+          {json_key(col::status), n.status},
+          {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
+          {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
+          {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
+          {json_key(col::retrans_segs), jsonu::nonneg(n.retrans_segs)},
+          {"latency", latency_json(n.latency)}};
+}
+
+json pair_row_json(const PairRow& p) {
+  return {{json_key(col::client), p.client},
+          {json_key(col::server), p.server},
+          {json_key(col::mb_per_s), p.mb_per_s},
+          {json_key(col::retrans), p.retrans},
+          {json_key(col::rtt_us), p.rtt_us}};
+}
+
+json link_row_json(const LinkRow& l) {
+  return {{json_key(col::node), l.node},
+          {json_key(col::link), l.link},
+          {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
+          {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
+          {json_key(col::payload_mb_per_s), l.payload_mb_per_s},
+          {json_key(col::speed_mbps), jsonu::positive(l.speed_mbps)},
+          {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct)},
+          {json_key(col::errors), l.errors},
+          {json_key(col::drops), l.drops}};
+}
+
 json step_json(const StepView& s) {
-  json nodes = array_json(s.nodes, [](const NodeRow& n) -> json {
-    return {{json_key(col::node), n.node},
-            {json_key(col::role), n.role},
-            {json_key(col::status), n.status},
-            {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
-            {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
-            {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
-            {json_key(col::retrans_segs), jsonu::nonneg(n.retrans_segs)},
-            {"latency", latency_json(n.latency)}};
-  });
-  json pairs = array_json(s.pairs, [](const PairRow& p) -> json {
-    return {{json_key(col::client), p.client},
-            {json_key(col::server), p.server},
-            {json_key(col::mb_per_s), p.mb_per_s},
-            {json_key(col::retrans), p.retrans},
-            {json_key(col::rtt_us), p.rtt_us}};
-  });
-  json links = array_json(s.links, [](const LinkRow& l) -> json {
-    return {{json_key(col::node), l.node},
-            {json_key(col::link), l.link},
-            {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
-            {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
-            {json_key(col::payload_mb_per_s), l.payload_mb_per_s},
-            {json_key(col::speed_mbps), jsonu::positive(l.speed_mbps)},
-            {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct)},
-            {json_key(col::errors), l.errors},
-            {json_key(col::drops), l.drops}};
-  });
   json series = array_json(s.series, [](const Series& se) -> json {
     return {{"name", se.name}, {"points", array_json(se.points, [](const SeriesPoint& p) -> json {
                                   return {{"t_s", p.t_s}, {json_key(col::mb_per_s), p.mb_per_s}};
@@ -141,9 +144,9 @@ json step_json(const StepView& s) {
           {json_key(col::gbit_per_s), s.gbit_per_s},
           {json_key(col::msg_per_s), s.msg_per_s},
           {"window_s", s.window_s},
-          {"nodes", std::move(nodes)},
-          {"pairs", std::move(pairs)},
-          {"links", std::move(links)},
+          {"nodes", array_json(s.nodes, node_row_json)},
+          {"pairs", array_json(s.pairs, pair_row_json)},
+          {"links", array_json(s.links, link_row_json)},
           {"latency", latency_json(s.latency)},
           {"delay", latency_json(s.delay)},
           {"series", std::move(series)},
@@ -155,6 +158,14 @@ json step_json(const StepView& s) {
 
 std::string num(double v) {
   return fmt::format("{:.3f}", v);
+}
+
+// A JSON report value as a CSV cell: fractions with 3 decimals, whole numbers and true/false as
+// JSON writes them, null (unknown) empty.
+std::string csv_cell(const json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();
+  return v.is_number_float() ? num(v.get<double>()) : v.dump();
 }
 
 }  // namespace
@@ -215,62 +226,50 @@ json render_plan_json(const PlanReport& r) {
 
 std::string render_plan_csv(const PlanReport& r, const std::string& table) {
   std::string out;
-  auto row = [&out](std::initializer_list<std::string> fields) {
-    bool first = true;
-    for (const auto& f : fields) {
-      if (!first) out += ',';
-      out += csv_field(f);
-      first = false;
+  // A row: the step's columns, then the fields `keys` (paths in a row of the JSON report, `j`; the
+  // header row, `j` null, names them by their last key): a CSV column is its JSON field, unknown empty.
+  auto row = [&out](std::vector<std::string> fields, const std::vector<std::string>& keys, const json& j) {
+    for (const auto& k : keys) {
+      const json::json_pointer p("/" + k);
+      fields.push_back(j.is_null() ? p.back() : j.contains(p) ? csv_cell(j[p]) : "");
     }
+    for (std::size_t i = 0; i < fields.size(); ++i) out += (i > 0 ? "," : "") + csv_field(fields[i]);
     out += "\r\n";  // RFC 4180
   };
+  const auto at = [](const StepView& s) { return std::vector<std::string>{std::to_string(s.index), s.id, s.test}; };
   const std::string si = "step_index";
   if (table == "steps") {
-    row({si, json_key(col::step), json_key(col::test), json_key(col::pattern), "step_status", "op", "step_mb_per_s",
-         json_key(col::node), json_key(col::role), json_key(col::status), json_key(col::tx_mb_per_s),
-         json_key(col::rx_mb_per_s), json_key(col::cpu_busy_pct), json_key(col::retrans_segs), json_key(col::p50_us),
-         json_key(col::p99_us), json_key(col::max_us)});
+    const std::vector<std::string> keys{"node",           "role",          "status",       "tx_mb_per_s",
+                                        "rx_mb_per_s",    "cpu_busy_pct",  "retrans_segs", "latency/p50_us",
+                                        "latency/p99_us", "latency/max_us"};
+    row({si, "step", "test", "pattern", "step_status", "op", "step_mb_per_s"}, keys, nullptr);
     for (const auto& s : r.steps) {
-      const std::string agg = s.measured ? num(s.mb_per_s) : "";
-      if (s.nodes.empty()) {
-        row({std::to_string(s.index), s.id, s.test, s.pattern, s.status, s.op, agg, "", "", "", "", "", "", "", "", "",
-             ""});
-      }
-      for (const auto& n : s.nodes) {
-        const auto& l = n.latency;
-        row({std::to_string(s.index), s.id, s.test, s.pattern, s.status, s.op, agg, n.node, n.role, n.status,
-             num(n.tx_mb_per_s), num(n.rx_mb_per_s), num(n.cpu_busy_pct),
-             n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "", l ? num(l->p50_us) : "",
-             l ? num(l->p99_us) : "", l ? num(l->max_us) : ""});
-      }
+      auto step = at(s);
+      step.insert(step.end(), {s.pattern, s.status, s.op, s.measured ? num(s.mb_per_s) : ""});
+      if (s.nodes.empty()) row(step, keys, json::object());
+      for (const auto& n : s.nodes) row(step, keys, node_row_json(n));
     }
   } else if (table == "pairs") {
-    row({si, json_key(col::step), json_key(col::test), json_key(col::pattern), json_key(col::client),
-         json_key(col::server), json_key(col::mb_per_s), json_key(col::retrans), json_key(col::rtt_us)});
+    const std::vector<std::string> keys{"client", "server", "mb_per_s", "retrans", "rtt_us"};
+    row({si, "step", "test", "pattern"}, keys, nullptr);
     for (const auto& s : r.steps) {
-      for (const auto& p : s.pairs) {
-        row({std::to_string(s.index), s.id, s.test, s.pattern, p.client, p.server, num(p.mb_per_s),
-             std::to_string(p.retrans), std::to_string(p.rtt_us)});
-      }
+      auto step = at(s);
+      step.push_back(s.pattern);
+      for (const auto& p : s.pairs) row(step, keys, pair_row_json(p));
     }
   } else if (table == "links") {
-    row({si, json_key(col::step), json_key(col::test), json_key(col::node), json_key(col::link),
-         json_key(col::tx_mb_per_s), json_key(col::rx_mb_per_s), json_key(col::payload_mb_per_s),
-         json_key(col::speed_mbps), json_key(col::utilization_pct), json_key(col::errors), json_key(col::drops)});
+    const std::vector<std::string> keys{
+        "node",   "link", "tx_mb_per_s", "rx_mb_per_s", "payload_mb_per_s", "speed_mbps", "utilization_pct",
+        "errors", "drops"};
+    row({si, "step", "test"}, keys, nullptr);
     for (const auto& s : r.steps) {
-      for (const auto& l : s.links) {
-        row({std::to_string(s.index), s.id, s.test, l.node, l.link, num(l.tx_mb_per_s), num(l.rx_mb_per_s),
-             num(l.payload_mb_per_s), l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "",
-             l.utilization_pct >= 0 ? num(l.utilization_pct) : "", std::to_string(l.errors), std::to_string(l.drops)});
-      }
+      for (const auto& l : s.links) row(at(s), keys, link_row_json(l));
     }
   } else if (table == "kpis") {
-    row({json_key(col::test), json_key(col::step), json_key(col::kpi), json_key(col::scope), json_key(col::subject),
-         json_key(col::value), "op", json_key(col::threshold), "unit", json_key(col::pass), json_key(col::detail)});
-    for (const auto& c : r.kpis) {
-      row({c.test.value_or(""), c.step.value_or(""), c.kpi, c.scope, c.subject, c.value ? num(*c.value) : "", c.op,
-           num(c.threshold), c.unit, c.pass ? "true" : "false", c.detail});
-    }
+    const std::vector<std::string> keys{"test", "step",      "kpi",  "scope", "subject", "value",
+                                        "op",   "threshold", "unit", "pass",  "detail"};
+    row({}, keys, nullptr);
+    for (const auto& c : r.kpis) row({}, keys, kpi_json(c));
   } else {
     throw UsageError(fmt::format("--table '{}': unknown CSV table (steps, pairs, links, kpis)", table));
   }

@@ -70,11 +70,13 @@ struct Geometry {
   [[nodiscard]] double ph() const { return h - top - bottom; }
 };
 
-std::string svg_open(const Geometry& g, const std::string& cls, const std::string& label) {
+// A chart's figure, its caption and the opening of its SVG of w x h.
+std::string figure_open(double w, double h, const std::string& cls, const std::string& title,
+                        std::string_view figure_attrs = "", const std::string& svg_attrs = "") {
   return fmt::format(
-      "<svg class=\"chart {}\" viewBox=\"0 0 {:.0f} {:.0f}\" role=\"img\" aria-label=\"{}\" "
-      "xmlns=\"http://www.w3.org/2000/svg\">\n",
-      cls, g.w, g.h, e(label));
+      "<figure{}>\n<figcaption>{}</figcaption>\n<svg class=\"chart {}\" viewBox=\"0 0 {:.0f} {:.0f}\"{} role=\"img\" "
+      "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+      figure_attrs, e(title), cls, w, h, svg_attrs, e(title));
 }
 
 // Horizontal grid lines and y labels from 0 to ymax.
@@ -123,7 +125,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
   ymax = axis_top(ymax);
   const bool rotate = groups.size() > 8;
   if (rotate) g.bottom = 84;
-  std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "bars", title);
+  std::string out = figure_open(g.w, g.h, "bars", title);
   out += y_axis(g, ymax, unit);
   const double slot = g.pw() / static_cast<double>(std::max<std::size_t>(groups.size(), 1));
   const double bw = std::min(36.0, slot * 0.8 / static_cast<double>(std::max<std::size_t>(series.size(), 1)));
@@ -175,7 +177,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   }
   if (xmax <= 0) xmax = 1;
   ymax = axis_top(ymax);
-  std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "timeseries", title);
+  std::string out = figure_open(g.w, g.h, "timeseries", title);
   out += y_axis(g, ymax, "MB/s");
   const double xs = nice_step(xmax, 6);
   for (double v = 0; v <= xmax * 1.0001; v += xs) {
@@ -225,7 +227,7 @@ std::string histogram_chart(const std::string& title, const LatencyView& l) {
   std::uint64_t cmax = 0;
   for (const auto& b : l.buckets) cmax = std::max(cmax, b.count);
   const double ymax = cmax > 0 ? axis_top(static_cast<double>(cmax)) : 0;
-  std::string out = "<figure>\n<figcaption>" + e(title) + "</figcaption>\n" + svg_open(g, "histogram", title);
+  std::string out = figure_open(g.w, g.h, "histogram", title);
   out += y_axis(g, ymax > 0 ? ymax : 1, "samples");
   const auto n = l.buckets.size();
   const double slot = g.pw() / static_cast<double>(std::max<std::size_t>(n, 1));
@@ -330,11 +332,8 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   }
   const std::string title =
       fmt::format("All-pairs throughput of '{}' (MB/s): row = client (sender), column = server", m.test);
-  std::string out = "<figure class=\"wide\">\n<figcaption>" + e(title) + "</figcaption>\n";
-  out += fmt::format(
-      "<svg class=\"chart heatmap\" viewBox=\"0 0 {:.0f} {:.0f}\" style=\"max-width:{:.0f}px\" role=\"img\" "
-      "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
-      w, h, w, e(title));
+  std::string out =
+      figure_open(w, h, "heatmap", title, " class=\"wide\"", fmt::format(" style=\"max-width:{:.0f}px\"", w));
   out += "<defs><linearGradient id=\"hm-scale-" + e(m.test) + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int i = 0; i <= 4; ++i) {
     out += fmt::format("<stop offset=\"{}%\" stop-color=\"{}\"/>", i * 25, viridis(i / 4.0, nullptr));
@@ -444,6 +443,16 @@ bool subject_failed(const PlanReport& r, const StepView& s, const std::string& s
   return false;
 }
 
+// A table up to its body: `cols` are its header cells, a leading '>' marks a column of numbers
+// (right-aligned, as its cells are).
+std::string table_open(std::string_view attrs, std::initializer_list<std::string_view> cols) {
+  std::string out = fmt::format("<table {}><thead><tr>", attrs);
+  for (const auto c : cols) {
+    out += c.starts_with('>') ? fmt::format("<th class=\"num\">{}</th>", c.substr(1)) : fmt::format("<th>{}</th>", c);
+  }
+  return out + "</tr></thead><tbody>\n";
+}
+
 std::string pill(const std::string& text, const std::string& cls) {
   return "<span class=\"pill " + cls + "\">" + e(text) + "</span>";
 }
@@ -545,10 +554,8 @@ std::string head_html(const PlanReport& r) {
 std::string kpi_html(const PlanReport& r) {
   std::string out = "<h2>KPI verdict</h2>\n";
   if (r.kpi_groups.empty()) return out + "<p class=\"muted\">No KPI was checked in these results.</p>\n";
-  out +=
-      "<table class=\"verdict-table\"><thead><tr><th>KPI</th><th>test</th><th>scope</th>"
-      "<th class=\"num\">threshold</th><th class=\"num\">checks</th><th class=\"num\">failed</th>"
-      "<th class=\"num\">worst</th><th>worst at</th><th>result</th></tr></thead><tbody>\n";
+  out += table_open("class=\"verdict-table\"",
+                    {"KPI", "test", "scope", ">threshold", ">checks", ">failed", ">worst", "worst at", "result"});
   for (const auto& g : r.kpi_groups) {
     out += fmt::format(
         "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
@@ -559,9 +566,8 @@ std::string kpi_html(const PlanReport& r) {
   }
   out += "</tbody></table>\n";
   if (!r.kpi_failed) return out;
-  out +=
-      "<h2>Failed checks</h2>\n<table class=\"failed-checks\"><thead><tr><th>KPI</th><th>step</th><th>subject</th>"
-      "<th class=\"num\">value</th><th class=\"num\">required</th><th>detail</th></tr></thead><tbody>\n";
+  out += "<h2>Failed checks</h2>\n" +
+         table_open("class=\"failed-checks\"", {"KPI", "step", "subject", ">value", ">required", "detail"});
   for (const auto& k : r.kpis) {
     if (k.pass) continue;
     out += fmt::format(
@@ -576,9 +582,8 @@ std::string kpi_html(const PlanReport& r) {
 // One row per step, linking to its section.
 std::string steps_html(const PlanReport& r) {
   std::string out =
-      "<h2>Steps</h2>\n<table class=\"steps\"><thead><tr><th class=\"num\">#</th><th>step</th><th>pattern</th>"
-      "<th>status</th><th>clients &rarr; servers</th><th class=\"num\">MB/s</th><th class=\"num\">Gbit/s</th>"
-      "<th class=\"num\">time s</th><th>KPIs</th></tr></thead><tbody>\n";
+      "<h2>Steps</h2>\n" + table_open("class=\"steps\"", {">#", "step", "pattern", "status", "clients &rarr; servers",
+                                                          ">MB/s", ">Gbit/s", ">time s", "KPIs"});
   for (const auto& s : r.steps) {
     if (!s.listed) continue;
     out += fmt::format(
@@ -642,11 +647,8 @@ std::string step_html(const PlanReport& r, const StepView& s) {
   if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + e(s.error) + "</p>\n";
   if (!s.measured) return out + "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
   out += step_charts_html(r, s);
-  out +=
-      "<table class=\"nodes\" style=\"margin-top:10px\"><thead><tr><th>node</th><th>role</th><th>status</th>"
-      "<th class=\"num\">tx MB/s</th><th class=\"num\">rx MB/s</th><th class=\"num\">CPU %</th>"
-      "<th class=\"num\">retrans</th><th class=\"num\">p50</th><th class=\"num\">p99</th>"
-      "<th class=\"num\">max</th></tr></thead><tbody>\n";
+  out += table_open("class=\"nodes\" style=\"margin-top:10px\"",
+                    {"node", "role", "status", ">tx MB/s", ">rx MB/s", ">CPU %", ">retrans", ">p50", ">p99", ">max"});
   for (const auto& n : s.nodes) {
     const auto& l = n.latency;
     out += fmt::format(
