@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <algorithm>
 #include <charconv>
 
 #include "report/result_json.hpp"
@@ -285,91 +286,76 @@ std::string render_plan_junit(const PlanReport& r) {
     std::string body;
     int tests{0}, failures{0}, errors{0}, skipped{0};
     double time{0};
+    // The suite's (or all suites') name and counts, as <testsuite> and <testsuites> carry them.
+    [[nodiscard]] std::string attrs() const {
+      return fmt::format("name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\"",
+                         xml_escape(name), tests, failures, errors, skipped, time);
+    }
   };
   std::vector<Suite> suites;
-  auto suite = [&suites](const std::string& name) -> Suite& {
-    for (auto& s : suites) {
-      if (s.name == name) return s;
-    }
-    suites.push_back({name, "", 0, 0, 0, 0, 0});
-    return suites.back();
-  };
   const std::string prefix = "fabperf." + (r.plan_name.empty() ? std::string("plan") : r.plan_name);
+  // A <testcase> in the suite of `test`; `inner` its elements.
+  auto testcase = [&](const std::string& test, const std::string& name, const std::string& time,
+                      const std::string& inner) -> Suite& {
+    auto it = std::find_if(suites.begin(), suites.end(), [&](const Suite& s) { return s.name == prefix + "." + test; });
+    if (it == suites.end()) it = suites.insert(it, {prefix + "." + test, "", 0, 0, 0, 0, 0});
+    ++it->tests;
+    it->body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{}\">\n{}    </testcase>\n",
+                            xml_escape(prefix + "." + test), xml_escape(name), time, inner);
+    return *it;
+  };
   for (const auto& s : r.steps) {
-    auto& su = suite(s.test);
-    ++su.tests;
-    su.time += s.duration_s;
-    su.body +=
-        fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", xml_escape(prefix + "." + s.test),
-                    xml_escape(fmt::format("step {} ({}: {} -> {})", s.id, s.pattern, fmt::join(s.clients, ","),
-                                           fmt::join(s.servers, ","))),
-                    s.duration_s);
+    std::string inner;
     if (s.status == "failed") {
-      ++su.errors;
-      su.body += fmt::format("      <error message=\"{}\" type=\"step-failed\">{}</error>\n",
-                             xml_escape(s.error.empty() ? "step failed" : s.error), xml_escape(s.error));
+      inner = fmt::format("      <error message=\"{}\" type=\"step-failed\">{}</error>\n",
+                          xml_escape(s.error.empty() ? "step failed" : s.error), xml_escape(s.error));
     } else if (s.status == "interrupted") {
-      ++su.skipped;
-      su.body += "      <skipped message=\"interrupted\"/>\n";
+      inner = "      <skipped message=\"interrupted\"/>\n";
     }
     if (s.measured && !s.summary.empty())
-      su.body += fmt::format("      <system-out>{}</system-out>\n", xml_escape(s.summary));
-    su.body += "    </testcase>\n";
+      inner += fmt::format("      <system-out>{}</system-out>\n", xml_escape(s.summary));
+    auto& su = testcase(
+        s.test,
+        fmt::format("step {} ({}: {} -> {})", s.id, s.pattern, fmt::join(s.clients, ","), fmt::join(s.servers, ",")),
+        fmt::format("{:.3f}", s.duration_s), inner);
+    su.time += s.duration_s;
+    su.errors += s.status == "failed" ? 1 : 0;
+    su.skipped += s.status == "interrupted" ? 1 : 0;
   }
   for (const auto& c : r.kpis) {
-    auto& su = suite(c.test.value_or("plan"));
-    ++su.tests;
     std::string name = c.kpi + " " + c.scope;
     if (!c.subject.empty()) name += " " + c.subject;
     if (c.step) name += " [" + *c.step + "]";
-    su.body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">\n",
-                           xml_escape(prefix + "." + c.test.value_or("plan")), xml_escape(name));
     const std::string measured =
         c.value ? fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, *c.value, c.unit, c.op, c.threshold)
                 : fmt::format("{}: not measured (required {} {:g} {})", c.kpi, c.op, c.threshold, c.unit);
-    if (!c.pass) {
-      ++su.failures;
-      su.body += fmt::format("      <failure message=\"{}\" type=\"kpi\">{}</failure>\n",
-                             xml_escape(c.detail.empty() ? measured : c.detail), xml_escape(measured));
-    } else {
-      su.body += fmt::format("      <system-out>{}</system-out>\n", xml_escape(measured));
-    }
-    su.body += "    </testcase>\n";
+    testcase(c.test.value_or("plan"), name, "0",
+             c.pass ? fmt::format("      <system-out>{}</system-out>\n", xml_escape(measured))
+                    : fmt::format("      <failure message=\"{}\" type=\"kpi\">{}</failure>\n",
+                                  xml_escape(c.detail.empty() ? measured : c.detail), xml_escape(measured)))
+        .failures += c.pass ? 0 : 1;
   }
   if (!r.finished || r.steps_missing > 0) {
-    auto& su = suite("plan");
-    ++su.tests;
-    ++su.errors;
-    su.body += fmt::format("    <testcase classname=\"{}\" name=\"plan finished\" time=\"0\">\n",
-                           xml_escape(prefix + ".plan"));
-    su.body += fmt::format("      <error message=\"{}\" type=\"incomplete\"/>\n",
+    ++testcase("plan", "plan finished", "0",
+               fmt::format("      <error message=\"{}\" type=\"incomplete\"/>\n",
                            xml_escape(fmt::format("the plan did not finish: {} of {} steps have a record",
-                                                  r.steps.size(), r.steps_total)));
-    su.body += "    </testcase>\n";
+                                                  r.steps.size(), r.steps_total))))
+          .errors;
   }
-  int tests = 0, failures = 0, errors = 0, skipped = 0;
-  double time = 0;
+  Suite all{prefix, "", 0, 0, 0, 0, 0};
   for (const auto& s : suites) {
-    tests += s.tests;
-    failures += s.failures;
-    errors += s.errors;
-    skipped += s.skipped;
-    time += s.time;
+    all.tests += s.tests;
+    all.failures += s.failures;
+    all.errors += s.errors;
+    all.skipped += s.skipped;
+    all.time += s.time;
   }
-  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format(
-      "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-      xml_escape(prefix), tests, failures, errors, skipped, time);
+  std::string out = fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites {}>\n", all.attrs());
   for (const auto& s : suites) {
-    out += fmt::format(
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\"{}>\n",
-        xml_escape(prefix + "." + s.name), s.tests, s.failures, s.errors, s.skipped, s.time,
-        r.started_at.empty() ? "" : fmt::format(" timestamp=\"{}\"", xml_escape(r.started_at)));
-    out += s.body;
-    out += "  </testsuite>\n";
+    out += fmt::format("  <testsuite {}{}>\n{}  </testsuite>\n", s.attrs(),
+                       r.started_at.empty() ? "" : fmt::format(" timestamp=\"{}\"", xml_escape(r.started_at)), s.body);
   }
-  out += "</testsuites>\n";
-  return out;
+  return out + "</testsuites>\n";
 }
 
 }  // namespace fabperf
