@@ -63,10 +63,8 @@ class LineError {
   }
   void strings(const json& j, const char* name) const {
     const auto& v = field(j, name);
-    if (!v.is_array()) fail(fmt::format("field '{}' must be a list of names", name));
-    for (const auto& e : v) {
-      if (!e.is_string()) fail(fmt::format("field '{}' must be a list of names", name));
-    }
+    if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }))
+      fail(fmt::format("field '{}' must be a list of names", name));
   }
   const std::string& one_of(const json& j, const char* name, std::initializer_list<const char*> allowed) const {
     const auto& s = string(j, name);
