@@ -10,8 +10,8 @@
 namespace fabperf::data_hello {
 namespace {
 
-constexpr std::string_view kServerLabel{"fabperf-data-server-proof-v4\0", 29};
-constexpr std::string_view kClientLabel{"fabperf-data-client-proof-v4\0", 29};
+constexpr std::uint8_t kServerLabel[] = "fabperf-data-server-proof-v4";  // with its terminating NUL
+constexpr std::uint8_t kClientLabel[] = "fabperf-data-client-proof-v4";
 static_assert(kHelloSize == 4 + 2 + 2 + 4 + 4 + 4 + auth::kNonceBytes);
 static_assert(kChallengeSize == 4 + 4 + auth::kNonceBytes + auth::kProofBytes);
 static_assert(kProofSize == 4 + auth::kProofBytes);
@@ -33,10 +33,10 @@ Status checked_status(std::uint32_t v, const char* what) {
   return static_cast<Status>(v);
 }
 
-auth::Proof proof(std::string_view label, const proto::Token& key, std::string_view test_id, const Hello& h,
-                  const auth::Nonce& server_nonce) {
+auth::Proof proof(std::span<const std::uint8_t> label, const proto::Token& key, std::string_view test_id,
+                  const Hello& h, const auth::Nonce& server_nonce) {
   const auto b = binding(test_id, h, server_nonce);
-  return auth::hmac_sha256(key, {std::span(reinterpret_cast<const std::uint8_t*>(label.data()), label.size()), b});
+  return auth::hmac_sha256(key, {label, b});
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
+#include <fabperf/core/bytes.hpp>
 #include <fabperf/engine/engine.hpp>
 #include <fabperf/engine/rdma_cm_wire.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <string_view>
 
 namespace fabperf::rdma_cm {
 namespace {
@@ -18,58 +18,31 @@ constexpr std::size_t kReplySigned = 16;
 static_assert(kRequestSigned + kRequestMacBytes == kRequestSize);
 static_assert(kReplySigned + auth::kProofBytes == kReplySize);
 // Domain separation: a request's HMAC can never pass as a reply's, or as any other fabperf MAC.
-constexpr std::string_view kRequestLabel{"fabperf-rdma-cm-req\0", 20};
-constexpr std::string_view kReplyLabel{"fabperf-rdma-cm-rep\0", 20};
-
-std::span<const std::uint8_t> bytes_of(std::string_view s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-void put16(std::uint8_t* p, std::uint16_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (24 - 8 * i));
-}
-void put64(std::uint8_t* p, std::uint64_t v) {
-  put32(p, static_cast<std::uint32_t>(v >> 32));
-  put32(p + 4, static_cast<std::uint32_t>(v));
-}
-std::uint16_t get16(const std::uint8_t* p) {
-  return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
-}
-std::uint32_t get32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-std::uint64_t get64(const std::uint8_t* p) {
-  return (std::uint64_t{get32(p)} << 32) | get32(p + 4);
-}
+constexpr std::uint8_t kRequestLabel[] = "fabperf-rdma-cm-req";  // with its terminating NUL
+constexpr std::uint8_t kReplyLabel[] = "fabperf-rdma-cm-rep";
 
 // The request's MAC, truncated and zero-padded to a Proof (the form the reply signs over).
 auth::Proof sign_request(const proto::Token& client_token, const std::uint8_t* req) {
-  auto mac =
-      auth::hmac_sha256(client_token, {bytes_of(kRequestLabel), std::span<const std::uint8_t>(req, kRequestSigned)});
+  auto mac = auth::hmac_sha256(client_token, {kRequestLabel, std::span<const std::uint8_t>(req, kRequestSigned)});
   std::fill(mac.begin() + kRequestMacBytes, mac.end(), std::uint8_t{0});
   return mac;
 }
 auth::Proof sign_reply(const proto::Token& client_token, const auth::Proof& request_mac, const std::uint8_t* rep) {
-  return auth::hmac_sha256(
-      client_token, {bytes_of(kReplyLabel), std::span<const std::uint8_t>(request_mac.data(), request_mac.size()),
-                     std::span<const std::uint8_t>(rep, kReplySigned)});
+  return auth::hmac_sha256(client_token, {kReplyLabel, request_mac, std::span<const std::uint8_t>(rep, kReplySigned)});
 }
 
 }  // namespace
 
 RequestBytes encode_request(const Request& r, const proto::Token& client_token) {
   RequestBytes b{};
-  put16(b.data(), kRequestMagic);
+  put_be16(b.data(), kRequestMagic);
   b[2] = kVersion;
   b[3] = static_cast<std::uint8_t>((r.dir << 1) | (r.rpc ? 1 : 0));
-  put32(b.data() + 4, r.node);
-  put32(b.data() + 8, r.conn);
-  put32(b.data() + 12, r.rkey);
-  put64(b.data() + 16, r.addr);
-  put32(b.data() + 24, r.server);
+  put_be32(b.data() + 4, r.node);
+  put_be32(b.data() + 8, r.conn);
+  put_be32(b.data() + 12, r.rkey);
+  put_be64(b.data() + 16, r.addr);
+  put_be32(b.data() + 24, r.server);
   std::memcpy(b.data() + 28, r.nonce.data(), r.nonce.size());
   const auto mac = sign_request(client_token, b.data());
   std::memcpy(b.data() + kRequestSigned, mac.data(), kRequestMacBytes);
@@ -94,12 +67,12 @@ CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::T
                              std::uint32_t server_node) {
   CheckedRequest out;
   const std::uint8_t* p = bytes.data();
-  if (bytes.size() < kRequestSize || get16(p) != kRequestMagic || p[2] != kVersion) {
+  if (bytes.size() < kRequestSize || get_be16(p) != kRequestMagic || p[2] != kVersion) {
     out.refusal = "not a fabperf RDMA connection request of this version";
     return out;
   }
   Request r;
-  r.node = get32(p + 4);
+  r.node = get_be32(p + 4);
   // The proof is checked before any other field is believed: an unauthenticated request learns
   // nothing about what the server would accept.
   std::memcpy(out.mac.data(), p + kRequestSigned, kRequestMacBytes);
@@ -107,7 +80,7 @@ CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::T
     out.refusal = "bad proof";
     return out;
   }
-  r.server = get32(p + 24);
+  r.server = get_be32(p + 24);
   if (r.server != server_node) {
     // Signed by a client of this test for another server: relayed or replayed here.
     out.refusal =
@@ -121,19 +94,19 @@ CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::T
     out.refusal = "unknown direction";
     return out;
   }
-  r.conn = get32(p + 8);
-  r.rkey = get32(p + 12);
-  r.addr = get64(p + 16);
+  r.conn = get_be32(p + 8);
+  r.rkey = get_be32(p + 12);
+  r.addr = get_be64(p + 16);
   out.request = r;
   return out;
 }
 
 ReplyBytes encode_reply(const Reply& r, const proto::Token& client_token, const auth::Proof& request_mac) {
   ReplyBytes b{};
-  put16(b.data(), kReplyMagic);
+  put_be16(b.data(), kReplyMagic);
   b[2] = kVersion;
-  put32(b.data() + 4, r.rkey);
-  put64(b.data() + 8, r.addr);
+  put_be32(b.data() + 4, r.rkey);
+  put_be64(b.data() + 8, r.addr);
   const auto proof = sign_reply(client_token, request_mac, b.data());
   std::memcpy(b.data() + kReplySigned, proof.data(), proof.size());
   return b;
@@ -142,7 +115,7 @@ ReplyBytes encode_reply(const Reply& r, const proto::Token& client_token, const 
 std::optional<Reply> check_reply(std::span<const std::uint8_t> bytes, const proto::Token& client_token,
                                  const auth::Proof& request_mac, std::string& why) {
   const std::uint8_t* p = bytes.data();
-  if (bytes.size() < kReplySize || get16(p) != kReplyMagic || p[2] != kVersion) {
+  if (bytes.size() < kReplySize || get_be16(p) != kReplyMagic || p[2] != kVersion) {
     why = "the answer is not from a fabperf agent of this version";
     return std::nullopt;
   }
@@ -152,7 +125,7 @@ std::optional<Reply> check_reply(std::span<const std::uint8_t> bytes, const prot
     why = "the server's answer does not prove the test token";
     return std::nullopt;
   }
-  return Reply{get32(p + 4), get64(p + 8)};
+  return Reply{get_be32(p + 4), get_be64(p + 8)};
 }
 
 }  // namespace fabperf::rdma_cm

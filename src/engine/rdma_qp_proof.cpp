@@ -1,8 +1,8 @@
+#include <fabperf/core/bytes.hpp>
 #include <fabperf/engine/rdma_qp_proof.hpp>
 
 #include <algorithm>
 #include <cstring>
-#include <string_view>
 
 namespace fabperf::qp_proof {
 namespace {
@@ -15,27 +15,18 @@ constexpr std::size_t kMacAt = kNonceAt + auth::kNonceBytes;
 static_assert(kMacAt + auth::kProofBytes == kMessageSize);
 // Domain separation: the two passes' MACs differ, and neither can pass as a data hello's or an
 // rdma_cm request's.
-constexpr std::string_view kServerLabel{"fabperf-rdma-qp-srv\0", 20};
-constexpr std::string_view kClientLabel{"fabperf-rdma-qp-cli\0", 20};
+constexpr std::uint8_t kServerLabel[] = "fabperf-rdma-qp-srv";  // with its terminating NUL
+constexpr std::uint8_t kClientLabel[] = "fabperf-rdma-qp-cli";
 
-std::span<const std::uint8_t> bytes_of(std::string_view s) {
-  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
-void put32(std::uint8_t* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (24 - 8 * i));
-}
-
-auth::Proof mac(std::string_view label, const proto::Token& client_token, const Binding& b,
+auth::Proof mac(std::span<const std::uint8_t> label, const proto::Token& client_token, const Binding& b,
                 const auth::Nonce& client_nonce, const auth::Nonce& server_nonce) {
   const auto binding = encode_binding(b);
-  return auth::hmac_sha256(client_token, {bytes_of(label), binding, client_nonce, server_nonce});
+  return auth::hmac_sha256(client_token, {label, binding, client_nonce, server_nonce});
 }
 
 Message header(Kind k) {
   Message m{};
-  m[0] = static_cast<std::uint8_t>(kMagic >> 8);
-  m[1] = static_cast<std::uint8_t>(kMagic & 0xff);
+  put_be16(m.data(), kMagic);
   m[2] = kVersion;
   m[3] = static_cast<std::uint8_t>(k);
   return m;
@@ -56,8 +47,7 @@ Checked check_shape(std::span<const std::uint8_t> bytes, Kind want) {
     return {Refusal::size, "a " + std::to_string(bytes.size()) + "-byte message where the " +
                                std::to_string(kMessageSize) + "-byte proof of the test token belongs"};
   }
-  const std::uint16_t magic = static_cast<std::uint16_t>((bytes[0] << 8) | bytes[1]);
-  if (magic != kMagic || bytes[2] != kVersion)
+  if (get_be16(bytes.data()) != kMagic || bytes[2] != kVersion)
     return {Refusal::not_fabperf, "not a fabperf queue pair proof of this version"};
   if (bytes[3] != static_cast<std::uint8_t>(want)) {
     return {Refusal::wrong_kind,
@@ -76,21 +66,23 @@ Checked check_empty(std::span<const std::uint8_t> bytes, std::size_t at, std::si
   return {};
 }
 
-bool mac_matches(std::span<const std::uint8_t> bytes, const auth::Proof& want) {
+Checked check_mac(std::span<const std::uint8_t> bytes, const auth::Proof& want) {
   auth::Proof got{};
   std::memcpy(got.data(), bytes.data() + kMacAt, got.size());
-  return auth::proofs_equal(want, got);
+  if (!auth::proofs_equal(want, got))
+    return {Refusal::bad_mac, "its proof does not prove this test's token for this queue pair"};
+  return {};
 }
 
 }  // namespace
 
 std::array<std::uint8_t, kBindingSize> encode_binding(const Binding& b) {
   std::array<std::uint8_t, kBindingSize> out{};
-  put32(out.data(), b.server_node);
-  put32(out.data() + 4, b.client_node);
-  put32(out.data() + 8, b.conn);
-  put32(out.data() + 12, b.server_qpn);
-  put32(out.data() + 16, b.client_qpn);
+  put_be32(out.data(), b.server_node);
+  put_be32(out.data() + 4, b.client_node);
+  put_be32(out.data() + 8, b.conn);
+  put_be32(out.data() + 12, b.server_qpn);
+  put_be32(out.data() + 16, b.client_qpn);
   std::memcpy(out.data() + 20, b.server_gid.data(), 16);
   std::memcpy(out.data() + 36, b.client_gid.data(), 16);
   return out;
@@ -132,10 +124,8 @@ Checked check_server_proof(std::span<const std::uint8_t> bytes, const proto::Tok
   if (!c.ok()) return c;
   auth::Nonce ns{};
   std::copy_n(bytes.begin() + kNonceAt, ns.size(), ns.begin());
-  if (!mac_matches(bytes, mac(kServerLabel, client_token, b, client_nonce, ns))) {
-    return {Refusal::bad_mac, "its proof does not prove this test's token for this queue pair"};
-  }
-  server_nonce = ns;
+  c = check_mac(bytes, mac(kServerLabel, client_token, b, client_nonce, ns));
+  if (c.ok()) server_nonce = ns;
   return c;
 }
 
@@ -143,10 +133,7 @@ Checked check_client_proof(std::span<const std::uint8_t> bytes, const proto::Tok
                            const auth::Nonce& client_nonce, const auth::Nonce& server_nonce) {
   Checked c = check_shape(bytes, Kind::client_proof);
   if (c.ok()) c = check_empty(bytes, kNonceAt, auth::kNonceBytes, "client proof's nonce");
-  if (!c.ok()) return c;
-  if (!mac_matches(bytes, mac(kClientLabel, client_token, b, client_nonce, server_nonce))) {
-    return {Refusal::bad_mac, "its proof does not prove this test's token for this queue pair"};
-  }
+  if (c.ok()) c = check_mac(bytes, mac(kClientLabel, client_token, b, client_nonce, server_nonce));
   return c;
 }
 

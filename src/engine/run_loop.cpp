@@ -21,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -59,10 +60,8 @@ LatencyHistogram& RunContext::add_histogram() {
 
 void RunContext::warn(std::string message) {
   std::lock_guard lk(mu_);
-  for (const auto& w : warnings_) {
-    if (w == message) return;
-  }
-  warnings_.push_back(std::move(message));
+  if (std::find(warnings_.begin(), warnings_.end(), message) == warnings_.end())
+    warnings_.push_back(std::move(message));
 }
 
 std::vector<std::string> RunContext::warnings() const {
@@ -298,7 +297,7 @@ std::vector<RdmaPortResult> flow_rdma_ports(const std::vector<Flow*>& flows) {
                     [&](const RdmaPortResult& r) { return r.device == dev && r.info.port == port; })) {
       continue;
     }
-    RdmaPortResult r;
+    RdmaPortResult& r = out.emplace_back();
     r.device = dev;
     r.info.port = port;
     if (auto d = read_rdma_device(dev)) {
@@ -306,15 +305,12 @@ std::vector<RdmaPortResult> flow_rdma_ports(const std::vector<Flow*>& flows) {
         if (p.port == port) r.info = p;
       }
     }
-    out.push_back(std::move(r));
   }
   return out;
 }
 
 std::uint64_t sum(const std::vector<std::uint64_t>& v) {
-  std::uint64_t t = 0;
-  for (auto x : v) t += x;
-  return t;
+  return std::accumulate(v.begin(), v.end(), std::uint64_t{0});
 }
 
 // Flow i's payload delivered to its peer between two snapshots: the acknowledged bytes, or the
@@ -539,13 +535,10 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   r.process_cpu_s = static_cast<double>(close.proc_cpu_ns - open.proc_cpu_ns) / 1e9;
   for (std::size_t i = 0; i < flows.size(); ++i)
     r.flows.push_back(flow_result(*flows[i], open, close, i, flow_iface[i]));
-  LatencyHistogram merged;
-  bool any = false;
-  for (const auto* h : ctx.histograms()) {
-    merged.merge(*h);
-    any = true;
+  if (const auto hists = ctx.histograms(); !hists.empty()) {
+    r.latency.emplace();
+    for (const auto* h : hists) r.latency->merge(*h);
   }
-  if (any) r.latency = merged;
   if (ctx.has_delay()) r.delay = ctx.delay_histogram();
   r.trials = engine_->trials();
   r.warnings = ctx.warnings();

@@ -30,6 +30,18 @@ namespace fabperf {
 
 using namespace tcp;
 
+namespace {
+using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
+// Closes the socket on the way out of a failed set-up; release() hands it on.
+struct SocketGuard {
+  int fd;
+  ~SocketGuard() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+}  // namespace
+
 std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows) {
   return spec.buffsize() + flows * std::min<std::uint64_t>(spec.buffsize(), kRecvChunkLarge);
 }
@@ -124,26 +136,24 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
   const std::string port = std::to_string(t.port);
   const int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
   if (gai != 0) throw SystemError("resolve data address", where, gai_strerror(gai));
-  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    freeaddrinfo(res);
-    throw SystemError("socket for", where, errno);
-  }
+  const AddrInfoPtr res_owner(res, freeaddrinfo);
+  SocketGuard sock{::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
+  const int fd = sock.fd;
+  if (fd < 0) throw SystemError("socket for", where, errno);
   if (!bind_devs_.empty()) {
     const std::string& dev = bind_devs_[pair_conn % bind_devs_.size()];
     if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev.c_str(), static_cast<socklen_t>(dev.size())) != 0) {
-      const int e = errno;
-      freeaddrinfo(res);
-      ::close(fd);
-      if (e == EPERM) {
+      if (errno == EPERM) {
         throw SystemError("--bind-dev", dev,
                           "SO_BINDTODEVICE needs CAP_NET_RAW here: run the agent as root or grant it cap_net_raw");
       }
-      throw SystemError("--bind-dev: bind data connection to device", dev, e);
+      throw SystemError("--bind-dev: bind data connection to device", dev, errno);
     }
   }
   std::string bind_addr = source;
   std::optional<std::uint16_t> bind_port;
+  sockaddr_storage dst{};
+  std::memcpy(&dst, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof dst));
   if (ctx.spec().spread_ports() && op != FlowOp::probe) {
     // The kernel's choice of source address, asked without sending anything (UDP connect).
     std::string src_ip = source;
@@ -157,8 +167,6 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
       }
       if (u >= 0) ::close(u);
     }
-    sockaddr_storage dst{};
-    std::memcpy(&dst, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof dst));
     if (!src_ip.empty()) {
       bind_addr = src_ip;
       bind_port = spread_port(src_ip, numeric_host(dst), t.port, 0);
@@ -171,6 +179,7 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
     sh.ai_socktype = SOCK_STREAM;
     addrinfo* src = nullptr;
     const int g2 = getaddrinfo(bind_addr.c_str(), "0", &sh, &src);
+    const AddrInfoPtr src_owner(src, freeaddrinfo);
     int b = -1;
     int e = 0;
     if (g2 == 0) {
@@ -179,8 +188,6 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
         // that lands on the same member.
         const int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        sockaddr_storage dst{};
-        std::memcpy(&dst, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof dst));
         for (int attempt = 0; attempt < 64 && bind_port; ++attempt) {
           set_port(src->ai_addr, *bind_port);
           b = ::bind(fd, src->ai_addr, src->ai_addrlen);
@@ -195,42 +202,31 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
         e = errno;
       }
     }
-    if (src) freeaddrinfo(src);
     if (g2 != 0 || b != 0) {
-      freeaddrinfo(res);
-      ::close(fd);
       throw SystemError(bind_port ? "bind data connection to spread port on" : "bind data connection to link address",
                         bind_port ? fmt::format("{}:{}", bind_addr, *bind_port) : bind_addr,
                         g2 != 0 ? std::string(gai_strerror(g2)) : errno_text(e));
     }
   }
   prepare_socket(fd, ctx, socksize_warned_);
-  if (ctx.spec().mode() == Mode::rpc) {
+  // Delay pings and rpc requests are small messages that must not wait for Nagle.
+  if (ctx.spec().mode() == Mode::rpc || op == FlowOp::probe) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
   int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-  freeaddrinfo(res);
   if (rc != 0 && errno == EINPROGRESS) {
     pollfd pfd{fd, POLLOUT, 0};
     rc = ::poll(&pfd, 1, kConnectTimeoutMs);
     int soerr = 0;
     socklen_t len = sizeof soerr;
-    if (rc == 0) {
-      ::close(fd);
-      throw SystemError("data connection to", where, "connect timed out after 5 s (firewall?)");
-    }
+    if (rc == 0) throw SystemError("data connection to", where, "connect timed out after 5 s (firewall?)");
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-    if (soerr != 0) {
-      ::close(fd);
-      throw SystemError("data connection to", where, soerr);
-    }
+    if (soerr != 0) throw SystemError("data connection to", where, soerr);
   } else if (rc != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw SystemError("data connection to", where, e);
+    throw SystemError("data connection to", where, errno);
   }
-  return open_data_connection(fd, where, t, op, conn_index, plan);
+  return open_data_connection(sock.release(), where, t, op, conn_index, plan);
 }
 
 void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
@@ -240,6 +236,19 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   bind_devs_ = resolve_bind_devs(plan);
   const TestSpec& spec = ctx.spec();
   const std::uint32_t per_pair = spec.connections_per_pair();
+  // A connected socket, as a client flow of this engine.
+  auto add_client_flow = [&](int fd, FlowOp op, std::uint32_t node, std::string device) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    auto flow = std::make_unique<TcpFlow>(fd, FlowRole::client, op, node, local_text(fd), sockaddr_text(ss));
+    flow->device = std::move(device);
+    auto* raw = flow.get();
+    ctx.add_flow(std::move(flow));
+    std::lock_guard lk(mu_);
+    client_flows_.push_back(raw);
+    return raw;
+  };
   std::uint32_t conn_index = 0;
   for (const auto& t : plan.targets) {
     std::vector<RpcConn*> row;
@@ -250,37 +259,21 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
              : spec.test() != TestKind::rw ? FlowOp::read
                                            : (c % 2 == 0 ? FlowOp::write : FlowOp::read);
       }
-      const int fd = connect_one(t, op, conn_index++, c, plan);
-      sockaddr_storage ss{};
-      socklen_t len = sizeof ss;
-      getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-      auto flow = std::make_unique<TcpFlow>(fd, FlowRole::client, op, t.node_index, local_text(fd), sockaddr_text(ss));
-      if (!bind_devs_.empty()) flow->device = bind_devs_[c % bind_devs_.size()];
-      auto* raw = flow.get();
-      ctx.add_flow(std::move(flow));
-      std::lock_guard lk(mu_);
-      client_flows_.push_back(raw);
+      TcpFlow* flow = add_client_flow(connect_one(t, op, conn_index++, c, plan), op, t.node_index,
+                                      bind_devs_.empty() ? "" : bind_devs_[c % bind_devs_.size()]);
       if (spec.mode() == Mode::rpc) {
-        rpc_conns_.push_back(std::make_unique<RpcConn>(raw));
+        std::lock_guard lk(mu_);
+        rpc_conns_.push_back(std::make_unique<RpcConn>(flow));
         row.push_back(rpc_conns_.back().get());
       }
     }
     if (spec.mode() == Mode::rpc) rpc_table_.push_back(std::move(row));
     // One more connection per server for delay pings; it carries no test data.
     if (spec.delay_probe().count() == 0) continue;
-    const int pfd = connect_one(t, FlowOp::probe, conn_index++, 0, plan);
-    const int one = 1;
-    setsockopt(pfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sockaddr_storage pss{};
-    socklen_t plen = sizeof pss;
-    getpeername(pfd, reinterpret_cast<sockaddr*>(&pss), &plen);
-    auto probe = std::make_unique<TcpFlow>(pfd, FlowRole::client, FlowOp::probe, t.node_index, local_text(pfd),
-                                           sockaddr_text(pss));
-    auto* praw = probe.get();
-    ctx.add_flow(std::move(probe));
+    TcpFlow* probe =
+        add_client_flow(connect_one(t, FlowOp::probe, conn_index++, 0, plan), FlowOp::probe, t.node_index, "");
     std::lock_guard lk(mu_);
-    client_flows_.push_back(praw);
-    probe_flows_.push_back(praw);
+    probe_flows_.push_back(probe);
   }
   if (spec.mode() == Mode::rpc) {
     for (std::uint32_t t = 0; t < spec.threads(); ++t) tester_hist_.push_back(&ctx.add_histogram());
@@ -401,21 +394,18 @@ void TcpEngine::abort() noexcept {
 void TcpEngine::join() {
   stop_accept();
   if (accept_thread_.joinable()) accept_thread_.join();
-  for (auto& t : testers_) {
-    if (t.joinable()) t.join();
-  }
-  testers_.clear();
+  auto join_all = [](std::vector<std::thread>& threads) {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+    threads.clear();
+  };
+  join_all(testers_);
   // All testers are done: tell each server no more requests will come, then wait for the replies
   // still in flight and the server's close.
   for (auto& c : rpc_conns_) ::shutdown(c->flow->fd(), SHUT_WR);
-  for (auto& t : receivers_) {
-    if (t.joinable()) t.join();
-  }
-  receivers_.clear();
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
-  }
-  threads_.clear();
+  join_all(receivers_);
+  join_all(threads_);
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     listen_fd_ = -1;

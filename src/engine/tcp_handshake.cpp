@@ -37,23 +37,11 @@ namespace dh = data_hello;
 constexpr std::size_t kMaxPendingHandshakes = 256;
 constexpr std::size_t kMaxPendingPerSource = 16;
 
-dh::Op wire_op(FlowOp op) {
-  switch (op) {
-    case FlowOp::probe: return dh::Op::probe;
-    case FlowOp::rpc: return dh::Op::rpc;
-    case FlowOp::write: return dh::Op::write;
-    default: return dh::Op::read;
-  }
-}
-FlowOp flow_op(dh::Op op) {
-  switch (op) {
-    case dh::Op::probe: return FlowOp::probe;
-    case dh::Op::rpc: return FlowOp::rpc;
-    case dh::Op::write: return FlowOp::write;
-    case dh::Op::read: break;
-  }
-  return FlowOp::read;
-}
+// The hello's operation codes are FlowOp's values plus one (decode_hello refuses any other).
+static_assert(static_cast<int>(dh::Op::write) == static_cast<int>(FlowOp::write) + 1 &&
+              static_cast<int>(dh::Op::read) == static_cast<int>(FlowOp::read) + 1 &&
+              static_cast<int>(dh::Op::rpc) == static_cast<int>(FlowOp::rpc) + 1 &&
+              static_cast<int>(dh::Op::probe) == static_cast<int>(FlowOp::probe) + 1);
 
 // One accepted data connection in its handshake.
 struct Pending {
@@ -249,10 +237,10 @@ void accept_burst(int listen_fd, std::vector<Pending>& pending, std::int64_t now
   }
 }
 
-}  // namespace
-
-namespace tcp {
-
+// The client's side of the data handshake on a connected non-blocking socket, within
+// kHandshakeTimeoutMs: HELLO, the server's proof checked, PROOF, the verdict. Returns only when
+// the server proved the key and accepted the connection; otherwise throws SystemError
+// "data handshake with WHERE: why" (the caller closes the socket).
 void client_handshake(int fd, const std::string& where, const proto::Token& client_key, std::string_view test_id,
                       const data_hello::Hello& hello) {
   const std::int64_t deadline = mono_now_ns() + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
@@ -291,12 +279,12 @@ void client_handshake(int fd, const std::string& where, const proto::Token& clie
   if (verdict != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(verdict)));
 }
 
-}  // namespace tcp
+}  // namespace
 
 int TcpEngine::open_data_connection(int fd, const std::string& where, const proto::Target& t, FlowOp op,
                                     std::uint32_t conn_index, const ClientPlan& plan) {
   dh::Hello h;
-  h.op = wire_op(op);
+  h.op = static_cast<dh::Op>(static_cast<int>(op) + 1);
   h.client_node = ctx_->node_index();
   h.server_node = t.node_index;
   h.conn_index = conn_index;
@@ -354,8 +342,9 @@ void TcpEngine::accept_loop() {
         // a connection whose verdict was sent. Back to blocking with a tick, for the data loops.
         fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
         set_timeouts(p.fd, kTickMs);
-        auto flow = std::make_unique<TcpFlow>(p.fd, FlowRole::server, flow_op(p.hello.op), p.hello.client_node,
-                                              local_text(p.fd), p.remote);
+        auto flow =
+            std::make_unique<TcpFlow>(p.fd, FlowRole::server, static_cast<FlowOp>(static_cast<int>(p.hello.op) - 1),
+                                      p.hello.client_node, local_text(p.fd), p.remote);
         auto* raw = flow.get();
         ctx.add_flow(std::move(flow));
         std::lock_guard lk(mu_);

@@ -1,15 +1,11 @@
-// What the TCP engine's files share (private to src/engine): the rpc wire constants, the
-// big-endian helpers the hot loops use, the socket tuning helpers (tcp_socket.cpp) and the rpc
-// client connection. The engine is split by concern: tcp_engine.cpp (set-up, start, stop),
-// tcp_socket.cpp (socket options, addresses), tcp_spread.cpp (--spread-ports), tcp_handshake.cpp
+// What the TCP engine's files share (private to src/engine): the rpc wire constants, the socket
+// tuning helpers (tcp_socket.cpp) and the rpc client connection. The engine is split by concern: tcp_engine.cpp
+// (set-up, start, stop), tcp_socket.cpp (socket options, addresses), tcp_spread.cpp (--spread-ports), tcp_handshake.cpp
 // (the data connections' authenticated opening over data_hello), tcp_loops.cpp (the hot loops).
 #pragma once
 
 #include "engine/tcp_engine.hpp"
 #include "net/sockaddr.hpp"
-
-#include <fabperf/core/bytes.hpp>
-#include <fabperf/engine/data_hello.hpp>
 
 #include <sys/socket.h>
 #include <atomic>
@@ -52,20 +48,6 @@ inline constexpr std::size_t kRecvChunkLarge = 1u << 20;
 // The pattern's period for blocks larger than this that it divides (ensure_tx_buffer).
 inline constexpr std::size_t kPatternPeriod = 1u << 20;
 
-// Network byte order: the shared helpers (fabperf/core/bytes.hpp), under the names the loops use.
-inline void put32(std::uint8_t* p, std::uint32_t v) {
-  put_be32(p, v);
-}
-inline std::uint32_t get32(const std::uint8_t* p) {
-  return get_be32(p);
-}
-inline void put64(std::uint8_t* p, std::uint64_t v) {
-  put_be64(p, v);
-}
-inline std::uint64_t get64(const std::uint8_t* p) {
-  return get_be64(p);
-}
-
 // ---- tcp_socket.cpp: addresses and socket options ------------------------------------------
 using net::local_text;  // net/sockaddr.hpp
 using net::numeric_host;
@@ -83,14 +65,6 @@ void tune_socket(int fd, RunContext& ctx);
 bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_ms);
 // --bind-dev: one device per link, every one checked before any connection opens.
 std::vector<std::string> resolve_bind_devs(const ClientPlan& plan);
-
-// ---- tcp_handshake.cpp ---------------------------------------------------------------------
-// The client's side of the data handshake on a connected non-blocking socket, within
-// kHandshakeTimeoutMs: HELLO, the server's proof checked, PROOF, the verdict. Returns only when
-// the server proved the key and accepted the connection; otherwise throws SystemError
-// "data handshake with WHERE: why" (the caller closes the socket).
-void client_handshake(int fd, const std::string& where, const proto::Token& client_key, std::string_view test_id,
-                      const data_hello::Hello& hello);
 
 // ---- tcp_loops.cpp ------------------------------------------------------------------------
 // The words a failed data call is reported with: an errno, or one of fabperf's own codes below

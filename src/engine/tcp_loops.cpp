@@ -4,6 +4,7 @@
 // and the deadlines; the loops never allocate, log or throw.
 #include "engine/tcp_internal.hpp"
 
+#include <fabperf/core/bytes.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
 
@@ -150,6 +151,35 @@ int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Co
   return 1;
 }
 
+// How the rpc server and the reply receivers take blocks in: in the receive trial's chunks, and
+// with --verify compared with the pattern, which every block carries from its start.
+struct BlockReader {
+  const RunContext& ctx;
+  ArmPicker chunk;
+  std::array<std::size_t, 2> sizes;
+  const std::uint8_t* pattern;
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(sizes[1]);
+  int flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
+  bool verify = ctx.spec().verify();
+
+  // One block of len bytes; false with err set (EPIPE for an EOF before its end).
+  template <typename Count>
+  bool read(int fd, std::uint64_t len, Count&& count, int& err, Flow& f) {
+    for (std::uint64_t left = len; left > 0;) {
+      const std::size_t n = static_cast<std::size_t>(
+          std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(chunk.arm(mono_now_ns))]));
+      if (recv_exact(fd, buf.data(), n, ctx, count, err, flags) <= 0) {
+        if (err == 0) err = EPIPE;
+        return false;
+      }
+      chunk.count(n);
+      if (verify && std::memcmp(buf.data(), pattern + (len - left), n) != 0) f.add_verify_error();
+      left -= n;
+    }
+    return true;
+  }
+};
+
 }  // namespace
 
 using namespace tcp;
@@ -278,12 +308,8 @@ void TcpEngine::rpc_server(TcpFlow& f) {
   ctx_->enter_data_thread("serve", f.id, FlowRole::server, f.op != FlowOp::probe);
   tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
-  const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
-  const bool verify = ctx.spec().verify();
   const std::uint64_t max_len = ctx.spec().buffsize();
-  const auto sizes = recv_chunks(ctx.spec());
-  ArmPicker rchunk = recv_picker();
-  std::vector<std::uint8_t> buf(sizes[1]);
+  BlockReader rx{ctx, recv_picker(), recv_chunks(ctx.spec()), tx_buf_.data()};
   const std::uint8_t* tx = tx_buf_.data();
   ArmPicker method = send_picker();
   const int fd = f.fd();
@@ -301,45 +327,36 @@ void TcpEngine::rpc_server(TcpFlow& f) {
       if (!ctx.aborted()) f.fail(fmt::format("rpc request: {}", err_text(err)));
       return;
     }
-    const std::uint32_t op = get32(hdr + 4);
-    const std::uint64_t len = get64(hdr + 8);
-    if (get32(hdr) == kRpcMagic && op == kOpPing && len == 0) {
-      put32(reply, kReplyMagic);
-      put32(reply + 4, 0);
-      put64(reply + 8, 0);
+    const std::uint32_t op = get_be32(hdr + 4);
+    const std::uint64_t len = get_be64(hdr + 8);
+    if (get_be32(hdr) == kRpcMagic && op == kOpPing && len == 0) {
+      put_be32(reply, kReplyMagic);
+      put_be32(reply + 4, 0);
+      put_be64(reply + 8, 0);
       if (!send_all(fd, reply, sizeof reply, ctx, framing, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("ping reply: {}", err_text(err)));
         return;
       }
       continue;
     }
-    if (get32(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
+    if (get_be32(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
       f.fail(fmt::format("rpc request: malformed (op {}, length {}, limit {})", op, len, max_len));
       return;
     }
-    put32(reply, kReplyMagic);
-    put32(reply + 4, 0);
+    put_be32(reply, kReplyMagic);
+    put_be32(reply + 4, 0);
     if (op == kOpWrite) {
-      std::uint64_t left = len;
-      while (left > 0) {
-        const std::size_t chunk = static_cast<std::size_t>(
-            std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
-        if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
-          if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err == 0 ? EPIPE : err)));
-          return;
-        }
-        rchunk.count(chunk);
-        // Every block carries the same pattern: compare with it at this offset in the block.
-        if (verify && std::memcmp(buf.data(), tx + (len - left), chunk) != 0) f.add_verify_error();
-        left -= chunk;
+      if (!rx.read(fd, len, rx_count, err, f)) {
+        if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err)));
+        return;
       }
-      put64(reply + 8, 0);
+      put_be64(reply + 8, 0);
       if (!send_all(fd, reply, sizeof reply, ctx, framing, err)) {
         if (!ctx.aborted()) f.fail(fmt::format("rpc reply: {}", err_text(err)));
         return;
       }
     } else {
-      put64(reply + 8, len);
+      put_be64(reply + 8, len);
       if (!send_all(fd, reply, sizeof reply, ctx, framing, err, MSG_MORE) ||
           !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len),
                       ctx, tx_count, err)) {
@@ -368,9 +385,9 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   const bool sticky = is_sticky(spec.test());
   ArmPicker method = send_picker();
   std::uint8_t hdr[kRpcHdrSize];
-  put32(hdr, kRpcMagic);
-  put32(hdr + 4, op);
-  put64(hdr + 8, len);
+  put_be32(hdr, kRpcMagic);
+  put_be32(hdr + 4, op);
+  put_be64(hdr + 8, len);
   ctx.wait_for_start();
   std::size_t dead_in_a_row = 0;
   while (!ctx.stopping()) {
@@ -415,12 +432,8 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
   ctx_->enter_data_thread("reply", c.flow->id, FlowRole::client);
   tune_socket(c.flow->fd(), *ctx_);
   const RunContext& ctx = *ctx_;
-  const int rx_flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
-  const bool verify = ctx.spec().verify();
   const std::uint64_t max_len = ctx.spec().buffsize();
-  const auto sizes = recv_chunks(ctx.spec());
-  ArmPicker rchunk = recv_picker();
-  std::vector<std::uint8_t> buf(sizes[1]);
+  BlockReader rx{ctx, recv_picker(), recv_chunks(ctx.spec()), tx_buf_.data()};
   const int fd = c.flow->fd();
   auto rx_count = [&c](std::uint64_t k) { c.flow->counters.add_rx(k); };
   auto none = [](std::uint64_t) {};
@@ -442,28 +455,15 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
         c.pending.pop_front();
       }
     }
-    const std::uint64_t len = get64(hdr + 8);
+    const std::uint64_t len = get_be64(hdr + 8);
     const bool want_data = w && w->op == kOpRead;
-    if (!w || get32(hdr) != kReplyMagic || get32(hdr + 4) != 0 || (want_data ? len != max_len : len != 0)) {
+    if (!w || get_be32(hdr) != kReplyMagic || get_be32(hdr + 4) != 0 || (want_data ? len != max_len : len != 0)) {
       c.break_conn("rpc reply: malformed or unexpected reply from server");
       if (w) w->done.release();
       break;
     }
-    std::uint64_t left = len;
-    bool ok = true;
-    while (left > 0) {
-      const std::size_t chunk = static_cast<std::size_t>(
-          std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(rchunk.arm(mono_now_ns))]));
-      if (recv_exact(fd, buf.data(), chunk, ctx, rx_count, err, rx_flags) <= 0) {
-        ok = false;
-        break;
-      }
-      rchunk.count(chunk);
-      if (verify && std::memcmp(buf.data(), tx_buf_.data() + (len - left), chunk) != 0) c.flow->add_verify_error();
-      left -= chunk;
-    }
-    if (!ok) {
-      if (!ctx.aborted()) c.break_conn(fmt::format("rpc read block: {}", err_text(err == 0 ? EPIPE : err)));
+    if (!rx.read(fd, len, rx_count, err, *c.flow)) {
+      if (!ctx.aborted()) c.break_conn(fmt::format("rpc read block: {}", err_text(err)));
       w->done.release();
       break;
     }
@@ -485,9 +485,9 @@ void TcpEngine::probe_loop() {
   RunContext& ctx = *ctx_;
   LatencyHistogram& hist = ctx.delay_histogram();
   std::uint8_t ping[kRpcHdrSize], reply[kRpcHdrSize];
-  put32(ping, kRpcMagic);
-  put32(ping + 4, kOpPing);
-  put64(ping + 8, 0);
+  put_be32(ping, kRpcMagic);
+  put_be32(ping + 4, kOpPing);
+  put_be64(ping + 8, 0);
   auto none = [](std::uint64_t) {};
   std::vector<bool> dead(probe_flows_.size(), false);
   ctx.wait_for_start();
@@ -500,7 +500,7 @@ void TcpEngine::probe_loop() {
       const std::int64_t t0 = mono_now_ns();
       if (!send_all(
               f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
-          recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 || get32(reply) != kReplyMagic) {
+          recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 || get_be32(reply) != kReplyMagic) {
         if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
         dead[i] = true;
         continue;

@@ -4,6 +4,7 @@
 // test token in return (include/fabperf/engine/rdma_cm_wire.hpp). The per-test token makes a request
 // useless in another test; within a test a (node, conn) is accepted once.
 #include "engine/verbs_internal.hpp"
+#include "net/sockaddr.hpp"
 
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/printable.hpp>
@@ -136,12 +137,9 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, const std::uint8_t* req, std::siz
     why.copy(text, sizeof text - 1);  // into a zeroed buffer, the terminator left in place
     rdma_reject(raw, text, static_cast<std::uint8_t>(std::strlen(text) + 1));
   };
-  char peer_addr[INET6_ADDRSTRLEN] = {};
-  if (sockaddr* pa = rdma_get_peer_addr(raw); pa && pa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(pa)->sin_addr, peer_addr, sizeof peer_addr);
-  } else if (pa && pa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(pa)->sin6_addr, peer_addr, sizeof peer_addr);
-  }
+  sockaddr_storage peer_ss{};  // the peer address is held in a sockaddr_storage-sized union
+  if (const sockaddr* pa = rdma_get_peer_addr(raw)) std::memcpy(&peer_ss, pa, sizeof peer_ss);
+  const std::string peer_addr = net::numeric_host(peer_ss);
   const rdma_cm::CheckedRequest checked = rdma_cm::check_request({req, len}, server_plan_.token, ctx_->node_index());
   if (!checked.request) {
     // Reported in the server's result: someone who is not a client of this test tried.

@@ -121,6 +121,12 @@ struct Endpoint {
 proto::RdmaEndpoint to_wire(const Endpoint& e, std::uint32_t node, std::uint32_t peer, std::uint32_t conn);
 Endpoint from_wire(const proto::RdmaEndpoint& w);
 
+// An RDMA peer did not prove the test token over its queue pair: nothing was posted to it. The
+// message names the peer ("node 1 (198.18.100.2) qpn 17"), the reason and the local QP.
+struct PeerProofError : Error {
+  explicit PeerProofError(const std::string& message) : Error(ExitCode::infrastructure, message) {}
+};
+
 inline constexpr std::size_t kProofSlot = 128;  // one proof message (68 bytes) per slot
 inline constexpr std::size_t kProofSlots = 4;
 // The proof's SENDs complete with this id, which no data work request uses (block ids count

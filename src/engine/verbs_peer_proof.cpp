@@ -13,6 +13,16 @@
 #include <ctime>
 
 namespace fabperf::verbs {
+namespace {
+
+PeerProofError unproven(const Qp& q, std::string_view why) {
+  return PeerProofError(
+      fmt::format("RDMA peer {} did not prove the test token: {} (queue pair {} on {}; nothing was "
+                  "posted to it)",
+                  q.peer, why, q.local.qpn, q.dev->label));
+}
+
+}  // namespace
 
 int VerbsEngine::post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept {
   std::uint8_t* at = q.proof_buf.get() + kProofSlot * slot;
@@ -32,19 +42,14 @@ int VerbsEngine::post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m)
 // peer sends right after its last proof message stays in the CQ for the data loop. Our own proof
 // SENDs complete here or later (the data loops skip kProofWrId).
 std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& received, std::int64_t deadline) {
-  const std::string lead = fmt::format("RDMA peer {} did not prove the test token", q.peer);
-  const std::string tail = fmt::format("(queue pair {} on {}; nothing was posted to it)", q.local.qpn, q.dev->label);
   ibv_wc wc{};
   for (;;) {
-    if (stop_ || ctx_->aborted())
-      throw PeerProofError(q.peer, fmt::format("{}: the test stopped first {}", lead, tail));
+    if (stop_ || ctx_->aborted()) throw unproven(q, "the test stopped first");
     const int n = poll(q, &wc, 1);
-    if (n < 0) throw PeerProofError(q.peer, fmt::format("{}: ibv_poll_cq failed {}", lead, tail));
+    if (n < 0) throw unproven(q, "ibv_poll_cq failed");
     if (n == 0) {
-      if (mono_now_ns() >= deadline) {
-        throw PeerProofError(q.peer,
-                             fmt::format("{}: no proof within {} s {}", lead, kProofTimeoutNs / 1'000'000'000, tail));
-      }
+      if (mono_now_ns() >= deadline)
+        throw unproven(q, fmt::format("no proof within {} s", kProofTimeoutNs / 1'000'000'000));
       if (!q.ch) {
         timespec nap{0, 50'000};  // an idle peer is waited for without spinning a core
         nanosleep(&nap, nullptr);
@@ -52,14 +57,12 @@ std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& rece
       continue;
     }
     if (wc.status != IBV_WC_SUCCESS) {
-      throw PeerProofError(q.peer, fmt::format("{}: {} completion: {} (wc status {}) {}", lead, opcode_name(wc.opcode),
-                                               ibv_wc_status_str(wc.status), static_cast<int>(wc.status), tail));
+      throw unproven(q, fmt::format("{} completion: {} (wc status {})", opcode_name(wc.opcode),
+                                    ibv_wc_status_str(wc.status), static_cast<int>(wc.status)));
     }
     if (!is_recv(wc)) continue;  // our own proof SEND
-    if (wc.opcode != IBV_WC_RECV) {
-      throw PeerProofError(
-          q.peer, fmt::format("{}: it sent {} where a proof SEND belongs {}", lead, opcode_name(wc.opcode), tail));
-    }
+    if (wc.opcode != IBV_WC_RECV)
+      throw unproven(q, fmt::format("it sent {} where a proof SEND belongs", opcode_name(wc.opcode)));
     const std::uint8_t* at = q.proof_buf.get() + kProofSlot * (2 + received);
     ++received;
     return {at, std::min<std::size_t>(wc.byte_len, kProofSlot)};
@@ -70,16 +73,11 @@ std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& rece
 // its proof -> the client's proof, checked. Each end posts load only after this returns.
 void VerbsEngine::prove_peer(Qp& q) {
   const std::int64_t deadline = std::min(mono_now_ns() + kProofTimeoutNs, ctx_->hard_deadline() - 1'000'000'000);
-  auto refuse = [&](const qp_proof::Checked& c) {
-    throw PeerProofError(q.peer,
-                         fmt::format("RDMA peer {} did not prove the test token: {} (queue pair {} on {}; nothing was "
-                                     "posted to it)",
-                                     q.peer, c.text, q.local.qpn, q.dev->label));
-  };
+  auto refuse = [&](const qp_proof::Checked& c) { throw unproven(q, c.text); };
   auto post = [&](std::size_t slot, const qp_proof::Message& m) {
     if (int e = post_proof(q, slot, m); e != 0) {
-      throw PeerProofError(q.peer, fmt::format("RDMA peer {}: posting the proof of the test token failed: {} on {}",
-                                               q.peer, errno_text(e), q.dev->label));
+      throw PeerProofError(fmt::format("RDMA peer {}: posting the proof of the test token failed: {} on {}", q.peer,
+                                       errno_text(e), q.dev->label));
     }
   };
   std::uint32_t received = 0;

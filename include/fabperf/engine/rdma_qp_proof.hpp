@@ -20,7 +20,6 @@
 // after the peer's MAC verified.
 #pragma once
 
-#include <fabperf/core/error.hpp>
 #include <fabperf/proto/auth.hpp>
 #include <fabperf/proto/proto.hpp>
 
@@ -30,23 +29,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <utility>
-
-namespace fabperf {
-
-// An RDMA peer did not prove the test token over its queue pair: nothing was posted to it. The
-// message names the peer, the reason and the local QP; peer() is "node 1 (198.18.100.2) qpn 17".
-class PeerProofError : public Error {
- public:
-  PeerProofError(std::string peer, const std::string& message)
-      : Error(ExitCode::infrastructure, message), peer_(std::move(peer)) {}
-  [[nodiscard]] const std::string& peer() const noexcept { return peer_; }
-
- private:
-  std::string peer_;
-};
-
-}  // namespace fabperf
 
 namespace fabperf::qp_proof {
 
