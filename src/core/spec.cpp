@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <ranges>
 #include <span>
 
 namespace fabperf {
@@ -236,8 +235,10 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
   HostPort hp = parse_plain_host_port(text.substr(0, at), what);
   std::string_view rest = text.substr(at + 1);
   if (rest.empty()) throw UsageError(fmt::format("{} '{}': no link address after '@'", what, text));
-  for (const auto part : std::views::split(rest, '+')) {  // rest is not empty: at least one part
-    std::string_view a(part.begin(), part.end());
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const auto plus = rest.find('+', start);
+    std::string_view a = rest.substr(start, plus == std::string_view::npos ? std::string_view::npos : plus - start);
     if (!a.empty() && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
     if (a.empty()) throw UsageError(fmt::format("{} '{}': empty link address", what, text));
     if (a.find_first_not_of("0123456789abcdefABCDEF.:%") != std::string_view::npos) {
@@ -245,6 +246,8 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
     }
     hp.links.emplace_back(a);
     if (hp.links.size() > 64) throw UsageError(fmt::format("{} '{}': more than 64 links", what, text));
+    if (plus == std::string_view::npos) break;
+    start = plus + 1;
   }
   return hp;
 }
