@@ -3,35 +3,56 @@
 #include <fabperf/core/units.hpp>
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <span>
 
 namespace fabperf {
 
+namespace {
+// Each enum's names in value order.
+constexpr std::string_view kTestKinds[] = {"write", "read", "rw", "nwrite", "swrite", "sread"};
+constexpr std::string_view kModes[] = {"rpc", "stream"};
+constexpr std::string_view kTransports[] = {"tcp", "rdma"};
+constexpr std::string_view kRdmaVerbs[] = {"write", "send"};
+constexpr std::string_view kSendMethods[] = {"auto", "write", "sendfile", "zerocopy"};
+
+template <class E>
+E parse_named(std::span<const std::string_view> names, std::string_view s, std::string_view expected) {
+  if (const auto it = std::ranges::find(names, s); it != names.end()) return static_cast<E>(it - names.begin());
+  throw UsageError(fmt::format("'{}': {}", s, expected));
+}
+}  // namespace
+
 std::string_view to_string(TestKind t) {
-  switch (t) {
-    case TestKind::write: return "write";
-    case TestKind::read: return "read";
-    case TestKind::rw: return "rw";
-    case TestKind::nwrite: return "nwrite";
-    case TestKind::swrite: return "swrite";
-    case TestKind::sread: return "sread";
-  }
-  return "?";
+  return kTestKinds[static_cast<int>(t)];
 }
 std::string_view to_string(Mode m) {
-  return m == Mode::rpc ? "rpc" : "stream";
+  return kModes[static_cast<int>(m)];
 }
 std::string_view to_string(Transport t) {
-  return t == Transport::tcp ? "tcp" : "rdma";
+  return kTransports[static_cast<int>(t)];
+}
+std::string_view to_string(RdmaVerb v) {
+  return kRdmaVerbs[static_cast<int>(v)];
+}
+std::string_view to_string(SendMethod m) {
+  return kSendMethods[static_cast<int>(m)];
 }
 
 TestKind parse_test_kind(std::string_view s) {
-  if (s == "write") return TestKind::write;
-  if (s == "read") return TestKind::read;
-  if (s == "rw") return TestKind::rw;
-  if (s == "nwrite") return TestKind::nwrite;
-  if (s == "swrite") return TestKind::swrite;
-  if (s == "sread") return TestKind::sread;
-  throw UsageError(fmt::format("'{}': unknown test (write, read, rw, nwrite, swrite or sread)", s));
+  return parse_named<TestKind>(kTestKinds, s, "unknown test (write, read, rw, nwrite, swrite or sread)");
+}
+Mode parse_mode(std::string_view s) {
+  return parse_named<Mode>(kModes, s, "unknown mode (rpc or stream)");
+}
+Transport parse_transport(std::string_view s) {
+  return parse_named<Transport>(kTransports, s, "unknown transport (tcp or rdma)");
+}
+RdmaVerb parse_rdma_verb(std::string_view s) {
+  return parse_named<RdmaVerb>(kRdmaVerbs, s, "unknown verb (write or send)");
+}
+SendMethod parse_send_method(std::string_view s) {
+  return parse_named<SendMethod>(kSendMethods, s, "expected auto, write, zerocopy or sendfile");
 }
 
 bool is_write_like(TestKind t) {
@@ -39,42 +60,6 @@ bool is_write_like(TestKind t) {
 }
 bool is_sticky(TestKind t) {
   return t == TestKind::swrite || t == TestKind::sread;
-}
-Mode parse_mode(std::string_view s) {
-  if (s == "rpc") return Mode::rpc;
-  if (s == "stream") return Mode::stream;
-  throw UsageError(fmt::format("'{}': unknown mode (rpc or stream)", s));
-}
-Transport parse_transport(std::string_view s) {
-  if (s == "tcp") return Transport::tcp;
-  if (s == "rdma") return Transport::rdma;
-  throw UsageError(fmt::format("'{}': unknown transport (tcp or rdma)", s));
-}
-RdmaVerb parse_rdma_verb(std::string_view s) {
-  if (s == "write") return RdmaVerb::write;
-  if (s == "send") return RdmaVerb::send;
-  throw UsageError(fmt::format("'{}': unknown verb (write or send)", s));
-}
-std::string_view to_string(RdmaVerb v) {
-  return v == RdmaVerb::write ? "write" : "send";
-}
-
-std::string_view to_string(SendMethod m) {
-  switch (m) {
-    case SendMethod::automatic: return "auto";
-    case SendMethod::write: return "write";
-    case SendMethod::sendfile: return "sendfile";
-    case SendMethod::zerocopy: return "zerocopy";
-  }
-  return "?";
-}
-
-SendMethod parse_send_method(std::string_view s) {
-  if (s == "auto") return SendMethod::automatic;
-  if (s == "write") return SendMethod::write;
-  if (s == "sendfile") return SendMethod::sendfile;
-  if (s == "zerocopy") return SendMethod::zerocopy;
-  throw UsageError(fmt::format("'{}': expected auto, write, zerocopy or sendfile", s));
 }
 
 namespace {

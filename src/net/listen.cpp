@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cerrno>
+#include <memory>
 
 namespace fabperf::net {
 
@@ -24,22 +25,17 @@ Listener listen_any_port(const std::string& bind_address, int backlog, const std
   if (const int gai = getaddrinfo(bind_address.c_str(), "0", &hints, &res); gai != 0) {
     throw SystemError("resolve " + kind + " address", bind_address, gai_strerror(gai));
   }
+  const std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(res, &freeaddrinfo);
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    const int e = errno;
-    freeaddrinfo(res);
-    throw SystemError("socket", bind_address, e);
-  }
+  if (fd < 0) throw SystemError("socket", bind_address, errno);
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (configure) configure(fd);
   if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, backlog) != 0) {
     const int e = errno;
-    freeaddrinfo(res);
     ::close(fd);
     throw SystemError("listen for " + kind + " connections on", bind_address, e);
   }
-  freeaddrinfo(res);
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);

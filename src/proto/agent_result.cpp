@@ -4,24 +4,25 @@
 #include <fabperf/proto/proto.hpp>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <span>
 
 namespace fabperf {
 
 using nlohmann::json;
 
+namespace {
+constexpr std::string_view kFlowRoles[] = {"client", "server"};  // in value order
+constexpr std::string_view kFlowOps[] = {"write", "read", "rpc", "probe"};
+}  // namespace
+
 std::string_view to_string(FlowRole r) {
-  return r == FlowRole::client ? "client" : "server";
+  return kFlowRoles[static_cast<int>(r)];
 }
 std::string_view to_string(FlowOp o) {
-  switch (o) {
-    case FlowOp::write: return "write";
-    case FlowOp::read: return "read";
-    case FlowOp::rpc: return "rpc";
-    case FlowOp::probe: return "probe";
-  }
-  return "?";
+  return kFlowOps[static_cast<int>(o)];
 }
 
 namespace {
@@ -47,20 +48,14 @@ json counter_samples_json(const std::vector<CounterSample>& samples) {
     for (std::size_t i = 0; i < s.values.size(); ++i) {
       const auto& [k, v] = s.values[i];
       // Sources list their counters in a stable order: compare by position, by name otherwise.
-      bool same = false;
-      if (prev) {
-        if (i < prev->size() && (*prev)[i].first == k) {
-          same = (*prev)[i].second == v;
-        } else {
-          for (const auto& [pk, pv] : *prev) {
-            if (pk == k) {
-              same = pv == v;
-              break;
-            }
-          }
-        }
+      const CounterValues::value_type* before = nullptr;
+      if (prev && i < prev->size() && (*prev)[i].first == k) {
+        before = &(*prev)[i];
+      } else if (prev) {
+        const auto it = std::ranges::find(*prev, k, &CounterValues::value_type::first);
+        if (it != prev->end()) before = &*it;
       }
-      if (!same) values[k] = v;
+      if (before == nullptr || before->second != v) values[k] = v;
     }
     out.push_back({{"t_ns", s.t_ns}, {"values", std::move(values)}});
     prev = &s.values;
@@ -209,24 +204,14 @@ FlowResult parse_flow(const json& e) {
   Fields g(e, "RESULT.flows[]");
   FlowResult x;
   x.id = static_cast<std::uint32_t>(g.u64("id", 0, kMaxList * 16));
-  const auto role = g.str("role", 16);
-  if (role == "client")
-    x.role = FlowRole::client;
-  else if (role == "server")
-    x.role = FlowRole::server;
-  else
-    throw ProtocolError(fmt::format("{}: unknown role '{}'", g.ctx("role"), role));
-  const auto op = g.str("op", 16);
-  if (op == "write")
-    x.op = FlowOp::write;
-  else if (op == "read")
-    x.op = FlowOp::read;
-  else if (op == "rpc")
-    x.op = FlowOp::rpc;
-  else if (op == "probe")
-    x.op = FlowOp::probe;
-  else
-    throw ProtocolError(fmt::format("{}: unknown op '{}'", g.ctx("op"), op));
+  auto named = [&](const char* field, std::span<const std::string_view> names) {
+    const auto s = g.str(field, 16);
+    const auto it = std::ranges::find(names, s);
+    if (it == names.end()) throw ProtocolError(fmt::format("{}: unknown {} '{}'", g.ctx(field), field, s));
+    return it - names.begin();
+  };
+  x.role = static_cast<FlowRole>(named("role", kFlowRoles));
+  x.op = static_cast<FlowOp>(named("op", kFlowOps));
   x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, kMaxList));
   x.local = g.str("local", 128);
   x.remote = g.str("remote", 128);

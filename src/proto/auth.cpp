@@ -68,49 +68,28 @@ std::optional<std::string> key_file_mode_problem(mode_t mode, uid_t owner, uid_t
 }
 
 Key load_key_file(const std::string& path) {
+  auto failed = [&](int e) { return UsageError(fmt::format("key file {}: {}", path, errno_text(e))); };
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    const int e = errno;
-    throw UsageError(fmt::format("key file {}: {}", path, errno_text(e)));
-  }
+  if (fd < 0) throw failed(errno);
+  const std::unique_ptr<const int, void (*)(const int*)> closer(&fd, [](const int* f) { ::close(*f); });
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw UsageError(fmt::format("key file {}: {}", path, errno_text(e)));
-  }
+  if (::fstat(fd, &st) != 0) throw failed(errno);
   if (auto why = key_file_mode_problem(st.st_mode, st.st_uid, ::geteuid())) {
-    ::close(fd);
     throw UsageError(fmt::format("key file {}: refusing to use it: {}", path, *why));
   }
-  // A key file is tiny; anything large is not a key file.
+  // A key file is tiny; anything large is not a key file. Wiped however this ends.
   char buf[1024];
+  const std::unique_ptr<char, void (*)(char*)> wipe(buf, [](char* b) { OPENSSL_cleanse(b, sizeof buf); });
   std::size_t n = 0;
   for (;;) {
     const ssize_t k = ::read(fd, buf + n, sizeof buf - n);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      const int e = errno;
-      ::close(fd);
-      throw UsageError(fmt::format("key file {}: {}", path, errno_text(e)));
-    }
+    if (k < 0) throw failed(errno);
     if (k == 0) break;
     n += static_cast<std::size_t>(k);
-    if (n == sizeof buf) {
-      ::close(fd);
-      OPENSSL_cleanse(buf, sizeof buf);
-      throw UsageError(fmt::format("key file {}: too large to be a key file", path));
-    }
+    if (n == sizeof buf) throw UsageError(fmt::format("key file {}: too large to be a key file", path));
   }
-  ::close(fd);
-  try {
-    Key k = parse_key(std::string_view(buf, n), path);
-    OPENSSL_cleanse(buf, sizeof buf);
-    return k;
-  } catch (...) {
-    OPENSSL_cleanse(buf, sizeof buf);
-    throw;
-  }
+  return parse_key(std::string_view(buf, n), path);
 }
 
 void write_key_file(const std::string& path, bool force) {

@@ -135,23 +135,17 @@ asio::awaitable<Frame> FramedConn::read(std::chrono::milliseconds idle, std::chr
     disarm_read_timer();
     check("complete frame header", frame);
   }
-  Header h;
-  try {
-    h = decode_header(hdr, max_body);
-  } catch (const ProtocolError& e) {
-    disarm_read_timer();
-    close();
-    throw ProtocolError(fmt::format("from {}: {}", peer_, e.what()));
-  }
-  body_buf_.resize(h.length);
-  co_await read_exact(asio::buffer(body_buf_), ec);
-  disarm_read_timer();
-  check("complete frame body", frame);
   Frame f;
-  f.type = h.type;
-  try {
+  try {  // a bad header or body (the read between them throws SystemError, not this)
+    const Header h = decode_header(hdr, max_body);
+    body_buf_.resize(h.length);
+    co_await read_exact(asio::buffer(body_buf_), ec);
+    disarm_read_timer();
+    check("complete frame body", frame);
+    f.type = h.type;
     f.body = parse_body(h.type, body_buf_);
   } catch (const ProtocolError& e) {
+    disarm_read_timer();
     close();
     throw ProtocolError(fmt::format("from {}: {}", peer_, e.what()));
   }

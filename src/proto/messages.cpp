@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <openssl/rand.h>
+#include <algorithm>
 
 namespace fabperf::proto {
 
@@ -36,18 +37,25 @@ namespace {
 constexpr std::int64_t kMaxInstant = INT64_MAX / 4;
 constexpr std::size_t kMaxName = 256;
 
-json spec_fields(const std::string& test_id, const Token& token, const TestSpec& spec, std::uint32_t node) {
-  return {{"test_id", test_id}, {"token", to_hex(token)}, {"spec", to_json(spec)}, {"node_index", node}};
+// The fields SETUP_SERVER and SETUP_CLIENT share.
+template <class M>
+json spec_fields(const M& m) {
+  return {{"test_id", m.test_id}, {"token", to_hex(m.token)}, {"spec", to_json(m.spec)}, {"node_index", m.node_index}};
 }
-
-TestSpec parse_spec_field(const Fields& f) {
-  const auto& j = f.object("spec");
+template <class M>
+M parse_spec_fields(const Fields& f) {
+  M m;
+  m.test_id = f.str("test_id", 64);
+  m.token = token_from_hex(f.str("token", 64), f.ctx("token"));
+  const auto& spec = f.object("spec");
   try {
-    return spec_from_json(j);
+    m.spec = spec_from_json(spec);
   } catch (const ProtocolError& e) {
     // spec_from_json names only "spec.<field>"; say which message carried it.
     throw ProtocolError(fmt::format("{}: {}", f.ctx("spec"), e.what()));
   }
+  m.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
+  return m;
 }
 }  // namespace
 
@@ -138,7 +146,8 @@ RdmaEndpoint parse_rdma_endpoint(const json& j, const std::string& context) {
 }
 
 namespace {
-json endpoints_json(const std::vector<RdmaEndpoint>& v) {
+template <class T>
+json json_list(const std::vector<T>& v) {
   json a = json::array();
   for (const auto& e : v) a.push_back(to_json(e));
   return a;
@@ -154,7 +163,7 @@ std::vector<RdmaEndpoint> parse_endpoints(const Fields& f, const char* name) {
 }  // namespace
 
 json to_json(const SetupServer& m) {
-  json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
+  json j = spec_fields(m);
   j["expect_connections"] = m.expect_connections;
   j["any_address"] = m.any_address;
   if (!m.rdma_clients.empty()) j["rdma_clients"] = m.rdma_clients;
@@ -163,11 +172,7 @@ json to_json(const SetupServer& m) {
 }
 SetupServer parse_setup_server(const json& j) {
   Fields f(j, "SETUP_SERVER");
-  SetupServer m;
-  m.test_id = f.str("test_id", 64);
-  m.token = token_from_hex(f.str("token", 64), f.ctx("token"));
-  m.spec = parse_spec_field(f);
-  m.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
+  auto m = parse_spec_fields<SetupServer>(f);
   m.expect_connections = static_cast<std::uint32_t>(f.u64("expect_connections", 1, kMaxList));
   if (f.has("any_address")) m.any_address = f.boolean("any_address");
   if (f.has("rdma_clients")) {
@@ -189,7 +194,7 @@ SetupServer parse_setup_server(const json& j) {
 
 json to_json(const SetupServerOk& m) {
   json j = {{"data_port", m.data_port}, {"warnings", m.warnings}};
-  if (!m.rdma.empty()) j["rdma"] = endpoints_json(m.rdma);
+  if (!m.rdma.empty()) j["rdma"] = json_list(m.rdma);
   return j;
 }
 SetupServerOk parse_setup_server_ok(const json& j) {
@@ -202,11 +207,11 @@ SetupServerOk parse_setup_server_ok(const json& j) {
 }
 
 json to_json(const SetupClient& m) {
-  json j = spec_fields(m.test_id, m.token, m.spec, m.node_index);
+  json j = spec_fields(m);
   json t = json::array();
   for (const auto& x : m.targets) {
     json o = {{"node_index", x.node_index}, {"host", x.host}, {"port", x.port}, {"link_hosts", x.link_hosts}};
-    if (!x.rdma.empty()) o["rdma"] = endpoints_json(x.rdma);
+    if (!x.rdma.empty()) o["rdma"] = json_list(x.rdma);
     t.push_back(std::move(o));
   }
   j["targets"] = std::move(t);
@@ -216,11 +221,7 @@ json to_json(const SetupClient& m) {
 }
 SetupClient parse_setup_client(const json& j) {
   Fields f(j, "SETUP_CLIENT");
-  SetupClient m;
-  m.test_id = f.str("test_id", 64);
-  m.token = token_from_hex(f.str("token", 64), f.ctx("token"));
-  m.spec = parse_spec_field(f);
-  m.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
+  auto m = parse_spec_fields<SetupClient>(f);
   const auto& arr = f.array("targets", kMaxList);
   if (arr.empty()) throw ProtocolError("SETUP_CLIENT.targets: empty");
   const std::uint64_t conns = static_cast<std::uint64_t>(arr.size()) * m.spec.connections_per_pair();
@@ -255,7 +256,7 @@ SetupClient parse_setup_client(const json& j) {
 
 json to_json(const SetupClientOk& m) {
   json j = {{"connections", m.connections}, {"warnings", m.warnings}};
-  if (!m.rdma.empty()) j["rdma"] = endpoints_json(m.rdma);
+  if (!m.rdma.empty()) j["rdma"] = json_list(m.rdma);
   return j;
 }
 SetupClientOk parse_setup_client_ok(const json& j) {
@@ -268,7 +269,7 @@ SetupClientOk parse_setup_client_ok(const json& j) {
 }
 
 json to_json(const RdmaConnect& m) {
-  return {{"test_id", m.test_id}, {"endpoints", endpoints_json(m.endpoints)}};
+  return {{"test_id", m.test_id}, {"endpoints", json_list(m.endpoints)}};
 }
 RdmaConnect parse_rdma_connect(const json& j) {
   Fields f(j, "RDMA_CONNECT");
@@ -322,34 +323,19 @@ Abort parse_abort(const json& j) {
 }
 
 namespace {
-constexpr std::pair<ErrorCode, std::string_view> kErrorCodes[] = {
-    {ErrorCode::busy, "busy"},
-    {ErrorCode::cleaning, "cleaning"},
-    {ErrorCode::limit, "limit"},
-    {ErrorCode::protocol, "protocol"},
-    {ErrorCode::version, "version"},
-    {ErrorCode::refused, "refused"},
-    {ErrorCode::setup_failed, "setup_failed"},
-    {ErrorCode::start_failed, "start_failed"},
-    {ErrorCode::result, "result"},
-    {ErrorCode::no_key, "no_key"},
-    {ErrorCode::key_required, "key_required"},
-    {ErrorCode::other, "other"},
-};
+// In ErrorCode's order.
+constexpr std::string_view kErrorCodes[] = {"busy",    "cleaning", "limit",        "protocol",
+                                            "version", "refused",  "setup_failed", "start_failed",
+                                            "result",  "no_key",   "key_required", "other"};
 }  // namespace
 
 std::string_view to_string(ErrorCode c) {
-  for (const auto& [code, name] : kErrorCodes) {
-    if (code == c) return name;
-  }
-  return "other";
+  return kErrorCodes[static_cast<int>(c)];
 }
 
 ErrorCode error_code_from_string(std::string_view s) {
-  for (const auto& [code, name] : kErrorCodes) {
-    if (name == s) return code;
-  }
-  return ErrorCode::other;
+  const auto* it = std::ranges::find(kErrorCodes, s);
+  return it == std::end(kErrorCodes) ? ErrorCode::other : static_cast<ErrorCode>(it - std::begin(kErrorCodes));
 }
 
 json to_json(const ErrorMsg& m) {
@@ -364,14 +350,10 @@ ErrorMsg parse_error(const json& j) {
 }
 
 json to_json(const LinksReply& m) {
-  json links = json::array();
-  for (const auto& l : m.links) links.push_back(to_json(l));
-  json rdma = json::array();
-  for (const auto& d : m.rdma) rdma.push_back(to_json(d));
   return {{"hostname", m.hostname},
-          {"links", std::move(links)},
+          {"links", json_list(m.links)},
           {"socket_limits", to_json(m.limits)},
-          {"rdma", std::move(rdma)}};
+          {"rdma", json_list(m.rdma)}};
 }
 LinksReply parse_links(const json& j) {
   Fields f(j, "LINKS");
