@@ -278,32 +278,28 @@ class Agent {
     const bool tls_hello = first == tls::kHandshakeRecord;
     // A refused peer's first bytes are read (unparsed) before the answer: closing a socket with
     // unread data sends a reset, which can destroy the ERROR frame before the peer reads it.
-    auto drain = [&]() -> asio::awaitable<void> {
+    auto refuse_stranger = [&](const std::string& log, proto::ErrorCode code,
+                               std::string message) -> asio::awaitable<bool> {
       std::array<std::uint8_t, 4096> junk{};
       error_code ignored;
       co_await conn->socket().async_read_some(asio::buffer(junk), asio::redirect_error(asio::use_awaitable, ignored));
+      strangers_log_.warn("agent: {}", log);
+      conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{code, std::move(message)}));
+      co_await conn->flush();
+      conn->close();
+      co_return false;
     };
     if (opts_.key.empty()) {
       if (!tls_hello) co_return true;
-      co_await drain();
-      strangers_log_.warn("agent: refused coordinator {}: it has a key and this agent has none", conn->peer());
-      conn->send(MsgType::error,
-                 proto::to_json(proto::ErrorMsg{proto::ErrorCode::no_key,
-                                                "this agent has no key (start it with --key-file to use one)"}));
-      co_await conn->flush();
-      conn->close();
-      co_return false;
+      co_return co_await refuse_stranger(
+          fmt::format("refused coordinator {}: it has a key and this agent has none", conn->peer()),
+          proto::ErrorCode::no_key, "this agent has no key (start it with --key-file to use one)");
     }
     if (!tls_hello) {
-      co_await drain();
-      strangers_log_.warn("agent: authentication failed for {}: the coordinator has no key (it did not start TLS)",
-                          conn->peer());
-      conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{proto::ErrorCode::key_required,
-                                                                "this agent requires the shared key (TLS 1.3 with its "
-                                                                "pre-shared key); give --key-file FILE"}));
-      co_await conn->flush();
-      conn->close();
-      co_return false;
+      co_return co_await refuse_stranger(
+          fmt::format("authentication failed for {}: the coordinator has no key (it did not start TLS)", conn->peer()),
+          proto::ErrorCode::key_required,
+          "this agent requires the shared key (TLS 1.3 with its pre-shared key); give --key-file FILE");
     }
     try {
       co_await conn->start_tls(kPreAuthDeadline);

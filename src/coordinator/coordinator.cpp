@@ -396,13 +396,7 @@ asio::awaitable<void> Coordinator::connect(Node& n) {
   n.rec.address = std::move(d.address);
   n.endpoint = std::move(d.endpoint);
   n.conn = std::move(d.conn);
-  const json body = co_await handshake(n);
-  proto::HelloOk ok;
-  try {
-    ok = proto::parse_hello_ok(body);
-  } catch (const ProtocolError& e) {
-    throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
-  }
+  const proto::HelloOk ok = co_await handshake(n);
   // Keyed, the agent's word is authenticated: an agent that answered on another address than
   // the one dialled sits behind a relay, which could hand one host's role to another. (Ports
   // are not compared: agents of one host told apart by port share that host's figures.)
@@ -415,13 +409,14 @@ asio::awaitable<void> Coordinator::connect(Node& n) {
   asio::co_spawn(io_, heartbeats(n.conn), asio::detached);
 }
 
-// HELLO on a connection the dialer made ready; returns HELLO_OK's body.
-asio::awaitable<json> Coordinator::handshake(Node& n) {
+// HELLO on a connection the dialer made ready; returns HELLO_OK.
+asio::awaitable<proto::HelloOk> Coordinator::handshake(Node& n) {
   proto::Hello hello{proto::kVersion, proto::kVersion, req_.coordinator_name, proto::local_capabilities()};
   n.conn->send(MsgType::hello, proto::to_json(hello));
   proto::Frame f;
   try {
     f = co_await n.conn->read(t_.idle, t_.frame, proto::kMaxPreAuthBody);
+    if (f.type == MsgType::hello_ok) co_return proto::parse_hello_ok(f.body);
   } catch (const ProtocolError& e) {
     throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
   }
@@ -431,11 +426,8 @@ asio::awaitable<json> Coordinator::handshake(Node& n) {
       throw auth_error(n.rec.name, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
     throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
   }
-  if (f.type != MsgType::hello_ok) {
-    throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected HELLO_OK, got {})",
-                                    n.rec.name, proto::to_string(f.type)));
-  }
-  co_return std::move(f.body);
+  throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected HELLO_OK, got {})",
+                                  n.rec.name, proto::to_string(f.type)));
 }
 
 asio::awaitable<void> Coordinator::heartbeats(std::shared_ptr<ControlConn> conn) {

@@ -68,7 +68,7 @@ class Coordinator {
   asio::awaitable<nlohmann::json> setup_exchange(Node& n, proto::MsgType type, const nlohmann::json& body,
                                                  proto::MsgType want, std::chrono::milliseconds idle);
   asio::awaitable<void> connect(Node& n);
-  asio::awaitable<nlohmann::json> handshake(Node& n);
+  asio::awaitable<proto::HelloOk> handshake(Node& n);
   asio::awaitable<void> heartbeats(std::shared_ptr<proto::ControlConn> conn);
   asio::awaitable<void> sync_clock(Node& n);
   void refuse_duplicates() const;

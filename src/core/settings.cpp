@@ -22,43 +22,39 @@ bool flag_value(std::string_view text, std::string_view what) {
   throw UsageError(fmt::format("{} '{}': expected on or off", what, text));
 }
 
-template <typename T>
-T whole(std::string_view text, std::string_view what, std::int64_t lo, std::int64_t hi) {
-  return static_cast<T>(parse_int(text, what, lo, hi));
+// Setting::apply for the usual shapes: a parser of (text, what); a parser of the text alone,
+// whose message gets `what` in front; a whole number in [Lo, Hi].
+template <auto Member, auto Parse>
+void set(SpecParams& p, std::string_view text, std::string_view what) {
+  p.*Member = Parse(text, what);
 }
-
-// Parsers that take the setting's own words: the message names `what`.
-template <typename F>
-auto named(std::string_view what, F&& f) {
+template <auto Member, auto Parse>
+void set_named(SpecParams& p, std::string_view text, std::string_view what) {
   try {
-    return f();
+    p.*Member = Parse(text);
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("{} {}", what, e.what()));
   }
+}
+template <auto Member, std::int64_t Lo, std::int64_t Hi>
+void set_whole(SpecParams& p, std::string_view text, std::string_view what) {
+  using T = typename std::remove_reference_t<decltype(p.*Member)>::value_type;
+  p.*Member = static_cast<T>(parse_int(text, what, Lo, Hi));
 }
 
 // The table. Ranges are TestSpec::make's (which checks them again, for every source); a parser
 // here only turns text into a value.
 // ---- the wire codec, by value type ----------------------------------------------------------
 
-nlohmann::json to_wire(TestKind v) {
-  return to_string(v);
-}
-nlohmann::json to_wire(Mode v) {
-  return to_string(v);
-}
-nlohmann::json to_wire(Transport v) {
-  return to_string(v);
-}
-nlohmann::json to_wire(RdmaVerb v) {
-  return to_string(v);
-}
-nlohmann::json to_wire(std::chrono::nanoseconds v) {
-  return v.count();
-}
 template <typename T>
 nlohmann::json to_wire(const T& v) {
-  return v;
+  if constexpr (std::is_enum_v<T>) {
+    return to_string(v);  // by name
+  } else if constexpr (std::is_same_v<T, std::chrono::nanoseconds>) {
+    return v.count();
+  } else {
+    return v;
+  }
 }
 
 // Names of values are short; free text (a device list) is bounded by what make() accepts.
@@ -111,9 +107,11 @@ struct Plain {
     using T = typename std::remove_reference_t<decltype(p.*Member)>::value_type;
     if (Required || f.has(key)) p.*Member = from_wire<T>(f, key);
   }
+  static bool given(const SpecParams& p) { return (p.*Member).has_value(); }
 };
 template <auto Member, auto Getter, bool Required = false>
-constexpr SettingCodec wire{&Plain<Member, Getter, Required>::encode, &Plain<Member, Getter, Required>::decode};
+constexpr SettingCodec wire{&Plain<Member, Getter, Required>::encode, &Plain<Member, Getter, Required>::decode,
+                            &Plain<Member, Getter, Required>::given};
 
 // socksize carries "auto" beside the size (0 while the coordinator has not sized it).
 void socksize_encode(const TestSpec& s, nlohmann::json& j, const char* key) {
@@ -133,28 +131,16 @@ void send_method_encode(const TestSpec& s, nlohmann::json& j, const char* key) {
 
 constexpr Setting kSettings[] = {
     {"test", "test", "test", SettingKind::value, "TEST", "write", "test", "write, read, rw, nwrite, swrite or sread",
-     "",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.test = named(w, [&] { return parse_test_kind(t); });
-     },
-     [](const SpecParams& p) { return p.test.has_value(); }, wire<&SpecParams::test, &TestSpec::test, kRequired>},
+     "", set_named<&SpecParams::test, parse_test_kind>, wire<&SpecParams::test, &TestSpec::test, kRequired>},
     {"mode", "mode", "test", SettingKind::value, "MODE", "rpc", "",
-     "rpc (nsdperf-like blocks with a reply) or stream (continuous)", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.mode = named(w, [&] { return parse_mode(t); }); },
-     [](const SpecParams& p) { return p.mode.has_value(); }, wire<&SpecParams::mode, &TestSpec::mode, kRequired>},
+     "rpc (nsdperf-like blocks with a reply) or stream (continuous)", "", set_named<&SpecParams::mode, parse_mode>,
+     wire<&SpecParams::mode, &TestSpec::mode, kRequired>},
     {"transport", "transport", "test", SettingKind::value, "tcp|rdma", "tcp", "rdma", "tcp or rdma", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.transport = named(w, [&] { return parse_transport(t); });
-     },
-     [](const SpecParams& p) { return p.transport.has_value(); },
-     wire<&SpecParams::transport, &TestSpec::transport, kRequired>},
+     set_named<&SpecParams::transport, parse_transport>, wire<&SpecParams::transport, &TestSpec::transport, kRequired>},
     {"time", "time_ns", "test", SettingKind::value, "SECONDS", "10", "ttime", "test time in seconds", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.time = parse_duration(t, w); },
-     [](const SpecParams& p) { return p.time.has_value(); }, wire<&SpecParams::time, &TestSpec::time, kRequired>},
+     set<&SpecParams::time, parse_duration>, wire<&SpecParams::time, &TestSpec::time, kRequired>},
     {"buffsize", "buffsize", "test", SettingKind::value, "SIZE", "4M", "buffsize", "block size, 4K..16M", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.buffsize = parse_size(t, w); },
-     [](const SpecParams& p) { return p.buffsize.has_value(); },
-     wire<&SpecParams::buffsize, &TestSpec::buffsize, kRequired>},
+     set<&SpecParams::buffsize, parse_size>, wire<&SpecParams::buffsize, &TestSpec::buffsize, kRequired>},
     {"socksize", "socksize", "test", SettingKind::value, "SIZE|auto", "0", "socksize",
      "socket buffer size, 0 = OS default, auto = twice the bandwidth-delay product of the slowest link", "tcp",
      [](SpecParams& p, std::string_view t, std::string_view w) {
@@ -166,136 +152,86 @@ constexpr Setting kSettings[] = {
          p.socksize = parse_size(t, w);
        }
      },
-     [](const SpecParams& p) { return p.socksize.has_value() || p.socksize_auto.has_value(); },
-     SettingCodec{&socksize_encode, &socksize_decode}},
+     SettingCodec{&socksize_encode, &socksize_decode,
+                  [](const SpecParams& p) { return p.socksize.has_value() || p.socksize_auto.has_value(); }}},
     {"threads", "threads", "test", SettingKind::value, "N", "4", "threads", "tester threads per client (rpc mode)", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.threads = whole<std::uint32_t>(t, w, 1, limits::kMaxThreads);
-     },
-     [](const SpecParams& p) { return p.threads.has_value(); },
+     set_whole<&SpecParams::threads, 1, limits::kMaxThreads>,
      wire<&SpecParams::threads, &TestSpec::threads, kRequired>},
     {"parallel", "parallel", "test", SettingKind::value, "N", "1", "parallel", "TCP connections per client-server pair",
-     "",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.parallel = whole<std::uint32_t>(t, w, 1, limits::kMaxParallel);
-     },
-     [](const SpecParams& p) { return p.parallel.has_value(); },
+     "", set_whole<&SpecParams::parallel, 1, limits::kMaxParallel>,
      wire<&SpecParams::parallel, &TestSpec::parallel, kRequired>},
     {"warmup", "warmup_ns", "test", SettingKind::value, "SECONDS", "10% of time", "",
      "seconds excluded at the start (the host-dependent choices are tried in it)", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.warmup = parse_duration(t, w); },
-     [](const SpecParams& p) { return p.warmup.has_value(); }, wire<&SpecParams::warmup, &TestSpec::warmup, kRequired>},
+     set<&SpecParams::warmup, parse_duration>, wire<&SpecParams::warmup, &TestSpec::warmup, kRequired>},
     {"cooldown", "cooldown_ns", "test", SettingKind::value, "SECONDS", "10% of time", "", "seconds excluded at the end",
-     "", [](SpecParams& p, std::string_view t, std::string_view w) { p.cooldown = parse_duration(t, w); },
-     [](const SpecParams& p) { return p.cooldown.has_value(); },
-     wire<&SpecParams::cooldown, &TestSpec::cooldown, kRequired>},
+     "", set<&SpecParams::cooldown, parse_duration>, wire<&SpecParams::cooldown, &TestSpec::cooldown, kRequired>},
     {"verify", "verify", "test", SettingKind::flag, "", "off", "verify",
-     "receivers check every byte against the sent pattern", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.verify = flag_value(t, w); },
-     [](const SpecParams& p) { return p.verify.has_value(); }, wire<&SpecParams::verify, &TestSpec::verify>},
+     "receivers check every byte against the sent pattern", "", set<&SpecParams::verify, flag_value>,
+     wire<&SpecParams::verify, &TestSpec::verify>},
     {"send-method", "send_method", "tuning", SettingKind::value, "METHOD", "auto", "",
      "TCP senders: auto (each agent tries write and sendfile in the warm-up and keeps the faster on its host), write "
      "(send from a buffer), zerocopy (MSG_ZEROCOPY, stream mode) or sendfile (from a memfd)",
-     "tcp",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.send_method = named(w, [&] { return parse_send_method(t); });
-     },
-     [](const SpecParams& p) { return p.send_method.has_value(); },
-     SettingCodec{&send_method_encode, &Plain<&SpecParams::send_method, &TestSpec::send_method>::decode}},
+     "tcp", set_named<&SpecParams::send_method, parse_send_method>,
+     SettingCodec{&send_method_encode, &Plain<&SpecParams::send_method, &TestSpec::send_method>::decode,
+                  &Plain<&SpecParams::send_method, &TestSpec::send_method>::given}},
     {"zerocopy", "zerocopy", "tuning", SettingKind::flag, "", "off", "",
      "stream senders use MSG_ZEROCOPY (completions reaped); the same as send-method zerocopy", "tcp",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.zerocopy = flag_value(t, w); },
-     [](const SpecParams& p) { return p.zerocopy.has_value(); }, wire<&SpecParams::zerocopy, &TestSpec::zerocopy>},
+     set<&SpecParams::zerocopy, flag_value>, wire<&SpecParams::zerocopy, &TestSpec::zerocopy>},
     {"skip-rx-copy", "skip_rx_copy", "tuning", SettingKind::flag, "", "off", "",
      "receivers discard data in the kernel (MSG_TRUNC) instead of copying it", "tcp",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.skip_rx_copy = flag_value(t, w); },
-     [](const SpecParams& p) { return p.skip_rx_copy.has_value(); },
-     wire<&SpecParams::skip_rx_copy, &TestSpec::skip_rx_copy>},
+     set<&SpecParams::skip_rx_copy, flag_value>, wire<&SpecParams::skip_rx_copy, &TestSpec::skip_rx_copy>},
     {"congestion", "congestion", "tuning", SettingKind::value, "NAME", "the host's", "",
      "TCP congestion control, e.g. cubic or bbr", "tcp",
      [](SpecParams& p, std::string_view t, std::string_view) { p.congestion = std::string(t); },
-     [](const SpecParams& p) { return p.congestion.has_value(); },
      wire<&SpecParams::congestion, &TestSpec::congestion>},
     {"rate", "rate", "tuning", SettingKind::value, "BYTES/S", "off", "",
      "pace each connection to this many bytes/s (SO_MAX_PACING_RATE), e.g. 100M", "tcp",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.rate = parse_size(t, w); },
-     [](const SpecParams& p) { return p.rate.has_value(); }, wire<&SpecParams::rate, &TestSpec::rate>},
+     set<&SpecParams::rate, parse_size>, wire<&SpecParams::rate, &TestSpec::rate>},
     {"busy-poll", "busy_poll_us", "tuning", SettingKind::value, "US", "off", "", "SO_BUSY_POLL microseconds", "tcp",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.busy_poll_us = whole<std::uint32_t>(t, w, 0, limits::kMaxBusyPollUs);
-     },
-     [](const SpecParams& p) { return p.busy_poll_us.has_value(); },
+     set_whole<&SpecParams::busy_poll_us, 0, limits::kMaxBusyPollUs>,
      wire<&SpecParams::busy_poll_us, &TestSpec::busy_poll_us>},
     {"notsent-lowat", "notsent_lowat", "tuning", SettingKind::value, "SIZE", "kernel's", "", "TCP_NOTSENT_LOWAT bytes",
-     "tcp", [](SpecParams& p, std::string_view t, std::string_view w) { p.notsent_lowat = parse_size(t, w); },
-     [](const SpecParams& p) { return p.notsent_lowat.has_value(); },
-     wire<&SpecParams::notsent_lowat, &TestSpec::notsent_lowat>},
+     "tcp", set<&SpecParams::notsent_lowat, parse_size>, wire<&SpecParams::notsent_lowat, &TestSpec::notsent_lowat>},
     {"delay-probe", "delay_probe_ns", "tuning", SettingKind::value, "SECONDS|off", "0.01", "",
      "ping every server this often for the network-delay histogram; off: no pings (many agents on few cores)", "tcp",
      [](SpecParams& p, std::string_view t, std::string_view w) {
        p.delay_probe = t == "off" ? std::chrono::nanoseconds(0) : parse_duration(t, w);
      },
-     [](const SpecParams& p) { return p.delay_probe.has_value(); },
      wire<&SpecParams::delay_probe, &TestSpec::delay_probe>},
     {"cpus", "cpus", "tuning", SettingKind::value, "LIST", "the NIC's NUMA node", "",
-     "pin data threads round-robin to these CPUs, e.g. 0-3,8", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.cpus = parse_cpu_list(t, w); },
-     [](const SpecParams& p) { return p.cpus.has_value(); }, wire<&SpecParams::cpus, &TestSpec::cpus>},
+     "pin data threads round-robin to these CPUs, e.g. 0-3,8", "", set<&SpecParams::cpus, parse_cpu_list>,
+     wire<&SpecParams::cpus, &TestSpec::cpus>},
     {"no-affinity", "no_affinity", "tuning", SettingKind::flag, "", "off", "", "never pin data threads", "",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.no_affinity = flag_value(t, w); },
-     [](const SpecParams& p) { return p.no_affinity.has_value(); },
-     wire<&SpecParams::no_affinity, &TestSpec::no_affinity>},
+     set<&SpecParams::no_affinity, flag_value>, wire<&SpecParams::no_affinity, &TestSpec::no_affinity>},
     {"spread-ports", "spread_ports", "bonding", SettingKind::flag, "", "off", "",
      "clients bind source ports chosen so that their flows cover every member of the local bond evenly under its "
      "xmit_hash_policy (802.3ad/balance-xor with layer3+4); the ports used are reported",
-     "tcp", [](SpecParams& p, std::string_view t, std::string_view w) { p.spread_ports = flag_value(t, w); },
-     [](const SpecParams& p) { return p.spread_ports.has_value(); },
-     wire<&SpecParams::spread_ports, &TestSpec::spread_ports>},
+     "tcp", set<&SpecParams::spread_ports, flag_value>, wire<&SpecParams::spread_ports, &TestSpec::spread_ports>},
     {"rdma-device", "rdma_device", "rdma", SettingKind::value, "DEV[:PORT],...",
      "the port whose RoCE v2 GID matches the test address", "", "RDMA devices to use", "rdma",
      [](SpecParams& p, std::string_view t, std::string_view) { p.rdma_device = std::string(t); },
-     [](const SpecParams& p) { return p.rdma_device.has_value(); },
      wire<&SpecParams::rdma_device, &TestSpec::rdma_device>},
     {"gid-index", "gid_index", "rdma", SettingKind::value, "N", "matched to the test address", "",
      "use this GID index instead of matching the test address", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.gid_index = whole<std::int32_t>(t, w, 0, limits::kMaxGidIndex);
-     },
-     [](const SpecParams& p) { return p.gid_index.has_value(); }, wire<&SpecParams::gid_index, &TestSpec::gid_index>},
+     set_whole<&SpecParams::gid_index, 0, limits::kMaxGidIndex>, wire<&SpecParams::gid_index, &TestSpec::gid_index>},
     {"rdma-verb", "rdma_verb", "rdma", SettingKind::value, "write|send", "write", "",
      "how write-like blocks move: write (RDMA WRITE_WITH_IMM) or send (SEND/RECV)", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.rdma_verb = named(w, [&] { return parse_rdma_verb(t); });
-     },
-     [](const SpecParams& p) { return p.rdma_verb.has_value(); }, wire<&SpecParams::rdma_verb, &TestSpec::rdma_verb>},
+     set_named<&SpecParams::rdma_verb, parse_rdma_verb>, wire<&SpecParams::rdma_verb, &TestSpec::rdma_verb>},
     {"qdepth", "qdepth", "rdma", SettingKind::value, "N", "16", "", "work requests in flight per QP (stream mode)",
-     "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.qdepth = whole<std::uint32_t>(t, w, 1, limits::kMaxQdepth);
-     },
-     [](const SpecParams& p) { return p.qdepth.has_value(); }, wire<&SpecParams::qdepth, &TestSpec::qdepth>},
+     "rdma", set_whole<&SpecParams::qdepth, 1, limits::kMaxQdepth>, wire<&SpecParams::qdepth, &TestSpec::qdepth>},
     {"inline", "inline_size", "rdma", SettingKind::value, "BYTES", "0", "",
      "max_inline_data asked for each QP; blocks up to it are sent inline", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.inline_size = whole<std::uint32_t>(t, w, 0, limits::kMaxInline);
-     },
-     [](const SpecParams& p) { return p.inline_size.has_value(); },
+     set_whole<&SpecParams::inline_size, 0, limits::kMaxInline>,
      wire<&SpecParams::inline_size, &TestSpec::inline_size>},
     {"cq-mod", "cq_mod", "rdma", SettingKind::value, "N", "1", "",
      "stream senders ask for a completion every N posts (CQ moderation)", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) {
-       p.cq_mod = whole<std::uint32_t>(t, w, 1, limits::kMaxQdepth);
-     },
-     [](const SpecParams& p) { return p.cq_mod.has_value(); }, wire<&SpecParams::cq_mod, &TestSpec::cq_mod>},
+     set_whole<&SpecParams::cq_mod, 1, limits::kMaxQdepth>, wire<&SpecParams::cq_mod, &TestSpec::cq_mod>},
     {"rdma-events", "rdma_events", "rdma", SettingKind::flag, "", "off", "",
      "posting side and rpc wait for completion events instead of busy polling (a stream's counting end always does)",
-     "rdma", [](SpecParams& p, std::string_view t, std::string_view w) { p.rdma_events = flag_value(t, w); },
-     [](const SpecParams& p) { return p.rdma_events.has_value(); },
-     wire<&SpecParams::rdma_events, &TestSpec::rdma_events>},
+     "rdma", set<&SpecParams::rdma_events, flag_value>, wire<&SpecParams::rdma_events, &TestSpec::rdma_events>},
     {"rdma-cm", "rdma_cm", "rdma", SettingKind::flag, "", "off", "usecm",
      "connect queue pairs with librdmacm (rdma_cm) instead of through the coordinator", "rdma",
-     [](SpecParams& p, std::string_view t, std::string_view w) { p.rdma_cm = flag_value(t, w); },
-     [](const SpecParams& p) { return p.rdma_cm.has_value(); }, wire<&SpecParams::rdma_cm, &TestSpec::rdma_cm>},
+     set<&SpecParams::rdma_cm, flag_value>, wire<&SpecParams::rdma_cm, &TestSpec::rdma_cm>},
 };
 
 }  // namespace

@@ -15,25 +15,27 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// Splits "12.5ms" into the number 12.5 and the suffix "ms".
-bool split_number(std::string_view text, double& value, std::string_view& suffix) {
-  const char* begin = text.data();
+// Splits "12.5ms" into the number 12.5 and the suffix "ms"; refuses what is no such number or is
+// negative, naming the `kind` of value and what was `expected`.
+struct Number {
+  double value;
+  std::string_view suffix;
+};
+Number split_number(std::string_view text, std::string_view what, const char* kind, const char* expected) {
+  double value = 0;
   const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc{} || ptr == begin) return false;
-  suffix = std::string_view(ptr, static_cast<std::size_t>(end - ptr));
-  return true;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc{} || ptr == text.data() || !std::isfinite(value)) {
+    throw UsageError(fmt::format("{} '{}': not a {} (expected {})", what, text, kind, expected));
+  }
+  if (value < 0) throw UsageError(fmt::format("{} '{}': {} cannot be negative", what, text, kind));
+  return {value, std::string_view(ptr, static_cast<std::size_t>(end - ptr))};
 }
 
 }  // namespace
 
 std::uint64_t parse_size(std::string_view text, std::string_view what) {
-  double value = 0;
-  std::string_view suffix;
-  if (text.empty() || !split_number(text, value, suffix) || !std::isfinite(value)) {
-    throw UsageError(fmt::format("{} '{}': not a size (expected e.g. 4096, 256K, 4M, 1G)", what, text));
-  }
-  if (value < 0) throw UsageError(fmt::format("{} '{}': size cannot be negative", what, text));
+  const auto [value, suffix] = split_number(text, what, "size", "e.g. 4096, 256K, 4M, 1G");
   const std::string s = lower(suffix);
   double mult = 1;
   if (s.empty() || s == "b") {
@@ -56,12 +58,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
 }
 
 std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view what) {
-  double value = 0;
-  std::string_view suffix;
-  if (text.empty() || !split_number(text, value, suffix) || !std::isfinite(value)) {
-    throw UsageError(fmt::format("{} '{}': not a duration (expected seconds, e.g. 10, 2.5, 500ms)", what, text));
-  }
-  if (value < 0) throw UsageError(fmt::format("{} '{}': duration cannot be negative", what, text));
+  const auto [value, suffix] = split_number(text, what, "duration", "seconds, e.g. 10, 2.5, 500ms");
   const std::string s = lower(suffix);
   double seconds = value;
   if (s.empty() || s == "s") {

@@ -124,14 +124,8 @@ class LaunchedAgents final : public Agents {
       {
         std::lock_guard lock(mu_);
         for (auto& c : children_) {
-          if (c.out >= 0) {
-            fds.push_back({c.out, POLLIN, 0});
-            who.emplace_back(&c, false);
-          }
-          if (c.err >= 0) {
-            fds.push_back({c.err, POLLIN, 0});
-            who.emplace_back(&c, true);
-          }
+          watch(c, fds);
+          while (who.size() < fds.size()) who.emplace_back(&c, fds[who.size()].fd == c.err);
         }
       }
       if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
@@ -183,6 +177,20 @@ void send_key(Launched& c, const auth::Key& key) {
     // The launcher already exited (EPIPE): its stderr will say why.
     c.close_in();
   }
+}
+
+// The lines of a text that are not blank, trailing blanks and carriage returns removed.
+std::vector<std::string> text_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  for (std::size_t start = 0; start < text.size();) {
+    auto nl = text.find('\n', start);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string line(text.substr(start, nl - start));
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+    start = nl + 1;
+  }
+  return lines;
 }
 
 std::string fmt_seconds(std::chrono::milliseconds ms) {
@@ -260,16 +268,7 @@ std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) 
 }
 
 std::string stderr_summary(std::string_view text) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    auto nl = text.find('\n', start);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string line(text.substr(start, nl - start));
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (!line.empty()) lines.push_back(std::move(line));
-    start = nl + 1;
-  }
+  const std::vector<std::string> lines = text_lines(text);
   if (lines.empty()) return "(no error output)";
   const std::size_t from = lines.size() > 3 ? lines.size() - 3 : 0;
   std::string out;
@@ -456,16 +455,7 @@ std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& o) {
         "sbatch script or salloc");
   }
   const std::string out = run_capture({o.scontrol, "show", "hostnames", list}, "list the allocation's nodes");
-  std::vector<std::string> nodes;
-  std::size_t start = 0;
-  while (start < out.size()) {
-    auto nl = out.find('\n', start);
-    if (nl == std::string::npos) nl = out.size();
-    std::string n = out.substr(start, nl - start);
-    while (!n.empty() && std::isspace(static_cast<unsigned char>(n.back()))) n.pop_back();
-    if (!n.empty()) nodes.push_back(std::move(n));
-    start = nl + 1;
-  }
+  std::vector<std::string> nodes = text_lines(out);
   if (nodes.empty()) throw Error(ExitCode::infrastructure, fmt::format("scontrol show hostnames '{}': no nodes", list));
   return nodes;
 }

@@ -250,10 +250,7 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
 }
 
 bool is_zero_mac(std::string_view mac) {
-  for (char c : mac) {
-    if (c != '0' && c != ':') return false;
-  }
-  return true;
+  return std::all_of(mac.begin(), mac.end(), [](char c) { return c == '0' || c == ':'; });
 }
 
 bool bond_hashes(const BondInfo& b) {

@@ -42,6 +42,23 @@ bool ethtool_ioctl(int fd, const std::string& ifname, void* data) {
 
 }  // namespace
 
+sysfs::EthtoolLink sysfs::read_ethtool_link(const std::string& ifname) {
+  sysfs::EthtoolLink a;
+  const Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (s.fd < 0) return a;
+  ethtool_drvinfo info{};
+  info.cmd = ETHTOOL_GDRVINFO;
+  if (ethtool_ioctl(s.fd, ifname, &info)) a.driver = info.driver;
+  ethtool_cmd cmd{};
+  cmd.cmd = ETHTOOL_GSET;
+  if (ethtool_ioctl(s.fd, ifname, &cmd)) {
+    const std::uint32_t sp = ethtool_cmd_speed(&cmd);
+    if (sp != 0 && sp != static_cast<std::uint32_t>(SPEED_UNKNOWN)) a.speed = sp;
+    a.duplex = cmd.duplex == DUPLEX_FULL ? "full" : cmd.duplex == DUPLEX_HALF ? "half" : "";
+  }
+  return a;
+}
+
 std::optional<CounterValues> read_ethtool_stats(const std::string& ifname) {
   if (ifname.empty() || ifname.size() >= IFNAMSIZ) return std::nullopt;
   const Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));

@@ -29,4 +29,14 @@ int to_int(const std::string& s, int fallback);
 // The names in a folder, sorted; none when it is absent.
 std::vector<std::string> sorted_entries(const std::filesystem::path& dir);
 
+// Where sysfs has no answer: ETHTOOL_GDRVINFO and GSET on a live interface of this host (in
+// counters.cpp, beside the other ethtool ioctls): the driver, the speed in Mb/s (-1 unknown) and
+// the duplex ("" unknown).
+struct EthtoolLink {
+  std::string driver;
+  std::int64_t speed{-1};
+  std::string duplex;
+};
+EthtoolLink read_ethtool_link(const std::string& ifname);
+
 }  // namespace fabperf::sysfs

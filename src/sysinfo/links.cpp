@@ -7,13 +7,8 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <ifaddrs.h>
-#include <linux/ethtool.h>
-#include <linux/sockios.h>
-#include <net/if.h>
 #include <netinet/in.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -30,34 +25,6 @@ std::string link_target_name(const std::string& path) {
   std::error_code ec;
   const auto t = fs::read_symlink(path, ec);
   return ec ? "" : t.filename().string();
-}
-
-// ethtool ioctls: only meaningful for this host's live interfaces (root == "").
-struct EthtoolAnswer {
-  std::string driver;
-  std::int64_t speed{-1};
-  std::string duplex;
-};
-EthtoolAnswer ethtool_query(const std::string& name) {
-  EthtoolAnswer a;
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return a;
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
-  ethtool_drvinfo info{};
-  info.cmd = ETHTOOL_GDRVINFO;
-  ifr.ifr_data = reinterpret_cast<char*>(&info);
-  if (::ioctl(fd, SIOCETHTOOL, &ifr) == 0) a.driver = info.driver;
-  ethtool_cmd cmd{};
-  cmd.cmd = ETHTOOL_GSET;
-  ifr.ifr_data = reinterpret_cast<char*>(&cmd);
-  if (::ioctl(fd, SIOCETHTOOL, &ifr) == 0) {
-    const std::uint32_t sp = ethtool_cmd_speed(&cmd);
-    if (sp != 0 && sp != static_cast<std::uint32_t>(SPEED_UNKNOWN)) a.speed = sp;
-    a.duplex = cmd.duplex == DUPLEX_FULL ? "full" : cmd.duplex == DUPLEX_HALF ? "half" : "";
-  }
-  ::close(fd);
-  return a;
 }
 
 std::vector<std::string> addresses_of(const std::string& name) {
@@ -93,7 +60,9 @@ std::vector<std::string> addresses_of(const std::string& name) {
 std::optional<LinkInfo> read_link(const std::string& name, const std::string& root) {
   const std::string base = root + "/sys/class/net/" + name;
   std::error_code ec;
-  if (name.empty() || name.find('/') != std::string::npos || !fs::exists(base, ec)) return std::nullopt;
+  // Interfaces are directories (or links to them); the bonding driver adds a plain file,
+  // bonding_masters, that is not one.
+  if (name.empty() || name.find('/') != std::string::npos || !fs::is_directory(base, ec)) return std::nullopt;
   LinkInfo l;
   l.name = name;
   l.mtu = static_cast<int>(sysfs::read_i64(base + "/mtu", 0));
@@ -131,7 +100,7 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
     }
   }
   if (root.empty()) {
-    const auto eth = ethtool_query(name);
+    const auto eth = sysfs::read_ethtool_link(name);
     if (l.driver.empty()) l.driver = eth.driver;
     if (l.speed_mbps < 0 && eth.speed > 0) l.speed_mbps = eth.speed;
     if (l.duplex.empty() || l.duplex == "unknown") l.duplex = eth.duplex.empty() ? l.duplex : eth.duplex;
@@ -145,15 +114,7 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
 
 std::vector<LinkInfo> read_links(const std::string& root) {
   std::vector<LinkInfo> out;
-  std::error_code ec;
-  std::vector<std::string> names;
-  // Interfaces are directories (or links to them); the bonding driver adds a plain file,
-  // bonding_masters, that is not one.
-  for (const auto& e : fs::directory_iterator(root + "/sys/class/net", ec)) {
-    if (e.is_directory(ec)) names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  for (const auto& n : names) {
+  for (const auto& n : sysfs::sorted_entries(root + "/sys/class/net")) {
     if (auto l = read_link(n, root)) out.push_back(std::move(*l));
   }
   return out;

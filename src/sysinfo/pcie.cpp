@@ -101,10 +101,8 @@ void add_ports(const fs::path& fn, std::vector<PciePort>& out) {
     for (const auto& n : sorted_entries(dir)) {
       // IPoIB rides an InfiniBand port counted below (ARPHRD_INFINIBAND).
       if (read_line(dir / n / "type") == "32") continue;
-      char* end = nullptr;
-      const std::string s = read_line(dir / n / "speed");
-      const long long v = std::strtoll(s.c_str(), &end, 10);
-      out.push_back({n, end != s.c_str() && v > 0 ? v : -1});
+      const std::int64_t v = sysfs::read_i64(dir / n / "speed", -1);
+      out.push_back({n, v > 0 ? v : -1});
     }
   }
   // InfiniBand ports have no interface; RoCE ports are counted by theirs.
@@ -160,7 +158,7 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
     if (*end == '\0' && v > 0) irqs.push_back(static_cast<int>(v));
   }
   if (irqs.empty()) {
-    const int legacy = std::atoi(read_line(fn / "irq").c_str());
+    const int legacy = sysfs::to_int(read_line(fn / "irq"), 0);
     if (legacy > 0) irqs.push_back(legacy);
   }
   const auto local = cpu_set(p.local_cpus);
@@ -359,8 +357,7 @@ std::optional<PcieInfo> read_pcie(const std::string& device, const std::string& 
   p.address = dir.filename().string();
   p.link = read_state(dir, "current");
   p.max = read_state(dir, "max");
-  const std::string numa = read_line(dir / "numa_node");
-  p.numa_node = numa.empty() ? -1 : std::max(-1, std::atoi(numa.c_str()));
+  p.numa_node = std::max(-1, sysfs::to_int(read_line(dir / "numa_node"), -1));
   p.max_payload = read_max_payload(dir / "config");
   const fs::path parent = dir.parent_path();
   const bool has_port = is_pci_address(parent.filename().string());

@@ -33,6 +33,8 @@ enum class SettingKind {
 struct SettingCodec {
   void (*encode)(const TestSpec& s, nlohmann::json& j, const char* key);
   void (*decode)(const Fields& f, SpecParams& p, const char* key);
+  // Whether the parameters carry a value for it (the user gave it).
+  bool (*given)(const SpecParams& p);
 };
 
 struct Setting {
@@ -50,9 +52,8 @@ struct Setting {
   // Parses `text` into the parameters; a flag gets "true" or "false". Errors are UsageErrors
   // that name `what` (the option, or "value" where the caller names the field itself).
   void (*apply)(SpecParams& p, std::string_view text, std::string_view what);
-  // Whether the parameters carry a value for it (the user gave it).
-  bool (*given)(const SpecParams& p);
   SettingCodec wire;
+  [[nodiscard]] bool given(const SpecParams& p) const { return wire.given(p); }
 };
 
 // Every test setting, in help order.
