@@ -62,6 +62,26 @@ class ResultsFile {
   int fd_{-1};
 };
 
+// A results file resumed, read by load_results (the one reader of results files).
+struct ResumeState {
+  json plan_record;
+  std::map<std::string, json> steps;  // id -> last step record
+  std::vector<KpiCheck> kpis;
+};
+
+ResumeState read_results(const std::string& path) {
+  RawResults raw = load_results(path);
+  if (raw.single_run) throw UsageError(fmt::format("--resume {}: not a fabperf plan results file", path));
+  ResumeState st{std::move(raw.plan), {}, std::move(raw.kpis)};
+  for (auto& s : raw.steps) {
+    // The id first: json's operator= takes its argument by value, and C++17 evaluates the right
+    // side of an assignment first, so `steps[s["id"]] = std::move(s)` would read a moved-from s.
+    auto id = s["id"].get<std::string>();
+    st.steps[std::move(id)] = std::move(s);
+  }
+  return st;
+}
+
 std::string hms(double s) {
   const auto t = std::lround(s);
   if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
@@ -80,6 +100,21 @@ std::string default_results_name(const std::string& plan_name) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
   return fmt::format("{}-{}.jsonl", base.empty() ? "plan" : base, buf);
+}
+
+// Runs the test and puts its JSON result into rec["result"]: what the step's record holds.
+std::pair<RunRecord, Report> run_into(const RunRequest& req, json& rec) {
+  RunRecord run = run_test(req);
+  Report report = compute_report(run);
+  rec["result"] = render_json(report);
+  return {std::move(run), std::move(report)};
+}
+
+template <typename T>
+std::vector<T> of_test(const std::vector<T>& v, const std::string& test) {
+  std::vector<T> out;
+  std::copy_if(v.begin(), v.end(), std::back_inserter(out), [&](const T& x) { return x.test == test; });
+  return out;
 }
 
 bool isolatable(plan::Pattern p) {
@@ -120,10 +155,7 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
     index[p.hosts[i].hp.str()] = i;
     host_names.push_back(p.hosts[i].name);
   }
-  std::vector<plan::StepOutcome> mine;
-  for (const auto& s : outcomes) {
-    if (s.test == t.name) mine.push_back(s);
-  }
+  const auto mine = of_test(outcomes, t.name);
   std::vector<KpiCheck> failing;
   for (const auto& c : checks) {
     if (c.test && *c.test == t.name && !c.pass) failing.push_back(c);
@@ -140,9 +172,7 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
           ? fmt::format("node spread {:.2f} is below {:.2f}: retesting the suspects", sus.spread, plan::kSpreadTrigger)
           : fmt::format("{} KPI check(s) failed: retesting the suspects", failing.size()));
   for (const auto& l : sus.trace) say(l);
-  std::size_t log2n = 0;
-  while ((std::size_t{1} << log2n) < t.hosts.size()) ++log2n;
-  plan::Isolator iso(sus.suspects, sus.good, host_names, 2 * log2n + 2);
+  plan::Isolator iso(sus.suspects, sus.good, host_names, 2 * plan::isolation_round_bound(t.hosts.size()));
   std::size_t shown = 0;
   const auto flush_trace = [&] {
     for (; shown < iso.trace().size(); ++shown) say(iso.trace()[shown]);
@@ -170,9 +200,7 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
                   {"error", ""}};
       std::vector<std::optional<double>> r(st.pairs.size());
       try {
-        const RunRecord run = run_test(req);
-        const Report report = compute_report(run);
-        rec["result"] = render_json(report);
+        const RunRecord run = run_into(req, rec).first;
         const auto result = read_result_doc(rec["result"], ReadMode::strict);
         if (run.interrupted) interrupted = true;
         // The result's pairs name nodes by index; map them back to plan hosts.
@@ -263,7 +291,7 @@ class PlanRun {
   const std::map<std::string, std::string> names_;
   const json plan_obj_;
   std::string path_;
-  plan::ResumeState prior_;
+  ResumeState prior_;
   std::optional<ResultsFile> out_;
   bool tty_{false};
   Clock::time_point t0_;
@@ -288,7 +316,7 @@ void PlanRun::open_results() {
   if (!o_.resume.empty()) {
     if (!o_.results.empty() && o_.results != o_.resume)
       throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
-    prior_ = plan::read_results(o_.resume);
+    prior_ = read_results(o_.resume);
     if (prior_.plan_record.value("plan", json()) != plan_obj_) {
       throw UsageError(
           fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o_.resume));
@@ -410,9 +438,7 @@ bool PlanRun::run_step(std::size_t i) {
   std::string summary;
   std::optional<ResultDoc> result;
   try {
-    const RunRecord r = run_test(req);
-    const Report report = compute_report(r);
-    rec["result"] = render_json(report);
+    const auto [r, report] = run_into(req, rec);
     result = read_result_doc(rec["result"], ReadMode::strict);
     if (r.interrupted) {
       rec["status"] = "interrupted";
@@ -488,19 +514,12 @@ void PlanRun::eval_test(std::size_t ti) {
       run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
     return;
   }
-  std::vector<KpiCheck> stored;
-  for (const auto& c : prior_.kpis) {
-    if (c.test && *c.test == t.name) stored.push_back(c);
-  }
+  const auto stored = of_test(prior_.kpis, t.name);
   if (ran_in_test_[ti] == 0 && !stored.empty()) {
     checks_.insert(checks_.end(), stored.begin(), stored.end());
     return;
   }
-  std::vector<plan::StepOutcome> mine;
-  for (const auto& s : outcomes_) {
-    if (s.test == t.name) mine.push_back(s);
-  }
-  write_checks(plan::evaluate_kpis(t.kpis, mine, names_, t.name));
+  write_checks(plan::evaluate_kpis(t.kpis, of_test(outcomes_, t.name), names_, t.name));
   if (p_.isolate && !interrupted_) run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
 }
 

@@ -25,6 +25,13 @@ std::string mb(double v) {
   return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
 }
 
+// The names of these hosts, comma-separated.
+std::string name_list(const std::vector<std::string>& names, const std::vector<std::uint32_t>& hosts) {
+  std::string out;
+  for (const auto h : hosts) out += (out.empty() ? "" : ", ") + names[h];
+  return out;
+}
+
 }  // namespace
 
 std::size_t isolation_round_bound(std::size_t suspects) {
@@ -125,9 +132,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   std::sort(s.good.begin(), s.good.end(),
             [&](auto a, auto b) { return s.score[a] != s.score[b] ? s.score[a] > s.score[b] : a < b; });
   const auto list = [&](const std::vector<std::uint32_t>& v) {
-    std::string out;
-    for (const auto h : v) out += (out.empty() ? "" : ", ") + host_names[h];
-    return out.empty() ? std::string("none") : out;
+    return v.empty() ? std::string("none") : name_list(host_names, v);
   };
   s.trace.push_back(fmt::format("evidence: node spread {:.2f} (slowest / fastest client)", s.spread));
   for (const auto h : s.suspects) {
@@ -168,9 +173,7 @@ std::optional<IsoRound> Isolator::next_round() {
     return std::nullopt;
   }
   if (round_ >= max_rounds_) {
-    std::string left;
-    for (const auto h : cand_) left += (left.empty() ? "" : ", ") + names_[h];
-    for (const auto h : deferred_) left += (left.empty() ? "" : ", ") + names_[h];
+    const std::string left = name_list(names_, cand_) + (deferred_.empty() ? "" : ", " + name_list(names_, deferred_));
     trace_.push_back(fmt::format("stopped after {} rounds; not decided: {}", round_, left));
     done_ = true;
     return std::nullopt;
@@ -274,8 +277,7 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     f.peers = peers[c].size();
     f.peers_median_mb = baseline;
     f.slow = f.median_mb < kSlowFraction * baseline;
-    std::string who;
-    for (const auto g : peers[c]) who += (who.empty() ? "" : ", ") + names_[g];
+    const std::string who = name_list(names_, peers[c]);
     const std::string subject = f.link.empty() ? f.node : f.node + " " + f.link;
     f.text =
         f.slow
@@ -306,7 +308,6 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     }
   }
   std::sort(slow.begin(), slow.end());
-  std::string next;
   if (!slow.empty()) {
     cand_.clear();
     for (const auto& [v, h] : slow) cand_.push_back(h);
@@ -314,9 +315,7 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
   } else {
     cand_ = rest;
   }
-  for (const auto h : cand_) next += (next.empty() ? "" : ", ") + names_[h];
-  std::string later;
-  for (const auto h : deferred_) later += (later.empty() ? "" : ", ") + names_[h];
+  const std::string next = name_list(names_, cand_), later = name_list(names_, deferred_);
   trace_.push_back(
       fmt::format("round {} (halving: {} of {} suspects, each against a good peer both ways; baseline {} MB/s): "
                   "{} -> suspects: {}{}",

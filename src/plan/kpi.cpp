@@ -116,14 +116,16 @@ json to_json(const KpiSet& k) {
 
 namespace {
 
-// The checks of one evaluation: each one judged against its KPI's threshold.
+// The checks of one evaluation: each one judged against its KPI's threshold (none: not checked).
 struct Judge {
   const KpiSet& k;
   const std::optional<std::string>& test;
   std::vector<KpiCheck> out;
 
-  void operator()(const KpiDef& d, const std::optional<std::string>& step, std::string subject,
+  void operator()(const char* kpi, const std::optional<std::string>& step, std::string subject,
                   std::optional<double> value, std::string detail) {
+    const KpiDef& d = def(kpi);
+    if (!(k.*d.field)) return;
     KpiCheck c;
     c.test = test;
     c.step = step;
@@ -160,7 +162,7 @@ void counter_checks(Judge& check, const std::string& step, const std::string& na
         std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
     if (!(check.k.*field)) continue;
     if (!n.counters) {
-      check(def(kpi), step, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, step));
+      check(kpi, step, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, step));
       continue;
     }
     const double v = n.counters->categories.at(cat);
@@ -171,40 +173,33 @@ void counter_checks(Judge& check, const std::string& step, const std::string& na
         top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, fmtv(t.delta));
       }
     }
-    check(def(kpi), step, name, v,
+    check(kpi, step, name, v,
           fmt::format("{} in {}: {} {}{}", name, step, fmtv(v), cat, top.empty() ? "" : " (" + top + ")"));
   }
 }
 
 // The link KPIs, over the whole test.
 void link_checks(Judge& check, const std::vector<std::string>& order, const std::map<std::string, LinkAcc>& links) {
-  const KpiSet& k = check.k;
   for (const auto& sub : order) {
     const auto& a = links.at(sub);
-    if (k.min_link_mbps) {
-      if (a.best_mbps_step.empty()) {
-        check(def("min-link-mbps"), std::nullopt, sub, std::nullopt,
-              fmt::format("{}: not measured in a complete step (a node of each step it was in was lost)", sub));
-      } else {
-        check(def("min-link-mbps"), std::nullopt, sub, a.best_mbps,
-              fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step));
-      }
+    if (a.best_mbps_step.empty()) {
+      check("min-link-mbps", std::nullopt, sub, std::nullopt,
+            fmt::format("{}: not measured in a complete step (a node of each step it was in was lost)", sub));
+    } else {
+      check("min-link-mbps", std::nullopt, sub, a.best_mbps,
+            fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step));
     }
-    if (k.min_efficiency_pct) {
-      if (a.best_eff) {
-        check(def("min-efficiency-pct"), std::nullopt, sub, *a.best_eff,
-              fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed),
-                          a.best_eff_step));
-      } else {
-        check(def("min-efficiency-pct"), std::nullopt, sub, std::nullopt,
-              a.best_mbps_step.empty() ? fmt::format("{}: not measured in a complete step", sub)
-                                       : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
-      }
+    if (a.best_eff) {
+      check("min-efficiency-pct", std::nullopt, sub, *a.best_eff,
+            fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed),
+                        a.best_eff_step));
+    } else {
+      check("min-efficiency-pct", std::nullopt, sub, std::nullopt,
+            a.best_mbps_step.empty() ? fmt::format("{}: not measured in a complete step", sub)
+                                     : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
     }
-    if (k.max_nic_errors) {
-      check(def("max-nic-errors"), std::nullopt, sub, a.errors,
-            a.error_detail.empty() ? fmt::format("{}: no errors or drops", sub) : sub + ": " + a.error_detail);
-    }
+    check("max-nic-errors", std::nullopt, sub, a.errors,
+          a.error_detail.empty() ? fmt::format("{}: no errors or drops", sub) : sub + ": " + a.error_detail);
   }
 }
 
@@ -239,20 +234,16 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
       if (n.role.find("client") != std::string::npos) {
         const double v = node_mbps(n, r.test);
         node_values.push_back({s.id, name, v});
-        if (k.min_node_mbps) {
-          check(def("min-node-mbps"), s.id, name, v,
-                fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), r.test));
-        }
-        if (k.max_p99_latency_us) {
-          const ResultLatency* lat = n.latency ? &*n.latency : n.delay ? &*n.delay : nullptr;
-          if (lat) {
-            check(def("max-p99-latency-us"), s.id, name, lat->p99_us,
-                  fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(lat->p99_us), lat->count,
-                              n.latency ? "requests" : "ping round trips under load"));
-          } else {
-            check(def("max-p99-latency-us"), s.id, name, std::nullopt,
-                  fmt::format("{} in {}: no latency was measured", name, s.id));
-          }
+        check("min-node-mbps", s.id, name, v,
+              fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), r.test));
+        const ResultLatency* lat = n.latency ? &*n.latency : n.delay ? &*n.delay : nullptr;
+        if (lat) {
+          check("max-p99-latency-us", s.id, name, lat->p99_us,
+                fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(lat->p99_us), lat->count,
+                            n.latency ? "requests" : "ping round trips under load"));
+        } else {
+          check("max-p99-latency-us", s.id, name, std::nullopt,
+                fmt::format("{} in {}: no latency was measured", name, s.id));
         }
       }
       for (const auto& l : n.links) {
@@ -280,30 +271,24 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     }
     for (const auto& p : r.pairs) {
       const std::string sub = by_index[p.client] + "->" + by_index[p.server];
-      if (k.min_pair_mbps) {
-        check(def("min-pair-mbps"), s.id, sub, p.mb_per_s,
-              fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, fmtv(p.mb_per_s), p.connections));
-      }
-      if (k.max_retransmits) {
-        check(def("max-retransmits"), s.id, sub, p.retrans,
-              fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(p.retrans)));
-      }
+      check("min-pair-mbps", s.id, sub, p.mb_per_s,
+            fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, fmtv(p.mb_per_s), p.connections));
+      check("max-retransmits", s.id, sub, p.retrans,
+            fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(p.retrans)));
     }
-    if (k.min_aggregate_mbps) {
-      check(def("min-aggregate-mbps"), s.id, "", r.aggregate_mb_per_s,
-            fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(r.aggregate_mb_per_s), r.clients,
-                        r.servers));
-    }
+    check("min-aggregate-mbps", s.id, "", r.aggregate_mb_per_s,
+          fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(r.aggregate_mb_per_s), r.clients,
+                      r.servers));
   }
 
   if (k.min_spread) {
     if (node_values.empty()) {
-      check(def("min-spread"), std::nullopt, "", std::nullopt, "no client node was measured");
+      check("min-spread", std::nullopt, "", std::nullopt, "no client node was measured");
     } else {
       const auto [mn, mx] = std::minmax_element(node_values.begin(), node_values.end(),
                                                 [](const NodeValue& a, const NodeValue& b) { return a.mbps < b.mbps; });
       const double ratio = mx->mbps > 0 ? mn->mbps / mx->mbps : 0.0;
-      check(def("min-spread"), std::nullopt, "", ratio,
+      check("min-spread", std::nullopt, "", ratio,
             fmt::format("slowest {} {} MB/s ({}), fastest {} {} MB/s ({}) over {} node results", mn->node,
                         fmtv(mn->mbps), mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
     }

@@ -13,21 +13,17 @@ namespace {
 struct PatternName {
   Pattern p;
   std::string_view name;
-  std::string_view what;
 };
 constexpr std::array<PatternName, 9> kPatterns{{
-    {Pattern::bipartite, "bipartite", "every client loads every server at once (nsdperf's default): 1 step"},
-    {Pattern::pairs, "pairs", "an explicit list of client->server pairs, all at once: 1 step"},
-    {Pattern::each_vs_rest, "each-vs-rest",
-     "each node alone as the client of all the others, one after another (IBM readiness per-node test): N steps"},
-    {Pattern::halves, "halves", "the first half of the nodes loads the second half, all at once: 1 step"},
-    {Pattern::all_pairs, "all-pairs",
-     "every ordered pair alone, one after another (an N x N matrix); --concurrent-pairs K runs K disjoint pairs per "
-     "step"},
-    {Pattern::ring, "ring", "node i loads node i+k (mod N), all at once: 1 step"},
-    {Pattern::incast, "incast", "every other node loads the target, all at once: 1 step"},
-    {Pattern::broadcast, "broadcast", "the target loads every other node, all at once: 1 step"},
-    {Pattern::all_to_all, "all-to-all", "every node loads every other node, all at once: 1 step"},
+    {Pattern::bipartite, "bipartite"},
+    {Pattern::pairs, "pairs"},
+    {Pattern::each_vs_rest, "each-vs-rest"},
+    {Pattern::halves, "halves"},
+    {Pattern::all_pairs, "all-pairs"},
+    {Pattern::ring, "ring"},
+    {Pattern::incast, "incast"},
+    {Pattern::broadcast, "broadcast"},
+    {Pattern::all_to_all, "all-to-all"},
 }};
 
 void need_nodes(std::size_t n, std::size_t min, Pattern p) {
@@ -41,13 +37,6 @@ void need_nodes(std::size_t n, std::size_t min, Pattern p) {
 std::string_view to_string(Pattern p) {
   for (const auto& x : kPatterns) {
     if (x.p == p) return x.name;
-  }
-  return "?";
-}
-
-std::string_view describe(Pattern p) {
-  for (const auto& x : kPatterns) {
-    if (x.p == p) return x.what;
   }
   return "?";
 }

@@ -50,8 +50,7 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
     if (s.test != test || !s.link) continue;
     Row r;
     r.link = *s.link;
-    r.sweep = s.id;
-    r.sweep.erase(r.sweep.find(fmt::format("/link{}", r.link)), fmt::format("/link{}", r.link).size());
+    r.sweep = s.base_id.substr(0, s.base_id.rfind('/')) + s.id.substr(s.base_id.size());  // without "/linkI"
     r.address = p.hosts[s.clients.front()].hp.links.at(r.link);
     const auto o = std::find_if(outcomes.begin(), outcomes.end(), [&](const StepOutcome& x) { return x.id == s.id; });
     if (o != outcomes.end()) {

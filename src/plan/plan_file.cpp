@@ -48,11 +48,8 @@ KpiSet parse_kpis(const Ctx& c, const toml::table& t) {
     const std::string name(key.str());
     if (name == "profile") continue;
     const auto& names = kpi_names();
-    if (std::find(names.begin(), names.end(), name) == names.end()) {
-      std::string all;
-      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-      c.fail(&v, name, fmt::format("unknown KPI (profile, {})", all));
-    }
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      c.fail(&v, name, fmt::format("unknown KPI (profile, {})", fmt::join(names, ", ")));
     const double value = c.number(v, name);
     c.wrap(&v, name, [&] {
       set_kpi(k, name, value);

@@ -29,23 +29,29 @@ std::uint64_t max_socksize(const plan::Plan& p) {
   return s;
 }
 
-std::string most_common(const std::map<std::string, int>& counts) {
-  std::string best;
-  int n = -1;
-  for (const auto& [k, c] : counts) {
-    if (c > n) {
-      best = k;
-      n = c;
-    }
+// One value across the fabric: `odd` names each link whose value differs from the one most links
+// share (a tie: the first in text order); when none does, `ok` says so.
+template <typename V, typename Odd, typename Ok>
+void one_value(const std::map<std::string, V>& by_link, std::vector<Finding>& out, Odd odd, Ok ok) {
+  std::map<std::string, int> counts;
+  for (const auto& [sub, v] : by_link) ++counts[std::to_string(v)];
+  if (counts.empty()) return;
+  const std::string common = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+                               return a.second < b.second;
+                             })->first;
+  bool same = true;
+  for (const auto& [sub, v] : by_link) {
+    if (std::to_string(v) == common) continue;
+    same = false;
+    out.push_back(odd(sub, v, common));
   }
-  return best;
+  if (same) out.push_back({"ok", "", ok(common), ""});
 }
 
 // What the links say beyond their own findings: each node's smallest test MTU (for the MSS check)
 // and the negotiated speeds (for the speed check, which follows it).
 struct LinkFacts {
   std::map<std::uint32_t, int> min_mtu;  // per node index, over its test links
-  std::map<std::string, int> speed_count;
   std::map<std::string, std::int64_t> link_speed;
   std::vector<std::string> unknown_speed;
 };
@@ -60,7 +66,6 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
   const auto label = [&](const std::string& n) { return label_of(names, n); };
   // MTU per test interface: one value across the fabric.
   LinkFacts f;
-  std::map<std::string, int> mtu_count;
   std::map<std::string, int> node_mtu;        // "n1/eth0" -> mtu
   std::map<std::string, double> probe_share;  // node -> its probe rate / its links' nominal rate
   for (const auto& n : report.nodes) {
@@ -87,12 +92,10 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
         nominal_mb += static_cast<double>(std::max<std::int64_t>(nominal, 0)) / 8.0;
       }
       node_mtu[sub] = l.mtu;
-      ++mtu_count[std::to_string(l.mtu)];
       auto& m = f.min_mtu[n.index];
       m = m == 0 ? l.mtu : std::min(m, l.mtu);
       if (l.speed_mbps > 0) {
         f.link_speed[sub] = l.speed_mbps;
-        ++f.speed_count[std::to_string(l.speed_mbps)];
       } else {
         f.unknown_speed.push_back(sub);
       }
@@ -121,45 +124,35 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
       }
     }
   }
-  if (!mtu_count.empty()) {
-    const std::string common = most_common(mtu_count);
-    bool same = true;
-    for (const auto& [sub, mtu] : node_mtu) {
-      if (std::to_string(mtu) != common) {
-        same = false;
+  one_value(
+      node_mtu, out,
+      [](const std::string& sub, int mtu, const std::string& common) -> Finding {
         const auto slash = sub.find('/');
-        out.push_back({"error", sub, fmt::format("MTU {} while the other test interfaces use {}", mtu, common),
-                       fmt::format("on {}: ip link set dev {} mtu {} (and the switch port to match)",
-                                   sub.substr(0, slash), sub.substr(slash + 1), common)});
-      }
-    }
-    if (same)
-      out.push_back(
-          {"ok", "", fmt::format("every test interface has MTU {} ({} interfaces)", common, node_mtu.size()), ""});
-  }
+        return {"error", sub, fmt::format("MTU {} while the other test interfaces use {}", mtu, common),
+                fmt::format("on {}: ip link set dev {} mtu {} (and the switch port to match)", sub.substr(0, slash),
+                            sub.substr(slash + 1), common)};
+      },
+      [&](const std::string& common) {
+        return fmt::format("every test interface has MTU {} ({} interfaces)", common, node_mtu.size());
+      });
   return f;
 }
 
 void speed_findings(const LinkFacts& f, std::vector<Finding>& out) {
   // Link speeds: equal across the fabric, outliers named.
-  if (!f.speed_count.empty()) {
-    const std::string common = most_common(f.speed_count);
-    bool same = true;
-    for (const auto& [sub, sp] : f.link_speed) {
-      if (std::to_string(sp) != common) {
-        same = false;
-        out.push_back({"warning", sub,
-                       fmt::format("negotiated speed {} Mb/s while most test links run at {} Mb/s", sp, common),
-                       "check the cable, transceiver and switch port (ethtool shows the negotiated speed)"});
-      }
-    }
-    if (same) out.push_back({"ok", "", fmt::format("every test link negotiated {} Mb/s", common), ""});
-  }
+  one_value(
+      f.link_speed, out,
+      [](const std::string& sub, std::int64_t sp, const std::string& common) -> Finding {
+        return {"warning", sub,
+                fmt::format("negotiated speed {} Mb/s while most test links run at {} Mb/s", sp, common),
+                "check the cable, transceiver and switch port (ethtool shows the negotiated speed)"};
+      },
+      [](const std::string& common) { return fmt::format("every test link negotiated {} Mb/s", common); });
   if (!f.unknown_speed.empty()) {
-    std::string l;
-    for (const auto& s : f.unknown_speed) l += (l.empty() ? "" : ", ") + s;
-    out.push_back({"warning", "", "link speed unknown (virtual or loopback interfaces): " + l,
-                   "efficiency KPIs cannot be judged on these links"});
+    out.push_back(
+        {"warning", "",
+         fmt::format("link speed unknown (virtual or loopback interfaces): {}", fmt::join(f.unknown_speed, ", ")),
+         "efficiency KPIs cannot be judged on these links"});
   }
 }
 
@@ -219,8 +212,8 @@ void clock_findings(const RunRecord& probe, const std::map<std::string, std::str
   }
 }
 
-}  // namespace
-
+// The probe's settings: stream writes, one connection per pair and link (connection c of a pair
+// uses link c mod L, so every link is probed), short.
 TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
   SpecParams p;
   p.test = TestKind::write;
@@ -234,6 +227,8 @@ TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
   p.parallel = std::max<std::uint32_t>(1, links);
   return TestSpec::make(p);
 }
+
+}  // namespace
 
 std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
                                         const std::map<std::string, std::string>& names, const PreflightLimits& lim) {
@@ -419,7 +414,7 @@ std::string render_findings(const std::vector<Finding>& f) {
 int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
                   std::ostream& os) {
   RunRequest req;
-  req.spec = plan::preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
+  req.spec = preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
   req.key = key;
   req.connect_timeout = connect_timeout;
   req.interval = std::chrono::milliseconds(100);

@@ -96,9 +96,7 @@ class TomlReader {
   void known_keys(const toml::table& t, const std::vector<std::string_view>& known, std::string_view what) const {
     for (const auto& [key, v] : t) {
       if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
-      std::string list;
-      for (const auto k : known) list += fmt::format("{}{}", list.empty() ? "" : ", ", k);
-      fail(&v, key.str(), fmt::format("unknown {} field ({})", what, list));
+      fail(&v, key.str(), fmt::format("unknown {} field ({})", what, fmt::join(known, ", ")));
     }
   }
 

@@ -89,9 +89,7 @@ std::string resolve_command(const std::string& word) {
   }
   if (hits.size() == 1) return hits.front();
   if (hits.empty()) throw ShellError(fmt::format("Unknown command '{}' (type 'help')", word));
-  std::string all;
-  for (const auto& h : hits) all += (all.empty() ? "" : ", ") + h;
-  throw ShellError(fmt::format("Ambiguous command '{}': {}", word, all));
+  throw ShellError(fmt::format("Ambiguous command '{}': {}", word, fmt::join(hits, ", ")));
 }
 
 bool on_off(const std::vector<std::string>& args, const std::string& cmd) {
@@ -99,13 +97,19 @@ bool on_off(const std::vector<std::string>& args, const std::string& cmd) {
   return args[0] == "on";
 }
 
-std::int64_t number(const std::vector<std::string>& args, const std::string& cmd, std::int64_t lo, std::int64_t hi) {
-  if (args.size() != 1) throw ShellError(fmt::format("Usage: {} N", cmd));
+// A command's argument errors are the shell's own: reported, and the exit code left as it was.
+template <typename F>
+auto checked(F&& f) {
   try {
-    return parse_int(args[0], cmd, lo, hi);
+    return f();
   } catch (const UsageError& e) {
     throw ShellError(e.what());
   }
+}
+
+std::int64_t number(const std::vector<std::string>& args, const std::string& cmd, std::int64_t lo, std::int64_t hi) {
+  if (args.size() != 1) throw ShellError(fmt::format("Usage: {} N", cmd));
+  return checked([&] { return parse_int(args[0], cmd, lo, hi); });
 }
 
 }  // namespace
@@ -165,22 +169,24 @@ class ShellSession {
   void say(const std::string& s) { out_ << s << "\n"; }
 
   static HostPort host(const std::string& text) {
-    try {
-      HostPort hp = parse_host_port(text, "host");
-      addrinfo hints{};
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* res = nullptr;
-      if (const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res); rc != 0) {
-        throw ShellError(fmt::format("Cannot find address for host {} ({})", hp.host, gai_strerror(rc)));
-      }
-      freeaddrinfo(res);
-      return hp;
-    } catch (const UsageError& e) {
-      throw ShellError(e.what());
+    HostPort hp = checked([&] { return parse_host_port(text, "host"); });
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res); rc != 0) {
+      throw ShellError(fmt::format("Cannot find address for host {} ({})", hp.host, gai_strerror(rc)));
     }
+    freeaddrinfo(res);
+    return hp;
   }
 
   static bool same(const HostPort& a, const HostPort& b) { return a.host == b.host && a.port == b.port; }
+
+  // Removes the node from both lists; false when it was in neither.
+  bool forget(const HostPort& hp) {
+    const auto is = [&](const HostPort& x) { return same(x, hp); };
+    return std::erase_if(servers_, is) + std::erase_if(clients_, is) > 0;
+  }
 
   void add_nodes(std::vector<HostPort>& to, const std::vector<HostPort>& other, const std::vector<std::string>& args,
                  const char* role) {
@@ -198,36 +204,38 @@ class ShellSession {
     }
   }
 
-  // nsdperf's commands for five test settings, with nsdperf's replies and range errors.
+  // nsdperf's commands for five test settings: the table's parsers, nsdperf's replies and range errors.
   void set_nsdperf(const std::string& cmd, const std::vector<std::string>& args) {
-    if (cmd == "ttime") {
-      const auto t = number(args, cmd, 1, std::chrono::duration_cast<std::chrono::seconds>(limits::kMaxTime).count());
-      p_.time = std::chrono::seconds(t);
-      say(fmt::format("Test time set to {} seconds", t));
-    } else if (cmd == "buffsize") {
-      const auto b = size_arg(args, cmd);
-      if (b < limits::kMinBuffsize || b > limits::kMaxBuffsize) {
-        throw ShellError(
-            fmt::format("Buffer size {} out of range ({}..{})", b, limits::kMinBuffsize, limits::kMaxBuffsize));
+    const bool bytes = cmd == "buffsize" || cmd == "socksize";
+    if (args.size() != 1) throw ShellError(fmt::format("Usage: {} {}", cmd, bytes ? "BYTES" : "N"));
+    SpecParams p = p_;
+    checked([&] {
+      if (cmd == "ttime") {
+        p.time = std::chrono::seconds(
+            parse_int(args[0], cmd, 1, std::chrono::duration_cast<std::chrono::seconds>(limits::kMaxTime).count()));
+      } else {
+        find_setting(cmd)->apply(p, args[0], cmd);
       }
-      p_.buffsize = b;
-      say(fmt::format("Buffer size set to {} bytes", b));
-    } else if (cmd == "socksize" && args.size() == 1 && args[0] == "auto") {
-      find_setting("socksize")->apply(p_, "auto", "socksize");
-      say("Socket buffer size set to auto (twice the bandwidth-delay product of the slowest link)");
+    });
+    if (cmd == "buffsize" && (*p.buffsize < limits::kMinBuffsize || *p.buffsize > limits::kMaxBuffsize)) {
+      throw ShellError(
+          fmt::format("Buffer size {} out of range ({}..{})", *p.buffsize, limits::kMinBuffsize, limits::kMaxBuffsize));
+    }
+    if (cmd == "socksize" && *p.socksize > limits::kMaxSocksize)
+      throw ShellError(fmt::format("Socket buffer size {} out of range (0..{})", *p.socksize, limits::kMaxSocksize));
+    p_ = p;
+    if (cmd == "ttime") {
+      say(fmt::format("Test time set to {} seconds",
+                      std::chrono::duration_cast<std::chrono::seconds>(*p.time).count()));
+    } else if (cmd == "buffsize") {
+      say(fmt::format("Buffer size set to {} bytes", *p.buffsize));
     } else if (cmd == "socksize") {
-      const auto b = size_arg(args, cmd);
-      if (b > limits::kMaxSocksize)
-        throw ShellError(fmt::format("Socket buffer size {} out of range (0..{})", b, limits::kMaxSocksize));
-      p_.socksize = b;
-      p_.socksize_auto = false;
-      say(fmt::format("Socket buffer size set to {} bytes", b));
+      say(*p.socksize_auto ? "Socket buffer size set to auto (twice the bandwidth-delay product of the slowest link)"
+                           : fmt::format("Socket buffer size set to {} bytes", *p.socksize));
     } else if (cmd == "threads") {
-      p_.threads = static_cast<std::uint32_t>(number(args, cmd, 1, limits::kMaxThreads));
-      say(fmt::format("Number of tester threads set to {}", *p_.threads));
-    } else if (cmd == "parallel") {
-      p_.parallel = static_cast<std::uint32_t>(number(args, cmd, 1, limits::kMaxParallel));
-      say(fmt::format("Number of parallel connections set to {}", *p_.parallel));
+      say(fmt::format("Number of tester threads set to {}", *p.threads));
+    } else {
+      say(fmt::format("Number of parallel connections set to {}", *p.parallel));
     }
   }
 
@@ -242,10 +250,7 @@ class ShellSession {
       if (args.empty()) throw ShellError("Usage: delete HOST...");
       for (const auto& a : args) {
         const HostPort hp = host(a);
-        const auto before = servers_.size() + clients_.size();
-        std::erase_if(servers_, [&](const HostPort& x) { return same(x, hp); });
-        std::erase_if(clients_, [&](const HostPort& x) { return same(x, hp); });
-        if (servers_.size() + clients_.size() == before) throw ShellError(fmt::format("{} is not a node", hp.str()));
+        if (!forget(hp)) throw ShellError(fmt::format("{} is not a node", hp.str()));
         say(fmt::format("Deleted {}", hp.str()));
       }
     } else if (cmd == "reset") {
@@ -351,21 +356,10 @@ class ShellSession {
         failures += (failures.empty() ? "" : "\n") + r.error;
         continue;
       }
-      const HostPort hp = host(r.agent);
-      std::erase_if(servers_, [&](const HostPort& x) { return same(x, hp); });
-      std::erase_if(clients_, [&](const HostPort& x) { return same(x, hp); });
+      forget(host(r.agent));
       say(fmt::format("Killed {}", r.agent));
     }
     if (!failures.empty()) throw ShellError(failures);
-  }
-
-  static std::uint64_t size_arg(const std::vector<std::string>& args, const std::string& cmd) {
-    if (args.size() != 1) throw ShellError(fmt::format("Usage: {} BYTES", cmd));
-    try {
-      return parse_size(args[0], cmd);
-    } catch (const UsageError& e) {
-      throw ShellError(e.what());
-    }
   }
 
   void source(const std::string& path) {
@@ -407,13 +401,11 @@ class ShellSession {
       throw ShellError(fmt::format("Usage: set {} {}", st->name, st->kind == SettingKind::flag ? "on|off" : st->value));
     }
     SpecParams p = p_;
-    try {
+    checked([&] {
       st->apply(p, args[1], st->name);
       refuse_inapplicable(p);
       (void)TestSpec::make(p);  // the ranges and combinations, now rather than at the next test
-    } catch (const UsageError& e) {
-      throw ShellError(e.what());
-    }
+    });
     if (std::string_view(st->name) == "rdma-cm") {
       usecm_ = p.rdma_cm.value_or(false);  // the shell's usecm state decides at each test
       p.rdma_cm.reset();
@@ -452,11 +444,7 @@ class ShellSession {
     p.mode = p_.mode.value_or(Mode::rpc);  // nsdperf's blocks unless 'set mode stream'
     if (rdma_on()) p.rdma_cm = usecm_;
     RunRequest req;
-    try {
-      req.spec = TestSpec::make(p);
-    } catch (const UsageError& e) {
-      throw ShellError(e.what());
-    }
+    req.spec = checked([&] { return TestSpec::make(p); });
     req.servers = servers_;
     req.clients = clients_;
     req.coordinator_name = "fabperf shell";

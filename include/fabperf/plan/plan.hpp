@@ -24,8 +24,6 @@ namespace fabperf::plan {
 enum class Pattern { bipartite, pairs, each_vs_rest, halves, all_pairs, ring, incast, broadcast, all_to_all };
 std::string_view to_string(Pattern p);
 Pattern parse_pattern(std::string_view s);  // throws UsageError listing the names
-// One-line description for help and docs.
-std::string_view describe(Pattern p);
 
 struct Flow {
   std::uint32_t client{0};  // index into the node list the pattern was given
@@ -192,17 +190,6 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
 // The verdict table printed at the end of a run: failures first, then a count of passes.
 std::string render_verdicts(const std::vector<KpiCheck>& checks);
 
-// ---- results file (JSON Lines; docs/results-format.md) ----
-
-struct ResumeState {
-  nlohmann::json plan_record;
-  std::map<std::string, nlohmann::json> steps;  // id -> last step record
-  std::vector<KpiCheck> kpis;
-};
-// Reads an existing results file (load_results, the one reader of results files); throws
-// UsageError naming FILE:LINE on a malformed line.
-ResumeState read_results(const std::string& path);
-
 // ---- pre-flight ----
 struct Finding {
   std::string level;  // "error" (the plan would measure something wrong or fail), "warning", "ok"
@@ -226,13 +213,10 @@ std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::
 // The fix for an agent the probe could not use, from the error that says why (a name that does
 // not resolve, no key or another key, a refused or silent port, a busy agent, a relay).
 std::string agent_error_fix(std::string_view error);
-// The probe's settings: stream writes, one connection per pair and link (connection c of a pair
-// uses link c mod L, so every link is probed), short.
 // PCIe links behind each agent's test interfaces (pcie.hpp): a link trained below what its card
 // supports is an error; a ceiling below the ports' total and interrupts served off the card's
 // NUMA node are warnings. Part of preflight_findings.
 std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::map<std::string, std::string>& names);
-TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links);
 std::string render_findings(const std::vector<Finding>& f);
 
 }  // namespace fabperf::plan
