@@ -33,19 +33,6 @@ bool split_endpoint(const std::string& e, std::string& ip, std::uint16_t& port) 
   return true;
 }
 
-}  // namespace
-
-double jain_index(const std::vector<double>& xs) {
-  double sum = 0, sq = 0;
-  for (double x : xs) {
-    sum += x;
-    sq += x * x;
-  }
-  return xs.empty() || sq <= 0 ? 0.0 : sum * sum / (static_cast<double>(xs.size()) * sq);
-}
-
-namespace {
-
 // A member's figures from its own interface counters over the window, the span every link's
 // figures cover; tx and rx: its bytes over that span.
 BondMemberReport member_report(const BondMember& m, const BondResult& b, const AgentResult& a, std::uint64_t& tx,
@@ -61,22 +48,13 @@ BondMemberReport member_report(const BondMember& m, const BondResult& b, const A
   mr.link_failures = stayed && mc->link_failures > m.link_failures ? mc->link_failures - m.link_failures : 0;
   const auto l =
       std::find_if(a.links.begin(), a.links.end(), [&](const LinkResult& x) { return x.info.name == m.name; });
-  std::vector<const LinkSample*> ok;
-  for (std::size_t i = 0; l != a.links.end() && i < l->samples.size(); ++i) {
-    if (l->samples[i].counters.present) ok.push_back(&l->samples[i]);
-  }
-  if (ok.size() >= 2) {
-    const double w = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
-    tx = ok.back()->counters.tx_bytes - ok.front()->counters.tx_bytes;
-    rx = ok.back()->counters.rx_bytes - ok.front()->counters.rx_bytes;
-    mr.tx_mb_per_s = mb_per_s(tx, w);
-    mr.rx_mb_per_s = mb_per_s(rx, w);
-    for (std::size_t i = 1; i < ok.size(); ++i) {
-      const double dt = static_cast<double>(ok[i]->t_ns - ok[i - 1]->t_ns) / 1e9;
-      mr.intervals.push_back({static_cast<double>(ok[i]->t_ns) / 1e9,
-                              mb_per_s(ok[i]->counters.tx_bytes - ok[i - 1]->counters.tx_bytes, dt),
-                              mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
-    }
+  if (l != a.links.end()) {
+    CounterWindow cw = counter_window(*l);
+    tx = cw.tx_bytes;
+    rx = cw.rx_bytes;
+    mr.tx_mb_per_s = mb_per_s(tx, cw.window_s);
+    mr.rx_mb_per_s = mb_per_s(rx, cw.window_s);
+    mr.intervals = std::move(cw.intervals);
   }
   if (!mr.intervals.empty()) {
     mr.first_tx_mb_per_s = mr.intervals.front().tx_mb_per_s;
@@ -314,6 +292,15 @@ void member_changes(BondReport& br, const std::string& who, std::vector<std::str
 
 }  // namespace
 
+double jain_index(const std::vector<double>& xs) {
+  double sum = 0, sq = 0;
+  for (double x : xs) {
+    sum += x;
+    sq += x * x;
+  }
+  return xs.empty() || sq <= 0 ? 0.0 : sum * sum / (static_cast<double>(xs.size()) * sq);
+}
+
 BondReport bond_report(const BondResult& b, const AgentResult& a, const std::string& node,
                        std::vector<std::string>& findings) {
   BondReport br;
@@ -349,10 +336,6 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
   if (br.members.size() >= 2 && rx_all > 0) rx_notes(br, who);
   member_changes(br, who, findings);
   return br;
-}
-
-bool needs_peer_results(const NodeReport& n) {
-  return std::any_of(n.bonds.begin(), n.bonds.end(), [](const BondReport& b) { return b.mode == "balance-alb"; });
 }
 
 void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {

@@ -2,6 +2,7 @@
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/report.hpp>
 #include "report/match.hpp"
+#include "report/result_json.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -39,15 +40,17 @@ std::optional<Expectation> LinkExpectations::for_link(const std::string& node, c
     if (name == link || name == full || name == by_host)
       return Expectation{pct, fmt::format("--expect {}={:+g}%", name, pct)};
   }
-  switch (rest) {
-    case Rest::none: return std::nullopt;
-    case Rest::unchanged: return Expectation{0, "--expect-rest unchanged"};
-    case Rest::speeds:
-      if (before_speed <= 0 || after_speed <= 0) return std::nullopt;
-      return Expectation{100.0 * (static_cast<double>(after_speed) / static_cast<double>(before_speed) - 1.0),
-                         fmt::format("speed {} -> {} Mb/s", before_speed, after_speed)};
+  if (rest == Rest::unchanged) return Expectation{0, "--expect-rest unchanged"};
+  if (rest == Rest::speeds && before_speed > 0 && after_speed > 0) {
+    return Expectation{change(static_cast<double>(before_speed), static_cast<double>(after_speed)),
+                       fmt::format("speed {} -> {} Mb/s", before_speed, after_speed)};
   }
-  return std::nullopt;
+  return gain();
+}
+
+std::optional<Expectation> LinkExpectations::gain() const {
+  if (!gain_pct) return std::nullopt;
+  return Expectation{*gain_pct, fmt::format("--expect-gain {:g}", *gain_pct)};
 }
 
 double parse_percent(const std::string& text, const std::string& option, double lo, double hi) {
@@ -97,13 +100,9 @@ namespace {
 constexpr double kMinNoiseBandPct = 3.0;
 constexpr double kExpectTolerancePct = 5.0;
 
-double change(double before, double after) {
-  return before > 0 ? 100.0 * (after / before - 1.0) : 0.0;
-}
-
 // Coefficient of variation (%) of the per-interval tx+rx rates; the first interval is dropped
 // when there are several (shapers' bursts inflate it).
-double noise_pct(const std::vector<ResultInterval>& intervals) {
+double noise_pct(const std::vector<IntervalPoint>& intervals) {
   std::vector<double> v;
   v.reserve(intervals.size());
   for (const auto& p : intervals) v.push_back(p.tx_mb_per_s + p.rx_mb_per_s);
@@ -145,11 +144,8 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const Resul
   if (expected) {
     d.predicted_pct = expected->pct;
     d.expectation = expected->reason;
-  } else if (opts.expect.gain_pct) {
-    d.predicted_pct = *opts.expect.gain_pct;
-    d.expectation = fmt::format("--expect-gain {:g}", *opts.expect.gain_pct);
   } else if (d.before_speed > 0 && d.after_speed > 0 && d.before_speed != d.after_speed) {
-    d.predicted_pct = 100.0 * (static_cast<double>(d.after_speed) / static_cast<double>(d.before_speed) - 1.0);
+    d.predicted_pct = change(static_cast<double>(d.before_speed), static_cast<double>(d.after_speed));
   }
   const double band = std::max(kMinNoiseBandPct, 2.0 * std::max(d.noise_before_pct, d.noise_after_pct));
   if (d.change_pct < -band) {
@@ -165,7 +161,7 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const Resul
   }
   // An expectation is met by the verdict it names: unchanged by "no change" (a port that gained
   // when it should not have is as much news as one that did not), a gain by "as expected".
-  const bool stated = expected || opts.expect.gain_pct;
+  const bool stated = expected.has_value();
   const bool met = d.predicted_pct && std::abs(*d.predicted_pct) <= band ? d.verdict == LinkVerdict::no_change
                                                                          : d.verdict == LinkVerdict::as_expected;
   d.fails = d.verdict == LinkVerdict::regressed || (stated && !met);
@@ -321,36 +317,71 @@ std::string render_comparison_text(const Comparison& c) {
   return out;
 }
 
-json render_comparison_json(const Comparison& c) {
-  auto delta = [](const Delta& d) {
-    return json{{"name", d.name},
-                {"before_mb_per_s", d.before},
-                {"after_mb_per_s", d.after},
-                {"change_pct", d.change_pct},
-                {"matched", d.matched}};
+namespace {
+
+json bond_side_json(const BondSide& s) {
+  if (!s.present) return nullptr;
+  const auto member = [](const ResultBondMember& m) -> json {
+    return {{"member", m.member},
+            {"tx_share_pct", m.tx_share_pct},
+            {"rx_share_pct", m.rx_share_pct},
+            {"link_failures", m.link_failures}};
   };
-  json links = json::array(), nodes = json::array(), pairs = json::array();
-  for (const auto& d : c.links) {
-    links.push_back({{"node", d.node},
-                     {"link", d.link},
-                     {"before_mb_per_s", d.before_mb},
-                     {"after_mb_per_s", d.after_mb},
-                     {"change_pct", d.change_pct},
-                     {"before_speed_mbps", d.before_speed},
-                     {"after_speed_mbps", d.after_speed},
-                     {"expected_pct", d.predicted_pct ? json(*d.predicted_pct) : json(nullptr)},
-                     {"expectation", d.expectation.empty() ? json(nullptr) : json(d.expectation)},
-                     {"noise_before_pct", d.noise_before_pct},
-                     {"noise_after_pct", d.noise_after_pct},
-                     {"verdict", to_string(d.verdict)},
-                     {"fails", d.fails}});
-  }
-  for (const auto& d : c.nodes) nodes.push_back(delta(d));
-  for (const auto& d : c.pairs) pairs.push_back(delta(d));
-  return {
-      {"schema", "fabperf.compare"},        {"schema_version", 1}, {"before", c.before_file}, {"after", c.after_file},
-      {"aggregate", delta(c.aggregate)},    {"links", links},      {"nodes", nodes},          {"pairs", pairs},
-      {"bonds", bond_deltas_json(c.bonds)}, {"notes", c.notes},    {"failed", c.failed}};
+  return {{"mode", s.mode},
+          {"hash_policy", s.hash_policy},
+          {"tx_mb_per_s", s.tx_mb_per_s},
+          {"rx_mb_per_s", s.rx_mb_per_s},
+          {"tx_members_used", s.tx_members_used},
+          {"rx_members_used", s.rx_members_used},
+          {"capacity_used_pct", jsonu::nonneg(s.capacity_used_pct)},
+          {"members", jsonu::array_json(s.members, member)},
+          {"summary", s.summary}};
+}
+
+json delta_json(const Delta& d) {
+  return {{"name", d.name},
+          {"before_mb_per_s", d.before},
+          {"after_mb_per_s", d.after},
+          {"change_pct", d.change_pct},
+          {"matched", d.matched}};
+}
+
+}  // namespace
+
+json render_comparison_json(const Comparison& c) {
+  const auto links = jsonu::array_json(c.links, [](const LinkDelta& d) -> json {
+    return {{"node", d.node},
+            {"link", d.link},
+            {"before_mb_per_s", d.before_mb},
+            {"after_mb_per_s", d.after_mb},
+            {"change_pct", d.change_pct},
+            {"before_speed_mbps", d.before_speed},
+            {"after_speed_mbps", d.after_speed},
+            {"expected_pct", d.predicted_pct ? json(*d.predicted_pct) : json(nullptr)},
+            {"expectation", d.expectation.empty() ? json(nullptr) : json(d.expectation)},
+            {"noise_before_pct", d.noise_before_pct},
+            {"noise_after_pct", d.noise_after_pct},
+            {"verdict", to_string(d.verdict)},
+            {"fails", d.fails}};
+  });
+  const auto bonds = jsonu::array_json(c.bonds, [](const BondDelta& d) -> json {
+    return {{"node", d.node},
+            {"bond", d.bond},
+            {"before", bond_side_json(d.before)},
+            {"after", bond_side_json(d.after)},
+            {"verdict", d.verdict}};
+  });
+  return {{"schema", "fabperf.compare"},
+          {"schema_version", 1},
+          {"before", c.before_file},
+          {"after", c.after_file},
+          {"aggregate", delta_json(c.aggregate)},
+          {"links", links},
+          {"nodes", jsonu::array_json(c.nodes, delta_json)},
+          {"pairs", jsonu::array_json(c.pairs, delta_json)},
+          {"bonds", bonds},
+          {"notes", c.notes},
+          {"failed", c.failed}};
 }
 
 }  // namespace fabperf

@@ -24,25 +24,15 @@ std::string shares(const BondSide& s, bool tx) {
 }
 
 BondSide side_of(const ResultBond& b) {
-  BondSide s{true,
-             b.mode,
-             b.hash_policy,
-             b.tx_mb_per_s,
-             b.rx_mb_per_s,
-             b.tx_members_used,
-             b.rx_members_used,
-             b.capacity_used_pct,
-             {},
-             {}};
-  for (const auto& m : b.members) s.members.push_back({m.member, m.tx_share_pct, m.rx_share_pct, m.link_failures});
+  BondSide s{b, true, {}};
   const std::size_t n = s.members.size();
   std::uint64_t failures = 0;
   for (const auto& m : s.members) failures += m.link_failures;
   s.summary = fmt::format(
       "{}{}: {:.1f} MB/s out ({} % per member, {:.1f} of {} links used), {:.1f} MB/s in ({} %, {:.1f} of "
       "{} links used){}{}",
-      s.mode.empty() ? "?" : s.mode, s.hash_policy.empty() ? "" : " " + s.hash_policy, s.tx_mb, shares(s, true),
-      s.tx_used, n, s.rx_mb, shares(s, false), s.rx_used, n,
+      s.mode.empty() ? "?" : s.mode, s.hash_policy.empty() ? "" : " " + s.hash_policy, s.tx_mb_per_s, shares(s, true),
+      s.tx_members_used, n, s.rx_mb_per_s, shares(s, false), s.rx_members_used, n,
       s.capacity_used_pct >= 0 ? fmt::format(", {:.0f}% of the members' speed", s.capacity_used_pct) : "",
       failures ? fmt::format(", {} link failure(s)", failures) : "");
   return s;
@@ -60,7 +50,7 @@ std::map<std::pair<std::string, std::string>, const ResultBond*> bonds_of(const 
 std::string direction_words(const char* dir, double b_mb, double a_mb, double b_used, double a_used, std::size_t n,
                             const std::string& bname, const std::string& aname) {
   if (b_mb < 0.1 && a_mb < 0.1) return "";
-  const double ch = b_mb > 0 ? 100.0 * (a_mb / b_mb - 1.0) : 0.0;
+  const double ch = change(b_mb, a_mb);
   std::string s = fmt::format("{}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)", dir,
                               bname, b_mb, b_used, n, aname, a_mb, a_used, ch);
   if (a_used - b_used >= 0.3) {
@@ -78,12 +68,14 @@ std::string bond_verdict(const BondDelta& d) {
   const std::string an = "after (" + (d.after.mode.empty() ? std::string("?") : d.after.mode) + ")";
   const std::size_t n = std::max(d.before.members.size(), d.after.members.size());
   std::vector<std::string> parts;
-  for (auto& p : {direction_words("out", d.before.tx_mb, d.after.tx_mb, d.before.tx_used, d.after.tx_used, n, bn, an),
-                  direction_words("in", d.before.rx_mb, d.after.rx_mb, d.before.rx_used, d.after.rx_used, n, bn, an)}) {
+  const BondSide &b = d.before, &a = d.after;
+  for (auto& p :
+       {direction_words("out", b.tx_mb_per_s, a.tx_mb_per_s, b.tx_members_used, a.tx_members_used, n, bn, an),
+        direction_words("in", b.rx_mb_per_s, a.rx_mb_per_s, b.rx_members_used, a.rx_members_used, n, bn, an)}) {
     if (!p.empty()) parts.push_back(p);
   }
-  const double tb = d.before.tx_mb + d.before.rx_mb, ta = d.after.tx_mb + d.after.rx_mb;
-  const double ch = tb > 0 ? 100.0 * (ta / tb - 1.0) : 0.0;
+  const double tb = b.tx_mb_per_s + b.rx_mb_per_s, ta = a.tx_mb_per_s + a.rx_mb_per_s;
+  const double ch = change(tb, ta);
   std::string overall =
       std::fabs(ch) < 3.0 ? "the bond moved the same amount in both runs"
       : ch > 0            ? fmt::format("{} moved {:.0f}% more through the bond", an, ch)
@@ -131,37 +123,6 @@ std::string render_bond_deltas_text(const std::vector<BondDelta>& bonds) {
     out += "    => " + d.verdict + "\n";
   }
   return out + "\n";
-}
-
-json bond_deltas_json(const std::vector<BondDelta>& bonds) {
-  auto side = [](const BondSide& s) -> json {
-    if (!s.present) return nullptr;
-    json members = json::array();
-    for (const auto& m : s.members) {
-      members.push_back({{"member", m.name},
-                         {"tx_share_pct", m.tx_share_pct},
-                         {"rx_share_pct", m.rx_share_pct},
-                         {"link_failures", m.link_failures}});
-    }
-    return {{"mode", s.mode},
-            {"hash_policy", s.hash_policy},
-            {"tx_mb_per_s", s.tx_mb},
-            {"rx_mb_per_s", s.rx_mb},
-            {"tx_members_used", s.tx_used},
-            {"rx_members_used", s.rx_used},
-            {"capacity_used_pct", s.capacity_used_pct >= 0 ? json(s.capacity_used_pct) : json(nullptr)},
-            {"members", members},
-            {"summary", s.summary}};
-  };
-  json out = json::array();
-  for (const auto& d : bonds) {
-    out.push_back({{"node", d.node},
-                   {"bond", d.bond},
-                   {"before", side(d.before)},
-                   {"after", side(d.after)},
-                   {"verdict", d.verdict}});
-  }
-  return out;
 }
 
 }  // namespace fabperf

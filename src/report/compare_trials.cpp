@@ -232,13 +232,12 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
       const auto slash = m.subject.find('/');
       e = o.expect.for_link(m.subject.substr(0, slash), m.subject.substr(slash + 1), link_speed(a, m.subject),
                             link_speed(b, m.subject));
+    } else if (m.kind == "aggregate") {
+      e = o.expect.gain();
     }
     if (e) {
       m.expected_pct = e->pct;
       m.expectation = e->reason;
-    } else if (m.kind != "member" && o.expect.gain_pct) {
-      m.expected_pct = o.expect.gain_pct;
-      m.expectation = fmt::format("--expect-gain {:g}", *o.expect.gain_pct);
     }
     m.fails = m.kind != "member" && m.d.direction == stats::Direction::slower;
     if (m.expected_pct && std::abs(*m.expected_pct) < o.verdict.min_effect_pct) {

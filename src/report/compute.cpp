@@ -21,21 +21,38 @@ std::string_view to_string(NodeStatus s) {
   return "?";
 }
 
-LatencySummary summarize(const LatencyHistogram& h) {
-  LatencySummary s;
-  s.count = h.count();
-  s.mean_us = h.mean_ns() / 1e3;
-  s.stddev_us = h.stddev_ns() / 1e3;
-  s.min_us = static_cast<double>(h.min_ns()) / 1e3;
-  s.p50_us = h.percentile_ns(50) / 1e3;
-  s.p90_us = h.percentile_ns(90) / 1e3;
-  s.p99_us = h.percentile_ns(99) / 1e3;
-  s.p999_us = h.percentile_ns(99.9) / 1e3;
-  s.max_us = static_cast<double>(h.max_ns()) / 1e3;
-  return s;
+CounterWindow counter_window(const LinkResult& l) {
+  CounterWindow w;
+  for (const auto& s : l.samples) {
+    if (s.counters.present) w.ok.push_back(&s);
+  }
+  if (w.ok.size() < 2) return w;
+  w.window_s = static_cast<double>(w.ok.back()->t_ns - w.ok.front()->t_ns) / 1e9;
+  w.tx_bytes = w.ok.back()->counters.tx_bytes - w.ok.front()->counters.tx_bytes;
+  w.rx_bytes = w.ok.back()->counters.rx_bytes - w.ok.front()->counters.rx_bytes;
+  for (std::size_t i = 1; i < w.ok.size(); ++i) {
+    const LinkSample& a = *w.ok[i - 1];
+    const LinkSample& b = *w.ok[i];
+    const double dt = static_cast<double>(b.t_ns - a.t_ns) / 1e9;
+    w.intervals.push_back({static_cast<double>(b.t_ns) / 1e9, mb_per_s(b.counters.tx_bytes - a.counters.tx_bytes, dt),
+                           mb_per_s(b.counters.rx_bytes - a.counters.rx_bytes, dt)});
+  }
+  return w;
 }
 
 namespace {
+
+LatencySummary summarize(const LatencyHistogram& h) {
+  return {h.count(),
+          h.mean_ns() / 1e3,
+          h.stddev_ns() / 1e3,
+          static_cast<double>(h.min_ns()) / 1e3,
+          h.percentile_ns(50) / 1e3,
+          h.percentile_ns(90) / 1e3,
+          h.percentile_ns(99) / 1e3,
+          h.percentile_ns(99.9) / 1e3,
+          static_cast<double>(h.max_ns()) / 1e3};
+}
 
 TrialReport trial_report(const TrialResult& t) {
   TrialReport r{t.what, t.chosen, t.reason, {}, {}};
@@ -73,8 +90,8 @@ constexpr const char* kPayloadAboveWire = "payload above wire";
 // over their own window (the flows' snapshot and the counters' reads are microseconds to
 // milliseconds apart); the resolution is what those edges, whole-segment counting and the
 // bytes between interface and socket can move either way (docs/methodology.md).
-WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& ok, double link_w, std::uint64_t ptx,
-                     std::uint64_t prx, std::uint64_t flows, std::uint32_t max_rtt_us, double window_s) {
+WireAudit wire_audit(const LinkResult& l, const CounterWindow& cw, std::uint64_t ptx, std::uint64_t prx,
+                     std::uint64_t flows, std::uint32_t max_rtt_us, double window_s) {
   WireAudit au;
   au.payload_tx_bytes = ptx;
   au.payload_rx_bytes = prx;
@@ -82,14 +99,15 @@ WireAudit wire_audit(const LinkResult& l, const std::vector<const LinkSample*>& 
     au.verdict = "vanished";
     return au;
   }
-  if (ok.size() < 2 || window_s <= 0 || link_w <= 0) {
+  const auto& ok = cw.ok;
+  if (ok.size() < 2 || window_s <= 0 || cw.window_s <= 0) {
     au.verdict = "no counters";
     return au;
   }
-  au.wire_tx_bytes = ok.back()->counters.tx_bytes - ok.front()->counters.tx_bytes;
-  au.wire_rx_bytes = ok.back()->counters.rx_bytes - ok.front()->counters.rx_bytes;
+  au.wire_tx_bytes = cw.tx_bytes;
+  au.wire_rx_bytes = cw.rx_bytes;
   // Rates over each one's window, compared as bytes over the flows' window.
-  const double scale = window_s / link_w;
+  const double scale = window_s / cw.window_s;
   const double wtx = static_cast<double>(au.wire_tx_bytes) * scale;
   const double wrx = static_cast<double>(au.wire_rx_bytes) * scale;
   const double skew_s = std::abs(static_cast<double>(ok.front()->t_ns) / 1e9) +
@@ -122,31 +140,23 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   lr.shaped_mbps = l.info.shaped_mbps;
   lr.duplex = l.info.duplex;
   lr.vanished = l.vanished;
-  std::vector<const LinkSample*> ok;
-  for (const auto& s : l.samples) {
-    if (s.counters.present) ok.push_back(&s);
-  }
+  const CounterWindow cw = counter_window(l);
   if (l.vanished) {
     findings.push_back(
         fmt::format("link {} on {} disappeared during the test: figures cover the {} samples taken before", l.info.name,
-                    node, ok.size()));
+                    node, cw.ok.size()));
   }
-  if (ok.size() >= 2) {
-    const auto& c0 = ok.front()->counters;
-    const auto& c1 = ok.back()->counters;
-    lr.window_s = static_cast<double>(ok.back()->t_ns - ok.front()->t_ns) / 1e9;
-    lr.tx_mb_per_s = mb_per_s(c1.tx_bytes - c0.tx_bytes, lr.window_s);
-    lr.rx_mb_per_s = mb_per_s(c1.rx_bytes - c0.rx_bytes, lr.window_s);
+  lr.window_s = cw.window_s;
+  lr.tx_mb_per_s = mb_per_s(cw.tx_bytes, cw.window_s);
+  lr.rx_mb_per_s = mb_per_s(cw.rx_bytes, cw.window_s);
+  lr.intervals = cw.intervals;
+  if (cw.ok.size() >= 2) {
+    const auto& c0 = cw.ok.front()->counters;
+    const auto& c1 = cw.ok.back()->counters;
     lr.tx_errors = c1.tx_errors - c0.tx_errors;
     lr.rx_errors = c1.rx_errors - c0.rx_errors;
     lr.tx_dropped = c1.tx_dropped - c0.tx_dropped;
     lr.rx_dropped = c1.rx_dropped - c0.rx_dropped;
-    for (std::size_t i = 1; i < ok.size(); ++i) {
-      const double dt = static_cast<double>(ok[i]->t_ns - ok[i - 1]->t_ns) / 1e9;
-      lr.intervals.push_back({static_cast<double>(ok[i]->t_ns) / 1e9,
-                              mb_per_s(ok[i]->counters.tx_bytes - ok[i - 1]->counters.tx_bytes, dt),
-                              mb_per_s(ok[i]->counters.rx_bytes - ok[i - 1]->counters.rx_bytes, dt)});
-    }
   }
   std::uint64_t ptx = 0, prx = 0, arrived = 0, flows = 0;
   std::uint32_t max_rtt_us = 0;
@@ -172,7 +182,7 @@ LinkReport link_report(const LinkResult& l, const AgentResult& a, const std::str
   lr.payload_rx_mb_per_s = mb_per_s(prx, w);
   // The audit's rx side is what arrived (read + the receive queues' change): a reader starved of
   // CPU at a window's edge moves bytes between windows without moving them off the wire.
-  lr.wire_audit = wire_audit(l, ok, lr.window_s, ptx, arrived, flows, max_rtt_us, w);
+  lr.wire_audit = wire_audit(l, cw, ptx, arrived, flows, max_rtt_us, w);
   if (lr.wire_audit.verdict == kPayloadAboveWire) {
     const WireAudit& au = lr.wire_audit;
     findings.push_back(
@@ -437,19 +447,17 @@ Report ReportBuilder::finish(bool interrupted) && {
   std::stable_sort(s_->nodes.begin(), s_->nodes.end(),
                    [](const NodeAcc& a, const NodeAcc& b) { return a.order < b.order; });
   std::vector<double> cli_cpu, srv_cpu;
-  LatencyHistogram all_lat, all_delay;
-  bool any_lat = false, any_delay = false;
+  // Every node's histogram merged; none when no node has one.
+  const auto merge = [](std::optional<LatencyHistogram>& all, const std::optional<LatencyHistogram>& h) {
+    if (!h) return;
+    if (!all) all.emplace();
+    all->merge(*h);
+  };
   for (auto& n : s_->nodes) {
     if (n.cli_cpu) cli_cpu.push_back(*n.cli_cpu);
     if (n.srv_cpu) srv_cpu.push_back(*n.srv_cpu);
-    if (n.report.delay_histogram) {
-      all_delay.merge(*n.report.delay_histogram);
-      any_delay = true;
-    }
-    if (n.report.histogram) {
-      all_lat.merge(*n.report.histogram);
-      any_lat = true;
-    }
+    merge(r.delay_histogram, n.report.delay_histogram);
+    merge(r.histogram, n.report.histogram);
     for (auto& f : n.findings) r.findings.push_back(std::move(f));
     r.nodes.push_back(std::move(n.report));
   }
@@ -501,14 +509,8 @@ Report ReportBuilder::finish(bool interrupted) && {
   r.window_s = s_->nominal_window;
   r.cli_cpu_pct = stats::mean(cli_cpu);
   r.srv_cpu_pct = stats::mean(srv_cpu);
-  if (any_lat) {
-    r.latency = summarize(all_lat);
-    r.histogram = all_lat;
-  }
-  if (any_delay) {
-    r.delay = summarize(all_delay);
-    r.delay_histogram = all_delay;
-  }
+  if (r.histogram) r.latency = summarize(*r.histogram);
+  if (r.delay_histogram) r.delay = summarize(*r.delay_histogram);
   {
     std::vector<std::pair<std::string, const CounterReport*>> reps;
     for (const auto& n : r.nodes) reps.emplace_back(n.name, &n.counters);

@@ -83,10 +83,6 @@ int nearest(const Source& s, std::int64_t t_ns) {
   return static_cast<int>(i);
 }
 
-std::string fmt_s(double s) {
-  return fmt::format("{:.1f}", s);
-}
-
 // What rose in the interval (t0, t1] across the given sources: counters between the samples
 // nearest to t0 and t1.
 std::vector<CounterMove> rose_between(const std::vector<const Source*>& sources, std::int64_t t0, std::int64_t t1) {
@@ -128,7 +124,7 @@ Dip make_dip(std::string subject, std::int64_t t0, std::int64_t t1, double rate,
       ++d.rose_unlisted;
     }
   }
-  d.text = fmt::format("{} {}-{} s: {:.0f}%", d.subject, fmt_s(d.t0_s), fmt_s(d.t1_s), d.change_pct);
+  d.text = fmt::format("{} {:.1f}-{:.1f} s: {:.0f}%", d.subject, d.t0_s, d.t1_s, d.change_pct);
   if (d.rose.empty()) {
     d.text += "; no counter on this node rose (look at the peer and the switch)";
   }

@@ -1,5 +1,5 @@
 // Before and after of a comparison, matched by key (compare.cpp's nodes, pairs and links;
-// compare_bonds.cpp's bonds).
+// compare_bonds.cpp's bonds), and the change between them.
 #pragma once
 
 #include <map>
@@ -16,6 +16,11 @@ void match(const std::map<K, V>& b, const std::map<K, V>& a, Both&& both, OnlyAf
   for (const auto& [k, v] : a) {
     if (!b.count(k)) only_after(k, v);
   }
+}
+
+// From before to after, in percent; 0 when there was nothing before.
+inline double change(double before, double after) {
+  return before > 0 ? 100.0 * (after / before - 1.0) : 0.0;
 }
 
 }  // namespace fabperf

@@ -7,9 +7,6 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
-
-#include "report/result_json.hpp"
 
 namespace fabperf {
 
@@ -75,21 +72,6 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
     }
   }
   return out;
-}
-
-nlohmann::json pcie_slots_json(const std::vector<PcieSlotReport>& slots) {
-  return jsonu::array_json(slots, [](const PcieSlotReport& s) -> nlohmann::json {
-    return {{"address", s.address},
-            {"link", s.link},
-            {"ports", s.ports},
-            {"ports_speed_mbps", jsonu::positive(s.ports_speed_mbps)},
-            {"usable_gbps", s.usable_gbps},
-            {"tx_gbps", s.tx_gbps},
-            {"rx_gbps", s.rx_gbps},
-            {"used_pct", s.used_pct},
-            {"at_ceiling", s.at_ceiling},
-            {"bound_by", s.bound_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bound_by)}};
-  });
 }
 
 std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const std::vector<RdmaDevice>& rdma) {

@@ -12,6 +12,18 @@ using jsonu::nonneg;
 using jsonu::positive;
 using nlohmann::json;
 
+// Keys: the field names.
+void to_json(json& j, CounterCategory c) {
+  j = to_string(c);
+}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IntervalPoint, t_s, tx_mb_per_s, rx_mb_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CounterMove, source, name, delta, category, label)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CategoryMovers, category, total, top)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Dip, subject, t0_s, t1_s, mb_per_s, median_mb_per_s, change_pct, rose, rose_unlisted,
+                                   text)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialArmReport, name, mb_per_s, cpu_s_per_gb)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialReport, what, chosen, reason, arms, summary)
+
 namespace {
 json tput_json(const Throughput& t) {
   return {{json_key(col::bytes), t.bytes},
@@ -41,11 +53,6 @@ json latency_json(const std::optional<LatencySummary>& l, const std::optional<La
     j["buckets"] = std::move(b);
   }
   return j;
-}
-json intervals_json(const std::vector<IntervalPoint>& pts) {
-  return array_json(pts, [](const IntervalPoint& p) -> json {
-    return {{"t_s", p.t_s}, {json_key(col::tx_mb_per_s), p.tx_mb_per_s}, {json_key(col::rx_mb_per_s), p.rx_mb_per_s}};
-  });
 }
 json wire_audit_json(const WireAudit& a) {
   return {
@@ -79,22 +86,7 @@ json links_json(const std::vector<LinkReport>& links) {
             {"min_sender_mss", l.min_sender_mss},
             {"jumbo_mismatch", l.jumbo_mismatch},
             {"wire_audit", wire_audit_json(l.wire_audit)},
-            {"intervals", intervals_json(l.intervals)}};
-  });
-}
-json moves_json(const std::vector<CounterMove>& moves) {
-  return array_json(moves, [](const CounterMove& m) -> json {
-    return {{"source", m.source},
-            {"name", m.name},
-            {"delta", m.delta},
-            {"category", to_string(m.category)},
-            {"label", m.label}};
-  });
-}
-
-json movers_json(const std::vector<CategoryMovers>& cats) {
-  return array_json(cats, [](const CategoryMovers& c) -> json {
-    return {{"category", to_string(c.category)}, {"total", c.total}, {"top", moves_json(c.top)}};
+            {"intervals", l.intervals}};
   });
 }
 
@@ -108,35 +100,23 @@ json counters_json(const CounterReport& c) {
     for (const auto& [k, d] : s.moved) moved[k] = d;
     return {{"source", s.source}, {"t_s", s.t_s}, {"first", std::move(first)}, {"moved", std::move(moved)}};
   });
-  json dips = array_json(c.dips, [](const Dip& d) -> json {
-    return {{"subject", d.subject},
-            {"t0_s", d.t0_s},
-            {"t1_s", d.t1_s},
-            {"mb_per_s", d.mb_per_s},
-            {"median_mb_per_s", d.median_mb_per_s},
-            {"change_pct", d.change_pct},
-            {"rose", moves_json(d.rose)},
-            {"rose_unlisted", d.rose_unlisted},
-            {"text", d.text}};
-  });
   json totals = json::object();
   for (const auto cat : symptom_categories()) totals[std::string(to_string(cat))] = c.total(cat);
-  return {{"series", std::move(series)},
-          {"dips", std::move(dips)},
-          {"categories", std::move(totals)},
-          {"movers", movers_json(c.categories)}};
+  return {{"series", std::move(series)}, {"dips", c.dips}, {"categories", std::move(totals)}, {"movers", c.categories}};
 }
 
-json trials_json(const std::vector<TrialReport>& trials) {
-  return array_json(trials, [](const TrialReport& t) -> json {
-    json arms = array_json(t.arms, [](const TrialArmReport& a) -> json {
-      return {{"name", a.name}, {"mb_per_s", a.mb_per_s}, {"cpu_s_per_gb", a.cpu_s_per_gb}};
-    });
-    return {{"what", t.what},
-            {"chosen", t.chosen},
-            {"reason", t.reason},
-            {"arms", std::move(arms)},
-            {"summary", t.summary}};
+json pcie_slots_json(const std::vector<PcieSlotReport>& slots) {
+  return array_json(slots, [](const PcieSlotReport& s) -> json {
+    return {{"address", s.address},
+            {"link", s.link},
+            {"ports", s.ports},
+            {"ports_speed_mbps", positive(s.ports_speed_mbps)},
+            {"usable_gbps", s.usable_gbps},
+            {"tx_gbps", s.tx_gbps},
+            {"rx_gbps", s.rx_gbps},
+            {"used_pct", s.used_pct},
+            {"at_ceiling", s.at_ceiling},
+            {"bound_by", s.bound_by.empty() ? json(nullptr) : json(s.bound_by)}};
   });
 }
 }  // namespace
@@ -155,7 +135,7 @@ json bonds_json(const std::vector<BondReport>& bonds) {
               {json_key(col::rx_share_pct), m.rx_share_pct},
               {json_key(col::predicted_flows), nonneg(m.predicted_flows)},
               {json_key(col::predicted_tx_share_pct), nonneg(m.predicted_tx_share_pct)},
-              {"intervals", intervals_json(m.intervals)}};
+              {"intervals", m.intervals}};
     });
     json flows = array_json(b.flows, [](const BondFlowReport& f) -> json {
       return {{"local", f.local},
@@ -210,11 +190,11 @@ json node_json(const NodeReport& n) {
           {json_key(col::clock_uncertainty_us), n.clock_uncertainty_us},
           {"latency", latency_json(n.latency, n.histogram)},
           {"delay", latency_json(n.delay, n.delay_histogram)},
-          {"intervals", intervals_json(n.intervals)},
+          {"intervals", n.intervals},
           {"links", links_json(n.links)},
           {"bonds", bonds_json(n.bonds)},
           {"rdma_ports", rdma_ports_json(n.rdma_ports)},
-          {"trials", trials_json(n.trials)},
+          {"trials", n.trials},
           {"pcie_slots", pcie_slots_json(n.pcie_slots)},
           {"warnings", n.warnings},
           {"counters", counters_json(n.counters)}};
@@ -285,7 +265,7 @@ json result_summary_json(const Report& r) {
            {"delay", latency_json(r.delay, r.delay_histogram)},
            {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
            {"findings", r.findings},
-           {"counter_movers", movers_json(r.counter_movers)},
+           {"counter_movers", r.counter_movers},
            {"summary", render_summary_line(r)}};
   if (!r.socksize_basis.empty()) doc["socksize_auto"] = {{"socksize", r.spec.socksize()}, {"basis", r.socksize_basis}};
   return doc;

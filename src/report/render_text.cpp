@@ -48,20 +48,6 @@ std::string wire_check(const WireAudit& a) {
                      a.verdict == "ok" ? "ok" : "OVER");
 }
 
-}  // namespace
-
-std::string render_summary_line(const Report& r) {
-  const auto& s = r.spec;
-  const double t = static_cast<double>(s.time().count()) / 1e9;
-  std::string line = fmt::format("{}-{} {} {:.0f} MB/sec ({:.0f} msg/sec), cli {:.0f}% srv {:.0f}%, time {:g}, buff {}",
-                                 r.clients, r.servers, to_string(s.test()), r.aggregate.mb_per_s, r.aggregate.msg_per_s,
-                                 r.cli_cpu_pct, r.srv_cpu_pct, t, s.buffsize());
-  if (s.socksize() != 0) line += fmt::format(", sock {}", s.socksize());
-  if (s.threads() != 4) line += fmt::format(", th {}", s.threads());
-  if (s.parallel() != 1) line += fmt::format(", parallel {}", s.parallel());
-  return line;
-}
-
 // What the wire saw: the dips with the counters that rose in them, then the top movers per
 // category over the test (compute_report built both; docs/counters.md).
 std::string render_counters_text(const Report& r) {
@@ -85,8 +71,6 @@ std::string render_counters_text(const Report& r) {
   if (!movers.empty()) out += "  top movers per category over the window (sum of every counter in it):\n" + movers;
   return out + "\n";
 }
-
-namespace {
 
 // What ran, how long, how it sent, and how far the hosts' clocks can be trusted.
 std::string header_text(const Report& r) {
@@ -209,6 +193,18 @@ std::string connections_text(const Report& r) {
 }
 
 }  // namespace
+
+std::string render_summary_line(const Report& r) {
+  const auto& s = r.spec;
+  const double t = static_cast<double>(s.time().count()) / 1e9;
+  std::string line = fmt::format("{}-{} {} {:.0f} MB/sec ({:.0f} msg/sec), cli {:.0f}% srv {:.0f}%, time {:g}, buff {}",
+                                 r.clients, r.servers, to_string(s.test()), r.aggregate.mb_per_s, r.aggregate.msg_per_s,
+                                 r.cli_cpu_pct, r.srv_cpu_pct, t, s.buffsize());
+  if (s.socksize() != 0) line += fmt::format(", sock {}", s.socksize());
+  if (s.threads() != 4) line += fmt::format(", th {}", s.threads());
+  if (s.parallel() != 1) line += fmt::format(", parallel {}", s.parallel());
+  return line;
+}
 
 std::string render_text(const Report& r, bool verbose) {
   std::string out = header_text(r) + nodes_text(r) + pairs_text(r);

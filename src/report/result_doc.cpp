@@ -1,6 +1,5 @@
 // The one decoder of a result document (render_json.cpp is its encoder).
 #include <fabperf/core/error.hpp>
-#include <fabperf/report/report.hpp>
 #include <fabperf/report/result_doc.hpp>
 
 #include <fmt/format.h>
@@ -110,9 +109,9 @@ std::optional<ResultLatency> latency(const Reader& n, const char* key) {
   return v;
 }
 
-std::vector<ResultInterval> intervals(const Reader& r) {
-  return r.list<ResultInterval>("intervals", Need::may, [](const Reader& p, std::size_t) {
-    return ResultInterval{p.num("t_s"), p.num("tx_mb_per_s"), p.num("rx_mb_per_s", Need::may)};
+std::vector<IntervalPoint> intervals(const Reader& r) {
+  return r.list<IntervalPoint>("intervals", Need::may, [](const Reader& p, std::size_t) {
+    return IntervalPoint{p.num("t_s"), p.num("tx_mb_per_s"), p.num("rx_mb_per_s", Need::may)};
   });
 }
 

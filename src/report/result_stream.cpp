@@ -61,6 +61,11 @@ std::FILE* open_spool(const std::string& path) {
   return std::tmpfile();
 }
 
+// A balance-alb bond's notes need every peer's result: its node's section is written last.
+bool needs_peer_results(const NodeReport& n) {
+  return std::any_of(n.bonds.begin(), n.bonds.end(), [](const BondReport& b) { return b.mode == "balance-alb"; });
+}
+
 }  // namespace
 
 ResultStream::ResultStream(std::string path, bool keep_connections) : path_(std::move(path)), keep_(keep_connections) {}

@@ -29,8 +29,10 @@ struct LinkExpectations {
   std::optional<double> gain_pct;
   bool empty() const { return links.empty() && rest == Rest::none && !gain_pct; }
   friend bool operator==(const LinkExpectations&, const LinkExpectations&) = default;
+  // What --expect, --expect-rest or else --expect-gain expect of the link; nullopt: nothing.
   std::optional<Expectation> for_link(const std::string& node, const std::string& link, std::int64_t before_speed,
                                       std::int64_t after_speed) const;
+  std::optional<Expectation> gain() const;  // --expect-gain's, for every link and the aggregate
 };
 // "40", "+150%", "-5": a percentage strictly between lo and hi; UsageError naming --option and the
 // text otherwise.
@@ -69,18 +71,8 @@ struct LinkDelta {
 };
 
 // One bond in one run, as its saved result shows it.
-struct BondSide {
+struct BondSide : ResultBond {
   bool present{false};
-  std::string mode, hash_policy;
-  double tx_mb{0}, rx_mb{0};      // member counters, MB/s
-  double tx_used{0}, rx_used{0};  // effective links used, (sum x)^2 / sum x^2
-  double capacity_used_pct{-1};
-  struct Member {
-    std::string name;
-    double tx_share_pct{0}, rx_share_pct{0};
-    std::uint64_t link_failures{0};
-  };
-  std::vector<Member> members;
   std::string summary;  // one plain line
 };
 
@@ -115,7 +107,6 @@ std::vector<std::string> settings_differ(const ResultDoc& before, const ResultDo
 // Bonds matched by (node, bond name) between the two results (src/report/compare_bonds.cpp).
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after);
 std::string render_bond_deltas_text(const std::vector<BondDelta>& bonds);
-nlohmann::json bond_deltas_json(const std::vector<BondDelta>& bonds);
 
 std::string render_comparison_text(const Comparison& c);
 nlohmann::json render_comparison_json(const Comparison& c);

@@ -62,7 +62,6 @@ struct LatencySummary {
   std::uint64_t count{0};
   double mean_us{0}, stddev_us{0}, min_us{0}, p50_us{0}, p90_us{0}, p99_us{0}, p999_us{0}, max_us{0};
 };
-LatencySummary summarize(const LatencyHistogram& h);
 
 struct Throughput {
   std::uint64_t bytes{0};
@@ -327,6 +326,15 @@ class ReportBuilder {
   struct State;
   std::unique_ptr<State> s_;
 };
+// A link's interface counters between its first and last sample that has them, the window every
+// link figure covers, and each interval between consecutive ones (link and bond member figures).
+struct CounterWindow {
+  std::vector<const LinkSample*> ok;  // the samples that have counters
+  double window_s{0};
+  std::uint64_t tx_bytes{0}, rx_bytes{0};
+  std::vector<IntervalPoint> intervals;
+};
+CounterWindow counter_window(const LinkResult& l);
 // A node's bond figures from its raw result (src/report/bonds.cpp); findings get what a reader
 // must see (members outside the aggregator, link failures during the test, prediction mismatch).
 BondReport bond_report(const BondResult& b, const AgentResult& a, const std::string& node,
@@ -335,9 +343,6 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
 // peers' ARP tables hold for it (their bond results carry them); a note on the bond's report.
 // `nodes`: the run's nodes, or any subset holding every node that has a bond.
 void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r);
-// True when the node's report has a balance-alb bond: its notes need every peer's result, so a
-// streamed result writes its section last (src/report/result_stream.cpp).
-bool needs_peer_results(const NodeReport& n);
 // A node's RDMA port figures from its raw result (src/report/rdma_ports.cpp); findings get the
 // error counters that grew.
 RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, std::uint64_t block_size,
@@ -347,8 +352,6 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
 // + VCRC 2. WRITE's first packet adds RETH 16, WRITE_WITH_IMM's last ImmDt 4 (not included).
 std::uint64_t rdma_header_bytes(const std::string& link_layer);
 std::string render_rdma_ports_text(const Report& r);
-// The counters section of the text report: dips with the counters that rose, top movers.
-std::string render_counters_text(const Report& r);
 // `fabperf links`: RDMA devices, their ports and GID tables ("" when there are none).
 std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices);
 nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports);
@@ -356,7 +359,6 @@ nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports);
 // finding says when a slot's ceiling, or the node's CPU, bounded the node's figure.
 std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::vector<LinkReport>& links,
                                               const NodeReport& node, std::vector<std::string>& findings);
-nlohmann::json pcie_slots_json(const std::vector<PcieSlotReport>& slots);
 // `fabperf links`: one line per PCIe link behind the interfaces and RDMA devices, their IRQ
 // placement, then the findings ("" when none is backed by a PCIe device).
 std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const std::vector<RdmaDevice>& rdma);

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <fabperf/report/report.hpp>
+
 namespace fabperf {
 
 struct ResultLatency {
@@ -22,9 +24,6 @@ struct ResultLatency {
     std::uint64_t count{0};
   };
   std::vector<Bucket> buckets;  // sorted by lo_us
-};
-struct ResultInterval {
-  double t_s{0}, tx_mb_per_s{0}, rx_mb_per_s{0};
 };
 struct ResultCounterTop {
   std::string source, name;
@@ -46,7 +45,7 @@ struct ResultLink {
   double payload_tx_mb_per_s{0}, payload_rx_mb_per_s{0};
   std::optional<double> speed_mbps, utilization_pct, efficiency_pct;  // null in the document: unknown
   double tx_errors{0}, rx_errors{0}, tx_dropped{0}, rx_dropped{0};
-  std::vector<ResultInterval> intervals;
+  std::vector<IntervalPoint> intervals;
   [[nodiscard]] double payload_mb_per_s() const { return std::max(payload_tx_mb_per_s, payload_rx_mb_per_s); }
   [[nodiscard]] std::int64_t speed() const { return speed_mbps ? static_cast<std::int64_t>(*speed_mbps) : -1; }
 };
@@ -69,7 +68,7 @@ struct ResultNode {
   std::optional<ResultLatency> latency, delay;  // rpc latency; ping delay under load
   std::optional<ResultCounters> counters;       // absent (older results): no counters were sampled
   std::vector<ResultLink> links;
-  std::vector<ResultInterval> intervals;
+  std::vector<IntervalPoint> intervals;
   std::vector<ResultBond> bonds;
 };
 struct ResultPair {
