@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 using namespace fabperf;
@@ -338,6 +339,17 @@ TEST(PlanRender, CsvTablesHaveConstantColumnCounts) {
     EXPECT_GT(rows, 1u) << t;
   }
   EXPECT_THROW(render_plan_csv(r, "bogus"), UsageError);
+  // The CSV columns are the JSON report's row fields read by name: a field renamed in one place
+  // and not the other must show here, not as a silently empty column.
+  const auto steps = render_plan_csv(r, "steps");
+  EXPECT_EQ(steps.substr(0, steps.find("\r\n")),
+            "step_index,step,test,pattern,step_status,op,step_mb_per_s,node,role,status,tx_mb_per_s,rx_mb_per_s,"
+            "cpu_busy_pct,retrans_segs,p50_us,p99_us,max_us");
+  EXPECT_TRUE(std::regex_search(
+      steps, std::regex(",client,ok,[1-9][0-9.]*,0\\.000,10\\.000,0,40\\.000,90\\.000,100\\.000\r\n")))
+      << steps;
+  const auto links = render_plan_csv(r, "links");
+  EXPECT_NE(links.find(",lo,1.000,2.000,"), std::string::npos) << links;
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
   EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
   // Formula injection: text that a spreadsheet would evaluate is neutralised; numbers are not.
