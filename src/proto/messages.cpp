@@ -327,15 +327,15 @@ namespace {
 constexpr std::string_view kErrorCodes[] = {"busy",    "cleaning", "limit",        "protocol",
                                             "version", "refused",  "setup_failed", "start_failed",
                                             "result",  "no_key",   "key_required", "other"};
+
+ErrorCode error_code_from_string(std::string_view s) {  // `other` when unknown
+  const auto* it = std::ranges::find(kErrorCodes, s);
+  return it == std::end(kErrorCodes) ? ErrorCode::other : static_cast<ErrorCode>(it - std::begin(kErrorCodes));
+}
 }  // namespace
 
 std::string_view to_string(ErrorCode c) {
   return kErrorCodes[static_cast<int>(c)];
-}
-
-ErrorCode error_code_from_string(std::string_view s) {
-  const auto* it = std::ranges::find(kErrorCodes, s);
-  return it == std::end(kErrorCodes) ? ErrorCode::other : static_cast<ErrorCode>(it - std::begin(kErrorCodes));
 }
 
 json to_json(const ErrorMsg& m) {

@@ -222,7 +222,6 @@ enum class ErrorCode {
   other,
 };
 std::string_view to_string(ErrorCode c);
-ErrorCode error_code_from_string(std::string_view s);  // `other` when unknown
 
 struct ErrorMsg {
   ErrorCode code{ErrorCode::other};
