@@ -462,6 +462,10 @@ class Agent {
 int run_agent(const AgentOptions& options) {
   raise_fd_limit();
   if (options.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
+  // OpenSSL sets up its provider, random generator and HMAC on first use: 3-5 ms of CPU that
+  // would otherwise land in the first test's data handshakes (docs/performance.md, bench-scale).
+  (void)auth::make_nonce();
+  (void)auth::hmac_sha256(std::span<const std::uint8_t>(), {});
   Agent agent(options);
   return agent.run();
 }

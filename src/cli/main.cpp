@@ -129,7 +129,6 @@ int cmd_agent(int argc, char** argv) {
   if (md < std::chrono::seconds(1)) throw UsageError("--max-duration: must be at least 1 s");
   a.max_duration = std::chrono::duration_cast<std::chrono::seconds>(md);
   a.max_buffer_memory = parse_size(get<std::string>(r, "max-buffer-memory"), "--max-buffer-memory");
-  if (a.max_buffer_memory < (16u << 20)) throw UsageError("--max-buffer-memory: must be at least 16M");
   a.insecure = r.count("insecure") > 0;
   a.allow_remote_kill = r.count("no-remote-kill") == 0;
   a.exit_on_stdin_eof = r.count("exit-on-stdin-eof") > 0;

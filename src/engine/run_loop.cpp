@@ -81,13 +81,17 @@ std::uint64_t RunContext::received_bytes() const {
   return n;
 }
 
+// A condition variable, not std::atomic::wait: libstdc++'s wait spins with sched_yield first, and
+// on a loaded host every yield hands the core to another process (docs/performance.md, bench-scale).
 void RunContext::wait_for_start() const noexcept {
-  started_.wait(false, std::memory_order_acquire);
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return started_.load(); });
 }
 
 void RunContext::release_start() noexcept {
-  started_.store(true, std::memory_order_release);
-  started_.notify_all();
+  std::lock_guard lk(mu_);
+  started_.store(true);
+  cv_.notify_all();
 }
 
 void RunContext::note_drain_progress() const noexcept {

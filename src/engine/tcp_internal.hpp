@@ -9,11 +9,11 @@
 
 #include <sys/socket.h>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <semaphore>
 #include <string>
 #include <vector>
 
@@ -81,10 +81,24 @@ namespace fabperf {
 // and the server answers in order, so a receiver thread completes waiters first-in first-out,
 // as nsdperf's connection threads do.
 struct TcpEngine::RpcConn {
+  // Not std::binary_semaphore: its acquire spins with sched_yield first, and a reply is a network
+  // round trip away, so on a loaded host those yields only hand the core to other processes.
   struct Waiter {
-    std::binary_semaphore done{0};
+    std::mutex m;
+    std::condition_variable cv;
+    bool done{false};
     std::uint32_t op{tcp::kOpWrite};
     bool ok{false};
+    // Notified under the lock: the waiter's stack frame may be gone the moment the lock is free.
+    void release() {
+      std::lock_guard lk(m);
+      done = true;
+      cv.notify_one();
+    }
+    void acquire() {
+      std::unique_lock lk(m);
+      cv.wait(lk, [&] { return done; });
+    }
   };
   explicit RpcConn(TcpFlow* f) : flow(f) {}
   TcpFlow* flow;

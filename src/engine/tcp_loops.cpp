@@ -421,7 +421,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
         method.count(len);
       }
     }
-    w.done.acquire();
+    w.acquire();
     if (!w.ok) continue;
     const std::int64_t t1 = mono_now_ns();
     if (ctx.in_window(t1)) hist.record(static_cast<std::uint64_t>(t1 - t0));
@@ -459,22 +459,22 @@ void TcpEngine::rpc_receiver(RpcConn& c) {
     const bool want_data = w && w->op == kOpRead;
     if (!w || get_be32(hdr) != kReplyMagic || get_be32(hdr + 4) != 0 || (want_data ? len != max_len : len != 0)) {
       c.break_conn("rpc reply: malformed or unexpected reply from server");
-      if (w) w->done.release();
+      if (w) w->release();
       break;
     }
     if (!rx.read(fd, len, rx_count, err, *c.flow)) {
       if (!ctx.aborted()) c.break_conn(fmt::format("rpc read block: {}", err_text(err)));
-      w->done.release();
+      w->release();
       break;
     }
     c.flow->counters.add_msg();
     w->ok = true;
-    w->done.release();
+    w->release();
   }
   // Nothing more will be answered on this connection: release whoever still waits.
   std::lock_guard q(c.q_mu);
   c.broken = true;
-  for (auto* w : c.pending) w->done.release();
+  for (auto* w : c.pending) w->release();
   c.pending.clear();
 }
 
