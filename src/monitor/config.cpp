@@ -59,21 +59,7 @@ TestSpec spec_from_table(const Ctx& c, const toml::table* t, const toml::node* w
       const Setting* st = find_setting(k);
       if (!st)
         c.fail(&v, k, "unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads, mode)");
-      std::string value;
-      if (st->kind == SettingKind::flag) {
-        value = c.boolean(v, k) ? "true" : "false";
-      } else if (const auto* a = v.as_array()) {
-        for (const auto& e : *a) {
-          if (!value.empty()) value += ',';
-          value += c.scalar_text(e, k);
-        }
-      } else {
-        value = c.scalar_text(v, k);
-      }
-      c.wrap(&v, k, [&] {
-        st->apply(p, value, "value");
-        return 0;
-      });
+      c.apply_setting(*st, v, p);
     }
   }
   return c.wrap(where, "", [&] {

@@ -138,26 +138,7 @@ PlanHost parse_host(const Ctx& c, const toml::node& hn, const std::vector<PlanHo
 SpecParams spec_params(const Ctx& c, const Merged& m) {
   SpecParams p;
   for (const auto& st : spec_settings()) {
-    const auto* n = m.get(st.name);
-    if (!n) continue;
-    std::string value;
-    if (st.kind == SettingKind::flag) {
-      value = c.boolean(*n, st.name) ? "true" : "false";
-    } else if (const auto* a = n->as_array()) {
-      // A list (cpus = [0, 2]) is the command line's comma-separated value.
-      for (const auto& e : *a) {
-        // Appended in two steps: GCC 12 at -O3 reports a false -Wrestrict on
-        // `const char* + std::string&&`.
-        if (!value.empty()) value += ',';
-        value += c.scalar_text(e, st.name);
-      }
-    } else {
-      value = c.scalar_text(*n, st.name);
-    }
-    c.wrap(n, st.name, [&] {
-      st.apply(p, value, "value");
-      return 0;
-    });
+    if (const auto* n = m.get(st.name)) c.apply_setting(st, *n, p);
   }
   return p;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/settings.hpp>
 #include <fabperf/core/spec.hpp>
 
 #include <fmt/format.h>
@@ -80,6 +81,29 @@ class TomlReader {
     const auto* t = n.as_table();
     if (!t) fail(&n, field, fmt::format("expected a table, got {}", type_name(n)));
     return *t;
+  }
+
+  // One row of the settings table given as a TOML value (plan tests, the monitor's [probe] and
+  // [latency]), applied as the command line's text: a flag is true or false, a list (cpus = [0, 2])
+  // the comma-separated value, anything else its scalar text.
+  void apply_setting(const Setting& st, const toml::node& n, SpecParams& p) const {
+    std::string value;
+    if (st.kind == SettingKind::flag) {
+      value = boolean(n, st.name) ? "true" : "false";
+    } else if (const auto* a = n.as_array()) {
+      for (const auto& e : *a) {
+        // Appended in two steps: GCC 12 at -O3 reports a false -Wrestrict on
+        // `const char* + std::string&&`.
+        if (!value.empty()) value += ',';
+        value += scalar_text(e, st.name);
+      }
+    } else {
+      value = scalar_text(n, st.name);
+    }
+    wrap(&n, st.name, [&] {
+      st.apply(p, value, "value");
+      return 0;
+    });
   }
 
   // The whole file, or one UsageError "FILE:LINE:COLUMN: problem".
