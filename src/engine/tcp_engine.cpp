@@ -347,7 +347,7 @@ void TcpEngine::start(RunContext& ctx) {
   }
 }
 
-// One thread per data connection (server and stream client), or rpc's receivers and testers,
+// One thread per data connection (server and stream client), or rpc's testers (and receivers),
 // plus the delay probe. Under mu_.
 void TcpEngine::spawn_data_threads(RunContext& ctx) {
   const TestSpec& spec = ctx.spec();
@@ -376,7 +376,7 @@ void TcpEngine::spawn_data_threads(RunContext& ctx) {
   } else if (!rpc_table_.empty()) {
     for (auto& c : rpc_conns_) {
       RpcConn* conn = c.get();
-      receivers_.emplace_back([this, conn] { rpc_receiver(*conn); });
+      if (!one_tester_per_connection(spec)) receivers_.emplace_back([this, conn] { rpc_receiver(*conn); });
     }
     for (std::uint32_t t = 0; t < spec.threads(); ++t) {
       testers_.emplace_back([this, t] { rpc_tester(t); });

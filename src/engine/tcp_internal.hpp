@@ -19,6 +19,13 @@
 
 namespace fabperf::tcp {
 
+// With at most one tester thread per connection (threads <= parallel) each tester reads its own
+// replies: no reply thread, and no hand-over between threads inside the measured round trip.
+// Otherwise testers share connections and a receiver thread per connection hands replies out in order.
+inline bool one_tester_per_connection(const TestSpec& spec) {
+  return spec.threads() <= spec.parallel();
+}
+
 inline constexpr std::uint32_t kRpcMagic = 0x46425052;    // "FBPR": rpc request
 inline constexpr std::uint32_t kReplyMagic = 0x46425041;  // "FBPA": rpc reply
 inline constexpr std::size_t kRpcHdrSize = 16;

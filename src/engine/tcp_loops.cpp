@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace fabperf {
 namespace tcp {
@@ -179,6 +180,37 @@ struct BlockReader {
     return true;
   }
 };
+
+// The server's reply to one rpc request on c: its header, then the block a read asked for.
+// op_of() names the request it answers (nullopt: none is pending). 1: answered; 0: the server
+// closed the connection (its end of the test); -1: the connection broke (marked, its error named
+// unless the test was aborted).
+template <typename Conn, typename OpOf>
+int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
+  const int fd = c.flow->fd();
+  std::uint8_t hdr[kRpcHdrSize];
+  int err = 0;
+  const int rc = recv_exact(
+      fd, hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err);
+  if (rc <= 0) {
+    if (rc < 0 && !ctx.aborted() && !c.broken) c.break_conn(fmt::format("rpc reply: {}", err_text(err)));
+    return rc;
+  }
+  const std::optional<std::uint32_t> op = op_of();
+  const std::uint64_t len = get_be64(hdr + 8);
+  if (!op || get_be32(hdr) != kReplyMagic || get_be32(hdr + 4) != 0 ||
+      len != (*op == kOpRead ? ctx.spec().buffsize() : 0)) {
+    c.break_conn("rpc reply: malformed or unexpected reply from server");
+    return -1;
+  }
+  if (!rx.read(
+          fd, len, [&c](std::uint64_t k) { c.flow->counters.add_rx(k); }, err, *c.flow)) {
+    if (!ctx.aborted()) c.break_conn(fmt::format("rpc read block: {}", err_text(err)));
+    return -1;
+  }
+  c.flow->counters.add_msg();
+  return 1;
+}
 
 }  // namespace
 
@@ -384,6 +416,11 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   std::size_t s = t % servers;
   const bool sticky = is_sticky(spec.test());
   ArmPicker method = send_picker();
+  std::optional<BlockReader> rx;
+  if (one_tester_per_connection(spec)) {
+    rx.emplace(BlockReader{ctx, recv_picker(), recv_chunks(spec), tx_buf_.data()});
+    for (const auto& row : rpc_table_) tune_socket(row[lane]->flow->fd(), *ctx_);
+  }
   std::uint8_t hdr[kRpcHdrSize];
   put_be32(hdr, kRpcMagic);
   put_be32(hdr + 4, op);
@@ -401,9 +438,10 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
     RpcConn::Waiter w;
     w.op = op;
     const std::int64_t t0 = mono_now_ns();
+    bool sent = false;
     {
       std::lock_guard lk(c.send_mu);
-      {
+      if (!rx) {
         // broken is set under q_mu by the receiver before it releases the last waiters, so a
         // waiter queued here is always either answered or released.
         std::lock_guard q(c.q_mu);
@@ -417,12 +455,17 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
           (op == kOpWrite && !send_block(c.flow->fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_,
                                          tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
         c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
-      } else if (op == kOpWrite) {
-        method.count(len);
+      } else {
+        sent = true;
+        if (op == kOpWrite) method.count(len);
       }
     }
-    w.acquire();
-    if (!w.ok) continue;
+    if (rx) {
+      if (!sent || take_reply(ctx, c, *rx, [op] { return std::optional<std::uint32_t>(op); }) <= 0) continue;
+    } else {
+      w.acquire();
+      if (!w.ok) continue;
+    }
     const std::int64_t t1 = mono_now_ns();
     if (ctx.in_window(t1)) hist.record(static_cast<std::uint64_t>(t1 - t0));
   }
@@ -431,45 +474,22 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
 void TcpEngine::rpc_receiver(RpcConn& c) {
   ctx_->enter_data_thread("reply", c.flow->id, FlowRole::client);
   tune_socket(c.flow->fd(), *ctx_);
-  const RunContext& ctx = *ctx_;
-  const std::uint64_t max_len = ctx.spec().buffsize();
-  BlockReader rx{ctx, recv_picker(), recv_chunks(ctx.spec()), tx_buf_.data()};
-  const int fd = c.flow->fd();
-  auto rx_count = [&c](std::uint64_t k) { c.flow->counters.add_rx(k); };
-  auto none = [](std::uint64_t) {};
-  std::uint8_t hdr[kRpcHdrSize];
-  int err = 0;
-  ctx.wait_for_start();
+  BlockReader rx{*ctx_, recv_picker(), recv_chunks(ctx_->spec()), tx_buf_.data()};
+  ctx_->wait_for_start();
   for (;;) {
-    const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, none, err);
-    if (rc == 0) break;
-    if (rc < 0) {
-      if (!ctx.aborted() && !c.broken) c.break_conn(fmt::format("rpc reply: {}", err_text(err)));
-      break;
-    }
     RpcConn::Waiter* w = nullptr;
-    {
+    const int rc = take_reply(*ctx_, c, rx, [&]() -> std::optional<std::uint32_t> {
       std::lock_guard q(c.q_mu);
-      if (!c.pending.empty()) {
-        w = c.pending.front();
-        c.pending.pop_front();
-      }
-    }
-    const std::uint64_t len = get_be64(hdr + 8);
-    const bool want_data = w && w->op == kOpRead;
-    if (!w || get_be32(hdr) != kReplyMagic || get_be32(hdr + 4) != 0 || (want_data ? len != max_len : len != 0)) {
-      c.break_conn("rpc reply: malformed or unexpected reply from server");
-      if (w) w->release();
-      break;
-    }
-    if (!rx.read(fd, len, rx_count, err, *c.flow)) {
-      if (!ctx.aborted()) c.break_conn(fmt::format("rpc read block: {}", err_text(err)));
+      if (c.pending.empty()) return std::nullopt;
+      w = c.pending.front();
+      c.pending.pop_front();
+      return w->op;
+    });
+    if (w) {
+      w->ok = rc > 0;
       w->release();
-      break;
     }
-    c.flow->counters.add_msg();
-    w->ok = true;
-    w->release();
+    if (rc <= 0) break;
   }
   // Nothing more will be answered on this connection: release whoever still waits.
   std::lock_guard q(c.q_mu);

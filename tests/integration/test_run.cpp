@@ -59,11 +59,15 @@ Totals totals(const json& doc) {
 
 class TestKinds : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(TestKinds, BothEndsCountTheSameBytes) {
-  const auto& [test, mode] = GetParam();
+namespace {
+// threads > parallel: rpc testers share each connection and a receiver thread hands the replies
+// out; threads <= parallel: each tester reads its own replies.
+void expect_both_ends_count_the_same_bytes(const std::string& test, const std::string& mode,
+                                           const std::string& parallel) {
   AgentProcess s1, c1, c2;
-  const json doc = run_json({"--servers", s1.address(), "--clients", c1.address() + "," + c2.address(), "--test", test,
-                             "--mode", mode, "--time", "1.5", "--buffsize", "256K", "--threads", "2"});
+  const json doc =
+      run_json({"--servers", s1.address(), "--clients", c1.address() + "," + c2.address(), "--test", test, "--mode",
+                mode, "--time", "1.5", "--buffsize", "256K", "--threads", "2", "--parallel", parallel});
   ASSERT_TRUE(doc.contains("aggregate"));
   EXPECT_EQ(doc["schema"], "fabperf.result");
   EXPECT_EQ(doc["schema_version"], fabperf::kResultSchemaVersion);
@@ -98,6 +102,16 @@ TEST_P(TestKinds, BothEndsCountTheSameBytes) {
   }
   const std::string summary = doc["summary"];
   EXPECT_EQ(summary.rfind("2-1 " + test + " ", 0), 0u) << summary;
+}
+}  // namespace
+
+TEST_P(TestKinds, BothEndsCountTheSameBytes) {
+  const auto& [test, mode] = GetParam();
+  expect_both_ends_count_the_same_bytes(test, mode, "1");
+}
+
+TEST(Run, RpcTestersThatShareNoConnectionReadTheirOwnReplies) {
+  expect_both_ends_count_the_same_bytes("rw", "rpc", "2");
 }
 
 INSTANTIATE_TEST_SUITE_P(Run, TestKinds,
