@@ -396,7 +396,7 @@ class Agent {
             break;
           case MsgType::setup_client: co_await host_.setup_client(conn, who, proto::parse_setup_client(fr.body)); break;
           case MsgType::rdma_connect: co_await host_.rdma_connect(conn, proto::parse_rdma_connect(fr.body)); break;
-          case MsgType::start: host_.start(conn, proto::parse_start(fr.body)); break;
+          case MsgType::start: co_await host_.start(conn, proto::parse_start(fr.body)); break;
           case MsgType::abort: host_.abort(conn.get(), proto::parse_abort(fr.body).reason); break;
           case MsgType::bye:
             co_await conn->flush();

@@ -93,6 +93,8 @@ struct TestHost::TestState {
   std::uint64_t descriptors{0};   // data connections' descriptors, against RLIMIT_NOFILE
   std::uint64_t queue_pairs{0};   // RDMA, against kMaxQueuePairs
   bool releasing{false};          // release_async() already scheduled for this test
+  bool starting{false};           // START's work runs on the pool
+  bool release_pending{false};    // a release asked for while starting
   std::int64_t end_at{0};         // the started run's end, on this host's clock (0: not started)
 };
 
@@ -296,10 +298,10 @@ asio::awaitable<void> TestHost::rdma_connect(PeerPtr peer, proto::RdmaConnect m)
   peer->send(MsgType::rdma_connect_ok, proto::to_json(proto::RdmaConnectOk{static_cast<std::uint32_t>(ready)}));
 }
 
-void TestHost::start(const PeerPtr& peer, const proto::Start& m) {
+asio::awaitable<void> TestHost::start(PeerPtr peer, proto::Start m) {
   if (owner_ != peer.get() || !test_ || test_->run || !(test_->server_ready || test_->client_ready)) {
     send_error(*peer, proto::ErrorCode::protocol, "START without a test set up by this coordinator");
-    return;
+    co_return;
   }
   const std::int64_t now = mono_now_ns();
   std::string bad_schedule;
@@ -320,23 +322,30 @@ void TestHost::start(const PeerPtr& peer, const proto::Start& m) {
     send_error(*peer, code, bad_schedule);
     owner_ = nullptr;
     release_async();
-    return;
+    co_return;
   }
   Schedule s{m.start_at, m.window_open, m.window_close, m.end_at, m.interval_ns};
   auto state = test_;
   state->end_at = m.end_at;
   state->run = std::make_shared<TestRun>(std::move(state->engine), std::move(state->ctx));
+  state->starting = true;
+  std::string error;
   try {
-    start_run(state, s, peer);
+    co_await on_pool(pool_, [&] { start_run(state, s, peer); });
   } catch (const std::exception& e) {
+    error = e.what();
+  }
+  state->starting = false;
+  if (!error.empty()) {
     // E.g. std::system_error from std::thread: a host out of threads. The test is refused, the
     // agent lives on (release_async joins whatever did start).
     send_error(*peer, proto::ErrorCode::start_failed,
-               fmt::format("test {} could not start: {}", state->test_id, e.what()));
-    state->run->abort(fmt::format("could not start: {}", e.what()));
-    owner_ = nullptr;
-    release_async();
+               fmt::format("test {} could not start: {}", state->test_id, error));
+    state->run->abort(fmt::format("could not start: {}", error));
+    if (test_ == state) owner_ = nullptr;
+    state->release_pending = true;
   }
+  if (state->release_pending && test_ == state) release_async();
 }
 
 void TestHost::start_run(const std::shared_ptr<TestState>& state, const Schedule& s,
@@ -410,8 +419,10 @@ void TestHost::stop(const std::string& why) {
 // the agent free.
 void TestHost::release_async() {
   // Both the lost session and the finished run may ask for the release: join only once (two
-  // concurrent joins of the same threads are undefined behaviour and hung the agent).
-  if (!test_ || test_->releasing) return;
+  // concurrent joins of the same threads are undefined behaviour and hung the agent). While START
+  // still starts threads on the pool, the release waits for it.
+  if (test_ && test_->starting) test_->release_pending = true;
+  if (!test_ || test_->releasing || test_->starting) return;
   test_->releasing = true;
   auto state = test_;
   asio::post(pool_, [this, state] {

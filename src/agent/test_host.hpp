@@ -62,7 +62,9 @@ class TestHost {
   asio::awaitable<void> setup_server(PeerPtr peer, std::string who, proto::SetupServer m, std::string bind_address);
   asio::awaitable<void> setup_client(PeerPtr peer, std::string who, proto::SetupClient m);
   asio::awaitable<void> rdma_connect(PeerPtr peer, proto::RdmaConnect m);
-  void start(const PeerPtr& peer, const proto::Start& m);
+  // START's work (reading the links, starting every data thread: a thousand for a server of a
+  // thousand connections) runs on the pool, so the I/O thread keeps the heartbeats going.
+  asio::awaitable<void> start(PeerPtr peer, proto::Start m);
   // From the owner: the run stops and reports (aborted) or, before START, is released. Others
   // are ignored.
   void abort(const proto::MessageSink* peer, const std::string& reason);

@@ -18,12 +18,13 @@
 namespace fabperf::fakes {
 
 struct FakeEngineOptions {
-  int flows = 1;                         // client flows prepare_client adds
-  std::uint64_t per_tick = 1000;         // bytes a flow counts every 100 us
-  bool stall = false;                    // flows ignore the stop until abort()
-  std::uint16_t port = 0;                // what prepare_server answers
-  std::string fail_setup{};              // non-empty: prepare_server and prepare_client throw it
-  std::shared_future<void> hold_join{};  // valid: join() waits for it (a slow release)
+  int flows = 1;                          // client flows prepare_client adds
+  std::uint64_t per_tick = 1000;          // bytes a flow counts every 100 us
+  bool stall = false;                     // flows ignore the stop until abort()
+  std::uint16_t port = 0;                 // what prepare_server answers
+  std::string fail_setup{};               // non-empty: prepare_server and prepare_client throw it
+  std::shared_future<void> hold_join{};   // valid: join() waits for it (a slow release)
+  std::shared_future<void> hold_start{};  // valid: start() waits for it (threads slow to start)
 };
 
 struct FakeEngineLog {
@@ -54,6 +55,7 @@ class FakeEngine final : public Engine {
   }
   void seal(RunContext&) override { sealed = true; }
   void start(RunContext& ctx) override {
+    if (o_.hold_start.valid()) o_.hold_start.wait();
     ++log_->starts;
     for (Flow* f : flows_) {
       threads_.emplace_back([this, &ctx, f] {

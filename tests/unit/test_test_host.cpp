@@ -139,7 +139,7 @@ TEST(TestHost, SetUpStartResultThenIdle) {
   ASSERT_EQ(a->count(MsgType::setup_client_ok), 1);
   EXPECT_EQ(a->got.back().body.at("connections"), 2);
   EXPECT_TRUE(h.host.owned_by(a.get()));
-  h.host.start(a, schedule(200ms));
+  h.run(h.host.start(a, schedule(200ms)));
   ASSERT_TRUE(h.drive_until([&] { return a->count(MsgType::result) == 1; }));
   const auto& r = a->got.back().body;
   EXPECT_FALSE(r.at("aborted").get<bool>());
@@ -148,6 +148,26 @@ TEST(TestHost, SetUpStartResultThenIdle) {
   EXPECT_EQ(h.idle_calls, 1);
   EXPECT_FALSE(h.host.owned_by(a.get()));
   EXPECT_EQ(h.log->starts.load(), 1);
+  EXPECT_EQ(a->count(MsgType::error), 0);
+}
+
+// START's work runs on the pool: while a server's thousand data threads start, the I/O thread
+// still answers (heartbeats, other sessions).
+TEST(TestHost, TheIOThreadAnswersWhileStartStartsTheDataThreads) {
+  std::promise<void> go;
+  Harness h(FakeEngineOptions{.flows = 1, .hold_start = go.get_future().share()});
+  auto a = std::make_shared<MemoryPeer>("A");
+  auto b = std::make_shared<MemoryPeer>("B");
+  h.run(h.host.setup_client(a, "A", client_setup("t1", spec_of(200ms))));
+  bool started = false;
+  asio::co_spawn(h.io, h.host.start(a, schedule(200ms)), [&](const std::exception_ptr&) { started = true; });
+  h.run(h.host.setup_server(b, "B", server_setup("t2", spec_of(200ms)), "127.0.0.1"));
+  EXPECT_EQ(b->last_error().code, proto::ErrorCode::busy);
+  EXPECT_FALSE(started);
+  go.set_value();
+  ASSERT_TRUE(h.drive_until([&] { return a->count(MsgType::result) == 1; }));
+  EXPECT_TRUE(started);
+  ASSERT_TRUE(h.drive_until([&] { return h.host.idle(); }));
   EXPECT_EQ(a->count(MsgType::error), 0);
 }
 
@@ -164,7 +184,7 @@ TEST(TestHost, AnotherCoordinatorIsBusyNamingTheHolder) {
   EXPECT_FALSE(h.host.held_by_other(a.get()));
   EXPECT_TRUE(h.host.owned_by(a.get()));
   // A START from the one that is not the owner is refused; the owner's test is untouched.
-  h.host.start(b, schedule(200ms));
+  h.run(h.host.start(b, schedule(200ms)));
   EXPECT_EQ(b->last_error().code, proto::ErrorCode::protocol);
   EXPECT_TRUE(h.host.owned_by(a.get()));
 }
@@ -191,7 +211,7 @@ TEST(TestHost, ALostCoordinatorStopsItsRunAndFreesTheAgent) {
   auto a = std::make_shared<MemoryPeer>("A");
   const auto spec = spec_of(10s);
   h.run(h.host.setup_client(a, "A", client_setup("t1", spec)));
-  h.host.start(a, schedule(10s));
+  h.run(h.host.start(a, schedule(10s)));
   ASSERT_TRUE(h.drive_until([&] { return h.log->starts == 1; }));
   const auto t0 = std::chrono::steady_clock::now();
   a->close();
@@ -208,7 +228,7 @@ TEST(TestHost, OnlyTheOwnerCanAbortAndItsResultSaysAborted) {
   auto a = std::make_shared<MemoryPeer>("A");
   auto b = std::make_shared<MemoryPeer>("B");
   h.run(h.host.setup_client(a, "A", client_setup("t1", spec_of(10s))));
-  h.host.start(a, schedule(10s));
+  h.run(h.host.start(a, schedule(10s)));
   ASSERT_TRUE(h.drive_until([&] { return h.log->starts == 1; }));
   h.host.abort(b.get(), "not yours");
   h.host.session_ended(b.get(), "B", "closed");  // another session ending changes nothing either
@@ -265,11 +285,11 @@ TEST(TestHost, AFailedSetUpIsReportedAndReleased) {
 TEST(TestHost, StartOutOfOrderOrOffTheScheduleIsRefused) {
   Harness h;
   auto a = std::make_shared<MemoryPeer>("A");
-  h.host.start(a, schedule(200ms));  // nothing set up
+  h.run(h.host.start(a, schedule(200ms)));  // nothing set up
   EXPECT_EQ(a->last_error().message, "START without a test set up by this coordinator");
 
   h.run(h.host.setup_client(a, "A", client_setup("t1", spec_of(200ms))));
-  h.host.start(a, schedule(200ms, 120'000'000'000));  // two minutes ahead
+  h.run(h.host.start(a, schedule(200ms, 120'000'000'000)));  // two minutes ahead
   auto e = a->last_error();
   EXPECT_EQ(e.code, proto::ErrorCode::protocol);
   EXPECT_NE(e.message.find("not within the next minute"), std::string::npos) << e.message;
@@ -277,13 +297,13 @@ TEST(TestHost, StartOutOfOrderOrOffTheScheduleIsRefused) {
 
   // A START that arrives after the whole test's end: said as such (an overloaded host).
   h.run(h.host.setup_client(a, "A", client_setup("t1b", spec_of(200ms))));
-  h.host.start(a, schedule(200ms, -1'500'000'000));
+  h.run(h.host.start(a, schedule(200ms, -1'500'000'000)));
   e = a->last_error();
   EXPECT_NE(e.message.find("START: arrived 1.3 s after the test's end"), std::string::npos) << e.message;
   ASSERT_TRUE(h.drive_until([&] { return h.host.idle(); }));
 
   h.run(h.host.setup_client(a, "A", client_setup("t2", spec_of(200ms))));
-  h.host.start(a, schedule(400ms));  // longer than the test's 0.2 s
+  h.run(h.host.start(a, schedule(400ms)));  // longer than the test's 0.2 s
   e = a->last_error();
   EXPECT_EQ(e.code, proto::ErrorCode::limit);
   EXPECT_NE(e.message.find("longer than the test's time"), std::string::npos) << e.message;
@@ -307,7 +327,7 @@ TEST(TestHost, TheAgentsStopAbortsTheRunThenCallsIdle) {
   Harness h;
   auto a = std::make_shared<MemoryPeer>("A");
   h.run(h.host.setup_client(a, "A", client_setup("t1", spec_of(10s))));
-  h.host.start(a, schedule(10s));
+  h.run(h.host.start(a, schedule(10s)));
   ASSERT_TRUE(h.drive_until([&] { return h.log->starts == 1; }));
   h.host.stop("signal 15 received");
   ASSERT_TRUE(h.drive_until([&] { return a->count(MsgType::result) == 1 && h.idle_calls == 1; }, 5s));
