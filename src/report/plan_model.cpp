@@ -20,18 +20,9 @@ using nlohmann::json;
 namespace {
 
 // Fields of the plan's own records (plan_load checked their types): absent reads as not given.
-double num(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
 std::string str(const json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string{};
-}
-
-std::optional<LatencyView> latency_view(const std::optional<ResultLatency>& l, const char* what) {
-  if (!l) return std::nullopt;
-  return LatencyView{*l, what};
 }
 
 struct Host {
@@ -52,26 +43,23 @@ std::string host_part(const std::string& endpoint) {
 // Result nodes carry the endpoint the coordinator used ("10.0.0.1:6668"); the plan names hosts.
 // Match by name, then by an address that only one host of the step's role list has (agents
 // sharing an address, as in --local tests, differ only by port), then by role order against the
-// step's client/server lists.
-std::vector<std::string> node_names(const ResultDoc& result, const std::vector<Host>& hosts,
-                                    const std::vector<std::string>& clients, const std::vector<std::string>& servers) {
-  std::vector<std::string> out;
+// step's client/server lists. A node no host matched keeps the name the run used.
+void name_nodes(std::vector<ResultNode>& nodes, const std::vector<Host>& hosts, const std::vector<std::string>& clients,
+                const std::vector<std::string>& servers) {
   std::size_t ci = 0, si = 0;
-  for (const auto& n : result.nodes) {
-    const std::string& given = n.node;
-    const std::string host = host_part(given);
-    const std::string& role = n.role;
-    const bool is_client = role.find("client") != std::string::npos;
+  for (auto& n : nodes) {
+    const std::string host = host_part(n.node);
+    const bool is_client = n.role.find("client") != std::string::npos;
     const std::vector<std::string>& candidates = is_client ? clients : servers;
     std::string found;
     for (const auto& h : hosts) {
-      if (h.name == given || h.name == host) found = h.name;
+      if (h.name == n.node || h.name == host) found = h.name;
     }
     if (found.empty()) {
       int matches = 0;
       for (const auto& h : hosts) {
         if (h.address.empty() || std::find(candidates.begin(), candidates.end(), h.name) == candidates.end()) continue;
-        if (h.address == host || h.address == given) {
+        if (h.address == host || h.address == n.node) {
           found = h.name;
           ++matches;
         }
@@ -82,13 +70,12 @@ std::vector<std::string> node_names(const ResultDoc& result, const std::vector<H
     const std::size_t pos = is_client ? ci : si;
     if (found.empty() && pos < candidates.size()) found = candidates[pos];
     if (is_client) ++ci;
-    if (role.find("server") != std::string::npos) ++si;
-    out.push_back(found.empty() ? given : found);
+    if (n.role.find("server") != std::string::npos) ++si;
+    if (!found.empty()) n.node = found;
   }
-  return out;
 }
 
-void fill_step(StepView& s, const ResultDoc& r, const std::vector<Host>& hosts) {
+void fill_step(StepView& s, ResultDoc r, const std::vector<Host>& hosts) {
   s.measured = true;
   s.op = r.test;
   s.summary = r.summary;
@@ -96,33 +83,22 @@ void fill_step(StepView& s, const ResultDoc& r, const std::vector<Host>& hosts) 
   s.gbit_per_s = r.aggregate_gbit_per_s;
   s.msg_per_s = r.aggregate_msg_per_s;
   s.window_s = r.window_s;
-  s.latency = latency_view(r.latency, "rpc");
-  s.delay = latency_view(r.delay, "delay");
-  s.findings = r.findings;
-  const auto names = node_names(r, hosts, s.clients, s.servers);
+  s.latency = std::move(r.latency);
+  s.delay = std::move(r.delay);
+  s.findings = std::move(r.findings);
+  name_nodes(r.nodes, hosts, s.clients, s.servers);
   std::map<std::uint64_t, std::string> by_index;
   Series aggregate{"aggregate", {}};
   std::vector<Series> per_node;
-  for (std::size_t i = 0; i < r.nodes.size(); ++i) {
-    const ResultNode& n = r.nodes[i];
-    const std::string& name = names[i];
-    by_index[n.index] = name;
-    auto latency = latency_view(n.latency, "rpc");
-    if (!latency) latency = latency_view(n.delay, "delay");
-    s.nodes.push_back(
-        {name, n.role, n.status, n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct, n.retrans_segs, std::move(latency)});
+  for (auto& n : r.nodes) {
+    by_index[n.index] = n.node;
     if (n.counters) {
-      for (const auto& d : n.counters->dips) s.counter_events.push_back({name, d.subject, d.t0_s, d.t1_s, d.text});
-    }
-    for (const auto& l : n.links) {
-      s.links.push_back({name, l.link, l.tx_mb_per_s, l.rx_mb_per_s, l.payload_mb_per_s(), l.speed(),
-                         l.utilization_pct.value_or(-1), static_cast<std::uint64_t>(l.tx_errors + l.rx_errors),
-                         static_cast<std::uint64_t>(l.tx_dropped + l.rx_dropped)});
+      for (const auto& d : n.counters->dips) s.counter_events.push_back({d, n.node});
     }
     // Every payload byte is sent by exactly one node, so the sum of the senders' tx series is the
     // step's throughput over time. Agents' intervals share the window's start, so the k-th
     // interval of each node covers the same time.
-    Series ns{name, {}};
+    Series ns{n.node, {}};
     double sent = 0;
     for (std::size_t k = 0; k < n.intervals.size(); ++k) {
       const auto& p = n.intervals[k];
@@ -132,7 +108,13 @@ void fill_step(StepView& s, const ResultDoc& r, const std::vector<Host>& hosts) 
       aggregate.points[k].mb_per_s += p.tx_mb_per_s;
     }
     if (sent > 0) per_node.push_back(std::move(ns));
+    // A million steps are kept: only what the report shows of a node stays.
+    n.intervals = {};
+    n.counters.reset();
+    n.bonds = {};
+    for (auto& l : n.links) l.intervals = {};
   }
+  s.nodes = std::move(r.nodes);
   if (!aggregate.points.empty()) {
     s.series.push_back(std::move(aggregate));
     for (auto& ns : per_node) s.series.push_back(std::move(ns));
@@ -190,7 +172,7 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts) {
   s.status = str(sj, "status");
   s.error = str(sj, "error");
   s.started_at = str(sj, "started_at");
-  s.duration_s = num(sj, "duration_s");
+  s.duration_s = sj.value("duration_s", 0.0);
   if (sj.contains("result") && sj["result"].is_object())
     fill_step(s, read_result_doc(sj["result"], ReadMode::lenient, fmt::format("step {}: result", s.id)), hosts);
   return s;
@@ -389,7 +371,6 @@ PlanReport read_plan_report(std::istream& in, const std::string& name, bool list
       // What the model needs of every step stays (status, figures, pairs for the matrix).
       v.summary = {};
       v.nodes = {};
-      v.links = {};
       v.latency.reset();
       v.delay.reset();
       v.series = {};

@@ -63,16 +63,16 @@ using jsonu::array_json;
 
 json counter_events_json(const std::vector<CounterEvent>& events) {
   return array_json(events, [](const CounterEvent& ev) -> json {
-    return {{"node", ev.node}, {"link", ev.link}, {"t0_s", ev.t0_s}, {"t1_s", ev.t1_s}, {"text", ev.text}};
+    return {{"node", ev.node}, {"link", ev.subject}, {"t0_s", ev.t0_s}, {"t1_s", ev.t1_s}, {"text", ev.text}};
   });
 }
 
-json latency_json(const std::optional<LatencyView>& l) {
+json latency_json(const std::optional<ResultLatency>& l, const char* what) {
   if (!l) return nullptr;
   json b = array_json(l->buckets, [](const ResultLatency::Bucket& x) -> json {
     return {{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {json_key(col::count), x.count}};
   });
-  return {{"what", l->what},
+  return {{"what", what},
           {json_key(col::count), l->count},
           {json_key(col::mean_us), l->mean_us},
           {"min_us", l->min_us},
@@ -91,7 +91,7 @@ json kpi_json(const KpiCheck& c) {
   return j;
 }
 
-json node_row_json(const NodeRow& n) {
+json node_row_json(const ResultNode& n) {
   return {{json_key(col::node), n.node},
           {json_key(col::role), n.role},
           {json_key(col::status), n.status},
@@ -99,7 +99,7 @@ json node_row_json(const NodeRow& n) {
           {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
           {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
           {json_key(col::retrans_segs), jsonu::nonneg(n.retrans_segs)},
-          {"latency", latency_json(n.latency)}};
+          {"latency", n.latency ? latency_json(n.latency, "rpc") : latency_json(n.delay, "delay")}};
 }
 
 json pair_row_json(const PairRow& p) {
@@ -110,16 +110,23 @@ json pair_row_json(const PairRow& p) {
           {json_key(col::rtt_us), p.rtt_us}};
 }
 
-json link_row_json(const LinkRow& l) {
-  return {{json_key(col::node), l.node},
-          {json_key(col::link), l.link},
-          {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
-          {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
-          {json_key(col::payload_mb_per_s), l.payload_mb_per_s},
-          {json_key(col::speed_mbps), jsonu::positive(l.speed_mbps)},
-          {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct)},
-          {json_key(col::errors), l.errors},
-          {json_key(col::drops), l.drops}};
+// The step's links, node by node.
+json links_json(const StepView& s) {
+  json out = json::array();
+  for (const auto& n : s.nodes) {
+    for (const auto& l : n.links) {
+      out.push_back({{json_key(col::node), n.node},
+                     {json_key(col::link), l.link},
+                     {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
+                     {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
+                     {json_key(col::payload_mb_per_s), l.payload_mb_per_s()},
+                     {json_key(col::speed_mbps), jsonu::positive(l.speed())},
+                     {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct.value_or(-1))},
+                     {json_key(col::errors), l.errors()},
+                     {json_key(col::drops), l.drops()}});
+    }
+  }
+  return out;
 }
 
 json step_json(const StepView& s) {
@@ -147,9 +154,9 @@ json step_json(const StepView& s) {
           {"window_s", s.window_s},
           {"nodes", array_json(s.nodes, node_row_json)},
           {"pairs", array_json(s.pairs, pair_row_json)},
-          {"links", array_json(s.links, link_row_json)},
-          {"latency", latency_json(s.latency)},
-          {"delay", latency_json(s.delay)},
+          {"links", links_json(s)},
+          {"latency", latency_json(s.latency, "rpc")},
+          {"delay", latency_json(s.delay, "delay")},
           {"series", std::move(series)},
           {"findings", s.findings},
           {"counter_events", counter_events_json(s.counter_events)},
@@ -264,7 +271,7 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
         "errors", "drops"};
     row({si, "step", "test"}, keys, nullptr);
     for (const auto& s : r.steps) {
-      for (const auto& l : s.links) row(at(s), keys, link_row_json(l));
+      for (const auto& l : links_json(s)) row(at(s), keys, l);
     }
   } else if (table == "kpis") {
     const std::vector<std::string> keys{"test", "step",      "kpi",  "scope", "subject", "value",

@@ -221,7 +221,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   return out;
 }
 
-std::string histogram_chart(const std::string& title, const LatencyView& l) {
+std::string histogram_chart(const std::string& title, const ResultLatency& l) {
   Geometry g;
   g.bottom = 64;
   std::uint64_t cmax = 0;
@@ -601,17 +601,16 @@ std::string steps_html(const PlanReport& r) {
 // A measured step's charts: per node, per link, over time, and the latency histograms.
 std::string step_charts_html(const PlanReport& r, const StepView& s) {
   std::string out = "<div class=\"charts\">\n";
-  std::vector<BarGroup> nodes;
+  std::vector<BarGroup> nodes, links;
   for (const auto& n : s.nodes) {
     nodes.push_back({n.node, {n.tx_mb_per_s, n.rx_mb_per_s}, subject_failed(r, s, "node", n.node)});
-  }
-  out += bar_chart("Per-node throughput", {"tx", "rx"}, nodes, step_threshold(r, s, "node"), "MB/s");
-  if (!s.links.empty()) {
-    std::vector<BarGroup> links;
-    for (const auto& l : s.links) {
-      const std::string name = l.node + "/" + l.link;
+    for (const auto& l : n.links) {
+      const std::string name = n.node + "/" + l.link;
       links.push_back({name, {l.tx_mb_per_s, l.rx_mb_per_s}, subject_failed(r, s, "link", name)});
     }
+  }
+  out += bar_chart("Per-node throughput", {"tx", "rx"}, nodes, step_threshold(r, s, "node"), "MB/s");
+  if (!links.empty()) {
     out += bar_chart("Per-link throughput (interface counters)", {"tx", "rx"}, links, step_threshold(r, s, "link"),
                      "MB/s");
   }
@@ -626,10 +625,9 @@ std::string step_charts_html(const PlanReport& r, const StepView& s) {
     for (const auto& ev : s.counter_events) out += "<li>" + e(ev.node) + " " + e(ev.text) + "</li>";
     out += "</ul>\n";
   }
-  for (const auto* l : {&s.latency, &s.delay}) {
+  for (const auto& [what, l] : {std::pair{"Request", &s.latency}, {"Ping under load", &s.delay}}) {
     if (*l && !(*l)->buckets.empty()) {
-      out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}",
-                                         (*l)->what == "rpc" ? "Request" : "Ping under load", (*l)->count,
+      out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}", what, (*l)->count,
                                          fmt_us((*l)->p50_us), fmt_us((*l)->p99_us), fmt_us((*l)->max_us)),
                              **l);
     }
@@ -650,7 +648,7 @@ std::string step_html(const PlanReport& r, const StepView& s) {
   out += table_open("class=\"nodes\" style=\"margin-top:10px\"",
                     {"node", "role", "status", ">tx MB/s", ">rx MB/s", ">CPU %", ">retrans", ">p50", ">p99", ">max"});
   for (const auto& n : s.nodes) {
-    const auto& l = n.latency;
+    const auto& l = n.latency ? n.latency : n.delay;
     out += fmt::format(
         "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f}</td><td class=\"num\">{:.1f}</td>"
         "<td class=\"num\">{:.0f}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"

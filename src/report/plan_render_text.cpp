@@ -103,11 +103,19 @@ std::string render_plan_text(const PlanReport& r) {
     if (!s.summary.empty()) out += "  " + s.summary + "\n";
     Table nt({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
               h(col::cpu_busy_pct), h(col::retrans_segs), h(col::p50_us), h(col::p99_us), h(col::max_us)});
+    Table lt({h(col::node), h(col::link), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::payload_mb_per_s),
+              h(col::speed_mbps), h(col::utilization_pct), h(col::errors), h(col::drops)});
     for (const auto& n : s.nodes) {
-      const auto& l = n.latency;
+      const auto& l = n.latency ? n.latency : n.delay;
       nt.add({n.node, n.role, n.status, f1(n.tx_mb_per_s), f1(n.rx_mb_per_s), f0(n.cpu_busy_pct),
               n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? us(l->p50_us) : "-",
               l ? us(l->p99_us) : "-", l ? us(l->max_us) : "-"});
+      for (const auto& ln : n.links) {
+        lt.add({n.node, ln.link, f1(ln.tx_mb_per_s), f1(ln.rx_mb_per_s), f1(ln.payload_mb_per_s()),
+                ln.speed() > 0 ? std::to_string(ln.speed()) : "-",
+                ln.utilization_pct.value_or(-1) >= 0 ? f1(*ln.utilization_pct) : "-", std::to_string(ln.errors()),
+                std::to_string(ln.drops())});
+      }
     }
     out += nt.str();
     if (!s.pairs.empty()) {
@@ -116,21 +124,11 @@ std::string render_plan_text(const PlanReport& r) {
         pt.add({p.client, p.server, f1(p.mb_per_s), std::to_string(p.retrans), std::to_string(p.rtt_us)});
       out += "  pairs:\n" + pt.str("    ");
     }
-    if (!s.links.empty()) {
-      Table lt({h(col::node), h(col::link), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::payload_mb_per_s),
-                h(col::speed_mbps), h(col::utilization_pct), h(col::errors), h(col::drops)});
-      for (const auto& l : s.links) {
-        lt.add({l.node, l.link, f1(l.tx_mb_per_s), f1(l.rx_mb_per_s), f1(l.payload_mb_per_s),
-                l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-",
-                l.utilization_pct >= 0 ? f1(l.utilization_pct) : "-", std::to_string(l.errors),
-                std::to_string(l.drops)});
-      }
-      out += "  links:\n" + lt.str("    ");
-    }
-    for (const auto* l : {&s.latency, &s.delay}) {
+    if (!lt.empty()) out += "  links:\n" + lt.str("    ");
+    for (const auto& [what, l] : {std::pair{"rpc", &s.latency}, {"delay", &s.delay}}) {
       if (!*l) continue;
       const auto& v = **l;
-      out += fmt::format("  {} latency: {} samples, mean {} us, p50 {}, p90 {}, p99 {}, p99.9 {}, max {} us\n", v.what,
+      out += fmt::format("  {} latency: {} samples, mean {} us, p50 {}, p90 {}, p99 {}, p99.9 {}, max {} us\n", what,
                          v.count, us(v.mean_us), us(v.p50_us), us(v.p90_us), us(v.p99_us), us(v.p999_us), us(v.max_us));
     }
     for (const auto& f : s.findings) out += "  finding: " + f + "\n";

@@ -436,7 +436,7 @@ TEST(PlanModel, CounterDipsReachEveryRenderer) {
   const auto r = build_plan_report(load(lines({plan_line(1), s, end_line(true)})));
   ASSERT_EQ(r.steps[0].counter_events.size(), 1u);
   EXPECT_EQ(r.steps[0].counter_events[0].node, "n1");
-  EXPECT_EQ(r.steps[0].counter_events[0].link, "lo");
+  EXPECT_EQ(r.steps[0].counter_events[0].subject, "lo");
   EXPECT_DOUBLE_EQ(r.steps[0].counter_events[0].t1_s, 1.0);
   EXPECT_NE(render_plan_text(r).find("counters: n1 lo 0.5-1.0 s: -60%; qdisc.drops +12 (discard)"), std::string::npos);
   const std::string html = render_plan_html(r);

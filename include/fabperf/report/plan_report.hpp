@@ -66,40 +66,12 @@ using StepSink = std::function<void(const nlohmann::json& plan, nlohmann::json&&
 // a time, instead of into RawResults::steps: a results file of gigabytes is never held whole.
 RawResults load_results(std::istream& in, const std::string& name, const StepSink& on_step = {});
 
-// A result's latency figures (buckets: the non-empty ones, ascending) and which latency they are.
-struct LatencyView : ResultLatency {
-  std::string what;  // "rpc" (request latency) or "delay" (ping round trips under load)
-};
-
-struct NodeRow {
-  std::string node;  // the plan's host name when it could be matched, else the name the run used
-  std::string role;
-  std::string status;
-  double tx_mb_per_s{0};
-  double rx_mb_per_s{0};
-  double cpu_busy_pct{0};
-  std::int64_t retrans_segs{-1};  // -1 unknown
-  std::optional<LatencyView> latency;
-};
-
 struct PairRow {
-  std::string client;
+  std::string client;  // the plan's host names, as the step's nodes
   std::string server;
   double mb_per_s{0};
   std::uint64_t retrans{0};
   std::uint32_t rtt_us{0};
-};
-
-struct LinkRow {
-  std::string node;
-  std::string link;
-  double tx_mb_per_s{0};  // interface counters
-  double rx_mb_per_s{0};
-  double payload_mb_per_s{0};  // fabperf's bytes on this link, busier direction
-  std::int64_t speed_mbps{-1};
-  double utilization_pct{-1};
-  std::uint64_t errors{0};
-  std::uint64_t drops{0};
 };
 
 struct SeriesPoint {
@@ -112,13 +84,10 @@ struct Series {
   std::vector<SeriesPoint> points;
 };
 
-// A dip the step's counter diagnosis found (docs/counters.md): on which node and link, when, and
-// the sentence naming the counters that rose.
-struct CounterEvent {
+// A dip the step's counter diagnosis found (docs/counters.md) on a node: its link (or "node"),
+// when, and the sentence naming the counters that rose.
+struct CounterEvent : ResultDip {
   std::string node;
-  std::string link;  // or "node"
-  double t0_s{0}, t1_s{0};
-  std::string text;
 };
 
 struct StepView {
@@ -139,12 +108,14 @@ struct StepView {
   double gbit_per_s{0};
   double msg_per_s{0};
   double window_s{0};
-  std::vector<NodeRow> nodes;
+  // The result's nodes, each `node` the plan's host name when it could be matched, else the name
+  // the run used; without their intervals, counters and bonds (series and counter_events hold
+  // what the report shows of them).
+  std::vector<ResultNode> nodes;
   std::vector<PairRow> pairs;
-  std::vector<LinkRow> links;
-  std::optional<LatencyView> latency;  // all clients merged
-  std::optional<LatencyView> delay;
-  std::vector<Series> series;  // aggregate first, then one per node that sent data
+  std::optional<ResultLatency> latency;  // all clients merged: request latency ("rpc")
+  std::optional<ResultLatency> delay;    // ping round trips under load ("delay")
+  std::vector<Series> series;            // aggregate first, then one per node that sent data
   std::vector<std::string> findings;
   std::vector<CounterEvent> counter_events;  // dips and the counters that rose in them
   int kpi_passed{0};

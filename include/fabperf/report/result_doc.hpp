@@ -48,6 +48,8 @@ struct ResultLink {
   std::vector<IntervalPoint> intervals;
   [[nodiscard]] double payload_mb_per_s() const { return std::max(payload_tx_mb_per_s, payload_rx_mb_per_s); }
   [[nodiscard]] std::int64_t speed() const { return speed_mbps ? static_cast<std::int64_t>(*speed_mbps) : -1; }
+  [[nodiscard]] std::uint64_t errors() const { return static_cast<std::uint64_t>(tx_errors + rx_errors); }
+  [[nodiscard]] std::uint64_t drops() const { return static_cast<std::uint64_t>(tx_dropped + rx_dropped); }
 };
 struct ResultBondMember {
   std::string member;
