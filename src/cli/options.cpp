@@ -15,16 +15,6 @@ bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r) {
   return r.count("help") > 0;
 }
 
-std::vector<std::string> split_list(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  for (std::size_t start = 0;;) {
-    const auto at = text.find(sep, start);
-    out.push_back(text.substr(start, at == std::string::npos ? std::string::npos : at - start));
-    if (at == std::string::npos) return out;
-    start = at + 1;
-  }
-}
-
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("fabperf");
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");

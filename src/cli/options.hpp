@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fabperf/core/spec.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/proto/auth.hpp>
 
 namespace fabperf::cli {
@@ -37,8 +38,6 @@ T get(const cxxopts::ParseResult& r, const std::string& name) {
 
 // --help: prints the options' help; true when it did (the command then ends with 0).
 bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r);
-// The items of a list separated by sep, empty ones included ("" is one empty item).
-std::vector<std::string> split_list(const std::string& text, char sep);
 // --log-level: spdlog's default logger on stderr at that level.
 void setup_logging(const std::string& level);
 // The options of every command that talks to agents, declared once (one help text each):

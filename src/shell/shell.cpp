@@ -148,18 +148,14 @@ class ShellSession {
     std::istringstream in(t);
     std::string w;
     while (in >> w) {
-      std::size_t start = 0;
-      while (true) {
-        const auto semi = w.find(';', start);
-        const std::string part = w.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
-        if (part == "/") {
+      const auto parts = split_list(w, ';');
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (i > 0) out.emplace_back();
+        if (parts[i] == "/") {
           out.emplace_back();
-        } else if (!part.empty()) {
-          out.back().push_back(part);
+        } else if (!parts[i].empty()) {
+          out.back().push_back(parts[i]);
         }
-        if (semi == std::string::npos) break;
-        out.emplace_back();
-        start = semi + 1;
       }
     }
     std::erase_if(out, [](const auto& v) { return v.empty(); });
