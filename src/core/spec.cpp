@@ -3,6 +3,7 @@
 #include <fabperf/core/units.hpp>
 
 #include <fmt/format.h>
+#include <netdb.h>
 #include <algorithm>
 #include <span>
 
@@ -218,6 +219,15 @@ std::uint32_t TestSpec::connections_per_pair() const {
 std::string HostPort::str() const {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
   return fmt::format("{}:{}", host, port);
+}
+
+const char* resolve_error(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) return gai_strerror(rc);
+  freeaddrinfo(res);
+  return nullptr;
 }
 
 namespace {

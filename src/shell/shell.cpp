@@ -12,13 +12,11 @@
 #include "shell/line_reader.hpp"
 
 #include <fmt/format.h>
-#include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -166,13 +164,8 @@ class ShellSession {
 
   static HostPort host(const std::string& text) {
     HostPort hp = checked([&] { return parse_host_port(text, "host"); });
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res); rc != 0) {
-      throw ShellError(fmt::format("Cannot find address for host {} ({})", hp.host, gai_strerror(rc)));
-    }
-    freeaddrinfo(res);
+    if (const char* why = resolve_error(hp.host))
+      throw ShellError(fmt::format("Cannot find address for host {} ({})", hp.host, why));
     return hp;
   }
 
