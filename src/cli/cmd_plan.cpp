@@ -1,6 +1,7 @@
 // `fabperf plan check`, `fabperf preflight`, and the one-test plan `fabperf run --pattern` builds
 // from its options; the executor itself is the library's (include/fabperf/plan/plan_run.hpp).
 #include "cli/commands.hpp"
+#include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
 
 #include <fabperf/coordinator/coordinator.hpp>
@@ -138,10 +139,7 @@ int cmd_preflight(int argc, char** argv) {
   } else {
     std::vector<HostPort> hps;
     if (r.count("local")) {
-      const int n = r["local"].as<int>();
-      if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
-      local = std::make_unique<LocalAgents>(n, "warn", key_file);
-      if (key.empty()) key = local->key();  // their one-time key
+      local = start_local_agents(r["local"].as<int>(), key_file, key);
       hps = local->endpoints();
     } else {
       for (const auto& item : split_list(r["hosts"].as<std::string>(), ','))
