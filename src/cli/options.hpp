@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cxxopts.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fabperf/core/spec.hpp>
@@ -33,6 +34,16 @@ T get(const cxxopts::ParseResult& r, const std::string& name) {
     return r[name].as<T>();
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(fmt::format("--{}: {}", name, e.what()));
+  }
+}
+
+// fn(), a UsageError it throws prefixed with the option it was about ("--kpi: ").
+template <typename F>
+auto prefix_errors(std::string_view prefix, F&& fn) {
+  try {
+    return fn();
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{}{}", prefix, e.what()));
   }
 }
 
