@@ -44,10 +44,6 @@ constexpr std::size_t kMaxPreAuthPerSource = 8;
 constexpr auto kAgentIdleDeadline = 4s;
 constexpr auto kHeartbeat = 1s;
 
-bool is_loopback(const asio::ip::address& a) {
-  return unmapped(a).is_loopback();
-}
-
 // A connection that has not proven the key yet (see kMaxPreAuth).
 struct PreAuth {
   std::weak_ptr<FramedConn> conn;
@@ -201,7 +197,7 @@ class Agent {
       }
       const auto remote = sock.remote_endpoint(ec);
       const std::string peer = ec ? "?" : HostPort{numeric_address(remote.address()), remote.port(), {}}.str();
-      if (opts_.key.empty() && !opts_.insecure && !ec && !is_loopback(remote.address())) {
+      if (opts_.key.empty() && !opts_.insecure && !ec && !unmapped(remote.address()).is_loopback()) {
         spdlog::warn(
             "agent: refused control connection from {}: this agent has no key and accepts loopback "
             "coordinators only (start it with --key-file)",
@@ -389,7 +385,7 @@ class Agent {
           }
           case MsgType::shutdown:
             co_await on_shutdown(conn, who, proto::parse_shutdown(fr.body),
-                                 is_loopback(conn->socket().remote_endpoint().address()));
+                                 unmapped(conn->socket().remote_endpoint().address()).is_loopback());
             break;
           case MsgType::setup_server:
             co_await host_.setup_server(conn, who, proto::parse_setup_server(fr.body), bind_address);

@@ -15,10 +15,17 @@
 namespace fabperf::cli {
 namespace {
 
-void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path);
+// --json -: the JSON on stdout alone; otherwise the text, and the JSON to the --json FILE if given.
+void print(const std::string& json_path, const std::string& text, const nlohmann::json& j) {
+  if (json_path == "-") {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << text;
+  if (json_path.empty()) return;
+  std::ofstream out(json_path);
   out << j.dump(2) << "\n";
-  if (!out) throw SystemError("write comparison to", path, errno);
+  if (!out) throw SystemError("write comparison to", json_path, errno);
 }
 
 }  // namespace
@@ -82,24 +89,14 @@ int cmd_compare(int argc, char** argv) {
     auto j = render_comparison_json(c);
     j["unreplicated"] = true;
     j["verdict"] = d.sentence;
-    if (json_path == "-") {
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::cout << render_comparison_text(c) << "note: " << d.sentence << "\n";
-      if (!json_path.empty()) write_json(json_path, j);
-    }
+    print(json_path, render_comparison_text(c) + "note: " + d.sentence + "\n", j);
     return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
   }
   TrialCompareOptions opts;
   opts.expect = expectations;
   opts.verdict.min_effect_pct = min_effect;
   const TrialComparison c = compare_trial_sets(sides[0], sides[1], opts);
-  if (json_path == "-") {
-    std::cout << render_trial_comparison_json(c).dump(2) << "\n";
-  } else {
-    std::cout << render_trial_comparison_text(c);
-    if (!json_path.empty()) write_json(json_path, render_trial_comparison_json(c));
-  }
+  print(json_path, render_trial_comparison_text(c), render_trial_comparison_json(c));
   return c.failed ? static_cast<int>(ExitCode::kpi_failed) : 0;
 }
 

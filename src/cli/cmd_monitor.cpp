@@ -15,7 +15,6 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 namespace fabperf::cli {
@@ -60,14 +59,6 @@ void say(const std::string& line) {
   std::cerr << iso8601_utc_now() << " monitor: " << line << "\n" << std::flush;
 }
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("{} {}: cannot be read ({})", what, path, errno_text(errno)));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string describe(const mon::MonitorConfig& cfg, const mon::Schedule& s) {
   const double d = std::chrono::duration<double>(cfg.probe.time()).count() + 0.7;  // set-up and collection per probe
   const double per_host_link = 2.0 * static_cast<double>(cfg.hosts.size() - 1) * d / cfg.max_duty;
@@ -93,7 +84,7 @@ void load_state(const mon::MonitorConfig& cfg, const std::string& state_file, bo
                     cfg.baseline_probes));
     return;
   }
-  const json j = json::parse(read_file(state_file, "state file"), nullptr, false);
+  const json j = json::parse(read_text_file(state_file, "state file"), nullptr, false);
   if (j.is_discarded()) {
     throw UsageError(fmt::format(
         "state file {}: not valid JSON (move it away, or start with --reset-baselines to measure new baselines)",
@@ -162,7 +153,7 @@ int cmd_monitor(int argc, char** argv) {
     }
   };
   if (!cfg.acceptance.empty()) {
-    const auto n = state.seed_from_acceptance(read_file(cfg.acceptance, "acceptance file"), cfg.acceptance);
+    const auto n = state.seed_from_acceptance(read_text_file(cfg.acceptance, "acceptance file"), cfg.acceptance);
     if (n > 0) {
       say(fmt::format("{} baselines seeded from {}", n, cfg.acceptance));
       persist(state.baselines_json());
@@ -184,11 +175,7 @@ int cmd_monitor(int argc, char** argv) {
     });
   }
   say(describe(cfg, sched));
-  if (server) {
-    const bool v6 = cfg.listen_host.find(':') != std::string::npos;
-    say(fmt::format("metrics on http://{}{}{}:{}/metrics", v6 ? "[" : "", cfg.listen_host, v6 ? "]" : "",
-                    server->port()));
-  }
+  if (server) say(fmt::format("metrics on http://{}/metrics", HostPort{cfg.listen_host, server->port(), {}}.str()));
   StopAwareProber prober(mon::make_prober(cfg, key));
   RealClock clock;
   mon::RunOptions ro;

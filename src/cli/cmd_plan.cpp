@@ -1,6 +1,7 @@
 // `fabperf plan check`, `fabperf preflight`, and the one-test plan `fabperf run --pattern` builds
 // from its options; the executor itself is the library's (include/fabperf/plan/plan_run.hpp).
 #include "cli/commands.hpp"
+#include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
 
 #include <fabperf/coordinator/coordinator.hpp>
@@ -16,11 +17,7 @@
 namespace fabperf::cli {
 
 std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_links) {
-  try {
-    return plan::parse_bind_devs(text, n_links);
-  } catch (const UsageError& e) {
-    throw UsageError(fmt::format("--bind-dev {}", e.what()));
-  }
+  return prefix_errors("--bind-dev ", [&] { return plan::parse_bind_devs(text, n_links); });
 }
 
 plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
@@ -76,19 +73,11 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
     const double x = std::strtod(v.c_str(), &end);
     if (v.empty() || end != v.c_str() + v.size())
       throw UsageError(fmt::format("--kpi '{}': '{}' is not a number", kv, v));
-    try {
-      plan::set_kpi(t.kpis, kv.substr(0, eq), x);
-    } catch (const UsageError& e) {
-      throw UsageError(fmt::format("--kpi: {}", e.what()));
-    }
+    prefix_errors("--kpi: ", [&] { plan::set_kpi(t.kpis, kv.substr(0, eq), x); });
   }
   t.per_link_sequential = c.per_link_sequential;
   if (!c.bind_dev.empty()) t.bind_devs = bind_dev_option(c.bind_dev, p.hosts.front().hp.links.size());
-  try {
-    plan::normalize(p, t);
-  } catch (const UsageError& e) {
-    throw UsageError(fmt::format("--{}", e.what()));  // "per-link sequential: ..."
-  }
+  prefix_errors("--", [&] { plan::normalize(p, t); });  // "per-link sequential: ..."
   p.tests.push_back(std::move(t));
   p.repeat = c.repeat;
   p.isolate = c.isolate;
@@ -138,10 +127,7 @@ int cmd_preflight(int argc, char** argv) {
   } else {
     std::vector<HostPort> hps;
     if (r.count("local")) {
-      const int n = r["local"].as<int>();
-      if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
-      local = std::make_unique<LocalAgents>(n, "warn", key_file);
-      if (key.empty()) key = local->key();  // their one-time key
+      local = start_local_agents(r["local"].as<int>(), key_file, key);
       hps = local->endpoints();
     } else {
       for (const auto& item : split_list(r["hosts"].as<std::string>(), ','))

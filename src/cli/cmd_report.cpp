@@ -28,21 +28,12 @@ int cmd_report(int argc, char** argv) {
       "file", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
   o.parse_positional({"file"});
   o.positional_help("RESULTS");
-  cxxopts::ParseResult r;
-  std::string format, table, output;
-  std::vector<std::string> files;
-  try {
-    r = o.parse(argc, argv);
-    if (!r.unmatched().empty())
-      throw UsageError(fmt::format("report: unexpected argument '{}'", r.unmatched().front()));
-    if (help_printed(o, r)) return 0;
-    format = r["format"].as<std::string>();
-    table = r["table"].as<std::string>();
-    if (r.count("output")) output = r["output"].as<std::string>();
-    if (r.count("file")) files = r["file"].as<std::vector<std::string>>();
-  } catch (const cxxopts::exceptions::exception& ex) {
-    throw UsageError(fmt::format("report: {}", ex.what()));
-  }
+  const auto r = prefix_errors("report: ", [&] { return parse_options(o, argc, argv); });
+  if (help_printed(o, r)) return 0;
+  const auto format = r["format"].as<std::string>();
+  const auto table = r["table"].as<std::string>();
+  const std::string output = r.count("output") ? r["output"].as<std::string>() : "";
+  const auto files = r.count("file") ? r["file"].as<std::vector<std::string>>() : std::vector<std::string>{};
   if (files.size() != 1) throw UsageError("report: give exactly one results file: fabperf report RESULTS");
   if (format != "text" && format != "json" && format != "csv" && format != "junit" && format != "html") {
     throw UsageError(fmt::format("--format '{}': expected text, json, csv, junit or html", format));

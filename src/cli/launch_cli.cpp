@@ -78,18 +78,14 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
     so.agent_port = port;
     so.fanout = static_cast<std::size_t>(parse_int(get<std::string>(r, "launch-fanout"), "--launch-fanout", 1, 4096));
     so.timeout = timeout;
-    auto servers = host_list(get<std::string>(r, "servers"), "--servers");
-    auto clients = host_list(get<std::string>(r, "clients"), "--clients");
+    auto hosts = host_list(get<std::string>(r, "servers"), "--servers");
+    const auto clients = host_list(get<std::string>(r, "clients"), "--clients");
     for (const auto& c : clients) {
-      for (const auto& s : servers) {
-        if (c.host == s.host) {
-          throw UsageError(
-              fmt::format("--clients: {} is also a server (a host is either a client or a server)", c.host));
-        }
+      if (std::any_of(hosts.begin(), hosts.end(), [&](const HostPort& s) { return s.host == c.host; })) {
+        throw UsageError(fmt::format("--clients: {} is also a server (a host is either a client or a server)", c.host));
       }
     }
-    n_servers = servers.size();
-    std::vector<HostPort> hosts = servers;
+    n_servers = hosts.size();
     hosts.insert(hosts.end(), clients.begin(), clients.end());
     agents = launch::start_ssh(hosts, so);
   } else {
@@ -100,34 +96,42 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
     if (r.count("agent-path")) so.agent_path = get<std::string>(r, "agent-path");
     so.agent_port = port;
     so.timeout = timeout;
-    std::vector<std::string> servers, clients;
+    std::vector<std::string> nodes;
     if (r.count("servers") != r.count("clients"))
       throw UsageError("--launch slurm: give both --servers and --clients (node names) or neither");
     if (r.count("servers")) {
-      servers = names(get<std::string>(r, "servers"), "--servers");
-      clients = names(get<std::string>(r, "clients"), "--clients");
+      nodes = names(get<std::string>(r, "servers"), "--servers");
+      const auto clients = names(get<std::string>(r, "clients"), "--clients");
       for (const auto& c : clients) {
-        if (std::find(servers.begin(), servers.end(), c) != servers.end()) {
+        if (std::find(nodes.begin(), nodes.end(), c) != nodes.end()) {
           throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c));
         }
       }
+      n_servers = nodes.size();
+      nodes.insert(nodes.end(), clients.begin(), clients.end());
     } else {
       // The allocation split like --local: the first half serves.
-      const auto all = launch::slurm_allocation_nodes(so);
-      if (all.size() < 2) throw UsageError("--launch slurm: the allocation has one node; a test needs at least two");
-      servers.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2));
-      clients.assign(all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2), all.end());
+      nodes = launch::slurm_allocation_nodes(so);
+      if (nodes.size() < 2) throw UsageError("--launch slurm: the allocation has one node; a test needs at least two");
+      n_servers = nodes.size() / 2;
     }
-    n_servers = servers.size();
-    std::vector<std::string> nodes = servers;
-    nodes.insert(nodes.end(), clients.begin(), clients.end());
     agents = launch::start_slurm(nodes, so);
   }
-  const auto& eps = agents->endpoints();
-  req.servers.assign(eps.begin(), eps.begin() + static_cast<std::ptrdiff_t>(n_servers));
-  req.clients.assign(eps.begin() + static_cast<std::ptrdiff_t>(n_servers), eps.end());
+  assign_endpoints(req, agents->endpoints(), n_servers);
   req.key = agents->key();
   return agents;
+}
+
+std::unique_ptr<LocalAgents> start_local_agents(int n, const std::string& key_file, auth::Key& key) {
+  if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
+  auto local = std::make_unique<LocalAgents>(n, "warn", key_file);
+  if (key.empty()) key = local->key();  // their one-time key
+  return local;
+}
+
+void assign_endpoints(RunRequest& req, const std::vector<HostPort>& eps, std::size_t n_servers) {
+  req.servers.assign(eps.begin(), eps.begin() + static_cast<std::ptrdiff_t>(n_servers));
+  req.clients.assign(eps.begin() + static_cast<std::ptrdiff_t>(n_servers), eps.end());
 }
 
 }  // namespace fabperf::cli

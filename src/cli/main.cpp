@@ -239,14 +239,8 @@ std::unique_ptr<LocalAgents> start_local(const cxxopts::ParseResult& r, bool pla
   if (r.count("servers") || r.count("clients") || r.count("hosts"))  // --hosts: only given in plan mode
     throw UsageError(plan_mode ? "--local: cannot be combined with --servers/--clients/--hosts"
                                : "--local: cannot be combined with --servers/--clients");
-  const int n = get<int>(r, "local");
-  if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
-  auto local = std::make_unique<LocalAgents>(n, "warn", key_file);
-  if (req.key.empty()) req.key = local->key();  // their one-time key
-  const auto& eps = local->endpoints();
-  const auto n_servers = static_cast<std::ptrdiff_t>(eps.size() / 2);
-  req.servers.assign(eps.begin(), eps.begin() + n_servers);
-  req.clients.assign(eps.begin() + n_servers, eps.end());
+  auto local = cli::start_local_agents(get<int>(r, "local"), key_file, req.key);
+  cli::assign_endpoints(req, local->endpoints(), local->endpoints().size() / 2);
   return local;
 }
 

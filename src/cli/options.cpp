@@ -3,7 +3,6 @@
 #include <fabperf/core/units.hpp>
 #include <fabperf/proto/auth.hpp>
 
-#include <netdb.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <iostream>
@@ -13,16 +12,6 @@ namespace fabperf::cli {
 bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r) {
   if (r.count("help")) std::cout << o.help();
   return r.count("help") > 0;
-}
-
-std::vector<std::string> split_list(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  for (std::size_t start = 0;;) {
-    const auto at = text.find(sep, start);
-    out.push_back(text.substr(start, at == std::string::npos ? std::string::npos : at - start));
-    if (at == std::string::npos) return out;
-    start = at + 1;
-  }
 }
 
 void setup_logging(const std::string& level) {
@@ -75,12 +64,8 @@ std::vector<HostPort> host_list(const std::string& text, const char* what) {
     if (item.empty()) throw UsageError(fmt::format("{} '{}': empty host in the list", what, text));
     HostPort hp = parse_host_port(item, what);
     if (hp.port == 0) throw UsageError(fmt::format("{} '{}': port 0 is not an agent's port", what, item));
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
-    if (rc != 0) throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, gai_strerror(rc)));
-    freeaddrinfo(res);
+    if (const char* why = resolve_error(hp.host))
+      throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, why));
     for (const auto& x : out) {
       if (x.host == hp.host && x.port == hp.port)
         throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));

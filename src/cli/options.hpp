@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cxxopts.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fabperf/core/spec.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/proto/auth.hpp>
 
 namespace fabperf::cli {
@@ -35,10 +37,18 @@ T get(const cxxopts::ParseResult& r, const std::string& name) {
   }
 }
 
+// fn(), a UsageError it throws prefixed with the option it was about ("--kpi: ").
+template <typename F>
+auto prefix_errors(std::string_view prefix, F&& fn) {
+  try {
+    return fn();
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{}{}", prefix, e.what()));
+  }
+}
+
 // --help: prints the options' help; true when it did (the command then ends with 0).
 bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r);
-// The items of a list separated by sep, empty ones included ("" is one empty item).
-std::vector<std::string> split_list(const std::string& text, char sep);
 // --log-level: spdlog's default logger on stderr at that level.
 void setup_logging(const std::string& level);
 // The options of every command that talks to agents, declared once (one help text each):

@@ -3,6 +3,7 @@
 #include <fabperf/core/units.hpp>
 
 #include <fmt/format.h>
+#include <netdb.h>
 #include <algorithm>
 #include <span>
 
@@ -199,18 +200,13 @@ TestSpec TestSpec::make(const SpecParams& p) {
 
 std::vector<int> parse_cpu_list(std::string_view text, std::string_view what) {
   std::vector<int> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    const auto item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+  for (const std::string& item : split_list(text, ',')) {
     const auto dash = item.find('-');
     const std::int64_t lo = parse_int(item.substr(0, dash), what, 0, limits::kMaxCpus - 1);
     const std::int64_t hi =
-        dash == std::string_view::npos ? lo : parse_int(item.substr(dash + 1), what, 0, limits::kMaxCpus - 1);
+        dash == std::string::npos ? lo : parse_int(item.substr(dash + 1), what, 0, limits::kMaxCpus - 1);
     if (hi < lo) throw UsageError(fmt::format("{} '{}': range {} runs backwards", what, text, item));
     for (auto c = lo; c <= hi; ++c) out.push_back(static_cast<int>(c));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
   }
   return out;
 }
@@ -225,6 +221,15 @@ std::string HostPort::str() const {
   return fmt::format("{}:{}", host, port);
 }
 
+const char* resolve_error(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) return gai_strerror(rc);
+  freeaddrinfo(res);
+  return nullptr;
+}
+
 namespace {
 HostPort parse_plain_host_port(std::string_view text, std::string_view what);
 }  // namespace
@@ -235,10 +240,8 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
   HostPort hp = parse_plain_host_port(text.substr(0, at), what);
   std::string_view rest = text.substr(at + 1);
   if (rest.empty()) throw UsageError(fmt::format("{} '{}': no link address after '@'", what, text));
-  std::size_t start = 0;
-  while (start <= rest.size()) {
-    const auto plus = rest.find('+', start);
-    std::string_view a = rest.substr(start, plus == std::string_view::npos ? std::string_view::npos : plus - start);
+  for (const std::string& item : split_list(rest, '+')) {
+    std::string_view a = item;
     if (!a.empty() && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
     if (a.empty()) throw UsageError(fmt::format("{} '{}': empty link address", what, text));
     if (a.find_first_not_of("0123456789abcdefABCDEF.:%") != std::string_view::npos) {
@@ -246,8 +249,6 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
     }
     hp.links.emplace_back(a);
     if (hp.links.size() > 64) throw UsageError(fmt::format("{} '{}': more than 64 links", what, text));
-    if (plus == std::string_view::npos) break;
-    start = plus + 1;
   }
   return hp;
 }

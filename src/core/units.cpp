@@ -97,4 +97,14 @@ std::string format_size(std::uint64_t bytes) {
   return fmt::format("{}", bytes);
 }
 
+std::vector<std::string> split_list(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0;;) {
+    const auto at = text.find(sep, start);
+    out.emplace_back(text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) return out;
+    start = at + 1;
+  }
+}
+
 }  // namespace fabperf

@@ -3,6 +3,7 @@
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/stop.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/launch/launch.hpp>
 #include <fabperf/sysinfo/sysstat.hpp>
 
@@ -182,13 +183,9 @@ void send_key(Launched& c, const auth::Key& key) {
 // The lines of a text that are not blank, trailing blanks and carriage returns removed.
 std::vector<std::string> text_lines(std::string_view text) {
   std::vector<std::string> lines;
-  for (std::size_t start = 0; start < text.size();) {
-    auto nl = text.find('\n', start);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string line(text.substr(start, nl - start));
+  for (std::string& line : split_list(text, '\n')) {
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
     if (!line.empty()) lines.push_back(std::move(line));
-    start = nl + 1;
   }
   return lines;
 }

@@ -8,10 +8,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cerrno>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -40,12 +37,6 @@ constexpr Key kMonitorKeys[] = {
     {"max-backoff", "longest wait before retrying an unreachable agent, seconds (default 300)"},
     {"connect-timeout", "seconds to wait for each agent (default 5)"},
 };
-
-std::string key_list() {
-  std::string s;
-  for (const auto& k : kMonitorKeys) s += (s.empty() ? "" : ", ") + std::string(k.name);
-  return s;
-}
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -76,38 +67,29 @@ std::chrono::nanoseconds seconds_of(const Ctx& c, const toml::node& n, std::stri
   return d;
 }
 
-// [monitor] listen: HOST:PORT or [IPV6]:PORT.
+// [monitor] listen: HOST:PORT or [IPV6]:PORT, read by core's parser, but with a port and no @links.
 void read_listen(const Ctx& c, const toml::node* n, MonitorConfig& cfg) {
   const std::string s = c.str(*n, "listen");
-  std::string host;
-  std::string port;
-  if (!s.empty() && s.front() == '[') {
-    const auto close = s.find(']');
-    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') {
-      c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
-    }
-    host = s.substr(1, close - 1);
-    port = s.substr(close + 2);
-  } else {
-    const auto colon = s.rfind(':');
-    if (colon == std::string::npos || s.find(':') != colon)
-      c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
-    host = s.substr(0, colon);
-    port = s.substr(colon + 1);
-  }
-  if (host.empty())
+  const auto colon = s.rfind(':');  // the port's, after the host ("]:" after an IPv6 address)
+  const auto host_end = s.starts_with('[') ? s.find("]:") + 1 : s.find(':');
+  if (colon == std::string::npos || host_end != colon || s.find('@') != std::string::npos)
+    c.fail(n, "listen", fmt::format("'{}': expected HOST:PORT or [IPV6]:PORT", s));
+  if (colon == 0 || s.starts_with("[]"))
     c.fail(n, "listen", fmt::format("'{}': no host (give 127.0.0.1:PORT, or an address with listen-public = true)", s));
-  cfg.listen_host = host;
-  cfg.listen_port = static_cast<std::uint16_t>(c.wrap(n, "listen", [&] { return parse_int(port, "port", 0, 65535); }));
+  const HostPort hp = c.wrap(n, "listen", [&] { return parse_host_port(s, "listen"); });
+  cfg.listen_host = hp.host;
+  cfg.listen_port = hp.port;
 }
 
 // [monitor], all but link-names (that needs the hosts).
 void read_monitor(const Ctx& c, const toml::node* mon, const toml::table& m, MonitorConfig& cfg) {
   for (const auto& [key, v] : m) {
     const std::string k(key.str());
-    const bool known =
-        std::any_of(std::begin(kMonitorKeys), std::end(kMonitorKeys), [&](const Key& x) { return k == x.name; });
-    if (!known) c.fail(&v, k, fmt::format("unknown field of [monitor] ({})", key_list()));
+    if (std::ranges::find(kMonitorKeys, k, &Key::name) == std::end(kMonitorKeys)) {
+      std::string names;
+      for (const auto& x : kMonitorKeys) names += (names.empty() ? "" : ", ") + std::string(x.name);
+      c.fail(&v, k, fmt::format("unknown field of [monitor] ({})", names));
+    }
   }
   if (const auto* n = m.get("listen")) read_listen(c, n, cfg);
   if (const auto* n = m.get("listen-public")) cfg.listen_public = c.boolean(*n, "listen-public");
@@ -243,11 +225,7 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
 }
 
 MonitorConfig load_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("monitor config {}: cannot be read ({})", path, errno_text(errno)));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  return parse_config(read_text_file(path, "monitor config"), path);
 }
 
 }  // namespace fabperf::monitor

@@ -63,15 +63,16 @@ class EditReader final : public LineReader {
   std::string path_;
   std::string last_;
 };
-#endif
 
-}  // namespace
-
+// Where the history is kept: $FABPERF_HISTORY, else $HOME/.fabperf_history ("" when neither).
 std::string history_file() {
   if (const char* p = std::getenv("FABPERF_HISTORY"); p != nullptr && *p != '\0') return p;
   if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') return std::string(h) + "/.fabperf_history";
   return {};
 }
+#endif
+
+}  // namespace
 
 std::unique_ptr<LineReader> make_line_reader(bool tty) {
 #if FABPERF_HAVE_LIBEDIT

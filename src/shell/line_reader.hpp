@@ -18,7 +18,4 @@ class LineReader {
 // tty: stdin is a terminal. The editing reader loads and saves the history file.
 std::unique_ptr<LineReader> make_line_reader(bool tty);
 
-// Where the history is kept: $FABPERF_HISTORY, else $HOME/.fabperf_history ("" when neither).
-std::string history_file();
-
 }  // namespace fabperf

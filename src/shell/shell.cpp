@@ -12,13 +12,11 @@
 #include "shell/line_reader.hpp"
 
 #include <fmt/format.h>
-#include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -148,18 +146,14 @@ class ShellSession {
     std::istringstream in(t);
     std::string w;
     while (in >> w) {
-      std::size_t start = 0;
-      while (true) {
-        const auto semi = w.find(';', start);
-        const std::string part = w.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
-        if (part == "/") {
+      const auto parts = split_list(w, ';');
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (i > 0) out.emplace_back();
+        if (parts[i] == "/") {
           out.emplace_back();
-        } else if (!part.empty()) {
-          out.back().push_back(part);
+        } else if (!parts[i].empty()) {
+          out.back().push_back(parts[i]);
         }
-        if (semi == std::string::npos) break;
-        out.emplace_back();
-        start = semi + 1;
       }
     }
     std::erase_if(out, [](const auto& v) { return v.empty(); });
@@ -170,13 +164,8 @@ class ShellSession {
 
   static HostPort host(const std::string& text) {
     HostPort hp = checked([&] { return parse_host_port(text, "host"); });
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res); rc != 0) {
-      throw ShellError(fmt::format("Cannot find address for host {} ({})", hp.host, gai_strerror(rc)));
-    }
-    freeaddrinfo(res);
+    if (const char* why = resolve_error(hp.host))
+      throw ShellError(fmt::format("Cannot find address for host {} ({})", hp.host, why));
     return hp;
   }
 

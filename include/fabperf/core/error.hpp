@@ -71,4 +71,7 @@ class VerbsError : public Error {
 // "connect 10.0.0.1:6668: Connection refused" — errno text for err.
 std::string errno_text(int err);
 
+// A whole file; UsageError "WHAT PATH: cannot be read (errno text)" when it cannot be opened.
+std::string read_text_file(const std::string& path, std::string_view what);
+
 }  // namespace fabperf

@@ -197,5 +197,7 @@ struct HostPort {
 };
 // NAME[:PORT][@ADDR[+ADDR...]]; throws UsageError.
 HostPort parse_host_port(std::string_view text, std::string_view what);
+// Why host does not resolve (getaddrinfo's gai_strerror), or nullptr when it does.
+const char* resolve_error(const std::string& host);
 
 }  // namespace fabperf

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fabperf {
 
@@ -21,6 +22,9 @@ std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view 
 
 // Parses a whole number in [lo, hi]; throws UsageError naming `what`.
 std::int64_t parse_int(std::string_view text, std::string_view what, std::int64_t lo, std::int64_t hi);
+
+// The items of a list separated by sep, empty ones included ("" is one empty item).
+std::vector<std::string> split_list(std::string_view text, char sep);
 
 // 4194304 -> "4M"; sizes that are not whole multiples print in bytes.
 std::string format_size(std::uint64_t bytes);

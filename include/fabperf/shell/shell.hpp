@@ -3,8 +3,6 @@
 // blocks, so scripts and wrappers written for nsdperf keep working.
 #pragma once
 
-#include <istream>
-#include <ostream>
 #include <string>
 #include <vector>
 
