@@ -24,11 +24,14 @@ auth::Proof mac(std::span<const std::uint8_t> label, const proto::Token& client_
   return auth::hmac_sha256(client_token, {label, binding, client_nonce, server_nonce});
 }
 
-Message header(Kind k) {
+// A message of kind k; the field a pass leaves empty (an empty span) stays zeros.
+Message message(Kind k, std::span<const std::uint8_t> nonce, std::span<const std::uint8_t> proof) {
   Message m{};
   put_be16(m.data(), kMagic);
   m[2] = kVersion;
   m[3] = static_cast<std::uint8_t>(k);
+  std::ranges::copy(nonce, m.begin() + kNonceAt);
+  std::ranges::copy(proof, m.begin() + kMacAt);
   return m;
 }
 
@@ -89,26 +92,17 @@ std::array<std::uint8_t, kBindingSize> encode_binding(const Binding& b) {
 }
 
 Message encode_client_hello(const auth::Nonce& client_nonce) {
-  Message m = header(Kind::client_hello);
-  std::copy(client_nonce.begin(), client_nonce.end(), m.begin() + kNonceAt);
-  return m;
+  return message(Kind::client_hello, client_nonce, {});
 }
 
 Message encode_server_proof(const proto::Token& client_token, const Binding& b, const auth::Nonce& client_nonce,
                             const auth::Nonce& server_nonce) {
-  Message m = header(Kind::server_proof);
-  std::copy(server_nonce.begin(), server_nonce.end(), m.begin() + kNonceAt);
-  const auto p = mac(kServerLabel, client_token, b, client_nonce, server_nonce);
-  std::copy(p.begin(), p.end(), m.begin() + kMacAt);
-  return m;
+  return message(Kind::server_proof, server_nonce, mac(kServerLabel, client_token, b, client_nonce, server_nonce));
 }
 
 Message encode_client_proof(const proto::Token& client_token, const Binding& b, const auth::Nonce& client_nonce,
                             const auth::Nonce& server_nonce) {
-  Message m = header(Kind::client_proof);
-  const auto p = mac(kClientLabel, client_token, b, client_nonce, server_nonce);
-  std::copy(p.begin(), p.end(), m.begin() + kMacAt);
-  return m;
+  return message(Kind::client_proof, {}, mac(kClientLabel, client_token, b, client_nonce, server_nonce));
 }
 
 Checked check_client_hello(std::span<const std::uint8_t> bytes, auth::Nonce& client_nonce) {

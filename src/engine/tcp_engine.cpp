@@ -8,9 +8,11 @@
 #include <fabperf/core/units.hpp>
 #include <fabperf/sysinfo/bonding.hpp>
 #include <fabperf/sysinfo/links.hpp>
+#include <fabperf/sysinfo/sysstat.hpp>
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -40,6 +42,36 @@ struct SocketGuard {
   }
   int release() { return std::exchange(fd, -1); }
 };
+
+void set_port(sockaddr* sa, std::uint16_t port) {
+  if (sa->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(sa)->sin_port = htons(port);
+  if (sa->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = htons(port);
+}
+
+// --bind-dev: one device per link, every one checked before any connection opens.
+std::vector<std::string> resolve_bind_devs(const ClientPlan& plan) {
+  std::vector<std::string> out;
+  if (plan.bind_devs.size() == 1 && plan.bind_devs.front() == "auto") {
+    if (plan.source_addrs.empty()) {
+      throw UsageError("--bind-dev auto: this client has no link addresses (give it as NAME@ADDR+ADDR)");
+    }
+    for (const auto& a : plan.source_addrs) {
+      std::string dev = interface_of_address(a);
+      if (dev.empty()) {
+        throw UsageError(fmt::format("--bind-dev auto: no interface of {} owns link address {}", local_hostname(), a));
+      }
+      out.push_back(std::move(dev));
+    }
+    return out;
+  }
+  for (const auto& d : plan.bind_devs) {
+    if (::if_nametoindex(d.c_str()) == 0) {
+      throw UsageError(fmt::format("--bind-dev {}: no such network interface on {}", d, local_hostname()));
+    }
+    out.push_back(d);
+  }
+  return out;
+}
 }  // namespace
 
 std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows) {
@@ -88,20 +120,6 @@ void TcpEngine::stop_accept() noexcept {
   accept_stop_ = true;
   const std::uint64_t one = 1;
   if (accept_wake_fd_ >= 0) (void)!::write(accept_wake_fd_, &one, sizeof one);
-}
-
-// The pattern repeats every `period` bytes (a divisor of the block size), so sendfile can send
-// any block from one period in a memfd: the source pages stay cache-hot like iperf's single
-// buffer, whatever --buffsize is. Receivers compare against tx_buf_ at the block offset, which
-// holds the same repeating bytes, so --verify is unchanged.
-void TcpEngine::ensure_tx_buffer(std::size_t n, std::size_t period) {
-  tx_buf_.resize(n);
-  tx_period_ = period;
-  // A non-constant pattern so nothing along the path can shortcut zero pages.
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t k = i % period;
-    tx_buf_[i] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
-  }
 }
 
 std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan) {
@@ -305,7 +323,13 @@ void TcpEngine::start(RunContext& ctx) {
   seal(ctx);
   const TestSpec& spec = ctx.spec();
   const std::size_t block = spec.buffsize();
-  ensure_tx_buffer(block, block > kPatternPeriod && block % kPatternPeriod == 0 ? kPatternPeriod : block);
+  // The pattern repeats every tx_period_ bytes (a divisor of the block size), so sendfile can send
+  // any block from one period in a memfd: the source pages stay cache-hot like iperf's single
+  // buffer, whatever --buffsize is. Receivers compare against tx_buf_ at the block offset, which
+  // holds the same repeating bytes, so --verify is unchanged.
+  tx_period_ = block > kPatternPeriod && block % kPatternPeriod == 0 ? kPatternPeriod : block;
+  tx_buf_.resize(block);
+  fill_pattern(tx_buf_, tx_period_);
   const bool tcp_auto = spec.send_method() == SendMethod::automatic;
   if ((spec.send_method() == SendMethod::sendfile || tcp_auto) && tx_memfd_ < 0) {
     // One period of tx_buf_'s pattern, so receivers verify sendfile data exactly as written data.
@@ -394,12 +418,6 @@ void TcpEngine::abort() noexcept {
 void TcpEngine::join() {
   stop_accept();
   if (accept_thread_.joinable()) accept_thread_.join();
-  auto join_all = [](std::vector<std::thread>& threads) {
-    for (auto& t : threads) {
-      if (t.joinable()) t.join();
-    }
-    threads.clear();
-  };
   join_all(testers_);
   // All testers are done: tell each server no more requests will come, then wait for the replies
   // still in flight and the server's close.
@@ -412,19 +430,9 @@ void TcpEngine::join() {
   }
 }
 
-ArmPicker TcpEngine::send_picker() const {
-  // A trial only where the user left the choice to the host (auto); zerocopy sends from the
-  // buffer (arm 0) with MSG_ZEROCOPY.
-  return ArmPicker(send_trial_.get(), ctx_->spec().send_method() == SendMethod::sendfile ? 1 : 0);
-}
-
 std::array<std::size_t, 2> TcpEngine::recv_chunks(const TestSpec& spec) {
   const auto block = static_cast<std::size_t>(spec.buffsize());
   return {std::min(block, kRecvChunkSmall), std::min(block, kRecvChunkLarge)};
-}
-
-ArmPicker TcpEngine::recv_picker() const {
-  return ArmPicker(recv_trial_.get(), 0);
 }
 
 std::vector<TrialResult> TcpEngine::trials() const {

@@ -59,7 +59,6 @@ class TcpEngine final : public Engine {
   std::optional<std::uint16_t> spread_port(const std::string& src_ip, const std::string& dst_ip, std::uint16_t dst_port,
                                            int attempt);
   void spread_port_taken(const std::string& src_ip, std::uint16_t port);
-  void ensure_tx_buffer(std::size_t n, std::size_t period);
   void stream_send(TcpFlow& f);
   void stream_receive(TcpFlow& f);
   void rpc_server(TcpFlow& f);
@@ -77,14 +76,18 @@ class TcpEngine final : public Engine {
   std::atomic<bool> socksize_warned_{false};
   std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;    // read-only once the test starts; shared by all senders
-  std::size_t tx_period_{0};            // tx_buf_ repeats every tx_period_ bytes (ensure_tx_buffer)
+  std::size_t tx_period_{0};            // tx_buf_ repeats every tx_period_ bytes (start)
   int tx_memfd_{-1};                    // --send-method sendfile or auto: one period of tx_buf_ in a memfd
   // --send-method auto: write (arm 0) vs sendfile (arm 1), tried in the warm-up (engine/trial.hpp).
   std::unique_ptr<ArmTrial> send_trial_;
   // Receivers of blocks larger than 256 KiB: 256 KiB (arm 0) vs min(block, 1 MiB) chunks.
   std::unique_ptr<ArmTrial> recv_trial_;
-  [[nodiscard]] ArmPicker send_picker() const;
-  [[nodiscard]] ArmPicker recv_picker() const;
+  // A trial only where the user left the choice to the host (auto); zerocopy sends from the
+  // buffer (arm 0) with MSG_ZEROCOPY.
+  [[nodiscard]] ArmPicker send_picker() const {
+    return ArmPicker(send_trial_.get(), ctx_->spec().send_method() == SendMethod::sendfile ? 1 : 0);
+  }
+  [[nodiscard]] ArmPicker recv_picker() const { return ArmPicker(recv_trial_.get(), 0); }
   [[nodiscard]] static std::array<std::size_t, 2> recv_chunks(const TestSpec& spec);
 
   struct Spread {

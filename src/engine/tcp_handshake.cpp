@@ -57,6 +57,38 @@ struct Pending {
   proto::Token key{};
 };
 
+// Set-up only: sends or receives exactly n bytes on a non-blocking socket within timeout_ms
+// (poll); false with errno set (ETIMEDOUT, ECONNRESET for EOF, or the socket's error).
+bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_ms) {
+  const std::int64_t deadline = mono_now_ns() + std::int64_t{timeout_ms} * 1'000'000;
+  std::size_t done = 0;
+  while (done < n) {
+    const auto left_ms = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
+    if (left_ms <= 0) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
+    const int pr = ::poll(&pfd, 1, left_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      errno = pr == 0 ? ETIMEDOUT : errno;
+      return false;
+    }
+    const ssize_t k = sending ? ::send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                              : ::recv(fd, p + done, n - done, MSG_DONTWAIT);
+    if (k > 0) {
+      done += static_cast<std::size_t>(k);
+    } else if (k == 0) {
+      errno = ECONNRESET;
+      return false;
+    } else if (errno != EAGAIN && errno != EINTR) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A fresh connection's send buffer is empty: these small answers never wait.
 bool send_now(int fd, const std::uint8_t* p, std::size_t n) {
   return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);

@@ -1,6 +1,6 @@
 // What the TCP engine's files share (private to src/engine): the rpc wire constants, the socket
 // tuning helpers (tcp_socket.cpp) and the rpc client connection. The engine is split by concern: tcp_engine.cpp
-// (set-up, start, stop), tcp_socket.cpp (socket options, addresses), tcp_spread.cpp (--spread-ports), tcp_handshake.cpp
+// (set-up, start, stop), tcp_socket.cpp (socket options), tcp_spread.cpp (--spread-ports), tcp_handshake.cpp
 // (the data connections' authenticated opening over data_hello), tcp_loops.cpp (the hot loops).
 #pragma once
 
@@ -52,14 +52,13 @@ inline constexpr int kHandshakeTimeoutMs = 5000;
 // 256 KiB on another. Blocks up to the small size are received whole; larger ones try both.
 inline constexpr std::size_t kRecvChunkSmall = 256u << 10;
 inline constexpr std::size_t kRecvChunkLarge = 1u << 20;
-// The pattern's period for blocks larger than this that it divides (ensure_tx_buffer).
+// The pattern's period for blocks larger than this that it divides (TcpEngine::start).
 inline constexpr std::size_t kPatternPeriod = 1u << 20;
 
-// ---- tcp_socket.cpp: addresses and socket options ------------------------------------------
+// ---- tcp_socket.cpp: socket options ------------------------------------------------------
 using net::local_text;  // net/sockaddr.hpp
 using net::numeric_host;
 using net::sockaddr_text;
-void set_port(sockaddr* sa, std::uint16_t port);
 void set_timeouts(int fd, int ms);  // SO_SNDTIMEO and SO_RCVTIMEO: the loops' tick
 // What a connection must have from its first segment, on a client socket before connect() and on
 // the listener (accepted sockets inherit it): --congestion, and --socksize with a report, once per
@@ -67,18 +66,6 @@ void set_timeouts(int fd, int ms);  // SO_SNDTIMEO and SO_RCVTIMEO: the loops' t
 void prepare_socket(int fd, RunContext& ctx, std::atomic<bool>& warned);
 // Applies the test's data-plane tuning to one connection; failures become reported warnings.
 void tune_socket(int fd, RunContext& ctx);
-// Set-up only: sends or receives exactly n bytes on a non-blocking socket within timeout_ms
-// (poll); false with errno set (ETIMEDOUT, ECONNRESET for EOF, or the socket's error).
-bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_ms);
-// --bind-dev: one device per link, every one checked before any connection opens.
-std::vector<std::string> resolve_bind_devs(const ClientPlan& plan);
-
-// ---- tcp_loops.cpp ------------------------------------------------------------------------
-// The words a failed data call is reported with: an errno, or one of fabperf's own codes below
-// (negative, so a kernel's ETIMEDOUT is never taken for a stalled peer).
-inline constexpr int kStalled = -1;     // no byte moved for RunContext::kGraceNs past the end
-inline constexpr int kDrainLimit = -2;  // still moving at RunContext::kMaxDrainNs past the end
-std::string err_text(int err);
 
 }  // namespace fabperf::tcp
 

@@ -22,7 +22,14 @@
 #include <optional>
 
 namespace fabperf {
-namespace tcp {
+namespace {
+
+using namespace tcp;
+
+// The words a failed data call is reported with: an errno, or one of fabperf's own codes below
+// (negative, so a kernel's ETIMEDOUT is never taken for a stalled peer).
+constexpr int kStalled = -1;     // no byte moved for RunContext::kGraceNs past the end
+constexpr int kDrainLimit = -2;  // still moving at RunContext::kMaxDrainNs past the end
 
 std::string err_text(int err) {
   // Past the test's end the deadline moves on with every byte (RunContext::hard_deadline): a
@@ -37,11 +44,15 @@ std::string err_text(int err) {
   return errno_text(err);
 }
 
-}  // namespace tcp
+// An rpc header: magic, operation (0 in a reply) and length.
+void put_hdr(std::uint8_t* h, std::uint32_t magic, std::uint32_t op, std::uint64_t len) {
+  put_be32(h, magic);
+  put_be32(h + 4, op);
+  put_be64(h + 8, len);
+}
 
-namespace {
-
-using namespace tcp;
+// The byte count of what is not counted (headers read, pings).
+constexpr auto no_count = [](std::uint64_t) {};
 
 // Drains MSG_ZEROCOPY completions (they pile up in the error queue and count against optmem).
 // The send buffer never changes, so completions need no matching: only draining. Returns false
@@ -65,6 +76,12 @@ bool reap_zerocopy(int fd) {
     }
   }
   return zero;
+}
+
+// A data call that failed with err: the flow's error, naming `what`, unless the test was aborted
+// (then every call fails, and the abort says why).
+void fail_io(Flow& f, const RunContext& ctx, const char* what, int err) {
+  if (!ctx.aborted()) f.fail(fmt::format("{}: {}", what, err_text(err)));
 }
 
 // Why a blocked call gave up (the callers say nothing when the test was aborted): the drain limit
@@ -190,8 +207,7 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
   const int fd = c.flow->fd();
   std::uint8_t hdr[kRpcHdrSize];
   int err = 0;
-  const int rc = recv_exact(
-      fd, hdr, sizeof hdr, ctx, [](std::uint64_t) {}, err);
+  const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, no_count, err);
   if (rc <= 0) {
     if (rc < 0 && !ctx.aborted() && !c.broken) c.break_conn(fmt::format("rpc reply: {}", err_text(err)));
     return rc;
@@ -253,8 +269,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
     } else if (k < 0 && zc && errno == ENOBUFS) {
       all_zero = reap_zerocopy(fd) && all_zero;  // completions exhausted optmem: drain and retry
     } else {
-      if (!ctx.aborted()) f.fail(fmt::format("send: {}", err_text(k < 0 ? errno : EPIPE)));
-      return;
+      return fail_io(f, ctx, "send", k < 0 ? errno : EPIPE);
     }
   }
   if (zc) {
@@ -348,52 +363,34 @@ void TcpEngine::rpc_server(TcpFlow& f) {
   auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
   auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
-  auto none = [](std::uint64_t) {};
   std::uint8_t hdr[kRpcHdrSize];
+  std::uint8_t ack[kRpcHdrSize];  // the reply to a ping and to a write
   std::uint8_t reply[kRpcHdrSize];
+  put_hdr(ack, kReplyMagic, 0, 0);
   int err = 0;
   for (;;) {
-    const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, none, err);
+    const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, no_count, err);
     if (rc == 0) break;  // client finished
-    if (rc < 0) {
-      if (!ctx.aborted()) f.fail(fmt::format("rpc request: {}", err_text(err)));
-      return;
-    }
+    if (rc < 0) return fail_io(f, ctx, "rpc request", err);
     const std::uint32_t op = get_be32(hdr + 4);
     const std::uint64_t len = get_be64(hdr + 8);
     if (get_be32(hdr) == kRpcMagic && op == kOpPing && len == 0) {
-      put_be32(reply, kReplyMagic);
-      put_be32(reply + 4, 0);
-      put_be64(reply + 8, 0);
-      if (!send_all(fd, reply, sizeof reply, ctx, framing, err)) {
-        if (!ctx.aborted()) f.fail(fmt::format("ping reply: {}", err_text(err)));
-        return;
-      }
+      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return fail_io(f, ctx, "ping reply", err);
       continue;
     }
     if (get_be32(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
       f.fail(fmt::format("rpc request: malformed (op {}, length {}, limit {})", op, len, max_len));
       return;
     }
-    put_be32(reply, kReplyMagic);
-    put_be32(reply + 4, 0);
     if (op == kOpWrite) {
-      if (!rx.read(fd, len, rx_count, err, f)) {
-        if (!ctx.aborted()) f.fail(fmt::format("rpc write block: {}", err_text(err)));
-        return;
-      }
-      put_be64(reply + 8, 0);
-      if (!send_all(fd, reply, sizeof reply, ctx, framing, err)) {
-        if (!ctx.aborted()) f.fail(fmt::format("rpc reply: {}", err_text(err)));
-        return;
-      }
+      if (!rx.read(fd, len, rx_count, err, f)) return fail_io(f, ctx, "rpc write block", err);
+      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return fail_io(f, ctx, "rpc reply", err);
     } else {
-      put_be64(reply + 8, len);
+      put_hdr(reply, kReplyMagic, 0, len);
       if (!send_all(fd, reply, sizeof reply, ctx, framing, err, MSG_MORE) ||
           !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len),
                       ctx, tx_count, err)) {
-        if (!ctx.aborted()) f.fail(fmt::format("rpc read block: {}", err_text(err)));
-        return;
+        return fail_io(f, ctx, "rpc read block", err);
       }
       method.count(len);
     }
@@ -422,9 +419,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
     for (const auto& row : rpc_table_) tune_socket(row[lane]->flow->fd(), *ctx_);
   }
   std::uint8_t hdr[kRpcHdrSize];
-  put_be32(hdr, kRpcMagic);
-  put_be32(hdr + 4, op);
-  put_be64(hdr + 8, len);
+  put_hdr(hdr, kRpcMagic, op, len);
   ctx.wait_for_start();
   std::size_t dead_in_a_row = 0;
   while (!ctx.stopping()) {
@@ -505,10 +500,7 @@ void TcpEngine::probe_loop() {
   RunContext& ctx = *ctx_;
   LatencyHistogram& hist = ctx.delay_histogram();
   std::uint8_t ping[kRpcHdrSize], reply[kRpcHdrSize];
-  put_be32(ping, kRpcMagic);
-  put_be32(ping + 4, kOpPing);
-  put_be64(ping + 8, 0);
-  auto none = [](std::uint64_t) {};
+  put_hdr(ping, kRpcMagic, kOpPing, 0);
   std::vector<bool> dead(probe_flows_.size(), false);
   ctx.wait_for_start();
   std::int64_t next = mono_now_ns();
@@ -520,7 +512,7 @@ void TcpEngine::probe_loop() {
       const std::int64_t t0 = mono_now_ns();
       if (!send_all(
               f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
-          recv_exact(f.fd(), reply, sizeof reply, ctx, none, err) <= 0 || get_be32(reply) != kReplyMagic) {
+          recv_exact(f.fd(), reply, sizeof reply, ctx, no_count, err) <= 0 || get_be32(reply) != kReplyMagic) {
         if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
         dead[i] = true;
         continue;

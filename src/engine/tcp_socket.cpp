@@ -1,21 +1,14 @@
-// Socket tuning and addresses for the TCP engine: --socksize, the data-plane options
-// (congestion control, pacing, busy poll, not-sent low-water mark, zerocopy), --bind-dev
-// resolution, timeouts, and the set-up's bounded blocking I/O. Failures of options become
+// Socket tuning for the TCP engine: --socksize, the data-plane options (congestion control,
+// pacing, busy poll, not-sent low-water mark, zerocopy) and timeouts. Failures of options become
 // reported warnings (the kernel lacks the feature or refuses the value), never silent changes.
 #include "engine/tcp_internal.hpp"
 
-#include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/units.hpp>
-#include <fabperf/sysinfo/links.hpp>
-#include <fabperf/sysinfo/sysstat.hpp>
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <cerrno>
 #include <fstream>
@@ -31,11 +24,6 @@ std::uint64_t read_sysctl(const char* path) {
 }
 
 }  // namespace
-
-void set_port(sockaddr* sa, std::uint16_t port) {
-  if (sa->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(sa)->sin_port = htons(port);
-  if (sa->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = htons(port);
-}
 
 void set_timeouts(int fd, int ms) {
   timeval tv{};
@@ -104,61 +92,6 @@ void tune_socket(int fd, RunContext& ctx) {
     const int one = 1;
     opt(SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one, "--zerocopy (SO_ZEROCOPY)");
   }
-}
-
-// Blocking handshake helpers used only during set-up (deadline in ms via poll).
-bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_ms) {
-  const std::int64_t deadline = mono_now_ns() + std::int64_t{timeout_ms} * 1'000'000;
-  std::size_t done = 0;
-  while (done < n) {
-    const auto left_ms = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
-    if (left_ms <= 0) {
-      errno = ETIMEDOUT;
-      return false;
-    }
-    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
-    const int pr = ::poll(&pfd, 1, left_ms);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) {
-      errno = pr == 0 ? ETIMEDOUT : errno;
-      return false;
-    }
-    const ssize_t k = sending ? ::send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                              : ::recv(fd, p + done, n - done, MSG_DONTWAIT);
-    if (k > 0) {
-      done += static_cast<std::size_t>(k);
-    } else if (k == 0) {
-      errno = ECONNRESET;
-      return false;
-    } else if (errno != EAGAIN && errno != EINTR) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::vector<std::string> resolve_bind_devs(const ClientPlan& plan) {
-  std::vector<std::string> out;
-  if (plan.bind_devs.size() == 1 && plan.bind_devs.front() == "auto") {
-    if (plan.source_addrs.empty()) {
-      throw UsageError("--bind-dev auto: this client has no link addresses (give it as NAME@ADDR+ADDR)");
-    }
-    for (const auto& a : plan.source_addrs) {
-      std::string dev = interface_of_address(a);
-      if (dev.empty()) {
-        throw UsageError(fmt::format("--bind-dev auto: no interface of {} owns link address {}", local_hostname(), a));
-      }
-      out.push_back(std::move(dev));
-    }
-    return out;
-  }
-  for (const auto& d : plan.bind_devs) {
-    if (::if_nametoindex(d.c_str()) == 0) {
-      throw UsageError(fmt::format("--bind-dev {}: no such network interface on {}", d, local_hostname()));
-    }
-    out.push_back(d);
-  }
-  return out;
 }
 
 }  // namespace fabperf::tcp

@@ -164,9 +164,7 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, const std::uint8_t* req, std::siz
     q->cm_id = std::move(id);
     q->peer_node = node;
     q->conn = conn;
-    q->remote.rkey = r.rkey;
-    q->remote.addr = r.addr;
-    q->remote.len = 2 * d.block;
+    q->remote = {.rkey = r.rkey, .addr = r.addr, .len = 2 * d.block};
     const rdma_cm::ReplyBytes rep = rdma_cm::encode_reply({q->local.rkey, q->local.addr}, tok, checked.mac);
     rdma_conn_param p = cm_conn_param(d, rep.data(), rep.size());
     if (rdma_accept(raw, &p) != 0) throw verbs_fail("rdma_accept", d.label, errno);
@@ -219,10 +217,7 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   std::string why;
   const auto reply = rdma_cm::check_reply(r.data, plan.token, rdma_cm::request_mac(req), why);
   if (!reply) throw Error(ExitCode::infrastructure, fmt::format("rdma_cm connect to {}: {}", where, why));
-  q->remote.rkey = reply->rkey;
-  q->remote.addr = reply->addr;
-  q->remote.len = 2 * d.block;
-  q->remote.qpn = r.qp_num;
+  q->remote = {.qpn = r.qp_num, .rkey = reply->rkey, .addr = reply->addr, .len = 2 * d.block};
   q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, r.qp_num);
   add_flow(*q, FlowRole::client, host);
   std::lock_guard lk(mu_);

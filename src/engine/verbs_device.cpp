@@ -74,7 +74,7 @@ void register_buffer(Device& d, const TestSpec& spec) {
     throw Error(ExitCode::infrastructure,
                 fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d.block)));
   }
-  for (std::size_t k = 0; k < 2 * d.block; ++k) d.buf.get()[k] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
+  fill_pattern({d.buf.get(), 2 * d.block}, 2 * d.block);
   d.mr.reset(ibv_reg_mr(d.pd.get(), d.buf.get(), 2 * d.block,
                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
   if (!d.mr) throw verbs_fail("ibv_reg_mr", d.label, errno);

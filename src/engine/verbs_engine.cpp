@@ -55,6 +55,24 @@ void VerbsEngine::add_flow(Qp& q, FlowRole role, const std::string& remote) {
   if (q.rpc && q.client) q.hist = &ctx_->add_histogram();
 }
 
+// Connects q to the peer's endpoint e (`where` it came from; host names the peer) and gives it
+// its flow and the binding its peer proof covers, the same on both ends.
+void VerbsEngine::connect_to(Qp& q, const proto::RdmaEndpoint& e, const std::string& where, const std::string& host) {
+  if (e.len < 2 * q.dev->block) {
+    throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", where,
+                                    e.len, 2 * q.dev->block));
+  }
+  q.remote = from_wire(e);
+  q.peer = fmt::format("node {} ({}) qpn {}", e.node, host, q.remote.qpn);
+  const Endpoint& server = q.client ? q.remote : q.local;
+  const Endpoint& client = q.client ? q.local : q.remote;
+  q.binding = {q.client ? e.node : e.peer, q.client ? e.peer : e.node, e.conn, server.qpn, client.qpn, {}, {}};
+  std::memcpy(q.binding.server_gid.data(), server.gid.raw, 16);
+  std::memcpy(q.binding.client_gid.data(), client.gid.raw, 16);
+  connect_qp(q);
+  add_flow(q, q.client ? FlowRole::client : FlowRole::server, host);
+}
+
 std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& plan) {
   ctx_ = &ctx;
   server_plan_ = plan;
@@ -103,18 +121,7 @@ std::size_t VerbsEngine::connect_endpoints(RunContext& ctx, const std::vector<pr
           fmt::format("{}: no queue pair of this server waits for node {} connection {} (unknown or already connected)",
                       where, e.node, e.conn));
     }
-    Qp& q = **it;
-    if (e.len < 2 * q.dev->block) {
-      throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", where,
-                                      e.len, 2 * q.dev->block));
-    }
-    q.remote = from_wire(e);
-    q.peer = fmt::format("node {} ({}) qpn {}", e.node, gid_text(q.remote.gid), q.remote.qpn);
-    q.binding = {ctx.node_index(), e.node, e.conn, q.local.qpn, q.remote.qpn, {}, {}};
-    std::memcpy(q.binding.server_gid.data(), q.local.gid.raw, 16);
-    std::memcpy(q.binding.client_gid.data(), q.remote.gid.raw, 16);
-    connect_qp(q);
-    add_flow(q, FlowRole::server, gid_text(q.remote.gid));
+    connect_to(**it, e, where, gid_text(from_wire(e).gid));
     qps_.push_back(std::move(*it));
     pending_.erase(it);
     ++ready;
@@ -154,21 +161,11 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       const std::string source =
           plan.source_addrs.empty() ? std::string() : plan.source_addrs[c % plan.source_addrs.size()];
       Device& d = device_for(local_address_towards(host, source));
-      if (e->len < 2 * d.block) {
-        throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)",
-                                        list, e->len, 2 * d.block));
-      }
       auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, nullptr, true);
       q->peer_node = t.node_index;
       q->conn = c;
-      q->remote = from_wire(*e);
-      q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, q->remote.qpn);
       q->proof_token = plan.token;
-      q->binding = {t.node_index, ctx.node_index(), c, q->remote.qpn, q->local.qpn, {}, {}};
-      std::memcpy(q->binding.server_gid.data(), q->remote.gid.raw, 16);
-      std::memcpy(q->binding.client_gid.data(), q->local.gid.raw, 16);
-      connect_qp(*q);
-      add_flow(*q, FlowRole::client, host);
+      connect_to(*q, *e, list, host);
       std::lock_guard lk(mu_);
       fresh_.push_back(to_wire(q->local, ctx.node_index(), t.node_index, c));
       qps_.push_back(std::move(q));
@@ -209,17 +206,15 @@ void VerbsEngine::start(RunContext& ctx) {
       if (q->proof) {
         try {
           prove_peer(*q);
-        } catch (const PeerProofError& e) {
-          // Nothing was posted to this peer; the whole test on this node stops with the reason
-          // (the result is then incomplete, and the coordinator exits 3 naming it). The QP goes
-          // to the error state so the unproven peer cannot reach this node's buffer either.
-          ibv_qp_attr a{};
-          a.qp_state = IBV_QPS_ERR;
-          (void)ibv_modify_qp(q->qp.get(), &a, IBV_QP_STATE);
-          q->flow->fail(e.what());
-          ctx_->abort(e.what());
-          return;
         } catch (const std::exception& e) {
+          // Nothing was posted to this peer; the whole test on this node stops with the reason
+          // (the result is then incomplete, and the coordinator exits 3 naming it). An unproven
+          // peer's QP goes to the error state so that it cannot reach this node's buffer either.
+          if (dynamic_cast<const PeerProofError*>(&e) != nullptr) {
+            ibv_qp_attr a{};
+            a.qp_state = IBV_QPS_ERR;
+            (void)ibv_modify_qp(q->qp.get(), &a, IBV_QP_STATE);
+          }
           q->flow->fail(e.what());
           ctx_->abort(e.what());
           return;
@@ -237,10 +232,7 @@ void VerbsEngine::start(RunContext& ctx) {
 void VerbsEngine::join() {
   accept_stop_ = true;
   if (accept_thread_.joinable()) accept_thread_.join();
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
-  }
-  threads_.clear();
+  join_all(threads_);
 }
 
 }  // namespace verbs

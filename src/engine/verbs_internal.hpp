@@ -196,6 +196,7 @@ class VerbsEngine final : public Engine, public EndpointExchange {
   Device& device_for(const sockaddr_storage& local);
   Device& cm_device_for(rdma_cm_id* id);
   void add_flow(Qp& q, FlowRole role, const std::string& remote);
+  void connect_to(Qp& q, const proto::RdmaEndpoint& e, const std::string& where, const std::string& host);
   // --rdma-cm.
   std::uint16_t cm_listen(const ServerPlan& plan);
   void cm_accept_loop();
@@ -205,15 +206,8 @@ class VerbsEngine final : public Engine, public EndpointExchange {
   int poll(Qp& q, ibv_wc* wc, int n) noexcept;
   void make_data_wr(Qp& q, Dir dir, ibv_send_wr& wr, ibv_sge& sge) noexcept;
   int post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) noexcept;
-  int post_notice(Qp& q, std::uint32_t imm, bool signaled, std::uint64_t wr_id = 0) noexcept;
-  // After the stop: true while completions still arrive (the peer's drain), bounded.
-  bool keep_draining(std::int64_t& last_activity, int n) const noexcept;
-  int repost_recv(Qp& q) noexcept;
-  void fail(Qp& q, const char* what, int err) noexcept;
-  void fail_wc(Qp& q, const ibv_wc& wc) noexcept;
   // The peer proof over the QP (before any load); throws PeerProofError naming the peer.
   void prove_peer(Qp& q);
-  int post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept;
   // The next proof message the peer sent (its bytes), or throws naming what came instead.
   std::span<const std::uint8_t> next_proof(Qp& q, std::uint32_t& received, std::int64_t deadline);
   void stream_active(Qp& q);

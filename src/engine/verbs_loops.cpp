@@ -19,6 +19,18 @@
 #include <vector>
 
 namespace fabperf::verbs {
+
+const char* opcode_name(ibv_wc_opcode op) {
+  switch (op) {
+    case IBV_WC_SEND: return "SEND";
+    case IBV_WC_RDMA_WRITE: return "RDMA WRITE";
+    case IBV_WC_RDMA_READ: return "RDMA READ";
+    case IBV_WC_RECV: return "RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV (WRITE_WITH_IMM)";
+    default: return "work request";
+  }
+}
+
 namespace {
 
 // Stream writes tell the target how many blocks landed in the immediate of the signalled
@@ -43,27 +55,21 @@ std::uint64_t received_bytes(const ibv_wc& wc, std::uint64_t block) {
   return wc.byte_len;
 }
 
-}  // namespace
-
-const char* opcode_name(ibv_wc_opcode op) {
-  switch (op) {
-    case IBV_WC_SEND: return "SEND";
-    case IBV_WC_RDMA_WRITE: return "RDMA WRITE";
-    case IBV_WC_RDMA_READ: return "RDMA READ";
-    case IBV_WC_RECV: return "RECV";
-    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV (WRITE_WITH_IMM)";
-    default: return "work request";
-  }
+// After the stop: true while completions still arrive (the peer's drain), bounded.
+bool keep_draining(std::int64_t& last_activity, int n) noexcept {
+  const std::int64_t now = mono_now_ns();
+  if (last_activity == 0 || n > 0) last_activity = now;
+  return now - last_activity < 500'000'000;
 }
 
-void VerbsEngine::fail(Qp& q, const char* what, int err) noexcept {
+void fail(Qp& q, const char* what, int err) noexcept {
   try {
     q.flow->fail(fmt::format("{}: {} on {} (peer {})", what, errno_text(err), q.dev->label, q.peer));
   } catch (...) {
   }
 }
 
-void VerbsEngine::fail_wc(Qp& q, const ibv_wc& wc) noexcept {
+void fail_wc(Qp& q, const ibv_wc& wc) noexcept {
   try {
     q.flow->fail(fmt::format("{} completion on {}: {} (wc status {}, vendor error {:#x}; peer {})",
                              opcode_name(wc.opcode), q.dev->label, ibv_wc_status_str(wc.status),
@@ -71,6 +77,23 @@ void VerbsEngine::fail_wc(Qp& q, const ibv_wc& wc) noexcept {
   } catch (...) {
   }
 }
+
+int post_notice(Qp& q, std::uint32_t imm, bool signaled, std::uint64_t wr_id = 0) noexcept {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(imm);
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(q.qp.get(), &wr, &bad);
+}
+
+int repost_recv(Qp& q) noexcept {
+  const Device& d = *q.dev;
+  return post_recv(q.qp.get(), d.buf.get() + d.block, d.block, d.mr->lkey);
+}
+
+}  // namespace
 
 // Up to n completions; with --rdma-events sleeps on the channel (at most one tick) when idle.
 int VerbsEngine::poll(Qp& q, ibv_wc* wc, int n) noexcept {
@@ -123,27 +146,6 @@ int VerbsEngine::post_data(Qp& q, Dir dir, bool signaled, std::uint64_t wr_id) n
   if (signaled) wr.send_flags |= IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   return ibv_post_send(q.qp.get(), &wr, &bad);
-}
-
-int VerbsEngine::post_notice(Qp& q, std::uint32_t imm, bool signaled, std::uint64_t wr_id) noexcept {
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_SEND_WITH_IMM;
-  wr.imm_data = htonl(imm);
-  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-  ibv_send_wr* bad = nullptr;
-  return ibv_post_send(q.qp.get(), &wr, &bad);
-}
-
-int VerbsEngine::repost_recv(Qp& q) noexcept {
-  const Device& d = *q.dev;
-  return post_recv(q.qp.get(), d.buf.get() + d.block, d.block, d.mr->lkey);
-}
-
-bool VerbsEngine::keep_draining(std::int64_t& last_activity, int n) const noexcept {
-  const std::int64_t now = mono_now_ns();
-  if (last_activity == 0 || n > 0) last_activity = now;
-  return now - last_activity < 500'000'000;
 }
 
 // The posting side of a stream: keeps qdepth blocks in flight, a completion every --cq-mod posts.

@@ -22,9 +22,7 @@ PeerProofError unproven(const Qp& q, std::string_view why) {
                   q.peer, why, q.local.qpn, q.dev->label));
 }
 
-}  // namespace
-
-int VerbsEngine::post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept {
+int post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept {
   std::uint8_t* at = q.proof_buf.get() + kProofSlot * slot;
   std::memcpy(at, m.data(), m.size());
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(at), static_cast<std::uint32_t>(m.size()), q.proof_mr->lkey};
@@ -37,6 +35,8 @@ int VerbsEngine::post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m)
   ibv_send_wr* bad = nullptr;
   return ibv_post_send(q.qp.get(), &wr, &bad);
 }
+
+}  // namespace
 
 // Completions are taken one at a time and only until the proof message: the data that a proven
 // peer sends right after its last proof message stays in the CQ for the data loop. Our own proof

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -211,6 +212,23 @@ struct ClientPlan {
 // a data connection cannot claim to be another client and no IP allow-list is needed
 // (multi-homed hosts connect from addresses the coordinator never saw).
 proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node);
+
+// The bytes every engine sends, and what --verify compares received data with: a non-constant
+// pattern (nothing along the path can shortcut zero pages) that repeats every `period` bytes.
+inline void fill_pattern(std::span<std::uint8_t> out, std::size_t period) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::size_t k = i % period;
+    out[i] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
+  }
+}
+
+// Joins the engine's threads (those not joined yet) and forgets them.
+inline void join_all(std::vector<std::thread>& threads) {
+  for (auto& t : threads) {
+    if (t.joinable()) t.join();
+  }
+  threads.clear();
+}
 
 // Upper bound of the buffers the data plane allocates for `flows` connections of this spec (one
 // shared send buffer plus one receive buffer per connection); the agent's --max-buffer-memory.
