@@ -9,9 +9,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -402,11 +400,7 @@ void normalize(const Plan& p, PlanTest& t) {
 }
 
 Plan load_plan(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("plan {}: cannot be read ({})", path, errno_text(errno)));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_plan(ss.str(), path);
+  return parse_plan(read_text_file(path, "plan"), path);
 }
 
 std::map<std::string, std::string> node_names(const Plan& p) {
