@@ -85,12 +85,12 @@ std::uint64_t RunContext::received_bytes() const {
 // on a loaded host every yield hands the core to another process (docs/performance.md, bench-scale).
 void RunContext::wait_for_start() const noexcept {
   std::unique_lock lk(mu_);
-  cv_.wait(lk, [&] { return started_.load(); });
+  cv_.wait(lk, [&] { return started_; });
 }
 
 void RunContext::release_start() noexcept {
   std::lock_guard lk(mu_);
-  started_.store(true);
+  started_ = true;
   cv_.notify_all();
 }
 

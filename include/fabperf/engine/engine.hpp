@@ -181,7 +181,7 @@ class RunContext {
   std::vector<int> cpus_;
   std::atomic<std::uint32_t> next_cpu_[2]{};  // per connection end (FlowRole)
   std::string abort_reason_;
-  std::atomic<bool> started_{false};
+  bool started_{false};  // under mu_ (wait_for_start, release_start)
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
 
