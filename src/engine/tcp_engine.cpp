@@ -371,19 +371,23 @@ void TcpEngine::start(RunContext& ctx) {
   }
 }
 
-// One thread per data connection (server and stream client), or rpc's testers (and receivers),
+// One thread per stream connection, rpc's servers (rpc_serve_threads), testers (and receivers),
 // plus the delay probe. Under mu_.
 void TcpEngine::spawn_data_threads(RunContext& ctx) {
   const TestSpec& spec = ctx.spec();
+  std::vector<TcpFlow*> served;  // rpc requests and delay pings
   for (TcpFlow* f : server_flows_) {
     if (f->op == FlowOp::rpc || f->op == FlowOp::probe) {
-      threads_.emplace_back([this, f] { rpc_server(*f); });
+      served.push_back(f);
     } else if (f->op == FlowOp::write) {
       threads_.emplace_back([this, f] { stream_receive(*f); });
     } else {
       threads_.emplace_back([this, f] { stream_send(*f); });
     }
   }
+  std::vector<std::vector<TcpFlow*>> groups(std::min(served.size(), rpc_serve_threads()));
+  for (std::size_t i = 0; i < served.size(); ++i) groups[i % groups.size()].push_back(served[i]);
+  for (auto& g : groups) threads_.emplace_back([this, g = std::move(g)] { rpc_server(g); });
   if (!probe_flows_.empty()) {
     ctx.mark_delay();
     threads_.emplace_back([this] { probe_loop(); });

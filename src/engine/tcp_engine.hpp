@@ -61,7 +61,8 @@ class TcpEngine final : public Engine {
   void spread_port_taken(const std::string& src_ip, std::uint16_t port);
   void stream_send(TcpFlow& f);
   void stream_receive(TcpFlow& f);
-  void rpc_server(TcpFlow& f);
+  // Serves its connections: one in a blocking loop, several in a poll loop (tcp::rpc_serve_threads).
+  void rpc_server(std::vector<TcpFlow*> flows);
   void rpc_tester(std::uint32_t t);
   void rpc_receiver(RpcConn& c);
   void probe_loop();

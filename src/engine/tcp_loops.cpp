@@ -12,6 +12,7 @@
 #include <linux/errqueue.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 namespace fabperf {
 namespace {
@@ -351,52 +353,87 @@ void TcpEngine::stream_receive(TcpFlow& f) {
   ::shutdown(fd, SHUT_WR);
 }
 
-void TcpEngine::rpc_server(TcpFlow& f) {
-  ctx_->enter_data_thread("serve", f.id, FlowRole::server, f.op != FlowOp::probe);
-  tune_socket(f.fd(), *ctx_);
+void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
+  const bool data = std::ranges::any_of(flows, [](const TcpFlow* f) { return f->op != FlowOp::probe; });
+  ctx_->enter_data_thread("serve", flows.front()->id, FlowRole::server, data);
+  for (const TcpFlow* f : flows) tune_socket(f->fd(), *ctx_);
   const RunContext& ctx = *ctx_;
   const std::uint64_t max_len = ctx.spec().buffsize();
   BlockReader rx{ctx, recv_picker(), recv_chunks(ctx.spec()), tx_buf_.data()};
   const std::uint8_t* tx = tx_buf_.data();
   ArmPicker method = send_picker();
-  const int fd = f.fd();
-  auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
-  auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
-  auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
   std::uint8_t hdr[kRpcHdrSize];
   std::uint8_t ack[kRpcHdrSize];  // the reply to a ping and to a write
   std::uint8_t reply[kRpcHdrSize];
   put_hdr(ack, kReplyMagic, 0, 0);
-  int err = 0;
-  for (;;) {
+  // One request of f answered; false when f is done: its client finished, or it failed.
+  auto serve_one = [&](TcpFlow& f) {
+    const int fd = f.fd();
+    auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
+    auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
+    auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
+    int err = 0;
+    auto failed = [&](const char* what) {
+      fail_io(f, ctx, what, err);
+      return false;
+    };
     const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, no_count, err);
-    if (rc == 0) break;  // client finished
-    if (rc < 0) return fail_io(f, ctx, "rpc request", err);
+    if (rc == 0) {
+      ::shutdown(fd, SHUT_WR);  // client finished
+      return false;
+    }
+    if (rc < 0) return failed("rpc request");
     const std::uint32_t op = get_be32(hdr + 4);
     const std::uint64_t len = get_be64(hdr + 8);
     if (get_be32(hdr) == kRpcMagic && op == kOpPing && len == 0) {
-      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return fail_io(f, ctx, "ping reply", err);
-      continue;
+      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return failed("ping reply");
+      return true;
     }
     if (get_be32(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
       f.fail(fmt::format("rpc request: malformed (op {}, length {}, limit {})", op, len, max_len));
-      return;
+      return false;
     }
     if (op == kOpWrite) {
-      if (!rx.read(fd, len, rx_count, err, f)) return fail_io(f, ctx, "rpc write block", err);
-      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return fail_io(f, ctx, "rpc reply", err);
+      if (!rx.read(fd, len, rx_count, err, f)) return failed("rpc write block");
+      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return failed("rpc reply");
     } else {
       put_hdr(reply, kReplyMagic, 0, len);
       if (!send_all(fd, reply, sizeof reply, ctx, framing, err, MSG_MORE) ||
           !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len),
                       ctx, tx_count, err)) {
-        return fail_io(f, ctx, "rpc read block", err);
+        return failed("rpc read block");
       }
       method.count(len);
     }
     f.counters.add_msg();
+    return true;
+  };
+  if (flows.size() == 1) {
+    while (serve_one(*flows.front())) {
+    }
+    return;
   }
-  ::shutdown(fd, SHUT_WR);
+  // Several connections: answer the ones with a request waiting. A request comes whole (the
+  // client sends it at once), so serving one blocks only for as long as it takes to arrive.
+  std::vector<pollfd> pfds;
+  for (const TcpFlow* f : flows) pfds.push_back({f->fd(), POLLIN, 0});
+  while (!flows.empty()) {
+    ::poll(pfds.data(), pfds.size(), kTickMs);
+    // What a blocked recv sees at its tick (recv_exact): an idle connection past the deadline.
+    const bool late = ctx.aborted() || mono_now_ns() > ctx.hard_deadline();
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      const bool ready = pfds[i].revents != 0;
+      if (!ready && late) fail_io(*flows[i], ctx, "rpc request", deadline_err(ctx));
+      if (ready ? serve_one(*flows[i]) : !late) {
+        flows[keep] = flows[i];
+        pfds[keep] = {flows[i]->fd(), POLLIN, 0};
+        ++keep;
+      }
+    }
+    flows.resize(keep);
+    pfds.resize(keep);
+  }
 }
 
 void TcpEngine::rpc_tester(std::uint32_t t) {

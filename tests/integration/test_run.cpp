@@ -1,4 +1,5 @@
 // End-to-end tests through the real binary: agents are separate processes on loopback.
+#include "engine/tcp_internal.hpp"
 #include "integration/harness.hpp"
 
 #include <fabperf/report/report.hpp>
@@ -112,6 +113,12 @@ TEST_P(TestKinds, BothEndsCountTheSameBytes) {
 
 TEST(Run, RpcTestersThatShareNoConnectionReadTheirOwnReplies) {
   expect_both_ends_count_the_same_bytes("rw", "rpc", "2");
+}
+
+// More connections than a server gives a thread each: its threads poll several connections, and
+// every request is still answered and counted at both ends.
+TEST(Run, AnRpcServerOfMoreConnectionsThanThreadsAnswersThemAll) {
+  expect_both_ends_count_the_same_bytes("rw", "rpc", std::to_string(fabperf::tcp::rpc_serve_threads() / 2 + 8));
 }
 
 INSTANTIATE_TEST_SUITE_P(Run, TestKinds,
