@@ -92,10 +92,10 @@ struct TestHost::TestState {
   std::uint64_t threads{0};       // data threads, against kMaxDataThreads
   std::uint64_t descriptors{0};   // data connections' descriptors, against RLIMIT_NOFILE
   std::uint64_t queue_pairs{0};   // RDMA, against kMaxQueuePairs
-  bool releasing{false};          // release_async() already scheduled for this test
-  bool starting{false};           // START's work runs on the pool
-  bool release_pending{false};    // a release asked for while starting
-  std::int64_t end_at{0};         // the started run's end, on this host's clock (0: not started)
+  // What the pool does with this test: nothing yet, START's work (a release asked for meanwhile
+  // waits for it: start_then_release), or the release (release_async() scheduled it once).
+  enum class Pool { idle, starting, start_then_release, releasing } pool{Pool::idle};
+  std::int64_t end_at{0};  // the started run's end, on this host's clock (0: not started)
 };
 
 TestHost::TestHost(asio::io_context& io, asio::thread_pool& pool, TestHostLimits limits, EngineFactory make_engine,
@@ -328,14 +328,15 @@ asio::awaitable<void> TestHost::start(PeerPtr peer, proto::Start m) {
   auto state = test_;
   state->end_at = m.end_at;
   state->run = std::make_shared<TestRun>(std::move(state->engine), std::move(state->ctx));
-  state->starting = true;
+  state->pool = TestState::Pool::starting;
   std::string error;
   try {
     co_await on_pool(pool_, [&] { start_run(state, s, peer); });
   } catch (const std::exception& e) {
     error = e.what();
   }
-  state->starting = false;
+  bool release = state->pool == TestState::Pool::start_then_release;
+  state->pool = TestState::Pool::idle;
   if (!error.empty()) {
     // E.g. std::system_error from std::thread: a host out of threads. The test is refused, the
     // agent lives on (release_async joins whatever did start).
@@ -343,9 +344,9 @@ asio::awaitable<void> TestHost::start(PeerPtr peer, proto::Start m) {
                fmt::format("test {} could not start: {}", state->test_id, error));
     state->run->abort(fmt::format("could not start: {}", error));
     if (test_ == state) owner_ = nullptr;
-    state->release_pending = true;
+    release = true;
   }
-  if (state->release_pending && test_ == state) release_async();
+  if (release && test_ == state) release_async();
 }
 
 void TestHost::start_run(const std::shared_ptr<TestState>& state, const Schedule& s,
@@ -421,9 +422,10 @@ void TestHost::release_async() {
   // Both the lost session and the finished run may ask for the release: join only once (two
   // concurrent joins of the same threads are undefined behaviour and hung the agent). While START
   // still starts threads on the pool, the release waits for it.
-  if (test_ && test_->starting) test_->release_pending = true;
-  if (!test_ || test_->releasing || test_->starting) return;
-  test_->releasing = true;
+  if (!test_) return;
+  if (test_->pool == TestState::Pool::starting) test_->pool = TestState::Pool::start_then_release;
+  if (test_->pool != TestState::Pool::idle) return;
+  test_->pool = TestState::Pool::releasing;
   auto state = test_;
   asio::post(pool_, [this, state] {
     if (state->run) {
