@@ -323,9 +323,9 @@ void TcpEngine::start(RunContext& ctx) {
   seal(ctx);
   const TestSpec& spec = ctx.spec();
   const std::size_t block = spec.buffsize();
-  // The pattern repeats every tx_period_ bytes (a divisor of the block size), so sendfile can send
-  // any block from one period in a memfd: the source pages stay cache-hot like iperf's single
-  // buffer, whatever --buffsize is. Receivers compare against tx_buf_ at the block offset, which
+  // The pattern repeats every tx_period_ bytes (a divisor of the block size), so senders send any
+  // block from one period (write from tx_buf_, sendfile from a memfd): the source stays cache-hot
+  // like iperf's single buffer, whatever --buffsize is. Receivers compare against tx_buf_ at the block offset, which
   // holds the same repeating bytes, so --verify is unchanged.
   tx_period_ = block > kPatternPeriod && block % kPatternPeriod == 0 ? kPatternPeriod : block;
   tx_buf_.resize(block);

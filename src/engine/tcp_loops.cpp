@@ -125,17 +125,17 @@ bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ct
                    [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
 }
 
-// Sends one whole rpc block: with sendfile(2) from the memfd holding one period of the pattern
-// when there is one (no copy from user space; the block is that period repeated), else from the
-// pattern buffer.
+// Sends one whole rpc block, the pattern's period repeated, round that one period (cache-hot
+// however large the block): with sendfile(2) from the memfd holding it when there is one (no copy
+// from user space), else from the pattern buffer.
 template <typename Count>
 bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, std::size_t n, const RunContext& ctx,
                 Count&& count, int& err) {
-  if (memfd < 0) return send_all(fd, p, n, ctx, count, err);
   return write_all(n, ctx, count, err, [&](std::size_t done) {
     const std::size_t at = done % period;
+    const std::size_t len = std::min(n - done, period - at);
     off_t pos = static_cast<off_t>(at);
-    return ::sendfile(fd, memfd, &pos, std::min(n - done, period - at));
+    return memfd < 0 ? ::send(fd, p + at, len, MSG_NOSIGNAL) : ::sendfile(fd, memfd, &pos, len);
   });
 }
 
@@ -238,7 +238,6 @@ void TcpEngine::stream_send(TcpFlow& f) {
   ctx_->enter_data_thread("send", f.id, f.role);
   tune_socket(f.fd(), *ctx_);
   const RunContext& ctx = *ctx_;
-  const std::size_t n = ctx.spec().buffsize();
   const std::uint8_t* buf = tx_buf_.data();
   const int fd = f.fd();
   const bool zc = ctx.spec().zerocopy();
@@ -247,8 +246,9 @@ void TcpEngine::stream_send(TcpFlow& f) {
   unsigned sends = 0;
   ArmPicker method = send_picker();
   // The stream is the pattern repeated, so its byte i is pattern[i % period] whichever way it
-  // is sent: sendfile goes round one period of it (from the memfd), write round the block; either
-  // resumes where a partial send stopped, and the two may alternate (--send-method auto's trial).
+  // is sent: both go round one period of it (sendfile from the memfd, write from the buffer, the
+  // source cache-hot either way); either resumes where a partial send stopped, and the two may
+  // alternate (--send-method auto's trial).
   std::uint64_t sent = 0;
   ctx.wait_for_start();
   while (!ctx.stopping()) {
@@ -258,8 +258,8 @@ void TcpEngine::stream_send(TcpFlow& f) {
       off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
       k = ::sendfile(fd, tx_memfd_, &pos, tx_period_ - off);
     } else {
-      const std::size_t off = static_cast<std::size_t>(sent % n);
-      k = ::send(fd, buf + off, n - off, flags);
+      const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
+      k = ::send(fd, buf + off, tx_period_ - off, flags);
     }
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
