@@ -220,8 +220,10 @@ std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows, std::v
   for (const auto* f : flows) {
     std::string name = f->device;
     if (name.empty()) {
-      auto it = by_addr.find(f->local);
-      if (it == by_addr.end()) it = by_addr.emplace(f->local, interface_of_address(f->local)).first;
+      // By address without the port: one interface lookup (a netlink dump) per address, not per flow.
+      const std::string addr = f->local.substr(0, f->local.rfind(':'));
+      auto it = by_addr.find(addr);
+      if (it == by_addr.end()) it = by_addr.emplace(addr, interface_of_address(addr)).first;
       name = it->second;
     }
     if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);

@@ -299,8 +299,12 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   // Bond sanity before the test: what the flows leave on, and how many peers each bond talks to.
   std::map<std::string, std::set<std::string>> bond_peers;
   std::map<std::string, bool> is_bond;
+  std::map<std::string, std::string> iface_of;  // by local address without the port
   for (const auto* f : client_flows_) {
-    const std::string iface = interface_of_address(f->local);
+    const std::string addr = f->local.substr(0, f->local.rfind(':'));
+    auto known = iface_of.find(addr);
+    if (known == iface_of.end()) known = iface_of.emplace(addr, interface_of_address(addr)).first;
+    const std::string& iface = known->second;
     auto it = is_bond.find(iface);
     if (it == is_bond.end()) it = is_bond.emplace(iface, read_bond(iface).has_value()).first;
     if (it->second) bond_peers[iface].insert(f->remote.substr(0, f->remote.rfind(':')));
