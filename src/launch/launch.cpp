@@ -238,11 +238,8 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
-    }
+    if (c == '\'') out += "'\\'";  // close, then this quote escaped, then reopen: '\''
+    out.push_back(c);
   }
   return out + "'";
 }
