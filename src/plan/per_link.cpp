@@ -16,7 +16,7 @@ std::vector<std::string> parse_bind_devs(const std::string& text, std::size_t n_
     if (n_links == 0) throw UsageError("auto: give the hosts link addresses (NAME@ADDR+ADDR...)");
     return {"auto"};
   }
-  const std::vector<std::string> devs = split_list(text, '+');
+  std::vector<std::string> devs = split_list(text, '+');
   for (const auto& d : devs) {
     if (d.empty() || d.size() > 15 || d.find_first_of("/ \t") != std::string::npos)
       throw UsageError(fmt::format("'{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
