@@ -36,8 +36,7 @@ void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& l
     std::string rel = l.master;
     for (const auto& m : l.members) rel += (rel.empty() ? "" : "+") + m;
     if (!l.vlan_parent.empty()) rel = "vlan of " + l.vlan_parent;
-    std::string addrs;
-    for (const auto& a : l.addresses) addrs += (addrs.empty() ? "" : " ") + a;
+    const std::string addrs = fmt::format("{}", fmt::join(l.addresses, " "));
     std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", l.name, l.kind,
                              l.driver.empty() ? "-" : l.driver, l.operstate,
                              l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", l.duplex, l.mtu,

@@ -31,9 +31,9 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
   t.pattern.pattern = plan::parse_pattern(c.pattern);
   for (std::uint32_t i = 0; i < p.hosts.size(); ++i) t.hosts.push_back(i);
   const auto index = [&](const std::string& name, const char* what) {
-    for (std::uint32_t i = 0; i < p.hosts.size(); ++i) {
-      if (p.hosts[i].name == name) return i;
-    }
+    const auto it =
+        std::find_if(p.hosts.begin(), p.hosts.end(), [&](const plan::PlanHost& h) { return h.name == name; });
+    if (it != p.hosts.end()) return static_cast<std::uint32_t>(it - p.hosts.begin());
     std::string all;
     for (const auto& h : p.hosts) all += (all.empty() ? "" : ", ") + h.name;
     throw UsageError(fmt::format("{} '{}': no such host (hosts: {})", what, name, all));

@@ -39,6 +39,22 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// Takes the first whole line out of buf, without its '\n'; false while none is complete.
+bool take_line(std::string& buf, std::string& line) {
+  const auto nl = buf.find('\n');
+  if (nl == std::string::npos) return false;
+  line = buf.substr(0, nl);
+  buf.erase(0, nl + 1);
+  return true;
+}
+
+// Waits up to ms for it to exit, then kills it and waits as long again.
+void reap_or_kill(Launched& c, int ms) {
+  if (c.reap(ms)) return;
+  c.signal(SIGKILL);
+  c.reap(ms);
+}
+
 // Its open stdout and stderr, to poll.
 void watch(const Launched& c, std::vector<pollfd>& fds) {
   if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
@@ -141,10 +157,7 @@ class LaunchedAgents final : public Agents {
           continue;
         }
         const bool open = read_some(c.err, c.err_line, 1 << 16);
-        std::size_t nl;
-        while ((nl = c.err_line.find('\n')) != std::string::npos) {
-          std::string line = c.err_line.substr(0, nl);
-          c.err_line.erase(0, nl + 1);
+        for (std::string line; take_line(c.err_line, line);) {
           if (!line.empty() && line.back() == '\r') line.pop_back();
           if (!line.empty()) spdlog::warn("agent on {}: {}", c.label, line);
         }
@@ -212,11 +225,7 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
   }
   c.close_out();
   c.close_err();
-  c.reap(5000);
-  if (!c.exited) {
-    c.signal(SIGKILL);
-    c.reap(5000);
-  }
+  reap_or_kill(c, 5000);
   if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
     throw Error(ExitCode::infrastructure,
                 fmt::format("{}: '{}' {}: {}", what, argv.front(), c.describe_status(), stderr_summary(c.err_text)));
@@ -229,11 +238,8 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
-    }
+    if (c == '\'') out += "'\\'";  // close, then this quote escaped, then reopen: '\''
+    out.push_back(c);
   }
   return out + "'";
 }
@@ -267,9 +273,8 @@ std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) 
 std::string stderr_summary(std::string_view text) {
   const std::vector<std::string> lines = text_lines(text);
   if (lines.empty()) return "(no error output)";
-  const std::size_t from = lines.size() > 3 ? lines.size() - 3 : 0;
-  std::string out;
-  for (std::size_t i = from; i < lines.size(); ++i) out += (out.empty() ? "" : " / ") + lines[i];
+  std::string out =
+      fmt::format("{}", fmt::join(lines.end() - std::min<std::ptrdiff_t>(3, std::ssize(lines)), lines.end(), " / "));
   if (out.size() > 400) out = out.substr(0, 397) + "...";
   return out;
 }
@@ -325,11 +330,7 @@ namespace {
 // the agent does: lines before the ready line are skipped.
 std::uint16_t take_ready_port(Launched& c) {
   std::uint16_t port = 0;
-  std::size_t nl;
-  while (port == 0 && (nl = c.out_buf.find('\n')) != std::string::npos) {
-    port = ready_port(std::string_view(c.out_buf).substr(0, nl));
-    c.out_buf.erase(0, nl + 1);
-  }
+  for (std::string line; port == 0 && take_line(c.out_buf, line);) port = ready_port(line);
   return port;
 }
 
@@ -369,10 +370,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
   auto fail = [&](std::size_t h, std::string why) {
     Launched& c = children[h];
     c.close_in();
-    if (!c.reap(2000)) {
-      c.signal(SIGKILL);
-      c.reap(2000);
-    }
+    reap_or_kill(c, 2000);
     errors[h] = fmt::format("{}: {}", hosts[h].host, why);
     done[h] = true;
     ++finished;
@@ -427,16 +425,10 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
       }
     }
   }
-  std::string msg;
-  std::size_t failed = 0;
-  for (const auto& e : errors) {
-    if (e.empty()) continue;
-    ++failed;
-    msg += (msg.empty() ? "" : "\n") + e;
-  }
-  if (failed > 0) {
-    throw Error(ExitCode::infrastructure,
-                fmt::format("could not start agents over ssh on {} of {} hosts:\n{}", failed, hosts.size(), msg));
+  std::erase(errors, std::string());
+  if (!errors.empty()) {
+    throw Error(ExitCode::infrastructure, fmt::format("could not start agents over ssh on {} of {} hosts:\n{}",
+                                                      errors.size(), hosts.size(), fmt::join(errors, "\n")));
   }
   spdlog::info("launch: {} agents started over ssh in {:.2f} s", hosts.size(),
                static_cast<double>(mono_now_ns() - t0) / 1e9);
@@ -518,10 +510,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
     ::poll(fds.data(), fds.size(), 100);
     if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) c.close_err();
     if (c.out >= 0 && !read_some(c.out, c.out_buf)) c.close_out();
-    std::size_t nl;
-    while ((nl = c.out_buf.find('\n')) != std::string::npos) {
-      const auto l = parse_labelled(std::string_view(c.out_buf).substr(0, nl));
-      c.out_buf.erase(0, nl + 1);
+    for (std::string line; take_line(c.out_buf, line);) {
+      const auto l = parse_labelled(line);
       if (l.task < 0) continue;
       if (l.text.rfind("NODE ", 0) == 0) {
         node_of[l.task] = l.text.substr(5);

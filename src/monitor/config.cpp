@@ -83,14 +83,9 @@ void read_listen(const Ctx& c, const toml::node* n, MonitorConfig& cfg) {
 
 // [monitor], all but link-names (that needs the hosts).
 void read_monitor(const Ctx& c, const toml::node* mon, const toml::table& m, MonitorConfig& cfg) {
-  for (const auto& [key, v] : m) {
-    const std::string k(key.str());
-    if (std::ranges::find(kMonitorKeys, k, &Key::name) == std::end(kMonitorKeys)) {
-      std::string names;
-      for (const auto& x : kMonitorKeys) names += (names.empty() ? "" : ", ") + std::string(x.name);
-      c.fail(&v, k, fmt::format("unknown field of [monitor] ({})", names));
-    }
-  }
+  std::vector<std::string_view> names;
+  for (const auto& x : kMonitorKeys) names.emplace_back(x.name);
+  c.known_keys(m, names, "unknown field of [monitor]");
   if (const auto* n = m.get("listen")) read_listen(c, n, cfg);
   if (const auto* n = m.get("listen-public")) cfg.listen_public = c.boolean(*n, "listen-public");
   if (!is_loopback(cfg.listen_host) && !cfg.listen_public) {
@@ -119,12 +114,8 @@ void read_monitor(const Ctx& c, const toml::node* mon, const toml::table& m, Mon
     if (!(cfg.drift_pct > 0 && cfg.drift_pct < 100))
       c.fail(n, "drift-percent", fmt::format("{} is out of range (above 0, below 100)", cfg.drift_pct));
   }
-  if (const auto* n = m.get("baseline-probes")) {
-    if (!n->is_integer()) c.fail(n, "baseline-probes", fmt::format("expected an integer, got {}", Ctx::type_name(*n)));
-    const auto v = *n->value<std::int64_t>();
-    if (v < 1 || v > 1000) c.fail(n, "baseline-probes", fmt::format("{} is out of range (1..1000)", v));
-    cfg.baseline_probes = static_cast<std::uint32_t>(v);
-  }
+  if (const auto* n = m.get("baseline-probes"))
+    cfg.baseline_probes = static_cast<std::uint32_t>(c.integer(*n, "baseline-probes", 1, 1000));
   if (const auto* n = m.get("acceptance")) {
     cfg.acceptance = c.str(*n, "acceptance");
     if (cfg.acceptance.empty()) c.fail(n, "acceptance", "empty path");
@@ -197,15 +188,13 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   const toml::table root = Ctx::parse(text, file);
   MonitorConfig cfg;
   cfg.file = file;
-  c.known_keys(root, {"monitor", "hosts", "probe", "latency"}, "top-level");
+  c.known_keys(root, {"monitor", "hosts", "probe", "latency"}, "unknown top-level field");
   const auto* mon = root.get("monitor");
-  if (!mon)
-    throw UsageError(fmt::format("{}:1: field 'monitor': missing (a [monitor] table with at least state-dir)", file));
+  if (!mon) c.fail(nullptr, "monitor", "missing (a [monitor] table with at least state-dir)");
   const auto& m = c.table(*mon, "monitor");
   read_monitor(c, mon, m, cfg);
   const auto* hosts = root.get("hosts");
-  if (!hosts)
-    throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+  if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
   read_hosts(c, hosts, m, cfg);
 
   // [probe] and [latency]: the settings table.

@@ -145,22 +145,19 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
     throw bad(fmt::format("not a {} file", kBaselinesSchema));
   if (!j.contains("version") || j["version"] != 1) throw bad("unknown version (this fabperf reads version 1)");
   if (!j.contains("baselines") || !j["baselines"].is_array()) throw bad("no 'baselines' array");
-  const auto find = [](const auto& v, const std::string& name) -> std::optional<std::uint32_t> {
-    for (std::uint32_t i = 0; i < v.size(); ++i) {
-      if (v[i] == name) return i;
-    }
-    return std::nullopt;
+  const auto find = [](const auto& v, const std::string& name, auto proj) -> std::optional<std::uint32_t> {
+    const auto it = std::ranges::find(v, name, proj);
+    if (it == v.end()) return std::nullopt;
+    return static_cast<std::uint32_t>(it - v.begin());
   };
-  std::vector<std::string> hosts;
-  for (const auto& h : cfg_->hosts) hosts.push_back(h.name);
   const std::string transport(to_string(cfg_->probe.transport()));
   const std::string direction(direction_of(cfg_->probe.test()));
   std::size_t dropped = 0;
   for (const auto& e : j["baselines"]) {
     try {
-      const auto c = find(hosts, e.at("client").get<std::string>());
-      const auto s = find(hosts, e.at("server").get<std::string>());
-      const auto l = find(cfg_->link_names, e.at("link").get<std::string>());
+      const auto c = find(cfg_->hosts, e.at("client").get<std::string>(), &MonitorHost::name);
+      const auto s = find(cfg_->hosts, e.at("server").get<std::string>(), &MonitorHost::name);
+      const auto l = find(cfg_->link_names, e.at("link").get<std::string>(), std::identity{});
       if (!c || !s || !l || *c == *s || e.at("transport").get<std::string>() != transport ||
           e.at("direction").get<std::string>() != direction) {
         ++dropped;

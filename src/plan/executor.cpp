@@ -280,7 +280,8 @@ class PlanRun {
   [[nodiscard]] double seconds_left(std::size_t from) const;
   bool run_hook(const plan::PlannedStep& s);
   bool run_step(std::size_t i);
-  void write_checks(std::vector<KpiCheck> fresh);
+  bool judge(const KpiSet& k, const std::vector<plan::StepOutcome>& steps, const std::optional<std::string>& test,
+             bool ran);
   void eval_test(std::size_t ti);
   int finish();
 
@@ -495,11 +496,22 @@ bool PlanRun::run_step(std::size_t i) {
   return !interrupted_;
 }
 
-void PlanRun::write_checks(std::vector<KpiCheck> fresh) {
-  for (auto& c : fresh) {
+// KPIs judged over `steps` and written; when none of the steps ran this time, the verdicts the
+// resumed file holds stand (false).
+bool PlanRun::judge(const KpiSet& k, const std::vector<plan::StepOutcome>& steps,
+                    const std::optional<std::string>& test, bool ran) {
+  std::vector<KpiCheck> stored;
+  std::copy_if(prior_.kpis.begin(), prior_.kpis.end(), std::back_inserter(stored),
+               [&](const KpiCheck& c) { return c.test == test; });
+  if (!ran && !stored.empty()) {
+    checks_.insert(checks_.end(), stored.begin(), stored.end());
+    return false;
+  }
+  for (auto& c : plan::evaluate_kpis(k, steps, names_, test)) {
     out_->write(to_json(c));
     checks_.push_back(std::move(c));
   }
+  return true;
 }
 
 void PlanRun::eval_test(std::size_t ti) {
@@ -514,12 +526,7 @@ void PlanRun::eval_test(std::size_t ti) {
       run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
     return;
   }
-  const auto stored = of_test(prior_.kpis, t.name);
-  if (ran_in_test_[ti] == 0 && !stored.empty()) {
-    checks_.insert(checks_.end(), stored.begin(), stored.end());
-    return;
-  }
-  write_checks(plan::evaluate_kpis(t.kpis, of_test(outcomes_, t.name), names_, t.name));
+  if (!judge(t.kpis, of_test(outcomes_, t.name), t.name, ran_in_test_[ti] > 0)) return;
   if (p_.isolate && !interrupted_) run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
 }
 
@@ -579,19 +586,8 @@ int PlanRun::run() {
 
 // Plan-wide KPIs, A/B verdict, the "end" record and the last lines.
 int PlanRun::finish() {
-  if (!interrupted_ && !hook_failed_ && !p_.kpis.empty()) {
-    std::vector<KpiCheck> stored;
-    for (const auto& c : prior_.kpis) {
-      if (!c.test) stored.push_back(c);
-    }
-    if (!any_step_ran_ && !stored.empty()) {
-      checks_.insert(checks_.end(), stored.begin(), stored.end());
-    } else {
-      write_checks(plan::evaluate_kpis(p_.kpis, outcomes_, names_, std::nullopt));
-    }
-  }
-  bool kpi_failed = false;
-  for (const auto& c : checks_) kpi_failed = kpi_failed || !c.pass;
+  if (!interrupted_ && !hook_failed_ && !p_.kpis.empty()) judge(p_.kpis, outcomes_, std::nullopt, any_step_ran_);
+  bool kpi_failed = std::any_of(checks_.begin(), checks_.end(), [](const KpiCheck& c) { return !c.pass; });
   // An A/B plan that states what B should do ends with compare's verdict on its own results
   // (every done trial, resumed runs included): `fabperf compare RESULTS` says the same.
   std::string ab_verdict;

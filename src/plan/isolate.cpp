@@ -13,14 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-// A node's payload in the test's direction: a client drives it (write: sends), a server takes
-// the other end (write: receives).
-double role_mbps(const ResultNode& node, const std::string& test, bool client) {
-  const bool reads = test == "read" || test == "sread";
-  if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
-  return (client != reads) ? node.tx_mb_per_s : node.rx_mb_per_s;
-}
-
 std::string mb(double v) {
   return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
 }
@@ -33,6 +25,12 @@ std::string name_list(const std::vector<std::string>& names, const std::vector<s
 }
 
 }  // namespace
+
+double role_mbps(const ResultNode& node, const std::string& test, bool client) {
+  const bool reads = test == "read" || test == "sread";
+  if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
+  return (client != reads) ? node.tx_mb_per_s : node.rx_mb_per_s;
+}
 
 std::size_t isolation_round_bound(std::size_t suspects) {
   std::size_t halvings = 0;
@@ -94,12 +92,6 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
     s.spread = hi > 0 ? lo / hi : 1;
   }
   std::set<std::uint32_t> named;
-  const auto index_of = [&](const std::string& name) -> std::optional<std::uint32_t> {
-    for (std::uint32_t i = 0; i < host_names.size(); ++i) {
-      if (host_names[i] == name) return i;
-    }
-    return std::nullopt;
-  };
   for (const auto& c : failing) {
     if (c.pass) continue;
     std::vector<std::string> subjects;
@@ -112,7 +104,8 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
       subjects = {c.subject};
     }
     for (const auto& n : subjects) {
-      if (const auto i = index_of(n)) named.insert(*i);
+      const auto it = std::find(host_names.begin(), host_names.end(), n);
+      if (it != host_names.end()) named.insert(static_cast<std::uint32_t>(it - host_names.begin()));
     }
   }
   // Ranked by distance below the median. A failing KPI names both ends of a pair and every link

@@ -49,14 +49,6 @@ const KpiDef& def(std::string_view name) {
   throw UsageError(fmt::format("unknown KPI '{}'", name));
 }
 
-// A client node's payload in the direction its test drives: write-like tests send, read receives,
-// rw does both.
-double node_mbps(const ResultNode& node, const std::string& test) {
-  if (test == "read" || test == "sread") return node.rx_mb_per_s;
-  if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
-  return node.tx_mb_per_s;
-}
-
 std::string fmtv(double v) {
   if (std::fabs(v) >= 100 || v == std::floor(v)) return fmt::format("{:.0f}", v);
   return fmt::format("{:.3g}", v);
@@ -232,7 +224,7 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
       const std::string name = label(n.node);
       counter_checks(check, s.id, name, n);
       if (n.role.find("client") != std::string::npos) {
-        const double v = node_mbps(n, r.test);
+        const double v = role_mbps(n, r.test, true);
         node_values.push_back({s.id, name, v});
         check("min-node-mbps", s.id, name, v,
               fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), r.test));

@@ -196,10 +196,6 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
   return out;
 }
 
-}  // namespace fabperf::plan
-
-namespace fabperf::plan {
-
 nlohmann::json step_figures(Pattern p, std::size_t n, const ResultDoc& result) {
   using nlohmann::json;
   if (n < 2) return nullptr;

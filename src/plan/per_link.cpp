@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/plan/plan.hpp>
 #include <map>
 #include <optional>
@@ -15,14 +16,10 @@ std::vector<std::string> parse_bind_devs(const std::string& text, std::size_t n_
     if (n_links == 0) throw UsageError("auto: give the hosts link addresses (NAME@ADDR+ADDR...)");
     return {"auto"};
   }
-  std::vector<std::string> devs;
-  std::size_t from = 0;
-  for (std::size_t end = 0; end != std::string::npos; from = end + 1) {
-    end = text.find('+', from);
-    std::string d = text.substr(from, end == std::string::npos ? std::string::npos : end - from);
+  std::vector<std::string> devs = split_list(text, '+');
+  for (const auto& d : devs) {
     if (d.empty() || d.size() > 15 || d.find_first_of("/ \t") != std::string::npos)
       throw UsageError(fmt::format("'{}': '{}' is not an interface name (1-15 characters, no '/')", text, d));
-    devs.push_back(std::move(d));
   }
   if (devs.size() > 1 && devs.size() != n_links) {
     throw UsageError(fmt::format("'{}': {} devices for {} links per host (give one per link, or one for all)", text,

@@ -73,13 +73,8 @@ AbHooks parse_ab(const Ctx& c, const toml::node& node) {
   const auto* n = &node;
   AbHooks ab;
   const auto& t = c.table(*n, "ab");
-  for (const auto& [key, v] : t) {
-    const std::string k(key.str());
-    if (k != "a" && k != "b" && k != "a-name" && k != "b-name" && k != "hook-timeout" && k != "expect" &&
-        k != "expect-rest" && k != "expect-gain") {
-      c.fail(&v, k, "unknown field of [ab] (a, b, a-name, b-name, hook-timeout, expect, expect-rest, expect-gain)");
-    }
-  }
+  c.known_keys(t, {"a", "b", "a-name", "b-name", "hook-timeout", "expect", "expect-rest", "expect-gain"},
+               "unknown field of [ab]");
   for (const char* k : {"a", "b"}) {
     const auto* h = t.get(k);
     if (!h) c.fail(n, k, "missing in [ab]: the command that switches to this configuration (run on this host)");
@@ -118,13 +113,9 @@ PlanHost parse_host(const Ctx& c, const toml::node& hn, const std::vector<PlanHo
     const auto roles = c.strings(*r, "roles");
     h.client = h.server = false;
     for (const auto& role : roles) {
-      if (role == "client") {
-        h.client = true;
-      } else if (role == "server") {
-        h.server = true;
-      } else {
+      if (role != "client" && role != "server")
         c.fail(r, "roles", fmt::format("unknown role '{}' (client, server)", role));
-      }
+      (role == "client" ? h.client : h.server) = true;
     }
     if (roles.empty()) c.fail(r, "roles", "empty list (client, server)");
   }
@@ -143,10 +134,9 @@ SpecParams spec_params(const Ctx& c, const Merged& m) {
 
 std::uint32_t host_index(const Ctx& c, const Plan& plan, const toml::node& n, std::string_view field,
                          const std::string& name) {
-  for (std::size_t i = 0; i < plan.hosts.size(); ++i) {
-    if (plan.hosts[i].name == name) return static_cast<std::uint32_t>(i);
-  }
-  c.fail(&n, field, fmt::format("no host named '{}'", name));
+  const auto it = std::find_if(plan.hosts.begin(), plan.hosts.end(), [&](const PlanHost& h) { return h.name == name; });
+  if (it == plan.hosts.end()) c.fail(&n, field, fmt::format("no host named '{}'", name));
+  return static_cast<std::uint32_t>(it - plan.hosts.begin());
 }
 
 // A test's pattern and the fields that shape it (hosts, clients and servers, pairs, k, target),
@@ -239,13 +229,9 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   plan.file = file;
   plan.name = file;
   c.known_keys(root, {"name", "clock-warn", "repeat", "isolate", "ab", "hosts", "defaults", "tests", "kpis"},
-               "top-level");
-  if (const auto* n = root.get("repeat")) {
-    if (!n->is_integer()) c.fail(n, "repeat", fmt::format("expected an integer, got {}", Ctx::type_name(*n)));
-    const auto r = *n->value<std::int64_t>();
-    if (r < 1 || r > 1000) c.fail(n, "repeat", fmt::format("{} is out of range (1..1000 trials)", r));
-    plan.repeat = static_cast<std::uint32_t>(r);
-  }
+               "unknown top-level field");
+  if (const auto* n = root.get("repeat"))
+    plan.repeat = static_cast<std::uint32_t>(c.integer(*n, "repeat", 1, 1000, " trials"));
   if (const auto* n = root.get("isolate")) plan.isolate = c.boolean(*n, "isolate");
   if (const auto* n = root.get("ab")) plan.ab = parse_ab(c, *n);
   if (const auto* n = root.get("name")) plan.name = c.str(*n, "name");
@@ -257,8 +243,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
 
   // Hosts.
   const auto* hosts = root.get("hosts");
-  if (!hosts)
-    throw UsageError(fmt::format("{}:1: field 'hosts': missing (give [[hosts]] tables with name and address)", file));
+  if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
   const auto* harr = hosts->as_array();
   if (!harr || harr->empty()) c.fail(hosts, "hosts", "expected one or more [[hosts]] tables");
   for (const auto& hn : *harr) plan.hosts.push_back(parse_host(c, hn, plan.hosts));
@@ -285,7 +270,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
 
   // Tests.
   const auto* tests = root.get("tests");
-  if (!tests) throw UsageError(fmt::format("{}:1: field 'tests': missing (give one or more [[tests]] tables)", file));
+  if (!tests) c.fail(nullptr, "tests", "missing (give one or more [[tests]] tables)");
   const auto* tarr = tests->as_array();
   if (!tarr || tarr->empty()) c.fail(tests, "tests", "expected one or more [[tests]] tables");
   for (const auto& tn : *tarr) {
@@ -316,21 +301,15 @@ Plan parse_plan(std::string_view text, const std::string& file) {
 
     // Spec: every setting of the table, with the command line's parsers and limits.
     const SpecParams p = spec_params(c, m);
-    const auto knob = [&](const char* key) { return m.get(key); };
-    const auto dur = [&](const char* key) -> std::optional<std::chrono::nanoseconds> {
-      const auto* n = knob(key);
-      if (!n) return std::nullopt;
-      return c.wrap(n, key, [&] { return parse_duration(c.scalar_text(*n, key), "value"); });
-    };
     // Settings that only make sense together (warmup + cooldown < time, ...) or for another
     // transport fail at the test.
     pt.spec = c.wrap(&tn, "", [&] {
       refuse_inapplicable(p);
       return TestSpec::make(p);
     });
-    if (const auto iv = dur("interval")) {
-      if (*iv < std::chrono::milliseconds(10)) c.fail(knob("interval"), "interval", "must be at least 0.01 s");
-      pt.interval = *iv;
+    if (const auto* n = m.get("interval")) {
+      pt.interval = c.wrap(n, "interval", [&] { return parse_duration(c.scalar_text(*n, "interval"), "value"); });
+      if (pt.interval < std::chrono::milliseconds(10)) c.fail(n, "interval", "must be at least 0.01 s");
     }
     // KPIs: the defaults' table, then the test's own thresholds over it.
     if (const auto* n = defaults.get("kpis")) pt.kpis = parse_kpis(c, c.table(*n, "kpis"));
@@ -533,8 +512,8 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
   }
   for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
     const auto& t = p.tests[ti];
-    std::size_t n = 0;
-    for (const auto& s : steps) n += s.test == ti ? 1 : 0;
+    const auto n = static_cast<std::size_t>(
+        std::count_if(steps.begin(), steps.end(), [&](const PlannedStep& s) { return s.test == ti; }));
     const double secs = std::chrono::duration<double>(t.spec.time()).count();
     out += fmt::format("test '{}': pattern {}, {} {} over {}, time {} s, {} steps, about {}\n", t.name,
                        to_string(t.pattern.pattern), to_string(t.spec.test()), to_string(t.spec.mode()),

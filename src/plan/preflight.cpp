@@ -339,8 +339,7 @@ std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::
   std::size_t bonds = 0;
   for (const auto& n : probe.nodes) {
     if (!n.result) continue;
-    const auto it = names.find(n.name);
-    const std::string who = it == names.end() ? n.name : it->second;
+    const std::string who = label_of(names, n.name);
     for (const auto& b : n.result->bonds) {
       ++bonds;
       // The peers this node's probe flows reach through the bond (layer2 hashing needs several).
@@ -369,8 +368,7 @@ std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::
   std::size_t links = 0;
   for (const auto& n : probe.nodes) {
     if (!n.result) continue;
-    const auto it = names.find(n.name);
-    const std::string who = it == names.end() ? n.name : it->second;
+    const std::string who = label_of(names, n.name);
     // One link may carry several test interfaces (a dual-port card): judged once, named by them.
     std::vector<std::pair<const PcieInfo*, std::string>> groups;
     for (const auto& l : n.result->links) {
@@ -447,11 +445,10 @@ int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds
   }
   const Report rep = compute_report(rec);
   const auto findings = plan::preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
-  std::size_t errors = 0, warnings = 0;
-  for (const auto& f : findings) {
-    errors += f.level == "error" ? 1 : 0;
-    warnings += f.level == "warning" ? 1 : 0;
-  }
+  const auto count = [&](const char* level) {
+    return std::count_if(findings.begin(), findings.end(), [&](const Finding& f) { return f.level == level; });
+  };
+  const auto errors = count("error"), warnings = count("warning");
   if (!quiet || errors > 0) os << plan::render_findings(findings);
   if (rec.interrupted) {
     os << "preflight: interrupted\n";

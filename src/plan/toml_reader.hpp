@@ -66,6 +66,14 @@ class TomlReader {
     if (n.is_floating_point()) return *n.value<double>();
     fail(&n, field, fmt::format("expected a number, got {}", type_name(n)));
   }
+  // An integer within lo..hi ("N is out of range (lo..hiUNIT)").
+  std::int64_t integer(const toml::node& n, std::string_view field, std::int64_t lo, std::int64_t hi,
+                       std::string_view unit = "") const {
+    if (!n.is_integer()) fail(&n, field, fmt::format("expected an integer, got {}", type_name(n)));
+    const auto v = *n.value<std::int64_t>();
+    if (v < lo || v > hi) fail(&n, field, fmt::format("{} is out of range ({}..{}{})", v, lo, hi, unit));
+    return v;
+  }
   bool boolean(const toml::node& n, std::string_view field) const {
     if (!n.is_boolean()) fail(&n, field, fmt::format("expected true or false, got {}", type_name(n)));
     return *n.value<bool>();
@@ -116,11 +124,11 @@ class TomlReader {
     }
   }
 
-  // Refuses a key of `t` that is not in `known`, naming them all: "unknown WHAT field (a, b, c)".
-  void known_keys(const toml::table& t, const std::vector<std::string_view>& known, std::string_view what) const {
+  // Refuses a key of `t` that is not in `known`, naming them all: "PROBLEM (a, b, c)".
+  void known_keys(const toml::table& t, const std::vector<std::string_view>& known, std::string_view problem) const {
     for (const auto& [key, v] : t) {
       if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
-      fail(&v, key.str(), fmt::format("unknown {} field ({})", what, fmt::join(known, ", ")));
+      fail(&v, key.str(), fmt::format("{} ({})", problem, fmt::join(known, ", ")));
     }
   }
 
@@ -133,7 +141,7 @@ class TomlReader {
     const auto& t = table(hn, "hosts");
     std::vector<std::string_view> known{"name", "address", "links"};
     known.insert(known.end(), extra.begin(), extra.end());
-    known_keys(t, known, "host");
+    known_keys(t, known, "unknown host field");
     Host h;
     const auto* name = t.get("name");
     if (!name) fail(&hn, "name", "missing in this host");

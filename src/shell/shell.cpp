@@ -352,25 +352,16 @@ class ShellSession {
   }
 
   void source(const std::string& path) {
-    if (++depth_ > 16) {
-      --depth_;
-      throw ShellError("source: nested more than 16 deep");
-    }
+    if (depth_ >= 16) throw ShellError("source: nested more than 16 deep");
     std::ifstream in(path);
-    if (!in) {
-      --depth_;
-      throw ShellError(fmt::format("Cannot open {}", path));
-    }
+    if (!in) throw ShellError(fmt::format("Cannot open {}", path));
     std::string l;
-    int n = 0;
-    while (std::getline(in, l) && !quit_) {
-      ++n;
-      if (!line(l)) {
-        --depth_;
-        throw ShellError(fmt::format("{}:{}: stopped at this line", path, n));
-      }
+    for (int n = 1; std::getline(in, l) && !quit_; ++n) {
+      ++depth_;
+      const bool ok = line(l);
+      --depth_;
+      if (!ok) throw ShellError(fmt::format("{}:{}: stopped at this line", path, n));
     }
-    --depth_;
   }
 
   // Every test setting of the table (include/fabperf/core/settings.hpp), by its `fabperf run` name.

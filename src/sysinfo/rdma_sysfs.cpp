@@ -89,12 +89,8 @@ RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
   }
   std::sort(p.gids.begin(), p.gids.end(), [](const RdmaGid& a, const RdmaGid& b) { return a.index < b.index; });
   if (!ib) {
-    for (const auto& g : p.gids) {
-      if (!g.netdev.empty()) {
-        p.netdev = g.netdev;
-        break;
-      }
-    }
+    const auto g = std::find_if(p.gids.begin(), p.gids.end(), [](const RdmaGid& x) { return !x.netdev.empty(); });
+    if (g != p.gids.end()) p.netdev = g->netdev;
     // No GID yet (interface without addresses): the device's own netdev link, or rxe's parent.
     if (p.netdev.empty()) p.netdev = read_line(base.parent_path().parent_path() / "parent");
     if (p.netdev.empty()) {
@@ -234,16 +230,12 @@ nlohmann::json to_json(const RdmaPort& p) {
   return p;
 }
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaDevice, name, node_type, fw_ver, node_guid, hca_type, board_id, parent, ports)
+
 nlohmann::json to_json(const RdmaDevice& d) {
-  return {{"name", d.name},
-          {"node_type", d.node_type},
-          {"fw_ver", d.fw_ver},
-          {"node_guid", d.node_guid},
-          {"hca_type", d.hca_type},
-          {"board_id", d.board_id},
-          {"parent", d.parent},
-          {"ports", d.ports},
-          {"pcie", d.pcie ? to_json(*d.pcie) : nlohmann::json(nullptr)}};
+  nlohmann::json j = d;
+  j["pcie"] = d.pcie ? to_json(*d.pcie) : nlohmann::json(nullptr);
+  return j;
 }
 
 // Tolerant of missing fields (an agent of another version may send fewer); strict on types.

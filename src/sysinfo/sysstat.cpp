@@ -111,9 +111,8 @@ double read_thread_cpu_s(int tid, const std::string& root) {
 
 std::vector<int> read_numa_cpus(int node, const std::string& root) {
   if (node < 0) return {};
-  std::ifstream in(root + "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
-  std::string list;
-  if (!std::getline(in, list) || list.empty()) return {};
+  const std::string list = sysfs::read_line(root + "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
+  if (list.empty()) return {};
   try {
     return parse_cpu_list(list, "numa cpulist");
   } catch (...) {

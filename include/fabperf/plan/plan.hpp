@@ -173,6 +173,9 @@ struct StepOutcome {
   ResultDoc result;
 };
 
+// A node's payload in the direction of test ("write", ...): a client drives it (write: sends), a
+// server takes the other end (write: receives); rw counts both.
+double role_mbps(const ResultNode& node, const std::string& test, bool client);
 // The result's node names (host:port) -> plan host names.
 std::map<std::string, std::string> node_names(const Plan& p);
 // `names` maps the result's node names (host:port) to plan host names.
