@@ -112,32 +112,26 @@ double noise_pct(const std::vector<IntervalPoint>& intervals) {
   return m > 0 ? 100.0 * stats::stddev(v) / m : 0.0;
 }
 
-}  // namespace
-
-void check_result_schema(const json& j, const std::string& file) {
-  if (const auto problem = result_doc_problem(j); !problem.empty())
-    throw UsageError(fmt::format("compare: {}: {}", file, problem));
-}
-
-namespace {
-
-// One link's verdict: its change against both runs' noise and against what was expected of it
-// (`after` null: the link is missing after).
-LinkDelta judge_link(const std::pair<std::string, std::string>& key, const ResultLink& l, const ResultLink* after,
+// One link's verdict: its change against both runs' noise and against what was expected of it.
+// A link in one run only (the other null) is missing: a port that went away or appeared is news
+// either way, and fails.
+LinkDelta judge_link(const std::pair<std::string, std::string>& key, const ResultLink* before, const ResultLink* after,
                      const CompareOptions& opts) {
   LinkDelta d;
   d.node = key.first;
   d.link = key.second;
-  d.before_mb = l.payload_mb_per_s();
-  d.before_speed = l.speed();
-  d.noise_before_pct = noise_pct(l.intervals);
-  if (after == nullptr) {
-    d.verdict = LinkVerdict::missing;
-    d.fails = true;
-    return d;
+  d.verdict = LinkVerdict::missing;
+  d.fails = true;
+  if (before) {
+    d.before_mb = before->payload_mb_per_s();
+    d.before_speed = before->speed();
+    d.noise_before_pct = noise_pct(before->intervals);
   }
-  d.after_mb = after->payload_mb_per_s();
-  d.after_speed = after->speed();
+  if (after) {
+    d.after_mb = after->payload_mb_per_s();
+    d.after_speed = after->speed();
+  }
+  if (!before || !after) return d;
   d.noise_after_pct = noise_pct(after->intervals);
   d.change_pct = change(d.before_mb, d.after_mb);
   const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed, d.after_speed);
@@ -211,6 +205,11 @@ std::vector<Delta> deltas(const std::map<std::string, double>& b, const std::map
 
 }  // namespace
 
+void check_result_schema(const json& j, const std::string& file) {
+  if (const auto problem = result_doc_problem(j); !problem.empty())
+    throw UsageError(fmt::format("compare: {}: {}", file, problem));
+}
+
 std::vector<std::string> settings_differ(const ResultDoc& b, const ResultDoc& a) {
   std::vector<std::string> out;
   if (!b.settings.is_object() || !a.settings.is_object()) return out;
@@ -256,18 +255,9 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   match(
       links_of(b), links_of(a),
       [&](const auto& key, const ResultLink& l, const ResultLink* x) {
-        c.links.push_back(judge_link(key, l, x, opts));
+        c.links.push_back(judge_link(key, &l, x, opts));
       },
-      [&](const auto& key, const ResultLink& l) {
-        LinkDelta d;
-        d.node = key.first;
-        d.link = key.second;
-        d.after_mb = l.payload_mb_per_s();
-        d.after_speed = l.speed();
-        d.verdict = LinkVerdict::missing;
-        d.fails = true;  // a port that appeared is news too; either side missing fails
-        c.links.push_back(d);
-      });
+      [&](const auto& key, const ResultLink& l) { c.links.push_back(judge_link(key, nullptr, &l, opts)); });
   c.bonds = compare_bonds(b, a);
   if (c.links.empty()) c.notes.push_back("no non-loopback links in the results: nothing to judge per link");
   c.failed = std::any_of(c.links.begin(), c.links.end(), [](const LinkDelta& d) { return d.fails; });
@@ -357,7 +347,7 @@ json render_comparison_json(const Comparison& c) {
             {"change_pct", d.change_pct},
             {"before_speed_mbps", d.before_speed},
             {"after_speed_mbps", d.after_speed},
-            {"expected_pct", d.predicted_pct ? json(*d.predicted_pct) : json(nullptr)},
+            {"expected_pct", d.predicted_pct},
             {"expectation", d.expectation.empty() ? json(nullptr) : json(d.expectation)},
             {"noise_before_pct", d.noise_before_pct},
             {"noise_after_pct", d.noise_after_pct},

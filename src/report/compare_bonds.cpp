@@ -8,11 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 
 namespace fabperf {
-
-using nlohmann::json;
 
 namespace {
 
@@ -83,33 +80,27 @@ std::string bond_verdict(const BondDelta& d) {
   return overall + (parts.empty() ? "" : "; " + fmt::format("{}", fmt::join(parts, "; ")));
 }
 
+// One bond, in one run (the other null) or both.
+BondDelta bond_delta(const std::pair<std::string, std::string>& key, const ResultBond* b, const ResultBond* a) {
+  BondDelta d;
+  d.node = key.first;
+  d.bond = key.second;
+  if (b) d.before = side_of(*b);
+  if (a) d.after = side_of(*a);
+  d.verdict = !a ? "only in the before run" : !b ? "only in the after run" : bond_verdict(d);
+  return d;
+}
+
 }  // namespace
 
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
-  const auto name = [](const auto& key, BondDelta& d) {
-    d.node = key.first;
-    d.bond = key.second;
-  };
   match(
       bonds_of(before), bonds_of(after),
       [&](const auto& key, const ResultBond* b, const ResultBond* const* a) {
-        BondDelta& d = out.emplace_back();
-        name(key, d);
-        d.before = side_of(*b);
-        if (!a) {
-          d.verdict = "only in the before run";
-          return;
-        }
-        d.after = side_of(**a);
-        d.verdict = bond_verdict(d);
+        out.push_back(bond_delta(key, b, a ? *a : nullptr));
       },
-      [&](const auto& key, const ResultBond* a) {
-        BondDelta& d = out.emplace_back();
-        name(key, d);
-        d.after = side_of(*a);
-        d.verdict = "only in the after run";
-      });
+      [&](const auto& key, const ResultBond* a) { out.push_back(bond_delta(key, nullptr, a)); });
   return out;
 }
 

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -21,14 +20,6 @@ namespace fabperf {
 using nlohmann::json;
 
 namespace {
-
-// Plan results name nodes by address:port; the plan's hosts give them their names back.
-void rename_nodes(ResultDoc& result, const std::map<std::string, std::string>& names) {
-  for (auto& n : result.nodes) {
-    const auto it = names.find(n.node);
-    if (it != names.end()) n.node = it->second;
-  }
-}
 
 // Why a result may not count as a trial ("" when it may): only complete, uninterrupted runs do.
 std::string exclusion(const ResultDoc& r) {
@@ -72,7 +63,10 @@ std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
       side.excluded.push_back(fmt::format("step {}: {}", id, why));
       continue;
     }
-    rename_nodes(t.result, names);
+    // Plan results name nodes by address:port; the plan's hosts give them their names back.
+    for (auto& n : t.result.nodes) {
+      if (const auto it = names.find(n.node); it != names.end()) n.node = it->second;
+    }
     side.trials.push_back(std::move(t));
   }
   if (ab) return {a, b};

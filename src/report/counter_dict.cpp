@@ -86,10 +86,9 @@ constexpr std::array kRows{
     Row{"*retrans*", C::retransmit, false},             // mlx5_ib roce_adp_retrans
     Row{"*slow_restart*", C::retransmit, false},        // mlx5_ib roce_slow_restart
     // -- discards: no buffer, policy, queue full ------------------------------------------------
-    Row{"*discard*cos#", C::discard, true},    // bnxt_en rx_discard_packets_cos3
-    Row{"*prio#_discards", C::discard, true},  // mlx5 rx_prio3_discards
-    Row{"*discard*", C::discard,
-        false},  // mlx5 rx_discards_phy, rx_prio3_discards, bnxt_en rx_discard_packets_cos3, IB port_xmit_discards
+    Row{"*discard*cos#", C::discard, true},         // bnxt_en rx_discard_packets_cos3
+    Row{"*prio#_discards", C::discard, true},       // mlx5 rx_prio3_discards
+    Row{"*discard*", C::discard, false},            // mlx5 rx_discards_phy, IB port_xmit_discards
     Row{"*out_of_buffer*", C::discard, false},      // mlx5 rx_out_of_buffer, mlx5_ib out_of_buffer
     Row{"*no_buffer*", C::discard, false},          // ixgbe rx_no_buffer_count
     Row{"*no_dma_resources*", C::discard, false},   // i40e/ice rx_no_dma_resources
@@ -97,10 +96,9 @@ constexpr std::array kRows{
     Row{"*buffer_overrun*", C::discard, false},     // IB excessive_buffer_overrun_errors
     Row{"*constraint_errors*", C::discard, false},  // IB port_{rcv,xmit}_constraint_errors
     Row{"TcpExt.ListenOverflows", C::discard, false}, Row{"Udp.RcvbufErrors", C::discard, false},
-    Row{"Udp.SndbufErrors", C::discard, false}, Row{"*drop*", C::discard, false},
-    Row{"*Drop*", C::discard,
-        false},  // TcpExt.ListenDrops, TCPBacklogDrop, TCPRcvQDrop                    // veth/virtio rx_queue_0_drops,
-                 // qdisc.drops, softnet.dropped, if.*_dropped, ListenDrops
+    Row{"Udp.SndbufErrors", C::discard, false},
+    Row{"*drop*", C::discard, false},  // veth/virtio rx_queue_0_drops, qdisc.drops, softnet.dropped, if.*_dropped
+    Row{"*Drop*", C::discard, false},  // TcpExt.ListenDrops, TCPBacklogDrop, TCPRcvQDrop
     // -- other errors ---------------------------------------------------------------------------
     Row{"*err*", C::error, false},  // length, undersize, jabber, cqe errors, Tcp.InErrs, ...
     Row{"*Err*", C::error, false}, Row{"*jabber*", C::error, false},
@@ -156,10 +154,6 @@ std::string direction_of(std::string_view name) {
   if (name.substr(0, 2) == "tx" || has("_tx") || has("port_xmit") || has("sent") || has("rp_")) return "tx";
   return "";
 }
-
-}  // namespace
-
-namespace {
 
 // Each category's name in JSON and KPIs, and in the words of a diagnosis: one row per category,
 // in the enum's order (checked below).

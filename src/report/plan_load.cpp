@@ -5,6 +5,7 @@
 #include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/report/result_doc.hpp>
+#include "report/result_json.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -367,19 +368,13 @@ RawResults load_results(const std::string& path) {
   return load_results(in, path);
 }
 
+// Keys: the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KpiCheck, test, step, kpi, scope, subject, value, threshold, op, unit, pass, detail)
+
 json to_json(const KpiCheck& c) {
-  return {{"type", "kpi"},
-          {"test", c.test ? json(*c.test) : json(nullptr)},
-          {"step", c.step ? json(*c.step) : json(nullptr)},
-          {"kpi", c.kpi},
-          {"scope", c.scope},
-          {"subject", c.subject},
-          {"value", c.value ? json(*c.value) : json(nullptr)},
-          {"threshold", c.threshold},
-          {"op", c.op},
-          {"unit", c.unit},
-          {"pass", c.pass},
-          {"detail", c.detail}};
+  json j = c;
+  j["type"] = "kpi";
+  return j;
 }
 
 }  // namespace fabperf

@@ -187,8 +187,8 @@ void group_kpis(PlanReport& r) {
     auto it = group_at.find(key);
     if (it == group_at.end()) {
       it = group_at.emplace(key, r.kpi_groups.size()).first;
-      r.kpi_groups.push_back(
-          {k.test.value_or(""), k.kpi, k.scope, k.op, k.threshold, k.unit, 0, 0, k.value, k.subject});
+      r.kpi_groups.push_back({k.test.value_or("").empty() ? std::nullopt : k.test, k.kpi, k.scope, k.op, k.threshold,
+                              k.unit, 0, 0, k.value, k.subject});
       worst_at.push_back(&k);
     }
     auto& g = r.kpi_groups[it->second];

@@ -58,6 +58,17 @@ std::string csv_field(std::string_view s) {
   return out + "\"";
 }
 
+// Keys: the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ResultLatency::Bucket, lo_us, hi_us, count)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ResultLatency, count, mean_us, min_us, p50_us, p90_us, p99_us, p999_us, max_us,
+                                   buckets)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PairRow, client, server, mb_per_s, retrans, rtt_us)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SeriesPoint, t_s, mb_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Series, name, points)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PairMatrix, test, nodes, mb_per_s, min, max, cells)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KpiGroup, test, kpi, scope, op, threshold, unit, passed, failed, worst,
+                                   worst_subject)
+
 namespace {
 using jsonu::array_json;
 
@@ -69,19 +80,9 @@ json counter_events_json(const std::vector<CounterEvent>& events) {
 
 json latency_json(const std::optional<ResultLatency>& l, const char* what) {
   if (!l) return nullptr;
-  json b = array_json(l->buckets, [](const ResultLatency::Bucket& x) -> json {
-    return {{"lo_us", x.lo_us}, {"hi_us", x.hi_us}, {json_key(col::count), x.count}};
-  });
-  return {{"what", what},
-          {json_key(col::count), l->count},
-          {json_key(col::mean_us), l->mean_us},
-          {"min_us", l->min_us},
-          {json_key(col::p50_us), l->p50_us},
-          {json_key(col::p90_us), l->p90_us},
-          {json_key(col::p99_us), l->p99_us},
-          {json_key(col::p999_us), l->p999_us},
-          {json_key(col::max_us), l->max_us},
-          {"buckets", std::move(b)}};
+  json j = *l;
+  j["what"] = what;
+  return j;
 }
 
 // The results file's "kpi" record (to_json, its one encoder) without its record type.
@@ -100,14 +101,6 @@ json node_row_json(const ResultNode& n) {
           {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
           {json_key(col::retrans_segs), jsonu::nonneg(n.retrans_segs)},
           {"latency", n.latency ? latency_json(n.latency, "rpc") : latency_json(n.delay, "delay")}};
-}
-
-json pair_row_json(const PairRow& p) {
-  return {{json_key(col::client), p.client},
-          {json_key(col::server), p.server},
-          {json_key(col::mb_per_s), p.mb_per_s},
-          {json_key(col::retrans), p.retrans},
-          {json_key(col::rtt_us), p.rtt_us}};
 }
 
 // The step's links, node by node.
@@ -130,11 +123,6 @@ json links_json(const StepView& s) {
 }
 
 json step_json(const StepView& s) {
-  json series = array_json(s.series, [](const Series& se) -> json {
-    return {{"name", se.name}, {"points", array_json(se.points, [](const SeriesPoint& p) -> json {
-                                  return {{"t_s", p.t_s}, {json_key(col::mb_per_s), p.mb_per_s}};
-                                })}};
-  });
   return {{"index", s.index},
           {"id", s.id},
           {json_key(col::test), s.test},
@@ -153,11 +141,11 @@ json step_json(const StepView& s) {
           {json_key(col::msg_per_s), s.msg_per_s},
           {"window_s", s.window_s},
           {"nodes", array_json(s.nodes, node_row_json)},
-          {"pairs", array_json(s.pairs, pair_row_json)},
+          {"pairs", s.pairs},
           {"links", links_json(s)},
           {"latency", latency_json(s.latency, "rpc")},
           {"delay", latency_json(s.delay, "delay")},
-          {"series", std::move(series)},
+          {"series", s.series},
           {"findings", s.findings},
           {"counter_events", counter_events_json(s.counter_events)},
           {"kpi_passed", s.kpi_passed},
@@ -179,29 +167,6 @@ std::string csv_cell(const json& v) {
 }  // namespace
 
 json render_plan_json(const PlanReport& r) {
-  json groups = array_json(r.kpi_groups, [](const KpiGroup& g) -> json {
-    return {{json_key(col::test), g.test.empty() ? json(nullptr) : json(g.test)},
-            {json_key(col::kpi), g.kpi},
-            {json_key(col::scope), g.scope},
-            {"op", g.op},
-            {json_key(col::threshold), g.threshold},
-            {"unit", g.unit},
-            {"passed", g.passed},
-            {"failed", g.failed},
-            {"worst", g.worst ? json(*g.worst) : json(nullptr)},
-            {"worst_subject", g.worst_subject}};
-  });
-  json matrices = array_json(r.matrices, [](const PairMatrix& m) -> json {
-    json rows = array_json(m.mb_per_s, [](const std::vector<std::optional<double>>& row) {
-      return array_json(row, [](const std::optional<double>& c) { return c ? json(*c) : json(nullptr); });
-    });
-    return {{json_key(col::test), m.test},
-            {"nodes", m.nodes},
-            {json_key(col::mb_per_s), std::move(rows)},
-            {"min", m.min},
-            {"max", m.max},
-            {"cells", m.cells}};
-  });
   return {{"schema", "fabperf.plan-report"},
           {"version", 1},
           {"source", r.source},
@@ -224,9 +189,9 @@ json render_plan_json(const PlanReport& r) {
           {"resumed", r.resumed},
           {"kpi_passed", r.kpi_passed},
           {"kpi_failed", r.kpi_failed},
-          {"kpi_groups", std::move(groups)},
+          {"kpi_groups", r.kpi_groups},
           {"kpis", array_json(r.kpis, kpi_json)},
-          {"matrices", std::move(matrices)},
+          {"matrices", r.matrices},
           {"steps", array_json(r.steps, step_json)},
           {"notes", r.notes},
           {"isolation", r.isolation}};
@@ -263,7 +228,7 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
     for (const auto& s : r.steps) {
       auto step = at(s);
       step.push_back(s.pattern);
-      for (const auto& p : s.pairs) row(step, keys, pair_row_json(p));
+      for (const auto& p : s.pairs) row(step, keys, p);
     }
   } else if (table == "links") {
     const std::vector<std::string> keys{

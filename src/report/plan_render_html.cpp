@@ -560,8 +560,8 @@ std::string kpi_html(const PlanReport& r) {
     out += fmt::format(
         "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
-        g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.empty() ? "(plan)" : g.test), e(g.scope), e(g.op),
-        g.threshold, e(g.unit), g.passed + g.failed, g.failed, g.worst ? fmt_num(*g.worst) : std::string("n/a"),
+        g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.value_or("(plan)")), e(g.scope), e(g.op), g.threshold,
+        e(g.unit), g.passed + g.failed, g.failed, g.worst ? fmt_num(*g.worst) : std::string("n/a"),
         e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
   }
   out += "</tbody></table>\n";

@@ -45,10 +45,9 @@ std::string render_plan_text(const PlanReport& r) {
     Table t({h(col::kpi), h(col::test), h(col::scope), h(col::threshold), "checks", "failed", "worst", "worst at",
              h(col::pass)});
     for (const auto& g : r.kpi_groups) {
-      t.add({g.kpi, g.test.empty() ? "(plan)" : g.test, g.scope,
-             fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit), std::to_string(g.passed + g.failed),
-             std::to_string(g.failed), kpi_value(g.worst), g.worst_subject.empty() ? "-" : g.worst_subject,
-             g.failed ? "FAIL" : "pass"});
+      t.add({g.kpi, g.test.value_or("(plan)"), g.scope, fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit),
+             std::to_string(g.passed + g.failed), std::to_string(g.failed), kpi_value(g.worst),
+             g.worst_subject.empty() ? "-" : g.worst_subject, g.failed ? "FAIL" : "pass"});
     }
     out += t.str();
     if (r.kpi_failed > 0) {

@@ -6,6 +6,7 @@
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "report/result_json.hpp"
@@ -16,15 +17,6 @@ std::uint64_t rdma_header_bytes(const std::string& link_layer) {
   if (link_layer == "InfiniBand") return 8 + 12 + 4 + 2;
   return 14 + 20 + 8 + 12 + 4 + 4;
 }
-
-namespace {
-const std::uint64_t* find_counter(const RdmaPortCounters& c, const std::string& key) {
-  for (const auto& [k, v] : c.values) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
-}  // namespace
 
 RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, std::uint64_t block_size,
                                 const std::string& node, std::vector<std::string>& findings) {
@@ -65,21 +57,20 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
   r.window_s = static_cast<double>(s1->t_ns - s0->t_ns) / 1e9;
   r.unreadable = s1->counters.unreadable;
   std::vector<std::string> grew;
+  const auto& before = s0->counters.values;
   for (const auto& [k, v1] : s1->counters.values) {
-    const std::uint64_t* v0 = find_counter(s0->counters, k);
-    if (!v0) continue;
+    const auto v0 = std::ranges::find(before, k, &std::pair<std::string, std::uint64_t>::first);
+    if (v0 == before.end()) continue;
     RdmaCounterDelta d;
     d.name = k;
-    d.delta = v1 >= *v0 ? v1 - *v0 : 0;  // a counter reset mid-window reads as no growth
+    d.delta = v1 >= v0->second ? v1 - v0->second : 0;  // a counter reset mid-window reads as no growth
     d.error = is_rdma_error_counter(k);
     if (d.error && d.delta > 0) grew.push_back(fmt::format("{} +{}", k.substr(k.find('/') + 1), d.delta));
     r.counters.push_back(std::move(d));
   }
-  auto delta_of = [&](const char* key) -> std::int64_t {
-    for (const auto& d : r.counters) {
-      if (d.name == key) return static_cast<std::int64_t>(d.delta);
-    }
-    return -1;
+  auto delta_of = [&](std::string_view key) -> std::int64_t {
+    const auto d = std::ranges::find(r.counters, key, &RdmaCounterDelta::name);
+    return d == r.counters.end() ? -1 : static_cast<std::int64_t>(d->delta);
   };
   const std::int64_t xw = delta_of("counters/port_xmit_data"), rw = delta_of("counters/port_rcv_data");
   if (xw >= 0) r.tx_bytes = xw * 4;

@@ -23,24 +23,19 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Dip, subject, t0_s, t1_s, mb_per_s, median_mb
                                    text)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialArmReport, name, mb_per_s, cpu_s_per_gb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialReport, what, chosen, reason, arms, summary)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Throughput, bytes, mb_per_s, gbit_per_s, msgs, msg_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LatencySummary, count, mean_us, stddev_us, min_us, p50_us, p90_us, p99_us, p999_us,
+                                   max_us)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireAudit, verdict, payload_tx_bytes, wire_tx_bytes, tx_ratio, payload_rx_bytes,
+                                   wire_rx_bytes, rx_ratio, resolution_bytes)
+// A connection's "tcp" object, written only when the sample is valid (null otherwise).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TcpSample, rtt_us, rttvar_us, snd_mss, rcv_mss, pmtu, snd_cwnd, total_retrans)
 
 namespace {
-json tput_json(const Throughput& t) {
-  return {{json_key(col::bytes), t.bytes},
-          {json_key(col::mb_per_s), t.mb_per_s},
-          {json_key(col::gbit_per_s), t.gbit_per_s},
-          {"msgs", t.msgs},
-          {json_key(col::msg_per_s), t.msg_per_s}};
-}
-
 // Null when not measured; the histogram's non-empty buckets when there is one.
 json latency_json(const std::optional<LatencySummary>& l, const std::optional<LatencyHistogram>& h) {
   if (!l) return nullptr;
-  json j = {{json_key(col::count), l->count},   {json_key(col::mean_us), l->mean_us},
-            {"stddev_us", l->stddev_us},        {"min_us", l->min_us},
-            {json_key(col::p50_us), l->p50_us}, {json_key(col::p90_us), l->p90_us},
-            {json_key(col::p99_us), l->p99_us}, {json_key(col::p999_us), l->p999_us},
-            {json_key(col::max_us), l->max_us}};
+  json j = *l;
   if (h) {
     json b = json::array();
     for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
@@ -53,12 +48,6 @@ json latency_json(const std::optional<LatencySummary>& l, const std::optional<La
     j["buckets"] = std::move(b);
   }
   return j;
-}
-json wire_audit_json(const WireAudit& a) {
-  return {
-      {"verdict", a.verdict},           {"payload_tx_bytes", a.payload_tx_bytes}, {"wire_tx_bytes", a.wire_tx_bytes},
-      {"tx_ratio", nonneg(a.tx_ratio)}, {"payload_rx_bytes", a.payload_rx_bytes}, {"wire_rx_bytes", a.wire_rx_bytes},
-      {"rx_ratio", nonneg(a.rx_ratio)}, {"resolution_bytes", a.resolution_bytes}};
 }
 
 json links_json(const std::vector<LinkReport>& links) {
@@ -85,7 +74,7 @@ json links_json(const std::vector<LinkReport>& links) {
             {"vanished", l.vanished},
             {"min_sender_mss", l.min_sender_mss},
             {"jumbo_mismatch", l.jumbo_mismatch},
-            {"wire_audit", wire_audit_json(l.wire_audit)},
+            {"wire_audit", l.wire_audit},
             {"intervals", l.intervals}};
   });
 }
@@ -201,7 +190,7 @@ json node_json(const NodeReport& n) {
 }
 
 json pair_json(const PairReport& p) {
-  json j = tput_json(p.tput);
+  json j = p.tput;
   j["client"] = p.client;
   j["server"] = p.server;
   j["measured_by"] = p.measured_by;
@@ -214,16 +203,6 @@ json pair_json(const PairReport& p) {
 }
 
 json connection_json(const ConnReport& c) {
-  json tcp = nullptr;
-  if (c.tcp.valid) {
-    tcp = {{json_key(col::rtt_us), c.tcp.rtt_us},
-           {"rttvar_us", c.tcp.rttvar_us},
-           {json_key(col::snd_mss), c.tcp.snd_mss},
-           {"rcv_mss", c.tcp.rcv_mss},
-           {"pmtu", c.tcp.pmtu},
-           {"snd_cwnd", c.tcp.snd_cwnd},
-           {"total_retrans", c.tcp.total_retrans}};
-  }
   return {{json_key(col::node), c.node},
           {"peer", c.peer},
           {json_key(col::role), to_string(c.role)},
@@ -237,7 +216,7 @@ json connection_json(const ConnReport& c) {
           {"rx_bytes_total", c.rx_bytes_total},
           {json_key(col::mb_per_s), c.mb_per_s},
           {json_key(col::retrans), c.retrans},
-          {"tcp", tcp},
+          {"tcp", c.tcp.valid ? json(c.tcp) : json(nullptr)},
           {"error", c.error}};
 }
 
@@ -253,7 +232,7 @@ json result_header_json(const Report& r) {
 }
 
 json result_summary_json(const Report& r) {
-  json agg = tput_json(r.aggregate);
+  json agg = r.aggregate;
   agg["window_s"] = r.window_s;
   json doc{{"complete", r.complete},
            {"interrupted", r.interrupted},

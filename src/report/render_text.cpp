@@ -1,3 +1,4 @@
+#include <fabperf/core/stats.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/report/report.hpp>
 
@@ -43,8 +44,8 @@ std::string spark_total(const std::vector<IntervalPoint>& pts) {
 std::string wire_check(const WireAudit& a) {
   if (a.verdict != "ok" && a.verdict != "payload above wire") return "-";
   const bool tx_busier = a.wire_tx_bytes >= a.wire_rx_bytes;
-  const double ratio = tx_busier ? a.tx_ratio : a.rx_ratio;
-  return fmt::format("{} {}", ratio >= 0 ? fmt::format("{:.3f}", ratio) : std::string("-"),
+  const auto ratio = tx_busier ? a.tx_ratio : a.rx_ratio;
+  return fmt::format("{} {}", ratio ? fmt::format("{:.3f}", *ratio) : std::string("-"),
                      a.verdict == "ok" ? "ok" : "OVER");
 }
 
@@ -148,15 +149,11 @@ std::string intervals_text(const Report& r) {
   Table iv({h(col::node), "min", "avg", "max", "tx", "rx"});
   for (const auto& n : r.nodes) {
     if (n.intervals.empty()) continue;
-    double mn = 1e300, mx = 0, sum = 0;
-    for (const auto& p : n.intervals) {
-      const double v = p.tx_mb_per_s + p.rx_mb_per_s;
-      mn = std::min(mn, v);
-      mx = std::max(mx, v);
-      sum += v;
-    }
-    iv.add({n.name, f1(mn), f1(sum / static_cast<double>(n.intervals.size())), f1(mx),
-            spark(n.intervals, &IntervalPoint::tx_mb_per_s), spark(n.intervals, &IntervalPoint::rx_mb_per_s)});
+    std::vector<double> v;
+    for (const auto& p : n.intervals) v.push_back(p.tx_mb_per_s + p.rx_mb_per_s);
+    const auto [mn, mx] = std::ranges::minmax(v);
+    iv.add({n.name, f1(mn), f1(stats::mean(v)), f1(mx), spark(n.intervals, &IntervalPoint::tx_mb_per_s),
+            spark(n.intervals, &IntervalPoint::rx_mb_per_s)});
   }
   return "Over time (per interval, tx+rx MB/s: min / avg / max)\n" + iv.str() + "\n";
 }
@@ -227,9 +224,7 @@ std::string render_text(const Report& r, bool verbose) {
 }
 
 std::string render_rdma_ports_text(const Report& r) {
-  bool any = false;
-  for (const auto& n : r.nodes) any = any || !n.rdma_ports.empty();
-  if (!any) return "";
+  if (std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeReport& n) { return n.rdma_ports.empty(); })) return "";
   std::string out =
       "RDMA ports (port counters over the window; data counters count 4-byte words, shown as bytes; payload = "
       "fabperf's bytes on this node's queue pairs, data pkts = those bytes in MTU-sized packets)\n";

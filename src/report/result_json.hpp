@@ -7,6 +7,18 @@
 #include <fabperf/report/report.hpp>
 
 #include <nlohmann/json.hpp>
+#include <optional>
+
+// std::optional as a JSON value: null when empty (nlohmann 3.11.2 does not convert it).
+template <typename T>
+struct nlohmann::adl_serializer<std::optional<T>> {
+  static void to_json(nlohmann::json& j, const std::optional<T>& v) {
+    j = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  }
+  static void from_json(const nlohmann::json& j, std::optional<T>& v) {
+    v = j.is_null() ? std::nullopt : std::optional(j.get<T>());
+  }
+};
 
 namespace fabperf {
 

@@ -137,7 +137,7 @@ struct PairMatrix {
 };
 
 struct KpiGroup {
-  std::string test;  // "" for plan-wide checks
+  std::optional<std::string> test;  // null for plan-wide checks
   std::string kpi;
   std::string scope;
   std::string op;

@@ -83,7 +83,7 @@ struct IntervalPoint {
 struct WireAudit {
   std::string verdict;  // "ok", "payload above wire", or why not audited ("no counters", "vanished")
   std::uint64_t payload_tx_bytes{0}, wire_tx_bytes{0}, payload_rx_bytes{0}, wire_rx_bytes{0};
-  double tx_ratio{-1}, rx_ratio{-1};  // payload / wire (rates over each's own window); -1 no wire bytes
+  std::optional<double> tx_ratio, rx_ratio;  // payload / wire (rates over each's own window); null: no wire bytes
   // What the comparison cannot resolve, in bytes either way: the counters' read instants apart
   // from the flows' and one round trip of the link's flows (data in flight or not yet read at an
   // edge), both at the wire's rate; one 64 KiB segment per flow (interfaces count whole GSO/GRO
