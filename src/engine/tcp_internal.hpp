@@ -33,7 +33,7 @@ inline bool one_tester_per_connection(const TestSpec& spec) {
 // With a thread per connection, a server of 1,020 clients made 1,020 threads runnable at once at
 // the test's start and end, and its I/O thread's heartbeats waited behind them (bench-scale).
 inline std::size_t rpc_serve_threads() {
-  return std::max<std::size_t>(64, 2 * std::thread::hardware_concurrency());
+  return std::max<std::size_t>(64, std::size_t{2} * std::thread::hardware_concurrency());
 }
 
 inline constexpr std::uint32_t kRpcMagic = 0x46425052;    // "FBPR": rpc request

@@ -415,8 +415,8 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
   }
   // Several connections: answer the ones with a request waiting. A request comes whole (the
   // client sends it at once), so serving one blocks only for as long as it takes to arrive.
-  std::vector<pollfd> pfds;
-  for (const TcpFlow* f : flows) pfds.push_back({f->fd(), POLLIN, 0});
+  std::vector<pollfd> pfds(flows.size());
+  std::ranges::transform(flows, pfds.begin(), [](const TcpFlow* f) { return pollfd{f->fd(), POLLIN, 0}; });
   while (!flows.empty()) {
     ::poll(pfds.data(), pfds.size(), kTickMs);
     // What a blocked recv sees at its tick (recv_exact): an idle connection past the deadline.
