@@ -52,15 +52,15 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
                                : "";
     if (s.at_ceiling) {
       s.bound_by = node.host_limited ? "slot or host" : "slot";
-      const std::string carried = fmt::format(
+      std::string carried = fmt::format(
           "node {}: {} {} {:.1f} Gbit/s, {:.0f}% of its PCIe link's {:.1f} Gbit/s usable ({} at {})", node.name, ports,
           dir, std::max(s.tx_gbps, s.rx_gbps), s.used_pct, s.usable_gbps, s.link, s.address);
-      findings.push_back(carried +
-                         (node.host_limited ? fmt::format(", while fabperf thread {} was {:.0f}% busy: the slot "
-                                                          "or this node's CPU bounded it, not the network links",
-                                                          node.busiest_thread, node.busiest_thread_pct)
-                                            : ": the slot bounded this node, not the network links") +
-                         of_ports);
+      carried += node.host_limited ? fmt::format(
+                                         ", while fabperf thread {} was {:.0f}% busy: the slot "
+                                         "or this node's CPU bounded it, not the network links",
+                                         node.busiest_thread, node.busiest_thread_pct)
+                                   : ": the slot bounded this node, not the network links";
+      findings.push_back(carried + of_ports);
     } else if (node.host_limited && !any_at_ceiling && s.usable_gbps > 0) {
       s.bound_by = "host";
       findings.push_back(fmt::format(
