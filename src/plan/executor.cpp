@@ -448,7 +448,7 @@ bool PlanRun::run_step(std::size_t i) {
     } else if (!report.complete) {
       rec["status"] = "failed";
       std::string err;
-      for (const auto& n : r.nodes) {
+      for (const auto& n : report.nodes) {
         if (!n.error.empty()) err += (err.empty() ? "" : "; ") + n.error;
       }
       rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;

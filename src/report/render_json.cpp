@@ -177,6 +177,7 @@ json node_json(const NodeReport& n) {
           {"host_limited", n.host_limited},
           {json_key(col::clock_offset_us), n.clock_offset_us},
           {json_key(col::clock_uncertainty_us), n.clock_uncertainty_us},
+          {"late_ms", n.late_ms},
           {"latency", latency_json(n.latency, n.histogram)},
           {"delay", latency_json(n.delay, n.delay_histogram)},
           {"intervals", n.intervals},

@@ -55,6 +55,8 @@ AgentResult full_result() {
   r.cpu_busy_pct = 42.25;
   r.retrans_segs = 12;
   r.process_cpu_s = 3.5;
+  r.start_late_ns = 12'000'000;
+  r.window_late_ns = 3'000'000;
   auto f1 = flow(1, FlowRole::client, FlowOp::write, 2);
   f1.tcp = {true, 99, 120, 30, 8948, 8948, 9000, 640};
   auto f2 = flow(2, FlowRole::server, FlowOp::read, 3);
@@ -78,6 +80,8 @@ void expect_same(const AgentResult& a, const AgentResult& b) {
   EXPECT_EQ(a.cpu_busy_pct, b.cpu_busy_pct);
   EXPECT_EQ(a.retrans_segs, b.retrans_segs);
   EXPECT_EQ(a.process_cpu_s, b.process_cpu_s);
+  EXPECT_EQ(a.start_late_ns, b.start_late_ns);
+  EXPECT_EQ(a.window_late_ns, b.window_late_ns);
   ASSERT_EQ(a.flows.size(), b.flows.size());
   for (std::size_t i = 0; i < a.flows.size(); ++i) {
     const auto& x = a.flows[i];
@@ -256,6 +260,7 @@ TEST(AgentResultJson, RejectsOutOfRangeAndWrongTypes) {
       {json::json_pointer("/cpu_busy_pct"), 100.5, "RESULT.cpu_busy_pct"},
       {json::json_pointer("/retrans_segs"), -2, "RESULT.retrans_segs"},
       {json::json_pointer("/process_cpu_s"), -1, "RESULT.process_cpu_s"},
+      {json::json_pointer("/start_late_ns"), -1, "RESULT.start_late_ns"},
       {json::json_pointer("/flows"), json::object(), "RESULT.flows: expected an array"},
       {json::json_pointer("/flows/0"), "flow", "RESULT.flows[]: not a JSON object"},
       {json::json_pointer("/flows/0/tx_bytes_total"), (1ull << 62) + 1, "RESULT.flows[].tx_bytes_total"},

@@ -258,6 +258,34 @@ TEST(ComputeReport, APairWithNothingInTheWindowIsAFinding) {
       << r.findings[0];
 }
 
+// The default spec's 10 s test has a 1 s warm-up and a 1 s cool-down around its 8 s window.
+TEST(ComputeReport, ANodeThatKeptTheScheduleLateIsNamedAndPastAQuarterOfTheWindowVoidsTheResult) {
+  auto run = two_by_two();
+  run.nodes[1].result->start_late_ns = 1'000'000'000;   // flows out by the window's open
+  run.nodes[1].result->window_late_ns = 1'000'000'000;  // edges read before the peers stop
+  Report r = compute_report(run);
+  EXPECT_TRUE(r.complete);
+  EXPECT_TRUE(r.findings.empty()) << r.findings[0];
+  EXPECT_DOUBLE_EQ(r.nodes[1].late_ms, 1000.0);
+
+  run.nodes[2].result->start_late_ns = 1'400'000'000;  // 0.4 s of the 8 s window without its flows
+  r = compute_report(run);
+  EXPECT_TRUE(r.complete);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_TRUE(contains(r.findings[0], "node cli2:6668 kept the test's schedule 1400 ms late")) << r.findings[0];
+  EXPECT_TRUE(contains(r.findings[0], ": 5% of the window is not covered by the flows")) << r.findings[0];
+  EXPECT_TRUE(r.nodes[2].error.empty());
+
+  run.nodes[2].result->window_late_ns = 2'700'000'000;  // and 1.7 s read after the peers stopped
+  r = compute_report(run);
+  EXPECT_FALSE(r.complete);
+  EXPECT_TRUE(contains(r.nodes[2].error, "2700 ms late")) << r.nodes[2].error;
+  EXPECT_TRUE(contains(r.nodes[2].error,
+                       "26% of the window is not covered by the flows, so this test's figures "
+                       "have no basis: run it again"))
+      << r.nodes[2].error;
+}
+
 TEST(ComputeReport, NodesAndConnections) {
   const Report r = compute_report(two_by_two());
   ASSERT_EQ(r.nodes.size(), 4u);

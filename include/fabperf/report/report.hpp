@@ -235,6 +235,7 @@ struct NodeReport {
   bool host_limited{false};  // a data thread was busy >= kHostLimitedPct of the window
   double clock_offset_us{0};
   double clock_uncertainty_us{0};
+  double late_ms{0};  // the most this agent kept the schedule late (flows' release, window's edges)
   std::optional<LatencySummary> latency;
   std::optional<LatencyHistogram> histogram;
   std::optional<LatencySummary> delay;  // ping round trips to the servers, under load (clients)
@@ -284,7 +285,7 @@ struct Report {
   std::string started_at;
   TestSpec spec = TestSpec::make({});
   bool interrupted{false};
-  bool complete{true};  // every node reported a full, unaborted result
+  bool complete{true};  // every node reported a full, unaborted result over the window it claims
   int servers{0};
   int clients{0};
   Throughput aggregate;
