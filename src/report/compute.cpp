@@ -323,7 +323,7 @@ NodeRecord bond_record(const NodeRecord& n, const AgentResult& a) {
 
 // A driver that ran late measured a window its peers' flows did not fill: its own flows went out
 // after the window opened (beyond the warm-up), or it read the edges after the peers had stopped
-// (beyond the cool-down). Past a quarter of the window the figures have no basis: the node's
+// (beyond the cool-down). Past half the window the figures have no basis: the node's
 // error says so, and the function returns true.
 bool schedule_check(NodeReport& nr, const AgentResult& a, const TestSpec& spec, std::vector<std::string>& findings) {
   nr.late_ms = static_cast<double>(std::max(a.start_late_ns, a.window_late_ns)) / 1e6;
@@ -331,11 +331,11 @@ bool schedule_check(NodeReport& nr, const AgentResult& a, const TestSpec& spec, 
                          std::max<std::int64_t>(0, a.window_late_ns - spec.cooldown().count());
   const auto window = spec.window().count();
   if (uncovered * 100 <= window) return false;
-  const bool no_basis = uncovered * 4 > window;
+  const bool no_basis = uncovered * 2 > window;
   findings.push_back(fmt::format(
       "node {} kept the test's schedule {:.0f} ms late (its host did not run fabperf on time): {:.0f}% of the "
       "window is not covered by the flows{}",
-      nr.name, nr.late_ms, 100.0 * static_cast<double>(uncovered) / static_cast<double>(window),
+      nr.name, nr.late_ms, 100.0 * static_cast<double>(std::min(uncovered, window)) / static_cast<double>(window),
       no_basis ? ", so this test's figures have no basis: run it again" : ""));
   if (no_basis && nr.error.empty()) nr.error = findings.back();
   return no_basis;
