@@ -176,7 +176,10 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts) {
 }
 
 // KPI groups: one line per (test, KPI, scope, threshold) in the verdict table.
-void group_kpis(PlanReport& r) {
+// Returns the checks of each step (passed, failed), counted once: a plan of N hosts all-pairs has
+// N(N-1) steps and as many checks.
+std::unordered_map<std::string, std::pair<int, int>> group_kpis(PlanReport& r) {
+  std::unordered_map<std::string, std::pair<int, int>> step_checks;
   std::map<std::string, std::size_t> group_at;
   std::vector<const KpiCheck*> worst_at;
   for (const auto& k : r.kpis) {
@@ -196,7 +199,10 @@ void group_kpis(PlanReport& r) {
       g.worst_subject = k.subject;
     }
     (k.pass ? r.kpi_passed : r.kpi_failed) += 1;
+    auto& c = step_checks[k.step.value_or("")];
+    (k.pass ? c.first : c.second) += 1;
   }
+  return step_checks;
 }
 
 // All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
@@ -276,13 +282,8 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
   r.resumed = raw.resumed;
   const std::vector<Host> hosts = plan_hosts(raw.plan);
 
-  // Checks per step, counted once: a plan of N hosts all-pairs has N(N-1) steps and as many checks.
-  std::unordered_map<std::string, std::pair<int, int>> step_checks;
   r.kpis = std::move(kpis);  // a million checks at 1024 hosts: moved from the reader, not copied
-  for (const auto& k : r.kpis) {
-    auto& c = step_checks[k.step.value_or("")];
-    (k.pass ? c.first : c.second) += 1;
-  }
+  const auto step_checks = group_kpis(r);
   r.steps = std::move(steps);
   for (auto& s : r.steps) {
     if (const auto c = step_checks.find(s.id); c != step_checks.end()) {
@@ -302,8 +303,6 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
     r.interrupted = raw.end->value("interrupted", false);
     r.exit_code = raw.end->value("exit_code", -1);
   }
-
-  group_kpis(r);
 
   build_matrices(r, hosts);
 

@@ -522,8 +522,7 @@ std::string head_html(const PlanReport& r) {
   out +=
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src "
       "data:\">\n";
-  const std::string title = r.kind == "plan" ? "fabperf report: " + (r.plan_name.empty() ? r.source : r.plan_name)
-                                             : "fabperf report: " + r.source;
+  const std::string title = "fabperf report: " + (r.kind == "plan" && !r.plan_name.empty() ? r.plan_name : r.source);
   out += "<title>" + e(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
   out += "<header class=\"top\">\n<div>\n<h1>" + e(title) + "</h1>\n<div class=\"muted\">";
   out += r.kind == "plan" ? "plan " + e(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; "
