@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace fabperf {
@@ -207,8 +208,7 @@ struct FirstLine {
 void read_lines(std::istream& in, FirstLine first, const std::string& name, RawResults& raw, const StepSink& on_step) {
   std::map<std::string, json> steps;  // by id
   std::unordered_set<std::string> step_ids;
-  std::vector<std::string> kpi_order;
-  std::map<std::string, KpiCheck> kpis;
+  std::unordered_map<std::string, std::size_t> kpi_at;  // by kpi_key: where in raw.kpis
   bool have_plan = false;
   std::size_t lineno = first.number;
   std::string line = std::move(first.text);
@@ -261,9 +261,9 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
       }
     } else if (type == "kpi") {
       auto k = read_kpi(j, e);
-      auto key = kpi_key(k);
-      if (!kpis.count(key)) kpi_order.push_back(key);
-      kpis[std::move(key)] = std::move(k);
+      const auto [slot, fresh] = kpi_at.emplace(kpi_key(k), raw.kpis.size());
+      if (fresh) raw.kpis.emplace_back();
+      raw.kpis[slot->second] = std::move(k);  // the last record of a check, in the place of its first
     } else if (type == "end") {
       check_end(j, e);
       raw.end = std::move(j);
@@ -286,7 +286,6 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
   for (auto& [id, s] : steps) raw.steps.push_back(std::move(s));
   std::stable_sort(raw.steps.begin(), raw.steps.end(),
                    [](const json& a, const json& b) { return a["index"].get<int>() < b["index"].get<int>(); });
-  for (const auto& key : kpi_order) raw.kpis.push_back(std::move(kpis[key]));
 }
 
 }  // namespace
