@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace fabperf {
@@ -34,27 +35,25 @@ class LineError {
     if (it == j.end()) fail(fmt::format("missing field '{}'", name));
     return *it;
   }
+  // The field, which `ok` must accept ("field 'NAME' must be WHAT" when it does not).
+  const json& field(const json& j, const char* name, bool (json::*ok)() const noexcept, std::string_view what) const {
+    const auto& v = field(j, name);
+    if (!(v.*ok)()) fail(fmt::format("field '{}' must be {}", name, what));
+    return v;
+  }
   // Each check returns the value it checked, so a record is decoded in the same pass.
   const std::string& string(const json& j, const char* name) const {
-    const auto& v = field(j, name);
-    if (!v.is_string()) fail(fmt::format("field '{}' must be a string", name));
-    return v.get_ref<const std::string&>();
+    return field(j, name, &json::is_string, "a string").get_ref<const std::string&>();
   }
   std::optional<std::string> string_or_null(const json& j, const char* name) const {
-    const auto& v = field(j, name);
-    if (v.is_null()) return std::nullopt;
-    if (!v.is_string()) fail(fmt::format("field '{}' must be a string or null", name));
-    return v.get<std::string>();
+    if (field(j, name).is_null()) return std::nullopt;
+    return field(j, name, &json::is_string, "a string or null").get<std::string>();
   }
   double number(const json& j, const char* name) const {
-    const auto& v = field(j, name);
-    if (!v.is_number()) fail(fmt::format("field '{}' must be a number", name));
-    return v.get<double>();
+    return field(j, name, &json::is_number, "a number").get<double>();
   }
   bool boolean(const json& j, const char* name) const {
-    const auto& v = field(j, name);
-    if (!v.is_boolean()) fail(fmt::format("field '{}' must be true or false", name));
-    return v.get<bool>();
+    return field(j, name, &json::is_boolean, "true or false").get<bool>();
   }
   void integer(const json& j, const char* name, std::int64_t lo, std::int64_t hi) const {
     const auto& v = field(j, name);
@@ -123,10 +122,9 @@ void check_step(const json& j, const LineError& e) {
   if (j.contains("error")) e.string(j, "error");
   e.string(j, "started_at");
   e.number(j, "duration_s");
-  if (j.contains("result") && !j["result"].is_null()) check_run_result(j["result"], e);
-  if (j["status"] == "done" && (!j.contains("result") || j["result"].is_null())) {
-    e.fail("status 'done' but no 'result'");
-  }
+  const bool has_result = j.contains("result") && !j["result"].is_null();
+  if (has_result) check_run_result(j["result"], e);
+  if (!has_result && j["status"] == "done") e.fail("status 'done' but no 'result'");
 }
 
 // The one decoder of a "kpi" record (to_json is its encoder); --resume and the report both read
@@ -210,8 +208,7 @@ struct FirstLine {
 void read_lines(std::istream& in, FirstLine first, const std::string& name, RawResults& raw, const StepSink& on_step) {
   std::map<std::string, json> steps;  // by id
   std::unordered_set<std::string> step_ids;
-  std::vector<std::string> kpi_order;
-  std::map<std::string, KpiCheck> kpis;
+  std::unordered_map<std::string, std::size_t> kpi_at;  // by kpi_key: where in raw.kpis
   bool have_plan = false;
   std::size_t lineno = first.number;
   std::string line = std::move(first.text);
@@ -227,6 +224,7 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
   for (bool have = true; have; have = next()) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    const LineError bad(name, lineno, "");
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded()) {
       // The writer appends whole lines and flushes each; only a crash mid-write leaves a last line
@@ -235,18 +233,14 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
         raw.truncated_line = lineno;
         break;
       }
-      throw UsageError(fmt::format("{}:{}: not valid JSON", name, lineno));
+      bad.fail("not valid JSON");
     }
-    if (!j.is_object()) throw UsageError(fmt::format("{}:{}: expected a JSON object", name, lineno));
-    if (!j.contains("type") || !j["type"].is_string()) {
-      throw UsageError(fmt::format("{}:{}: record has no \"type\" (plan, step, kpi or end)", name, lineno));
-    }
+    if (!j.is_object()) bad.fail("expected a JSON object");
+    if (!j.contains("type") || !j["type"].is_string()) bad.fail("record has no \"type\" (plan, step, kpi or end)");
     const auto type = j["type"].get<std::string>();
     const LineError e(name, lineno, type);
-    if (!have_plan && type != "plan") {
-      throw UsageError(
-          fmt::format("{}:{}: the first record must be the \"plan\" header, found \"{}\"", name, lineno, type));
-    }
+    if (!have_plan && type != "plan")
+      bad.fail(fmt::format("the first record must be the \"plan\" header, found \"{}\"", type));
     if (type == "plan") {
       check_plan(j, e);
       if (!have_plan) {
@@ -267,9 +261,9 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
       }
     } else if (type == "kpi") {
       auto k = read_kpi(j, e);
-      auto key = kpi_key(k);
-      if (!kpis.count(key)) kpi_order.push_back(key);
-      kpis[std::move(key)] = std::move(k);
+      const auto [slot, fresh] = kpi_at.emplace(kpi_key(k), raw.kpis.size());
+      if (fresh) raw.kpis.emplace_back();
+      raw.kpis[slot->second] = std::move(k);  // the last record of a check, in the place of its first
     } else if (type == "end") {
       check_end(j, e);
       raw.end = std::move(j);
@@ -285,15 +279,13 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
     } else if (type == "hook" || type == "isolate" || type == "per_link") {
       // A/B hooks, isolation rounds, per-link sweeps: `fabperf compare` and the run's output show them.
     } else {
-      throw UsageError(fmt::format(
-          "{}:{}: unknown record type \"{}\" (expected plan, step, kpi, end, hook, isolate, isolation or per_link)",
-          name, lineno, type));
+      bad.fail(fmt::format(
+          "unknown record type \"{}\" (expected plan, step, kpi, end, hook, isolate, isolation or per_link)", type));
     }
   }
   for (auto& [id, s] : steps) raw.steps.push_back(std::move(s));
   std::stable_sort(raw.steps.begin(), raw.steps.end(),
                    [](const json& a, const json& b) { return a["index"].get<int>() < b["index"].get<int>(); });
-  for (const auto& key : kpi_order) raw.kpis.push_back(std::move(kpis[key]));
 }
 
 }  // namespace

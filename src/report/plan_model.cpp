@@ -75,56 +75,6 @@ void name_nodes(std::vector<ResultNode>& nodes, const std::vector<Host>& hosts, 
   }
 }
 
-void fill_step(StepView& s, ResultDoc r, const std::vector<Host>& hosts) {
-  s.measured = true;
-  s.op = r.test;
-  s.summary = r.summary;
-  s.mb_per_s = r.aggregate_mb_per_s;
-  s.gbit_per_s = r.aggregate_gbit_per_s;
-  s.msg_per_s = r.aggregate_msg_per_s;
-  s.window_s = r.window_s;
-  s.latency = std::move(r.latency);
-  s.delay = std::move(r.delay);
-  s.findings = std::move(r.findings);
-  name_nodes(r.nodes, hosts, s.clients, s.servers);
-  std::map<std::uint64_t, std::string> by_index;
-  Series aggregate{"aggregate", {}};
-  std::vector<Series> per_node;
-  for (auto& n : r.nodes) {
-    by_index[n.index] = n.node;
-    if (n.counters) {
-      for (const auto& d : n.counters->dips) s.counter_events.push_back({d, n.node});
-    }
-    // Every payload byte is sent by exactly one node, so the sum of the senders' tx series is the
-    // step's throughput over time. Agents' intervals share the window's start, so the k-th
-    // interval of each node covers the same time.
-    Series ns{n.node, {}};
-    double sent = 0;
-    for (std::size_t k = 0; k < n.intervals.size(); ++k) {
-      const auto& p = n.intervals[k];
-      sent += p.tx_mb_per_s;
-      ns.points.push_back({p.t_s, p.tx_mb_per_s});
-      if (aggregate.points.size() <= k) aggregate.points.push_back({p.t_s, 0});
-      aggregate.points[k].mb_per_s += p.tx_mb_per_s;
-    }
-    if (sent > 0) per_node.push_back(std::move(ns));
-    // A million steps are kept: only what the report shows of a node stays.
-    n.intervals = {};
-    n.counters.reset();
-    n.bonds = {};
-    for (auto& l : n.links) l.intervals = {};
-  }
-  s.nodes = std::move(r.nodes);
-  if (!aggregate.points.empty()) {
-    s.series.push_back(std::move(aggregate));
-    for (auto& ns : per_node) s.series.push_back(std::move(ns));
-  }
-  auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
-  for (const auto& p : r.pairs)
-    s.pairs.push_back(
-        {name_of(p.client), name_of(p.server), p.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
-}
-
 // How far a value is on the failing side of its threshold (positive = failing); a check that
 // could not be measured is the worst of all.
 double shortfall(const KpiCheck& c) {
@@ -173,13 +123,63 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts) {
   s.error = str(sj, "error");
   s.started_at = str(sj, "started_at");
   s.duration_s = sj.value("duration_s", 0.0);
-  if (sj.contains("result") && sj["result"].is_object())
-    fill_step(s, read_result_doc(sj["result"], ReadMode::lenient, fmt::format("step {}: result", s.id)), hosts);
+  if (!sj.contains("result") || !sj["result"].is_object()) return s;
+  ResultDoc r = read_result_doc(sj["result"], ReadMode::lenient, fmt::format("step {}: result", s.id));
+  s.measured = true;
+  s.op = r.test;
+  s.summary = r.summary;
+  s.mb_per_s = r.aggregate_mb_per_s;
+  s.gbit_per_s = r.aggregate_gbit_per_s;
+  s.msg_per_s = r.aggregate_msg_per_s;
+  s.window_s = r.window_s;
+  s.latency = std::move(r.latency);
+  s.delay = std::move(r.delay);
+  s.findings = std::move(r.findings);
+  name_nodes(r.nodes, hosts, s.clients, s.servers);
+  std::map<std::uint64_t, std::string> by_index;
+  Series aggregate{"aggregate", {}};
+  std::vector<Series> per_node;
+  for (auto& n : r.nodes) {
+    by_index[n.index] = n.node;
+    if (n.counters) {
+      for (const auto& d : n.counters->dips) s.counter_events.push_back({d, n.node});
+    }
+    // Every payload byte is sent by exactly one node, so the sum of the senders' tx series is the
+    // step's throughput over time. Agents' intervals share the window's start, so the k-th
+    // interval of each node covers the same time.
+    Series ns{n.node, {}};
+    double sent = 0;
+    for (std::size_t k = 0; k < n.intervals.size(); ++k) {
+      const auto& p = n.intervals[k];
+      sent += p.tx_mb_per_s;
+      ns.points.push_back({p.t_s, p.tx_mb_per_s});
+      if (aggregate.points.size() <= k) aggregate.points.push_back({p.t_s, 0});
+      aggregate.points[k].mb_per_s += p.tx_mb_per_s;
+    }
+    if (sent > 0) per_node.push_back(std::move(ns));
+    // A million steps are kept: only what the report shows of a node stays.
+    n.intervals = {};
+    n.counters.reset();
+    n.bonds = {};
+    for (auto& l : n.links) l.intervals = {};
+  }
+  s.nodes = std::move(r.nodes);
+  if (!aggregate.points.empty()) {
+    s.series.push_back(std::move(aggregate));
+    for (auto& ns : per_node) s.series.push_back(std::move(ns));
+  }
+  auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
+  for (const auto& p : r.pairs)
+    s.pairs.push_back(
+        {name_of(p.client), name_of(p.server), p.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
   return s;
 }
 
 // KPI groups: one line per (test, KPI, scope, threshold) in the verdict table.
-void group_kpis(PlanReport& r) {
+// Returns the checks of each step (passed, failed), counted once: a plan of N hosts all-pairs has
+// N(N-1) steps and as many checks.
+std::unordered_map<std::string, std::pair<int, int>> group_kpis(PlanReport& r) {
+  std::unordered_map<std::string, std::pair<int, int>> step_checks;
   std::map<std::string, std::size_t> group_at;
   std::vector<const KpiCheck*> worst_at;
   for (const auto& k : r.kpis) {
@@ -199,7 +199,10 @@ void group_kpis(PlanReport& r) {
       g.worst_subject = k.subject;
     }
     (k.pass ? r.kpi_passed : r.kpi_failed) += 1;
+    auto& c = step_checks[k.step.value_or("")];
+    (k.pass ? c.first : c.second) += 1;
   }
+  return step_checks;
 }
 
 // All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
@@ -279,13 +282,8 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
   r.resumed = raw.resumed;
   const std::vector<Host> hosts = plan_hosts(raw.plan);
 
-  // Checks per step, counted once: a plan of N hosts all-pairs has N(N-1) steps and as many checks.
-  std::unordered_map<std::string, std::pair<int, int>> step_checks;
   r.kpis = std::move(kpis);  // a million checks at 1024 hosts: moved from the reader, not copied
-  for (const auto& k : r.kpis) {
-    auto& c = step_checks[k.step.value_or("")];
-    (k.pass ? c.first : c.second) += 1;
-  }
+  const auto step_checks = group_kpis(r);
   r.steps = std::move(steps);
   for (auto& s : r.steps) {
     if (const auto c = step_checks.find(s.id); c != step_checks.end()) {
@@ -305,8 +303,6 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
     r.interrupted = raw.end->value("interrupted", false);
     r.exit_code = raw.end->value("exit_code", -1);
   }
-
-  group_kpis(r);
 
   build_matrices(r, hosts);
 

@@ -68,6 +68,14 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Series, name, points)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PairMatrix, test, nodes, mb_per_s, min, max, cells)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KpiGroup, test, kpi, scope, op, threshold, unit, passed, failed, worst,
                                    worst_subject)
+// The fields written as they are; step_json and render_plan_json add the rest (`listed` is not written).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepView, index, id, test, pattern, clients, servers, status, error, started_at,
+                                   duration_s, measured, op, summary, mb_per_s, gbit_per_s, msg_per_s, window_s, pairs,
+                                   series, findings, kpi_passed, kpi_failed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlanReport, source, kind, plan_name, plan_file, fabperf_version, started_at,
+                                   finished, interrupted, steps_total, steps_done, steps_failed, steps_interrupted,
+                                   steps_missing, resumed, verdict, verdict_reason, kpi_groups, kpi_passed, kpi_failed,
+                                   matrices, notes, isolation)
 
 namespace {
 using jsonu::array_json;
@@ -123,33 +131,13 @@ json links_json(const StepView& s) {
 }
 
 json step_json(const StepView& s) {
-  return {{"index", s.index},
-          {"id", s.id},
-          {json_key(col::test), s.test},
-          {json_key(col::pattern), s.pattern},
-          {"clients", s.clients},
-          {"servers", s.servers},
-          {json_key(col::status), s.status},
-          {"error", s.error},
-          {"started_at", s.started_at},
-          {json_key(col::duration_s), s.duration_s},
-          {"measured", s.measured},
-          {"op", s.op},
-          {"summary", s.summary},
-          {json_key(col::mb_per_s), s.mb_per_s},
-          {json_key(col::gbit_per_s), s.gbit_per_s},
-          {json_key(col::msg_per_s), s.msg_per_s},
-          {"window_s", s.window_s},
-          {"nodes", array_json(s.nodes, node_row_json)},
-          {"pairs", s.pairs},
-          {"links", links_json(s)},
-          {"latency", latency_json(s.latency, "rpc")},
-          {"delay", latency_json(s.delay, "delay")},
-          {"series", s.series},
-          {"findings", s.findings},
-          {"counter_events", counter_events_json(s.counter_events)},
-          {"kpi_passed", s.kpi_passed},
-          {"kpi_failed", s.kpi_failed}};
+  json j = s;
+  j.update({{"nodes", array_json(s.nodes, node_row_json)},
+            {"links", links_json(s)},
+            {"latency", latency_json(s.latency, "rpc")},
+            {"delay", latency_json(s.delay, "delay")},
+            {"counter_events", counter_events_json(s.counter_events)}});
+  return j;
 }
 
 std::string num(double v) {
@@ -167,34 +155,14 @@ std::string csv_cell(const json& v) {
 }  // namespace
 
 json render_plan_json(const PlanReport& r) {
-  return {{"schema", "fabperf.plan-report"},
-          {"version", 1},
-          {"source", r.source},
-          {"kind", r.kind},
-          {"plan_name", r.plan_name},
-          {"plan_file", r.plan_file},
-          {"fabperf_version", r.fabperf_version},
-          {"started_at", r.started_at},
-          {"finished_at", r.finished ? json(r.finished_at) : json(nullptr)},
-          {"finished", r.finished},
-          {"interrupted", r.interrupted},
-          {"exit_code", jsonu::nonneg(r.exit_code)},
-          {"verdict", r.verdict},
-          {"verdict_reason", r.verdict_reason},
-          {"steps_total", r.steps_total},
-          {"steps_done", r.steps_done},
-          {"steps_failed", r.steps_failed},
-          {"steps_interrupted", r.steps_interrupted},
-          {"steps_missing", r.steps_missing},
-          {"resumed", r.resumed},
-          {"kpi_passed", r.kpi_passed},
-          {"kpi_failed", r.kpi_failed},
-          {"kpi_groups", r.kpi_groups},
-          {"kpis", array_json(r.kpis, kpi_json)},
-          {"matrices", r.matrices},
-          {"steps", array_json(r.steps, step_json)},
-          {"notes", r.notes},
-          {"isolation", r.isolation}};
+  json j = r;
+  j.update({{"schema", "fabperf.plan-report"},
+            {"version", 1},
+            {"finished_at", r.finished ? json(r.finished_at) : json(nullptr)},
+            {"exit_code", jsonu::nonneg(r.exit_code)},
+            {"kpis", array_json(r.kpis, kpi_json)},
+            {"steps", array_json(r.steps, step_json)}});
+  return j;
 }
 
 std::string render_plan_csv(const PlanReport& r, const std::string& table) {

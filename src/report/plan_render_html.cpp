@@ -70,6 +70,13 @@ struct Geometry {
   [[nodiscard]] double ph() const { return h - top - bottom; }
 };
 
+// An SVG text of class `cls` at (x, y): `attrs` are its other attributes, each with its leading space.
+std::string svg_text(double x, double y, std::string_view cls, std::string_view attrs, std::string_view body,
+                     std::string_view end = "") {
+  return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"{}\"{}>{}</text>{}", x, y, cls, attrs, body, end);
+}
+constexpr std::string_view kMiddle = " text-anchor=\"middle\"", kEnd = " text-anchor=\"end\"";
+
 // A chart's figure, its caption and the opening of its SVG of w x h.
 std::string figure_open(double w, double h, const std::string& cls, const std::string& title,
                         std::string_view figure_attrs = "", const std::string& svg_attrs = "") {
@@ -87,8 +94,7 @@ std::string y_axis(const Geometry& g, double ymax, const std::string& unit) {
     const double y = g.top + g.ph() * (1 - v / ymax);
     out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"/>", g.left,
                        g.left + g.pw(), y, y, kGrid);
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", g.left - 6,
-                       y + 4, fmt_num(v));
+    out += svg_text(g.left - 6, y + 4, "tick", kEnd, fmt_num(v), "\n");
   }
   out += fmt::format(
       "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
@@ -182,12 +188,9 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   const double xs = nice_step(xmax, 6);
   for (double v = 0; v <= xmax * 1.0001; v += xs) {
     const double x = g.left + g.pw() * v / xmax;
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{}</text>", x,
-                       g.top + g.ph() + 16, fmt_num(v));
+    out += svg_text(x, g.top + g.ph() + 16, "tick", kMiddle, fmt_num(v));
   }
-  out += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">seconds into the measured window</text>\n",
-      g.left + g.pw() / 2, g.top + g.ph() + 36);
+  out += svg_text(g.left + g.pw() / 2, g.top + g.ph() + 36, "axis", kMiddle, "seconds into the measured window", "\n");
   for (const auto& ev : events) {
     const double x0 = g.left + g.pw() * std::clamp(ev.t0_s / xmax, 0.0, 1.0);
     const double x1 = g.left + g.pw() * std::clamp(ev.t1_s / xmax, 0.0, 1.0);
@@ -241,8 +244,7 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
         "<title>{} - {}: {} samples</title></rect>\n",
         x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, fmt_us(b.lo_us), fmt_us(b.hi_us), b.count);
     if (i % label_every == 0) {
-      out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
-                         x + slot / 2, g.top + g.ph() + 16, fmt_us(b.lo_us));
+      out += svg_text(x + slot / 2, g.top + g.ph() + 16, "tick", kMiddle, fmt_us(b.lo_us));
     }
   }
   // Percentile markers at the bucket holding each percentile: the last non-empty bucket that
@@ -260,10 +262,8 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
       }
     }
   }
-  out += fmt::format(
-      "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\">latency (bucket lower edge)</text>\n",
-      g.left + g.pw() / 2, g.top + g.ph() + 40);
-  out += "</svg>\n</figure>\n";
+  out += svg_text(g.left + g.pw() / 2, g.top + g.ph() + 40, "axis", kMiddle, "latency (bucket lower edge)",
+                  "\n</svg>\n</figure>\n");
   return out;
 }
 
@@ -347,11 +347,9 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
       top + cell * static_cast<double>(n) / 2, top + cell * static_cast<double>(n) / 2);
   for (std::size_t j = 0; j < n; j += label_every) {
     const double x = left + cell * (static_cast<double>(j) + 0.5);
-    out += fmt::format(
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" transform=\"rotate(-45 {:.1f} {:.1f})\">{}</text>\n", x,
-        top - 6, x, top - 6, e(m.nodes[j]));
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n", left - 6,
-                       top + cell * (static_cast<double>(j) + 0.5) + 4, e(m.nodes[j]));
+    out += svg_text(x, top - 6, "tick", fmt::format(" transform=\"rotate(-45 {:.1f} {:.1f})\"", x, top - 6),
+                    e(m.nodes[j]), "\n");
+    out += svg_text(left - 6, top + cell * (static_cast<double>(j) + 0.5) + 4, "tick", kEnd, e(m.nodes[j]), "\n");
   }
   const double span = m.max - m.min;
   std::string rgb(raster ? 3 * n * n : 0, '\0');
@@ -387,9 +385,9 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
           x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, e(m.nodes[i]), e(m.nodes[j]), *v,
           bad ? " (KPI failed)" : "");
       if (cell >= 34) {
-        out += fmt::format(
-            "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"cell\" text-anchor=\"middle\" style=\"fill:{}\">{:.0f}</text>\n",
-            x + cell / 2, y + cell / 2 + 4, dark ? "#fff" : kInk, *v);
+        out += svg_text(x + cell / 2, y + cell / 2 + 4, "cell",
+                        fmt::format("{} style=\"fill:{}\"", kMiddle, dark ? "#fff" : kInk), fmt::format("{:.0f}", *v),
+                        "\n");
       }
     }
   }
@@ -408,8 +406,7 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
       lx, top - 8, lx, top, lh, e(m.test), kGrid);
   for (int i = 0; i <= 4; ++i) {
     const double v = m.min + span * i / 4.0;
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">{:.0f}</text>", lx + 22,
-                       top + lh * (1 - i / 4.0) + 4, v);
+    out += svg_text(lx + 22, top + lh * (1 - i / 4.0) + 4, "tick", "", fmt::format("{:.0f}", v));
   }
   out += "</g>\n</svg>\n";
   out += fmt::format(
@@ -525,8 +522,7 @@ std::string head_html(const PlanReport& r) {
   out +=
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src "
       "data:\">\n";
-  const std::string title = r.kind == "plan" ? "fabperf report: " + (r.plan_name.empty() ? r.source : r.plan_name)
-                                             : "fabperf report: " + r.source;
+  const std::string title = "fabperf report: " + (r.kind == "plan" && !r.plan_name.empty() ? r.plan_name : r.source);
   out += "<title>" + e(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
   out += "<header class=\"top\">\n<div>\n<h1>" + e(title) + "</h1>\n<div class=\"muted\">";
   out += r.kind == "plan" ? "plan " + e(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; "

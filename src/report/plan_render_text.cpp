@@ -15,11 +15,8 @@ namespace {
 
 using namespace text;  // the table and its number formats
 
-std::string kpi_value(double v) {
-  return fmt::format("{:g}", std::round(v * 100) / 100);
-}
-std::string kpi_value(const std::optional<double>& v) {
-  return v ? kpi_value(*v) : "n/a";
+std::string kpi_value(std::optional<double> v) {
+  return v ? fmt::format("{:g}", std::round(*v * 100) / 100) : "n/a";
 }
 
 }  // namespace
