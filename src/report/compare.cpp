@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace fabperf {
 
@@ -142,23 +143,18 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const Resul
     d.predicted_pct = change(static_cast<double>(d.before_speed), static_cast<double>(d.after_speed));
   }
   const double band = std::max(kMinNoiseBandPct, 2.0 * std::max(d.noise_before_pct, d.noise_after_pct));
-  if (d.change_pct < -band) {
-    d.verdict = LinkVerdict::regressed;
-  } else if (d.change_pct <= band) {
-    d.verdict = LinkVerdict::no_change;
+  const double tolerance = std::max(kExpectTolerancePct, band);
+  const int moved = d.change_pct < -band ? -1 : d.change_pct <= band ? 0 : 1;
+  if (moved <= 0) {
+    d.verdict = moved < 0 ? LinkVerdict::regressed : LinkVerdict::no_change;
   } else if (!d.predicted_pct) {
     d.verdict = LinkVerdict::improved;
-  } else if (d.change_pct >= *d.predicted_pct - std::max(kExpectTolerancePct, band)) {
-    d.verdict = LinkVerdict::as_expected;
   } else {
-    d.verdict = LinkVerdict::less_than_expected;
+    d.verdict =
+        d.change_pct >= *d.predicted_pct - tolerance ? LinkVerdict::as_expected : LinkVerdict::less_than_expected;
   }
-  // An expectation is met by the verdict it names: unchanged by "no change" (a port that gained
-  // when it should not have is as much news as one that did not), a gain by "as expected".
-  const bool stated = expected.has_value();
-  const bool met = d.predicted_pct && std::abs(*d.predicted_pct) <= band ? d.verdict == LinkVerdict::no_change
-                                                                         : d.verdict == LinkVerdict::as_expected;
-  d.fails = d.verdict == LinkVerdict::regressed || (stated && !met);
+  d.fails = misses(expected ? d.predicted_pct : std::nullopt, expected && std::abs(expected->pct) <= band, moved,
+                   d.change_pct, tolerance);
   return d;
 }
 
@@ -180,26 +176,11 @@ std::map<std::string, double> pair_rates(const ResultDoc& d) {
   return m;
 }
 
-std::map<std::pair<std::string, std::string>, ResultLink> links_of(const ResultDoc& d) {
-  std::map<std::pair<std::string, std::string>, ResultLink> m;
-  for (const auto& n : d.nodes) {
-    for (const auto& l : n.links) {
-      if (l.kind != "loopback") m[{n.node, l.link}] = l;
-    }
-  }
-  return m;
-}
-
 std::vector<Delta> deltas(const std::map<std::string, double>& b, const std::map<std::string, double>& a) {
   std::vector<Delta> out;
-  match(
-      b, a,
-      [&](const std::string& k, double v, const double* x) {
-        out.push_back({k, v, x ? *x : 0, x ? change(v, *x) : 0, x != nullptr});
-      },
-      [&](const std::string& k, double v) {
-        out.push_back({k, 0, v, 0, false});
-      });
+  match(b, a, [&](const std::string& k, const double* x, const double* y) {
+    out.push_back({k, x ? *x : 0, y ? *y : 0, x && y ? change(*x, *y) : 0, x && y});
+  });
   return out;
 }
 
@@ -252,12 +233,11 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   }
   for (auto& n : settings_differ(b, a)) c.notes.push_back(std::move(n));
   c.pairs = deltas(pair_rates(b), pair_rates(a));
-  match(
-      links_of(b), links_of(a),
-      [&](const auto& key, const ResultLink& l, const ResultLink* x) {
-        c.links.push_back(judge_link(key, &l, x, opts));
-      },
-      [&](const auto& key, const ResultLink& l) { c.links.push_back(judge_link(key, nullptr, &l, opts)); });
+  auto lb = by_node(b, &ResultNode::links, &ResultLink::link), la = by_node(a, &ResultNode::links, &ResultLink::link);
+  for (auto* m : {&lb, &la}) std::erase_if(*m, [](const auto& e) { return e.second.kind == "loopback"; });
+  match(lb, la, [&](const auto& key, const ResultLink* x, const ResultLink* y) {
+    c.links.push_back(judge_link(key, x, y, opts));
+  });
   c.bonds = compare_bonds(b, a);
   if (c.links.empty()) c.notes.push_back("no non-loopback links in the results: nothing to judge per link");
   c.failed = std::any_of(c.links.begin(), c.links.end(), [](const LinkDelta& d) { return d.fails; });
@@ -289,15 +269,15 @@ std::string render_comparison_text(const Comparison& c) {
     out += "\n";
   }
   out += render_bond_deltas_text(c.bonds);
-  out += "Nodes (tx+rx MB/s)\n";
-  for (const auto& d : c.nodes) {
-    out += d.matched ? fmt::format("  {:<24} {:>9.1f} -> {:>9.1f}  {}\n", d.name, d.before, d.after, pct(d.change_pct))
-                     : fmt::format("  {:<24} only in {}\n", d.name, d.before > 0 ? "before" : "after");
-  }
-  out += "\nPairs (MB/s)\n";
-  for (const auto& d : c.pairs) {
-    out += d.matched ? fmt::format("  {:<40} {:>9.1f} -> {:>9.1f}  {}\n", d.name, d.before, d.after, pct(d.change_pct))
-                     : fmt::format("  {:<40} only in {}\n", d.name, d.before > 0 ? "before" : "after");
+  using Section = std::tuple<const char*, const std::vector<Delta>*, int>;
+  for (const auto& [title, list, width] :
+       {Section{"Nodes (tx+rx MB/s)", &c.nodes, 24}, {"\nPairs (MB/s)", &c.pairs, 40}}) {
+    out += std::string(title) + "\n";
+    for (const auto& d : *list) {
+      out += d.matched ? fmt::format("  {:<{}} {:>9.1f} -> {:>9.1f}  {}\n", d.name, width, d.before, d.after,
+                                     pct(d.change_pct))
+                       : fmt::format("  {:<{}} only in {}\n", d.name, width, d.before > 0 ? "before" : "after");
+    }
   }
   out += fmt::format("\naggregate {:.1f} -> {:.1f} MB/s ({})\n", c.aggregate.before, c.aggregate.after,
                      pct(c.aggregate.change_pct));

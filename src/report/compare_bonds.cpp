@@ -35,14 +35,6 @@ BondSide side_of(const ResultBond& b) {
   return s;
 }
 
-std::map<std::pair<std::string, std::string>, const ResultBond*> bonds_of(const ResultDoc& doc) {
-  std::map<std::pair<std::string, std::string>, const ResultBond*> m;
-  for (const auto& n : doc.nodes) {
-    for (const auto& b : n.bonds) m[{n.node, b.bond}] = &b;
-  }
-  return m;
-}
-
 // A direction's comparison in words; "" when both sides moved (almost) nothing that way.
 std::string direction_words(const char* dir, double b_mb, double a_mb, double b_used, double a_used, std::size_t n,
                             const std::string& bname, const std::string& aname) {
@@ -95,12 +87,8 @@ BondDelta bond_delta(const std::pair<std::string, std::string>& key, const Resul
 
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
-  match(
-      bonds_of(before), bonds_of(after),
-      [&](const auto& key, const ResultBond* b, const ResultBond* const* a) {
-        out.push_back(bond_delta(key, b, a ? *a : nullptr));
-      },
-      [&](const auto& key, const ResultBond* a) { out.push_back(bond_delta(key, nullptr, a)); });
+  match(by_node(before, &ResultNode::bonds, &ResultBond::bond), by_node(after, &ResultNode::bonds, &ResultBond::bond),
+        [&](const auto& key, const ResultBond* b, const ResultBond* a) { out.push_back(bond_delta(key, b, a)); });
   return out;
 }
 

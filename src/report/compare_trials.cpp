@@ -3,14 +3,16 @@
 // verdict is a sentence. Loading reads two file kinds (a result, a plan's results, which `run
 // --repeat` writes too), each by its first record; everything after it is pure.
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
+#include "report/match.hpp"
+#include "report/result_json.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -74,11 +76,7 @@ std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
 }
 
 std::vector<TrialSet> load_one(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("compare: cannot read {}", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_text_file(path, "compare:");
   json whole = json::parse(text, nullptr, false);
   if (!whole.is_discarded()) {
     check_result_schema(whole, path);
@@ -145,28 +143,23 @@ double min_p(std::size_t na, std::size_t nb) {
 
 std::vector<TrialSet> load_trial_sets(const std::string& paths) {
   std::vector<TrialSet> joined;
-  std::size_t start = 0;
-  while (start <= paths.size()) {
-    const auto comma = paths.find(',', start);
-    const std::string p = paths.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const auto& p : split_list(paths, ',')) {
     if (p.empty()) throw UsageError(fmt::format("compare: '{}': an empty file name in the list", paths));
     auto sets = load_one(p);
     if (joined.empty()) {
       joined = std::move(sets);
-    } else {
-      if (sets.size() != joined.size())
-        throw UsageError(fmt::format("compare: {}: an A/B results file cannot be joined with others", p));
-      for (std::size_t i = 0; i < sets.size(); ++i) {
-        for (auto& t : sets[i].trials) {
-          t.trial = static_cast<std::uint32_t>(joined[i].trials.size() + 1);
-          joined[i].trials.push_back(std::move(t));
-        }
-        for (auto& e : sets[i].excluded) joined[i].excluded.push_back(std::move(e));
-        joined[i].file += "," + p;
-      }
+      continue;
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    if (sets.size() != joined.size())
+      throw UsageError(fmt::format("compare: {}: an A/B results file cannot be joined with others", p));
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      for (auto& t : sets[i].trials) {
+        t.trial = static_cast<std::uint32_t>(joined[i].trials.size() + 1);
+        joined[i].trials.push_back(std::move(t));
+      }
+      for (auto& e : sets[i].excluded) joined[i].excluded.push_back(std::move(e));
+      joined[i].file += "," + p;
+    }
   }
   for (const auto& s : joined) {
     if (s.trials.empty())
@@ -233,14 +226,11 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
       m.expected_pct = e->pct;
       m.expectation = e->reason;
     }
-    m.fails = m.kind != "member" && m.d.direction == stats::Direction::slower;
-    if (m.expected_pct && std::abs(*m.expected_pct) < o.verdict.min_effect_pct) {
-      // Expected unchanged: a change the trials show, either way, is what fails.
-      m.fails = m.d.direction != stats::Direction::no_difference;
-    } else if (m.expected_pct) {
-      const double tolerance = std::max(5.0, m.d.pm_pct);
-      m.fails = m.fails || m.d.direction != stats::Direction::faster || m.d.change_pct < *m.expected_pct - tolerance;
-    }
+    const int moved = m.d.direction == stats::Direction::slower   ? -1
+                      : m.d.direction == stats::Direction::faster ? 1
+                                                                  : 0;
+    m.fails = m.kind != "member" && misses(m.expected_pct, e && std::abs(e->pct) < o.verdict.min_effect_pct, moved,
+                                           m.d.change_pct, std::max(5.0, m.d.pm_pct));
     if (m.kind == "aggregate") c.verdicts.push_back((m.step.empty() ? "" : m.step + ": ") + m.d.sentence);
     c.metrics.push_back(std::move(m));
   }
@@ -350,7 +340,7 @@ json render_trial_comparison_json(const TrialComparison& c) {
          {"mann_whitney", {{"u_a", m.d.test.u_a}, {"u_b", m.d.test.u_b}, {"p", m.d.test.p}, {"exact", m.d.test.exact}}},
          {"rank_biserial", m.d.test.rank_biserial},
          {"alpha", m.alpha},
-         {"expected_pct", m.expected_pct ? json(*m.expected_pct) : json(nullptr)},
+         {"expected_pct", m.expected_pct},
          {"expectation", m.expectation.empty() ? json(nullptr) : json(m.expectation)},
          {"direction", stats::to_string(m.d.direction)},
          {"verdict", m.d.sentence},

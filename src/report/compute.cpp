@@ -369,8 +369,6 @@ ReportBuilder::ReportBuilder(const RunRecord& run) : s_(std::make_unique<State>(
 }
 
 ReportBuilder::~ReportBuilder() = default;
-ReportBuilder::ReportBuilder(ReportBuilder&&) noexcept = default;
-ReportBuilder& ReportBuilder::operator=(ReportBuilder&&) noexcept = default;
 
 const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std::vector<ConnReport>& conns) {
   Report& r = s_->r;

@@ -2,6 +2,7 @@
 #include <fabperf/report/diagnosis.hpp>
 
 #include <fabperf/core/stats.hpp>
+#include <fabperf/report/report.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -205,59 +206,44 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
     rdma.push_back(std::move(s));
   }
 
-  for (const auto& s : link_stats) {
-    if (!s.samples.empty()) rep.series.push_back(make_series(s));
-  }
-  if (!host.samples.empty()) rep.series.push_back(make_series(host));
-  for (const auto& s : rdma) {
-    if (!s.samples.empty()) rep.series.push_back(make_series(s));
+  std::vector<const Source*> named, rdma_sources;  // named: every source but the interface counters
+  for (const auto& s : link_stats) named.push_back(&s);
+  named.push_back(&host);
+  for (const auto& s : rdma) named.push_back(rdma_sources.emplace_back(&s));
+  for (const Source* s : named) {
+    if (!s->samples.empty()) rep.series.push_back(make_series(*s));
   }
 
   // Dips per link, from its own interface counters; the counters that may explain one are the
   // link's, the host's and the RDMA ports' (a RoCE port sits on some link).
   const double keep = 1.0 - dip_pct / 100.0;
-  for (std::size_t i = 0; i < r.links.size(); ++i) {
-    std::vector<const LinkSample*> ok;
-    for (const auto& s : r.links[i].samples) {
-      if (s.counters.present) ok.push_back(&s);
-    }
-    if (ok.size() < 3) continue;  // one interval has no median to fall below
-    std::vector<double> rates;
-    for (std::size_t k = 1; k < ok.size(); ++k) {
-      const double dt = static_cast<double>(ok[k]->t_ns - ok[k - 1]->t_ns) / 1e9;
-      const auto tx = ok[k]->counters.tx_bytes - ok[k - 1]->counters.tx_bytes;
-      const auto rx = ok[k]->counters.rx_bytes - ok[k - 1]->counters.rx_bytes;
-      rates.push_back(dt > 0 ? static_cast<double>(std::max(tx, rx)) / dt / 1e6 : 0.0);
-    }
+  const auto add_dips = [&](const std::string& subject, const std::vector<std::int64_t>& t,
+                            const std::vector<double>& rates, std::vector<const Source*> sources) {
+    sources.insert(sources.end(), rdma_sources.begin(), rdma_sources.end());
     const double med = stats::median(rates);
-    if (med < kDipMinMedianMbPerS) continue;
-    std::vector<const Source*> sources{&link_stats[i], &link_if[i], &host};
-    for (const auto& s : rdma) sources.push_back(&s);
-    for (std::size_t k = 0; k < rates.size(); ++k) {
-      if (rates[k] < keep * med) {
-        rep.dips.push_back(make_dip(r.links[i].info.name, ok[k]->t_ns, ok[k + 1]->t_ns, rates[k], med, sources));
-      }
+    for (std::size_t k = 0; k < rates.size() && med >= kDipMinMedianMbPerS; ++k) {
+      if (rates[k] < keep * med) rep.dips.push_back(make_dip(subject, t[k], t[k + 1], rates[k], med, sources));
     }
+  };
+  for (std::size_t i = 0; i < r.links.size(); ++i) {
+    const CounterWindow cw = counter_window(r.links[i]);
+    if (cw.ok.size() < 3) continue;  // one interval has no median to fall below
+    std::vector<std::int64_t> t;
+    for (const auto* s : cw.ok) t.push_back(s->t_ns);
+    std::vector<double> rates;
+    for (const auto& iv : cw.intervals) rates.push_back(std::max(iv.tx_mb_per_s, iv.rx_mb_per_s));
+    add_dips(r.links[i].info.name, t, rates, {&link_stats[i], &link_if[i], &host});
   }
   // A node without sampled links: its own interval totals.
   if (r.links.empty() && r.intervals.size() >= 2) {
+    std::vector<std::int64_t> t{0};
     std::vector<double> rates;
-    std::int64_t prev = 0;
     for (const auto& iv : r.intervals) {
-      const double dt = static_cast<double>(iv.t_ns - prev) / 1e9;
+      const double dt = static_cast<double>(iv.t_ns - t.back()) / 1e9;
       rates.push_back(dt > 0 ? static_cast<double>(iv.tx_bytes + iv.rx_bytes) / dt / 1e6 : 0.0);
-      prev = iv.t_ns;
+      t.push_back(iv.t_ns);
     }
-    const double med = stats::median(rates);
-    std::vector<const Source*> sources{&host};
-    for (const auto& s : rdma) sources.push_back(&s);
-    prev = 0;
-    for (std::size_t k = 0; k < rates.size(); ++k) {
-      if (med >= kDipMinMedianMbPerS && rates[k] < keep * med) {
-        rep.dips.push_back(make_dip("node", prev, r.intervals[k].t_ns, rates[k], med, sources));
-      }
-      prev = r.intervals[k].t_ns;
-    }
+    add_dips("node", t, rates, {&host});
   }
 
   // Category totals over the window: every source, first sample to last.
@@ -276,7 +262,7 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
   for (const auto& s : link_stats) add_window(s);
   for (const auto& s : link_if) add_window(s);
   add_window(host);
-  for (const auto& s : rdma) add_window(s);
+  for (const Source* s : rdma_sources) add_window(*s);
   for (const auto c : symptom_categories()) {
     const auto it = cats.find(c);
     if (it == cats.end()) continue;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <map>
+#include <ranges>
 
 namespace fabperf {
 
@@ -103,8 +104,8 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
   for (const auto& key : order) {
     const auto& g = groups[key];
     const PcieInfo& p = *g.front().p;
-    std::string ports;
-    for (const auto& x : p.ports) ports += (ports.empty() ? "" : " ") + x.name;
+    const auto names = p.ports | std::views::transform(&PciePort::name);
+    std::string ports = fmt::format("{}", fmt::join(names, " "));
     const std::string speeds = pcie_ports_text(p);
     if (!speeds.empty())
       ports += fmt::format(": {} ({:g} Gbit/s)", speeds, static_cast<double>(pcie_ports_mbps(p)) / 1e3);
@@ -133,9 +134,8 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
       if (q.remote_affinity > 0) where += fmt::format("; {} set to other CPUs", q.remote_affinity);
       notes += fmt::format("  {} ({}): {} IRQs, {} interrupts, {}\n", f.who, f.p->address, q.irqs, q.served, where);
     }
-    std::string who;
-    for (const auto& x : p.ports) who += (who.empty() ? "" : "+") + x.name;
-    for (const auto& f : pcie_link_findings(p, who.empty() ? p.address : who)) {
+    for (const auto& f :
+         pcie_link_findings(p, p.ports.empty() ? p.address : fmt::format("{}", fmt::join(names, "+")))) {
       notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
     }
     for (const auto& fn : g) {

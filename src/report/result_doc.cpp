@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 namespace fabperf {
 namespace {
@@ -34,38 +36,37 @@ struct Reader {
     }
     return it->is_null() && !must ? nullptr : &*it;
   }
-  [[nodiscard]] std::optional<double> opt_num(const char* key, Need need) const {
+  // The field as T (double, std::uint64_t, std::string or bool), or nullopt when absent or null and it may be.
+  template <typename T>
+  [[nodiscard]] std::optional<T> as(const char* key, Need need) const {
     const json* v = get(key, need);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_number()) fail(key, "must be a number");
-    return v->get<double>();
+    const auto [ok, problem] =
+        std::is_same_v<T, double>        ? std::pair{v->is_number(), "must be a number"}
+        : std::is_same_v<T, std::string> ? std::pair{v->is_string(), "must be a string"}
+        : std::is_same_v<T, bool>
+            ? std::pair{v->is_boolean(), "must be true or false"}
+            : std::pair{v->is_number_integer() && v->get<std::int64_t>() >= 0, "must be a whole number"};
+    if (!ok) fail(key, problem);
+    return v->get<T>();
   }
   // Null in a strict read: a field whose null means "unknown".
   [[nodiscard]] std::optional<double> nullable(const char* key) const {
     const auto it = j.find(key);
     if (it != j.end() && it->is_null()) return std::nullopt;
-    return opt_num(key, Need::must);
+    return as<double>(key, Need::must);
   }
   [[nodiscard]] double num(const char* key, Need need = Need::must, double fallback = 0) const {
-    return opt_num(key, need).value_or(fallback);
+    return as<double>(key, need).value_or(fallback);
   }
   [[nodiscard]] std::uint64_t count(const char* key, Need need = Need::must, std::uint64_t fallback = 0) const {
-    const json* v = get(key, need);
-    if (v == nullptr) return fallback;
-    if (!v->is_number_integer() || v->get<std::int64_t>() < 0) fail(key, "must be a whole number");
-    return v->get<std::uint64_t>();
+    return as<std::uint64_t>(key, need).value_or(fallback);
   }
   [[nodiscard]] std::string str(const char* key, Need need = Need::must) const {
-    const json* v = get(key, need);
-    if (v == nullptr) return {};
-    if (!v->is_string()) fail(key, "must be a string");
-    return v->get<std::string>();
+    return as<std::string>(key, need).value_or("");
   }
   [[nodiscard]] bool flag(const char* key, Need need, bool fallback) const {
-    const json* v = get(key, need);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) fail(key, "must be true or false");
-    return v->get<bool>();
+    return as<bool>(key, need).value_or(fallback);
   }
   [[nodiscard]] std::optional<Reader> obj(const char* key, Need need = Need::must) const {
     const json* v = get(key, need);
@@ -141,7 +142,7 @@ ResultLink link_of(const Reader& l, std::size_t) {
           l.num("payload_tx_mb_per_s"),
           l.num("payload_rx_mb_per_s"),
           l.nullable("speed_mbps"),
-          l.opt_num("utilization_pct", Need::may),
+          l.as<double>("utilization_pct", Need::may),
           l.nullable("efficiency_pct"),
           l.num("tx_errors"),
           l.num("rx_errors"),
@@ -167,7 +168,7 @@ ResultBond bond_of(const Reader& b, std::size_t) {
 }
 
 ResultNode node_of(const Reader& n, std::size_t i) {
-  const auto retrans = n.opt_num("retrans_segs", Need::may);
+  const auto retrans = n.as<double>("retrans_segs", Need::may);
   return {n.count("index", Need::must, i),
           n.str("node"),
           n.str("role"),

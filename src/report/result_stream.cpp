@@ -186,13 +186,11 @@ Report ResultStream::finish(const RunRecord& run) {
     bool first = true;
     for (const auto& p : r.pairs) text += element(first, pair_json(p));
     text += "\n  ],\n";
-    const json tail = result_summary_json(r);
-    for (const char* k : {"complete", "interrupted", "aggregate", "cli_cpu_pct", "srv_cpu_pct",
-                          "max_clock_uncertainty_us", "latency", "delay", "verify", "findings", "counter_movers"}) {
-      text += member(k, tail.at(k)) + ",\n";
-    }
-    if (tail.contains("socksize_auto")) text += member("socksize_auto", tail.at("socksize_auto")) + ",\n";
-    text += member("summary", tail.at("summary")) + "\n}\n";
+    json tail = result_summary_json(r);
+    const json summary = tail.at("summary");
+    tail.erase("summary");  // last, without the comma
+    for (const auto& [k, v] : tail.items()) text += member(k, v) + ",\n";
+    text += member("summary", summary) + "\n}\n";
     write(out_, text);
     if (std::fflush(out_) != 0) fail(errno);
   }

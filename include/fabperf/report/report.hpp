@@ -316,8 +316,6 @@ class ReportBuilder {
  public:
   explicit ReportBuilder(const RunRecord& run);  // the run's header; run.nodes is not read
   ~ReportBuilder();
-  ReportBuilder(ReportBuilder&&) noexcept;
-  ReportBuilder& operator=(ReportBuilder&&) noexcept;
   // The node's report; its connections are appended to conns (the builder keeps none).
   const NodeReport& add(const NodeRecord& n, std::size_t order, std::vector<ConnReport>& conns);
   // Nodes in order, pairs, aggregate, merged latency, findings; `connections` is left empty.
