@@ -486,7 +486,6 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
     r.start_late_ns = std::max<std::int64_t>(0, mono_now_ns() - s.start_at);
     if (ctx.sleep_until(s.window_open)) {
       open = take_snapshot(flows, true);
-      r.window_late_ns = std::max<std::int64_t>(0, open.t - s.window_open);
       r.window_open_unix_ns = wall_now_ns() - (mono_now_ns() - open.t);
       sample_counters(r, open.t);
       threads = ctx.threads();
@@ -504,7 +503,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
       if (ctx.sleep_until(s.window_close)) {
         close = take_snapshot(flows, true);
         have_close = true;
-        r.window_late_ns = std::max(r.window_late_ns, close.t - s.window_close);
+        r.close_late_ns = std::max<std::int64_t>(0, close.t - s.window_close);
         sample_counters(r, open.t);
         for (auto& b : r.bonds) b.at_close = read_bond(b.at_open.name).value_or(b.at_open);
         for (std::size_t i = 0; i < threads.size(); ++i) {

@@ -183,7 +183,7 @@ json to_json(const AgentResult& r) {
           {"retrans_segs", r.retrans_segs},
           {"process_cpu_s", r.process_cpu_s},
           {"start_late_ns", r.start_late_ns},
-          {"window_late_ns", r.window_late_ns},
+          {"close_late_ns", r.close_late_ns},
           {"flows", std::move(flows)},
           {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
           {"delay", r.delay ? to_json(*r.delay) : json(nullptr)},
@@ -344,7 +344,7 @@ AgentResult parse_agent_result(const json& j) {
   r.retrans_segs = f.i64("retrans_segs", -1, INT64_MAX / 2);
   r.process_cpu_s = f.num("process_cpu_s", 0, 1e9);
   if (j.contains("start_late_ns")) r.start_late_ns = f.i64("start_late_ns", 0, INT64_MAX);
-  if (j.contains("window_late_ns")) r.window_late_ns = f.i64("window_late_ns", 0, INT64_MAX);
+  if (j.contains("close_late_ns")) r.close_late_ns = f.i64("close_late_ns", 0, INT64_MAX);
   for (const auto& e : f.array("flows")) r.flows.push_back(parse_flow(e));
   r.latency = parse_histogram(j, "latency", true);
   r.delay = parse_histogram(j, "delay", false);

@@ -326,9 +326,9 @@ NodeRecord bond_record(const NodeRecord& n, const AgentResult& a) {
 // (beyond the cool-down). Past half the window the figures have no basis: the node's
 // error says so, and the function returns true.
 bool schedule_check(NodeReport& nr, const AgentResult& a, const TestSpec& spec, std::vector<std::string>& findings) {
-  nr.late_ms = static_cast<double>(std::max(a.start_late_ns, a.window_late_ns)) / 1e6;
+  nr.late_ms = static_cast<double>(std::max(a.start_late_ns, a.close_late_ns)) / 1e6;
   const auto uncovered = std::max<std::int64_t>(0, a.start_late_ns - spec.warmup().count()) +
-                         std::max<std::int64_t>(0, a.window_late_ns - spec.cooldown().count());
+                         std::max<std::int64_t>(0, a.close_late_ns - spec.cooldown().count());
   const auto window = spec.window().count();
   if (uncovered * 100 <= window) return false;
   const bool no_basis = uncovered * 2 > window;

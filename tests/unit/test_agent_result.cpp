@@ -56,7 +56,7 @@ AgentResult full_result() {
   r.retrans_segs = 12;
   r.process_cpu_s = 3.5;
   r.start_late_ns = 12'000'000;
-  r.window_late_ns = 3'000'000;
+  r.close_late_ns = 3'000'000;
   auto f1 = flow(1, FlowRole::client, FlowOp::write, 2);
   f1.tcp = {true, 99, 120, 30, 8948, 8948, 9000, 640};
   auto f2 = flow(2, FlowRole::server, FlowOp::read, 3);
@@ -81,7 +81,7 @@ void expect_same(const AgentResult& a, const AgentResult& b) {
   EXPECT_EQ(a.retrans_segs, b.retrans_segs);
   EXPECT_EQ(a.process_cpu_s, b.process_cpu_s);
   EXPECT_EQ(a.start_late_ns, b.start_late_ns);
-  EXPECT_EQ(a.window_late_ns, b.window_late_ns);
+  EXPECT_EQ(a.close_late_ns, b.close_late_ns);
   ASSERT_EQ(a.flows.size(), b.flows.size());
   for (std::size_t i = 0; i < a.flows.size(); ++i) {
     const auto& x = a.flows[i];

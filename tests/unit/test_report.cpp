@@ -261,8 +261,8 @@ TEST(ComputeReport, APairWithNothingInTheWindowIsAFinding) {
 // The default spec's 10 s test has a 1 s warm-up and a 1 s cool-down around its 8 s window.
 TEST(ComputeReport, ANodeThatKeptTheScheduleLateIsNamedAndPastHalfTheWindowVoidsTheResult) {
   auto run = two_by_two();
-  run.nodes[1].result->start_late_ns = 1'000'000'000;   // flows out by the window's open
-  run.nodes[1].result->window_late_ns = 1'000'000'000;  // edges read before the peers stop
+  run.nodes[1].result->start_late_ns = 1'000'000'000;  // flows out by the window's open
+  run.nodes[1].result->close_late_ns = 1'000'000'000;  // the close read before the peers stop
   Report r = compute_report(run);
   EXPECT_TRUE(r.complete);
   EXPECT_TRUE(r.findings.empty()) << r.findings[0];
@@ -276,10 +276,10 @@ TEST(ComputeReport, ANodeThatKeptTheScheduleLateIsNamedAndPastHalfTheWindowVoids
   EXPECT_TRUE(contains(r.findings[0], ": 5% of the window is not covered by the flows")) << r.findings[0];
   EXPECT_TRUE(r.nodes[2].error.empty());
 
-  run.nodes[2].result->window_late_ns = 4'000'000'000;  // and 3 s read after the peers stopped: 43%
+  run.nodes[2].result->close_late_ns = 4'000'000'000;  // and 3 s read after the peers stopped: 43%
   r = compute_report(run);
   EXPECT_TRUE(r.complete);
-  run.nodes[2].result->window_late_ns = 4'700'000'000;  // and 3.7 s: 51%
+  run.nodes[2].result->close_late_ns = 4'700'000'000;  // and 3.7 s: 51%
   r = compute_report(run);
   EXPECT_FALSE(r.complete);
   EXPECT_TRUE(contains(r.nodes[2].error, "4700 ms late")) << r.nodes[2].error;

@@ -143,9 +143,10 @@ struct AgentResult {
   std::int64_t retrans_segs{-1};  // host TCP RetransSegs delta over the window; -1 unknown
   double process_cpu_s{0};        // this agent's own CPU time over the window
   // How late this agent kept the schedule: released its flows after the start instant, and read
-  // the window's edges after theirs (the most of open and close). A busy host runs the driver late.
+  // the window's close after its instant (a late open only shortens the window a rate is taken
+  // over). A busy host runs the driver late.
   std::int64_t start_late_ns{0};
-  std::int64_t window_late_ns{0};
+  std::int64_t close_late_ns{0};
   std::vector<FlowResult> flows;
   std::optional<LatencyHistogram> latency;  // rpc-mode clients: per-block latency
   std::optional<LatencyHistogram> delay;    // clients: ping round trips to the servers, under load
