@@ -371,14 +371,15 @@ void TcpEngine::start(RunContext& ctx) {
 // plus the delay probe. Under mu_.
 void TcpEngine::spawn_data_threads(RunContext& ctx) {
   const TestSpec& spec = ctx.spec();
+  auto stream = [&](TcpFlow* f, bool sends) {
+    threads_.emplace_back([this, f, sends] { sends ? stream_send(*f) : stream_receive(*f); });
+  };
   std::vector<TcpFlow*> served;  // rpc requests and delay pings
   for (TcpFlow* f : server_flows_) {
     if (f->op == FlowOp::rpc || f->op == FlowOp::probe) {
       served.push_back(f);
-    } else if (f->op == FlowOp::write) {
-      threads_.emplace_back([this, f] { stream_receive(*f); });
     } else {
-      threads_.emplace_back([this, f] { stream_send(*f); });
+      stream(f, f->op != FlowOp::write);
     }
   }
   std::vector<std::vector<TcpFlow*>> groups(std::min(served.size(), rpc_serve_threads()));
@@ -390,12 +391,7 @@ void TcpEngine::spawn_data_threads(RunContext& ctx) {
   }
   if (spec.mode() == Mode::stream) {
     for (TcpFlow* f : client_flows_) {
-      if (f->op == FlowOp::probe) continue;
-      if (f->op == FlowOp::write) {
-        threads_.emplace_back([this, f] { stream_send(*f); });
-      } else {
-        threads_.emplace_back([this, f] { stream_receive(*f); });
-      }
+      if (f->op != FlowOp::probe) stream(f, f->op == FlowOp::write);
     }
   } else if (!rpc_table_.empty()) {
     for (auto& c : rpc_conns_) {

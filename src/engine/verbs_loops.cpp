@@ -193,7 +193,8 @@ void VerbsEngine::stream_active(Qp& q) {
         q.flow->counters.add_tx(blocks * len);
       } else {
         q.flow->counters.add_rx(blocks * len);
-        // Tell the client its block was taken (unsignalled: the next READ's completion retires it).
+        // Tell the client its block was taken (unsignalled but while draining: the next READ's
+        // completion retires it).
         if (int e = post_notice(q, static_cast<std::uint32_t>(len), draining); e != 0 && !draining) {
           fail(q, "ibv_post_send(notice)", e);
           return false;
