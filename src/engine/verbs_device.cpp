@@ -40,20 +40,16 @@ struct DevSel {
 };
 std::vector<DevSel> parse_device_list(const std::string& text) {
   std::vector<DevSel> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const auto comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    DevSel d;
+  auto items = split_list(text, ',');
+  if (items.size() > 1 && items.back().empty()) items.pop_back();  // a trailing comma ends the list
+  for (const auto& item : items) {
     const auto colon = item.find(':');
-    d.name = item.substr(0, colon);
+    DevSel d{item.substr(0, colon)};
     if (colon != std::string::npos) {
       d.port = static_cast<int>(parse_int(item.substr(colon + 1), "--rdma-device port", 1, 255));
     }
     if (d.name.empty()) throw UsageError(fmt::format("--rdma-device '{}': empty device name", text));
     out.push_back(d);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
