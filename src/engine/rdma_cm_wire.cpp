@@ -66,34 +66,30 @@ auth::Proof request_mac(const RequestBytes& req) {
 CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::Token& test_token,
                              std::uint32_t server_node) {
   CheckedRequest out;
-  const std::uint8_t* p = bytes.data();
-  if (bytes.size() < kRequestSize || get_be16(p) != kRequestMagic || p[2] != kVersion) {
-    out.refusal = "not a fabperf RDMA connection request of this version";
+  auto refuse = [&](std::string why) {
+    out.refusal = std::move(why);
     return out;
-  }
+  };
+  const std::uint8_t* p = bytes.data();
+  if (bytes.size() < kRequestSize || get_be16(p) != kRequestMagic || p[2] != kVersion)
+    return refuse("not a fabperf RDMA connection request of this version");
   Request r;
   r.node = get_be32(p + 4);
   // The proof is checked before any other field is believed: an unauthenticated request learns
   // nothing about what the server would accept.
   std::memcpy(out.mac.data(), p + kRequestSigned, kRequestMacBytes);
-  if (!auth::proofs_equal(sign_request(derive_client_token(test_token, r.node), p), out.mac)) {
-    out.refusal = "bad proof";
-    return out;
-  }
+  if (!auth::proofs_equal(sign_request(derive_client_token(test_token, r.node), p), out.mac))
+    return refuse("bad proof");
   r.server = get_be32(p + 24);
   if (r.server != server_node) {
     // Signed by a client of this test for another server: relayed or replayed here.
-    out.refusal =
-        "request meant for node " + std::to_string(r.server) + ", this is node " + std::to_string(server_node);
-    return out;
+    return refuse("request meant for node " + std::to_string(r.server) + ", this is node " +
+                  std::to_string(server_node));
   }
   std::memcpy(r.nonce.data(), p + 28, r.nonce.size());
   r.dir = static_cast<std::uint8_t>(p[3] >> 1);
   r.rpc = (p[3] & 1) != 0;
-  if (r.dir != kDirPush && r.dir != kDirPullBack && r.dir != kDirNread) {
-    out.refusal = "unknown direction";
-    return out;
-  }
+  if (r.dir != kDirPush && r.dir != kDirPullBack && r.dir != kDirNread) return refuse("unknown direction");
   r.conn = get_be32(p + 8);
   r.rkey = get_be32(p + 12);
   r.addr = get_be64(p + 16);

@@ -177,6 +177,13 @@ proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t c
   return out;
 }
 
+const std::string& cached_interface(std::map<std::string, std::string>& cache, const std::string& endpoint) {
+  const std::string addr = endpoint.substr(0, endpoint.rfind(':'));
+  auto [it, fresh] = cache.try_emplace(addr);
+  if (fresh) it->second = interface_of_address(addr);
+  return it->second;
+}
+
 namespace {
 struct Snapshot {
   std::int64_t t{0};
@@ -218,14 +225,7 @@ std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows, std::v
   std::vector<std::string> names;
   std::map<std::string, std::string> by_addr;
   for (const auto* f : flows) {
-    std::string name = f->device;
-    if (name.empty()) {
-      // By address without the port: one interface lookup (a netlink dump) per address, not per flow.
-      const std::string addr = f->local.substr(0, f->local.rfind(':'));
-      auto it = by_addr.find(addr);
-      if (it == by_addr.end()) it = by_addr.emplace(addr, interface_of_address(addr)).first;
-      name = it->second;
-    }
+    std::string name = f->device.empty() ? cached_interface(by_addr, f->local) : f->device;
     if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     per_flow.push_back(std::move(name));
   }

@@ -271,12 +271,7 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   for (const auto& t : plan.targets) {
     std::vector<RpcConn*> row;
     for (std::uint32_t c = 0; c < per_pair; ++c) {
-      FlowOp op = FlowOp::rpc;
-      if (spec.mode() == Mode::stream) {
-        op = is_write_like(spec.test())    ? FlowOp::write
-             : spec.test() != TestKind::rw ? FlowOp::read
-                                           : (c % 2 == 0 ? FlowOp::write : FlowOp::read);
-      }
+      const FlowOp op = spec.mode() != Mode::stream ? FlowOp::rpc : pair_writes(spec, c) ? FlowOp::write : FlowOp::read;
       TcpFlow* flow = add_client_flow(connect_one(t, op, conn_index++, c, plan), op, t.node_index,
                                       bind_devs_.empty() ? "" : bind_devs_[c % bind_devs_.size()]);
       if (spec.mode() == Mode::rpc) {
@@ -301,10 +296,7 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   std::map<std::string, bool> is_bond;
   std::map<std::string, std::string> iface_of;  // by local address without the port
   for (const auto* f : client_flows_) {
-    const std::string addr = f->local.substr(0, f->local.rfind(':'));
-    auto known = iface_of.find(addr);
-    if (known == iface_of.end()) known = iface_of.emplace(addr, interface_of_address(addr)).first;
-    const std::string& iface = known->second;
+    const std::string& iface = cached_interface(iface_of, f->local);
     auto it = is_bond.find(iface);
     if (it == is_bond.end()) it = is_bond.emplace(iface, read_bond(iface).has_value()).first;
     if (it->second) bond_peers[iface].insert(f->remote.substr(0, f->remote.rfind(':')));
@@ -379,14 +371,15 @@ void TcpEngine::start(RunContext& ctx) {
 // plus the delay probe. Under mu_.
 void TcpEngine::spawn_data_threads(RunContext& ctx) {
   const TestSpec& spec = ctx.spec();
+  auto stream = [&](TcpFlow* f, bool sends) {
+    threads_.emplace_back([this, f, sends] { sends ? stream_send(*f) : stream_receive(*f); });
+  };
   std::vector<TcpFlow*> served;  // rpc requests and delay pings
   for (TcpFlow* f : server_flows_) {
     if (f->op == FlowOp::rpc || f->op == FlowOp::probe) {
       served.push_back(f);
-    } else if (f->op == FlowOp::write) {
-      threads_.emplace_back([this, f] { stream_receive(*f); });
     } else {
-      threads_.emplace_back([this, f] { stream_send(*f); });
+      stream(f, f->op != FlowOp::write);
     }
   }
   std::vector<std::vector<TcpFlow*>> groups(std::min(served.size(), rpc_serve_threads()));
@@ -398,12 +391,7 @@ void TcpEngine::spawn_data_threads(RunContext& ctx) {
   }
   if (spec.mode() == Mode::stream) {
     for (TcpFlow* f : client_flows_) {
-      if (f->op == FlowOp::probe) continue;
-      if (f->op == FlowOp::write) {
-        threads_.emplace_back([this, f] { stream_send(*f); });
-      } else {
-        threads_.emplace_back([this, f] { stream_receive(*f); });
-      }
+      if (f->op != FlowOp::probe) stream(f, f->op == FlowOp::write);
     }
   } else if (!rpc_table_.empty()) {
     for (auto& c : rpc_conns_) {

@@ -59,6 +59,8 @@ class TcpEngine final : public Engine {
   std::optional<std::uint16_t> spread_port(const std::string& src_ip, const std::string& dst_ip, std::uint16_t dst_port,
                                            int attempt);
   void spread_port_taken(const std::string& src_ip, std::uint16_t port);
+  // An rpc message on f: its header, then (len > 0) a block of the pattern sent the way method picks.
+  bool send_rpc(TcpFlow& f, const std::uint8_t* hdr, std::uint64_t len, ArmPicker& method, int& err);
   void stream_send(TcpFlow& f);
   void stream_receive(TcpFlow& f);
   // Serves its connections: one in a blocking loop, several in a poll loop (tcp::rpc_serve_threads).

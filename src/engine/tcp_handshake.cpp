@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <algorithm>
@@ -90,8 +89,9 @@ bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_
 }
 
 // A fresh connection's send buffer is empty: these small answers never wait.
-bool send_now(int fd, const std::uint8_t* p, std::size_t n) {
-  return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
+template <std::size_t N>
+bool send_now(int fd, const std::array<std::uint8_t, N>& b) {
+  return ::send(fd, b.data(), N, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(N);
 }
 
 std::string who(const Pending& p) {
@@ -146,15 +146,19 @@ class Handshakes {
   // Refuses the connection: the status in the message its place calls for, a log line naming the
   // peer, closed. False, the exchange's end, for the caller to return.
   bool refuse(Pending& p, dh::Status st, const std::string& why) {
-    if (p.challenged) {
-      const auto v = dh::encode_verdict(st);
-      send_now(p.fd, v.data(), v.size());
-    } else {
-      const auto c = dh::encode_challenge({st, {}, {}});
-      send_now(p.fd, c.data(), c.size());
-    }
+    (void)(p.challenged ? send_now(p.fd, dh::encode_verdict(st)) : send_now(p.fd, dh::encode_challenge({st, {}, {}})));
     ::close(p.fd);
     log_.warn("rejected data connection from {}: {}", who(p), why);
+    return false;
+  }
+
+  // Sends the next message of the exchange; one that cannot go drops the connection (false).
+  template <std::size_t N>
+  bool answer(Pending& p, const std::array<std::uint8_t, N>& b, const char* what) {
+    if (send_now(p.fd, b)) return true;
+    const int e = errno;
+    log_.warn("data connection from {}: {} not sent ({})", who(p), what, errno_text(e));
+    ::close(p.fd);
     return false;
   }
 
@@ -192,11 +196,10 @@ class Handshakes {
     if (!available(p)) return false;
     p.key = derive_client_token(plan_.token, p.hello.client_node);
     p.server_nonce = auth::make_nonce();
-    const auto c = dh::encode_challenge(
-        {dh::Status::ok, p.server_nonce, dh::server_proof(p.key, plan_.test_id, p.hello, p.server_nonce)});
-    if (!send_now(p.fd, c.data(), c.size())) {
-      log_.warn("data connection from {}: challenge not sent ({})", p.remote, errno_text(errno));
-      ::close(p.fd);
+    if (!answer(p,
+                dh::encode_challenge(
+                    {dh::Status::ok, p.server_nonce, dh::server_proof(p.key, plan_.test_id, p.hello, p.server_nonce)}),
+                "challenge")) {
       return false;
     }
     p.challenged = true;
@@ -219,12 +222,7 @@ class Handshakes {
           "client proof does not verify (another test's key, or a hello replayed or relayed from another connection)");
     }
     if (!available(p)) return false;
-    const auto v = dh::encode_verdict(dh::Status::ok);
-    if (!send_now(p.fd, v.data(), v.size())) {
-      spdlog::warn("data connection from {}: verdict not sent ({})", who(p), errno_text(errno));
-      ::close(p.fd);
-      return false;
-    }
+    if (!answer(p, dh::encode_verdict(dh::Status::ok), "verdict")) return false;
     seen_.insert(key(p));
     ++accepted_;
     return true;

@@ -92,10 +92,11 @@ int deadline_err(const RunContext& ctx) {
   return mono_now_ns() >= ctx.schedule().end_at + RunContext::kMaxDrainNs ? kDrainLimit : kStalled;
 }
 
-// Writes n bytes with op(done) (one send/sendfile call for the bytes after `done`), retrying
-// ticks. Gives up at the hard deadline or on abort: an rpc sender must finish its block.
+// Moves n bytes with op(done) (one send/sendfile/recv call for the bytes after `done`), retrying
+// ticks; gives up at the hard deadline or on abort (an rpc sender must finish its block). Returns 1
+// on success, 0 on a clean EOF before the first byte, -1 on error (err set; EPIPE for EOF mid-message).
 template <typename Op, typename Count>
-bool write_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op&& op) {
+int move_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op&& op) {
   std::size_t done = 0;
   while (done < n) {
     const ssize_t k = op(done);
@@ -108,21 +109,21 @@ bool write_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
         err = deadline_err(ctx);
-        return false;
+        return -1;
       }
       continue;
     }
     err = k < 0 ? errno : EPIPE;
-    return false;
+    return k == 0 && done == 0 ? 0 : -1;
   }
-  return true;
+  return 1;
 }
 
 template <typename Count>
 bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err,
               int flags = 0) {
-  return write_all(n, ctx, count, err,
-                   [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); });
+  return move_all(n, ctx, count, err,
+                  [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); }) > 0;
 }
 
 // Sends one whole rpc block, the pattern's period repeated, round that one period (cache-hot
@@ -131,44 +132,19 @@ bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ct
 template <typename Count>
 bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, std::size_t n, const RunContext& ctx,
                 Count&& count, int& err) {
-  return write_all(n, ctx, count, err, [&](std::size_t done) {
-    const std::size_t at = done % period;
-    const std::size_t len = std::min(n - done, period - at);
-    off_t pos = static_cast<off_t>(at);
-    return memfd < 0 ? ::send(fd, p + at, len, MSG_NOSIGNAL) : ::sendfile(fd, memfd, &pos, len);
-  });
+  return move_all(n, ctx, count, err, [&](std::size_t done) {
+           const std::size_t at = done % period;
+           const std::size_t len = std::min(n - done, period - at);
+           off_t pos = static_cast<off_t>(at);
+           return memfd < 0 ? ::send(fd, p + at, len, MSG_NOSIGNAL) : ::sendfile(fd, memfd, &pos, len);
+         }) > 0;
 }
 
-// Receives exactly n bytes. Returns 1 on success, 0 on a clean EOF before the first byte, -1 on
-// error (err set; EPIPE for EOF mid-message).
+// Receives exactly n bytes (move_all's result). With MSG_TRUNC the kernel consumes the bytes
+// without copying them (p is not written).
 template <typename Count>
 int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
-  std::size_t got = 0;
-  while (got < n) {
-    // With MSG_TRUNC the kernel consumes the bytes without copying them (p is not written).
-    const ssize_t k = ::recv(fd, p + got, n - got, flags);
-    if (k > 0) {
-      count(static_cast<std::uint64_t>(k));
-      got += static_cast<std::size_t>(k);
-      if (ctx.stopping()) ctx.note_drain_progress();
-      continue;
-    }
-    if (k == 0) {
-      if (got == 0) return 0;
-      err = EPIPE;
-      return -1;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      if (ctx.aborted() || mono_now_ns() > ctx.hard_deadline()) {
-        err = deadline_err(ctx);
-        return -1;
-      }
-      continue;
-    }
-    err = errno;
-    return -1;
-  }
-  return 1;
+  return move_all(n, ctx, count, err, [&](std::size_t got) { return ::recv(fd, p + got, n - got, flags); });
 }
 
 // How the rpc server and the reply receivers take blocks in: in the receive trial's chunks, and
@@ -188,10 +164,7 @@ struct BlockReader {
     for (std::uint64_t left = len; left > 0;) {
       const std::size_t n = static_cast<std::size_t>(
           std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(chunk.arm(mono_now_ns))]));
-      if (recv_exact(fd, buf.data(), n, ctx, count, err, flags) <= 0) {
-        if (err == 0) err = EPIPE;
-        return false;
-      }
+      if (recv_exact(fd, buf.data(), n, ctx, count, err, flags) <= 0) return false;
       chunk.count(n);
       if (verify && std::memcmp(buf.data(), pattern + (len - left), n) != 0) f.add_verify_error();
       left -= n;
@@ -234,6 +207,19 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
 
 using namespace tcp;
 
+bool TcpEngine::send_rpc(TcpFlow& f, const std::uint8_t* hdr, std::uint64_t len, ArmPicker& method, int& err) {
+  auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
+  auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
+  if (!send_all(f.fd(), hdr, kRpcHdrSize, *ctx_, framing, err, len > 0 ? MSG_MORE : 0)) return false;
+  if (len == 0) return true;
+  if (!send_block(f.fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx_buf_.data(),
+                  static_cast<std::size_t>(len), *ctx_, tx_count, err)) {
+    return false;
+  }
+  method.count(len);
+  return true;
+}
+
 void TcpEngine::stream_send(TcpFlow& f) {
   ctx_->enter_data_thread("send", f.id, f.role);
   tune_socket(f.fd(), *ctx_);
@@ -252,15 +238,10 @@ void TcpEngine::stream_send(TcpFlow& f) {
   std::uint64_t sent = 0;
   ctx.wait_for_start();
   while (!ctx.stopping()) {
-    ssize_t k = 0;
-    if (method.arm(mono_now_ns) == 1) {
-      const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
-      off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
-      k = ::sendfile(fd, tx_memfd_, &pos, tx_period_ - off);
-    } else {
-      const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
-      k = ::send(fd, buf + off, tx_period_ - off, flags);
-    }
+    const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
+    off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
+    const ssize_t k = method.arm(mono_now_ns) == 1 ? ::sendfile(fd, tx_memfd_, &pos, tx_period_ - off)
+                                                   : ::send(fd, buf + off, tx_period_ - off, flags);
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
       method.count(static_cast<std::uint64_t>(k));
@@ -360,7 +341,6 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
   const RunContext& ctx = *ctx_;
   const std::uint64_t max_len = ctx.spec().buffsize();
   BlockReader rx{ctx, recv_picker(), recv_chunks(ctx.spec()), tx_buf_.data()};
-  const std::uint8_t* tx = tx_buf_.data();
   ArmPicker method = send_picker();
   std::uint8_t hdr[kRpcHdrSize];
   std::uint8_t ack[kRpcHdrSize];  // the reply to a ping and to a write
@@ -370,7 +350,6 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
   auto serve_one = [&](TcpFlow& f) {
     const int fd = f.fd();
     auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
-    auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
     auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
     int err = 0;
     auto failed = [&](const char* what) {
@@ -398,12 +377,7 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
       if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return failed("rpc reply");
     } else {
       put_hdr(reply, kReplyMagic, 0, len);
-      if (!send_all(fd, reply, sizeof reply, ctx, framing, err, MSG_MORE) ||
-          !send_block(fd, method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx, static_cast<std::size_t>(len),
-                      ctx, tx_count, err)) {
-        return failed("rpc read block");
-      }
-      method.count(len);
+      if (!send_rpc(f, reply, len, method, err)) return failed("rpc read block");
     }
     f.counters.add_msg();
     return true;
@@ -441,9 +415,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   const RunContext& ctx = *ctx_;
   const TestSpec& spec = ctx.spec();
   const std::uint64_t len = spec.buffsize();
-  const std::uint32_t op = is_write_like(spec.test())    ? kOpWrite
-                           : spec.test() != TestKind::rw ? kOpRead
-                                                         : (t % 2 == 0 ? kOpWrite : kOpRead);
+  const std::uint32_t op = pair_writes(spec, t) ? kOpWrite : kOpRead;
   LatencyHistogram& hist = *tester_hist_[t];
   const std::size_t servers = rpc_table_.size();
   const std::uint32_t lane = t % spec.parallel();
@@ -481,16 +453,8 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
         c.pending.push_back(&w);
       }
       int err = 0;
-      auto tx_count = [&c](std::uint64_t k) { c.flow->counters.add_tx(k); };
-      auto framing = [&c](std::uint64_t k) { c.flow->counters.add_framing(k); };
-      if (!send_all(c.flow->fd(), hdr, sizeof hdr, ctx, framing, err, op == kOpWrite ? MSG_MORE : 0) ||
-          (op == kOpWrite && !send_block(c.flow->fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_,
-                                         tx_buf_.data(), static_cast<std::size_t>(len), ctx, tx_count, err))) {
-        c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
-      } else {
-        sent = true;
-        if (op == kOpWrite) method.count(len);
-      }
+      sent = send_rpc(*c.flow, hdr, op == kOpWrite ? len : 0, method, err);
+      if (!sent) c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
     }
     if (rx) {
       if (!sent || take_reply(ctx, c, *rx, [op] { return std::optional<std::uint32_t>(op); }) <= 0) continue;

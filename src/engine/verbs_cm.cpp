@@ -160,10 +160,8 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, const std::uint8_t* req, std::siz
   std::unique_ptr<Qp> q;
   try {
     Device& d = cm_device_for(raw);
-    q = create_qp(d, ctx_->spec(), dir, r.rpc, false, raw);
+    q = create_qp(d, ctx_->spec(), dir, r.rpc, false, node, conn, raw);
     q->cm_id = std::move(id);
-    q->peer_node = node;
-    q->conn = conn;
     q->remote = {.rkey = r.rkey, .addr = r.addr, .len = 2 * d.block};
     const rdma_cm::ReplyBytes rep = rdma_cm::encode_reply({q->local.rkey, q->local.addr}, tok, checked.mac);
     rdma_conn_param p = cm_conn_param(d, rep.data(), rep.size());
@@ -200,10 +198,8 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   if (rdma_resolve_route(id, kCmTimeoutMs) != 0) throw cm_fail("rdma_resolve_route", where, errno);
   (void)cm_wait(ch, id, RDMA_CM_EVENT_ROUTE_RESOLVED, "route to " + where);
   Device& d = cm_device_for(id);
-  auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, id);
+  auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, t.node_index, c, id);
   q->cm_id = std::move(owned);
-  q->peer_node = t.node_index;
-  q->conn = c;
   const rdma_cm::RequestBytes req =
       rdma_cm::encode_request(rdma_cm::make_request(static_cast<std::uint8_t>(q->dir), q->rpc, ctx_->node_index(), c,
                                                     q->local.rkey, q->local.addr, t.node_index),

@@ -40,20 +40,16 @@ struct DevSel {
 };
 std::vector<DevSel> parse_device_list(const std::string& text) {
   std::vector<DevSel> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const auto comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    DevSel d;
+  auto items = split_list(text, ',');
+  if (items.size() > 1 && items.back().empty()) items.pop_back();  // a trailing comma ends the list
+  for (const auto& item : items) {
     const auto colon = item.find(':');
-    d.name = item.substr(0, colon);
+    DevSel d{item.substr(0, colon)};
     if (colon != std::string::npos) {
       d.port = static_cast<int>(parse_int(item.substr(colon + 1), "--rdma-device port", 1, 255));
     }
     if (d.name.empty()) throw UsageError(fmt::format("--rdma-device '{}': empty device name", text));
     out.push_back(d);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
@@ -64,20 +60,31 @@ Error no_device_error() {
                "Soft-RoCE with 'rdma link add rxe0 type rxe netdev IF')");
 }
 
-// The protection domain and the one registered buffer (2 x --buffsize) of an opened port.
-void register_buffer(Device& d, const TestSpec& spec) {
-  d.pd.reset(ibv_alloc_pd(d.ctx));
-  if (!d.pd) throw verbs_fail("ibv_alloc_pd", d.label, errno);
-  d.block = spec.buffsize();
-  d.buf = aligned_buffer(2 * d.block);
-  if (!d.buf) {
+// An opened port as a Device, with its protection domain and the one registered buffer (2 x --buffsize).
+std::unique_ptr<Device> port_device(ibv_context* ctx, std::uint8_t port, const ibv_port_attr& pa, int rd_atom,
+                                    const TestSpec& spec) {
+  auto d = std::make_unique<Device>();
+  d->name = ibv_get_device_name(ctx->device);
+  d->label = fmt::format("{}:{}", d->name, port);
+  d->ctx = ctx;
+  d->port = port;
+  d->infiniband = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  d->lid = pa.lid;
+  d->mtu = pa.active_mtu;
+  d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(rd_atom, 1, 16));
+  d->pd.reset(ibv_alloc_pd(ctx));
+  if (!d->pd) throw verbs_fail("ibv_alloc_pd", d->label, errno);
+  d->block = spec.buffsize();
+  d->buf = aligned_buffer(2 * d->block);
+  if (!d->buf) {
     throw Error(ExitCode::infrastructure,
-                fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d.block)));
+                fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d->block)));
   }
-  fill_pattern({d.buf.get(), 2 * d.block}, 2 * d.block);
-  d.mr.reset(ibv_reg_mr(d.pd.get(), d.buf.get(), 2 * d.block,
-                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
-  if (!d.mr) throw verbs_fail("ibv_reg_mr", d.label, errno);
+  fill_pattern({d->buf.get(), 2 * d->block}, 2 * d->block);
+  d->mr.reset(ibv_reg_mr(d->pd.get(), d->buf.get(), 2 * d->block,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+  if (!d->mr) throw verbs_fail("ibv_reg_mr", d->label, errno);
+  return d;
 }
 
 }  // namespace
@@ -224,20 +231,11 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
         looked.push_back(fmt::format("{} [GIDs {}]", label, fmt::join(gids, " ")));
         continue;
       }
-      auto d = std::make_unique<Device>();
-      d->name = name;
-      d->label = label;
-      d->ctx = c.get();
+      auto d = port_device(c.get(), static_cast<std::uint8_t>(p), pa, da.max_qp_rd_atom, spec);
       d->owned_ctx = std::move(c);
-      d->port = static_cast<std::uint8_t>(p);
       d->gid_index = chosen;
       d->gid = chosen_gid;
-      d->infiniband = ib;
-      d->lid = pa.lid;
-      d->mtu = pa.active_mtu;
-      d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(da.max_qp_rd_atom, 1, 16));
       d->key = addr;
-      register_buffer(*d, spec);
       return d;
     }
   }
@@ -249,22 +247,14 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
 }
 
 std::unique_ptr<Device> open_cm_device(ibv_context* ctx, std::uint8_t port, const TestSpec& spec) {
-  auto d = std::make_unique<Device>();
-  d->name = ibv_get_device_name(ctx->device);
-  d->label = fmt::format("{}:{}", d->name, port);
-  d->ctx = ctx;
-  d->port = port;
-  d->key = "cm:" + d->label;
+  const std::string label = fmt::format("{}:{}", ibv_get_device_name(ctx->device), port);
   ibv_device_attr da{};
-  if (ibv_query_device(ctx, &da) != 0) throw verbs_fail("ibv_query_device", d->label, errno);
-  // rdma_cm passes these as the connection's responder resources and initiator depth.
-  d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(std::min(da.max_qp_rd_atom, da.max_qp_init_rd_atom), 1, 16));
+  if (ibv_query_device(ctx, &da) != 0) throw verbs_fail("ibv_query_device", label, errno);
   ibv_port_attr pa{};
-  if (ibv_query_port(ctx, port, &pa) != 0) throw verbs_fail("ibv_query_port", d->label, errno);
-  d->infiniband = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
-  d->lid = pa.lid;
-  d->mtu = pa.active_mtu;
-  register_buffer(*d, spec);
+  if (ibv_query_port(ctx, port, &pa) != 0) throw verbs_fail("ibv_query_port", label, errno);
+  // rdma_cm passes these as the connection's responder resources and initiator depth.
+  auto d = port_device(ctx, port, pa, std::min(da.max_qp_rd_atom, da.max_qp_init_rd_atom), spec);
+  d->key = "cm:" + d->label;
   return d;
 }
 

@@ -86,10 +86,8 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
       const std::string& addr =
           plan.link_addrs.empty() ? plan.control_address : plan.link_addrs[c % plan.link_addrs.size()];
       Device& d = device_for(numeric_sockaddr(addr, 0, "resolve RDMA server address"));
-      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false, nullptr, true);
-      q->peer_node = client;
-      q->proof_token = derive_client_token(plan.token, client);
-      q->conn = c;
+      const proto::Token key = derive_client_token(plan.token, client);
+      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false, client, c, nullptr, &key);
       std::lock_guard lk(mu_);
       fresh_.push_back(to_wire(q->local, ctx.node_index(), client, c));
       pending_.push_back(std::move(q));
@@ -161,10 +159,8 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       const std::string source =
           plan.source_addrs.empty() ? std::string() : plan.source_addrs[c % plan.source_addrs.size()];
       Device& d = device_for(local_address_towards(host, source));
-      auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, nullptr, true);
-      q->peer_node = t.node_index;
-      q->conn = c;
-      q->proof_token = plan.token;
+      auto q =
+          create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, t.node_index, c, nullptr, &plan.token);
       connect_to(*q, *e, list, host);
       std::lock_guard lk(mu_);
       fresh_.push_back(to_wire(q->local, ctx.node_index(), t.node_index, c));

@@ -163,9 +163,10 @@ struct Qp {
 };
 
 // Creates the QP with its CQ and posts the receives; throws naming the verb. With a cm id the QP
-// is made by rdma_create_qp and released through the id, which the caller keeps alive.
-std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc, bool client, rdma_cm_id* id = nullptr,
-                              bool proof = false);
+// is made by rdma_create_qp and released through the id, which the caller keeps alive. With a
+// proof token (set-up through the coordinator) the QP's end proves it to the peer before any load.
+std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc, bool client, std::uint32_t peer_node,
+                              std::uint32_t conn, rdma_cm_id* id = nullptr, const proto::Token* proof = nullptr);
 // INIT -> RTR -> RTS against the peer's endpoint.
 void connect_qp(Qp& q);
 

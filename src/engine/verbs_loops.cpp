@@ -177,6 +177,33 @@ void VerbsEngine::stream_active(Qp& q) {
   std::uint64_t posted = 0, completed = 0, last_signaled = 0;
   std::uint32_t since = 0;
   ibv_wc wc[kPollBatch];
+  // Retires the blocks the n completions in wc stand for (ids up to each wr_id); false when the
+  // flow failed. While draining the nread notices are signalled and unchecked, and count no message.
+  auto retire = [&](int n, bool draining) {
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        fail_wc(q, wc[i]);
+        return false;
+      }
+      const std::uint64_t upto = wc[i].wr_id;
+      if (is_recv(wc[i]) || upto == 0 || upto >= kProofWrId || upto <= completed) continue;  // notices, the proof
+      const std::uint64_t blocks = upto - completed;
+      completed = upto;
+      if (!nread) {
+        q.flow->counters.add_tx(blocks * len);
+      } else {
+        q.flow->counters.add_rx(blocks * len);
+        // Tell the client its block was taken (unsignalled but while draining: the next READ's
+        // completion retires it).
+        if (int e = post_notice(q, static_cast<std::uint32_t>(len), draining); e != 0 && !draining) {
+          fail(q, "ibv_post_send(notice)", e);
+          return false;
+        }
+      }
+      if (!draining) q.flow->counters.add_msg();
+    }
+    return true;
+  };
   while (!ctx.stopping() && !stop_) {
     std::size_t k = 0;
     std::uint64_t sig_upto = last_signaled;
@@ -207,23 +234,7 @@ void VerbsEngine::stream_active(Qp& q) {
       last_signaled = sig_upto;
     }
     const int n = poll(q, wc, kPollBatch);
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
-      if (is_recv(wc[i]) || wc[i].wr_id == 0 || wc[i].wr_id >= kProofWrId) continue;  // notices, the proof
-      const std::uint64_t upto = wc[i].wr_id;
-      if (upto <= completed) continue;
-      const std::uint64_t blocks = upto - completed;
-      completed = upto;
-      if (nread) {
-        q.flow->counters.add_rx(blocks * len);
-        // Tell the client its block was taken (unsignalled: the next READ's completion retires it).
-        if (int e = post_notice(q, static_cast<std::uint32_t>(len), false); e != 0)
-          return fail(q, "ibv_post_send(notice)", e);
-      } else {
-        q.flow->counters.add_tx(blocks * len);
-      }
-      q.flow->counters.add_msg();
-    }
+    if (!retire(n, false)) return;
     if (n < 0) return fail(q, "ibv_poll_cq", EIO);
   }
   // The final notice, signalled: RC completes in order, so its completion retires the blocks
@@ -237,19 +248,7 @@ void VerbsEngine::stream_active(Qp& q) {
   // Drain what is still in flight (bounded), so the peer's count matches ours.
   const std::int64_t until = std::min(ctx.hard_deadline() - 1'000'000'000, mono_now_ns() + 2'000'000'000);
   while (completed < last_signaled && mono_now_ns() < until && !ctx.aborted()) {
-    const int n = poll(q, wc, kPollBatch);
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status != IBV_WC_SUCCESS) return fail_wc(q, wc[i]);
-      if (is_recv(wc[i]) || wc[i].wr_id == 0 || wc[i].wr_id >= kProofWrId || wc[i].wr_id <= completed) continue;
-      const std::uint64_t blocks = wc[i].wr_id - completed;
-      completed = wc[i].wr_id;
-      if (nread) {
-        q.flow->counters.add_rx(blocks * len);
-        post_notice(q, static_cast<std::uint32_t>(len), true);
-      } else {
-        q.flow->counters.add_tx(blocks * len);
-      }
-    }
+    if (!retire(poll(q, wc, kPollBatch), true)) return;
   }
   if (nread && !ctx.aborted()) post_notice(q, kImmFinal, true);  // after every block's notice
 }

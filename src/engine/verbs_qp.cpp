@@ -29,11 +29,8 @@ Endpoint from_wire(const proto::RdmaEndpoint& w) {
 }
 
 Dir dir_for(const TestSpec& spec, std::uint32_t c) {
-  const TestKind k = spec.test();
-  if (k == TestKind::nwrite) return Dir::nread;
-  if (k == TestKind::read || k == TestKind::sread) return Dir::pull_back;
-  if (k == TestKind::rw) return c % 2 == 0 ? Dir::push : Dir::pull_back;
-  return Dir::push;
+  if (spec.test() == TestKind::nwrite) return Dir::nread;
+  return pair_writes(spec, c) ? Dir::push : Dir::pull_back;
 }
 
 // Without a cm id the QP is created with ibv_create_qp and moved to INIT here; with one,
@@ -44,14 +41,17 @@ Dir dir_for(const TestSpec& spec, std::uint32_t c) {
 // With `proof` (set-up through the coordinator) the first receives posted are the proof's:
 // one on the client (the server's proof), two on the server (the client's hello and proof), so
 // the peer's first SENDs land there and never in the data buffer.
-std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc, bool client, rdma_cm_id* id,
-                              bool proof) {
+std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc, bool client, std::uint32_t peer_node,
+                              std::uint32_t conn, rdma_cm_id* id, const proto::Token* proof) {
   auto q = std::make_unique<Qp>();
   q->dev = &d;
   q->dir = dir;
   q->rpc = rpc;
   q->client = client;
-  q->proof = proof;
+  q->peer_node = peer_node;
+  q->conn = conn;
+  q->proof = proof != nullptr;
+  if (proof) q->proof_token = *proof;
   const std::uint32_t proof_recvs = proof ? (client ? 1u : 2u) : 0u;
   const int depth = static_cast<int>(spec.qdepth());
   if (spec.rdma_events() || q->stream_passive()) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -221,6 +222,16 @@ inline void fill_pattern(std::span<std::uint8_t> out, std::size_t period) {
     out[i] = static_cast<std::uint8_t>((k * 131) ^ (k >> 9));
   }
 }
+
+// Whether connection (or rpc thread) c of a client-server pair writes: rw alternates, the other
+// tests go one way.
+inline bool pair_writes(const TestSpec& spec, std::uint32_t c) {
+  return is_write_like(spec.test()) || (spec.test() == TestKind::rw && c % 2 == 0);
+}
+
+// The interface that owns an endpoint's local address ("ADDR:PORT"), by address without the port:
+// one lookup (a netlink dump) per address, not per flow.
+const std::string& cached_interface(std::map<std::string, std::string>& cache, const std::string& endpoint);
 
 // Joins the engine's threads (those not joined yet) and forgets them.
 inline void join_all(std::vector<std::thread>& threads) {
