@@ -83,6 +83,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   judge(as_client, "client");
   judge(as_server, "server");
   std::vector<double> client_means;
+  client_means.reserve(as_client.size());
   for (const auto& [h, v] : as_client) client_means.push_back(stats::mean(v));
   if (!client_means.empty()) {
     const auto [lo, hi] = std::minmax_element(client_means.begin(), client_means.end());

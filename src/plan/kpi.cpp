@@ -181,10 +181,6 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                                     const std::map<std::string, std::string>& names,
                                     const std::optional<std::string>& test) {
   Judge check{k, test, {}};
-  const auto label = [&](const std::string& n) {
-    const auto it = names.find(n);
-    return it == names.end() ? n : it->second;
-  };
   // Node values over the test, for the spread.
   struct NodeValue {
     std::string step, node;
@@ -199,9 +195,9 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     // A step that lost a node shows its partners' links at whatever moved before: a link's best
     // comes from complete steps only (one seen only in such steps is "not measured").
     std::map<std::uint64_t, std::string> by_index;
-    for (const auto& n : r.nodes) by_index[n.index] = label(n.node);
+    for (const auto& n : r.nodes) by_index[n.index] = label_of(names, n.node);
     for (const auto& n : r.nodes) {
-      const std::string name = label(n.node);
+      const std::string name = label_of(names, n.node);
       counter_checks(check, s.id, name, n);
       if (n.role.find("client") != std::string::npos) {
         const double v = role_mbps(n, r.test, true);

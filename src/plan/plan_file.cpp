@@ -381,6 +381,11 @@ std::map<std::string, std::string> node_names(const Plan& p) {
   return m;
 }
 
+std::string label_of(const std::map<std::string, std::string>& names, const std::string& node) {
+  const auto it = names.find(node);
+  return it == names.end() ? node : it->second;
+}
+
 json plan_json(const Plan& p) {
   json hosts = json::array();
   for (const auto& h : p.hosts) {

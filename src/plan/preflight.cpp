@@ -56,14 +56,8 @@ struct LinkFacts {
   std::vector<std::string> unknown_speed;
 };
 
-std::string label_of(const std::map<std::string, std::string>& names, const std::string& n) {
-  const auto it = names.find(n);
-  return it == names.end() ? n : it->second;
-}
-
 LinkFacts link_findings(const Report& report, const std::map<std::string, std::string>& names,
                         std::vector<Finding>& out) {
-  const auto label = [&](const std::string& n) { return label_of(names, n); };
   // MTU per test interface: one value across the fabric.
   LinkFacts f;
   std::map<std::string, int> node_mtu;        // "n1/eth0" -> mtu
@@ -72,7 +66,7 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
     double nominal_mb = 0;  // stays 0 when a link's rate is unknown
     bool known = !n.links.empty();
     for (const auto& l : n.links) {
-      const std::string sub = label(n.name) + "/" + l.name;
+      const std::string sub = label_of(names, n.name) + "/" + l.name;
       // A shaper on the host holds the link below what it negotiated: the fabric is not the limit.
       std::int64_t nominal = l.speed_mbps;
       if (l.shaped_mbps > 0 && (l.speed_mbps <= 0 || l.shaped_mbps < l.speed_mbps)) {
@@ -84,7 +78,7 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
                                l.shaped_mbps, l.speed_mbps)
                  : fmt::format("a shaping root qdisc (tbf, htb) holds it to {} Mbit/s", l.shaped_mbps),
              fmt::format("on {}: tc qdisc show dev {} (tc qdisc del dev {} root, unless it is meant to be there)",
-                         label(n.name), l.name, l.name)});
+                         label_of(names, n.name), l.name, l.name)});
       }
       // A bond's members are links of their own: the bond itself would count them twice.
       if (l.kind != "bond") {
@@ -100,7 +94,8 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
         f.unknown_speed.push_back(sub);
       }
     }
-    if (known && nominal_mb > 0) probe_share[label(n.name)] = std::max(n.tx_mb_per_s, n.rx_mb_per_s) / nominal_mb;
+    if (known && nominal_mb > 0)
+      probe_share[label_of(names, n.name)] = std::max(n.tx_mb_per_s, n.rx_mb_per_s) / nominal_mb;
   }
   // The probe against each node's nominal rate. A short probe rarely fills a fast link, so only a
   // node far below the others (half the median share) is a warning: a host-side limit, a busy CPU,
@@ -160,18 +155,16 @@ void socket_limit_findings(const RunRecord& probe, const std::map<std::string, s
                            const PreflightLimits& lim, std::vector<Finding>& out) {
   // Socket buffer limits against the plan's socksize.
   for (const auto& n : probe.nodes) {
-    if (!n.result) continue;
+    if (!n.result || lim.socksize == 0) continue;
     const auto& sl = n.result->socket_limits;
     const std::string who = label_of(names, n.name);
-    if (lim.socksize > 0) {
-      for (const auto& [name, v] : {std::pair<const char*, std::uint64_t>{"net.core.rmem_max", sl.rmem_max},
-                                    std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
-        if (v < lim.socksize) {
-          out.push_back({"error", who,
-                         fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers",
-                                     name, v, format_size(lim.socksize)),
-                         fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
-        }
+    for (const auto& [name, v] : {std::pair<const char*, std::uint64_t>{"net.core.rmem_max", sl.rmem_max},
+                                  std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
+      if (v < lim.socksize) {
+        out.push_back({"error", who,
+                       fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers",
+                                   name, v, format_size(lim.socksize)),
+                       fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
       }
     }
   }
@@ -226,14 +219,14 @@ TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
 std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
                                         const std::map<std::string, std::string>& names, const PreflightLimits& lim) {
   std::vector<Finding> out;
-  const auto label = [&](const std::string& n) { return label_of(names, n); };
   std::map<std::uint32_t, std::string> by_index;
-  for (const auto& n : report.nodes) by_index[n.index] = label(n.name);
+  for (const auto& n : report.nodes) by_index[n.index] = label_of(names, n.name);
 
   // Agents that answered but lost or failed during the probe.
   for (const auto& n : report.nodes) {
     if (n.status != NodeStatus::ok) {
-      out.push_back({"error", label(n.name), fmt::format("agent {} during the probe: {}", to_string(n.status), n.error),
+      out.push_back({"error", label_of(names, n.name),
+                     fmt::format("agent {} during the probe: {}", to_string(n.status), n.error),
                      "check the agent's log and that it stays running ('fabperf agent')"});
     }
   }
