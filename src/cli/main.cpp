@@ -281,12 +281,9 @@ int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions
 // --servers/--clients without a pattern: no node is both, and all have as many link addresses.
 void check_servers_clients(const RunRequest& req) {
   for (const auto& c : req.clients) {
-    for (const auto& s : req.servers) {
-      if (c.host == s.host && c.port == s.port) {
-        throw UsageError(
-            fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
-      }
-    }
+    if (std::any_of(req.servers.begin(), req.servers.end(),
+                    [&](const HostPort& s) { return c.host == s.host && c.port == s.port; }))
+      throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
   }
   // Per-link pinning pairs link i of a client with link i of a server: counts must match.
   std::size_t links = 0;
@@ -390,12 +387,10 @@ int cmd_run(int argc, char** argv) {
     }
     if (r.count("concurrent-pairs") || r.count("ring-k"))
       throw UsageError("--concurrent-pairs/--ring-k: only with --pattern");
-  } else {
-    if (r.count("json") || r.count("verbose")) {
-      throw UsageError(
-          "--json/--verbose: a pattern, --repeat or --per-link sequential run writes its results with --results "
-          "(render them with 'fabperf report')");
-    }
+  } else if (r.count("json") || r.count("verbose")) {
+    throw UsageError(
+        "--json/--verbose: a pattern, --repeat or --per-link sequential run writes its results with --results "
+        "(render them with 'fabperf report')");
   }
 
   const SpecParams p = setting_params(r);
@@ -450,16 +445,15 @@ int dispatch(int argc, char** argv) {
     return static_cast<int>(ExitCode::usage);
   }
   const std::string cmd = argv[1];
-  if (cmd == "agent") return cmd_agent(argc - 1, argv + 1);
-  if (cmd == "run") return cmd_run(argc - 1, argv + 1);
-  if (cmd == "plan") return cli::cmd_plan(argc - 1, argv + 1);
-  if (cmd == "preflight") return cli::cmd_preflight(argc - 1, argv + 1);
-  if (cmd == "links") return cli::cmd_links(argc - 1, argv + 1);
-  if (cmd == "compare") return cli::cmd_compare(argc - 1, argv + 1);
-  if (cmd == "report") return cli::cmd_report(argc - 1, argv + 1);
-  if (cmd == "monitor") return cli::cmd_monitor(argc - 1, argv + 1);
-  if (cmd == "shell") return cmd_shell(argc - 1, argv + 1);
-  if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
+  static constexpr std::pair<std::string_view, int (*)(int, char**)> kCommands[] = {
+      {"agent", cmd_agent},        {"run", cmd_run},
+      {"plan", cli::cmd_plan},     {"preflight", cli::cmd_preflight},
+      {"links", cli::cmd_links},   {"compare", cli::cmd_compare},
+      {"report", cli::cmd_report}, {"monitor", cli::cmd_monitor},
+      {"shell", cmd_shell},        {"keygen", cmd_keygen}};
+  for (const auto& [name, fn] : kCommands) {
+    if (cmd == name) return fn(argc - 1, argv + 1);
+  }
   if (cmd == "version" || cmd == "--version") {
     std::cout << "fabperf " << FABPERF_VERSION << (FABPERF_HAVE_RDMA ? " (rdma-core found)" : " (without RDMA)")
               << "\n";

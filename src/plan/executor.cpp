@@ -102,6 +102,16 @@ std::string default_results_name(const std::string& plan_name) {
   return fmt::format("{}-{}.jsonl", base.empty() ? "plan" : base, buf);
 }
 
+// A step's request: the test's settings, the run's key and time-out.
+RunRequest test_request(const PlanTest& t, const RunOptions& o) {
+  RunRequest req;
+  req.spec = t.spec;
+  req.interval = t.interval;
+  req.key = o.key;
+  req.connect_timeout = o.connect_timeout;
+  return req;
+}
+
 // Runs the test and puts its JSON result into rec["result"]: what the step's record holds.
 std::pair<RunRecord, Report> run_into(const RunRequest& req, json& rec) {
   RunRecord run = run_test(req);
@@ -110,8 +120,9 @@ std::pair<RunRecord, Report> run_into(const RunRequest& req, json& rec) {
   return {std::move(run), std::move(report)};
 }
 
-template <typename T>
-std::vector<T> of_test(const std::vector<T>& v, const std::string& test) {
+// A test's step outcomes (or KPI checks, by an optional test name: null is plan-wide).
+template <typename T, typename Test>
+std::vector<T> of_test(const std::vector<T>& v, const Test& test) {
   std::vector<T> out;
   std::copy_if(v.begin(), v.end(), std::back_inserter(out), [&](const T& x) { return x.test == test; });
   return out;
@@ -156,10 +167,8 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
     host_names.push_back(p.hosts[i].name);
   }
   const auto mine = of_test(outcomes, t.name);
-  std::vector<KpiCheck> failing;
-  for (const auto& c : checks) {
-    if (c.test && *c.test == t.name && !c.pass) failing.push_back(c);
-  }
+  auto failing = of_test(checks, std::optional(t.name));
+  std::erase_if(failing, [](const KpiCheck& c) { return c.pass; });
   if (mine.empty()) return;
   const auto sus = plan::find_suspects(mine, index, host_names, std::string(to_string(t.spec.test())), failing);
   if (failing.empty() && sus.spread >= plan::kSpreadTrigger) return;
@@ -183,11 +192,7 @@ void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::
     std::map<std::uint32_t, std::string> links;
     for (std::size_t k = 0; k < round->steps.size(); ++k) {
       const auto& st = round->steps[k];
-      RunRequest req;
-      req.spec = t.spec;
-      req.interval = t.interval;
-      req.key = o.key;
-      req.connect_timeout = o.connect_timeout;
+      RunRequest req = test_request(t, o);
       json pairs = json::array();
       std::vector<std::pair<std::uint32_t, std::uint32_t>> host_pairs;
       for (const auto& pr : st.pairs) {
@@ -402,11 +407,7 @@ bool PlanRun::run_step(std::size_t i) {
                   sn.size(), hms(elapsed), hms(seconds_left(i)));
   if (tty_) os_ << "\r\033[K" << step_line << std::flush;
   if (p_.ab && hook_block_ != s.block && !run_hook(s)) return false;
-  RunRequest req;
-  req.spec = t.spec;
-  req.interval = t.interval;
-  req.key = o_.key;
-  req.connect_timeout = o_.connect_timeout;
+  RunRequest req = test_request(t, o_);
   if (tty_) {
     req.progress = [&](double e, double total, double mb) {
       os_ << "\r\033[K" << step_line << "  step " << progress_text(e, total, mb) << std::flush;
@@ -500,9 +501,7 @@ bool PlanRun::run_step(std::size_t i) {
 // resumed file holds stand (false).
 bool PlanRun::judge(const KpiSet& k, const std::vector<plan::StepOutcome>& steps,
                     const std::optional<std::string>& test, bool ran) {
-  std::vector<KpiCheck> stored;
-  std::copy_if(prior_.kpis.begin(), prior_.kpis.end(), std::back_inserter(stored),
-               [&](const KpiCheck& c) { return c.test == test; });
+  const auto stored = of_test(prior_.kpis, test);
   if (!ran && !stored.empty()) {
     checks_.insert(checks_.end(), stored.begin(), stored.end());
     return false;

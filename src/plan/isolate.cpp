@@ -82,14 +82,12 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   };
   judge(as_client, "client");
   judge(as_server, "server");
-  if (!as_client.empty()) {
-    double lo = -1, hi = 0;
-    for (const auto& [h, v] : as_client) {
-      const double m = stats::mean(v);
-      lo = lo < 0 ? m : std::min(lo, m);
-      hi = std::max(hi, m);
-    }
-    s.spread = hi > 0 ? lo / hi : 1;
+  std::vector<double> client_means;
+  client_means.reserve(as_client.size());
+  for (const auto& [h, v] : as_client) client_means.push_back(stats::mean(v));
+  if (!client_means.empty()) {
+    const auto [lo, hi] = std::minmax_element(client_means.begin(), client_means.end());
+    s.spread = *hi > 0 ? *lo / *hi : 1;
   }
   std::set<std::uint32_t> named;
   for (const auto& c : failing) {

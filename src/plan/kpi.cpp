@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <tuple>
 
 namespace fabperf::plan {
 namespace {
@@ -118,19 +117,9 @@ struct Judge {
                   std::optional<double> value, std::string detail) {
     const KpiDef& d = def(kpi);
     if (!(k.*d.field)) return;
-    KpiCheck c;
-    c.test = test;
-    c.step = step;
-    c.kpi = d.name;
-    c.scope = d.scope;
-    c.subject = std::move(subject);
-    c.value = value;
-    c.threshold = *(k.*d.field);
-    c.op = d.op;
-    c.unit = d.unit;
-    c.pass = value && (std::string(d.op) == ">=" ? *value >= c.threshold : *value <= c.threshold);
-    c.detail = std::move(detail);
-    out.push_back(std::move(c));
+    const double t = *(k.*d.field);
+    const bool pass = value && (std::string(d.op) == ">=" ? *value >= t : *value <= t);
+    out.push_back({test, step, d.name, d.scope, std::move(subject), value, t, d.op, d.unit, pass, std::move(detail)});
   }
 };
 
@@ -147,12 +136,10 @@ struct LinkAcc {
 
 // Counter KPIs: every node, from the sums compute_report put in its "counters".
 void counter_checks(Judge& check, const std::string& step, const std::string& name, const ResultNode& n) {
-  for (const auto& [kpi, field, cat] :
-       {std::tuple{"max-pause-frames", &KpiSet::max_pause_frames, "pause"},
-        std::tuple{"max-discards", &KpiSet::max_discards, "discard"},
-        std::tuple{"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "fec_uncorrected"},
-        std::tuple{"max-ecn-marks", &KpiSet::max_ecn_marks, "ecn"}}) {
-    if (!(check.k.*field)) continue;
+  for (const auto& [kpi, cat] :
+       {std::pair{"max-pause-frames", "pause"}, std::pair{"max-discards", "discard"},
+        std::pair{"max-fec-uncorrected", "fec_uncorrected"}, std::pair{"max-ecn-marks", "ecn"}}) {
+    if (!(check.k.*def(kpi).field)) continue;
     if (!n.counters) {
       check(kpi, step, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, step));
       continue;
@@ -174,22 +161,15 @@ void counter_checks(Judge& check, const std::string& step, const std::string& na
 void link_checks(Judge& check, const std::vector<std::string>& order, const std::map<std::string, LinkAcc>& links) {
   for (const auto& sub : order) {
     const auto& a = links.at(sub);
-    if (a.best_mbps_step.empty()) {
-      check("min-link-mbps", std::nullopt, sub, std::nullopt,
-            fmt::format("{}: not measured in a complete step (a node of each step it was in was lost)", sub));
-    } else {
-      check("min-link-mbps", std::nullopt, sub, a.best_mbps,
-            fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step));
-    }
-    if (a.best_eff) {
-      check("min-efficiency-pct", std::nullopt, sub, *a.best_eff,
-            fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff), fmtv(a.speed),
-                        a.best_eff_step));
-    } else {
-      check("min-efficiency-pct", std::nullopt, sub, std::nullopt,
-            a.best_mbps_step.empty() ? fmt::format("{}: not measured in a complete step", sub)
-                                     : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
-    }
+    const bool measured = !a.best_mbps_step.empty();
+    check("min-link-mbps", std::nullopt, sub, measured ? std::optional(a.best_mbps) : std::nullopt,
+          measured ? fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step)
+                   : fmt::format("{}: not measured in a complete step (a node of each step it was in was lost)", sub));
+    check("min-efficiency-pct", std::nullopt, sub, a.best_eff,
+          a.best_eff  ? fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff),
+                                    fmtv(a.speed), a.best_eff_step)
+          : !measured ? fmt::format("{}: not measured in a complete step", sub)
+                      : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
     check("max-nic-errors", std::nullopt, sub, a.errors,
           a.error_detail.empty() ? fmt::format("{}: no errors or drops", sub) : sub + ": " + a.error_detail);
   }
@@ -201,10 +181,6 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                                     const std::map<std::string, std::string>& names,
                                     const std::optional<std::string>& test) {
   Judge check{k, test, {}};
-  const auto label = [&](const std::string& n) {
-    const auto it = names.find(n);
-    return it == names.end() ? n : it->second;
-  };
   // Node values over the test, for the spread.
   struct NodeValue {
     std::string step, node;
@@ -219,9 +195,9 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     // A step that lost a node shows its partners' links at whatever moved before: a link's best
     // comes from complete steps only (one seen only in such steps is "not measured").
     std::map<std::uint64_t, std::string> by_index;
-    for (const auto& n : r.nodes) by_index[n.index] = label(n.node);
+    for (const auto& n : r.nodes) by_index[n.index] = label_of(names, n.node);
     for (const auto& n : r.nodes) {
-      const std::string name = label(n.node);
+      const std::string name = label_of(names, n.node);
       counter_checks(check, s.id, name, n);
       if (n.role.find("client") != std::string::npos) {
         const double v = role_mbps(n, r.test, true);
@@ -229,14 +205,10 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
         check("min-node-mbps", s.id, name, v,
               fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), r.test));
         const ResultLatency* lat = n.latency ? &*n.latency : n.delay ? &*n.delay : nullptr;
-        if (lat) {
-          check("max-p99-latency-us", s.id, name, lat->p99_us,
-                fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(lat->p99_us), lat->count,
-                            n.latency ? "requests" : "ping round trips under load"));
-        } else {
-          check("max-p99-latency-us", s.id, name, std::nullopt,
-                fmt::format("{} in {}: no latency was measured", name, s.id));
-        }
+        check("max-p99-latency-us", s.id, name, lat ? std::optional(lat->p99_us) : std::nullopt,
+              lat ? fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(lat->p99_us), lat->count,
+                                n.latency ? "requests" : "ping round trips under load")
+                  : fmt::format("{} in {}: no latency was measured", name, s.id));
       }
       for (const auto& l : n.links) {
         const std::string sub = name + "/" + l.link;

@@ -52,10 +52,24 @@ Pattern parse_pattern(std::string_view s) {
 
 namespace {
 
+std::uint32_t idx(std::size_t i) {
+  return static_cast<std::uint32_t>(i);
+}
+
+// One step: every ordered pair (c, v) of n nodes, c != v, that keep(c, v) accepts, in row order.
+template <typename Keep>
+Step flows_where(std::size_t n, Keep keep) {
+  Step s;
+  for (std::size_t c = 0; c < n; ++c) {
+    for (std::size_t v = 0; v < n; ++v) {
+      if (c != v && keep(c, v)) s.flows.push_back({idx(c), idx(v)});
+    }
+  }
+  return s;
+}
+
 std::vector<Step> all_pairs(std::size_t n, const PatternParams& p) {
-  const auto idx = [](std::size_t i) { return static_cast<std::uint32_t>(i); };
   std::vector<Step> out;
-  need_nodes(n, 2, p.pattern);
   if (p.concurrent_pairs < 1) throw UsageError("pattern all-pairs: concurrent-pairs must be at least 1");
   if (p.concurrent_pairs > n / 2) {
     throw UsageError(fmt::format("pattern all-pairs: concurrent-pairs {} is more than {} nodes allow disjointly ({})",
@@ -63,11 +77,7 @@ std::vector<Step> all_pairs(std::size_t n, const PatternParams& p) {
   }
   if (p.concurrent_pairs == 1) {
     // Every ordered pair alone, in row order: the matrix as mpiGraph draws it.
-    for (std::size_t c = 0; c < n; ++c) {
-      for (std::size_t v = 0; v < n; ++v) {
-        if (c != v) out.push_back({{{idx(c), idx(v)}}});
-      }
-    }
+    for (const auto& f : flows_where(n, [](auto, auto) { return true; }).flows) out.push_back({{f}});
     return out;
   }
   // Concurrent pairs: a round-robin tournament (the circle method). With M = n rounded up to
@@ -104,96 +114,53 @@ std::vector<Step> all_pairs(std::size_t n, const PatternParams& p) {
 }  // namespace
 
 std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
-  const auto idx = [](std::size_t i) { return static_cast<std::uint32_t>(i); };
-  std::vector<Step> out;
+  if (p.pattern == Pattern::bipartite) {
+    if (p.clients.empty() || p.servers.empty()) {
+      throw UsageError("pattern bipartite: needs at least one client and one server");
+    }
+    Step s;
+    for (const auto c : p.clients) {
+      for (const auto v : p.servers) {
+        if (c >= n || v >= n) throw UsageError("pattern bipartite: node index out of range");
+        if (c == v) throw UsageError("pattern bipartite: a node cannot be both a client and a server");
+        s.flows.push_back({c, v});
+      }
+    }
+    return {s};
+  }
+  if (p.pattern == Pattern::pairs) {
+    if (p.pairs.empty()) throw UsageError("pattern pairs: the pair list is empty");
+    for (std::size_t i = 0; i < p.pairs.size(); ++i) {
+      const auto& f = p.pairs[i];
+      if (f.client >= n || f.server >= n) throw UsageError("pattern pairs: node index out of range");
+      if (f.client == f.server) throw UsageError("pattern pairs: a node cannot load itself");
+      for (std::size_t j = 0; j < i; ++j) {
+        if (p.pairs[j] == f) throw UsageError("pattern pairs: a pair is listed twice");
+      }
+    }
+    return {{p.pairs}};
+  }
+  need_nodes(n, 2, p.pattern);
   switch (p.pattern) {
-    case Pattern::bipartite: {
-      if (p.clients.empty() || p.servers.empty()) {
-        throw UsageError("pattern bipartite: needs at least one client and one server");
-      }
-      Step s;
-      for (const auto c : p.clients) {
-        for (const auto v : p.servers) {
-          if (c >= n || v >= n) throw UsageError("pattern bipartite: node index out of range");
-          if (c == v) throw UsageError("pattern bipartite: a node cannot be both a client and a server");
-          s.flows.push_back({c, v});
-        }
-      }
-      out.push_back(std::move(s));
-      break;
+    case Pattern::each_vs_rest: {
+      std::vector<Step> out;
+      for (std::size_t c = 0; c < n; ++c) out.push_back(flows_where(n, [&](std::size_t x, auto) { return x == c; }));
+      return out;
     }
-    case Pattern::pairs: {
-      if (p.pairs.empty()) throw UsageError("pattern pairs: the pair list is empty");
-      for (std::size_t i = 0; i < p.pairs.size(); ++i) {
-        const auto& f = p.pairs[i];
-        if (f.client >= n || f.server >= n) throw UsageError("pattern pairs: node index out of range");
-        if (f.client == f.server) throw UsageError("pattern pairs: a node cannot load itself");
-        for (std::size_t j = 0; j < i; ++j) {
-          if (p.pairs[j] == f) throw UsageError("pattern pairs: a pair is listed twice");
-        }
-      }
-      out.push_back({p.pairs});
-      break;
-    }
-    case Pattern::each_vs_rest:
-      need_nodes(n, 2, p.pattern);
-      for (std::size_t c = 0; c < n; ++c) {
-        Step s;
-        for (std::size_t v = 0; v < n; ++v) {
-          if (v != c) s.flows.push_back({idx(c), idx(v)});
-        }
-        out.push_back(std::move(s));
-      }
-      break;
-    case Pattern::halves: {
-      need_nodes(n, 2, p.pattern);
-      Step s;
-      const std::size_t half = n / 2;
-      for (std::size_t c = 0; c < half; ++c) {
-        for (std::size_t v = half; v < n; ++v) s.flows.push_back({idx(c), idx(v)});
-      }
-      out.push_back(std::move(s));
-      break;
-    }
-    case Pattern::all_pairs: out = all_pairs(n, p); break;
-    case Pattern::ring: {
-      need_nodes(n, 2, p.pattern);
+    case Pattern::halves:
+      return {flows_where(n, [&](std::size_t c, std::size_t v) { return c < n / 2 && v >= n / 2; })};
+    case Pattern::all_pairs: return all_pairs(n, p);
+    case Pattern::ring:
       if (p.k < 1 || p.k >= n) throw UsageError(fmt::format("pattern ring: k {} must be within 1..{}", p.k, n - 1));
-      Step s;
-      for (std::size_t c = 0; c < n; ++c) s.flows.push_back({idx(c), idx((c + p.k) % n)});
-      out.push_back(std::move(s));
-      break;
-    }
+      return {flows_where(n, [&](std::size_t c, std::size_t v) { return v == (c + p.k) % n; })};
     case Pattern::incast:
-    case Pattern::broadcast: {
-      need_nodes(n, 2, p.pattern);
+    case Pattern::broadcast:
       if (p.target >= n)
         throw UsageError(fmt::format("pattern {}: target index {} out of range", to_string(p.pattern), p.target));
-      Step s;
-      for (std::size_t v = 0; v < n; ++v) {
-        if (v == p.target) continue;
-        if (p.pattern == Pattern::incast) {
-          s.flows.push_back({idx(v), p.target});
-        } else {
-          s.flows.push_back({p.target, idx(v)});
-        }
-      }
-      out.push_back(std::move(s));
-      break;
-    }
-    case Pattern::all_to_all: {
-      need_nodes(n, 2, p.pattern);
-      Step s;
-      for (std::size_t c = 0; c < n; ++c) {
-        for (std::size_t v = 0; v < n; ++v) {
-          if (c != v) s.flows.push_back({idx(c), idx(v)});
-        }
-      }
-      out.push_back(std::move(s));
-      break;
-    }
+      return {flows_where(
+          n, [&](std::size_t c, std::size_t v) { return (p.pattern == Pattern::incast ? v : c) == p.target; })};
+    default: return {flows_where(n, [](auto, auto) { return true; })};  // all-to-all
   }
-  return out;
 }
 
 nlohmann::json step_figures(Pattern p, std::size_t n, const ResultDoc& result) {

@@ -20,19 +20,15 @@ namespace {
 
 using nlohmann::json;
 
-// The knobs a test may set: every test setting of the table (include/fabperf/core/settings.hpp), and
-// the sampling interval.
-const std::set<std::string>& spec_keys() {
+// The keys a test (or [defaults]) may set: every test setting of the table
+// (include/fabperf/core/settings.hpp), the sampling interval, the pattern's fields and KPIs.
+const std::set<std::string>& test_keys() {
   static const std::set<std::string> k = [] {
-    std::set<std::string> keys{"interval"};
+    std::set<std::string> keys{"interval",         "pattern", "hosts",  "clients",  "servers",  "pairs",
+                               "concurrent-pairs", "k",       "target", "per-link", "bind-dev", "kpis"};
     for (const auto& st : spec_settings()) keys.insert(st.name);
     return keys;
   }();
-  return k;
-}
-const std::set<std::string>& pattern_keys() {
-  static const std::set<std::string> k{"pattern",          "hosts", "clients", "servers",  "pairs",
-                                       "concurrent-pairs", "k",     "target",  "per-link", "bind-dev"};
   return k;
 }
 
@@ -172,21 +168,18 @@ void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t
     }
     return m.get(key);
   };
-  if (const auto* n = only_for("clients", {Pattern::bipartite})) {
-    for (const auto& s : c.strings(*n, "clients")) pt.pattern.clients.push_back(local(*n, "clients", s));
-  }
-  if (const auto* n = only_for("servers", {Pattern::bipartite})) {
-    for (const auto& s : c.strings(*n, "servers")) pt.pattern.servers.push_back(local(*n, "servers", s));
+  for (const char* key : {"clients", "servers"}) {
+    auto& to = std::string_view(key) == "clients" ? pt.pattern.clients : pt.pattern.servers;
+    if (const auto* n = only_for(key, {Pattern::bipartite})) {
+      for (const auto& s : c.strings(*n, key)) to.push_back(local(*n, key, s));
+    }
   }
   if (P == Pattern::bipartite) {
     // Roles decide who is who unless the test names them.
     for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
-      const auto& h = plan.hosts[pt.hosts[i]];
-      const bool listed_c =
-          std::find(pt.pattern.clients.begin(), pt.pattern.clients.end(), i) != pt.pattern.clients.end();
-      const bool listed_s =
-          std::find(pt.pattern.servers.begin(), pt.pattern.servers.end(), i) != pt.pattern.servers.end();
-      if (listed_c && listed_s) c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", h.name));
+      if (std::ranges::find(pt.pattern.clients, i) != pt.pattern.clients.end() &&
+          std::ranges::find(pt.pattern.servers, i) != pt.pattern.servers.end())
+        c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", plan.hosts[pt.hosts[i]].name));
     }
     if (pt.pattern.clients.empty() && pt.pattern.servers.empty()) {
       for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
@@ -261,7 +254,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   if (const auto* d = root.get("defaults")) {
     for (const auto& [key, v] : c.table(*d, "defaults")) {
       const std::string k(key.str());
-      if (!spec_keys().count(k) && !pattern_keys().count(k) && k != "kpis") {
+      if (!test_keys().count(k)) {
         c.fail(&v, k, "unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads)");
       }
       defaults.v[k] = &v;
@@ -278,7 +271,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     Merged m = defaults;
     for (const auto& [key, v] : t) {
       const std::string k(key.str());
-      if (!spec_keys().count(k) && !pattern_keys().count(k) && k != "kpis" && k != "name") {
+      if (!test_keys().count(k) && k != "name") {
         c.fail(&v, k,
                "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, "
                "per-link, bind-dev, kpis, or a 'fabperf run' option such as time, buffsize, threads)");
@@ -386,6 +379,11 @@ std::map<std::string, std::string> node_names(const Plan& p) {
   std::map<std::string, std::string> m;
   for (const auto& h : p.hosts) m[h.hp.str()] = h.name;
   return m;
+}
+
+std::string label_of(const std::map<std::string, std::string>& names, const std::string& node) {
+  const auto it = names.find(node);
+  return it == names.end() ? node : it->second;
 }
 
 json plan_json(const Plan& p) {

@@ -56,14 +56,8 @@ struct LinkFacts {
   std::vector<std::string> unknown_speed;
 };
 
-std::string label_of(const std::map<std::string, std::string>& names, const std::string& n) {
-  const auto it = names.find(n);
-  return it == names.end() ? n : it->second;
-}
-
 LinkFacts link_findings(const Report& report, const std::map<std::string, std::string>& names,
                         std::vector<Finding>& out) {
-  const auto label = [&](const std::string& n) { return label_of(names, n); };
   // MTU per test interface: one value across the fabric.
   LinkFacts f;
   std::map<std::string, int> node_mtu;        // "n1/eth0" -> mtu
@@ -72,7 +66,7 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
     double nominal_mb = 0;  // stays 0 when a link's rate is unknown
     bool known = !n.links.empty();
     for (const auto& l : n.links) {
-      const std::string sub = label(n.name) + "/" + l.name;
+      const std::string sub = label_of(names, n.name) + "/" + l.name;
       // A shaper on the host holds the link below what it negotiated: the fabric is not the limit.
       std::int64_t nominal = l.speed_mbps;
       if (l.shaped_mbps > 0 && (l.speed_mbps <= 0 || l.shaped_mbps < l.speed_mbps)) {
@@ -84,7 +78,7 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
                                l.shaped_mbps, l.speed_mbps)
                  : fmt::format("a shaping root qdisc (tbf, htb) holds it to {} Mbit/s", l.shaped_mbps),
              fmt::format("on {}: tc qdisc show dev {} (tc qdisc del dev {} root, unless it is meant to be there)",
-                         label(n.name), l.name, l.name)});
+                         label_of(names, n.name), l.name, l.name)});
       }
       // A bond's members are links of their own: the bond itself would count them twice.
       if (l.kind != "bond") {
@@ -100,7 +94,8 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
         f.unknown_speed.push_back(sub);
       }
     }
-    if (known && nominal_mb > 0) probe_share[label(n.name)] = std::max(n.tx_mb_per_s, n.rx_mb_per_s) / nominal_mb;
+    if (known && nominal_mb > 0)
+      probe_share[label_of(names, n.name)] = std::max(n.tx_mb_per_s, n.rx_mb_per_s) / nominal_mb;
   }
   // The probe against each node's nominal rate. A short probe rarely fills a fast link, so only a
   // node far below the others (half the median share) is a warning: a host-side limit, a busy CPU,
@@ -160,18 +155,16 @@ void socket_limit_findings(const RunRecord& probe, const std::map<std::string, s
                            const PreflightLimits& lim, std::vector<Finding>& out) {
   // Socket buffer limits against the plan's socksize.
   for (const auto& n : probe.nodes) {
-    if (!n.result) continue;
+    if (!n.result || lim.socksize == 0) continue;
     const auto& sl = n.result->socket_limits;
     const std::string who = label_of(names, n.name);
-    if (lim.socksize > 0) {
-      for (const auto& [name, v] : {std::pair<const char*, std::uint64_t>{"net.core.rmem_max", sl.rmem_max},
-                                    std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
-        if (v < lim.socksize) {
-          out.push_back({"error", who,
-                         fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers",
-                                     name, v, format_size(lim.socksize)),
-                         fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
-        }
+    for (const auto& [name, v] : {std::pair<const char*, std::uint64_t>{"net.core.rmem_max", sl.rmem_max},
+                                  std::pair<const char*, std::uint64_t>{"net.core.wmem_max", sl.wmem_max}}) {
+      if (v < lim.socksize) {
+        out.push_back({"error", who,
+                       fmt::format("{} is {} but the plan asks for socksize {}: the kernel would clamp the buffers",
+                                   name, v, format_size(lim.socksize)),
+                       fmt::format("on {}: sysctl -w {}={}", who, name, lim.socksize)});
       }
     }
   }
@@ -180,35 +173,28 @@ void socket_limit_findings(const RunRecord& probe, const std::map<std::string, s
 void clock_findings(const RunRecord& probe, const std::map<std::string, std::string>& names, const PreflightLimits& lim,
                     std::vector<Finding>& out) {
   // Wall clocks (Spectrum Scale itself needs them within 2 s of each other).
-  std::optional<double> lo, hi;
-  std::string lo_n, hi_n;
+  std::vector<std::pair<double, std::string>> offsets;  // (offset, node)
   for (const auto& n : probe.nodes) {
     if (!n.wall_offset_s) continue;
-    const double o = *n.wall_offset_s;
-    if (!lo || o < *lo) {
-      lo = o;
-      lo_n = label_of(names, n.name);
-    }
-    if (!hi || o > *hi) {
-      hi = o;
-      hi_n = label_of(names, n.name);
-    }
+    const auto& [o, who] = offsets.emplace_back(*n.wall_offset_s, label_of(names, n.name));
     if (std::fabs(o) > lim.clock_warn_s) {
       out.push_back(
-          {"warning", label_of(names, n.name),
+          {"warning", who,
            fmt::format("wall clock {:+.3f} s from the coordinator's (threshold {} s; Spectrum Scale needs < 2 s)", o,
                        lim.clock_warn_s),
            "run chrony or ntpd against the same time source on every node"});
     }
   }
-  if (lo && hi) {
-    if (*hi - *lo > lim.clock_warn_s) {
-      out.push_back({"warning", lo_n + "," + hi_n,
-                     fmt::format("wall clocks differ by {:.3f} s between {} and {}", *hi - *lo, lo_n, hi_n),
-                     "synchronise the clocks (chrony/ntpd) before running"});
-    } else {
-      out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", *hi - *lo), ""});
-    }
+  if (offsets.empty()) return;
+  const auto by_offset = [](const auto& a, const auto& b) { return a.first < b.first; };
+  const auto& [lo, lo_n] = *std::min_element(offsets.begin(), offsets.end(), by_offset);
+  const auto& [hi, hi_n] = *std::max_element(offsets.begin(), offsets.end(), by_offset);
+  if (hi - lo > lim.clock_warn_s) {
+    out.push_back({"warning", lo_n + "," + hi_n,
+                   fmt::format("wall clocks differ by {:.3f} s between {} and {}", hi - lo, lo_n, hi_n),
+                   "synchronise the clocks (chrony/ntpd) before running"});
+  } else {
+    out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", hi - lo), ""});
   }
 }
 
@@ -233,14 +219,14 @@ TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
 std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
                                         const std::map<std::string, std::string>& names, const PreflightLimits& lim) {
   std::vector<Finding> out;
-  const auto label = [&](const std::string& n) { return label_of(names, n); };
   std::map<std::uint32_t, std::string> by_index;
-  for (const auto& n : report.nodes) by_index[n.index] = label(n.name);
+  for (const auto& n : report.nodes) by_index[n.index] = label_of(names, n.name);
 
   // Agents that answered but lost or failed during the probe.
   for (const auto& n : report.nodes) {
     if (n.status != NodeStatus::ok) {
-      out.push_back({"error", label(n.name), fmt::format("agent {} during the probe: {}", to_string(n.status), n.error),
+      out.push_back({"error", label_of(names, n.name),
+                     fmt::format("agent {} during the probe: {}", to_string(n.status), n.error),
                      "check the agent's log and that it stays running ('fabperf agent')"});
     }
   }
@@ -334,17 +320,28 @@ std::string agent_error_fix(std::string_view error) {
   return "start 'fabperf agent' there with the same key, and open its port (6668) and data ports";
 }
 
-std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names) {
+namespace {
+// Findings of every agent that reported: judge(result, who, out) returns how many things it judged;
+// when there were some and none was found wanting, one "ok" finding with ok_text(that many).
+template <typename Judge, typename Ok>
+std::vector<Finding> per_agent(const RunRecord& probe, const std::map<std::string, std::string>& names, Judge judge,
+                               Ok ok_text) {
   std::vector<Finding> out;
-  std::size_t bonds = 0;
+  std::size_t judged = 0;
   for (const auto& n : probe.nodes) {
-    if (!n.result) continue;
-    const std::string who = label_of(names, n.name);
-    for (const auto& b : n.result->bonds) {
-      ++bonds;
+    if (n.result) judged += judge(*n.result, label_of(names, n.name), out);
+  }
+  if (judged > 0 && out.empty()) out.push_back({"ok", "", ok_text(judged), ""});
+  return out;
+}
+}  // namespace
+
+std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names) {
+  const auto judge = [](const AgentResult& r, const std::string& who, std::vector<Finding>& out) {
+    for (const auto& b : r.bonds) {
       // The peers this node's probe flows reach through the bond (layer2 hashing needs several).
       std::set<std::string> peers;
-      for (const auto& f : n.result->flows) {
+      for (const auto& f : r.flows) {
         if (f.iface == b.at_open.name && f.op != FlowOp::probe) peers.insert(f.remote.substr(0, f.remote.rfind(':')));
       }
       for (const auto& c : bond_checks(b.at_open, static_cast<int>(peers.size()))) {
@@ -352,26 +349,21 @@ std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::
                        fmt::format("on {}: {}", who, c.fix)});
       }
     }
-  }
-  if (bonds > 0 && out.empty()) {
-    out.push_back({"ok", "",
-                   fmt::format("{} bond(s) on the test interfaces pass the bond checks (members up, one speed, MTU as "
-                               "the bond, LACP partner and one aggregator where 802.3ad)",
-                               bonds),
-                   ""});
-  }
-  return out;
+    return r.bonds.size();
+  };
+  return per_agent(probe, names, judge, [](std::size_t bonds) {
+    return fmt::format(
+        "{} bond(s) on the test interfaces pass the bond checks (members up, one speed, MTU as the "
+        "bond, LACP partner and one aggregator where 802.3ad)",
+        bonds);
+  });
 }
 
 std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::map<std::string, std::string>& names) {
-  std::vector<Finding> out;
-  std::size_t links = 0;
-  for (const auto& n : probe.nodes) {
-    if (!n.result) continue;
-    const std::string who = label_of(names, n.name);
+  const auto judge = [](const AgentResult& r, const std::string& who, std::vector<Finding>& out) {
     // One link may carry several test interfaces (a dual-port card): judged once, named by them.
     std::vector<std::pair<const PcieInfo*, std::string>> groups;
-    for (const auto& l : n.result->links) {
+    for (const auto& l : r.links) {
       if (!l.info.pcie) continue;
       const auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) {
         return pcie_link_key(*x.first) == pcie_link_key(*l.info.pcie);
@@ -383,19 +375,17 @@ std::vector<Finding> preflight_pcie_findings(const RunRecord& probe, const std::
       }
       for (const auto& f : pcie_irq_findings(*l.info.pcie, l.info.name)) out.push_back({f.level, who, f.what, f.fix});
     }
-    links += groups.size();
     for (const auto& [p, ifaces] : groups) {
       for (const auto& f : pcie_link_findings(*p, ifaces)) out.push_back({f.level, who, f.what, f.fix});
     }
-  }
-  if (links > 0 && out.empty()) {
-    out.push_back({"ok", "",
-                   fmt::format("{} PCIe link(s) behind the test interfaces trained at their cards' maximum, carry "
-                               "their ports' speeds, and their interrupts are served on their NUMA nodes",
-                               links),
-                   ""});
-  }
-  return out;
+    return groups.size();
+  };
+  return per_agent(probe, names, judge, [](std::size_t links) {
+    return fmt::format(
+        "{} PCIe link(s) behind the test interfaces trained at their cards' maximum, carry their "
+        "ports' speeds, and their interrupts are served on their NUMA nodes",
+        links);
+  });
 }
 
 std::string render_findings(const std::vector<Finding>& f) {

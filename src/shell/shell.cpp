@@ -213,19 +213,15 @@ class ShellSession {
     if (cmd == "socksize" && *p.socksize > limits::kMaxSocksize)
       throw ShellError(fmt::format("Socket buffer size {} out of range (0..{})", *p.socksize, limits::kMaxSocksize));
     p_ = p;
-    if (cmd == "ttime") {
-      say(fmt::format("Test time set to {} seconds",
-                      std::chrono::duration_cast<std::chrono::seconds>(*p.time).count()));
-    } else if (cmd == "buffsize") {
-      say(fmt::format("Buffer size set to {} bytes", *p.buffsize));
-    } else if (cmd == "socksize") {
-      say(*p.socksize_auto ? "Socket buffer size set to auto (twice the bandwidth-delay product of the slowest link)"
-                           : fmt::format("Socket buffer size set to {} bytes", *p.socksize));
-    } else if (cmd == "threads") {
-      say(fmt::format("Number of tester threads set to {}", *p.threads));
-    } else {
-      say(fmt::format("Number of parallel connections set to {}", *p.parallel));
-    }
+    say(cmd == "ttime"      ? fmt::format("Test time set to {} seconds",
+                                          std::chrono::duration_cast<std::chrono::seconds>(*p.time).count())
+        : cmd == "buffsize" ? fmt::format("Buffer size set to {} bytes", *p.buffsize)
+        : cmd == "socksize"
+            ? (*p.socksize_auto
+                   ? "Socket buffer size set to auto (twice the bandwidth-delay product of the slowest link)"
+                   : fmt::format("Socket buffer size set to {} bytes", *p.socksize))
+        : cmd == "threads" ? fmt::format("Number of tester threads set to {}", *p.threads)
+                           : fmt::format("Number of parallel connections set to {}", *p.parallel));
   }
 
   void execute(const std::vector<std::string>& words) {

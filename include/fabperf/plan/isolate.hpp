@@ -81,7 +81,6 @@ class Isolator {
   [[nodiscard]] const std::vector<std::string>& trace() const { return trace_; }
   [[nodiscard]] const std::vector<IsoFinding>& findings() const { return findings_; }
   [[nodiscard]] std::size_t rounds() const { return round_; }
-  [[nodiscard]] bool done() const { return done_; }
 
  private:
   std::vector<std::uint32_t> cand_, deferred_, good_;

@@ -178,6 +178,8 @@ struct StepOutcome {
 double role_mbps(const ResultNode& node, const std::string& test, bool client);
 // The result's node names (host:port) -> plan host names.
 std::map<std::string, std::string> node_names(const Plan& p);
+// A result's node name as `names` (node_names) calls it; unchanged when not a plan host.
+std::string label_of(const std::map<std::string, std::string>& names, const std::string& node);
 // `names` maps the result's node names (host:port) to plan host names.
 std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
                                     const std::map<std::string, std::string>& names,
