@@ -13,11 +13,7 @@ std::int64_t mono_now_ns() noexcept {
 std::string wall_clock_text(const char* strftime_format, bool utc) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
-  if (utc) {
-    gmtime_r(&t, &tm);
-  } else {
-    localtime_r(&t, &tm);
-  }
+  (void)(utc ? gmtime_r(&t, &tm) : localtime_r(&t, &tm));
   char buf[64];
   return std::strftime(buf, sizeof buf, strftime_format, &tm) > 0 ? buf : "";
 }

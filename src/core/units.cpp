@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <map>
 
 namespace fabperf {
 namespace {
@@ -35,21 +36,15 @@ Number split_number(std::string_view text, std::string_view what, const char* ki
 }  // namespace
 
 std::uint64_t parse_size(std::string_view text, std::string_view what) {
+  // The power of 1024 each suffix stands for.
+  static const std::map<std::string, int, std::less<>> kPowers = {{"", 0},    {"b", 0},  {"k", 1},  {"kb", 1},
+                                                                  {"kib", 1}, {"m", 2},  {"mb", 2}, {"mib", 2},
+                                                                  {"g", 3},   {"gb", 3}, {"gib", 3}};
   const auto [value, suffix] = split_number(text, what, "size", "e.g. 4096, 256K, 4M, 1G");
-  const std::string s = lower(suffix);
-  double mult = 1;
-  if (s.empty() || s == "b") {
-    mult = 1;
-  } else if (s == "k" || s == "kb" || s == "kib") {
-    mult = 1024.0;
-  } else if (s == "m" || s == "mb" || s == "mib") {
-    mult = 1024.0 * 1024.0;
-  } else if (s == "g" || s == "gb" || s == "gib") {
-    mult = 1024.0 * 1024.0 * 1024.0;
-  } else {
+  const auto power = kPowers.find(lower(suffix));
+  if (power == kPowers.end())
     throw UsageError(fmt::format("{} '{}': unknown size suffix '{}' (use K, M or G)", what, text, suffix));
-  }
-  const double bytes = value * mult;
+  const double bytes = value * std::ldexp(1.0, 10 * power->second);
   if (bytes > 1e18) throw UsageError(fmt::format("{} '{}': size too large", what, text));
   if (bytes != std::floor(bytes)) {
     throw UsageError(fmt::format("{} '{}': not a whole number of bytes", what, text));
@@ -58,21 +53,15 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
 }
 
 std::chrono::nanoseconds parse_duration(std::string_view text, std::string_view what) {
+  // Seconds per unit as a fraction: 2.5ms is 2.5 / 1e3, not 2.5 * 1e-3, which can round apart.
+  static const std::map<std::string, std::pair<double, double>, std::less<>> kUnits = {
+      {"", {1, 1}},   {"s", {1, 1}},    {"ms", {1, 1e3}}, {"us", {1, 1e6}},
+      {"m", {60, 1}}, {"min", {60, 1}}, {"h", {3600, 1}}};
   const auto [value, suffix] = split_number(text, what, "duration", "seconds, e.g. 10, 2.5, 500ms");
-  const std::string s = lower(suffix);
-  double seconds = value;
-  if (s.empty() || s == "s") {
-  } else if (s == "ms") {
-    seconds = value / 1e3;
-  } else if (s == "us") {
-    seconds = value / 1e6;
-  } else if (s == "m" || s == "min") {
-    seconds = value * 60;
-  } else if (s == "h") {
-    seconds = value * 3600;
-  } else {
+  const auto unit = kUnits.find(lower(suffix));
+  if (unit == kUnits.end())
     throw UsageError(fmt::format("{} '{}': unknown time unit '{}' (use s, ms, m or h)", what, text, suffix));
-  }
+  const double seconds = value * unit->second.first / unit->second.second;
   if (seconds > 1e7) throw UsageError(fmt::format("{} '{}': duration too long", what, text));
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
 }

@@ -32,12 +32,13 @@ struct Launched : Child {
   std::string out_buf;
   std::string err_text;  // everything it wrote to stderr during set-up (bounded)
   std::string err_line;  // partial line after set-up (forwarded line by line)
-};
 
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
+  // Set-up: what stderr and stdout have, into err_text and out_buf (up to out_cap); closed at end.
+  void pump(std::size_t out_cap) {
+    if (err >= 0 && !read_some(err, err_text, 1 << 16)) close_err();
+    if (out >= 0 && !read_some(out, out_buf, out_cap)) close_out();
+  }
+};
 
 // Takes the first whole line out of buf, without its '\n'; false while none is complete.
 bool take_line(std::string& buf, std::string& line) {
@@ -70,8 +71,8 @@ class LaunchedAgents final : public Agents {
   }
   ~LaunchedAgents() override {
     stop(std::chrono::milliseconds(5000));
-    close_fd(wake_[0]);
-    close_fd(wake_[1]);
+    ::close(wake_[0]);  // both open: the constructor throws when pipe2 fails
+    ::close(wake_[1]);
   }
 
   const std::vector<HostPort>& endpoints() const override { return endpoints_; }
@@ -122,7 +123,9 @@ class LaunchedAgents final : public Agents {
   std::vector<Launched>& children() { return children_; }
   std::vector<HostPort>& mutable_endpoints() { return endpoints_; }
 
-  void start_forwarding() {
+  // Set-up done: says so, and forwards their stderr from now on.
+  void start_forwarding(std::size_t n, const char* how, std::int64_t t0) {
+    spdlog::info("launch: {} agents started {} in {:.2f} s", n, how, static_cast<double>(mono_now_ns() - t0) / 1e9);
     forwarder_ = std::thread([this] { forward_loop(); });
   }
 
@@ -210,7 +213,6 @@ std::string fmt_seconds(std::chrono::milliseconds ms) {
 std::string run_capture(const std::vector<std::string>& argv, const std::string& what) {
   Launched c(argv.front(), argv);
   c.close_in();
-  std::string out;
   const std::int64_t deadline = mono_now_ns() + 30'000'000'000;
   while (c.out >= 0 || c.err >= 0) {
     std::vector<pollfd> fds;
@@ -220,8 +222,7 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
       break;
     }
     ::poll(fds.data(), fds.size(), 200);
-    if (c.out >= 0 && !read_some(c.out, out)) c.close_out();
-    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) c.close_err();
+    c.pump(std::size_t{1} << 20);
   }
   c.close_out();
   c.close_err();
@@ -230,7 +231,7 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
     throw Error(ExitCode::infrastructure,
                 fmt::format("{}: '{}' {}: {}", what, argv.front(), c.describe_status(), stderr_summary(c.err_text)));
   }
-  return out;
+  return c.out_buf;
 }
 
 }  // namespace
@@ -405,8 +406,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
     for (std::size_t h = 0; h < next; ++h) {
       if (done[h]) continue;
       Launched& c = children[h];
-      if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) c.close_err();
-      if (c.out >= 0 && !read_some(c.out, c.out_buf, 4096)) c.close_out();
+      c.pump(4096);
       if (const std::uint16_t port = take_ready_port(c); port != 0) {
         eps[h] = hosts[h];
         eps[h].port = port;
@@ -430,9 +430,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
     throw Error(ExitCode::infrastructure, fmt::format("could not start agents over ssh on {} of {} hosts:\n{}",
                                                       errors.size(), hosts.size(), fmt::join(errors, "\n")));
   }
-  spdlog::info("launch: {} agents started over ssh in {:.2f} s", hosts.size(),
-               static_cast<double>(mono_now_ns() - t0) / 1e9);
-  agents->start_forwarding();
+  agents->start_forwarding(hosts.size(), "over ssh", t0);
   return agents;
 }
 
@@ -452,14 +450,13 @@ std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& o) {
 std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, const SlurmOptions& o) {
   const auto allocation = slurm_allocation_nodes(o);
   const std::vector<std::string> nodes = wanted.empty() ? allocation : wanted;
-  std::string nodelist;
   for (const auto& n : nodes) {
     if (std::find(allocation.begin(), allocation.end(), n) == allocation.end()) {
       throw UsageError(fmt::format("--launch slurm: node '{}' is not in this allocation ({})", n,
                                    std::getenv("SLURM_JOB_NODELIST")));
     }
-    nodelist += (nodelist.empty() ? "" : ",") + n;
   }
+  const std::string nodelist = fmt::format("{}", fmt::join(nodes, ","));
   const auto addrs =
       parse_node_addrs(run_capture({o.scontrol, "-o", "show", "node", nodelist}, "read the nodes' addresses"));
   for (const auto& n : nodes) {
@@ -508,8 +505,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
     std::vector<pollfd> fds;
     watch(c, fds);
     ::poll(fds.data(), fds.size(), 100);
-    if (c.err >= 0 && !read_some(c.err, c.err_text, 1 << 16)) c.close_err();
-    if (c.out >= 0 && !read_some(c.out, c.out_buf)) c.close_out();
+    c.pump(std::size_t{1} << 20);
     for (std::string line; take_line(c.out_buf, line);) {
       const auto l = parse_labelled(line);
       if (l.task < 0) continue;
@@ -538,9 +534,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
     }
     eps.push_back(HostPort{addrs.at(n), port_of.at(task), {}});
   }
-  spdlog::info("launch: {} agents started with srun in {:.2f} s", nodes.size(),
-               static_cast<double>(mono_now_ns() - t0) / 1e9);
-  agents->start_forwarding();
+  agents->start_forwarding(nodes.size(), "with srun", t0);
   return agents;
 }
 

@@ -81,14 +81,8 @@ Split split_backed_off(const Job& job, const Backoff& backoff, const MonitorConf
 // fine. Under the state's lock; returns the lines to log.
 std::vector<std::string> update_agents(const MonitorConfig& cfg, const Job& ran, const JobResult& result,
                                        bool job_failed, double end, Backoff& backoff, MonitorState& state) {
-  std::vector<std::uint32_t> hosts;
-  for (const auto& [c, s] : ran.pairs) {
-    for (const auto h : {c, s}) {
-      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
-    }
-  }
   std::vector<std::string> lines;
-  for (const auto h : hosts) {
+  for (const auto h : ran.hosts()) {
     const bool named = std::find(result.unreachable.begin(), result.unreachable.end(), h) != result.unreachable.end();
     const bool was_down = !state.agent_up(h);
     if (named) {

@@ -74,25 +74,25 @@ std::unique_ptr<Prober> make_prober(const MonitorConfig& cfg, auth::Key key) {
   return std::make_unique<RunTestProber>(cfg, std::move(key));
 }
 
+std::vector<std::uint32_t> Job::hosts() const {
+  std::vector<std::uint32_t> out;
+  for (const auto& [c, s] : pairs) {
+    for (const auto h : {c, s}) {
+      if (std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+    }
+  }
+  return out;
+}
+
 JobResult failed_job(const MonitorConfig& cfg, const Job& job, const std::string& error, double wall_s) {
   JobResult r;
   r.job = job;
   r.wall_s = wall_s;
   for (const auto& [c, s] : job.pairs) {
-    PairSample p;
-    p.client = c;
-    p.server = s;
-    p.error = error;
-    r.pairs.push_back(std::move(p));
+    r.pairs.push_back(PairSample{c, s, false, error, {}, {}, {}, 0});
   }
   // The coordinator's errors name the agent (host:port) they could not reach.
-  std::vector<std::uint32_t> hosts;
-  for (const auto& [c, s] : job.pairs) {
-    for (const auto h : {c, s}) {
-      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
-    }
-  }
-  for (const auto h : hosts) {
+  for (const auto h : job.hosts()) {
     if (error.find(cfg.hosts[h].hp.str()) != std::string::npos) r.unreachable.push_back(h);
   }
   return r;
@@ -113,9 +113,7 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
     host_of_node[n.index] = it->second;
   }
   for (const auto& [c, s] : job.pairs) {
-    PairSample p;
-    p.client = c;
-    p.server = s;
+    PairSample p{c, s, false, {}, {}, {}, {}, 0};
     const auto cn = node_of_host.find(c);
     const auto sn = node_of_host.find(s);
     const PairReport* pr = nullptr;
@@ -161,12 +159,12 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
   for (const auto& [h, n] : node_of_host) {
     const LinkReport* l = busiest(*n);
     if (!l) continue;
-    LinkSample ls;
-    ls.host = h;
-    ls.interface = l->name;
-    ls.speed_bps = l->speed_mbps > 0 ? l->speed_mbps * 1000000 : -1;
-    ls.mtu = l->mtu;
-    ls.errors = l->tx_errors + l->rx_errors + l->tx_dropped + l->rx_dropped;
+    LinkSample ls{h,
+                  l->name,
+                  l->speed_mbps > 0 ? l->speed_mbps * 1000000 : -1,
+                  l->mtu,
+                  l->tx_errors + l->rx_errors + l->tx_dropped + l->rx_dropped,
+                  {}};
     for (const auto& b : n->bonds) {
       if (b.name != l->name) continue;
       for (const auto& m : b.members)

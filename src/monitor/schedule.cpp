@@ -38,10 +38,6 @@ Schedule::Schedule(std::size_t hosts, std::size_t links, double max_duty, double
   done_.assign(targets_.size(), false);
 }
 
-double Schedule::ready_at(std::uint32_t host, std::uint32_t link) const {
-  return ready_.at(host * links_ + link);
-}
-
 Schedule::Next Schedule::next(double now_s) const {
   if (latency_pos_ > 0) return {latency_[latency_pos_], now_s};
   std::size_t best = targets_.size();
@@ -98,15 +94,6 @@ void Backoff::failed(std::uint32_t host, double now_s) {
 void Backoff::succeeded(std::uint32_t host) {
   failures_.at(host) = 0;
   retry_.at(host) = 0;
-}
-bool Backoff::blocked(std::uint32_t host, double now_s) const {
-  return failures_.at(host) > 0 && now_s < retry_.at(host);
-}
-double Backoff::retry_at(std::uint32_t host) const {
-  return retry_.at(host);
-}
-std::uint32_t Backoff::failures(std::uint32_t host) const {
-  return failures_.at(host);
 }
 
 DriftEval evaluate_drift(double value, double baseline, double pct) {

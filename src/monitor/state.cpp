@@ -33,12 +33,6 @@ std::size_t MonitorState::index(std::uint32_t c, std::uint32_t s, std::uint32_t 
     throw Error(ExitCode::internal, "monitor state: pair index out of range");
   return (static_cast<std::size_t>(c) * n + s) * cfg_->link_names.size() + l;
 }
-const PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) const {
-  return pairs_[index(c, s, l)];
-}
-PairState& MonitorState::pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) {
-  return pairs_[index(c, s, l)];
-}
 const HostLinkState& MonitorState::host_link(std::uint32_t h, std::uint32_t l) const {
   return host_links_.at(static_cast<std::size_t>(h) * cfg_->link_names.size() + l);
 }

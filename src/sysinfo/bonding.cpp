@@ -90,22 +90,21 @@ BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
   BondInfo b;
   b.name = name;
   enum class Block { master, active_agg, slave, actor_pdu, partner_pdu };
+  static const std::map<std::string_view, Block> kHeads = {{"Active Aggregator Info:", Block::active_agg},
+                                                           {"details actor lacp pdu:", Block::actor_pdu},
+                                                           {"details partner lacp pdu:", Block::partner_pdu}};
+  // The keys of a pdu and of the active aggregator block; any other key ends the block.
+  static const std::set<std::string_view> kPduKeys = {"port state", "system priority", "system mac address", "port key",
+                                                      "oper key",   "port priority",   "port number"};
+  static const std::set<std::string_view> kAggKeys = {"Aggregator ID", "Number of ports", "Actor Key", "Partner Key",
+                                                      "Partner Mac Address"};
   Block block = Block::master;
   BondMember* m = nullptr;
   std::istringstream in{std::string(text)};
   for (std::string raw; std::getline(in, raw);) {
     const std::string line = trim(raw);
-    if (line.empty()) continue;
-    if (line == "Active Aggregator Info:") {
-      block = Block::active_agg;
-      continue;
-    }
-    if (line == "details actor lacp pdu:") {
-      if (m) block = Block::actor_pdu;
-      continue;
-    }
-    if (line == "details partner lacp pdu:") {
-      if (m) block = Block::partner_pdu;
+    if (const auto h = kHeads.find(line); h != kHeads.end()) {
+      if (m || h->second == Block::active_agg) block = h->second;  // pdus belong to a slave
       continue;
     }
     const auto colon = line.find(':');
@@ -113,8 +112,7 @@ BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
     const std::string key = line.substr(0, colon);
     const std::string val = trim(std::string_view(line).substr(colon + 1));
     if (key == "Slave Interface") {
-      b.members.push_back(BondMember{});
-      m = &b.members.back();
+      m = &b.members.emplace_back();
       m->name = val;
       block = Block::slave;
       continue;
@@ -122,66 +120,42 @@ BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
     if (block == Block::actor_pdu || block == Block::partner_pdu) {
       if (key == "port state")
         (block == Block::actor_pdu ? m->actor_port_state : m->partner_port_state) = to_int(val, -1);
-      // Other pdu fields are not used; a key of the slave's own level ends the pdu block.
-      if (key == "port state" || key == "system priority" || key == "system mac address" || key == "port key" ||
-          key == "oper key" || key == "port priority" || key == "port number") {
-        continue;
-      }
+      if (kPduKeys.count(key)) continue;  // the other pdu fields are not used
       block = Block::slave;
     }
     if (block == Block::slave && m) {
-      if (key == "MII Status")
-        m->mii_status = val;
-      else if (key == "Speed")
-        m->speed_mbps = val.rfind("Unknown", 0) == 0 ? -1 : to_i64(val, -1);
-      else if (key == "Duplex")
-        m->duplex = val;
-      else if (key == "Link Failure Count")
+      if (key == "MII Status") m->mii_status = val;
+      if (key == "Speed") m->speed_mbps = val.rfind("Unknown", 0) == 0 ? -1 : to_i64(val, -1);
+      if (key == "Duplex") m->duplex = val;
+      if (key == "Link Failure Count")
         m->link_failures = static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(val, 0)));
-      else if (key == "Permanent HW addr")
-        m->perm_hwaddr = val;
-      else if (key == "Aggregator ID")
-        m->aggregator_id = to_int(val, -1);
+      if (key == "Permanent HW addr") m->perm_hwaddr = val;
+      if (key == "Aggregator ID") m->aggregator_id = to_int(val, -1);
       continue;
     }
     if (block == Block::active_agg) {
-      if (key == "Aggregator ID")
-        b.active_aggregator = to_int(val, -1);
-      else if (key == "Number of ports")
-        b.aggregator_ports = to_int(val, 0);
-      else if (key == "Partner Mac Address")
-        b.partner_mac = val;
-      if (key == "Aggregator ID" || key == "Number of ports" || key == "Actor Key" || key == "Partner Key" ||
-          key == "Partner Mac Address") {
-        continue;
-      }
+      if (key == "Aggregator ID") b.active_aggregator = to_int(val, -1);
+      if (key == "Number of ports") b.aggregator_ports = to_int(val, 0);
+      if (key == "Partner Mac Address") b.partner_mac = val;
+      if (kAggKeys.count(key)) continue;
       block = Block::master;
     }
-    if (key == "Bonding Mode")
-      b.mode = bond_mode_short(val);
-    else if (key == "Transmit Hash Policy")
-      b.hash_policy = first_word(val);
-    else if (key == "MII Status")
-      b.mii_status = val;
-    else if (key == "MII Polling Interval (ms)")
-      b.miimon_ms = to_int(val, 0);
-    else if (key == "Up Delay (ms)")
-      b.updelay_ms = to_int(val, 0);
-    else if (key == "Down Delay (ms)")
-      b.downdelay_ms = to_int(val, 0);
-    else if (key == "ARP Polling Interval (ms)")
-      b.arp_interval_ms = to_int(val, 0);
-    else if (key == "ARP IP target/s (n.n.n.n form)") {
+    if (key == "MII Polling Interval (ms)") b.miimon_ms = to_int(val, 0);
+    if (key == "Up Delay (ms)") b.updelay_ms = to_int(val, 0);
+    if (key == "Down Delay (ms)") b.downdelay_ms = to_int(val, 0);
+    if (key == "ARP Polling Interval (ms)") b.arp_interval_ms = to_int(val, 0);
+    if (key == "Bonding Mode") b.mode = bond_mode_short(val);
+    if (key == "Transmit Hash Policy") b.hash_policy = first_word(val);
+    if (key == "MII Status") b.mii_status = val;
+    if (key == "LACP rate") b.lacp_rate = val;
+    if (key == "Aggregator selection policy (ad_select)") b.ad_select = val;
+    if (key == "Currently Active Slave") b.active_slave = val == "None" ? "" : val;
+    if (key == "ARP IP target/s (n.n.n.n form)") {
       std::string t = val;
       std::replace(t.begin(), t.end(), ',', ' ');
       std::istringstream ts(t);
       for (std::string a; ts >> a;) b.arp_targets.push_back(a);
-    } else if (key == "LACP rate")
-      b.lacp_rate = val;
-    else if (key == "Aggregator selection policy (ad_select)")
-      b.ad_select = val;
-    else if (key == "Currently Active Slave")
-      b.active_slave = val == "None" ? "" : val;
+    }
   }
   return b;
 }
@@ -226,9 +200,7 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
     const std::string ms = fmt::format("{}/sys/class/net/{}", root, s);
     const std::string sl = ms + "/bonding_slave/";
     if (x.mii_status.empty()) x.mii_status = read_line(sl + "mii_status");
-    if (x.link_failures == 0)
-      x.link_failures =
-          static_cast<std::uint64_t>(std::max<std::int64_t>(0, to_i64(read_line(sl + "link_failure_count"), 0)));
+    if (x.link_failures == 0) x.link_failures = sysfs::read_u64(sl + "link_failure_count").value_or(0);
     if (x.perm_hwaddr.empty()) x.perm_hwaddr = read_line(sl + "perm_hwaddr");
     if (x.aggregator_id < 0 && b.mode == "802.3ad") x.aggregator_id = to_int(read_line(sl + "ad_aggregator_id"), -1);
     if (x.actor_port_state < 0) x.actor_port_state = to_int(read_line(sl + "ad_actor_oper_port_state"), -1);
@@ -243,9 +215,7 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
     ordered.push_back(std::move(x));
   }
   if (!ordered.empty()) b.members = std::move(ordered);
-  for (auto& x : b.members) {
-    if (x.duplex.empty()) x.duplex = "unknown";
-  }
+  for (auto& x : b.members) x.duplex = x.duplex.empty() ? "unknown" : x.duplex;
   return b;
 }
 

@@ -107,13 +107,20 @@ struct RootQdisc {
   std::uint64_t rate_bytes_per_s{0};
 };
 
+// The T at buf[off] (netlink data is only 4-byte aligned).
+template <typename T>
+T load(const std::vector<char>& buf, std::size_t off) {
+  T v{};
+  std::memcpy(&v, buf.data() + off, sizeof v);
+  return v;
+}
+
 // Calls f(type, offset, length) for each rtattr in buf[from, to).
 template <typename F>
 void each_attr(const std::vector<char>& buf, std::size_t from, std::size_t to, F&& f) {
   constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
   for (std::size_t a = from; a + sizeof(rtattr) <= to;) {
-    rtattr at{};
-    std::memcpy(&at, buf.data() + a, sizeof at);
+    const auto at = load<rtattr>(buf, a);
     if (at.rta_len < sizeof(rtattr) || a + at.rta_len > to) return;
     f(at.rta_type, a + align4(sizeof(rtattr)), at.rta_len - align4(sizeof(rtattr)));
     a += align4(at.rta_len);
@@ -147,8 +154,7 @@ bool tc_dump(std::uint16_t type, unsigned ifindex, std::vector<char>& buf, F&& f
     if (len <= 0) return true;
     std::size_t off = 0;
     while (off + sizeof(nlmsghdr) <= static_cast<std::size_t>(len)) {
-      nlmsghdr nh{};
-      std::memcpy(&nh, buf.data() + off, sizeof nh);
+      const auto nh = load<nlmsghdr>(buf, off);
       if (nh.nlmsg_len < sizeof(nlmsghdr) || off + nh.nlmsg_len > static_cast<std::size_t>(len)) return true;
       if (nh.nlmsg_type == NLMSG_DONE || nh.nlmsg_type == NLMSG_ERROR) return true;
       const std::size_t body = off + align4(sizeof(nlmsghdr));
@@ -156,8 +162,7 @@ bool tc_dump(std::uint16_t type, unsigned ifindex, std::vector<char>& buf, F&& f
       off += align4(nh.nlmsg_len);
       // The answers are RTM_NEWQDISC / RTM_NEWTCLASS, two below their RTM_GET* requests.
       if (nh.nlmsg_type != type - 2 || body + sizeof(tcmsg) > end) continue;
-      tcmsg tc{};
-      std::memcpy(&tc, buf.data() + body, sizeof tc);
+      const auto tc = load<tcmsg>(buf, body);
       if (tc.tcm_ifindex == static_cast<int>(ifindex)) f(tc, body + align4(sizeof(tcmsg)), end);
     }
   }
@@ -178,19 +183,15 @@ RootQdisc read_root_qdisc(const std::string& ifname) {
         out.kind.assign(buf.data() + at, strnlen(buf.data() + at, n));
       } else if (type == TCA_OPTIONS) {  // tbf's: its rate (32-bit bytes/s, or the 64-bit one)
         each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
-          if (t == TCA_TBF_PARMS && m >= sizeof(tc_tbf_qopt)) {
-            tc_tbf_qopt q{};
-            std::memcpy(&q, buf.data() + o, sizeof q);
-            out.rate_bytes_per_s = q.rate.rate;
-          } else if (t == TCA_TBF_RATE64 && m >= sizeof rate64) {
-            std::memcpy(&rate64, buf.data() + o, sizeof rate64);
-          }
+          if (t == TCA_TBF_PARMS && m >= sizeof(tc_tbf_qopt))
+            out.rate_bytes_per_s = load<tc_tbf_qopt>(buf, o).rate.rate;
+          else if (t == TCA_TBF_RATE64 && m >= sizeof rate64)
+            rate64 = load<std::uint64_t>(buf, o);
         });
       } else if (type == TCA_STATS2) {  // nests TCA_STATS_QUEUE (struct gnet_stats_queue)
         each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
           if (t != TCA_STATS_QUEUE || m < sizeof(gnet_stats_queue)) return;
-          gnet_stats_queue q{};
-          std::memcpy(&q, buf.data() + o, sizeof q);
+          const auto q = load<gnet_stats_queue>(buf, o);
           out.counters = {{"qdisc.drops", q.drops}, {"qdisc.overlimits", q.overlimits}, {"qdisc.requeues", q.requeues}};
         });
       }
@@ -206,15 +207,10 @@ RootQdisc read_root_qdisc(const std::string& ifname) {
     each_attr(buf, from, end, [&](unsigned type, std::size_t at, std::size_t n) {
       if (type != TCA_OPTIONS) return;
       each_attr(buf, at, at + n, [&](unsigned t, std::size_t o, std::size_t m) {
-        if (t == TCA_HTB_PARMS && m >= sizeof(tc_htb_opt)) {
-          tc_htb_opt q{};
-          std::memcpy(&q, buf.data() + o, sizeof q);
-          ceil = std::max<std::uint64_t>(ceil, q.ceil.rate);
-        } else if (t == TCA_HTB_CEIL64 && m >= sizeof(std::uint64_t)) {
-          std::uint64_t c64 = 0;
-          std::memcpy(&c64, buf.data() + o, sizeof c64);
-          ceil = std::max(ceil, c64);
-        }
+        if (t == TCA_HTB_PARMS && m >= sizeof(tc_htb_opt))
+          ceil = std::max<std::uint64_t>(ceil, load<tc_htb_opt>(buf, o).ceil.rate);
+        else if (t == TCA_HTB_CEIL64 && m >= sizeof(std::uint64_t))
+          ceil = std::max(ceil, load<std::uint64_t>(buf, o));
       });
     });
     out.rate_bytes_per_s = std::max(out.rate_bytes_per_s, ceil);

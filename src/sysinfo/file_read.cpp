@@ -1,4 +1,6 @@
 #include "sysinfo/file_read.hpp"
+#include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -34,7 +36,10 @@ std::string read_line(const std::string& path) {
 }
 
 std::optional<std::uint64_t> read_u64(const std::string& path) {
-  const std::string s = read_line(path);
+  return to_u64(read_line(path));
+}
+
+std::optional<std::uint64_t> to_u64(const std::string& s) {
   if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
   errno = 0;
   const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
@@ -57,6 +62,14 @@ std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
 int to_int(const std::string& s, int fallback) {
   const std::int64_t v = to_i64(s, INT64_MIN);  // INT64_MIN is no int either
   return v < INT_MIN || v > INT_MAX ? fallback : static_cast<int>(v);
+}
+
+std::vector<int> to_cpus(const std::string& list) {
+  try {
+    return list.empty() ? std::vector<int>{} : parse_cpu_list(list, "cpu list");
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 std::vector<std::string> sorted_entries(const std::filesystem::path& dir) {

@@ -20,12 +20,16 @@ std::string read_line(const std::string& path);
 std::string read_all(const std::string& path);
 // The first line as a non-negative decimal integer; nullopt when absent, not a number or too big.
 std::optional<std::uint64_t> read_u64(const std::string& path);
+// s as a non-negative decimal integer, digits only (a file's or a folder's name: "12").
+std::optional<std::uint64_t> to_u64(const std::string& s);
 // The first line as a signed integer ("-1" for a virtual link's speed); fallback otherwise.
 std::int64_t read_i64(const std::string& path, std::int64_t fallback);
 // The decimal integer s starts with (after blanks, as strtoll reads it); fallback when there is
 // none or it does not fit (to_int: in an int).
 std::int64_t to_i64(const std::string& s, std::int64_t fallback);
 int to_int(const std::string& s, int fallback);
+// A cpulist ("0-3,8"); none when it is empty or does not parse.
+std::vector<int> to_cpus(const std::string& list);
 // The names in a folder, sorted; none when it is absent.
 std::vector<std::string> sorted_entries(const std::filesystem::path& dir);
 

@@ -125,18 +125,12 @@ LinkCounters read_link_counters(const std::string& name, const std::string& root
   LinkCounters c;
   const std::string base = root + "/sys/class/net/" + name + "/statistics/";
   if (::access((base + "tx_bytes").c_str(), R_OK) != 0) return c;
-  auto num = [&](const char* f) {
-    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, sysfs::read_i64(base + f, 0)));
-  };
   c.present = true;
-  c.tx_bytes = num("tx_bytes");
-  c.rx_bytes = num("rx_bytes");
-  c.tx_packets = num("tx_packets");
-  c.rx_packets = num("rx_packets");
-  c.tx_errors = num("tx_errors");
-  c.rx_errors = num("rx_errors");
-  c.tx_dropped = num("tx_dropped");
-  c.rx_dropped = num("rx_dropped");
+  const char* const files[] = {"tx_bytes",  "rx_bytes",  "tx_packets", "rx_packets",
+                               "tx_errors", "rx_errors", "tx_dropped", "rx_dropped"};
+  std::uint64_t* const to[] = {&c.tx_bytes,  &c.rx_bytes,  &c.tx_packets, &c.rx_packets,
+                               &c.tx_errors, &c.rx_errors, &c.tx_dropped, &c.rx_dropped};
+  for (std::size_t i = 0; i < std::size(to); ++i) *to[i] = sysfs::read_u64(base + files[i]).value_or(0);
   return c;
 }
 

@@ -9,13 +9,13 @@
 // the narrowest of their links bounds the device too (the kernel's pcie_bandwidth_available()).
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/fields.hpp>
-#include <fabperf/core/spec.hpp>
 #include <fabperf/sysinfo/pcie.hpp>
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
 #include "sysinfo/file_read.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -48,9 +48,8 @@ double parse_speed(const std::string& text) {
 
 int parse_width(std::string text) {
   if (!text.empty() && (text.front() == 'x' || text.front() == 'X')) text.erase(text.begin());
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  return end != text.c_str() && v > 0 && v <= 64 ? static_cast<int>(v) : 0;
+  const int v = sysfs::to_int(text, 0);
+  return v > 0 && v <= 64 ? v : 0;
 }
 
 PcieLinkState read_state(const fs::path& dir, const char* which) {
@@ -64,13 +63,8 @@ bool has_link_files(const fs::path& dir) {
 }
 
 std::optional<std::set<int>> cpu_set(const std::string& list) {
-  if (list.empty()) return std::nullopt;
-  try {
-    const auto v = parse_cpu_list(list, "cpu list");
-    return std::set<int>(v.begin(), v.end());
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  const auto v = sysfs::to_cpus(list);
+  return v.empty() ? std::nullopt : std::optional(std::set<int>(v.begin(), v.end()));
 }
 
 // Max_Payload_Size from the PCI Express capability's Device Control register. Unprivileged
@@ -134,16 +128,15 @@ Interrupts read_interrupts(const std::string& root) {
     std::istringstream l(line);
     std::string label;
     if (!(l >> label) || label.empty() || label.back() != ':') continue;
-    char* end = nullptr;
-    const long irq = std::strtol(label.c_str(), &end, 10);
-    if (*end != ':') continue;  // NMI:, LOC:, ...
+    const auto irq = sysfs::to_u64(label.substr(0, label.size() - 1));
+    if (!irq || *irq > INT_MAX) continue;  // NMI:, LOC:, ...
     std::vector<std::uint64_t> v;
     for (std::size_t i = 0; i < r.cpus.size(); ++i) {
       std::uint64_t x = 0;
       if (!(l >> x)) break;
       v.push_back(x);
     }
-    r.counts[static_cast<int>(irq)] = std::move(v);
+    r.counts[static_cast<int>(*irq)] = std::move(v);
   }
   return r;
 }
@@ -153,9 +146,7 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
   p.local_cpus = read_line(fn / "local_cpulist");
   std::vector<int> irqs;
   for (const auto& n : sorted_entries(fn / "msi_irqs")) {
-    char* end = nullptr;
-    const long v = std::strtol(n.c_str(), &end, 10);
-    if (*end == '\0' && v > 0) irqs.push_back(static_cast<int>(v));
+    if (const auto v = sysfs::to_u64(n); v && *v > 0 && *v <= INT_MAX) irqs.push_back(static_cast<int>(*v));
   }
   if (irqs.empty()) {
     const int legacy = sysfs::to_int(read_line(fn / "irq"), 0);

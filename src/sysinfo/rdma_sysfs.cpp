@@ -68,24 +68,18 @@ RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
   p.sm_lid = read_hex(base / "sm_lid");
   const bool ib = p.link_layer == "InfiniBand";
   for (const auto& name : sorted_entries(base / "gids")) {
-    char* end = nullptr;
-    const long idx = std::strtol(name.c_str(), &end, 10);
-    if (name.empty() || *end != '\0') continue;
+    const auto idx = sysfs::to_u64(name);
+    if (!idx) continue;
     ++p.gid_table_len;
     const std::string g = gid_text(read_line(base / "gids" / name));
     if (g.empty()) continue;
-    RdmaGid x;
-    x.index = static_cast<int>(idx);
-    x.gid = g;
     const std::string type = read_line(base / "gid_attrs" / "types" / name);
-    if (type == "RoCE v2")
-      x.type = "RoCE v2";
-    else if (ib)
-      x.type = "IB";
-    else if (!type.empty())
-      x.type = "RoCE v1";
-    x.netdev = read_line(base / "gid_attrs" / "ndevs" / name);
-    p.gids.push_back(std::move(x));
+    p.gids.push_back({static_cast<int>(*idx), g,
+                      type == "RoCE v2" ? type
+                      : ib              ? "IB"
+                      : type.empty()    ? ""
+                                        : "RoCE v1",
+                      read_line(base / "gid_attrs" / "ndevs" / name)});
   }
   std::sort(p.gids.begin(), p.gids.end(), [](const RdmaGid& a, const RdmaGid& b) { return a.index < b.index; });
   if (!ib) {
@@ -155,10 +149,8 @@ std::optional<RdmaDevice> read_rdma_device(const std::string& name, const std::s
   d.parent = read_line(base / "parent");
   if (fs::exists(base / "device", ec)) d.pcie = read_pcie("/sys/class/infiniband/" + name + "/device", root);
   for (const auto& pn : sorted_entries(base / "ports")) {
-    char* end = nullptr;
-    const long n = std::strtol(pn.c_str(), &end, 10);
-    if (pn.empty() || *end != '\0' || n < 1 || n > 255) continue;
-    d.ports.push_back(read_port(base / "ports" / pn, static_cast<int>(n), root));
+    if (const auto n = sysfs::to_u64(pn); n && *n >= 1 && *n <= 255)
+      d.ports.push_back(read_port(base / "ports" / pn, static_cast<int>(*n), root));
   }
   std::sort(d.ports.begin(), d.ports.end(), [](const RdmaPort& a, const RdmaPort& b) { return a.port < b.port; });
   return d;

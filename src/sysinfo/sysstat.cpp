@@ -1,5 +1,4 @@
 #include <fabperf/core/error.hpp>
-#include <fabperf/core/spec.hpp>
 #include <fabperf/sysinfo/counters.hpp>
 #include <fabperf/sysinfo/sysstat.hpp>
 #include "sysinfo/file_read.hpp"
@@ -111,13 +110,7 @@ double read_thread_cpu_s(int tid, const std::string& root) {
 
 std::vector<int> read_numa_cpus(int node, const std::string& root) {
   if (node < 0) return {};
-  const std::string list = sysfs::read_line(root + "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
-  if (list.empty()) return {};
-  try {
-    return parse_cpu_list(list, "numa cpulist");
-  } catch (...) {
-    return {};
-  }
+  return sysfs::to_cpus(sysfs::read_line(root + "/sys/devices/system/node/node" + std::to_string(node) + "/cpulist"));
 }
 
 }  // namespace fabperf

@@ -71,6 +71,7 @@ struct Job {
   ProbeKind kind{ProbeKind::bandwidth};
   std::uint32_t link{0};
   std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;  // (client, server) host indexes
+  [[nodiscard]] std::vector<std::uint32_t> hosts() const;      // of the pairs, in first-seen order
   friend bool operator==(const Job&, const Job&) = default;
 };
 
@@ -144,7 +145,9 @@ class Schedule {
   [[nodiscard]] const std::vector<Job>& bandwidth_targets() const { return targets_; }
   [[nodiscard]] const std::vector<Job>& latency_jobs() const { return latency_; }
   // Earliest time host link (h, l) may start a bandwidth probe.
-  [[nodiscard]] double ready_at(std::uint32_t host, std::uint32_t link) const;
+  [[nodiscard]] double ready_at(std::uint32_t host, std::uint32_t link) const {
+    return ready_.at(host * links_ + link);
+  }
 
  private:
   std::size_t links_;
@@ -166,9 +169,11 @@ class Backoff {
   Backoff(std::size_t hosts, double base_s, double cap_s);
   void failed(std::uint32_t host, double now_s);
   void succeeded(std::uint32_t host);
-  [[nodiscard]] bool blocked(std::uint32_t host, double now_s) const;
-  [[nodiscard]] double retry_at(std::uint32_t host) const;
-  [[nodiscard]] std::uint32_t failures(std::uint32_t host) const;
+  [[nodiscard]] bool blocked(std::uint32_t host, double now_s) const {
+    return failures(host) > 0 && now_s < retry_at(host);
+  }
+  [[nodiscard]] double retry_at(std::uint32_t host) const { return retry_.at(host); }
+  [[nodiscard]] std::uint32_t failures(std::uint32_t host) const { return failures_.at(host); }
 
  private:
   double base_, cap_;
@@ -224,8 +229,10 @@ class MonitorState {
   void set_agent_up(std::uint32_t host, bool up) { agent_up_.at(host) = up; }
   void count_rotation() { ++rotations_; }
 
-  [[nodiscard]] const PairState& pair(std::uint32_t client, std::uint32_t server, std::uint32_t link) const;
-  PairState& pair(std::uint32_t client, std::uint32_t server, std::uint32_t link);
+  [[nodiscard]] const PairState& pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) const {
+    return pairs_[index(c, s, l)];
+  }
+  PairState& pair(std::uint32_t c, std::uint32_t s, std::uint32_t l) { return pairs_[index(c, s, l)]; }
   [[nodiscard]] const HostLinkState& host_link(std::uint32_t host, std::uint32_t link) const;
   [[nodiscard]] bool agent_up(std::uint32_t host) const { return agent_up_.at(host); }
   [[nodiscard]] std::uint64_t rotations() const { return rotations_; }
