@@ -16,11 +16,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
-#include <algorithm>
 #include <array>
 #include <deque>
 #include <memory>
-#include <utility>
 
 namespace fabperf {
 namespace {
@@ -149,7 +147,8 @@ class Agent {
       auto c = p.conn.lock();
       return !c || !c->is_open();
     });
-    const auto from_source = std::ranges::count(preauth_, source, &PreAuth::source);
+    std::size_t from_source = 0;
+    for (const auto& p : preauth_) from_source += p.source == source ? 1 : 0;
     auto evict = [&](auto it, const char* why) {
       if (auto c = it->conn.lock()) {
         strangers_log_.warn("agent: closed unauthenticated connection {} to make room for {}: {}", c->peer(), peer,
@@ -158,8 +157,8 @@ class Agent {
       }
       preauth_.erase(it);
     };
-    if (std::cmp_greater_equal(from_source, kMaxPreAuthPerSource)) {
-      evict(std::ranges::find(preauth_, source, &PreAuth::source),
+    if (from_source >= kMaxPreAuthPerSource) {
+      evict(std::find_if(preauth_.begin(), preauth_.end(), [&](const PreAuth& p) { return p.source == source; }),
             "too many unauthenticated connections from one address");
     } else if (preauth_.size() >= kMaxPreAuth) {
       evict(preauth_.begin(), "too many unauthenticated connections");

@@ -8,9 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
-#include <algorithm>
 #include <fstream>
-#include <ranges>
 #include <sstream>
 
 namespace fabperf {
@@ -37,10 +35,12 @@ std::uint64_t descriptor_room() {
 std::optional<std::string> congestion_problem(const std::string& name) {
   if (name.empty()) return std::nullopt;
   std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
-  std::string available;
+  std::string available, one;
   std::getline(in, available);
   std::istringstream words(available);
-  if (std::ranges::count(std::views::istream<std::string>(words), name) > 0) return std::nullopt;
+  while (words >> one) {
+    if (one == name) return std::nullopt;
+  }
   return fmt::format("--congestion {}: not offered by this host (available: {}); load it as root first if it is wanted",
                      name, available.empty() ? "unknown" : available);
 }
