@@ -66,11 +66,12 @@ class Agent {
     error_code aec;
     const auto addr = asio::ip::make_address(opts_.listen_host, aec);
     if (aec) throw UsageError(fmt::format("--listen {}: not a numeric IP address", opts_.listen_host));
+    const std::string listen_at = HostPort{opts_.listen_host, opts_.listen_port, {}}.str();
     if (opts_.key.empty() && !opts_.insecure && !addr.is_loopback()) {
       throw UsageError(fmt::format(
           "--listen {}: refusing to accept coordinators from the network without a key: give --key-file FILE "
           "(create one with 'fabperf keygen FILE'), listen on 127.0.0.1, or pass --insecure",
-          HostPort{opts_.listen_host, opts_.listen_port, {}}.str()));
+          listen_at));
     }
     Tcp::endpoint ep(addr, opts_.listen_port);
     acceptor_.open(ep.protocol());
@@ -78,7 +79,7 @@ class Agent {
     if (addr.is_v6()) acceptor_.set_option(asio::ip::v6_only(false));
     error_code ec;
     acceptor_.bind(ep, ec);
-    if (ec) throw SystemError("listen on", HostPort{opts_.listen_host, opts_.listen_port, {}}.str(), ec.message());
+    if (ec) throw SystemError("listen on", listen_at, ec.message());
     acceptor_.listen(asio::socket_base::max_listen_connections);
     const auto bound = acceptor_.local_endpoint();
     const std::string where = HostPort{numeric_address(bound.address()), bound.port(), {}}.str();
@@ -112,15 +113,14 @@ class Agent {
     const int fd = ::dup(0);
     if (fd < 0) throw SystemError("watch", "stdin", errno);
     stdin_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
-    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](error_code e, std::size_t) { on_stdin(e); });
+    read_stdin();
   }
-  void on_stdin(error_code e) {
-    if (stopping_) return;
-    if (e) {
-      stop("stdin closed (the launcher is gone or asked us to stop)");
-      return;
-    }
-    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](error_code e2, std::size_t) { on_stdin(e2); });
+  void read_stdin() {
+    stdin_->async_read_some(asio::buffer(stdin_buf_), [this](error_code e, std::size_t) {
+      if (stopping_) return;
+      if (e) return stop("stdin closed (the launcher is gone or asked us to stop)");
+      read_stdin();
+    });
   }
 
   void stop(const std::string& why) {
@@ -299,18 +299,11 @@ class Agent {
     }
     try {
       co_await conn->start_tls(kPreAuthDeadline);
-    } catch (const proto::TlsHandshakeError& e) {
-      if (tls::peer_offered_other_key(conn->ssl())) {
-        strangers_log_.warn(
-            "agent: authentication failed for {}: key mismatch (the coordinator's key is not this "
-            "agent's)",
-            conn->peer());
-      } else {
-        strangers_log_.warn("agent: authentication failed for {}: {}", conn->peer(), e.what());
-      }
-      co_return false;
     } catch (const std::exception& e) {
-      strangers_log_.warn("agent: authentication failed for {}: {}", conn->peer(), e.what());
+      const bool other_key =
+          dynamic_cast<const proto::TlsHandshakeError*>(&e) && tls::peer_offered_other_key(conn->ssl());
+      strangers_log_.warn("agent: authentication failed for {}: {}", conn->peer(),
+                          other_key ? "key mismatch (the coordinator's key is not this agent's)" : e.what());
       co_return false;
     }
     co_return true;

@@ -79,11 +79,8 @@ int fit_result(AgentResult& r, std::size_t max_bytes) {
         "time series downsampled {} time(s), each interval now covers {} of the requested ones: "
         "the full RESULT would have exceeded the {} MiB message limit or the named counters' {} values",
         halvings, std::uint64_t{1} << std::min(halvings, 62), max_bytes >> 20, kMaxCounterCells);
-    if (halvings == 1) {
-      r.warnings.push_back(std::move(w));
-    } else {
-      r.warnings.back() = std::move(w);
-    }
+    if (halvings == 1) r.warnings.emplace_back();  // later halvings update the same warning
+    r.warnings.back() = std::move(w);
   }
   return halvings;
 }

@@ -214,7 +214,6 @@ asio::awaitable<void> TestHost::setup_server(PeerPtr peer, std::string who, prot
   auto state = test_;
   std::uint16_t port = 0;
   std::vector<proto::RdmaEndpoint> endpoints;
-  std::string error;
   try {
     ensure_engine(m.spec, m.node_index);
     if (state->server_ready) throw ProtocolError("server role already set up");
@@ -229,10 +228,7 @@ asio::awaitable<void> TestHost::setup_server(PeerPtr peer, std::string who, prot
     });
     state->server_ready = true;
   } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!error.empty()) {
-    setup_failed(*peer, fmt::format("server set-up failed: {}", error));
+    setup_failed(*peer, fmt::format("server set-up failed: {}", e.what()));
     co_return;
   }
   spdlog::info("agent: test {}: serving data on {} port {}", m.test_id, bind_address, port);
@@ -244,7 +240,6 @@ asio::awaitable<void> TestHost::setup_client(PeerPtr peer, std::string who, prot
   if (!claim(*peer, who, m.test_id, m.spec)) co_return;
   auto state = test_;
   std::vector<proto::RdmaEndpoint> endpoints;
-  std::string error;
   try {
     ensure_engine(m.spec, m.node_index);
     if (state->client_ready) throw ProtocolError("client role already set up");
@@ -259,10 +254,7 @@ asio::awaitable<void> TestHost::setup_client(PeerPtr peer, std::string who, prot
     });
     state->client_ready = true;
   } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!error.empty()) {
-    setup_failed(*peer, fmt::format("client set-up failed: {}", error));
+    setup_failed(*peer, fmt::format("client set-up failed: {}", e.what()));
     co_return;
   }
   peer->send(MsgType::setup_client_ok,
@@ -280,7 +272,6 @@ asio::awaitable<void> TestHost::rdma_connect(PeerPtr peer, proto::RdmaConnect m)
   }
   auto state = test_;
   std::size_t ready = 0;
-  std::string error;
   try {
     auto* x = state->engine->endpoint_exchange();
     if (!x) {
@@ -289,10 +280,7 @@ asio::awaitable<void> TestHost::rdma_connect(PeerPtr peer, proto::RdmaConnect m)
     }
     co_await on_pool(pool_, [&] { ready = x->connect_endpoints(*state->ctx, m.endpoints); });
   } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (!error.empty()) {
-    setup_failed(*peer, fmt::format("RDMA queue pair set-up failed: {}", error));
+    setup_failed(*peer, fmt::format("RDMA queue pair set-up failed: {}", e.what()));
     co_return;
   }
   peer->send(MsgType::rdma_connect_ok, proto::to_json(proto::RdmaConnectOk{static_cast<std::uint32_t>(ready)}));

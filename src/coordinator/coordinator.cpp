@@ -70,6 +70,17 @@ Error auth_error(const std::string& name, const std::string& why) {
   return Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", name, why));
 }
 
+// An agent's ERROR answer as the Error to throw: "cleaning" is waited out by setup_exchange,
+// "key_required" (to HELLO) explains itself.
+[[noreturn]] void throw_agent_error(const Node& n, const json& body) {
+  const auto e = proto::parse_error(body);
+  if (e.code == proto::ErrorCode::cleaning)
+    throw AgentCleaning(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
+  if (e.code == proto::ErrorCode::key_required)
+    throw auth_error(n.rec.name, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
+  throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
+}
+
 // Agents over TCP: resolve, connect within the request's timeout, and with a key the TLS 1.3
 // handshake with the key's PSK (both ends prove the key, and every later frame is protected).
 class TcpDialer final : public Dialer {
@@ -242,12 +253,10 @@ void Coordinator::check_pairs() {
     }
     loads[c] = serves[s] = true;
   }
-  for (std::size_t k = 0; k < serves.size(); ++k) {
-    if (!serves[k]) throw UsageError(fmt::format("server {} is in no pair", req_.servers[k].str()));
-  }
-  for (std::size_t k = 0; k < loads.size(); ++k) {
-    if (!loads[k]) throw UsageError(fmt::format("client {} is in no pair", req_.clients[k].str()));
-  }
+  if (const auto k = std::ranges::find(serves, false) - serves.begin(); k < std::ssize(serves))
+    throw UsageError(fmt::format("server {} is in no pair", req_.servers[k].str()));
+  if (const auto k = std::ranges::find(loads, false) - loads.begin(); k < std::ssize(loads))
+    throw UsageError(fmt::format("client {} is in no pair", req_.clients[k].str()));
 }
 
 // The servers client node `cn` loads.
@@ -327,9 +336,6 @@ void Coordinator::throw_if_failed(const std::string& phase) {
 }
 
 // Reads frames until `want`, skipping heartbeats; an ERROR from the agent becomes an Error.
-asio::awaitable<json> Coordinator::expect(Node& n, MsgType want) {
-  return expect(n, want, t_.idle, t_.frame);
-}
 // answer_bound false: the caller bounds the wait itself (RESULT: result_drain + result_grace
 // after the test's end, however long the test). on_heartbeat sees each heartbeat's body; by
 // value: a coroutine keeps its parameters, and a reference to a default argument would dangle.
@@ -358,12 +364,7 @@ asio::awaitable<json> Coordinator::expect(Node& n, MsgType want, std::chrono::mi
       continue;
     }
     if (f.type == want) co_return std::move(f.body);
-    if (f.type == MsgType::error) {
-      const auto e = proto::parse_error(f.body);
-      if (e.code == proto::ErrorCode::cleaning)
-        throw AgentCleaning(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
-      throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
-    }
+    if (f.type == MsgType::error) throw_agent_error(n, f.body);
     throw ProtocolError(
         fmt::format("agent {}: expected {}, got {}", n.rec.name, proto::to_string(want), proto::to_string(f.type)));
   }
@@ -420,12 +421,7 @@ asio::awaitable<proto::HelloOk> Coordinator::handshake(Node& n) {
   } catch (const ProtocolError& e) {
     throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
   }
-  if (f.type == MsgType::error) {
-    const auto e = proto::parse_error(f.body);
-    if (e.code == proto::ErrorCode::key_required)
-      throw auth_error(n.rec.name, "the agent requires a key; give --key-file FILE (or set FABPERF_KEY_FILE)");
-    throw Error(ExitCode::infrastructure, fmt::format("agent {}: {}", n.rec.name, e.message));
-  }
+  if (f.type == MsgType::error) throw_agent_error(n, f.body);
   throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected HELLO_OK, got {})",
                                   n.rec.name, proto::to_string(f.type)));
 }
@@ -477,13 +473,11 @@ void Coordinator::refuse_duplicates() const {
   std::vector<std::pair<std::string, std::size_t>> eps;
   eps.reserve(nodes_.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i) eps.emplace_back(nodes_[i].endpoint, i);
-  std::sort(eps.begin(), eps.end());
-  for (std::size_t i = 1; i < eps.size(); ++i) {
-    if (eps[i].first == eps[i - 1].first) {
-      const auto a = std::min(eps[i].second, eps[i - 1].second);
-      const auto b = std::max(eps[i].second, eps[i - 1].second);
-      throw Error(ExitCode::usage, fmt::format("{} and {} are the same agent", nodes_[a].rec.name, nodes_[b].rec.name));
-    }
+  std::ranges::sort(eps);  // by endpoint, then index: the first of two equal ones is the one given first
+  const auto it = std::ranges::adjacent_find(eps, {}, &std::pair<std::string, std::size_t>::first);
+  if (it != eps.end()) {
+    throw Error(ExitCode::usage, fmt::format("{} and {} are the same agent", nodes_[it->second].rec.name,
+                                             nodes_[(it + 1)->second].rec.name));
   }
 }
 
@@ -569,17 +563,12 @@ std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
   std::vector<AgentLinks> out(query.agents.size());
   c.administer([&](Node& n) -> asio::awaitable<void> {
     n.conn->send(proto::MsgType::links_request, nlohmann::json::object());
-    proto::LinksReply r;
     try {
-      r = proto::parse_links(co_await c.expect_reply(n, proto::MsgType::links));
+      static_cast<proto::LinksReply&>(out[n.rec.index]) =
+          proto::parse_links(co_await c.expect(n, proto::MsgType::links));
     } catch (const ProtocolError& e) {
       throw ProtocolError(fmt::format("agent {}: bad LINKS reply: {}", n.rec.name, e.what()));
     }
-    auto& o = out[n.rec.index];
-    o.hostname = std::move(r.hostname);
-    o.links = std::move(r.links);
-    o.limits = r.limits;
-    o.rdma = std::move(r.rdma);
   });
   for (const auto& n : c.nodes()) {
     out[n.rec.index].agent = n.rec.name;
@@ -593,7 +582,7 @@ std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::s
   Coordinator c(req);
   c.administer([&](Node& n) -> asio::awaitable<void> {
     n.conn->send(proto::MsgType::shutdown, proto::to_json(proto::Shutdown{reason}));
-    (void)co_await c.expect_reply(n, proto::MsgType::bye);
+    (void)co_await c.expect(n, proto::MsgType::bye);
     n.conn->close();
   });
   std::vector<AgentShutdown> out;

@@ -48,7 +48,8 @@ class Coordinator {
   // in Node::failure. No test is set up; the connections close at the end.
   void administer(const NodeTask& fn);
   [[nodiscard]] const std::vector<Node>& nodes() const { return nodes_; }
-  asio::awaitable<nlohmann::json> expect_reply(Node& n, proto::MsgType want) { return expect(n, want); }
+  // Reads frames until `want` within the usual deadlines (see the other overload).
+  asio::awaitable<nlohmann::json> expect(Node& n, proto::MsgType want) { return expect(n, want, t_.idle, t_.frame); }
   RunRecord run();
 
  private:
@@ -61,7 +62,6 @@ class Coordinator {
   // window: at most this many nodes in fn at once (0: all of them).
   asio::awaitable<void> each(const NodeTask& fn, std::function<bool(const Node&)> which = {}, std::size_t window = 0);
   void throw_if_failed(const std::string& phase);
-  asio::awaitable<nlohmann::json> expect(Node& n, proto::MsgType want);
   asio::awaitable<nlohmann::json> expect(Node& n, proto::MsgType want, std::chrono::milliseconds idle,
                                          std::chrono::milliseconds frame, bool answer_bound = true,
                                          std::function<void(const nlohmann::json&)> on_heartbeat = nullptr);

@@ -107,11 +107,7 @@ asio::awaitable<void> Coordinator::setup_servers(const RunRecord& rec, const pro
   co_await each(
       [&](Node& n) -> asio::awaitable<void> {
         const std::size_t at = static_cast<std::size_t>(&n - nodes_.data());
-        proto::SetupServer m;
-        m.test_id = rec.test_id;
-        m.token = token;
-        m.spec = spec;
-        m.node_index = n.rec.index;
+        proto::SetupServer m{rec.test_id, token, spec, n.rec.index};
         // Each client also opens one delay-probe connection to every server (unless --delay-probe off).
         m.expect_connections =
             n_clients[at] * (spec.connections_per_pair() + (spec.delay_probe().count() != 0 ? 1 : 0));
@@ -151,7 +147,7 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
   const std::size_t per_pair = rec.spec.connections_per_pair() + (rec.spec.delay_probe().count() != 0 ? 1 : 0);
   co_await each(
       [&](Node& n) -> asio::awaitable<void> {
-        proto::SetupClient m;
+        proto::SetupClient m{rec.test_id, token, rec.spec, n.rec.index};
         for (const std::size_t sn : servers_of(static_cast<std::size_t>(&n - nodes_.data()))) {
           const Node& t = nodes_[sn];
           std::vector<proto::RdmaEndpoint> eps;
@@ -160,10 +156,6 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
           }
           m.targets.push_back({t.rec.index, t.rec.address, t.data_port, t.hp.links, std::move(eps)});
         }
-        m.test_id = rec.test_id;
-        m.token = token;
-        m.spec = rec.spec;
-        m.node_index = n.rec.index;
         m.source_addrs = n.hp.links;
         m.bind_devs = req_.bind_devs;
         // Opening many connections takes a while on big fabrics; the agent keeps heartbeating.

@@ -25,18 +25,11 @@ std::string_view to_string(FlowOp o) {
   return kFlowOps[static_cast<int>(o)];
 }
 
-namespace {
-json trials_json(const std::vector<TrialResult>& trials) {
-  json out = json::array();
-  for (const auto& t : trials) {
-    json arms = json::array();
-    for (const auto& a : t.arms)
-      arms.push_back({{"name", a.name}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"cpu_s", a.cpu_s}});
-    out.push_back({{"what", t.what}, {"chosen", t.chosen}, {"reason", t.reason}, {"arms", std::move(arms)}});
-  }
-  return out;
-}
+// Serialisation only: parse_trial reads them back with range checks.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialArm, name, bytes, seconds, cpu_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialResult, what, chosen, reason, arms)
 
+namespace {
 // Named counter samples, delta-encoded: the first sample carries every counter, each later one
 // only the counters whose value changed (a NIC lists hundreds, most of them idle). Decoding
 // carries values forward, so every sample is whole again.
@@ -101,6 +94,11 @@ std::vector<CounterSample> parse_counter_samples(const json& arr, const std::str
   return out;
 }
 
+// TCP_INFO's 32-bit fields, on the wire under their own names.
+constexpr std::pair<const char*, std::uint32_t TcpSample::*> kTcpFields[] = {
+    {"rtt_us", &TcpSample::rtt_us},   {"rttvar_us", &TcpSample::rttvar_us}, {"snd_mss", &TcpSample::snd_mss},
+    {"rcv_mss", &TcpSample::rcv_mss}, {"pmtu", &TcpSample::pmtu},           {"snd_cwnd", &TcpSample::snd_cwnd}};
+
 json threads_json(const std::vector<ThreadCpu>& threads) {
   json t = json::array();
   for (const auto& x : threads) t.push_back({x.label, x.cpu_s});
@@ -113,13 +111,8 @@ json to_json(const AgentResult& r) {
   for (const auto& f : r.flows) {
     json tcp = nullptr;
     if (f.tcp.valid) {
-      tcp = {{"total_retrans", f.tcp.total_retrans},
-             {"rtt_us", f.tcp.rtt_us},
-             {"rttvar_us", f.tcp.rttvar_us},
-             {"snd_mss", f.tcp.snd_mss},
-             {"rcv_mss", f.tcp.rcv_mss},
-             {"pmtu", f.tcp.pmtu},
-             {"snd_cwnd", f.tcp.snd_cwnd}};
+      tcp = {{"total_retrans", f.tcp.total_retrans}};
+      for (const auto& [name, field] : kTcpFields) tcp[name] = f.tcp.*field;
     }
     flows.push_back({{"id", f.id},
                      {"role", to_string(f.role)},
@@ -153,11 +146,8 @@ json to_json(const AgentResult& r) {
     if (!l.stats.empty()) links.back()["stats"] = counter_samples_json(l.stats);
   }
   json bonds = json::array();
-  for (const auto& b : r.bonds) {
-    json nb = json::array();
-    for (const auto& [ip, mac] : b.neighbors) nb.push_back({ip, mac});
-    bonds.push_back({{"at_open", to_json(b.at_open)}, {"at_close", to_json(b.at_close)}, {"neighbors", std::move(nb)}});
-  }
+  for (const auto& b : r.bonds)
+    bonds.push_back({{"at_open", to_json(b.at_open)}, {"at_close", to_json(b.at_close)}, {"neighbors", b.neighbors}});
   json rdma = json::array();
   for (const auto& p : r.rdma_ports) {
     json samples = json::array();
@@ -193,7 +183,7 @@ json to_json(const AgentResult& r) {
           {"rdma_ports", std::move(rdma)},
           {"threads", threads_json(r.threads)},
           {"socket_limits", to_json(r.socket_limits)},
-          {"trials", trials_json(r.trials)},
+          {"trials", r.trials},
           {"warnings", r.warnings},
           {"host_counters", counter_samples_json(r.host_counters)}};
 }
@@ -232,12 +222,7 @@ FlowResult parse_flow(const json& e) {
     Fields t(*tcp, "RESULT.flows[].tcp");
     x.tcp.valid = true;
     x.tcp.total_retrans = t.u64("total_retrans", 0, kMaxBytes);
-    x.tcp.rtt_us = static_cast<std::uint32_t>(t.u64("rtt_us", 0, UINT32_MAX));
-    x.tcp.rttvar_us = static_cast<std::uint32_t>(t.u64("rttvar_us", 0, UINT32_MAX));
-    x.tcp.snd_mss = static_cast<std::uint32_t>(t.u64("snd_mss", 0, UINT32_MAX));
-    x.tcp.rcv_mss = static_cast<std::uint32_t>(t.u64("rcv_mss", 0, UINT32_MAX));
-    x.tcp.pmtu = static_cast<std::uint32_t>(t.u64("pmtu", 0, UINT32_MAX));
-    x.tcp.snd_cwnd = static_cast<std::uint32_t>(t.u64("snd_cwnd", 0, UINT32_MAX));
+    for (const auto& [name, field] : kTcpFields) x.tcp.*field = static_cast<std::uint32_t>(t.u64(name, 0, UINT32_MAX));
   }
   x.error = g.str("error");
   x.iface = g.str("iface", 64);
@@ -390,21 +375,7 @@ AgentResult parse_agent_result(const json& j) {
       r.threads.push_back({printable(e[0].get_ref<const std::string&>()), e[1].get<double>()});
     }
   }
-  {
-    Fields g(f.object("socket_limits"), "RESULT.socket_limits");
-    r.socket_limits.rmem_max = g.u64("rmem_max", 0, 1ULL << 48);
-    r.socket_limits.wmem_max = g.u64("wmem_max", 0, 1ULL << 48);
-    auto triple = [&](const char* name, std::uint64_t* out) {
-      const auto& a = g.array(name, 3);
-      if (a.size() != 3) throw ProtocolError(fmt::format("{}: expected 3 numbers", g.ctx(name)));
-      for (std::size_t i = 0; i < 3; ++i) {
-        if (!a[i].is_number_unsigned()) throw ProtocolError(fmt::format("{}: expected unsigned integers", g.ctx(name)));
-        out[i] = a[i].get<std::uint64_t>();
-      }
-    };
-    triple("tcp_rmem", r.socket_limits.tcp_rmem);
-    triple("tcp_wmem", r.socket_limits.tcp_wmem);
-  }
+  r.socket_limits = proto::parse_socket_limits(f, 1ULL << 48);
   if (j.contains("trials")) {
     for (const auto& e : f.array("trials", 8)) r.trials.push_back(parse_trial(e));
   }

@@ -13,21 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 
 namespace fabperf::auth {
-namespace {
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
 
 Key::Key(std::vector<std::uint8_t> bytes) : bytes_(std::move(bytes)) {}
 
@@ -47,13 +38,12 @@ Key parse_key(std::string_view text, std::string_view source) {
   }
   std::vector<std::uint8_t> bytes(hex.size() / 2);
   for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const int hi = hex_digit(hex[2 * i]);
-    const int lo = hex_digit(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
+    // Two hex digits of either case: from_chars takes no sign, prefix or space.
+    const char* end = hex.data() + 2 * i + 2;
+    if (const auto [p, ec] = std::from_chars(end - 2, end, bytes[i], 16); ec != std::errc() || p != end) {
       OPENSSL_cleanse(bytes.data(), bytes.size());
       throw UsageError(fmt::format("key file {}: not a hex key (create one with 'fabperf keygen FILE')", source));
     }
-    bytes[i] = static_cast<std::uint8_t>((hi << 4) | lo);
   }
   return Key(std::move(bytes));
 }

@@ -55,7 +55,8 @@ class MessageSink {
 class ControlConn : public MessageSink {
  public:
   // Throws ProtocolError (a bad frame, a body over max_body), TimeoutError (nothing within
-  // `idle`, or the frame not whole within `frame`) or SystemError (closed, reset).
+  // `idle`, or the frame not whole within `frame`) or SystemError (closed, reset). Before
+  // authentication, callers pass kMaxPreAuthBody.
   virtual asio::awaitable<Frame> read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
                                       std::uint32_t max_body = kMaxBody) = 0;
   // Waits until everything queued so far was written (or the connection closed).
@@ -73,13 +74,10 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
   // TlsHandshakeError (the OpenSSL error code kept for the caller to explain) or SystemError.
   asio::awaitable<void> start_tls(std::chrono::milliseconds deadline);
 
-  // Throws ProtocolError (bad frame, body over max_body), SystemError (closed, reset, deadline
-  // passed). Before authentication, callers pass kMaxPreAuthBody.
   asio::awaitable<Frame> read(std::chrono::milliseconds idle, std::chrono::milliseconds frame,
                               std::uint32_t max_body = kMaxBody) override;
   // Queues a frame; the write has its own deadline and closes the connection when it passes.
   void send(MsgType type, const nlohmann::json& body) override;
-  // Waits until everything queued so far was written (or the connection closed).
   asio::awaitable<void> flush() override;
   void close() noexcept override;
 

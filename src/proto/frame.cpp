@@ -60,11 +60,8 @@ Header decode_header(std::span<const std::uint8_t, kHeaderSize> b, std::uint32_t
 std::array<std::uint8_t, kHeaderSize> encode_header(MsgType type, std::uint32_t length) {
   std::array<std::uint8_t, kHeaderSize> h{};
   put_be32(h.data(), kMagic);
-  h[4] = static_cast<std::uint8_t>(kVersion >> 8);
-  h[5] = static_cast<std::uint8_t>(kVersion & 0xff);
-  const auto t = static_cast<std::uint16_t>(type);
-  h[6] = static_cast<std::uint8_t>(t >> 8);
-  h[7] = static_cast<std::uint8_t>(t & 0xff);
+  put_be16(h.data() + 4, kVersion);
+  put_be16(h.data() + 6, static_cast<std::uint16_t>(type));
   put_be32(h.data() + 8, length);
   return h;
 }

@@ -5,23 +5,27 @@
 #include <fmt/format.h>
 #include <openssl/rand.h>
 #include <algorithm>
+#include <charconv>
 
 namespace fabperf::proto {
 
 using nlohmann::json;
 
+namespace {
+// Exactly out.size() bytes as lower-case hex into out; false when the text is anything else.
+bool from_lower_hex(std::string_view hex, std::span<std::uint8_t> out) {
+  if (hex.size() != 2 * out.size() || hex.find_first_not_of("0123456789abcdef") != std::string_view::npos) return false;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    (void)std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2, out[i], 16);
+  return true;
+}
+}  // namespace
+
 Token token_from_hex(std::string_view hex, const std::string& context) {
   Token t{};
   if (hex.size() != 2 * kTokenBytes)
     throw ProtocolError(fmt::format("{}: token must be {} hex digits", context, 2 * kTokenBytes));
-  auto nib = [&](char c) -> std::uint8_t {
-    if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
-    if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
-    throw ProtocolError(fmt::format("{}: token is not lower-case hex", context));
-  };
-  for (std::size_t i = 0; i < kTokenBytes; ++i) {
-    t[i] = static_cast<std::uint8_t>((nib(hex[2 * i]) << 4) | nib(hex[2 * i + 1]));
-  }
+  if (!from_lower_hex(hex, t)) throw ProtocolError(fmt::format("{}: token is not lower-case hex", context));
   return t;
 }
 
@@ -134,11 +138,8 @@ RdmaEndpoint parse_rdma_endpoint(const json& j, const std::string& context) {
   e.psn = static_cast<std::uint32_t>(f.u64("psn", 0, 0xffffff));
   e.lid = static_cast<std::uint32_t>(f.u64("lid", 0, 0xffff));
   const std::string gid = f.str("gid", 64);
-  if (gid.size() != 32 || gid.find_first_not_of("0123456789abcdef") != std::string::npos) {
+  if (!from_lower_hex(gid, e.gid))
     throw ProtocolError(fmt::format("{}: must be 32 lower-case hex digits (a 128-bit GID)", f.ctx("gid")));
-  }
-  for (std::size_t i = 0; i < 16; ++i)
-    e.gid[i] = static_cast<std::uint8_t>(std::stoul(gid.substr(2 * i, 2), nullptr, 16));
   e.addr = f.u64("addr", 0, UINT64_MAX);
   e.len = f.u64("len", 1, 2 * limits::kMaxBuffsize);
   e.rkey = static_cast<std::uint32_t>(f.u64("rkey", 0, UINT32_MAX));
@@ -364,22 +365,25 @@ LinksReply parse_links(const json& j) {
   if (f.has("rdma")) {
     for (const auto& d : f.array("rdma", 256)) m.rdma.push_back(rdma_device_from_json(d));
   }
-  const auto& sl = f.object("socket_limits");
-  Fields g(sl, "LINKS.socket_limits");
-  m.limits.rmem_max = g.u64("rmem_max", 0, UINT64_MAX);
-  m.limits.wmem_max = g.u64("wmem_max", 0, UINT64_MAX);
-  const char* names[2] = {"tcp_rmem", "tcp_wmem"};
-  std::uint64_t* dst[2] = {m.limits.tcp_rmem, m.limits.tcp_wmem};
-  for (int k = 0; k < 2; ++k) {
-    const auto& a = g.array(names[k], 3);
-    if (a.size() != 3) throw ProtocolError(fmt::format("{}: expected 3 numbers (min default max)", g.ctx(names[k])));
+  m.limits = parse_socket_limits(f, UINT64_MAX);
+  return m;
+}
+
+SocketLimits parse_socket_limits(const Fields& f, std::uint64_t max) {
+  Fields g(f.object("socket_limits"), f.ctx("socket_limits"));
+  SocketLimits l;
+  l.rmem_max = g.u64("rmem_max", 0, max);
+  l.wmem_max = g.u64("wmem_max", 0, max);
+  for (const auto& [name, dst] : {std::pair{"tcp_rmem", l.tcp_rmem}, std::pair{"tcp_wmem", l.tcp_wmem}}) {
+    const auto& a = g.array(name, 3);
+    if (a.size() != 3) throw ProtocolError(fmt::format("{}: expected 3 numbers (min default max)", g.ctx(name)));
     for (std::size_t i = 0; i < 3; ++i) {
       if (!a[i].is_number_unsigned())
-        throw ProtocolError(fmt::format("{}[{}]: expected a non-negative integer", g.ctx(names[k]), i));
-      dst[k][i] = a[i].get<std::uint64_t>();
+        throw ProtocolError(fmt::format("{}[{}]: expected a non-negative integer", g.ctx(name), i));
+      dst[i] = a[i].get<std::uint64_t>();
     }
   }
-  return m;
+  return l;
 }
 
 json to_json(const Shutdown& m) {

@@ -7,7 +7,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
-#include <mutex>
+#include <memory>
 
 namespace fabperf::tls {
 namespace {
@@ -64,9 +64,8 @@ int use_session_cb(SSL* ssl, const EVP_MD* md, const unsigned char** id, size_t*
   const SSL_CIPHER* cipher = SSL_CIPHER_find(ssl, kCipherId);
   // After a HelloRetryRequest OpenSSL asks again with the negotiated hash: only SHA-256 fits.
   if (cipher == nullptr || (md != nullptr && md != SSL_CIPHER_get_handshake_digest(cipher))) return 1;
-  SSL_SESSION* s = psk_session(ssl, *psk);
-  if (s == nullptr) return 0;
-  *sess = s;
+  *sess = psk_session(ssl, *psk);
+  if (*sess == nullptr) return 0;
   *id = reinterpret_cast<const unsigned char*>(psk->identity.data());
   *idlen = psk->identity.size();
   return 1;
@@ -81,10 +80,8 @@ int find_session_cb(SSL* ssl, const unsigned char* identity, size_t identity_len
     SSL_set_ex_data(ssl, ex_indices().ssl_other_key, reinterpret_cast<void*>(1));
     return 1;
   }
-  SSL_SESSION* s = psk_session(ssl, *psk);
-  if (s == nullptr) return 0;
-  *sess = s;
-  return 1;
+  *sess = psk_session(ssl, *psk);
+  return *sess == nullptr ? 0 : 1;
 }
 
 // A keyed connection has no certificates: a peer that presents one is not an agent holding the
@@ -145,18 +142,15 @@ void configure_psk(SSL_CTX* ctx, std::shared_ptr<const Psk> psk, bool server) {
   // handshake; a server asks for none (asking would be a certificate request nobody answers).
   if (server) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+    SSL_CTX_set_psk_find_session_callback(ctx, find_session_cb);
   } else {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, reject_any_certificate);
+    SSL_CTX_set_psk_use_session_callback(ctx, use_session_cb);
   }
   auto* holder = new std::shared_ptr<const Psk>(std::move(psk));
   if (SSL_CTX_set_ex_data(ctx, ex_indices().ctx_psk, holder) != 1) {
     delete holder;
     fail("pre-shared key");
-  }
-  if (server) {
-    SSL_CTX_set_psk_find_session_callback(ctx, find_session_cb);
-  } else {
-    SSL_CTX_set_psk_use_session_callback(ctx, use_session_cb);
   }
 }
 
@@ -170,13 +164,8 @@ CtxPtr make_psk_ctx(std::shared_ptr<const Psk> psk, bool server) {
 bool psk_was_used(const SSL* ssl) {
   // TLS 1.3 marks a handshake that accepted a PSK (external or resumed) as reused; resumption is
   // off, so a reused session here is our external key. No certificate may have been sent either.
-  if (SSL_session_reused(ssl) != 1) return false;
-  X509* cert = SSL_get1_peer_certificate(ssl);
-  if (cert != nullptr) {
-    X509_free(cert);
-    return false;
-  }
-  return true;
+  const std::unique_ptr<X509, decltype(&X509_free)> cert(SSL_get1_peer_certificate(ssl), &X509_free);
+  return SSL_session_reused(ssl) == 1 && cert == nullptr;
 }
 
 bool peer_offered_other_key(const SSL* ssl) {

@@ -14,10 +14,9 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/spec.hpp>
 #include <fabperf/proto/auth.hpp>
+#include <fabperf/proto/proto.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/report/result_stream.hpp>
-#include <fabperf/sysinfo/links.hpp>
-#include <fabperf/sysinfo/rdma_sysfs.hpp>
 
 namespace fabperf {
 
@@ -78,13 +77,10 @@ struct AgentQuery {
   std::string coordinator_name{"fabperf"};
   auth::Key key;
 };
-struct AgentLinks {
+// The agent's LINKS reply (rdma empty from agents that predate RDMA inventory).
+struct AgentLinks : proto::LinksReply {
   std::string agent;  // as given (host:port)
-  std::string hostname;
-  std::vector<LinkInfo> links;
-  SocketLimits limits;
-  std::vector<RdmaDevice> rdma;  // empty from agents that predate RDMA inventory
-  std::string error;             // empty on success
+  std::string error;  // empty on success
 };
 std::vector<AgentLinks> fetch_links(const AgentQuery& query);
 // Tells each agent to exit cleanly (SHUTDOWN); the error is set where it refused or was unreachable.

@@ -164,11 +164,11 @@ struct SetupClient {
   Token token{};
   TestSpec spec = TestSpec::make({});
   std::uint32_t node_index{0};
-  std::vector<Target> targets;
-  std::vector<std::string> source_addrs;  // per link: connection c binds source_addrs[c % L]
+  std::vector<Target> targets{};
+  std::vector<std::string> source_addrs{};  // per link: connection c binds source_addrs[c % L]
   // --bind-dev: SO_BINDTODEVICE per link (connection c binds bind_devs[c % size]); the single
   // entry "auto" means the device that owns each link's source address. Empty: no binding.
-  std::vector<std::string> bind_devs;
+  std::vector<std::string> bind_devs{};
 };
 struct SetupClientOk {
   std::uint32_t connections{0};
@@ -259,6 +259,9 @@ LinksReply parse_links(const nlohmann::json&);
 Shutdown parse_shutdown(const nlohmann::json&);
 RdmaConnect parse_rdma_connect(const nlohmann::json&);
 RdmaConnectOk parse_rdma_connect_ok(const nlohmann::json&);
+// The "socket_limits" object of LINKS and RESULT: rmem_max and wmem_max up to `max`, three
+// non-negative integers each in tcp_rmem and tcp_wmem.
+SocketLimits parse_socket_limits(const Fields& f, std::uint64_t max);
 
 // Decodes a complete frame (header + body) and validates the body against its message type;
 // the fuzzer's entry point. Throws ProtocolError.
