@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <map>
-#include <ranges>
 
 namespace fabperf {
 
@@ -104,7 +103,9 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
   for (const auto& key : order) {
     const auto& g = groups[key];
     const PcieInfo& p = *g.front().p;
-    const auto names = p.ports | std::views::transform(&PciePort::name);
+    // A loop, not views::transform: clang cannot compile that view over libstdc++ 12's ranges.
+    std::vector<std::string> names;
+    for (const auto& x : p.ports) names.push_back(x.name);
     std::string ports = fmt::format("{}", fmt::join(names, " "));
     const std::string speeds = pcie_ports_text(p);
     if (!speeds.empty())
