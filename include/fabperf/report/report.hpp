@@ -285,7 +285,7 @@ struct Report {
   std::string started_at;
   TestSpec spec = TestSpec::make({});
   bool interrupted{false};
-  bool complete{true};  // every node reported a full, unaborted result over the window it claims
+  bool complete{true};  // every node reported a full, unaborted result
   int servers{0};
   int clients{0};
   Throughput aggregate;
