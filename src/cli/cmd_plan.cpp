@@ -26,41 +26,9 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
   p.name = "run-" + c.pattern;
   p.file = "(command line)";
   p.hosts = std::move(hosts);
-  plan::PlanTest t;
-  t.name = c.pattern;
-  t.pattern.pattern = plan::parse_pattern(c.pattern);
-  for (std::uint32_t i = 0; i < p.hosts.size(); ++i) t.hosts.push_back(i);
-  const auto index = [&](const std::string& name, const char* what) {
-    const auto it =
-        std::find_if(p.hosts.begin(), p.hosts.end(), [&](const plan::PlanHost& h) { return h.name == name; });
-    if (it != p.hosts.end()) return static_cast<std::uint32_t>(it - p.hosts.begin());
-    std::string all;
-    for (const auto& h : p.hosts) all += (all.empty() ? "" : ", ") + h.name;
-    throw UsageError(fmt::format("{} '{}': no such host (hosts: {})", what, name, all));
-  };
-  const auto P = t.pattern.pattern;
-  if (!c.pairs.empty() && P != plan::Pattern::pairs) throw UsageError("--pairs: only with --pattern pairs");
-  if (!c.target.empty() && P != plan::Pattern::incast && P != plan::Pattern::broadcast) {
-    throw UsageError("--target: only with --pattern incast or broadcast");
-  }
-  if (c.concurrent_pairs != 1 && P != plan::Pattern::all_pairs)
-    throw UsageError("--concurrent-pairs: only with --pattern all-pairs");
-  if (c.k != 1 && P != plan::Pattern::ring) throw UsageError("--ring-k: only with --pattern ring");
-  if (P == plan::Pattern::bipartite) {
-    for (std::uint32_t i = 0; i < p.hosts.size(); ++i)
-      (p.hosts[i].client ? t.pattern.clients : t.pattern.servers).push_back(i);
-  }
-  if (P == plan::Pattern::pairs) {
-    if (c.pairs.empty()) throw UsageError("--pattern pairs: give --pairs A->B,C->D");
-    for (const auto& item : split_list(c.pairs, ',')) {
-      const auto arrow = item.find("->");
-      if (arrow == std::string::npos) throw UsageError(fmt::format("--pairs '{}': expected CLIENT->SERVER", item));
-      t.pattern.pairs.push_back({index(item.substr(0, arrow), "--pairs"), index(item.substr(arrow + 2), "--pairs")});
-    }
-  }
-  if (!c.target.empty()) t.pattern.target = index(c.target, "--target");
-  t.pattern.concurrent_pairs = c.concurrent_pairs;
-  t.pattern.k = c.k;
+  p.repeat = c.repeat;
+  p.isolate = c.isolate;
+  plan::PlanTest t = plan::pattern_test(p, c.pattern, c.pairs, c.target, c.concurrent_pairs, c.k);
   t.spec = spec;
   t.interval = interval;
   if (!c.kpi_profile.empty()) t.kpis = plan::kpi_profile(c.kpi_profile);
@@ -79,8 +47,6 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
   if (!c.bind_dev.empty()) t.bind_devs = bind_dev_option(c.bind_dev, p.hosts.front().hp.links.size());
   prefix_errors("--", [&] { plan::normalize(p, t); });  // "per-link sequential: ..."
   p.tests.push_back(std::move(t));
-  p.repeat = c.repeat;
-  p.isolate = c.isolate;
   return p;
 }
 
@@ -137,11 +103,9 @@ int cmd_preflight(int argc, char** argv) {
     for (std::size_t i = 0; i < hps.size(); ++i) {
       p.hosts.push_back({local ? fmt::format("n{}", i + 1) : hps[i].str(), hps[i], true, true});
     }
-    plan::PlanTest t;
     SpecParams sp;
     sp.socksize = parse_size(r["socksize"].as<std::string>(), "--socksize");
-    t.spec = TestSpec::make(sp);
-    p.tests.push_back(t);
+    p.tests.emplace_back().spec = TestSpec::make(sp);
     p.clock_warn_s = r["clock-warn"].as<double>();
     if (!(p.clock_warn_s > 0)) throw UsageError("--clock-warn: must be positive");
   }

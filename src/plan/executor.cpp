@@ -10,7 +10,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <ctime>
 #include <fabperf/coordinator/coordinator.hpp>
 #include <fabperf/core/build_config.hpp>
 #include <fabperf/core/bytes.hpp>
@@ -36,10 +35,9 @@ using Clock = std::chrono::steady_clock;
 // Appends whole lines and syncs each one: a crash or a dead agent loses nothing already written.
 class ResultsFile {
  public:
-  ResultsFile(const std::string& path, bool must_be_new) : path_(path) {
-    int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC;
-    if (must_be_new) flags |= O_EXCL;
-    fd_ = ::open(path.c_str(), flags, 0644);
+  ResultsFile(const std::string& path, bool must_be_new)
+      : path_(path),
+        fd_(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (must_be_new ? O_EXCL : 0), 0644)) {
     if (fd_ < 0 && errno == EEXIST) {
       throw UsageError(fmt::format(
           "--results {}: already exists (continue it with --resume {}, or choose another name)", path, path));
@@ -62,26 +60,6 @@ class ResultsFile {
   int fd_{-1};
 };
 
-// A results file resumed, read by load_results (the one reader of results files).
-struct ResumeState {
-  json plan_record;
-  std::map<std::string, json> steps;  // id -> last step record
-  std::vector<KpiCheck> kpis;
-};
-
-ResumeState read_results(const std::string& path) {
-  RawResults raw = load_results(path);
-  if (raw.single_run) throw UsageError(fmt::format("--resume {}: not a fabperf plan results file", path));
-  ResumeState st{std::move(raw.plan), {}, std::move(raw.kpis)};
-  for (auto& s : raw.steps) {
-    // The id first: json's operator= takes its argument by value, and C++17 evaluates the right
-    // side of an assignment first, so `steps[s["id"]] = std::move(s)` would read a moved-from s.
-    auto id = s["id"].get<std::string>();
-    st.steps[std::move(id)] = std::move(s);
-  }
-  return st;
-}
-
 std::string hms(double s) {
   const auto t = std::lround(s);
   if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
@@ -94,12 +72,7 @@ std::string default_results_name(const std::string& plan_name) {
     base += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' ? ch : '-';
   }
   if (const auto dot = base.rfind("-toml"); dot != std::string::npos && dot + 5 == base.size()) base.resize(dot);
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return fmt::format("{}-{}.jsonl", base.empty() ? "plan" : base, buf);
+  return fmt::format("{}-{}.jsonl", base.empty() ? "plan" : base, wall_clock_text("%Y%m%d-%H%M%S", true));
 }
 
 // A step's request: the test's settings, the run's key and time-out.
@@ -112,12 +85,12 @@ RunRequest test_request(const PlanTest& t, const RunOptions& o) {
   return req;
 }
 
-// Runs the test and puts its JSON result into rec["result"]: what the step's record holds.
-std::pair<RunRecord, Report> run_into(const RunRequest& req, json& rec) {
+// Runs the test and puts its JSON result into rec["result"]: what the step's record holds; the
+// result as read back from there.
+std::pair<RunRecord, ResultDoc> run_into(const RunRequest& req, json& rec) {
   RunRecord run = run_test(req);
-  Report report = compute_report(run);
-  rec["result"] = render_json(report);
-  return {std::move(run), std::move(report)};
+  rec["result"] = render_json(compute_report(run));
+  return {std::move(run), read_result_doc(rec["result"], ReadMode::strict)};
 }
 
 // A test's step outcomes (or KPI checks, by an optional test name: null is plan-wide).
@@ -126,11 +99,6 @@ std::vector<T> of_test(const std::vector<T>& v, const Test& test) {
   std::vector<T> out;
   std::copy_if(v.begin(), v.end(), std::back_inserter(out), [&](const T& x) { return x.test == test; });
   return out;
-}
-
-bool isolatable(plan::Pattern p) {
-  return p == plan::Pattern::all_to_all || p == plan::Pattern::each_vs_rest || p == plan::Pattern::incast ||
-         p == plan::Pattern::all_pairs;
 }
 
 // The busiest non-loopback interface of each node of a step's result, by plan host index.
@@ -153,111 +121,6 @@ std::map<std::uint32_t, std::string> busiest_links(const ResultDoc& result,
   return out;
 }
 
-// Retests the suspects of a failing test round by round (plan/isolate.cpp decides, this runs
-// the steps) and writes every round's results and the trace. Prints the trace as it goes.
-void run_isolation(const plan::Plan& p, std::size_t ti, const std::vector<plan::StepOutcome>& outcomes,
-                   const std::vector<KpiCheck>& checks, const RunOptions& o, ResultsFile& out, bool& interrupted,
-                   std::ostream& os) {
-  const auto& t = p.tests[ti];
-  if (!isolatable(t.pattern.pattern)) return;
-  std::map<std::string, std::uint32_t> index;
-  std::vector<std::string> host_names;
-  for (std::uint32_t i = 0; i < p.hosts.size(); ++i) {
-    index[p.hosts[i].hp.str()] = i;
-    host_names.push_back(p.hosts[i].name);
-  }
-  const auto mine = of_test(outcomes, t.name);
-  auto failing = of_test(checks, std::optional(t.name));
-  std::erase_if(failing, [](const KpiCheck& c) { return c.pass; });
-  if (mine.empty()) return;
-  const auto sus = plan::find_suspects(mine, index, host_names, std::string(to_string(t.spec.test())), failing);
-  if (failing.empty() && sus.spread >= plan::kSpreadTrigger) return;
-  std::vector<std::string> trace;
-  const auto say = [&](const std::string& line) {
-    trace.push_back(line);
-    os << "isolate " << t.name << ": " << line << "\n" << std::flush;
-  };
-  say(failing.empty()
-          ? fmt::format("node spread {:.2f} is below {:.2f}: retesting the suspects", sus.spread, plan::kSpreadTrigger)
-          : fmt::format("{} KPI check(s) failed: retesting the suspects", failing.size()));
-  for (const auto& l : sus.trace) say(l);
-  plan::Isolator iso(sus.suspects, sus.good, host_names, 2 * plan::isolation_round_bound(t.hosts.size()));
-  std::size_t shown = 0;
-  const auto flush_trace = [&] {
-    for (; shown < iso.trace().size(); ++shown) say(iso.trace()[shown]);
-  };
-  flush_trace();
-  while (auto round = iso.next_round()) {
-    std::vector<std::vector<std::optional<double>>> rates;
-    std::map<std::uint32_t, std::string> links;
-    for (std::size_t k = 0; k < round->steps.size(); ++k) {
-      const auto& st = round->steps[k];
-      RunRequest req = test_request(t, o);
-      json pairs = json::array();
-      std::vector<std::pair<std::uint32_t, std::uint32_t>> host_pairs;
-      for (const auto& pr : st.pairs) {
-        host_pairs.emplace_back(pr.client, pr.server);
-        pairs.push_back({{"client", host_names[pr.client]}, {"server", host_names[pr.server]}, {"role", pr.role}});
-      }
-      set_host_pairs(req, host_pairs, [&](std::uint32_t h) { return p.hosts[h].hp; });
-      json rec = {{"type", "isolate"}, {"test", t.name}, {"round", round->number},          {"kind", round->kind},
-                  {"step", k},         {"pairs", pairs}, {"started_at", iso8601_utc_now()}, {"status", "done"},
-                  {"error", ""}};
-      std::vector<std::optional<double>> r(st.pairs.size());
-      try {
-        const RunRecord run = run_into(req, rec).first;
-        const auto result = read_result_doc(rec["result"], ReadMode::strict);
-        if (run.interrupted) interrupted = true;
-        // The result's pairs name nodes by index; map them back to plan hosts.
-        std::map<std::uint64_t, std::uint32_t> node_host;
-        for (const auto& n : result.nodes) {
-          if (const auto it = index.find(n.node); it != index.end()) node_host[n.index] = it->second;
-        }
-        for (const auto& pr : result.pairs) {
-          const auto c = node_host.find(pr.client);
-          const auto v = node_host.find(pr.server);
-          if (c == node_host.end() || v == node_host.end()) continue;
-          for (std::size_t i = 0; i < st.pairs.size(); ++i) {
-            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.mb_per_s;
-          }
-        }
-        for (const auto& [h, l] : busiest_links(result, index)) {
-          if (!links.count(h)) links[h] = l;
-        }
-      } catch (const Interrupted& e) {
-        rec["status"] = "interrupted";
-        rec["error"] = e.what();
-        interrupted = true;
-      } catch (const Error& e) {
-        rec["status"] = "failed";
-        rec["error"] = e.what();
-      }
-      out.write(rec);
-      rates.push_back(std::move(r));
-      if (interrupted || stop::stopped()) break;
-    }
-    if (interrupted || stop::stopped()) {
-      interrupted = true;
-      say("interrupted");
-      break;
-    }
-    iso.record(rates, links);
-    flush_trace();
-  }
-  flush_trace();
-  json findings = json::array();
-  for (const auto& f : iso.findings()) {
-    findings.push_back(plan::to_json(f));
-    if (f.slow) say("SLOW " + f.text);
-  }
-  out.write(
-      {{"type", "isolation"}, {"test", t.name}, {"rounds", iso.rounds()}, {"trace", trace}, {"findings", findings}});
-}
-
-}  // namespace
-
-namespace {
-
 // One run of a plan, its phases as methods over what they share.
 class PlanRun {
  public:
@@ -265,9 +128,9 @@ class PlanRun {
       : p_(p),
         o_(o),
         os_(os),
-        steps_(plan::expand(p)),
+        steps_(expand(p)),
         names_(node_names(p)),
-        plan_obj_(plan::plan_json(p)),
+        plan_obj_(plan_json(p)),
         ran_in_test_(p.tests.size(), 0),
         last_of_test_(p.tests.size(), 0) {
     // A test's KPIs are judged after its last step (with A/B, its steps come back every block).
@@ -278,60 +141,43 @@ class PlanRun {
  private:
   // Not done in the file resumed (every step of a fresh run).
   [[nodiscard]] bool pending(const std::string& id) const {
-    const auto it = prior_.steps.find(id);
-    return it == prior_.steps.end() || it->second["status"] != "done";
+    const auto it = resumed_.find(id);
+    return it == resumed_.end() || (*it->second)["status"] != "done";
   }
-  void open_results();
   [[nodiscard]] double seconds_left(std::size_t from) const;
-  bool run_hook(const plan::PlannedStep& s);
+  bool run_hook(const PlannedStep& s);
   bool run_step(std::size_t i);
-  bool judge(const KpiSet& k, const std::vector<plan::StepOutcome>& steps, const std::optional<std::string>& test,
-             bool ran);
+  bool judge(const KpiSet& k, const std::vector<StepOutcome>& steps, const std::optional<std::string>& test, bool ran);
   void eval_test(std::size_t ti);
+  void run_isolation(std::size_t ti);
   int finish();
 
   const Plan& p_;
   const RunOptions& o_;
   std::ostream& os_;
-  const std::vector<plan::PlannedStep> steps_;
+  const std::vector<PlannedStep> steps_;
   const std::map<std::string, std::string> names_;
   const json plan_obj_;
   std::string path_;
-  ResumeState prior_;
+  RawResults prior_;                            // the results file resumed (load_results)
+  std::map<std::string, const json*> resumed_;  // its last record of each step, by id
   std::optional<ResultsFile> out_;
   bool tty_{false};
   Clock::time_point t0_;
-  std::vector<plan::StepOutcome> outcomes_;  // every done step, plan-wide
+  std::vector<StepOutcome> outcomes_;  // every done step, plan-wide
   std::vector<KpiCheck> checks_;
   std::vector<std::size_t> ran_in_test_;
   std::vector<std::size_t> last_of_test_;
   std::optional<std::size_t> hook_block_;  // the A/B block whose hook ran last
-  bool hook_failed_{false}, interrupted_{false}, any_step_ran_{false};
+  bool hook_failed_{false}, interrupted_{false};
   // A step that could not run: usage (a plan error) outranks infrastructure, whatever came first.
   ExitCode step_error_{ExitCode::ok};
   void step_failed(ExitCode c) {
     if (step_error_ != ExitCode::usage) step_error_ = c == ExitCode::usage ? c : ExitCode::infrastructure;
   }
   double ran_s_{0}, ran_time_s_{0};  // wall time of the steps run so far, and their test time
-  std::size_t ran_{0};
+  std::size_t ran_{0};               // steps run (not resumed)
 };
-
-// Resume: the same plan, steps already done are not run again.
-void PlanRun::open_results() {
-  path_ = o_.results;
-  if (!o_.resume.empty()) {
-    if (!o_.results.empty() && o_.results != o_.resume)
-      throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
-    prior_ = read_results(o_.resume);
-    if (prior_.plan_record.value("plan", json()) != plan_obj_) {
-      throw UsageError(
-          fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o_.resume));
-    }
-    path_ = o_.resume;
-  } else if (path_.empty()) {
-    path_ = default_results_name(p_.name == p_.file ? p_.file : p_.name);
-  }
-}
 
 // The time the pending steps from `from` on will take; once steps have run, their measured
 // set-up cost replaces the estimate.
@@ -340,18 +186,17 @@ double PlanRun::seconds_left(std::size_t from) const {
   std::size_t n_left = 0;
   for (std::size_t j = from; j < steps_.size(); ++j) {
     if (!pending(steps_[j].id)) continue;
-    left += std::chrono::duration<double>(p_.tests[steps_[j].test].spec.time()).count() + plan::kStepOverheadS;
+    left += std::chrono::duration<double>(p_.tests[steps_[j].test].spec.time()).count();
     ++n_left;
   }
-  if (ran_ == 0) return left;
-  const double planned = left - static_cast<double>(n_left) * plan::kStepOverheadS;
-  return planned + static_cast<double>(n_left) *
-                       std::max(0.0, ran_s_ / static_cast<double>(ran_) - ran_time_s_ / static_cast<double>(ran_));
+  const double per_step =
+      ran_ == 0 ? kStepOverheadS : std::max(0.0, (ran_s_ - ran_time_s_) / static_cast<double>(ran_));
+  return left + static_cast<double>(n_left) * per_step;
 }
 
 // The block's configuration first: its hook, on this host, before its first step. False when it
 // failed (the plan stops).
-bool PlanRun::run_hook(const plan::PlannedStep& s) {
+bool PlanRun::run_hook(const PlannedStep& s) {
   const bool is_a = s.config == "A";
   const std::string& cmd = is_a ? p_.ab->a : p_.ab->b;
   const std::string& cname = is_a ? p_.ab->a_name : p_.ab->b_name;
@@ -427,7 +272,7 @@ bool PlanRun::run_step(std::size_t i) {
               {"index", s.index},
               {"id", s.id},
               {"test", t.name},
-              {"pattern", std::string(plan::to_string(t.pattern.pattern))},
+              {"pattern", std::string(to_string(t.pattern.pattern))},
               {"clients", cn},
               {"servers", sn},
               {"status", "done"},
@@ -437,53 +282,47 @@ bool PlanRun::run_step(std::size_t i) {
               {"trial", s.trial}};
   if (!s.config.empty()) rec["config"] = s.config;
   const auto st0 = Clock::now();
-  std::string summary;
-  std::optional<ResultDoc> result;
+  std::string summary;  // of a step done
   try {
-    const auto [r, report] = run_into(req, rec);
-    result = read_result_doc(rec["result"], ReadMode::strict);
+    const auto [r, res] = run_into(req, rec);
     if (r.interrupted) {
       rec["status"] = "interrupted";
       rec["error"] = "interrupted by the user";
       interrupted_ = true;
-    } else if (!report.complete) {
+    } else if (!res.complete) {
       rec["status"] = "failed";
       std::string err;
-      for (const auto& n : report.nodes) {
+      for (const auto& n : r.nodes) {
         if (!n.error.empty()) err += (err.empty() ? "" : "; ") + n.error;
       }
       rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
       step_failed(ExitCode::infrastructure);
     }
-    const double mb = report.aggregate.mb_per_s;
-    summary = mb >= 100 ? fmt::format("{:.0f} MB/s", mb) : fmt::format("{:.3g} MB/s", mb);
+    summary = figure(res.aggregate_mb_per_s) + " MB/s";
     // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
-    const auto fig = plan::step_figures(t.pattern.pattern, t.hosts.size(), *result);
+    const auto fig = step_figures(t.pattern.pattern, t.hosts.size(), res);
     if (!fig.is_null()) {
       rec["figures"] = fig;
-      summary += ", " + plan::render_step_figures(fig);
+      summary += ", " + render_step_figures(fig);
     }
+    if (rec["status"] == "done") outcomes_.push_back({s.id, t.name, res});
   } catch (const Interrupted& e) {
     rec["status"] = "interrupted";
     rec["error"] = e.what();
     interrupted_ = true;
-    summary = "interrupted";
   } catch (const Error& e) {
     rec["status"] = "failed";
     rec["error"] = e.what();
     step_failed(e.code());
-    summary = "failed";
   }
   const double dur = std::chrono::duration<double>(Clock::now() - st0).count();
   rec["duration_s"] = dur;
   out_->write(rec);
-  any_step_ran_ = true;
   ++ran_in_test_[s.test];
   ran_s_ += dur;
   ran_time_s_ += std::chrono::duration<double>(t.spec.time()).count();
   ++ran_;
   const std::string status = rec["status"].get<std::string>();
-  if (status == "done") outcomes_.push_back({s.id, t.name, *result});
   // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
   if (!o_.quiet) {
     if (tty_) os_ << "\r\033[K";
@@ -499,14 +338,14 @@ bool PlanRun::run_step(std::size_t i) {
 
 // KPIs judged over `steps` and written; when none of the steps ran this time, the verdicts the
 // resumed file holds stand (false).
-bool PlanRun::judge(const KpiSet& k, const std::vector<plan::StepOutcome>& steps,
-                    const std::optional<std::string>& test, bool ran) {
+bool PlanRun::judge(const KpiSet& k, const std::vector<StepOutcome>& steps, const std::optional<std::string>& test,
+                    bool ran) {
   const auto stored = of_test(prior_.kpis, test);
   if (!ran && !stored.empty()) {
     checks_.insert(checks_.end(), stored.begin(), stored.end());
     return false;
   }
-  for (auto& c : plan::evaluate_kpis(k, steps, names_, test)) {
+  for (auto& c : evaluate_kpis(k, steps, names_, test)) {
     out_->write(to_json(c));
     checks_.push_back(std::move(c));
   }
@@ -516,23 +355,135 @@ bool PlanRun::judge(const KpiSet& k, const std::vector<plan::StepOutcome>& steps
 void PlanRun::eval_test(std::size_t ti) {
   const auto& t = p_.tests[ti];
   if (t.per_link_sequential && ran_in_test_[ti] > 0) {
-    auto sweep = plan::compare_link_steps(p_, ti, steps_, outcomes_);
+    auto sweep = compare_link_steps(p_, ti, steps_, outcomes_);
     out_->write(sweep.record);
     os_ << sweep.text;
   }
-  if (t.kpis.empty()) {
-    if (p_.isolate && ran_in_test_[ti] > 0 && !interrupted_)
-      run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
-    return;
+  // Isolation follows a test judged (or without KPIs) this time, not the verdicts of a resumed one.
+  const bool ran = ran_in_test_[ti] > 0;
+  if (!(t.kpis.empty() ? ran : judge(t.kpis, of_test(outcomes_, t.name), t.name, ran))) return;
+  if (p_.isolate && !interrupted_) run_isolation(ti);
+}
+
+// Retests the suspects of a failing test round by round (plan/isolate.cpp decides, this runs
+// the steps) and writes every round's results and the trace. Prints the trace as it goes.
+void PlanRun::run_isolation(std::size_t ti) {
+  const auto& t = p_.tests[ti];
+  // Patterns whose steps rank nodes against each other.
+  const Pattern P = t.pattern.pattern;
+  if (P != Pattern::all_to_all && P != Pattern::each_vs_rest && P != Pattern::incast && P != Pattern::all_pairs) return;
+  std::map<std::string, std::uint32_t> index;
+  std::vector<std::string> host_names;
+  for (std::uint32_t i = 0; i < p_.hosts.size(); ++i) {
+    index[p_.hosts[i].hp.str()] = i;
+    host_names.push_back(p_.hosts[i].name);
   }
-  if (!judge(t.kpis, of_test(outcomes_, t.name), t.name, ran_in_test_[ti] > 0)) return;
-  if (p_.isolate && !interrupted_) run_isolation(p_, ti, outcomes_, checks_, o_, *out_, interrupted_, os_);
+  const auto mine = of_test(outcomes_, t.name);
+  auto failing = of_test(checks_, std::optional(t.name));
+  std::erase_if(failing, [](const KpiCheck& c) { return c.pass; });
+  if (mine.empty()) return;
+  const auto sus = find_suspects(mine, index, host_names, std::string(to_string(t.spec.test())), failing);
+  if (failing.empty() && sus.spread >= kSpreadTrigger) return;
+  std::vector<std::string> trace;
+  const auto say = [&](const std::string& line) {
+    trace.push_back(line);
+    os_ << "isolate " << t.name << ": " << line << "\n" << std::flush;
+  };
+  say(failing.empty()
+          ? fmt::format("node spread {:.2f} is below {:.2f}: retesting the suspects", sus.spread, kSpreadTrigger)
+          : fmt::format("{} KPI check(s) failed: retesting the suspects", failing.size()));
+  for (const auto& l : sus.trace) say(l);
+  Isolator iso(sus.suspects, sus.good, host_names, 2 * isolation_round_bound(t.hosts.size()));
+  std::size_t shown = 0;
+  const auto flush_trace = [&] {
+    for (; shown < iso.trace().size(); ++shown) say(iso.trace()[shown]);
+  };
+  flush_trace();
+  while (auto round = iso.next_round()) {
+    std::vector<std::vector<std::optional<double>>> rates;
+    std::map<std::uint32_t, std::string> links;
+    for (std::size_t k = 0; k < round->steps.size(); ++k) {
+      const auto& st = round->steps[k];
+      RunRequest req = test_request(t, o_);
+      json pairs = json::array();
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> host_pairs;
+      for (const auto& pr : st.pairs) {
+        host_pairs.emplace_back(pr.client, pr.server);
+        pairs.push_back({{"client", host_names[pr.client]}, {"server", host_names[pr.server]}, {"role", pr.role}});
+      }
+      set_host_pairs(req, host_pairs, [&](std::uint32_t h) { return p_.hosts[h].hp; });
+      json rec = {{"type", "isolate"}, {"test", t.name}, {"round", round->number},          {"kind", round->kind},
+                  {"step", k},         {"pairs", pairs}, {"started_at", iso8601_utc_now()}, {"status", "done"},
+                  {"error", ""}};
+      std::vector<std::optional<double>> r(st.pairs.size());
+      try {
+        const auto [run, result] = run_into(req, rec);
+        if (run.interrupted) interrupted_ = true;
+        // The result's pairs name nodes by index; map them back to plan hosts.
+        std::map<std::uint64_t, std::uint32_t> node_host;
+        for (const auto& n : result.nodes) {
+          if (const auto it = index.find(n.node); it != index.end()) node_host[n.index] = it->second;
+        }
+        for (const auto& pr : result.pairs) {
+          const auto c = node_host.find(pr.client);
+          const auto v = node_host.find(pr.server);
+          if (c == node_host.end() || v == node_host.end()) continue;
+          for (std::size_t i = 0; i < st.pairs.size(); ++i) {
+            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.mb_per_s;
+          }
+        }
+        for (const auto& [h, l] : busiest_links(result, index)) {
+          if (!links.count(h)) links[h] = l;
+        }
+      } catch (const Interrupted& e) {
+        rec["status"] = "interrupted";
+        rec["error"] = e.what();
+        interrupted_ = true;
+      } catch (const Error& e) {
+        rec["status"] = "failed";
+        rec["error"] = e.what();
+      }
+      out_->write(rec);
+      rates.push_back(std::move(r));
+      if (interrupted_ || stop::stopped()) break;
+    }
+    if (interrupted_ || stop::stopped()) {
+      interrupted_ = true;
+      say("interrupted");
+      break;
+    }
+    iso.record(rates, links);
+    flush_trace();
+  }
+  flush_trace();
+  json findings = json::array();
+  for (const auto& f : iso.findings()) {
+    findings.push_back(to_json(f));
+    if (f.slow) say("SLOW " + f.text);
+  }
+  out_->write(
+      {{"type", "isolation"}, {"test", t.name}, {"rounds", iso.rounds()}, {"trace", trace}, {"findings", findings}});
 }
 
 int PlanRun::run() {
-  open_results();
+  // Resume: the same plan, steps already done are not run again.
+  path_ = o_.results;
+  if (!o_.resume.empty()) {
+    if (!o_.results.empty() && o_.results != o_.resume)
+      throw UsageError("--results and --resume: give one file (a resumed run appends to it)");
+    prior_ = load_results(o_.resume);
+    if (prior_.single_run) throw UsageError(fmt::format("--resume {}: not a fabperf plan results file", o_.resume));
+    for (const auto& s : prior_.steps) resumed_[s.at("id").get<std::string>()] = &s;
+    if (prior_.plan.value("plan", json()) != plan_obj_) {
+      throw UsageError(
+          fmt::format("--resume {}: written for a different plan (hosts, tests, settings or KPIs changed)", o_.resume));
+    }
+    path_ = o_.resume;
+  } else if (path_.empty()) {
+    path_ = default_results_name(p_.name);
+  }
   const auto to_run = static_cast<std::size_t>(
-      std::count_if(steps_.begin(), steps_.end(), [&](const plan::PlannedStep& s) { return pending(s.id); }));
+      std::count_if(steps_.begin(), steps_.end(), [&](const PlannedStep& s) { return pending(s.id); }));
   if (!o_.quiet) {
     os_ << fmt::format(
         "plan '{}': {} tests, {} steps{}, estimated {} (results: {})\n", p_.name, p_.tests.size(), steps_.size(),
@@ -568,7 +519,7 @@ int PlanRun::run() {
     if (!pending(s.id)) {
       try {
         outcomes_.push_back(
-            {s.id, p_.tests[s.test].name, read_result_doc(prior_.steps.at(s.id)["result"], ReadMode::strict)});
+            {s.id, p_.tests[s.test].name, read_result_doc(resumed_.at(s.id)->at("result"), ReadMode::strict)});
       } catch (const UsageError& e) {
         throw UsageError(fmt::format("--resume {}: step {}: {}", path_, s.id, e.what()));
       }
@@ -585,7 +536,7 @@ int PlanRun::run() {
 
 // Plan-wide KPIs, A/B verdict, the "end" record and the last lines.
 int PlanRun::finish() {
-  if (!interrupted_ && !hook_failed_ && !p_.kpis.empty()) judge(p_.kpis, outcomes_, std::nullopt, any_step_ran_);
+  if (!interrupted_ && !hook_failed_ && !p_.kpis.empty()) judge(p_.kpis, outcomes_, std::nullopt, ran_ > 0);
   bool kpi_failed = std::any_of(checks_.begin(), checks_.end(), [](const KpiCheck& c) { return !c.pass; });
   // An A/B plan that states what B should do ends with compare's verdict on its own results
   // (every done trial, resumed runs included): `fabperf compare RESULTS` says the same.
@@ -610,7 +561,7 @@ int PlanRun::finish() {
                {"passed", code == ExitCode::ok},
                {"exit_code", static_cast<int>(code)}});
   const std::size_t failed_steps = steps_.size() - outcomes_.size();
-  os_ << plan::render_verdicts(checks_) << ab_verdict;
+  os_ << render_verdicts(checks_) << ab_verdict;
   if (p_.repeat > 1 && !o_.quiet) {
     std::map<std::string, std::string> same;  // step id -> that step in every trial, with its configuration
     for (const auto& s : steps_) same[s.id] = s.base_id + (s.config.empty() ? "" : "@" + s.config);

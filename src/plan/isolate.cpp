@@ -5,17 +5,12 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 namespace fabperf::plan {
 namespace {
 
 using nlohmann::json;
-
-std::string mb(double v) {
-  return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
-}
 
 // The names of these hosts, comma-separated.
 std::string name_list(const std::vector<std::string>& names, const std::vector<std::uint32_t>& hosts) {
@@ -45,17 +40,13 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   std::map<std::uint32_t, std::vector<double>> as_client, as_server;
   std::set<std::uint32_t> seen, measured;  // in any step, complete or not; in a complete one
   for (const auto& st : steps) {
-    for (const auto& n : st.result.nodes) {
-      if (const auto it = names.find(n.node); it != names.end()) seen.insert(it->second);
-    }
     // A step that lost a node proves nothing about anybody: no figure of it makes a node good.
-    if (!st.result.complete) {
-      s.trace.push_back(fmt::format("  step {} left out: incomplete (a node was lost)", st.id));
-      continue;
-    }
+    if (!st.result.complete) s.trace.push_back(fmt::format("  step {} left out: incomplete (a node was lost)", st.id));
     for (const auto& n : st.result.nodes) {
       const auto it = names.find(n.node);
       if (it == names.end()) continue;
+      seen.insert(it->second);
+      if (!st.result.complete) continue;
       measured.insert(it->second);
       if (n.role.find("client") != std::string::npos) as_client[it->second].push_back(role_mbps(n, test, true));
       if (n.role.find("server") != std::string::npos) as_server[it->second].push_back(role_mbps(n, test, false));
@@ -76,7 +67,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
       const double r = stats::median(v) / med;
       if (!s.score.count(h) || r < s.score[h]) {
         s.score[h] = r;
-        why[h] = fmt::format("{} MB/s as {}, {:.2f} of the median {}", mb(stats::median(v)), what, r, mb(med));
+        why[h] = fmt::format("{} MB/s as {}, {:.2f} of the median {}", figure(stats::median(v)), what, r, figure(med));
       }
     }
   };
@@ -248,9 +239,8 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     const auto it = links.find(h);
     return it == links.end() || it->second.empty() ? std::string() : it->second;
   };
-  const auto rate_of = [&](std::uint32_t h) {
-    // Both directions must keep up: the slower one is the node's rate.
-    return std::min(out.count(h) ? stats::median(out[h]) : 0.0, in.count(h) ? stats::median(in[h]) : 0.0);
+  const auto median_of = [](auto& by_host, std::uint32_t h) {
+    return by_host.count(h) ? stats::median(by_host[h]) : 0.0;
   };
   if (base.empty()) {
     trace_.push_back(fmt::format("round {} ({}): no baseline measured (a step failed): stopping", r.number, r.kind));
@@ -262,20 +252,20 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     IsoFinding f;
     f.node = names_[c];
     f.link = link_of(c);
-    f.out_mb = out.count(c) ? stats::median(out[c]) : 0;
-    f.in_mb = in.count(c) ? stats::median(in[c]) : 0;
-    f.median_mb = std::min(f.out_mb, f.in_mb);
+    f.out_mb = median_of(out, c);
+    f.in_mb = median_of(in, c);
+    f.median_mb = std::min(f.out_mb, f.in_mb);  // both directions must keep up
     f.peers = peers[c].size();
     f.peers_median_mb = baseline;
     f.slow = f.median_mb < kSlowFraction * baseline;
     const std::string who = name_list(names_, peers[c]);
     const std::string subject = f.link.empty() ? f.node : f.node + " " + f.link;
-    f.text =
-        f.slow
-            ? fmt::format("{}: {} MB/s against {} good peers, whose median is {} (sending {}, receiving {}; peers {})",
-                          subject, mb(f.median_mb), f.peers, mb(baseline), mb(f.out_mb), mb(f.in_mb), who)
-            : fmt::format("{}: {} MB/s against {} good peers, whose median is {}: keeps up on its own (peers {})",
-                          subject, mb(f.median_mb), f.peers, mb(baseline), who);
+    f.text = f.slow
+                 ? fmt::format(
+                       "{}: {} MB/s against {} good peers, whose median is {} (sending {}, receiving {}; peers {})",
+                       subject, figure(f.median_mb), f.peers, figure(baseline), figure(f.out_mb), figure(f.in_mb), who)
+                 : fmt::format("{}: {} MB/s against {} good peers, whose median is {}: keeps up on its own (peers {})",
+                               subject, figure(f.median_mb), f.peers, figure(baseline), who);
     trace_.push_back(fmt::format("round {} (confirm {} against {} peers, one at a time): {}", r.number, f.node, f.peers,
                                  f.slow ? "SLOW" : "cleared"));
     findings_.push_back(f);
@@ -289,9 +279,10 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
   std::vector<std::pair<double, std::uint32_t>> slow;
   std::string results;
   for (const auto h : tested) {
-    const double v = rate_of(h);
+    const double v = std::min(median_of(out, h), median_of(in, h));
     const bool is_slow = v < kSlowFraction * baseline;
-    results += fmt::format("{}{} {} MB/s{}", results.empty() ? "" : ", ", names_[h], mb(v), is_slow ? " SLOW" : " ok");
+    results +=
+        fmt::format("{}{} {} MB/s{}", results.empty() ? "" : ", ", names_[h], figure(v), is_slow ? " SLOW" : " ok");
     if (is_slow) {
       slow.emplace_back(v, h);
     } else {
@@ -310,7 +301,7 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
   trace_.push_back(
       fmt::format("round {} (halving: {} of {} suspects, each against a good peer both ways; baseline {} MB/s): "
                   "{} -> suspects: {}{}",
-                  r.number, tested.size(), tested.size() + rest.size(), mb(baseline), results,
+                  r.number, tested.size(), tested.size() + rest.size(), figure(baseline), results,
                   next.empty() ? "none" : next, later.empty() ? "" : "; later: " + later));
 }
 

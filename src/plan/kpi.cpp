@@ -1,14 +1,12 @@
 // KPIs: thresholds evaluated per node / pair / link / step over step results as the results file
 // holds them (render_json of each step's Report), so a resumed plan judges finished steps exactly
 // like fresh ones.
-#include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/plan/plan.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 
 namespace fabperf::plan {
 namespace {
@@ -48,12 +46,12 @@ const KpiDef& def(std::string_view name) {
   throw UsageError(fmt::format("unknown KPI '{}'", name));
 }
 
-std::string fmtv(double v) {
+}  // namespace
+
+std::string figure(double v) {
   if (std::fabs(v) >= 100 || v == std::floor(v)) return fmt::format("{:.0f}", v);
   return fmt::format("{:.3g}", v);
 }
-
-}  // namespace
 
 bool KpiSet::empty() const {
   return *this == KpiSet{};
@@ -71,7 +69,7 @@ const std::vector<std::string>& kpi_names() {
 void set_kpi(KpiSet& k, std::string_view name, double value) {
   const auto& d = def(name);
   if (!(value >= d.lo && value <= d.hi)) {
-    throw UsageError(fmt::format("KPI '{}': {} is out of range ({}..{})", name, value, fmtv(d.lo), fmtv(d.hi)));
+    throw UsageError(fmt::format("KPI '{}': {} is out of range ({}..{})", name, value, figure(d.lo), figure(d.hi)));
   }
   k.*d.field = value;
 }
@@ -149,11 +147,11 @@ void counter_checks(Judge& check, const std::string& step, const std::string& na
     if (const auto m = n.counters->movers.find(cat); m != n.counters->movers.end()) {
       for (const auto& t : m->second) {
         if (top.size() > 120) break;
-        top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, fmtv(t.delta));
+        top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, figure(t.delta));
       }
     }
     check(kpi, step, name, v,
-          fmt::format("{} in {}: {} {}{}", name, step, fmtv(v), cat, top.empty() ? "" : " (" + top + ")"));
+          fmt::format("{} in {}: {} {}{}", name, step, figure(v), cat, top.empty() ? "" : " (" + top + ")"));
   }
 }
 
@@ -163,11 +161,11 @@ void link_checks(Judge& check, const std::vector<std::string>& order, const std:
     const auto& a = links.at(sub);
     const bool measured = !a.best_mbps_step.empty();
     check("min-link-mbps", std::nullopt, sub, measured ? std::optional(a.best_mbps) : std::nullopt,
-          measured ? fmt::format("{}: best {} MB/s of payload (in {})", sub, fmtv(a.best_mbps), a.best_mbps_step)
+          measured ? fmt::format("{}: best {} MB/s of payload (in {})", sub, figure(a.best_mbps), a.best_mbps_step)
                    : fmt::format("{}: not measured in a complete step (a node of each step it was in was lost)", sub));
     check("min-efficiency-pct", std::nullopt, sub, a.best_eff,
-          a.best_eff  ? fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, fmtv(*a.best_eff),
-                                    fmtv(a.speed), a.best_eff_step)
+          a.best_eff  ? fmt::format("{}: best {}% of the goodput {} Mb/s allows (in {})", sub, figure(*a.best_eff),
+                                    figure(a.speed), a.best_eff_step)
           : !measured ? fmt::format("{}: not measured in a complete step", sub)
                       : fmt::format("{}: link speed unknown, efficiency cannot be computed", sub));
     check("max-nic-errors", std::nullopt, sub, a.errors,
@@ -203,10 +201,10 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
         const double v = role_mbps(n, r.test, true);
         node_values.push_back({s.id, name, v});
         check("min-node-mbps", s.id, name, v,
-              fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, fmtv(v), r.test));
+              fmt::format("{} as a client in {}: {} MB/s ({})", name, s.id, figure(v), r.test));
         const ResultLatency* lat = n.latency ? &*n.latency : n.delay ? &*n.delay : nullptr;
         check("max-p99-latency-us", s.id, name, lat ? std::optional(lat->p99_us) : std::nullopt,
-              lat ? fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, fmtv(lat->p99_us), lat->count,
+              lat ? fmt::format("{} in {}: p99 {} us over {} {}", name, s.id, figure(lat->p99_us), lat->count,
                                 n.latency ? "requests" : "ping round trips under load")
                   : fmt::format("{} in {}: no latency was measured", name, s.id));
       }
@@ -227,8 +225,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
         const double e = l.tx_errors + l.rx_errors + l.tx_dropped + l.rx_dropped;
         if (e > 0) {
           a.error_detail += fmt::format("{}{}: tx_errors {} rx_errors {} tx_dropped {} rx_dropped {}",
-                                        a.error_detail.empty() ? "" : "; ", s.id, fmtv(l.tx_errors), fmtv(l.rx_errors),
-                                        fmtv(l.tx_dropped), fmtv(l.rx_dropped));
+                                        a.error_detail.empty() ? "" : "; ", s.id, figure(l.tx_errors),
+                                        figure(l.rx_errors), figure(l.tx_dropped), figure(l.rx_dropped));
         }
         a.errors += e;
       }
@@ -236,12 +234,12 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     for (const auto& p : r.pairs) {
       const std::string sub = by_index[p.client] + "->" + by_index[p.server];
       check("min-pair-mbps", s.id, sub, p.mb_per_s,
-            fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, fmtv(p.mb_per_s), p.connections));
+            fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, figure(p.mb_per_s), p.connections));
       check("max-retransmits", s.id, sub, p.retrans,
-            fmt::format("{} in {}: {} segments retransmitted", sub, s.id, fmtv(p.retrans)));
+            fmt::format("{} in {}: {} segments retransmitted", sub, s.id, figure(p.retrans)));
     }
     check("min-aggregate-mbps", s.id, "", r.aggregate_mb_per_s,
-          fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, fmtv(r.aggregate_mb_per_s), r.clients,
+          fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, figure(r.aggregate_mb_per_s), r.clients,
                       r.servers));
   }
 
@@ -249,12 +247,11 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     if (node_values.empty()) {
       check("min-spread", std::nullopt, "", std::nullopt, "no client node was measured");
     } else {
-      const auto [mn, mx] = std::minmax_element(node_values.begin(), node_values.end(),
-                                                [](const NodeValue& a, const NodeValue& b) { return a.mbps < b.mbps; });
+      const auto [mn, mx] = std::ranges::minmax_element(node_values, {}, &NodeValue::mbps);
       const double ratio = mx->mbps > 0 ? mn->mbps / mx->mbps : 0.0;
       check("min-spread", std::nullopt, "", ratio,
             fmt::format("slowest {} {} MB/s ({}), fastest {} {} MB/s ({}) over {} node results", mn->node,
-                        fmtv(mn->mbps), mn->step, mx->node, fmtv(mx->mbps), mx->step, node_values.size()));
+                        figure(mn->mbps), mn->step, mx->node, figure(mx->mbps), mx->step, node_values.size()));
     }
   }
   link_checks(check, link_order, links);
@@ -268,10 +265,10 @@ std::string render_verdicts(const std::vector<KpiCheck>& checks) {
   for (const auto& c : checks) {
     if (c.pass) continue;
     ++failed;
-    rows +=
-        fmt::format("  FAIL {:<18} {:<22} {:<14} {:>10} {} {:<8} {}\n", c.kpi, c.subject.empty() ? "-" : c.subject,
-                    c.step ? *c.step : (c.test ? *c.test : std::string("plan")),
-                    c.value ? fmtv(*c.value) : std::string("n/a"), c.op, fmtv(c.threshold) + " " + c.unit, c.detail);
+    rows += fmt::format("  FAIL {:<18} {:<22} {:<14} {:>10} {} {:<8} {}\n", c.kpi, c.subject.empty() ? "-" : c.subject,
+                        c.step ? *c.step : (c.test ? *c.test : std::string("plan")),
+                        c.value ? figure(*c.value) : std::string("n/a"), c.op, figure(c.threshold) + " " + c.unit,
+                        c.detail);
   }
   // Passing checks are summarised per KPI with the worst value, so the table stays readable on
   // big fabrics; every check is in the results file.
@@ -289,7 +286,7 @@ std::string render_verdicts(const std::vector<KpiCheck>& checks) {
   for (const auto& [key, v] : passed) {
     const auto& w = *v.second;
     out += fmt::format("  pass {:<40} {:>4} checks, worst {} {} {} {} ({})\n", key, v.first,
-                       w.value ? fmtv(*w.value) : std::string("n/a"), w.unit, w.op, fmtv(w.threshold),
+                       w.value ? figure(*w.value) : std::string("n/a"), w.unit, w.op, figure(w.threshold),
                        w.subject.empty() ? (w.step ? *w.step : std::string("-")) : w.subject);
   }
   return out;

@@ -8,46 +8,21 @@
 #include <cmath>
 
 namespace fabperf::plan {
-namespace {
 
-struct PatternName {
-  Pattern p;
-  std::string_view name;
-};
-constexpr std::array<PatternName, 9> kPatterns{{
-    {Pattern::bipartite, "bipartite"},
-    {Pattern::pairs, "pairs"},
-    {Pattern::each_vs_rest, "each-vs-rest"},
-    {Pattern::halves, "halves"},
-    {Pattern::all_pairs, "all-pairs"},
-    {Pattern::ring, "ring"},
-    {Pattern::incast, "incast"},
-    {Pattern::broadcast, "broadcast"},
-    {Pattern::all_to_all, "all-to-all"},
-}};
-
-void need_nodes(std::size_t n, std::size_t min, Pattern p) {
-  if (n < min) {
-    throw UsageError(fmt::format("pattern {}: needs at least {} nodes, got {}", to_string(p), min, n));
-  }
-}
-
-}  // namespace
+// The names of Pattern's values, in its order.
+constexpr std::array<std::string_view, 9> kPatternNames{"bipartite", "pairs",  "each-vs-rest", "halves",    "all-pairs",
+                                                        "ring",      "incast", "broadcast",    "all-to-all"};
+static_assert(kPatternNames.size() == static_cast<std::size_t>(Pattern::all_to_all) + 1);
 
 std::string_view to_string(Pattern p) {
-  for (const auto& x : kPatterns) {
-    if (x.p == p) return x.name;
-  }
-  return "?";
+  return kPatternNames.at(static_cast<std::size_t>(p));
 }
 
 Pattern parse_pattern(std::string_view s) {
-  for (const auto& x : kPatterns) {
-    if (x.name == s) return x.p;
-  }
-  std::string names;
-  for (const auto& x : kPatterns) names += (names.empty() ? "" : ", ") + std::string(x.name);
-  throw UsageError(fmt::format("unknown pattern '{}' (one of {})", s, names));
+  const auto it = std::find(kPatternNames.begin(), kPatternNames.end(), s);
+  if (it == kPatternNames.end())
+    throw UsageError(fmt::format("unknown pattern '{}' (one of {})", s, fmt::join(kPatternNames, ", ")));
+  return static_cast<Pattern>(it - kPatternNames.begin());
 }
 
 namespace {
@@ -140,7 +115,7 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
     }
     return {{p.pairs}};
   }
-  need_nodes(n, 2, p.pattern);
+  if (n < 2) throw UsageError(fmt::format("pattern {}: needs at least 2 nodes, got {}", to_string(p.pattern), n));
   switch (p.pattern) {
     case Pattern::each_vs_rest: {
       std::vector<Step> out;

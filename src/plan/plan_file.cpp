@@ -45,10 +45,7 @@ KpiSet parse_kpis(const Ctx& c, const toml::table& t) {
     if (std::find(names.begin(), names.end(), name) == names.end())
       c.fail(&v, name, fmt::format("unknown KPI (profile, {})", fmt::join(names, ", ")));
     const double value = c.number(v, name);
-    c.wrap(&v, name, [&] {
-      set_kpi(k, name, value);
-      return 0;
-    });
+    c.wrap(&v, name, [&] { set_kpi(k, name, value); });
   }
   return k;
 }
@@ -116,16 +113,6 @@ PlanHost parse_host(const Ctx& c, const toml::node& hn, const std::vector<PlanHo
     if (roles.empty()) c.fail(r, "roles", "empty list (client, server)");
   }
   return h;
-}
-
-// A test's settings, merged over the defaults, through the command line's parsers (one table:
-// core/settings.cpp); make() checks ranges and combinations at the test.
-SpecParams spec_params(const Ctx& c, const Merged& m) {
-  SpecParams p;
-  for (const auto& st : spec_settings()) {
-    if (const auto* n = m.get(st.name)) c.apply_setting(st, *n, p);
-  }
-  return p;
 }
 
 std::uint32_t host_index(const Ctx& c, const Plan& plan, const toml::node& n, std::string_view field,
@@ -200,7 +187,7 @@ void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t
       pt.pattern.pairs.push_back({local(*n, "pairs", s.substr(0, arrow)), local(*n, "pairs", s.substr(arrow + 2))});
     }
   } else if (P == Pattern::pairs) {
-    c.fail(&tn, "pairs", "pattern pairs needs a list such as [\"n1->n2\", \"n3->n4\"]");
+    c.fail(&tn, "pairs", "pattern pairs needs a list of pairs such as n1->n2, n3->n4");
   }
   if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs})) {
     pt.pattern.concurrent_pairs = static_cast<std::uint32_t>(c.wrap(
@@ -213,6 +200,27 @@ void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t
   if (const auto* n = only_for("target", {Pattern::incast, Pattern::broadcast})) {
     pt.pattern.target = local(*n, "target", c.str(*n, "target"));
   }
+  // The pattern's own checks (node counts, k range, ...), at the test's line.
+  c.wrap(&tn, "pattern", [&] { return make_steps(pt.hosts.size(), pt.pattern); });
+}
+
+PlanTest pattern_test(const Plan& plan, const std::string& pattern, const std::string& pairs, const std::string& target,
+                      std::uint32_t concurrent_pairs, std::uint32_t k) {
+  toml::table t{{"pattern", pattern}};
+  if (!pairs.empty()) {
+    toml::array a;
+    for (const auto& s : split_list(pairs, ',')) a.push_back(s);
+    t.insert("pairs", std::move(a));
+  }
+  if (!target.empty()) t.insert("target", target);
+  if (concurrent_pairs != 1) t.insert("concurrent-pairs", std::int64_t{concurrent_pairs});
+  if (k != 1) t.insert("k", std::int64_t{k});
+  Merged m;
+  for (const auto& [key, v] : t) m.v[std::string(key.str())] = &v;
+  PlanTest pt;
+  pt.name = pattern;
+  parse_test_pattern(Ctx(""), t, t, m, plan, pt);
+  return pt;
 }
 
 Plan parse_plan(std::string_view text, const std::string& file) {
@@ -279,23 +287,16 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       m.v[k] = &v;
     }
     PlanTest pt;
-    const auto* name = t.get("name");
-    if (!name) c.fail(&tn, "name", "missing in this test");
-    pt.name = c.str(*name, "name");
-    if (pt.name.empty() || pt.name.find_first_of(" /") != std::string::npos) {
-      c.fail(name, "name", fmt::format("'{}': use a non-empty name without spaces or '/'", pt.name));
-    }
-    for (const auto& o : plan.tests) {
-      if (o.name == pt.name) c.fail(name, "name", fmt::format("test '{}' is listed twice", pt.name));
-    }
+    pt.name = c.name(tn, "test", " /", "spaces or '/'", plan.tests);
     parse_test_pattern(c, tn, t, m, plan, pt);
-    // The pattern's own checks (node counts, k range, ...), at the test's line.
-    c.wrap(&tn, "pattern", [&] { return make_steps(pt.hosts.size(), pt.pattern); });
 
-    // Spec: every setting of the table, with the command line's parsers and limits.
-    const SpecParams p = spec_params(c, m);
-    // Settings that only make sense together (warmup + cooldown < time, ...) or for another
-    // transport fail at the test.
+    // Spec: every setting of the table, merged over the defaults, with the command line's parsers
+    // and limits (core/settings.cpp). Settings that only make sense together (warmup + cooldown <
+    // time, ...) or for another transport fail at the test.
+    SpecParams p;
+    for (const auto& st : spec_settings()) {
+      if (const auto* n = m.get(st.name)) c.apply_setting(st, *n, p);
+    }
     pt.spec = c.wrap(&tn, "", [&] {
       refuse_inapplicable(p);
       return TestSpec::make(p);
@@ -316,10 +317,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
     }
     if (const auto* n = m.get("bind-dev"))
       pt.bind_devs = c.wrap(n, "bind-dev", [&] { return parse_bind_devs(c.str(*n, "bind-dev"), n_links); });
-    c.wrap(m.get("per-link") ? m.get("per-link") : &tn, "per-link", [&] {
-      normalize(plan, pt);
-      return 0;
-    });
+    c.wrap(m.get("per-link") ? m.get("per-link") : &tn, "per-link", [&] { normalize(plan, pt); });
     plan.tests.push_back(std::move(pt));
   }
   if (const auto* n = root.get("kpis")) plan.kpis = parse_kpis(c, c.table(*n, "kpis"));
@@ -483,39 +481,37 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
   };
   std::string out = fmt::format("plan '{}' ({}): {} hosts, {} tests, {} steps, about {}\n", p.name, p.file,
                                 p.hosts.size(), p.tests.size(), steps.size(), dur(estimate_seconds(p, steps)));
-  if (p.repeat > 1 || p.ab) {
-    out += p.ab ? fmt::format(
-                      "A/B: {} rounds of A ({}) then B ({}); hooks run on this host (needs --allow-hooks), "
-                      "each within {} s:\n  A: {}\n  B: {}\n",
-                      p.repeat, p.ab->a_name, p.ab->b_name, p.ab->timeout_s, p.ab->a, p.ab->b)
-                : fmt::format("repeat: {} trials of every step\n", p.repeat);
-    if (p.ab) {
-      std::string e;
-      for (const auto& l : p.ab->expect) e += " --expect " + l;
-      if (!p.ab->expect_rest.empty()) e += " --expect-rest " + p.ab->expect_rest;
-      if (!p.ab->expect_gain.empty()) e += " --expect-gain " + p.ab->expect_gain;
-      if (!e.empty())
-        out += fmt::format("{} against {}, judged at the end as by compare{}\n", p.ab->b_name, p.ab->a_name, e);
-    }
+  if (p.ab) {
+    out += fmt::format(
+        "A/B: {} rounds of A ({}) then B ({}); hooks run on this host (needs --allow-hooks), each within {} s:\n"
+        "  A: {}\n  B: {}\n",
+        p.repeat, p.ab->a_name, p.ab->b_name, p.ab->timeout_s, p.ab->a, p.ab->b);
+    std::string e;
+    for (const auto& l : p.ab->expect) e += " --expect " + l;
+    if (!p.ab->expect_rest.empty()) e += " --expect-rest " + p.ab->expect_rest;
+    if (!p.ab->expect_gain.empty()) e += " --expect-gain " + p.ab->expect_gain;
+    if (!e.empty())
+      out += fmt::format("{} against {}, judged at the end as by compare{}\n", p.ab->b_name, p.ab->a_name, e);
+  } else if (p.repeat > 1) {
+    out += fmt::format("repeat: {} trials of every step\n", p.repeat);
   }
   if (p.isolate) out += "isolate: a failing test's suspects are retested against good nodes\n";
   out += "hosts:\n";
   for (const auto& h : p.hosts) {
-    std::string links;
-    for (const auto& l : h.hp.links) links += (links.empty() ? " links " : "+") + l;
-    out += fmt::format("  {:<12} {}{} ({})\n", h.name, h.hp.str(), links,
-                       h.client && h.server ? "client, server"
-                       : h.client           ? "client"
-                                            : "server");
+    const std::string links = h.hp.links.empty() ? "" : fmt::format(" links {}", fmt::join(h.hp.links, "+"));
+    const char* roles = h.client && h.server ? "client, server" : h.client ? "client" : "server";
+    out += fmt::format("  {:<12} {}{} ({})\n", h.name, h.hp.str(), links, roles);
   }
   for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
     const auto& t = p.tests[ti];
-    const auto n = static_cast<std::size_t>(
-        std::count_if(steps.begin(), steps.end(), [&](const PlannedStep& s) { return s.test == ti; }));
+    std::vector<PlannedStep> mine;
+    std::copy_if(steps.begin(), steps.end(), std::back_inserter(mine),
+                 [&](const PlannedStep& s) { return s.test == ti; });
+    const std::size_t n = mine.size();
     const double secs = std::chrono::duration<double>(t.spec.time()).count();
     out += fmt::format("test '{}': pattern {}, {} {} over {}, time {} s, {} steps, about {}\n", t.name,
                        to_string(t.pattern.pattern), to_string(t.spec.test()), to_string(t.spec.mode()),
-                       to_string(t.spec.transport()), secs, n, dur(static_cast<double>(n) * (secs + kStepOverheadS)));
+                       to_string(t.spec.transport()), secs, n, dur(estimate_seconds(p, mine)));
     out += fmt::format("  settings: buffsize {} socksize {} threads {} parallel {} warmup {} s cooldown {} s\n",
                        format_size(t.spec.buffsize()), format_size(t.spec.socksize()), t.spec.threads(),
                        t.spec.parallel(), std::chrono::duration<double>(t.spec.warmup()).count(),
@@ -527,20 +523,16 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
       out += "  KPIs: " + ks + "\n";
     }
     // Long tests: the first eight steps and the last one.
-    std::size_t k = 0;
-    for (const auto& s : steps) {
-      if (s.test != ti) continue;
-      ++k;
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto& s = mine[k - 1];
       if (n > 10 && k > 8 && k < n) {
         if (k == 9) out += fmt::format("  ... {} more steps\n", n - 9);
         continue;
       }
-      std::string flows;
-      for (const auto& [c, v] : s.pairs) {
-        flows +=
-            fmt::format("{}{}->{}", flows.empty() ? "" : " ", p.hosts[s.clients[c]].name, p.hosts[s.servers[v]].name);
-      }
-      out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, flows);
+      std::vector<std::string> flows;
+      for (const auto& [c, v] : s.pairs)
+        flows.push_back(p.hosts[s.clients[c]].name + "->" + p.hosts[s.servers[v]].name);
+      out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, fmt::join(flows, " "));
     }
   }
   const auto kp = to_json(p.kpis);

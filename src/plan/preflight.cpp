@@ -23,7 +23,7 @@ constexpr int kTcpIpOverhead = 52;
 // Room for IPv6 headers (20 more) and other options before an MSS counts as too small.
 constexpr int kMssSlack = 40;
 
-std::uint64_t max_socksize(const plan::Plan& p) {
+std::uint64_t max_socksize(const Plan& p) {
   std::uint64_t s = 0;
   for (const auto& t : p.tests) s = std::max(s, t.spec.socksize());
   return s;
@@ -73,10 +73,8 @@ LinkFacts link_findings(const Report& report, const std::map<std::string, std::s
         nominal = l.shaped_mbps;
         out.push_back(
             {"warning", sub,
-             l.speed_mbps > 0
-                 ? fmt::format("a shaping root qdisc (tbf, htb) holds it to {} Mbit/s, below the negotiated {} Mb/s",
-                               l.shaped_mbps, l.speed_mbps)
-                 : fmt::format("a shaping root qdisc (tbf, htb) holds it to {} Mbit/s", l.shaped_mbps),
+             fmt::format("a shaping root qdisc (tbf, htb) holds it to {} Mbit/s{}", l.shaped_mbps,
+                         l.speed_mbps > 0 ? fmt::format(", below the negotiated {} Mb/s", l.speed_mbps) : ""),
              fmt::format("on {}: tc qdisc show dev {} (tc qdisc del dev {} root, unless it is meant to be there)",
                          label_of(names, n.name), l.name, l.name)});
       }
@@ -429,17 +427,17 @@ int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds
     for (const auto& [addr, name] : names) {
       if (std::string(e.what()).find(addr) != std::string::npos) who += (who.empty() ? "" : ", ") + name;
     }
-    os << plan::render_findings({{"error", who, e.what(), plan::agent_error_fix(e.what())}});
+    os << render_findings({{"error", who, e.what(), agent_error_fix(e.what())}});
     os << "preflight: FAILED (fix the above, or run with --no-preflight)\n";
     return static_cast<int>(ExitCode::infrastructure);
   }
   const Report rep = compute_report(rec);
-  const auto findings = plan::preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
+  const auto findings = preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
   const auto count = [&](const char* level) {
     return std::count_if(findings.begin(), findings.end(), [&](const Finding& f) { return f.level == level; });
   };
   const auto errors = count("error"), warnings = count("warning");
-  if (!quiet || errors > 0) os << plan::render_findings(findings);
+  if (!quiet || errors > 0) os << render_findings(findings);
   if (rec.interrupted) {
     os << "preflight: interrupted\n";
     return static_cast<int>(ExitCode::infrastructure);

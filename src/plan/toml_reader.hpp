@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -30,12 +31,14 @@ class TomlReader {
   explicit TomlReader(std::string file) : file_(std::move(file)) {}
 
   [[noreturn]] void fail(const toml::node* n, std::string_view field, const std::string& problem) const {
-    const auto line = n ? n->source().begin.line : 1;  // a missing key: the file itself
-    if (field.empty()) throw TomlFileError(fmt::format("{}:{}: {}", file_, line, problem));
-    throw TomlFileError(fmt::format("{}:{}: field '{}': {}", file_, line, field, problem));
+    // No file: the options of `run --pattern` (plan::pattern_test), named as the command line spells them.
+    if (file_.empty())
+      throw TomlFileError(fmt::format("--{}: {}", field == "k" ? std::string_view("ring-k") : field, problem));
+    if (field.empty()) throw TomlFileError(fmt::format("{}: {}", where(n), problem));
+    throw TomlFileError(fmt::format("{}: field '{}': {}", where(n), field, problem));
   }
   [[nodiscard]] std::string where(const toml::node* n) const {
-    return fmt::format("{}:{}", file_, n ? n->source().begin.line : 1);
+    return fmt::format("{}:{}", file_, n ? n->source().begin.line : 1);  // a missing key: the file itself
   }
 
   // Runs fn, turning a UsageError into one that names the file, line and field.
@@ -62,9 +65,8 @@ class TomlReader {
     fail(&n, field, fmt::format("expected a number or a string, got {}", type_name(n)));
   }
   double number(const toml::node& n, std::string_view field) const {
-    if (n.is_integer()) return static_cast<double>(*n.value<std::int64_t>());
-    if (n.is_floating_point()) return *n.value<double>();
-    fail(&n, field, fmt::format("expected a number, got {}", type_name(n)));
+    if (!n.is_number()) fail(&n, field, fmt::format("expected a number, got {}", type_name(n)));
+    return n.is_integer() ? static_cast<double>(*n.value<std::int64_t>()) : *n.value<double>();
   }
   // An integer within lo..hi ("N is out of range (lo..hiUNIT)").
   std::int64_t integer(const toml::node& n, std::string_view field, std::int64_t lo, std::int64_t hi,
@@ -95,23 +97,15 @@ class TomlReader {
   // [latency]), applied as the command line's text: a flag is true or false, a list (cpus = [0, 2])
   // the comma-separated value, anything else its scalar text.
   void apply_setting(const Setting& st, const toml::node& n, SpecParams& p) const {
-    std::string value;
+    std::vector<std::string> parts;
     if (st.kind == SettingKind::flag) {
-      value = boolean(n, st.name) ? "true" : "false";
+      parts = {boolean(n, st.name) ? "true" : "false"};
     } else if (const auto* a = n.as_array()) {
-      for (const auto& e : *a) {
-        // Appended in two steps: GCC 12 at -O3 reports a false -Wrestrict on
-        // `const char* + std::string&&`.
-        if (!value.empty()) value += ',';
-        value += scalar_text(e, st.name);
-      }
+      for (const auto& e : *a) parts.push_back(scalar_text(e, st.name));
     } else {
-      value = scalar_text(n, st.name);
+      parts = {scalar_text(n, st.name)};
     }
-    wrap(&n, st.name, [&] {
-      st.apply(p, value, "value");
-      return 0;
-    });
+    wrap(&n, st.name, [&] { st.apply(p, fmt::format("{}", fmt::join(parts, ",")), "value"); });
   }
 
   // The whole file, or one UsageError "FILE:LINE:COLUMN: problem".
@@ -143,15 +137,7 @@ class TomlReader {
     known.insert(known.end(), extra.begin(), extra.end());
     known_keys(t, known, "unknown host field");
     Host h;
-    const auto* name = t.get("name");
-    if (!name) fail(&hn, "name", "missing in this host");
-    h.name = str(*name, "name");
-    if (h.name.empty() || h.name.find_first_of(" /,>\"\\\n") != std::string::npos) {
-      fail(name, "name", fmt::format("'{}': use a non-empty name without spaces, quotes, '/', ',' or '>'", h.name));
-    }
-    for (const auto& o : before) {
-      if (o.name == h.name) fail(name, "name", fmt::format("host '{}' is listed twice", h.name));
-    }
+    h.name = name(hn, "host", " /,>\"\\\n", "spaces, quotes, '/', ',' or '>'", before);
     const auto* addr = t.get("address");
     if (!addr) fail(&hn, "address", fmt::format("missing for host '{}'", h.name));
     h.hp = wrap(addr, "address", [&] { return parse_host_port(str(*addr, "address"), "address"); });
@@ -169,16 +155,28 @@ class TomlReader {
     return h;
   }
 
-  static std::string type_name(const toml::node& n) {
-    switch (n.type()) {
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a number";
-      case toml::node_type::boolean: return "a boolean";
-      case toml::node_type::array: return "an array";
-      case toml::node_type::table: return "a table";
-      default: return "a date or time";
+  // The `name` of table `tn` (a host, a test): given, without the characters of `bad` (`bad_text`
+  // says which) and unlike any of `before`'s.
+  template <typename Before>
+  std::string name(const toml::node& tn, std::string_view what, const char* bad, std::string_view bad_text,
+                   const Before& before) const {
+    const auto* n = table(tn, what).get("name");
+    if (!n) fail(&tn, "name", fmt::format("missing in this {}", what));
+    std::string s = str(*n, "name");
+    if (s.empty() || s.find_first_of(bad) != std::string::npos)
+      fail(n, "name", fmt::format("'{}': use a non-empty name without {}", s, bad_text));
+    for (const auto& o : before) {
+      if (o.name == s) fail(n, "name", fmt::format("{} '{}' is listed twice", what, s));
     }
+    return s;
+  }
+
+  static std::string type_name(const toml::node& n) {
+    static constexpr std::array<const char*, 10> kNames{
+        // by toml::node_type
+        "nothing",  "a table",   "an array",       "a string",       "an integer",
+        "a number", "a boolean", "a date or time", "a date or time", "a date or time"};
+    return kNames.at(static_cast<std::size_t>(n.type()));
   }
 
  private:

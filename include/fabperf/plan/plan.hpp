@@ -134,6 +134,11 @@ struct Plan {
 // Parses a TOML plan; every mistake is a UsageError "FILE:LINE: field 'x': problem".
 Plan parse_plan(std::string_view text, const std::string& file);
 Plan load_plan(const std::string& path);
+// The test of `fabperf run --pattern` over every host of `p`: its pattern and the pattern's fields
+// (pairs "A->B,C->D", "" when not given) read and checked as a plan file's, each mistake named by
+// its option ("--target: no host named 'x'"). The caller sets the rest and normalizes it.
+PlanTest pattern_test(const Plan& p, const std::string& pattern, const std::string& pairs, const std::string& target,
+                      std::uint32_t concurrent_pairs, std::uint32_t k);
 // Checks the test's pattern against its hosts (throws UsageError) and fills t.normalized.
 void normalize(const Plan& p, PlanTest& t);
 // The "plan" object of the results file's first line.
@@ -192,6 +197,9 @@ struct LinkSweep {
 };
 LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<PlannedStep>& steps,
                              const std::vector<StepOutcome>& outcomes);
+// A figure as verdicts, traces and step lines print it: whole at 100 and above (and whole numbers),
+// else three significant digits.
+std::string figure(double v);
 // The verdict table printed at the end of a run: failures first, then a count of passes.
 std::string render_verdicts(const std::vector<KpiCheck>& checks);
 
