@@ -42,12 +42,9 @@ std::string direction_words(const char* dir, double b_mb, double a_mb, double b_
   const double ch = change(b_mb, a_mb);
   std::string s = fmt::format("{}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)", dir,
                               bname, b_mb, b_used, n, aname, a_mb, a_used, ch);
-  if (a_used - b_used >= 0.3) {
-    s += fmt::format("; {} spreads it better", aname);
-  } else if (b_used - a_used >= 0.3) {
-    s += fmt::format("; {} spread it better", bname);
-  }
-  return s;
+  return s + (a_used - b_used >= 0.3   ? fmt::format("; {} spreads it better", aname)
+              : b_used - a_used >= 0.3 ? fmt::format("; {} spread it better", bname)
+                                       : "");
 }
 
 // The verdict on one bond seen in both runs, in plain words: the overall change, then each
