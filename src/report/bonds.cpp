@@ -172,16 +172,13 @@ void predict_split(BondReport& br, const BondResult& b, const std::vector<const 
     br.flows.push_back(std::move(fr));
   }
   for (auto& mr : br.members) {
-    mr.predicted_flows = 0;
-    mr.predicted_tx_share_pct = 0;
-    for (std::size_t i = 0; i < usable.size(); ++i) {
-      if (mr.name != usable[i]) continue;
-      mr.predicted_flows = counts[i];
-      mr.predicted_tx_share_pct =
-          pred_all > 0 ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all) : 0;
-    }
+    const auto i = static_cast<std::size_t>(std::ranges::find(usable, mr.name) - usable.begin());
+    const bool hashed = i < usable.size();
+    mr.predicted_flows = hashed ? counts[i] : 0;
     // A node that only receives sends no payload: no share to predict.
-    if (pred_all == 0) mr.predicted_tx_share_pct = -1;
+    mr.predicted_tx_share_pct = pred_all == 0 ? -1
+                                : hashed      ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all)
+                                              : 0;
   }
   if (!all) {
     br.prediction = "partial: some flows' peers have no known MAC (layer2 policies need the ARP entry)";
