@@ -20,15 +20,13 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
     if (lr == links.end()) continue;
     const PcieInfo& p = *l.info.pcie;
     auto [it, fresh] = by_key.try_emplace(pcie_link_key(p), out.size());
+    auto& s = fresh ? out.emplace_back() : out[it->second];
     if (fresh) {
-      PcieSlotReport s;
       s.address = p.address;
       s.link = pcie_link_text(pcie_effective_link(p));
       s.ports_speed_mbps = pcie_ports_mbps(p);
       s.usable_gbps = pcie_ceiling_gbps(p);
-      out.push_back(std::move(s));
     }
-    auto& s = out[it->second];
     s.ports.push_back(l.info.name);
     s.tx_gbps += lr->tx_mb_per_s * 8.0 / 1e3;
     s.rx_gbps += lr->rx_mb_per_s * 8.0 / 1e3;
