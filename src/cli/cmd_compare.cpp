@@ -85,7 +85,7 @@ int cmd_compare(int argc, char** argv) {
     opts.expect = expectations;
     const Comparison c =
         compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], opts);
-    const auto d = stats::decide({c.aggregate.before}, {c.aggregate.after}, "after");
+    const auto d = stats::decide({c.aggregate.before_mb_per_s}, {c.aggregate.after_mb_per_s}, "after");
     auto j = render_comparison_json(c);
     j["unreplicated"] = true;
     j["verdict"] = d.sentence;

@@ -10,27 +10,27 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 namespace fabperf {
 namespace {
 
-// "198.18.0.1:40000" or "[fd00::1]:40000" -> address, port.
-bool split_endpoint(const std::string& e, std::string& ip, std::uint16_t& port) {
+// "198.18.0.1:40000" or "[fd00::1]:40000" -> address, port; nullopt when it is neither.
+std::optional<std::pair<std::string, std::uint16_t>> split_endpoint(const std::string& e) {
   const auto colon = e.rfind(':');
-  if (colon == std::string::npos || colon + 1 >= e.size()) return false;
-  ip = e.substr(0, colon);
+  if (colon == std::string::npos || colon + 1 >= e.size()) return std::nullopt;
+  std::string ip = e.substr(0, colon);
   if (!ip.empty() && ip.front() == '[') {
-    if (ip.back() != ']') return false;
+    if (ip.back() != ']') return std::nullopt;
     ip = ip.substr(1, ip.size() - 2);
   }
   try {
     const int p = std::stoi(e.substr(colon + 1));
-    if (p < 0 || p > 65535) return false;
-    port = static_cast<std::uint16_t>(p);
+    if (p < 0 || p > 65535) return std::nullopt;
+    return std::pair{std::move(ip), static_cast<std::uint16_t>(p)};
   } catch (...) {
-    return false;
+    return std::nullopt;
   }
-  return true;
 }
 
 // A member's figures from its own interface counters over the window, the span every link's
@@ -42,7 +42,7 @@ BondMemberReport member_report(const BondMember& m, const BondResult& b, const A
   mr.speed_mbps = m.speed_mbps;
   mr.state_open = m.mii_status;
   const auto& closed = b.at_close.members;
-  const auto mc = std::find_if(closed.begin(), closed.end(), [&](const BondMember& x) { return x.name == m.name; });
+  const auto mc = std::ranges::find(closed, m.name, &BondMember::name);
   const bool stayed = mc != closed.end();
   mr.state_close = stayed ? mc->mii_status : "gone";
   mr.link_failures = stayed && mc->link_failures > m.link_failures ? mc->link_failures - m.link_failures : 0;
@@ -115,9 +115,11 @@ std::pair<std::uint64_t, std::uint64_t> add_members(BondReport& br, const BondRe
 // The member the kernel's hash sends the flow on; nullopt where an address the policy hashes is
 // unknown (layer2 policies need the peer's ARP entry).
 std::optional<int> hashed_member(HashPolicy policy, const FlowResult& f, const BondResult& b, std::size_t usable) {
+  const auto src_ep = split_endpoint(f.local), dst_ep = split_endpoint(f.remote);
+  if (!src_ep || !dst_ep) return std::nullopt;
   FlowHeaders h;
-  if (!split_endpoint(f.local, h.src_ip, h.src_port) || !split_endpoint(f.remote, h.dst_ip, h.dst_port))
-    return std::nullopt;
+  std::tie(h.src_ip, h.src_port) = *src_ep;
+  std::tie(h.dst_ip, h.dst_port) = *dst_ep;
   if (policy != HashPolicy::layer34) {
     const auto src = parse_mac(b.at_open.mac);
     std::optional<Mac> dst;
@@ -142,17 +144,14 @@ void predict_split(BondReport& br, const BondResult& b, const std::vector<const 
   const BondInfo& open = b.at_open;
   const auto policy = parse_hash_policy(br.hash_policy);
   const auto usable = usable_members(open);
-  if (!bond_hashes(open)) {
-    br.prediction = fmt::format("none: {} does not pick members by hash", br.mode.empty() ? "this mode" : br.mode);
-  } else if (!policy) {
-    br.prediction = fmt::format("none: unknown xmit_hash_policy '{}'", br.hash_policy);
-  } else if (*policy == HashPolicy::encap34) {
-    br.prediction = "none: encap3+4 uses each socket's random flow hash for locally sent TCP";
-  } else if (usable.empty()) {
-    br.prediction = "none: no usable member (down or outside the active aggregator)";
-  } else if (flows.empty()) {
-    br.prediction = "none: no test flow left on this bond";
-  }
+  br.prediction = !bond_hashes(open)
+                      ? fmt::format("none: {} does not pick members by hash", br.mode.empty() ? "this mode" : br.mode)
+                  : !policy ? fmt::format("none: unknown xmit_hash_policy '{}'", br.hash_policy)
+                  : *policy == HashPolicy::encap34
+                      ? "none: encap3+4 uses each socket's random flow hash for locally sent TCP"
+                  : usable.empty() ? "none: no usable member (down or outside the active aggregator)"
+                  : flows.empty()  ? "none: no test flow left on this bond"
+                                   : "";
   if (!br.prediction.empty()) return;
   std::vector<std::uint64_t> pred(usable.size(), 0);
   std::vector<int> counts(usable.size(), 0);
@@ -173,16 +172,13 @@ void predict_split(BondReport& br, const BondResult& b, const std::vector<const 
     br.flows.push_back(std::move(fr));
   }
   for (auto& mr : br.members) {
-    mr.predicted_flows = 0;
-    mr.predicted_tx_share_pct = 0;
-    for (std::size_t i = 0; i < usable.size(); ++i) {
-      if (mr.name != usable[i]) continue;
-      mr.predicted_flows = counts[i];
-      mr.predicted_tx_share_pct =
-          pred_all > 0 ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all) : 0;
-    }
+    const auto i = static_cast<std::size_t>(std::ranges::find(usable, mr.name) - usable.begin());
+    const bool hashed = i < usable.size();
+    mr.predicted_flows = hashed ? counts[i] : 0;
     // A node that only receives sends no payload: no share to predict.
-    if (pred_all == 0) mr.predicted_tx_share_pct = -1;
+    mr.predicted_tx_share_pct = pred_all == 0 ? -1
+                                : hashed      ? 100.0 * static_cast<double>(pred[i]) / static_cast<double>(pred_all)
+                                              : 0;
   }
   if (!all) {
     br.prediction = "partial: some flows' peers have no known MAC (layer2 policies need the ARP entry)";
@@ -214,20 +210,18 @@ void tx_notes(BondReport& br, const BondInfo& open, std::size_t flows, const std
                                   [](const auto& x, const auto& y) { return x.tx_share_pct < y.tx_share_pct; });
   const auto policy = parse_hash_policy(br.hash_policy);
   if (t->tx_share_pct >= 90.0) {
-    if (lb) {
-      br.notes.push_back(fmt::format(
-          "{}: transmit side on one member ({} {:.0f}%): {} sends to each peer address through one member at a "
-          "time{}, and this test has {} peer address(es) on the bond: more peers (addresses) spread it",
-          who, t->name, t->tx_share_pct, br.mode,
-          open.tlb_dynamic_lb == 0 ? " (picked by the xmit hash, tlb_dynamic_lb=0)" : "", br.peers));
-    } else if (bond_hashes(open)) {
-      br.notes.push_back(fmt::format(
-          "{}: transmit side on one member ({} {:.0f}%): the hash put every flow there ({} flow(s), {} peer(s)){}", who,
-          t->name, t->tx_share_pct, flows, br.peers,
-          policy && policy_uses_ports(*policy) ? "; --spread-ports chooses source ports that cover every member" : ""));
-    } else {
-      br.notes.push_back(fmt::format("{}: transmit side on one member ({} {:.0f}%)", who, t->name, t->tx_share_pct));
-    }
+    const std::string why =
+        lb ? fmt::format(
+                 ": {} sends to each peer address through one member at a time{}, and this test has {} peer "
+                 "address(es) on the bond: more peers (addresses) spread it",
+                 br.mode, open.tlb_dynamic_lb == 0 ? " (picked by the xmit hash, tlb_dynamic_lb=0)" : "", br.peers)
+        : bond_hashes(open) ? fmt::format(": the hash put every flow there ({} flow(s), {} peer(s)){}", flows, br.peers,
+                                          policy && policy_uses_ports(*policy)
+                                              ? "; --spread-ports chooses source ports that cover every member"
+                                              : "")
+                            : "";
+    br.notes.push_back(
+        fmt::format("{}: transmit side on one member ({} {:.0f}%){}", who, t->name, t->tx_share_pct, why));
     return;
   }
   std::string split;
@@ -249,21 +243,20 @@ void tx_notes(BondReport& br, const BondInfo& open, std::size_t flows, const std
 void rx_notes(BondReport& br, const std::string& who) {
   const auto r = std::max_element(br.members.begin(), br.members.end(),
                                   [](const auto& x, const auto& y) { return x.rx_share_pct < y.rx_share_pct; });
-  std::string why;
   if (r->rx_share_pct < 90.0) {
     br.notes.push_back(fmt::format("{}: receive {:.1f} of {} links used", who, br.rx_members_used, br.members.size()));
     return;
   }
-  if (br.mode == "balance-alb") {
-    why = fmt::format(
-        ": balance-alb answers each peer's ARP with one member's MAC, so everything from one peer address arrives on "
-        "one member ({} peer address(es) here)",
-        br.peers);
-  } else if (br.mode == "balance-tlb") {
-    why = ": balance-tlb receives on the active member only";
-  } else if (br.mode == "802.3ad" || br.mode == "balance-xor") {
-    why = ": the peer's (switch's) hash sends everything there; a host predicts only its own transmit side";
-  }
+  const std::string why =
+      br.mode == "balance-alb"
+          ? fmt::format(
+                ": balance-alb answers each peer's ARP with one member's MAC, so everything from one peer "
+                "address arrives on one member ({} peer address(es) here)",
+                br.peers)
+      : br.mode == "balance-tlb" ? ": balance-tlb receives on the active member only"
+      : br.mode == "802.3ad" || br.mode == "balance-xor"
+          ? ": the peer's (switch's) hash sends everything there; a host predicts only its own transmit side"
+          : "";
   br.notes.push_back(fmt::format("{}: receive side on one member ({} {:.0f}%){}", who, r->name, r->rx_share_pct, why));
 }
 
@@ -318,9 +311,7 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
   for (const auto& f : a.flows) {
     if (f.iface != br.name || f.op == FlowOp::probe) continue;
     flows.push_back(&f);
-    std::string ip;
-    std::uint16_t port = 0;
-    if (split_endpoint(f.remote, ip, port)) peers.insert(ip);
+    if (const auto ep = split_endpoint(f.remote)) peers.insert(ep->first);
     flow_tx += f.tx_delivered_window;
     flow_rx += f.rx_bytes_window;
   }
@@ -346,9 +337,8 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
       if (bond.mode != "balance-alb") continue;
       std::set<std::string> mine;  // this bond's addresses the test's flows used
       for (const auto& f : n.result->flows) {
-        std::string ip;
-        std::uint16_t port = 0;
-        if (f.iface == bond.name && f.op != FlowOp::probe && split_endpoint(f.local, ip, port)) mine.insert(ip);
+        const auto ep = f.iface == bond.name && f.op != FlowOp::probe ? split_endpoint(f.local) : std::nullopt;
+        if (ep) mine.insert(ep->first);
       }
       // Each peer's ARP entry for one of these addresses is the member its traffic arrives on.
       std::set<std::string> told, members;
@@ -368,20 +358,16 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
         }
       }
       if (told.empty()) continue;
-      std::string verdict;
-      if (members.size() == 1 && mine.size() >= 2) {
-        verdict = fmt::format(
-            "every address of this bond reaches {} only, so its receive side cannot spread: the peers "
-            "learned one MAC for all of them (ARP answered before the bond had all its members, or "
-            "asked from a single peer address)",
-            *members.begin());
-      } else if (members.size() == 1) {
-        verdict =
-            fmt::format("one address, one member ({}): more address pairs let balance-alb spread the receive side",
-                        *members.begin());
-      } else {
-        verdict = fmt::format("{} members receive", members.size());
-      }
+      const std::string verdict =
+          members.size() > 1 ? fmt::format("{} members receive", members.size())
+          : mine.size() >= 2
+              ? fmt::format(
+                    "every address of this bond reaches {} only, so its receive side cannot spread: the peers "
+                    "learned one MAC for all of them (ARP answered before the bond had all its members, or "
+                    "asked from a single peer address)",
+                    *members.begin())
+              : fmt::format("one address, one member ({}): more address pairs let balance-alb spread the receive side",
+                            *members.begin());
       for (auto& nr : r.nodes) {
         if (nr.index != n.index) continue;
         for (auto& br : nr.bonds) {

@@ -1,6 +1,5 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
-#include <fabperf/report/report.hpp>
 #include "report/match.hpp"
 #include "report/result_json.hpp"
 
@@ -8,12 +7,17 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
 namespace fabperf {
 
 using nlohmann::json;
+
+// Keys: the field names; a link's verdict is added as its words.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Delta, name, before_mb_per_s, after_mb_per_s, change_pct, matched)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkDelta, node, link, before_mb_per_s, after_mb_per_s, change_pct,
+                                   before_speed_mbps, after_speed_mbps, expected_pct, expectation, noise_before_pct,
+                                   noise_after_pct, fails)
 
 std::string_view to_string(LinkVerdict v) {
   switch (v) {
@@ -124,36 +128,33 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const Resul
   d.verdict = LinkVerdict::missing;
   d.fails = true;
   if (before) {
-    d.before_mb = before->payload_mb_per_s();
-    d.before_speed = before->speed();
+    d.before_mb_per_s = before->payload_mb_per_s();
+    d.before_speed_mbps = before->speed();
     d.noise_before_pct = noise_pct(before->intervals);
   }
   if (after) {
-    d.after_mb = after->payload_mb_per_s();
-    d.after_speed = after->speed();
+    d.after_mb_per_s = after->payload_mb_per_s();
+    d.after_speed_mbps = after->speed();
   }
   if (!before || !after) return d;
   d.noise_after_pct = noise_pct(after->intervals);
-  d.change_pct = change(d.before_mb, d.after_mb);
-  const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed, d.after_speed);
+  d.change_pct = change(d.before_mb_per_s, d.after_mb_per_s);
+  const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed_mbps, d.after_speed_mbps);
   if (expected) {
-    d.predicted_pct = expected->pct;
+    d.expected_pct = expected->pct;
     d.expectation = expected->reason;
-  } else if (d.before_speed > 0 && d.after_speed > 0 && d.before_speed != d.after_speed) {
-    d.predicted_pct = change(static_cast<double>(d.before_speed), static_cast<double>(d.after_speed));
+  } else if (d.before_speed_mbps > 0 && d.after_speed_mbps > 0 && d.before_speed_mbps != d.after_speed_mbps) {
+    d.expected_pct = change(static_cast<double>(d.before_speed_mbps), static_cast<double>(d.after_speed_mbps));
   }
   const double band = std::max(kMinNoiseBandPct, 2.0 * std::max(d.noise_before_pct, d.noise_after_pct));
   const double tolerance = std::max(kExpectTolerancePct, band);
   const int moved = d.change_pct < -band ? -1 : d.change_pct <= band ? 0 : 1;
-  if (moved <= 0) {
-    d.verdict = moved < 0 ? LinkVerdict::regressed : LinkVerdict::no_change;
-  } else if (!d.predicted_pct) {
-    d.verdict = LinkVerdict::improved;
-  } else {
-    d.verdict =
-        d.change_pct >= *d.predicted_pct - tolerance ? LinkVerdict::as_expected : LinkVerdict::less_than_expected;
-  }
-  d.fails = misses(expected ? d.predicted_pct : std::nullopt, expected && std::abs(expected->pct) <= band, moved,
+  d.verdict = moved < 0                                     ? LinkVerdict::regressed
+              : moved == 0                                  ? LinkVerdict::no_change
+              : !d.expected_pct                             ? LinkVerdict::improved
+              : d.change_pct >= *d.expected_pct - tolerance ? LinkVerdict::as_expected
+                                                            : LinkVerdict::less_than_expected;
+  d.fails = misses(expected ? d.expected_pct : std::nullopt, expected && std::abs(expected->pct) <= band, moved,
                    d.change_pct, tolerance);
   return d;
 }
@@ -225,9 +226,9 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   c.before_file = bf;
   c.after_file = af;
   c.aggregate = {"aggregate", b.aggregate_mb_per_s, a.aggregate_mb_per_s, 0, true};
-  c.aggregate.change_pct = change(c.aggregate.before, c.aggregate.after);
+  c.aggregate.change_pct = change(c.aggregate.before_mb_per_s, c.aggregate.after_mb_per_s);
   c.nodes = deltas(node_rates(b), node_rates(a));
-  if (std::none_of(c.nodes.begin(), c.nodes.end(), [](const Delta& d) { return d.matched; })) {
+  if (std::ranges::none_of(c.nodes, &Delta::matched)) {
     throw UsageError(
         fmt::format("compare: {} and {} have no node in common: they are results of unrelated runs", bf, af));
   }
@@ -240,7 +241,7 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   });
   c.bonds = compare_bonds(b, a);
   if (c.links.empty()) c.notes.push_back("no non-loopback links in the results: nothing to judge per link");
-  c.failed = std::any_of(c.links.begin(), c.links.end(), [](const LinkDelta& d) { return d.fails; });
+  c.failed = std::ranges::any_of(c.links, &LinkDelta::fails);
   return c;
 }
 
@@ -252,19 +253,21 @@ std::string render_comparison_text(const Comparison& c) {
     out += fmt::format("  {:<18} {:<8} {:>9} {:>9} {:>8} {:>13} {:>9} {:>9}  {}\n", "node", "link", "before", "after",
                        "change", "speeds Mb/s", "expected", "noise", "verdict");
     for (const auto& d : c.links) {
-      const std::string speeds = d.before_speed > 0 || d.after_speed > 0
-                                     ? fmt::format("{}->{}", d.before_speed > 0 ? std::to_string(d.before_speed) : "-",
-                                                   d.after_speed > 0 ? std::to_string(d.after_speed) : "-")
-                                     : "-";
-      out += fmt::format("  {:<18} {:<8} {:>9.1f} {:>9.1f} {:>8} {:>13} {:>9} {:>9}  {}{}\n", d.node, d.link,
-                         d.before_mb, d.after_mb, d.verdict == LinkVerdict::missing ? "-" : pct(d.change_pct), speeds,
-                         d.predicted_pct ? pct(*d.predicted_pct) : "-",
-                         fmt::format("{:.1f}/{:.1f}%", d.noise_before_pct, d.noise_after_pct), to_string(d.verdict),
-                         d.fails ? "  <-- FAIL" : "");
+      const std::string speeds =
+          d.before_speed_mbps > 0 || d.after_speed_mbps > 0
+              ? fmt::format("{}->{}", d.before_speed_mbps > 0 ? std::to_string(d.before_speed_mbps) : "-",
+                            d.after_speed_mbps > 0 ? std::to_string(d.after_speed_mbps) : "-")
+              : "-";
+      out +=
+          fmt::format("  {:<18} {:<8} {:>9.1f} {:>9.1f} {:>8} {:>13} {:>9} {:>9}  {}{}\n", d.node, d.link,
+                      d.before_mb_per_s, d.after_mb_per_s, d.verdict == LinkVerdict::missing ? "-" : pct(d.change_pct),
+                      speeds, d.expected_pct ? pct(*d.expected_pct) : "-",
+                      fmt::format("{:.1f}/{:.1f}%", d.noise_before_pct, d.noise_after_pct), to_string(d.verdict),
+                      d.fails ? "  <-- FAIL" : "");
     }
     for (const auto& d : c.links) {
-      if (!d.expectation.empty())
-        out += fmt::format("  {} {}: expected {:+.1f}% ({})\n", d.node, d.link, *d.predicted_pct, d.expectation);
+      if (d.expectation)
+        out += fmt::format("  {} {}: expected {:+.1f}% ({})\n", d.node, d.link, *d.expected_pct, *d.expectation);
     }
     out += "\n";
   }
@@ -274,13 +277,14 @@ std::string render_comparison_text(const Comparison& c) {
        {Section{"Nodes (tx+rx MB/s)", &c.nodes, 24}, {"\nPairs (MB/s)", &c.pairs, 40}}) {
     out += std::string(title) + "\n";
     for (const auto& d : *list) {
-      out += d.matched ? fmt::format("  {:<{}} {:>9.1f} -> {:>9.1f}  {}\n", d.name, width, d.before, d.after,
-                                     pct(d.change_pct))
-                       : fmt::format("  {:<{}} only in {}\n", d.name, width, d.before > 0 ? "before" : "after");
+      out += d.matched
+                 ? fmt::format("  {:<{}} {:>9.1f} -> {:>9.1f}  {}\n", d.name, width, d.before_mb_per_s,
+                               d.after_mb_per_s, pct(d.change_pct))
+                 : fmt::format("  {:<{}} only in {}\n", d.name, width, d.before_mb_per_s > 0 ? "before" : "after");
     }
   }
-  out += fmt::format("\naggregate {:.1f} -> {:.1f} MB/s ({})\n", c.aggregate.before, c.aggregate.after,
-                     pct(c.aggregate.change_pct));
+  out += fmt::format("\naggregate {:.1f} -> {:.1f} MB/s ({})\n", c.aggregate.before_mb_per_s,
+                     c.aggregate.after_mb_per_s, pct(c.aggregate.change_pct));
   for (const auto& n : c.notes) out += "note: " + n + "\n";
   out += c.failed ? "verdict: FAIL (a link regressed, missed what was expected of it, or is missing in one run)\n"
                   : "verdict: PASS\n";
@@ -308,31 +312,13 @@ json bond_side_json(const BondSide& s) {
           {"summary", s.summary}};
 }
 
-json delta_json(const Delta& d) {
-  return {{"name", d.name},
-          {"before_mb_per_s", d.before},
-          {"after_mb_per_s", d.after},
-          {"change_pct", d.change_pct},
-          {"matched", d.matched}};
-}
-
 }  // namespace
 
 json render_comparison_json(const Comparison& c) {
-  const auto links = jsonu::array_json(c.links, [](const LinkDelta& d) -> json {
-    return {{"node", d.node},
-            {"link", d.link},
-            {"before_mb_per_s", d.before_mb},
-            {"after_mb_per_s", d.after_mb},
-            {"change_pct", d.change_pct},
-            {"before_speed_mbps", d.before_speed},
-            {"after_speed_mbps", d.after_speed},
-            {"expected_pct", d.predicted_pct},
-            {"expectation", d.expectation.empty() ? json(nullptr) : json(d.expectation)},
-            {"noise_before_pct", d.noise_before_pct},
-            {"noise_after_pct", d.noise_after_pct},
-            {"verdict", to_string(d.verdict)},
-            {"fails", d.fails}};
+  const auto links = jsonu::array_json(c.links, [](const LinkDelta& d) {
+    json j = d;
+    j["verdict"] = to_string(d.verdict);
+    return j;
   });
   const auto bonds = jsonu::array_json(c.bonds, [](const BondDelta& d) -> json {
     return {{"node", d.node},
@@ -345,10 +331,10 @@ json render_comparison_json(const Comparison& c) {
           {"schema_version", 1},
           {"before", c.before_file},
           {"after", c.after_file},
-          {"aggregate", delta_json(c.aggregate)},
+          {"aggregate", c.aggregate},
           {"links", links},
-          {"nodes", jsonu::array_json(c.nodes, delta_json)},
-          {"pairs", jsonu::array_json(c.pairs, delta_json)},
+          {"nodes", c.nodes},
+          {"pairs", c.pairs},
           {"bonds", bonds},
           {"notes", c.notes},
           {"failed", c.failed}};

@@ -39,15 +39,11 @@ BondSide side_of(const ResultBond& b) {
 std::string direction_words(const char* dir, double b_mb, double a_mb, double b_used, double a_used, std::size_t n,
                             const std::string& bname, const std::string& aname) {
   if (b_mb < 0.1 && a_mb < 0.1) return "";
-  const double ch = change(b_mb, a_mb);
-  std::string s = fmt::format("{}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)", dir,
-                              bname, b_mb, b_used, n, aname, a_mb, a_used, ch);
-  if (a_used - b_used >= 0.3) {
-    s += fmt::format("; {} spreads it better", aname);
-  } else if (b_used - a_used >= 0.3) {
-    s += fmt::format("; {} spread it better", bname);
-  }
-  return s;
+  return fmt::format("{}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)", dir, bname,
+                     b_mb, b_used, n, aname, a_mb, a_used, change(b_mb, a_mb)) +
+         (a_used - b_used >= 0.3   ? fmt::format("; {} spreads it better", aname)
+          : b_used - a_used >= 0.3 ? fmt::format("; {} spread it better", bname)
+                                   : "");
 }
 
 // The verdict on one bond seen in both runs, in plain words: the overall change, then each

@@ -6,7 +6,6 @@
 #include <fabperf/core/units.hpp>
 #include <fabperf/report/compare.hpp>
 #include <fabperf/report/plan_report.hpp>
-#include <fabperf/report/report.hpp>
 #include "report/match.hpp"
 #include "report/result_json.hpp"
 
@@ -214,14 +213,11 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
     m.d = stats::decide(v, it->second, c.b_label, vo);
     max_a = std::max(max_a, v.size());
     max_b = std::max(max_b, it->second.size());
-    std::optional<Expectation> e;
-    if (m.kind == "link") {
-      const auto slash = m.subject.find('/');
-      e = o.expect.for_link(m.subject.substr(0, slash), m.subject.substr(slash + 1), link_speed(a, m.subject),
-                            link_speed(b, m.subject));
-    } else if (m.kind == "aggregate") {
-      e = o.expect.gain();
-    }
+    const auto slash = m.subject.find('/');
+    const auto e = m.kind == "link"        ? o.expect.for_link(m.subject.substr(0, slash), m.subject.substr(slash + 1),
+                                                               link_speed(a, m.subject), link_speed(b, m.subject))
+                   : m.kind == "aggregate" ? o.expect.gain()
+                                           : std::nullopt;
     if (e) {
       m.expected_pct = e->pct;
       m.expectation = e->reason;
@@ -257,7 +253,7 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
   if (!a.trials.empty() && !b.trials.empty()) {
     for (auto& n : settings_differ(a.trials.front().result, b.trials.front().result)) c.notes.push_back(std::move(n));
   }
-  c.failed = std::any_of(c.metrics.begin(), c.metrics.end(), [](const TrialMetric& m) { return m.fails; });
+  c.failed = std::ranges::any_of(c.metrics, &TrialMetric::fails);
   return c;
 }
 
@@ -322,31 +318,30 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
 }
 
 json render_trial_comparison_json(const TrialComparison& c) {
-  json metrics = json::array();
-  for (const auto& m : c.metrics) {
-    metrics.push_back(
-        {{"step", m.step},
-         {"kind", m.kind},
-         {"subject", m.subject},
-         {"n_a", m.d.n_a},
-         {"n_b", m.d.n_b},
-         {"mean_a_mb_per_s", m.d.mean_a},
-         {"mean_b_mb_per_s", m.d.mean_b},
-         {"cv_a_pct", m.d.cv_a_pct},
-         {"cv_b_pct", m.d.cv_b_pct},
-         {"change_pct", m.d.change_pct},
-         {"ci95_lo_pct", m.d.ci_lo_pct},
-         {"ci95_hi_pct", m.d.ci_hi_pct},
-         {"mann_whitney", {{"u_a", m.d.test.u_a}, {"u_b", m.d.test.u_b}, {"p", m.d.test.p}, {"exact", m.d.test.exact}}},
-         {"rank_biserial", m.d.test.rank_biserial},
-         {"alpha", m.alpha},
-         {"expected_pct", m.expected_pct},
-         {"expectation", m.expectation.empty() ? json(nullptr) : json(m.expectation)},
-         {"direction", stats::to_string(m.d.direction)},
-         {"verdict", m.d.sentence},
-         {"missing_in", m.missing_in.empty() ? json(nullptr) : json(m.missing_in)},
-         {"fails", m.fails}});
-  }
+  const auto metrics = jsonu::array_json(c.metrics, [](const TrialMetric& m) -> json {
+    return {
+        {"step", m.step},
+        {"kind", m.kind},
+        {"subject", m.subject},
+        {"n_a", m.d.n_a},
+        {"n_b", m.d.n_b},
+        {"mean_a_mb_per_s", m.d.mean_a},
+        {"mean_b_mb_per_s", m.d.mean_b},
+        {"cv_a_pct", m.d.cv_a_pct},
+        {"cv_b_pct", m.d.cv_b_pct},
+        {"change_pct", m.d.change_pct},
+        {"ci95_lo_pct", m.d.ci_lo_pct},
+        {"ci95_hi_pct", m.d.ci_hi_pct},
+        {"mann_whitney", {{"u_a", m.d.test.u_a}, {"u_b", m.d.test.u_b}, {"p", m.d.test.p}, {"exact", m.d.test.exact}}},
+        {"rank_biserial", m.d.test.rank_biserial},
+        {"alpha", m.alpha},
+        {"expected_pct", m.expected_pct},
+        {"expectation", m.expectation.empty() ? json(nullptr) : json(m.expectation)},
+        {"direction", stats::to_string(m.d.direction)},
+        {"verdict", m.d.sentence},
+        {"missing_in", m.missing_in.empty() ? json(nullptr) : json(m.missing_in)},
+        {"fails", m.fails}};
+  });
   return {{"schema", "fabperf.compare-trials"},
           {"schema_version", 1},
           {"a", {{"label", c.a_label}, {"file", c.a_file}}},

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cmath>
+#include <functional>
 #include <map>
 
 namespace fabperf {
@@ -163,10 +163,8 @@ CounterSeries make_series(const Source& s) {
 }  // namespace
 
 std::uint64_t CounterReport::total(CounterCategory c) const {
-  for (const auto& m : categories) {
-    if (m.category == c) return m.total;
-  }
-  return 0;
+  const auto it = std::ranges::find(categories, c, &CategoryMovers::category);
+  return it == categories.end() ? 0 : it->total;
 }
 
 std::string format_count(std::uint64_t v) {
@@ -267,8 +265,7 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
     const auto it = cats.find(c);
     if (it == cats.end()) continue;
     auto& m = it->second;
-    std::stable_sort(m.top.begin(), m.top.end(),
-                     [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
+    std::ranges::stable_sort(m.top, std::greater{}, &CounterMove::delta);
     if (m.top.size() > 5) m.top.resize(5);
     rep.categories.push_back(std::move(m));
   }
@@ -292,8 +289,7 @@ std::vector<CategoryMovers> top_movers(const std::vector<std::pair<std::string, 
       }
     }
     if (m.total == 0) continue;
-    std::stable_sort(m.top.begin(), m.top.end(),
-                     [](const CounterMove& a, const CounterMove& b) { return a.delta > b.delta; });
+    std::ranges::stable_sort(m.top, std::greater{}, &CounterMove::delta);
     if (m.top.size() > per_category) m.top.resize(per_category);
     out.push_back(std::move(m));
   }

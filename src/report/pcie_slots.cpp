@@ -14,25 +14,19 @@ std::vector<PcieSlotReport> pcie_slot_reports(const AgentResult& a, const std::v
                                               const NodeReport& node, std::vector<std::string>& findings) {
   std::vector<PcieSlotReport> out;
   std::map<std::string, std::size_t> by_key;
-  std::map<std::string, const PcieInfo*> info;
   for (const auto& l : a.links) {
     if (!l.info.pcie) continue;
-    const auto lr =
-        std::find_if(links.begin(), links.end(), [&](const LinkReport& r) { return r.name == l.info.name; });
+    const auto lr = std::ranges::find(links, l.info.name, &LinkReport::name);
     if (lr == links.end()) continue;
     const PcieInfo& p = *l.info.pcie;
-    const std::string key = pcie_link_key(p);
-    auto [it, fresh] = by_key.try_emplace(key, out.size());
+    auto [it, fresh] = by_key.try_emplace(pcie_link_key(p), out.size());
+    auto& s = fresh ? out.emplace_back() : out[it->second];
     if (fresh) {
-      PcieSlotReport s;
       s.address = p.address;
       s.link = pcie_link_text(pcie_effective_link(p));
       s.ports_speed_mbps = pcie_ports_mbps(p);
       s.usable_gbps = pcie_ceiling_gbps(p);
-      out.push_back(std::move(s));
-      info[key] = &p;
     }
-    auto& s = out[it->second];
     s.ports.push_back(l.info.name);
     s.tx_gbps += lr->tx_mb_per_s * 8.0 / 1e3;
     s.rx_gbps += lr->rx_mb_per_s * 8.0 / 1e3;
@@ -123,15 +117,12 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
     for (const auto& f : g) {
       const auto& q = f.p->irq;
       if (q.irqs == 0) continue;
-      std::string where;
-      if (q.local_cpus.empty()) {
-        where = "its local CPUs unknown";
-      } else if (q.served > 0) {
-        where = fmt::format("{:.0f}% on its local CPUs {}",
-                            100.0 * static_cast<double>(q.served_local) / static_cast<double>(q.served), q.local_cpus);
-      } else {
-        where = "its local CPUs " + q.local_cpus;
-      }
+      std::string where =
+          q.local_cpus.empty() ? "its local CPUs unknown"
+          : q.served > 0
+              ? fmt::format("{:.0f}% on its local CPUs {}",
+                            100.0 * static_cast<double>(q.served_local) / static_cast<double>(q.served), q.local_cpus)
+              : "its local CPUs " + q.local_cpus;
       if (q.remote_affinity > 0) where += fmt::format("; {} set to other CPUs", q.remote_affinity);
       notes += fmt::format("  {} ({}): {} IRQs, {} interrupts, {}\n", f.who, f.p->address, q.irqs, q.served, where);
     }

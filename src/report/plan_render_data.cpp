@@ -245,13 +245,11 @@ std::string render_plan_junit(const PlanReport& r) {
     return *it;
   };
   for (const auto& s : r.steps) {
-    std::string inner;
-    if (s.status == "failed") {
-      inner = fmt::format("      <error message=\"{}\" type=\"step-failed\">{}</error>\n",
-                          xml_escape(s.error.empty() ? "step failed" : s.error), xml_escape(s.error));
-    } else if (s.status == "interrupted") {
-      inner = "      <skipped message=\"interrupted\"/>\n";
-    }
+    std::string inner = s.status == "failed"
+                            ? fmt::format("      <error message=\"{}\" type=\"step-failed\">{}</error>\n",
+                                          xml_escape(s.error.empty() ? "step failed" : s.error), xml_escape(s.error))
+                        : s.status == "interrupted" ? "      <skipped message=\"interrupted\"/>\n"
+                                                    : "";
     if (s.measured && !s.summary.empty())
       inner += fmt::format("      <system-out>{}</system-out>\n", xml_escape(s.summary));
     auto& su = testcase(

@@ -9,16 +9,13 @@
 #include <zlib.h>
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <unordered_set>
 
 namespace fabperf {
 
 namespace {
 
-std::string e(std::string_view s) {
-  return xml_escape(s);
-}
+constexpr auto* e = &xml_escape;
 
 constexpr const char* kTx = "#2563eb";
 constexpr const char* kRx = "#14b8a6";
@@ -58,8 +55,7 @@ double axis_top(double max) {
   return std::ceil(top / nice_step(top, 5)) * nice_step(top, 5);
 }
 
-struct Threshold {
-  bool present{false};
+struct Threshold {  // a KPI's line across a chart
   double value{0};
   std::string label;
 };
@@ -96,22 +92,10 @@ std::string y_axis(const Geometry& g, double ymax, const std::string& unit) {
                        g.left + g.pw(), y, y, kGrid);
     out += svg_text(g.left - 6, y + 4, "tick", kEnd, fmt_num(v), "\n");
   }
-  out += fmt::format(
-      "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
-      "text-anchor=\"middle\">{}</text>\n",
-      g.top + g.ph() / 2, g.top + g.ph() / 2, e(unit));
-  return out;
-}
-
-std::string threshold_line(const Geometry& g, const Threshold& t, double ymax) {
-  if (!t.present) return "";
-  const double y = g.top + g.ph() * (1 - t.value / ymax);
-  return fmt::format(
-      "<g class=\"kpi-line\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
-      "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
-      "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" "
-      "stroke-linejoin=\"round\">{}</text></g>\n",
-      g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, e(t.label));
+  return out + fmt::format(
+                   "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
+                   "text-anchor=\"middle\">{}</text>\n",
+                   g.top + g.ph() / 2, g.top + g.ph() / 2, e(unit));
 }
 
 struct BarGroup {
@@ -122,9 +106,9 @@ struct BarGroup {
 
 // Vertical grouped bars (one group per node or link), an optional KPI threshold line.
 std::string bar_chart(const std::string& title, const std::vector<std::string>& series,
-                      const std::vector<BarGroup>& groups, const Threshold& t, const std::string& unit) {
+                      const std::vector<BarGroup>& groups, const std::optional<Threshold>& t, const std::string& unit) {
   Geometry g;
-  double ymax = t.present ? t.value : 0;
+  double ymax = t ? t->value : 0;
   for (const auto& gr : groups) {
     for (const double v : gr.values) ymax = std::max(ymax, v);
   }
@@ -155,7 +139,15 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
                        rotate ? fmt::format(" transform=\"rotate(-40 {:.1f} {:.1f})\"", cx, ly) : "",
                        gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
   }
-  out += threshold_line(g, t, ymax);
+  if (t) {
+    const double y = g.top + g.ph() * (1 - t->value / ymax);
+    out += fmt::format(
+        "<g class=\"kpi-line\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+        "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
+        "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" "
+        "stroke-linejoin=\"round\">{}</text></g>\n",
+        g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, e(t->label));
+  }
   // Legend, top left.
   double lx = g.left + 4;
   for (std::size_t k = 0; k < series.size(); ++k) {
@@ -165,8 +157,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
         lx, k == 0 ? kTx : kRx, lx + 14, e(series[k]));
     lx += 24 + 7.0 * static_cast<double>(series[k].size());
   }
-  out += "\n</svg>\n</figure>\n";
-  return out;
+  return out + "\n</svg>\n</figure>\n";
 }
 
 // Counter events (dips, docs/counters.md) are shaded over the interval they cover, in the node's
@@ -220,8 +211,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
       lx += 28 + 7.0 * static_cast<double>(s.name.size());
     }
   }
-  out += "\n</svg>\n</figure>\n";
-  return out;
+  return out + "\n</svg>\n</figure>\n";
 }
 
 std::string histogram_chart(const std::string& title, const ResultLatency& l) {
@@ -262,9 +252,8 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
       }
     }
   }
-  out += svg_text(g.left + g.pw() / 2, g.top + g.ph() + 40, "axis", kMiddle, "latency (bucket lower edge)",
-                  "\n</svg>\n</figure>\n");
-  return out;
+  return out + svg_text(g.left + g.pw() / 2, g.top + g.ph() + 40, "axis", kMiddle, "latency (bucket lower edge)",
+                        "\n</svg>\n</figure>\n");
 }
 
 // Perceptually even, colour-blind safe (viridis, 5 stops): t in [0, 1].
@@ -364,12 +353,8 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
                                 : bad && raster ? kFail
                                                 : viridis(span > 0 ? (*v - m.min) / span : 0.5, &dark);
       if (raster) {
-        unsigned r = 0, g = 0, b = 0;
-        std::sscanf(color.c_str(), "#%02x%02x%02x", &r, &g, &b);
-        const std::size_t at = 3 * (i * n + j);
-        rgb[at] = static_cast<char>(r);
-        rgb[at + 1] = static_cast<char>(g);
-        rgb[at + 2] = static_cast<char>(b);
+        for (std::size_t k = 0; k < 3; ++k)
+          rgb[3 * (i * n + j) + k] = static_cast<char>(std::stoi(color.substr(1 + 2 * k, 2), nullptr, 16));
         continue;
       }
       if (!v) {
@@ -409,23 +394,24 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
     out += svg_text(lx + 22, top + lh * (1 - i / 4.0) + 4, "tick", "", fmt::format("{:.0f}", v));
   }
   out += "</g>\n</svg>\n";
-  out += fmt::format(
-      "<p class=\"muted\">{} pairs measured; lowest {:.0f} MB/s, highest {:.0f} MB/s ({:.0f}% of the highest). "
-      "Darker cells are slower; {} marks a pair whose KPI check failed.{}</p>\n</figure>\n",
-      m.cells, m.min, m.max, m.max > 0 ? 100.0 * m.min / m.max : 0.0, raster ? "a red pixel" : "a red frame",
-      raster ? fmt::format(" One pixel a pair ({} hosts); every pair's figure is in the JSON and CSV reports.", n)
-             : "");
-  return out;
+  return out +
+         fmt::format(
+             "<p class=\"muted\">{} pairs measured; lowest {:.0f} MB/s, highest {:.0f} MB/s ({:.0f}% of the highest). "
+             "Darker cells are slower; {} marks a pair whose KPI check failed.{}</p>\n</figure>\n",
+             m.cells, m.min, m.max, m.max > 0 ? 100.0 * m.min / m.max : 0.0, raster ? "a red pixel" : "a red frame",
+             raster
+                 ? fmt::format(" One pixel a pair ({} hosts); every pair's figure is in the JSON and CSV reports.", n)
+                 : "");
 }
 
 // The first MB/s threshold of `scope` that applies to this step (its own checks, else its test's).
-Threshold step_threshold(const PlanReport& r, const StepView& s, const std::string& scope) {
+std::optional<Threshold> step_threshold(const PlanReport& r, const StepView& s, const std::string& scope) {
   for (const bool own : {true, false}) {
     for (const auto& k : r.kpis) {
       if (k.scope != scope || k.unit.find("MB/s") == std::string::npos) continue;
       if (own ? k.step != s.id : (k.step || k.test != s.test)) continue;
-      return {true, k.threshold,
-              fmt::format("KPI {} {} {:g} {}", k.kpi, k.op == ">=" ? "\u2265" : "\u2264", k.threshold, k.unit)};
+      return Threshold{k.threshold, fmt::format("KPI {} {} {:g} {}", k.kpi, k.op == ">=" ? "\u2265" : "\u2264",
+                                                k.threshold, k.unit)};
     }
   }
   return {};
@@ -440,15 +426,27 @@ bool subject_failed(const PlanReport& r, const StepView& s, const std::string& s
   return false;
 }
 
-// A table up to its body: `cols` are its header cells, a leading '>' marks a column of numbers
-// (right-aligned, as its cells are).
-std::string table_open(std::string_view attrs, std::initializer_list<std::string_view> cols) {
-  std::string out = fmt::format("<table {}><thead><tr>", attrs);
-  for (const auto c : cols) {
-    out += c.starts_with('>') ? fmt::format("<th class=\"num\">{}</th>", c.substr(1)) : fmt::format("<th>{}</th>", c);
+// A table: `cols` are its header cells, a leading '>' marking a column of numbers (right-aligned, as
+// its cells are); add() takes a row's cells as HTML, `failed` marks the row.
+struct HtmlTable {
+  std::string out;
+  std::vector<bool> num;
+  HtmlTable(std::string_view attrs, std::initializer_list<std::string_view> cols)
+      : out(fmt::format("<table {}><thead><tr>", attrs)) {
+    for (const auto c : cols) {
+      num.push_back(c.starts_with('>'));
+      out += fmt::format("<th{}>{}</th>", num.back() ? " class=\"num\"" : "", c.substr(num.back() ? 1 : 0));
+    }
+    out += "</tr></thead><tbody>\n";
   }
-  return out + "</tr></thead><tbody>\n";
-}
+  void add(bool failed, std::initializer_list<std::string> cells) {
+    out += failed ? "<tr class=\"failed\">" : "<tr>";
+    std::size_t i = 0;
+    for (const auto& c : cells) out += fmt::format("<td{}>{}</td>", num[i++] ? " class=\"num\"" : "", c);
+    out += "</tr>\n";
+  }
+  [[nodiscard]] std::string str() const { return out + "</tbody></table>\n"; }
+};
 
 std::string pill(const std::string& text, const std::string& cls) {
   return "<span class=\"pill " + cls + "\">" + e(text) + "</span>";
@@ -515,11 +513,10 @@ std::string notes_html(const std::vector<std::string>& lines) {
 
 // The page's head and the header: title, provenance, the counts and the verdict.
 std::string head_html(const PlanReport& r) {
+  // No script, no connection of any kind: the Content-Security-Policy says so to the browser too.
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  // No script, no connection of any kind: say so to the browser too.
-  out +=
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src "
       "data:\">\n";
   const std::string title = "fabperf report: " + (r.kind == "plan" && !r.plan_name.empty() ? r.plan_name : r.source);
@@ -550,48 +547,43 @@ std::string head_html(const PlanReport& r) {
 std::string kpi_html(const PlanReport& r) {
   std::string out = "<h2>KPI verdict</h2>\n";
   if (r.kpi_groups.empty()) return out + "<p class=\"muted\">No KPI was checked in these results.</p>\n";
-  out += table_open("class=\"verdict-table\"",
-                    {"KPI", "test", "scope", ">threshold", ">checks", ">failed", ">worst", "worst at", "result"});
+  HtmlTable t("class=\"verdict-table\"",
+              {"KPI", "test", "scope", ">threshold", ">checks", ">failed", ">worst", "worst at", "result"});
   for (const auto& g : r.kpi_groups) {
-    out += fmt::format(
-        "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {:g} {}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>\n",
-        g.failed ? " class=\"failed\"" : "", e(g.kpi), e(g.test.value_or("(plan)")), e(g.scope), e(g.op), g.threshold,
-        e(g.unit), g.passed + g.failed, g.failed, g.worst ? fmt_num(*g.worst) : std::string("n/a"),
-        e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok"));
+    t.add(
+        g.failed > 0,
+        {e(g.kpi), e(g.test.value_or("(plan)")), e(g.scope), fmt::format("{} {:g} {}", e(g.op), g.threshold, e(g.unit)),
+         std::to_string(g.passed + g.failed), std::to_string(g.failed), g.worst ? fmt_num(*g.worst) : "n/a",
+         e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok")});
   }
-  out += "</tbody></table>\n";
+  out += t.str();
   if (!r.kpi_failed) return out;
-  out += "<h2>Failed checks</h2>\n" +
-         table_open("class=\"failed-checks\"", {"KPI", "step", "subject", ">value", ">required", "detail"});
+  HtmlTable f("class=\"failed-checks\"", {"KPI", "step", "subject", ">value", ">required", "detail"});
   for (const auto& k : r.kpis) {
     if (k.pass) continue;
-    out += fmt::format(
-        "<tr class=\"failed\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td>"
-        "<td class=\"num\">{} {:g}</td><td>{}</td></tr>\n",
-        e(k.kpi), e(k.step.value_or(k.test.value_or("(plan)"))), e(k.subject.empty() ? "-" : k.subject),
-        k.value ? fmt_num(*k.value) : std::string("n/a"), e(k.unit), e(k.op), k.threshold, e(k.detail));
+    f.add(true, {e(k.kpi), e(k.step.value_or(k.test.value_or("(plan)"))), e(k.subject.empty() ? "-" : k.subject),
+                 fmt::format("{} {}", k.value ? fmt_num(*k.value) : "n/a", e(k.unit)),
+                 fmt::format("{} {:g}", e(k.op), k.threshold), e(k.detail)});
   }
-  return out + "</tbody></table>\n";
+  return out + "<h2>Failed checks</h2>\n" + f.str();
 }
 
 // One row per step, linking to its section.
 std::string steps_html(const PlanReport& r) {
-  std::string out =
-      "<h2>Steps</h2>\n" + table_open("class=\"steps\"", {">#", "step", "pattern", "status", "clients &rarr; servers",
-                                                          ">MB/s", ">Gbit/s", ">time s", "KPIs"});
+  HtmlTable t("class=\"steps\"",
+              {">#", "step", "pattern", "status", "clients &rarr; servers", ">MB/s", ">Gbit/s", ">time s", "KPIs"});
   for (const auto& s : r.steps) {
     if (!s.listed) continue;
-    out += fmt::format(
-        "<tr{}><td class=\"num\">{}</td><td><a href=\"#step-{}\">{}</a></td><td>{}</td><td>{}</td><td>{} &rarr; {}</td>"
-        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.1f}</td><td>{}</td></tr>\n",
-        s.kpi_failed || s.status == "failed" ? " class=\"failed\"" : "", s.index, s.index, e(s.id), e(s.pattern),
-        pill(s.status, status_class(s.status)), e(fmt::format("{}", fmt::join(s.clients, ", "))),
-        e(fmt::format("{}", fmt::join(s.servers, ", "))), s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-",
-        s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", s.duration_s,
-        s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-");
+    t.add(s.kpi_failed || s.status == "failed",
+          {std::to_string(s.index), fmt::format("<a href=\"#step-{}\">{}</a>", s.index, e(s.id)), e(s.pattern),
+           pill(s.status, status_class(s.status)),
+           fmt::format("{} &rarr; {}", e(fmt::format("{}", fmt::join(s.clients, ", "))),
+                       e(fmt::format("{}", fmt::join(s.servers, ", ")))),
+           s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-",
+           fmt::format("{:.1f}", s.duration_s),
+           s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"});
   }
-  return out + "</tbody></table>\n";
+  return "<h2>Steps</h2>\n" + t.str();
 }
 
 // A measured step's charts: per node, per link, over time, and the latency histograms.
@@ -641,20 +633,17 @@ std::string step_html(const PlanReport& r, const StepView& s) {
   if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + e(s.error) + "</p>\n";
   if (!s.measured) return out + "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
   out += step_charts_html(r, s);
-  out += table_open("class=\"nodes\" style=\"margin-top:10px\"",
-                    {"node", "role", "status", ">tx MB/s", ">rx MB/s", ">CPU %", ">retrans", ">p50", ">p99", ">max"});
+  HtmlTable t("class=\"nodes\" style=\"margin-top:10px\"",
+              {"node", "role", "status", ">tx MB/s", ">rx MB/s", ">CPU %", ">retrans", ">p50", ">p99", ">max"});
   for (const auto& n : s.nodes) {
     const auto& l = n.latency ? n.latency : n.delay;
-    out += fmt::format(
-        "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{:.1f}</td><td class=\"num\">{:.1f}</td>"
-        "<td class=\"num\">{:.0f}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-        "<td class=\"num\">{}</td></tr>\n",
-        subject_failed(r, s, "node", n.node) ? " class=\"failed\"" : "", e(n.node), e(n.role),
-        pill(n.status, n.status == "ok" ? "ok" : "bad"), n.tx_mb_per_s, n.rx_mb_per_s, n.cpu_busy_pct,
-        n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
-        l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-");
+    t.add(subject_failed(r, s, "node", n.node),
+          {e(n.node), e(n.role), pill(n.status, n.status == "ok" ? "ok" : "bad"), fmt::format("{:.1f}", n.tx_mb_per_s),
+           fmt::format("{:.1f}", n.rx_mb_per_s), fmt::format("{:.0f}", n.cpu_busy_pct),
+           n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
+           l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-"});
   }
-  out += "</tbody></table>\n";
+  out += t.str();
   if (!s.findings.empty()) out += notes_html(s.findings);
   return out + "</section>\n";
 }

@@ -6,7 +6,6 @@
 #include "report/text_table.hpp"
 
 #include <fmt/format.h>
-#include <cctype>
 #include <cmath>
 
 namespace fabperf {
@@ -39,8 +38,7 @@ std::string render_plan_text(const PlanReport& r) {
 
   if (!r.kpi_groups.empty()) {
     out += "\nKPI checks\n";
-    Table t({h(col::kpi), h(col::test), h(col::scope), h(col::threshold), "checks", "failed", "worst", "worst at",
-             h(col::pass)});
+    Table t({col::kpi, col::test, col::scope, col::threshold, "checks", "failed", "worst", "worst at", col::pass});
     for (const auto& g : r.kpi_groups) {
       t.add({g.kpi, g.test.value_or("(plan)"), g.scope, fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit),
              std::to_string(g.passed + g.failed), std::to_string(g.failed), kpi_value(g.worst),
@@ -49,7 +47,7 @@ std::string render_plan_text(const PlanReport& r) {
     out += t.str();
     if (r.kpi_failed > 0) {
       out += "\nFailed checks\n";
-      Table f({h(col::kpi), h(col::step), h(col::subject), h(col::value), h(col::threshold), h(col::detail)});
+      Table f({col::kpi, col::step, col::subject, col::value, col::threshold, col::detail});
       for (const auto& k : r.kpis) {
         if (k.pass) continue;
         f.add({k.kpi, k.step.value_or(k.test.value_or("(plan)")), k.subject.empty() ? "-" : k.subject,
@@ -61,8 +59,8 @@ std::string render_plan_text(const PlanReport& r) {
   }
 
   out += "\nSteps\n";
-  Table st({"#", h(col::step), h(col::pattern), h(col::status), "clients -> servers", h(col::mb_per_s),
-            h(col::gbit_per_s), h(col::duration_s), "KPIs"});
+  Table st({"#", col::step, col::pattern, col::status, "clients -> servers", col::mb_per_s, col::gbit_per_s,
+            col::duration_s, "KPIs"});
   for (const auto& s : r.steps) {
     if (!s.listed) continue;
     st.add({std::to_string(s.index), s.id, s.pattern, s.status,
@@ -74,8 +72,8 @@ std::string render_plan_text(const PlanReport& r) {
 
   for (const auto& m : r.matrices) {
     out += fmt::format("\nAll-pairs matrix of '{}' (MB/s, row = client sending to column = server)\n", m.test);
-    std::vector<std::string> head{"client \\ server"};
-    for (const auto& n : m.nodes) head.push_back(n);
+    std::vector<Head> head{"client \\ server"};
+    for (const auto& n : m.nodes) head.emplace_back(n);
     Table t(head);
     for (std::size_t i = 0; i < m.nodes.size(); ++i) {
       std::vector<std::string> row{m.nodes[i]};
@@ -97,25 +95,24 @@ std::string render_plan_text(const PlanReport& r) {
       continue;
     }
     if (!s.summary.empty()) out += "  " + s.summary + "\n";
-    Table nt({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
-              h(col::cpu_busy_pct), h(col::retrans_segs), h(col::p50_us), h(col::p99_us), h(col::max_us)});
-    Table lt({h(col::node), h(col::link), h(col::tx_mb_per_s), h(col::rx_mb_per_s), h(col::payload_mb_per_s),
-              h(col::speed_mbps), h(col::utilization_pct), h(col::errors), h(col::drops)});
+    Table nt({col::node, col::role, col::status, col::tx_mb_per_s, col::rx_mb_per_s, col::cpu_busy_pct,
+              col::retrans_segs, col::p50_us, col::p99_us, col::max_us});
+    Table lt({col::node, col::link, col::tx_mb_per_s, col::rx_mb_per_s, col::payload_mb_per_s, col::speed_mbps,
+              col::utilization_pct, col::errors, col::drops});
     for (const auto& n : s.nodes) {
       const auto& l = n.latency ? n.latency : n.delay;
       nt.add({n.node, n.role, n.status, f1(n.tx_mb_per_s), f1(n.rx_mb_per_s), f0(n.cpu_busy_pct),
-              n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? us(l->p50_us) : "-",
-              l ? us(l->p99_us) : "-", l ? us(l->max_us) : "-"});
+              count_or_dash(n.retrans_segs), l ? us(l->p50_us) : "-", l ? us(l->p99_us) : "-",
+              l ? us(l->max_us) : "-"});
       for (const auto& ln : n.links) {
         lt.add({n.node, ln.link, f1(ln.tx_mb_per_s), f1(ln.rx_mb_per_s), f1(ln.payload_mb_per_s()),
-                ln.speed() > 0 ? std::to_string(ln.speed()) : "-",
-                ln.utilization_pct.value_or(-1) >= 0 ? f1(*ln.utilization_pct) : "-", std::to_string(ln.errors()),
-                std::to_string(ln.drops())});
+                ln.speed() > 0 ? std::to_string(ln.speed()) : "-", f1_or_dash(ln.utilization_pct.value_or(-1)),
+                std::to_string(ln.errors()), std::to_string(ln.drops())});
       }
     }
     out += nt.str();
     if (!s.pairs.empty()) {
-      Table pt({h(col::client), h(col::server), h(col::mb_per_s), h(col::retrans), h(col::rtt_us)});
+      Table pt({col::client, col::server, col::mb_per_s, col::retrans, col::rtt_us});
       for (const auto& p : s.pairs)
         pt.add({p.client, p.server, f1(p.mb_per_s), std::to_string(p.retrans), std::to_string(p.rtt_us)});
       out += "  pairs:\n" + pt.str("    ");

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 #include "report/result_json.hpp"
 
@@ -96,10 +95,12 @@ std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
   std::string out = fmt::format("\n{:<12} {:>4} {:<8} {:<9} {:<10} {:<22} {:>5} {:<10} {}\n", "RDMA device", "port",
                                 "state", "phys", "layer", "rate", "mtu", "netdev", "lid");
   std::string gids;
+  bool estimated = false;
   for (const auto& d : devices) {
     if (d.ports.empty()) out += fmt::format("{:<12} (no ports)\n", d.name);
     for (const auto& p : d.ports) {
       const bool ib = p.link_layer == "InfiniBand";
+      estimated = estimated || p.mtu_source == "netdev";
       out += fmt::format("{:<12} {:>4} {:<8} {:<9} {:<10} {:<22} {:>5} {:<10} {}\n", d.name, p.port,
                          p.state.empty() ? "-" : p.state, p.phys_state.empty() ? "-" : p.phys_state,
                          p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
@@ -112,10 +113,6 @@ std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
                             g.netdev.empty() ? "-" : g.netdev);
       }
     }
-  }
-  bool estimated = false;
-  for (const auto& d : devices) {
-    for (const auto& p : d.ports) estimated = estimated || p.mtu_source == "netdev";
   }
   if (estimated) out += "  * MTU derived from the interface MTU (sysfs has none; this build cannot ask libibverbs)\n";
   return out + gids;

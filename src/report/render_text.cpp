@@ -6,21 +6,12 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cctype>
 #include <functional>
 
 namespace fabperf {
 namespace {
 
 using namespace text;  // the table and its number formats
-
-// Negative is the sources' "not measured": shown as "-", never as a number.
-std::string count_or_dash(std::int64_t v) {
-  return v >= 0 ? std::to_string(v) : std::string("-");
-}
-std::string f1_or_dash(double v) {
-  return v >= 0 ? f1(v) : std::string("-");
-}
 
 // One bar a point, the largest full height; value: a member pointer or a function of the point.
 template <class F>
@@ -99,8 +90,8 @@ std::string header_text(const Report& r) {
 }
 
 std::string nodes_text(const Report& r) {
-  Table nodes({h(col::node), h(col::role), h(col::status), h(col::tx_mb_per_s), h(col::rx_mb_per_s),
-               h(col::cpu_busy_pct), h(col::retrans_segs), h(col::clock_offset_us), h(col::clock_uncertainty_us)});
+  Table nodes({col::node, col::role, col::status, col::tx_mb_per_s, col::rx_mb_per_s, col::cpu_busy_pct,
+               col::retrans_segs, col::clock_offset_us, col::clock_uncertainty_us});
   std::string chosen;
   for (const auto& n : r.nodes) {
     const bool have = n.status == NodeStatus::ok || n.window_s > 0;
@@ -114,8 +105,7 @@ std::string nodes_text(const Report& r) {
 }
 
 std::string pairs_text(const Report& r) {
-  Table pairs({"client", "server", h(col::mb_per_s), h(col::msg_per_s), "conns", h(col::retrans), h(col::rtt_us),
-               h(col::snd_mss)});
+  Table pairs({"client", "server", col::mb_per_s, col::msg_per_s, "conns", col::retrans, col::rtt_us, col::snd_mss});
   for (const auto& p : r.pairs) {
     pairs.add({node_name(r, p.client) + (p.measured_by == "server" ? " (by server)" : ""), node_name(r, p.server),
                f1(p.tput.mb_per_s), f0(p.tput.msg_per_s), std::to_string(p.connections), std::to_string(p.retrans),
@@ -126,10 +116,9 @@ std::string pairs_text(const Report& r) {
 
 // Block latency and network delay share one table; the delay pings are too few for a p99.9.
 std::string latency_table(const Report& r, bool delay) {
-  std::vector<std::string> head{"client",       h(col::count),  h(col::mean_us), h(col::p50_us),
-                                h(col::p90_us), h(col::p99_us), h(col::max_us)};
-  if (!delay) head.insert(head.end() - 1, h(col::p999_us));
-  Table t(std::move(head));
+  std::vector<Head> head{"client", col::count, col::mean_us, col::p50_us, col::p90_us, col::p99_us, col::max_us};
+  if (!delay) head.insert(head.end() - 1, col::p999_us);
+  Table t(head);
   auto row = [&](const std::string& name, const LatencySummary& l) {
     std::vector<std::string> v{
         name, std::to_string(l.count), us(l.mean_us), us(l.p50_us), us(l.p90_us), us(l.p99_us), us(l.max_us)};
@@ -144,9 +133,8 @@ std::string latency_table(const Report& r, bool delay) {
 }
 
 std::string intervals_text(const Report& r) {
-  if (std::none_of(r.nodes.begin(), r.nodes.end(), [](const NodeReport& n) { return n.intervals.size() > 1; }))
-    return "";
-  Table iv({h(col::node), "min", "avg", "max", "tx", "rx"});
+  if (std::ranges::none_of(r.nodes, [](const NodeReport& n) { return n.intervals.size() > 1; })) return "";
+  Table iv({col::node, "min", "avg", "max", "tx", "rx"});
   for (const auto& n : r.nodes) {
     if (n.intervals.empty()) continue;
     std::vector<double> v;
@@ -159,10 +147,10 @@ std::string intervals_text(const Report& r) {
 }
 
 std::string links_text(const Report& r) {
-  if (std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeReport& n) { return n.links.empty(); })) return "";
-  Table lt({h(col::node), h(col::link), h(col::kind), h(col::speed_mbps), h(col::mtu), h(col::tx_mb_per_s),
-            h(col::rx_mb_per_s), h(col::payload_mb_per_s), h(col::utilization_pct), h(col::efficiency_pct),
-            h(col::wire_check), h(col::errors), h(col::drops), "tx+rx over time"});
+  if (std::ranges::all_of(r.nodes, [](const NodeReport& n) { return n.links.empty(); })) return "";
+  Table lt({col::node, col::link, col::kind, col::speed_mbps, col::mtu, col::tx_mb_per_s, col::rx_mb_per_s,
+            col::payload_mb_per_s, col::utilization_pct, col::efficiency_pct, col::wire_check, col::errors, col::drops,
+            "tx+rx over time"});
   for (const auto& n : r.nodes) {
     for (const auto& l : n.links) {
       lt.add({n.name, l.name + (l.vanished ? " (gone)" : "") + (l.jumbo_mismatch ? " (!mtu)" : ""), l.kind,
@@ -179,8 +167,8 @@ std::string links_text(const Report& r) {
 }
 
 std::string connections_text(const Report& r) {
-  Table conns({h(col::node), "role", "op", "local", "remote", h(col::mb_per_s), h(col::retrans), h(col::rtt_us),
-               h(col::snd_mss), "error"});
+  Table conns(
+      {col::node, "role", "op", "local", "remote", col::mb_per_s, col::retrans, col::rtt_us, col::snd_mss, "error"});
   for (const auto& c : r.connections) {
     conns.add({node_name(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
                f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
@@ -224,13 +212,12 @@ std::string render_text(const Report& r, bool verbose) {
 }
 
 std::string render_rdma_ports_text(const Report& r) {
-  if (std::all_of(r.nodes.begin(), r.nodes.end(), [](const NodeReport& n) { return n.rdma_ports.empty(); })) return "";
+  if (std::ranges::all_of(r.nodes, [](const NodeReport& n) { return n.rdma_ports.empty(); })) return "";
   std::string out =
       "RDMA ports (port counters over the window; data counters count 4-byte words, shown as bytes; payload = "
       "fabperf's bytes on this node's queue pairs, data pkts = those bytes in MTU-sized packets)\n";
-  Table t({h(col::node), h(col::rdma_port), h(col::link_layer), h(col::rate), h(col::active_mtu), h(col::tx_mb_per_s),
-           h(col::rx_mb_per_s), h(col::tx_packets), h(col::rx_packets), h(col::payload_mb_per_s), h(col::data_packets),
-           h(col::error_counters)});
+  Table t({col::node, col::rdma_port, col::link_layer, col::rate, col::active_mtu, col::tx_mb_per_s, col::rx_mb_per_s,
+           col::tx_packets, col::rx_packets, col::payload_mb_per_s, col::data_packets, col::error_counters});
   std::string details;
   for (const auto& n : r.nodes) {
     for (const auto& p : n.rdma_ports) {
@@ -266,9 +253,9 @@ std::string render_bonds_text(const Report& r) {
       out += fmt::format("Bond {} on {}: {}{}, {} member(s), {} peer address(es)\n", b.name, n.name,
                          b.mode.empty() ? "unknown mode" : b.mode, b.hash_policy.empty() ? "" : " " + b.hash_policy,
                          b.members.size(), b.peers);
-      Table t({h(col::member), h(col::speed_mbps), h(col::mii_status), h(col::link_failures), h(col::tx_mb_per_s),
-               h(col::rx_mb_per_s), h(col::tx_share_pct), h(col::rx_share_pct), h(col::predicted_flows),
-               h(col::predicted_tx_share_pct), "tx+rx over time"});
+      Table t({col::member, col::speed_mbps, col::mii_status, col::link_failures, col::tx_mb_per_s, col::rx_mb_per_s,
+               col::tx_share_pct, col::rx_share_pct, col::predicted_flows, col::predicted_tx_share_pct,
+               "tx+rx over time"});
       for (const auto& m : b.members) {
         t.add({m.name, m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-",
                m.state_open == m.state_close ? m.state_open : m.state_open + "->" + m.state_close,

@@ -12,11 +12,21 @@
 
 namespace fabperf::text {
 
+// A header cell: a column's (units.hpp) header, or a text.
+struct Head {
+  Head(const Column& c) : text(c.header) {}
+  Head(std::string t) : text(std::move(t)) {}
+  Head(const char* t) : text(t) {}
+  std::string text;
+};
+
 class Table {
  public:
   // numeric_ is sized here, not on the first add(): a table with no rows (every agent lost, no
   // pair reported) is still printed, and str() reads it for every column.
-  explicit Table(std::vector<std::string> headers) : rows_{std::move(headers)}, numeric_(rows_.front().size(), true) {}
+  explicit Table(const std::vector<Head>& headers) : rows_(1), numeric_(headers.size(), true) {
+    for (const auto& c : headers) rows_[0].push_back(c.text);
+  }
   void add(std::vector<std::string> row) {
     for (std::size_t i = 0; i < row.size() && i < numeric_.size(); ++i) {
       const auto& v = row[i];
@@ -51,14 +61,18 @@ class Table {
   std::vector<bool> numeric_;
 };
 
-inline std::string h(const Column& c) {
-  return std::string(c.header);
-}
 inline std::string f1(double v) {
   return fmt::format("{:.1f}", v);
 }
 inline std::string f0(double v) {
   return fmt::format("{:.0f}", v);
+}
+// Negative is the sources' "not measured": shown as "-", never as a number.
+inline std::string count_or_dash(std::int64_t v) {
+  return v >= 0 ? std::to_string(v) : std::string("-");
+}
+inline std::string f1_or_dash(double v) {
+  return v >= 0 ? f1(v) : std::string("-");
 }
 // Microseconds: more decimals the smaller the figure, so a 3 us loopback and a 250 us WAN hop both
 // show their significant digits.

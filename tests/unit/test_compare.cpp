@@ -41,9 +41,9 @@ TEST(Compare, SpeedChangePredictsGainAndEveryLinkMeetsIt) {
                                  result({{"eth0", 6850}, {"eth1", 6870}}, 56000), "b.json", "a.json", {});
   ASSERT_EQ(c.links.size(), 2u);
   for (const auto& l : c.links) {
-    ASSERT_TRUE(l.predicted_pct.has_value());
-    EXPECT_NEAR(*l.predicted_pct, 40.0, 1e-9);
-    EXPECT_NEAR(l.change_pct, 100.0 * (l.after_mb / l.before_mb - 1), 1e-9);
+    ASSERT_TRUE(l.expected_pct.has_value());
+    EXPECT_NEAR(*l.expected_pct, 40.0, 1e-9);
+    EXPECT_NEAR(l.change_pct, 100.0 * (l.after_mb_per_s / l.before_mb_per_s - 1), 1e-9);
     EXPECT_EQ(l.verdict, LinkVerdict::as_expected) << l.link;
     EXPECT_FALSE(l.fails);
   }

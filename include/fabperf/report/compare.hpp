@@ -48,9 +48,9 @@ struct CompareOptions {
   LinkExpectations expect;  // --expect, --expect-rest, --expect-gain
 };
 
-struct Delta {
+struct Delta {  // its fields are its JSON keys (compare.cpp)
   std::string name;
-  double before{0}, after{0};
+  double before_mb_per_s{0}, after_mb_per_s{0};
   double change_pct{0};
   bool matched{true};  // false: present in only one of the runs
 };
@@ -58,13 +58,13 @@ struct Delta {
 enum class LinkVerdict { as_expected, less_than_expected, improved, no_change, regressed, missing };
 std::string_view to_string(LinkVerdict v);
 
-struct LinkDelta {
+struct LinkDelta {  // its fields are its JSON keys, the verdict added in words (compare.cpp)
   std::string node, link;
-  double before_mb{0}, after_mb{0};  // payload MB/s on the link (busier direction)
+  double before_mb_per_s{0}, after_mb_per_s{0};  // payload MB/s on the link (busier direction)
   double change_pct{0};
-  std::int64_t before_speed{-1}, after_speed{-1};
-  std::optional<double> predicted_pct;             // from the speeds, --expect-gain or --expect
-  std::string expectation;                         // what was expected and why ("" nothing)
+  std::int64_t before_speed_mbps{-1}, after_speed_mbps{-1};
+  std::optional<double> expected_pct;              // from the speeds, --expect-gain or --expect
+  std::optional<std::string> expectation;          // what was expected and why (none: nothing)
   double noise_before_pct{0}, noise_after_pct{0};  // coefficient of variation of the interval samples
   LinkVerdict verdict{LinkVerdict::no_change};
   bool fails{false};
