@@ -6,19 +6,15 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
 namespace fabperf {
 
 std::string_view to_string(NodeStatus s) {
-  switch (s) {
-    case NodeStatus::ok: return "ok";
-    case NodeStatus::lost: return "lost";
-    case NodeStatus::stalled: return "stalled";
-    case NodeStatus::failed: return "failed";
-  }
-  return "?";
+  static constexpr std::array<std::string_view, 4> kNames{"ok", "lost", "stalled", "failed"};  // in the enum's order
+  return kNames.at(static_cast<std::size_t>(s));
 }
 
 CounterWindow counter_window(const LinkResult& l) {
@@ -67,16 +63,6 @@ TrialReport trial_report(const TrialResult& t) {
   r.summary = arms.empty() ? fmt::format("{} {}: {}", t.what, t.chosen, t.reason)
                            : fmt::format("{} {}: tried in the warm-up, {}: {}", t.what, t.chosen, arms, t.reason);
   return r;
-}
-
-Throughput make_tput(std::uint64_t bytes, std::uint64_t msgs, double seconds) {
-  Throughput t;
-  t.bytes = bytes;
-  t.mb_per_s = mb_per_s(bytes, seconds);
-  t.gbit_per_s = gbit_per_s(bytes, seconds);
-  t.msgs = msgs;
-  t.msg_per_s = seconds > 0 ? static_cast<double>(msgs) / seconds : 0.0;
-  return t;
 }
 
 std::string role_of(const NodeRecord& n) {
@@ -504,7 +490,8 @@ Report ReportBuilder::finish(bool interrupted) && {
       rate = mb_per_s(bytes, any.window);
     }
     pr.connections = any.conns;
-    pr.tput = make_tput(bytes, stream ? bytes / s_->buffsize : any.msgs, any.window);
+    const std::uint64_t msgs = stream ? bytes / s_->buffsize : any.msgs;
+    pr.tput = {bytes, rate, rate * 8.0 / 1e3, msgs, any.window > 0 ? static_cast<double>(msgs) / any.window : 0.0};
     if (bytes == 0 && any.window > 0) {
       // Said, not left to read as a dead link: a starved host (a loaded 2-core machine once gave
       // a 1 s plan step's pair 0 MB/s) and a stalled flow look the same in the figure.
@@ -513,8 +500,6 @@ Report ReportBuilder::finish(bool interrupted) && {
                       "threads or stalled connections): this figure is not the fabric's",
                       node_name(r, pr.client), node_name(r, pr.server), any.window));
     }
-    pr.tput.mb_per_s = rate;
-    pr.tput.gbit_per_s = rate * 8.0 / 1e3;
     r.aggregate.bytes += pr.tput.bytes;
     r.aggregate.msgs += pr.tput.msgs;
     r.aggregate.mb_per_s += pr.tput.mb_per_s;

@@ -23,7 +23,7 @@ namespace {
 
 class LineError {
  public:
-  LineError(const std::string& file, std::size_t line, std::string_view record)
+  LineError(std::string_view file, std::size_t line, std::string_view record)
       : file_(file), line_(line), record_(record) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
@@ -55,16 +55,18 @@ class LineError {
   bool boolean(const json& j, const char* name) const {
     return field(j, name, &json::is_boolean, "true or false").get<bool>();
   }
-  void integer(const json& j, const char* name, std::int64_t lo, std::int64_t hi) const {
+  std::int64_t integer(const json& j, const char* name, std::int64_t lo, std::int64_t hi) const {
     const auto& v = field(j, name);
     if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
       fail(fmt::format("field '{}' must be a whole number in [{}, {}]", name, lo, hi));
     }
+    return v.get<std::int64_t>();
   }
-  void strings(const json& j, const char* name) const {
+  std::vector<std::string> strings(const json& j, const char* name) const {
     const auto& v = field(j, name);
     if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }))
       fail(fmt::format("field '{}' must be a list of names", name));
+    return v.get<std::vector<std::string>>();
   }
   const std::string& one_of(const json& j, const char* name, std::initializer_list<const char*> allowed) const {
     const auto& s = string(j, name);
@@ -77,7 +79,7 @@ class LineError {
   }
 
  private:
-  const std::string& file_;
+  std::string_view file_;
   std::size_t line_;
   std::string_view record_;
 };
@@ -110,21 +112,25 @@ void check_plan(const json& j, const LineError& e) {
   }
 }
 
-void check_step(const json& j, const LineError& e) {
-  e.integer(j, "index", 0, 1 << 24);
-  e.string(j, "id");
-  e.string(j, "test");
-  e.one_of(j, "pattern",
-           {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast", "broadcast", "all-to-all"});
-  e.strings(j, "clients");
-  e.strings(j, "servers");
-  e.one_of(j, "status", {"done", "failed", "interrupted"});
-  if (j.contains("error")) e.string(j, "error");
-  e.string(j, "started_at");
-  e.number(j, "duration_s");
+// The one decoder of a "step" record's own fields, its result checked but not read (step_head).
+StepView read_step(const json& j, const LineError& e) {
+  StepView s;
+  s.index = static_cast<int>(e.integer(j, "index", 0, 1 << 24));
+  s.id = e.string(j, "id");
+  s.test = e.string(j, "test");
+  s.pattern = e.one_of(
+      j, "pattern",
+      {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast", "broadcast", "all-to-all"});
+  s.clients = e.strings(j, "clients");
+  s.servers = e.strings(j, "servers");
+  s.status = e.one_of(j, "status", {"done", "failed", "interrupted"});
+  if (j.contains("error")) s.error = e.string(j, "error");
+  s.started_at = e.string(j, "started_at");
+  s.duration_s = e.number(j, "duration_s");
   const bool has_result = j.contains("result") && !j["result"].is_null();
   if (has_result) check_run_result(j["result"], e);
-  if (!has_result && j["status"] == "done") e.fail("status 'done' but no 'result'");
+  if (!has_result && s.status == "done") e.fail("status 'done' but no 'result'");
+  return s;
 }
 
 // The one decoder of a "kpi" record (to_json is its encoder); --resume and the report both read
@@ -251,8 +257,7 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
         raw.end.reset();  // a resumed run: finished only when a later "end" says so
       }
     } else if (type == "step") {
-      check_step(j, e);
-      auto id = j["id"].get<std::string>();
+      auto id = read_step(j, e).id;
       if (!step_ids.insert(id).second) ++raw.superseded_steps;
       if (on_step) {
         on_step(raw.plan, std::move(j), at);
@@ -358,6 +363,10 @@ RawResults load_results(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("report: cannot read {}: {}", path, errno_text(errno)));
   return load_results(in, path);
+}
+
+StepView step_head(const json& step) {
+  return read_step(step, LineError("step", 0, "step"));  // load_results checked it: no error names a line
 }
 
 // Keys: the field names.

@@ -112,17 +112,7 @@ std::vector<Host> plan_hosts(const json& plan_line) {
 }
 
 StepView step_view(const json& sj, const std::vector<Host>& hosts) {
-  StepView s;
-  s.index = sj["index"].get<int>();
-  s.id = str(sj, "id");
-  s.test = str(sj, "test");
-  s.pattern = str(sj, "pattern");
-  s.clients = sj["clients"].get<std::vector<std::string>>();
-  s.servers = sj["servers"].get<std::vector<std::string>>();
-  s.status = str(sj, "status");
-  s.error = str(sj, "error");
-  s.started_at = str(sj, "started_at");
-  s.duration_s = sj.value("duration_s", 0.0);
+  StepView s = step_head(sj);
   if (!sj.contains("result") || !sj["result"].is_object()) return s;
   ResultDoc r = read_result_doc(sj["result"], ReadMode::lenient, fmt::format("step {}: result", s.id));
   s.measured = true;

@@ -50,35 +50,6 @@ json latency_json(const std::optional<LatencySummary>& l, const std::optional<La
   return j;
 }
 
-json links_json(const std::vector<LinkReport>& links) {
-  return array_json(links, [](const LinkReport& l) -> json {
-    return {{json_key(col::link), l.name},
-            {json_key(col::kind), l.kind},
-            {"driver", l.driver},
-            {json_key(col::mtu), l.mtu},
-            {json_key(col::speed_mbps), positive(l.speed_mbps)},
-            {json_key(col::shaped_mbps), nonneg(l.shaped_mbps)},
-            {"duplex", l.duplex},
-            {"window_s", l.window_s},
-            {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
-            {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
-            {"payload_tx_mb_per_s", l.payload_tx_mb_per_s},
-            {"payload_rx_mb_per_s", l.payload_rx_mb_per_s},
-            {json_key(col::utilization_pct), nonneg(l.utilization_pct)},
-            {json_key(col::best_goodput_mb_per_s), positive(l.best_goodput_mb_per_s)},
-            {json_key(col::efficiency_pct), nonneg(l.efficiency_pct)},
-            {"tx_errors", l.tx_errors},
-            {"rx_errors", l.rx_errors},
-            {"tx_dropped", l.tx_dropped},
-            {"rx_dropped", l.rx_dropped},
-            {"vanished", l.vanished},
-            {"min_sender_mss", l.min_sender_mss},
-            {"jumbo_mismatch", l.jumbo_mismatch},
-            {"wire_audit", l.wire_audit},
-            {"intervals", l.intervals}};
-  });
-}
-
 // Every sample of every named counter: the values at the first sample, and for each counter
 // that changed its increase per interval. `categories` holds the window's sums (the KPIs read them).
 json counters_json(const CounterReport& c) {
@@ -94,161 +65,104 @@ json counters_json(const CounterReport& c) {
   return {{"series", std::move(series)}, {"dips", c.dips}, {"categories", std::move(totals)}, {"movers", c.categories}};
 }
 
-json pcie_slots_json(const std::vector<PcieSlotReport>& slots) {
-  return array_json(slots, [](const PcieSlotReport& s) -> json {
-    return {{"address", s.address},
-            {"link", s.link},
-            {"ports", s.ports},
-            {"ports_speed_mbps", positive(s.ports_speed_mbps)},
-            {"usable_gbps", s.usable_gbps},
-            {"tx_gbps", s.tx_gbps},
-            {"rx_gbps", s.rx_gbps},
-            {"used_pct", s.used_pct},
-            {"at_ceiling", s.at_ceiling},
-            {"bound_by", s.bound_by.empty() ? json(nullptr) : json(s.bound_by)}};
-  });
-}
 }  // namespace
 
-json bonds_json(const std::vector<BondReport>& bonds) {
-  return array_json(bonds, [](const BondReport& b) -> json {
-    json members = array_json(b.members, [](const BondMemberReport& m) -> json {
-      return {{json_key(col::member), m.name},
-              {json_key(col::speed_mbps), positive(m.speed_mbps)},
-              {"state_open", m.state_open},
-              {"state_close", m.state_close},
-              {json_key(col::link_failures), m.link_failures},
-              {json_key(col::tx_mb_per_s), m.tx_mb_per_s},
-              {json_key(col::rx_mb_per_s), m.rx_mb_per_s},
-              {json_key(col::tx_share_pct), m.tx_share_pct},
-              {json_key(col::rx_share_pct), m.rx_share_pct},
-              {json_key(col::predicted_flows), nonneg(m.predicted_flows)},
-              {json_key(col::predicted_tx_share_pct), nonneg(m.predicted_tx_share_pct)},
-              {"intervals", m.intervals}};
-    });
-    json flows = array_json(b.flows, [](const BondFlowReport& f) -> json {
-      return {{"local", f.local},
-              {"remote", f.remote},
-              {"tx_bytes_window", f.tx_bytes_window},
-              {"member_index", nonneg(f.member_index)},
-              {json_key(col::member), f.member.empty() ? json(nullptr) : json(f.member)}};
-    });
-    return {{json_key(col::bond), b.name},
-            {"mode", b.mode},
-            {"hash_policy", b.hash_policy},
-            {"peers", b.peers},
-            {"members", std::move(members)},
-            {json_key(col::tx_mb_per_s), b.tx_mb_per_s},
-            {json_key(col::rx_mb_per_s), b.rx_mb_per_s},
-            {"member_speed_sum_mbps", positive(b.member_speed_sum_mbps)},
-            {json_key(col::best_goodput_mb_per_s), positive(b.best_goodput_mb_per_s)},
-            {"capacity_used_pct", nonneg(b.capacity_used_pct)},
-            {"tx_jain", b.tx_jain},
-            {"rx_jain", b.rx_jain},
-            {"tx_members_used", b.tx_members_used},
-            {"rx_members_used", b.rx_members_used},
-            {"tx_max_min", positive(b.tx_max_min)},
-            {"rx_max_min", positive(b.rx_max_min)},
-            {"prediction", b.prediction},
-            {"flows", std::move(flows)},
-            {"notes", b.notes},
-            {"inventory", to_json(b.inventory)}};
-  });
+// The report's types whose keys are (mostly) their fields' names; "unknown" (-1 or 0) is null.
+void to_json(json& j, const LinkReport& l) {
+  FABPERF_JSON_FIELDS(j, l, kind, driver, mtu, duplex, window_s, tx_mb_per_s, rx_mb_per_s, payload_tx_mb_per_s,
+                      payload_rx_mb_per_s, tx_errors, rx_errors, tx_dropped, rx_dropped, vanished, min_sender_mss,
+                      jumbo_mismatch, wire_audit, intervals);
+  j[json_key(col::link)] = l.name;
+  j["speed_mbps"] = positive(l.speed_mbps);
+  j["shaped_mbps"] = nonneg(l.shaped_mbps);
+  j["utilization_pct"] = nonneg(l.utilization_pct);
+  j["best_goodput_mb_per_s"] = positive(l.best_goodput_mb_per_s);
+  j["efficiency_pct"] = nonneg(l.efficiency_pct);
+}
+
+void to_json(json& j, const BondMemberReport& m) {
+  FABPERF_JSON_FIELDS(j, m, state_open, state_close, link_failures, tx_mb_per_s, rx_mb_per_s, tx_share_pct,
+                      rx_share_pct, intervals);
+  j[json_key(col::member)] = m.name;
+  j["speed_mbps"] = positive(m.speed_mbps);
+  j["predicted_flows"] = nonneg(m.predicted_flows);
+  j["predicted_tx_share_pct"] = nonneg(m.predicted_tx_share_pct);
+}
+
+void to_json(json& j, const BondFlowReport& f) {
+  FABPERF_JSON_FIELDS(j, f, local, remote, tx_bytes_window);
+  j["member_index"] = nonneg(f.member_index);
+  j[json_key(col::member)] = f.member.empty() ? json(nullptr) : json(f.member);
+}
+
+void to_json(json& j, const BondReport& b) {
+  FABPERF_JSON_FIELDS(j, b, mode, hash_policy, peers, members, tx_mb_per_s, rx_mb_per_s, tx_jain, rx_jain,
+                      tx_members_used, rx_members_used, prediction, flows, notes);
+  j[json_key(col::bond)] = b.name;
+  j["member_speed_sum_mbps"] = positive(b.member_speed_sum_mbps);
+  j["best_goodput_mb_per_s"] = positive(b.best_goodput_mb_per_s);
+  j["capacity_used_pct"] = nonneg(b.capacity_used_pct);
+  j["tx_max_min"] = positive(b.tx_max_min);
+  j["rx_max_min"] = positive(b.rx_max_min);
+  j["inventory"] = to_json(b.inventory);
+}
+
+void to_json(json& j, const PcieSlotReport& s) {
+  FABPERF_JSON_FIELDS(j, s, address, link, ports, usable_gbps, tx_gbps, rx_gbps, used_pct, at_ceiling);
+  j["ports_speed_mbps"] = positive(s.ports_speed_mbps);
+  j["bound_by"] = s.bound_by.empty() ? json(nullptr) : json(s.bound_by);
 }
 
 json node_json(const NodeReport& n) {
-  return {{"index", n.index},
-          {json_key(col::node), n.name},
-          {"hostname", n.hostname},
-          {json_key(col::role), n.role},
-          {json_key(col::status), to_string(n.status)},
-          {"error", n.error},
-          {"aborted", n.aborted},
-          {"window_s", n.window_s},
-          {"window_open_unix_s", positive(n.window_open_unix_s)},
-          {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
-          {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
-          {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
-          {json_key(col::retrans_segs), nonneg(n.retrans_segs)},
-          {"process_cpu_s", n.process_cpu_s},
-          {"bytes_per_cpu_s", n.bytes_per_cpu_s},
-          {"busiest_thread", n.busiest_thread},
-          {"busiest_thread_pct", n.busiest_thread_pct},
-          {"host_limited", n.host_limited},
-          {json_key(col::clock_offset_us), n.clock_offset_us},
-          {json_key(col::clock_uncertainty_us), n.clock_uncertainty_us},
-          {"late_ms", n.late_ms},
-          {"latency", latency_json(n.latency, n.histogram)},
-          {"delay", latency_json(n.delay, n.delay_histogram)},
-          {"intervals", n.intervals},
-          {"links", links_json(n.links)},
-          {"bonds", bonds_json(n.bonds)},
-          {"rdma_ports", rdma_ports_json(n.rdma_ports)},
-          {"trials", n.trials},
-          {"pcie_slots", pcie_slots_json(n.pcie_slots)},
-          {"warnings", n.warnings},
-          {"counters", counters_json(n.counters)}};
+  json j;
+  FABPERF_JSON_FIELDS(j, n, index, hostname, role, error, aborted, window_s, tx_mb_per_s, rx_mb_per_s, cpu_busy_pct,
+                      process_cpu_s, bytes_per_cpu_s, busiest_thread, busiest_thread_pct, host_limited, clock_offset_us,
+                      clock_uncertainty_us, late_ms, intervals, links, bonds, trials, pcie_slots, warnings);
+  j[json_key(col::node)] = n.name;
+  j["status"] = to_string(n.status);
+  j["window_open_unix_s"] = positive(n.window_open_unix_s);
+  j["retrans_segs"] = nonneg(n.retrans_segs);
+  j["latency"] = latency_json(n.latency, n.histogram);
+  j["delay"] = latency_json(n.delay, n.delay_histogram);
+  j["rdma_ports"] = rdma_ports_json(n.rdma_ports);
+  j["counters"] = counters_json(n.counters);
+  return j;
 }
 
 json pair_json(const PairReport& p) {
   json j = p.tput;
-  j["client"] = p.client;
-  j["server"] = p.server;
-  j["measured_by"] = p.measured_by;
-  j["connections"] = p.connections;
-  j[json_key(col::retrans)] = p.retrans;
-  j[json_key(col::rtt_us)] = p.rtt_us;
-  j[json_key(col::snd_mss)] = p.snd_mss;
-  j["sender_bytes"] = p.sender_bytes;
+  FABPERF_JSON_FIELDS(j, p, client, server, measured_by, connections, retrans, rtt_us, snd_mss, sender_bytes);
   return j;
 }
 
 json connection_json(const ConnReport& c) {
-  return {{json_key(col::node), c.node},
-          {"peer", c.peer},
-          {json_key(col::role), to_string(c.role)},
-          {"op", to_string(c.op)},
-          {"local", c.local},
-          {"remote", c.remote},
-          {"tx_bytes_window", c.tx_bytes_window},
-          {"tx_delivered_window", c.tx_delivered_window},
-          {"rx_bytes_window", c.rx_bytes_window},
-          {"tx_bytes_total", c.tx_bytes_total},
-          {"rx_bytes_total", c.rx_bytes_total},
-          {json_key(col::mb_per_s), c.mb_per_s},
-          {json_key(col::retrans), c.retrans},
-          {"tcp", c.tcp.valid ? json(c.tcp) : json(nullptr)},
-          {"error", c.error}};
+  json j;
+  FABPERF_JSON_FIELDS(j, c, node, peer, local, remote, tx_bytes_window, tx_delivered_window, rx_bytes_window,
+                      tx_bytes_total, rx_bytes_total, mb_per_s, retrans, error);
+  j["role"] = to_string(c.role);
+  j["op"] = to_string(c.op);
+  j["tcp"] = c.tcp.valid ? json(c.tcp) : json(nullptr);
+  return j;
 }
 
 json result_header_json(const Report& r) {
-  return {{"schema", kResultSchema},
-          {"schema_version", kResultSchemaVersion},
-          {"fabperf_version", r.fabperf_version},
-          {"test_id", r.test_id},
-          {"started_at", r.started_at},
-          {"settings", to_json(r.spec)},
-          {"clients", r.clients},
-          {"servers", r.servers}};
+  json j{{"schema", kResultSchema}, {"schema_version", kResultSchemaVersion}, {"settings", to_json(r.spec)}};
+  FABPERF_JSON_FIELDS(j, r, fabperf_version, test_id, started_at, clients, servers);
+  return j;
 }
 
 json result_summary_json(const Report& r) {
-  json agg = r.aggregate;
-  agg["window_s"] = r.window_s;
-  json doc{{"complete", r.complete},
-           {"interrupted", r.interrupted},
-           {"aggregate", std::move(agg)},
-           {"cli_cpu_pct", r.cli_cpu_pct},
-           {"srv_cpu_pct", r.srv_cpu_pct},
-           {"max_clock_uncertainty_us", r.max_clock_uncertainty_us},
-           {"latency", latency_json(r.latency, r.histogram)},
-           {"delay", latency_json(r.delay, r.delay_histogram)},
-           {"verify", r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr)},
-           {"findings", r.findings},
-           {"counter_movers", r.counter_movers},
-           {"summary", render_summary_line(r)}};
-  if (!r.socksize_basis.empty()) doc["socksize_auto"] = {{"socksize", r.spec.socksize()}, {"basis", r.socksize_basis}};
-  return doc;
+  json j;
+  FABPERF_JSON_FIELDS(j, r, complete, interrupted, cli_cpu_pct, srv_cpu_pct, max_clock_uncertainty_us, findings,
+                      counter_movers);
+  j["aggregate"] = r.aggregate;
+  j["aggregate"]["window_s"] = r.window_s;
+  j["latency"] = latency_json(r.latency, r.histogram);
+  j["delay"] = latency_json(r.delay, r.delay_histogram);
+  j["verify"] = r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr);
+  j["summary"] = render_summary_line(r);
+  if (!r.socksize_basis.empty()) j["socksize_auto"] = {{"socksize", r.spec.socksize()}, {"basis", r.socksize_basis}};
+  return j;
 }
 
 json render_json(const Report& r) {

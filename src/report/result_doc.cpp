@@ -12,9 +12,10 @@ namespace {
 
 using nlohmann::json;
 
-// What a field is to a strict read: always written by render_json (`must`), or written only
-// since some version or only when measured (`may`). A lenient read treats both as `may`.
-enum class Need { must, may };
+// What a field is to a strict read: always written by render_json (`must`), written but null when
+// unknown (`nullable`), or written only since some version or only when measured (`may`). A lenient
+// read treats all as `may`.
+enum class Need { must, nullable, may };
 
 // One object of the document and its path in it ("nodes[1].links[0]"), for the error.
 struct Reader {
@@ -29,14 +30,13 @@ struct Reader {
   // The field's value, or nullptr when it is absent or null and may be.
   const json* get(const char* key, Need need) const {
     const auto it = j.find(key);
-    const bool must = strict && need == Need::must;
     if (it == j.end()) {
-      if (must) fail(key, "missing");
+      if (strict && need != Need::may) fail(key, "missing");
       return nullptr;
     }
-    return it->is_null() && !must ? nullptr : &*it;
+    return it->is_null() && !(strict && need == Need::must) ? nullptr : &*it;
   }
-  // The field as T (double, std::uint64_t, std::string or bool), or nullopt when absent or null and it may be.
+  // The field as T (double, a whole number, std::string or bool), or nullopt when absent or null and it may be.
   template <typename T>
   [[nodiscard]] std::optional<T> as(const char* key, Need need) const {
     const json* v = get(key, need);
@@ -50,23 +50,14 @@ struct Reader {
     if (!ok) fail(key, problem);
     return v->get<T>();
   }
-  // Null in a strict read: a field whose null means "unknown".
-  [[nodiscard]] std::optional<double> nullable(const char* key) const {
-    const auto it = j.find(key);
-    if (it != j.end() && it->is_null()) return std::nullopt;
-    return as<double>(key, Need::must);
-  }
-  [[nodiscard]] double num(const char* key, Need need = Need::must, double fallback = 0) const {
-    return as<double>(key, need).value_or(fallback);
-  }
-  [[nodiscard]] std::uint64_t count(const char* key, Need need = Need::must, std::uint64_t fallback = 0) const {
-    return as<std::uint64_t>(key, need).value_or(fallback);
-  }
-  [[nodiscard]] std::string str(const char* key, Need need = Need::must) const {
-    return as<std::string>(key, need).value_or("");
-  }
-  [[nodiscard]] bool flag(const char* key, Need need, bool fallback) const {
-    return as<bool>(key, need).value_or(fallback);
+  // Into `out` (an optional: empty when absent or null), which keeps its value when the field may be and is not there.
+  template <typename T>
+  void read(const char* key, Need need, T& out) const {
+    if constexpr (std::is_same_v<T, std::optional<double>>) {
+      out = as<double>(key, need);
+    } else if (auto v = as<T>(key, need)) {
+      out = std::move(*v);
+    }
   }
   [[nodiscard]] std::optional<Reader> obj(const char* key, Need need = Need::must) const {
     const json* v = get(key, need);
@@ -84,35 +75,43 @@ struct Reader {
       f(Reader{(*v)[i], fmt::format("{}{}[{}]", at.empty() ? "" : at + ".", key, i), what, strict}, i);
     }
   }
+  // The list's objects, each read into a T by f(reader, T&, index).
   template <typename T, typename F>
   [[nodiscard]] std::vector<T> list(const char* key, Need need, F&& f) const {
     std::vector<T> out;
-    each(key, need, [&](const Reader& r, std::size_t i) { out.push_back(f(r, i)); });
+    each(key, need, [&](const Reader& r, std::size_t i) { f(r, out.emplace_back(), i); });
     return out;
   }
 };
 
+// r.read(#f, need, v.f) for each field f named: the fields whose key is their name (render_json's
+// FABPERF_JSON_FIELDS lists them the same way).
+#define FABPERF_READ_FIELD(f) fabperf_r.read(#f, fabperf_need, fabperf_v.f);
+#define FABPERF_READ_FIELDS(r, need, v, ...)                                   \
+  do {                                                                         \
+    const Reader& fabperf_r = (r);                                             \
+    const Need fabperf_need = (need);                                          \
+    auto& fabperf_v = (v);                                                     \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(FABPERF_READ_FIELD, __VA_ARGS__)) \
+  } while (false)
+
 std::optional<ResultLatency> latency(const Reader& n, const char* key) {
   const auto l = n.obj(key, Need::may);
   if (!l) return std::nullopt;
-  ResultLatency v{l->count("count"),
-                  l->num("mean_us", Need::may),
-                  l->num("min_us", Need::may),
-                  l->num("p50_us", Need::may),
-                  l->num("p90_us", Need::may),
-                  l->num("p99_us"),
-                  l->num("p999_us", Need::may),
-                  l->num("max_us", Need::may),
-                  l->list<ResultLatency::Bucket>("buckets", Need::may, [](const Reader& b, std::size_t) {
-                    return ResultLatency::Bucket{b.num("lo_us"), b.num("hi_us"), b.count("count")};
-                  })};
+  ResultLatency v;
+  FABPERF_READ_FIELDS(*l, Need::must, v, count, p99_us);
+  FABPERF_READ_FIELDS(*l, Need::may, v, mean_us, min_us, p50_us, p90_us, p999_us, max_us);
+  v.buckets = l->list<ResultLatency::Bucket>("buckets", Need::may, [](const Reader& b, auto& o, std::size_t) {
+    FABPERF_READ_FIELDS(b, Need::must, o, lo_us, hi_us, count);
+  });
   std::sort(v.buckets.begin(), v.buckets.end(), [](const auto& a, const auto& b) { return a.lo_us < b.lo_us; });
   return v;
 }
 
 std::vector<IntervalPoint> intervals(const Reader& r) {
-  return r.list<IntervalPoint>("intervals", Need::may, [](const Reader& p, std::size_t) {
-    return IntervalPoint{p.num("t_s"), p.num("tx_mb_per_s"), p.num("rx_mb_per_s", Need::may)};
+  return r.list<IntervalPoint>("intervals", Need::may, [](const Reader& p, auto& o, std::size_t) {
+    FABPERF_READ_FIELDS(p, Need::must, o, t_s, tx_mb_per_s);
+    p.read("rx_mb_per_s", Need::may, o.rx_mb_per_s);
   });
 }
 
@@ -121,68 +120,50 @@ std::optional<ResultCounters> counters(const Reader& n) {
   if (!c) return std::nullopt;
   ResultCounters out;
   if (const auto cats = c->obj("categories")) {
-    for (const char* cat : {"pause", "discard", "fec_uncorrected", "ecn"}) out.categories[cat] = cats->num(cat);
+    for (const char* cat : {"pause", "discard", "fec_uncorrected", "ecn"})
+      cats->read(cat, Need::must, out.categories[cat]);
   }
   c->each("movers", Need::must, [&](const Reader& m, std::size_t) {
-    out.movers[m.str("category")] = m.list<ResultCounterTop>("top", Need::must, [](const Reader& t, std::size_t) {
-      return ResultCounterTop{t.str("source"), t.str("name"), t.num("delta")};
+    std::string category;
+    m.read("category", Need::must, category);
+    out.movers[category] = m.list<ResultCounterTop>("top", Need::must, [](const Reader& t, auto& o, std::size_t) {
+      FABPERF_READ_FIELDS(t, Need::must, o, source, name, delta);
     });
   });
-  out.dips = c->list<ResultDip>("dips", Need::may, [](const Reader& d, std::size_t) {
-    return ResultDip{d.str("subject"), d.num("t0_s"), d.num("t1_s"), d.str("text")};
+  out.dips = c->list<ResultDip>("dips", Need::may, [](const Reader& d, auto& o, std::size_t) {
+    FABPERF_READ_FIELDS(d, Need::must, o, subject, t0_s, t1_s, text);
   });
   return out;
 }
 
-ResultLink link_of(const Reader& l, std::size_t) {
-  return {l.str("link"),
-          l.str("kind"),
-          l.num("tx_mb_per_s", Need::may),
-          l.num("rx_mb_per_s", Need::may),
-          l.num("payload_tx_mb_per_s"),
-          l.num("payload_rx_mb_per_s"),
-          l.nullable("speed_mbps"),
-          l.as<double>("utilization_pct", Need::may),
-          l.nullable("efficiency_pct"),
-          l.num("tx_errors"),
-          l.num("rx_errors"),
-          l.num("tx_dropped"),
-          l.num("rx_dropped"),
-          intervals(l)};
+void link_of(const Reader& l, ResultLink& v, std::size_t) {
+  FABPERF_READ_FIELDS(l, Need::must, v, link, kind, payload_tx_mb_per_s, payload_rx_mb_per_s, tx_errors, rx_errors,
+                      tx_dropped, rx_dropped);
+  FABPERF_READ_FIELDS(l, Need::nullable, v, speed_mbps, efficiency_pct);
+  FABPERF_READ_FIELDS(l, Need::may, v, tx_mb_per_s, rx_mb_per_s, utilization_pct);
+  v.intervals = intervals(l);
 }
 
-ResultBond bond_of(const Reader& b, std::size_t) {
-  return {b.str("bond", Need::may),
-          b.str("mode", Need::may),
-          b.str("hash_policy", Need::may),
-          b.num("tx_mb_per_s", Need::may),
-          b.num("rx_mb_per_s", Need::may),
-          b.num("tx_members_used", Need::may),
-          b.num("rx_members_used", Need::may),
-          b.num("capacity_used_pct", Need::may, -1),
-          b.list<ResultBondMember>("members", Need::may, [](const Reader& m, std::size_t) {
-            return ResultBondMember{m.str("member", Need::may),       m.num("tx_mb_per_s", Need::may),
-                                    m.num("rx_mb_per_s", Need::may),  m.num("tx_share_pct", Need::may),
-                                    m.num("rx_share_pct", Need::may), m.count("link_failures", Need::may)};
-          })};
+void bond_of(const Reader& b, ResultBond& v, std::size_t) {
+  FABPERF_READ_FIELDS(b, Need::may, v, bond, mode, hash_policy, tx_mb_per_s, rx_mb_per_s, tx_members_used,
+                      rx_members_used, capacity_used_pct);
+  v.members = b.list<ResultBondMember>("members", Need::may, [](const Reader& m, auto& o, std::size_t) {
+    FABPERF_READ_FIELDS(m, Need::may, o, member, tx_mb_per_s, rx_mb_per_s, tx_share_pct, rx_share_pct, link_failures);
+  });
 }
 
-ResultNode node_of(const Reader& n, std::size_t i) {
-  const auto retrans = n.as<double>("retrans_segs", Need::may);
-  return {n.count("index", Need::must, i),
-          n.str("node"),
-          n.str("role"),
-          n.str("status", Need::may),
-          n.num("tx_mb_per_s"),
-          n.num("rx_mb_per_s"),
-          n.num("cpu_busy_pct", Need::may),
-          retrans ? static_cast<std::int64_t>(*retrans) : -1,
-          latency(n, "latency"),
-          latency(n, "delay"),
-          counters(n),
-          n.list<ResultLink>("links", Need::must, link_of),
-          intervals(n),
-          n.list<ResultBond>("bonds", Need::may, bond_of)};
+void node_of(const Reader& n, ResultNode& v, std::size_t i) {
+  v.index = i;
+  FABPERF_READ_FIELDS(n, Need::must, v, index, node, role, tx_mb_per_s, rx_mb_per_s);
+  FABPERF_READ_FIELDS(n, Need::may, v, status, cpu_busy_pct);
+  if (const auto retrans = n.as<double>("retrans_segs", Need::may))
+    v.retrans_segs = static_cast<std::int64_t>(*retrans);
+  v.latency = latency(n, "latency");
+  v.delay = latency(n, "delay");
+  v.counters = counters(n);
+  v.links = n.list<ResultLink>("links", Need::must, link_of);
+  v.intervals = intervals(n);
+  v.bonds = n.list<ResultBond>("bonds", Need::may, bond_of);
 }
 
 }  // namespace
@@ -208,21 +189,18 @@ ResultDoc read_result_doc(const json& doc, ReadMode mode, const std::string& wha
   if (!doc.is_object()) throw UsageError(what + ": not an object");
   const Reader r{doc, "", what, mode == ReadMode::strict};
   ResultDoc d;
-  d.schema_version = static_cast<int>(r.count("schema_version", Need::may));
+  d.schema_version = static_cast<int>(r.as<std::uint64_t>("schema_version", Need::may).value_or(0));
   if (const auto s = r.obj("settings")) {
     d.settings = s->j;
-    d.test = s->str("test");
+    s->read("test", Need::must, d.test);
   }
-  d.summary = r.str("summary", Need::may);
-  d.complete = r.flag("complete", Need::must, true);
-  d.interrupted = r.flag("interrupted", Need::may, false);
-  d.clients = r.count("clients");
-  d.servers = r.count("servers");
+  FABPERF_READ_FIELDS(r, Need::must, d, complete, clients, servers);
+  FABPERF_READ_FIELDS(r, Need::may, d, summary, interrupted);
   if (const auto a = r.obj("aggregate")) {
-    d.aggregate_mb_per_s = a->num("mb_per_s");
-    d.aggregate_gbit_per_s = a->num("gbit_per_s", Need::may);
-    d.aggregate_msg_per_s = a->num("msg_per_s", Need::may);
-    d.window_s = a->num("window_s", Need::may);
+    a->read("mb_per_s", Need::must, d.aggregate_mb_per_s);
+    a->read("gbit_per_s", Need::may, d.aggregate_gbit_per_s);
+    a->read("msg_per_s", Need::may, d.aggregate_msg_per_s);
+    a->read("window_s", Need::may, d.window_s);
   }
   d.latency = latency(r, "latency");
   d.delay = latency(r, "delay");
@@ -232,9 +210,9 @@ ResultDoc read_result_doc(const json& doc, ReadMode mode, const std::string& wha
     }
   }
   d.nodes = r.list<ResultNode>("nodes", Need::must, node_of);
-  d.pairs = r.list<ResultPair>("pairs", Need::must, [](const Reader& p, std::size_t) {
-    return ResultPair{p.count("client"), p.count("server"), p.count("connections"),
-                      p.num("mb_per_s"), p.num("retrans"),  static_cast<std::uint32_t>(p.count("rtt_us", Need::may))};
+  d.pairs = r.list<ResultPair>("pairs", Need::must, [](const Reader& p, auto& o, std::size_t) {
+    FABPERF_READ_FIELDS(p, Need::must, o, client, server, connections, mb_per_s, retrans);
+    p.read("rtt_us", Need::may, o.rtt_us);
   });
   return d;
 }

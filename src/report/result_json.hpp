@@ -20,6 +20,18 @@ struct nlohmann::adl_serializer<std::optional<T>> {
   }
 };
 
+// j[#f] = v.f for each field f named: the encoding half of nlohmann's NLOHMANN_DEFINE_TYPE_* field
+// lists, for the report's types (written here, read back by result_doc.cpp into its own types). A
+// type's to_json lists the fields written under their own names, then sets those it renames or
+// writes as null when unknown.
+#define FABPERF_JSON_FIELDS(j, v, ...)                                         \
+  do {                                                                         \
+    auto& fabperf_j = (j);                                                     \
+    const auto& fabperf_v = (v);                                               \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(FABPERF_JSON_FIELD, __VA_ARGS__)) \
+  } while (false)
+#define FABPERF_JSON_FIELD(f) fabperf_j[#f] = fabperf_v.f;
+
 namespace fabperf {
 
 namespace jsonu {

@@ -184,6 +184,8 @@ struct PlanReport {
 inline constexpr std::size_t kListAllSteps = 100;
 inline constexpr std::size_t kSlowestListed = 10;
 
+// A step record's own fields (load_results checked them), without its result.
+StepView step_head(const nlohmann::json& step);
 PlanReport build_plan_report(const RawResults& raw);
 // load_results + build_plan_report, each step turned into its StepView as its line is read.
 // `listed_detail`: only the listed steps keep their nodes, links, series, latencies and findings

@@ -368,9 +368,9 @@ double jain_index(const std::vector<double>& xs);
 std::string render_text(const Report& r, bool verbose);
 std::string render_summary_line(const Report& r);  // nsdperf's one-line result
 nlohmann::json render_json(const Report& r);
-// The bonds section of the text report ("" when no bond carried the test) and its JSON.
+// The bonds section of the text report ("" when no bond carried the test), and a bond's JSON.
 std::string render_bonds_text(const Report& r);
-nlohmann::json bonds_json(const std::vector<BondReport>& bonds);
+void to_json(nlohmann::json& j, const BondReport& b);
 // `fabperf links`: each bond's settings and members, then its sanity findings.
 std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds);
 
