@@ -31,11 +31,16 @@ std::uint64_t Fields::u64(const char* name, std::uint64_t lo, std::uint64_t hi) 
   return x;
 }
 
-std::int64_t Fields::i64(const char* name, std::int64_t lo, std::int64_t hi) const {
+// The field, when `is` says it has the expected type; else "<ctx>: expected <what>, got <type>".
+const nlohmann::json& Fields::typed(const char* name, bool (nlohmann::json::*is)() const noexcept,
+                                    const char* what) const {
   const auto& v = get(name);
-  if (!v.is_number_integer()) {
-    throw ProtocolError(fmt::format("{}: expected an integer, got {}", ctx(name), v.type_name()));
-  }
+  if (!(v.*is)()) throw ProtocolError(fmt::format("{}: expected {}, got {}", ctx(name), what, v.type_name()));
+  return v;
+}
+
+std::int64_t Fields::i64(const char* name, std::int64_t lo, std::int64_t hi) const {
+  const auto& v = typed(name, &nlohmann::json::is_number_integer, "an integer");
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
     throw ProtocolError(fmt::format("{}: out of range", ctx(name)));
   }
@@ -45,9 +50,7 @@ std::int64_t Fields::i64(const char* name, std::int64_t lo, std::int64_t hi) con
 }
 
 double Fields::num(const char* name, double lo, double hi) const {
-  const auto& v = get(name);
-  if (!v.is_number()) throw ProtocolError(fmt::format("{}: expected a number, got {}", ctx(name), v.type_name()));
-  const auto x = v.get<double>();
+  const auto x = typed(name, &nlohmann::json::is_number, "a number").get<double>();
   if (!std::isfinite(x) || x < lo || x > hi) {
     throw ProtocolError(fmt::format("{}: {} out of range [{}, {}]", ctx(name), x, lo, hi));
   }
@@ -55,15 +58,11 @@ double Fields::num(const char* name, double lo, double hi) const {
 }
 
 bool Fields::boolean(const char* name) const {
-  const auto& v = get(name);
-  if (!v.is_boolean()) throw ProtocolError(fmt::format("{}: expected a boolean, got {}", ctx(name), v.type_name()));
-  return v.get<bool>();
+  return typed(name, &nlohmann::json::is_boolean, "a boolean").get<bool>();
 }
 
 std::string Fields::str(const char* name, std::size_t max_len) const {
-  const auto& v = get(name);
-  if (!v.is_string()) throw ProtocolError(fmt::format("{}: expected a string, got {}", ctx(name), v.type_name()));
-  const auto& s = v.get_ref<const std::string&>();
+  const auto& s = typed(name, &nlohmann::json::is_string, "a string").get_ref<const std::string&>();
   if (s.size() > max_len) throw ProtocolError(fmt::format("{}: string longer than {} bytes", ctx(name), max_len));
   // Every string a peer sends may end up in a log or on a terminal: control characters are
   // defused here, once, for all of them.
@@ -71,16 +70,13 @@ std::string Fields::str(const char* name, std::size_t max_len) const {
 }
 
 const nlohmann::json& Fields::array(const char* name, std::size_t max_items) const {
-  const auto& v = get(name);
-  if (!v.is_array()) throw ProtocolError(fmt::format("{}: expected an array, got {}", ctx(name), v.type_name()));
+  const auto& v = typed(name, &nlohmann::json::is_array, "an array");
   if (v.size() > max_items) throw ProtocolError(fmt::format("{}: more than {} entries", ctx(name), max_items));
   return v;
 }
 
 const nlohmann::json& Fields::object(const char* name) const {
-  const auto& v = get(name);
-  if (!v.is_object()) throw ProtocolError(fmt::format("{}: expected an object, got {}", ctx(name), v.type_name()));
-  return v;
+  return typed(name, &nlohmann::json::is_object, "an object");
 }
 
 std::vector<std::string> Fields::strings(const char* name, std::size_t max_items, std::size_t max_len) const {

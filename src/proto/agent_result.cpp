@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <span>
 
 namespace fabperf {
 
@@ -16,6 +15,23 @@ using nlohmann::json;
 namespace {
 constexpr std::string_view kFlowRoles[] = {"client", "server"};  // in value order
 constexpr std::string_view kFlowOps[] = {"write", "read", "rpc", "probe"};
+constexpr std::uint64_t kMaxBytes = 1ULL << 62;
+// Named counter values expanded so far in the RESULT this thread decodes (kMaxCounterCells).
+thread_local std::size_t t_counter_cells = 0;
+
+// An enum by its name: "<context>: unknown <field> '<name>'" for any other.
+template <class E, const auto& kNames>
+E named(std::string_view s, const std::string& context) {
+  const auto it = std::ranges::find(kNames, s);
+  if (it == std::end(kNames))
+    throw ProtocolError(fmt::format("{}: unknown {} '{}'", context, context.substr(context.rfind('.') + 1), s));
+  return static_cast<E>(it - std::begin(kNames));
+}
+
+// TCP_INFO's 32-bit fields, on the wire under their own names.
+constexpr std::pair<const char*, std::uint32_t TcpSample::*> kTcpFields[] = {
+    {"rtt_us", &TcpSample::rtt_us},   {"rttvar_us", &TcpSample::rttvar_us}, {"snd_mss", &TcpSample::snd_mss},
+    {"rcv_mss", &TcpSample::rcv_mss}, {"pmtu", &TcpSample::pmtu},           {"snd_cwnd", &TcpSample::snd_cwnd}};
 }  // namespace
 
 std::string_view to_string(FlowRole r) {
@@ -25,15 +41,13 @@ std::string_view to_string(FlowOp o) {
   return kFlowOps[static_cast<int>(o)];
 }
 
-// Serialisation only: parse_trial reads them back with range checks.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialArm, name, bytes, seconds, cpu_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialResult, what, chosen, reason, arms)
+// ---- The codecs of the RESULT's parts that are not objects of named fields ----------------
+// Static in this namespace, not in an anonymous one: JsonOut finds them by argument-dependent lookup.
 
-namespace {
 // Named counter samples, delta-encoded: the first sample carries every counter, each later one
 // only the counters whose value changed (a NIC lists hundreds, most of them idle). Decoding
 // carries values forward, so every sample is whole again.
-json counter_samples_json(const std::vector<CounterSample>& samples) {
+static json to_json(const std::vector<CounterSample>& samples) {
   json out = json::array();
   const CounterValues* prev = nullptr;
   for (const auto& s : samples) {
@@ -56,9 +70,11 @@ json counter_samples_json(const std::vector<CounterSample>& samples) {
   return out;
 }
 
-// `cells`: the values expanded so far in this RESULT, checked against kMaxCounterCells before
-// each sample is made whole (the expansion is what costs memory, not the frame).
-std::vector<CounterSample> parse_counter_samples(const json& arr, const std::string& ctx, std::size_t& cells) {
+// t_counter_cells, the values expanded so far in this RESULT, is checked against kMaxCounterCells
+// before each sample is made whole (the expansion is what costs memory, not the frame).
+static std::vector<CounterSample> counter_samples(const Fields& f, const char* name) {
+  const auto& arr = f.get(name);
+  const std::string ctx = f.ctx(name);
   if (!arr.is_array() || arr.size() > 1000000) throw ProtocolError(ctx + ": expected an array of samples");
   std::vector<CounterSample> out;
   std::map<std::string, std::size_t> index;
@@ -83,8 +99,8 @@ std::vector<CounterSample> parse_counter_samples(const json& arr, const std::str
         current[it->second].second = v.get<std::uint64_t>();
       }
     }
-    cells += current.size();
-    if (cells > kMaxCounterCells) {
+    t_counter_cells += current.size();
+    if (t_counter_cells > kMaxCounterCells) {
       throw ProtocolError(
           fmt::format("{}: named counters expand to more than {} values (counters x samples)", ctx, kMaxCounterCells));
     }
@@ -94,293 +110,201 @@ std::vector<CounterSample> parse_counter_samples(const json& arr, const std::str
   return out;
 }
 
-// TCP_INFO's 32-bit fields, on the wire under their own names.
-constexpr std::pair<const char*, std::uint32_t TcpSample::*> kTcpFields[] = {
-    {"rtt_us", &TcpSample::rtt_us},   {"rttvar_us", &TcpSample::rttvar_us}, {"snd_mss", &TcpSample::snd_mss},
-    {"rcv_mss", &TcpSample::rcv_mss}, {"pmtu", &TcpSample::pmtu},           {"snd_cwnd", &TcpSample::snd_cwnd}};
-
-json threads_json(const std::vector<ThreadCpu>& threads) {
-  json t = json::array();
-  for (const auto& x : threads) t.push_back({x.label, x.cpu_s});
+// null for transports without TCP_INFO.
+static void fields(auto& v, TcpSample& t) {
+  v("total_retrans", t.total_retrans, 0, kMaxBytes);
+  for (const auto& [name, field] : kTcpFields) v(name, t.*field, 0, UINT32_MAX);
+}
+static json to_json(const TcpSample& t) {
+  return t.valid ? JsonOut::encode(t) : json(nullptr);
+}
+static TcpSample tcp_sample(const Fields& f, const char* name) {
+  if (f.get(name).is_null()) return {};
+  auto t = JsonIn::decode<TcpSample>(f.get(name), f.ctx(name));
+  t.valid = true;
   return t;
-}
-}  // namespace
-
-json to_json(const AgentResult& r) {
-  json flows = json::array();
-  for (const auto& f : r.flows) {
-    json tcp = nullptr;
-    if (f.tcp.valid) {
-      tcp = {{"total_retrans", f.tcp.total_retrans}};
-      for (const auto& [name, field] : kTcpFields) tcp[name] = f.tcp.*field;
-    }
-    flows.push_back({{"id", f.id},
-                     {"role", to_string(f.role)},
-                     {"op", to_string(f.op)},
-                     {"peer_node", f.peer_node},
-                     {"local", f.local},
-                     {"remote", f.remote},
-                     {"tx_bytes_total", f.tx_bytes_total},
-                     {"rx_bytes_total", f.rx_bytes_total},
-                     {"tx_bytes_window", f.tx_bytes_window},
-                     {"rx_bytes_window", f.rx_bytes_window},
-                     {"tx_delivered_window", f.tx_delivered_window},
-                     {"rx_queued_delta", f.rx_queued_delta},
-                     {"msgs_window", f.msgs_window},
-                     {"retrans_window", f.retrans_window},
-                     {"tcp", tcp},
-                     {"error", f.error},
-                     {"iface", f.iface},
-                     {"verify_errors", f.verify_errors}});
-    if (!f.rdma_port.empty()) flows.back()["rdma_port"] = f.rdma_port;
-  }
-  json links = json::array();
-  for (const auto& l : r.links) {
-    json samples = json::array();
-    for (const auto& s : l.samples) {
-      const auto& c = s.counters;
-      samples.push_back({s.t_ns, c.present, c.tx_bytes, c.rx_bytes, c.tx_packets, c.rx_packets, c.tx_errors,
-                         c.rx_errors, c.tx_dropped, c.rx_dropped});
-    }
-    links.push_back({{"info", to_json(l.info)}, {"samples", std::move(samples)}, {"vanished", l.vanished}});
-    if (!l.stats.empty()) links.back()["stats"] = counter_samples_json(l.stats);
-  }
-  json bonds = json::array();
-  for (const auto& b : r.bonds)
-    bonds.push_back({{"at_open", to_json(b.at_open)}, {"at_close", to_json(b.at_close)}, {"neighbors", b.neighbors}});
-  json rdma = json::array();
-  for (const auto& p : r.rdma_ports) {
-    json samples = json::array();
-    for (const auto& s : p.samples) {
-      json values = json::object();
-      for (const auto& [k, v] : s.counters.values) values[k] = v;
-      samples.push_back({{"t_ns", s.t_ns},
-                         {"present", s.counters.present},
-                         {"values", std::move(values)},
-                         {"unreadable", s.counters.unreadable}});
-    }
-    rdma.push_back({{"device", p.device}, {"info", to_json(p.info)}, {"samples", std::move(samples)}});
-  }
-  json iv = json::array();
-  for (const auto& s : r.intervals) iv.push_back({s.t_ns, s.tx_bytes, s.rx_bytes});
-  return {{"node_index", r.node_index},
-          {"hostname", r.hostname},
-          {"aborted", r.aborted},
-          {"abort_reason", r.abort_reason},
-          {"window_s", r.window_s},
-          {"window_open_unix_ns", r.window_open_unix_ns},
-          {"cpu_busy_pct", r.cpu_busy_pct},
-          {"retrans_segs", r.retrans_segs},
-          {"process_cpu_s", r.process_cpu_s},
-          {"start_late_ns", r.start_late_ns},
-          {"close_late_ns", r.close_late_ns},
-          {"flows", std::move(flows)},
-          {"latency", r.latency ? to_json(*r.latency) : json(nullptr)},
-          {"delay", r.delay ? to_json(*r.delay) : json(nullptr)},
-          {"intervals", std::move(iv)},
-          {"links", std::move(links)},
-          {"bonds", std::move(bonds)},
-          {"rdma_ports", std::move(rdma)},
-          {"threads", threads_json(r.threads)},
-          {"socket_limits", to_json(r.socket_limits)},
-          {"trials", r.trials},
-          {"warnings", r.warnings},
-          {"host_counters", counter_samples_json(r.host_counters)}};
-}
-
-namespace {
-
-constexpr std::uint64_t kMaxBytes = 1ULL << 62;
-
-FlowResult parse_flow(const json& e) {
-  Fields g(e, "RESULT.flows[]");
-  FlowResult x;
-  x.id = static_cast<std::uint32_t>(g.u64("id", 0, kMaxList * 16));
-  auto named = [&](const char* field, std::span<const std::string_view> names) {
-    const auto s = g.str(field, 16);
-    const auto it = std::ranges::find(names, s);
-    if (it == names.end()) throw ProtocolError(fmt::format("{}: unknown {} '{}'", g.ctx(field), field, s));
-    return it - names.begin();
-  };
-  x.role = static_cast<FlowRole>(named("role", kFlowRoles));
-  x.op = static_cast<FlowOp>(named("op", kFlowOps));
-  x.peer_node = static_cast<std::uint32_t>(g.u64("peer_node", 0, kMaxList));
-  x.local = g.str("local", 128);
-  x.remote = g.str("remote", 128);
-  x.tx_bytes_total = g.u64("tx_bytes_total", 0, kMaxBytes);
-  x.rx_bytes_total = g.u64("rx_bytes_total", 0, kMaxBytes);
-  x.tx_bytes_window = g.u64("tx_bytes_window", 0, x.tx_bytes_total);
-  x.rx_bytes_window = g.u64("rx_bytes_window", 0, x.rx_bytes_total);
-  // Optional: agents before it count what they wrote, the only figure they have.
-  x.tx_delivered_window = g.has("tx_delivered_window") ? g.u64("tx_delivered_window", 0, kMaxBytes) : x.tx_bytes_window;
-  if (g.has("rx_queued_delta")) x.rx_queued_delta = g.i64("rx_queued_delta", -(1LL << 40), 1LL << 40);
-  x.msgs_window = g.u64("msgs_window", 0, kMaxBytes);
-  x.retrans_window = g.u64("retrans_window", 0, kMaxBytes);
-  const auto& tcp = e.find("tcp");
-  if (tcp == e.end()) throw ProtocolError(fmt::format("{}: missing field", g.ctx("tcp")));
-  if (!tcp->is_null()) {
-    Fields t(*tcp, "RESULT.flows[].tcp");
-    x.tcp.valid = true;
-    x.tcp.total_retrans = t.u64("total_retrans", 0, kMaxBytes);
-    for (const auto& [name, field] : kTcpFields) x.tcp.*field = static_cast<std::uint32_t>(t.u64(name, 0, UINT32_MAX));
-  }
-  x.error = g.str("error");
-  x.iface = g.str("iface", 64);
-  if (g.has("verify_errors")) x.verify_errors = g.u64("verify_errors", 0, kMaxBytes);
-  if (g.has("rdma_port")) x.rdma_port = g.str("rdma_port", 80);
-  return x;
 }
 
 // histogram_from_json names only "histogram": say which message and field carried it.
-std::optional<LatencyHistogram> parse_histogram(const json& j, const std::string& key, bool required) {
-  const auto it = j.find(key);
-  if (it == j.end() && required) throw ProtocolError(fmt::format("RESULT.{}: missing field", key));
-  if (it == j.end() || it->is_null()) return std::nullopt;
+static std::optional<LatencyHistogram> histogram_field(const Fields& f, const char* name) {
+  if (f.get(name).is_null()) return std::nullopt;
   try {
-    return histogram_from_json(*it);
+    return histogram_from_json(f.get(name));
   } catch (const ProtocolError& e) {
-    throw ProtocolError(fmt::format("RESULT.{}: {}", key, e.what()));
+    throw ProtocolError(fmt::format("{}: {}", f.ctx(name), e.what()));
   }
 }
 
-LinkResult parse_link(const json& e, std::size_t& cells) {
-  Fields g(e, "RESULT.links[]");
-  LinkResult l;
-  l.info = link_from_json(g.object("info"));
-  l.vanished = g.boolean("vanished");
-  for (const auto& s : g.array("samples", 1000000)) {
-    if (!s.is_array() || s.size() != 10 || !s[0].is_number_integer() || !s[1].is_boolean()) {
-      throw ProtocolError("RESULT.links[].samples[]: expected [t_ns, present, 8 counters]");
-    }
-    LinkSample x;
-    x.t_ns = s[0].get<std::int64_t>();
-    x.counters.present = s[1].get<bool>();
-    std::uint64_t* dst[] = {&x.counters.tx_bytes,   &x.counters.rx_bytes,  &x.counters.tx_packets,
-                            &x.counters.rx_packets, &x.counters.tx_errors, &x.counters.rx_errors,
-                            &x.counters.tx_dropped, &x.counters.rx_dropped};
-    for (std::size_t i = 0; i < 8; ++i) {
-      if (!s[i + 2].is_number_unsigned())
-        throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
-      *dst[i] = s[i + 2].get<std::uint64_t>();
-    }
-    l.samples.push_back(x);
+static json to_json(const IntervalSample& s) {
+  return {s.t_ns, s.tx_bytes, s.rx_bytes};
+}
+static IntervalSample interval_sample(const json& e) {
+  if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() ||
+      !e[2].is_number_unsigned()) {
+    throw ProtocolError("RESULT.intervals[]: expected [t_ns, tx_bytes, rx_bytes]");
   }
-  // Optional: agents older than named counters send none.
-  if (e.contains("stats")) l.stats = parse_counter_samples(e["stats"], "RESULT.links[].stats", cells);
-  return l;
+  return {e[0].get<std::int64_t>(), e[1].get<std::uint64_t>(), e[2].get<std::uint64_t>()};
 }
 
-RdmaPortResult parse_rdma_port(const json& e) {
-  Fields g(e, "RESULT.rdma_ports[]");
-  RdmaPortResult p;
-  p.device = g.str("device", 64);
-  p.info = rdma_port_from_json(g.object("info"));
-  for (const auto& se : g.array("samples", 1000000)) {
-    Fields h(se, "RESULT.rdma_ports[].samples[]");
-    RdmaPortSample x;
-    x.t_ns = h.i64("t_ns", INT64_MIN / 2, INT64_MAX / 2);
-    x.counters.present = h.boolean("present");
-    const auto& values = h.object("values");
-    if (values.size() > 4096) throw ProtocolError("RESULT.rdma_ports[].samples[].values: too many counters");
-    for (const auto& [k, v] : values.items()) {
-      if (k.size() > 96 || !v.is_number_unsigned()) {
-        throw ProtocolError("RESULT.rdma_ports[].samples[].values: expected counter name -> unsigned integer");
-      }
-      x.counters.values.emplace_back(printable(k), v.get<std::uint64_t>());
-    }
-    x.counters.unreadable = h.strings("unreadable", 4096, 96);
-    p.samples.push_back(std::move(x));
+// [t_ns, present, the 8 counters in this order].
+constexpr std::uint64_t LinkCounters::*kLinkCounters[] = {
+    &LinkCounters::tx_bytes,  &LinkCounters::rx_bytes,  &LinkCounters::tx_packets, &LinkCounters::rx_packets,
+    &LinkCounters::tx_errors, &LinkCounters::rx_errors, &LinkCounters::tx_dropped, &LinkCounters::rx_dropped};
+static json to_json(const LinkSample& s) {
+  json a = {s.t_ns, s.counters.present};
+  for (const auto counter : kLinkCounters) a.push_back(s.counters.*counter);
+  return a;
+}
+static LinkSample link_sample(const json& s) {
+  if (!s.is_array() || s.size() != 10 || !s[0].is_number_integer() || !s[1].is_boolean()) {
+    throw ProtocolError("RESULT.links[].samples[]: expected [t_ns, present, 8 counters]");
   }
-  return p;
+  LinkSample x;
+  x.t_ns = s[0].get<std::int64_t>();
+  x.counters.present = s[1].get<bool>();
+  for (std::size_t i = 0; i < 8; ++i) {
+    if (!s[i + 2].is_number_unsigned())
+      throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
+    x.counters.*kLinkCounters[i] = s[i + 2].get<std::uint64_t>();
+  }
+  return x;
 }
 
-TrialResult parse_trial(const json& e) {
-  Fields g(e, "RESULT.trials[]");
-  TrialResult t;
-  t.what = g.str("what", 64);
-  t.chosen = g.str("chosen", 64);
-  t.reason = g.str("reason", 256);
-  for (const auto& a : g.array("arms", 8)) {
-    Fields h(a, "RESULT.trials[].arms[]");
-    TrialArm arm;
-    arm.name = h.str("name", 64);
-    arm.bytes = h.u64("bytes", 0, 1ULL << 60);
-    arm.seconds = h.num("seconds", 0, 1e6);
-    arm.cpu_s = h.num("cpu_s", 0, 1e6);
-    t.arms.push_back(std::move(arm));
+static std::pair<std::string, std::string> neighbor(const json& n) {
+  if (!n.is_array() || n.size() != 2 || !n[0].is_string() || !n[1].is_string() ||
+      n[0].get_ref<const std::string&>().size() > 64 || n[1].get_ref<const std::string&>().size() > 32) {
+    throw ProtocolError("RESULT.bonds[].neighbors[]: expected [address, mac]");
   }
-  return t;
+  return {printable(n[0].get_ref<const std::string&>()), printable(n[1].get_ref<const std::string&>())};
 }
 
-}  // namespace
+static json to_json(const ThreadCpu& x) {
+  return {x.label, x.cpu_s};
+}
+static ThreadCpu thread_cpu(const json& e) {
+  if (!e.is_array() || e.size() != 2 || !e[0].is_string() || e[0].get_ref<const std::string&>().size() > 32 ||
+      !e[1].is_number() || e[1].get<double>() < 0 || e[1].get<double>() > 1e9) {
+    throw ProtocolError("RESULT.threads[]: expected [label, cpu seconds]");
+  }
+  return {printable(e[0].get_ref<const std::string&>()), e[1].get<double>()};
+}
+
+static CounterValues rdma_counter_values(const Fields& f, const char* name) {
+  const auto& values = f.object(name);
+  if (values.size() > 4096) throw ProtocolError(f.ctx(name) + ": too many counters");
+  CounterValues out;
+  for (const auto& [k, v] : values.items()) {
+    if (k.size() > 96 || !v.is_number_unsigned())
+      throw ProtocolError(f.ctx(name) + ": expected counter name -> unsigned integer");
+    out.emplace_back(printable(k), v.get<std::uint64_t>());
+  }
+  return out;
+}
+
+static SocketLimits result_socket_limits(const Fields& f, const char* /*name*/) {
+  return proto::parse_socket_limits(f, 1ULL << 48);
+}
+
+// ---- The RESULT's objects, each field once for both directions (fields.hpp) ----------------
+
+static void fields(auto& v, FlowResult& x) {
+  v("id", x.id, 0, kMaxList * 16);
+  v("role", x.role, &named<FlowRole, kFlowRoles>, 16);
+  v("op", x.op, &named<FlowOp, kFlowOps>, 16);
+  v("peer_node", x.peer_node, 0, kMaxList);
+  v("local", x.local, 128);
+  v("remote", x.remote, 128);
+  v("tx_bytes_total", x.tx_bytes_total, 0, kMaxBytes);
+  v("rx_bytes_total", x.rx_bytes_total, 0, kMaxBytes);
+  v("tx_bytes_window", x.tx_bytes_window, 0, x.tx_bytes_total);
+  v("rx_bytes_window", x.rx_bytes_window, 0, x.rx_bytes_total);
+  // Optional: agents before it count what they wrote, the only figure they have.
+  if (v.kIn) x.tx_delivered_window = x.tx_bytes_window;
+  v.opt("tx_delivered_window", x.tx_delivered_window, 0, kMaxBytes);
+  v.opt("rx_queued_delta", x.rx_queued_delta, -(1LL << 40), 1LL << 40);
+  v("msgs_window", x.msgs_window, 0, kMaxBytes);
+  v("retrans_window", x.retrans_window, 0, kMaxBytes);
+  v("tcp", x.tcp, &tcp_sample);
+  v("error", x.error);
+  v("iface", x.iface, 64);
+  v.opt("verify_errors", x.verify_errors, 0, kMaxBytes);
+  v.sparse("rdma_port", x.rdma_port, 80);
+}
+
+static void fields(auto& v, LinkResult& l) {
+  v("info", l.info, &link_from_json);
+  v("vanished", l.vanished);
+  v("samples", l.samples, 1000000, &link_sample);
+  v.sparse("stats", l.stats, &counter_samples);  // agents older than named counters send none
+}
+
+static void fields(auto& v, BondResult& b) {
+  v("at_open", b.at_open, &bond_from_json);
+  v("at_close", b.at_close, &bond_from_json);
+  v("neighbors", b.neighbors, 4096, &neighbor);
+}
+
+static void fields(auto& v, RdmaPortSample& x) {
+  v("t_ns", x.t_ns, INT64_MIN / 2, INT64_MAX / 2);
+  v("present", x.counters.present);
+  v("values", x.counters.values, &rdma_counter_values);
+  v("unreadable", x.counters.unreadable, 4096, 96);
+}
+
+static void fields(auto& v, RdmaPortResult& p) {
+  v("device", p.device, 64);
+  v("info", p.info, &rdma_port_from_json);
+  v("samples", p.samples, 1000000);
+}
+
+static void fields(auto& v, TrialArm& a) {
+  v("name", a.name, 64);
+  v("bytes", a.bytes, 0, 1ULL << 60);
+  v("seconds", a.seconds, 0, 1e6);
+  v("cpu_s", a.cpu_s, 0, 1e6);
+}
+
+static void fields(auto& v, TrialResult& t) {
+  v("what", t.what, 64);
+  v("chosen", t.chosen, 64);
+  v("reason", t.reason, 256);
+  v("arms", t.arms, 8);
+}
+
+// v.opt: agents older than the field send none.
+static void fields(auto& v, AgentResult& r) {
+  v("node_index", r.node_index, 0, kMaxList);
+  v("hostname", r.hostname, 256);
+  v("aborted", r.aborted);
+  v("abort_reason", r.abort_reason);
+  v("window_s", r.window_s, 0, 1e7);
+  v.opt("window_open_unix_ns", r.window_open_unix_ns, 0, INT64_MAX);
+  v("cpu_busy_pct", r.cpu_busy_pct, 0, 100);
+  v("retrans_segs", r.retrans_segs, -1, INT64_MAX / 2);
+  v("process_cpu_s", r.process_cpu_s, 0, 1e9);
+  v.opt("start_late_ns", r.start_late_ns, 0, INT64_MAX);
+  v.opt("close_late_ns", r.close_late_ns, 0, INT64_MAX);
+  v("flows", r.flows, kMaxList);
+  v("latency", r.latency, &histogram_field);
+  v.opt("delay", r.delay, &histogram_field);
+  v("intervals", r.intervals, 1000000, &interval_sample);
+  v("links", r.links, 4096);
+  v.opt("bonds", r.bonds, 64);
+  v.opt("rdma_ports", r.rdma_ports, 256);
+  v.opt("host_counters", r.host_counters, &counter_samples);
+  v.opt("threads", r.threads, 100000, &thread_cpu);
+  v("socket_limits", r.socket_limits, &result_socket_limits);
+  v.opt("trials", r.trials, 8);
+  v("warnings", r.warnings, 1000);
+}
+
+json to_json(const AgentResult& r) {
+  return JsonOut::encode(r);
+}
 
 AgentResult parse_agent_result(const json& j) {
-  Fields f(j, "RESULT");
-  AgentResult r;
-  std::size_t cells = 0;  // named counter values once expanded (kMaxCounterCells)
-  r.node_index = static_cast<std::uint32_t>(f.u64("node_index", 0, kMaxList));
-  r.hostname = f.str("hostname", 256);
-  r.aborted = f.boolean("aborted");
-  r.abort_reason = f.str("abort_reason");
-  r.window_s = f.num("window_s", 0, 1e7);
-  // Optional: agents older than the field send none.
-  if (j.contains("window_open_unix_ns")) r.window_open_unix_ns = f.i64("window_open_unix_ns", 0, INT64_MAX);
-  r.cpu_busy_pct = f.num("cpu_busy_pct", 0, 100);
-  r.retrans_segs = f.i64("retrans_segs", -1, INT64_MAX / 2);
-  r.process_cpu_s = f.num("process_cpu_s", 0, 1e9);
-  if (j.contains("start_late_ns")) r.start_late_ns = f.i64("start_late_ns", 0, INT64_MAX);
-  if (j.contains("close_late_ns")) r.close_late_ns = f.i64("close_late_ns", 0, INT64_MAX);
-  for (const auto& e : f.array("flows")) r.flows.push_back(parse_flow(e));
-  r.latency = parse_histogram(j, "latency", true);
-  r.delay = parse_histogram(j, "delay", false);
-  for (const auto& e : f.array("intervals", 1000000)) {
-    if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || !e[1].is_number_unsigned() ||
-        !e[2].is_number_unsigned()) {
-      throw ProtocolError("RESULT.intervals[]: expected [t_ns, tx_bytes, rx_bytes]");
-    }
-    r.intervals.push_back({e[0].get<std::int64_t>(), e[1].get<std::uint64_t>(), e[2].get<std::uint64_t>()});
-  }
-  for (const auto& e : f.array("links", 4096)) r.links.push_back(parse_link(e, cells));
-  // Optional: agents without bond support send none.
-  if (j.contains("bonds")) {
-    for (const auto& e : f.array("bonds", 64)) {
-      Fields g(e, "RESULT.bonds[]");
-      BondResult b;
-      b.at_open = bond_from_json(g.object("at_open"));
-      b.at_close = bond_from_json(g.object("at_close"));
-      for (const auto& n : g.array("neighbors", 4096)) {
-        if (!n.is_array() || n.size() != 2 || !n[0].is_string() || !n[1].is_string() ||
-            n[0].get_ref<const std::string&>().size() > 64 || n[1].get_ref<const std::string&>().size() > 32) {
-          throw ProtocolError("RESULT.bonds[].neighbors[]: expected [address, mac]");
-        }
-        b.neighbors.emplace_back(printable(n[0].get_ref<const std::string&>()),
-                                 printable(n[1].get_ref<const std::string&>()));
-      }
-      r.bonds.push_back(std::move(b));
-    }
-  }
-  // Optional: agents without RDMA port sampling send none.
-  if (j.contains("rdma_ports")) {
-    for (const auto& e : f.array("rdma_ports", 256)) r.rdma_ports.push_back(parse_rdma_port(e));
-  }
-  if (j.contains("host_counters")) {
-    r.host_counters = parse_counter_samples(j["host_counters"], "RESULT.host_counters", cells);
-  }
-  if (j.contains("threads")) {
-    for (const auto& e : f.array("threads", 100000)) {
-      if (!e.is_array() || e.size() != 2 || !e[0].is_string() || e[0].get_ref<const std::string&>().size() > 32 ||
-          !e[1].is_number() || e[1].get<double>() < 0 || e[1].get<double>() > 1e9) {
-        throw ProtocolError("RESULT.threads[]: expected [label, cpu seconds]");
-      }
-      r.threads.push_back({printable(e[0].get_ref<const std::string&>()), e[1].get<double>()});
-    }
-  }
-  r.socket_limits = proto::parse_socket_limits(f, 1ULL << 48);
-  if (j.contains("trials")) {
-    for (const auto& e : f.array("trials", 8)) r.trials.push_back(parse_trial(e));
-  }
-  r.warnings = f.strings("warnings", 1000);
-  return r;
+  t_counter_cells = 0;
+  return JsonIn::decode<AgentResult>(j, "RESULT");
 }
 
 }  // namespace fabperf

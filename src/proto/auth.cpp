@@ -89,6 +89,9 @@ void write_key_file(const std::string& path, bool force) {
   }
   std::string text = to_hex(raw) + "\n";
   OPENSSL_cleanse(raw.data(), raw.size());
+  const std::unique_ptr<std::string, void (*)(std::string*)> wipe(&text, [](std::string* t) {
+    OPENSSL_cleanse(t->data(), t->size());  // however this ends
+  });
   if (force) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) {
@@ -109,7 +112,6 @@ void write_key_file(const std::string& path, bool force) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     const int e = errno;
-    OPENSSL_cleanse(text.data(), text.size());
     if (e == EEXIST) throw UsageError(fmt::format("keygen {}: file exists (use --force to replace it)", path));
     throw UsageError(fmt::format("keygen {}: {}", path, errno_text(e)));
   }
@@ -118,10 +120,8 @@ void write_key_file(const std::string& path, bool force) {
   if (const int e = write_all(fd, text); e != 0) {
     ::close(fd);
     ::unlink(path.c_str());
-    OPENSSL_cleanse(text.data(), text.size());
     throw SystemError("write key file", path, e);
   }
-  OPENSSL_cleanse(text.data(), text.size());
   if (::fsync(fd) != 0 || ::close(fd) != 0) throw SystemError("write key file", path, errno);
 }
 

@@ -1,37 +1,21 @@
 #include <fabperf/core/bytes.hpp>
 #include <fabperf/core/error.hpp>
-#include <fabperf/core/printable.hpp>
 #include <fabperf/proto/proto.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cmath>
 
 namespace fabperf::proto {
 
 std::string_view to_string(MsgType t) {
-  switch (t) {
-    case MsgType::hello: return "HELLO";
-    case MsgType::hello_ok: return "HELLO_OK";
-    case MsgType::ping: return "PING";
-    case MsgType::pong: return "PONG";
-    case MsgType::setup_server: return "SETUP_SERVER";
-    case MsgType::setup_server_ok: return "SETUP_SERVER_OK";
-    case MsgType::setup_client: return "SETUP_CLIENT";
-    case MsgType::setup_client_ok: return "SETUP_CLIENT_OK";
-    case MsgType::start: return "START";
-    case MsgType::heartbeat: return "HEARTBEAT";
-    case MsgType::abort: return "ABORT";
-    case MsgType::result: return "RESULT";
-    case MsgType::error: return "ERROR";
-    case MsgType::bye: return "BYE";
-    case MsgType::links_request: return "LINKS_REQUEST";
-    case MsgType::links: return "LINKS";
-    case MsgType::shutdown: return "SHUTDOWN";
-    case MsgType::rdma_connect: return "RDMA_CONNECT";
-    case MsgType::rdma_connect_ok: return "RDMA_CONNECT_OK";
-  }
-  return "UNKNOWN";
+  constexpr std::string_view kNames[] = {"UNKNOWN",      "HELLO",           "HELLO_OK",        "PING",
+                                         "PONG",         "SETUP_SERVER",    "SETUP_SERVER_OK",  // 0-6
+                                         "SETUP_CLIENT", "SETUP_CLIENT_OK", "START",           "HEARTBEAT",
+                                         "ABORT",        "RESULT",          "ERROR",           "BYE",  // 7-14
+                                         "UNKNOWN",      "UNKNOWN",         "LINKS_REQUEST",   "LINKS",
+                                         "SHUTDOWN",     "RDMA_CONNECT",    "RDMA_CONNECT_OK"};  // 15-16 retired
+  const auto i = static_cast<std::size_t>(t);
+  return i < std::size(kNames) ? kNames[i] : "UNKNOWN";
 }
 
 Header decode_header(std::span<const std::uint8_t, kHeaderSize> b, std::uint32_t max_body) {

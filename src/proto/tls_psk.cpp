@@ -17,29 +17,22 @@ constexpr std::string_view kKeyIdInfo = "fabperf key id v1";
 // TLS_AES_128_GCM_SHA256 (RFC 8446 B.4); its handshake hash is SHA-256, as HKDF's.
 constexpr unsigned char kCipherId[2] = {0x13, 0x01};
 
-// Indices for the PSK on an SSL_CTX and the "other key offered" mark on an SSL.
-struct ExIndices {
-  int ctx_psk{-1};
-  int ssl_other_key{-1};
-};
-
 void free_psk(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
   delete static_cast<std::shared_ptr<const Psk>*>(ptr);
 }
 
-const ExIndices& ex_indices() {
-  static const ExIndices idx = [] {
-    ExIndices i;
-    i.ctx_psk = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, free_psk);
-    i.ssl_other_key = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
-    return i;
-  }();
-  return idx;
+// Where an SSL_CTX keeps its PSK, and an SSL the mark "another key was offered".
+int ctx_psk_index() {
+  static const int i = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, free_psk);
+  return i;
+}
+int other_key_index() {
+  static const int i = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return i;
 }
 
 const Psk* psk_of(SSL* ssl) {
-  auto* holder =
-      static_cast<std::shared_ptr<const Psk>*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_indices().ctx_psk));
+  auto* holder = static_cast<std::shared_ptr<const Psk>*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_psk_index()));
   return holder ? holder->get() : nullptr;
 }
 
@@ -77,7 +70,7 @@ int find_session_cb(SSL* ssl, const unsigned char* identity, size_t identity_len
   if (psk == nullptr) return 0;
   if (identity_len != psk->identity.size() || CRYPTO_memcmp(identity, psk->identity.data(), identity_len) != 0) {
     // Not our key: no session, so the handshake fails (there is no certificate to fall back to).
-    SSL_set_ex_data(ssl, ex_indices().ssl_other_key, reinterpret_cast<void*>(1));
+    SSL_set_ex_data(ssl, other_key_index(), reinterpret_cast<void*>(1));
     return 1;
   }
   *sess = psk_session(ssl, *psk);
@@ -127,7 +120,10 @@ std::shared_ptr<const Psk> derive_control_psk(const auth::Key& key) {
   return psk;
 }
 
-void configure_psk(SSL_CTX* ctx, std::shared_ptr<const Psk> psk, bool server) {
+CtxPtr make_psk_ctx(std::shared_ptr<const Psk> psk, bool server) {
+  CtxPtr owner(SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()));
+  SSL_CTX* ctx = owner.get();
+  if (ctx == nullptr) fail("context");
   if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1 ||
       SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) != 1) {
     fail("TLS 1.3 only");
@@ -148,17 +144,11 @@ void configure_psk(SSL_CTX* ctx, std::shared_ptr<const Psk> psk, bool server) {
     SSL_CTX_set_psk_use_session_callback(ctx, use_session_cb);
   }
   auto* holder = new std::shared_ptr<const Psk>(std::move(psk));
-  if (SSL_CTX_set_ex_data(ctx, ex_indices().ctx_psk, holder) != 1) {
+  if (SSL_CTX_set_ex_data(ctx, ctx_psk_index(), holder) != 1) {
     delete holder;
     fail("pre-shared key");
   }
-}
-
-CtxPtr make_psk_ctx(std::shared_ptr<const Psk> psk, bool server) {
-  CtxPtr ctx(SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()));
-  if (!ctx) fail("context");
-  configure_psk(ctx.get(), std::move(psk), server);
-  return ctx;
+  return owner;
 }
 
 bool psk_was_used(const SSL* ssl) {
@@ -169,7 +159,7 @@ bool psk_was_used(const SSL* ssl) {
 }
 
 bool peer_offered_other_key(const SSL* ssl) {
-  return SSL_get_ex_data(ssl, ex_indices().ssl_other_key) != nullptr;
+  return SSL_get_ex_data(ssl, other_key_index()) != nullptr;
 }
 
 HandshakeFailure classify_client_failure(unsigned long e) {

@@ -46,9 +46,8 @@ struct CtxDeleter {
 };
 using CtxPtr = std::unique_ptr<SSL_CTX, CtxDeleter>;
 
-// Configures ctx (created with TLS_client_method or TLS_server_method) for TLS 1.3 external PSK
-// only; ctx keeps psk alive. Throws SystemError when OpenSSL refuses a setting.
-void configure_psk(SSL_CTX* ctx, std::shared_ptr<const Psk> psk, bool server);
+// A client or server context for TLS 1.3 external PSK only; it keeps psk alive. Throws
+// SystemError when OpenSSL refuses a setting.
 CtxPtr make_psk_ctx(std::shared_ptr<const Psk> psk, bool server);
 
 // After a handshake, on either end: true only when the session was keyed from our external PSK

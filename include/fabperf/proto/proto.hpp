@@ -131,8 +131,6 @@ struct RdmaEndpoint {
   friend bool operator==(const RdmaEndpoint&, const RdmaEndpoint&) = default;
 };
 nlohmann::json to_json(const RdmaEndpoint&);
-// `context` names the message and list, e.g. "RDMA_CONNECT.endpoints[3]".
-RdmaEndpoint parse_rdma_endpoint(const nlohmann::json&, const std::string& context);
 
 struct SetupServer {
   std::string test_id;
@@ -228,37 +226,31 @@ struct ErrorMsg {
   std::string message;
 };
 
-nlohmann::json to_json(const Hello&);
-nlohmann::json to_json(const HelloOk&);
-nlohmann::json to_json(const Ping&);
-nlohmann::json to_json(const Pong&);
-nlohmann::json to_json(const SetupServer&);
-nlohmann::json to_json(const SetupServerOk&);
-nlohmann::json to_json(const SetupClient&);
-nlohmann::json to_json(const SetupClientOk&);
-nlohmann::json to_json(const Start&);
-nlohmann::json to_json(const Abort&);
-nlohmann::json to_json(const ErrorMsg&);
-nlohmann::json to_json(const LinksReply&);
-nlohmann::json to_json(const Shutdown&);
-nlohmann::json to_json(const RdmaConnect&);
-nlohmann::json to_json(const RdmaConnectOk&);
+// Every typed message above as (struct, decoder, MsgType): `nlohmann::json to_json(const M&)`
+// and `M parse_<name>(const nlohmann::json&)`, which throws ProtocolError naming the message and
+// the field. (RESULT's AgentResult is in agent_result.hpp.)
+#define FABPERF_MESSAGES(X)                                 \
+  X(Hello, parse_hello, hello);                             \
+  X(HelloOk, parse_hello_ok, hello_ok);                     \
+  X(Ping, parse_ping, ping);                                \
+  X(Pong, parse_pong, pong);                                \
+  X(SetupServer, parse_setup_server, setup_server);         \
+  X(SetupServerOk, parse_setup_server_ok, setup_server_ok); \
+  X(SetupClient, parse_setup_client, setup_client);         \
+  X(SetupClientOk, parse_setup_client_ok, setup_client_ok); \
+  X(Start, parse_start, start);                             \
+  X(Abort, parse_abort, abort);                             \
+  X(ErrorMsg, parse_error, error);                          \
+  X(LinksReply, parse_links, links);                        \
+  X(Shutdown, parse_shutdown, shutdown);                    \
+  X(RdmaConnect, parse_rdma_connect, rdma_connect);         \
+  X(RdmaConnectOk, parse_rdma_connect_ok, rdma_connect_ok)
+#define FABPERF_DECLARE_MESSAGE(M, parse, type) \
+  nlohmann::json to_json(const M&);             \
+  M parse(const nlohmann::json&)
+FABPERF_MESSAGES(FABPERF_DECLARE_MESSAGE);
+#undef FABPERF_DECLARE_MESSAGE
 
-Hello parse_hello(const nlohmann::json&);
-HelloOk parse_hello_ok(const nlohmann::json&);
-Ping parse_ping(const nlohmann::json&);
-Pong parse_pong(const nlohmann::json&);
-SetupServer parse_setup_server(const nlohmann::json&);
-SetupServerOk parse_setup_server_ok(const nlohmann::json&);
-SetupClient parse_setup_client(const nlohmann::json&);
-SetupClientOk parse_setup_client_ok(const nlohmann::json&);
-Start parse_start(const nlohmann::json&);
-Abort parse_abort(const nlohmann::json&);
-ErrorMsg parse_error(const nlohmann::json&);
-LinksReply parse_links(const nlohmann::json&);
-Shutdown parse_shutdown(const nlohmann::json&);
-RdmaConnect parse_rdma_connect(const nlohmann::json&);
-RdmaConnectOk parse_rdma_connect_ok(const nlohmann::json&);
 // The "socket_limits" object of LINKS and RESULT: rmem_max and wmem_max up to `max`, three
 // non-negative integers each in tcp_rmem and tcp_wmem.
 SocketLimits parse_socket_limits(const Fields& f, std::uint64_t max);
