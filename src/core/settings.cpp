@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <climits>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -42,8 +42,6 @@ void set_whole(SpecParams& p, std::string_view text, std::string_view what) {
   p.*Member = static_cast<T>(parse_int(text, what, Lo, Hi));
 }
 
-// The table. Ranges are TestSpec::make's (which checks them again, for every source); a parser
-// here only turns text into a value.
 // ---- the wire codec, by value type ----------------------------------------------------------
 
 template <typename T>
@@ -69,16 +67,10 @@ T from_wire(const Fields& f, const char* k) {
     return f.str(k, kMaxText);
   } else if constexpr (std::is_same_v<T, std::chrono::nanoseconds>) {
     return std::chrono::nanoseconds(f.i64(k, INT64_MIN, INT64_MAX));
-  } else if constexpr (std::is_same_v<T, TestKind>) {
-    return parse_test_kind(f.str(k, kMaxName));
-  } else if constexpr (std::is_same_v<T, Mode>) {
-    return parse_mode(f.str(k, kMaxName));
-  } else if constexpr (std::is_same_v<T, Transport>) {
-    return parse_transport(f.str(k, kMaxName));
-  } else if constexpr (std::is_same_v<T, SendMethod>) {
-    return parse_send_method(f.str(k, kMaxName));
-  } else if constexpr (std::is_same_v<T, RdmaVerb>) {
-    return parse_rdma_verb(f.str(k, kMaxName));
+  } else if constexpr (std::is_enum_v<T>) {  // by name, through the parser of its type
+    constexpr auto kParsers =
+        std::make_tuple(&parse_test_kind, &parse_mode, &parse_transport, &parse_send_method, &parse_rdma_verb);
+    return std::get<T (*)(std::string_view)>(kParsers)(f.str(k, kMaxName));
   } else if constexpr (std::is_same_v<T, std::vector<int>>) {
     std::vector<int> out;
     for (const auto& e : f.array(k, 4096)) {
@@ -129,6 +121,8 @@ void send_method_encode(const TestSpec& s, nlohmann::json& j, const char* key) {
   j["sendfile"] = s.send_method() == SendMethod::sendfile;
 }
 
+// The table. Ranges are TestSpec::make's (which checks them again, for every source); a parser
+// here only turns text into a value.
 constexpr Setting kSettings[] = {
     {"test", "test", "test", SettingKind::value, "TEST", "write", "test", "write, read, rw, nwrite, swrite or sread",
      "", set_named<&SpecParams::test, parse_test_kind>, wire<&SpecParams::test, &TestSpec::test, kRequired>},

@@ -77,16 +77,11 @@ TestSpec TestSpec::with_auto_socksize(std::uint64_t bytes) const {
 }
 
 TestSpec TestSpec::make(const SpecParams& p) {
-  TestSpec s;
-  s.test_ = p.test.value_or(TestKind::write);
-  s.mode_ = p.mode.value_or(Mode::rpc);
-  s.transport_ = p.transport.value_or(Transport::tcp);
-  s.buffsize_ = p.buffsize.value_or(4 * 1024 * 1024);
-  s.socksize_ = p.socksize.value_or(0);
-  s.socksize_auto_ = p.socksize_auto.value_or(false);
-  s.threads_ = p.threads.value_or(4);
-  s.parallel_ = p.parallel.value_or(1);
-  s.time_ = p.time.value_or(std::chrono::seconds(10));
+  TestSpec s;  // the defaults, then what p gives
+#define FABPERF_SPEC_RESOLVE(T, name, deflt) \
+  if (p.name) s.name##_ = *p.name;
+  FABPERF_SPEC_FIELDS(FABPERF_SPEC_RESOLVE)
+#undef FABPERF_SPEC_RESOLVE
 
   if (s.buffsize_ < limits::kMinBuffsize || s.buffsize_ > limits::kMaxBuffsize) {
     throw UsageError(fmt::format("--buffsize {}: out of range ({}..{})", format_size(s.buffsize_),
@@ -122,8 +117,6 @@ TestSpec TestSpec::make(const SpecParams& p) {
   if (s.window() < std::chrono::milliseconds(100)) {
     throw UsageError(fmt::format("measurement window {} s is shorter than 0.1 s", secs(s.window())));
   }
-  s.skip_rx_copy_ = p.skip_rx_copy.value_or(false);
-  s.send_method_ = p.send_method.value_or(SendMethod::automatic);
   if (p.zerocopy.value_or(false)) {
     if (p.send_method && *p.send_method != SendMethod::zerocopy) {
       throw UsageError(
@@ -138,59 +131,42 @@ TestSpec TestSpec::make(const SpecParams& p) {
   if (s.zerocopy() && s.mode_ != Mode::stream) {
     throw UsageError("--zerocopy (--send-method zerocopy): TCP stream mode only (--mode stream)");
   }
-  s.congestion_ = p.congestion.value_or("");
   if (s.congestion_.size() > 15 ||
       s.congestion_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
     throw UsageError(
         fmt::format("--congestion '{}': not a congestion control name (e.g. cubic, bbr, reno)", s.congestion_));
   }
-  s.rate_ = p.rate.value_or(0);
   if (s.rate_ != 0 && s.rate_ < 1000) throw UsageError(fmt::format("--rate {}: below 1000 bytes/s", s.rate_));
-  s.busy_poll_us_ = p.busy_poll_us.value_or(0);
   if (s.busy_poll_us_ > limits::kMaxBusyPollUs)
     throw UsageError(fmt::format("--busy-poll {}: out of range (0..{} us)", s.busy_poll_us_, limits::kMaxBusyPollUs));
-  s.notsent_lowat_ = p.notsent_lowat.value_or(0);
   if (s.notsent_lowat_ > limits::kMaxSocksize)
     throw UsageError(fmt::format("--notsent-lowat: out of range (up to {})", format_size(limits::kMaxSocksize)));
-  s.delay_probe_ = p.delay_probe.value_or(std::chrono::milliseconds(10));
   if (s.delay_probe_.count() != 0 &&
       (s.delay_probe_ < std::chrono::milliseconds(1) || s.delay_probe_ > std::chrono::seconds(10)))
     throw UsageError(fmt::format("--delay-probe {}: out of range (off, or 0.001..10 s)", secs(s.delay_probe_)));
-  s.cpus_ = p.cpus.value_or(std::vector<int>{});
   if (s.cpus_.size() > limits::kMaxCpus) throw UsageError(fmt::format("--cpus: more than {} CPUs", limits::kMaxCpus));
   for (int c : s.cpus_) {
     if (c < 0 || c >= limits::kMaxCpus)
       throw UsageError(fmt::format("--cpus: CPU {} out of range (0..{})", c, limits::kMaxCpus - 1));
   }
-  s.no_affinity_ = p.no_affinity.value_or(false);
-  s.verify_ = p.verify.value_or(false);
-  s.spread_ports_ = p.spread_ports.value_or(false);
   if (s.verify_ && s.skip_rx_copy_)
     throw UsageError("verify needs the received data: it cannot be combined with --skip-rx-copy");
   if (s.no_affinity_ && !s.cpus_.empty()) throw UsageError("--cpus and --no-affinity contradict each other");
-  s.rdma_device_ = p.rdma_device.value_or("");
   if (s.rdma_device_.size() > 256 ||
       s.rdma_device_.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:,") !=
           std::string::npos) {
     throw UsageError(
         fmt::format("--rdma-device '{}': not a list of DEV[:PORT] (e.g. mlx5_0:1,mlx5_1)", s.rdma_device_));
   }
-  s.gid_index_ = p.gid_index.value_or(-1);
   if (s.gid_index_ < -1 || s.gid_index_ > limits::kMaxGidIndex)
     throw UsageError(fmt::format("--gid-index {}: out of range (0..{})", s.gid_index_, limits::kMaxGidIndex));
-  s.rdma_verb_ = p.rdma_verb.value_or(RdmaVerb::write);
-  s.qdepth_ = p.qdepth.value_or(16);
   if (s.qdepth_ < 1 || s.qdepth_ > limits::kMaxQdepth)
     throw UsageError(fmt::format("--qdepth {}: out of range (1..{})", s.qdepth_, limits::kMaxQdepth));
-  s.inline_size_ = p.inline_size.value_or(0);
   if (s.inline_size_ > limits::kMaxInline)
     throw UsageError(fmt::format("--inline {}: out of range (0..{} bytes)", s.inline_size_, limits::kMaxInline));
-  s.cq_mod_ = p.cq_mod.value_or(1);
   if (s.cq_mod_ < 1 || s.cq_mod_ > s.qdepth_) {
     throw UsageError(fmt::format("--cq-mod {}: out of range (1..--qdepth {})", s.cq_mod_, s.qdepth_));
   }
-  s.rdma_events_ = p.rdma_events.value_or(false);
-  s.rdma_cm_ = p.rdma_cm.value_or(false);
   if (s.rdma_cm_ && s.transport_ != Transport::rdma) throw UsageError("--rdma-cm: only with --transport rdma");
   if (s.transport_ == Transport::rdma && s.verify_) {
     throw UsageError("--verify is not available with --transport rdma (RDMA blocks land in one shared buffer)");

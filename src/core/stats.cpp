@@ -30,7 +30,7 @@ double stddev(const std::vector<double>& v) {
 
 namespace {
 
-// C(n, k) as a double, stopping early once it passes `cap` (only compared against it).
+// C(n, k) as a double, stopping early once it passes `cap` (then only compared against it).
 double choose_capped(std::size_t n, std::size_t k, double cap) {
   k = std::min(k, n - k);
   double c = 1;
@@ -153,13 +153,8 @@ RatioInterval bootstrap_ratio(const std::vector<double>& a, const std::vector<do
 }
 
 std::string_view to_string(Direction d) {
-  switch (d) {
-    case Direction::faster: return "faster";
-    case Direction::slower: return "slower";
-    case Direction::no_difference: return "no difference";
-    case Direction::unreplicated: return "unreplicated";
-  }
-  return "?";
+  static constexpr std::string_view kNames[] = {"faster", "slower", "no difference", "unreplicated"};
+  return kNames[static_cast<int>(d)];
 }
 
 std::string format_p(double p) {
@@ -203,13 +198,7 @@ Decision decide(const std::vector<double>& a, const std::vector<double>& b, cons
   }
   // The exact test's floor: n_a vs n_b trials cannot give p below 2 / C(n_a + n_b, n_a). Below
   // the level asked for, no data could decide, and the sentence must say so, not "no difference".
-  double floor_p = 1;
-  {
-    const std::size_t n = d.n_a + d.n_b, k = std::min(d.n_a, d.n_b);
-    double c = 1;
-    for (std::size_t i = 1; i <= k; ++i) c = c * static_cast<double>(n - k + i) / static_cast<double>(i);
-    floor_p = std::min(1.0, 2.0 / c);
-  }
+  const double floor_p = std::min(1.0, 2.0 / choose_capped(d.n_a + d.n_b, d.n_a, HUGE_VAL));
   if (floor_p >= o.alpha) {
     d.direction = Direction::no_difference;
     d.sentence = fmt::format(

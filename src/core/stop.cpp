@@ -94,12 +94,9 @@ void install_stop_handlers() {
   sa.sa_handler = on_stop_signal;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  struct sigaction ign {};
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  ::sigaction(SIGPIPE, &ign, nullptr);
+  for (const int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
+  sa.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &sa, nullptr);
 }
 
 }  // namespace fabperf::stop

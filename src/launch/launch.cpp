@@ -16,11 +16,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <span>
+#include <sstream>
 #include <thread>
 
 namespace fabperf::launch {
@@ -49,24 +51,22 @@ bool take_line(std::string& buf, std::string& line) {
   return true;
 }
 
-// Waits up to ms for it to exit, then kills it and waits as long again.
-void reap_or_kill(Launched& c, int ms) {
-  if (c.reap(ms)) return;
-  c.signal(SIGKILL);
-  c.reap(ms);
-}
-
 // Its open stdout and stderr, to poll.
 void watch(const Launched& c, std::vector<pollfd>& fds) {
   if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
   if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
 }
 
+auth::Key one_time_key() {
+  const auto n = auth::make_nonce();  // 32 random bytes from OpenSSL
+  return auth::Key(std::vector<std::uint8_t>(n.begin(), n.end()));
+}
+
 // The started launchers; stop() ends them all. A thread forwards their stderr (agent warnings)
 // while the test runs, so a chatty agent never blocks on a full pipe.
 class LaunchedAgents final : public Agents {
  public:
-  explicit LaunchedAgents(auth::Key key) : key_(std::move(key)) {
+  LaunchedAgents() : key_(one_time_key()) {
     if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw SystemError("pipe", "launcher wake-up", errno);
   }
   ~LaunchedAgents() override {
@@ -121,6 +121,16 @@ class LaunchedAgents final : public Agents {
 
   // Set-up phase (single-threaded, before forwarding starts).
   std::vector<Launched>& children() { return children_; }
+  // Starts a launcher and writes the key line to its stdin.
+  Launched& spawn(std::string label, const std::vector<std::string>& argv) {
+    Launched& c = children_.emplace_back(std::move(label), argv);
+    std::string line = to_hex(key_.bytes()) + "\n";
+    // The pipe is empty and far larger than a key line: this write is complete or failed.
+    const ssize_t n = ::write(c.in, line.data(), line.size());
+    std::fill(line.begin(), line.end(), '\0');
+    if (n != static_cast<ssize_t>(line.size())) c.close_in();  // exited already (EPIPE): its stderr says why
+    return c;
+  }
   std::vector<HostPort>& mutable_endpoints() { return endpoints_; }
 
   // Set-up done: says so, and forwards their stderr from now on.
@@ -180,22 +190,6 @@ class LaunchedAgents final : public Agents {
   int wake_[2]{-1, -1};
 };
 
-auth::Key one_time_key() {
-  const auto n = auth::make_nonce();  // 32 random bytes from OpenSSL
-  return auth::Key(std::vector<std::uint8_t>(n.begin(), n.end()));
-}
-
-void send_key(Launched& c, const auth::Key& key) {
-  std::string line = to_hex(key.bytes()) + "\n";
-  // The pipe is empty and far larger than a key line: this write is complete or failed.
-  const ssize_t n = ::write(c.in, line.data(), line.size());
-  std::fill(line.begin(), line.end(), '\0');
-  if (n != static_cast<ssize_t>(line.size())) {
-    // The launcher already exited (EPIPE): its stderr will say why.
-    c.close_in();
-  }
-}
-
 // The lines of a text that are not blank, trailing blanks and carriage returns removed.
 std::vector<std::string> text_lines(std::string_view text) {
   std::vector<std::string> lines;
@@ -226,7 +220,7 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
   }
   c.close_out();
   c.close_err();
-  reap_or_kill(c, 5000);
+  c.stop(std::chrono::milliseconds(5000));
   if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
     throw Error(ExitCode::infrastructure,
                 fmt::format("{}: '{}' {}: {}", what, argv.front(), c.describe_status(), stderr_summary(c.err_text)));
@@ -284,32 +278,23 @@ std::uint16_t ready_port(std::string_view line) {
   constexpr std::string_view kPrefix = "LISTENING ";
   if (line.substr(0, kPrefix.size()) != kPrefix) return 0;
   const auto colon = line.rfind(':');
-  if (colon == std::string_view::npos || colon + 1 >= line.size()) return 0;
-  unsigned v = 0;
-  for (char c : line.substr(colon + 1)) {
-    if (c < '0' || c > '9') return 0;
-    v = v * 10 + static_cast<unsigned>(c - '0');
-    if (v > 65535) return 0;
-  }
-  return static_cast<std::uint16_t>(v);
+  if (colon == std::string_view::npos) return 0;
+  std::uint16_t port = 0;  // from_chars refuses a sign, a number past 65535 and an empty text
+  const auto [end, ec] = std::from_chars(line.data() + colon + 1, line.data() + line.size(), port);
+  return ec == std::errc{} && end == line.data() + line.size() ? port : 0;
 }
 
 std::map<std::string, std::string> parse_node_addrs(std::string_view text) {
   std::map<std::string, std::string> out;
-  std::string name;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) {
-      if (text[i] == '\n') name.clear();  // `scontrol -o`: one node per line
-      ++i;
-    }
-    const std::size_t start = i;
-    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-    const std::string_view tok = text.substr(start, i - start);
-    if (tok.rfind("NodeName=", 0) == 0) {
-      name = std::string(tok.substr(9));
-    } else if (tok.rfind("NodeAddr=", 0) == 0 && !name.empty()) {
-      out[name] = std::string(tok.substr(9));
+  for (const std::string& row : split_list(text, '\n')) {  // `scontrol -o`: one node per line
+    std::istringstream in(row);
+    std::string name;
+    for (std::string tok; in >> tok;) {
+      if (tok.rfind("NodeName=", 0) == 0) {
+        name = tok.substr(9);
+      } else if (tok.rfind("NodeAddr=", 0) == 0 && !name.empty()) {
+        out[name] = tok.substr(9);
+      }
     }
   }
   return out;
@@ -326,14 +311,6 @@ LabelledLine parse_labelled(std::string_view line) {
 }
 
 namespace {
-
-// The port of the ssh session's ready line, 0 while none came. A login script may print before
-// the agent does: lines before the ready line are skipped.
-std::uint16_t take_ready_port(Launched& c) {
-  std::uint16_t port = 0;
-  for (std::string line; port == 0 && take_line(c.out_buf, line);) port = ready_port(line);
-  return port;
-}
 
 // stdout closed without a ready line: ssh or the agent failed. Waits for its status and the rest
 // of its error text, and says which failed.
@@ -357,7 +334,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
   if (hosts.empty()) throw UsageError("--launch ssh: no hosts");
   if (o.fanout < 1) throw UsageError("--launch-fanout: must be at least 1");
   raise_fd_limit();
-  auto agents = std::make_unique<LaunchedAgents>(one_time_key());
+  auto agents = std::make_unique<LaunchedAgents>();
   auto& children = agents->children();
   children.reserve(hosts.size());
   auto& eps = agents->mutable_endpoints();
@@ -369,9 +346,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
   const std::int64_t t0 = mono_now_ns();
 
   auto fail = [&](std::size_t h, std::string why) {
-    Launched& c = children[h];
-    c.close_in();
-    reap_or_kill(c, 2000);
+    children[h].stop(std::chrono::milliseconds(2000));
     errors[h] = fmt::format("{}: {}", hosts[h].host, why);
     done[h] = true;
     ++finished;
@@ -388,8 +363,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
     }
     while (next - finished < o.fanout && next < hosts.size()) {
       const std::size_t h = next++;
-      children.emplace_back(hosts[h].host, ssh_argv(o, hosts[h].host));
-      send_key(children.back(), agents->key());
+      agents->spawn(hosts[h].host, ssh_argv(o, hosts[h].host));
       deadline[h] = mono_now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
     }
     std::vector<pollfd> fds;
@@ -407,7 +381,10 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
       if (done[h]) continue;
       Launched& c = children[h];
       c.pump(4096);
-      if (const std::uint16_t port = take_ready_port(c); port != 0) {
+      // A login script may print before the agent does: lines before the ready line are skipped.
+      std::uint16_t port = 0;
+      for (std::string line; port == 0 && take_line(c.out_buf, line);) port = ready_port(line);
+      if (port != 0) {
         eps[h] = hosts[h];
         eps[h].port = port;
         done[h] = true;
@@ -483,11 +460,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   argv.push_back(script);
   argv.push_back(agent);
 
-  auto agents = std::make_unique<LaunchedAgents>(one_time_key());
-  auto& children = agents->children();
-  children.emplace_back("srun", argv);
-  Launched& c = children.back();
-  send_key(c, agents->key());
+  auto agents = std::make_unique<LaunchedAgents>();
+  Launched& c = agents->spawn("srun", argv);
   std::map<int, std::string> node_of;
   std::map<int, std::uint16_t> port_of;
   const std::int64_t t0 = mono_now_ns();

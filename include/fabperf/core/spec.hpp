@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace fabperf {
@@ -54,41 +55,59 @@ inline constexpr std::uint32_t kMaxQdepth = 4096;  // also --cq-mod's bound befo
 inline constexpr std::uint32_t kMaxInline = 4096;
 }  // namespace limits
 
-// What the user may set; every field optional so "unset" and "default" stay distinguishable.
+// Every setting's C++ type, its name and its default, declared once: SpecParams holds each as an
+// optional (what the user gave; unset and default stay distinguishable), TestSpec the resolved
+// value behind a getter of the same name. What each means: the settings table (settings.hpp).
+// (--zerocopy is SpecParams' alone: TestSpec's zerocopy() is send_method() == zerocopy.)
+#define FABPERF_SPEC_FIELDS(X)                                                                                  \
+  X(TestKind, test, TestKind::write)                                                                            \
+  X(Mode, mode, Mode::rpc)                                                                                      \
+  X(Transport, transport, Transport::tcp)                                                                       \
+  X(std::uint64_t, buffsize, 4ULL * 1024 * 1024)                                                                \
+  X(std::uint64_t, socksize, 0)                                                                                 \
+  /* --socksize auto: the coordinator sets socksize from the bandwidth-delay product before the */              \
+  /* set-up (0 while unresolved, or when the link speed is unknown: the OS sizes) */                            \
+  X(bool, socksize_auto, false)                                                                                 \
+  X(std::uint32_t, threads, 4)                                                                                  \
+  X(std::uint32_t, parallel, 1)                                                                                 \
+  X(std::chrono::nanoseconds, time, std::chrono::seconds(10))                                                   \
+  /* The measurement window is [warmup, time - cooldown] after the common start (default: 10%) */               \
+  X(std::chrono::nanoseconds, warmup, 0)                                                                        \
+  X(std::chrono::nanoseconds, cooldown, 0)                                                                      \
+  /* Data-plane tuning (docs/performance.md). */                                                                \
+  X(bool, skip_rx_copy, false)                                                                                  \
+  X(SendMethod, send_method, SendMethod::automatic)                                                             \
+  X(std::string, congestion, std::string())                                                                     \
+  X(std::uint64_t, rate, 0)                                               /* bytes/s per connection; 0 = off */ \
+  X(std::uint32_t, busy_poll_us, 0)                                       /* 0 = off */                         \
+  X(std::uint64_t, notsent_lowat, 0)                                      /* 0 = kernel default */              \
+  X(std::chrono::nanoseconds, delay_probe, std::chrono::milliseconds(10)) /* 0 = off */                         \
+  X(std::vector<int>, cpus, std::vector<int>())                           /* empty = NUMA-local default */      \
+  X(bool, no_affinity, false)                                                                                   \
+  X(bool, verify, false)                                                                                        \
+  X(bool, spread_ports, false)                                                                                  \
+  /* RDMA verbs engine (docs/rdma.md). */                                                                       \
+  X(std::string, rdma_device, std::string()) /* empty = every device */                                         \
+  X(std::int32_t, gid_index, -1)             /* -1 = the RoCE v2 GID matching the test address */               \
+  X(RdmaVerb, rdma_verb, RdmaVerb::write)                                                                       \
+  X(std::uint32_t, qdepth, 16)                                                                                  \
+  X(std::uint32_t, inline_size, 0)                                                                              \
+  X(std::uint32_t, cq_mod, 1)                                                                                   \
+  X(bool, rdma_events, false)                                                                                   \
+  X(bool, rdma_cm, false)
+
+// What the user may set: an optional each, unset or given.
+#define FABPERF_SPEC_OPTIONAL(T, name, deflt) std::optional<T> name;
+// The resolved test: a getter each (small values by value, strings and lists by reference).
+#define FABPERF_SPEC_GETTER(T, name, deflt)                                                     \
+  [[nodiscard]] std::conditional_t<std::is_trivially_copyable_v<T>, T, const T&> name() const { \
+    return name##_;                                                                             \
+  }
+#define FABPERF_SPEC_MEMBER(T, name, deflt) T name##_{deflt};
+
 struct SpecParams {
-  std::optional<TestKind> test;
-  std::optional<Mode> mode;
-  std::optional<Transport> transport;
-  std::optional<std::uint64_t> buffsize;
-  std::optional<std::uint64_t> socksize;
-  std::optional<bool> socksize_auto;  // --socksize auto: the coordinator sizes it from the BDP
-  std::optional<std::uint32_t> threads;
-  std::optional<std::uint32_t> parallel;
-  std::optional<std::chrono::nanoseconds> time;
-  std::optional<std::chrono::nanoseconds> warmup;
-  std::optional<std::chrono::nanoseconds> cooldown;
-  // Data-plane tuning (docs/performance.md).
-  std::optional<bool> skip_rx_copy;                     // MSG_TRUNC: the kernel discards received data
-  std::optional<bool> zerocopy;                         // MSG_ZEROCOPY sends, completions reaped
-  std::optional<SendMethod> send_method;                // --send-method; --zerocopy is zerocopy
-  std::optional<std::string> congestion;                // TCP_CONGESTION, e.g. cubic, bbr
-  std::optional<std::uint64_t> rate;                    // SO_MAX_PACING_RATE per connection, bytes/s; 0 = off
-  std::optional<std::uint32_t> busy_poll_us;            // SO_BUSY_POLL; 0 = off
-  std::optional<std::uint64_t> notsent_lowat;           // TCP_NOTSENT_LOWAT; 0 = kernel default
-  std::optional<std::chrono::nanoseconds> delay_probe;  // ping period for the delay histogram; 0 = off
-  std::optional<std::vector<int>> cpus;                 // pin data threads round-robin; empty = NUMA-local default
-  std::optional<bool> no_affinity;                      // never pin
-  std::optional<bool> verify;                           // receivers check every byte against the pattern
-  // RDMA verbs engine (docs/rdma.md).
-  std::optional<std::string> rdma_device;    // DEV[:PORT][,DEV[:PORT]...]; empty = every device
-  std::optional<std::int32_t> gid_index;     // -1 = the RoCE v2 GID matching the test address
-  std::optional<RdmaVerb> rdma_verb;         // how write-like data moves: RDMA WRITE or SEND
-  std::optional<std::uint32_t> qdepth;       // work requests outstanding per QP
-  std::optional<std::uint32_t> inline_size;  // max_inline_data asked for; blocks up to it go inline
-  std::optional<std::uint32_t> cq_mod;       // stream senders ask for a completion every N posts
-  std::optional<bool> rdma_events;           // completion events instead of busy polling
-  std::optional<bool> rdma_cm;               // connect queue pairs with librdmacm, not via the coordinator
-  std::optional<bool> spread_ports;          // bind client source ports that cover every bond member
+  FABPERF_SPEC_FIELDS(FABPERF_SPEC_OPTIONAL)
+  std::optional<bool> zerocopy;  // the same as send_method zerocopy
 };
 
 class TestSpec {
@@ -96,46 +115,12 @@ class TestSpec {
   // Applies defaults and validates; throws UsageError naming the setting and the problem.
   static TestSpec make(const SpecParams& p);
 
-  [[nodiscard]] TestKind test() const { return test_; }
-  [[nodiscard]] Mode mode() const { return mode_; }
-  [[nodiscard]] Transport transport() const { return transport_; }
-  [[nodiscard]] std::uint64_t buffsize() const { return buffsize_; }
-  [[nodiscard]] std::uint64_t socksize() const { return socksize_; }
-  // --socksize auto: the coordinator sets socksize from the bandwidth-delay product before the
-  // set-up (0 while unresolved, or when the link speed is unknown: the OS sizes).
-  [[nodiscard]] bool socksize_auto() const { return socksize_auto_; }
+  FABPERF_SPEC_FIELDS(FABPERF_SPEC_GETTER)
   // The same test with --socksize auto resolved to `bytes` (the one change made to a made spec;
   // the result says why: RunRecord::socksize_basis). Throws UsageError past limits::kMaxSocksize.
   [[nodiscard]] TestSpec with_auto_socksize(std::uint64_t bytes) const;
-  [[nodiscard]] std::uint32_t threads() const { return threads_; }
-  [[nodiscard]] std::uint32_t parallel() const { return parallel_; }
-  [[nodiscard]] std::chrono::nanoseconds time() const { return time_; }
-  // The measurement window is [warmup, time - cooldown] after the common start.
-  [[nodiscard]] std::chrono::nanoseconds warmup() const { return warmup_; }
-  [[nodiscard]] std::chrono::nanoseconds cooldown() const { return cooldown_; }
   [[nodiscard]] std::chrono::nanoseconds window() const { return time_ - warmup_ - cooldown_; }
-
-  [[nodiscard]] bool skip_rx_copy() const { return skip_rx_copy_; }
-  [[nodiscard]] SendMethod send_method() const { return send_method_; }
   [[nodiscard]] bool zerocopy() const { return send_method_ == SendMethod::zerocopy; }
-  [[nodiscard]] const std::string& congestion() const { return congestion_; }
-  [[nodiscard]] std::uint64_t rate() const { return rate_; }
-  [[nodiscard]] std::uint32_t busy_poll_us() const { return busy_poll_us_; }
-  [[nodiscard]] std::uint64_t notsent_lowat() const { return notsent_lowat_; }
-  [[nodiscard]] std::chrono::nanoseconds delay_probe() const { return delay_probe_; }
-  [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
-  [[nodiscard]] bool no_affinity() const { return no_affinity_; }
-  [[nodiscard]] bool verify() const { return verify_; }
-  [[nodiscard]] const std::string& rdma_device() const { return rdma_device_; }
-  [[nodiscard]] std::int32_t gid_index() const { return gid_index_; }
-  [[nodiscard]] RdmaVerb rdma_verb() const { return rdma_verb_; }
-  [[nodiscard]] std::uint32_t qdepth() const { return qdepth_; }
-  [[nodiscard]] std::uint32_t inline_size() const { return inline_size_; }
-  [[nodiscard]] std::uint32_t cq_mod() const { return cq_mod_; }
-  [[nodiscard]] bool rdma_events() const { return rdma_events_; }
-  [[nodiscard]] bool rdma_cm() const { return rdma_cm_; }
-  [[nodiscard]] bool spread_ports() const { return spread_ports_; }
-
   // Connections a client opens to one server (rw in stream mode opens both directions).
   [[nodiscard]] std::uint32_t connections_per_pair() const;
 
@@ -143,37 +128,11 @@ class TestSpec {
 
  private:
   TestSpec() = default;
-  TestKind test_{TestKind::write};
-  Mode mode_{Mode::rpc};
-  Transport transport_{Transport::tcp};
-  std::uint64_t buffsize_{0};
-  std::uint64_t socksize_{0};
-  bool socksize_auto_{false};
-  std::uint32_t threads_{0};
-  std::uint32_t parallel_{0};
-  std::chrono::nanoseconds time_{0};
-  std::chrono::nanoseconds warmup_{0};
-  std::chrono::nanoseconds cooldown_{0};
-  bool skip_rx_copy_{false};
-  SendMethod send_method_{SendMethod::automatic};
-  std::string congestion_;
-  std::uint64_t rate_{0};
-  std::uint32_t busy_poll_us_{0};
-  std::uint64_t notsent_lowat_{0};
-  std::chrono::nanoseconds delay_probe_{std::chrono::milliseconds(10)};
-  std::vector<int> cpus_;
-  bool no_affinity_{false};
-  bool verify_{false};
-  std::string rdma_device_;
-  std::int32_t gid_index_{-1};
-  RdmaVerb rdma_verb_{RdmaVerb::write};
-  std::uint32_t qdepth_{16};
-  std::uint32_t inline_size_{0};
-  std::uint32_t cq_mod_{1};
-  bool rdma_events_{false};
-  bool rdma_cm_{false};
-  bool spread_ports_{false};
+  FABPERF_SPEC_FIELDS(FABPERF_SPEC_MEMBER)
 };
+#undef FABPERF_SPEC_OPTIONAL
+#undef FABPERF_SPEC_GETTER
+#undef FABPERF_SPEC_MEMBER
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; throws UsageError naming `what`.
 std::vector<int> parse_cpu_list(std::string_view text, std::string_view what);

@@ -51,7 +51,6 @@ namespace col {
 inline constexpr Column node{"node", "node", ""};
 inline constexpr Column role{"role", "role", ""};
 inline constexpr Column status{"status", "status", ""};
-inline constexpr Column bytes{"bytes", "bytes", "B"};
 inline constexpr Column mb_per_s{"mb_per_s", "MB/s", "10^6 B/s"};
 inline constexpr Column gbit_per_s{"gbit_per_s", "Gbit/s", "10^9 bit/s"};
 inline constexpr Column msg_per_s{"msg_per_s", "msg/s", "1/s"};
@@ -106,8 +105,6 @@ inline constexpr Column predicted_tx_share_pct{"predicted_tx_share_pct", "pred t
 inline constexpr Column predicted_flows{"predicted_flows", "flows", ""};
 inline constexpr Column mii_status{"mii_status", "MII", ""};
 inline constexpr Column link_failures{"link_failures", "failures", ""};
-inline constexpr Column jain{"jain", "Jain", ""};
-inline constexpr Column members_used{"members_used", "links used", ""};
 // RDMA ports.
 inline constexpr Column rdma_port{"rdma_port", "port", ""};
 inline constexpr Column link_layer{"link_layer", "layer", ""};
