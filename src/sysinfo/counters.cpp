@@ -255,7 +255,7 @@ CounterValues parse_proc_net_mib(std::string_view text) {
     std::string name, val;
     while (hs >> name && vs >> val) {
       // A negative value (Tcp.MaxConn -1) or a field that is not a number is not a counter.
-      if (const auto v = sysfs::to_u64(val)) out.emplace_back(section + "." + name, *v);
+      if (const auto v = sysfs::to_u64(val)) out.emplace_back(std::string(section).append(".").append(name), *v);
     }
   }
   return out;
