@@ -25,12 +25,8 @@ namespace mon = fabperf::monitor;
 
 class RealClock : public mon::MonitorClock {
  public:
-  double now() override {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
-  double wall() override {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
+  double now() override { return static_cast<double>(mono_now_ns()) / 1e9; }
+  double wall() override { return static_cast<double>(wall_now_ns()) / 1e9; }
   bool sleep_until(double t) override {
     while (!stop::stopped()) {
       const double left = t - now();
@@ -39,20 +35,6 @@ class RealClock : public mon::MonitorClock {
     }
     return false;
   }
-};
-
-// A stop request that came during a probe ends the monitor after it.
-class StopAwareProber : public mon::Prober {
- public:
-  explicit StopAwareProber(std::unique_ptr<mon::Prober> inner) : inner_(std::move(inner)) {}
-  mon::JobResult run(const mon::Job& job) override {
-    auto r = inner_->run(job);
-    if (stop::stopped()) r.interrupted = true;
-    return r;
-  }
-
- private:
-  std::unique_ptr<mon::Prober> inner_;
 };
 
 void say(const std::string& line) {
@@ -159,11 +141,16 @@ int cmd_monitor(int argc, char** argv) {
       persist(state.baselines_json());
     }
   }
+  mon::RunOptions ro;
+  ro.once = once;
+  ro.on_log = say;
+  ro.on_baselines = persist;
   std::ofstream probe_log;
   if (r.count("probe-log")) {
     const auto path = get<std::string>(r, "probe-log");
     probe_log.open(path, std::ios::app);
     if (!probe_log) throw UsageError(fmt::format("--probe-log {}: cannot be opened ({})", path, errno_text(errno)));
+    ro.on_result = [&](const json& j) { probe_log << j.dump() << "\n" << std::flush; };
   }
 
   std::mutex mu;
@@ -176,18 +163,11 @@ int cmd_monitor(int argc, char** argv) {
   }
   say(describe(cfg, sched));
   if (server) say(fmt::format("metrics on http://{}/metrics", HostPort{cfg.listen_host, server->port(), {}}.str()));
-  StopAwareProber prober(mon::make_prober(cfg, key));
+  const auto prober = mon::make_prober(cfg, key);
   RealClock clock;
-  mon::RunOptions ro;
-  ro.once = once;
-  ro.on_log = say;
-  ro.on_baselines = persist;
-  if (probe_log.is_open()) {
-    ro.on_result = [&](const json& j) { probe_log << j.dump() << "\n" << std::flush; };
-  }
   // A probe under way is stopped by its coordinator, which keeps what was measured.
   stop::mark();
-  return finish(once, mon::run_monitor(cfg, prober, clock, state, mu, ro));
+  return finish(once, mon::run_monitor(cfg, *prober, clock, state, mu, ro));
 }
 
 }  // namespace fabperf::cli

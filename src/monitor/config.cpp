@@ -1,6 +1,6 @@
 // The monitor's config file (TOML, toml++). Probe settings come from the one settings table
 // (include/fabperf/core/settings.hpp) exactly as plan files read them; the monitor's own keys are
-// declared in one small table below. Every mistake is reported as FILE:LINE: field 'x': problem.
+// listed once, in read_monitor. Every mistake is reported as FILE:LINE: field 'x': problem.
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/settings.hpp>
 #include <fabperf/core/units.hpp>
@@ -18,25 +18,6 @@ namespace fabperf::monitor {
 namespace {
 
 using Ctx = TomlReader;
-
-// The monitor's own keys ([monitor]), declared once: the refusal of an unknown key lists them.
-struct Key {
-  const char* name;
-  const char* help;
-};
-constexpr Key kMonitorKeys[] = {
-    {"listen", "HOST:PORT of /metrics (default 127.0.0.1:9668)"},
-    {"listen-public", "true to allow a listen address that is not loopback"},
-    {"state-dir", "folder of the baselines file (required)"},
-    {"max-duty", "percent of each host link's time spent in bandwidth probes (default 1)"},
-    {"latency-interval", "seconds between latency rounds (default 60)"},
-    {"drift-percent", "alert when throughput is more than this percent below its baseline (default 20)"},
-    {"baseline-probes", "successful probes whose median sets a baseline (default 5)"},
-    {"acceptance", "a `fabperf run --json` result or plan results file seeding baselines"},
-    {"link-names", "names of the link planes (the `link` label)"},
-    {"max-backoff", "longest wait before retrying an unreachable agent, seconds (default 300)"},
-    {"connect-timeout", "seconds to wait for each agent (default 5)"},
-};
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -83,9 +64,11 @@ void read_listen(const Ctx& c, const toml::node* n, MonitorConfig& cfg) {
 
 // [monitor], all but link-names (that needs the hosts).
 void read_monitor(const Ctx& c, const toml::node* mon, const toml::table& m, MonitorConfig& cfg) {
-  std::vector<std::string_view> names;
-  for (const auto& x : kMonitorKeys) names.emplace_back(x.name);
-  c.known_keys(m, names, "unknown field of [monitor]");
+  // The monitor's own keys: the refusal of an unknown one lists them (docs/monitor.md explains each).
+  c.known_keys(m,
+               {"listen", "listen-public", "state-dir", "max-duty", "latency-interval", "drift-percent",
+                "baseline-probes", "acceptance", "link-names", "max-backoff", "connect-timeout"},
+               "unknown field of [monitor]");
   if (const auto* n = m.get("listen")) read_listen(c, n, cfg);
   if (const auto* n = m.get("listen-public")) cfg.listen_public = c.boolean(*n, "listen-public");
   if (!is_loopback(cfg.listen_host) && !cfg.listen_public) {

@@ -59,11 +59,11 @@ struct MetricsServer::Impl {
       me->idle_since = std::chrono::steady_clock::now();
       co_await http::async_read_header(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
       me->idle_since.reset();
+      if (!ec) co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
+      // Gone, timed out or evicted: nothing to answer. Other errors are a bad request.
       if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::connection_reset ||
           ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
         break;
-      if (!ec) co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::connection_reset) break;
       HttpReply rep;
       unsigned version = 11;
       bool keep_alive = false;

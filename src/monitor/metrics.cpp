@@ -3,6 +3,7 @@
 #include <fabperf/monitor/monitor.hpp>
 
 #include <fmt/format.h>
+#include <array>
 #include <optional>
 
 namespace fabperf::monitor {
@@ -12,14 +13,11 @@ std::string escape(std::string_view v) {
   std::string out;
   out.reserve(v.size());
   for (const char ch : v) {
-    if (ch == '\\') {
-      out += "\\\\";
-    } else if (ch == '"') {
-      out += "\\\"";
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else {
-      out += ch;
+    switch (ch) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += ch;
     }
   }
   return out;
@@ -33,23 +31,57 @@ std::string label_text(const Labels& ls) {
   return s.empty() ? s : "{" + s + "}";
 }
 
-// One metric family: HELP and TYPE once, then its samples; nothing at all when it has none.
-class Family {
+// The families, in exposition order. Names ending in _total are counters, the others gauges.
+namespace fam {
+enum Id { tput, base, alert, lp50, lp99, retr, probes, fails, last, p50, p99, speed, mtu, nic, bond, up, rot, count };
+}
+constexpr std::pair<const char*, const char*> kFamilies[fam::count] = {
+    {"fabperf_throughput_bytes_per_second", "Payload throughput of the last bandwidth probe of the pair on the link."},
+    {"fabperf_baseline_bytes_per_second",
+     "The pair's baseline throughput on the link (median of its first probes, or the acceptance result)."},
+    {"fabperf_drift_alert", "1 while the last throughput is more than the drift threshold below the baseline, else 0."},
+    {"fabperf_latency_under_load_p50_seconds",
+     "Median ping round trip from client to server during the last bandwidth probe."},
+    {"fabperf_latency_under_load_p99_seconds",
+     "99th percentile ping round trip from client to server during the last bandwidth probe."},
+    {"fabperf_retransmits_total", "TCP segments retransmitted by the pair's connections during bandwidth probes."},
+    {"fabperf_probes_total", "Probes of the pair on the link, by kind."},
+    {"fabperf_probe_failures_total",
+     "Probes of the pair on the link that failed or could not run (agent down), by kind."},
+    {"fabperf_last_probe_timestamp_seconds", "Unix time of the pair's last successful probe on the link, by kind."},
+    {"fabperf_latency_p50_seconds", "Median round trip of the last latency probe (one small rpc at a time)."},
+    {"fabperf_latency_p99_seconds", "99th percentile round trip of the last latency probe (one small rpc at a time)."},
+    {"fabperf_link_speed_bytes_per_second",
+     "Negotiated speed of the host's interface on the link plane (bits/s / 8), as seen in the last probe."},
+    {"fabperf_link_mtu_bytes", "MTU of the host's interface on the link plane, as seen in the last probe."},
+    {"fabperf_nic_errors_total", "Receive and transmit errors and drops of the interface within probe windows."},
+    {"fabperf_bond_member_share_ratio", "A bond member's share of the bond's bytes in the last probe, by direction."},
+    {"fabperf_agent_up",
+     "1 when the host's agent answered its last probe (or none has failed yet), 0 while it is backed off."},
+    {"fabperf_monitor_rotations_total", "Completed rotations (every pair probed on every link once)."},
+};
+
+// The samples of each family; text() gives HELP and TYPE once before them, nothing for a family
+// that has none.
+class Exposition {
  public:
-  Family(std::string name, const char* type, const char* help) : name_(std::move(name)), type_(type), help_(help) {}
-  void add(const Labels& ls, double v) { samples_ += fmt::format("{}{} {}\n", name_, label_text(ls), v); }
-  void add(const Labels& ls, std::uint64_t v) { samples_ += fmt::format("{}{} {}\n", name_, label_text(ls), v); }
-  void render(std::string& out) const {
-    if (samples_.empty()) return;
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name_, help_, name_, type_);
-    out += samples_;
+  template <typename V>
+  void add(fam::Id f, const Labels& ls, V v) {
+    samples_[f] += fmt::format("{}{} {}\n", kFamilies[f].first, label_text(ls), v);
+  }
+  [[nodiscard]] std::string text() const {
+    std::string out;
+    for (std::size_t f = 0; f < std::size(kFamilies); ++f) {
+      if (samples_[f].empty()) continue;
+      const auto [name, help] = kFamilies[f];
+      const char* type = std::string_view(name).ends_with("_total") ? "counter" : "gauge";
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}", name, help, name, type, samples_[f]);
+    }
+    return out;
   }
 
  private:
-  std::string name_;
-  const char* type_;
-  const char* help_;
-  std::string samples_;
+  std::array<std::string, fam::count> samples_;
 };
 
 }  // namespace
@@ -58,39 +90,7 @@ std::string render_metrics(const MonitorState& s) {
   const auto& cfg = s.config();
   const std::string transport(to_string(cfg.probe.transport()));
   const std::string direction(direction_of(cfg.probe.test()));
-  Family tput("fabperf_throughput_bytes_per_second", "gauge",
-              "Payload throughput of the last bandwidth probe of the pair on the link.");
-  Family base("fabperf_baseline_bytes_per_second", "gauge",
-              "The pair's baseline throughput on the link (median of its first probes, or the acceptance result).");
-  Family alert("fabperf_drift_alert", "gauge",
-               "1 while the last throughput is more than the drift threshold below the baseline, else 0.");
-  Family lp50("fabperf_latency_under_load_p50_seconds", "gauge",
-              "Median ping round trip from client to server during the last bandwidth probe.");
-  Family lp99("fabperf_latency_under_load_p99_seconds", "gauge",
-              "99th percentile ping round trip from client to server during the last bandwidth probe.");
-  Family retr("fabperf_retransmits_total", "counter",
-              "TCP segments retransmitted by the pair's connections during bandwidth probes.");
-  Family probes("fabperf_probes_total", "counter", "Probes of the pair on the link, by kind.");
-  Family fails("fabperf_probe_failures_total", "counter",
-               "Probes of the pair on the link that failed or could not run (agent down), by kind.");
-  Family last("fabperf_last_probe_timestamp_seconds", "gauge",
-              "Unix time of the pair's last successful probe on the link, by kind.");
-  Family p50("fabperf_latency_p50_seconds", "gauge",
-             "Median round trip of the last latency probe (one small rpc at a time).");
-  Family p99("fabperf_latency_p99_seconds", "gauge",
-             "99th percentile round trip of the last latency probe (one small rpc at a time).");
-  Family speed("fabperf_link_speed_bytes_per_second", "gauge",
-               "Negotiated speed of the host's interface on the link plane (bits/s / 8), as seen in the last probe.");
-  Family mtu("fabperf_link_mtu_bytes", "gauge",
-             "MTU of the host's interface on the link plane, as seen in the last probe.");
-  Family nic("fabperf_nic_errors_total", "counter",
-             "Receive and transmit errors and drops of the interface within probe windows.");
-  Family bond("fabperf_bond_member_share_ratio", "gauge",
-              "A bond member's share of the bond's bytes in the last probe, by direction.");
-  Family up("fabperf_agent_up", "gauge",
-            "1 when the host's agent answered its last probe (or none has failed yet), 0 while it is backed off.");
-  Family rot("fabperf_monitor_rotations_total", "counter",
-             "Completed rotations (every pair probed on every link once).");
+  Exposition x;
 
   const auto n = static_cast<std::uint32_t>(cfg.hosts.size());
   for (std::uint32_t c = 0; c < n; ++c) {
@@ -105,22 +105,22 @@ std::string render_metrics(const MonitorState& s) {
                         {"transport", transport}};
         Labels pl = ll;
         pl.emplace_back("direction", direction);
-        if (p.bytes_per_s) tput.add(pl, *p.bytes_per_s);
-        if (p.baseline.bytes_per_s) base.add(pl, *p.baseline.bytes_per_s);
-        alert.add(pl, std::uint64_t{p.drift_alert ? 1u : 0u});
-        if (p.loaded_p50_s) lp50.add(pl, *p.loaded_p50_s);
-        if (p.loaded_p99_s) lp99.add(pl, *p.loaded_p99_s);
-        retr.add(pl, p.retransmits_total);
+        if (p.bytes_per_s) x.add(fam::tput, pl, *p.bytes_per_s);
+        if (p.baseline.bytes_per_s) x.add(fam::base, pl, *p.baseline.bytes_per_s);
+        x.add(fam::alert, pl, std::uint64_t{p.drift_alert ? 1u : 0u});
+        if (const auto& t = p.p50_s[0]) x.add(fam::lp50, pl, *t);  // [0] bandwidth, [1] latency (ProbeKind)
+        if (const auto& t = p.p99_s[0]) x.add(fam::lp99, pl, *t);
+        x.add(fam::retr, pl, p.retransmits_total);
         for (const auto k : {ProbeKind::bandwidth, ProbeKind::latency}) {
           const auto i = static_cast<std::size_t>(k);
           Labels kl = ll;
           kl.emplace_back("kind", to_string(k));
-          probes.add(kl, p.probes_total[i]);
-          fails.add(kl, p.failures_total[i]);
-          if (p.last_probe_s[i]) last.add(kl, *p.last_probe_s[i]);
+          x.add(fam::probes, kl, p.probes_total[i]);
+          x.add(fam::fails, kl, p.failures_total[i]);
+          if (p.last_probe_s[i]) x.add(fam::last, kl, *p.last_probe_s[i]);
         }
-        if (p.latency_p50_s) p50.add(ll, *p.latency_p50_s);
-        if (p.latency_p99_s) p99.add(ll, *p.latency_p99_s);
+        if (const auto& t = p.p50_s[1]) x.add(fam::p50, ll, *t);
+        if (const auto& t = p.p99_s[1]) x.add(fam::p99, ll, *t);
       }
     }
   }
@@ -129,30 +129,26 @@ std::string render_metrics(const MonitorState& s) {
       const auto& hl = s.host_link(h, l);
       if (hl.interface.empty()) continue;
       const Labels ls{{"host", cfg.hosts[h].name}, {"link", cfg.link_names[l]}, {"interface", hl.interface}};
-      if (hl.speed_bps && *hl.speed_bps > 0) speed.add(ls, static_cast<double>(*hl.speed_bps) / 8.0);
-      if (hl.mtu && *hl.mtu > 0) mtu.add(ls, static_cast<std::uint64_t>(*hl.mtu));
-      nic.add(ls, hl.nic_errors_total);
+      if (hl.speed_bps > 0) x.add(fam::speed, ls, static_cast<double>(hl.speed_bps) / 8.0);
+      if (hl.mtu > 0) x.add(fam::mtu, ls, static_cast<std::uint64_t>(hl.mtu));
+      x.add(fam::nic, ls, hl.nic_errors_total);
       for (const auto& b : hl.bonds) {
         for (const auto& [dir, v] : {std::pair<const char*, double>{"tx", b.tx_ratio}, {"rx", b.rx_ratio}}) {
-          bond.add({{"host", cfg.hosts[h].name},
-                    {"link", cfg.link_names[l]},
-                    {"bond", b.bond},
-                    {"member", b.member},
-                    {"direction", dir}},
-                   v);
+          x.add(fam::bond,
+                {{"host", cfg.hosts[h].name},
+                 {"link", cfg.link_names[l]},
+                 {"bond", b.bond},
+                 {"member", b.member},
+                 {"direction", dir}},
+                v);
         }
       }
     }
-    up.add({{"host", cfg.hosts[h].name}}, std::uint64_t{s.agent_up(h) ? 1u : 0u});
+    x.add(fam::up, {{"host", cfg.hosts[h].name}}, std::uint64_t{s.agent_up(h) ? 1u : 0u});
   }
-  rot.add({}, s.rotations());
+  x.add(fam::rot, {}, s.rotations());
 
-  std::string out;
-  for (const Family* f : {&tput, &base, &alert, &lp50, &lp99, &retr, &probes, &fails, &last, &p50, &p99, &speed, &mtu,
-                          &nic, &bond, &up, &rot}) {
-    f->render(out);
-  }
-  return out;
+  return x.text();
 }
 
 std::size_t max_series(const MonitorConfig& cfg, std::size_t max_bond_members) {

@@ -2,6 +2,7 @@
 #include <fabperf/coordinator/coordinator.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/stop.hpp>
 #include <fabperf/monitor/monitor.hpp>
 #include <fabperf/report/report.hpp>
 
@@ -48,19 +49,20 @@ class RunTestProber : public Prober {
       if (!hp.links.empty()) hp.links = {hp.links.at(job.link)};  // only this link plane
       return hp;
     });
+    JobResult r;
     try {
       const RunRecord rec = run_test(req);
-      const Report rep = compute_report(rec);
-      JobResult r = job_result_from_report(cfg_, job, rep, unix_now());
+      r = job_result_from_report(cfg_, job, compute_report(rec), unix_now());
       r.interrupted = rec.interrupted;
-      return r;
     } catch (const Interrupted& e) {
-      JobResult r = failed_job(cfg_, job, e.what(), unix_now());
+      r = failed_job(cfg_, job, e.what(), unix_now());
       r.interrupted = true;
-      return r;
     } catch (const Error& e) {
-      return failed_job(cfg_, job, e.what(), unix_now());
+      r = failed_job(cfg_, job, e.what(), unix_now());
     }
+    // A stop request that came during a probe ends the monitor after it.
+    r.interrupted = r.interrupted || stop::stopped();
+    return r;
   }
 
  private:
@@ -85,9 +87,7 @@ std::vector<std::uint32_t> Job::hosts() const {
 }
 
 JobResult failed_job(const MonitorConfig& cfg, const Job& job, const std::string& error, double wall_s) {
-  JobResult r;
-  r.job = job;
-  r.wall_s = wall_s;
+  JobResult r{job, wall_s, {}, {}, {}, false};
   for (const auto& [c, s] : job.pairs) {
     r.pairs.push_back(PairSample{c, s, false, error, {}, {}, {}, 0});
   }
@@ -99,29 +99,17 @@ JobResult failed_job(const MonitorConfig& cfg, const Job& job, const std::string
 }
 
 JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const Report& rep, double wall_s) {
-  JobResult r;
-  r.job = job;
-  r.wall_s = wall_s;
+  JobResult r{job, wall_s, {}, {}, {}, false};
   std::map<std::string, std::uint32_t> by_name;
   for (std::uint32_t i = 0; i < cfg.hosts.size(); ++i) by_name[cfg.hosts[i].hp.str()] = i;
   std::map<std::uint32_t, const NodeReport*> node_of_host;
-  std::map<std::uint32_t, std::uint32_t> host_of_node;
   for (const auto& n : rep.nodes) {
-    const auto it = by_name.find(n.name);
-    if (it == by_name.end()) continue;
-    node_of_host[it->second] = &n;
-    host_of_node[n.index] = it->second;
+    if (const auto it = by_name.find(n.name); it != by_name.end()) node_of_host[it->second] = &n;
   }
   for (const auto& [c, s] : job.pairs) {
     PairSample p{c, s, false, {}, {}, {}, {}, 0};
     const auto cn = node_of_host.find(c);
     const auto sn = node_of_host.find(s);
-    const PairReport* pr = nullptr;
-    for (const auto& x : rep.pairs) {
-      const auto hc = host_of_node.find(x.client);
-      const auto hs = host_of_node.find(x.server);
-      if (hc != host_of_node.end() && hs != host_of_node.end() && hc->second == c && hs->second == s) pr = &x;
-    }
     std::string err;
     for (const auto& it : {cn, sn}) {
       if (it == node_of_host.end()) {
@@ -131,6 +119,10 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
                           it->second->error.empty() ? std::string("aborted") : it->second->error);
       }
       if (!err.empty()) break;
+    }
+    const PairReport* pr = nullptr;
+    for (const auto& x : rep.pairs) {
+      if (err.empty() && x.client == cn->second->index && x.server == sn->second->index) pr = &x;
     }
     if (err.empty() && !pr) err = "no figure for the pair in the result";
     if (!err.empty()) {

@@ -59,13 +59,9 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
     }
     p.last_error.clear();
     p.last_probe_s[k] = r.wall_s;
-    if (r.job.kind == ProbeKind::latency) {
-      p.latency_p50_s = s.p50_s;
-      p.latency_p99_s = s.p99_s;
-      continue;
-    }
-    p.loaded_p50_s = s.p50_s;
-    p.loaded_p99_s = s.p99_s;
+    p.p50_s[k] = s.p50_s;
+    p.p99_s[k] = s.p99_s;
+    if (r.job.kind == ProbeKind::latency) continue;
     p.retransmits_total += s.retransmits;
     if (!s.bytes_per_s) continue;
     const double v = *s.bytes_per_s;
@@ -96,11 +92,9 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
   }
   for (const auto& l : r.links) {
     auto& h = host_links_.at(static_cast<std::size_t>(l.host) * cfg_->link_names.size() + r.job.link);
-    h.interface = l.interface;
-    h.speed_bps = l.speed_bps;
-    h.mtu = l.mtu;
-    h.nic_errors_total += l.errors;
-    h.bonds = l.bonds;
+    const std::uint64_t errors = h.nic_errors_total + l.errors;
+    static_cast<LinkSample&>(h) = l;
+    h.nic_errors_total = errors;
   }
   return log;
 }

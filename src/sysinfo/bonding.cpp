@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -325,26 +324,20 @@ std::vector<std::string> bond_findings(const BondInfo& b, int peers) {
 
 // ---- transmit hash -------------------------------------------------------------------------
 
+// The policies' kernel names, both ways.
+using PolicyName = std::pair<HashPolicy, std::string_view>;
+constexpr PolicyName kPolicyNames[] = {{HashPolicy::layer2, "layer2"},    {HashPolicy::layer23, "layer2+3"},
+                                       {HashPolicy::layer34, "layer3+4"}, {HashPolicy::encap23, "encap2+3"},
+                                       {HashPolicy::encap34, "encap3+4"}, {HashPolicy::vlan_srcmac, "vlan+srcmac"}};
+
 std::optional<HashPolicy> parse_hash_policy(std::string_view s) {
-  if (s == "layer2") return HashPolicy::layer2;
-  if (s == "layer2+3") return HashPolicy::layer23;
-  if (s == "layer3+4") return HashPolicy::layer34;
-  if (s == "encap2+3") return HashPolicy::encap23;
-  if (s == "encap3+4") return HashPolicy::encap34;
-  if (s == "vlan+srcmac") return HashPolicy::vlan_srcmac;
-  return std::nullopt;
+  const auto* it = std::ranges::find(kPolicyNames, s, &PolicyName::second);
+  return it == std::end(kPolicyNames) ? std::nullopt : std::optional(it->first);
 }
 
 std::string_view to_string(HashPolicy p) {
-  switch (p) {
-    case HashPolicy::layer2: return "layer2";
-    case HashPolicy::layer23: return "layer2+3";
-    case HashPolicy::layer34: return "layer3+4";
-    case HashPolicy::encap23: return "encap2+3";
-    case HashPolicy::encap34: return "encap3+4";
-    case HashPolicy::vlan_srcmac: return "vlan+srcmac";
-  }
-  return "?";
+  const auto* it = std::ranges::find(kPolicyNames, p, &PolicyName::first);
+  return it == std::end(kPolicyNames) ? "?" : it->second;
 }
 
 std::optional<Mac> parse_mac(std::string_view s) {

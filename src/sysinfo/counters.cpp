@@ -16,8 +16,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fstream>
-#include <memory>
 #include <sstream>
 
 namespace fabperf {
@@ -42,21 +40,20 @@ bool ethtool_ioctl(int fd, const std::string& ifname, void* data) {
 
 }  // namespace
 
-sysfs::EthtoolLink sysfs::read_ethtool_link(const std::string& ifname) {
-  sysfs::EthtoolLink a;
+void sysfs::fill_from_ethtool(LinkInfo& l) {
   const Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (s.fd < 0) return a;
+  if (s.fd < 0) return;
   ethtool_drvinfo info{};
   info.cmd = ETHTOOL_GDRVINFO;
-  if (ethtool_ioctl(s.fd, ifname, &info)) a.driver = info.driver;
+  if (l.driver.empty() && ethtool_ioctl(s.fd, l.name, &info)) l.driver = info.driver;
   ethtool_cmd cmd{};
   cmd.cmd = ETHTOOL_GSET;
-  if (ethtool_ioctl(s.fd, ifname, &cmd)) {
+  if (ethtool_ioctl(s.fd, l.name, &cmd)) {
     const std::uint32_t sp = ethtool_cmd_speed(&cmd);
-    if (sp != 0 && sp != static_cast<std::uint32_t>(SPEED_UNKNOWN)) a.speed = sp;
-    a.duplex = cmd.duplex == DUPLEX_FULL ? "full" : cmd.duplex == DUPLEX_HALF ? "half" : "";
+    if (l.speed_mbps < 0 && sp != 0 && sp != static_cast<std::uint32_t>(SPEED_UNKNOWN)) l.speed_mbps = sp;
+    const char* duplex = cmd.duplex == DUPLEX_FULL ? "full" : cmd.duplex == DUPLEX_HALF ? "half" : nullptr;
+    if (duplex && (l.duplex.empty() || l.duplex == "unknown")) l.duplex = duplex;
   }
-  return a;
 }
 
 std::optional<CounterValues> read_ethtool_stats(const std::string& ifname) {
@@ -257,14 +254,8 @@ CounterValues parse_proc_net_mib(std::string_view text) {
     const std::string section = hsec.substr(0, hsec.size() - 1);
     std::string name, val;
     while (hs >> name && vs >> val) {
-      if (val.empty() || val[0] == '-') continue;
-      try {
-        std::size_t used = 0;
-        const std::uint64_t v = std::stoull(val, &used);
-        if (used == val.size()) out.emplace_back(std::string(section).append(".").append(name), v);
-      } catch (...) {
-        // a field that is not a number is not a counter
-      }
+      // A negative value (Tcp.MaxConn -1) or a field that is not a number is not a counter.
+      if (const auto v = sysfs::to_u64(val)) out.emplace_back(std::string(section).append(".").append(name), *v);
     }
   }
   return out;

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fabperf/sysinfo/links.hpp>
+
 namespace fabperf::sysfs {
 
 // Leading blanks and trailing blanks and line ends removed.
@@ -33,14 +35,9 @@ std::vector<int> to_cpus(const std::string& list);
 // The names in a folder, sorted; none when it is absent.
 std::vector<std::string> sorted_entries(const std::filesystem::path& dir);
 
-// Where sysfs has no answer: ETHTOOL_GDRVINFO and GSET on a live interface of this host (in
-// counters.cpp, beside the other ethtool ioctls): the driver, the speed in Mb/s (-1 unknown) and
-// the duplex ("" unknown).
-struct EthtoolLink {
-  std::string driver;
-  std::int64_t speed{-1};
-  std::string duplex;
-};
-EthtoolLink read_ethtool_link(const std::string& ifname);
+// Where sysfs has no answer: ETHTOOL_GDRVINFO and GSET on a live interface of this host fill the
+// driver, speed and duplex that `l` does not know yet (in counters.cpp, beside the other ethtool
+// ioctls).
+void fill_from_ethtool(LinkInfo& l);
 
 }  // namespace fabperf::sysfs

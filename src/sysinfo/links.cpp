@@ -1,4 +1,3 @@
-#include <fabperf/core/error.hpp>
 #include <fabperf/core/fields.hpp>
 #include <fabperf/sysinfo/counters.hpp>
 #include <fabperf/sysinfo/links.hpp>
@@ -11,7 +10,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -28,31 +26,35 @@ std::string link_target_name(const std::string& path) {
   return ec ? "" : t.filename().string();
 }
 
-std::vector<std::string> addresses_of(const std::string& name) {
-  std::vector<std::string> out;
+// Calls f(interface, address text, prefix length) for each IPv4 and IPv6 address of this host.
+template <typename F>
+void each_address(F&& f) {
   ifaddrs* ifa = nullptr;
-  if (getifaddrs(&ifa) != 0) return out;
+  if (getifaddrs(&ifa) != 0) return;
   for (auto* p = ifa; p; p = p->ifa_next) {
-    if (!p->ifa_addr || name != p->ifa_name) continue;
+    const int fam = p->ifa_addr ? p->ifa_addr->sa_family : AF_UNSPEC;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    // The in_addr or in6_addr of an address or a netmask.
+    const auto bytes = [&](const sockaddr* a) -> const unsigned char* {
+      if (fam == AF_INET)
+        return reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr);
+      return reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr.s6_addr;
+    };
     char buf[INET6_ADDRSTRLEN] = {};
+    inet_ntop(fam, bytes(p->ifa_addr), buf, sizeof buf);
     int prefix = 0;
-    if (p->ifa_addr->sa_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr, buf, sizeof buf);
-      if (p->ifa_netmask) {
-        prefix = __builtin_popcount(reinterpret_cast<sockaddr_in*>(p->ifa_netmask)->sin_addr.s_addr);
-      }
-    } else if (p->ifa_addr->sa_family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, buf, sizeof buf);
-      if (p->ifa_netmask) {
-        const auto* m = reinterpret_cast<sockaddr_in6*>(p->ifa_netmask)->sin6_addr.s6_addr;
-        for (int i = 0; i < 16; ++i) prefix += __builtin_popcount(m[i]);
-      }
-    } else {
-      continue;
-    }
-    out.push_back(fmt::format("{}/{}", buf, prefix));
+    for (int i = 0; p->ifa_netmask && i < (fam == AF_INET ? 4 : 16); ++i)
+      prefix += __builtin_popcount(bytes(p->ifa_netmask)[i]);
+    f(std::string(p->ifa_name), std::string(buf), prefix);
   }
   freeifaddrs(ifa);
+}
+
+std::vector<std::string> addresses_of(const std::string& name) {
+  std::vector<std::string> out;
+  each_address([&](const std::string& ifname, const std::string& ip, int prefix) {
+    if (ifname == name) out.push_back(fmt::format("{}/{}", ip, prefix));
+  });
   return out;
 }
 
@@ -101,10 +103,7 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
     }
   }
   if (root.empty()) {
-    const auto eth = sysfs::read_ethtool_link(name);
-    if (l.driver.empty()) l.driver = eth.driver;
-    if (l.speed_mbps < 0 && eth.speed > 0) l.speed_mbps = eth.speed;
-    if (l.duplex.empty() || l.duplex == "unknown") l.duplex = eth.duplex.empty() ? l.duplex : eth.duplex;
+    sysfs::fill_from_ethtool(l);
     if (l.driver == "veth" && l.kind == "virtual") l.kind = "veth";
     l.addresses = addresses_of(name);
     l.shaped_mbps = read_shaped_mbps(name);
@@ -154,24 +153,18 @@ std::string interface_of_address(const std::string& address) {
   } else if (std::count(ip.begin(), ip.end(), ':') == 1) {
     ip = ip.substr(0, ip.find(':'));
   }
-  in6_addr a6{};
-  in_addr a4{};
-  const bool v4 = inet_pton(AF_INET, ip.c_str(), &a4) == 1;
-  const bool v6 = !v4 && inet_pton(AF_INET6, ip.c_str(), &a6) == 1;
-  if (!v4 && !v6) return "";
-  ifaddrs* ifa = nullptr;
-  if (getifaddrs(&ifa) != 0) return "";
+  // Compared as inet_ntop writes it, the form each_address gives.
+  in6_addr a{};  // room for either family
+  const int fam = inet_pton(AF_INET, ip.c_str(), &a) == 1    ? AF_INET
+                  : inet_pton(AF_INET6, ip.c_str(), &a) == 1 ? AF_INET6
+                                                             : AF_UNSPEC;
+  if (fam == AF_UNSPEC) return "";
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(fam, &a, text, sizeof text);
   std::string found;
-  for (auto* p = ifa; p && found.empty(); p = p->ifa_next) {
-    if (!p->ifa_addr) continue;
-    if ((v4 && p->ifa_addr->sa_family == AF_INET &&
-         reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr == a4.s_addr) ||
-        (v6 && p->ifa_addr->sa_family == AF_INET6 &&
-         std::memcmp(&reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, &a6, sizeof a6) == 0)) {
-      found = p->ifa_name;
-    }
-  }
-  freeifaddrs(ifa);
+  each_address([&](const std::string& ifname, const std::string& addr, int) {
+    if (found.empty() && addr == text) found = ifname;
+  });
   return found;
 }
 

@@ -7,7 +7,6 @@
 // The function's parent directory is the port at the other end of its link (the slot); every
 // function under that port shares the link. Ancestors further up are switch ports and root ports:
 // the narrowest of their links bounds the device too (the kernel's pcie_bandwidth_available()).
-#include <fabperf/core/error.hpp>
 #include <fabperf/core/fields.hpp>
 #include <fabperf/sysinfo/pcie.hpp>
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
@@ -20,7 +19,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -110,66 +108,48 @@ void add_ports(const fs::path& fn, std::vector<PciePort>& out) {
   }
 }
 
-// /proc/interrupts: the CPU columns of the header, then per IRQ number its per-CPU counts.
-struct Interrupts {
-  std::vector<int> cpus;
-  std::map<int, std::vector<std::uint64_t>> counts;
-};
-Interrupts read_interrupts(const std::string& root) {
-  Interrupts r;
+IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
+  IrqPlacement p;
+  p.local_cpus = read_line(fn / "local_cpulist");
+  std::vector<std::uint64_t> irqs;
+  for (const auto& n : sorted_entries(fn / "msi_irqs")) {
+    if (const auto v = sysfs::to_u64(n); v && *v > 0 && *v <= INT_MAX) irqs.push_back(*v);
+  }
+  if (irqs.empty()) {
+    const int legacy = sysfs::to_int(read_line(fn / "irq"), 0);
+    if (legacy > 0) irqs.push_back(static_cast<std::uint64_t>(legacy));
+  }
+  const auto local = cpu_set(p.local_cpus);
+  // /proc/interrupts: the CPU columns of the header, then per IRQ number its per-CPU counts.
   std::ifstream in(root + "/proc/interrupts");
   std::string line;
-  if (!std::getline(in, line)) return r;
-  std::istringstream h(line);
-  for (std::string c; h >> c;) {
-    if (c.rfind("CPU", 0) == 0) r.cpus.push_back(std::atoi(c.c_str() + 3));
+  std::vector<int> cpus;
+  if (std::getline(in, line)) {
+    std::istringstream h(line);
+    for (std::string c; h >> c;) {
+      if (c.rfind("CPU", 0) == 0) cpus.push_back(std::atoi(c.c_str() + 3));
+    }
+  }
+  if (local && !cpus.empty()) {
+    p.all_cpus_local = std::all_of(cpus.begin(), cpus.end(), [&](int c) { return local->count(c) > 0; });
   }
   while (std::getline(in, line)) {
     std::istringstream l(line);
     std::string label;
-    if (!(l >> label) || label.empty() || label.back() != ':') continue;
+    if (!(l >> label) || label.back() != ':') continue;
     const auto irq = sysfs::to_u64(label.substr(0, label.size() - 1));
-    if (!irq || *irq > INT_MAX) continue;  // NMI:, LOC:, ...
-    std::vector<std::uint64_t> v;
-    for (std::size_t i = 0; i < r.cpus.size(); ++i) {
-      std::uint64_t x = 0;
-      if (!(l >> x)) break;
-      v.push_back(x);
-    }
-    r.counts[static_cast<int>(*irq)] = std::move(v);
-  }
-  return r;
-}
-
-IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
-  IrqPlacement p;
-  p.local_cpus = read_line(fn / "local_cpulist");
-  std::vector<int> irqs;
-  for (const auto& n : sorted_entries(fn / "msi_irqs")) {
-    if (const auto v = sysfs::to_u64(n); v && *v > 0 && *v <= INT_MAX) irqs.push_back(static_cast<int>(*v));
-  }
-  if (irqs.empty()) {
-    const int legacy = sysfs::to_int(read_line(fn / "irq"), 0);
-    if (legacy > 0) irqs.push_back(legacy);
-  }
-  const auto local = cpu_set(p.local_cpus);
-  const Interrupts all = read_interrupts(root);
-  if (local && !all.cpus.empty()) {
-    p.all_cpus_local = std::all_of(all.cpus.begin(), all.cpus.end(), [&](int c) { return local->count(c) > 0; });
-  }
-  for (const int irq : irqs) {
-    const auto it = all.counts.find(irq);
-    if (it == all.counts.end()) continue;
+    if (!irq || std::find(irqs.begin(), irqs.end(), *irq) == irqs.end()) continue;  // NMI:, LOC:, others' IRQs
     ++p.irqs;
-    for (std::size_t i = 0; i < it->second.size(); ++i) {
-      p.served += it->second[i];
-      if (local && local->count(all.cpus[i])) p.served_local += it->second[i];
+    std::uint64_t x = 0;
+    for (std::size_t i = 0; i < cpus.size() && l >> x; ++i) {
+      p.served += x;
+      if (local && local->count(cpus[i])) p.served_local += x;
     }
     if (!local) continue;
     // smp_affinity_list is where the interrupt may go, effective_affinity_list where it goes
     // now; a changed affinity takes effect at the IRQ's next interrupt, so either set holding no
     // local CPU sends it off the node.
-    const std::string base = root + "/proc/irq/" + std::to_string(irq);
+    const std::string base = root + "/proc/irq/" + std::to_string(*irq);
     bool remote = false;
     for (const char* f : {"/smp_affinity_list", "/effective_affinity_list"}) {
       const auto a = cpu_set(read_line(base + f));
@@ -397,20 +377,19 @@ PcieLinkState state_from(const nlohmann::json& j, const char* name) {
 // The JSON keys are the field names.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IrqPlacement, irqs, served, served_local, remote_affinity, local_cpus,
                                    all_cpus_local)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PciePort, name, speed_mbps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PcieFinding, level, what, fix)
 
 nlohmann::json to_json(const PcieInfo& p) {
-  nlohmann::json ports = nlohmann::json::array();
-  for (const auto& x : p.ports) {
-    ports.push_back(
-        {{"name", x.name}, {"speed_mbps", x.speed_mbps > 0 ? nlohmann::json(x.speed_mbps) : nlohmann::json(nullptr)}});
+  nlohmann::json ports = p.ports;
+  for (auto& x : ports) {
+    if (x["speed_mbps"] <= 0) x["speed_mbps"] = nullptr;  // unknown
   }
-  nlohmann::json findings = nlohmann::json::array();
   std::string who;
   for (const auto& x : p.ports) who += (who.empty() ? "" : "+") + x.name;
   // The link's findings name every port on it; the interrupts are this function's own.
-  auto all = pcie_link_findings(p, who.empty() ? p.address : who);
-  for (auto& f : pcie_irq_findings(p, p.address)) all.push_back(std::move(f));
-  for (const auto& f : all) findings.push_back({{"level", f.level}, {"what", f.what}, {"fix", f.fix}});
+  auto findings = pcie_link_findings(p, who.empty() ? p.address : who);
+  for (auto& f : pcie_irq_findings(p, p.address)) findings.push_back(std::move(f));
   const double ceiling = pcie_ceiling_gbps(p);
   return {{"address", p.address},
           {"port", p.port},
@@ -426,7 +405,7 @@ nlohmann::json to_json(const PcieInfo& p) {
           {"raw_gbps", pcie_raw_gbps(pcie_effective_link(p))},
           {"usable_gbps", ceiling},
           {"irq", p.irq},
-          {"findings", std::move(findings)}};
+          {"findings", findings}};
 }
 
 PcieInfo pcie_from_json(const nlohmann::json& j) {

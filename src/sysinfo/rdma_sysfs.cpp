@@ -6,7 +6,6 @@
 //   DEV/ports/N/hw_counters/* (driver counters: rxe's sent_pkts, mlx5's out_of_sequence, ...)
 // sysfs has no MTU file: the active MTU comes from ibv_query_port where this build has verbs.
 #include <fabperf/core/build_config.hpp>
-#include <fabperf/core/error.hpp>
 #include <fabperf/core/fields.hpp>
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
 #include "sysinfo/file_read.hpp"
@@ -14,10 +13,8 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
@@ -47,10 +44,6 @@ std::string gid_text(const std::string& raw) {
   char buf[INET6_ADDRSTRLEN] = {};
   inet_ntop(AF_INET6, &a, buf, sizeof buf);
   return buf;
-}
-
-int mtu_enum_bytes(int n) {
-  return n >= 1 && n <= 5 ? 128 << n : 0;
 }
 
 RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
@@ -91,13 +84,10 @@ RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
       const auto nets = sorted_entries(base.parent_path().parent_path() / "device" / "net");
       if (!nets.empty()) p.netdev = nets.front();
     }
-    if (!p.netdev.empty()) {
-      std::error_code ec;
-      const fs::path mtu_file = fs::path(root + "/sys/class/net") / p.netdev / "mtu";
-      if (fs::exists(mtu_file, ec)) {
-        p.active_mtu = roce_mtu_for_netdev_mtu(static_cast<int>(read_u64(mtu_file).value_or(0)));
-        if (p.active_mtu > 0) p.mtu_source = "netdev";
-      }
+    if (!p.netdev.empty()) {  // an absent mtu file reads as 0: no MTU fits
+      p.active_mtu =
+          roce_mtu_for_netdev_mtu(static_cast<int>(read_u64(root + "/sys/class/net/" + p.netdev + "/mtu").value_or(0)));
+      if (p.active_mtu > 0) p.mtu_source = "netdev";
     }
   }
   return p;
@@ -108,10 +98,7 @@ RdmaPort read_port(const fs::path& base, int number, const std::string& root) {
 std::pair<int, std::string> parse_numbered_state(const std::string& text) {
   const auto colon = text.find(':');
   if (colon == std::string::npos) return {0, text};
-  int n = std::atoi(text.substr(0, colon).c_str());
-  std::string rest = text.substr(colon + 1);
-  while (!rest.empty() && rest.front() == ' ') rest.erase(rest.begin());
-  return {n, rest};
+  return {sysfs::to_int(text.substr(0, colon), 0), sysfs::trim(std::string_view(text).substr(colon + 1))};
 }
 
 RdmaRate parse_rdma_rate(const std::string& text) {
@@ -128,9 +115,9 @@ RdmaRate parse_rdma_rate(const std::string& text) {
 }
 
 int roce_mtu_for_netdev_mtu(int netdev_mtu) {
-  const int room = netdev_mtu - 96;  // GRH/IP 40 + UDP 8 + BTH 12 + XRC 4 + atomic 28 + ICRC 4
-  for (int n = 5; n >= 1; --n) {
-    if (mtu_enum_bytes(n) <= room) return mtu_enum_bytes(n);
+  const int room = netdev_mtu - 96;             // GRH/IP 40 + UDP 8 + BTH 12 + XRC 4 + atomic 28 + ICRC 4
+  for (int mtu = 4096; mtu >= 256; mtu /= 2) {  // the IB MTUs
+    if (mtu <= room) return mtu;
   }
   return 0;
 }

@@ -92,12 +92,8 @@ std::int64_t parse_task_stat_ticks(std::string_view line) {
   long long utime = -1, stime = -1;
   // Fields after the name start at 3 (state); utime and stime are 14 and 15.
   for (int i = 3; i <= 15 && rest >> field; ++i) {
-    try {
-      if (i == 14) utime = std::stoll(field);
-      if (i == 15) stime = std::stoll(field);
-    } catch (...) {
-      return -1;
-    }
+    if (i == 14) utime = sysfs::to_i64(field, -1);
+    if (i == 15) stime = sysfs::to_i64(field, -1);
   }
   return utime < 0 || stime < 0 ? -1 : utime + stime;
 }

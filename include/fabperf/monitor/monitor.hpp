@@ -29,7 +29,6 @@ struct Report;
 namespace fabperf::monitor {
 
 // ---- configuration (TOML; every mistake is a UsageError "FILE:LINE: field 'x': problem") ----
-inline constexpr std::uint16_t kDefaultMetricsPort = 9668;
 
 struct MonitorHost {
   std::string name;
@@ -44,9 +43,9 @@ struct MonitorConfig {
   TestSpec probe = TestSpec::make({});    // bandwidth probes: the [probe] table (the settings table)
   TestSpec latency = TestSpec::make({});  // latency probes: the [latency] table
   std::string listen_host{"127.0.0.1"};
-  std::uint16_t listen_port{kDefaultMetricsPort};
-  bool listen_public{false};  // needed for any address that is not loopback
-  double max_duty{0.01};      // of each host link's time spent in bandwidth probes (0..1]
+  std::uint16_t listen_port{9668};  // the default metrics port
+  bool listen_public{false};        // needed for any address that is not loopback
+  double max_duty{0.01};            // of each host link's time spent in bandwidth probes (0..1]
   std::chrono::nanoseconds latency_interval{std::chrono::seconds(60)};
   double drift_pct{20};              // a throughput more than this below its baseline raises the alert
   std::uint32_t baseline_probes{5};  // successful probes whose median sets a baseline
@@ -64,7 +63,9 @@ std::string_view direction_of(TestKind t);
 
 // ---- probes ----
 enum class ProbeKind { bandwidth, latency };
-std::string_view to_string(ProbeKind k);
+inline std::string_view to_string(ProbeKind k) {
+  return k == ProbeKind::bandwidth ? "bandwidth" : "latency";
+}
 
 // One coordinated test: the pairs run at once, all on one link plane.
 struct Job {
@@ -115,7 +116,8 @@ class Prober {
   virtual JobResult run(const Job& job) = 0;
 };
 
-// The real prober: each job is one run_test on the config's hosts (restricted to the job's link).
+// The real prober: each job is one run_test on the config's hosts (restricted to the job's link);
+// a stop request (stop::stopped()) during a probe marks its result interrupted.
 std::unique_ptr<Prober> make_prober(const MonitorConfig& cfg, auth::Key key);
 // A job's samples from a report (pure): nodes are matched to hosts by `name` (host:port).
 JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const Report& r, double wall_s);
@@ -201,8 +203,7 @@ struct Baseline {
 
 struct PairState {
   std::optional<double> bytes_per_s;
-  std::optional<double> loaded_p50_s, loaded_p99_s;
-  std::optional<double> latency_p50_s, latency_p99_s;
+  std::optional<double> p50_s[2], p99_s[2];  // by ProbeKind: ping under load, or the latency rpc
   std::uint64_t retransmits_total{0};
   std::uint64_t probes_total[2]{0, 0};  // by ProbeKind
   std::uint64_t failures_total[2]{0, 0};
@@ -212,12 +213,9 @@ struct PairState {
   bool drift_alert{false};
 };
 
-struct HostLinkState {
-  std::string interface;
-  std::optional<std::int64_t> speed_bps;
-  std::optional<int> mtu;
+// The last probe's sample of a host link (its bonds replaced, never accumulated), and its errors so far.
+struct HostLinkState : LinkSample {
   std::uint64_t nic_errors_total{0};
-  std::vector<BondShare> bonds;  // the last probe's (replaced, never accumulated)
 };
 
 class MonitorState {
