@@ -147,8 +147,7 @@ class Agent {
       auto c = p.conn.lock();
       return !c || !c->is_open();
     });
-    std::size_t from_source = 0;
-    for (const auto& p : preauth_) from_source += p.source == source ? 1 : 0;
+    const auto from_source = static_cast<std::size_t>(std::ranges::count(preauth_, source, &PreAuth::source));
     auto evict = [&](auto it, const char* why) {
       if (auto c = it->conn.lock()) {
         strangers_log_.warn("agent: closed unauthenticated connection {} to make room for {}: {}", c->peer(), peer,
@@ -184,13 +183,11 @@ class Agent {
       Tcp::socket sock = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (stopping_) break;
-        if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space || ec == asio::error::no_memory ||
-            ec.value() == ENFILE) {
+        if (ec.category() == asio::error::get_system_category() && net::accept_out_of_resources(ec.value())) {
           // Out of file descriptors (or memory): accepting again at once would fail again at once.
           // The pending connection waits in the backlog until something is closed.
           strangers_log_.warn("agent: cannot accept control connections: {} (retrying every 100 ms)", ec.message());
-          asio::steady_timer t(io_);
-          t.expires_after(100ms);
+          asio::steady_timer t(io_, std::chrono::nanoseconds(net::kAcceptPauseNs));
           co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         }
         continue;
@@ -272,30 +269,26 @@ class Agent {
                                           asio::redirect_error(asio::use_awaitable, ec));
     if (ec || !conn->is_open()) co_return false;  // closed, or the pre-auth deadline passed
     const bool tls_hello = first == tls::kHandshakeRecord;
-    // A refused peer's first bytes are read (unparsed) before the answer: closing a socket with
-    // unread data sends a reset, which can destroy the ERROR frame before the peer reads it.
-    auto refuse_stranger = [&](const std::string& log, proto::ErrorCode code,
-                               std::string message) -> asio::awaitable<bool> {
+    if (opts_.key.empty() && !tls_hello) co_return true;
+    if (opts_.key.empty() || !tls_hello) {
+      // A refused peer's first bytes are read (unparsed) before the answer: closing a socket with
+      // unread data sends a reset, which can destroy the ERROR frame before the peer reads it.
       std::array<std::uint8_t, 4096> junk{};
-      error_code ignored;
-      co_await conn->socket().async_read_some(asio::buffer(junk), asio::redirect_error(asio::use_awaitable, ignored));
-      strangers_log_.warn("agent: {}", log);
-      conn->send(MsgType::error, proto::to_json(proto::ErrorMsg{code, std::move(message)}));
+      co_await conn->socket().async_read_some(asio::buffer(junk), asio::redirect_error(asio::use_awaitable, ec));
+      proto::ErrorMsg answer{
+          proto::ErrorCode::key_required,
+          "this agent requires the shared key (TLS 1.3 with its pre-shared key); give --key-file FILE"};
+      if (tls_hello) {  // and this agent has none
+        strangers_log_.warn("agent: refused coordinator {}: it has a key and this agent has none", conn->peer());
+        answer = {proto::ErrorCode::no_key, "this agent has no key (start it with --key-file to use one)"};
+      } else {
+        strangers_log_.warn("agent: authentication failed for {}: the coordinator has no key (it did not start TLS)",
+                            conn->peer());
+      }
+      conn->send(MsgType::error, proto::to_json(answer));
       co_await conn->flush();
       conn->close();
       co_return false;
-    };
-    if (opts_.key.empty()) {
-      if (!tls_hello) co_return true;
-      co_return co_await refuse_stranger(
-          fmt::format("refused coordinator {}: it has a key and this agent has none", conn->peer()),
-          proto::ErrorCode::no_key, "this agent has no key (start it with --key-file to use one)");
-    }
-    if (!tls_hello) {
-      co_return co_await refuse_stranger(
-          fmt::format("authentication failed for {}: the coordinator has no key (it did not start TLS)", conn->peer()),
-          proto::ErrorCode::key_required,
-          "this agent requires the shared key (TLS 1.3 with its pre-shared key); give --key-file FILE");
     }
     try {
       co_await conn->start_tls(kPreAuthDeadline);
@@ -329,24 +322,20 @@ class Agent {
       if (!co_await prove_peer(conn)) co_return;
       // Nothing large is read or parsed before the peer proved the key.
       auto f = co_await conn->read(kPreAuthDeadline, kAgentFrameDeadline, proto::kMaxPreAuthBody);
-      if (f.type != MsgType::hello) {
-        co_await refuse(conn, proto::ErrorCode::protocol,
-                        fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
-        co_return;
-      }
+      if (f.type != MsgType::hello)
+        co_return co_await refuse(conn, proto::ErrorCode::protocol,
+                                  fmt::format("expected HELLO, got {}", proto::to_string(f.type)));
       const auto hello = proto::parse_hello(f.body);
-      if (hello.proto_min > proto::kVersion || hello.proto_max < proto::kVersion) {
-        co_await refuse(conn, proto::ErrorCode::version,
-                        fmt::format("protocol version mismatch: coordinator speaks {}..{}, this agent speaks {}",
-                                    hello.proto_min, hello.proto_max, proto::kVersion));
-        co_return;
-      }
+      if (hello.proto_min > proto::kVersion || hello.proto_max < proto::kVersion)
+        co_return co_await refuse(
+            conn, proto::ErrorCode::version,
+            fmt::format("protocol version mismatch: coordinator speaks {}..{}, this agent speaks {}", hello.proto_min,
+                        hello.proto_max, proto::kVersion));
       admitted = true;
       preauth_timer.cancel();
-      if (!admit(conn)) {
-        co_await refuse(conn, proto::ErrorCode::busy, fmt::format("{} sessions already open", opts_.max_sessions));
-        co_return;
-      }
+      if (!admit(conn))
+        co_return co_await refuse(conn, proto::ErrorCode::busy,
+                                  fmt::format("{} sessions already open", opts_.max_sessions));
       who = fmt::format("{} ({})", hello.coordinator, conn->peer());
       spdlog::info("agent: coordinator {} connected{}", who, opts_.key.empty() ? " (no key)" : ", key verified");
       const std::string bind_address = numeric_address(conn->socket().local_endpoint().address());
@@ -359,11 +348,10 @@ class Agent {
         auto fr = co_await conn->read(kAgentIdleDeadline, kAgentFrameDeadline);
         const std::int64_t t_rx = mono_now_ns();
         switch (fr.type) {
-          case MsgType::ping: {
-            const auto p = proto::parse_ping(fr.body);
-            conn->send(MsgType::pong, proto::to_json(proto::Pong{p.seq, t_rx, mono_now_ns(), wall_now_ns()}));
+          case MsgType::ping:
+            conn->send(MsgType::pong,
+                       proto::to_json(proto::Pong{proto::parse_ping(fr.body).seq, t_rx, mono_now_ns(), wall_now_ns()}));
             break;
-          }
           case MsgType::heartbeat: break;
           case MsgType::links_request: {
             proto::LinksReply reply;
@@ -391,13 +379,10 @@ class Agent {
             co_await conn->flush();
             conn->close();
             break;
-          case MsgType::error: {
-            // E.g. a coordinator with a key that refuses this key-less agent.
-            const auto e = proto::parse_error(fr.body);
-            spdlog::warn("agent: coordinator {} gave up on this agent: {}", who, e.message);
+          case MsgType::error:  // e.g. a coordinator with a key that refuses this key-less agent
+            spdlog::warn("agent: coordinator {} gave up on this agent: {}", who, proto::parse_error(fr.body).message);
             conn->close();
             break;
-          }
           default:
             send_error(*conn, proto::ErrorCode::protocol,
                        fmt::format("unexpected {} from a coordinator", proto::to_string(fr.type)));

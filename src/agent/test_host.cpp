@@ -115,28 +115,22 @@ std::optional<std::string> TestHost::held_by_other(const proto::MessageSink* pee
 // Claims the agent for this session or explains who holds it. Returns false when busy.
 bool TestHost::claim(proto::MessageSink& peer, const std::string& who, const std::string& test_id,
                      const TestSpec& spec) {
-  if (owner_ && owner_ != &peer) {
-    send_error(peer, proto::ErrorCode::busy,
-               fmt::format("agent busy: running test {} for coordinator {} since {}", test_->test_id, test_->owner,
-                           test_->since));
+  const auto refuse = [&peer](proto::ErrorCode code, std::string why) {
+    send_error(peer, code, std::move(why));
     return false;
-  }
-  if (!owner_ && test_) {
-    // Its own code: a coordinator waits for this one (Coordinator::setup_exchange) and not for "busy".
-    send_error(peer, proto::ErrorCode::cleaning, "agent busy: still cleaning up the previous test, retry in a moment");
-    return false;
-  }
+  };
+  if (const auto other = held_by_other(&peer))
+    return refuse(proto::ErrorCode::busy, fmt::format("agent busy: {} since {}", *other, test_->since));
+  // Its own code: a coordinator waits for this one (Coordinator::setup_exchange) and not for "busy".
+  if (!owner_ && test_)
+    return refuse(proto::ErrorCode::cleaning, "agent busy: still cleaning up the previous test, retry in a moment");
   if (spec.time() > limits_.max_duration) {
-    send_error(peer, proto::ErrorCode::limit,
-               fmt::format("test time {} s exceeds this agent's --max-duration {} s",
-                           spec.time().count() / 1'000'000'000, limits_.max_duration.count()));
-    return false;
+    return refuse(proto::ErrorCode::limit,
+                  fmt::format("test time {} s exceeds this agent's --max-duration {} s",
+                              spec.time().count() / 1'000'000'000, limits_.max_duration.count()));
   }
-  if (test_ && (test_->test_id != test_id || test_->run)) {
-    send_error(peer, proto::ErrorCode::protocol,
-               fmt::format("test {} is already set up on this agent", test_->test_id));
-    return false;
-  }
+  if (test_ && (test_->test_id != test_id || test_->run))
+    return refuse(proto::ErrorCode::protocol, fmt::format("test {} is already set up on this agent", test_->test_id));
   if (!test_) {
     test_ = std::make_shared<TestState>();
     test_->test_id = test_id;
@@ -202,10 +196,13 @@ void TestHost::ensure_engine(const TestSpec& spec, std::uint32_t node_index) {
 // A set-up that failed ends the test: the peer is told, whatever was prepared is released.
 void TestHost::setup_failed(proto::MessageSink& peer, const std::string& what) {
   send_error(peer, proto::ErrorCode::setup_failed, what);
-  if (owner_ == &peer) {
-    owner_ = nullptr;
-    release_async();
-  }
+  if (owner_ == &peer) drop();
+}
+
+// The test is no longer anybody's: it is released.
+void TestHost::drop() {
+  owner_ = nullptr;
+  release_async();
 }
 
 asio::awaitable<void> TestHost::setup_server(PeerPtr peer, std::string who, proto::SetupServer m,
@@ -308,8 +305,7 @@ asio::awaitable<void> TestHost::start(PeerPtr peer, proto::Start m) {
   }
   if (!bad_schedule.empty()) {
     send_error(*peer, code, bad_schedule);
-    owner_ = nullptr;
-    release_async();
+    drop();
     co_return;
   }
   Schedule s{m.start_at, m.window_open, m.window_close, m.end_at, m.interval_ns};
@@ -361,10 +357,7 @@ void TestHost::start_run(const std::shared_ptr<TestState>& state, const Schedule
         }
       }
       spdlog::info("agent: test {} finished{}", state->test_id, ended);
-      if (test_ == state) {
-        owner_ = nullptr;
-        release_async();
-      }
+      if (test_ == state) drop();
     });
   });
 }
@@ -384,8 +377,7 @@ void TestHost::abort(const proto::MessageSink* peer, const std::string& reason) 
   if (test_->run) {
     test_->run->abort("aborted by coordinator: " + reason);
   } else {
-    owner_ = nullptr;
-    release_async();
+    drop();
   }
 }
 
@@ -393,9 +385,8 @@ void TestHost::session_ended(const proto::MessageSink* peer, const std::string& 
   if (owner_ != peer || owner_ == nullptr) return;
   // The coordinator is gone: nothing may keep sending on its behalf.
   spdlog::warn("agent: lost coordinator {} during a test ({}): stopping all traffic", who, why);
-  owner_ = nullptr;
   if (test_ && test_->run) test_->run->abort("coordinator connection lost");
-  release_async();
+  drop();
 }
 
 void TestHost::stop(const std::string& why) {

@@ -92,6 +92,7 @@ class TestHost {
   void setup_failed(proto::MessageSink& peer, const std::string& what);
   void start_run(const std::shared_ptr<TestState>& state, const Schedule& s,
                  const std::weak_ptr<proto::MessageSink>& weak);
+  void drop();
   void release_async();
 
   asio::io_context& io_;

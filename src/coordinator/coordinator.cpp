@@ -47,25 +47,6 @@ class AgentCleaning : public Error {
 };
 constexpr int kClockPings = 8;
 
-// Completes when count_down() was called n times.
-class Latch {
- public:
-  Latch(const asio::any_io_executor& ex, std::size_t n) : timer_(ex, asio::steady_timer::time_point::max()), n_(n) {}
-  void count_down() {
-    if (n_ > 0 && --n_ == 0) timer_.cancel();
-  }
-  asio::awaitable<void> wait() {
-    while (n_ > 0) {
-      error_code ec;
-      co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-  }
-
- private:
-  asio::steady_timer timer_;
-  std::size_t n_;
-};
-
 Error auth_error(const std::string& name, const std::string& why) {
   return Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", name, why));
 }
@@ -117,9 +98,7 @@ class TcpDialer final : public Dialer {
     }
     if (ec) throw SystemError("cannot reach agent", name, ec.message());
     const auto remote = sock.remote_endpoint();
-    Dialed d;
-    d.address = numeric_address(remote.address());
-    d.endpoint = HostPort{d.address, remote.port(), {}}.str();
+    const std::string address = numeric_address(remote.address());
     auto conn = std::make_shared<FramedConn>(std::move(sock), name, tls_);
     if (tls_) {
       try {
@@ -140,8 +119,7 @@ class TcpDialer final : public Dialer {
         throw auth_error(name, e.what());
       }
     }
-    d.conn = std::move(conn);
-    co_return d;
+    co_return Dialed{std::move(conn), address, HostPort{address, remote.port(), {}}.str()};
   }
 
  private:
@@ -302,8 +280,9 @@ asio::awaitable<void> Coordinator::each(const NodeTask& fn, std::function<bool(c
     if (!which || which(n)) sel.push_back(&n);
   }
   const std::size_t workers = window == 0 ? sel.size() : std::min(window, sel.size());
-  std::size_t next = 0;  // the next node a worker takes (one thread: no lock)
-  Latch latch(co_await asio::this_coro::executor, workers);
+  std::size_t next = 0;           // the next node a worker takes (one thread: no lock)
+  std::size_t running = workers;  // the last worker to finish cancels `done`
+  asio::steady_timer done(io_, asio::steady_timer::time_point::max());
   for (std::size_t w = 0; w < workers; ++w) {
     asio::co_spawn(
         io_,
@@ -316,11 +295,14 @@ asio::awaitable<void> Coordinator::each(const NodeTask& fn, std::function<bool(c
               n->failure = e.what();
             }
           }
-          latch.count_down();
+          if (--running == 0) done.cancel();
         },
         asio::detached);
   }
-  co_await latch.wait();
+  while (running > 0) {  // NOLINT(bugprone-infinite-loop): the workers count it down
+    error_code ec;
+    co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
 }
 
 void Coordinator::throw_if_failed(const std::string& phase) {
@@ -377,18 +359,15 @@ asio::awaitable<json> Coordinator::setup_exchange(Node& n, MsgType type, const j
   const auto until = std::chrono::steady_clock::now() + t_.cleaning_wait;
   for (;;) {
     n.conn->send(type, body);
-    bool cleaning = false;
     try {
       co_return co_await expect(n, want, idle, t_.frame);
     } catch (const AgentCleaning&) {
       if (std::chrono::steady_clock::now() >= until) throw;
-      cleaning = true;
     }
-    if (cleaning) {
-      asio::steady_timer t(co_await asio::this_coro::executor);
-      t.expires_after(200ms);
-      co_await t.async_wait(asio::use_awaitable);
-    }
+    // Still cleaning (no co_await inside a handler).
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    t.expires_after(200ms);
+    co_await t.async_wait(asio::use_awaitable);
   }
 }
 
@@ -397,7 +376,21 @@ asio::awaitable<void> Coordinator::connect(Node& n) {
   n.rec.address = std::move(d.address);
   n.endpoint = std::move(d.endpoint);
   n.conn = std::move(d.conn);
-  const proto::HelloOk ok = co_await handshake(n);
+  n.conn->send(MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, req_.coordinator_name,
+                                                           proto::local_capabilities()}));
+  proto::Frame f;
+  proto::HelloOk ok;
+  try {
+    f = co_await n.conn->read(t_.idle, t_.frame, proto::kMaxPreAuthBody);
+    if (f.type == MsgType::hello_ok) ok = proto::parse_hello_ok(f.body);
+  } catch (const ProtocolError& e) {
+    throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
+  }
+  if (f.type == MsgType::error) throw_agent_error(n, f.body);
+  if (f.type != MsgType::hello_ok) {
+    throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected HELLO_OK, got {})",
+                                    n.rec.name, proto::to_string(f.type)));
+  }
   // Keyed, the agent's word is authenticated: an agent that answered on another address than
   // the one dialled sits behind a relay, which could hand one host's role to another. (Ports
   // are not compared: agents of one host told apart by port share that host's figures.)
@@ -408,22 +401,6 @@ asio::awaitable<void> Coordinator::connect(Node& n) {
   }
   n.rec.hostname = ok.hostname;
   asio::co_spawn(io_, heartbeats(n.conn), asio::detached);
-}
-
-// HELLO on a connection the dialer made ready; returns HELLO_OK.
-asio::awaitable<proto::HelloOk> Coordinator::handshake(Node& n) {
-  proto::Hello hello{proto::kVersion, proto::kVersion, req_.coordinator_name, proto::local_capabilities()};
-  n.conn->send(MsgType::hello, proto::to_json(hello));
-  proto::Frame f;
-  try {
-    f = co_await n.conn->read(t_.idle, t_.frame, proto::kMaxPreAuthBody);
-    if (f.type == MsgType::hello_ok) co_return proto::parse_hello_ok(f.body);
-  } catch (const ProtocolError& e) {
-    throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
-  }
-  if (f.type == MsgType::error) throw_agent_error(n, f.body);
-  throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected HELLO_OK, got {})",
-                                  n.rec.name, proto::to_string(f.type)));
 }
 
 asio::awaitable<void> Coordinator::heartbeats(std::shared_ptr<ControlConn> conn) {
@@ -445,8 +422,8 @@ asio::awaitable<void> Coordinator::sync_clock(Node& n) {
   for (int i = 0; i < kClockPings; ++i) {
     const std::int64_t w0 = wall_now_ns();
     const std::int64_t t0 = mono_now_ns();
-    n.conn->send(MsgType::ping, proto::to_json(proto::Ping{static_cast<std::uint64_t>(i)}));
-    const auto pong = proto::parse_pong(co_await expect(n, MsgType::pong));
+    const auto ping = proto::to_json(proto::Ping{static_cast<std::uint64_t>(i)});  // named: see request()
+    const auto pong = proto::parse_pong(co_await request(n, MsgType::ping, ping, MsgType::pong));
     const std::int64_t t3 = mono_now_ns();
     const std::int64_t w3 = wall_now_ns();
     if (pong.t_wall != 0 && t3 - t0 < best_rtt) {
@@ -562,10 +539,9 @@ std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
   Coordinator c(req);
   std::vector<AgentLinks> out(query.agents.size());
   c.administer([&](Node& n) -> asio::awaitable<void> {
-    n.conn->send(proto::MsgType::links_request, nlohmann::json::object());
     try {
       static_cast<proto::LinksReply&>(out[n.rec.index]) =
-          proto::parse_links(co_await c.expect(n, proto::MsgType::links));
+          proto::parse_links(co_await c.request(n, proto::MsgType::links_request, proto::MsgType::links));
     } catch (const ProtocolError& e) {
       throw ProtocolError(fmt::format("agent {}: bad LINKS reply: {}", n.rec.name, e.what()));
     }
@@ -581,8 +557,8 @@ std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::s
   const RunRequest req = admin_request(query);
   Coordinator c(req);
   c.administer([&](Node& n) -> asio::awaitable<void> {
-    n.conn->send(proto::MsgType::shutdown, proto::to_json(proto::Shutdown{reason}));
-    (void)co_await c.expect(n, proto::MsgType::bye);
+    const auto body = proto::to_json(proto::Shutdown{reason});  // named: see request()
+    (void)co_await c.request(n, proto::MsgType::shutdown, body, proto::MsgType::bye);
     n.conn->close();
   });
   std::vector<AgentShutdown> out;

@@ -48,8 +48,17 @@ class Coordinator {
   // in Node::failure. No test is set up; the connections close at the end.
   void administer(const NodeTask& fn);
   [[nodiscard]] const std::vector<Node>& nodes() const { return nodes_; }
-  // Reads frames until `want` within the usual deadlines (see the other overload).
-  asio::awaitable<nlohmann::json> expect(Node& n, proto::MsgType want) { return expect(n, want, t_.idle, t_.frame); }
+  // Sends a request, then reads frames until `want` within the usual deadlines (see expect). With
+  // GCC 12 a temporary body in the co_await's expression is freed twice (the shell's killall
+  // crashed): callers pass a named one, or none (an empty object).
+  asio::awaitable<nlohmann::json> request(Node& n, proto::MsgType type, const nlohmann::json& body,
+                                          proto::MsgType want) {
+    n.conn->send(type, body);
+    return expect(n, want, t_.idle, t_.frame);
+  }
+  asio::awaitable<nlohmann::json> request(Node& n, proto::MsgType type, proto::MsgType want) {
+    return request(n, type, nlohmann::json::object(), want);
+  }
   RunRecord run();
 
  private:
@@ -68,7 +77,6 @@ class Coordinator {
   asio::awaitable<nlohmann::json> setup_exchange(Node& n, proto::MsgType type, const nlohmann::json& body,
                                                  proto::MsgType want, std::chrono::milliseconds idle);
   asio::awaitable<void> connect(Node& n);
-  asio::awaitable<proto::HelloOk> handshake(Node& n);
   asio::awaitable<void> heartbeats(std::shared_ptr<proto::ControlConn> conn);
   asio::awaitable<void> sync_clock(Node& n);
   void refuse_duplicates() const;

@@ -32,15 +32,13 @@ std::string read_ready_line(Child& c, int timeout_ms) {
 
 LocalAgents::LocalAgents(int count, const std::string& log_level, const std::string& key_file) {
   const std::string exe = self_exe();
+  std::vector<std::string> args = {exe, "agent",       "--listen", "127.0.0.1:0",        "--ready-fd",
+                                   "1", "--log-level", log_level,  "--exit-on-stdin-eof"};
   std::string key_line;
   if (key_file.empty()) {
     const auth::Nonce raw = auth::make_nonce();  // 32 random bytes: a one-time key
     key_ = auth::Key(std::vector<std::uint8_t>(raw.begin(), raw.end()));
     key_line = to_hex(key_.bytes()) + "\n";
-  }
-  std::vector<std::string> args = {exe, "agent",       "--listen", "127.0.0.1:0",        "--ready-fd",
-                                   "1", "--log-level", log_level,  "--exit-on-stdin-eof"};
-  if (key_file.empty()) {
     args.emplace_back("--key-stdin");
   } else {
     args.insert(args.end(), {"--key-file", key_file});

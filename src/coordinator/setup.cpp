@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace fabperf {
 
@@ -37,14 +38,10 @@ constexpr std::size_t kMinSetupWindow = 16;
 // largest server round trip of the control connections (the coordinator sits between them or
 // on one of them, so this errs on the large side).
 asio::awaitable<void> Coordinator::auto_socksize(RunRecord& rec) {
-  struct Seen {
-    std::int64_t speed_mbps;
-    std::string what;  // "eth0 on host:port"
-  };
-  std::vector<Seen> seen;
+  std::int64_t speed = -1;  // the slowest link's; 0 once one reports none (the product is unknown)
+  std::string slowest;      // "eth0 (address) on host:port"
   co_await each([&](Node& n) -> asio::awaitable<void> {
-    n.conn->send(MsgType::links_request, nlohmann::json::object());
-    const auto reply = proto::parse_links(co_await expect(n, MsgType::links));
+    const auto reply = proto::parse_links(co_await request(n, MsgType::links_request, MsgType::links));
     const std::vector<std::string> addrs = n.hp.links.empty() ? std::vector<std::string>{n.rec.address} : n.hp.links;
     for (const auto& a : addrs) {
       std::int64_t s = -1;
@@ -57,23 +54,18 @@ asio::awaitable<void> Coordinator::auto_socksize(RunRecord& rec) {
           }
         }
       }
-      seen.push_back({s, fmt::format("{} ({}) on {}", name, a, n.rec.name)});
+      if (speed == 0) continue;
+      const std::string what = fmt::format("{} ({}) on {}", name, a, n.rec.name);
+      if (s <= 0) {
+        speed = 0;
+        slowest = what + " reports no speed";
+      } else if (speed < 0 || s < speed) {
+        speed = s;
+        slowest = what;
+      }
     }
   });
   if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return !n.failure.empty(); })) co_return;
-  std::int64_t speed = -1;
-  std::string slowest;
-  for (const auto& s : seen) {
-    if (s.speed_mbps <= 0) {  // one unknown speed makes the product unknown
-      speed = 0;
-      slowest = s.what + " reports no speed";
-      break;
-    }
-    if (speed < 0 || s.speed_mbps < speed) {
-      speed = s.speed_mbps;
-      slowest = s.what;
-    }
-  }
   std::int64_t rtt_c = 0, rtt_s = 0;
   for (const auto& n : nodes_) {
     auto& r = n.rec.is_client ? rtt_c : rtt_s;
@@ -94,26 +86,22 @@ asio::awaitable<void> Coordinator::auto_socksize(RunRecord& rec) {
 // rdma_cc: each server learns which clients to create queue pairs for.
 asio::awaitable<void> Coordinator::setup_servers(const RunRecord& rec, const proto::Token& token, bool rdma_cc) {
   const TestSpec& spec = rec.spec;
-  // Clients loading each server node.
-  std::vector<std::uint32_t> n_clients(nodes_.size(), 0);
-  std::vector<std::vector<std::uint32_t>> rdma_clients(nodes_.size());
+  // The client nodes loading each server node.
+  std::vector<std::vector<std::uint32_t>> clients(nodes_.size());
   for (std::size_t k = 0; k < nodes_.size(); ++k) {
     if (!nodes_[k].rec.is_client) continue;
-    for (const std::size_t sn : servers_of(k)) {
-      ++n_clients[sn];
-      if (rdma_cc) rdma_clients[sn].push_back(nodes_[k].rec.index);
-    }
+    for (const std::size_t sn : servers_of(k)) clients[sn].push_back(nodes_[k].rec.index);
   }
   co_await each(
       [&](Node& n) -> asio::awaitable<void> {
         const std::size_t at = static_cast<std::size_t>(&n - nodes_.data());
         proto::SetupServer m{rec.test_id, token, spec, n.rec.index};
         // Each client also opens one delay-probe connection to every server (unless --delay-probe off).
-        m.expect_connections =
-            n_clients[at] * (spec.connections_per_pair() + (spec.delay_probe().count() != 0 ? 1 : 0));
+        m.expect_connections = static_cast<std::uint32_t>(clients[at].size()) *
+                               (spec.connections_per_pair() + (spec.delay_probe().count() != 0 ? 1 : 0));
         m.any_address = !n.hp.links.empty();
         if (rdma_cc) {
-          m.rdma_clients = rdma_clients[at];
+          m.rdma_clients = clients[at];
           m.link_addrs = n.hp.links;
         }
         auto ok = proto::parse_setup_server_ok(
@@ -121,7 +109,7 @@ asio::awaitable<void> Coordinator::setup_servers(const RunRecord& rec, const pro
         if (!rdma_cc && ok.data_port == 0)
           throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.data_port: 0", n.rec.name));
         if (rdma_cc) {
-          const std::size_t want = rdma_clients[at].size() * spec.connections_per_pair();
+          const std::size_t want = clients[at].size() * spec.connections_per_pair();
           if (ok.rdma.size() != want) {
             throw ProtocolError(fmt::format("agent {}: SETUP_SERVER_OK.rdma: {} queue pairs, expected {}", n.rec.name,
                                             ok.rdma.size(), want));
@@ -151,9 +139,8 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
         for (const std::size_t sn : servers_of(static_cast<std::size_t>(&n - nodes_.data()))) {
           const Node& t = nodes_[sn];
           std::vector<proto::RdmaEndpoint> eps;
-          for (const auto& e : t.rdma_server_eps) {
-            if (e.peer == n.rec.index) eps.push_back(e);
-          }
+          std::ranges::copy_if(t.rdma_server_eps, std::back_inserter(eps),
+                               [&](const auto& e) { return e.peer == n.rec.index; });
           m.targets.push_back({t.rec.index, t.rec.address, t.data_port, t.hp.links, std::move(eps)});
         }
         m.source_addrs = n.hp.links;
@@ -172,9 +159,8 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
           n.rdma_client_eps = std::move(ok.rdma);
         }
         for (const auto& w : ok.warnings) {
-          if (std::find(n.rec.setup_warnings.begin(), n.rec.setup_warnings.end(), w) == n.rec.setup_warnings.end()) {
+          if (std::ranges::find(n.rec.setup_warnings, w) == n.rec.setup_warnings.end())
             n.rec.setup_warnings.push_back(w);
-          }
         }
       },
       [](const Node& n) { return n.rec.is_client; }, std::max(kMinSetupWindow, t_.setup_connections / per_pair));
@@ -186,9 +172,8 @@ asio::awaitable<void> Coordinator::connect_rdma(const RunRecord& rec) {
       [&](Node& n) -> asio::awaitable<void> {
         proto::RdmaConnect m{rec.test_id, {}};
         for (const auto& c : nodes_) {
-          for (const auto& e : c.rdma_client_eps) {
-            if (e.peer == n.rec.index) m.endpoints.push_back(e);
-          }
+          std::ranges::copy_if(c.rdma_client_eps, std::back_inserter(m.endpoints),
+                               [&](const auto& e) { return e.peer == n.rec.index; });
         }
         if (m.endpoints.size() != n.rdma_server_eps.size()) {
           throw ProtocolError(fmt::format("agent {}: its clients returned {} RDMA queue pairs for its {}", n.rec.name,
