@@ -15,7 +15,7 @@ namespace fabperf {
 
 namespace {
 
-constexpr auto* e = &xml_escape;
+constexpr auto* esc = &xml_escape;
 
 constexpr const char* kTx = "#2563eb";
 constexpr const char* kRx = "#14b8a6";
@@ -79,7 +79,7 @@ std::string figure_open(double w, double h, const std::string& cls, const std::s
   return fmt::format(
       "<figure{}>\n<figcaption>{}</figcaption>\n<svg class=\"chart {}\" viewBox=\"0 0 {:.0f} {:.0f}\"{} role=\"img\" "
       "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
-      figure_attrs, e(title), cls, w, h, svg_attrs, e(title));
+      figure_attrs, esc(title), cls, w, h, svg_attrs, esc(title));
 }
 
 // Horizontal grid lines and y labels from 0 to ymax.
@@ -95,7 +95,7 @@ std::string y_axis(const Geometry& g, double ymax, const std::string& unit) {
   return out + fmt::format(
                    "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
                    "text-anchor=\"middle\">{}</text>\n",
-                   g.top + g.ph() / 2, g.top + g.ph() / 2, e(unit));
+                   g.top + g.ph() / 2, g.top + g.ph() / 2, esc(unit));
 }
 
 struct BarGroup {
@@ -129,7 +129,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
           "<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
           "rx=\"2\"><title>{} {}: {:.1f} {}</title></rect>\n",
           x0 + bw * static_cast<double>(k), g.top + g.ph() - bh, std::max(bw - 2, 1.0), bh, k == 0 ? kTx : kRx,
-          e(gr.label), e(series[k]), v, e(unit));
+          esc(gr.label), esc(series[k]), v, esc(unit));
     }
     const double cx = g.left + slot * (static_cast<double>(i) + 0.5);
     const double ly = g.top + g.ph() + 16;
@@ -137,7 +137,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
     out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"{}\"{}{}>{}</text>\n", cx, ly,
                        rotate ? "end" : "middle",
                        rotate ? fmt::format(" transform=\"rotate(-40 {:.1f} {:.1f})\"", cx, ly) : "",
-                       gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", e(label));
+                       gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", esc(label));
   }
   if (t) {
     const double y = g.top + g.ph() * (1 - t->value / ymax);
@@ -146,7 +146,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
         "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
         "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" "
         "stroke-linejoin=\"round\">{}</text></g>\n",
-        g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, e(t->label));
+        g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, esc(t->label));
   }
   // Legend, top left.
   double lx = g.left + 4;
@@ -154,7 +154,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
     out += fmt::format(
         "<rect x=\"{:.1f}\" y=\"8\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" "
         "class=\"tick\">{}</text>",
-        lx, k == 0 ? kTx : kRx, lx + 14, e(series[k]));
+        lx, k == 0 ? kTx : kRx, lx + 14, esc(series[k]));
     lx += 24 + 7.0 * static_cast<double>(series[k].size());
   }
   return out + "\n</svg>\n</figure>\n";
@@ -188,7 +188,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
     out += fmt::format(
         "<rect class=\"counter-event\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#d62728\" "
         "fill-opacity=\"0.12\"><title>{} {}</title></rect>\n",
-        x0, g.top, std::max(1.0, x1 - x0), g.ph(), e(ev.node), e(ev.text));
+        x0, g.top, std::max(1.0, x1 - x0), g.ph(), esc(ev.node), esc(ev.text));
   }
   std::size_t ci = 0;
   double lx = g.left + 4;
@@ -202,12 +202,12 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
     out += fmt::format(
         "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" "
         "points=\"{}\"><title>{}</title></polyline>\n",
-        color, agg ? 2.5 : 1.5, pts, e(s.name));
+        color, agg ? 2.5 : 1.5, pts, esc(s.name));
     if (lx < g.w - 80) {
       out += fmt::format(
           "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"13\" y2=\"13\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{:.1f}\" "
           "y=\"17\" class=\"tick\">{}</text>",
-          lx, lx + 14, color, lx + 18, e(s.name));
+          lx, lx + 14, color, lx + 18, esc(s.name));
       lx += 28 + 7.0 * static_cast<double>(s.name.size());
     }
   }
@@ -323,7 +323,7 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
       fmt::format("All-pairs throughput of '{}' (MB/s): row = client (sender), column = server", m.test);
   std::string out =
       figure_open(w, h, "heatmap", title, " class=\"wide\"", fmt::format(" style=\"max-width:{:.0f}px\"", w));
-  out += "<defs><linearGradient id=\"hm-scale-" + e(m.test) + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+  out += "<defs><linearGradient id=\"hm-scale-" + esc(m.test) + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int i = 0; i <= 4; ++i) {
     out += fmt::format("<stop offset=\"{}%\" stop-color=\"{}\"/>", i * 25, viridis(i / 4.0, nullptr));
   }
@@ -337,8 +337,8 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   for (std::size_t j = 0; j < n; j += label_every) {
     const double x = left + cell * (static_cast<double>(j) + 0.5);
     out += svg_text(x, top - 6, "tick", fmt::format(" transform=\"rotate(-45 {:.1f} {:.1f})\"", x, top - 6),
-                    e(m.nodes[j]), "\n");
-    out += svg_text(left - 6, top + cell * (static_cast<double>(j) + 0.5) + 4, "tick", kEnd, e(m.nodes[j]), "\n");
+                    esc(m.nodes[j]), "\n");
+    out += svg_text(left - 6, top + cell * (static_cast<double>(j) + 0.5) + 4, "tick", kEnd, esc(m.nodes[j]), "\n");
   }
   const double span = m.max - m.min;
   std::string rgb(raster ? 3 * n * n : 0, '\0');
@@ -361,13 +361,13 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
         out += fmt::format(
             "<rect class=\"heat-empty\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
             "fill=\"{}\" stroke=\"#fff\"><title>{} -&gt; {}: {}</title></rect>\n",
-            x, y, cell, cell, color, e(m.nodes[i]), e(m.nodes[j]), i == j ? "same host" : "not measured");
+            x, y, cell, cell, color, esc(m.nodes[i]), esc(m.nodes[j]), i == j ? "same host" : "not measured");
         continue;
       }
       out += fmt::format(
           "<rect class=\"heat-cell\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
           "stroke=\"{}\" stroke-width=\"{}\"><title>{} -&gt; {}: {:.1f} MB/s{}</title></rect>\n",
-          x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, e(m.nodes[i]), e(m.nodes[j]), *v,
+          x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, esc(m.nodes[i]), esc(m.nodes[j]), *v,
           bad ? " (KPI failed)" : "");
       if (cell >= 34) {
         out += svg_text(x + cell / 2, y + cell / 2 + 4, "cell",
@@ -388,7 +388,7 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
   out += fmt::format(
       "<g class=\"legend\"><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">MB/s</text>"
       "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"16\" height=\"{:.1f}\" fill=\"url(#hm-scale-{})\" stroke=\"{}\"/>",
-      lx, top - 8, lx, top, lh, e(m.test), kGrid);
+      lx, top - 8, lx, top, lh, esc(m.test), kGrid);
   for (int i = 0; i <= 4; ++i) {
     const double v = m.min + span * i / 4.0;
     out += svg_text(lx + 22, top + lh * (1 - i / 4.0) + 4, "tick", "", fmt::format("{:.0f}", v));
@@ -449,7 +449,7 @@ struct HtmlTable {
 };
 
 std::string pill(const std::string& text, const std::string& cls) {
-  return "<span class=\"pill " + cls + "\">" + e(text) + "</span>";
+  return "<span class=\"pill " + cls + "\">" + esc(text) + "</span>";
 }
 
 std::string status_class(const std::string& status) {
@@ -507,7 +507,7 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 // A box of plain-language lines: the report's notes, the isolation, a step's findings.
 std::string notes_html(const std::vector<std::string>& lines) {
   std::string out = "<div class=\"notes\"><ul>";
-  for (const auto& l : lines) out += "<li>" + e(l) + "</li>";
+  for (const auto& l : lines) out += "<li>" + esc(l) + "</li>";
   return out + "</ul></div>\n";
 }
 
@@ -520,14 +520,14 @@ std::string head_html(const PlanReport& r) {
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src "
       "data:\">\n";
   const std::string title = "fabperf report: " + (r.kind == "plan" && !r.plan_name.empty() ? r.plan_name : r.source);
-  out += "<title>" + e(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
-  out += "<header class=\"top\">\n<div>\n<h1>" + e(title) + "</h1>\n<div class=\"muted\">";
-  out += r.kind == "plan" ? "plan " + e(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; "
+  out += "<title>" + esc(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
+  out += "<header class=\"top\">\n<div>\n<h1>" + esc(title) + "</h1>\n<div class=\"muted\">";
+  out += r.kind == "plan" ? "plan " + esc(r.plan_file.empty() ? r.plan_name : r.plan_file) + " &middot; "
                           : std::string("single run &middot; ");
-  out += "started " + e(r.started_at) + " &middot; " +
-         (r.finished ? "finished " + e(r.finished_at) : std::string("<b>did not finish</b>"));
-  out +=
-      " &middot; fabperf " + e(r.fabperf_version) + " &middot; <span class=\"mono\">" + e(r.source) + "</span></div>\n";
+  out += "started " + esc(r.started_at) + " &middot; " +
+         (r.finished ? "finished " + esc(r.finished_at) : std::string("<b>did not finish</b>"));
+  out += " &middot; fabperf " + esc(r.fabperf_version) + " &middot; <span class=\"mono\">" + esc(r.source) +
+         "</span></div>\n";
   out += "<div class=\"cards\">";
   out += fmt::format("<div class=\"card\"><b>{}/{}</b><span class=\"muted\">steps done</span></div>", r.steps_done,
                      std::max(r.steps_total, static_cast<int>(r.steps.size())));
@@ -536,8 +536,8 @@ std::string head_html(const PlanReport& r) {
   out += fmt::format("<div class=\"card\"><b{}>{}</b><span class=\"muted\">KPI checks failed</span></div>",
                      r.kpi_failed ? " style=\"color:#b91c1c\"" : "", r.kpi_failed);
   out += "</div>\n</div>\n";
-  out += "<div class=\"verdict " + status_class(r.verdict) + "\" id=\"verdict\"><div class=\"word\">" + e(r.verdict) +
-         "</div><div>" + e(r.verdict_reason) + "</div></div>\n</header>\n";
+  out += "<div class=\"verdict " + status_class(r.verdict) + "\" id=\"verdict\"><div class=\"word\">" + esc(r.verdict) +
+         "</div><div>" + esc(r.verdict_reason) + "</div></div>\n</header>\n";
   if (!r.notes.empty()) out += notes_html(r.notes);
   if (!r.isolation.empty()) out += "<h2>Isolation</h2>\n" + notes_html(r.isolation);
   return out;
@@ -550,20 +550,20 @@ std::string kpi_html(const PlanReport& r) {
   HtmlTable t("class=\"verdict-table\"",
               {"KPI", "test", "scope", ">threshold", ">checks", ">failed", ">worst", "worst at", "result"});
   for (const auto& g : r.kpi_groups) {
-    t.add(
-        g.failed > 0,
-        {e(g.kpi), e(g.test.value_or("(plan)")), e(g.scope), fmt::format("{} {:g} {}", e(g.op), g.threshold, e(g.unit)),
-         std::to_string(g.passed + g.failed), std::to_string(g.failed), g.worst ? fmt_num(*g.worst) : "n/a",
-         e(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok")});
+    t.add(g.failed > 0,
+          {esc(g.kpi), esc(g.test.value_or("(plan)")), esc(g.scope),
+           fmt::format("{} {:g} {}", esc(g.op), g.threshold, esc(g.unit)), std::to_string(g.passed + g.failed),
+           std::to_string(g.failed), g.worst ? fmt_num(*g.worst) : "n/a",
+           esc(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok")});
   }
   out += t.str();
   if (!r.kpi_failed) return out;
   HtmlTable f("class=\"failed-checks\"", {"KPI", "step", "subject", ">value", ">required", "detail"});
   for (const auto& k : r.kpis) {
     if (k.pass) continue;
-    f.add(true, {e(k.kpi), e(k.step.value_or(k.test.value_or("(plan)"))), e(k.subject.empty() ? "-" : k.subject),
-                 fmt::format("{} {}", k.value ? fmt_num(*k.value) : "n/a", e(k.unit)),
-                 fmt::format("{} {:g}", e(k.op), k.threshold), e(k.detail)});
+    f.add(true, {esc(k.kpi), esc(k.step.value_or(k.test.value_or("(plan)"))), esc(k.subject.empty() ? "-" : k.subject),
+                 fmt::format("{} {}", k.value ? fmt_num(*k.value) : "n/a", esc(k.unit)),
+                 fmt::format("{} {:g}", esc(k.op), k.threshold), esc(k.detail)});
   }
   return out + "<h2>Failed checks</h2>\n" + f.str();
 }
@@ -575,10 +575,10 @@ std::string steps_html(const PlanReport& r) {
   for (const auto& s : r.steps) {
     if (!s.listed) continue;
     t.add(s.kpi_failed || s.status == "failed",
-          {std::to_string(s.index), fmt::format("<a href=\"#step-{}\">{}</a>", s.index, e(s.id)), e(s.pattern),
+          {std::to_string(s.index), fmt::format("<a href=\"#step-{}\">{}</a>", s.index, esc(s.id)), esc(s.pattern),
            pill(s.status, status_class(s.status)),
-           fmt::format("{} &rarr; {}", e(fmt::format("{}", fmt::join(s.clients, ", "))),
-                       e(fmt::format("{}", fmt::join(s.servers, ", ")))),
+           fmt::format("{} &rarr; {}", esc(fmt::format("{}", fmt::join(s.clients, ", "))),
+                       esc(fmt::format("{}", fmt::join(s.servers, ", ")))),
            s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-",
            fmt::format("{:.1f}", s.duration_s),
            s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"});
@@ -610,7 +610,7 @@ std::string step_charts_html(const PlanReport& r, const StepView& s) {
   }
   if (!s.counter_events.empty()) {
     out += "<p>Counters (docs/counters.md):</p><ul class=\"counter-events\">";
-    for (const auto& ev : s.counter_events) out += "<li>" + e(ev.node) + " " + e(ev.text) + "</li>";
+    for (const auto& ev : s.counter_events) out += "<li>" + esc(ev.node) + " " + esc(ev.text) + "</li>";
     out += "</ul>\n";
   }
   for (const auto& [what, l] : {std::pair{"Request", &s.latency}, {"Ping under load", &s.delay}}) {
@@ -626,11 +626,11 @@ std::string step_charts_html(const PlanReport& r, const StepView& s) {
 // One step's section: what ran, its charts, its nodes and its findings.
 std::string step_html(const PlanReport& r, const StepView& s) {
   std::string out = fmt::format("<section class=\"step\" id=\"step-{}\">\n<h3>Step {}: {} {}</h3>\n", s.index, s.index,
-                                e(s.id), pill(s.status, status_class(s.status)));
-  out += "<div class=\"muted\">" + e(s.pattern) + (s.op.empty() ? "" : " &middot; " + e(s.op)) + " &middot; started " +
-         e(s.started_at) + (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + e(s.summary) + "</span>") +
-         "</div>\n";
-  if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + e(s.error) + "</p>\n";
+                                esc(s.id), pill(s.status, status_class(s.status)));
+  out += "<div class=\"muted\">" + esc(s.pattern) + (s.op.empty() ? "" : " &middot; " + esc(s.op)) +
+         " &middot; started " + esc(s.started_at) +
+         (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + esc(s.summary) + "</span>") + "</div>\n";
+  if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + esc(s.error) + "</p>\n";
   if (!s.measured) return out + "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
   out += step_charts_html(r, s);
   HtmlTable t("class=\"nodes\" style=\"margin-top:10px\"",
@@ -638,10 +638,10 @@ std::string step_html(const PlanReport& r, const StepView& s) {
   for (const auto& n : s.nodes) {
     const auto& l = n.latency ? n.latency : n.delay;
     t.add(subject_failed(r, s, "node", n.node),
-          {e(n.node), e(n.role), pill(n.status, n.status == "ok" ? "ok" : "bad"), fmt::format("{:.1f}", n.tx_mb_per_s),
-           fmt::format("{:.1f}", n.rx_mb_per_s), fmt::format("{:.0f}", n.cpu_busy_pct),
-           n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-", l ? fmt_us(l->p50_us) : "-",
-           l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-"});
+          {esc(n.node), esc(n.role), pill(n.status, n.status == "ok" ? "ok" : "bad"),
+           fmt::format("{:.1f}", n.tx_mb_per_s), fmt::format("{:.1f}", n.rx_mb_per_s),
+           fmt::format("{:.0f}", n.cpu_busy_pct), n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-",
+           l ? fmt_us(l->p50_us) : "-", l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-"});
   }
   out += t.str();
   if (!s.findings.empty()) out += notes_html(s.findings);
@@ -658,7 +658,7 @@ std::string render_plan_html(const PlanReport& r) {
   }
   out += "<h2>Step details</h2>\n";
   for (const auto& s : r.steps) out += s.listed ? step_html(r, s) : "";
-  out += "<footer>Written by <span class=\"mono\">fabperf report</span> from <span class=\"mono\">" + e(r.source) +
+  out += "<footer>Written by <span class=\"mono\">fabperf report</span> from <span class=\"mono\">" + esc(r.source) +
          "</span>. MB = 10<sup>6</sup> bytes. Self-contained: no scripts, fonts or styles are loaded from "
          "anywhere.</footer>\n";
   return out + "</main>\n</body>\n</html>\n";
