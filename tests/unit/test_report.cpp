@@ -214,7 +214,7 @@ TEST(ComputeReport, AFigureIsWhatArrivedNotWhatWasWritten) {
 // wire before it: its reads exceed the interface's count. What arrived (reads plus what its
 // receive queue gained, here -3 MB) is what the audit sets against the wire (seen under load:
 // rx 2.5% above the wire over 0.5 s, flagged though nothing was wrong).
-TEST(ComputeReport, TheWireAuditCountsWhatArrivedNotWhatWasRead) {
+TEST(ComputeReport, TheFigureAndTheWireAuditCountWhatArrivedNotWhatWasRead) {
   RunRecord run;
   SpecParams p;
   p.mode = Mode::stream;
@@ -242,6 +242,9 @@ TEST(ComputeReport, TheWireAuditCountsWhatArrivedNotWhatWasRead) {
   const WireAudit& ok = r.nodes[0].links[0].wire_audit;
   EXPECT_EQ(ok.verdict, "ok");
   EXPECT_EQ(ok.payload_rx_bytes, 12'400'000u);
+  // The figure is what arrived too, never the reads above the wire.
+  EXPECT_NEAR(r.aggregate.mb_per_s, 12.4, 1e-9);
+  EXPECT_EQ(r.pairs[0].tput.bytes, 12'400'000u);
   run.nodes[0].result->flows[0].rx_queued_delta = 0;  // the reads alone: flagged
   EXPECT_EQ(compute_report(run).nodes[0].links[0].wire_audit.verdict, "payload above wire");
 }
