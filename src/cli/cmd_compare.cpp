@@ -81,10 +81,8 @@ int cmd_compare(int argc, char** argv) {
   const bool single = sides[0].trials.size() == 1 && sides[1].trials.size() == 1 && sides[0].trials[0].step.empty() &&
                       sides[1].trials[0].step.empty();
   if (single) {
-    CompareOptions opts;
-    opts.expect = expectations;
     const Comparison c =
-        compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], opts);
+        compare_results(sides[0].trials[0].result, sides[1].trials[0].result, files[0], files[1], expectations);
     const auto d = stats::decide({c.aggregate.before_mb_per_s}, {c.aggregate.after_mb_per_s}, "after");
     auto j = render_comparison_json(c);
     j["unreplicated"] = true;

@@ -1,6 +1,7 @@
 // Bond figures: per-member throughput and shares from the members' own counters, balance
 // (Jain's index, max/min), capacity used, and the member the kernel's hash picks for each flow.
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/spec.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/sysinfo/bonding.hpp>
@@ -10,25 +11,15 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <tuple>
 
 namespace fabperf {
 namespace {
 
-// "198.18.0.1:40000" or "[fd00::1]:40000" -> address, port; nullopt when it is neither.
-std::optional<std::pair<std::string, std::uint16_t>> split_endpoint(const std::string& e) {
-  const auto colon = e.rfind(':');
-  if (colon == std::string::npos || colon + 1 >= e.size()) return std::nullopt;
-  std::string ip = e.substr(0, colon);
-  if (!ip.empty() && ip.front() == '[') {
-    if (ip.back() != ']') return std::nullopt;
-    ip = ip.substr(1, ip.size() - 2);
-  }
+// A flow's end, "198.18.0.1:40000" or "[fd00::1]:40000"; nullopt when it is neither.
+std::optional<HostPort> endpoint_of(const std::string& e) {
   try {
-    const int p = std::stoi(e.substr(colon + 1));
-    if (p < 0 || p > 65535) return std::nullopt;
-    return std::pair{std::move(ip), static_cast<std::uint16_t>(p)};
-  } catch (...) {
+    return parse_host_port(e, "flow endpoint");
+  } catch (const Error&) {
     return std::nullopt;
   }
 }
@@ -46,8 +37,7 @@ BondMemberReport member_report(const BondMember& m, const BondResult& b, const A
   const bool stayed = mc != closed.end();
   mr.state_close = stayed ? mc->mii_status : "gone";
   mr.link_failures = stayed && mc->link_failures > m.link_failures ? mc->link_failures - m.link_failures : 0;
-  const auto l =
-      std::find_if(a.links.begin(), a.links.end(), [&](const LinkResult& x) { return x.info.name == m.name; });
+  const auto l = std::ranges::find_if(a.links, [&](const LinkResult& x) { return x.info.name == m.name; });
   if (l != a.links.end()) {
     CounterWindow cw = counter_window(*l);
     tx = cw.tx_bytes;
@@ -115,11 +105,9 @@ std::pair<std::uint64_t, std::uint64_t> add_members(BondReport& br, const BondRe
 // The member the kernel's hash sends the flow on; nullopt where an address the policy hashes is
 // unknown (layer2 policies need the peer's ARP entry).
 std::optional<int> hashed_member(HashPolicy policy, const FlowResult& f, const BondResult& b, std::size_t usable) {
-  const auto src_ep = split_endpoint(f.local), dst_ep = split_endpoint(f.remote);
+  const auto src_ep = endpoint_of(f.local), dst_ep = endpoint_of(f.remote);
   if (!src_ep || !dst_ep) return std::nullopt;
-  FlowHeaders h;
-  std::tie(h.src_ip, h.src_port) = *src_ep;
-  std::tie(h.dst_ip, h.dst_port) = *dst_ep;
+  FlowHeaders h{.src_ip = src_ep->host, .dst_ip = dst_ep->host, .src_port = src_ep->port, .dst_port = dst_ep->port};
   if (policy != HashPolicy::layer34) {
     const auto src = parse_mac(b.at_open.mac);
     std::optional<Mac> dst;
@@ -206,8 +194,7 @@ void predict_split(BondReport& br, const BondResult& b, const std::vector<const 
 void tx_notes(BondReport& br, const BondInfo& open, std::size_t flows, const std::string& who) {
   const std::size_t n = br.members.size();
   const bool lb = br.mode == "balance-alb" || br.mode == "balance-tlb";
-  const auto t = std::max_element(br.members.begin(), br.members.end(),
-                                  [](const auto& x, const auto& y) { return x.tx_share_pct < y.tx_share_pct; });
+  const auto t = std::ranges::max_element(br.members, {}, &BondMemberReport::tx_share_pct);
   const auto policy = parse_hash_policy(br.hash_policy);
   if (t->tx_share_pct >= 90.0) {
     const std::string why =
@@ -241,8 +228,7 @@ void tx_notes(BondReport& br, const BondInfo& open, std::size_t flows, const std
 
 // Plain-language reading of the receive split (two members or more, some bytes received).
 void rx_notes(BondReport& br, const std::string& who) {
-  const auto r = std::max_element(br.members.begin(), br.members.end(),
-                                  [](const auto& x, const auto& y) { return x.rx_share_pct < y.rx_share_pct; });
+  const auto r = std::ranges::max_element(br.members, {}, &BondMemberReport::rx_share_pct);
   if (r->rx_share_pct < 90.0) {
     br.notes.push_back(fmt::format("{}: receive {:.1f} of {} links used", who, br.rx_members_used, br.members.size()));
     return;
@@ -311,7 +297,7 @@ BondReport bond_report(const BondResult& b, const AgentResult& a, const std::str
   for (const auto& f : a.flows) {
     if (f.iface != br.name || f.op == FlowOp::probe) continue;
     flows.push_back(&f);
-    if (const auto ep = split_endpoint(f.remote)) peers.insert(ep->first);
+    if (const auto ep = endpoint_of(f.remote)) peers.insert(ep->host);
     flow_tx += f.tx_delivered_window;
     flow_rx += f.rx_bytes_window;
   }
@@ -337,8 +323,8 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
       if (bond.mode != "balance-alb") continue;
       std::set<std::string> mine;  // this bond's addresses the test's flows used
       for (const auto& f : n.result->flows) {
-        const auto ep = f.iface == bond.name && f.op != FlowOp::probe ? split_endpoint(f.local) : std::nullopt;
-        if (ep) mine.insert(ep->first);
+        const auto ep = f.iface == bond.name && f.op != FlowOp::probe ? endpoint_of(f.local) : std::nullopt;
+        if (ep) mine.insert(ep->host);
       }
       // Each peer's ARP entry for one of these addresses is the member its traffic arrives on.
       std::set<std::string> told, members;

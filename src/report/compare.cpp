@@ -13,34 +13,40 @@ namespace fabperf {
 
 using nlohmann::json;
 
-// Keys: the field names; a link's verdict is added as its words.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Delta, name, before_mb_per_s, after_mb_per_s, change_pct, matched)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkDelta, node, link, before_mb_per_s, after_mb_per_s, change_pct,
-                                   before_speed_mbps, after_speed_mbps, expected_pct, expectation, noise_before_pct,
-                                   noise_after_pct, fails)
 
 std::string_view to_string(LinkVerdict v) {
-  switch (v) {
-    case LinkVerdict::as_expected: return "improved as expected";
-    case LinkVerdict::less_than_expected: return "improved less than expected";
-    case LinkVerdict::improved: return "improved";
-    case LinkVerdict::no_change: return "no change";
-    case LinkVerdict::regressed: return "regressed";
-    case LinkVerdict::missing: return "missing in one run";
-  }
-  return "?";
+  static constexpr std::string_view kWords[] = {
+      "improved as expected", "improved less than expected", "improved", "no change", "regressed",
+      "missing in one run"};
+  return kWords[static_cast<std::size_t>(v)];  // in the enum's order
+}
+
+// The JSON keys are the field names; a link's verdict is added in words, a bond side absent in a
+// run is null.
+void to_json(json& j, const LinkDelta& d) {
+  FABPERF_JSON_FIELDS(j, d, node, link, before_mb_per_s, after_mb_per_s, change_pct, before_speed_mbps,
+                      after_speed_mbps, expected_pct, expectation, noise_before_pct, noise_after_pct, fails);
+  j["verdict"] = to_string(d.verdict);
+}
+void to_json(json& j, const BondSide& s) {
+  if (!s.present) return;
+  FABPERF_JSON_FIELDS(j, s, mode, hash_policy, tx_mb_per_s, rx_mb_per_s, tx_members_used, rx_members_used, summary);
+  j["capacity_used_pct"] = jsonu::nonneg(s.capacity_used_pct);
+  j["members"] = jsonu::array_json(s.members, [](const ResultBondMember& m) {
+    json o;
+    FABPERF_JSON_FIELDS(o, m, member, tx_share_pct, rx_share_pct, link_failures);
+    return o;
+  });
+}
+void to_json(json& j, const BondDelta& d) {
+  FABPERF_JSON_FIELDS(j, d, node, bond, before, after, verdict);
 }
 
 std::optional<Expectation> LinkExpectations::for_link(const std::string& node, const std::string& link,
                                                       std::int64_t before_speed, std::int64_t after_speed) const {
   // A run's nodes are "host:port"; the user may name the host alone.
-  const auto path = [&link](std::string_view n) {
-    std::string p(n);
-    p += '/';
-    p += link;
-    return p;
-  };
-  const std::string full = path(node), by_host = path(std::string_view(node).substr(0, node.rfind(':')));
+  const std::string full = node + "/" + link, by_host = node.substr(0, node.rfind(':')) + "/" + link;
   for (const auto& [name, pct] : links) {
     if (name == link || name == full || name == by_host)
       return Expectation{pct, fmt::format("--expect {}={:+g}%", name, pct)};
@@ -69,25 +75,19 @@ double parse_percent(const std::string& text, const std::string& option, double 
   return v;
 }
 
-std::pair<std::string, double> parse_link_expectation(const std::string& text) {
-  const auto eq = text.rfind('=');
-  if (eq == 0 || eq == std::string::npos) {
-    throw UsageError(fmt::format("--expect '{}': expected LINK=PCT, e.g. h4/eth0=+150% or eth0=0", text));
-  }
-  return {text.substr(0, eq), parse_percent(text.substr(eq + 1), "expect " + text.substr(0, eq), -100, 10000)};
-}
-
 LinkExpectations parse_expectations(const std::vector<std::string>& links, const std::string& rest,
                                     const std::string& gain) {
   LinkExpectations e;
-  for (const auto& l : links) e.links.push_back(parse_link_expectation(l));
-  if (rest == "unchanged") {
-    e.rest = LinkExpectations::Rest::unchanged;
-  } else if (rest == "speeds") {
-    e.rest = LinkExpectations::Rest::speeds;
-  } else if (!rest.empty()) {
-    throw UsageError(fmt::format("--expect-rest '{}': expected 'unchanged' or 'speeds'", rest));
+  for (const auto& l : links) {
+    const auto eq = l.rfind('=');
+    if (eq == 0 || eq == std::string::npos)
+      throw UsageError(fmt::format("--expect '{}': expected LINK=PCT, e.g. h4/eth0=+150% or eth0=0", l));
+    e.links.emplace_back(l.substr(0, eq), parse_percent(l.substr(eq + 1), "expect " + l.substr(0, eq), -100, 10000));
   }
+  using Rest = LinkExpectations::Rest;
+  e.rest = rest == "unchanged" ? Rest::unchanged : rest == "speeds" ? Rest::speeds : Rest::none;
+  if (e.rest == Rest::none && !rest.empty())
+    throw UsageError(fmt::format("--expect-rest '{}': expected 'unchanged' or 'speeds'", rest));
   if (!gain.empty()) {
     if (!e.empty()) {
       throw UsageError(
@@ -121,7 +121,7 @@ double noise_pct(const std::vector<IntervalPoint>& intervals) {
 // A link in one run only (the other null) is missing: a port that went away or appeared is news
 // either way, and fails.
 LinkDelta judge_link(const std::pair<std::string, std::string>& key, const ResultLink* before, const ResultLink* after,
-                     const CompareOptions& opts) {
+                     const LinkExpectations& expect) {
   LinkDelta d;
   d.node = key.first;
   d.link = key.second;
@@ -139,7 +139,7 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const Resul
   if (!before || !after) return d;
   d.noise_after_pct = noise_pct(after->intervals);
   d.change_pct = change(d.before_mb_per_s, d.after_mb_per_s);
-  const auto expected = opts.expect.for_link(d.node, d.link, d.before_speed_mbps, d.after_speed_mbps);
+  const auto expected = expect.for_link(d.node, d.link, d.before_speed_mbps, d.after_speed_mbps);
   if (expected) {
     d.expected_pct = expected->pct;
     d.expectation = expected->reason;
@@ -204,16 +204,8 @@ std::vector<std::string> settings_differ(const ResultDoc& b, const ResultDoc& a)
   return out;
 }
 
-Comparison compare_results(const json& b, const json& a, const std::string& bf, const std::string& af,
-                           const CompareOptions& opts) {
-  check_result_schema(b, bf);
-  check_result_schema(a, af);
-  return compare_results(read_result_doc(b, ReadMode::lenient, "compare: " + bf),
-                         read_result_doc(a, ReadMode::lenient, "compare: " + af), bf, af, opts);
-}
-
 Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::string& bf, const std::string& af,
-                           const CompareOptions& opts) {
+                           const LinkExpectations& expect) {
   Comparison c;
   if (b.schema_version != a.schema_version) {
     // Version 1 counted what the sender wrote, version 2 what arrived: over short windows on slow
@@ -237,7 +229,7 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   auto lb = by_node(b, &ResultNode::links, &ResultLink::link), la = by_node(a, &ResultNode::links, &ResultLink::link);
   for (auto* m : {&lb, &la}) std::erase_if(*m, [](const auto& e) { return e.second.kind == "loopback"; });
   match(lb, la, [&](const auto& key, const ResultLink* x, const ResultLink* y) {
-    c.links.push_back(judge_link(key, x, y, opts));
+    c.links.push_back(judge_link(key, x, y, expect));
   });
   c.bonds = compare_bonds(b, a);
   if (c.links.empty()) c.notes.push_back("no non-loopback links in the results: nothing to judge per link");
@@ -271,7 +263,15 @@ std::string render_comparison_text(const Comparison& c) {
     }
     out += "\n";
   }
-  out += render_bond_deltas_text(c.bonds);
+  if (!c.bonds.empty()) {
+    out += "Bonds (member counters; shares in % of the bond's bytes, members in slave order)\n";
+    const auto side = [](const BondSide& s) { return s.present ? s.summary : std::string("-"); };
+    for (const auto& d : c.bonds) {
+      out += fmt::format("  {} {}\n    before: {}\n    after:  {}\n    => {}\n", d.node, d.bond, side(d.before),
+                         side(d.after), d.verdict);
+    }
+    out += "\n";
+  }
   using Section = std::tuple<const char*, const std::vector<Delta>*, int>;
   for (const auto& [title, list, width] :
        {Section{"Nodes (tx+rx MB/s)", &c.nodes, 24}, {"\nPairs (MB/s)", &c.pairs, 40}}) {
@@ -291,53 +291,10 @@ std::string render_comparison_text(const Comparison& c) {
   return out;
 }
 
-namespace {
-
-json bond_side_json(const BondSide& s) {
-  if (!s.present) return nullptr;
-  const auto member = [](const ResultBondMember& m) -> json {
-    return {{"member", m.member},
-            {"tx_share_pct", m.tx_share_pct},
-            {"rx_share_pct", m.rx_share_pct},
-            {"link_failures", m.link_failures}};
-  };
-  return {{"mode", s.mode},
-          {"hash_policy", s.hash_policy},
-          {"tx_mb_per_s", s.tx_mb_per_s},
-          {"rx_mb_per_s", s.rx_mb_per_s},
-          {"tx_members_used", s.tx_members_used},
-          {"rx_members_used", s.rx_members_used},
-          {"capacity_used_pct", jsonu::nonneg(s.capacity_used_pct)},
-          {"members", jsonu::array_json(s.members, member)},
-          {"summary", s.summary}};
-}
-
-}  // namespace
-
 json render_comparison_json(const Comparison& c) {
-  const auto links = jsonu::array_json(c.links, [](const LinkDelta& d) {
-    json j = d;
-    j["verdict"] = to_string(d.verdict);
-    return j;
-  });
-  const auto bonds = jsonu::array_json(c.bonds, [](const BondDelta& d) -> json {
-    return {{"node", d.node},
-            {"bond", d.bond},
-            {"before", bond_side_json(d.before)},
-            {"after", bond_side_json(d.after)},
-            {"verdict", d.verdict}};
-  });
-  return {{"schema", "fabperf.compare"},
-          {"schema_version", 1},
-          {"before", c.before_file},
-          {"after", c.after_file},
-          {"aggregate", c.aggregate},
-          {"links", links},
-          {"nodes", c.nodes},
-          {"pairs", c.pairs},
-          {"bonds", bonds},
-          {"notes", c.notes},
-          {"failed", c.failed}};
+  json j{{"schema", "fabperf.compare"}, {"schema_version", 1}, {"before", c.before_file}, {"after", c.after_file}};
+  FABPERF_JSON_FIELDS(j, c, aggregate, links, nodes, pairs, bonds, notes, failed);
+  return j;
 }
 
 }  // namespace fabperf

@@ -68,36 +68,18 @@ std::string bond_verdict(const BondDelta& d) {
   return overall + (parts.empty() ? "" : "; " + fmt::format("{}", fmt::join(parts, "; ")));
 }
 
-// One bond, in one run (the other null) or both.
-BondDelta bond_delta(const std::pair<std::string, std::string>& key, const ResultBond* b, const ResultBond* a) {
-  BondDelta d;
-  d.node = key.first;
-  d.bond = key.second;
-  if (b) d.before = side_of(*b);
-  if (a) d.after = side_of(*a);
-  d.verdict = !a ? "only in the before run" : !b ? "only in the after run" : bond_verdict(d);
-  return d;
-}
-
 }  // namespace
 
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
+  // Each bond in one run (the other null) or both.
   match(by_node(before, &ResultNode::bonds, &ResultBond::bond), by_node(after, &ResultNode::bonds, &ResultBond::bond),
-        [&](const auto& key, const ResultBond* b, const ResultBond* a) { out.push_back(bond_delta(key, b, a)); });
+        [&](const auto& key, const ResultBond* b, const ResultBond* a) {
+          auto& d = out.emplace_back(
+              BondDelta{key.first, key.second, b ? side_of(*b) : BondSide{}, a ? side_of(*a) : BondSide{}, ""});
+          d.verdict = !a ? "only in the before run" : !b ? "only in the after run" : bond_verdict(d);
+        });
   return out;
-}
-
-std::string render_bond_deltas_text(const std::vector<BondDelta>& bonds) {
-  if (bonds.empty()) return "";
-  std::string out = "Bonds (member counters; shares in % of the bond's bytes, members in slave order)\n";
-  for (const auto& d : bonds) {
-    out += fmt::format("  {} {}\n", d.node, d.bond);
-    out += "    before: " + (d.before.present ? d.before.summary : std::string("-")) + "\n";
-    out += "    after:  " + (d.after.present ? d.after.summary : std::string("-")) + "\n";
-    out += "    => " + d.verdict + "\n";
-  }
-  return out + "\n";
 }
 
 }  // namespace fabperf

@@ -185,34 +185,28 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
                                  a.file, b.file));
   }
   std::size_t max_a = 0, max_b = 0;
-  // A link or bond member on one side only is a row that fails, never a silent omission: a port
-  // that vanished after the change would otherwise pass unseen.
-  const auto one_sided = [&](const auto& have, const auto& lack, const std::string& lacking_label) {
-    for (const auto& [k, v] : have) {
-      if (lack.count(k) || std::get<1>(k) == "aggregate") continue;
-      TrialMetric m;
-      std::tie(m.step, m.kind, m.subject) = k;
-      m.missing_in = lacking_label;
-      const bool before = &have == &sa;
-      (before ? m.d.n_a : m.d.n_b) = v.size();
-      (before ? m.d.mean_a : m.d.mean_b) = stats::mean(v);
-      m.d.sentence = fmt::format("{} {}: missing in {}", m.kind, m.subject, lacking_label);
-      m.fails = true;
-      c.metrics.push_back(std::move(m));
-    }
-  };
-  for (const auto& [k, v] : sa) {
-    const auto it = sb.find(k);
-    if (it == sb.end()) continue;
+  match(sa, sb, [&](const Key& k, const std::vector<double>* va, const std::vector<double>* vb) {
     TrialMetric m;
     std::tie(m.step, m.kind, m.subject) = k;
+    if (!va || !vb) {
+      // A link or bond member on one side only is a row that fails, never a silent omission: a
+      // port that vanished after the change would otherwise pass unseen.
+      if (m.kind == "aggregate") return;
+      m.missing_in = va ? c.b_label : c.a_label;
+      (va ? m.d.n_a : m.d.n_b) = (va ? va : vb)->size();
+      (va ? m.d.mean_a : m.d.mean_b) = stats::mean(va ? *va : *vb);
+      m.d.sentence = fmt::format("{} {}: missing in {}", m.kind, m.subject, m.missing_in);
+      m.fails = true;
+      c.metrics.push_back(std::move(m));
+      return;
+    }
     // Many links judged at 0.05 each would call some "slower" by chance: each kind shares 0.05.
     m.alpha = o.verdict.alpha / static_cast<double>(family[m.kind]);
     stats::VerdictOptions vo = o.verdict;
     vo.alpha = m.alpha;
-    m.d = stats::decide(v, it->second, c.b_label, vo);
-    max_a = std::max(max_a, v.size());
-    max_b = std::max(max_b, it->second.size());
+    m.d = stats::decide(*va, *vb, c.b_label, vo);
+    max_a = std::max(max_a, va->size());
+    max_b = std::max(max_b, vb->size());
     const auto slash = m.subject.find('/');
     const auto e = m.kind == "link"        ? o.expect.for_link(m.subject.substr(0, slash), m.subject.substr(slash + 1),
                                                                link_speed(a, m.subject), link_speed(b, m.subject))
@@ -222,16 +216,14 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
       m.expected_pct = e->pct;
       m.expectation = e->reason;
     }
-    const int moved = m.d.direction == stats::Direction::slower   ? -1
-                      : m.d.direction == stats::Direction::faster ? 1
-                                                                  : 0;
+    const int moved = int{m.d.direction == stats::Direction::faster} - int{m.d.direction == stats::Direction::slower};
     m.fails = m.kind != "member" && misses(m.expected_pct, e && std::abs(e->pct) < o.verdict.min_effect_pct, moved,
                                            m.d.change_pct, std::max(5.0, m.d.pm_pct));
     if (m.kind == "aggregate") c.verdicts.push_back((m.step.empty() ? "" : m.step + ": ") + m.d.sentence);
     c.metrics.push_back(std::move(m));
-  }
-  one_sided(sa, sb, c.b_label);
-  one_sided(sb, sa, c.a_label);
+  });
+  // The judged quantities first, then those missing on a side (before's, then after's).
+  std::stable_partition(c.metrics.begin(), c.metrics.end(), [](const TrialMetric& m) { return m.missing_in.empty(); });
   for (const auto& [kind, n] : family) {
     if (n < 2) continue;
     const double need = o.verdict.alpha / static_cast<double>(n);
@@ -317,40 +309,29 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
   return out;
 }
 
+void to_json(json& j, const TrialMetric& m) {
+  const auto or_null = [](const std::string& words) { return words.empty() ? json() : json(words); };
+  FABPERF_JSON_FIELDS(j, m, step, kind, subject, alpha, expected_pct, fails);
+  FABPERF_JSON_FIELDS(j, m.d, n_a, n_b, cv_a_pct, cv_b_pct, change_pct);
+  FABPERF_JSON_FIELDS(j, m.d.test, rank_biserial);
+  FABPERF_JSON_FIELDS(j["mann_whitney"], m.d.test, u_a, u_b, p, exact);
+  j["mean_a_mb_per_s"] = m.d.mean_a;
+  j["mean_b_mb_per_s"] = m.d.mean_b;
+  j["ci95_lo_pct"] = m.d.ci_lo_pct;
+  j["ci95_hi_pct"] = m.d.ci_hi_pct;
+  j["direction"] = stats::to_string(m.d.direction);
+  j["verdict"] = m.d.sentence;
+  j["expectation"] = or_null(m.expectation);
+  j["missing_in"] = or_null(m.missing_in);
+}
+
 json render_trial_comparison_json(const TrialComparison& c) {
-  const auto metrics = jsonu::array_json(c.metrics, [](const TrialMetric& m) -> json {
-    return {
-        {"step", m.step},
-        {"kind", m.kind},
-        {"subject", m.subject},
-        {"n_a", m.d.n_a},
-        {"n_b", m.d.n_b},
-        {"mean_a_mb_per_s", m.d.mean_a},
-        {"mean_b_mb_per_s", m.d.mean_b},
-        {"cv_a_pct", m.d.cv_a_pct},
-        {"cv_b_pct", m.d.cv_b_pct},
-        {"change_pct", m.d.change_pct},
-        {"ci95_lo_pct", m.d.ci_lo_pct},
-        {"ci95_hi_pct", m.d.ci_hi_pct},
-        {"mann_whitney", {{"u_a", m.d.test.u_a}, {"u_b", m.d.test.u_b}, {"p", m.d.test.p}, {"exact", m.d.test.exact}}},
-        {"rank_biserial", m.d.test.rank_biserial},
-        {"alpha", m.alpha},
-        {"expected_pct", m.expected_pct},
-        {"expectation", m.expectation.empty() ? json(nullptr) : json(m.expectation)},
-        {"direction", stats::to_string(m.d.direction)},
-        {"verdict", m.d.sentence},
-        {"missing_in", m.missing_in.empty() ? json(nullptr) : json(m.missing_in)},
-        {"fails", m.fails}};
-  });
-  return {{"schema", "fabperf.compare-trials"},
-          {"schema_version", 1},
-          {"a", {{"label", c.a_label}, {"file", c.a_file}}},
-          {"b", {{"label", c.b_label}, {"file", c.b_file}}},
-          {"metrics", metrics},
-          {"verdicts", c.verdicts},
-          {"notes", c.notes},
-          {"unreplicated", c.unreplicated},
-          {"failed", c.failed}};
+  json j{{"schema", "fabperf.compare-trials"},
+         {"schema_version", 1},
+         {"a", {{"label", c.a_label}, {"file", c.a_file}}},
+         {"b", {{"label", c.b_label}, {"file", c.b_file}}}};
+  FABPERF_JSON_FIELDS(j, c, metrics, verdicts, notes, unreplicated, failed);
+  return j;
 }
 
 std::string render_trial_spread(const std::vector<std::pair<std::string, double>>& trials) {

@@ -444,18 +444,15 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
 }
 
 std::string node_name(const Report& r, std::uint32_t index) {
-  for (const auto& n : r.nodes) {
-    if (n.index == index) return n.name;
-  }
-  return fmt::format("node{}", index);
+  const auto it = std::ranges::find(r.nodes, index, &NodeReport::index);
+  return it != r.nodes.end() ? it->name : fmt::format("node{}", index);
 }
 
 Report ReportBuilder::finish(bool interrupted) && {
   Report r = std::move(s_->r);
   r.interrupted = r.interrupted || interrupted;
   const bool stream = s_->stream;
-  std::stable_sort(s_->nodes.begin(), s_->nodes.end(),
-                   [](const NodeAcc& a, const NodeAcc& b) { return a.order < b.order; });
+  std::ranges::stable_sort(s_->nodes, {}, &NodeAcc::order);
   std::vector<double> cli_cpu, srv_cpu;
   // Every node's histogram merged; none when no node has one.
   const auto merge = [](std::optional<LatencyHistogram>& all, const std::optional<LatencyHistogram>& h) {

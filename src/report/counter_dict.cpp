@@ -5,6 +5,7 @@
 // the kernel's MIB names (/proc/net/snmp, /proc/net/netstat). docs/counters.md lists them.
 #include <fabperf/sysinfo/counters.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 
@@ -192,10 +193,8 @@ std::string_view to_string(CounterCategory c) {
 }
 
 std::optional<CounterCategory> counter_category_from_string(std::string_view s) {
-  for (const auto& n : kCategoryNames) {
-    if (n.key == s) return n.category;
-  }
-  return std::nullopt;
+  const auto it = std::ranges::find(kCategoryNames, s, &CategoryNames::key);
+  return it != kCategoryNames.end() ? std::optional(it->category) : std::nullopt;
 }
 
 const std::vector<CounterCategory>& symptom_categories() {

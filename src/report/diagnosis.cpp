@@ -61,8 +61,7 @@ CounterMove make_move(const std::string& source, const std::string& name, std::u
 
 int symptom_rank(CounterCategory c) {
   const auto& order = symptom_categories();
-  const auto it = std::find(order.begin(), order.end(), c);
-  return it == order.end() ? static_cast<int>(order.size()) : static_cast<int>(it - order.begin());
+  return static_cast<int>(std::ranges::find(order, c) - order.begin());  // order.size() when not a symptom
 }
 
 bool is_symptom(CounterCategory c) {
@@ -136,6 +135,19 @@ Dip make_dip(std::string subject, std::int64_t t0, std::int64_t t1, double rate,
   }
   if (d.rose_unlisted) d.text += fmt::format("; {} more counters rose", d.rose_unlisted);
   return d;
+}
+
+// The symptom categories that moved, in symptom order, each with its movers largest first, at most `keep`.
+std::vector<CategoryMovers> rank_movers(std::map<CounterCategory, CategoryMovers> cats, std::size_t keep) {
+  std::vector<CategoryMovers> out;
+  for (const auto c : symptom_categories()) {
+    const auto it = cats.find(c);
+    if (it == cats.end() || it->second.total == 0) continue;
+    std::ranges::stable_sort(it->second.top, std::greater{}, &CounterMove::delta);
+    if (it->second.top.size() > keep) it->second.top.resize(keep);
+    out.push_back(std::move(it->second));
+  }
+  return out;
 }
 
 CounterSeries make_series(const Source& s) {
@@ -261,39 +273,25 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
   for (const auto& s : link_if) add_window(s);
   add_window(host);
   for (const Source* s : rdma_sources) add_window(*s);
-  for (const auto c : symptom_categories()) {
-    const auto it = cats.find(c);
-    if (it == cats.end()) continue;
-    auto& m = it->second;
-    std::ranges::stable_sort(m.top, std::greater{}, &CounterMove::delta);
-    if (m.top.size() > 5) m.top.resize(5);
-    rep.categories.push_back(std::move(m));
-  }
+  rep.categories = rank_movers(std::move(cats), 5);
   return rep;
 }
 
 std::vector<CategoryMovers> top_movers(const std::vector<std::pair<std::string, const CounterReport*>>& nodes,
                                        std::size_t per_category) {
-  std::vector<CategoryMovers> out;
-  for (const auto c : symptom_categories()) {
-    CategoryMovers m;
-    m.category = c;
-    for (const auto& [name, rep] : nodes) {
-      for (const auto& cat : rep->categories) {
-        if (cat.category != c) continue;
-        m.total += cat.total;
-        for (auto mv : cat.top) {
-          mv.source = name + "/" + mv.source;
-          m.top.push_back(std::move(mv));
-        }
+  std::map<CounterCategory, CategoryMovers> cats;
+  for (const auto& [name, rep] : nodes) {
+    for (const auto& cat : rep->categories) {
+      auto& m = cats[cat.category];
+      m.category = cat.category;
+      m.total += cat.total;
+      for (auto mv : cat.top) {
+        mv.source = name + "/" + mv.source;
+        m.top.push_back(std::move(mv));
       }
     }
-    if (m.total == 0) continue;
-    std::ranges::stable_sort(m.top, std::greater{}, &CounterMove::delta);
-    if (m.top.size() > per_category) m.top.resize(per_category);
-    out.push_back(std::move(m));
   }
-  return out;
+  return rank_movers(std::move(cats), per_category);
 }
 
 }  // namespace fabperf

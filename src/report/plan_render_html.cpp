@@ -73,6 +73,15 @@ std::string svg_text(double x, double y, std::string_view cls, std::string_view 
 }
 constexpr std::string_view kMiddle = " text-anchor=\"middle\"", kEnd = " text-anchor=\"end\"";
 
+// An SVG rectangle of class `cls` with its tooltip: `attrs` as svg_text's.
+std::string svg_rect(std::string_view cls, double x, double y, double w, double h, std::string_view fill,
+                     std::string_view attrs, std::string_view title) {
+  return fmt::format(
+      "<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+      "fill=\"{}\"{}><title>{}</title></rect>\n",
+      cls, x, y, w, h, fill, attrs, title);
+}
+
 // A chart's figure, its caption and the opening of its SVG of w x h.
 std::string figure_open(double w, double h, const std::string& cls, const std::string& title,
                         std::string_view figure_attrs = "", const std::string& svg_attrs = "") {
@@ -125,11 +134,9 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
     for (std::size_t k = 0; k < gr.values.size() && k < series.size(); ++k) {
       const double v = gr.values[k];
       const double bh = g.ph() * v / ymax;
-      out += fmt::format(
-          "<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
-          "rx=\"2\"><title>{} {}: {:.1f} {}</title></rect>\n",
-          x0 + bw * static_cast<double>(k), g.top + g.ph() - bh, std::max(bw - 2, 1.0), bh, k == 0 ? kTx : kRx,
-          esc(gr.label), esc(series[k]), v, esc(unit));
+      out += svg_rect("bar", x0 + bw * static_cast<double>(k), g.top + g.ph() - bh, std::max(bw - 2, 1.0), bh,
+                      k == 0 ? kTx : kRx, " rx=\"2\"",
+                      fmt::format("{} {}: {:.1f} {}", esc(gr.label), esc(series[k]), v, esc(unit)));
     }
     const double cx = g.left + slot * (static_cast<double>(i) + 0.5);
     const double ly = g.top + g.ph() + 16;
@@ -185,10 +192,8 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   for (const auto& ev : events) {
     const double x0 = g.left + g.pw() * std::clamp(ev.t0_s / xmax, 0.0, 1.0);
     const double x1 = g.left + g.pw() * std::clamp(ev.t1_s / xmax, 0.0, 1.0);
-    out += fmt::format(
-        "<rect class=\"counter-event\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#d62728\" "
-        "fill-opacity=\"0.12\"><title>{} {}</title></rect>\n",
-        x0, g.top, std::max(1.0, x1 - x0), g.ph(), esc(ev.node), esc(ev.text));
+    out += svg_rect("counter-event", x0, g.top, std::max(1.0, x1 - x0), g.ph(), "#d62728", " fill-opacity=\"0.12\"",
+                    esc(ev.node) + " " + esc(ev.text));
   }
   std::size_t ci = 0;
   double lx = g.left + 4;
@@ -229,10 +234,8 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
     const auto& b = l.buckets[i];
     const double bh = g.ph() * static_cast<double>(b.count) / (ymax > 0 ? ymax : 1);
     const double x = g.left + slot * static_cast<double>(i);
-    out += fmt::format(
-        "<rect class=\"hbar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#7c3aed\">"
-        "<title>{} - {}: {} samples</title></rect>\n",
-        x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, fmt_us(b.lo_us), fmt_us(b.hi_us), b.count);
+    out += svg_rect("hbar", x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, "#7c3aed", "",
+                    fmt::format("{} - {}: {} samples", fmt_us(b.lo_us), fmt_us(b.hi_us), b.count));
     if (i % label_every == 0) {
       out += svg_text(x + slot / 2, g.top + g.ph() + 16, "tick", kMiddle, fmt_us(b.lo_us));
     }
@@ -357,18 +360,15 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
           rgb[3 * (i * n + j) + k] = static_cast<char>(std::stoi(color.substr(1 + 2 * k, 2), nullptr, 16));
         continue;
       }
+      const std::string hover = esc(m.nodes[i]) + " -&gt; " + esc(m.nodes[j]) + ": ";
       if (!v) {
-        out += fmt::format(
-            "<rect class=\"heat-empty\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
-            "fill=\"{}\" stroke=\"#fff\"><title>{} -&gt; {}: {}</title></rect>\n",
-            x, y, cell, cell, color, esc(m.nodes[i]), esc(m.nodes[j]), i == j ? "same host" : "not measured");
+        out += svg_rect("heat-empty", x, y, cell, cell, color, " stroke=\"#fff\"",
+                        hover + (i == j ? "same host" : "not measured"));
         continue;
       }
-      out += fmt::format(
-          "<rect class=\"heat-cell\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
-          "stroke=\"{}\" stroke-width=\"{}\"><title>{} -&gt; {}: {:.1f} MB/s{}</title></rect>\n",
-          x, y, cell, cell, color, bad ? kFail : "#fff", bad ? 3 : 1, esc(m.nodes[i]), esc(m.nodes[j]), *v,
-          bad ? " (KPI failed)" : "");
+      out += svg_rect("heat-cell", x, y, cell, cell, color,
+                      fmt::format(" stroke=\"{}\" stroke-width=\"{}\"", bad ? kFail : "#fff", bad ? 3 : 1),
+                      fmt::format("{}{:.1f} MB/s{}", hover, *v, bad ? " (KPI failed)" : ""));
       if (cell >= 34) {
         out += svg_text(x + cell / 2, y + cell / 2 + 4, "cell",
                         fmt::format("{} style=\"fill:{}\"", kMiddle, dark ? "#fff" : kInk), fmt::format("{:.0f}", *v),
@@ -418,12 +418,9 @@ std::optional<Threshold> step_threshold(const PlanReport& r, const StepView& s, 
 }
 
 bool subject_failed(const PlanReport& r, const StepView& s, const std::string& scope, const std::string& subject) {
-  for (const auto& k : r.kpis) {
-    if (k.scope == scope && k.subject == subject && !k.pass && (k.step == s.id || (!k.step && k.test == s.test))) {
-      return true;
-    }
-  }
-  return false;
+  return std::ranges::any_of(r.kpis, [&](const KpiCheck& k) {
+    return k.scope == scope && k.subject == subject && !k.pass && (k.step == s.id || (!k.step && k.test == s.test));
+  });
 }
 
 // A table: `cols` are its header cells, a leading '>' marking a column of numbers (right-aligned, as

@@ -206,6 +206,8 @@ TEST(BondReport, RenderedAndCompared) {
   EXPECT_NE(deltas[0].verdict.find("before (802.3ad) moved 100% more through the bond"), std::string::npos)
       << deltas[0].verdict;
   EXPECT_NE(deltas[0].verdict.find("before (802.3ad) spread it better"), std::string::npos) << deltas[0].verdict;
-  EXPECT_NE(render_bond_deltas_text(deltas).find("50/50 % per member, 2.0 of 2 links used"), std::string::npos)
-      << render_bond_deltas_text(deltas);
+  Comparison c;
+  c.bonds = deltas;
+  EXPECT_NE(render_comparison_text(c).find("50/50 % per member, 2.0 of 2 links used"), std::string::npos)
+      << render_comparison_text(c);
 }

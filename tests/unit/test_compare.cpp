@@ -34,6 +34,14 @@ json result(const std::vector<std::pair<std::string, double>>& links, std::int64
             {{"index", 1}, {"node", "h1:6668"}, {"tx_mb_per_s", total}, {"rx_mb_per_s", 0.0}, {"links", node_links}}}},
           {"pairs", {{{"client", 1}, {"server", 0}, {"mb_per_s", total}}}}};
 }
+// Two saved results compared as `fabperf compare` reads them: each checked, then decoded.
+Comparison compare_results(const json& b, const json& a, const std::string& bf, const std::string& af,
+                           const LinkExpectations& expect) {
+  check_result_schema(b, bf);
+  check_result_schema(a, af);
+  return fabperf::compare_results(read_result_doc(b, ReadMode::lenient, "compare: " + bf),
+                                  read_result_doc(a, ReadMode::lenient, "compare: " + af), bf, af, expect);
+}
 }  // namespace
 
 TEST(Compare, SpeedChangePredictsGainAndEveryLinkMeetsIt) {
@@ -53,8 +61,8 @@ TEST(Compare, SpeedChangePredictsGainAndEveryLinkMeetsIt) {
 }
 
 TEST(Compare, OneLinkLeftBehindIsNamedAndFails) {
-  CompareOptions o;
-  o.expect.gain_pct = 40;
+  LinkExpectations o;
+  o.gain_pct = 40;
   const auto c = compare_results(result({{"eth0", 49}, {"eth1", 49}}, 10000),
                                  result({{"eth0", 68.6}, {"eth1", 49.2}}, 10000), "b", "a", o);
   ASSERT_EQ(c.links.size(), 2u);
@@ -126,8 +134,8 @@ const LinkDelta& link_delta(const Comparison& c, const std::string& link) {
 TEST(Compare, PerLinkExpectationsJudgeAOnePortChange) {
   const json before = result({{"eth0", 100}, {"eth1", 100}}, 1000);
   const json upgraded = with_speed(result({{"eth0", 250}, {"eth1", 100}}, 1000), "eth0", 2500);
-  CompareOptions speeds;
-  speeds.expect.rest = LinkExpectations::Rest::speeds;
+  LinkExpectations speeds;
+  speeds.rest = LinkExpectations::Rest::speeds;
   auto c = compare_results(before, upgraded, "b", "a", speeds);
   EXPECT_FALSE(c.failed);
   EXPECT_EQ(link_delta(c, "eth0").verdict, LinkVerdict::as_expected);
@@ -143,9 +151,7 @@ TEST(Compare, PerLinkExpectationsJudgeAOnePortChange) {
   const std::string t = render_comparison_text(c);
   EXPECT_NE(t.find("h1:6668 eth0: expected +150.0% (speed 1000 -> 2500 Mb/s)"), std::string::npos) << t;
   // Stated: eth0 +150%, the rest unchanged; an untouched port that moved fails too.
-  CompareOptions stated;
-  stated.expect.links = {parse_link_expectation("h1/eth0=+150%")};  // the host alone names it too
-  stated.expect.rest = LinkExpectations::Rest::unchanged;
+  const auto stated = parse_expectations({"h1/eth0=+150%"}, "unchanged", "");  // the host alone names it too
   EXPECT_FALSE(compare_results(before, upgraded, "b", "a", stated).failed);
   const json both = result({{"eth0", 250}, {"eth1", 250}}, 1000);
   c = compare_results(before, both, "b", "a", stated);
@@ -153,15 +159,16 @@ TEST(Compare, PerLinkExpectationsJudgeAOnePortChange) {
   EXPECT_TRUE(link_delta(c, "eth1").fails);
   EXPECT_EQ(link_delta(c, "eth1").expectation, "--expect-rest unchanged");
   // --expect-gain keeps its meaning: every link, so the untouched one fails.
-  CompareOptions gain;
-  gain.expect.gain_pct = 150;
+  LinkExpectations gain;
+  gain.gain_pct = 150;
   EXPECT_TRUE(link_delta(compare_results(before, upgraded, "b", "a", gain), "eth1").fails);
   // A link that appears only after the change is a FAIL row as much as one that vanished.
   c = compare_results(before, result({{"eth0", 100}, {"eth1", 100}, {"eth2", 100}}, 1000), "b", "a", {});
   EXPECT_TRUE(link_delta(c, "eth2").fails);
   EXPECT_EQ(link_delta(c, "eth2").verdict, LinkVerdict::missing);
-  EXPECT_THROW((void)parse_link_expectation("eth0"), UsageError);
-  EXPECT_THROW((void)parse_link_expectation("=5"), UsageError);
-  EXPECT_THROW((void)parse_link_expectation("eth0=lots"), UsageError);
-  EXPECT_EQ(parse_link_expectation("h4/eth0=+150%"), (std::pair<std::string, double>{"h4/eth0", 150.0}));
+  EXPECT_THROW((void)parse_expectations({"eth0"}, "", ""), UsageError);
+  EXPECT_THROW((void)parse_expectations({"=5"}, "", ""), UsageError);
+  EXPECT_THROW((void)parse_expectations({"eth0=lots"}, "", ""), UsageError);
+  EXPECT_EQ(parse_expectations({"h4/eth0=+150%"}, "", "").links,
+            (std::vector<std::pair<std::string, double>>{{"h4/eth0", 150.0}}));
 }

@@ -314,8 +314,7 @@ TEST(CompareTrials, PerLinkExpectations) {
     both.push_back(result(500 + j, 250 + j, 250 + j));
   }
   TrialCompareOptions o;
-  o.expect.links = {parse_link_expectation("n1/eth0=+150")};
-  o.expect.rest = LinkExpectations::Rest::unchanged;
+  o.expect = parse_expectations({"n1/eth0=+150"}, "unchanged", "");
   auto c = compare_trial_sets(set(before, "before"), set(after, "after"), o);
   EXPECT_FALSE(c.failed) << render_trial_comparison_text(c);
   EXPECT_EQ(metric(c, "link", "n1/eth0").expectation, "--expect n1/eth0=+150%");

@@ -37,16 +37,10 @@ struct LinkExpectations {
 // "40", "+150%", "-5": a percentage strictly between lo and hi; UsageError naming --option and the
 // text otherwise.
 double parse_percent(const std::string& text, const std::string& option, double lo, double hi);
-// "LINK=PCT" of --expect; UsageError naming the option and the text otherwise.
-std::pair<std::string, double> parse_link_expectation(const std::string& text);
 // compare's --expect LINK=PCT (each), --expect-rest and --expect-gain ("" = not given), checked
 // together; the same words in an A/B plan's [ab]. UsageError naming the option otherwise.
 LinkExpectations parse_expectations(const std::vector<std::string>& links, const std::string& rest,
                                     const std::string& gain);
-
-struct CompareOptions {
-  LinkExpectations expect;  // --expect, --expect-rest, --expect-gain
-};
 
 struct Delta {  // its fields are its JSON keys (compare.cpp)
   std::string name;
@@ -85,8 +79,7 @@ struct BondDelta {
 struct Comparison {
   std::string before_file, after_file;
   Delta aggregate;
-  std::vector<Delta> nodes;
-  std::vector<Delta> pairs;
+  std::vector<Delta> nodes, pairs;
   std::vector<LinkDelta> links;
   std::vector<BondDelta> bonds;
   std::vector<std::string> notes;
@@ -96,17 +89,15 @@ struct Comparison {
 // A saved result `compare` can read: schema fabperf.result, a version this build reads, the
 // aggregate, nodes and pairs present; UsageError naming the file otherwise.
 void check_result_schema(const nlohmann::json& doc, const std::string& file);
-// Throws UsageError naming the file and the problem (schema, version, unrelated runs).
-Comparison compare_results(const nlohmann::json& before, const nlohmann::json& after, const std::string& before_file,
-                           const std::string& after_file, const CompareOptions& opts);
+// Judged against `expect` (--expect, --expect-rest, --expect-gain). Throws UsageError naming the
+// files when the runs are unrelated (no node in common).
 Comparison compare_results(const ResultDoc& before, const ResultDoc& after, const std::string& before_file,
-                           const std::string& after_file, const CompareOptions& opts);
+                           const std::string& after_file, const LinkExpectations& expect);
 // "settings differ: buffsize ..." for each setting that makes two results incomparable.
 std::vector<std::string> settings_differ(const ResultDoc& before, const ResultDoc& after);
 
 // Bonds matched by (node, bond name) between the two results (src/report/compare_bonds.cpp).
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after);
-std::string render_bond_deltas_text(const std::vector<BondDelta>& bonds);
 
 std::string render_comparison_text(const Comparison& c);
 nlohmann::json render_comparison_json(const Comparison& c);
