@@ -109,10 +109,8 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
       s.good.push_back(h);
     }
   }
-  std::sort(s.suspects.begin(), s.suspects.end(),
-            [&](auto a, auto b) { return s.score[a] != s.score[b] ? s.score[a] < s.score[b] : a < b; });
-  std::sort(s.good.begin(), s.good.end(),
-            [&](auto a, auto b) { return s.score[a] != s.score[b] ? s.score[a] > s.score[b] : a < b; });
+  std::ranges::sort(s.suspects, {}, [&](auto h) { return std::pair(s.score[h], h); });
+  std::ranges::sort(s.good, {}, [&](auto h) { return std::pair(-s.score[h], h); });
   const auto list = [&](const std::vector<std::uint32_t>& v) {
     return v.empty() ? std::string("none") : name_list(host_names, v);
   };
@@ -162,52 +160,41 @@ std::optional<IsoRound> Isolator::next_round() {
   }
   IsoRound r;
   r.number = ++round_;
-  // Baseline pair: two good nodes other than `skip`, taken in turn so no node carries every step.
-  std::size_t rot = 0;
-  const auto base_pair = [&](IsoStep& st, const std::set<std::uint32_t>& busy) {
+  // One step: each suspect against its good peer, both ways at once, beside a baseline pair of two
+  // other good nodes, taken from `rot` on so that no node carries every step.
+  const auto add_step = [&](const std::vector<std::pair<std::uint32_t, std::uint32_t>>& tested, std::size_t rot) {
+    IsoStep st;
+    std::set<std::uint32_t> busy;
+    for (const auto& [c, peer] : tested) {
+      st.pairs.push_back({c, peer, "out", c});
+      st.pairs.push_back({peer, c, "in", c});
+      busy.insert({c, peer});
+    }
     std::vector<std::uint32_t> free;
     for (std::size_t i = 0; i < good_.size(); ++i) {
       const auto g = good_[(rot + i) % good_.size()];
       if (!busy.count(g)) free.push_back(g);
     }
-    ++rot;
     if (free.size() >= 2) {
       st.pairs.push_back({free[0], free[1], "base", free[0]});
       st.pairs.push_back({free[1], free[0], "base", free[1]});
     }
+    r.steps.push_back(std::move(st));
   };
   if (cand_.size() == 1) {
     r.kind = "confirm";
-    const auto c = cand_.front();
-    const std::size_t m = std::min(kConfirmPeers, good_.size());
-    for (std::size_t k = 0; k < m; ++k) {
-      IsoStep st;
-      const auto g = good_[k];
-      st.pairs.push_back({c, g, "out", c});
-      st.pairs.push_back({g, c, "in", c});
-      rot = k + 1;
-      base_pair(st, {c, g});
-      r.steps.push_back(std::move(st));
-    }
+    for (std::size_t k = 0; k < std::min(kConfirmPeers, good_.size()); ++k)
+      add_step({{cand_.front(), good_[k]}}, k + 1);
   } else {
     r.kind = "halving";
     const std::size_t half = (cand_.size() + 1) / 2;
     // Each tested suspect needs a good peer of its own, and two more good nodes set the baseline.
     const std::size_t per_step = std::max<std::size_t>(1, good_.size() - 2);
     for (std::size_t start = 0; start < half; start += per_step) {
-      IsoStep st;
-      std::set<std::uint32_t> busy;
-      for (std::size_t i = start, g = 0; i < std::min(half, start + per_step); ++i, ++g) {
-        const auto c = cand_[i];
-        const auto peer = good_[g];
-        st.pairs.push_back({c, peer, "out", c});
-        st.pairs.push_back({peer, c, "in", c});
-        busy.insert(c);
-        busy.insert(peer);
-      }
-      rot = per_step;
-      base_pair(st, busy);
-      r.steps.push_back(std::move(st));
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> tested;
+      for (std::size_t i = start; i < std::min(half, start + per_step); ++i)
+        tested.emplace_back(cand_[i], good_[i - start]);
+      add_step(tested, per_step);
     }
   }
   current_ = r;
@@ -235,10 +222,7 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     }
   }
   const double baseline = stats::median(base);
-  const auto link_of = [&](std::uint32_t h) {
-    const auto it = links.find(h);
-    return it == links.end() || it->second.empty() ? std::string() : it->second;
-  };
+  const auto link_of = [&](std::uint32_t h) { return links.count(h) ? links.at(h) : std::string(); };
   const auto median_of = [](auto& by_host, std::uint32_t h) {
     return by_host.count(h) ? stats::median(by_host[h]) : 0.0;
   };
@@ -260,12 +244,11 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     f.slow = f.median_mb < kSlowFraction * baseline;
     const std::string who = name_list(names_, peers[c]);
     const std::string subject = f.link.empty() ? f.node : f.node + " " + f.link;
-    f.text = f.slow
-                 ? fmt::format(
-                       "{}: {} MB/s against {} good peers, whose median is {} (sending {}, receiving {}; peers {})",
-                       subject, figure(f.median_mb), f.peers, figure(baseline), figure(f.out_mb), figure(f.in_mb), who)
-                 : fmt::format("{}: {} MB/s against {} good peers, whose median is {}: keeps up on its own (peers {})",
-                               subject, figure(f.median_mb), f.peers, figure(baseline), who);
+    f.text = fmt::format(
+        "{}: {} MB/s against {} good peers, whose median is {}{}", subject, figure(f.median_mb), f.peers,
+        figure(baseline),
+        f.slow ? fmt::format(" (sending {}, receiving {}; peers {})", figure(f.out_mb), figure(f.in_mb), who)
+               : fmt::format(": keeps up on its own (peers {})", who));
     trace_.push_back(fmt::format("round {} (confirm {} against {} peers, one at a time): {}", r.number, f.node, f.peers,
                                  f.slow ? "SLOW" : "cleared"));
     findings_.push_back(f);

@@ -21,26 +21,11 @@ struct KpiDef {
   const char* unit;
   double lo, hi;
 };
-const std::vector<KpiDef>& defs() {
-  static const std::vector<KpiDef> d{
-      {"min-node-mbps", &KpiSet::min_node_mbps, "node", ">=", "MB/s", 0, 1e9},
-      {"min-pair-mbps", &KpiSet::min_pair_mbps, "pair", ">=", "MB/s", 0, 1e9},
-      {"min-aggregate-mbps", &KpiSet::min_aggregate_mbps, "step", ">=", "MB/s", 0, 1e12},
-      {"min-spread", &KpiSet::min_spread, "aggregate", ">=", "min/max", 0, 1},
-      {"max-p99-latency-us", &KpiSet::max_p99_latency_us, "node", "<=", "us", 0, 1e12},
-      {"max-retransmits", &KpiSet::max_retransmits, "pair", "<=", "segments", 0, 1e15},
-      {"max-nic-errors", &KpiSet::max_nic_errors, "link", "<=", "packets", 0, 1e15},
-      {"min-link-mbps", &KpiSet::min_link_mbps, "link", ">=", "MB/s", 0, 1e9},
-      {"min-efficiency-pct", &KpiSet::min_efficiency_pct, "link", ">=", "%", 0, 100},
-      {"max-pause-frames", &KpiSet::max_pause_frames, "node", "<=", "frames", 0, 1e15},
-      {"max-discards", &KpiSet::max_discards, "node", "<=", "packets", 0, 1e15},
-      {"max-fec-uncorrected", &KpiSet::max_fec_uncorrected, "node", "<=", "blocks", 0, 1e15},
-      {"max-ecn-marks", &KpiSet::max_ecn_marks, "node", "<=", "packets", 0, 1e15},
-  };
-  return d;
-}
-const KpiDef& def(std::string_view name) {
-  for (const auto& d : defs()) {
+#define FABPERF_KPI_DEF(member, name, scope, op, unit, lo, hi) KpiDef{name, &KpiSet::member, scope, op, unit, lo, hi},
+constexpr KpiDef kKpiDefs[] = {FABPERF_KPIS(FABPERF_KPI_DEF)};
+#undef FABPERF_KPI_DEF
+const KpiDef& kpi_def(std::string_view name) {
+  for (const auto& d : kKpiDefs) {
     if (name == d.name) return d;
   }
   throw UsageError(fmt::format("unknown KPI '{}'", name));
@@ -58,16 +43,14 @@ bool KpiSet::empty() const {
 }
 
 const std::vector<std::string>& kpi_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const auto& d : defs()) n.emplace_back(d.name);
-    return n;
-  }();
+#define FABPERF_KPI_NAME(member, name, ...) name,
+  static const std::vector<std::string> names{FABPERF_KPIS(FABPERF_KPI_NAME)};
+#undef FABPERF_KPI_NAME
   return names;
 }
 
 void set_kpi(KpiSet& k, std::string_view name, double value) {
-  const auto& d = def(name);
+  const auto& d = kpi_def(name);
   if (!(value >= d.lo && value <= d.hi)) {
     throw UsageError(fmt::format("KPI '{}': {} is out of range ({}..{})", name, value, figure(d.lo), figure(d.hi)));
   }
@@ -89,7 +72,7 @@ KpiSet kpi_profile(std::string_view name) {
 
 KpiSet merge(const KpiSet& base, const KpiSet& over) {
   KpiSet k = base;
-  for (const auto& d : defs()) {
+  for (const auto& d : kKpiDefs) {
     if (over.*d.field) k.*d.field = over.*d.field;
   }
   return k;
@@ -97,7 +80,7 @@ KpiSet merge(const KpiSet& base, const KpiSet& over) {
 
 json to_json(const KpiSet& k) {
   json j = json::object();
-  for (const auto& d : defs()) {
+  for (const auto& d : kKpiDefs) {
     if (k.*d.field) j[d.name] = *(k.*d.field);
   }
   return j;
@@ -113,7 +96,7 @@ struct Judge {
 
   void operator()(const char* kpi, const std::optional<std::string>& step, std::string subject,
                   std::optional<double> value, std::string detail) {
-    const KpiDef& d = def(kpi);
+    const KpiDef& d = kpi_def(kpi);
     if (!(k.*d.field)) return;
     const double t = *(k.*d.field);
     const bool pass = value && (std::string(d.op) == ">=" ? *value >= t : *value <= t);
@@ -137,7 +120,7 @@ void counter_checks(Judge& check, const std::string& step, const std::string& na
   for (const auto& [kpi, cat] :
        {std::pair{"max-pause-frames", "pause"}, std::pair{"max-discards", "discard"},
         std::pair{"max-fec-uncorrected", "fec_uncorrected"}, std::pair{"max-ecn-marks", "ecn"}}) {
-    if (!(check.k.*def(kpi).field)) continue;
+    if (!(check.k.*kpi_def(kpi).field)) continue;
     if (!n.counters) {
       check(kpi, step, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, step));
       continue;
@@ -212,7 +195,7 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
         const std::string sub = name + "/" + l.link;
         if (!links.count(sub)) link_order.push_back(sub);
         auto& a = links[sub];
-        const double mb = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
+        const double mb = l.payload_mb_per_s();
         if (r.complete && mb > a.best_mbps) {
           a.best_mbps = mb;
           a.best_mbps_step = s.id;

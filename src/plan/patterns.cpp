@@ -147,13 +147,12 @@ nlohmann::json step_figures(Pattern p, std::size_t n, const ResultDoc& result) {
     // nccl-tests AlltoAll: algbw = S / t for S bytes per rank, (n-1)/n of which leave the rank;
     // busbw = algbw (n-1)/n. The operation ends with its slowest rank, so busbw is the slowest
     // node's send rate: what each rank's link carried.
-    double slowest = -1, sum = 0;
+    if (result.nodes.empty()) return nullptr;
+    double slowest = result.nodes.front().tx_mb_per_s, sum = 0;
     for (const auto& node : result.nodes) {
-      const double tx = node.tx_mb_per_s;
-      slowest = slowest < 0 ? tx : std::min(slowest, tx);
-      sum += tx;
+      slowest = std::min(slowest, node.tx_mb_per_s);
+      sum += node.tx_mb_per_s;
     }
-    if (slowest < 0) return nullptr;
     return {{"kind", "bus_bandwidth"},
             {"definition", "nccl-tests alltoall: busbw = algbw x (n-1)/n, from the slowest rank"},
             {"ranks", n},

@@ -41,50 +41,40 @@ KpiSet parse_kpis(const Ctx& c, const toml::table& t) {
   for (const auto& [key, v] : t) {
     const std::string name(key.str());
     if (name == "profile") continue;
-    const auto& names = kpi_names();
-    if (std::find(names.begin(), names.end(), name) == names.end())
-      c.fail(&v, name, fmt::format("unknown KPI (profile, {})", fmt::join(names, ", ")));
-    const double value = c.number(v, name);
+    if (std::ranges::count(kpi_names(), name) == 0)
+      c.fail(&v, name, fmt::format("unknown KPI (profile, {})", fmt::join(kpi_names(), ", ")));
+    const double value = c.number(v, name);  // (clang 14 cannot capture the binding v)
     c.wrap(&v, name, [&] { set_kpi(k, name, value); });
   }
   return k;
 }
 
 // A test's settings: `defaults` then the test's own table (the test wins).
-struct Merged {
-  std::map<std::string, const toml::node*> v;
-  const toml::node* get(const std::string& k) const {
-    const auto it = v.find(k);
-    return it == v.end() ? nullptr : it->second;
-  }
+struct Merged : std::map<std::string, const toml::node*> {
+  const toml::node* get(const std::string& k) const { return count(k) ? at(k) : nullptr; }
 };
 
 }  // namespace
 
 // The [ab] table: two hook commands, their names and timeout, what the comparison should find.
-AbHooks parse_ab(const Ctx& c, const toml::node& node) {
-  const auto* n = &node;
+AbHooks parse_ab(const Ctx& c, const toml::node& n) {
   AbHooks ab;
-  const auto& t = c.table(*n, "ab");
+  const auto& t = c.table(n, "ab");
   c.known_keys(t, {"a", "b", "a-name", "b-name", "hook-timeout", "expect", "expect-rest", "expect-gain"},
                "unknown field of [ab]");
-  for (const char* k : {"a", "b"}) {
+  for (const auto& [k, cmd] : {std::pair{"a", &ab.a}, std::pair{"b", &ab.b}}) {
     const auto* h = t.get(k);
-    if (!h) c.fail(n, k, "missing in [ab]: the command that switches to this configuration (run on this host)");
-    std::string cmd = c.str(*h, k);
-    if (cmd.find_first_not_of(" \t") == std::string::npos) c.fail(h, k, "empty command");
-    (std::string_view(k) == "a" ? ab.a : ab.b) = std::move(cmd);
+    if (!h) c.fail(&n, k, "missing in [ab]: the command that switches to this configuration (run on this host)");
+    *cmd = c.str(*h, k);
+    if (cmd->find_first_not_of(" \t") == std::string::npos) c.fail(h, k, "empty command");
   }
-  for (const char* k : {"a-name", "b-name"}) {
-    if (const auto* h = t.get(k)) {
-      std::string name = c.str(*h, k);
-      if (name.empty() || name.size() > 40 || name.find_first_of("\n\t") != std::string::npos) {
-        c.fail(h, k, "use a short name (1..40 characters, one line)");
-      }
-      (std::string_view(k) == "a-name" ? ab.a_name : ab.b_name) = std::move(name);
-    }
+  for (const auto& [k, name] : {std::pair{"a-name", &ab.a_name}, std::pair{"b-name", &ab.b_name}}) {
+    const auto* h = t.get(k);
+    if (h) *name = c.str(*h, k);
+    if (h && (name->empty() || name->size() > 40 || name->find_first_of("\n\t") != std::string::npos))
+      c.fail(h, k, "use a short name (1..40 characters, one line)");
   }
-  if (ab.a_name == ab.b_name) c.fail(n, "b-name", fmt::format("'{}' names both configurations", ab.a_name));
+  if (ab.a_name == ab.b_name) c.fail(&n, "b-name", fmt::format("'{}' names both configurations", ab.a_name));
   if (const auto* h = t.get("hook-timeout")) {
     ab.timeout_s = c.wrap(h, "hook-timeout", [&] {
       return std::chrono::duration<double>(parse_duration(c.scalar_text(*h, "hook-timeout"), "value")).count();
@@ -94,7 +84,7 @@ AbHooks parse_ab(const Ctx& c, const toml::node& node) {
   if (const auto* e = t.get("expect")) ab.expect = c.strings(*e, "expect");
   if (const auto* e = t.get("expect-rest")) ab.expect_rest = c.str(*e, "expect-rest");
   if (const auto* e = t.get("expect-gain")) ab.expect_gain = c.scalar_text(*e, "expect-gain");
-  (void)c.wrap(n, "ab", [&] { return parse_expectations(ab.expect, ab.expect_rest, ab.expect_gain); });
+  (void)c.wrap(&n, "ab", [&] { return parse_expectations(ab.expect, ab.expect_rest, ab.expect_gain); });
   return ab;
 }
 
@@ -216,7 +206,7 @@ PlanTest pattern_test(const Plan& plan, const std::string& pattern, const std::s
   if (concurrent_pairs != 1) t.insert("concurrent-pairs", std::int64_t{concurrent_pairs});
   if (k != 1) t.insert("k", std::int64_t{k});
   Merged m;
-  for (const auto& [key, v] : t) m.v[std::string(key.str())] = &v;
+  for (const auto& [key, v] : t) m[std::string(key.str())] = &v;
   PlanTest pt;
   pt.name = pattern;
   parse_test_pattern(Ctx(""), t, t, m, plan, pt);
@@ -251,23 +241,29 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   // Per-link pinning pairs link i with link i: counts must match (as on the command line).
   for (const auto& h : plan.hosts) {
     if (h.hp.links.size() != plan.hosts.front().hp.links.size()) {
-      throw UsageError(fmt::format(
-          "{}: field 'links': host '{}' has {} link addresses but '{}' has {}: give every host the same number",
-          c.where(harr), h.name, h.hp.links.size(), plan.hosts.front().name, plan.hosts.front().hp.links.size()));
+      c.fail(harr, "links",
+             fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
+                         h.hp.links.size(), plan.hosts.front().name, plan.hosts.front().hp.links.size()));
     }
   }
 
-  // Defaults.
-  Merged defaults;
-  if (const auto* d = root.get("defaults")) {
-    for (const auto& [key, v] : c.table(*d, "defaults")) {
+  // The settings of [defaults], then of each test over them (a test also has its name).
+  const auto merge_keys = [&](const toml::table& t, Merged& m, bool test) {
+    for (const auto& [key, v] : t) {
       const std::string k(key.str());
-      if (!test_keys().count(k)) {
+      if (test_keys().count(k) || (test && k == "name")) {
+        m[k] = &v;
+      } else if (!test) {
         c.fail(&v, k, "unknown setting (the names of 'fabperf run' options, e.g. time, buffsize, threads)");
+      } else {
+        c.fail(&v, k,
+               "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, "
+               "per-link, bind-dev, kpis, or a 'fabperf run' option such as time, buffsize, threads)");
       }
-      defaults.v[k] = &v;
     }
-  }
+  };
+  Merged defaults;
+  if (const auto* d = root.get("defaults")) merge_keys(c.table(*d, "defaults"), defaults, false);
 
   // Tests.
   const auto* tests = root.get("tests");
@@ -277,15 +273,7 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   for (const auto& tn : *tarr) {
     const auto& t = c.table(tn, "tests");
     Merged m = defaults;
-    for (const auto& [key, v] : t) {
-      const std::string k(key.str());
-      if (!test_keys().count(k) && k != "name") {
-        c.fail(&v, k,
-               "unknown test field (name, pattern, hosts, clients, servers, pairs, concurrent-pairs, k, target, "
-               "per-link, bind-dev, kpis, or a 'fabperf run' option such as time, buffsize, threads)");
-      }
-      m.v[k] = &v;
-    }
+    merge_keys(t, m, true);
     PlanTest pt;
     pt.name = c.name(tn, "test", " /", "spaces or '/'", plan.tests);
     parse_test_pattern(c, tn, t, m, plan, pt);

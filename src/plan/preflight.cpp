@@ -39,13 +39,11 @@ void one_value(const std::map<std::string, V>& by_link, std::vector<Finding>& ou
   const std::string common = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
                                return a.second < b.second;
                              })->first;
-  bool same = true;
+  const std::size_t before = out.size();
   for (const auto& [sub, v] : by_link) {
-    if (std::to_string(v) == common) continue;
-    same = false;
-    out.push_back(odd(sub, v, common));
+    if (std::to_string(v) != common) out.push_back(odd(sub, v, common));
   }
-  if (same) out.push_back({"ok", "", ok(common), ""});
+  if (out.size() == before) out.push_back({"ok", "", ok(common), ""});
 }
 
 // What the links say beyond their own findings: each node's smallest test MTU (for the MSS check)
@@ -219,6 +217,7 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
   std::vector<Finding> out;
   std::map<std::uint32_t, std::string> by_index;
   for (const auto& n : report.nodes) by_index[n.index] = label_of(names, n.name);
+  const auto pair_name = [&](std::uint32_t from, std::uint32_t to) { return by_index[from] + "->" + by_index[to]; };
 
   // Agents that answered but lost or failed during the probe.
   for (const auto& n : report.nodes) {
@@ -231,28 +230,26 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
   // Data connections: every pair must have moved data.
   for (const auto& c : report.connections) {
     if (!c.error.empty()) {
-      out.push_back({"error", by_index[c.node] + "->" + by_index[c.peer], "data connection failed: " + c.error,
+      out.push_back({"error", pair_name(c.node, c.peer), "data connection failed: " + c.error,
                      "open the agents' data ports between these hosts (firewall, routes)"});
     }
   }
   // Set-up fails when a data connection cannot be opened, so a pair here is connected; one that
   // moved nothing in the window is stalled rather than blocked.
-  std::size_t moved = 0;
   std::set<std::pair<std::uint32_t, std::uint32_t>> idle;
   for (const auto& p : report.pairs) {
-    if (p.tput.bytes > 0) {
-      ++moved;
-    } else {
-      idle.insert({p.client, p.server});
-      out.push_back(
-          {"warning", by_index[p.client] + "->" + by_index[p.server],
-           "connected, but moved no data in the probe window (an overloaded host, or a path that drops data after "
-           "the handshake)",
-           "check the hosts' load, and firewalls or routes that treat data differently from new connections"});
-    }
+    if (p.tput.bytes > 0) continue;
+    idle.insert({p.client, p.server});
+    out.push_back(
+        {"warning", pair_name(p.client, p.server),
+         "connected, but moved no data in the probe window (an overloaded host, or a path that drops data after "
+         "the handshake)",
+         "check the hosts' load, and firewalls or routes that treat data differently from new connections"});
   }
-  if (!report.pairs.empty() && moved == report.pairs.size()) {
-    out.push_back({"ok", "", fmt::format("all {} ordered pairs opened a data connection and moved data", moved), ""});
+  if (!report.pairs.empty() && idle.empty()) {
+    out.push_back({"ok", "",
+                   fmt::format("all {} ordered pairs opened a data connection and moved data", report.pairs.size()),
+                   ""});
   }
 
   const LinkFacts facts = link_findings(report, names, out);
@@ -269,7 +266,7 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
     const int expect = mtu - kTcpIpOverhead;
     if (static_cast<int>(p.snd_mss) + kMssSlack < expect) {
       out.push_back(
-          {"error", by_index[p.client] + "->" + by_index[p.server],
+          {"error", pair_name(p.client, p.server),
            fmt::format(
                "probe connection MSS {} but the interfaces' MTU {} allows about {}: a smaller MTU somewhere on the "
                "path (switch port, router) or MSS clamping",

@@ -34,11 +34,9 @@ class TomlReader {
     // No file: the options of `run --pattern` (plan::pattern_test), named as the command line spells them.
     if (file_.empty())
       throw TomlFileError(fmt::format("--{}: {}", field == "k" ? std::string_view("ring-k") : field, problem));
-    if (field.empty()) throw TomlFileError(fmt::format("{}: {}", where(n), problem));
-    throw TomlFileError(fmt::format("{}: field '{}': {}", where(n), field, problem));
-  }
-  [[nodiscard]] std::string where(const toml::node* n) const {
-    return fmt::format("{}:{}", file_, n ? n->source().begin.line : 1);  // a missing key: the file itself
+    const auto line = n ? n->source().begin.line : 1;  // a missing key: the file itself
+    if (field.empty()) throw TomlFileError(fmt::format("{}:{}: {}", file_, line, problem));
+    throw TomlFileError(fmt::format("{}:{}: field '{}': {}", file_, line, field, problem));
   }
 
   // Runs fn, turning a UsageError into one that names the file, line and field.
@@ -53,9 +51,14 @@ class TomlReader {
     }
   }
 
+  // A value of exactly type T, else "expected WHAT, got ...".
+  template <typename T>
+  T exact(const toml::node& n, std::string_view field, std::string_view what) const {
+    if (const auto v = n.value_exact<T>()) return *v;
+    fail(&n, field, fmt::format("expected {}, got {}", what, type_name(n)));
+  }
   std::string str(const toml::node& n, std::string_view field) const {
-    if (!n.is_string()) fail(&n, field, fmt::format("expected a string, got {}", type_name(n)));
-    return *n.value<std::string>();
+    return exact<std::string>(n, field, "a string");
   }
   // Numbers and strings become the text the command line would have carried.
   std::string scalar_text(const toml::node& n, std::string_view field) const {
@@ -71,15 +74,11 @@ class TomlReader {
   // An integer within lo..hi ("N is out of range (lo..hiUNIT)").
   std::int64_t integer(const toml::node& n, std::string_view field, std::int64_t lo, std::int64_t hi,
                        std::string_view unit = "") const {
-    if (!n.is_integer()) fail(&n, field, fmt::format("expected an integer, got {}", type_name(n)));
-    const auto v = *n.value<std::int64_t>();
+    const auto v = exact<std::int64_t>(n, field, "an integer");
     if (v < lo || v > hi) fail(&n, field, fmt::format("{} is out of range ({}..{}{})", v, lo, hi, unit));
     return v;
   }
-  bool boolean(const toml::node& n, std::string_view field) const {
-    if (!n.is_boolean()) fail(&n, field, fmt::format("expected true or false, got {}", type_name(n)));
-    return *n.value<bool>();
-  }
+  bool boolean(const toml::node& n, std::string_view field) const { return exact<bool>(n, field, "true or false"); }
   std::vector<std::string> strings(const toml::node& n, std::string_view field) const {
     const auto* a = n.as_array();
     if (!a) fail(&n, field, fmt::format("expected an array of strings, got {}", type_name(n)));

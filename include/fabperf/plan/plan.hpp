@@ -55,24 +55,32 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p);
 std::vector<std::string> parse_bind_devs(const std::string& text, std::size_t n_links);
 
 // ---- KPIs ----
+// Every KPI once: its KpiSet member; its name in plans and --kpi (also the "kpi" field of results);
+// what one check covers (node, pair, link: per step unless the comment says otherwise); how a value
+// meets the threshold; the unit; the range of a threshold. The counter KPIs sum every counter of
+// one category over a node's window (docs/counters.md).
+#define FABPERF_KPIS(X)                                                                                              \
+  X(min_node_mbps, "min-node-mbps", "node", ">=", "MB/s", 0, 1e9)            /* each client node's payload */        \
+  X(min_pair_mbps, "min-pair-mbps", "pair", ">=", "MB/s", 0, 1e9)            /* each client->server pair */          \
+  X(min_aggregate_mbps, "min-aggregate-mbps", "step", ">=", "MB/s", 0, 1e12) /* each step's aggregate */             \
+  X(min_spread, "min-spread", "aggregate", ">=", "min/max", 0, 1)            /* of node values over the test */      \
+  X(max_p99_latency_us, "max-p99-latency-us", "node", "<=", "us", 0, 1e12)   /* rpc latency, else ping delay */      \
+  X(max_retransmits, "max-retransmits", "pair", "<=", "segments", 0, 1e15)                                           \
+  X(max_nic_errors, "max-nic-errors", "link", "<=", "packets", 0, 1e15)          /* errors + drops over the test */  \
+  X(min_link_mbps, "min-link-mbps", "link", ">=", "MB/s", 0, 1e9)                /* best payload in the test */      \
+  X(min_efficiency_pct, "min-efficiency-pct", "link", ">=", "%", 0, 100)         /* best, vs its negotiated speed */ \
+  X(max_pause_frames, "max-pause-frames", "node", "<=", "frames", 0, 1e15)       /* PFC, pause, IB credit waits */   \
+  X(max_discards, "max-discards", "node", "<=", "packets", 0, 1e15)              /* NIC, qdisc and softnet drops */  \
+  X(max_fec_uncorrected, "max-fec-uncorrected", "node", "<=", "blocks", 0, 1e15) /* not repaired */                  \
+  X(max_ecn_marks, "max-ecn-marks", "node", "<=", "packets", 0, 1e15)            /* CE marks (NIC, IP, TCP) */
+
+#define FABPERF_KPI_MEMBER(member, ...) std::optional<double> member;
 struct KpiSet {
-  std::optional<double> min_node_mbps;       // each client node's payload MB/s, per step
-  std::optional<double> min_pair_mbps;       // each client->server pair, per step
-  std::optional<double> min_aggregate_mbps;  // each step's aggregate
-  std::optional<double> min_spread;          // min/max of the node values over the test (0..1)
-  std::optional<double> max_p99_latency_us;  // each client node's p99 (rpc latency, else ping delay)
-  std::optional<double> max_retransmits;     // segments per pair, per step
-  std::optional<double> max_nic_errors;      // errors + drops per link, summed over the test
-  std::optional<double> min_link_mbps;       // per link: the best payload MB/s it carried in the test
-  std::optional<double> min_efficiency_pct;  // per link: the best efficiency vs its negotiated speed
-  // Per node and step: the sum of every counter of one category over the window (docs/counters.md).
-  std::optional<double> max_pause_frames;     // PFC and global pause frames, IB credit waits
-  std::optional<double> max_discards;         // NIC discards, out-of-buffer, qdisc and softnet drops
-  std::optional<double> max_fec_uncorrected;  // FEC blocks/codewords that could not be repaired
-  std::optional<double> max_ecn_marks;        // ECN congestion-experienced marks (NIC, IP, TCP)
+  FABPERF_KPIS(FABPERF_KPI_MEMBER)
   [[nodiscard]] bool empty() const;
   friend bool operator==(const KpiSet&, const KpiSet&) = default;
 };
+#undef FABPERF_KPI_MEMBER
 // KPI names as written in plans and --kpi (also the "kpi" field of results).
 const std::vector<std::string>& kpi_names();
 // Sets one KPI by name; throws UsageError naming it when unknown or out of range.
