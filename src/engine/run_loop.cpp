@@ -210,9 +210,11 @@ Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
 // The interface each flow leaves on: the device it is bound to, else the one that owns its local
 // address ("" unknown).
 std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows) {
-  std::vector<std::string> out;
+  std::vector<std::string> out(flows.size());
   std::map<std::string, std::string> by_addr;
-  for (const auto* f : flows) out.push_back(f->device.empty() ? cached_interface(by_addr, f->local) : f->device);
+  std::ranges::transform(flows, out.begin(), [&](const Flow* f) {
+    return f->device.empty() ? cached_interface(by_addr, f->local) : f->device;
+  });
   return out;
 }
 
