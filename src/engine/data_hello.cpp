@@ -151,10 +151,7 @@ std::vector<std::uint8_t> binding(std::string_view test_id, const Hello& h, cons
   // Length-prefixed, so no two (test id, fields) pairs give the same bytes.
   add32(static_cast<std::uint32_t>(test_id.size()));
   b.insert(b.end(), test_id.begin(), test_id.end());
-  add32(h.client_node);
-  add32(h.server_node);
-  add32(h.conn_index);
-  add32(static_cast<std::uint32_t>(h.op));
+  for (const std::uint32_t v : {h.client_node, h.server_node, h.conn_index, static_cast<std::uint32_t>(h.op)}) add32(v);
   return b;
 }
 

@@ -1,3 +1,4 @@
+#include <fabperf/core/build_config.hpp>
 #include <fabperf/core/bytes.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
@@ -8,6 +9,11 @@
 #include <fabperf/sysinfo/links.hpp>
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
 #include <fabperf/sysinfo/sysstat.hpp>
+
+#include "engine/tcp_engine.hpp"
+#if FABPERF_HAVE_RDMA
+#include "engine/verbs_engine.hpp"
+#endif
 
 #include <pthread.h>
 #include <sched.h>
@@ -21,7 +27,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -60,13 +65,7 @@ LatencyHistogram& RunContext::add_histogram() {
 
 void RunContext::warn(std::string message) {
   std::lock_guard lk(mu_);
-  if (std::find(warnings_.begin(), warnings_.end(), message) == warnings_.end())
-    warnings_.push_back(std::move(message));
-}
-
-std::vector<std::string> RunContext::warnings() const {
-  std::lock_guard lk(mu_);
-  return warnings_;
+  if (std::ranges::find(warnings_, message) == warnings_.end()) warnings_.push_back(std::move(message));
 }
 
 std::size_t RunContext::flow_count() const {
@@ -105,19 +104,12 @@ void RunContext::request_stop() noexcept {
 }
 
 void RunContext::abort(std::string reason) noexcept {
-  {
-    std::lock_guard lk(mu_);
-    if (!aborted_.load()) abort_reason_ = std::move(reason);
-    aborted_.store(true);
-    stop_.store(true);
-  }
-  cv_.notify_all();
-  release_start();
-}
-
-std::string RunContext::abort_reason() const {
   std::lock_guard lk(mu_);
-  return abort_reason_;
+  if (!aborted_.load()) abort_reason_ = std::move(reason);
+  aborted_.store(true);
+  stop_.store(true);
+  started_ = true;  // as release_start(): no data thread waits for a start that will not come
+  cv_.notify_all();
 }
 
 bool RunContext::sleep_until(std::int64_t t) const {
@@ -129,16 +121,15 @@ bool RunContext::sleep_until(std::int64_t t) const {
 
 std::vector<Flow*> RunContext::flows() const {
   std::lock_guard lk(mu_);
-  std::vector<Flow*> out;
-  out.reserve(flows_.size());
-  for (const auto& f : flows_) out.push_back(f.get());
+  std::vector<Flow*> out(flows_.size());
+  std::ranges::transform(flows_, out.begin(), [](const auto& f) { return f.get(); });
   return out;
 }
 
 std::vector<const LatencyHistogram*> RunContext::histograms() const {
   std::lock_guard lk(mu_);
-  std::vector<const LatencyHistogram*> out;
-  for (const auto& h : histograms_) out.push_back(h.get());
+  std::vector<const LatencyHistogram*> out(histograms_.size());
+  std::ranges::transform(histograms_, out.begin(), [](const auto& h) { return h.get(); });
   return out;
 }
 
@@ -163,11 +154,6 @@ void RunContext::enter_data_thread(const char* role, std::uint32_t index, FlowRo
   }
 }
 
-std::vector<RunContext::ThreadEntry> RunContext::threads() const {
-  std::lock_guard lk(mu_);
-  return threads_;
-}
-
 proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node) {
   std::array<std::uint8_t, 4> node{};
   put_be32(node.data(), client_node);
@@ -185,13 +171,17 @@ const std::string& cached_interface(std::map<std::string, std::string>& cache, c
 }
 
 namespace {
+// One flow's counters at an instant: what the peer acknowledged (Flow::delivered_tx) and what
+// waits in the receive queue (Flow::queued_rx), nullopt where the transport could not say; msgs
+// and tcp only in a full snapshot.
+struct FlowSnap {
+  std::uint64_t tx{0}, rx{0}, msgs{0};
+  std::optional<std::uint64_t> delivered, queued;
+  TcpSample tcp;
+};
 struct Snapshot {
   std::int64_t t{0};
-  std::vector<std::uint64_t> tx, rx, msgs;
-  // What the peer acknowledged (Flow::delivered_tx); nullopt where the transport could not say.
-  std::vector<std::optional<std::uint64_t>> delivered;
-  std::vector<std::optional<std::uint64_t>> queued;  // Flow::queued_rx
-  std::vector<TcpSample> tcp;
+  std::vector<FlowSnap> flows;
   CpuTimes cpu;
   std::int64_t retrans_segs{-1};
   std::int64_t proc_cpu_ns{0};
@@ -200,19 +190,16 @@ struct Snapshot {
 Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
   Snapshot s;
   s.t = mono_now_ns();
-  s.tx.reserve(flows.size());
-  s.rx.reserve(flows.size());
-  s.delivered.reserve(flows.size());
+  s.flows.reserve(flows.size());
   for (const auto* f : flows) {
-    s.tx.push_back(f->counters.tx_bytes.load(std::memory_order_relaxed));
-    s.rx.push_back(f->counters.rx_bytes.load(std::memory_order_relaxed));
-    s.delivered.push_back(f->delivered_tx());
-    s.queued.push_back(f->queued_rx());
+    const FlowCounters& c = f->counters;
+    s.flows.push_back({c.tx_bytes.load(std::memory_order_relaxed), c.rx_bytes.load(std::memory_order_relaxed), 0,
+                       f->delivered_tx(), f->queued_rx(), TcpSample()});
   }
   if (!full) return s;
-  for (const auto* f : flows) {
-    s.msgs.push_back(f->counters.msgs.load(std::memory_order_relaxed));
-    s.tcp.push_back(f->sample_transport());
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    s.flows[i].msgs = flows[i]->counters.msgs.load(std::memory_order_relaxed);
+    s.flows[i].tcp = flows[i]->sample_transport();
   }
   s.cpu = read_cpu_times();
   s.retrans_segs = read_tcp_retrans_segs();
@@ -220,16 +207,15 @@ Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
   return s;
 }
 
-// The interfaces the test's flows leave on, by local address.
-std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows, std::vector<std::string>& per_flow) {
-  std::vector<std::string> names;
+// The interface each flow leaves on: the device it is bound to, else the one that owns its local
+// address ("" unknown).
+std::vector<std::string> flow_interfaces(const std::vector<Flow*>& flows) {
+  std::vector<std::string> out(flows.size());
   std::map<std::string, std::string> by_addr;
-  for (const auto* f : flows) {
-    std::string name = f->device.empty() ? cached_interface(by_addr, f->local) : f->device;
-    if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    per_flow.push_back(std::move(name));
-  }
-  return names;
+  std::ranges::transform(flows, out.begin(), [&](const Flow* f) {
+    return f->device.empty() ? cached_interface(by_addr, f->local) : f->device;
+  });
+  return out;
 }
 
 // MACs of the peers the bond's flows talk to, from the ARP table (layer2 hash prediction).
@@ -244,8 +230,7 @@ std::vector<std::pair<std::string, std::string>> bond_neighbors(const std::vecto
     if (!ip.empty() && ip.front() == '[') ip = ip.substr(1, ip.size() - 2);
     const auto it = arp.find(ip);
     if (it == arp.end()) continue;
-    if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == ip; }))
-      out.emplace_back(ip, it->second);
+    if (std::ranges::none_of(out, [&](const auto& p) { return p.first == ip; })) out.emplace_back(ip, it->second);
   }
   return out;
 }
@@ -299,37 +284,33 @@ std::vector<RdmaPortResult> flow_rdma_ports(const std::vector<Flow*>& flows) {
     if (colon == std::string::npos) continue;
     const std::string dev = f->rdma_port.substr(0, colon);
     const int port = std::atoi(f->rdma_port.c_str() + colon + 1);
-    if (std::any_of(out.begin(), out.end(),
-                    [&](const RdmaPortResult& r) { return r.device == dev && r.info.port == port; })) {
+    if (std::ranges::any_of(out, [&](const RdmaPortResult& r) { return r.device == dev && r.info.port == port; }))
       continue;
-    }
     RdmaPortResult& r = out.emplace_back();
     r.device = dev;
     r.info.port = port;
-    if (auto d = read_rdma_device(dev)) {
-      for (const auto& p : d->ports) {
-        if (p.port == port) r.info = p;
-      }
+    if (const auto d = read_rdma_device(dev)) {
+      if (const auto it = std::ranges::find(d->ports, port, &RdmaPort::port); it != d->ports.end()) r.info = *it;
     }
   }
   return out;
 }
 
-std::uint64_t sum(const std::vector<std::uint64_t>& v) {
-  return std::accumulate(v.begin(), v.end(), std::uint64_t{0});
+// A flow's payload delivered to its peer between two snapshots: the acknowledged bytes, or the
+// sender's own count where the transport could not say at either end.
+std::uint64_t delivered_between(const FlowSnap& a, const FlowSnap& b) {
+  if (a.delivered && b.delivered) return *b.delivered > *a.delivered ? *b.delivered - *a.delivered : 0;
+  return b.tx - a.tx;
 }
 
-// Flow i's payload delivered to its peer between two snapshots: the acknowledged bytes, or the
-// sender's own count where the transport could not say at either end.
-std::uint64_t delivered_between(const Snapshot& a, const Snapshot& b, std::size_t i) {
-  if (a.delivered[i] && b.delivered[i])
-    return *b.delivered[i] > *a.delivered[i] ? *b.delivered[i] - *a.delivered[i] : 0;
-  return b.tx[i] - a.tx[i];
-}
-std::uint64_t delivered_sum(const Snapshot& a, const Snapshot& b) {
-  std::uint64_t t = 0;
-  for (std::size_t i = 0; i < b.tx.size(); ++i) t += delivered_between(a, b, i);
-  return t;
+// The node's totals from snapshot a to b, stamped from the window's open.
+IntervalSample interval_between(std::int64_t open_t, const Snapshot& a, const Snapshot& b) {
+  IntervalSample out{b.t - open_t, 0, 0};
+  for (std::size_t i = 0; i < b.flows.size(); ++i) {
+    out.tx_bytes += delivered_between(a.flows[i], b.flows[i]);
+    out.rx_bytes += b.flows[i].rx - a.flows[i].rx;
+  }
+  return out;
 }
 
 // Data threads stop by themselves shortly after end_at; a peer that stalls is abandoned at the
@@ -365,32 +346,29 @@ void join_data_threads(RunContext& ctx, Engine& engine) {
 }
 
 // Flow i's figures over the window, from the two edges' snapshots.
-FlowResult flow_result(const Flow& f, const Snapshot& open, const Snapshot& close, std::size_t i,
-                       const std::string& iface) {
-  FlowResult x;
-  x.id = f.id;
-  x.role = f.role;
-  x.op = f.op;
-  x.peer_node = f.peer_node;
-  x.local = f.local;
-  x.remote = f.remote;
-  x.tx_bytes_total = f.counters.tx_bytes.load();
-  x.rx_bytes_total = f.counters.rx_bytes.load();
-  x.tx_bytes_window = close.tx[i] - open.tx[i];
-  x.tx_delivered_window = delivered_between(open, close, i);
-  x.rx_bytes_window = close.rx[i] - open.rx[i];
-  if (open.queued[i] && close.queued[i])
-    x.rx_queued_delta = static_cast<std::int64_t>(*close.queued[i]) - static_cast<std::int64_t>(*open.queued[i]);
-  x.msgs_window = close.msgs[i] - open.msgs[i];
-  const auto& t0 = open.tcp[i];
-  const auto& t1 = close.tcp[i];
-  x.retrans_window = t1.total_retrans >= t0.total_retrans ? t1.total_retrans - t0.total_retrans : 0;
-  x.tcp = t1.valid ? t1 : f.sample_transport();
-  x.error = f.error();
-  x.iface = iface;
-  x.verify_errors = f.counters.verify_errors.load();
-  x.rdma_port = f.rdma_port;
-  return x;
+FlowResult flow_result(const Flow& f, const FlowSnap& open, const FlowSnap& close, const std::string& iface) {
+  const std::uint64_t retrans0 = open.tcp.total_retrans, retrans1 = close.tcp.total_retrans;
+  return {.id = f.id,
+          .role = f.role,
+          .op = f.op,
+          .peer_node = f.peer_node,
+          .local = f.local,
+          .remote = f.remote,
+          .tx_bytes_total = f.counters.tx_bytes.load(),
+          .rx_bytes_total = f.counters.rx_bytes.load(),
+          .tx_bytes_window = close.tx - open.tx,
+          .rx_bytes_window = close.rx - open.rx,
+          .tx_delivered_window = delivered_between(open, close),
+          .rx_queued_delta = open.queued && close.queued
+                                 ? static_cast<std::int64_t>(*close.queued) - static_cast<std::int64_t>(*open.queued)
+                                 : 0,
+          .msgs_window = close.msgs - open.msgs,
+          .retrans_window = retrans1 >= retrans0 ? retrans1 - retrans0 : 0,
+          .tcp = close.tcp.valid ? close.tcp : f.sample_transport(),
+          .error = f.error(),
+          .iface = iface,
+          .verify_errors = f.counters.verify_errors.load(),
+          .rdma_port = f.rdma_port};
 }
 }  // namespace
 
@@ -413,25 +391,20 @@ void TestRun::start(const Schedule& schedule, std::function<void(AgentResult)> o
   engine_->seal(*ctx_);
   // Interfaces are looked up before the start, so the window's edges only read counters; the
   // CPU list follows the NIC's NUMA node unless the user chose one (or none).
-  for (const auto& name : flow_interfaces(ctx_->flows(), flow_iface_)) {
-    if (auto info = read_link(name)) links_.push_back(LinkResult{std::move(*info), {}, false, {}});
-  }
+  auto add_link = [this](const std::string& name) {
+    if (!name.empty() && std::ranges::none_of(links_, [&](const LinkResult& l) { return l.info.name == name; })) {
+      if (auto info = read_link(name)) links_.push_back(LinkResult{std::move(*info), {}, false, {}});
+    }
+  };
+  flow_iface_ = flow_interfaces(ctx_->flows());
+  for (const auto& name : flow_iface_) add_link(name);
   // A bond's members are links too: their counters show how the bond spread the traffic.
   const std::size_t flow_links = links_.size();
   for (std::size_t i = 0; i < flow_links; ++i) {
-    if (links_[i].info.kind != "bond") continue;
-    auto bond = read_bond(links_[i].info.name);
+    const auto bond = links_[i].info.kind == "bond" ? read_bond(links_[i].info.name) : std::nullopt;
     if (!bond) continue;
-    BondResult br;
-    br.at_open = *bond;
-    br.neighbors = bond_neighbors(ctx_->flows(), flow_iface_, bond->name);
-    for (const auto& m : bond->members) {
-      const bool have =
-          std::any_of(links_.begin(), links_.end(), [&](const LinkResult& l) { return l.info.name == m.name; });
-      if (auto info = have ? std::nullopt : read_link(m.name))
-        links_.push_back(LinkResult{std::move(*info), {}, false, {}});
-    }
-    bonds_.push_back(std::move(br));
+    for (const auto& m : bond->members) add_link(m.name);
+    bonds_.push_back({*bond, {}, bond_neighbors(ctx_->flows(), flow_iface_, bond->name)});
   }
   rdma_ports_ = flow_rdma_ports(ctx_->flows());
   const TestSpec& spec = ctx_->spec();
@@ -455,9 +428,7 @@ void TestRun::abort(const std::string& reason) noexcept {
 void TestRun::finish() {
   std::lock_guard lk(finish_mu_);
   if (driver_.joinable()) driver_.join();
-  if (!engine_started_) {
-    engine_->abort();
-  }
+  if (!engine_started_) engine_->abort();
   engine_->join();
 }
 
@@ -497,7 +468,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
         if (!ctx.sleep_until(t)) break;
         Snapshot cur = take_snapshot(flows, false);
         sample_counters(r, open.t);
-        r.intervals.push_back({cur.t - open.t, delivered_sum(prev, cur), sum(cur.rx) - sum(prev.rx)});
+        r.intervals.push_back(interval_between(open.t, prev, cur));
         prev = std::move(cur);
       }
       if (ctx.sleep_until(s.window_close)) {
@@ -510,7 +481,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
           const double c = read_thread_cpu_s(threads[i].tid);
           if (c >= 0 && thread_cpu_open[i] >= 0) r.threads.push_back({threads[i].label, c - thread_cpu_open[i]});
         }
-        r.intervals.push_back({close.t - open.t, delivered_sum(prev, close), sum(close.rx) - sum(prev.rx)});
+        r.intervals.push_back(interval_between(open.t, prev, close));
       }
     }
     ctx.sleep_until(s.end_at);
@@ -519,10 +490,8 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   ctx.release_start();
   join_data_threads(ctx, *engine_);
 
-  if (ctx.aborted()) {
-    r.aborted = true;
-    r.abort_reason = ctx.abort_reason();
-  }
+  r.aborted = ctx.aborted();
+  if (r.aborted) r.abort_reason = ctx.abort_reason();
   if (!have_close) {
     // Aborted inside the window: what was measured up to now still counts, over the time it took.
     close = take_snapshot(flows, true);
@@ -542,7 +511,7 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   }
   r.process_cpu_s = static_cast<double>(close.proc_cpu_ns - open.proc_cpu_ns) / 1e9;
   for (std::size_t i = 0; i < flows.size(); ++i)
-    r.flows.push_back(flow_result(*flows[i], open, close, i, flow_iface[i]));
+    r.flows.push_back(flow_result(*flows[i], open.flows[i], close.flows[i], flow_iface[i]));
   if (const auto hists = ctx.histograms(); !hists.empty()) {
     r.latency.emplace();
     for (const auto* h : hists) r.latency->merge(*h);
@@ -551,6 +520,21 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   r.trials = engine_->trials();
   r.warnings = ctx.warnings();
   on_done(std::move(r));
+}
+
+std::unique_ptr<Engine> make_engine(Transport t) {
+  switch (t) {
+    case Transport::tcp: return std::make_unique<TcpEngine>();
+    case Transport::rdma:
+#if FABPERF_HAVE_RDMA
+      return make_verbs_engine();
+#else
+      throw UsageError(
+          "--transport rdma: fabperf was built without RDMA support (install libibverbs-dev and librdmacm-dev, then "
+          "rebuild)");
+#endif
+  }
+  throw UsageError("unknown transport");
 }
 
 }  // namespace fabperf

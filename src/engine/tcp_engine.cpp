@@ -34,10 +34,10 @@ using namespace tcp;
 
 namespace {
 using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
-// Closes the socket on the way out of a failed set-up; release() hands it on.
-struct SocketGuard {
+// Closes the descriptor on the way out of a failed set-up; release() hands it on.
+struct FdGuard {
   int fd;
-  ~SocketGuard() {
+  ~FdGuard() {
     if (fd >= 0) ::close(fd);
   }
   int release() { return std::exchange(fd, -1); }
@@ -50,61 +50,93 @@ void set_port(sockaddr* sa, std::uint16_t port) {
 
 // --bind-dev: one device per link, every one checked before any connection opens.
 std::vector<std::string> resolve_bind_devs(const ClientPlan& plan) {
-  std::vector<std::string> out;
-  if (plan.bind_devs.size() == 1 && plan.bind_devs.front() == "auto") {
-    if (plan.source_addrs.empty()) {
-      throw UsageError("--bind-dev auto: this client has no link addresses (give it as NAME@ADDR+ADDR)");
-    }
-    for (const auto& a : plan.source_addrs) {
-      std::string dev = interface_of_address(a);
-      if (dev.empty()) {
-        throw UsageError(fmt::format("--bind-dev auto: no interface of {} owns link address {}", local_hostname(), a));
-      }
-      out.push_back(std::move(dev));
-    }
-    return out;
+  // auto: the interface that owns each link address.
+  const bool automatic = plan.bind_devs.size() == 1 && plan.bind_devs.front() == "auto";
+  if (automatic && plan.source_addrs.empty()) {
+    throw UsageError("--bind-dev auto: this client has no link addresses (give it as NAME@ADDR+ADDR)");
   }
-  for (const auto& d : plan.bind_devs) {
-    if (::if_nametoindex(d.c_str()) == 0) {
-      throw UsageError(fmt::format("--bind-dev {}: no such network interface on {}", d, local_hostname()));
+  std::vector<std::string> out;
+  for (const auto& name : automatic ? plan.source_addrs : plan.bind_devs) {
+    std::string dev = automatic ? interface_of_address(name) : name;
+    if (automatic && dev.empty()) {
+      throw UsageError(fmt::format("--bind-dev auto: no interface of {} owns link address {}", local_hostname(), name));
     }
-    out.push_back(d);
+    if (!automatic && ::if_nametoindex(dev.c_str()) == 0) {
+      throw UsageError(fmt::format("--bind-dev {}: no such network interface on {}", dev, local_hostname()));
+    }
+    out.push_back(std::move(dev));
   }
   return out;
 }
 }  // namespace
 
+// ---- Socket tuning: --socksize, the data-plane options (congestion control, pacing, busy poll,
+// not-sent low-water mark, zerocopy) and timeouts. Failures of options become reported warnings
+// (the kernel lacks the feature or refuses the value), never silent changes.
+
+namespace tcp {
+void set_timeouts(int fd, int ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = static_cast<suseconds_t>(ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+void prepare_socket(int fd, RunContext& ctx, std::atomic<bool>& warned) {
+  const TestSpec& spec = ctx.spec();
+  // Set later, the host's default would have had the connection first: bbr switches on TCP's own
+  // pacing (a timer per transmit, firing on any CPU), and switching to cubic leaves it on. On a
+  // veth pair that reorders the flow's packets (docs/performance.md, 2026-12-05).
+  if (!spec.congestion().empty() && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, spec.congestion().data(),
+                                               static_cast<socklen_t>(spec.congestion().size())) != 0) {
+    ctx.warn(
+        fmt::format("--congestion {}: refused by the kernel ({}; see "
+                    "/proc/sys/net/ipv4/tcp_available_congestion_control)",
+                    spec.congestion(), errno_text(errno)));
+  }
+  const auto want = spec.socksize();
+  if (want == 0) return;
+  // What the kernel granted: it doubles the requested value for bookkeeping, and half of what it
+  // reports is usable data.
+  auto granted = [fd, v = static_cast<int>(want)](int name) {
+    setsockopt(fd, SOL_SOCKET, name, &v, sizeof v);
+    int got = 0;
+    socklen_t len = sizeof got;
+    getsockopt(fd, SOL_SOCKET, name, &got, &len);
+    return static_cast<std::uint64_t>(got) / 2;
+  };
+  const auto snd_got = granted(SO_SNDBUF);
+  const auto rcv_got = granted(SO_RCVBUF);
+  if ((snd_got < want || rcv_got < want) && !warned.exchange(true)) {
+    const SocketLimits limits = read_socket_limits();
+    ctx.warn(
+        fmt::format("socksize {}: the kernel clamped SO_SNDBUF to {} and SO_RCVBUF to {} (net.core.wmem_max={}, "
+                    "net.core.rmem_max={}); raise them with sysctl to get the requested size",
+                    format_size(want), format_size(snd_got), format_size(rcv_got), limits.wmem_max, limits.rmem_max));
+  }
+}
+
+// Applies the test's data-plane tuning to one connection; failures become reported warnings
+// (the kernel lacks the feature, or the value is refused), never silent changes.
+void tune_socket(int fd, RunContext& ctx) {
+  const TestSpec& spec = ctx.spec();
+  // An option the test sets (v non-zero); `what` names it in the warning, v filling its {}.
+  auto opt = [&](int level, int name, const auto v, fmt::format_string<decltype(v)&> what) {
+    if (v == 0 || setsockopt(fd, level, name, &v, sizeof v) == 0) return;
+    const int e = errno;
+    ctx.warn(fmt::format("{}: refused by the kernel ({})", fmt::format(what, v), errno_text(e)));
+  };
+  opt(SOL_SOCKET, SO_MAX_PACING_RATE, std::uint64_t{spec.rate()}, "--rate {} B/s");
+  opt(SOL_SOCKET, SO_BUSY_POLL, static_cast<int>(spec.busy_poll_us()),
+      "--busy-poll {} us (needs CAP_NET_ADMIN above net.core.busy_poll)");
+  opt(IPPROTO_TCP, TCP_NOTSENT_LOWAT, static_cast<int>(spec.notsent_lowat()), "--notsent-lowat {}");
+  opt(SOL_SOCKET, SO_ZEROCOPY, static_cast<int>(spec.zerocopy()), "--zerocopy (SO_ZEROCOPY)");
+}
+}  // namespace tcp
+
 std::uint64_t estimate_buffer_memory(const TestSpec& spec, std::uint64_t flows) {
   return spec.buffsize() + flows * std::min<std::uint64_t>(spec.buffsize(), kRecvChunkLarge);
-}
-
-// ---- TcpFlow ------------------------------------------------------------------------------
-
-TcpFlow::TcpFlow(int fd, FlowRole r, FlowOp o, std::uint32_t peer, std::string local_addr, std::string remote_addr)
-    : Flow(r, o, peer, std::move(local_addr), std::move(remote_addr)), fd_(fd) {}
-
-TcpFlow::~TcpFlow() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-TcpSample TcpFlow::sample_transport() const {
-  TcpSample s;
-  tcp_info ti{};
-  socklen_t len = sizeof ti;
-  if (getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return s;
-  s.valid = true;
-  s.total_retrans = ti.tcpi_total_retrans;
-  s.rtt_us = ti.tcpi_rtt;
-  s.rttvar_us = ti.tcpi_rttvar;
-  s.snd_mss = ti.tcpi_snd_mss;
-  s.rcv_mss = ti.tcpi_rcv_mss;
-  s.pmtu = ti.tcpi_pmtu;
-  s.snd_cwnd = ti.tcpi_snd_cwnd;
-  return s;
-}
-
-void TcpFlow::shutdown_both() noexcept {
-  ::shutdown(fd_, SHUT_RDWR);
 }
 
 TcpEngine::TcpEngine() = default;
@@ -129,7 +161,6 @@ std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan)
   const auto l =
       net::listen_any_port(plan.bind_address, 4096, "data", [&](int fd) { prepare_socket(fd, ctx, socksize_warned_); });
   listen_fd_ = l.fd;
-  const std::uint16_t port = l.port;
   if (accept_wake_fd_ < 0) accept_wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // -1: the 1 s tick ends it
   try {
     accept_thread_ = std::thread([this] { accept_loop(); });
@@ -137,36 +168,34 @@ std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan)
     // A host out of threads: a typed set-up error, never std::terminate (join() closes the listener).
     throw SystemError("start the data accept thread on", plan.bind_address, e.code().value());
   }
-  return port;
+  return l.port;
 }
 
-int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
-                           const ClientPlan& plan) {
+TcpFlow* TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
+                                const ClientPlan& plan) {
   RunContext& ctx = *ctx_;
   // Per-link pinning: the pair's connection c uses link c mod L on both ends.
   const std::string& host = t.link_hosts.empty() ? t.host : t.link_hosts[pair_conn % t.link_hosts.size()];
   const std::string source = plan.source_addrs.empty() ? "" : plan.source_addrs[pair_conn % plan.source_addrs.size()];
+  const std::string device = bind_devs_.empty() ? "" : bind_devs_[pair_conn % bind_devs_.size()];
   const std::string where =
       host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, t.port) : fmt::format("{}:{}", host, t.port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  const std::string port = std::to_string(t.port);
-  const int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  const int gai = getaddrinfo(host.c_str(), std::to_string(t.port).c_str(), &hints, &res);
   if (gai != 0) throw SystemError("resolve data address", where, gai_strerror(gai));
   const AddrInfoPtr res_owner(res, freeaddrinfo);
-  SocketGuard sock{::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
+  FdGuard sock{::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
   const int fd = sock.fd;
   if (fd < 0) throw SystemError("socket for", where, errno);
-  if (!bind_devs_.empty()) {
-    const std::string& dev = bind_devs_[pair_conn % bind_devs_.size()];
-    if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev.c_str(), static_cast<socklen_t>(dev.size())) != 0) {
-      if (errno == EPERM) {
-        throw SystemError("--bind-dev", dev,
-                          "SO_BINDTODEVICE needs CAP_NET_RAW here: run the agent as root or grant it cap_net_raw");
-      }
-      throw SystemError("--bind-dev: bind data connection to device", dev, errno);
+  if (!device.empty() &&
+      setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, device.c_str(), static_cast<socklen_t>(device.size())) != 0) {
+    if (errno == EPERM) {
+      throw SystemError("--bind-dev", device,
+                        "SO_BINDTODEVICE needs CAP_NET_RAW here: run the agent as root or grant it cap_net_raw");
     }
+    throw SystemError("--bind-dev: bind data connection to device", device, errno);
   }
   std::string bind_addr = source;
   std::optional<std::uint16_t> bind_port;
@@ -176,14 +205,13 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
     // The kernel's choice of source address, asked without sending anything (UDP connect).
     std::string src_ip = source;
     if (src_ip.empty()) {
-      const int u = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      const FdGuard udp{::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
-      if (u >= 0 && ::connect(u, res->ai_addr, res->ai_addrlen) == 0 &&
-          getsockname(u, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      if (udp.fd >= 0 && ::connect(udp.fd, res->ai_addr, res->ai_addrlen) == 0 &&
+          getsockname(udp.fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
         src_ip = numeric_host(ss);
       }
-      if (u >= 0) ::close(u);
     }
     if (!src_ip.empty()) {
       bind_addr = src_ip;
@@ -198,32 +226,21 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
     addrinfo* src = nullptr;
     const int g2 = getaddrinfo(bind_addr.c_str(), "0", &sh, &src);
     const AddrInfoPtr src_owner(src, freeaddrinfo);
-    int b = -1;
-    int e = 0;
-    if (g2 == 0) {
-      if (bind_port) {
-        // A chosen port may be in use (or in TIME_WAIT from an earlier test): take the next one
-        // that lands on the same member.
-        const int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        for (int attempt = 0; attempt < 64 && bind_port; ++attempt) {
-          set_port(src->ai_addr, *bind_port);
-          b = ::bind(fd, src->ai_addr, src->ai_addrlen);
-          e = errno;
-          if (b == 0 || e != EADDRINUSE) break;
-          spread_port_taken(bind_addr, *bind_port);
-          bind_port = spread_port(bind_addr, numeric_host(dst), t.port, attempt + 1);
-        }
-      }
-      if (!bind_port) {
-        b = ::bind(fd, src->ai_addr, src->ai_addrlen);
-        e = errno;
-      }
-    }
-    if (g2 != 0 || b != 0) {
-      throw SystemError(bind_port ? "bind data connection to spread port on" : "bind data connection to link address",
-                        bind_port ? fmt::format("{}:{}", bind_addr, *bind_port) : bind_addr,
-                        g2 != 0 ? std::string(gai_strerror(g2)) : errno_text(e));
+    auto bind_failed = [&](const std::string& why) {
+      return SystemError(bind_port ? "bind data connection to spread port on" : "bind data connection to link address",
+                         bind_port ? fmt::format("{}:{}", bind_addr, *bind_port) : bind_addr, why);
+    };
+    if (g2 != 0) throw bind_failed(gai_strerror(g2));
+    const int one = 1;
+    if (bind_port) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    // A chosen port may be in use (or in TIME_WAIT from an earlier test): take the next one that
+    // lands on the same member.
+    for (int attempt = 1;; ++attempt) {
+      if (bind_port) set_port(src->ai_addr, *bind_port);
+      if (::bind(fd, src->ai_addr, src->ai_addrlen) == 0) break;
+      const int e = errno;
+      if (!bind_port || e != EADDRINUSE || attempt == 64) throw bind_failed(errno_text(e));
+      bind_port = spread_port(bind_addr, numeric_host(dst), t.port, attempt);
     }
   }
   prepare_socket(fd, ctx, socksize_warned_);
@@ -244,7 +261,65 @@ int TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn
   } else if (rc != 0) {
     throw SystemError("data connection to", where, errno);
   }
-  return open_data_connection(sock.release(), where, t, op, conn_index, plan);
+  client_handshake(fd, where, plan.token, plan.test_id,
+                   {static_cast<data_hello::Op>(static_cast<int>(op) + 1), ctx.node_index(), t.node_index, conn_index,
+                    auth::make_nonce()});
+  return add_flow(ctx, sock.release(), FlowRole::client, op, t.node_index, sockaddr_text(dst),
+                  op == FlowOp::probe ? "" : device);
+}
+
+// --spread-ports: each connection's source port chosen so that the local bond's transmit hash
+// puts it on the next member (round-robin over the usable members), with the kernel's own hash
+// (sysinfo/bonding). Set-up thread only.
+std::optional<std::uint16_t> TcpEngine::spread_port(const std::string& src_ip, const std::string& dst_ip,
+                                                    std::uint16_t dst_port, int attempt) {
+  auto [it, fresh] = spread_.try_emplace(src_ip);
+  Spread& sp = it->second;
+  if (fresh) {
+    const std::string iface = interface_of_address(src_ip);
+    const auto bond = read_bond(iface);
+    const auto policy = bond ? parse_hash_policy(bond->hash_policy) : std::nullopt;
+    const int members = bond ? static_cast<int>(usable_members(*bond).size()) : 0;
+    if (!bond) {
+      ctx_->warn(fmt::format("--spread-ports: {} leaves on {}, which is not a bond: ports left to the kernel", src_ip,
+                             iface.empty() ? "an unknown interface" : iface));
+    } else if (!bond_hashes(*bond) || !policy || !policy_uses_ports(*policy)) {
+      ctx_->warn(fmt::format("--spread-ports: bond {} ({}{}) does not choose members by port: ports left to the kernel",
+                             bond->name, bond->mode, bond->hash_policy.empty() ? "" : ", " + bond->hash_policy));
+    } else if (members < 1) {
+      ctx_->warn(fmt::format("--spread-ports: bond {} has no usable member: ports left to the kernel", bond->name));
+    } else {
+      sp.bond = bond->name;
+      sp.policy = *policy;
+      sp.members = members;
+    }
+  }
+  if (sp.bond.empty()) return std::nullopt;
+  // A retry after EADDRINUSE stays on the member the first attempt aimed at.
+  const int member =
+      static_cast<int>((attempt == 0 ? sp.next++ : sp.next - 1) % static_cast<std::uint32_t>(sp.members));
+  FlowHeaders h;
+  h.src_ip = src_ip;
+  h.dst_ip = dst_ip;
+  h.dst_port = dst_port;
+  // Below the default ephemeral range (32768-60999), so the kernel's own choices do not collide.
+  const auto port = port_for_member(sp.policy, h, member, sp.members, 10000, 32767, sp.taken);
+  if (port) sp.taken.push_back(*port);
+  return port;
+}
+
+TcpFlow* TcpEngine::add_flow(RunContext& ctx, int fd, FlowRole role, FlowOp op, std::uint32_t peer, std::string remote,
+                             std::string device) {
+  // Back to blocking with a tick, for the data loops.
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  set_timeouts(fd, kTickMs);
+  auto flow = std::make_unique<TcpFlow>(fd, role, op, peer, local_text(fd), std::move(remote));
+  flow->device = std::move(device);
+  auto* raw = flow.get();
+  ctx.add_flow(std::move(flow));
+  std::lock_guard lk(mu_);
+  (role == FlowRole::server ? server_flows_ : client_flows_).push_back(raw);
+  return raw;
 }
 
 void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
@@ -253,55 +328,28 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
   if (ctx_ != &ctx) ctx_ = &ctx;
   bind_devs_ = resolve_bind_devs(plan);
   const TestSpec& spec = ctx.spec();
-  const std::uint32_t per_pair = spec.connections_per_pair();
-  // A connected socket, as a client flow of this engine.
-  auto add_client_flow = [&](int fd, FlowOp op, std::uint32_t node, std::string device) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-    auto flow = std::make_unique<TcpFlow>(fd, FlowRole::client, op, node, local_text(fd), sockaddr_text(ss));
-    flow->device = std::move(device);
-    auto* raw = flow.get();
-    ctx.add_flow(std::move(flow));
-    std::lock_guard lk(mu_);
-    client_flows_.push_back(raw);
-    return raw;
-  };
   std::uint32_t conn_index = 0;
   for (const auto& t : plan.targets) {
     std::vector<RpcConn*> row;
-    for (std::uint32_t c = 0; c < per_pair; ++c) {
+    for (std::uint32_t c = 0; c < spec.connections_per_pair(); ++c) {
       const FlowOp op = spec.mode() != Mode::stream ? FlowOp::rpc : pair_writes(spec, c) ? FlowOp::write : FlowOp::read;
-      TcpFlow* flow = add_client_flow(connect_one(t, op, conn_index++, c, plan), op, t.node_index,
-                                      bind_devs_.empty() ? "" : bind_devs_[c % bind_devs_.size()]);
-      if (spec.mode() == Mode::rpc) {
-        std::lock_guard lk(mu_);
-        rpc_conns_.push_back(std::make_unique<RpcConn>(flow));
-        row.push_back(rpc_conns_.back().get());
-      }
+      TcpFlow* flow = connect_one(t, op, conn_index++, c, plan);
+      if (spec.mode() == Mode::rpc) row.push_back(rpc_conns_.emplace_back(std::make_unique<RpcConn>(flow)).get());
     }
     if (spec.mode() == Mode::rpc) rpc_table_.push_back(std::move(row));
     // One more connection per server for delay pings; it carries no test data.
-    if (spec.delay_probe().count() == 0) continue;
-    TcpFlow* probe =
-        add_client_flow(connect_one(t, FlowOp::probe, conn_index++, 0, plan), FlowOp::probe, t.node_index, "");
-    std::lock_guard lk(mu_);
-    probe_flows_.push_back(probe);
+    if (spec.delay_probe().count() != 0) probe_flows_.push_back(connect_one(t, FlowOp::probe, conn_index++, 0, plan));
   }
   if (spec.mode() == Mode::rpc) {
     for (std::uint32_t t = 0; t < spec.threads(); ++t) tester_hist_.push_back(&ctx.add_histogram());
   }
   // Bond sanity before the test: what the flows leave on, and how many peers each bond talks to.
-  std::map<std::string, std::set<std::string>> bond_peers;
-  std::map<std::string, bool> is_bond;
-  std::map<std::string, std::string> iface_of;  // by local address without the port
+  std::map<std::string, std::set<std::string>> peers_of;  // by interface
+  std::map<std::string, std::string> iface_of;            // by local address without the port
   for (const auto* f : client_flows_) {
-    const std::string& iface = cached_interface(iface_of, f->local);
-    auto it = is_bond.find(iface);
-    if (it == is_bond.end()) it = is_bond.emplace(iface, read_bond(iface).has_value()).first;
-    if (it->second) bond_peers[iface].insert(f->remote.substr(0, f->remote.rfind(':')));
+    peers_of[cached_interface(iface_of, f->local)].insert(f->remote.substr(0, f->remote.rfind(':')));
   }
-  for (const auto& [iface, peers] : bond_peers) {
+  for (const auto& [iface, peers] : peers_of) {
     if (const auto b = read_bond(iface)) {
       for (const auto& w : bond_findings(*b, static_cast<int>(peers.size()))) ctx.warn(w);
     }
@@ -329,14 +377,12 @@ void TcpEngine::start(RunContext& ctx) {
   const bool tcp_auto = spec.send_method() == SendMethod::automatic;
   if ((spec.send_method() == SendMethod::sendfile || tcp_auto) && tx_memfd_ < 0) {
     // One period of tx_buf_'s pattern, so receivers verify sendfile data exactly as written data.
-    const int mfd = ::memfd_create("fabperf-tx", MFD_CLOEXEC);
-    if (mfd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
+    FdGuard mfd{::memfd_create("fabperf-tx", MFD_CLOEXEC)};
+    if (mfd.fd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
     const std::string_view period(reinterpret_cast<const char*>(tx_buf_.data()), tx_period_);
-    if (const int e = write_all(mfd, period); e != 0) {
-      ::close(mfd);
+    if (const int e = write_all(mfd.fd, period); e != 0)
       throw SystemError("--send-method sendfile: fill memfd", "fabperf-tx", e);
-    }
-    tx_memfd_ = mfd;
+    tx_memfd_ = mfd.release();
   }
   // The warm-up hosts the trials, one after the other so that each compares its candidates with
   // the other choice held still: the send method first (after one settle slice: slow start),
@@ -394,13 +440,10 @@ void TcpEngine::spawn_data_threads(RunContext& ctx) {
       if (f->op != FlowOp::probe) stream(f, f->op == FlowOp::write);
     }
   } else if (!rpc_table_.empty()) {
-    for (auto& c : rpc_conns_) {
-      RpcConn* conn = c.get();
-      if (!one_tester_per_connection(spec)) receivers_.emplace_back([this, conn] { rpc_receiver(*conn); });
+    if (!one_tester_per_connection(spec)) {
+      for (auto& c : rpc_conns_) receivers_.emplace_back([this, conn = c.get()] { rpc_receiver(*conn); });
     }
-    for (std::uint32_t t = 0; t < spec.threads(); ++t) {
-      testers_.emplace_back([this, t] { rpc_tester(t); });
-    }
+    for (std::uint32_t t = 0; t < spec.threads(); ++t) testers_.emplace_back([this, t] { rpc_tester(t); });
   }
 }
 
@@ -420,10 +463,7 @@ void TcpEngine::join() {
   for (auto& c : rpc_conns_) ::shutdown(c->flow->fd(), SHUT_WR);
   join_all(receivers_);
   join_all(threads_);
-  if (listen_fd_ >= 0) {
-    ::close(listen_fd_);
-    listen_fd_ = -1;
-  }
+  if (listen_fd_ >= 0) ::close(std::exchange(listen_fd_, -1));
 }
 
 std::array<std::size_t, 2> TcpEngine::recv_chunks(const TestSpec& spec) {

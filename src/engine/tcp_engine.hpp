@@ -48,17 +48,16 @@ class TcpEngine final : public Engine {
   struct RpcConn;
   void accept_loop();
   void spawn_data_threads(RunContext& ctx);
-  int connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
-                  const ClientPlan& plan);
-  // The data handshake on a connected socket (tcp_handshake.cpp); the socket, ready for the data
-  // loops, or SystemError naming the peer (the socket is closed then).
-  int open_data_connection(int fd, const std::string& where, const proto::Target& t, FlowOp op,
-                           std::uint32_t conn_index, const ClientPlan& plan);
+  // Opens, binds, connects and authenticates one data connection; SystemError naming the peer.
+  TcpFlow* connect_one(const proto::Target& t, FlowOp op, std::uint32_t conn_index, std::uint32_t pair_conn,
+                       const ClientPlan& plan);
+  // A socket through its handshake, as a flow of this engine (blocking again, with the loops' tick).
+  TcpFlow* add_flow(RunContext& ctx, int fd, FlowRole role, FlowOp op, std::uint32_t peer, std::string remote,
+                    std::string device = {});
   // --spread-ports: the source port that puts this connection on the next member of the local
   // bond (round-robin over the usable members); nullopt when the bond's policy cannot be steered.
   std::optional<std::uint16_t> spread_port(const std::string& src_ip, const std::string& dst_ip, std::uint16_t dst_port,
                                            int attempt);
-  void spread_port_taken(const std::string& src_ip, std::uint16_t port);
   // An rpc message on f: its header, then (len > 0) a block of the pattern sent the way method picks.
   bool send_rpc(TcpFlow& f, const std::uint8_t* hdr, std::uint64_t len, ArmPicker& method, int& err);
   void stream_send(TcpFlow& f);

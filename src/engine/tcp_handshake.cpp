@@ -56,10 +56,9 @@ struct Pending {
   proto::Token key{};
 };
 
-// Set-up only: sends or receives exactly n bytes on a non-blocking socket within timeout_ms
-// (poll); false with errno set (ETIMEDOUT, ECONNRESET for EOF, or the socket's error).
-bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, int timeout_ms) {
-  const std::int64_t deadline = mono_now_ns() + std::int64_t{timeout_ms} * 1'000'000;
+// Set-up only: sends or receives exactly n bytes on a non-blocking socket by the deadline (poll);
+// false with errno set (ETIMEDOUT, ECONNRESET for EOF, or the socket's error).
+bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, std::int64_t deadline) {
   std::size_t done = 0;
   while (done < n) {
     const auto left_ms = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
@@ -122,34 +121,38 @@ class Handshakes {
         if (p.got == want && p.challenged) return on_proof(p) ? Step::admitted : Step::closed;
         if (p.got == want && !on_hello(p)) return Step::closed;
       } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        const int e = k == 0 ? ECONNRESET : errno;
-        ::close(p.fd);
+        const std::string e = errno_text(k == 0 ? ECONNRESET : errno);
         if (p.challenged) {
           // A client that leaves after the challenge refused this server's proof.
-          log_.warn(
-              "data connection from {}: closed without its proof ({}; the client did not accept this "
-              "server's proof: another test's key?)",
-              who(p), errno_text(e));
+          drop(p,
+               "data connection from {}: closed without its proof ({}; the client did not accept this server's "
+               "proof: another test's key?)",
+               who(p), e);
         } else {
-          log_.warn("data connection from {}: no hello ({})", who(p), errno_text(e));
+          drop(p, "data connection from {}: no hello ({})", who(p), e);
         }
         return Step::closed;
       }
     }
     if (now < p.deadline_ns) return Step::waiting;
-    ::close(p.fd);
-    log_.warn("data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello", errno_text(ETIMEDOUT));
+    drop(p, "data connection from {}: no {} ({})", who(p), p.challenged ? "proof" : "hello", errno_text(ETIMEDOUT));
     return Step::closed;
   }
 
  private:
-  // Refuses the connection: the status in the message its place calls for, a log line naming the
-  // peer, closed. False, the exchange's end, for the caller to return.
+  // Closes the connection with a log line naming the peer. False, the exchange's end, for the
+  // caller to return.
+  template <typename... Args>
+  bool drop(Pending& p, fmt::format_string<Args...> f, Args&&... args) {
+    ::close(p.fd);
+    log_.warn(f, std::forward<Args>(args)...);
+    return false;
+  }
+
+  // Refuses the connection: the status in the message its place calls for, then drop().
   bool refuse(Pending& p, dh::Status st, const std::string& why) {
     (void)(p.challenged ? send_now(p.fd, dh::encode_verdict(st)) : send_now(p.fd, dh::encode_challenge({st, {}, {}})));
-    ::close(p.fd);
-    log_.warn("rejected data connection from {}: {}", who(p), why);
-    return false;
+    return drop(p, "rejected data connection from {}: {}", who(p), why);
   }
 
   // Sends the next message of the exchange; one that cannot go drops the connection (false).
@@ -157,9 +160,7 @@ class Handshakes {
   bool answer(Pending& p, const std::array<std::uint8_t, N>& b, const char* what) {
     if (send_now(p.fd, b)) return true;
     const int e = errno;
-    log_.warn("data connection from {}: {} not sent ({})", who(p), what, errno_text(e));
-    ::close(p.fd);
-    return false;
+    return drop(p, "data connection from {}: {} not sent ({})", who(p), what, errno_text(e));
   }
 
   static std::uint64_t key(const Pending& p) { return (std::uint64_t{p.hello.client_node} << 32) | p.hello.conn_index; }
@@ -256,8 +257,8 @@ void accept_burst(int listen_fd, std::vector<Pending>& pending, std::int64_t now
     p.deadline_ns = now + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
     auto same = [&](const Pending& q) { return q.source == p.source; };
     if (!p.source.empty() &&
-        std::count_if(pending.begin(), pending.end(), same) >= static_cast<std::ptrdiff_t>(kMaxPendingPerSource)) {
-      auto oldest = std::find_if(pending.begin(), pending.end(), same);
+        std::ranges::count_if(pending, same) >= static_cast<std::ptrdiff_t>(kMaxPendingPerSource)) {
+      auto oldest = std::ranges::find_if(pending, same);
       ::close(oldest->fd);
       log.warn("data connection from {}: closed to make room for {}: more than {} handshakes from one address",
                who(*oldest), p.remote, kMaxPendingPerSource);
@@ -267,29 +268,31 @@ void accept_burst(int listen_fd, std::vector<Pending>& pending, std::int64_t now
   }
 }
 
-// The client's side of the data handshake on a connected non-blocking socket, within
-// kHandshakeTimeoutMs: HELLO, the server's proof checked, PROOF, the verdict. Returns only when
-// the server proved the key and accepted the connection; otherwise throws SystemError
-// "data handshake with WHERE: why" (the caller closes the socket).
-void client_handshake(int fd, const std::string& where, const proto::Token& client_key, std::string_view test_id,
-                      const data_hello::Hello& hello) {
+}  // namespace
+
+void tcp::client_handshake(int fd, const std::string& where, const proto::Token& client_key, std::string_view test_id,
+                           const data_hello::Hello& hello) {
   const std::int64_t deadline = mono_now_ns() + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
-  auto left_ms = [&] { return static_cast<int>(std::max<std::int64_t>(0, (deadline - mono_now_ns()) / 1'000'000)); };
   auto fail = [&](const std::string& why) -> void { throw SystemError("data handshake with", where, why); };
-  auto io_failed = [&](const char* step) {
+  // One message sent or received whole; `step` names what a failure was waiting for.
+  auto io = [&](auto& bytes, bool sending, const char* step) {
+    if (io_exact(fd, bytes.data(), bytes.size(), sending, deadline)) return;
     const int e = errno;
     fail(fmt::format("no {} from a fabperf agent of this test ({}); not an agent of this test?", step, errno_text(e)));
   };
+  // A received message decoded; `what` says what bytes that do not decode mean.
+  auto decode = [&](auto decoder, const auto& bytes, const char* what) {
+    try {
+      return decoder(bytes);
+    } catch (const dh::WireError& e) {
+      throw SystemError("data handshake with", where, fmt::format("{} ({}); no load sent", what, e.what()));
+    }
+  };
   auto hb = dh::encode_hello(hello);
-  if (!io_exact(fd, hb.data(), hb.size(), true, left_ms())) io_failed("answer");
+  io(hb, true, "answer");
   dh::ChallengeBytes cb{};
-  if (!io_exact(fd, cb.data(), cb.size(), false, left_ms())) io_failed("challenge");
-  dh::Challenge ch;
-  try {
-    ch = dh::decode_challenge(cb);
-  } catch (const dh::WireError& e) {
-    fail(fmt::format("the peer is not a fabperf agent of this version ({}); no load sent", e.what()));
-  }
+  io(cb, false, "challenge");
+  const dh::Challenge ch = decode(dh::decode_challenge, cb, "the peer is not a fabperf agent of this version");
   if (ch.status != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(ch.status)));
   if (!auth::proofs_equal(dh::server_proof(client_key, test_id, hello, ch.server_nonce), ch.server_proof)) {
     fail(
@@ -297,38 +300,11 @@ void client_handshake(int fd, const std::string& where, const proto::Token& clie
         "no load sent");
   }
   auto pb = dh::encode_proof(dh::client_proof(client_key, test_id, hello, ch.server_nonce));
-  if (!io_exact(fd, pb.data(), pb.size(), true, left_ms())) io_failed("verdict");
+  io(pb, true, "verdict");
   dh::VerdictBytes vb{};
-  if (!io_exact(fd, vb.data(), vb.size(), false, left_ms())) io_failed("verdict");
-  dh::Status verdict = dh::Status::bad_hello;
-  try {
-    verdict = dh::decode_verdict(vb);
-  } catch (const dh::WireError& e) {
-    fail(fmt::format("malformed verdict ({}); no load sent", e.what()));
-  }
+  io(vb, false, "verdict");
+  const dh::Status verdict = decode(dh::decode_verdict, vb, "malformed verdict");
   if (verdict != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(verdict)));
-}
-
-}  // namespace
-
-int TcpEngine::open_data_connection(int fd, const std::string& where, const proto::Target& t, FlowOp op,
-                                    std::uint32_t conn_index, const ClientPlan& plan) {
-  dh::Hello h;
-  h.op = static_cast<dh::Op>(static_cast<int>(op) + 1);
-  h.client_node = ctx_->node_index();
-  h.server_node = t.node_index;
-  h.conn_index = conn_index;
-  h.client_nonce = auth::make_nonce();
-  try {
-    client_handshake(fd, where, plan.token, plan.test_id, h);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  // Back to blocking with a tick, for the data loops.
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  set_timeouts(fd, kTickMs);
-  return fd;
 }
 
 // Data handshakes run concurrently on this one thread: every accepted connection goes through its
@@ -369,16 +345,9 @@ void TcpEngine::accept_loop() {
       const auto step = hs.advance(p, pfds[i + 1].revents != 0, now);
       if (step == Handshakes::Step::admitted) {
         // Registered before the next poll, so that seal() (which joins this thread) never misses
-        // a connection whose verdict was sent. Back to blocking with a tick, for the data loops.
-        fcntl(p.fd, F_SETFL, fcntl(p.fd, F_GETFL) & ~O_NONBLOCK);
-        set_timeouts(p.fd, kTickMs);
-        auto flow =
-            std::make_unique<TcpFlow>(p.fd, FlowRole::server, static_cast<FlowOp>(static_cast<int>(p.hello.op) - 1),
-                                      p.hello.client_node, local_text(p.fd), p.remote);
-        auto* raw = flow.get();
-        ctx.add_flow(std::move(flow));
-        std::lock_guard lk(mu_);
-        server_flows_.push_back(raw);
+        // a connection whose verdict was sent.
+        add_flow(ctx, p.fd, FlowRole::server, static_cast<FlowOp>(static_cast<int>(p.hello.op) - 1),
+                 p.hello.client_node, p.remote);
       } else if (step == Handshakes::Step::waiting) {
         if (keep != i) pending[keep] = std::move(p);
         ++keep;

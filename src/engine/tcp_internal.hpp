@@ -1,11 +1,13 @@
 // What the TCP engine's files share (private to src/engine): the rpc wire constants, the socket
-// tuning helpers (tcp_socket.cpp) and the rpc client connection. The engine is split by concern: tcp_engine.cpp
-// (set-up, start, stop), tcp_socket.cpp (socket options), tcp_spread.cpp (--spread-ports), tcp_handshake.cpp
-// (the data connections' authenticated opening over data_hello), tcp_loops.cpp (the hot loops).
+// tuning helpers and the rpc client connection. The engine is split by concern: tcp_engine.cpp (set-up
+// with socket options and --spread-ports, start, stop), tcp_flow.cpp (a connection's kernel statistics),
+// tcp_handshake.cpp (the data connections' authenticated opening over data_hello), tcp_loops.cpp (the hot loops).
 #pragma once
 
 #include "engine/tcp_engine.hpp"
 #include "net/sockaddr.hpp"
+
+#include <fabperf/engine/data_hello.hpp>
 
 #include <sys/socket.h>
 #include <algorithm>
@@ -65,7 +67,7 @@ inline constexpr std::size_t kRecvChunkLarge = 1u << 20;
 // The pattern's period for blocks larger than this that it divides (TcpEngine::start).
 inline constexpr std::size_t kPatternPeriod = 1u << 20;
 
-// ---- tcp_socket.cpp: socket options ------------------------------------------------------
+// ---- tcp_engine.cpp: socket options ------------------------------------------------------
 using net::local_text;  // net/sockaddr.hpp
 using net::numeric_host;
 using net::sockaddr_text;
@@ -76,6 +78,13 @@ void set_timeouts(int fd, int ms);  // SO_SNDTIMEO and SO_RCVTIMEO: the loops' t
 void prepare_socket(int fd, RunContext& ctx, std::atomic<bool>& warned);
 // Applies the test's data-plane tuning to one connection; failures become reported warnings.
 void tune_socket(int fd, RunContext& ctx);
+
+// ---- tcp_handshake.cpp: the client's side of the data handshake ---------------------------
+// On a connected non-blocking socket, within kHandshakeTimeoutMs: HELLO, the server's proof
+// checked, PROOF, the verdict. Returns only when the server proved the key and accepted the
+// connection; otherwise throws SystemError "data handshake with WHERE: why".
+void client_handshake(int fd, const std::string& where, const proto::Token& client_key, std::string_view test_id,
+                      const data_hello::Hello& hello);
 
 }  // namespace fabperf::tcp
 

@@ -205,8 +205,6 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
 
 }  // namespace
 
-using namespace tcp;
-
 bool TcpEngine::send_rpc(TcpFlow& f, const std::uint8_t* hdr, std::uint64_t len, ArmPicker& method, int& err) {
   auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };

@@ -78,10 +78,6 @@ class ArmTrial {
   std::string reason_;  // written once in decide(), read after chosen_ is published
 };
 
-}  // namespace fabperf
-
-namespace fabperf {
-
 // One thread's view of a two-way choice: fixed (the user chose) or decided by an ArmTrial (auto).
 // While the trial runs it reads the clock per call; once the trial has decided it holds the
 // choice and costs nothing more.

@@ -24,14 +24,9 @@
 
 namespace fabperf {
 
-// Instants on this host's monotonic clock (ns), already corrected for the coordinator's offset.
-struct Schedule {
-  std::int64_t start_at{0};
-  std::int64_t window_open{0};
-  std::int64_t window_close{0};
-  std::int64_t end_at{0};
-  std::int64_t interval_ns{1'000'000'000};
-};
+// Instants on this host's monotonic clock (ns), already corrected for the coordinator's offset:
+// the START message's fields.
+using Schedule = proto::Start;
 
 // Bumped by the data plane with relaxed atomics; aligned so two flows never share a cache line.
 struct alignas(64) FlowCounters {
@@ -53,8 +48,6 @@ class Flow {
  public:
   Flow(FlowRole role, FlowOp op, std::uint32_t peer_node, std::string local, std::string remote);
   virtual ~Flow() = default;
-  Flow(const Flow&) = delete;
-  Flow& operator=(const Flow&) = delete;
 
   // Transport statistics; called by the sampler thread while the flow runs.
   [[nodiscard]] virtual TcpSample sample_transport() const { return {}; }
@@ -108,7 +101,7 @@ class RunContext {
   [[nodiscard]] bool has_delay() const { return has_delay_.load(); }
   void mark_delay() { has_delay_ = true; }
   void warn(std::string message);
-  [[nodiscard]] std::vector<std::string> warnings() const;
+  [[nodiscard]] std::vector<std::string> warnings() const { return locked_copy(warnings_); }
   [[nodiscard]] std::size_t flow_count() const;
   // Every byte the flows have received so far (for the live progress line; any thread).
   [[nodiscard]] std::uint64_t received_bytes() const;
@@ -141,7 +134,7 @@ class RunContext {
   void release_start() noexcept;
   void request_stop() noexcept;
   void abort(std::string reason) noexcept;
-  [[nodiscard]] std::string abort_reason() const;
+  [[nodiscard]] std::string abort_reason() const { return locked_copy(abort_reason_); }
   // Interruptible sleep for the driver thread; returns false when aborted first.
   bool sleep_until(std::int64_t t) const;
 
@@ -154,12 +147,11 @@ class RunContext {
   // server) pass pin = false and float.
   void enter_data_thread(const char* role, std::uint32_t index, FlowRole end, bool pin = true) noexcept;
   void set_cpus(std::vector<int> cpus) { cpus_ = std::move(cpus); }
-  [[nodiscard]] const std::vector<int>& cpus() const { return cpus_; }
   struct ThreadEntry {
     int tid;
     std::string label;
   };
-  std::vector<ThreadEntry> threads() const;
+  [[nodiscard]] std::vector<ThreadEntry> threads() const { return locked_copy(threads_); }
 
   // Read by the run loop after the data threads were joined.
   std::vector<Flow*> flows() const;
@@ -171,6 +163,12 @@ class RunContext {
   const std::string hostname_;
   Schedule schedule_;
   mutable std::mutex mu_;
+  // A copy of a member that mu_ guards, taken under it.
+  template <typename T>
+  T locked_copy(const T& member) const {
+    std::lock_guard lk(mu_);
+    return member;
+  }
   mutable std::condition_variable cv_;
   std::vector<std::unique_ptr<Flow>> flows_;
   std::vector<std::unique_ptr<LatencyHistogram>> histograms_;
@@ -289,10 +287,7 @@ class TestRun {
  public:
   TestRun(std::unique_ptr<Engine> engine, std::unique_ptr<RunContext> ctx);
   ~TestRun();
-  TestRun(const TestRun&) = delete;
-  TestRun& operator=(const TestRun&) = delete;
 
-  Engine& engine() { return *engine_; }
   RunContext& context() { return *ctx_; }
 
   // on_done runs on the driver thread.
