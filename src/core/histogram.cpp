@@ -1,8 +1,10 @@
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
 #include <fabperf/core/histogram.hpp>
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +20,7 @@ double LatencyHistogram::bucket_lower_ns(int index) noexcept {
   return std::pow(10.0, static_cast<double>(index) / kBucketsPerDecade);
 }
 double LatencyHistogram::bucket_upper_ns(int index) noexcept {
-  return std::pow(10.0, static_cast<double>(index + 1) / kBucketsPerDecade);
+  return bucket_lower_ns(index + 1);
 }
 
 void LatencyHistogram::record(std::uint64_t ns) noexcept {
@@ -90,28 +92,16 @@ nlohmann::json to_json(const LatencyHistogram& h) {
 LatencyHistogram histogram_from_json(const nlohmann::json& j) {
   auto fail = [](const std::string& why) { return ProtocolError("histogram: " + why); };
   if (!j.is_object()) throw fail("not an object");
-  auto u64 = [&](const char* k) {
-    const auto it = j.find(k);
-    if (it == j.end() || !it->is_number_unsigned())
-      throw fail(fmt::format("'{}' missing or not an unsigned integer", k));
-    return it->get<std::uint64_t>();
-  };
-  auto dbl = [&](const char* k) {
-    const auto it = j.find(k);
-    if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
-      throw fail(fmt::format("'{}' missing or not a non-negative number", k));
-    }
-    return it->get<double>();
-  };
+  const Fields f(j, "histogram");
   LatencyHistogram h;
-  h.count_ = u64("count");
-  const auto mn = u64("min_ns");
-  h.max_ = u64("max_ns");
+  h.count_ = f.u64("count", 0, UINT64_MAX);
+  const auto mn = f.u64("min_ns", 0, UINT64_MAX);
+  h.max_ = f.u64("max_ns", 0, UINT64_MAX);
   // Percentiles clamp into [min, max]: an inverted pair breaks std::clamp's precondition.
   if (h.count_ != 0 && mn > h.max_) throw fail(fmt::format("min_ns {} is greater than max_ns {}", mn, h.max_));
   h.min_ = h.count_ ? mn : ~std::uint64_t{0};
-  h.sum_ = dbl("sum_ns");
-  h.sum_sq_ = dbl("sum_sq_ns2");
+  h.sum_ = f.num("sum_ns", 0, DBL_MAX);
+  h.sum_sq_ = f.num("sum_sq_ns2", 0, DBL_MAX);
   const auto it = j.find("buckets");
   if (it == j.end() || !it->is_array() || it->size() > static_cast<std::size_t>(LatencyHistogram::kBuckets)) {
     throw fail("'buckets' missing, not an array or too long");

@@ -121,35 +121,23 @@ std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
 nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports) {
   using jsonu::nonneg;
   using nlohmann::json;
-  return jsonu::array_json(ports, [](const RdmaPortReport& p) -> json {
-    json counters = json::object();
-    json errors = json::object();
+  return jsonu::array_json(ports, [](const RdmaPortReport& p) {
+    json j = {{json_key(col::rdma_port), p.port}, {"counters", json::object()}, {"error_counters", json::object()}};
     for (const auto& d : p.counters) {
-      counters[d.name] = d.delta;
-      if (d.error && d.delta > 0) errors[d.name] = d.delta;
+      j["counters"][d.name] = d.delta;
+      if (d.error && d.delta > 0) j["error_counters"][d.name] = d.delta;
     }
-    return {{json_key(col::rdma_port), p.port},
-            {json_key(col::link_layer), p.link_layer},
-            {json_key(col::rate), p.rate},
-            {"netdev", p.netdev},
-            {json_key(col::active_mtu), p.active_mtu},
-            {"window_s", p.window_s},
-            {"have_counters", p.have_counters},
-            {"counters", std::move(counters)},
-            {"unreadable", p.unreadable},
-            {"tx_bytes", nonneg(p.tx_bytes)},
-            {"rx_bytes", nonneg(p.rx_bytes)},
-            {json_key(col::tx_packets), nonneg(p.tx_packets)},
-            {json_key(col::rx_packets), nonneg(p.rx_packets)},
-            {json_key(col::tx_mb_per_s), nonneg(p.tx_mb_per_s)},
-            {json_key(col::rx_mb_per_s), nonneg(p.rx_mb_per_s)},
-            {json_key(col::payload_tx_bytes), p.payload_tx_bytes},
-            {json_key(col::payload_rx_bytes), p.payload_rx_bytes},
-            {"data_packets_tx", p.data_packets_tx},
-            {"data_packets_rx", p.data_packets_rx},
-            {"header_bytes_per_packet", p.header_bytes_per_packet},
-            {"tx_bytes_per_payload", nonneg(p.tx_bytes_per_payload)},
-            {json_key(col::error_counters), std::move(errors)}};
+    FABPERF_JSON_FIELDS(j, p, link_layer, rate, netdev, active_mtu, window_s, have_counters, unreadable,
+                        payload_tx_bytes, payload_rx_bytes, data_packets_tx, data_packets_rx, header_bytes_per_packet);
+    // null where the port has no such counter (-1).
+    j["tx_bytes"] = nonneg(p.tx_bytes);
+    j["rx_bytes"] = nonneg(p.rx_bytes);
+    j["tx_packets"] = nonneg(p.tx_packets);
+    j["rx_packets"] = nonneg(p.rx_packets);
+    j["tx_mb_per_s"] = nonneg(p.tx_mb_per_s);
+    j["rx_mb_per_s"] = nonneg(p.rx_mb_per_s);
+    j["tx_bytes_per_payload"] = nonneg(p.tx_bytes_per_payload);
+    return j;
   });
 }
 

@@ -168,23 +168,26 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
   const std::string bs = sys + "/bonding/";
   // sysfs is authoritative where it answers (and the only source when /proc is not mounted for
   // this namespace); /proc keeps what sysfs does not show per member.
-  if (auto v = first_word(read_line(bs + "mode")); !v.empty()) b.mode = v;
-  if (b.mode == "802.3ad" || b.mode == "balance-xor") {
-    if (auto v = first_word(read_line(bs + "xmit_hash_policy")); !v.empty()) b.hash_policy = v;
+  const auto sysfs_word = [&](const char* file, std::string& to) {
+    if (auto v = first_word(read_line(bs + file)); !v.empty()) to = v;
+  };
+  // An empty or unparsable file leaves a number as it was (to_int's fallback).
+  const auto sysfs_int = [&](const char* file, int& to) { to = to_int(read_line(bs + file), to); };
+  sysfs_word("mode", b.mode);
+  if (bond_hashes(b)) {
+    sysfs_word("xmit_hash_policy", b.hash_policy);
   } else {
     b.hash_policy.clear();  // only the hashing modes use it
   }
-  if (auto v = read_line(bs + "miimon"); !v.empty()) b.miimon_ms = to_int(v, b.miimon_ms);
-  if (auto v = read_line(bs + "arp_interval"); !v.empty()) b.arp_interval_ms = to_int(v, b.arp_interval_ms);
-  if (b.mode == "balance-alb" || b.mode == "balance-tlb") {
-    if (auto v = read_line(bs + "tlb_dynamic_lb"); !v.empty()) b.tlb_dynamic_lb = to_int(v, -1);
-  }
+  sysfs_int("miimon", b.miimon_ms);
+  sysfs_int("arp_interval", b.arp_interval_ms);
+  if (b.mode == "balance-alb" || b.mode == "balance-tlb") sysfs_int("tlb_dynamic_lb", b.tlb_dynamic_lb);
   if (b.mode == "802.3ad") {
-    if (auto v = first_word(read_line(bs + "lacp_rate")); !v.empty()) b.lacp_rate = v;
-    if (auto v = first_word(read_line(bs + "ad_select")); !v.empty()) b.ad_select = v;
-    if (auto v = read_line(bs + "ad_aggregator"); !v.empty()) b.active_aggregator = to_int(v, b.active_aggregator);
-    if (auto v = read_line(bs + "ad_num_ports"); !v.empty()) b.aggregator_ports = to_int(v, b.aggregator_ports);
-    if (auto v = read_line(bs + "ad_partner_mac"); !v.empty()) b.partner_mac = v;
+    sysfs_word("lacp_rate", b.lacp_rate);
+    sysfs_word("ad_select", b.ad_select);
+    sysfs_int("ad_aggregator", b.active_aggregator);
+    sysfs_int("ad_num_ports", b.aggregator_ports);
+    sysfs_word("ad_partner_mac", b.partner_mac);
   }
   b.mtu = to_int(read_line(sys + "/mtu"), 0);
   b.mac = read_line(sys + "/address");
@@ -398,17 +401,46 @@ std::optional<std::uint16_t> port_for_member(HashPolicy p, FlowHeaders h, int me
   return std::nullopt;
 }
 
-// ---- JSON ----------------------------------------------------------------------------------
+// ---- JSON: the keys are the field names --------------------------------------------------
 
-// The JSON keys are the field names.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BondMember, name, mii_status, speed_mbps, duplex, link_failures, perm_hwaddr,
-                                   aggregator_id, actor_port_state, partner_port_state, mtu, operstate)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BondInfo, name, mode, hash_policy, mii_status, miimon_ms, updelay_ms, downdelay_ms,
-                                   arp_interval_ms, arp_targets, lacp_rate, ad_select, active_slave, active_aggregator,
-                                   aggregator_ports, partner_mac, mtu, mac, tlb_dynamic_lb, members)
+static void fields(auto& v, BondMember& m) {
+  v("name", m.name, 64);
+  v("mii_status", m.mii_status, 32);
+  v("speed_mbps", m.speed_mbps, &sysfs::mbps_field);
+  v("duplex", m.duplex, 16);
+  v("link_failures", m.link_failures, 0, ~0ULL);
+  v("perm_hwaddr", m.perm_hwaddr, 32);
+  v("aggregator_id", m.aggregator_id, -1, 1 << 16);
+  v("actor_port_state", m.actor_port_state, -1, 255);
+  v("partner_port_state", m.partner_port_state, -1, 255);
+  v("mtu", m.mtu, 0, 1 << 20);
+  v("operstate", m.operstate, 32);
+}
+
+static void fields(auto& v, BondInfo& b) {
+  v("name", b.name, 64);
+  v("mode", b.mode, 32);
+  v("hash_policy", b.hash_policy, 32);
+  v("mii_status", b.mii_status, 32);
+  v("miimon_ms", b.miimon_ms, 0, 1 << 30);
+  v("updelay_ms", b.updelay_ms, 0, 1 << 30);
+  v("downdelay_ms", b.downdelay_ms, 0, 1 << 30);
+  v("arp_interval_ms", b.arp_interval_ms, 0, 1 << 30);
+  v("arp_targets", b.arp_targets, 16, 64);
+  v("lacp_rate", b.lacp_rate, 16);
+  v("ad_select", b.ad_select, 16);
+  v("active_slave", b.active_slave, 64);
+  v("active_aggregator", b.active_aggregator, -1, 1 << 16);
+  v("aggregator_ports", b.aggregator_ports, 0, 1 << 16);
+  v("partner_mac", b.partner_mac, 32);
+  v("mtu", b.mtu, 0, 1 << 20);
+  v("mac", b.mac, 32);
+  v.opt("tlb_dynamic_lb", b.tlb_dynamic_lb, -1, 1);  // absent in results written before it was read
+  v("members", b.members, 64);
+}
 
 nlohmann::json to_json(const BondInfo& b) {
-  nlohmann::json j = b;
+  nlohmann::json j = JsonOut::encode(b);
   for (auto& m : j["members"]) {
     if (m["speed_mbps"] < 0) m["speed_mbps"] = nullptr;  // unknown
   }
@@ -416,45 +448,7 @@ nlohmann::json to_json(const BondInfo& b) {
 }
 
 BondInfo bond_from_json(const nlohmann::json& j) {
-  Fields f(j, "bond");
-  BondInfo b;
-  b.name = f.str("name", 64);
-  b.mode = f.str("mode", 32);
-  b.hash_policy = f.str("hash_policy", 32);
-  b.mii_status = f.str("mii_status", 32);
-  b.miimon_ms = static_cast<int>(f.i64("miimon_ms", 0, 1 << 30));
-  b.updelay_ms = static_cast<int>(f.i64("updelay_ms", 0, 1 << 30));
-  b.downdelay_ms = static_cast<int>(f.i64("downdelay_ms", 0, 1 << 30));
-  b.arp_interval_ms = static_cast<int>(f.i64("arp_interval_ms", 0, 1 << 30));
-  b.arp_targets = f.strings("arp_targets", 16, 64);
-  b.lacp_rate = f.str("lacp_rate", 16);
-  b.ad_select = f.str("ad_select", 16);
-  b.active_slave = f.str("active_slave", 64);
-  b.active_aggregator = static_cast<int>(f.i64("active_aggregator", -1, 1 << 16));
-  b.aggregator_ports = static_cast<int>(f.i64("aggregator_ports", 0, 1 << 16));
-  b.partner_mac = f.str("partner_mac", 32);
-  b.mtu = static_cast<int>(f.i64("mtu", 0, 1 << 20));
-  b.mac = f.str("mac", 32);
-  // Absent in results written before it was read.
-  b.tlb_dynamic_lb = f.has("tlb_dynamic_lb") ? static_cast<int>(f.i64("tlb_dynamic_lb", -1, 1)) : -1;
-  for (const auto& e : f.array("members", 64)) {
-    Fields g(e, "bond.members[]");
-    BondMember m;
-    m.name = g.str("name", 64);
-    m.mii_status = g.str("mii_status", 32);
-    const auto sp = e.find("speed_mbps");  // null when unknown; required
-    m.speed_mbps = sp != e.end() && sp->is_null() ? -1 : g.i64("speed_mbps", 0, 100'000'000);
-    m.duplex = g.str("duplex", 16);
-    m.link_failures = g.u64("link_failures", 0, ~0ULL);
-    m.perm_hwaddr = g.str("perm_hwaddr", 32);
-    m.aggregator_id = static_cast<int>(g.i64("aggregator_id", -1, 1 << 16));
-    m.actor_port_state = static_cast<int>(g.i64("actor_port_state", -1, 255));
-    m.partner_port_state = static_cast<int>(g.i64("partner_port_state", -1, 255));
-    m.mtu = static_cast<int>(g.i64("mtu", 0, 1 << 20));
-    m.operstate = g.str("operstate", 32);
-    b.members.push_back(std::move(m));
-  }
-  return b;
+  return JsonIn::decode<BondInfo>(j, "bond");
 }
 
 }  // namespace fabperf

@@ -1,5 +1,6 @@
 #include "sysinfo/file_read.hpp"
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/fields.hpp>
 #include <fabperf/core/spec.hpp>
 
 #include <fcntl.h>
@@ -78,6 +79,14 @@ std::vector<std::string> sorted_entries(const std::filesystem::path& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::int64_t mbps_field(const Fields& f, const char* name) {
+  return f.get(name).is_null() ? -1 : f.i64(name, 0, 100'000'000);
+}
+
+std::optional<PcieInfo> pcie_field(const Fields& f, const char* name) {
+  return f.get(name).is_null() ? std::nullopt : std::optional(pcie_from_json(f.get(name)));
 }
 
 }  // namespace fabperf::sysfs

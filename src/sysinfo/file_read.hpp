@@ -12,6 +12,10 @@
 
 #include <fabperf/sysinfo/links.hpp>
 
+namespace fabperf {
+class Fields;
+}
+
 namespace fabperf::sysfs {
 
 // Leading blanks and trailing blanks and line ends removed.
@@ -39,5 +43,10 @@ std::vector<std::string> sorted_entries(const std::filesystem::path& dir);
 // driver, speed and duplex that `l` does not know yet (in counters.cpp, beside the other ethtool
 // ioctls).
 void fill_from_ethtool(LinkInfo& l);
+
+// Decoders of the inventories' JSON (fields.hpp): a speed in Mb/s, null when unknown (-1 here),
+// else in [0, 10^8]; a PCIe link, null (or absent: older agents) when there is none.
+std::int64_t mbps_field(const Fields& f, const char* name);
+std::optional<PcieInfo> pcie_field(const Fields& f, const char* name);
 
 }  // namespace fabperf::sysfs

@@ -11,7 +11,6 @@
 #include <unistd.h>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -137,12 +136,10 @@ SocketLimits read_socket_limits(const std::string& root) {
   SocketLimits s;
   s.rmem_max = static_cast<std::uint64_t>(sysfs::read_i64(root + "/proc/sys/net/core/rmem_max", 0));
   s.wmem_max = static_cast<std::uint64_t>(sysfs::read_i64(root + "/proc/sys/net/core/wmem_max", 0));
-  auto triple = [&](const std::string& path, std::uint64_t* out) {
-    std::ifstream in(path);
-    for (int i = 0; i < 3; ++i) in >> out[i];
-  };
-  triple(root + "/proc/sys/net/ipv4/tcp_rmem", s.tcp_rmem);
-  triple(root + "/proc/sys/net/ipv4/tcp_wmem", s.tcp_wmem);
+  for (const auto& [file, to] : {std::pair{"tcp_rmem", s.tcp_rmem}, std::pair{"tcp_wmem", s.tcp_wmem}}) {
+    std::istringstream in(sysfs::read_line(root + "/proc/sys/net/ipv4/" + file));
+    for (int i = 0; i < 3; ++i) in >> to[i];
+  }
   return s;
 }
 
@@ -179,16 +176,30 @@ int expected_mss(int mtu) {
 }
 
 // The JSON keys are the field names.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkInfo, name, kind, driver, operstate, mac, addresses, mtu, speed_mbps,
-                                   shaped_mbps, duplex, master, members, vlan_parent, numa_node)
+static void fields(auto& v, LinkInfo& l) {
+  v("name", l.name, 64);
+  v("kind", l.kind, 32);
+  v("driver", l.driver, 64);
+  v("operstate", l.operstate, 32);
+  v("mac", l.mac, 64);
+  v("addresses", l.addresses, 256, 64);
+  v("mtu", l.mtu, 0, 1 << 20);
+  v("speed_mbps", l.speed_mbps, &sysfs::mbps_field);
+  v.opt("shaped_mbps", l.shaped_mbps, &sysfs::mbps_field);  // agents older than the qdisc reading send none
+  v("duplex", l.duplex, 16);
+  v("master", l.master, 64);
+  v("members", l.members, 64, 64);
+  v("vlan_parent", l.vlan_parent, 64);
+  v("numa_node", l.numa_node, -1, 4096);
+  v.opt("pcie", l.pcie, &sysfs::pcie_field);  // agents older than the PCIe inventory send none
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SocketLimits, rmem_max, wmem_max, tcp_rmem, tcp_wmem)
 
 nlohmann::json to_json(const LinkInfo& l) {
-  nlohmann::json j = l;
+  nlohmann::json j = JsonOut::encode(l);
   for (const char* k : {"speed_mbps", "shaped_mbps"}) {
     if (j[k] < 0) j[k] = nullptr;  // none
   }
-  j["pcie"] = l.pcie ? to_json(*l.pcie) : nlohmann::json(nullptr);
   return j;
 }
 
@@ -197,28 +208,7 @@ nlohmann::json to_json(const SocketLimits& s) {
 }
 
 LinkInfo link_from_json(const nlohmann::json& j) {
-  Fields f(j, "link");
-  LinkInfo l;
-  l.name = f.str("name", 64);
-  l.kind = f.str("kind", 32);
-  l.driver = f.str("driver", 64);
-  l.operstate = f.str("operstate", 32);
-  l.mac = f.str("mac", 64);
-  l.addresses = f.strings("addresses", 256, 64);
-  l.mtu = static_cast<int>(f.u64("mtu", 0, 1u << 20));
-  const auto sp = j.find("speed_mbps");  // null when unknown; required
-  l.speed_mbps = sp != j.end() && sp->is_null() ? -1 : f.i64("speed_mbps", 0, 100'000'000);
-  // Optional: agents older than the qdisc reading send none.
-  if (const auto sh = j.find("shaped_mbps"); sh != j.end() && !sh->is_null())
-    l.shaped_mbps = f.i64("shaped_mbps", 0, 100'000'000);
-  l.duplex = f.str("duplex", 16);
-  l.master = f.str("master", 64);
-  l.members = f.strings("members", 64, 64);
-  l.vlan_parent = f.str("vlan_parent", 64);
-  l.numa_node = static_cast<int>(f.i64("numa_node", -1, 4096));
-  // Optional: agents older than the PCIe inventory send none.
-  if (const auto p = j.find("pcie"); p != j.end() && !p->is_null()) l.pcie = pcie_from_json(*p);
-  return l;
+  return JsonIn::decode<LinkInfo>(j, "link");
 }
 
 }  // namespace fabperf

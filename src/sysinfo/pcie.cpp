@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -68,8 +67,8 @@ std::optional<std::set<int>> cpu_set(const std::string& list) {
 // Max_Payload_Size from the PCI Express capability's Device Control register. Unprivileged
 // readers get only the first 64 bytes of config space, where that capability rarely is: 0.
 int read_max_payload(const fs::path& config) {
-  std::ifstream in(config, std::ios::binary);
-  std::vector<unsigned char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string raw = sysfs::read_all(config);
+  const std::vector<unsigned char> c(raw.begin(), raw.end());
   if (c.size() < 0x40 || !(c[0x06] & 0x10)) return 0;  // Status: capabilities list present
   std::size_t pos = c[0x34] & 0xfc;
   for (int hops = 0; hops < 48 && pos >= 0x40 && pos + 10 <= c.size(); ++hops) {
@@ -121,7 +120,7 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
   }
   const auto local = cpu_set(p.local_cpus);
   // /proc/interrupts: the CPU columns of the header, then per IRQ number its per-CPU counts.
-  std::ifstream in(root + "/proc/interrupts");
+  std::istringstream in(sysfs::read_all(root + "/proc/interrupts"));
   std::string line;
   std::vector<int> cpus;
   if (std::getline(in, line)) {
@@ -358,31 +357,57 @@ std::optional<PcieInfo> read_pcie(const std::string& device, const std::string& 
   return p;
 }
 
-namespace {
+// ---- JSON: the keys are the field names, with the derived figures beside them ---------------
 
-nlohmann::json state_json(const PcieLinkState& s) {
+// null when unknown; the generation is derived, and not read back.
+static nlohmann::json to_json(const PcieLinkState& s) {
   if (s.width <= 0 || s.gts <= 0) return nullptr;
   return {{"gts", s.gts}, {"width", s.width}, {"generation", pcie_generation(s.gts)}};
 }
-
-PcieLinkState state_from(const nlohmann::json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end() || it->is_null()) return {};
-  Fields f(*it, std::string("pcie.") + name);
-  return {f.num("gts", 0, 1000), static_cast<int>(f.u64("width", 0, 64))};
+static PcieLinkState pcie_state_field(const Fields& f, const char* name) {
+  if (f.get(name).is_null()) return {};
+  const Fields g(f.get(name), f.ctx(name));
+  return {g.num("gts", 0, 1000), static_cast<int>(g.u64("width", 0, 64))};
 }
 
-}  // namespace
+static void fields(auto& v, PciePort& x) {
+  v("name", x.name, 64);
+  v.opt("speed_mbps", x.speed_mbps, &sysfs::mbps_field);
+}
 
-// The JSON keys are the field names.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IrqPlacement, irqs, served, served_local, remote_affinity, local_cpus,
-                                   all_cpus_local)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PciePort, name, speed_mbps)
+static void fields(auto& v, IrqPlacement& q) {
+  v("irqs", q.irqs, 0, 1 << 20);
+  v("served", q.served, 0, UINT64_MAX);
+  v("served_local", q.served_local, 0, UINT64_MAX);
+  v("remote_affinity", q.remote_affinity, 0, 1 << 20);
+  v("local_cpus", q.local_cpus, 4096);
+  v("all_cpus_local", q.all_cpus_local);
+}
+
+static IrqPlacement pcie_irq_field(const nlohmann::json& j) {
+  return JsonIn::decode<IrqPlacement>(j, "pcie.irq");
+}
+
+// Older agents send fewer fields: only the address is required.
+static void fields(auto& v, PcieInfo& p) {
+  v("address", p.address, 64);
+  v.opt("port", p.port, 64);
+  v.opt("link", p.link, &pcie_state_field);
+  v.opt("max", p.max, &pcie_state_field);
+  v.opt("port_max", p.port_max, &pcie_state_field);
+  v.opt("limit_at", p.limit_at, 64);
+  v.opt("limit", p.limit, &pcie_state_field);
+  v.opt("max_payload", p.max_payload, 0, 4096);
+  v.opt("numa_node", p.numa_node, -1, 4096);
+  v.opt("ports", p.ports, 256);
+  v.opt("irq", p.irq, &pcie_irq_field);
+}
+
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PcieFinding, level, what, fix)
 
 nlohmann::json to_json(const PcieInfo& p) {
-  nlohmann::json ports = p.ports;
-  for (auto& x : ports) {
+  nlohmann::json j = JsonOut::encode(p);
+  for (auto& x : j["ports"]) {
     if (x["speed_mbps"] <= 0) x["speed_mbps"] = nullptr;  // unknown
   }
   std::string who;
@@ -390,56 +415,15 @@ nlohmann::json to_json(const PcieInfo& p) {
   // The link's findings name every port on it; the interrupts are this function's own.
   auto findings = pcie_link_findings(p, who.empty() ? p.address : who);
   for (auto& f : pcie_irq_findings(p, p.address)) findings.push_back(std::move(f));
-  const double ceiling = pcie_ceiling_gbps(p);
-  return {{"address", p.address},
-          {"port", p.port},
-          {"link", state_json(p.link)},
-          {"max", state_json(p.max)},
-          {"port_max", state_json(p.port_max)},
-          {"limit_at", p.limit_at},
-          {"limit", state_json(p.limit)},
-          {"max_payload", p.max_payload},
-          {"numa_node", p.numa_node},
-          {"ports", std::move(ports)},
-          {"ports_speed_mbps", pcie_ports_mbps(p)},
-          {"raw_gbps", pcie_raw_gbps(pcie_effective_link(p))},
-          {"usable_gbps", ceiling},
-          {"irq", p.irq},
-          {"findings", findings}};
+  j["ports_speed_mbps"] = pcie_ports_mbps(p);
+  j["raw_gbps"] = pcie_raw_gbps(pcie_effective_link(p));
+  j["usable_gbps"] = pcie_ceiling_gbps(p);
+  j["findings"] = findings;
+  return j;
 }
 
 PcieInfo pcie_from_json(const nlohmann::json& j) {
-  Fields f(j, "pcie");
-  PcieInfo p;
-  p.address = f.str("address", 64);
-  p.port = f.has("port") ? f.str("port", 64) : "";
-  p.link = state_from(j, "link");
-  p.max = state_from(j, "max");
-  p.port_max = state_from(j, "port_max");
-  p.limit_at = f.has("limit_at") ? f.str("limit_at", 64) : "";
-  p.limit = state_from(j, "limit");
-  if (f.has("max_payload")) p.max_payload = static_cast<int>(f.u64("max_payload", 0, 4096));
-  if (f.has("numa_node")) p.numa_node = static_cast<int>(f.i64("numa_node", -1, 4096));
-  if (f.has("ports")) {
-    for (const auto& e : f.array("ports", 256)) {
-      Fields g(e, "pcie.ports[]");
-      PciePort x;
-      x.name = g.str("name", 64);
-      const auto sp = e.find("speed_mbps");
-      x.speed_mbps = sp == e.end() || sp->is_null() ? -1 : g.i64("speed_mbps", 0, 100'000'000);
-      p.ports.push_back(std::move(x));
-    }
-  }
-  if (f.has("irq")) {
-    Fields g(f.object("irq"), "pcie.irq");
-    p.irq.irqs = static_cast<int>(g.u64("irqs", 0, 1u << 20));
-    p.irq.served = g.u64("served", 0, UINT64_MAX);
-    p.irq.served_local = g.u64("served_local", 0, UINT64_MAX);
-    p.irq.remote_affinity = static_cast<int>(g.u64("remote_affinity", 0, 1u << 20));
-    p.irq.local_cpus = g.str("local_cpus", 4096);
-    p.irq.all_cpus_local = g.boolean("all_cpus_local");
-  }
-  return p;
+  return JsonIn::decode<PcieInfo>(j, "pcie");
 }
 
 }  // namespace fabperf

@@ -199,75 +199,58 @@ bool is_rdma_error_counter(const std::string& key) {
   return false;
 }
 
-// The JSON keys are the field names.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaGid, index, gid, type, netdev)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaPort, port, state, state_num, phys_state, phys_state_num, link_layer, rate,
-                                   rate_gbps, width, speed, active_mtu, mtu_source, lid, sm_lid, netdev, gid_table_len,
-                                   gids)
+// The JSON keys are the field names. Tolerant of missing fields (an agent of another version may
+// send fewer); strict on types.
+static void fields(auto& v, RdmaGid& g) {
+  v("index", g.index, 0, 1 << 20);
+  v("gid", g.gid, 64);
+  v.opt("type", g.type, 16);
+  v.opt("netdev", g.netdev, 64);
+}
+
+static void fields(auto& v, RdmaPort& p) {
+  v("port", p.port, 1, 255);
+  v.opt("state", p.state, 32);
+  v.opt("state_num", p.state_num, 0, 255);
+  v.opt("phys_state", p.phys_state, 32);
+  v.opt("phys_state_num", p.phys_state_num, 0, 255);
+  v.opt("link_layer", p.link_layer, 32);
+  v.opt("rate", p.rate, 64);
+  v.opt("rate_gbps", p.rate_gbps, 0, 1e6);
+  v.opt("width", p.width, 16);
+  v.opt("speed", p.speed, 16);
+  v.opt("active_mtu", p.active_mtu, 0, 1 << 20);
+  v.opt("mtu_source", p.mtu_source, 16);
+  v.opt("lid", p.lid, 0, UINT32_MAX);
+  v.opt("sm_lid", p.sm_lid, 0, UINT32_MAX);
+  v.opt("netdev", p.netdev, 64);
+  v.opt("gid_table_len", p.gid_table_len, 0, 1 << 20);
+  v.opt("gids", p.gids, 4096);
+}
+
+static void fields(auto& v, RdmaDevice& d) {
+  v("name", d.name, 64);
+  v.opt("node_type", d.node_type, 32);
+  v.opt("fw_ver", d.fw_ver, 64);
+  v.opt("node_guid", d.node_guid, 64);
+  v.opt("hca_type", d.hca_type, 64);
+  v.opt("board_id", d.board_id, 64);
+  v.opt("parent", d.parent, 64);
+  v.opt("ports", d.ports, 256, &rdma_port_from_json);
+  v.opt("pcie", d.pcie, &sysfs::pcie_field);
+}
 
 nlohmann::json to_json(const RdmaPort& p) {
-  return p;
+  return JsonOut::encode(p);
 }
-
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RdmaDevice, name, node_type, fw_ver, node_guid, hca_type, board_id, parent, ports)
-
 nlohmann::json to_json(const RdmaDevice& d) {
-  nlohmann::json j = d;
-  j["pcie"] = d.pcie ? to_json(*d.pcie) : nlohmann::json(nullptr);
-  return j;
+  return JsonOut::encode(d);
 }
-
-// Tolerant of missing fields (an agent of another version may send fewer); strict on types.
 RdmaPort rdma_port_from_json(const nlohmann::json& j) {
-  Fields f(j, "rdma.port");
-  RdmaPort p;
-  auto s = [&](const char* k, std::size_t max) { return f.has(k) ? f.str(k, max) : std::string(); };
-  p.port = static_cast<int>(f.u64("port", 1, 255));
-  p.state = s("state", 32);
-  if (f.has("state_num")) p.state_num = static_cast<int>(f.u64("state_num", 0, 255));
-  p.phys_state = s("phys_state", 32);
-  if (f.has("phys_state_num")) p.phys_state_num = static_cast<int>(f.u64("phys_state_num", 0, 255));
-  p.link_layer = s("link_layer", 32);
-  p.rate = s("rate", 64);
-  if (f.has("rate_gbps")) p.rate_gbps = f.num("rate_gbps", 0, 1e6);
-  p.width = s("width", 16);
-  p.speed = s("speed", 16);
-  if (f.has("active_mtu")) p.active_mtu = static_cast<int>(f.u64("active_mtu", 0, 1u << 20));
-  p.mtu_source = s("mtu_source", 16);
-  if (f.has("lid")) p.lid = static_cast<std::uint32_t>(f.u64("lid", 0, UINT32_MAX));
-  if (f.has("sm_lid")) p.sm_lid = static_cast<std::uint32_t>(f.u64("sm_lid", 0, UINT32_MAX));
-  p.netdev = s("netdev", 64);
-  if (f.has("gid_table_len")) p.gid_table_len = static_cast<int>(f.u64("gid_table_len", 0, 1u << 20));
-  if (f.has("gids")) {
-    for (const auto& e : f.array("gids", 4096)) {
-      Fields g(e, "rdma.port.gids[]");
-      RdmaGid x;
-      x.index = static_cast<int>(g.u64("index", 0, 1u << 20));
-      x.gid = g.str("gid", 64);
-      x.type = g.has("type") ? g.str("type", 16) : "";
-      x.netdev = g.has("netdev") ? g.str("netdev", 64) : "";
-      p.gids.push_back(std::move(x));
-    }
-  }
-  return p;
+  return JsonIn::decode<RdmaPort>(j, "rdma.port");
 }
-
 RdmaDevice rdma_device_from_json(const nlohmann::json& j) {
-  Fields f(j, "rdma");
-  RdmaDevice d;
-  auto s = [&](const char* k, std::size_t max) { return f.has(k) ? f.str(k, max) : std::string(); };
-  d.name = f.str("name", 64);
-  d.node_type = s("node_type", 32);
-  d.fw_ver = s("fw_ver", 64);
-  d.node_guid = s("node_guid", 64);
-  d.hca_type = s("hca_type", 64);
-  d.board_id = s("board_id", 64);
-  d.parent = s("parent", 64);
-  if (f.has("ports")) {
-    for (const auto& p : f.array("ports", 256)) d.ports.push_back(rdma_port_from_json(p));
-  }
-  if (const auto p = j.find("pcie"); p != j.end() && !p->is_null()) d.pcie = pcie_from_json(*p);
-  return d;
+  return JsonIn::decode<RdmaDevice>(j, "rdma");
 }
 
 }  // namespace fabperf

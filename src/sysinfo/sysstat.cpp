@@ -6,14 +6,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <cerrno>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 namespace fabperf {
 
 CpuTimes read_cpu_times(const std::string& proc_stat) {
-  std::ifstream in(proc_stat);
+  std::istringstream in(sysfs::read_line(proc_stat));
   std::string label;
   in >> label;
   CpuTimes t;
