@@ -4,15 +4,18 @@
 // (docs/results-format.md); what a person reads goes to the stream the caller gives.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <fabperf/coordinator/coordinator.hpp>
 #include <fabperf/core/build_config.hpp>
 #include <fabperf/core/bytes.hpp>
+#include <fabperf/core/child.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/stop.hpp>
@@ -23,8 +26,6 @@
 #include <map>
 #include <optional>
 #include <ostream>
-
-#include "plan/hooks.hpp"
 
 namespace fabperf::plan {
 namespace {
@@ -101,24 +102,50 @@ std::vector<T> of_test(const std::vector<T>& v, const Test& test) {
   return out;
 }
 
-// The busiest non-loopback interface of each node of a step's result, by plan host index.
-std::map<std::uint32_t, std::string> busiest_links(const ResultDoc& result,
-                                                   const std::map<std::string, std::uint32_t>& index) {
-  std::map<std::uint32_t, std::string> out;
-  for (const auto& n : result.nodes) {
-    const auto it = index.find(n.node);
-    if (it == index.end()) continue;
-    double best = -1;
-    for (const auto& l : n.links) {
-      if (l.kind == "loopback") continue;
-      const double v = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
-      if (v > best) {
-        best = v;
-        out[it->second] = l.link;
+// An A/B hook: `/bin/sh -c command` on this host (never on an agent), in its own process group (a
+// Child), with stdin at end of file, bounded in time, its output kept (docs/statistics.md).
+struct HookRun {
+  int exit_code{-1};  // the command's status; 128+N when killed by signal N; -1 when it could not start
+  double duration_s{0};
+  bool timed_out{false};  // killed (with its process group) after the timeout
+  std::string output;     // the last kHookOutputTail bytes of stdout and stderr together
+  std::string error;      // why it could not start
+};
+constexpr std::size_t kHookOutputTail = 4096;
+
+HookRun run_hook_command(const std::string& command, double timeout_s) {
+  HookRun h;
+  const std::int64_t t0 = mono_now_ns();
+  const std::int64_t deadline = t0 + static_cast<std::int64_t>(timeout_s * 1e9);
+  try {
+    Child c("hook", {"/bin/sh", "-c", command}, Child::Stderr::merged);
+    c.close_in();  // end of file at once, as from /dev/null
+    while (c.out >= 0) {
+      const std::int64_t left_ms = (deadline - mono_now_ns()) / 1'000'000;
+      if (left_ms <= 0) {
+        h.timed_out = true;
+        c.signal(SIGKILL);  // its process group: everything the hook started
+        break;
       }
+      pollfd p{c.out, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left_ms, 1000))) <= 0) continue;
+      if (!read_some(c.out, h.output, SIZE_MAX)) c.close_out();
+      if (h.output.size() > 2 * kHookOutputTail) h.output.erase(0, h.output.size() - kHookOutputTail);
     }
+    // The output closed: the shell is ending (or a background child kept the pipe and went away).
+    // Wait for the shell within what is left of the timeout.
+    if (!c.reap(static_cast<int>(std::max<std::int64_t>(0, (deadline - mono_now_ns()) / 1'000'000)))) {
+      h.timed_out = true;
+      c.signal(SIGKILL);
+      c.reap(5000);
+    }
+    h.exit_code = c.exit_code();
+  } catch (const std::exception& e) {
+    h.error = e.what();
   }
-  return out;
+  if (h.output.size() > kHookOutputTail) h.output.erase(0, h.output.size() - kHookOutputTail);
+  h.duration_s = static_cast<double>(mono_now_ns() - t0) / 1e9;
+  return h;
 }
 
 // One run of a plan, its phases as methods over what they share.
@@ -202,7 +229,7 @@ bool PlanRun::run_hook(const PlannedStep& s) {
   const std::string& cname = is_a ? p_.ab->a_name : p_.ab->b_name;
   if (tty_) os_ << "\r\033[K";
   const std::string started = iso8601_utc_now();
-  const auto hr = plan::run_hook(cmd, p_.ab->timeout_s);
+  const auto hr = run_hook_command(cmd, p_.ab->timeout_s);
   out_->write({{"type", "hook"},
                {"config", s.config},
                {"name", cname},
@@ -239,13 +266,13 @@ bool PlanRun::run_hook(const PlannedStep& s) {
 bool PlanRun::run_step(std::size_t i) {
   const auto& s = steps_[i];
   const auto& t = p_.tests[s.test];
-  std::vector<std::string> cn, sn;
-  for (const auto h : s.clients) cn.push_back(p_.hosts[h].name);
-  for (const auto h : s.servers) sn.push_back(p_.hosts[h].name);
   if (stop::stopped()) {
     interrupted_ = true;
     return false;
   }
+  std::vector<std::string> cn, sn;
+  for (const auto h : s.clients) cn.push_back(p_.hosts[h].name);
+  for (const auto h : s.servers) sn.push_back(p_.hosts[h].name);
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
   const std::string step_line =
       fmt::format("[{}/{}] {} ({} clients, {} servers)  elapsed {}  ETA {}", i + 1, steps_.size(), s.id, cn.size(),
@@ -268,69 +295,68 @@ bool PlanRun::run_step(std::size_t i) {
     }
     if (t.bind_devs.size() > 1) req.bind_devs = {t.bind_devs.at(*s.link)};
   }
-  json rec = {{"type", "step"},
-              {"index", s.index},
-              {"id", s.id},
-              {"test", t.name},
-              {"pattern", std::string(to_string(t.pattern.pattern))},
-              {"clients", cn},
-              {"servers", sn},
-              {"status", "done"},
-              {"error", ""},
-              {"started_at", iso8601_utc_now()},
-              {"base_id", s.base_id},
-              {"trial", s.trial}};
-  if (!s.config.empty()) rec["config"] = s.config;
+  StepHead rec{.index = static_cast<int>(s.index),
+               .id = s.id,
+               .test = t.name,
+               .pattern = std::string(to_string(t.pattern.pattern)),
+               .clients = std::move(cn),
+               .servers = std::move(sn),
+               .status = "done",
+               .error = "",
+               .started_at = iso8601_utc_now(),
+               .base_id = s.base_id,
+               .trial = s.trial,
+               .config = s.config};
+  json body = json::object();  // the record's result and figures
   const auto st0 = Clock::now();
   std::string summary;  // of a step done
   try {
-    const auto [r, res] = run_into(req, rec);
+    const auto [r, res] = run_into(req, body);
     if (r.interrupted) {
-      rec["status"] = "interrupted";
-      rec["error"] = "interrupted by the user";
+      rec.status = "interrupted";
+      rec.error = "interrupted by the user";
       interrupted_ = true;
     } else if (!res.complete) {
-      rec["status"] = "failed";
-      std::string err;
+      rec.status = "failed";
       for (const auto& n : r.nodes) {
-        if (!n.error.empty()) err += (err.empty() ? "" : "; ") + n.error;
+        if (!n.error.empty()) rec.error += (rec.error.empty() ? "" : "; ") + n.error;
       }
-      rec["error"] = err.empty() ? "incomplete result (a node did not report)" : err;
+      if (rec.error.empty()) rec.error = "incomplete result (a node did not report)";
       step_failed(ExitCode::infrastructure);
     }
     summary = figure(res.aggregate_mb_per_s) + " MB/s";
     // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
     const auto fig = step_figures(t.pattern.pattern, t.hosts.size(), res);
     if (!fig.is_null()) {
-      rec["figures"] = fig;
+      body["figures"] = fig;
       summary += ", " + render_step_figures(fig);
     }
-    if (rec["status"] == "done") outcomes_.push_back({s.id, t.name, res});
+    if (rec.status == "done") outcomes_.push_back({s.id, t.name, res});
   } catch (const Interrupted& e) {
-    rec["status"] = "interrupted";
-    rec["error"] = e.what();
+    rec.status = "interrupted";
+    rec.error = e.what();
     interrupted_ = true;
   } catch (const Error& e) {
-    rec["status"] = "failed";
-    rec["error"] = e.what();
+    rec.status = "failed";
+    rec.error = e.what();
     step_failed(e.code());
   }
-  const double dur = std::chrono::duration<double>(Clock::now() - st0).count();
-  rec["duration_s"] = dur;
-  out_->write(rec);
+  rec.duration_s = std::chrono::duration<double>(Clock::now() - st0).count();
+  body.update(plan_record("step", rec));
+  out_->write(body);
   ++ran_in_test_[s.test];
-  ran_s_ += dur;
+  ran_s_ += rec.duration_s;
   ran_time_s_ += std::chrono::duration<double>(t.spec.time()).count();
   ++ran_;
-  const std::string status = rec["status"].get<std::string>();
   // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
   if (!o_.quiet) {
     if (tty_) os_ << "\r\033[K";
     std::string flows;
-    for (const auto& [c, v] : s.pairs) flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", cn[c], sn[v]);
+    for (const auto& [c, v] : s.pairs)
+      flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", rec.clients[c], rec.servers[v]);
     if (flows.size() > 60) flows = fmt::format("{} pairs", s.pairs.size());
-    os_ << fmt::format("step {}/{} {} ({}): {}{} in {:.1f} s\n", i + 1, steps_.size(), s.id, flows, status,
-                       status == "done" ? ", " + summary : ": " + rec["error"].get<std::string>(), dur)
+    os_ << fmt::format("step {}/{} {} ({}): {}{} in {:.1f} s\n", i + 1, steps_.size(), s.id, flows, rec.status,
+                       rec.status == "done" ? ", " + summary : ": " + rec.error, rec.duration_s)
         << std::flush;
   }
   return !interrupted_;
@@ -419,10 +445,18 @@ void PlanRun::run_isolation(std::size_t ti) {
       try {
         const auto [run, result] = run_into(req, rec);
         if (run.interrupted) interrupted_ = true;
-        // The result's pairs name nodes by index; map them back to plan hosts.
+        // The result's pairs name nodes by index; map them back to plan hosts. A finding names
+        // each host's busiest interface (the first round that saw it).
         std::map<std::uint64_t, std::uint32_t> node_host;
         for (const auto& n : result.nodes) {
-          if (const auto it = index.find(n.node); it != index.end()) node_host[n.index] = it->second;
+          const auto it = index.find(n.node);
+          if (it == index.end()) continue;
+          node_host[n.index] = it->second;
+          const ResultLink* busiest = nullptr;
+          for (const auto& l : n.links) {
+            if (l.kind != "loopback" && (!busiest || l.payload_mb_per_s() > busiest->payload_mb_per_s())) busiest = &l;
+          }
+          if (busiest) links.emplace(it->second, busiest->link);
         }
         for (const auto& pr : result.pairs) {
           const auto c = node_host.find(pr.client);
@@ -431,9 +465,6 @@ void PlanRun::run_isolation(std::size_t ti) {
           for (std::size_t i = 0; i < st.pairs.size(); ++i) {
             if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.mb_per_s;
           }
-        }
-        for (const auto& [h, l] : busiest_links(result, index)) {
-          if (!links.count(h)) links[h] = l;
         }
       } catch (const Interrupted& e) {
         rec["status"] = "interrupted";
@@ -555,11 +586,8 @@ int PlanRun::finish() {
                         : interrupted_ || hook_failed_ ? ExitCode::infrastructure
                         : kpi_failed                   ? ExitCode::kpi_failed
                                                        : ExitCode::ok;
-  out_->write({{"type", "end"},
-               {"finished_at", iso8601_utc_now()},
-               {"interrupted", interrupted_},
-               {"passed", code == ExitCode::ok},
-               {"exit_code", static_cast<int>(code)}});
+  out_->write(
+      plan_record("end", PlanEnd{iso8601_utc_now(), interrupted_, code == ExitCode::ok, static_cast<int>(code)}));
   const std::size_t failed_steps = steps_.size() - outcomes_.size();
   os_ << render_verdicts(checks_) << ab_verdict;
   if (p_.repeat > 1 && !o_.quiet) {

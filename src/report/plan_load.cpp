@@ -2,12 +2,14 @@
 // `fabperf run --json` result. Every line is checked here, field by field, so that the model
 // builder can read the records without guessing; a bad line names FILE:LINE and what is wrong.
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/report/plan_report.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/report/result_doc.hpp>
 #include "report/result_json.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -21,67 +23,81 @@ using nlohmann::json;
 
 namespace {
 
+// A line's checks: every problem names FILE:LINE (and the record type); the reader of the records'
+// field lists (plan_report.hpp), each value checked as it is read, in record order.
 class LineError {
  public:
-  LineError(std::string_view file, std::size_t line, std::string_view record)
-      : file_(file), line_(line), record_(record) {}
+  LineError(std::string_view file, std::size_t line, std::string_view record, const json* j = nullptr)
+      : file_(file), line_(line), record_(record), j_(j) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
     if (record_.empty()) throw UsageError(fmt::format("{}:{}: {}", file_, line_, problem));
     throw UsageError(fmt::format("{}:{}: {} record: {}", file_, line_, record_, problem));
   }
-  const json& field(const json& j, const char* name) const {
-    const auto it = j.find(name);
-    if (it == j.end()) fail(fmt::format("missing field '{}'", name));
+  // The same checks, of another object of the line.
+  [[nodiscard]] LineError of(const json& j) const { return {file_, line_, record_, &j}; }
+  template <class T>
+  T read() const {
+    T m;
+    fields(*this, m);
+    return m;
+  }
+  const json& field(const char* name) const {
+    const auto it = j_->find(name);
+    if (it == j_->end()) fail(fmt::format("missing field '{}'", name));
     return *it;
   }
   // The field, which `ok` must accept ("field 'NAME' must be WHAT" when it does not).
-  const json& field(const json& j, const char* name, bool (json::*ok)() const noexcept, std::string_view what) const {
-    const auto& v = field(j, name);
+  const json& field(const char* name, bool (json::*ok)() const noexcept, std::string_view what) const {
+    const auto& v = field(name);
     if (!(v.*ok)()) fail(fmt::format("field '{}' must be {}", name, what));
     return v;
   }
-  // Each check returns the value it checked, so a record is decoded in the same pass.
-  const std::string& string(const json& j, const char* name) const {
-    return field(j, name, &json::is_string, "a string").get_ref<const std::string&>();
+  void operator()(const char* k, std::string& x) const {
+    x = field(k, &json::is_string, "a string").get<std::string>();
   }
-  std::optional<std::string> string_or_null(const json& j, const char* name) const {
-    if (field(j, name).is_null()) return std::nullopt;
-    return field(j, name, &json::is_string, "a string or null").get<std::string>();
+  void operator()(const char* k, double& x) const { x = field(k, &json::is_number, "a number").get<double>(); }
+  void operator()(const char* k, bool& x) const { x = field(k, &json::is_boolean, "true or false").get<bool>(); }
+  void operator()(const char* k, std::optional<std::string>& x) const {
+    if (!field(k).is_null()) x = field(k, &json::is_string, "a string or null").get<std::string>();
   }
-  double number(const json& j, const char* name) const {
-    return field(j, name, &json::is_number, "a number").get<double>();
+  void operator()(const char* k, std::optional<double>& x) const {
+    if (!field(k).is_null()) x = field(k, &json::is_number, "a number").get<double>();
   }
-  bool boolean(const json& j, const char* name) const {
-    return field(j, name, &json::is_boolean, "true or false").get<bool>();
-  }
-  std::int64_t integer(const json& j, const char* name, std::int64_t lo, std::int64_t hi) const {
-    const auto& v = field(j, name);
+  template <std::integral T>
+  void operator()(const char* k, T& x, std::int64_t lo, std::int64_t hi) const {
+    const auto& v = field(k);
     if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
-      fail(fmt::format("field '{}' must be a whole number in [{}, {}]", name, lo, hi));
+      fail(fmt::format("field '{}' must be a whole number in [{}, {}]", k, lo, hi));
     }
-    return v.get<std::int64_t>();
+    x = v.get<T>();
   }
-  std::vector<std::string> strings(const json& j, const char* name) const {
-    const auto& v = field(j, name);
+  void operator()(const char* k, std::vector<std::string>& x) const {
+    const auto& v = field(k);
     if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }))
-      fail(fmt::format("field '{}' must be a list of names", name));
-    return v.get<std::vector<std::string>>();
+      fail(fmt::format("field '{}' must be a list of names", k));
+    x = v.get<std::vector<std::string>>();
   }
-  const std::string& one_of(const json& j, const char* name, std::initializer_list<const char*> allowed) const {
-    const auto& s = string(j, name);
-    std::string list;
-    for (const char* a : allowed) {
-      if (s == a) return s;
-      list += list.empty() ? a : fmt::format(", {}", a);
-    }
-    fail(fmt::format("field '{}' is '{}'; expected one of: {}", name, s, list));
+  void operator()(const char* k, std::string& x, OneOf allowed) const {
+    (*this)(k, x);
+    const auto values = split_list(allowed.list, ' ');
+    if (std::find(values.begin(), values.end(), x) == values.end())
+      fail(fmt::format("field '{}' is '{}'; expected one of: {}", k, x, fmt::join(values, ", ")));
+  }
+  template <class T, class... A>
+  void opt(const char* k, T& x, const A&... a) const {
+    if (j_->contains(k)) (*this)(k, x, a...);
+  }
+  template <class T, class... A>
+  void sparse(const char* k, T& x, const A&... a) const {
+    opt(k, x, a...);
   }
 
  private:
   std::string_view file_;
   std::size_t line_;
   std::string_view record_;
+  const json* j_;
 };
 
 // A result as `fabperf run --json` writes it; enough is checked that the model can rely on it.
@@ -98,11 +114,13 @@ void check_plan(const json& j, const LineError& e) {
     e.fail(fmt::format("results version {} is not supported (this fabperf reads version {})",
                        j.contains("version") ? j["version"].dump() : "(none)", kPlanResultsVersion));
   }
-  e.string(j, "fabperf_version");
-  e.string(j, "started_at");
-  e.string(j, "plan_file");
-  e.integer(j, "steps_total", 0, 1 << 24);
-  const auto& plan = e.field(j, "plan");
+  std::string text;
+  int steps_total = 0;
+  e("fabperf_version", text);
+  e("started_at", text);
+  e("plan_file", text);
+  e("steps_total", steps_total, 0, 1 << 24);
+  const auto& plan = e.field("plan");
   if (!plan.is_object()) e.fail("field 'plan' must be an object");
   if (plan.contains("hosts")) {
     if (!plan["hosts"].is_array()) e.fail("'plan.hosts' must be a list");
@@ -112,44 +130,13 @@ void check_plan(const json& j, const LineError& e) {
   }
 }
 
-// The one decoder of a "step" record's own fields, its result checked but not read (step_head).
-StepView read_step(const json& j, const LineError& e) {
-  StepView s;
-  s.index = static_cast<int>(e.integer(j, "index", 0, 1 << 24));
-  s.id = e.string(j, "id");
-  s.test = e.string(j, "test");
-  s.pattern = e.one_of(
-      j, "pattern",
-      {"bipartite", "pairs", "each-vs-rest", "halves", "all-pairs", "ring", "incast", "broadcast", "all-to-all"});
-  s.clients = e.strings(j, "clients");
-  s.servers = e.strings(j, "servers");
-  s.status = e.one_of(j, "status", {"done", "failed", "interrupted"});
-  if (j.contains("error")) s.error = e.string(j, "error");
-  s.started_at = e.string(j, "started_at");
-  s.duration_s = e.number(j, "duration_s");
+// A "step" record's own fields, its result checked but not read.
+StepHead read_step(const json& j, const LineError& e) {
+  auto s = e.read<StepHead>();
   const bool has_result = j.contains("result") && !j["result"].is_null();
   if (has_result) check_run_result(j["result"], e);
   if (!has_result && s.status == "done") e.fail("status 'done' but no 'result'");
   return s;
-}
-
-// The one decoder of a "kpi" record (to_json is its encoder); --resume and the report both read
-// checks through it.
-KpiCheck read_kpi(const json& j, const LineError& e) {
-  // A braced list is evaluated left to right: the first bad field, in record order, is named.
-  return KpiCheck{e.string_or_null(j, "test"), e.string_or_null(j, "step"), e.string(j, "kpi"),
-                  e.one_of(j, "scope", {"node", "pair", "link", "aggregate", "step"}), e.string(j, "subject"),
-                  // null: could not be measured
-                  e.field(j, "value").is_null() ? std::nullopt : std::optional(e.number(j, "value")),
-                  e.number(j, "threshold"), e.one_of(j, "op", {">=", "<="}), e.string(j, "unit"), e.boolean(j, "pass"),
-                  e.string(j, "detail")};
-}
-
-void check_end(const json& j, const LineError& e) {
-  e.string(j, "finished_at");
-  e.boolean(j, "interrupted");
-  e.boolean(j, "passed");
-  e.integer(j, "exit_code", 0, 4);
 }
 
 std::string kpi_key(const KpiCheck& k) {
@@ -162,64 +149,47 @@ RawResults from_single_run(json r, const std::string& name) {
   RawResults raw;
   raw.path = name;
   raw.single_run = true;
-  const LineError e(name, 1, "");
-  check_run_result(r, e);
-  std::vector<std::string> clients, servers;
+  check_run_result(r, LineError(name, 1, ""));
+  StepHead s;
   for (const auto& n : r["nodes"]) {
     const auto role = n.value("role", std::string{});
     const auto nm = n.value("node", std::string{});
-    if (role.find("client") != std::string::npos) clients.push_back(nm);
-    if (role.find("server") != std::string::npos) servers.push_back(nm);
+    if (role.find("client") != std::string::npos) s.clients.push_back(nm);
+    if (role.find("server") != std::string::npos) s.servers.push_back(nm);
   }
-  const std::string test = r.contains("settings") ? r["settings"].value("test", std::string{"run"}) : "run";
+  s.test = r.contains("settings") ? r["settings"].value("test", std::string{"run"}) : "run";
+  s.id = s.base_id = s.test + "/0";
+  s.pattern = "bipartite";
+  s.status = r.value("interrupted", false) ? "interrupted" : "done";
+  s.started_at = r.value("started_at", std::string{});
+  if (r.contains("settings") && r["settings"].contains("time_ns") && r["settings"]["time_ns"].is_number())
+    s.duration_s = r["settings"]["time_ns"].get<double>() / 1e9;
   raw.plan = {
       {"type", "plan"},
       {"schema", kPlanResultsSchema},
       {"version", kPlanResultsVersion},
       {"fabperf_version", r.value("fabperf_version", std::string{})},
-      {"started_at", r.value("started_at", std::string{})},
+      {"started_at", s.started_at},
       {"plan_file", ""},
       {"plan", {{"name", r.value("test_id", std::string{})}, {"hosts", json::array()}, {"tests", json::array()}}},
       {"steps_total", 1}};
-  const bool interrupted = r.value("interrupted", false);
-  raw.steps.push_back({{"type", "step"},
-                       {"index", 0},
-                       {"id", test + "/0"},
-                       {"test", test},
-                       {"pattern", "bipartite"},
-                       {"clients", clients},
-                       {"servers", servers},
-                       {"status", interrupted ? "interrupted" : "done"},
-                       {"error", ""},
-                       {"started_at", r.value("started_at", std::string{})},
-                       {"duration_s", r.contains("settings") && r["settings"].contains("time_ns") &&
-                                              r["settings"]["time_ns"].is_number()
-                                          ? r["settings"]["time_ns"].get<double>() / 1e9
-                                          : 0.0},
-                       {"result", std::move(r)}});
-  raw.end =
-      json{{"type", "end"}, {"finished_at", ""}, {"interrupted", interrupted}, {"passed", true}, {"exit_code", 0}};
+  raw.end = PlanEnd{"", s.status == "interrupted", true, 0};
+  raw.steps.push_back(plan_record("step", s));
+  raw.steps.back()["result"] = std::move(r);
   return raw;
 }
 
 // The records of a JSON Lines file, one line at a time: a step's JSON lives only as long as its
 // line unless the caller keeps it (`on_step` empty: raw.steps).
-struct FirstLine {
-  std::string text;
-  std::size_t number{0};
-  bool unterminated{false};
-  std::streamoff at{-1};  // where it starts in the stream
-};
-
-void read_lines(std::istream& in, FirstLine first, const std::string& name, RawResults& raw, const StepSink& on_step) {
+void read_lines(std::istream& in, const std::string& name, RawResults& raw, const StepSink& on_step) {
   std::map<std::string, json> steps;  // by id
   std::unordered_set<std::string> step_ids;
   std::unordered_map<std::string, std::size_t> kpi_at;  // by kpi_key: where in raw.kpis
   bool have_plan = false;
-  std::size_t lineno = first.number;
-  std::string line = std::move(first.text);
-  bool last_unterminated = first.unterminated;
-  std::streamoff at = first.at;  // of `line`
+  std::size_t lineno = 0;
+  std::string line;
+  bool last_unterminated = false;
+  std::streamoff at = -1;  // of `line`
   auto next = [&] {
     at = in.tellg();
     if (!std::getline(in, line)) return false;
@@ -227,7 +197,7 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
     ++lineno;
     return true;
   };
-  for (bool have = true; have; have = next()) {
+  while (next()) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const LineError bad(name, lineno, "");
@@ -244,7 +214,7 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
     if (!j.is_object()) bad.fail("expected a JSON object");
     if (!j.contains("type") || !j["type"].is_string()) bad.fail("record has no \"type\" (plan, step, kpi or end)");
     const auto type = j["type"].get<std::string>();
-    const LineError e(name, lineno, type);
+    const LineError e(name, lineno, type, &j);
     if (!have_plan && type != "plan")
       bad.fail(fmt::format("the first record must be the \"plan\" header, found \"{}\"", type));
     if (type == "plan") {
@@ -257,7 +227,7 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
         raw.end.reset();  // a resumed run: finished only when a later "end" says so
       }
     } else if (type == "step") {
-      auto id = read_step(j, e).id;
+      auto id = std::move(read_step(j, e).id);
       if (!step_ids.insert(id).second) ++raw.superseded_steps;
       if (on_step) {
         on_step(raw.plan, std::move(j), at);
@@ -265,22 +235,26 @@ void read_lines(std::istream& in, FirstLine first, const std::string& name, RawR
         steps[std::move(id)] = std::move(j);
       }
     } else if (type == "kpi") {
-      auto k = read_kpi(j, e);
+      auto k = e.read<KpiCheck>();
       const auto [slot, fresh] = kpi_at.emplace(kpi_key(k), raw.kpis.size());
       if (fresh) raw.kpis.emplace_back();
       raw.kpis[slot->second] = std::move(k);  // the last record of a check, in the place of its first
     } else if (type == "end") {
-      check_end(j, e);
-      raw.end = std::move(j);
+      raw.end = e.read<PlanEnd>();
     } else if (type == "isolation") {
-      e.string(j, "test");
-      if (!e.field(j, "findings").is_array() || !e.field(j, "trace").is_array())
+      std::string test, text;
+      bool slow = false;
+      e("test", test);
+      if (!e.field("findings").is_array() || !e.field("trace").is_array())
         e.fail("fields 'findings' and 'trace' must be lists");
       for (const auto& f : j["findings"]) {
-        e.string(f, "text");
-        e.boolean(f, "slow");
+        e.of(f)("text", text);
+        e.of(f)("slow", slow);
+        raw.isolation.push_back(fmt::format("{}: {}{}", test, slow ? "SLOW " : "", text));
       }
-      raw.isolation.push_back(std::move(j));
+      // Nothing named: the trace's last word says why (no suspect, too few good peers, ...).
+      if (j["findings"].empty() && !j["trace"].empty() && j["trace"].back().is_string())
+        raw.isolation.push_back(test + ": " + j["trace"].back().get<std::string>());
     } else if (type == "hook" || type == "isolate" || type == "per_link") {
       // A/B hooks, isolation rounds, per-link sweeps: `fabperf compare` and the run's output show them.
     } else {
@@ -300,20 +274,18 @@ RawResults load_results(std::istream& in, const std::string& name, const StepSin
   raw.path = name;
   // A results file is JSON Lines, read a line at a time (an all-pairs of many hosts writes
   // gigabytes); anything whose first line is not a record is one JSON document, read whole.
-  FirstLine first;
-  while (first.text.find_first_not_of(" \t\r") == std::string::npos) {
-    first.at = in.tellg();
-    if (!std::getline(in, first.text))
-      throw UsageError(fmt::format("{}: empty file: not a fabperf results file", name));
-    first.unterminated = in.eof();
-    ++first.number;
+  const auto start = in.tellg();
+  std::string first;
+  while (first.find_first_not_of(" \t\r") == std::string::npos) {
+    if (!std::getline(in, first)) throw UsageError(fmt::format("{}: empty file: not a fabperf results file", name));
   }
-  if (const json head = json::parse(first.text, nullptr, false); head.is_object() && head.contains("type")) {
-    read_lines(in, std::move(first), name, raw, on_step);
+  in.seekg(start);
+  if (const json head = json::parse(first, nullptr, false); head.is_object() && head.contains("type")) {
+    read_lines(in, name, raw, on_step);
     return raw;
   }
   std::stringstream ss;
-  ss << std::string(first.number - 1, '\n') << first.text << '\n' << in.rdbuf();
+  ss << in.rdbuf();
   const std::string text = ss.str();
   // A whole-file JSON document (pretty-printed, as `fabperf run --json` writes) is a single run.
   {
@@ -355,7 +327,7 @@ RawResults load_results(std::istream& in, const std::string& name, const StepSin
   }
 
   std::istringstream lines(text);  // not a document: each line's error names its line
-  read_lines(lines, FirstLine{}, name, raw, on_step);
+  read_lines(lines, name, raw, on_step);
   return raw;
 }
 
@@ -365,17 +337,8 @@ RawResults load_results(const std::string& path) {
   return load_results(in, path);
 }
 
-StepView step_head(const json& step) {
-  return read_step(step, LineError("step", 0, "step"));  // load_results checked it: no error names a line
-}
-
-// Keys: the field names.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KpiCheck, test, step, kpi, scope, subject, value, threshold, op, unit, pass, detail)
-
-json to_json(const KpiCheck& c) {
-  json j = c;
-  j["type"] = "kpi";
-  return j;
+StepHead step_head(const json& step) {
+  return LineError("step", 0, "step", &step).read<StepHead>();  // load_results checked it: no error names a line
 }
 
 }  // namespace fabperf

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <tuple>
 #include <unordered_map>
 
 namespace fabperf {
@@ -111,26 +110,34 @@ std::vector<Host> plan_hosts(const json& plan_line) {
   return hosts;
 }
 
-StepView step_view(const json& sj, const std::vector<Host>& hosts) {
-  StepView s = step_head(sj);
+// The step's view; without `detail`, only what the model needs of every step (status, figures,
+// pairs for the matrix), not its nodes, series, latencies and findings.
+StepView step_view(const json& sj, const std::vector<Host>& hosts, bool detail = true) {
+  StepView s;
+  static_cast<StepHead&>(s) = step_head(sj);
   if (!sj.contains("result") || !sj["result"].is_object()) return s;
   ResultDoc r = read_result_doc(sj["result"], ReadMode::lenient, fmt::format("step {}: result", s.id));
   s.measured = true;
   s.op = r.test;
-  s.summary = r.summary;
   s.mb_per_s = r.aggregate_mb_per_s;
   s.gbit_per_s = r.aggregate_gbit_per_s;
   s.msg_per_s = r.aggregate_msg_per_s;
   s.window_s = r.window_s;
+  name_nodes(r.nodes, hosts, s.clients, s.servers);
+  std::map<std::uint64_t, std::string> by_index;
+  for (const auto& n : r.nodes) by_index[n.index] = n.node;
+  auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
+  for (const auto& p : r.pairs)
+    s.pairs.push_back(
+        {name_of(p.client), name_of(p.server), p.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
+  if (!detail) return s;
+  s.summary = r.summary;
   s.latency = std::move(r.latency);
   s.delay = std::move(r.delay);
   s.findings = std::move(r.findings);
-  name_nodes(r.nodes, hosts, s.clients, s.servers);
-  std::map<std::uint64_t, std::string> by_index;
   Series aggregate{"aggregate", {}};
   std::vector<Series> per_node;
   for (auto& n : r.nodes) {
-    by_index[n.index] = n.node;
     if (n.counters) {
       for (const auto& d : n.counters->dips) s.counter_events.push_back({d, n.node});
     }
@@ -158,10 +165,6 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts) {
     s.series.push_back(std::move(aggregate));
     for (auto& ns : per_node) s.series.push_back(std::move(ns));
   }
-  auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
-  for (const auto& p : r.pairs)
-    s.pairs.push_back(
-        {name_of(p.client), name_of(p.server), p.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
   return s;
 }
 
@@ -195,43 +198,42 @@ std::unordered_map<std::string, std::pair<int, int>> group_kpis(PlanReport& r) {
   return step_checks;
 }
 
-// All-pairs matrices, one per test that used the pattern. Hosts in plan order first.
+// All-pairs matrices, one per test that used the pattern. Hosts in plan order first; later steps win.
 void build_matrices(PlanReport& r, const std::vector<Host>& hosts) {
   std::map<std::string, std::size_t> matrix_at;
-  std::vector<std::unordered_map<std::string, std::size_t>> node_at;             // per matrix: name -> row
-  std::vector<std::vector<std::tuple<std::size_t, std::size_t, double>>> cells;  // per matrix, in step order
+  std::vector<std::unordered_map<std::string, std::size_t>> node_at;  // per matrix: name -> row
   for (const auto& s : r.steps) {
     if (s.pattern != "all-pairs" || s.pairs.empty()) continue;
     const auto [it, added] = matrix_at.emplace(s.test, r.matrices.size());
     if (added) {
       r.matrices.push_back({s.test, {}, {}, 0, 0, 0});
       node_at.emplace_back();
-      cells.emplace_back();
-      for (const auto& h : hosts) r.matrices.back().nodes.push_back(h.name);
-      for (std::size_t i = 0; i < hosts.size(); ++i) node_at.back().emplace(hosts[i].name, i);
     }
     auto& m = r.matrices[it->second];
     const auto row = [&m, &at = node_at[it->second]](const std::string& n) {
       const auto [e, fresh] = at.emplace(n, m.nodes.size());
-      if (fresh) m.nodes.push_back(n);
+      if (fresh) {
+        m.nodes.push_back(n);
+        for (auto& cells : m.mb_per_s) cells.resize(m.nodes.size());
+        m.mb_per_s.emplace_back(m.nodes.size());
+      }
       return e->second;
     };
+    if (added) {
+      for (const auto& h : hosts) row(h.name);
+    }
     for (const auto& p : s.pairs) {
       const auto c = row(p.client);
-      cells[it->second].emplace_back(c, row(p.server), p.mb_per_s);
+      const auto v = row(p.server);  // first: a new row moves the others
+      m.mb_per_s[c][v] = p.mb_per_s;
     }
   }
-  for (std::size_t mi = 0; mi < r.matrices.size(); ++mi) {
-    auto& m = r.matrices[mi];
-    m.mb_per_s.assign(m.nodes.size(), std::vector<std::optional<double>>(m.nodes.size()));
-    for (const auto& [c, sv, v] : cells[mi]) m.mb_per_s[c][sv] = v;  // later steps win
-    bool first = true;
-    for (const auto& row : m.mb_per_s) {
-      for (const auto& c : row) {
+  for (auto& m : r.matrices) {
+    for (const auto& cells : m.mb_per_s) {
+      for (const auto& c : cells) {
         if (!c) continue;
-        m.min = first ? *c : std::min(m.min, *c);
-        m.max = first ? *c : std::max(m.max, *c);
-        first = false;
+        m.min = m.cells == 0 ? *c : std::min(m.min, *c);
+        m.max = m.cells == 0 ? *c : std::max(m.max, *c);
         ++m.cells;
       }
     }
@@ -289,9 +291,9 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
 
   if (raw.end) {
     r.finished = true;
-    r.finished_at = str(*raw.end, "finished_at");
-    r.interrupted = raw.end->value("interrupted", false);
-    r.exit_code = raw.end->value("exit_code", -1);
+    r.finished_at = raw.end->finished_at;
+    r.interrupted = raw.end->interrupted;
+    r.exit_code = raw.end->exit_code;
   }
 
   build_matrices(r, hosts);
@@ -315,23 +317,11 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
     r.notes.push_back(fmt::format("{} of {} planned steps have no record", r.steps_missing, r.steps_total));
 
   set_verdict(r);
-  for (const auto& iso : raw.isolation) {
-    const std::string test = iso["test"].get<std::string>();
-    for (const auto& f : iso["findings"]) {
-      r.isolation.push_back(
-          fmt::format("{}: {}{}", test, f.value("slow", false) ? "SLOW " : "", f["text"].get<std::string>()));
-    }
-    // Nothing named: the trace's last word says why (no suspect, too few good peers, ...).
-    if (iso["findings"].empty() && !iso["trace"].empty() && iso["trace"].back().is_string())
-      r.isolation.push_back(test + ": " + iso["trace"].back().get<std::string>());
-  }
-  if (r.finished && r.kind == "plan") {
-    const bool recorded_pass = raw.end->value("passed", false);
-    if (recorded_pass != (r.verdict == "PASS" || r.verdict == "NO KPI")) {
-      r.notes.push_back(
-          fmt::format("the run itself recorded passed={} (exit code {}); the verdict here is from the records",
-                      recorded_pass, r.exit_code));
-    }
+  r.isolation = raw.isolation;
+  if (r.finished && r.kind == "plan" && raw.end->passed != (r.verdict == "PASS" || r.verdict == "NO KPI")) {
+    r.notes.push_back(
+        fmt::format("the run itself recorded passed={} (exit code {}); the verdict here is from the records",
+                    raw.end->passed, r.exit_code));
   }
   return r;
 }
@@ -352,18 +342,8 @@ PlanReport read_plan_report(std::istream& in, const std::string& name, bool list
   std::unordered_map<std::string, std::streamoff> at;  // where each step's record starts, when it lost its detail
   RawResults raw = load_results(in, name, [&](const json& plan, json&& sj, std::streamoff off) {
     if (!hosts) hosts = plan_hosts(plan);
-    StepView v = step_view(sj, *hosts);
-    if (listed_detail && off >= 0) {
-      // What the model needs of every step stays (status, figures, pairs for the matrix).
-      v.summary = {};
-      v.nodes = {};
-      v.latency.reset();
-      v.delay.reset();
-      v.series = {};
-      v.findings = {};
-      v.counter_events = {};
-      at.insert_or_assign(v.id, off);
-    }
+    StepView v = step_view(sj, *hosts, !listed_detail || off < 0);
+    if (listed_detail && off >= 0) at.insert_or_assign(v.id, off);
     by_id.insert_or_assign(v.id, std::move(v));
   });
   std::vector<StepView> steps;

@@ -93,13 +93,6 @@ json latency_json(const std::optional<ResultLatency>& l, const char* what) {
   return j;
 }
 
-// The results file's "kpi" record (to_json, its one encoder) without its record type.
-json kpi_json(const KpiCheck& c) {
-  json j = to_json(c);
-  j.erase("type");
-  return j;
-}
-
 json node_row_json(const ResultNode& n) {
   return {{json_key(col::node), n.node},
           {json_key(col::role), n.role},
@@ -160,7 +153,7 @@ json render_plan_json(const PlanReport& r) {
             {"version", 1},
             {"finished_at", r.finished ? json(r.finished_at) : json(nullptr)},
             {"exit_code", jsonu::nonneg(r.exit_code)},
-            {"kpis", array_json(r.kpis, kpi_json)},
+            {"kpis", array_json(r.kpis, &JsonOut::encode<KpiCheck>)},  // the "kpi" records' fields
             {"steps", array_json(r.steps, step_json)}});
   return j;
 }
@@ -210,7 +203,7 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table) {
     const std::vector<std::string> keys{"test", "step",      "kpi",  "scope", "subject", "value",
                                         "op",   "threshold", "unit", "pass",  "detail"};
     row({}, keys, nullptr);
-    for (const auto& c : r.kpis) row({}, keys, kpi_json(c));
+    for (const auto& c : r.kpis) row({}, keys, JsonOut::encode(c));
   } else {
     throw UsageError(fmt::format("--table '{}': unknown CSV table (steps, pairs, links, kpis)", table));
   }
@@ -234,15 +227,21 @@ std::string render_plan_junit(const PlanReport& r) {
   };
   std::vector<Suite> suites;
   const std::string prefix = "fabperf." + (r.plan_name.empty() ? std::string("plan") : r.plan_name);
-  // A <testcase> in the suite of `test`; `inner` its elements.
-  auto testcase = [&](const std::string& test, const std::string& name, const std::string& time,
-                      const std::string& inner) -> Suite& {
+  Suite all{prefix, "", 0, 0, 0, 0, 0};
+  // A <testcase> in the suite of `test` and in the totals: `inner` its elements, `seconds` its time
+  // (negative: none, written 0), `count` what else it counts as (failures, errors, skipped) if any.
+  auto testcase = [&](const std::string& test, const std::string& name, double seconds, const std::string& inner,
+                      int Suite::*count) {
     auto it = std::find_if(suites.begin(), suites.end(), [&](const Suite& s) { return s.name == prefix + "." + test; });
     if (it == suites.end()) it = suites.insert(it, {prefix + "." + test, "", 0, 0, 0, 0, 0});
-    ++it->tests;
+    for (Suite* su : {&*it, &all}) {
+      ++su->tests;
+      su->time += std::max(seconds, 0.0);
+      if (count) ++(su->*count);
+    }
     it->body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{}\">\n{}    </testcase>\n",
-                            xml_escape(prefix + "." + test), xml_escape(name), time, inner);
-    return *it;
+                            xml_escape(prefix + "." + test), xml_escape(name),
+                            seconds < 0 ? "0" : fmt::format("{:.3f}", seconds), inner);
   };
   for (const auto& s : r.steps) {
     std::string inner = s.status == "failed"
@@ -252,13 +251,13 @@ std::string render_plan_junit(const PlanReport& r) {
                                                     : "";
     if (s.measured && !s.summary.empty())
       inner += fmt::format("      <system-out>{}</system-out>\n", xml_escape(s.summary));
-    auto& su = testcase(
+    testcase(
         s.test,
         fmt::format("step {} ({}: {} -> {})", s.id, s.pattern, fmt::join(s.clients, ","), fmt::join(s.servers, ",")),
-        fmt::format("{:.3f}", s.duration_s), inner);
-    su.time += s.duration_s;
-    su.errors += s.status == "failed" ? 1 : 0;
-    su.skipped += s.status == "interrupted" ? 1 : 0;
+        s.duration_s, inner,
+        s.status == "failed"        ? &Suite::errors
+        : s.status == "interrupted" ? &Suite::skipped
+                                    : nullptr);
   }
   for (const auto& c : r.kpis) {
     std::string name = c.kpi + " " + c.scope;
@@ -267,26 +266,18 @@ std::string render_plan_junit(const PlanReport& r) {
     const std::string measured =
         c.value ? fmt::format("{}: {:g} {} (required {} {:g})", c.kpi, *c.value, c.unit, c.op, c.threshold)
                 : fmt::format("{}: not measured (required {} {:g} {})", c.kpi, c.op, c.threshold, c.unit);
-    testcase(c.test.value_or("plan"), name, "0",
+    testcase(c.test.value_or("plan"), name, -1,
              c.pass ? fmt::format("      <system-out>{}</system-out>\n", xml_escape(measured))
                     : fmt::format("      <failure message=\"{}\" type=\"kpi\">{}</failure>\n",
-                                  xml_escape(c.detail.empty() ? measured : c.detail), xml_escape(measured)))
-        .failures += c.pass ? 0 : 1;
+                                  xml_escape(c.detail.empty() ? measured : c.detail), xml_escape(measured)),
+             c.pass ? nullptr : &Suite::failures);
   }
   if (!r.finished || r.steps_missing > 0) {
-    ++testcase("plan", "plan finished", "0",
-               fmt::format("      <error message=\"{}\" type=\"incomplete\"/>\n",
-                           xml_escape(fmt::format("the plan did not finish: {} of {} steps have a record",
-                                                  r.steps.size(), r.steps_total))))
-          .errors;
-  }
-  Suite all{prefix, "", 0, 0, 0, 0, 0};
-  for (const auto& s : suites) {
-    all.tests += s.tests;
-    all.failures += s.failures;
-    all.errors += s.errors;
-    all.skipped += s.skipped;
-    all.time += s.time;
+    testcase("plan", "plan finished", -1,
+             fmt::format("      <error message=\"{}\" type=\"incomplete\"/>\n",
+                         xml_escape(fmt::format("the plan did not finish: {} of {} steps have a record", r.steps.size(),
+                                                r.steps_total))),
+             &Suite::errors);
   }
   std::string out = fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites {}>\n", all.attrs());
   for (const auto& s : suites) {

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fabperf/core/fields.hpp>
 #include <fabperf/report/result_doc.hpp>
 
 namespace fabperf {
@@ -24,8 +25,23 @@ namespace fabperf {
 inline constexpr const char* kPlanResultsSchema = "fabperf.plan-results";
 inline constexpr int kPlanResultsVersion = 1;
 
+// The results file's records (docs/results-format.md): each type's `fields` names its keys once,
+// for the writer (plan_record) and load_results alike, which checks each value as it reads it:
+// v(key, member) by its type, v(key, whole number, lo, hi), v(key, text, OneOf{"a b"}).
+// v.opt(): read only when present (older files); v.sparse(): also written only when not empty.
+struct OneOf {
+  std::string_view list;  // the values, a space between them
+};
+// The record of type `type` that m's fields make.
+template <class T>
+nlohmann::json plan_record(const char* type, const T& m) {
+  nlohmann::json j = JsonOut::encode(m);
+  j["type"] = type;
+  return j;
+}
+
 // One KPI check: the "kpi" record of a results file, as the run wrote it and the report and
-// --resume read it back (to_json / load_results are its one codec).
+// --resume read it back.
 struct KpiCheck {
   std::optional<std::string> test;  // null: plan-wide
   std::optional<std::string> step;  // null: over the whole test (or plan)
@@ -39,20 +55,82 @@ struct KpiCheck {
   bool pass{false};
   std::string detail;
 };
-nlohmann::json to_json(const KpiCheck& c);
+// In record order: the first bad field is the one named.
+void fields(auto& v, KpiCheck& m) {
+  v("test", m.test);
+  v("step", m.step);
+  v("kpi", m.kpi);
+  v("scope", m.scope, OneOf{"node pair link aggregate step"});
+  v("subject", m.subject);
+  v("value", m.value);
+  v("threshold", m.threshold);
+  v("op", m.op, OneOf{">= <="});
+  v("unit", m.unit);
+  v("pass", m.pass);
+  v("detail", m.detail);
+}
+inline nlohmann::json to_json(const KpiCheck& c) {
+  return plan_record("kpi", c);
+}
+
+// A "step" record's own fields (its "result" and "figures" aside).
+struct StepHead {
+  int index{0};
+  std::string id;
+  std::string test;
+  std::string pattern;
+  std::vector<std::string> clients;  // the plan's host names
+  std::vector<std::string> servers;
+  std::string status;  // done, failed, interrupted
+  std::string error;
+  std::string started_at;
+  double duration_s{0};
+  std::string base_id;  // TESTNAME/K: the same step in every trial and configuration
+  std::uint32_t trial{1};
+  std::string config;  // A/B: "A" or "B"
+};
+void fields(auto& v, StepHead& m) {
+  v("index", m.index, 0, 1 << 24);
+  v("id", m.id);
+  v("test", m.test);
+  v("pattern", m.pattern, OneOf{"bipartite pairs each-vs-rest halves all-pairs ring incast broadcast all-to-all"});
+  v("clients", m.clients);
+  v("servers", m.servers);
+  v("status", m.status, OneOf{"done failed interrupted"});
+  v.opt("error", m.error);
+  v("started_at", m.started_at);
+  v("duration_s", m.duration_s);
+  v.opt("base_id", m.base_id);
+  v.opt("trial", m.trial, 0, 1 << 24);
+  v.sparse("config", m.config);
+}
+
+// The "end" record: the plan finished (or stopped) and how.
+struct PlanEnd {
+  std::string finished_at;
+  bool interrupted{false};
+  bool passed{false};
+  int exit_code{0};
+};
+void fields(auto& v, PlanEnd& m) {
+  v("finished_at", m.finished_at);
+  v("interrupted", m.interrupted);
+  v("passed", m.passed);
+  v("exit_code", m.exit_code, 0, 4);
+}
 
 // What the file held, validated line by line but not yet interpreted.
 struct RawResults {
   std::string path;
-  bool single_run{false};                 // a plain `fabperf run --json` result, not a plan results file
-  nlohmann::json plan;                    // the "plan" line (for a single run: a synthesized header)
-  std::vector<nlohmann::json> steps;      // one per step id, the last record of that id, by index
-  std::vector<KpiCheck> kpis;             // one per check key, the last record of that key
-  std::optional<nlohmann::json> end;      // the "end" line, when the plan finished
-  std::vector<nlohmann::json> isolation;  // the "isolation" lines (one per isolated test)
-  int resumed{0};                         // how many "plan" lines after the first (resumed runs)
-  int superseded_steps{0};                // step records replaced by a later record of the same id
-  std::size_t truncated_line{0};          // a last line cut off mid-write (ignored), 0 if none
+  bool single_run{false};              // a plain `fabperf run --json` result, not a plan results file
+  nlohmann::json plan;                 // the "plan" line (for a single run: a synthesized header)
+  std::vector<nlohmann::json> steps;   // one per step id, the last record of that id, by index
+  std::vector<KpiCheck> kpis;          // one per check key, the last record of that key
+  std::optional<PlanEnd> end;          // the "end" line, when the plan finished
+  std::vector<std::string> isolation;  // what the "isolation" lines named: "TEST: finding" each
+  int resumed{0};                      // how many "plan" lines after the first (resumed runs)
+  int superseded_steps{0};             // step records replaced by a later record of the same id
+  std::size_t truncated_line{0};       // a last line cut off mid-write (ignored), 0 if none
 };
 
 // Reads a results file; throws UsageError naming FILE:LINE for every malformed line, an unknown
@@ -90,17 +168,7 @@ struct CounterEvent : ResultDip {
   std::string node;
 };
 
-struct StepView {
-  int index{0};
-  std::string id;
-  std::string test;
-  std::string pattern;
-  std::vector<std::string> clients;
-  std::vector<std::string> servers;
-  std::string status;  // done, failed, interrupted
-  std::string error;
-  std::string started_at;
-  double duration_s{0};
+struct StepView : StepHead {
   bool measured{false};  // the step has a result
   std::string op;        // write, read, ... (from the result's settings)
   std::string summary;   // nsdperf's one-line result
@@ -184,8 +252,8 @@ struct PlanReport {
 inline constexpr std::size_t kListAllSteps = 100;
 inline constexpr std::size_t kSlowestListed = 10;
 
-// A step record's own fields (load_results checked them), without its result.
-StepView step_head(const nlohmann::json& step);
+// A step record's own fields (load_results checked them).
+StepHead step_head(const nlohmann::json& step);
 PlanReport build_plan_report(const RawResults& raw);
 // load_results + build_plan_report, each step turned into its StepView as its line is read.
 // `listed_detail`: only the listed steps keep their nodes, links, series, latencies and findings
