@@ -1,14 +1,10 @@
 // `fabperf compare`: a single result on each side is compared as before (link verdicts against
 // the interval noise) and called unreplicated; sets of trials (plans with repeat, run --repeat,
 // an A/B plan's results) are judged with statistics (docs/statistics.md).
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/core/error.hpp>
 #include <fabperf/report/compare.hpp>
 
-#include <fmt/format.h>
-#include <cxxopts.hpp>
 #include <fstream>
 #include <iostream>
 
@@ -48,16 +44,15 @@ int cmd_compare(int argc, char** argv) {
   o.positional_help("BEFORE AFTER | AB-RESULTS");
   const auto r = cli::parse_options(o, argc, argv);
   if (help_printed(o, r)) return 0;
-  const auto files = r.count("files") ? get<std::vector<std::string>>(r, "files") : std::vector<std::string>{};
+  const auto files = get_or<std::vector<std::string>>(r, "files");
   if (files.empty() || files.size() > 2) {
     throw UsageError("compare: give BEFORE AFTER (results or plan results), or one A/B plan's results file");
   }
   const double min_effect = parse_percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);
   LinkExpectations expectations =
-      parse_expectations(r.count("expect") ? get<std::vector<std::string>>(r, "expect") : std::vector<std::string>{},
-                         r.count("expect-rest") ? get<std::string>(r, "expect-rest") : "",
-                         r.count("expect-gain") ? get<std::string>(r, "expect-gain") : "");
-  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
+      parse_expectations(get_or<std::vector<std::string>>(r, "expect"), get_or<std::string>(r, "expect-rest"),
+                         get_or<std::string>(r, "expect-gain"));
+  const auto json_path = get_or<std::string>(r, "json");
 
   std::vector<TrialSet> sides;
   if (files.size() == 1) {

@@ -1,15 +1,11 @@
 // `fabperf links [HOST...]`: this host's network interfaces, or those of the agents named.
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/coordinator/coordinator.hpp>
-#include <fabperf/core/error.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/sysinfo/bonding.hpp>
 #include <fabperf/sysinfo/links.hpp>
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
 
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -72,8 +68,8 @@ int cmd_links(int argc, char** argv) {
       "fabperf links",
       "List network interfaces: this host's, or those of the agents named (fabperf links [HOST[:PORT]...]).");
   o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")(
-      "hosts", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
-  add_agent_options(o, kKeyFile | kConnectTimeout);
+      "hosts", "", cxxopts::value<std::vector<std::string>>());
+  add_common_options(o, kKeyFile | kConnectTimeout);
   o.parse_positional({"hosts"});
   o.positional_help("[HOST[:PORT]...]");
   auto r = parse_options(o, argc, argv);

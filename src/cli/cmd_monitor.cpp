@@ -1,16 +1,12 @@
 // `fabperf monitor CONFIG`: options, the state file, the metrics listener and signals around the
 // library's loop (src/monitor; docs/monitor.md).
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 
 #include <fabperf/core/clock.hpp>
-#include <fabperf/core/error.hpp>
 #include <fabperf/core/stop.hpp>
 #include <fabperf/monitor/monitor.hpp>
 
-#include <fmt/format.h>
 #include <cerrno>
-#include <cxxopts.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -103,9 +99,8 @@ int cmd_monitor(int argc, char** argv) {
       "one latency round and one rotation of bandwidth probes, then exit: 0 fine, 1 drift alert, 3 a probe failed")(
       "check", "validate the config and print what would run")(
       "reset-baselines", "ignore the state file's baselines (also a corrupt one): the first probes set new ones")(
-      "probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>())("h,help",
-                                                                                                       "this help");
-  add_agent_options(o, kKeyFile | kLogLevel);
+      "probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>());
+  add_common_options(o, kKeyFile | kLogLevel);
   o.parse_positional({"config"});
   o.positional_help("CONFIG.toml");
   const auto r = cli::parse_options(o, argc, argv);

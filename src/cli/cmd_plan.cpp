@@ -1,17 +1,8 @@
 // `fabperf plan check`, `fabperf preflight`, and the one-test plan `fabperf run --pattern` builds
 // from its options; the executor itself is the library's (include/fabperf/plan/plan_run.hpp).
-#include "cli/commands.hpp"
-#include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/coordinator/coordinator.hpp>
-#include <fabperf/core/error.hpp>
-#include <fabperf/core/units.hpp>
-#include <fabperf/plan/plan_run.hpp>
-
-#include <fmt/format.h>
 #include <cstdlib>
-#include <cxxopts.hpp>
 #include <iostream>
 
 namespace fabperf::cli {
@@ -20,19 +11,33 @@ std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_
   return prefix_errors("--bind-dev ", [&] { return plan::parse_bind_devs(text, n_links); });
 }
 
-plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c, const TestSpec& spec,
-                         std::chrono::nanoseconds interval) {
+int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions pro, std::uint32_t repeat) {
   plan::Plan p;
-  p.name = "run-" + c.pattern;
+  if (r.count("hosts")) {
+    if (r.count("launch")) throw UsageError("--hosts: not with --launch (give --servers and --clients)");
+    if (r.count("servers") || r.count("clients"))
+      throw UsageError("--hosts: cannot be combined with --servers/--clients");
+    for (auto& h : host_list(get<std::string>(r, "hosts"), "--hosts")) p.hosts.push_back({h.str(), h, true, true});
+  }
+  const auto name = [&](const HostPort& h) {  // --local's agents are n1, n2, ...
+    return r.count("local") ? fmt::format("n{}", p.hosts.size() + 1) : h.str();
+  };
+  for (const auto& h : req.servers) p.hosts.push_back({name(h), h, false, true});
+  for (const auto& h : req.clients) p.hosts.push_back({name(h), h, true, false});
+  const std::string pattern = r.count("pattern") ? get<std::string>(r, "pattern") : "bipartite";
+  const auto concurrent_pairs =
+      static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
+  const auto ring_k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
+  p.name = "run-" + pattern;
   p.file = "(command line)";
-  p.hosts = std::move(hosts);
-  p.repeat = c.repeat;
-  p.isolate = c.isolate;
-  plan::PlanTest t = plan::pattern_test(p, c.pattern, c.pairs, c.target, c.concurrent_pairs, c.k);
-  t.spec = spec;
-  t.interval = interval;
-  if (!c.kpi_profile.empty()) t.kpis = plan::kpi_profile(c.kpi_profile);
-  for (const auto& kv : c.kpis) {
+  p.repeat = repeat;
+  p.isolate = r.count("isolate") > 0;
+  plan::PlanTest t = plan::pattern_test(p, pattern, get_or<std::string>(r, "pairs"), get_or<std::string>(r, "target"),
+                                        concurrent_pairs, ring_k);
+  t.spec = req.spec;
+  t.interval = req.interval;
+  if (r.count("kpi-profile")) t.kpis = plan::kpi_profile(get<std::string>(r, "kpi-profile"));
+  for (const auto& kv : get_or<std::vector<std::string>>(r, "kpi")) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos)
       throw UsageError(fmt::format("--kpi '{}': expected NAME=VALUE, e.g. min-node-mbps=2000", kv));
@@ -43,11 +48,14 @@ plan::Plan plan_from_cli(std::vector<plan::PlanHost> hosts, const CliPattern& c,
       throw UsageError(fmt::format("--kpi '{}': '{}' is not a number", kv, v));
     prefix_errors("--kpi: ", [&] { plan::set_kpi(t.kpis, kv.substr(0, eq), x); });
   }
-  t.per_link_sequential = c.per_link_sequential;
-  if (!c.bind_dev.empty()) t.bind_devs = bind_dev_option(c.bind_dev, p.hosts.front().hp.links.size());
+  t.per_link_sequential = get<std::string>(r, "per-link") == "sequential";
+  if (r.count("bind-dev"))
+    t.bind_devs = bind_dev_option(get<std::string>(r, "bind-dev"), p.hosts.front().hp.links.size());
   prefix_errors("--", [&] { plan::normalize(p, t); });  // "per-link sequential: ..."
   p.tests.push_back(std::move(t));
-  return p;
+  pro.key = req.key;
+  pro.connect_timeout = req.connect_timeout;
+  return plan::run_plan(p, pro, std::cout);
 }
 
 int cmd_plan(int argc, char** argv) {
@@ -57,7 +65,7 @@ int cmd_plan(int argc, char** argv) {
   o.positional_help("check PLAN");
   const auto r = cli::parse_options(o, argc, argv);
   if (help_printed(o, r)) return 0;
-  const auto args = r.count("args") ? r["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const auto args = get_or<std::vector<std::string>>(r, "args");
   if (args.size() != 2 || args[0] != "check") throw UsageError("plan: usage: fabperf plan check PLAN");
   const auto p = plan::load_plan(args[1]);
   std::cout << plan::describe_plan(p, plan::expand(p));
@@ -72,17 +80,15 @@ int cmd_preflight(int argc, char** argv) {
                                                              cxxopts::value<std::string>())(
       "local", "start N agents on this host", cxxopts::value<int>())(
       "socksize", "socket buffer size the tests will ask for", cxxopts::value<std::string>()->default_value("0"))(
-      "clock-warn", "warn when wall clocks differ by more seconds", cxxopts::value<double>()->default_value("1"))(
-      "h,help", "this help");
-  cli::add_agent_options(o, cli::kKeyFile | cli::kConnectTimeout);
+      "clock-warn", "warn when wall clocks differ by more seconds", cxxopts::value<double>()->default_value("1"));
+  cli::add_common_options(o, cli::kKeyFile | cli::kConnectTimeout);
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
   const auto r = cli::parse_options(o, argc, argv);
   if (help_printed(o, r)) return 0;
-  const std::string key_file = cli::key_file_option(r);
-  auth::Key key = key_file.empty() ? auth::Key{} : auth::load_key_file(key_file);
+  auth::Key key = cli::key_option(r);
   const auto timeout = cli::connect_timeout_option(r, false);
-  std::unique_ptr<LocalAgents> local;
+  std::unique_ptr<launch::Agents> local;
   plan::Plan p;
   const int sources = static_cast<int>(r.count("plan") + r.count("hosts") + r.count("local"));
   if (sources != 1) throw UsageError("preflight: give a plan, --hosts H,H... or --local N");
@@ -93,7 +99,7 @@ int cmd_preflight(int argc, char** argv) {
   } else {
     std::vector<HostPort> hps;
     if (r.count("local")) {
-      local = start_local_agents(r["local"].as<int>(), key_file, key);
+      local = start_local_agents(r, key);
       hps = local->endpoints();
     } else {
       for (const auto& item : split_list(r["hosts"].as<std::string>(), ','))

@@ -1,15 +1,11 @@
 // `fabperf report RESULTS [--format text|json|csv|junit|html] [--table T] [-o FILE]`: load,
 // build the model, render. Exit 0 when a report was written (whatever the verdict), 2 on a bad
 // file or option; with --exit-code the verdict's code instead (0 pass, 1 KPI failed, 3 error).
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/core/error.hpp>
 #include <fabperf/report/plan_report.hpp>
 
-#include <fmt/format.h>
 #include <cerrno>
-#include <cxxopts.hpp>
 #include <fstream>
 #include <iostream>
 
@@ -32,8 +28,8 @@ int cmd_report(int argc, char** argv) {
   if (help_printed(o, r)) return 0;
   const auto format = r["format"].as<std::string>();
   const auto table = r["table"].as<std::string>();
-  const std::string output = r.count("output") ? r["output"].as<std::string>() : "";
-  const auto files = r.count("file") ? r["file"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const auto output = get_or<std::string>(r, "output");
+  const auto files = get_or<std::vector<std::string>>(r, "file");
   if (files.size() != 1) throw UsageError("report: give exactly one results file: fabperf report RESULTS");
   if (format != "text" && format != "json" && format != "csv" && format != "junit" && format != "html") {
     throw UsageError(fmt::format("--format '{}': expected text, json, csv, junit or html", format));

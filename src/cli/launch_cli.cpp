@@ -1,11 +1,7 @@
-#include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
 
-#include <fabperf/core/error.hpp>
 #include <fabperf/core/stop.hpp>
-#include <fabperf/core/units.hpp>
 
-#include <fmt/format.h>
 #include <algorithm>
 #include <sstream>
 
@@ -111,7 +107,7 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
       nodes.insert(nodes.end(), clients.begin(), clients.end());
     } else {
       // The allocation split like --local: the first half serves.
-      nodes = launch::slurm_allocation_nodes(so);
+      nodes = launch::slurm_allocation_nodes();
       if (nodes.size() < 2) throw UsageError("--launch slurm: the allocation has one node; a test needs at least two");
       n_servers = nodes.size() / 2;
     }
@@ -122,9 +118,10 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
   return agents;
 }
 
-std::unique_ptr<LocalAgents> start_local_agents(int n, const std::string& key_file, auth::Key& key) {
+std::unique_ptr<launch::Agents> start_local_agents(const cxxopts::ParseResult& r, auth::Key& key) {
+  const int n = get<int>(r, "local");
   if (n < 2 || n > 64) throw UsageError(fmt::format("--local {}: out of range (2..64)", n));
-  auto local = std::make_unique<LocalAgents>(n, "warn", key_file);
+  auto local = launch::start_local(n, key_file_option(r));
   if (key.empty()) key = local->key();  // their one-time key
   return local;
 }

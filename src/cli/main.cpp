@@ -1,31 +1,20 @@
 // fabperf: one binary, subcommands over the core library. Parsing and validation only; the work
 // happens in the library. Exit codes: docs/usage.md.
-#include "cli/commands.hpp"
 
 #include <fabperf/agent/agent.hpp>
-#include <fabperf/coordinator/coordinator.hpp>
 #include <fabperf/core/build_config.hpp>
-#include <fabperf/core/error.hpp>
 #include <fabperf/core/settings.hpp>
-#include <fabperf/core/spec.hpp>
 #include <fabperf/core/stop.hpp>
-#include <fabperf/core/units.hpp>
 #include <fabperf/engine/engine.hpp>
-#include <fabperf/plan/plan_run.hpp>
-#include <fabperf/proto/auth.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/report/result_stream.hpp>
 #include <fabperf/shell/shell.hpp>
 
-#include "cli/launch_cli.hpp"
 #include "cli/options.hpp"
 
-#include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
-#include <cxxopts.hpp>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 namespace fabperf {
 namespace {
@@ -56,6 +45,7 @@ exit codes: 0 ok, 1 a KPI failed, 2 usage error (nothing started),
 )";
 
 using cli::get;
+using cli::get_or;
 using cli::host_list;
 
 int cmd_keygen(int argc, char** argv) {
@@ -137,10 +127,7 @@ int cmd_agent(int argc, char** argv) {
     if (r.count("key-file")) throw UsageError("--key-stdin: cannot be combined with --key-file");
     a.key = read_key_from_stdin();
     a.key_source = "stdin";
-    return run_agent(a);
-  }
-  const std::string key_file = cli::key_file_option(r);
-  if (!key_file.empty()) {
+  } else if (const std::string key_file = cli::key_file_option(r); !key_file.empty()) {
     if (a.insecure) throw UsageError("--insecure: cannot be combined with a key file (--key-file or FABPERF_KEY_FILE)");
     a.key = auth::load_key_file(key_file);
     a.key_source = key_file;
@@ -227,55 +214,9 @@ void add_run_options(cxxopts::Options& o) {
       cxxopts::value<std::string>()->default_value("all"));
   o.add_options("output")("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)",
                           cxxopts::value<std::string>())("v,verbose", "add the per-connection table")(
-      "q,quiet", "print only the nsdperf-style summary line")("h,help", "this help");
-  cli::add_agent_options(o, cli::kKeyFile | cli::kConnectTimeout | cli::kLogLevel, "output");
+      "q,quiet", "print only the nsdperf-style summary line");
+  cli::add_common_options(o, cli::kKeyFile | cli::kConnectTimeout | cli::kLogLevel, "output");
   cli::add_launch_options(o);
-}
-
-// --local N: starts N agents on this host, the first half servers and the rest clients, and takes
-// their one-time key unless one was given.
-std::unique_ptr<LocalAgents> start_local(const cxxopts::ParseResult& r, bool plan_mode, const std::string& key_file,
-                                         RunRequest& req) {
-  if (r.count("servers") || r.count("clients") || r.count("hosts"))  // --hosts: only given in plan mode
-    throw UsageError(plan_mode ? "--local: cannot be combined with --servers/--clients/--hosts"
-                               : "--local: cannot be combined with --servers/--clients");
-  auto local = cli::start_local_agents(get<int>(r, "local"), key_file, req.key);
-  cli::assign_endpoints(req, local->endpoints(), local->endpoints().size() / 2);
-  return local;
-}
-
-// A pattern (or KPIs, --results, --resume) without a plan file: a one-test plan, on --hosts or on
-// the request's servers and clients.
-int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions pro, std::uint32_t repeat) {
-  std::vector<plan::PlanHost> hosts;
-  if (r.count("hosts")) {
-    if (r.count("launch")) throw UsageError("--hosts: not with --launch (give --servers and --clients)");
-    if (r.count("servers") || r.count("clients"))
-      throw UsageError("--hosts: cannot be combined with --servers/--clients");
-    for (auto& h : host_list(get<std::string>(r, "hosts"), "--hosts")) hosts.push_back({h.str(), h, true, true});
-  }
-  const auto name = [&](const HostPort& h) {  // --local's agents are n1, n2, ...
-    return r.count("local") ? fmt::format("n{}", hosts.size() + 1) : h.str();
-  };
-  for (const auto& h : req.servers) hosts.push_back({name(h), h, false, true});
-  for (const auto& h : req.clients) hosts.push_back({name(h), h, true, false});
-  cli::CliPattern cp;
-  cp.pattern = r.count("pattern") ? get<std::string>(r, "pattern") : "bipartite";
-  if (r.count("pairs")) cp.pairs = get<std::string>(r, "pairs");
-  if (r.count("target")) cp.target = get<std::string>(r, "target");
-  cp.concurrent_pairs =
-      static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
-  cp.k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
-  if (r.count("kpi")) cp.kpis = get<std::vector<std::string>>(r, "kpi");
-  if (r.count("kpi-profile")) cp.kpi_profile = get<std::string>(r, "kpi-profile");
-  cp.repeat = repeat;
-  cp.isolate = r.count("isolate") > 0;
-  cp.per_link_sequential = get<std::string>(r, "per-link") == "sequential";
-  if (r.count("bind-dev")) cp.bind_dev = get<std::string>(r, "bind-dev");
-  const auto pl = cli::plan_from_cli(std::move(hosts), cp, req.spec, req.interval);
-  pro.key = req.key;
-  pro.connect_timeout = req.connect_timeout;
-  return plan::run_plan(pl, pro, std::cout);
 }
 
 // --servers/--clients without a pattern: no node is both, and all have as many link addresses.
@@ -311,7 +252,7 @@ void check_servers_clients(const RunRequest& req) {
 int run_single(const cxxopts::ParseResult& r, RunRequest& req) {
   const bool quiet = r.count("quiet") > 0;
   const bool verbose = r.count("verbose") > 0;
-  const std::string json_path = r.count("json") ? get<std::string>(r, "json") : "";
+  const auto json_path = get_or<std::string>(r, "json");
 
   std::size_t n_links = 0;
   for (const auto& h : req.servers) n_links = std::max(n_links, h.links.size());
@@ -402,15 +343,20 @@ int cmd_run(int argc, char** argv) {
   if (req.interval < std::chrono::milliseconds(10)) throw UsageError("--interval: must be at least 0.01 s");
   req.connect_timeout = cli::connect_timeout_option(r, true);
 
-  const std::string key_file = cli::key_file_option(r);
   // Launched agents get a one-time key instead (cli::start_launch refuses --key-file).
-  if (!key_file.empty() && !r.count("launch")) req.key = auth::load_key_file(key_file);
+  if (!r.count("launch")) req.key = cli::key_option(r);
 
-  // Declared before the run so they outlive it: destroying them stops the agents.
-  const auto launched = cli::start_launch(r, req);
-  std::unique_ptr<LocalAgents> local;
-  if (!launched && r.count("local")) local = start_local(r, plan_mode, key_file, req);
-  if (!launched && !local && !r.count("hosts")) {  // --hosts: a pattern's (run_pattern)
+  // Declared before the run so they outlive it: destroying them stops the agents. --local: the
+  // first half serve, as with --launch slurm.
+  auto agents = cli::start_launch(r, req);
+  if (!agents && r.count("local")) {
+    if (r.count("servers") || r.count("clients") || r.count("hosts"))  // --hosts: only given in plan mode
+      throw UsageError(plan_mode ? "--local: cannot be combined with --servers/--clients/--hosts"
+                                 : "--local: cannot be combined with --servers/--clients");
+    agents = cli::start_local_agents(r, req.key);
+    cli::assign_endpoints(req, agents->endpoints(), agents->endpoints().size() / 2);
+  }
+  if (!agents && !r.count("hosts")) {  // --hosts: a pattern's (run_pattern)
     if (!r.count("servers") || !r.count("clients")) {
       throw UsageError(plan_mode ? "give --hosts, --servers and --clients, or --local N"
                                  : "give --servers and --clients (host[:port],...), or --local N");
@@ -419,14 +365,14 @@ int cmd_run(int argc, char** argv) {
     req.clients = host_list(get<std::string>(r, "clients"), "--clients");
     if (!plan_mode) check_servers_clients(req);
   }
-  return plan_mode ? run_pattern(r, req, pro, repeat) : run_single(r, req);
+  return plan_mode ? cli::run_pattern(r, req, pro, repeat) : run_single(r, req);
 }
 
 int cmd_shell(int argc, char** argv) {
   cxxopts::Options o("fabperf shell", "nsdperf-compatible command shell: fabperf shell [-i FILE] [COMMAND...]");
   o.add_options()("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())(
-      "commands", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
-  cli::add_agent_options(o, cli::kKeyFile | cli::kLogLevel);
+      "commands", "", cxxopts::value<std::vector<std::string>>());
+  cli::add_common_options(o, cli::kKeyFile | cli::kLogLevel);
   o.parse_positional({"commands"});
   o.positional_help("[COMMAND...]");
   auto r = cli::parse_options(o, argc, argv);

@@ -1,8 +1,5 @@
 #include "cli/options.hpp"
 
-#include <fabperf/core/units.hpp>
-#include <fabperf/proto/auth.hpp>
-
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <iostream>
@@ -34,8 +31,9 @@ std::string key_file_option(const cxxopts::ParseResult& r) {
   return auth::key_file_from_env();
 }
 
-void add_agent_options(cxxopts::Options& o, int which, const std::string& group) {
+void add_common_options(cxxopts::Options& o, int which, const std::string& group) {
   auto add = o.add_options(group);
+  add("h,help", "this help");
   if (which & kKeyFile)
     add("key-file", "shared key (from 'fabperf keygen') to prove to the agents. Default: $FABPERF_KEY_FILE",
         cxxopts::value<std::string>());

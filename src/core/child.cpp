@@ -7,18 +7,16 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 
 namespace fabperf {
-namespace {
 
-void close_fd(int& fd) {
+void Child::close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
 }
-
-}  // namespace
 
 Child::Child(std::string label_, const std::vector<std::string>& argv, Stderr err_mode) : label(std::move(label_)) {
   int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};  // its stdin, stdout and stderr
@@ -94,16 +92,6 @@ Child::~Child() {
   }
 }
 
-void Child::close_in() {
-  close_fd(in);
-}
-void Child::close_out() {
-  close_fd(out);
-}
-void Child::close_err() {
-  close_fd(err);
-}
-
 void Child::signal(int sig) const {
   if (pid > 0) ::kill(-pid, sig);
 }
@@ -125,12 +113,33 @@ bool Child::reap(int ms) {
 }
 
 void Child::stop(std::chrono::milliseconds grace) {
-  close_in();
-  if (reap(static_cast<int>(grace.count()))) return;
-  signal(SIGTERM);
-  if (reap(2000)) return;
-  signal(SIGKILL);
-  reap(5000);
+  Child* self = this;
+  stop_all(std::span<Child* const>(&self, 1), grace);
+}
+
+void stop_all(std::span<Child* const> children, std::chrono::milliseconds grace, const std::function<void()>& drain,
+              const std::function<void(const Child&)>& on_term) {
+  const auto wait_all = [&](std::int64_t ms) {
+    const std::int64_t deadline = mono_now_ns() + ms * 1'000'000;
+    for (;;) {
+      if (drain) drain();
+      const bool all = std::ranges::count_if(children, [](Child* c) { return c->reap(0); }) == std::ssize(children);
+      if (all || mono_now_ns() >= deadline) return all;
+      ::usleep(5'000);
+    }
+  };
+  for (Child* c : children) c->close_in();
+  if (wait_all(grace.count())) return;
+  for (Child* c : children) {
+    if (c->exited) continue;
+    if (on_term) on_term(*c);
+    c->signal(SIGTERM);
+  }
+  if (wait_all(2000)) return;
+  for (Child* c : children) {
+    if (!c->exited) c->signal(SIGKILL);
+  }
+  wait_all(5000);
 }
 
 std::string Child::describe_status() const {

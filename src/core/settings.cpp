@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <limits>
 #include <tuple>
@@ -22,18 +23,18 @@ bool flag_value(std::string_view text, std::string_view what) {
   throw UsageError(fmt::format("{} '{}': expected on or off", what, text));
 }
 
-// Setting::apply for the usual shapes: a parser of (text, what); a parser of the text alone,
-// whose message gets `what` in front; a whole number in [Lo, Hi].
+// Setting::apply for the usual shapes: a parser of (text, what), or of the text alone (an enum's:
+// its message gets `what` in front); a whole number in [Lo, Hi].
 template <auto Member, auto Parse>
 void set(SpecParams& p, std::string_view text, std::string_view what) {
-  p.*Member = Parse(text, what);
-}
-template <auto Member, auto Parse>
-void set_named(SpecParams& p, std::string_view text, std::string_view what) {
-  try {
-    p.*Member = Parse(text);
-  } catch (const UsageError& e) {
-    throw UsageError(fmt::format("{} {}", what, e.what()));
+  if constexpr (std::is_invocable_v<decltype(Parse), std::string_view>) {
+    try {
+      p.*Member = Parse(text);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("{} {}", what, e.what()));
+    }
+  } else {
+    p.*Member = Parse(text, what);
   }
 }
 template <auto Member, std::int64_t Lo, std::int64_t Hi>
@@ -125,12 +126,12 @@ void send_method_encode(const TestSpec& s, nlohmann::json& j, const char* key) {
 // here only turns text into a value.
 constexpr Setting kSettings[] = {
     {"test", "test", "test", SettingKind::value, "TEST", "write", "test", "write, read, rw, nwrite, swrite or sread",
-     "", set_named<&SpecParams::test, parse_test_kind>, wire<&SpecParams::test, &TestSpec::test, kRequired>},
+     "", set<&SpecParams::test, parse_test_kind>, wire<&SpecParams::test, &TestSpec::test, kRequired>},
     {"mode", "mode", "test", SettingKind::value, "MODE", "rpc", "",
-     "rpc (nsdperf-like blocks with a reply) or stream (continuous)", "", set_named<&SpecParams::mode, parse_mode>,
+     "rpc (nsdperf-like blocks with a reply) or stream (continuous)", "", set<&SpecParams::mode, parse_mode>,
      wire<&SpecParams::mode, &TestSpec::mode, kRequired>},
     {"transport", "transport", "test", SettingKind::value, "tcp|rdma", "tcp", "rdma", "tcp or rdma", "",
-     set_named<&SpecParams::transport, parse_transport>, wire<&SpecParams::transport, &TestSpec::transport, kRequired>},
+     set<&SpecParams::transport, parse_transport>, wire<&SpecParams::transport, &TestSpec::transport, kRequired>},
     {"time", "time_ns", "test", SettingKind::value, "SECONDS", "10", "ttime", "test time in seconds", "",
      set<&SpecParams::time, parse_duration>, wire<&SpecParams::time, &TestSpec::time, kRequired>},
     {"buffsize", "buffsize", "test", SettingKind::value, "SIZE", "4M", "buffsize", "block size, 4K..16M", "",
@@ -165,7 +166,7 @@ constexpr Setting kSettings[] = {
     {"send-method", "send_method", "tuning", SettingKind::value, "METHOD", "auto", "",
      "TCP senders: auto (each agent tries write and sendfile in the warm-up and keeps the faster on its host), write "
      "(send from a buffer), zerocopy (MSG_ZEROCOPY, stream mode) or sendfile (from a memfd)",
-     "tcp", set_named<&SpecParams::send_method, parse_send_method>,
+     "tcp", set<&SpecParams::send_method, parse_send_method>,
      SettingCodec{&send_method_encode, &Plain<&SpecParams::send_method, &TestSpec::send_method>::decode,
                   &Plain<&SpecParams::send_method, &TestSpec::send_method>::given}},
     {"zerocopy", "zerocopy", "tuning", SettingKind::flag, "", "off", "",
@@ -210,7 +211,7 @@ constexpr Setting kSettings[] = {
      set_whole<&SpecParams::gid_index, 0, limits::kMaxGidIndex>, wire<&SpecParams::gid_index, &TestSpec::gid_index>},
     {"rdma-verb", "rdma_verb", "rdma", SettingKind::value, "write|send", "write", "",
      "how write-like blocks move: write (RDMA WRITE_WITH_IMM) or send (SEND/RECV)", "rdma",
-     set_named<&SpecParams::rdma_verb, parse_rdma_verb>, wire<&SpecParams::rdma_verb, &TestSpec::rdma_verb>},
+     set<&SpecParams::rdma_verb, parse_rdma_verb>, wire<&SpecParams::rdma_verb, &TestSpec::rdma_verb>},
     {"qdepth", "qdepth", "rdma", SettingKind::value, "N", "16", "", "work requests in flight per QP (stream mode)",
      "rdma", set_whole<&SpecParams::qdepth, 1, limits::kMaxQdepth>, wire<&SpecParams::qdepth, &TestSpec::qdepth>},
     {"inline", "inline_size", "rdma", SettingKind::value, "BYTES", "0", "",
@@ -235,10 +236,8 @@ std::span<const Setting> spec_settings() {
 }
 
 const Setting* find_setting(std::string_view name) {
-  for (const auto& s : kSettings) {
-    if (name == s.name) return &s;
-  }
-  return nullptr;
+  const auto* it = std::ranges::find(kSettings, name, [](const Setting& s) { return std::string_view(s.name); });
+  return it == std::end(kSettings) ? nullptr : it;
 }
 
 void refuse_inapplicable(const SpecParams& p) {

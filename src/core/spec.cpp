@@ -10,51 +10,72 @@
 namespace fabperf {
 
 namespace {
-// Each enum's names in value order.
-constexpr std::string_view kTestKinds[] = {"write", "read", "rw", "nwrite", "swrite", "sread"};
-constexpr std::string_view kModes[] = {"rpc", "stream"};
-constexpr std::string_view kTransports[] = {"tcp", "rdma"};
-constexpr std::string_view kRdmaVerbs[] = {"write", "send"};
-constexpr std::string_view kSendMethods[] = {"auto", "write", "sendfile", "zerocopy"};
-
 template <class E>
 E parse_named(std::span<const std::string_view> names, std::string_view s, std::string_view expected) {
   if (const auto it = std::ranges::find(names, s); it != names.end()) return static_cast<E>(it - names.begin());
   throw UsageError(fmt::format("'{}': {}", s, expected));
 }
+double secs(std::chrono::nanoseconds d) {
+  return static_cast<double>(d.count()) / 1e9;
+}
+HostPort parse_plain_host_port(std::string_view text, std::string_view what) {
+  HostPort hp;
+  auto bad = [&](std::string_view why) { return UsageError(fmt::format("{} '{}': {}", what, text, why)); };
+  if (text.empty()) throw bad("empty host");
+  std::string_view port_text;
+  if (text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) throw bad("missing ']' after IPv6 address");
+    hp.host = std::string(text.substr(1, close - 1));
+    const auto rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') throw bad("expected ':PORT' after ']'");
+      port_text = rest.substr(1);
+      if (port_text.empty()) throw bad("empty port");
+    }
+  } else {
+    const auto first = text.find(':');
+    const bool bare_v6 = first != std::string_view::npos && text.find(':', first + 1) != std::string_view::npos;
+    if (first != std::string_view::npos && !bare_v6) {
+      hp.host = std::string(text.substr(0, first));
+      port_text = text.substr(first + 1);
+      if (port_text.empty()) throw bad("empty port");
+    } else {
+      hp.host = std::string(text);  // a name or address without a port, or a bare IPv6 literal
+    }
+  }
+  if (hp.host.empty()) throw bad("empty host");
+  if (hp.host.size() > 253) throw bad("host name too long");
+  for (char c : hp.host) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':' || c == '%')) {
+      throw bad(fmt::format("invalid character '{}' in host", c));
+    }
+  }
+  if (!port_text.empty()) {
+    hp.port = static_cast<std::uint16_t>(parse_int(port_text, fmt::format("{} port", what), 0, 65535));
+  }
+  return hp;
+}
 }  // namespace
 
-std::string_view to_string(TestKind t) {
-  return kTestKinds[static_cast<int>(t)];
-}
-std::string_view to_string(Mode m) {
-  return kModes[static_cast<int>(m)];
-}
-std::string_view to_string(Transport t) {
-  return kTransports[static_cast<int>(t)];
-}
-std::string_view to_string(RdmaVerb v) {
-  return kRdmaVerbs[static_cast<int>(v)];
-}
-std::string_view to_string(SendMethod m) {
-  return kSendMethods[static_cast<int>(m)];
-}
-
-TestKind parse_test_kind(std::string_view s) {
-  return parse_named<TestKind>(kTestKinds, s, "unknown test (write, read, rw, nwrite, swrite or sread)");
-}
-Mode parse_mode(std::string_view s) {
-  return parse_named<Mode>(kModes, s, "unknown mode (rpc or stream)");
-}
-Transport parse_transport(std::string_view s) {
-  return parse_named<Transport>(kTransports, s, "unknown transport (tcp or rdma)");
-}
-RdmaVerb parse_rdma_verb(std::string_view s) {
-  return parse_named<RdmaVerb>(kRdmaVerbs, s, "unknown verb (write or send)");
-}
-SendMethod parse_send_method(std::string_view s) {
-  return parse_named<SendMethod>(kSendMethods, s, "expected auto, write, zerocopy or sendfile");
-}
+// An enum's names in value order, declared once for both directions: its to_string and its parser
+// (whose error says what it expected).
+#define FABPERF_ENUM_NAMES(E, parse, expected, ...)         \
+  constexpr std::string_view k##E##Names[] = {__VA_ARGS__}; \
+  std::string_view to_string(E v) {                         \
+    return k##E##Names[static_cast<int>(v)];                \
+  }                                                         \
+  E parse(std::string_view s) {                             \
+    return parse_named<E>(k##E##Names, s, expected);        \
+  }
+FABPERF_ENUM_NAMES(TestKind, parse_test_kind, "unknown test (write, read, rw, nwrite, swrite or sread)", "write",
+                   "read", "rw", "nwrite", "swrite", "sread")
+FABPERF_ENUM_NAMES(Mode, parse_mode, "unknown mode (rpc or stream)", "rpc", "stream")
+FABPERF_ENUM_NAMES(Transport, parse_transport, "unknown transport (tcp or rdma)", "tcp", "rdma")
+FABPERF_ENUM_NAMES(RdmaVerb, parse_rdma_verb, "unknown verb (write or send)", "write", "send")
+FABPERF_ENUM_NAMES(SendMethod, parse_send_method, "expected auto, write, zerocopy or sendfile", "auto", "write",
+                   "sendfile", "zerocopy")
+#undef FABPERF_ENUM_NAMES
 
 bool is_write_like(TestKind t) {
   return t == TestKind::write || t == TestKind::nwrite || t == TestKind::swrite;
@@ -62,12 +83,6 @@ bool is_write_like(TestKind t) {
 bool is_sticky(TestKind t) {
   return t == TestKind::swrite || t == TestKind::sread;
 }
-
-namespace {
-double secs(std::chrono::nanoseconds d) {
-  return static_cast<double>(d.count()) / 1e9;
-}
-}  // namespace
 
 TestSpec TestSpec::with_auto_socksize(std::uint64_t bytes) const {
   if (bytes > limits::kMaxSocksize) throw UsageError(fmt::format("--socksize auto: {} B is past the maximum", bytes));
@@ -206,10 +221,6 @@ const char* resolve_error(const std::string& host) {
   return nullptr;
 }
 
-namespace {
-HostPort parse_plain_host_port(std::string_view text, std::string_view what);
-}  // namespace
-
 HostPort parse_host_port(std::string_view text, std::string_view what) {
   const auto at = text.find('@');
   if (at == std::string_view::npos) return parse_plain_host_port(text, what);
@@ -228,46 +239,5 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
   }
   return hp;
 }
-
-namespace {
-HostPort parse_plain_host_port(std::string_view text, std::string_view what) {
-  HostPort hp;
-  auto bad = [&](std::string_view why) { return UsageError(fmt::format("{} '{}': {}", what, text, why)); };
-  if (text.empty()) throw bad("empty host");
-  std::string_view port_text;
-  if (text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos) throw bad("missing ']' after IPv6 address");
-    hp.host = std::string(text.substr(1, close - 1));
-    const auto rest = text.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') throw bad("expected ':PORT' after ']'");
-      port_text = rest.substr(1);
-      if (port_text.empty()) throw bad("empty port");
-    }
-  } else {
-    const auto first = text.find(':');
-    const bool bare_v6 = first != std::string_view::npos && text.find(':', first + 1) != std::string_view::npos;
-    if (first != std::string_view::npos && !bare_v6) {
-      hp.host = std::string(text.substr(0, first));
-      port_text = text.substr(first + 1);
-      if (port_text.empty()) throw bad("empty port");
-    } else {
-      hp.host = std::string(text);  // a name or address without a port, or a bare IPv6 literal
-    }
-  }
-  if (hp.host.empty()) throw bad("empty host");
-  if (hp.host.size() > 253) throw bad("host name too long");
-  for (char c : hp.host) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':' || c == '%')) {
-      throw bad(fmt::format("invalid character '{}' in host", c));
-    }
-  }
-  if (!port_text.empty()) {
-    hp.port = static_cast<std::uint16_t>(parse_int(port_text, fmt::format("{} port", what), 0, 65535));
-  }
-  return hp;
-}
-}  // namespace
 
 }  // namespace fabperf

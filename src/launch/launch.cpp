@@ -28,6 +28,12 @@
 namespace fabperf::launch {
 namespace {
 
+// Its open stdout and stderr, to poll.
+void watch(const Child& c, std::vector<pollfd>& fds) {
+  if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
+  if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+}
+
 // A launcher process (ssh or srun) and what it wrote.
 struct Launched : Child {
   using Child::Child;
@@ -35,8 +41,14 @@ struct Launched : Child {
   std::string err_text;  // everything it wrote to stderr during set-up (bounded)
   std::string err_line;  // partial line after set-up (forwarded line by line)
 
-  // Set-up: what stderr and stdout have, into err_text and out_buf (up to out_cap); closed at end.
-  void pump(std::size_t out_cap) {
+  // Set-up: waits up to ms for output, then reads what stderr and stdout have into err_text and
+  // out_buf (up to out_cap); each is closed at its end.
+  void pump(int ms, std::size_t out_cap) {
+    if (ms > 0) {
+      std::vector<pollfd> fds;
+      watch(*this, fds);
+      ::poll(fds.data(), fds.size(), ms);
+    }
     if (err >= 0 && !read_some(err, err_text, 1 << 16)) close_err();
     if (out >= 0 && !read_some(out, out_buf, out_cap)) close_out();
   }
@@ -49,12 +61,6 @@ bool take_line(std::string& buf, std::string& line) {
   line = buf.substr(0, nl);
   buf.erase(0, nl + 1);
   return true;
-}
-
-// Its open stdout and stderr, to poll.
-void watch(const Launched& c, std::vector<pollfd>& fds) {
-  if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
-  if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
 }
 
 auth::Key one_time_key() {
@@ -81,49 +87,28 @@ class LaunchedAgents final : public Agents {
   void stop(std::chrono::milliseconds grace) noexcept override {
     stop_forwarding();
     std::lock_guard lock(mu_);
-    if (children_.empty()) return;
-    for (auto& c : children_) c.close_in();
-    // Keep draining their output while they exit: an agent blocked on a full pipe never would.
-    auto drain_and_wait = [&](std::int64_t ms) {
-      const std::int64_t deadline = mono_now_ns() + ms * 1'000'000;
-      for (;;) {
-        bool all = true;
-        for (auto& c : children_) {
-          if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) c.close_out();
-          if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) c.close_err();
-          if (!c.reap(0)) all = false;
-        }
-        if (all || mono_now_ns() >= deadline) return all;
-        ::usleep(10'000);
+    std::vector<Child*> all;
+    for (auto& c : children_) all.push_back(&c);
+    const auto drain = [&] {
+      for (auto& c : children_) {
+        if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) c.close_out();
+        if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) c.close_err();
       }
     };
-    if (!drain_and_wait(grace.count())) {
-      for (auto& c : children_) {
-        if (!c.exited) {
-          spdlog::warn("launch: {} (pid {}) did not stop within {:.1f} s; terminating it", c.label, c.pid,
-                       static_cast<double>(grace.count()) / 1e3);
-          c.signal(SIGTERM);
-        }
-      }
-      if (!drain_and_wait(2000)) {
-        for (auto& c : children_) {
-          if (!c.exited) c.signal(SIGKILL);
-        }
-        drain_and_wait(2000);
-      }
-    }
-    for (auto& c : children_) {
-      c.close_out();
-      c.close_err();
-    }
+    stop_all(all, grace, drain, [&](const Child& c) {
+      spdlog::warn("launch: {} (pid {}) did not stop within {:.1f} s; terminating it", c.label, c.pid,
+                   static_cast<double>(grace.count()) / 1e3);
+    });
     children_.clear();
   }
 
   // Set-up phase (single-threaded, before forwarding starts).
   std::vector<Launched>& children() { return children_; }
-  // Starts a launcher and writes the key line to its stdin.
-  Launched& spawn(std::string label, const std::vector<std::string>& argv) {
-    Launched& c = children_.emplace_back(std::move(label), argv);
+  // Starts a launcher and (with_key) writes the key line to its stdin.
+  Launched& spawn(std::string label, const std::vector<std::string>& argv, bool with_key = true,
+                  Child::Stderr err = Child::Stderr::pipe) {
+    Launched& c = children_.emplace_back(std::move(label), argv, err);
+    if (!with_key) return c;
     std::string line = to_hex(key_.bytes()) + "\n";
     // The pipe is empty and far larger than a key line: this write is complete or failed.
     const ssize_t n = ::write(c.in, line.data(), line.size());
@@ -150,25 +135,18 @@ class LaunchedAgents final : public Agents {
   void forward_loop() {
     for (;;) {
       std::vector<pollfd> fds{{wake_[0], POLLIN, 0}};
-      std::vector<std::pair<Launched*, bool>> who{{nullptr, false}};
       {
         std::lock_guard lock(mu_);
-        for (auto& c : children_) {
-          watch(c, fds);
-          while (who.size() < fds.size()) who.emplace_back(&c, fds[who.size()].fd == c.err);
-        }
+        for (const auto& c : children_) watch(c, fds);
       }
       if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
       if (fds[0].revents) return;
+      // Every pipe is non-blocking: each is read for what it has, if anything.
       std::lock_guard lock(mu_);
-      for (std::size_t i = 1; i < fds.size(); ++i) {
-        if (!fds[i].revents) continue;
-        Launched& c = *who[i].first;
-        if (!who[i].second) {
-          std::string ignored;
-          if (!read_some(c.out, ignored, 0)) c.close_out();
-          continue;
-        }
+      for (auto& c : children_) {
+        std::string ignored;
+        if (c.out >= 0 && !read_some(c.out, ignored, 0)) c.close_out();
+        if (c.err < 0) continue;
         const bool open = read_some(c.err, c.err_line, 1 << 16);
         for (std::string line; take_line(c.err_line, line);) {
           if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -209,17 +187,12 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
   c.close_in();
   const std::int64_t deadline = mono_now_ns() + 30'000'000'000;
   while (c.out >= 0 || c.err >= 0) {
-    std::vector<pollfd> fds;
-    watch(c, fds);
     if (mono_now_ns() > deadline) {
       c.signal(SIGKILL);
       break;
     }
-    ::poll(fds.data(), fds.size(), 200);
-    c.pump(std::size_t{1} << 20);
+    c.pump(200, std::size_t{1} << 20);
   }
-  c.close_out();
-  c.close_err();
   c.stop(std::chrono::milliseconds(5000));
   if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
     throw Error(ExitCode::infrastructure,
@@ -249,8 +222,8 @@ std::string ssh_remote_command(const SshOptions& o) {
   }
   return fmt::format(
       "set -- $SSH_CONNECTION; exec {} agent --listen {} --ready-fd 1 --key-stdin --exit-on-stdin-eof "
-      "--log-level {}",
-      shell_quote(o.agent_path), listen, shell_quote(o.agent_log_level));
+      "--log-level warn",
+      shell_quote(o.agent_path), listen);
 }
 
 std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) {
@@ -316,11 +289,7 @@ namespace {
 // of its error text, and says which failed.
 std::string closed_without_ready(Launched& c) {
   const std::int64_t until = mono_now_ns() + 2'000'000'000;
-  while (c.err >= 0 && mono_now_ns() < until) {
-    pollfd p{c.err, POLLIN, 0};
-    ::poll(&p, 1, 100);
-    if (!read_some(c.err, c.err_text, 1 << 16)) c.close_err();
-  }
+  while (c.err >= 0 && mono_now_ns() < until) c.pump(100, 0);  // stdout is closed already
   c.close_in();
   c.reap(2000);
   const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
@@ -380,7 +349,7 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
     for (std::size_t h = 0; h < next; ++h) {
       if (done[h]) continue;
       Launched& c = children[h];
-      c.pump(4096);
+      c.pump(0, 4096);
       // A login script may print before the agent does: lines before the ready line are skipped.
       std::uint16_t port = 0;
       for (std::string line; port == 0 && take_line(c.out_buf, line);) port = ready_port(line);
@@ -411,21 +380,47 @@ std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshO
   return agents;
 }
 
-std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& o) {
+std::unique_ptr<Agents> start_local(int count, const std::string& key_file) {
+  std::vector<std::string> argv = {self_exe(), "agent",       "--listen", "127.0.0.1:0",        "--ready-fd",
+                                   "1",        "--log-level", "warn",     "--exit-on-stdin-eof"};
+  if (key_file.empty()) {
+    argv.emplace_back("--key-stdin");
+  } else {
+    argv.insert(argv.end(), {"--key-file", key_file});
+  }
+  auto agents = std::make_unique<LaunchedAgents>();
+  agents->children().reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    // Their warnings go straight to our stderr.
+    Launched& c = agents->spawn("local agent", argv, key_file.empty(), Child::Stderr::inherited);
+    const std::int64_t deadline = mono_now_ns() + 10'000'000'000;
+    std::string line;
+    while (!take_line(c.out_buf, line) && c.out >= 0 && mono_now_ns() < deadline) c.pump(100, 4096);
+    const std::uint16_t port = ready_port(line);
+    if (port == 0) {
+      throw SystemError("start local agent", fmt::format("pid {}", c.pid),
+                        "it did not report a listening port within 10 s");
+    }
+    agents->mutable_endpoints().push_back(HostPort{"127.0.0.1", port, {}});
+  }
+  return agents;
+}
+
+std::vector<std::string> slurm_allocation_nodes() {
   const char* list = std::getenv("SLURM_JOB_NODELIST");
   if (list == nullptr || *list == '\0') {
     throw UsageError(
         "--launch slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is not set): run it from an "
         "sbatch script or salloc");
   }
-  const std::string out = run_capture({o.scontrol, "show", "hostnames", list}, "list the allocation's nodes");
+  const std::string out = run_capture({"scontrol", "show", "hostnames", list}, "list the allocation's nodes");
   std::vector<std::string> nodes = text_lines(out);
   if (nodes.empty()) throw Error(ExitCode::infrastructure, fmt::format("scontrol show hostnames '{}': no nodes", list));
   return nodes;
 }
 
 std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, const SlurmOptions& o) {
-  const auto allocation = slurm_allocation_nodes(o);
+  const auto allocation = slurm_allocation_nodes();
   const std::vector<std::string> nodes = wanted.empty() ? allocation : wanted;
   for (const auto& n : nodes) {
     if (std::find(allocation.begin(), allocation.end(), n) == allocation.end()) {
@@ -435,7 +430,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   }
   const std::string nodelist = fmt::format("{}", fmt::join(nodes, ","));
   const auto addrs =
-      parse_node_addrs(run_capture({o.scontrol, "-o", "show", "node", nodelist}, "read the nodes' addresses"));
+      parse_node_addrs(run_capture({"scontrol", "-o", "show", "node", nodelist}, "read the nodes' addresses"));
   for (const auto& n : nodes) {
     if (!addrs.count(n)) throw Error(ExitCode::infrastructure, fmt::format("scontrol show node {}: no NodeAddr", n));
   }
@@ -443,9 +438,9 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   // The node's name first (task order is Slurm's business), then the agent's ready line.
   const std::string script = fmt::format(
       "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
-      "--exit-on-stdin-eof --log-level {}",
-      o.agent_port, shell_quote(o.agent_log_level));
-  std::vector<std::string> argv = {o.srun,
+      "--exit-on-stdin-eof --log-level warn",
+      o.agent_port);
+  std::vector<std::string> argv = {"srun",
                                    "--overlap",
                                    fmt::format("--nodes={}", nodes.size()),
                                    fmt::format("--ntasks={}", nodes.size()),
@@ -454,11 +449,11 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
                                    "--input=all",
                                    "--label",
                                    "--kill-on-bad-exit=0",
-                                   "--job-name=fabperf-agents"};
-  argv.insert(argv.end(), o.extra.begin(), o.extra.end());
-  for (const std::string a : {"sh", "-c"}) argv.push_back(a);
-  argv.push_back(script);
-  argv.push_back(agent);
+                                   "--job-name=fabperf-agents",
+                                   "sh",
+                                   "-c",
+                                   script,
+                                   agent};
 
   auto agents = std::make_unique<LaunchedAgents>();
   Launched& c = agents->spawn("srun", argv);
@@ -476,10 +471,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
                   fmt::format("srun: {} of {} agents ready after {} ({})", port_of.size(), nodes.size(),
                               fmt_seconds(o.timeout), stderr_summary(c.err_text)));
     }
-    std::vector<pollfd> fds;
-    watch(c, fds);
-    ::poll(fds.data(), fds.size(), 100);
-    c.pump(std::size_t{1} << 20);
+    c.pump(100, std::size_t{1} << 20);
     for (std::string line; take_line(c.out_buf, line);) {
       const auto l = parse_labelled(line);
       if (l.task < 0) continue;

@@ -9,17 +9,21 @@
 #include <fabperf/shell/shell.hpp>
 #include <nlohmann/json.hpp>
 
-#include "shell/line_reader.hpp"
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
+
+#if FABPERF_HAVE_LIBEDIT
+#include <editline/readline.h>
+#include <cstdio>  // editline/readline.h needs FILE
+#endif
 
 namespace fabperf {
 namespace {
@@ -412,13 +416,10 @@ class ShellSession {
     if (!set_text.empty()) say("set:" + set_text);
   }
 
-  RunRequest request(TestKind kind) {
+  // A test of the current nodes; p: the settings (p_ with the test kind, or check's probe).
+  RunRequest request(const SpecParams& p) {
     if (servers_.empty() || clients_.empty())
       throw ShellError("Need at least one server and one client (commands server, client)");
-    SpecParams p = p_;
-    p.test = kind;
-    p.mode = p_.mode.value_or(Mode::rpc);  // nsdperf's blocks unless 'set mode stream'
-    if (rdma_on()) p.rdma_cm = usecm_;
     RunRequest req;
     req.spec = checked([&] { return TestSpec::make(p); });
     req.servers = servers_;
@@ -431,13 +432,11 @@ class ShellSession {
   void check() {
     if (servers_.empty() && clients_.empty()) throw ShellError("No nodes (commands server, client)");
     // A one-second probe test between the current nodes proves reachability and data paths.
-    RunRequest req = request(TestKind::write);
     SpecParams p = p_;
     p.time = std::chrono::seconds(1);
     p.test = TestKind::write;
     p.mode = Mode::rpc;
-    req.spec = TestSpec::make(p);
-    const Report r = compute_report(run_test(req));
+    const Report r = compute_report(run_test(request(p)));
     for (const auto& n : r.nodes) {
       say(fmt::format("{} ({}): {}, clock offset {:.0f} +- {:.0f} us", n.name, n.hostname, to_string(n.status),
                       n.clock_offset_us, n.clock_uncertainty_us));
@@ -512,8 +511,11 @@ class ShellSession {
       }
     }
     for (const auto k : kinds) {
-      RunRequest req = request(k);
-      const Report r = compute_report(run_test(req));
+      SpecParams p = p_;
+      p.test = k;
+      p.mode = p_.mode.value_or(Mode::rpc);  // nsdperf's blocks unless 'set mode stream'
+      if (rdma_on()) p.rdma_cm = usecm_;
+      const Report r = compute_report(run_test(request(p)));
       last_ = r;
       say(render_summary_line(r));
       for (const auto& n : r.nodes) {
@@ -554,6 +556,63 @@ class ShellSession {
   std::optional<Report> last_;
 };
 
+namespace {
+
+// The prompt's lines: with line editing and a history file ($FABPERF_HISTORY, else
+// ~/.fabperf_history) through libedit on a terminal; plain std::getline otherwise (pipes, files,
+// builds without libedit).
+class LineReader {
+ public:
+  explicit LineReader(bool tty) : tty_(tty) {
+#if FABPERF_HAVE_LIBEDIT
+    if (!tty_) return;
+    using_history();
+    stifle_history(1000);
+    if (const char* p = std::getenv("FABPERF_HISTORY"); p != nullptr && *p != '\0') {
+      history_ = p;
+    } else if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+      history_ = std::string(h) + "/.fabperf_history";
+    }
+    if (!history_.empty()) (void)read_history(history_.c_str());  // a missing file is a first session
+#endif
+  }
+
+  // Shows the prompt (terminals only) and reads one line; false at end of input.
+  bool read(const char* prompt, std::string& line) {
+#if FABPERF_HAVE_LIBEDIT
+    if (tty_) return edit(prompt, line);
+#endif
+    if (tty_) std::cout << prompt << std::flush;
+    return static_cast<bool>(std::getline(std::cin, line));
+  }
+
+ private:
+#if FABPERF_HAVE_LIBEDIT
+  bool edit(const char* prompt, std::string& line) {
+    char* raw = readline(prompt);
+    if (raw == nullptr) {
+      std::cout << "\n";
+      return false;
+    }
+    line = raw;
+    std::free(raw);
+    // Blank lines and immediate repeats would only clutter the recall list. Saved at every line:
+    // a shell ended by a signal keeps its history.
+    if (line.find_first_not_of(" \t") != std::string::npos && line != last_) {
+      add_history(line.c_str());
+      last_ = line;
+      if (!history_.empty()) (void)write_history(history_.c_str());
+    }
+    return true;
+  }
+  std::string history_;
+  std::string last_;
+#endif
+  bool tty_;
+};
+
+}  // namespace
+
 int run_shell(const ShellOptions& o) {
   ShellSession s(std::cout, std::cerr, o.key_file);  // a bad key file throws a UsageError: exit 2
   bool scripted = false;
@@ -577,10 +636,10 @@ int run_shell(const ShellOptions& o) {
   }
   if (scripted) return 0;
   // On a terminal: line editing and history (libedit) when built with it; otherwise plain reads.
-  const auto reader = make_line_reader(::isatty(0) != 0);
+  LineReader reader(::isatty(0) != 0);
   std::string l;
   while (!s.quit()) {
-    if (!reader->read("nsdperf> ", l)) break;
+    if (!reader.read("nsdperf> ", l)) break;
     s.line(l);  // interactive: report and continue
   }
   return 0;

@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include <fabperf/core/child.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/spec.hpp>
 #include <fabperf/proto/auth.hpp>
@@ -89,28 +88,5 @@ struct AgentShutdown {
   std::string error;
 };
 std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::string& reason);
-
-// Spawns N agents of this very binary on 127.0.0.1 (distinct ports) as child processes and stops
-// them (by PID) when destroyed.
-class LocalAgents {
- public:
-  // key_file: passed to each agent as --key-file. Without one the agents get a fresh random key
-  // of their own (one-time, over their stdin; key() returns it for the coordinator), so no other
-  // local user can drive or stop them. They also stop when this object's stdin pipes close.
-  LocalAgents(int count, const std::string& log_level, const std::string& key_file = {});
-  ~LocalAgents();
-  LocalAgents(const LocalAgents&) = delete;
-  LocalAgents& operator=(const LocalAgents&) = delete;
-  [[nodiscard]] const std::vector<HostPort>& endpoints() const { return endpoints_; }
-  // The one-time key (empty when a key file was given: the caller has that key).
-  [[nodiscard]] const auth::Key& key() const { return key_; }
-
- private:
-  void stop_all() noexcept;
-
-  auth::Key key_;
-  std::vector<Child> agents_;  // their stdin held open while they run
-  std::vector<HostPort> endpoints_;
-};
 
 }  // namespace fabperf

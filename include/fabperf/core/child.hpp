@@ -6,6 +6,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,14 +28,15 @@ struct Child {
   // Closes our ends; one still running is killed (its group) and reaped: no zombie, no orphan.
   ~Child();
 
-  void close_in();
-  void close_out();
-  void close_err();
+  void close_in() { close_fd(in); }
+  void close_out() { close_fd(out); }
+  void close_err() { close_fd(err); }
+  static void close_fd(int& fd);  // closes it if open; -1 afterwards
   // Its whole process group.
   void signal(int sig) const;
   // Waits up to ms for it to exit; true when it has (status then holds its wait status).
   bool reap(int ms);
-  // Closes its stdin and waits up to grace, then SIGTERM and 2 s, then SIGKILL.
+  // stop_all of this one.
   void stop(std::chrono::milliseconds grace);
   // "exited with status N", "killed by signal N".
   [[nodiscard]] std::string describe_status() const;
@@ -48,6 +51,12 @@ struct Child {
   bool exited{false};
   int status{0};
 };
+
+// Closes every stdin and waits up to grace for them all, then SIGTERM (on_term(c) just before, for
+// each one left) and 2 s, then SIGKILL. drain() runs every few ms while they are waited for: one
+// blocked on a full output pipe never exits.
+void stop_all(std::span<Child* const> children, std::chrono::milliseconds grace,
+              const std::function<void()>& drain = {}, const std::function<void(const Child&)>& on_term = {});
 
 // Appends what fd has ready (it is non-blocking) while into is below cap (the rest is read and
 // dropped); false at end of file or on an error.

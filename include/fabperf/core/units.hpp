@@ -73,13 +73,11 @@ inline constexpr Column count{"count", "count", ""};
 inline constexpr Column link{"link", "link", ""};
 inline constexpr Column kind{"kind", "kind", ""};
 inline constexpr Column speed_mbps{"speed_mbps", "speed Mb/s", "10^6 bit/s"};
-inline constexpr Column shaped_mbps{"shaped_mbps", "shaped Mb/s", "10^6 bit/s"};
 inline constexpr Column mtu{"mtu", "mtu", "B"};
 inline constexpr Column payload_mb_per_s{"payload_mb_per_s", "payload MB/s", "10^6 B/s"};
 inline constexpr Column utilization_pct{"utilization_pct", "util %", "%"};
 inline constexpr Column efficiency_pct{"efficiency_pct", "eff %", "%"};
 inline constexpr Column wire_check{"wire_audit", "wire check", "payload / interface bytes"};
-inline constexpr Column best_goodput_mb_per_s{"best_goodput_mb_per_s", "best MB/s", "10^6 B/s"};
 inline constexpr Column errors{"errors", "errors", "packets"};
 inline constexpr Column drops{"drops", "drops", "packets"};
 // fabperf report (plan results)

@@ -1,6 +1,7 @@
 // Launchers: start fabperf agents on a list of hosts through the engines clusters already run
-// (the system OpenSSH client, Slurm's srun), hand back the endpoints ready for run_test(), and
-// stop them all again. One call each way, so `fabperf run` and plan runs share it.
+// (the system OpenSSH client, Slurm's srun) or on this host (--local), hand back the endpoints
+// ready for run_test(), and stop them all again. One call each way, so `fabperf run` and plan runs
+// share it.
 //
 // Every launched agent gets a one-time key generated here and written to the launcher's stdin
 // (never a command line, never a file); the launcher's stdin then stays open and the agent
@@ -33,17 +34,13 @@ struct SshOptions {
   std::uint16_t agent_port{0};               // 0: the agent picks a free port and reports it
   std::size_t fanout{32};                    // ssh sessions being set up at once
   std::chrono::milliseconds timeout{30000};  // per host: ssh connect + agent ready
-  std::string agent_log_level{"warn"};
 };
 
+// The agents (ssh's and srun's) log at warn level.
 struct SlurmOptions {
-  std::string srun{"srun"};
-  std::string scontrol{"scontrol"};
-  std::vector<std::string> extra;  // more srun arguments
-  std::string agent_path;          // empty: this very binary's path (same on every node)
+  std::string agent_path;  // empty: this very binary's path (same on every node)
   std::uint16_t agent_port{0};
   std::chrono::milliseconds timeout{60000};  // the whole step: all agents ready
-  std::string agent_log_level{"warn"};
 };
 
 // A set of started agents. Destroying it stops them (stop()); stop() is idempotent.
@@ -67,13 +64,18 @@ class Agents {
 // caller's stop::mark()).
 std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshOptions& options);
 
+// N agents of this very binary on 127.0.0.1, each on a free port (`run --local N`). They prove
+// key_file, or (none given) the set's one-time key, so no other local user can drive or stop
+// them; their stderr is ours.
+std::unique_ptr<Agents> start_local(int count, const std::string& key_file);
+
 // Inside a Slurm allocation: one agent on each of `nodes` (node names; empty: every node of
 // SLURM_JOB_NODELIST) in one overlapping srun step. Endpoints are NodeAddr:port, in `nodes` order.
 std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& nodes, const SlurmOptions& options);
 
 // The allocation's node names (`scontrol show hostnames $SLURM_JOB_NODELIST`). Throws UsageError
 // outside an allocation.
-std::vector<std::string> slurm_allocation_nodes(const SlurmOptions& options);
+std::vector<std::string> slurm_allocation_nodes();
 
 // ---- pure helpers (unit-tested) ----
 // POSIX sh single-quoting.
