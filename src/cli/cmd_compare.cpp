@@ -39,13 +39,17 @@ int cmd_compare(int argc, char** argv) {
       cxxopts::value<std::string>())("min-effect", "trials: a change smaller than PCT percent is no difference",
                                      cxxopts::value<std::string>()->default_value("2"))(
       "json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())(
-      "files", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
-  o.parse_positional({"files"});
+      // Strings, not a list: cxxopts splits a list's values at commas, and FILE,FILE,... is one side.
+      "before", "", cxxopts::value<std::string>())("after", "", cxxopts::value<std::string>())("h,help", "this help");
+  o.parse_positional({"before", "after"});
   o.positional_help("BEFORE AFTER | AB-RESULTS");
   const auto r = cli::parse_options(o, argc, argv);
   if (help_printed(o, r)) return 0;
-  const auto files = get_or<std::vector<std::string>>(r, "files");
-  if (files.empty() || files.size() > 2) {
+  std::vector<std::string> files;
+  for (const char* side : {"before", "after"}) {
+    if (r.count(side)) files.push_back(get<std::string>(r, side));
+  }
+  if (files.empty()) {
     throw UsageError("compare: give BEFORE AFTER (results or plan results), or one A/B plan's results file");
   }
   const double min_effect = parse_percent(get<std::string>(r, "min-effect"), "min-effect", -1e-9, 100);

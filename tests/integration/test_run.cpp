@@ -311,6 +311,17 @@ TEST(Run, CtrlCInARepeatLeavesTheFinishedTrialsStatistics) {
   }
   EXPECT_TRUE(aggregate) << r.out;
   EXPECT_NE(cmp["notes"].dump().find(": interrupted"), std::string::npos) << cmp["notes"].dump();
+  // FILE,FILE,... is one side, as --help and docs/statistics.md say (cxxopts once split it at the comma).
+  const auto joined = run_fabperf({"compare", trials + "," + trials, trials, "--json", "-"});
+  ASSERT_EQ(joined.exit_code, 0) << joined.err;
+  for (const auto& m : json::parse(joined.out)["metrics"]) {
+    if (m["kind"] == "aggregate") {
+      EXPECT_EQ(m["n_a"], 4);
+    }
+  }
+  const auto three = run_fabperf({"compare", trials, trials, trials});
+  EXPECT_EQ(three.exit_code, 2);
+  EXPECT_NE(three.err.find("unexpected argument"), std::string::npos) << three.err;
 }
 
 struct BadArgs {
