@@ -114,7 +114,7 @@ std::map<std::uint32_t, std::string> busiest_links(const ResultDoc& result,
       const double v = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
       if (v > best) {
         best = v;
-        out[it->second] = l.link;
+        out[it->second] = l.name;
       }
     }
   }
@@ -429,7 +429,7 @@ void PlanRun::run_isolation(std::size_t ti) {
           const auto v = node_host.find(pr.server);
           if (c == node_host.end() || v == node_host.end()) continue;
           for (std::size_t i = 0; i < st.pairs.size(); ++i) {
-            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.mb_per_s;
+            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.tput.mb_per_s;
           }
         }
         for (const auto& [h, l] : busiest_links(result, index)) {

@@ -20,7 +20,7 @@ std::string shares(const BondSide& s, bool tx) {
   return out;
 }
 
-BondSide side_of(const ResultBond& b) {
+BondSide side_of(const BondReport& b) {
   BondSide s{b, true, {}};
   const std::size_t n = s.members.size();
   std::uint64_t failures = 0;
@@ -69,7 +69,7 @@ std::string bond_verdict(const BondDelta& d) {
 }
 
 // One bond, in one run (the other null) or both.
-BondDelta bond_delta(const std::pair<std::string, std::string>& key, const ResultBond* b, const ResultBond* a) {
+BondDelta bond_delta(const std::pair<std::string, std::string>& key, const BondReport* b, const BondReport* a) {
   BondDelta d;
   d.node = key.first;
   d.bond = key.second;
@@ -83,8 +83,8 @@ BondDelta bond_delta(const std::pair<std::string, std::string>& key, const Resul
 
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
-  match(by_node(before, &ResultNode::bonds, &ResultBond::bond), by_node(after, &ResultNode::bonds, &ResultBond::bond),
-        [&](const auto& key, const ResultBond* b, const ResultBond* a) { out.push_back(bond_delta(key, b, a)); });
+  match(by_node(before, &ResultNode::bonds, &BondReport::name), by_node(after, &ResultNode::bonds, &BondReport::name),
+        [&](const auto& key, const BondReport* b, const BondReport* a) { out.push_back(bond_delta(key, b, a)); });
   return out;
 }
 

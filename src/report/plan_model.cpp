@@ -160,8 +160,7 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts) {
   }
   auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
   for (const auto& p : r.pairs)
-    s.pairs.push_back(
-        {name_of(p.client), name_of(p.server), p.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
+    s.pairs.push_back({name_of(p.client), name_of(p.server), p.tput.mb_per_s, p.retrans, p.rtt_us});
   return s;
 }
 
