@@ -65,7 +65,7 @@ struct DocReader {
       if (const auto o = obj(key, need)) doc_fields(*o, out);
     } else if constexpr (kDocOptional<T>) {
       if (const auto o = obj(key, need)) doc_fields(*o, out.emplace());
-    } else if constexpr (requires(const DocReader& r, typename T::value_type& m) { doc_fields(r, m); }) {
+    } else if constexpr (requires(const DocReader& r, T& m) { doc_fields(r, *m.begin()); }) {
       each(key, need, [&out](const DocReader& r, std::size_t) { doc_fields(r, out.emplace_back()); });
     } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
       const json* v = get(key, need);

@@ -158,7 +158,7 @@ nlohmann::json doc_json(const T& x) {
     DocOut out{j};
     doc_fields(out, const_cast<T&>(x));  // NOLINT: DocOut only reads
     return j;
-  } else if constexpr (requires(DocOut & o, typename T::value_type & m) { doc_fields(o, m); }) {
+  } else if constexpr (requires(DocOut & o, T & m) { doc_fields(o, *m.begin()); }) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : x) a.push_back(doc_json(e));
     return a;
