@@ -179,7 +179,7 @@ std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(c
       const auto c = node.find(p.client);
       const auto s = node.find(p.server);
       if (c == node.end() || s == node.end()) continue;
-      out[{c->second, s->second}].push_back(p.mb_per_s * 1e6);
+      out[{c->second, s->second}].push_back(p.tput.mb_per_s * 1e6);
     }
   }
   return out;

@@ -452,18 +452,19 @@ void PlanRun::run_isolation(std::size_t ti) {
           const auto it = index.find(n.node);
           if (it == index.end()) continue;
           node_host[n.index] = it->second;
-          const ResultLink* busiest = nullptr;
+          const LinkReport* busiest = nullptr;
           for (const auto& l : n.links) {
-            if (l.kind != "loopback" && (!busiest || l.payload_mb_per_s() > busiest->payload_mb_per_s())) busiest = &l;
+            if (l.kind != "loopback" && (!busiest || payload_mb_per_s_of(l) > payload_mb_per_s_of(*busiest)))
+              busiest = &l;
           }
-          if (busiest) links.emplace(it->second, busiest->link);
+          if (busiest) links.emplace(it->second, busiest->name);
         }
         for (const auto& pr : result.pairs) {
           const auto c = node_host.find(pr.client);
           const auto v = node_host.find(pr.server);
           if (c == node_host.end() || v == node_host.end()) continue;
           for (std::size_t i = 0; i < st.pairs.size(); ++i) {
-            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.mb_per_s;
+            if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.tput.mb_per_s;
           }
         }
       } catch (const Interrupted& e) {

@@ -130,7 +130,7 @@ void counter_checks(Judge& check, const std::string& step, const std::string& na
     if (const auto m = n.counters->movers.find(cat); m != n.counters->movers.end()) {
       for (const auto& t : m->second) {
         if (top.size() > 120) break;
-        top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, figure(t.delta));
+        top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, t.delta);
       }
     }
     check(kpi, step, name, v,
@@ -192,34 +192,34 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
                   : fmt::format("{} in {}: no latency was measured", name, s.id));
       }
       for (const auto& l : n.links) {
-        const std::string sub = name + "/" + l.link;
+        const std::string sub = name + "/" + l.name;
         if (!links.count(sub)) link_order.push_back(sub);
         auto& a = links[sub];
-        const double mb = l.payload_mb_per_s();
+        const double mb = payload_mb_per_s_of(l);
         if (r.complete && mb > a.best_mbps) {
           a.best_mbps = mb;
           a.best_mbps_step = s.id;
         }
-        if (r.complete && l.efficiency_pct && (!a.best_eff || *l.efficiency_pct > *a.best_eff)) {
+        if (r.complete && l.efficiency_pct >= 0 && (!a.best_eff || l.efficiency_pct > *a.best_eff)) {
           a.best_eff = l.efficiency_pct;
           a.best_eff_step = s.id;
         }
-        if (l.speed_mbps) a.speed = *l.speed_mbps;
-        const double e = l.tx_errors + l.rx_errors + l.tx_dropped + l.rx_dropped;
+        if (l.speed_mbps >= 0) a.speed = static_cast<double>(l.speed_mbps);
+        const auto e = static_cast<double>(errors_of(l) + drops_of(l));
         if (e > 0) {
           a.error_detail += fmt::format("{}{}: tx_errors {} rx_errors {} tx_dropped {} rx_dropped {}",
-                                        a.error_detail.empty() ? "" : "; ", s.id, figure(l.tx_errors),
-                                        figure(l.rx_errors), figure(l.tx_dropped), figure(l.rx_dropped));
+                                        a.error_detail.empty() ? "" : "; ", s.id, l.tx_errors, l.rx_errors,
+                                        l.tx_dropped, l.rx_dropped);
         }
         a.errors += e;
       }
     }
     for (const auto& p : r.pairs) {
       const std::string sub = by_index[p.client] + "->" + by_index[p.server];
-      check("min-pair-mbps", s.id, sub, p.mb_per_s,
-            fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, figure(p.mb_per_s), p.connections));
-      check("max-retransmits", s.id, sub, p.retrans,
-            fmt::format("{} in {}: {} segments retransmitted", sub, s.id, figure(p.retrans)));
+      check("min-pair-mbps", s.id, sub, p.tput.mb_per_s,
+            fmt::format("{} in {}: {} MB/s over {} connections", sub, s.id, figure(p.tput.mb_per_s), p.connections));
+      check("max-retransmits", s.id, sub, static_cast<double>(p.retrans),
+            fmt::format("{} in {}: {} segments retransmitted", sub, s.id, p.retrans));
     }
     check("min-aggregate-mbps", s.id, "", r.aggregate_mb_per_s,
           fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, figure(r.aggregate_mb_per_s), r.clients,

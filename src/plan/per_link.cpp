@@ -60,10 +60,10 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
       double most = -1;
       for (std::size_t i = 0; n != nodes.end() && i < n->links.size(); ++i) {
         const auto& l = n->links[i];
-        if (l.payload_mb_per_s() <= most) continue;
-        most = l.payload_mb_per_s();
-        r.interface = l.link;
-        r.efficiency_pct = l.efficiency_pct;
+        if (payload_mb_per_s_of(l) <= most) continue;
+        most = payload_mb_per_s_of(l);
+        r.interface = l.name;
+        r.efficiency_pct = l.efficiency_pct >= 0 ? std::optional(l.efficiency_pct) : std::nullopt;
       }
     }
     rows.push_back(std::move(r));

@@ -33,9 +33,9 @@ void to_json(json& j, const BondSide& s) {
   if (!s.present) return;
   FABPERF_JSON_FIELDS(j, s, mode, hash_policy, tx_mb_per_s, rx_mb_per_s, tx_members_used, rx_members_used, summary);
   j["capacity_used_pct"] = jsonu::nonneg(s.capacity_used_pct);
-  j["members"] = jsonu::array_json(s.members, [](const ResultBondMember& m) {
-    json o;
-    FABPERF_JSON_FIELDS(o, m, member, tx_share_pct, rx_share_pct, link_failures);
+  j["members"] = jsonu::array_json(s.members, [](const BondMemberReport& m) {
+    json o{{"member", m.name}};
+    FABPERF_JSON_FIELDS(o, m, tx_share_pct, rx_share_pct, link_failures);
     return o;
   });
 }
@@ -120,7 +120,7 @@ double noise_pct(const std::vector<IntervalPoint>& intervals) {
 // One link's verdict: its change against both runs' noise and against what was expected of it.
 // A link in one run only (the other null) is missing: a port that went away or appeared is news
 // either way, and fails.
-LinkDelta judge_link(const std::pair<std::string, std::string>& key, const ResultLink* before, const ResultLink* after,
+LinkDelta judge_link(const std::pair<std::string, std::string>& key, const LinkReport* before, const LinkReport* after,
                      const LinkExpectations& expect) {
   LinkDelta d;
   d.node = key.first;
@@ -128,13 +128,13 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const Resul
   d.verdict = LinkVerdict::missing;
   d.fails = true;
   if (before) {
-    d.before_mb_per_s = before->payload_mb_per_s();
-    d.before_speed_mbps = before->speed();
+    d.before_mb_per_s = payload_mb_per_s_of(*before);
+    d.before_speed_mbps = before->speed_mbps;
     d.noise_before_pct = noise_pct(before->intervals);
   }
   if (after) {
-    d.after_mb_per_s = after->payload_mb_per_s();
-    d.after_speed_mbps = after->speed();
+    d.after_mb_per_s = payload_mb_per_s_of(*after);
+    d.after_speed_mbps = after->speed_mbps;
   }
   if (!before || !after) return d;
   d.noise_after_pct = noise_pct(after->intervals);
@@ -173,7 +173,7 @@ std::map<std::string, double> pair_rates(const ResultDoc& d) {
     return it != names.end() ? it->second : std::string("?");
   };
   std::map<std::string, double> m;
-  for (const auto& p : d.pairs) m[name(p.client) + " -> " + name(p.server)] = p.mb_per_s;
+  for (const auto& p : d.pairs) m[name(p.client) + " -> " + name(p.server)] = p.tput.mb_per_s;
   return m;
 }
 
@@ -226,9 +226,9 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   }
   for (auto& n : settings_differ(b, a)) c.notes.push_back(std::move(n));
   c.pairs = deltas(pair_rates(b), pair_rates(a));
-  auto lb = by_node(b, &ResultNode::links, &ResultLink::link), la = by_node(a, &ResultNode::links, &ResultLink::link);
+  auto lb = by_node(b, &ResultNode::links, &LinkReport::name), la = by_node(a, &ResultNode::links, &LinkReport::name);
   for (auto* m : {&lb, &la}) std::erase_if(*m, [](const auto& e) { return e.second.kind == "loopback"; });
-  match(lb, la, [&](const auto& key, const ResultLink* x, const ResultLink* y) {
+  match(lb, la, [&](const auto& key, const LinkReport* x, const LinkReport* y) {
     c.links.push_back(judge_link(key, x, y, expect));
   });
   c.bonds = compare_bonds(b, a);

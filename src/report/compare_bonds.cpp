@@ -20,7 +20,7 @@ std::string shares(const BondSide& s, bool tx) {
   return out;
 }
 
-BondSide side_of(const ResultBond& b) {
+BondSide side_of(const BondReport& b) {
   BondSide s{b, true, {}};
   const std::size_t n = s.members.size();
   std::uint64_t failures = 0;
@@ -73,8 +73,8 @@ std::string bond_verdict(const BondDelta& d) {
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
   // Each bond in one run (the other null) or both.
-  match(by_node(before, &ResultNode::bonds, &ResultBond::bond), by_node(after, &ResultNode::bonds, &ResultBond::bond),
-        [&](const auto& key, const ResultBond* b, const ResultBond* a) {
+  match(by_node(before, &ResultNode::bonds, &BondReport::name), by_node(after, &ResultNode::bonds, &BondReport::name),
+        [&](const auto& key, const BondReport* b, const BondReport* a) {
           auto& d = out.emplace_back(
               BondDelta{key.first, key.second, b ? side_of(*b) : BondSide{}, a ? side_of(*a) : BondSide{}, ""});
           d.verdict = !a ? "only in the before run" : !b ? "only in the after run" : bond_verdict(d);

@@ -99,11 +99,11 @@ std::map<std::pair<std::string, std::string>, double> metrics_of(const ResultDoc
   m[{"aggregate", ""}] = r.aggregate_mb_per_s;
   for (const auto& n : r.nodes) {
     for (const auto& l : n.links) {
-      if (l.kind != "loopback") m[{"link", n.node + "/" + l.link}] = l.payload_mb_per_s();
+      if (l.kind != "loopback") m[{"link", n.node + "/" + l.name}] = payload_mb_per_s_of(l);
     }
     for (const auto& b : n.bonds) {
       for (const auto& mem : b.members)
-        m[{"member", n.node + "/" + b.bond + "/" + mem.member}] = mem.tx_mb_per_s + mem.rx_mb_per_s;
+        m[{"member", n.node + "/" + b.name + "/" + mem.name}] = mem.tx_mb_per_s + mem.rx_mb_per_s;
     }
   }
   return m;
@@ -116,7 +116,7 @@ std::int64_t link_speed(const TrialSet& s, const std::string& subject) {
   if (s.trials.empty()) return -1;
   for (const auto& n : s.trials.front().result.nodes) {
     for (const auto& l : n.links) {
-      if (n.node + "/" + l.link == subject) return l.speed();
+      if (n.node + "/" + l.name == subject) return l.speed_mbps;
     }
   }
   return -1;

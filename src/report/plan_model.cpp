@@ -129,7 +129,7 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts, bool detail =
   auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
   for (const auto& p : r.pairs)
     s.pairs.push_back(
-        {name_of(p.client), name_of(p.server), p.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
+        {name_of(p.client), name_of(p.server), p.tput.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
   if (!detail) return s;
   s.summary = r.summary;
   s.latency = std::move(r.latency);

@@ -110,14 +110,14 @@ json links_json(const StepView& s) {
   for (const auto& n : s.nodes) {
     for (const auto& l : n.links) {
       out.push_back({{json_key(col::node), n.node},
-                     {json_key(col::link), l.link},
+                     {json_key(col::link), l.name},
                      {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
                      {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
-                     {json_key(col::payload_mb_per_s), l.payload_mb_per_s()},
-                     {json_key(col::speed_mbps), jsonu::positive(l.speed())},
-                     {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct.value_or(-1))},
-                     {json_key(col::errors), l.errors()},
-                     {json_key(col::drops), l.drops()}});
+                     {json_key(col::payload_mb_per_s), payload_mb_per_s_of(l)},
+                     {json_key(col::speed_mbps), jsonu::positive(l.speed_mbps)},
+                     {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct)},
+                     {json_key(col::errors), errors_of(l)},
+                     {json_key(col::drops), drops_of(l)}});
     }
   }
   return out;

@@ -590,7 +590,7 @@ std::string step_charts_html(const PlanReport& r, const StepView& s) {
   for (const auto& n : s.nodes) {
     nodes.push_back({n.node, {n.tx_mb_per_s, n.rx_mb_per_s}, subject_failed(r, s, "node", n.node)});
     for (const auto& l : n.links) {
-      const std::string name = n.node + "/" + l.link;
+      const std::string name = n.node + "/" + l.name;
       links.push_back({name, {l.tx_mb_per_s, l.rx_mb_per_s}, subject_failed(r, s, "link", name)});
     }
   }

@@ -105,9 +105,9 @@ std::string render_plan_text(const PlanReport& r) {
               count_or_dash(n.retrans_segs), l ? us(l->p50_us) : "-", l ? us(l->p99_us) : "-",
               l ? us(l->max_us) : "-"});
       for (const auto& ln : n.links) {
-        lt.add({n.node, ln.link, f1(ln.tx_mb_per_s), f1(ln.rx_mb_per_s), f1(ln.payload_mb_per_s()),
-                ln.speed() > 0 ? std::to_string(ln.speed()) : "-", f1_or_dash(ln.utilization_pct.value_or(-1)),
-                std::to_string(ln.errors()), std::to_string(ln.drops())});
+        lt.add({n.node, ln.name, f1(ln.tx_mb_per_s), f1(ln.rx_mb_per_s), f1(payload_mb_per_s_of(ln)),
+                ln.speed_mbps > 0 ? std::to_string(ln.speed_mbps) : "-", f1_or_dash(ln.utilization_pct),
+                std::to_string(errors_of(ln)), std::to_string(drops_of(ln))});
       }
     }
     out += nt.str();

@@ -1,4 +1,3 @@
-#include <fabperf/core/units.hpp>
 #include <fabperf/report/report.hpp>
 
 #include <nlohmann/json.hpp>
@@ -8,24 +7,11 @@
 namespace fabperf {
 
 using jsonu::array_json;
-using jsonu::nonneg;
-using jsonu::positive;
 using nlohmann::json;
 
-// Keys: the field names.
-void to_json(json& j, CounterCategory c) {
-  j = to_string(c);
-}
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IntervalPoint, t_s, tx_mb_per_s, rx_mb_per_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CounterMove, source, name, delta, category, label)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CategoryMovers, category, total, top)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Dip, subject, t0_s, t1_s, mb_per_s, median_mb_per_s, change_pct, rose, rose_unlisted,
-                                   text)
+// Keys: the field names. The document's shared types have their field lists in result_json.hpp.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialArmReport, name, mb_per_s, cpu_s_per_gb)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrialReport, what, chosen, reason, arms, summary)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Throughput, bytes, mb_per_s, gbit_per_s, msgs, msg_per_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LatencySummary, count, mean_us, stddev_us, min_us, p50_us, p90_us, p99_us, p999_us,
-                                   max_us)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireAudit, verdict, payload_tx_bytes, wire_tx_bytes, tx_ratio, payload_rx_bytes,
                                    wire_rx_bytes, rx_ratio, resolution_bytes)
 // A connection's "tcp" object, written only when the sample is valid (null otherwise).
@@ -35,18 +21,15 @@ namespace {
 // Null when not measured; the histogram's non-empty buckets when there is one.
 json latency_json(const std::optional<LatencySummary>& l, const std::optional<LatencyHistogram>& h) {
   if (!l) return nullptr;
-  json j = *l;
-  if (h) {
-    json b = json::array();
-    for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
-      if (h->bucket_count(i)) {
-        b.push_back({{"lo_us", LatencyHistogram::bucket_lower_ns(i) / 1e3},
-                     {"hi_us", LatencyHistogram::bucket_upper_ns(i) / 1e3},
-                     {"count", h->bucket_count(i)}});
-      }
+  ResultLatency out{*l, {}};
+  for (int i = 0; h && i < LatencyHistogram::kBuckets; ++i) {
+    if (h->bucket_count(i)) {
+      out.buckets.push_back(
+          {LatencyHistogram::bucket_lower_ns(i) / 1e3, LatencyHistogram::bucket_upper_ns(i) / 1e3, h->bucket_count(i)});
     }
-    j["buckets"] = std::move(b);
   }
+  json j = doc_json(out);
+  if (!h) j.erase("buckets");
   return j;
 }
 
@@ -62,66 +45,34 @@ json counters_json(const CounterReport& c) {
   });
   json totals = json::object();
   for (const auto cat : symptom_categories()) totals[std::string(to_string(cat))] = c.total(cat);
-  return {{"series", std::move(series)}, {"dips", c.dips}, {"categories", std::move(totals)}, {"movers", c.categories}};
+  return {{"series", std::move(series)},
+          {"dips", doc_json(c.dips)},
+          {"categories", std::move(totals)},
+          {"movers", doc_json(c.categories)}};
 }
 
 }  // namespace
 
-// The report's types whose keys are (mostly) their fields' names; "unknown" (-1 or 0) is null.
-void to_json(json& j, const LinkReport& l) {
-  FABPERF_JSON_FIELDS(j, l, kind, driver, mtu, duplex, window_s, tx_mb_per_s, rx_mb_per_s, payload_tx_mb_per_s,
-                      payload_rx_mb_per_s, tx_errors, rx_errors, tx_dropped, rx_dropped, vanished, min_sender_mss,
-                      jumbo_mismatch, wire_audit, intervals);
-  j[json_key(col::link)] = l.name;
-  j["speed_mbps"] = positive(l.speed_mbps);
-  j["shaped_mbps"] = nonneg(l.shaped_mbps);
-  j["utilization_pct"] = nonneg(l.utilization_pct);
-  j["best_goodput_mb_per_s"] = positive(l.best_goodput_mb_per_s);
-  j["efficiency_pct"] = nonneg(l.efficiency_pct);
-}
-
-void to_json(json& j, const BondMemberReport& m) {
-  FABPERF_JSON_FIELDS(j, m, state_open, state_close, link_failures, tx_mb_per_s, rx_mb_per_s, tx_share_pct,
-                      rx_share_pct, intervals);
-  j[json_key(col::member)] = m.name;
-  j["speed_mbps"] = positive(m.speed_mbps);
-  j["predicted_flows"] = nonneg(m.predicted_flows);
-  j["predicted_tx_share_pct"] = nonneg(m.predicted_tx_share_pct);
-}
-
-void to_json(json& j, const BondFlowReport& f) {
-  FABPERF_JSON_FIELDS(j, f, local, remote, tx_bytes_window);
-  j["member_index"] = nonneg(f.member_index);
-  j[json_key(col::member)] = f.member.empty() ? json(nullptr) : json(f.member);
-}
-
 void to_json(json& j, const BondReport& b) {
-  FABPERF_JSON_FIELDS(j, b, mode, hash_policy, peers, members, tx_mb_per_s, rx_mb_per_s, tx_jain, rx_jain,
-                      tx_members_used, rx_members_used, prediction, flows, notes);
-  j[json_key(col::bond)] = b.name;
-  j["member_speed_sum_mbps"] = positive(b.member_speed_sum_mbps);
-  j["best_goodput_mb_per_s"] = positive(b.best_goodput_mb_per_s);
-  j["capacity_used_pct"] = nonneg(b.capacity_used_pct);
-  j["tx_max_min"] = positive(b.tx_max_min);
-  j["rx_max_min"] = positive(b.rx_max_min);
-  j["inventory"] = to_json(b.inventory);
+  j = doc_json(b);
 }
 
 void to_json(json& j, const PcieSlotReport& s) {
-  FABPERF_JSON_FIELDS(j, s, address, link, ports, usable_gbps, tx_gbps, rx_gbps, used_pct, at_ceiling);
-  j["ports_speed_mbps"] = positive(s.ports_speed_mbps);
-  j["bound_by"] = s.bound_by.empty() ? json(nullptr) : json(s.bound_by);
+  const DocOut out{j};
+  FABPERF_FIELDS(out, Need::may, s, address, link, ports, usable_gbps, tx_gbps, rx_gbps, used_pct, at_ceiling);
+  out("ports_speed_mbps", s.ports_speed_mbps, Need::may, Unknown::not_positive);
+  out("bound_by", s.bound_by, Need::may, Unknown::empty);
 }
 
 json node_json(const NodeReport& n) {
   json j;
-  FABPERF_JSON_FIELDS(j, n, index, hostname, role, error, aborted, window_s, tx_mb_per_s, rx_mb_per_s, cpu_busy_pct,
-                      process_cpu_s, bytes_per_cpu_s, busiest_thread, busiest_thread_pct, host_limited, clock_offset_us,
-                      clock_uncertainty_us, late_ms, intervals, links, bonds, trials, pcie_slots, warnings);
-  j[json_key(col::node)] = n.name;
-  j["status"] = to_string(n.status);
-  j["window_open_unix_s"] = positive(n.window_open_unix_s);
-  j["retrans_segs"] = nonneg(n.retrans_segs);
+  const DocOut out{j};
+  FABPERF_FIELDS(out, Need::may, n, index, hostname, role, status, error, aborted, window_s, tx_mb_per_s, rx_mb_per_s,
+                 cpu_busy_pct, process_cpu_s, bytes_per_cpu_s, busiest_thread, busiest_thread_pct, host_limited,
+                 clock_offset_us, clock_uncertainty_us, late_ms, intervals, links, bonds, trials, pcie_slots, warnings);
+  out("node", n.name, Need::may);
+  out("window_open_unix_s", n.window_open_unix_s, Need::may, Unknown::not_positive);
+  out("retrans_segs", n.retrans_segs, Need::may, Unknown::negative);
   j["latency"] = latency_json(n.latency, n.histogram);
   j["delay"] = latency_json(n.delay, n.delay_histogram);
   j["rdma_ports"] = rdma_ports_json(n.rdma_ports);
@@ -130,32 +81,28 @@ json node_json(const NodeReport& n) {
 }
 
 json pair_json(const PairReport& p) {
-  json j = p.tput;
-  FABPERF_JSON_FIELDS(j, p, client, server, measured_by, connections, retrans, rtt_us, snd_mss, sender_bytes);
-  return j;
+  return doc_json(p);
 }
 
 json connection_json(const ConnReport& c) {
   json j;
-  FABPERF_JSON_FIELDS(j, c, node, peer, local, remote, tx_bytes_window, tx_delivered_window, rx_bytes_window,
-                      tx_bytes_total, rx_bytes_total, mb_per_s, retrans, error);
-  j["role"] = to_string(c.role);
-  j["op"] = to_string(c.op);
+  FABPERF_FIELDS(DocOut{j}, Need::may, c, node, peer, role, op, local, remote, tx_bytes_window, tx_delivered_window,
+                 rx_bytes_window, tx_bytes_total, rx_bytes_total, mb_per_s, retrans, error);
   j["tcp"] = c.tcp.valid ? json(c.tcp) : json(nullptr);
   return j;
 }
 
 json result_header_json(const Report& r) {
   json j{{"schema", kResultSchema}, {"schema_version", kResultSchemaVersion}, {"settings", to_json(r.spec)}};
-  FABPERF_JSON_FIELDS(j, r, fabperf_version, test_id, started_at, clients, servers);
+  FABPERF_FIELDS(DocOut{j}, Need::may, r, fabperf_version, test_id, started_at, clients, servers);
   return j;
 }
 
 json result_summary_json(const Report& r) {
   json j;
-  FABPERF_JSON_FIELDS(j, r, complete, interrupted, cli_cpu_pct, srv_cpu_pct, max_clock_uncertainty_us, findings,
-                      counter_movers);
-  j["aggregate"] = r.aggregate;
+  FABPERF_FIELDS(DocOut{j}, Need::may, r, complete, interrupted, cli_cpu_pct, srv_cpu_pct, max_clock_uncertainty_us,
+                 findings, counter_movers);
+  j["aggregate"] = doc_json(r.aggregate);
   j["aggregate"]["window_s"] = r.window_s;
   j["latency"] = latency_json(r.latency, r.histogram);
   j["delay"] = latency_json(r.delay, r.delay_histogram);

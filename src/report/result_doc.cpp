@@ -1,24 +1,28 @@
-// The one decoder of a result document (render_json.cpp is its encoder).
+// The decoder of a result document (render_json.cpp is its encoder): the types both write and
+// read have one field list (report/result_json.hpp), which a DocReader walks here.
 #include <fabperf/core/error.hpp>
 #include <fabperf/report/result_doc.hpp>
 
 #include <fmt/format.h>
-#include <algorithm>
 #include <type_traits>
 #include <utility>
+
+#include "report/result_json.hpp"
 
 namespace fabperf {
 namespace {
 
 using nlohmann::json;
 
-// What a field is to a strict read: always written by render_json (`must`), written but null when
-// unknown (`nullable`), or written only since some version or only when measured (`may`). A lenient
-// read treats all as `may`.
-enum class Need { must, nullable, may };
+template <class T>
+constexpr bool kDocOptional = false;
+template <class T>
+constexpr bool kDocOptional<std::optional<T>> = true;
 
-// One object of the document and its path in it ("nodes[1].links[0]"), for the error.
-struct Reader {
+// One object of the document and its path in it ("nodes[1].links[0]"), for the error; the
+// visitor of doc_fields() that reads.
+struct DocReader {
+  static constexpr bool kIn = true;
   const json& j;
   std::string at;
   const std::string& what;
@@ -36,34 +40,11 @@ struct Reader {
     }
     return it->is_null() && !(strict && need == Need::must) ? nullptr : &*it;
   }
-  // The field as T (double, a whole number, std::string or bool), or nullopt when absent or null and it may be.
-  template <typename T>
-  [[nodiscard]] std::optional<T> as(const char* key, Need need) const {
-    const json* v = get(key, need);
-    if (v == nullptr) return std::nullopt;
-    const auto [ok, problem] =
-        std::is_same_v<T, double>        ? std::pair{v->is_number(), "must be a number"}
-        : std::is_same_v<T, std::string> ? std::pair{v->is_string(), "must be a string"}
-        : std::is_same_v<T, bool>
-            ? std::pair{v->is_boolean(), "must be true or false"}
-            : std::pair{v->is_number_integer() && v->get<std::int64_t>() >= 0, "must be a whole number"};
-    if (!ok) fail(key, problem);
-    return v->get<T>();
-  }
-  // Into `out` (an optional: empty when absent or null), which keeps its value when the field may be and is not there.
-  template <typename T>
-  void read(const char* key, Need need, T& out) const {
-    if constexpr (std::is_same_v<T, std::optional<double>>) {
-      out = as<double>(key, need);
-    } else if (auto v = as<T>(key, need)) {
-      out = std::move(*v);
-    }
-  }
-  [[nodiscard]] std::optional<Reader> obj(const char* key, Need need = Need::must) const {
+  [[nodiscard]] std::optional<DocReader> obj(const char* key, Need need = Need::must) const {
     const json* v = get(key, need);
     if (v == nullptr) return std::nullopt;
     if (!v->is_object()) fail(key, "must be an object");
-    return Reader{*v, at.empty() ? key : at + "." + key, what, strict};
+    return DocReader{*v, at.empty() ? key : at + "." + key, what, strict};
   }
   template <typename F>
   void each(const char* key, Need need, F&& f) const {
@@ -72,98 +53,54 @@ struct Reader {
     if (!v->is_array()) fail(key, "must be a list");
     for (std::size_t i = 0; i < v->size(); ++i) {
       if (!(*v)[i].is_object()) fail(fmt::format("{}[{}]", key, i), "must be an object");
-      f(Reader{(*v)[i], fmt::format("{}{}[{}]", at.empty() ? "" : at + ".", key, i), what, strict}, i);
+      f(DocReader{(*v)[i], fmt::format("{}{}[{}]", at.empty() ? "" : at + ".", key, i), what, strict}, i);
     }
   }
-  // The list's objects, each read into a T by f(reader, T&, index).
-  template <typename T, typename F>
-  [[nodiscard]] std::vector<T> list(const char* key, Need need, F&& f) const {
-    std::vector<T> out;
-    each(key, need, [&](const Reader& r, std::size_t i) { f(r, out.emplace_back(), i); });
-    return out;
+  // Into `out`, which keeps its value (its "unknown") when the field is absent or null and may
+  // be: a number, a string or a flag, an object of a type with a field list (or an optional one),
+  // or a list of them. Other members of a field list are the writer's alone.
+  template <typename T>
+  void operator()(const char* key, T& out, Need need, Unknown /*unknown*/ = Unknown::never) const {
+    if constexpr (requires(const DocReader& r, T& m) { doc_fields(r, m); }) {
+      if (const auto o = obj(key, need)) doc_fields(*o, out);
+    } else if constexpr (kDocOptional<T>) {
+      if (const auto o = obj(key, need)) doc_fields(*o, out.emplace());
+    } else if constexpr (requires(const DocReader& r, T& m) { doc_fields(r, *m.begin()); }) {
+      each(key, need, [&out](const DocReader& r, std::size_t) { doc_fields(r, out.emplace_back()); });
+    } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
+      const json* v = get(key, need);
+      if (v == nullptr) return;
+      const auto [ok, problem] =
+          std::is_floating_point_v<T>      ? std::pair{v->is_number(), "must be a number"}
+          : std::is_same_v<T, std::string> ? std::pair{v->is_string(), "must be a string"}
+          : std::is_same_v<T, bool>
+              ? std::pair{v->is_boolean(), "must be true or false"}
+              : std::pair{v->is_number_integer() && (std::is_signed_v<T> || v->get<std::int64_t>() >= 0),
+                          "must be a whole number"};
+      if (!ok) fail(key, problem);
+      out = v->get<T>();
+    }
   }
 };
 
-// r.read(#f, need, v.f) for each field f named: the fields whose key is their name (render_json's
-// FABPERF_JSON_FIELDS lists them the same way).
-#define FABPERF_READ_FIELD(f) fabperf_r.read(#f, fabperf_need, fabperf_v.f);
-#define FABPERF_READ_FIELDS(r, need, v, ...)                                   \
-  do {                                                                         \
-    const Reader& fabperf_r = (r);                                             \
-    const Need fabperf_need = (need);                                          \
-    auto& fabperf_v = (v);                                                     \
-    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(FABPERF_READ_FIELD, __VA_ARGS__)) \
-  } while (false)
-
-std::optional<ResultLatency> latency(const Reader& n, const char* key) {
-  const auto l = n.obj(key, Need::may);
-  if (!l) return std::nullopt;
-  ResultLatency v;
-  FABPERF_READ_FIELDS(*l, Need::must, v, count, p99_us);
-  FABPERF_READ_FIELDS(*l, Need::may, v, mean_us, min_us, p50_us, p90_us, p999_us, max_us);
-  v.buckets = l->list<ResultLatency::Bucket>("buckets", Need::may, [](const Reader& b, auto& o, std::size_t) {
-    FABPERF_READ_FIELDS(b, Need::must, o, lo_us, hi_us, count);
-  });
-  std::sort(v.buckets.begin(), v.buckets.end(), [](const auto& a, const auto& b) { return a.lo_us < b.lo_us; });
-  return v;
-}
-
-std::vector<IntervalPoint> intervals(const Reader& r) {
-  return r.list<IntervalPoint>("intervals", Need::may, [](const Reader& p, auto& o, std::size_t) {
-    FABPERF_READ_FIELDS(p, Need::must, o, t_s, tx_mb_per_s);
-    p.read("rx_mb_per_s", Need::may, o.rx_mb_per_s);
-  });
-}
-
-std::optional<ResultCounters> counters(const Reader& n) {
-  const auto c = n.obj("counters", Need::may);
-  if (!c) return std::nullopt;
-  ResultCounters out;
-  if (const auto cats = c->obj("categories")) {
-    for (const char* cat : {"pause", "discard", "fec_uncorrected", "ecn"})
-      cats->read(cat, Need::must, out.categories[cat]);
+void doc_fields(const DocReader& r, ResultCounters& c) {
+  if (const auto cats = r.obj("categories")) {
+    for (const char* cat : {"pause", "discard", "fec_uncorrected", "ecn"}) (*cats)(cat, c.categories[cat], Need::must);
   }
-  c->each("movers", Need::must, [&](const Reader& m, std::size_t) {
+  r.each("movers", Need::must, [&c](const DocReader& m, std::size_t) {
     std::string category;
-    m.read("category", Need::must, category);
-    out.movers[category] = m.list<ResultCounterTop>("top", Need::must, [](const Reader& t, auto& o, std::size_t) {
-      FABPERF_READ_FIELDS(t, Need::must, o, source, name, delta);
-    });
+    m("category", category, Need::must);
+    m("top", c.movers[category], Need::must);
   });
-  out.dips = c->list<ResultDip>("dips", Need::may, [](const Reader& d, auto& o, std::size_t) {
-    FABPERF_READ_FIELDS(d, Need::must, o, subject, t0_s, t1_s, text);
-  });
-  return out;
+  r("dips", c.dips, Need::may);
 }
 
-void link_of(const Reader& l, ResultLink& v, std::size_t) {
-  FABPERF_READ_FIELDS(l, Need::must, v, link, kind, payload_tx_mb_per_s, payload_rx_mb_per_s, tx_errors, rx_errors,
-                      tx_dropped, rx_dropped);
-  FABPERF_READ_FIELDS(l, Need::nullable, v, speed_mbps, efficiency_pct);
-  FABPERF_READ_FIELDS(l, Need::may, v, tx_mb_per_s, rx_mb_per_s, utilization_pct);
-  v.intervals = intervals(l);
-}
-
-void bond_of(const Reader& b, ResultBond& v, std::size_t) {
-  FABPERF_READ_FIELDS(b, Need::may, v, bond, mode, hash_policy, tx_mb_per_s, rx_mb_per_s, tx_members_used,
-                      rx_members_used, capacity_used_pct);
-  v.members = b.list<ResultBondMember>("members", Need::may, [](const Reader& m, auto& o, std::size_t) {
-    FABPERF_READ_FIELDS(m, Need::may, o, member, tx_mb_per_s, rx_mb_per_s, tx_share_pct, rx_share_pct, link_failures);
-  });
-}
-
-void node_of(const Reader& n, ResultNode& v, std::size_t i) {
-  v.index = i;
-  FABPERF_READ_FIELDS(n, Need::must, v, index, node, role, tx_mb_per_s, rx_mb_per_s);
-  FABPERF_READ_FIELDS(n, Need::may, v, status, cpu_busy_pct);
-  if (const auto retrans = n.as<double>("retrans_segs", Need::may))
-    v.retrans_segs = static_cast<std::int64_t>(*retrans);
-  v.latency = latency(n, "latency");
-  v.delay = latency(n, "delay");
-  v.counters = counters(n);
-  v.links = n.list<ResultLink>("links", Need::must, link_of);
-  v.intervals = intervals(n);
-  v.bonds = n.list<ResultBond>("bonds", Need::may, bond_of);
+// index: the node's place in the list unless the document says.
+void doc_fields(const DocReader& r, ResultNode& n) {
+  FABPERF_FIELDS(r, Need::must, n, index, node, role, tx_mb_per_s, rx_mb_per_s);
+  FABPERF_FIELDS(r, Need::may, n, status, cpu_busy_pct, retrans_segs, latency, delay, counters);
+  FABPERF_FIELDS(r, Need::must, n, links);
+  FABPERF_FIELDS(r, Need::may, n, intervals, bonds);
 }
 
 }  // namespace
@@ -187,33 +124,32 @@ std::string result_doc_problem(const json& doc) {
 
 ResultDoc read_result_doc(const json& doc, ReadMode mode, const std::string& what) {
   if (!doc.is_object()) throw UsageError(what + ": not an object");
-  const Reader r{doc, "", what, mode == ReadMode::strict};
+  const DocReader r{doc, "", what, mode == ReadMode::strict};
   ResultDoc d;
-  d.schema_version = static_cast<int>(r.as<std::uint64_t>("schema_version", Need::may).value_or(0));
+  r("schema_version", d.schema_version, Need::may);
   if (const auto s = r.obj("settings")) {
     d.settings = s->j;
-    s->read("test", Need::must, d.test);
+    (*s)("test", d.test, Need::must);
   }
-  FABPERF_READ_FIELDS(r, Need::must, d, complete, clients, servers);
-  FABPERF_READ_FIELDS(r, Need::may, d, summary, interrupted);
+  FABPERF_FIELDS(r, Need::must, d, complete, clients, servers);
+  FABPERF_FIELDS(r, Need::may, d, summary, interrupted);
   if (const auto a = r.obj("aggregate")) {
-    a->read("mb_per_s", Need::must, d.aggregate_mb_per_s);
-    a->read("gbit_per_s", Need::may, d.aggregate_gbit_per_s);
-    a->read("msg_per_s", Need::may, d.aggregate_msg_per_s);
-    a->read("window_s", Need::may, d.window_s);
+    (*a)("mb_per_s", d.aggregate_mb_per_s, Need::must);
+    (*a)("gbit_per_s", d.aggregate_gbit_per_s, Need::may);
+    (*a)("msg_per_s", d.aggregate_msg_per_s, Need::may);
+    (*a)("window_s", d.window_s, Need::may);
   }
-  d.latency = latency(r, "latency");
-  d.delay = latency(r, "delay");
+  FABPERF_FIELDS(r, Need::may, d, latency, delay);
   if (const json* f = r.get("findings", Need::may); f != nullptr && f->is_array()) {
     for (const auto& x : *f) {
       if (x.is_string()) d.findings.push_back(x.get<std::string>());
     }
   }
-  d.nodes = r.list<ResultNode>("nodes", Need::must, node_of);
-  d.pairs = r.list<ResultPair>("pairs", Need::must, [](const Reader& p, auto& o, std::size_t) {
-    FABPERF_READ_FIELDS(p, Need::must, o, client, server, connections, mb_per_s, retrans);
-    p.read("rtt_us", Need::may, o.rtt_us);
+  r.each("nodes", Need::must, [&d](const DocReader& n, std::size_t i) {
+    d.nodes.emplace_back().index = i;
+    doc_fields(n, d.nodes.back());
   });
+  FABPERF_FIELDS(r, Need::must, d, pairs);
   return d;
 }
 

@@ -21,16 +21,10 @@ namespace {
 // v as json::dump(2) writes it, every line after the first shifted right by `by` spaces: the
 // value sits at that depth of the document. (Strings never hold a raw newline: dump escapes it.)
 std::string indented(const json& v, int by) {
-  const std::string d = v.dump(2);
-  const std::string pad = "\n" + std::string(static_cast<std::size_t>(by), ' ');
   std::string out;
-  out.reserve(d.size() + d.size() / 8);
-  for (char c : d) {
-    if (c == '\n') {
-      out += pad;
-    } else {
-      out += c;
-    }
+  for (const char c : v.dump(2)) {
+    out += c;
+    if (c == '\n') out.append(static_cast<std::size_t>(by), ' ');
   }
   return out;
 }

@@ -715,7 +715,7 @@ TEST(ResultDoc, ARenderedReportReadsBackStrictlyFigureForFigure) {
   for (std::size_t i = 0; i < d.pairs.size(); ++i) {
     EXPECT_EQ(d.pairs[i].client, r.pairs[i].client);
     EXPECT_EQ(d.pairs[i].server, r.pairs[i].server);
-    EXPECT_DOUBLE_EQ(d.pairs[i].mb_per_s, r.pairs[i].tput.mb_per_s);
+    EXPECT_DOUBLE_EQ(d.pairs[i].tput.mb_per_s, r.pairs[i].tput.mb_per_s);
   }
 }
 

@@ -65,7 +65,7 @@ struct LinkDelta {  // its fields are its JSON keys, the verdict added in words 
 };
 
 // One bond in one run, as its saved result shows it.
-struct BondSide : ResultBond {
+struct BondSide : BondReport {
   bool present{false};
   std::string summary;  // one plain line
 };

@@ -164,7 +164,7 @@ struct Series {
 
 // A dip the step's counter diagnosis found (docs/counters.md) on a node: its link (or "node"),
 // when, and the sentence naming the counters that rose.
-struct CounterEvent : ResultDip {
+struct CounterEvent : Dip {
   std::string node;
 };
 

@@ -1,7 +1,8 @@
 // A result document read back, typed: what plans (KPIs, isolation, step figures, --resume),
 // `fabperf report`, `compare` and trial sets read of a `fabperf.result` (render_json's output, in
-// memory or from a file). One decoder names every key once; consumers read fields, so a renamed
-// key is a compile error there and a failing round trip in tests/unit/test_report.cpp (ResultDoc.*).
+// memory or from a file). The types the writer writes too are read through its field lists
+// (report/result_json.hpp); consumers read fields, so a renamed key is a compile error there and a
+// failing round trip in tests/unit/test_report.cpp (ResultDoc.*).
 #pragma once
 
 #include <algorithm>
@@ -16,52 +17,30 @@
 
 namespace fabperf {
 
-struct ResultLatency {
-  std::uint64_t count{0};
-  double mean_us{0}, min_us{0}, p50_us{0}, p90_us{0}, p99_us{0}, p999_us{0}, max_us{0};
+// The report's latency figures, and the histogram's non-empty buckets when there is one.
+struct ResultLatency : LatencySummary {
   struct Bucket {
     double lo_us{0}, hi_us{0};
     std::uint64_t count{0};
   };
   std::vector<Bucket> buckets;  // sorted by lo_us
 };
-struct ResultCounterTop {
-  std::string source, name;
-  double delta{0};
-};
-struct ResultDip {
-  std::string subject;
-  double t0_s{0}, t1_s{0};
-  std::string text;
-};
 struct ResultCounters {
-  std::map<std::string, double> categories;                     // pause, discard, fec_uncorrected, ecn -> window sum
-  std::map<std::string, std::vector<ResultCounterTop>> movers;  // category -> its top counters
-  std::vector<ResultDip> dips;
+  std::map<std::string, double> categories;                // pause, discard, fec_uncorrected, ecn -> window sum
+  std::map<std::string, std::vector<CounterMove>> movers;  // category -> its top counters
+  std::vector<Dip> dips;
 };
-struct ResultLink {
-  std::string link, kind;
-  double tx_mb_per_s{0}, rx_mb_per_s{0};  // the interface's counters
-  double payload_tx_mb_per_s{0}, payload_rx_mb_per_s{0};
-  std::optional<double> speed_mbps, utilization_pct, efficiency_pct;  // null in the document: unknown
-  double tx_errors{0}, rx_errors{0}, tx_dropped{0}, rx_dropped{0};
-  std::vector<IntervalPoint> intervals;
-  [[nodiscard]] double payload_mb_per_s() const { return std::max(payload_tx_mb_per_s, payload_rx_mb_per_s); }
-  [[nodiscard]] std::int64_t speed() const { return speed_mbps ? static_cast<std::int64_t>(*speed_mbps) : -1; }
-  [[nodiscard]] std::uint64_t errors() const { return static_cast<std::uint64_t>(tx_errors + rx_errors); }
-  [[nodiscard]] std::uint64_t drops() const { return static_cast<std::uint64_t>(tx_dropped + rx_dropped); }
-};
-struct ResultBondMember {
-  std::string member;
-  double tx_mb_per_s{0}, rx_mb_per_s{0}, tx_share_pct{0}, rx_share_pct{0};
-  std::uint64_t link_failures{0};
-};
-struct ResultBond {
-  std::string bond, mode, hash_policy;
-  double tx_mb_per_s{0}, rx_mb_per_s{0}, tx_members_used{0}, rx_members_used{0};
-  double capacity_used_pct{-1};  // null in the document: -1, unknown
-  std::vector<ResultBondMember> members;
-};
+// A link's busier direction of payload, and its errors and drops both ways.
+inline double payload_mb_per_s_of(const LinkReport& l) {
+  return std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
+}
+inline std::uint64_t errors_of(const LinkReport& l) {
+  return l.tx_errors + l.rx_errors;
+}
+inline std::uint64_t drops_of(const LinkReport& l) {
+  return l.tx_dropped + l.rx_dropped;
+}
+// Links, bonds and pairs read back as the report's types: unknown figures (null) as their defaults.
 struct ResultNode {
   std::uint64_t index{0};
   std::string node, role, status;
@@ -69,14 +48,9 @@ struct ResultNode {
   std::int64_t retrans_segs{-1};                // -1: not counted
   std::optional<ResultLatency> latency, delay;  // rpc latency; ping delay under load
   std::optional<ResultCounters> counters;       // absent (older results): no counters were sampled
-  std::vector<ResultLink> links;
+  std::vector<LinkReport> links;
   std::vector<IntervalPoint> intervals;
-  std::vector<ResultBond> bonds;
-};
-struct ResultPair {
-  std::uint64_t client{0}, server{0}, connections{0};
-  double mb_per_s{0}, retrans{0};
-  std::uint32_t rtt_us{0};
+  std::vector<BondReport> bonds;
 };
 struct ResultDoc {
   int schema_version{0};                               // 0: the document names none
@@ -90,7 +64,7 @@ struct ResultDoc {
   std::optional<ResultLatency> latency, delay;
   std::vector<std::string> findings;
   std::vector<ResultNode> nodes;
-  std::vector<ResultPair> pairs;
+  std::vector<PairReport> pairs;
 };
 
 // strict: every field a result of this version always carries must be there (a step just
