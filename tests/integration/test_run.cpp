@@ -314,7 +314,8 @@ TEST(Run, CtrlCInARepeatLeavesTheFinishedTrialsStatistics) {
   // FILE,FILE,... is one side, as --help and docs/statistics.md say (cxxopts once split it at the comma).
   const auto joined = run_fabperf({"compare", trials + "," + trials, trials, "--json", "-"});
   ASSERT_EQ(joined.exit_code, 0) << joined.err;
-  for (const auto& m : json::parse(joined.out)["metrics"]) {
+  const json joined_cmp = json::parse(joined.out);  // named: a loop over a temporary's member reads freed memory
+  for (const auto& m : joined_cmp["metrics"]) {
     if (m["kind"] == "aggregate") {
       EXPECT_EQ(m["n_a"], 4);
     }
