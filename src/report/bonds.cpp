@@ -329,11 +329,10 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
         for (const auto& pb : m.result->bonds) {
           for (const auto& [ip, mac] : pb.neighbors) {
             if (!mine.count(ip)) continue;
-            std::string who;
-            for (const auto& x : bond.members) {
-              if (!x.perm_hwaddr.empty() && x.perm_hwaddr == mac) who = x.name;
-            }
-            if (who.empty()) who = mac == bond.mac && !bond.active_slave.empty() ? bond.active_slave : "MAC " + mac;
+            const auto x = std::ranges::find(bond.members, mac, &BondMember::perm_hwaddr);  // permanent: unique
+            const std::string who = x != bond.members.end() && !mac.empty()         ? x->name
+                                    : mac == bond.mac && !bond.active_slave.empty() ? bond.active_slave
+                                                                                    : "MAC " + mac;
             members.insert(who);
             told.insert(fmt::format("{} -> {} (at {})", ip, who, m.name));
           }

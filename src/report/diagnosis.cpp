@@ -204,11 +204,10 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
   for (const auto& s : r.host_counters) host.samples.emplace_back(s.t_ns, &s.values);
   std::vector<Source> rdma;
   for (const auto& p : r.rdma_ports) {
-    Source s{fmt::format("{}:{}", p.device, p.info.port), {}};
+    auto& s = rdma.emplace_back(Source{fmt::format("{}:{}", p.device, p.info.port), {}});
     for (const auto& x : p.samples) {
       if (x.counters.present) s.samples.emplace_back(x.t_ns, &x.counters.values);
     }
-    rdma.push_back(std::move(s));
   }
 
   std::vector<const Source*> named, rdma_sources;  // named: every source but the interface counters
