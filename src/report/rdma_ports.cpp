@@ -62,12 +62,10 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
   for (const auto& [k, v1] : s1->counters.values) {
     const auto v0 = std::ranges::find(before, k, &std::pair<std::string, std::uint64_t>::first);
     if (v0 == before.end()) continue;
-    RdmaCounterDelta d;
-    d.name = k;
-    d.delta = v1 >= v0->second ? v1 - v0->second : 0;  // a counter reset mid-window reads as no growth
-    d.error = is_rdma_error_counter(k);
+    // A counter reset mid-window reads as no growth.
+    const auto& d =
+        r.counters.emplace_back(RdmaCounterDelta{k, v1 >= v0->second ? v1 - v0->second : 0, is_rdma_error_counter(k)});
     if (d.error && d.delta > 0) grew.push_back(fmt::format("{} +{}", k.substr(k.find('/') + 1), d.delta));
-    r.counters.push_back(std::move(d));
   }
   auto delta_of = [&](std::string_view key) -> std::int64_t {
     const auto d = std::ranges::find(r.counters, key, &RdmaCounterDelta::name);
