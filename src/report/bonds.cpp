@@ -7,9 +7,12 @@
 #include <fabperf/sysinfo/bonding.hpp>
 #include <fabperf/sysinfo/links.hpp>
 
+#include "report/text_table.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 
 namespace fabperf {
@@ -61,41 +64,34 @@ std::pair<std::uint64_t, std::uint64_t> add_members(BondReport& br, const BondRe
   const BondInfo& open = b.at_open;
   bool all_speeds = !open.members.empty();
   std::vector<std::uint64_t> txb, rxb;
-  std::uint64_t tx_all = 0, rx_all = 0;
   for (const auto& m : open.members) {
-    std::uint64_t tx = 0, rx = 0;
-    BondMemberReport mr = member_report(m, b, a, tx, rx);
-    txb.push_back(tx);
-    rxb.push_back(rx);
-    tx_all += tx;
-    rx_all += rx;
-    if (m.speed_mbps <= 0) all_speeds = false;
+    BondMemberReport mr = member_report(m, b, a, txb.emplace_back(), rxb.emplace_back());
+    all_speeds = all_speeds && m.speed_mbps > 0;
     br.member_speed_sum_mbps += static_cast<double>(std::max<std::int64_t>(0, m.speed_mbps));
     br.best_goodput_mb_per_s += best_tcp_goodput_mb_per_s(m.speed_mbps, m.mtu > 0 ? m.mtu : open.mtu);
     br.tx_mb_per_s += mr.tx_mb_per_s;
     br.rx_mb_per_s += mr.rx_mb_per_s;
     br.members.push_back(std::move(mr));
   }
-  if (!all_speeds) {
-    br.member_speed_sum_mbps = 0;
-    br.best_goodput_mb_per_s = 0;
-  }
-  std::vector<double> txr, rxr;
-  for (std::size_t i = 0; i < br.members.size(); ++i) {
-    auto& mr = br.members[i];
-    mr.tx_share_pct = tx_all > 0 ? 100.0 * static_cast<double>(txb[i]) / static_cast<double>(tx_all) : 0;
-    mr.rx_share_pct = rx_all > 0 ? 100.0 * static_cast<double>(rxb[i]) / static_cast<double>(rx_all) : 0;
-    txr.push_back(mr.tx_mb_per_s);
-    rxr.push_back(mr.rx_mb_per_s);
-  }
-  auto balance = [](const std::vector<double>& xs, double& jain, double& used, double& max_min) {
+  if (!all_speeds) br.member_speed_sum_mbps = br.best_goodput_mb_per_s = 0;
+  // One direction: each member's share of its bytes, and the balance of the members' rates.
+  const auto direction = [&br](const std::vector<std::uint64_t>& bytes, double BondMemberReport::*rate,
+                               double BondMemberReport::*share, double& jain, double& used, double& max_min) {
+    const std::uint64_t all = std::accumulate(bytes.begin(), bytes.end(), std::uint64_t{0});
+    std::vector<double> xs;
+    for (std::size_t i = 0; i < br.members.size(); ++i) {
+      br.members[i].*share = all > 0 ? 100.0 * static_cast<double>(bytes[i]) / static_cast<double>(all) : 0;
+      xs.push_back(br.members[i].*rate);
+    }
     jain = jain_index(xs);
     used = jain * static_cast<double>(xs.size());
     const auto [lo, hi] = std::minmax_element(xs.begin(), xs.end());
     max_min = xs.empty() || *lo <= 0 ? 0.0 : *hi / *lo;
+    return all;
   };
-  balance(txr, br.tx_jain, br.tx_members_used, br.tx_max_min);
-  balance(rxr, br.rx_jain, br.rx_members_used, br.rx_max_min);
+  using M = BondMemberReport;
+  const auto tx_all = direction(txb, &M::tx_mb_per_s, &M::tx_share_pct, br.tx_jain, br.tx_members_used, br.tx_max_min);
+  const auto rx_all = direction(rxb, &M::rx_mb_per_s, &M::rx_share_pct, br.rx_jain, br.rx_members_used, br.rx_max_min);
   if (br.member_speed_sum_mbps > 0) {
     br.capacity_used_pct = 100.0 * std::max(br.tx_mb_per_s, br.rx_mb_per_s) * 8.0 / br.member_speed_sum_mbps;
   }
@@ -333,11 +329,10 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
         for (const auto& pb : m.result->bonds) {
           for (const auto& [ip, mac] : pb.neighbors) {
             if (!mine.count(ip)) continue;
-            std::string who;
-            for (const auto& x : bond.members) {
-              if (!x.perm_hwaddr.empty() && x.perm_hwaddr == mac) who = x.name;
-            }
-            if (who.empty()) who = mac == bond.mac && !bond.active_slave.empty() ? bond.active_slave : "MAC " + mac;
+            const auto x = std::ranges::find(bond.members, mac, &BondMember::perm_hwaddr);  // permanent: unique
+            const std::string who = x != bond.members.end() && !mac.empty()         ? x->name
+                                    : mac == bond.mac && !bond.active_slave.empty() ? bond.active_slave
+                                                                                    : "MAC " + mac;
             members.insert(who);
             told.insert(fmt::format("{} -> {} (at {})", ip, who, m.name));
           }
@@ -355,11 +350,10 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
               : fmt::format("one address, one member ({}): more address pairs let balance-alb spread the receive side",
                             *members.begin());
       for (auto& nr : r.nodes) {
-        if (nr.index != n.index) continue;
-        for (auto& br : nr.bonds) {
-          if (br.name != bond.name) continue;
-          br.notes.push_back(fmt::format("{} bond {} (balance-alb): receive members by the peers' ARP tables: {}; {}",
-                                         n.name, bond.name, fmt::join(told, ", "), verdict));
+        const auto br = std::ranges::find(nr.bonds, bond.name, &BondReport::name);
+        if (nr.index == n.index && br != nr.bonds.end()) {
+          br->notes.push_back(fmt::format("{} bond {} (balance-alb): receive members by the peers' ARP tables: {}; {}",
+                                          n.name, bond.name, fmt::join(told, ", "), verdict));
         }
       }
     }
@@ -369,16 +363,16 @@ void explain_alb_receive(const std::vector<NodeRecord>& nodes, Report& r) {
 std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds) {
   std::string out;
   for (const auto& b : bonds) {
-    out += fmt::format("\nbond {}: mode {}", b.name, b.mode.empty() ? "?" : b.mode);
+    out += fmt::format("\nbond {}: mode {}", b.name, text::or_dash(b.mode, "?"));
     if (!b.hash_policy.empty()) out += ", xmit_hash_policy " + b.hash_policy;
-    out += fmt::format(", MII {}, miimon {} ms", b.mii_status.empty() ? "?" : b.mii_status, b.miimon_ms);
+    out += fmt::format(", MII {}, miimon {} ms", text::or_dash(b.mii_status, "?"), b.miimon_ms);
     if (b.arp_interval_ms > 0)
       out += fmt::format(", arp_interval {} ms ({})", b.arp_interval_ms, fmt::join(b.arp_targets, ","));
     if (b.mode == "802.3ad") {
       out += fmt::format(", lacp_rate {}, ad_select {}, active aggregator {} ({} ports), partner {}",
-                         b.lacp_rate.empty() ? "?" : b.lacp_rate, b.ad_select.empty() ? "?" : b.ad_select,
+                         text::or_dash(b.lacp_rate, "?"), text::or_dash(b.ad_select, "?"),
                          b.active_aggregator >= 0 ? std::to_string(b.active_aggregator) : "none", b.aggregator_ports,
-                         b.partner_mac.empty() ? "?" : b.partner_mac);
+                         text::or_dash(b.partner_mac, "?"));
     }
     if (!b.active_slave.empty()) out += ", active " + b.active_slave;
     out += fmt::format(", mtu {}\n", b.mtu);
@@ -386,9 +380,9 @@ std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds) {
                        "failures", "mtu", "aggregator", "lacp actor/partner state");
     for (const auto& m : b.members) {
       out +=
-          fmt::format("  {:<16} {:<10} {:>10} {:<7} {:>8} {:>6} {:>10} {}\n", m.name,
-                      m.mii_status.empty() ? "?" : m.mii_status, m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-",
-                      m.duplex, m.link_failures, m.mtu, m.aggregator_id >= 0 ? std::to_string(m.aggregator_id) : "-",
+          fmt::format("  {:<16} {:<10} {:>10} {:<7} {:>8} {:>6} {:>10} {}\n", m.name, text::or_dash(m.mii_status, "?"),
+                      text::positive_or_dash(m.speed_mbps), m.duplex, m.link_failures, m.mtu,
+                      m.aggregator_id >= 0 ? std::to_string(m.aggregator_id) : "-",
                       m.actor_port_state >= 0 ? fmt::format("{}/{}", m.actor_port_state, m.partner_port_state) : "-");
     }
     for (const auto& f : bond_findings(b)) out += "  ! " + f + "\n";

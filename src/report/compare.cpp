@@ -3,6 +3,8 @@
 #include "report/match.hpp"
 #include "report/result_json.hpp"
 
+#include "report/text_table.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
@@ -168,10 +170,7 @@ std::map<std::string, double> node_rates(const ResultDoc& d) {
 std::map<std::string, double> pair_rates(const ResultDoc& d) {
   std::map<std::uint64_t, std::string> names;
   for (const auto& n : d.nodes) names[n.index] = n.node;
-  const auto name = [&names](std::uint64_t i) {
-    const auto it = names.find(i);
-    return it != names.end() ? it->second : std::string("?");
-  };
+  const auto name = [&names](std::uint64_t i) { return names.contains(i) ? names.at(i) : std::string("?"); };
   std::map<std::string, double> m;
   for (const auto& p : d.pairs) m[name(p.client) + " -> " + name(p.server)] = p.tput.mb_per_s;
   return m;
@@ -245,11 +244,10 @@ std::string render_comparison_text(const Comparison& c) {
     out += fmt::format("  {:<18} {:<8} {:>9} {:>9} {:>8} {:>13} {:>9} {:>9}  {}\n", "node", "link", "before", "after",
                        "change", "speeds Mb/s", "expected", "noise", "verdict");
     for (const auto& d : c.links) {
-      const std::string speeds =
-          d.before_speed_mbps > 0 || d.after_speed_mbps > 0
-              ? fmt::format("{}->{}", d.before_speed_mbps > 0 ? std::to_string(d.before_speed_mbps) : "-",
-                            d.after_speed_mbps > 0 ? std::to_string(d.after_speed_mbps) : "-")
-              : "-";
+      const std::string speeds = d.before_speed_mbps > 0 || d.after_speed_mbps > 0
+                                     ? fmt::format("{}->{}", text::positive_or_dash(d.before_speed_mbps),
+                                                   text::positive_or_dash(d.after_speed_mbps))
+                                     : "-";
       out +=
           fmt::format("  {:<18} {:<8} {:>9.1f} {:>9.1f} {:>8} {:>13} {:>9} {:>9}  {}{}\n", d.node, d.link,
                       d.before_mb_per_s, d.after_mb_per_s, d.verdict == LinkVerdict::missing ? "-" : pct(d.change_pct),

@@ -4,10 +4,11 @@
 
 #include "report/match.hpp"
 
+#include "report/text_table.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace fabperf {
 
@@ -28,44 +29,38 @@ BondSide side_of(const BondReport& b) {
   s.summary = fmt::format(
       "{}{}: {:.1f} MB/s out ({} % per member, {:.1f} of {} links used), {:.1f} MB/s in ({} %, {:.1f} of "
       "{} links used){}{}",
-      s.mode.empty() ? "?" : s.mode, s.hash_policy.empty() ? "" : " " + s.hash_policy, s.tx_mb_per_s, shares(s, true),
+      text::or_dash(s.mode, "?"), s.hash_policy.empty() ? "" : " " + s.hash_policy, s.tx_mb_per_s, shares(s, true),
       s.tx_members_used, n, s.rx_mb_per_s, shares(s, false), s.rx_members_used, n,
       s.capacity_used_pct >= 0 ? fmt::format(", {:.0f}% of the members' speed", s.capacity_used_pct) : "",
       failures ? fmt::format(", {} link failure(s)", failures) : "");
   return s;
 }
 
-// A direction's comparison in words; "" when both sides moved (almost) nothing that way.
-std::string direction_words(const char* dir, double b_mb, double a_mb, double b_used, double a_used, std::size_t n,
-                            const std::string& bname, const std::string& aname) {
-  if (b_mb < 0.1 && a_mb < 0.1) return "";
-  return fmt::format("{}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)", dir, bname,
-                     b_mb, b_used, n, aname, a_mb, a_used, change(b_mb, a_mb)) +
-         (a_used - b_used >= 0.3   ? fmt::format("; {} spreads it better", aname)
-          : b_used - a_used >= 0.3 ? fmt::format("; {} spread it better", bname)
-                                   : "");
-}
-
 // The verdict on one bond seen in both runs, in plain words: the overall change, then each
-// direction's spread over the members.
+// direction's spread over the members (none for a direction both runs moved almost nothing in).
 std::string bond_verdict(const BondDelta& d) {
-  const std::string bn = "before (" + (d.before.mode.empty() ? std::string("?") : d.before.mode) + ")";
-  const std::string an = "after (" + (d.after.mode.empty() ? std::string("?") : d.after.mode) + ")";
-  const std::size_t n = std::max(d.before.members.size(), d.after.members.size());
-  std::vector<std::string> parts;
   const BondSide &b = d.before, &a = d.after;
-  for (auto& p :
-       {direction_words("out", b.tx_mb_per_s, a.tx_mb_per_s, b.tx_members_used, a.tx_members_used, n, bn, an),
-        direction_words("in", b.rx_mb_per_s, a.rx_mb_per_s, b.rx_members_used, a.rx_members_used, n, bn, an)}) {
-    if (!p.empty()) parts.push_back(p);
-  }
+  const std::string bn = "before (" + text::or_dash(b.mode, "?") + ")",
+                    an = "after (" + text::or_dash(a.mode, "?") + ")";
+  const std::size_t n = std::max(b.members.size(), a.members.size());
   const double tb = b.tx_mb_per_s + b.rx_mb_per_s, ta = a.tx_mb_per_s + a.rx_mb_per_s;
   const double ch = change(tb, ta);
-  std::string overall =
+  std::string out =
       std::fabs(ch) < 3.0 ? "the bond moved the same amount in both runs"
       : ch > 0            ? fmt::format("{} moved {:.0f}% more through the bond", an, ch)
                : fmt::format("{} moved {:.0f}% more through the bond", bn, tb / std::max(ta, 1e-9) * 100.0 - 100.0);
-  return overall + (parts.empty() ? "" : "; " + fmt::format("{}", fmt::join(parts, "; ")));
+  for (const bool tx : {true, false}) {
+    const double b_mb = tx ? b.tx_mb_per_s : b.rx_mb_per_s, a_mb = tx ? a.tx_mb_per_s : a.rx_mb_per_s;
+    const double b_used = tx ? b.tx_members_used : b.rx_members_used;
+    const double a_used = tx ? a.tx_members_used : a.rx_members_used;
+    if (b_mb < 0.1 && a_mb < 0.1) continue;
+    out += fmt::format("; {}: {} {:.1f} MB/s over {:.1f} of {} links, {} {:.1f} MB/s over {:.1f} ({:+.0f}%)",
+                       tx ? "out" : "in", bn, b_mb, b_used, n, an, a_mb, a_used, change(b_mb, a_mb)) +
+           (a_used - b_used >= 0.3   ? fmt::format("; {} spreads it better", an)
+            : b_used - a_used >= 0.3 ? fmt::format("; {} spread it better", bn)
+                                     : "");
+  }
+  return out;
 }
 
 }  // namespace

@@ -70,8 +70,7 @@ std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
     }
     side.trials.push_back(std::move(t));
   }
-  if (ab) return {a, b};
-  return {a};
+  return ab ? std::vector{a, b} : std::vector{a};
 }
 
 std::vector<TrialSet> load_one(const std::string& path) {
@@ -93,22 +92,6 @@ std::vector<TrialSet> load_one(const std::string& path) {
       fmt::format("compare: {}: neither a result nor a plan's results (its first line is no plan record)", path));
 }
 
-// Every quantity of one result: (kind, subject) -> MB/s.
-std::map<std::pair<std::string, std::string>, double> metrics_of(const ResultDoc& r) {
-  std::map<std::pair<std::string, std::string>, double> m;
-  m[{"aggregate", ""}] = r.aggregate_mb_per_s;
-  for (const auto& n : r.nodes) {
-    for (const auto& l : n.links) {
-      if (l.kind != "loopback") m[{"link", n.node + "/" + l.name}] = payload_mb_per_s_of(l);
-    }
-    for (const auto& b : n.bonds) {
-      for (const auto& mem : b.members)
-        m[{"member", n.node + "/" + b.name + "/" + mem.name}] = mem.tx_mb_per_s + mem.rx_mb_per_s;
-    }
-  }
-  return m;
-}
-
 using Key = std::tuple<std::string, std::string, std::string>;  // step, kind, subject
 
 // A link's negotiated speed (Mb/s) in a set's first trial, -1 unknown; subject is NODE/LINK.
@@ -122,10 +105,21 @@ std::int64_t link_speed(const TrialSet& s, const std::string& subject) {
   return -1;
 }
 
+// Every quantity of each trial, (step, kind, subject) -> its MB/s in each trial.
 std::map<Key, std::vector<double>> samples_of(const TrialSet& s) {
   std::map<Key, std::vector<double>> out;
   for (const auto& t : s.trials) {
-    for (const auto& [k, v] : metrics_of(t.result)) out[{t.step, k.first, k.second}].push_back(v);
+    std::map<std::pair<std::string, std::string>, double> m{{{"aggregate", ""}, t.result.aggregate_mb_per_s}};
+    for (const auto& n : t.result.nodes) {
+      for (const auto& l : n.links) {
+        if (l.kind != "loopback") m[{"link", n.node + "/" + l.name}] = payload_mb_per_s_of(l);
+      }
+      for (const auto& b : n.bonds) {
+        for (const auto& mem : b.members)
+          m[{"member", n.node + "/" + b.name + "/" + mem.name}] = mem.tx_mb_per_s + mem.rx_mb_per_s;
+      }
+    }
+    for (const auto& [k, v] : m) out[{t.step, k.first, k.second}].push_back(v);
   }
   return out;
 }

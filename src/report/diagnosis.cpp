@@ -14,8 +14,9 @@ namespace {
 
 // One source's samples as (t_ns, values) pairs, whatever struct they came in.
 struct Source {
+  using Sample = std::pair<std::int64_t, const CounterValues*>;
   std::string name;
-  std::vector<std::pair<std::int64_t, const CounterValues*>> samples;
+  std::vector<Sample> samples;
 };
 
 // Calls f(name, before, after) for every counter of b that a also holds. Samples of one source
@@ -71,16 +72,10 @@ bool is_symptom(CounterCategory c) {
 // The sample of `s` nearest to t_ns (samples are in time order); -1 when it has none. A binary
 // search: every dip asks, and a long run has many samples and may have many dips.
 int nearest(const Source& s, std::int64_t t_ns) {
-  if (s.samples.empty()) return -1;
-  const auto it = std::lower_bound(s.samples.begin(), s.samples.end(), t_ns,
-                                   [](const auto& sample, std::int64_t t) { return sample.first < t; });
-  auto i = it - s.samples.begin();
-  if (i == static_cast<std::ptrdiff_t>(s.samples.size()) ||
-      (i > 0 && t_ns - s.samples[static_cast<std::size_t>(i) - 1].first <=
-                    s.samples[static_cast<std::size_t>(i)].first - t_ns)) {
-    --i;
-  }
-  return static_cast<int>(i);
+  const auto& v = s.samples;
+  if (v.empty()) return -1;
+  const auto i = static_cast<std::size_t>(std::ranges::lower_bound(v, t_ns, {}, &Source::Sample::first) - v.begin());
+  return static_cast<int>(i == v.size() || (i > 0 && t_ns - v[i - 1].first <= v[i].first - t_ns) ? i - 1 : i);
 }
 
 // What rose in the interval (t0, t1] across the given sources: counters between the samples
@@ -209,11 +204,10 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
   for (const auto& s : r.host_counters) host.samples.emplace_back(s.t_ns, &s.values);
   std::vector<Source> rdma;
   for (const auto& p : r.rdma_ports) {
-    Source s{fmt::format("{}:{}", p.device, p.info.port), {}};
+    auto& s = rdma.emplace_back(Source{fmt::format("{}:{}", p.device, p.info.port), {}});
     for (const auto& x : p.samples) {
       if (x.counters.present) s.samples.emplace_back(x.t_ns, &x.counters.values);
     }
-    rdma.push_back(std::move(s));
   }
 
   std::vector<const Source*> named, rdma_sources;  // named: every source but the interface counters
@@ -263,8 +257,7 @@ CounterReport counter_report(const AgentResult& r, double dip_pct) {
     for (const auto& [k, d] : increases(*s.samples.front().second, *s.samples.back().second)) {
       CounterMove m = make_move(s.name, k, d);
       if (!is_symptom(m.category)) continue;
-      auto& c = cats[m.category];
-      c.category = m.category;
+      auto& c = cats.try_emplace(m.category, CategoryMovers{m.category, 0, {}}).first->second;
       c.total += d;
       c.top.push_back(std::move(m));
     }
@@ -282,8 +275,7 @@ std::vector<CategoryMovers> top_movers(const std::vector<std::pair<std::string, 
   std::map<CounterCategory, CategoryMovers> cats;
   for (const auto& [name, rep] : nodes) {
     for (const auto& cat : rep->categories) {
-      auto& m = cats[cat.category];
-      m.category = cat.category;
+      auto& m = cats.try_emplace(cat.category, CategoryMovers{cat.category, 0, {}}).first->second;
       m.total += cat.total;
       for (auto mv : cat.top) {
         mv.source = name + "/" + mv.source;

@@ -4,8 +4,11 @@
 #include <fabperf/report/report.hpp>
 #include <fabperf/sysinfo/pcie.hpp>
 
+#include "report/text_table.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 namespace fabperf {
@@ -71,15 +74,13 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
     std::string who;  // the interface or RDMA device
     const PcieInfo* p;
   };
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<Fn>> groups;
+  std::vector<std::pair<std::string, std::vector<Fn>>> groups;  // by link, in the order first seen
   auto add = [&](const std::string& who, const PcieInfo& p) {
-    const std::string key = pcie_link_key(p);
-    if (!groups.count(key)) order.push_back(key);
-    auto& g = groups[key];
+    auto g = std::ranges::find(groups, pcie_link_key(p), &std::pair<std::string, std::vector<Fn>>::first);
+    if (g == groups.end()) g = groups.insert(g, {pcie_link_key(p), {}});
     // One line per function: a second port of it (mlx4), or its RDMA device, adds nothing new.
-    if (std::none_of(g.begin(), g.end(), [&](const Fn& f) { return f.p->address == p.address; }))
-      g.push_back({who, &p});
+    if (std::ranges::none_of(g->second, [&](const Fn& f) { return f.p->address == p.address; }))
+      g->second.push_back({who, &p});
   };
   for (const auto& l : links) {
     if (l.pcie) add(l.name, *l.pcie);
@@ -87,15 +88,14 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
   for (const auto& d : rdma) {
     if (d.pcie) add(d.name, *d.pcie);
   }
-  if (order.empty()) return "";
+  if (groups.empty()) return "";
   const auto state = [](const PcieLinkState& s) {
     return s.width > 0 && s.gts > 0 ? pcie_link_text(s) : std::string("-");
   };
   std::string out = fmt::format("\n{:<14} {:<18} {:<18} {:<18} {:>4} {:>14}  {}\n", "PCIe device", "link", "card max",
                                 "slot max", "numa", "usable Gbit/s", "ports");
   std::string notes;
-  for (const auto& key : order) {
-    const auto& g = groups[key];
+  for (const auto& [key, g] : groups) {
     const PcieInfo& p = *g.front().p;
     // A loop, not views::transform: clang cannot compile that view over libstdc++ 12's ranges.
     std::vector<std::string> names;
@@ -107,7 +107,7 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
     const double usable = pcie_ceiling_gbps(p);
     out += fmt::format("{:<14} {:<18} {:<18} {:<18} {:>4} {:>14}  {}\n", p.address, state(p.link), state(p.max),
                        p.port.empty() ? "-" : state(p.port_max), p.numa_node >= 0 ? std::to_string(p.numa_node) : "-",
-                       usable > 0 ? fmt::format("{:.1f}", usable) : "-", ports.empty() ? "-" : ports);
+                       usable > 0 ? fmt::format("{:.1f}", usable) : "-", text::or_dash(ports));
     if (!p.port.empty()) {
       notes +=
           fmt::format("  {}: port {}{}; max payload {} B{}\n", p.address, p.port,
@@ -126,14 +126,9 @@ std::string render_pcie_inventory_text(const std::vector<LinkInfo>& links, const
       if (q.remote_affinity > 0) where += fmt::format("; {} set to other CPUs", q.remote_affinity);
       notes += fmt::format("  {} ({}): {} IRQs, {} interrupts, {}\n", f.who, f.p->address, q.irqs, q.served, where);
     }
-    for (const auto& f :
-         pcie_link_findings(p, p.ports.empty() ? p.address : fmt::format("{}", fmt::join(names, "+")))) {
-      notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
-    }
-    for (const auto& fn : g) {
-      for (const auto& f : pcie_irq_findings(*fn.p, fn.who))
-        notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
-    }
+    auto findings = pcie_link_findings(p, p.ports.empty() ? p.address : fmt::format("{}", fmt::join(names, "+")));
+    for (const auto& fn : g) std::ranges::copy(pcie_irq_findings(*fn.p, fn.who), std::back_inserter(findings));
+    for (const auto& f : findings) notes += fmt::format("  {:<7} {}  -> fix: {}\n", f.level, f.what, f.fix);
   }
   return out + notes;
 }

@@ -5,6 +5,8 @@
 #include <fabperf/report/report.hpp>
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
 
+#include "report/text_table.hpp"
+
 #include <fmt/format.h>
 #include <algorithm>
 
@@ -60,12 +62,10 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
   for (const auto& [k, v1] : s1->counters.values) {
     const auto v0 = std::ranges::find(before, k, &std::pair<std::string, std::uint64_t>::first);
     if (v0 == before.end()) continue;
-    RdmaCounterDelta d;
-    d.name = k;
-    d.delta = v1 >= v0->second ? v1 - v0->second : 0;  // a counter reset mid-window reads as no growth
-    d.error = is_rdma_error_counter(k);
+    // A counter reset mid-window reads as no growth.
+    const auto& d =
+        r.counters.emplace_back(RdmaCounterDelta{k, v1 >= v0->second ? v1 - v0->second : 0, is_rdma_error_counter(k)});
     if (d.error && d.delta > 0) grew.push_back(fmt::format("{} +{}", k.substr(k.find('/') + 1), d.delta));
-    r.counters.push_back(std::move(d));
   }
   auto delta_of = [&](std::string_view key) -> std::int64_t {
     const auto d = std::ranges::find(r.counters, key, &RdmaCounterDelta::name);
@@ -102,15 +102,15 @@ std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
       const bool ib = p.link_layer == "InfiniBand";
       estimated = estimated || p.mtu_source == "netdev";
       out += fmt::format("{:<12} {:>4} {:<8} {:<9} {:<10} {:<22} {:>5} {:<10} {}\n", d.name, p.port,
-                         p.state.empty() ? "-" : p.state, p.phys_state.empty() ? "-" : p.phys_state,
-                         p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
+                         text::or_dash(p.state), text::or_dash(p.phys_state), text::or_dash(p.link_layer),
+                         text::or_dash(p.rate),
                          p.active_mtu > 0 ? std::to_string(p.active_mtu) + (p.mtu_source == "netdev" ? "*" : "") : "-",
-                         p.netdev.empty() ? "-" : p.netdev, ib ? fmt::format("{:#x}", p.lid) : "-");
+                         text::or_dash(p.netdev), ib ? fmt::format("{:#x}", p.lid) : "-");
       gids +=
           fmt::format("  {}:{} GID table ({} of {} entries in use)\n", d.name, p.port, p.gids.size(), p.gid_table_len);
       for (const auto& g : p.gids) {
-        gids += fmt::format("    {:>4} {:<40} {:<8} {}\n", g.index, g.gid, g.type.empty() ? "-" : g.type,
-                            g.netdev.empty() ? "-" : g.netdev);
+        gids +=
+            fmt::format("    {:>4} {:<40} {:<8} {}\n", g.index, g.gid, text::or_dash(g.type), text::or_dash(g.netdev));
       }
     }
   }
@@ -119,7 +119,6 @@ std::string render_rdma_inventory_text(const std::vector<RdmaDevice>& devices) {
 }
 
 nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports) {
-  using jsonu::nonneg;
   using nlohmann::json;
   return jsonu::array_json(ports, [](const RdmaPortReport& p) {
     json j = {{json_key(col::rdma_port), p.port}, {"counters", json::object()}, {"error_counters", json::object()}};
@@ -130,13 +129,8 @@ nlohmann::json rdma_ports_json(const std::vector<RdmaPortReport>& ports) {
     FABPERF_JSON_FIELDS(j, p, link_layer, rate, netdev, active_mtu, window_s, have_counters, unreadable,
                         payload_tx_bytes, payload_rx_bytes, data_packets_tx, data_packets_rx, header_bytes_per_packet);
     // null where the port has no such counter (-1).
-    j["tx_bytes"] = nonneg(p.tx_bytes);
-    j["rx_bytes"] = nonneg(p.rx_bytes);
-    j["tx_packets"] = nonneg(p.tx_packets);
-    j["rx_packets"] = nonneg(p.rx_packets);
-    j["tx_mb_per_s"] = nonneg(p.tx_mb_per_s);
-    j["rx_mb_per_s"] = nonneg(p.rx_mb_per_s);
-    j["tx_bytes_per_payload"] = nonneg(p.tx_bytes_per_payload);
+    FABPERF_FIELDS(([&j](const char* key, const auto& x, int) { j[key] = jsonu::nonneg(x); }), 0, p, tx_bytes, rx_bytes,
+                   tx_packets, rx_packets, tx_mb_per_s, rx_mb_per_s, tx_bytes_per_payload);
     return j;
   });
 }

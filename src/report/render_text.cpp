@@ -109,7 +109,7 @@ std::string pairs_text(const Report& r) {
   for (const auto& p : r.pairs) {
     pairs.add({node_name(r, p.client) + (p.measured_by == "server" ? " (by server)" : ""), node_name(r, p.server),
                f1(p.tput.mb_per_s), f0(p.tput.msg_per_s), std::to_string(p.connections), std::to_string(p.retrans),
-               p.rtt_us ? std::to_string(p.rtt_us) : "-", p.snd_mss ? std::to_string(p.snd_mss) : "-"});
+               positive_or_dash(p.rtt_us), positive_or_dash(p.snd_mss)});
   }
   return "Pairs (client -> server)\n" + pairs.str() + "\n";
 }
@@ -154,11 +154,10 @@ std::string links_text(const Report& r) {
   for (const auto& n : r.nodes) {
     for (const auto& l : n.links) {
       lt.add({n.name, l.name + (l.vanished ? " (gone)" : "") + (l.jumbo_mismatch ? " (!mtu)" : ""), l.kind,
-              l.speed_mbps > 0 ? std::to_string(l.speed_mbps) : "-", std::to_string(l.mtu), f1(l.tx_mb_per_s),
-              f1(l.rx_mb_per_s), f1(std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s)),
-              f1_or_dash(l.utilization_pct), f1_or_dash(l.efficiency_pct), wire_check(l.wire_audit),
-              std::to_string(l.tx_errors + l.rx_errors), std::to_string(l.tx_dropped + l.rx_dropped),
-              spark_total(l.intervals)});
+              positive_or_dash(l.speed_mbps), std::to_string(l.mtu), f1(l.tx_mb_per_s), f1(l.rx_mb_per_s),
+              f1(std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s)), f1_or_dash(l.utilization_pct),
+              f1_or_dash(l.efficiency_pct), wire_check(l.wire_audit), std::to_string(l.tx_errors + l.rx_errors),
+              std::to_string(l.tx_dropped + l.rx_dropped), spark_total(l.intervals)});
     }
   }
   return "Links (interface counters over the window; payload = fabperf's bytes that arrived; wire check = "
@@ -172,7 +171,7 @@ std::string connections_text(const Report& r) {
   for (const auto& c : r.connections) {
     conns.add({node_name(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
                f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
-               c.tcp.valid ? std::to_string(c.tcp.snd_mss) : "-", c.error.empty() ? "" : c.error});
+               c.tcp.valid ? std::to_string(c.tcp.snd_mss) : "-", c.error});
   }
   return "Connections\n" + conns.str() + "\n";
 }
@@ -224,10 +223,9 @@ std::string render_rdma_ports_text(const Report& r) {
       std::uint64_t errs = 0;
       for (const auto& d : p.counters) errs += d.error ? d.delta : 0;
       const double w = n.window_s > 0 ? n.window_s : p.window_s;
-      t.add({n.name, p.port, p.link_layer.empty() ? "-" : p.link_layer, p.rate.empty() ? "-" : p.rate,
-             p.active_mtu > 0 ? std::to_string(p.active_mtu) : "-", f1_or_dash(p.tx_mb_per_s),
-             f1_or_dash(p.rx_mb_per_s), count_or_dash(p.tx_packets), count_or_dash(p.rx_packets),
-             f1(mb_per_s(std::max(p.payload_tx_bytes, p.payload_rx_bytes), w)),
+      t.add({n.name, p.port, or_dash(p.link_layer), or_dash(p.rate), positive_or_dash(p.active_mtu),
+             f1_or_dash(p.tx_mb_per_s), f1_or_dash(p.rx_mb_per_s), count_or_dash(p.tx_packets),
+             count_or_dash(p.rx_packets), f1(mb_per_s(std::max(p.payload_tx_bytes, p.payload_rx_bytes), w)),
              std::to_string(std::max(p.data_packets_tx, p.data_packets_rx)),
              p.have_counters ? std::to_string(errs) : "-"});
       std::string nonzero;
@@ -257,7 +255,7 @@ std::string render_bonds_text(const Report& r) {
                col::tx_share_pct, col::rx_share_pct, col::predicted_flows, col::predicted_tx_share_pct,
                "tx+rx over time"});
       for (const auto& m : b.members) {
-        t.add({m.name, m.speed_mbps > 0 ? std::to_string(m.speed_mbps) : "-",
+        t.add({m.name, positive_or_dash(m.speed_mbps),
                m.state_open == m.state_close ? m.state_open : m.state_open + "->" + m.state_close,
                std::to_string(m.link_failures), f1(m.tx_mb_per_s), f1(m.rx_mb_per_s), f1(m.tx_share_pct),
                f1(m.rx_share_pct), count_or_dash(m.predicted_flows), f1_or_dash(m.predicted_tx_share_pct),
@@ -278,7 +276,7 @@ std::string render_bonds_text(const Report& r) {
       if (!b.flows.empty()) {
         out += "  flows (local -> remote: member by the kernel's hash):\n";
         for (const auto& f : b.flows) {
-          out += fmt::format("    {} -> {}: {}\n", f.local, f.remote, f.member.empty() ? "?" : f.member);
+          out += fmt::format("    {} -> {}: {}\n", f.local, f.remote, or_dash(f.member, "?"));
         }
       }
       for (const auto& note : b.notes) out += "  * " + note + "\n";

@@ -71,6 +71,14 @@ inline std::string f0(double v) {
 inline std::string count_or_dash(std::int64_t v) {
   return v >= 0 ? std::to_string(v) : std::string("-");
 }
+// 0 or less is "unknown" (a speed, an MTU, an RTT): "-".
+inline std::string positive_or_dash(std::int64_t v) {
+  return v > 0 ? std::to_string(v) : std::string("-");
+}
+// An empty text is "unknown": `dash` ("-", or "?" where a word is missing).
+inline std::string or_dash(const std::string& v, const char* dash = "-") {
+  return v.empty() ? std::string(dash) : v;
+}
 inline std::string f1_or_dash(double v) {
   return v >= 0 ? f1(v) : std::string("-");
 }

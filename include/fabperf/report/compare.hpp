@@ -28,7 +28,6 @@ struct LinkExpectations {
   // --expect-gain PCT: every link (and the aggregate) must gain at least this; alone only.
   std::optional<double> gain_pct;
   bool empty() const { return links.empty() && rest == Rest::none && !gain_pct; }
-  friend bool operator==(const LinkExpectations&, const LinkExpectations&) = default;
   // What --expect, --expect-rest or else --expect-gain expect of the link; nullopt: nothing.
   std::optional<Expectation> for_link(const std::string& node, const std::string& link, std::int64_t before_speed,
                                       std::int64_t after_speed) const;
