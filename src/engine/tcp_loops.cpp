@@ -210,7 +210,7 @@ bool TcpEngine::send_rpc(TcpFlow& f, const std::uint8_t* hdr, std::uint64_t len,
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
   if (!send_all(f.fd(), hdr, kRpcHdrSize, *ctx_, framing, err, len > 0 ? MSG_MORE : 0)) return false;
   if (len == 0) return true;
-  if (!send_block(f.fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx_buf_.data(),
+  if (!send_block(f.fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_.get() : -1, tx_period_, tx_buf_.data(),
                   static_cast<std::size_t>(len), *ctx_, tx_count, err)) {
     return false;
   }
@@ -238,7 +238,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
   while (!ctx.stopping()) {
     const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
     off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
-    const ssize_t k = method.arm(mono_now_ns) == 1 ? ::sendfile(fd, tx_memfd_, &pos, tx_period_ - off)
+    const ssize_t k = method.arm(mono_now_ns) == 1 ? ::sendfile(fd, tx_memfd_.get(), &pos, tx_period_ - off)
                                                    : ::send(fd, buf + off, tx_period_ - off, flags);
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
