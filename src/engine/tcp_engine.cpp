@@ -289,12 +289,9 @@ std::optional<std::uint16_t> TcpEngine::spread_port(const std::string& src_ip, c
   // A retry after EADDRINUSE stays on the member the first attempt aimed at.
   const int member =
       static_cast<int>((attempt == 0 ? sp.next++ : sp.next - 1) % static_cast<std::uint32_t>(sp.members));
-  FlowHeaders h;
-  h.src_ip = src_ip;
-  h.dst_ip = dst_ip;
-  h.dst_port = dst_port;
   // Below the default ephemeral range (32768-60999), so the kernel's own choices do not collide.
-  const auto port = port_for_member(sp.policy, h, member, sp.members, 10000, 32767, sp.taken);
+  const auto port = port_for_member(sp.policy, {.src_ip = src_ip, .dst_ip = dst_ip, .dst_port = dst_port}, member,
+                                    sp.members, 10000, 32767, sp.taken);
   if (port) sp.taken.push_back(*port);
   return port;
 }

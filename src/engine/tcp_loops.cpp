@@ -270,8 +270,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
     if (k == 0) return;   // the peer read everything and closed its side
     if (k > 0) continue;  // a stream receiver sends nothing; nothing to count
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      if (!ctx.aborted()) f.fail(fmt::format("after the test, before the peer read everything: {}", errno_text(errno)));
-      return;
+      return fail_io(f, ctx, "after the test, before the peer read everything", errno);
     }
     int q = 0;
     if (::ioctl(fd, SIOCOUTQ, &q) == 0) {
@@ -325,8 +324,7 @@ void TcpEngine::stream_receive(TcpFlow& f) {
         break;
       }
     } else {
-      if (!ctx.aborted()) f.fail(fmt::format("recv: {}", errno_text(errno)));
-      return;
+      return fail_io(f, ctx, "recv", errno);
     }
   }
   ::shutdown(fd, SHUT_WR);
@@ -512,7 +510,7 @@ void TcpEngine::probe_loop() {
       if (!send_all(
               f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
           recv_exact(f.fd(), reply, sizeof reply, ctx, no_count, err) <= 0 || get_be32(reply) != kReplyMagic) {
-        if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
+        fail_io(f, ctx, "delay probe", err == 0 ? EPIPE : err);
         dead[i] = true;
         continue;
       }
