@@ -56,37 +56,6 @@ struct Pending {
   proto::Token key{};
 };
 
-// Set-up only: sends or receives exactly n bytes on a non-blocking socket by the deadline (poll);
-// false with errno set (ETIMEDOUT, ECONNRESET for EOF, or the socket's error).
-bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, std::int64_t deadline) {
-  std::size_t done = 0;
-  while (done < n) {
-    const auto left_ms = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
-    if (left_ms <= 0) {
-      errno = ETIMEDOUT;
-      return false;
-    }
-    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
-    const int pr = ::poll(&pfd, 1, left_ms);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) {
-      errno = pr == 0 ? ETIMEDOUT : errno;
-      return false;
-    }
-    const ssize_t k = sending ? ::send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                              : ::recv(fd, p + done, n - done, MSG_DONTWAIT);
-    if (k > 0) {
-      done += static_cast<std::size_t>(k);
-    } else if (k == 0) {
-      errno = ECONNRESET;
-      return false;
-    } else if (errno != EAGAIN && errno != EINTR) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // A fresh connection's send buffer is empty: these small answers never wait.
 template <std::size_t N>
 bool send_now(int fd, const std::array<std::uint8_t, N>& b) {
@@ -271,11 +240,25 @@ void tcp::client_handshake(int fd, const std::string& where, const proto::Token&
                            const data_hello::Hello& hello) {
   const std::int64_t deadline = mono_now_ns() + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
   auto fail = [&](const std::string& why) -> void { throw SystemError("data handshake with", where, why); };
-  // One message sent or received whole; `step` names what a failure was waiting for.
+  // One message sent or received whole on the non-blocking socket by the deadline (poll); `step`
+  // names what a failure was waiting for (EOF reads as ECONNRESET).
   auto io = [&](auto& bytes, bool sending, const char* step) {
-    if (io_exact(fd, bytes.data(), bytes.size(), sending, deadline)) return;
-    const int e = errno;
-    fail(fmt::format("no {} from a fabperf agent of this test ({}); not an agent of this test?", step, errno_text(e)));
+    for (std::size_t done = 0; done < bytes.size();) {
+      const auto left_ms = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
+      pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
+      const int pr = left_ms <= 0 ? 0 : ::poll(&pfd, 1, left_ms);
+      const std::size_t n = bytes.size() - done;
+      const ssize_t k = pr <= 0   ? -1
+                        : sending ? ::send(fd, bytes.data() + done, n, MSG_NOSIGNAL | MSG_DONTWAIT)
+                                  : ::recv(fd, bytes.data() + done, n, MSG_DONTWAIT);
+      const int e = pr == 0 ? ETIMEDOUT : k == 0 ? ECONNRESET : errno;
+      if (k > 0) {
+        done += static_cast<std::size_t>(k);
+      } else if (k == 0 || (e != EINTR && (pr <= 0 || e != EAGAIN))) {  // not a poll or call to retry
+        fail(fmt::format("no {} from a fabperf agent of this test ({}); not an agent of this test?", step,
+                         errno_text(e)));
+      }
+    }
   };
   // A received message decoded; `what` says what bytes that do not decode mean.
   auto decode = [&](auto decoder, const auto& bytes, const char* what) {
