@@ -166,7 +166,7 @@ struct BlockReader {
           std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(chunk.arm(mono_now_ns))]));
       if (recv_exact(fd, buf.data(), n, ctx, count, err, flags) <= 0) return false;
       chunk.count(n);
-      if (verify && std::memcmp(buf.data(), pattern + (len - left), n) != 0) f.add_verify_error();
+      if (verify && std::memcmp(buf.data(), pattern + (len - left), n) != 0) f.counters.add_verify_error();
       left -= n;
     }
     return true;
@@ -310,7 +310,7 @@ void TcpEngine::stream_receive(TcpFlow& f) {
         const auto got = static_cast<std::size_t>(k);
         while (done < got) {
           const std::size_t run = std::min(got - done, period - pos);
-          if (std::memcmp(buf.data() + done, tx_buf_.data() + pos, run) != 0) f.add_verify_error();
+          if (std::memcmp(buf.data() + done, tx_buf_.data() + pos, run) != 0) f.counters.add_verify_error();
           done += run;
           pos = (pos + run) % period;
         }
