@@ -34,14 +34,6 @@ using namespace tcp;
 
 namespace {
 using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
-// Closes the descriptor on the way out of a failed set-up; release() hands it on.
-struct FdGuard {
-  int fd;
-  ~FdGuard() {
-    if (fd >= 0) ::close(fd);
-  }
-  int release() { return std::exchange(fd, -1); }
-};
 
 void set_port(sockaddr* sa, std::uint16_t port) {
   if (sa->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(sa)->sin_port = htons(port);
@@ -144,14 +136,12 @@ TcpEngine::TcpEngine() = default;
 TcpEngine::~TcpEngine() {
   abort();
   join();
-  if (tx_memfd_ >= 0) ::close(tx_memfd_);
-  if (accept_wake_fd_ >= 0) ::close(accept_wake_fd_);
 }
 
 void TcpEngine::stop_accept() noexcept {
   accept_stop_ = true;
   const std::uint64_t one = 1;
-  if (accept_wake_fd_ >= 0) (void)!::write(accept_wake_fd_, &one, sizeof one);
+  if (accept_wake_fd_.valid()) (void)!::write(accept_wake_fd_.get(), &one, sizeof one);
 }
 
 std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan) {
@@ -160,8 +150,9 @@ std::uint16_t TcpEngine::prepare_server(RunContext& ctx, const ServerPlan& plan)
   // Socket buffer sizes and the congestion control set on the listener are inherited by accepted sockets.
   const auto l =
       net::listen_any_port(plan.bind_address, 4096, "data", [&](int fd) { prepare_socket(fd, ctx, socksize_warned_); });
-  listen_fd_ = l.fd;
-  if (accept_wake_fd_ < 0) accept_wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // -1: the 1 s tick ends it
+  listen_fd_.reset(l.fd);
+  if (!accept_wake_fd_.valid())
+    accept_wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // -1: the 1 s tick ends it
   try {
     accept_thread_ = std::thread([this] { accept_loop(); });
   } catch (const std::system_error& e) {
@@ -186,8 +177,8 @@ TcpFlow* TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t
   const int gai = getaddrinfo(host.c_str(), std::to_string(t.port).c_str(), &hints, &res);
   if (gai != 0) throw SystemError("resolve data address", where, gai_strerror(gai));
   const AddrInfoPtr res_owner(res, freeaddrinfo);
-  FdGuard sock{::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
-  const int fd = sock.fd;
+  UniqueFd sock(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  const int fd = sock.get();
   if (fd < 0) throw SystemError("socket for", where, errno);
   if (!device.empty() &&
       setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, device.c_str(), static_cast<socklen_t>(device.size())) != 0) {
@@ -205,11 +196,11 @@ TcpFlow* TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t
     // The kernel's choice of source address, asked without sending anything (UDP connect).
     std::string src_ip = source;
     if (src_ip.empty()) {
-      const FdGuard udp{::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
+      const UniqueFd udp(::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
-      if (udp.fd >= 0 && ::connect(udp.fd, res->ai_addr, res->ai_addrlen) == 0 &&
-          getsockname(udp.fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      if (udp.valid() && ::connect(udp.get(), res->ai_addr, res->ai_addrlen) == 0 &&
+          getsockname(udp.get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
         src_ip = numeric_host(ss);
       }
     }
@@ -298,12 +289,9 @@ std::optional<std::uint16_t> TcpEngine::spread_port(const std::string& src_ip, c
   // A retry after EADDRINUSE stays on the member the first attempt aimed at.
   const int member =
       static_cast<int>((attempt == 0 ? sp.next++ : sp.next - 1) % static_cast<std::uint32_t>(sp.members));
-  FlowHeaders h;
-  h.src_ip = src_ip;
-  h.dst_ip = dst_ip;
-  h.dst_port = dst_port;
   // Below the default ephemeral range (32768-60999), so the kernel's own choices do not collide.
-  const auto port = port_for_member(sp.policy, h, member, sp.members, 10000, 32767, sp.taken);
+  const auto port = port_for_member(sp.policy, {.src_ip = src_ip, .dst_ip = dst_ip, .dst_port = dst_port}, member,
+                                    sp.members, 10000, 32767, sp.taken);
   if (port) sp.taken.push_back(*port);
   return port;
 }
@@ -357,10 +345,11 @@ void TcpEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
 }
 
 void TcpEngine::seal(RunContext& ctx) {
-  ctx_ = &ctx;
-  // The accept loop finishes the connection in hand (ack sent, flow registered) before it exits.
+  // The accept loop finishes the connection in hand (ack sent, flow registered) before it exits;
+  // ctx_ is written only after, as the loop reads it.
   stop_accept();
   if (accept_thread_.joinable()) accept_thread_.join();
+  ctx_ = &ctx;
 }
 
 void TcpEngine::start(RunContext& ctx) {
@@ -375,14 +364,14 @@ void TcpEngine::start(RunContext& ctx) {
   tx_buf_.resize(block);
   fill_pattern(tx_buf_, tx_period_);
   const bool tcp_auto = spec.send_method() == SendMethod::automatic;
-  if ((spec.send_method() == SendMethod::sendfile || tcp_auto) && tx_memfd_ < 0) {
+  if ((spec.send_method() == SendMethod::sendfile || tcp_auto) && !tx_memfd_.valid()) {
     // One period of tx_buf_'s pattern, so receivers verify sendfile data exactly as written data.
-    FdGuard mfd{::memfd_create("fabperf-tx", MFD_CLOEXEC)};
-    if (mfd.fd < 0) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
+    UniqueFd mfd(::memfd_create("fabperf-tx", MFD_CLOEXEC));
+    if (!mfd.valid()) throw SystemError("--send-method sendfile: memfd_create", "fabperf-tx", errno);
     const std::string_view period(reinterpret_cast<const char*>(tx_buf_.data()), tx_period_);
-    if (const int e = write_all(mfd.fd, period); e != 0)
+    if (const int e = write_all(mfd.get(), period); e != 0)
       throw SystemError("--send-method sendfile: fill memfd", "fabperf-tx", e);
-    tx_memfd_ = mfd.release();
+    tx_memfd_ = std::move(mfd);
   }
   // The warm-up hosts the trials, one after the other so that each compares its candidates with
   // the other choice held still: the send method first (after one settle slice: slow start),
@@ -463,7 +452,7 @@ void TcpEngine::join() {
   for (auto& c : rpc_conns_) ::shutdown(c->flow->fd(), SHUT_WR);
   join_all(receivers_);
   join_all(threads_);
-  if (listen_fd_ >= 0) ::close(std::exchange(listen_fd_, -1));
+  listen_fd_.reset();
 }
 
 std::array<std::size_t, 2> TcpEngine::recv_chunks(const TestSpec& spec) {

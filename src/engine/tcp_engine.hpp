@@ -4,6 +4,8 @@
 
 #include "engine/trial.hpp"
 
+#include <fabperf/core/fd.hpp>
+
 #include <fabperf/sysinfo/bonding.hpp>
 
 #include <atomic>
@@ -20,15 +22,14 @@ namespace fabperf {
 class TcpFlow final : public Flow {
  public:
   TcpFlow(int fd, FlowRole role, FlowOp op, std::uint32_t peer_node, std::string local, std::string remote);
-  ~TcpFlow() override;
   [[nodiscard]] TcpSample sample_transport() const override;
   [[nodiscard]] std::optional<std::uint64_t> delivered_tx() const override;
   [[nodiscard]] std::optional<std::uint64_t> queued_rx() const override;
-  [[nodiscard]] int fd() const { return fd_; }
+  [[nodiscard]] int fd() const { return fd_.get(); }
   void shutdown_both() noexcept;
 
  private:
-  int fd_;
+  UniqueFd fd_;
 };
 
 class TcpEngine final : public Engine {
@@ -70,16 +71,16 @@ class TcpEngine final : public Engine {
 
   RunContext* ctx_{nullptr};
   ServerPlan server_plan_;
-  int listen_fd_{-1};
+  UniqueFd listen_fd_;
   std::thread accept_thread_;
   std::atomic<bool> accept_stop_{false};
-  int accept_wake_fd_{-1};  // an eventfd: stop_accept() wakes the accept loop's poll at once
+  UniqueFd accept_wake_fd_;  // an eventfd: stop_accept() wakes the accept loop's poll at once
   void stop_accept() noexcept;
   std::atomic<bool> socksize_warned_{false};
   std::vector<std::string> bind_devs_;  // --bind-dev, resolved: one device per link
   std::vector<std::uint8_t> tx_buf_;    // read-only once the test starts; shared by all senders
   std::size_t tx_period_{0};            // tx_buf_ repeats every tx_period_ bytes (start)
-  int tx_memfd_{-1};                    // --send-method sendfile or auto: one period of tx_buf_ in a memfd
+  UniqueFd tx_memfd_;                   // --send-method sendfile or auto: one period of tx_buf_ in a memfd
   // --send-method auto: write (arm 0) vs sendfile (arm 1), tried in the warm-up (engine/trial.hpp).
   std::unique_ptr<ArmTrial> send_trial_;
   // Receivers of blocks larger than 256 KiB: 256 KiB (arm 0) vs min(block, 1 MiB) chunks.

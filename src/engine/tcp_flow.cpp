@@ -8,7 +8,6 @@
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <cstddef>
 
 namespace fabperf {
@@ -25,17 +24,13 @@ socklen_t read_tcp_info(int fd, tcp_info& ti) {
 TcpFlow::TcpFlow(int fd, FlowRole r, FlowOp o, std::uint32_t peer, std::string local_addr, std::string remote_addr)
     : Flow(r, o, peer, std::move(local_addr), std::move(remote_addr)), fd_(fd) {}
 
-TcpFlow::~TcpFlow() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 void TcpFlow::shutdown_both() noexcept {
-  ::shutdown(fd_, SHUT_RDWR);
+  ::shutdown(fd(), SHUT_RDWR);
 }
 
 TcpSample TcpFlow::sample_transport() const {
   tcp_info ti{};
-  if (read_tcp_info(fd_, ti) == 0) return {};
+  if (read_tcp_info(fd(), ti) == 0) return {};
   return {.valid = true,
           .total_retrans = ti.tcpi_total_retrans,
           .rtt_us = ti.tcpi_rtt,
@@ -49,7 +44,7 @@ TcpSample TcpFlow::sample_transport() const {
 std::optional<std::uint64_t> TcpFlow::delivered_tx() const {
   tcp_info ti{};
   // Kernels before 4.1 stop short of the field: no answer rather than a zero.
-  if (read_tcp_info(fd_, ti) < offsetof(tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked) return std::nullopt;
+  if (read_tcp_info(fd(), ti) < offsetof(tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked) return std::nullopt;
   // Framing written but not yet acknowledged (a few headers in the send queue) is the error left.
   const std::uint64_t framing = counters.framing_tx.load(std::memory_order_relaxed);
   return ti.tcpi_bytes_acked > framing ? ti.tcpi_bytes_acked - framing : 0;
@@ -57,7 +52,7 @@ std::optional<std::uint64_t> TcpFlow::delivered_tx() const {
 
 std::optional<std::uint64_t> TcpFlow::queued_rx() const {
   int n = 0;
-  if (ioctl(fd_, SIOCINQ, &n) != 0 || n < 0) return std::nullopt;
+  if (ioctl(fd(), SIOCINQ, &n) != 0 || n < 0) return std::nullopt;
   return static_cast<std::uint64_t>(n);
 }
 

@@ -44,7 +44,7 @@ static_assert(static_cast<int>(dh::Op::write) == static_cast<int>(FlowOp::write)
 
 // One accepted data connection in its handshake.
 struct Pending {
-  int fd{-1};
+  UniqueFd fd;
   std::string remote;
   std::string source;           // the address alone; empty for loopback (not limited)
   std::int64_t deadline_ns{0};  // for the whole exchange, from accept
@@ -55,37 +55,6 @@ struct Pending {
   auth::Nonce server_nonce{};
   proto::Token key{};
 };
-
-// Set-up only: sends or receives exactly n bytes on a non-blocking socket by the deadline (poll);
-// false with errno set (ETIMEDOUT, ECONNRESET for EOF, or the socket's error).
-bool io_exact(int fd, std::uint8_t* p, std::size_t n, bool sending, std::int64_t deadline) {
-  std::size_t done = 0;
-  while (done < n) {
-    const auto left_ms = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
-    if (left_ms <= 0) {
-      errno = ETIMEDOUT;
-      return false;
-    }
-    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
-    const int pr = ::poll(&pfd, 1, left_ms);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) {
-      errno = pr == 0 ? ETIMEDOUT : errno;
-      return false;
-    }
-    const ssize_t k = sending ? ::send(fd, p + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                              : ::recv(fd, p + done, n - done, MSG_DONTWAIT);
-    if (k > 0) {
-      done += static_cast<std::size_t>(k);
-    } else if (k == 0) {
-      errno = ECONNRESET;
-      return false;
-    } else if (errno != EAGAIN && errno != EINTR) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // A fresh connection's send buffer is empty: these small answers never wait.
 template <std::size_t N>
@@ -115,22 +84,19 @@ class Handshakes {
     if (readable) {
       // Exactly the current message's bytes: nothing after a PROOF is read before the verdict.
       const std::size_t want = p.challenged ? dh::kProofSize : dh::kHelloSize;
-      const ssize_t k = ::recv(p.fd, p.buf.data() + p.got, want - p.got, MSG_DONTWAIT);
+      const ssize_t k = ::recv(p.fd.get(), p.buf.data() + p.got, want - p.got, MSG_DONTWAIT);
       if (k > 0) {
         p.got += static_cast<std::size_t>(k);
         if (p.got == want && p.challenged) return on_proof(p) ? Step::admitted : Step::closed;
         if (p.got == want && !on_hello(p)) return Step::closed;
       } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         const std::string e = errno_text(k == 0 ? ECONNRESET : errno);
-        if (p.challenged) {
-          // A client that leaves after the challenge refused this server's proof.
-          drop(p,
-               "data connection from {}: closed without its proof ({}; the client did not accept this server's "
-               "proof: another test's key?)",
-               who(p), e);
-        } else {
-          drop(p, "data connection from {}: no hello ({})", who(p), e);
-        }
+        // A client that leaves after the challenge refused this server's proof.
+        drop(p, "data connection from {}: {}", who(p),
+             p.challenged ? fmt::format("closed without its proof ({}; the client did not accept this server's "
+                                        "proof: another test's key?)",
+                                        e)
+                          : fmt::format("no hello ({})", e));
         return Step::closed;
       }
     }
@@ -144,21 +110,22 @@ class Handshakes {
   // caller to return.
   template <typename... Args>
   bool drop(Pending& p, fmt::format_string<Args...> f, Args&&... args) {
-    ::close(p.fd);
+    p.fd.reset();
     log_.warn(f, std::forward<Args>(args)...);
     return false;
   }
 
   // Refuses the connection: the status in the message its place calls for, then drop().
   bool refuse(Pending& p, dh::Status st, const std::string& why) {
-    (void)(p.challenged ? send_now(p.fd, dh::encode_verdict(st)) : send_now(p.fd, dh::encode_challenge({st, {}, {}})));
+    (void)(p.challenged ? send_now(p.fd.get(), dh::encode_verdict(st))
+                        : send_now(p.fd.get(), dh::encode_challenge({st, {}, {}})));
     return drop(p, "rejected data connection from {}: {}", who(p), why);
   }
 
   // Sends the next message of the exchange; one that cannot go drops the connection (false).
   template <std::size_t N>
   bool answer(Pending& p, const std::array<std::uint8_t, N>& b, const char* what) {
-    if (send_now(p.fd, b)) return true;
+    if (send_now(p.fd.get(), b)) return true;
     const int e = errno;
     return drop(p, "data connection from {}: {} not sent ({})", who(p), what, errno_text(e));
   }
@@ -251,7 +218,7 @@ void accept_burst(int listen_fd, std::vector<Pending>& pending, std::int64_t now
       return;
     }
     Pending p;
-    p.fd = fd;
+    p.fd.reset(fd);
     p.remote = sockaddr_text(peer);
     if (!net::is_loopback(peer)) p.source = net::numeric_host(peer);
     p.deadline_ns = now + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
@@ -259,7 +226,6 @@ void accept_burst(int listen_fd, std::vector<Pending>& pending, std::int64_t now
     if (!p.source.empty() &&
         std::ranges::count_if(pending, same) >= static_cast<std::ptrdiff_t>(kMaxPendingPerSource)) {
       auto oldest = std::ranges::find_if(pending, same);
-      ::close(oldest->fd);
       log.warn("data connection from {}: closed to make room for {}: more than {} handshakes from one address",
                who(*oldest), p.remote, kMaxPendingPerSource);
       pending.erase(oldest);
@@ -274,11 +240,25 @@ void tcp::client_handshake(int fd, const std::string& where, const proto::Token&
                            const data_hello::Hello& hello) {
   const std::int64_t deadline = mono_now_ns() + std::int64_t{kHandshakeTimeoutMs} * 1'000'000;
   auto fail = [&](const std::string& why) -> void { throw SystemError("data handshake with", where, why); };
-  // One message sent or received whole; `step` names what a failure was waiting for.
+  // One message sent or received whole on the non-blocking socket by the deadline (poll); `step`
+  // names what a failure was waiting for (EOF reads as ECONNRESET).
   auto io = [&](auto& bytes, bool sending, const char* step) {
-    if (io_exact(fd, bytes.data(), bytes.size(), sending, deadline)) return;
-    const int e = errno;
-    fail(fmt::format("no {} from a fabperf agent of this test ({}); not an agent of this test?", step, errno_text(e)));
+    for (std::size_t done = 0; done < bytes.size();) {
+      const auto left_ms = static_cast<int>((deadline - mono_now_ns()) / 1'000'000);
+      pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
+      const int pr = left_ms <= 0 ? 0 : ::poll(&pfd, 1, left_ms);
+      const std::size_t n = bytes.size() - done;
+      const ssize_t k = pr <= 0   ? -1
+                        : sending ? ::send(fd, bytes.data() + done, n, MSG_NOSIGNAL | MSG_DONTWAIT)
+                                  : ::recv(fd, bytes.data() + done, n, MSG_DONTWAIT);
+      const int e = pr == 0 ? ETIMEDOUT : k == 0 ? ECONNRESET : errno;
+      if (k > 0) {
+        done += static_cast<std::size_t>(k);
+      } else if (k == 0 || (e != EINTR && (pr <= 0 || e != EAGAIN))) {  // not a poll or call to retry
+        fail(fmt::format("no {} from a fabperf agent of this test ({}); not an agent of this test?", step,
+                         errno_text(e)));
+      }
+    }
   };
   // A received message decoded; `what` says what bytes that do not decode mean.
   auto decode = [&](auto decoder, const auto& bytes, const char* what) {
@@ -321,21 +301,21 @@ void TcpEngine::accept_loop() {
   std::vector<Pending> pending;
   std::vector<pollfd> pfds;
   // Non-blocking listener: the accept loop below takes what the backlog holds and no more.
-  fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+  fcntl(listen_fd_.get(), F_SETFL, fcntl(listen_fd_.get(), F_GETFL) | O_NONBLOCK);
   std::int64_t accept_paused_until = 0;  // out of descriptors: accept again after a pause
   while (!accept_stop_.load() && !ctx.aborted()) {
     const bool room = pending.size() < kMaxPendingHandshakes && mono_now_ns() >= accept_paused_until;
     pfds.clear();
-    pfds.push_back({room ? listen_fd_ : -1, POLLIN, 0});  // poll ignores a negative fd
+    pfds.push_back({room ? listen_fd_.get() : -1, POLLIN, 0});  // poll ignores a negative fd
     // Asleep until a connection, a handshake's message or deadline, the end of an accept pause, or
     // stop_accept(); the tick only bounds a missed wake-up (an agent idle in a test wakes 1/s, not 10/s).
     std::int64_t wake = mono_now_ns() + std::int64_t{kTickMs} * 1'000'000;
     if (!room && pending.size() < kMaxPendingHandshakes) wake = std::min(wake, accept_paused_until);
     for (const auto& p : pending) {
-      pfds.push_back({p.fd, POLLIN, 0});
+      pfds.push_back({p.fd.get(), POLLIN, 0});
       wake = std::min(wake, p.deadline_ns);
     }
-    pfds.push_back({accept_wake_fd_, POLLIN, 0});
+    pfds.push_back({accept_wake_fd_.get(), POLLIN, 0});
     const auto ms = std::max<std::int64_t>(0, (wake - mono_now_ns() + 999'999) / 1'000'000);
     if (::poll(pfds.data(), pfds.size(), static_cast<int>(ms)) < 0) continue;
     const std::int64_t now = mono_now_ns();
@@ -346,7 +326,7 @@ void TcpEngine::accept_loop() {
       if (step == Handshakes::Step::admitted) {
         // Registered before the next poll, so that seal() (which joins this thread) never misses
         // a connection whose verdict was sent.
-        add_flow(ctx, p.fd, FlowRole::server, static_cast<FlowOp>(static_cast<int>(p.hello.op) - 1),
+        add_flow(ctx, p.fd.release(), FlowRole::server, static_cast<FlowOp>(static_cast<int>(p.hello.op) - 1),
                  p.hello.client_node, p.remote);
       } else if (step == Handshakes::Step::waiting) {
         if (keep != i) pending[keep] = std::move(p);
@@ -354,11 +334,10 @@ void TcpEngine::accept_loop() {
       }
     }
     pending.resize(keep);
-    if (room && (pfds[0].revents & POLLIN) != 0) accept_burst(listen_fd_, pending, now, accept_paused_until, log);
+    if (room && (pfds[0].revents & POLLIN) != 0) accept_burst(listen_fd_.get(), pending, now, accept_paused_until, log);
   }
   // The test is sealed (or aborted): every client of the test has its verdict by now, so what is
-  // still in its handshake is not one of its connections.
-  for (const auto& p : pending) ::close(p.fd);
+  // still in its handshake (closed with `pending`) is not one of its connections.
 }
 
 }  // namespace fabperf

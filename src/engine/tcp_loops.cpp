@@ -166,7 +166,7 @@ struct BlockReader {
           std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(chunk.arm(mono_now_ns))]));
       if (recv_exact(fd, buf.data(), n, ctx, count, err, flags) <= 0) return false;
       chunk.count(n);
-      if (verify && std::memcmp(buf.data(), pattern + (len - left), n) != 0) f.add_verify_error();
+      if (verify && std::memcmp(buf.data(), pattern + (len - left), n) != 0) f.counters.add_verify_error();
       left -= n;
     }
     return true;
@@ -210,7 +210,7 @@ bool TcpEngine::send_rpc(TcpFlow& f, const std::uint8_t* hdr, std::uint64_t len,
   auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
   if (!send_all(f.fd(), hdr, kRpcHdrSize, *ctx_, framing, err, len > 0 ? MSG_MORE : 0)) return false;
   if (len == 0) return true;
-  if (!send_block(f.fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_ : -1, tx_period_, tx_buf_.data(),
+  if (!send_block(f.fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_.get() : -1, tx_period_, tx_buf_.data(),
                   static_cast<std::size_t>(len), *ctx_, tx_count, err)) {
     return false;
   }
@@ -238,7 +238,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
   while (!ctx.stopping()) {
     const std::size_t off = static_cast<std::size_t>(sent % tx_period_);
     off_t pos = static_cast<off_t>(off);  // sendfile reads the page cache of the memfd: no user copy
-    const ssize_t k = method.arm(mono_now_ns) == 1 ? ::sendfile(fd, tx_memfd_, &pos, tx_period_ - off)
+    const ssize_t k = method.arm(mono_now_ns) == 1 ? ::sendfile(fd, tx_memfd_.get(), &pos, tx_period_ - off)
                                                    : ::send(fd, buf + off, tx_period_ - off, flags);
     if (k > 0) {
       f.counters.add_tx(static_cast<std::uint64_t>(k));
@@ -270,8 +270,7 @@ void TcpEngine::stream_send(TcpFlow& f) {
     if (k == 0) return;   // the peer read everything and closed its side
     if (k > 0) continue;  // a stream receiver sends nothing; nothing to count
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      if (!ctx.aborted()) f.fail(fmt::format("after the test, before the peer read everything: {}", errno_text(errno)));
-      return;
+      return fail_io(f, ctx, "after the test, before the peer read everything", errno);
     }
     int q = 0;
     if (::ioctl(fd, SIOCOUTQ, &q) == 0) {
@@ -311,7 +310,7 @@ void TcpEngine::stream_receive(TcpFlow& f) {
         const auto got = static_cast<std::size_t>(k);
         while (done < got) {
           const std::size_t run = std::min(got - done, period - pos);
-          if (std::memcmp(buf.data() + done, tx_buf_.data() + pos, run) != 0) f.add_verify_error();
+          if (std::memcmp(buf.data() + done, tx_buf_.data() + pos, run) != 0) f.counters.add_verify_error();
           done += run;
           pos = (pos + run) % period;
         }
@@ -325,8 +324,7 @@ void TcpEngine::stream_receive(TcpFlow& f) {
         break;
       }
     } else {
-      if (!ctx.aborted()) f.fail(fmt::format("recv: {}", errno_text(errno)));
-      return;
+      return fail_io(f, ctx, "recv", errno);
     }
   }
   ::shutdown(fd, SHUT_WR);
@@ -512,7 +510,7 @@ void TcpEngine::probe_loop() {
       if (!send_all(
               f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
           recv_exact(f.fd(), reply, sizeof reply, ctx, no_count, err) <= 0 || get_be32(reply) != kReplyMagic) {
-        if (!ctx.aborted()) f.fail(fmt::format("delay probe: {}", err_text(err == 0 ? EPIPE : err)));
+        fail_io(f, ctx, "delay probe", err == 0 ? EPIPE : err);
         dead[i] = true;
         continue;
       }

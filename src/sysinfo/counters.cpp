@@ -1,5 +1,6 @@
 // Named counter readers (counters.hpp): the ethtool statistics ioctls, the root qdisc over
 // rtnetlink, the MIB files and softnet_stat.
+#include <fabperf/core/fd.hpp>
 #include <fabperf/sysinfo/counters.hpp>
 #include "sysinfo/file_read.hpp"
 
@@ -12,7 +13,6 @@
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -20,16 +20,6 @@
 
 namespace fabperf {
 namespace {
-
-struct Fd {
-  int fd;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 bool ethtool_ioctl(int fd, const std::string& ifname, void* data) {
   ifreq ifr{};
@@ -41,14 +31,14 @@ bool ethtool_ioctl(int fd, const std::string& ifname, void* data) {
 }  // namespace
 
 void sysfs::fill_from_ethtool(LinkInfo& l) {
-  const Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (s.fd < 0) return;
+  const UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return;
   ethtool_drvinfo info{};
   info.cmd = ETHTOOL_GDRVINFO;
-  if (l.driver.empty() && ethtool_ioctl(s.fd, l.name, &info)) l.driver = info.driver;
+  if (l.driver.empty() && ethtool_ioctl(s.get(), l.name, &info)) l.driver = info.driver;
   ethtool_cmd cmd{};
   cmd.cmd = ETHTOOL_GSET;
-  if (ethtool_ioctl(s.fd, l.name, &cmd)) {
+  if (ethtool_ioctl(s.get(), l.name, &cmd)) {
     const std::uint32_t sp = ethtool_cmd_speed(&cmd);
     if (l.speed_mbps < 0 && sp != 0 && sp != static_cast<std::uint32_t>(SPEED_UNKNOWN)) l.speed_mbps = sp;
     const char* duplex = cmd.duplex == DUPLEX_FULL ? "full" : cmd.duplex == DUPLEX_HALF ? "half" : nullptr;
@@ -58,15 +48,15 @@ void sysfs::fill_from_ethtool(LinkInfo& l) {
 
 std::optional<CounterValues> read_ethtool_stats(const std::string& ifname) {
   if (ifname.empty() || ifname.size() >= IFNAMSIZ) return std::nullopt;
-  const Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (s.fd < 0) return std::nullopt;
+  const UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return std::nullopt;
   // How many statistics: sset_info answers with one u32 per set bit of the mask, after the
   // header (a flexible array: the buffer is u64-aligned raw storage).
   std::array<std::uint64_t, (sizeof(ethtool_sset_info) + sizeof(std::uint32_t)) / 8 + 1> ibuf{};
   auto* info = reinterpret_cast<ethtool_sset_info*>(ibuf.data());
   info->cmd = ETHTOOL_GSSET_INFO;
   info->sset_mask = 1ULL << ETH_SS_STATS;
-  if (!ethtool_ioctl(s.fd, ifname, info) || !(info->sset_mask & (1ULL << ETH_SS_STATS))) return std::nullopt;
+  if (!ethtool_ioctl(s.get(), ifname, info) || !(info->sset_mask & (1ULL << ETH_SS_STATS))) return std::nullopt;
   const std::uint32_t n = info->data[0];
   if (n == 0 || n > 65536) return std::nullopt;
   // The kernel fills as many entries as the driver has *now*; a driver that grew between the
@@ -78,12 +68,12 @@ std::optional<CounterValues> read_ethtool_stats(const std::string& ifname) {
   strings->cmd = ETHTOOL_GSTRINGS;
   strings->string_set = ETH_SS_STATS;
   strings->len = n;
-  if (!ethtool_ioctl(s.fd, ifname, strings) || strings->len > cap) return std::nullopt;
+  if (!ethtool_ioctl(s.get(), ifname, strings) || strings->len > cap) return std::nullopt;
   std::vector<std::uint64_t> vbuf(sizeof(ethtool_stats) / 8 + cap + 1);
   auto* stats = reinterpret_cast<ethtool_stats*>(vbuf.data());
   stats->cmd = ETHTOOL_GSTATS;
   stats->n_stats = n;
-  if (!ethtool_ioctl(s.fd, ifname, stats) || stats->n_stats > cap) return std::nullopt;
+  if (!ethtool_ioctl(s.get(), ifname, stats) || stats->n_stats > cap) return std::nullopt;
   const std::uint32_t m = std::min(strings->len, stats->n_stats);
   CounterValues out;
   out.reserve(m);
@@ -128,10 +118,10 @@ void each_attr(const std::vector<char>& buf, std::size_t from, std::size_t to, F
 // f(tcmsg, offset of its attributes, end) for each. False when the kernel could not be asked.
 template <typename F>
 bool tc_dump(std::uint16_t type, unsigned ifindex, std::vector<char>& buf, F&& f) {
-  const Fd s(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-  if (s.fd < 0) return false;
+  const UniqueFd s(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!s.valid()) return false;
   timeval tv{0, 200'000};  // a dump of this host's qdiscs; never wait long for the kernel
-  ::setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   struct {
     nlmsghdr nh;
     tcmsg tc;
@@ -144,10 +134,11 @@ bool tc_dump(std::uint16_t type, unsigned ifindex, std::vector<char>& buf, F&& f
   req.tc.tcm_ifindex = static_cast<int>(ifindex);  // newer kernels filter on it; older dump all
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (::sendto(s.fd, &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return false;
+  if (::sendto(s.get(), &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+    return false;
   constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
   for (;;) {
-    const ssize_t len = ::recv(s.fd, buf.data(), buf.size(), 0);
+    const ssize_t len = ::recv(s.get(), buf.data(), buf.size(), 0);
     if (len <= 0) return true;
     std::size_t off = 0;
     while (off + sizeof(nlmsghdr) <= static_cast<std::size_t>(len)) {

@@ -41,6 +41,7 @@ struct alignas(64) FlowCounters {
   void add_rx(std::uint64_t n) noexcept { rx_bytes.fetch_add(n, std::memory_order_relaxed); }
   void add_msg() noexcept { msgs.fetch_add(1, std::memory_order_relaxed); }
   std::atomic<std::uint64_t> verify_errors{0};  // received chunks that differed from the pattern
+  void add_verify_error() noexcept { verify_errors.fetch_add(1, std::memory_order_relaxed); }
 };
 
 // One connection (TCP) or queue pair (RDMA).
@@ -62,8 +63,6 @@ class Flow {
   // Bytes that arrived and wait in the socket to be read (TCP: SIOCINQ); nullopt where the
   // transport has no such queue. A reader starved of CPU leaves megabytes there at a window's edge.
   [[nodiscard]] virtual std::optional<std::uint64_t> queued_rx() const { return std::nullopt; }
-
-  void add_verify_error() noexcept { counters.verify_errors.fetch_add(1, std::memory_order_relaxed); }
 
   // Records the first error only; the flow's thread calls it, then ends.
   void fail(std::string message);
