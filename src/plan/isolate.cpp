@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <bit>
 #include <set>
 
 namespace fabperf::plan {
@@ -28,9 +29,7 @@ double role_mbps(const ResultNode& node, const std::string& test, bool client) {
 }
 
 std::size_t isolation_round_bound(std::size_t suspects) {
-  std::size_t halvings = 0;
-  while ((std::size_t{1} << halvings) < suspects) ++halvings;
-  return halvings + 1;
+  return std::bit_width(std::max<std::size_t>(suspects, 1) - 1) + 1;  // ceil(log2) halvings and a confirmation
 }
 
 Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<std::string, std::uint32_t>& names,
