@@ -358,9 +358,7 @@ bool PlanRun::run_step(std::size_t i) {
   // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
   if (!o_.quiet) {
     if (tty_) os_ << "\r\033[K";
-    std::string flows;
-    for (const auto& [c, v] : s.pairs)
-      flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", rec.clients[c], rec.servers[v]);
+    std::string flows = flow_names(p_, s);
     if (flows.size() > 60) flows = fmt::format("{} pairs", s.pairs.size());
     os_ << fmt::format("step {}/{} {} ({}): {}{} in {:.1f} s\n", i + 1, steps_.size(), s.id, flows, rec.status,
                        rec.status == "done" ? ", " + summary : ": " + rec.error, rec.duration_s)

@@ -451,6 +451,12 @@ std::vector<PlannedStep> expand(const Plan& p) {
   return out;
 }
 
+std::string flow_names(const Plan& p, const PlannedStep& s) {
+  std::vector<std::string> flows;
+  for (const auto& [c, v] : s.pairs) flows.push_back(p.hosts[s.clients[c]].name + "->" + p.hosts[s.servers[v]].name);
+  return fmt::format("{}", fmt::join(flows, " "));
+}
+
 double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps) {
   double s = 0;
   for (const auto& st : steps)
@@ -514,10 +520,7 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
         if (k == 9) out += fmt::format("  ... {} more steps\n", n - 9);
         continue;
       }
-      std::vector<std::string> flows;
-      for (const auto& [c, v] : s.pairs)
-        flows.push_back(p.hosts[s.clients[c]].name + "->" + p.hosts[s.servers[v]].name);
-      out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, fmt::join(flows, " "));
+      out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, flow_names(p, s));
     }
   }
   const auto kp = to_json(p.kpis);
