@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <set>
 
 namespace fabperf::plan {
@@ -58,7 +59,6 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   const auto judge = [&](const std::map<std::uint32_t, std::vector<double>>& role, const char* what) {
     if (role.size() < 3) return;
     std::vector<double> means;
-    means.reserve(role.size());
     for (const auto& [h, v] : role) means.push_back(stats::median(v));
     const double med = stats::median(means);
     if (med <= 0) return;
@@ -72,13 +72,12 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   };
   judge(as_client, "client");
   judge(as_server, "server");
-  std::vector<double> client_means;
-  client_means.reserve(as_client.size());
-  for (const auto& [h, v] : as_client) client_means.push_back(stats::mean(v));
-  if (!client_means.empty()) {
-    const auto [lo, hi] = std::minmax_element(client_means.begin(), client_means.end());
-    s.spread = *hi > 0 ? *lo / *hi : 1;
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (const auto& [h, v] : as_client) {
+    lo = std::min(lo, stats::mean(v));
+    hi = std::max(hi, stats::mean(v));
   }
+  if (!as_client.empty()) s.spread = hi > 0 ? lo / hi : 1;
   std::set<std::uint32_t> named;
   for (const auto& c : failing) {
     if (c.pass) continue;
