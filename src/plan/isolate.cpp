@@ -59,6 +59,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   const auto judge = [&](const std::map<std::uint32_t, std::vector<double>>& role, const char* what) {
     if (role.size() < 3) return;
     std::vector<double> means;
+    means.reserve(role.size());
     for (const auto& [h, v] : role) means.push_back(stats::median(v));
     const double med = stats::median(means);
     if (med <= 0) return;
