@@ -23,6 +23,7 @@
 #include <fabperf/plan/isolate.hpp>
 #include <fabperf/plan/plan_run.hpp>
 #include <fabperf/report/compare.hpp>
+#include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -84,14 +85,6 @@ RunRequest test_request(const PlanTest& t, const RunOptions& o) {
   req.key = o.key;
   req.connect_timeout = o.connect_timeout;
   return req;
-}
-
-// Runs the test and puts its JSON result into rec["result"]: what the step's record holds; the
-// result as read back from there.
-std::pair<RunRecord, ResultDoc> run_into(const RunRequest& req, json& rec) {
-  RunRecord run = run_test(req);
-  rec["result"] = render_json(compute_report(run));
-  return {std::move(run), read_result_doc(rec["result"], ReadMode::strict)};
 }
 
 // A test's step outcomes (or KPI checks, by an optional test name: null is plan-wide).
@@ -173,6 +166,8 @@ class PlanRun {
   }
   [[nodiscard]] double seconds_left(std::size_t from) const;
   bool run_hook(const PlannedStep& s);
+  template <typename Done>
+  ExitCode attempt(const RunRequest& req, json& rec, std::string& status, std::string& error, Done done);
   bool run_step(std::size_t i);
   bool judge(const KpiSet& k, const std::vector<StepOutcome>& steps, const std::optional<std::string>& test, bool ran);
   void eval_test(std::size_t ti);
@@ -262,6 +257,27 @@ bool PlanRun::run_hook(const PlannedStep& s) {
   return false;
 }
 
+// Runs the test and puts its JSON result into rec["result"], then done(run, the result as read back
+// from there); an interruption or an error becomes the status and error. Returns the error's code.
+template <typename Done>
+ExitCode PlanRun::attempt(const RunRequest& req, json& rec, std::string& status, std::string& error, Done done) {
+  try {
+    const RunRecord run = run_test(req);
+    rec["result"] = render_json(compute_report(run));
+    interrupted_ = interrupted_ || run.interrupted;
+    done(run, read_result_doc(rec["result"], ReadMode::strict));
+  } catch (const Interrupted& e) {
+    status = "interrupted";
+    error = e.what();
+    interrupted_ = true;
+  } catch (const Error& e) {
+    status = "failed";
+    error = e.what();
+    return e.code();
+  }
+  return ExitCode::ok;
+}
+
 // Runs step i (its block's hook first) and writes its record. False: the plan stops here.
 bool PlanRun::run_step(std::size_t i) {
   const auto& s = steps_[i];
@@ -310,12 +326,10 @@ bool PlanRun::run_step(std::size_t i) {
   json body = json::object();  // the record's result and figures
   const auto st0 = Clock::now();
   std::string summary;  // of a step done
-  try {
-    const auto [r, res] = run_into(req, body);
+  const ExitCode code = attempt(req, body, rec.status, rec.error, [&](const RunRecord& r, const ResultDoc& res) {
     if (r.interrupted) {
       rec.status = "interrupted";
       rec.error = "interrupted by the user";
-      interrupted_ = true;
     } else if (!res.complete) {
       rec.status = "failed";
       for (const auto& n : r.nodes) {
@@ -332,15 +346,8 @@ bool PlanRun::run_step(std::size_t i) {
       summary += ", " + render_step_figures(fig);
     }
     if (rec.status == "done") outcomes_.push_back({s.id, t.name, res});
-  } catch (const Interrupted& e) {
-    rec.status = "interrupted";
-    rec.error = e.what();
-    interrupted_ = true;
-  } catch (const Error& e) {
-    rec.status = "failed";
-    rec.error = e.what();
-    step_failed(e.code());
-  }
+  });
+  if (code != ExitCode::ok) step_failed(code);
   rec.duration_s = std::chrono::duration<double>(Clock::now() - st0).count();
   body.update(plan_record("step", rec));
   out_->write(body);
@@ -351,9 +358,7 @@ bool PlanRun::run_step(std::size_t i) {
   // Every step's outcome stays on the screen (on a terminal the live line gives way to it).
   if (!o_.quiet) {
     if (tty_) os_ << "\r\033[K";
-    std::string flows;
-    for (const auto& [c, v] : s.pairs)
-      flows += fmt::format("{}{}->{}", flows.empty() ? "" : " ", rec.clients[c], rec.servers[v]);
+    std::string flows = flow_names(p_, s);
     if (flows.size() > 60) flows = fmt::format("{} pairs", s.pairs.size());
     os_ << fmt::format("step {}/{} {} ({}): {}{} in {:.1f} s\n", i + 1, steps_.size(), s.id, flows, rec.status,
                        rec.status == "done" ? ", " + summary : ": " + rec.error, rec.duration_s)
@@ -438,13 +443,11 @@ void PlanRun::run_isolation(std::size_t ti) {
         pairs.push_back({{"client", host_names[pr.client]}, {"server", host_names[pr.server]}, {"role", pr.role}});
       }
       set_host_pairs(req, host_pairs, [&](std::uint32_t h) { return p_.hosts[h].hp; });
-      json rec = {{"type", "isolate"}, {"test", t.name}, {"round", round->number},          {"kind", round->kind},
-                  {"step", k},         {"pairs", pairs}, {"started_at", iso8601_utc_now()}, {"status", "done"},
-                  {"error", ""}};
+      json rec = {{"type", "isolate"}, {"test", t.name}, {"round", round->number},         {"kind", round->kind},
+                  {"step", k},         {"pairs", pairs}, {"started_at", iso8601_utc_now()}};
+      std::string status = "done", error;
       std::vector<std::optional<double>> r(st.pairs.size());
-      try {
-        const auto [run, result] = run_into(req, rec);
-        if (run.interrupted) interrupted_ = true;
+      attempt(req, rec, status, error, [&](const RunRecord&, const ResultDoc& result) {
         // The result's pairs name nodes by index; map them back to plan hosts. A finding names
         // each host's busiest interface (the first round that saw it).
         std::map<std::uint64_t, std::uint32_t> node_host;
@@ -452,12 +455,10 @@ void PlanRun::run_isolation(std::size_t ti) {
           const auto it = index.find(n.node);
           if (it == index.end()) continue;
           node_host[n.index] = it->second;
-          const LinkReport* busiest = nullptr;
-          for (const auto& l : n.links) {
-            if (l.kind != "loopback" && (!busiest || payload_mb_per_s_of(l) > payload_mb_per_s_of(*busiest)))
-              busiest = &l;
-          }
-          if (busiest) links.emplace(it->second, busiest->name);
+          const auto busiest = std::ranges::max_element(n.links, {}, [](const LinkReport& l) {
+            return l.kind == "loopback" ? -std::numeric_limits<double>::infinity() : payload_mb_per_s_of(l);
+          });
+          if (busiest != n.links.end() && busiest->kind != "loopback") links.emplace(it->second, busiest->name);
         }
         for (const auto& pr : result.pairs) {
           const auto c = node_host.find(pr.client);
@@ -467,14 +468,9 @@ void PlanRun::run_isolation(std::size_t ti) {
             if (st.pairs[i].client == c->second && st.pairs[i].server == v->second) r[i] = pr.tput.mb_per_s;
           }
         }
-      } catch (const Interrupted& e) {
-        rec["status"] = "interrupted";
-        rec["error"] = e.what();
-        interrupted_ = true;
-      } catch (const Error& e) {
-        rec["status"] = "failed";
-        rec["error"] = e.what();
-      }
+      });
+      rec["status"] = status;
+      rec["error"] = error;
       out_->write(rec);
       rates.push_back(std::move(r));
       if (interrupted_ || stop::stopped()) break;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <bit>
+#include <limits>
 #include <set>
 
 namespace fabperf::plan {
@@ -28,9 +30,7 @@ double role_mbps(const ResultNode& node, const std::string& test, bool client) {
 }
 
 std::size_t isolation_round_bound(std::size_t suspects) {
-  std::size_t halvings = 0;
-  while ((std::size_t{1} << halvings) < suspects) ++halvings;
-  return halvings + 1;
+  return std::bit_width(std::max<std::size_t>(suspects, 1) - 1) + 1;  // ceil(log2) halvings and a confirmation
 }
 
 Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<std::string, std::uint32_t>& names,
@@ -73,13 +73,12 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
   };
   judge(as_client, "client");
   judge(as_server, "server");
-  std::vector<double> client_means;
-  client_means.reserve(as_client.size());
-  for (const auto& [h, v] : as_client) client_means.push_back(stats::mean(v));
-  if (!client_means.empty()) {
-    const auto [lo, hi] = std::minmax_element(client_means.begin(), client_means.end());
-    s.spread = *hi > 0 ? *lo / *hi : 1;
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (const auto& [h, v] : as_client) {
+    lo = std::min(lo, stats::mean(v));
+    hi = std::max(hi, stats::mean(v));
   }
+  if (!as_client.empty()) s.spread = hi > 0 ? lo / hi : 1;
   std::set<std::uint32_t> named;
   for (const auto& c : failing) {
     if (c.pass) continue;

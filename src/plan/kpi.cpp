@@ -25,10 +25,9 @@ struct KpiDef {
 constexpr KpiDef kKpiDefs[] = {FABPERF_KPIS(FABPERF_KPI_DEF)};
 #undef FABPERF_KPI_DEF
 const KpiDef& kpi_def(std::string_view name) {
-  for (const auto& d : kKpiDefs) {
-    if (name == d.name) return d;
-  }
-  throw UsageError(fmt::format("unknown KPI '{}'", name));
+  const auto* d = std::ranges::find(kKpiDefs, name, &KpiDef::name);
+  if (d == std::end(kKpiDefs)) throw UsageError(fmt::format("unknown KPI '{}'", name));
+  return *d;
 }
 
 }  // namespace

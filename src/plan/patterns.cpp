@@ -105,13 +105,10 @@ std::vector<Step> make_steps(std::size_t n, const PatternParams& p) {
   }
   if (p.pattern == Pattern::pairs) {
     if (p.pairs.empty()) throw UsageError("pattern pairs: the pair list is empty");
-    for (std::size_t i = 0; i < p.pairs.size(); ++i) {
-      const auto& f = p.pairs[i];
-      if (f.client >= n || f.server >= n) throw UsageError("pattern pairs: node index out of range");
-      if (f.client == f.server) throw UsageError("pattern pairs: a node cannot load itself");
-      for (std::size_t j = 0; j < i; ++j) {
-        if (p.pairs[j] == f) throw UsageError("pattern pairs: a pair is listed twice");
-      }
+    for (auto f = p.pairs.begin(); f != p.pairs.end(); ++f) {
+      if (f->client >= n || f->server >= n) throw UsageError("pattern pairs: node index out of range");
+      if (f->client == f->server) throw UsageError("pattern pairs: a node cannot load itself");
+      if (std::find(p.pairs.begin(), f, *f) != f) throw UsageError("pattern pairs: a pair is listed twice");
     }
     return {{p.pairs}};
   }

@@ -54,16 +54,14 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
       r.result = &o->result;
       best[r.sweep] = std::max(best[r.sweep], o->result.aggregate_mb_per_s);
       // The first client names the interface: its link that carried most payload.
-      const auto& nodes = r.result->nodes;
-      const auto n = std::find_if(nodes.begin(), nodes.end(),
-                                  [](const ResultNode& x) { return x.role.find("client") != std::string::npos; });
-      double most = -1;
-      for (std::size_t i = 0; n != nodes.end() && i < n->links.size(); ++i) {
-        const auto& l = n->links[i];
-        if (payload_mb_per_s_of(l) <= most) continue;
-        most = payload_mb_per_s_of(l);
-        r.interface = l.name;
-        r.efficiency_pct = l.efficiency_pct >= 0 ? std::optional(l.efficiency_pct) : std::nullopt;
+      const auto n = std::ranges::find_if(
+          r.result->nodes, [](const ResultNode& x) { return x.role.find("client") != std::string::npos; });
+      if (n != r.result->nodes.end() && !n->links.empty()) {
+        const auto& l = *std::ranges::max_element(n->links, {}, payload_mb_per_s_of);
+        if (payload_mb_per_s_of(l) > -1) {
+          r.interface = l.name;
+          r.efficiency_pct = l.efficiency_pct >= 0 ? std::optional(l.efficiency_pct) : std::nullopt;
+        }
       }
     }
     rows.push_back(std::move(r));

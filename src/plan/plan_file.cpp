@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include <toml++/toml.h>
@@ -130,7 +131,8 @@ void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t
       pt.hosts.push_back(i);
     }
   } else {
-    for (std::size_t i = 0; i < plan.hosts.size(); ++i) pt.hosts.push_back(static_cast<std::uint32_t>(i));
+    pt.hosts.resize(plan.hosts.size());
+    std::iota(pt.hosts.begin(), pt.hosts.end(), 0U);
   }
   const auto local = [&](const toml::node& n, std::string_view field, const std::string& hname) {
     const auto gi = host_index(c, plan, n, field, hname);
@@ -153,11 +155,9 @@ void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t
   }
   if (P == Pattern::bipartite) {
     // Roles decide who is who unless the test names them.
-    for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
-      if (std::ranges::find(pt.pattern.clients, i) != pt.pattern.clients.end() &&
-          std::ranges::find(pt.pattern.servers, i) != pt.pattern.servers.end())
-        c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", plan.hosts[pt.hosts[i]].name));
-    }
+    if (const auto both = std::ranges::find_first_of(pt.pattern.clients, pt.pattern.servers);
+        both != pt.pattern.clients.end())
+      c.fail(&tn, "clients", fmt::format("'{}' is both a client and a server", plan.hosts[pt.hosts[*both]].name));
     if (pt.pattern.clients.empty() && pt.pattern.servers.empty()) {
       for (std::uint32_t i = 0; i < pt.hosts.size(); ++i) {
         const auto& h = plan.hosts[pt.hosts[i]];
@@ -179,14 +179,13 @@ void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t
   } else if (P == Pattern::pairs) {
     c.fail(&tn, "pairs", "pattern pairs needs a list of pairs such as n1->n2, n3->n4");
   }
-  if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs})) {
-    pt.pattern.concurrent_pairs = static_cast<std::uint32_t>(c.wrap(
-        n, "concurrent-pairs", [&] { return parse_int(c.scalar_text(*n, "concurrent-pairs"), "value", 1, 4096); }));
-  }
-  if (const auto* n = only_for("k", {Pattern::ring})) {
-    pt.pattern.k = static_cast<std::uint32_t>(
-        c.wrap(n, "k", [&] { return parse_int(c.scalar_text(*n, "k"), "value", 1, 65535); }));
-  }
+  const auto whole = [&](const toml::node* n, const char* key, std::int64_t hi) {
+    return static_cast<std::uint32_t>(
+        c.wrap(n, key, [&] { return parse_int(c.scalar_text(*n, key), "value", 1, hi); }));
+  };
+  if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs}))
+    pt.pattern.concurrent_pairs = whole(n, "concurrent-pairs", 4096);
+  if (const auto* n = only_for("k", {Pattern::ring})) pt.pattern.k = whole(n, "k", 65535);
   if (const auto* n = only_for("target", {Pattern::incast, Pattern::broadcast})) {
     pt.pattern.target = local(*n, "target", c.str(*n, "target"));
   }
@@ -313,42 +312,40 @@ Plan parse_plan(std::string_view text, const std::string& file) {
 }
 
 void normalize(const Plan& p, PlanTest& t) {
-  json hn = json::array();
-  for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
-  json tj = {{"name", t.name}, {"pattern", std::string(to_string(t.pattern.pattern))}, {"hosts", hn}};
+  const Pattern pat = t.pattern.pattern;
+  const auto name = [&](std::uint32_t local) { return p.hosts[t.hosts[local]].name; };
   const auto names_of = [&](const std::vector<std::uint32_t>& v) {
     json a = json::array();
-    for (const auto i : v) a.push_back(p.hosts[t.hosts[i]].name);
+    for (const auto i : v) a.push_back(name(i));
     return a;
   };
-  if (t.pattern.pattern == Pattern::bipartite) {
+  json hn = json::array();
+  for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
+  json tj = {{"name", t.name}, {"pattern", std::string(to_string(pat))}, {"hosts", hn}};
+  if (pat == Pattern::bipartite) {
     tj["clients"] = names_of(t.pattern.clients);
     tj["servers"] = names_of(t.pattern.servers);
   }
-  if (t.pattern.pattern == Pattern::pairs) {
-    json a = json::array();
-    for (const auto& f : t.pattern.pairs)
-      a.push_back(p.hosts[t.hosts[f.client]].name + "->" + p.hosts[t.hosts[f.server]].name);
-    tj["pairs"] = a;
+  if (pat == Pattern::pairs) {
+    tj["pairs"] = json::array();
+    for (const auto& f : t.pattern.pairs) tj["pairs"].push_back(name(f.client) + "->" + name(f.server));
   }
-  if (t.pattern.pattern == Pattern::all_pairs) tj["concurrent-pairs"] = t.pattern.concurrent_pairs;
-  if (t.pattern.pattern == Pattern::ring) tj["k"] = t.pattern.k;
-  if (t.pattern.pattern == Pattern::incast || t.pattern.pattern == Pattern::broadcast)
-    tj["target"] = p.hosts[t.hosts[t.pattern.target]].name;
+  if (pat == Pattern::all_pairs) tj["concurrent-pairs"] = t.pattern.concurrent_pairs;
+  if (pat == Pattern::ring) tj["k"] = t.pattern.k;
+  if (pat == Pattern::incast || pat == Pattern::broadcast) tj["target"] = name(t.pattern.target);
   tj["settings"] = to_json(t.spec);
   tj["interval_s"] = std::chrono::duration<double>(t.interval).count();
   tj["kpis"] = to_json(t.kpis);
   // Only when set, so that results files of tests without them stay as they were (--resume).
-  std::size_t links = 1;
+  const std::size_t links = t.per_link_sequential ? p.hosts[t.hosts.front()].hp.links.size() : 1;
   if (t.per_link_sequential) {
-    links = p.hosts[t.hosts.front()].hp.links.size();
-    for (const auto i : t.hosts) {
-      if (p.hosts[i].hp.links.size() != links || links < 2) {
-        throw UsageError(
-            fmt::format("per-link sequential: needs hosts with the same number of links, two or more "
-                        "(NAME@ADDR+ADDR...); {} has {}",
-                        p.hosts[i].name, p.hosts[i].hp.links.size()));
-      }
+    const auto odd = std::ranges::find_if(t.hosts, [&](auto i) { return p.hosts[i].hp.links.size() != links; });
+    if (odd != t.hosts.end() || links < 2) {
+      const auto& h = p.hosts[links < 2 ? t.hosts.front() : *odd];
+      throw UsageError(
+          fmt::format("per-link sequential: needs hosts with the same number of links, two or more "
+                      "(NAME@ADDR+ADDR...); {} has {}",
+                      h.name, h.hp.links.size()));
     }
     tj["per-link"] = "sequential";
   }
@@ -454,6 +451,12 @@ std::vector<PlannedStep> expand(const Plan& p) {
   return out;
 }
 
+std::string flow_names(const Plan& p, const PlannedStep& s) {
+  std::vector<std::string> flows;
+  for (const auto& [c, v] : s.pairs) flows.push_back(p.hosts[s.clients[c]].name + "->" + p.hosts[s.servers[v]].name);
+  return fmt::format("{}", fmt::join(flows, " "));
+}
+
 double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps) {
   double s = 0;
   for (const auto& st : steps)
@@ -517,10 +520,7 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
         if (k == 9) out += fmt::format("  ... {} more steps\n", n - 9);
         continue;
       }
-      std::vector<std::string> flows;
-      for (const auto& [c, v] : s.pairs)
-        flows.push_back(p.hosts[s.clients[c]].name + "->" + p.hosts[s.servers[v]].name);
-      out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, fmt::join(flows, " "));
+      out += fmt::format("  step {:>3} {:<16} {}\n", s.index, s.id, flow_names(p, s));
     }
   }
   const auto kp = to_json(p.kpis);

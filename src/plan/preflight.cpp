@@ -23,12 +23,6 @@ constexpr int kTcpIpOverhead = 52;
 // Room for IPv6 headers (20 more) and other options before an MSS counts as too small.
 constexpr int kMssSlack = 40;
 
-std::uint64_t max_socksize(const Plan& p) {
-  std::uint64_t s = 0;
-  for (const auto& t : p.tests) s = std::max(s, t.spec.socksize());
-  return s;
-}
-
 // One value across the fabric: `odd` names each link whose value differs from the one most links
 // share (a tie: the first in text order); when none does, `ok` says so.
 template <typename V, typename Odd, typename Ok>
@@ -182,9 +176,9 @@ void clock_findings(const RunRecord& probe, const std::map<std::string, std::str
     }
   }
   if (offsets.empty()) return;
-  const auto by_offset = [](const auto& a, const auto& b) { return a.first < b.first; };
-  const auto& [lo, lo_n] = *std::min_element(offsets.begin(), offsets.end(), by_offset);
-  const auto& [hi, hi_n] = *std::max_element(offsets.begin(), offsets.end(), by_offset);
+  const auto [min, max] = std::ranges::minmax_element(offsets, {}, &std::pair<double, std::string>::first);
+  const auto& [lo, lo_n] = *min;
+  const auto& [hi, hi_n] = *max;
   if (hi - lo > lim.clock_warn_s) {
     out.push_back({"warning", lo_n + "," + hi_n,
                    fmt::format("wall clocks differ by {:.3f} s between {} and {}", hi - lo, lo_n, hi_n),
@@ -192,22 +186,6 @@ void clock_findings(const RunRecord& probe, const std::map<std::string, std::str
   } else {
     out.push_back({"ok", "", fmt::format("wall clocks agree within {:.3f} s", hi - lo), ""});
   }
-}
-
-// The probe's settings: stream writes, one connection per pair and link (connection c of a pair
-// uses link c mod L, so every link is probed), short.
-TestSpec preflight_spec(std::uint64_t socksize, std::uint32_t links) {
-  SpecParams p;
-  p.test = TestKind::write;
-  p.mode = Mode::stream;
-  // Long enough that every flow is running inside the window even on a busy host.
-  p.time = std::chrono::milliseconds(1000);
-  p.warmup = std::chrono::milliseconds(300);
-  p.cooldown = std::chrono::milliseconds(100);
-  p.buffsize = 256 * 1024;
-  p.socksize = socksize;
-  p.parallel = std::max<std::uint32_t>(1, links);
-  return TestSpec::make(p);
 }
 
 }  // namespace
@@ -396,8 +374,21 @@ std::string render_findings(const std::vector<Finding>& f) {
 // (0 fine or warnings only, 3 errors).
 int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
                   std::ostream& os) {
+  // The probe's settings: stream writes, one connection per pair and link (connection c of a pair
+  // uses link c mod L, so every link is probed), short.
+  SpecParams sp;
+  sp.test = TestKind::write;
+  sp.mode = Mode::stream;
+  // Long enough that every flow is running inside the window even on a busy host.
+  sp.time = std::chrono::milliseconds(1000);
+  sp.warmup = std::chrono::milliseconds(300);
+  sp.cooldown = std::chrono::milliseconds(100);
+  sp.buffsize = 256 * 1024;
+  sp.socksize = 0;
+  for (const auto& t : p.tests) sp.socksize = std::max(*sp.socksize, t.spec.socksize());
+  sp.parallel = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
   RunRequest req;
-  req.spec = preflight_spec(max_socksize(p), static_cast<std::uint32_t>(p.hosts.front().hp.links.size()));
+  req.spec = TestSpec::make(sp);
   req.key = key;
   req.connect_timeout = connect_timeout;
   req.interval = std::chrono::milliseconds(100);
@@ -429,7 +420,7 @@ int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds
     return static_cast<int>(ExitCode::infrastructure);
   }
   const Report rep = compute_report(rec);
-  const auto findings = preflight_findings(rec, rep, names, {max_socksize(p), p.clock_warn_s});
+  const auto findings = preflight_findings(rec, rep, names, {*sp.socksize, p.clock_warn_s});
   const auto count = [&](const char* level) {
     return std::count_if(findings.begin(), findings.end(), [&](const Finding& f) { return f.level == level; });
   };

@@ -167,6 +167,8 @@ struct PlannedStep {
   std::optional<std::uint32_t> link;                           // per-link sequential: the one link used
 };
 std::vector<PlannedStep> expand(const Plan& p);
+// The step's flows by host name: "n1->n2 n3->n4".
+std::string flow_names(const Plan& p, const PlannedStep& s);
 // Set-up and collection around each step's test time (connect, clock sync, set-up, start).
 inline constexpr double kStepOverheadS = 0.7;
 double estimate_seconds(const Plan& p, const std::vector<PlannedStep>& steps);
