@@ -52,11 +52,11 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
     const auto o = std::find_if(outcomes.begin(), outcomes.end(), [&](const StepOutcome& x) { return x.id == s.id; });
     if (o != outcomes.end()) {
       r.result = &o->result;
-      best[r.sweep] = std::max(best[r.sweep], o->result.aggregate_mb_per_s);
+      best[r.sweep] = std::max(best[r.sweep], o->result.aggregate.mb_per_s);
       // The first client names the interface: its link that carried most payload.
       const auto& nodes = r.result->nodes;
       const auto n = std::find_if(nodes.begin(), nodes.end(),
-                                  [](const ResultNode& x) { return x.role.find("client") != std::string::npos; });
+                                  [](const NodeReport& x) { return x.role.find("client") != std::string::npos; });
       double most = -1;
       for (std::size_t i = 0; n != nodes.end() && i < n->links.size(); ++i) {
         const auto& l = n->links[i];
@@ -77,7 +77,7 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
       "{:>11} {:>8}\n",
       p.tests[test].name, "step", "link", "address", "interface", "MB/s", "efficiency", "of best");
   for (const auto& r : rows) {
-    const double mb = r.result ? r.result->aggregate_mb_per_s : 0;
+    const double mb = r.result ? r.result->aggregate.mb_per_s : 0;
     const double of_best = best[r.sweep] > 0 ? 100.0 * mb / best[r.sweep] : 0;
     const auto& eff = r.efficiency_pct;
     jrows.push_back({{"step", r.sweep},
