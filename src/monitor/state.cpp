@@ -174,7 +174,7 @@ std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(c
   std::map<std::pair<std::string, std::string>, std::vector<double>> out;
   for (const auto& r : docs) {
     std::map<std::uint64_t, std::string> node;
-    for (const auto& n : r.nodes) node[n.index] = n.node;
+    for (const auto& n : r.nodes) node[n.index] = n.name;
     for (const auto& p : r.pairs) {
       const auto c = node.find(p.client);
       const auto s = node.find(p.server);

@@ -338,7 +338,7 @@ bool PlanRun::run_step(std::size_t i) {
       if (rec.error.empty()) rec.error = "incomplete result (a node did not report)";
       step_failed(ExitCode::infrastructure);
     }
-    summary = figure(res.aggregate_mb_per_s) + " MB/s";
+    summary = figure(res.aggregate.mb_per_s) + " MB/s";
     // Bus bandwidth (incast, all-to-all) or bisection bandwidth (halves): read against line rate.
     const auto fig = step_figures(t.pattern.pattern, t.hosts.size(), res);
     if (!fig.is_null()) {
@@ -452,7 +452,7 @@ void PlanRun::run_isolation(std::size_t ti) {
         // each host's busiest interface (the first round that saw it).
         std::map<std::uint64_t, std::uint32_t> node_host;
         for (const auto& n : result.nodes) {
-          const auto it = index.find(n.node);
+          const auto it = index.find(n.name);
           if (it == index.end()) continue;
           node_host[n.index] = it->second;
           const auto busiest = std::ranges::max_element(n.links, {}, [](const LinkReport& l) {
@@ -591,7 +591,7 @@ int PlanRun::finish() {
     std::map<std::string, std::string> same;  // step id -> that step in every trial, with its configuration
     for (const auto& s : steps_) same[s.id] = s.base_id + (s.config.empty() ? "" : "@" + s.config);
     std::vector<std::pair<std::string, double>> trials;
-    for (const auto& o : outcomes_) trials.emplace_back(same[o.id], o.result.aggregate_mb_per_s);
+    for (const auto& o : outcomes_) trials.emplace_back(same[o.id], o.result.aggregate.mb_per_s);
     os_ << render_trial_spread(trials);
   }
   os_ << fmt::format(

@@ -23,7 +23,7 @@ std::string name_list(const std::vector<std::string>& names, const std::vector<s
 
 }  // namespace
 
-double role_mbps(const ResultNode& node, const std::string& test, bool client) {
+double role_mbps(const NodeReport& node, const std::string& test, bool client) {
   const bool reads = test == "read" || test == "sread";
   if (test == "rw") return node.tx_mb_per_s + node.rx_mb_per_s;
   return (client != reads) ? node.tx_mb_per_s : node.rx_mb_per_s;
@@ -43,7 +43,7 @@ Suspicion find_suspects(const std::vector<StepOutcome>& steps, const std::map<st
     // A step that lost a node proves nothing about anybody: no figure of it makes a node good.
     if (!st.result.complete) s.trace.push_back(fmt::format("  step {} left out: incomplete (a node was lost)", st.id));
     for (const auto& n : st.result.nodes) {
-      const auto it = names.find(n.node);
+      const auto it = names.find(n.name);
       if (it == names.end()) continue;
       seen.insert(it->second);
       if (!st.result.complete) continue;

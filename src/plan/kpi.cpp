@@ -115,7 +115,7 @@ struct LinkAcc {
 };
 
 // Counter KPIs: every node, from the sums compute_report put in its "counters".
-void counter_checks(Judge& check, const std::string& step, const std::string& name, const ResultNode& n) {
+void counter_checks(Judge& check, const std::string& step, const std::string& name, const NodeReport& n) {
   for (const auto& [kpi, cat] :
        {std::pair{"max-pause-frames", "pause"}, std::pair{"max-discards", "discard"},
         std::pair{"max-fec-uncorrected", "fec_uncorrected"}, std::pair{"max-ecn-marks", "ecn"}}) {
@@ -124,10 +124,12 @@ void counter_checks(Judge& check, const std::string& step, const std::string& na
       check(kpi, step, name, std::nullopt, fmt::format("{} in {}: no counters were sampled", name, step));
       continue;
     }
-    const double v = n.counters->categories.at(cat);
+    const auto category = *counter_category_from_string(cat);
+    const auto v = static_cast<double>(n.counters->total(category));
     std::string top;
-    if (const auto m = n.counters->movers.find(cat); m != n.counters->movers.end()) {
-      for (const auto& t : m->second) {
+    if (const auto m = std::ranges::find(n.counters->categories, category, &CategoryMovers::category);
+        m != n.counters->categories.end()) {
+      for (const auto& t : m->top) {
         if (top.size() > 120) break;
         top += fmt::format("{}{} {} +{}", top.empty() ? "" : ", ", t.source, t.name, t.delta);
       }
@@ -175,9 +177,9 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
     // A step that lost a node shows its partners' links at whatever moved before: a link's best
     // comes from complete steps only (one seen only in such steps is "not measured").
     std::map<std::uint64_t, std::string> by_index;
-    for (const auto& n : r.nodes) by_index[n.index] = label_of(names, n.node);
+    for (const auto& n : r.nodes) by_index[n.index] = label_of(names, n.name);
     for (const auto& n : r.nodes) {
-      const std::string name = label_of(names, n.node);
+      const std::string name = label_of(names, n.name);
       counter_checks(check, s.id, name, n);
       if (n.role.find("client") != std::string::npos) {
         const double v = role_mbps(n, r.test, true);
@@ -220,8 +222,8 @@ std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutco
       check("max-retransmits", s.id, sub, static_cast<double>(p.retrans),
             fmt::format("{} in {}: {} segments retransmitted", sub, s.id, p.retrans));
     }
-    check("min-aggregate-mbps", s.id, "", r.aggregate_mb_per_s,
-          fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, figure(r.aggregate_mb_per_s), r.clients,
+    check("min-aggregate-mbps", s.id, "", r.aggregate.mb_per_s,
+          fmt::format("{}: {} MB/s over {} clients and {} servers", s.id, figure(r.aggregate.mb_per_s), r.clients,
                       r.servers));
   }
 

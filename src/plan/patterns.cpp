@@ -139,7 +139,7 @@ nlohmann::json step_figures(Pattern p, std::size_t n, const ResultDoc& result) {
   using nlohmann::json;
   if (n < 2) return nullptr;
   const double nd = static_cast<double>(n);
-  const double aggregate = result.aggregate_mb_per_s;
+  const double aggregate = result.aggregate.mb_per_s;
   if (p == Pattern::all_to_all) {
     // nccl-tests AlltoAll: algbw = S / t for S bytes per rank, (n-1)/n of which leave the rank;
     // busbw = algbw (n-1)/n. The operation ends with its slowest rank, so busbw is the slowest

@@ -52,10 +52,10 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
     const auto o = std::find_if(outcomes.begin(), outcomes.end(), [&](const StepOutcome& x) { return x.id == s.id; });
     if (o != outcomes.end()) {
       r.result = &o->result;
-      best[r.sweep] = std::max(best[r.sweep], o->result.aggregate_mb_per_s);
+      best[r.sweep] = std::max(best[r.sweep], o->result.aggregate.mb_per_s);
       // The first client names the interface: its link that carried most payload.
       const auto n = std::ranges::find_if(
-          r.result->nodes, [](const ResultNode& x) { return x.role.find("client") != std::string::npos; });
+          r.result->nodes, [](const NodeReport& x) { return x.role.find("client") != std::string::npos; });
       if (n != r.result->nodes.end() && !n->links.empty()) {
         const auto& l = *std::ranges::max_element(n->links, {}, payload_mb_per_s_of);
         if (payload_mb_per_s_of(l) > -1) {
@@ -75,7 +75,7 @@ LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<
       "{:>11} {:>8}\n",
       p.tests[test].name, "step", "link", "address", "interface", "MB/s", "efficiency", "of best");
   for (const auto& r : rows) {
-    const double mb = r.result ? r.result->aggregate_mb_per_s : 0;
+    const double mb = r.result ? r.result->aggregate.mb_per_s : 0;
     const double of_best = best[r.sweep] > 0 ? 100.0 * mb / best[r.sweep] : 0;
     const auto& eff = r.efficiency_pct;
     jrows.push_back({{"step", r.sweep},

@@ -163,13 +163,13 @@ LinkDelta judge_link(const std::pair<std::string, std::string>& key, const LinkR
 
 std::map<std::string, double> node_rates(const ResultDoc& d) {
   std::map<std::string, double> m;
-  for (const auto& n : d.nodes) m[n.node] = n.tx_mb_per_s + n.rx_mb_per_s;
+  for (const auto& n : d.nodes) m[n.name] = n.tx_mb_per_s + n.rx_mb_per_s;
   return m;
 }
 
 std::map<std::string, double> pair_rates(const ResultDoc& d) {
   std::map<std::uint64_t, std::string> names;
-  for (const auto& n : d.nodes) names[n.index] = n.node;
+  for (const auto& n : d.nodes) names[n.index] = n.name;
   const auto name = [&names](std::uint64_t i) { return names.contains(i) ? names.at(i) : std::string("?"); };
   std::map<std::string, double> m;
   for (const auto& p : d.pairs) m[name(p.client) + " -> " + name(p.server)] = p.tput.mb_per_s;
@@ -216,7 +216,7 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   }
   c.before_file = bf;
   c.after_file = af;
-  c.aggregate = {"aggregate", b.aggregate_mb_per_s, a.aggregate_mb_per_s, 0, true};
+  c.aggregate = {"aggregate", b.aggregate.mb_per_s, a.aggregate.mb_per_s, 0, true};
   c.aggregate.change_pct = change(c.aggregate.before_mb_per_s, c.aggregate.after_mb_per_s);
   c.nodes = deltas(node_rates(b), node_rates(a));
   if (std::ranges::none_of(c.nodes, &Delta::matched)) {
@@ -225,7 +225,7 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   }
   for (auto& n : settings_differ(b, a)) c.notes.push_back(std::move(n));
   c.pairs = deltas(pair_rates(b), pair_rates(a));
-  auto lb = by_node(b, &ResultNode::links, &LinkReport::name), la = by_node(a, &ResultNode::links, &LinkReport::name);
+  auto lb = by_node(b, &NodeReport::links, &LinkReport::name), la = by_node(a, &NodeReport::links, &LinkReport::name);
   for (auto* m : {&lb, &la}) std::erase_if(*m, [](const auto& e) { return e.second.kind == "loopback"; });
   match(lb, la, [&](const auto& key, const LinkReport* x, const LinkReport* y) {
     c.links.push_back(judge_link(key, x, y, expect));

@@ -68,7 +68,7 @@ std::string bond_verdict(const BondDelta& d) {
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after) {
   std::vector<BondDelta> out;
   // Each bond in one run (the other null) or both.
-  match(by_node(before, &ResultNode::bonds, &BondReport::name), by_node(after, &ResultNode::bonds, &BondReport::name),
+  match(by_node(before, &NodeReport::bonds, &BondReport::name), by_node(after, &NodeReport::bonds, &BondReport::name),
         [&](const auto& key, const BondReport* b, const BondReport* a) {
           auto& d = out.emplace_back(
               BondDelta{key.first, key.second, b ? side_of(*b) : BondSide{}, a ? side_of(*a) : BondSide{}, ""});

@@ -66,7 +66,7 @@ std::vector<TrialSet> plan_sets(std::istream& in, const std::string& path) {
     }
     // Plan results name nodes by address:port; the plan's hosts give them their names back.
     for (auto& n : t.result.nodes) {
-      if (const auto it = names.find(n.node); it != names.end()) n.node = it->second;
+      if (const auto it = names.find(n.name); it != names.end()) n.name = it->second;
     }
     side.trials.push_back(std::move(t));
   }
@@ -99,7 +99,7 @@ std::int64_t link_speed(const TrialSet& s, const std::string& subject) {
   if (s.trials.empty()) return -1;
   for (const auto& n : s.trials.front().result.nodes) {
     for (const auto& l : n.links) {
-      if (n.node + "/" + l.name == subject) return l.speed_mbps;
+      if (n.name + "/" + l.name == subject) return l.speed_mbps;
     }
   }
   return -1;
@@ -109,14 +109,14 @@ std::int64_t link_speed(const TrialSet& s, const std::string& subject) {
 std::map<Key, std::vector<double>> samples_of(const TrialSet& s) {
   std::map<Key, std::vector<double>> out;
   for (const auto& t : s.trials) {
-    std::map<std::pair<std::string, std::string>, double> m{{{"aggregate", ""}, t.result.aggregate_mb_per_s}};
+    std::map<std::pair<std::string, std::string>, double> m{{{"aggregate", ""}, t.result.aggregate.mb_per_s}};
     for (const auto& n : t.result.nodes) {
       for (const auto& l : n.links) {
-        if (l.kind != "loopback") m[{"link", n.node + "/" + l.name}] = payload_mb_per_s_of(l);
+        if (l.kind != "loopback") m[{"link", n.name + "/" + l.name}] = payload_mb_per_s_of(l);
       }
       for (const auto& b : n.bonds) {
         for (const auto& mem : b.members)
-          m[{"member", n.node + "/" + b.name + "/" + mem.name}] = mem.tx_mb_per_s + mem.rx_mb_per_s;
+          m[{"member", n.name + "/" + b.name + "/" + mem.name}] = mem.tx_mb_per_s + mem.rx_mb_per_s;
       }
     }
     for (const auto& [k, v] : m) out[{t.step, k.first, k.second}].push_back(v);

@@ -44,16 +44,19 @@ std::uint64_t arrived(const FlowResult& f) {
       std::max<std::int64_t>(0, static_cast<std::int64_t>(f.rx_bytes_window) + f.rx_queued_delta));
 }
 
-LatencySummary summarize(const LatencyHistogram& h) {
-  return {h.count(),
-          h.mean_ns() / 1e3,
-          h.stddev_ns() / 1e3,
-          static_cast<double>(h.min_ns()) / 1e3,
-          h.percentile_ns(50) / 1e3,
-          h.percentile_ns(90) / 1e3,
-          h.percentile_ns(99) / 1e3,
-          h.percentile_ns(99.9) / 1e3,
-          static_cast<double>(h.max_ns()) / 1e3};
+// The histogram's figures and its non-empty buckets.
+ResultLatency summarize(const LatencyHistogram& h) {
+  ResultLatency l{{h.count(), h.mean_ns() / 1e3, h.stddev_ns() / 1e3, static_cast<double>(h.min_ns()) / 1e3,
+                   h.percentile_ns(50) / 1e3, h.percentile_ns(90) / 1e3, h.percentile_ns(99) / 1e3,
+                   h.percentile_ns(99.9) / 1e3, static_cast<double>(h.max_ns()) / 1e3},
+                  {}};
+  for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
+    if (h.bucket_count(i)) {
+      l.buckets.push_back(
+          {LatencyHistogram::bucket_lower_ns(i) / 1e3, LatencyHistogram::bucket_upper_ns(i) / 1e3, h.bucket_count(i)});
+    }
+  }
+  return l;
 }
 
 TrialReport trial_report(const TrialResult& t) {
@@ -379,6 +382,7 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
   nr.clock_uncertainty_us = static_cast<double>(n.clock.uncertainty_ns) / 1e3;
   r.max_clock_uncertainty_us = std::max(r.max_clock_uncertainty_us, nr.clock_uncertainty_us);
   nr.warnings = n.setup_warnings;
+  nr.counters.emplace();  // a node without a result sampled none
   if (n.status != NodeStatus::ok) {
     r.complete = false;
     findings.push_back(fmt::format("node {} {}: {} (its own counters are missing from this report)", n.name,
@@ -414,11 +418,11 @@ const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std
     if (n.is_server) acc.srv_cpu = a.cpu_busy_pct;
     if (a.delay && a.delay->count() > 0) {
       nr.delay = summarize(*a.delay);
-      nr.delay_histogram = *a.delay;
+      nr.delay_histogram = std::make_shared<const LatencyHistogram>(*a.delay);
     }
     if (a.latency) {
       nr.latency = summarize(*a.latency);
-      nr.histogram = *a.latency;
+      nr.histogram = std::make_shared<const LatencyHistogram>(*a.latency);
     }
     std::int64_t prev_t = 0;
     for (const auto& sm : a.intervals) {
@@ -455,7 +459,7 @@ Report ReportBuilder::finish(bool interrupted) && {
   std::ranges::stable_sort(s_->nodes, {}, &NodeAcc::order);
   std::vector<double> cli_cpu, srv_cpu;
   // Every node's histogram merged; none when no node has one.
-  const auto merge = [](std::optional<LatencyHistogram>& all, const std::optional<LatencyHistogram>& h) {
+  const auto merge = [](std::optional<LatencyHistogram>& all, const std::shared_ptr<const LatencyHistogram>& h) {
     if (!h) return;
     if (!all) all.emplace();
     all->merge(*h);
@@ -519,7 +523,7 @@ Report ReportBuilder::finish(bool interrupted) && {
   if (r.delay_histogram) r.delay = summarize(*r.delay_histogram);
   {
     std::vector<std::pair<std::string, const CounterReport*>> reps;
-    for (const auto& n : r.nodes) reps.emplace_back(n.name, &n.counters);
+    for (const auto& n : r.nodes) reps.emplace_back(n.name, &*n.counters);
     r.counter_movers = top_movers(reps);
   }
   explain_alb_receive(s_->bonded, r);

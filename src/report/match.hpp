@@ -26,11 +26,11 @@ void match(const std::map<K, V>& b, const std::map<K, V>& a, F&& f) {
 
 // Every node's links or bonds, keyed (node, the item's name).
 template <typename T>
-std::map<std::pair<std::string, std::string>, T> by_node(const ResultDoc& d, std::vector<T> ResultNode::*items,
+std::map<std::pair<std::string, std::string>, T> by_node(const ResultDoc& d, std::vector<T> NodeReport::*items,
                                                          std::string T::*name) {
   std::map<std::pair<std::string, std::string>, T> m;
   for (const auto& n : d.nodes) {
-    for (const auto& x : n.*items) m.insert_or_assign(std::pair{n.node, x.*name}, x);
+    for (const auto& x : n.*items) m.insert_or_assign(std::pair{n.name, x.*name}, x);
   }
   return m;
 }

@@ -43,22 +43,22 @@ std::string host_part(const std::string& endpoint) {
 // Match by name, then by an address that only one host of the step's role list has (agents
 // sharing an address, as in --local tests, differ only by port), then by role order against the
 // step's client/server lists. A node no host matched keeps the name the run used.
-void name_nodes(std::vector<ResultNode>& nodes, const std::vector<Host>& hosts, const std::vector<std::string>& clients,
+void name_nodes(std::vector<NodeReport>& nodes, const std::vector<Host>& hosts, const std::vector<std::string>& clients,
                 const std::vector<std::string>& servers) {
   std::size_t ci = 0, si = 0;
   for (auto& n : nodes) {
-    const std::string host = host_part(n.node);
+    const std::string host = host_part(n.name);
     const bool is_client = n.role.find("client") != std::string::npos;
     const std::vector<std::string>& candidates = is_client ? clients : servers;
     std::string found;
     for (const auto& h : hosts) {
-      if (h.name == n.node || h.name == host) found = h.name;
+      if (h.name == n.name || h.name == host) found = h.name;
     }
     if (found.empty()) {
       int matches = 0;
       for (const auto& h : hosts) {
         if (h.address.empty() || std::find(candidates.begin(), candidates.end(), h.name) == candidates.end()) continue;
-        if (h.address == host || h.address == n.node) {
+        if (h.address == host || h.address == n.name) {
           found = h.name;
           ++matches;
         }
@@ -70,7 +70,7 @@ void name_nodes(std::vector<ResultNode>& nodes, const std::vector<Host>& hosts, 
     if (found.empty() && pos < candidates.size()) found = candidates[pos];
     if (is_client) ++ci;
     if (n.role.find("server") != std::string::npos) ++si;
-    if (!found.empty()) n.node = found;
+    if (!found.empty()) n.name = found;
   }
 }
 
@@ -119,13 +119,13 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts, bool detail =
   ResultDoc r = read_result_doc(sj["result"], ReadMode::lenient, fmt::format("step {}: result", s.id));
   s.measured = true;
   s.op = r.test;
-  s.mb_per_s = r.aggregate_mb_per_s;
-  s.gbit_per_s = r.aggregate_gbit_per_s;
-  s.msg_per_s = r.aggregate_msg_per_s;
+  s.mb_per_s = r.aggregate.mb_per_s;
+  s.gbit_per_s = r.aggregate.gbit_per_s;
+  s.msg_per_s = r.aggregate.msg_per_s;
   s.window_s = r.window_s;
   name_nodes(r.nodes, hosts, s.clients, s.servers);
   std::map<std::uint64_t, std::string> by_index;
-  for (const auto& n : r.nodes) by_index[n.index] = n.node;
+  for (const auto& n : r.nodes) by_index[n.index] = n.name;
   auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
   for (const auto& p : r.pairs)
     s.pairs.push_back(
@@ -139,12 +139,12 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts, bool detail =
   std::vector<Series> per_node;
   for (auto& n : r.nodes) {
     if (n.counters) {
-      for (const auto& d : n.counters->dips) s.counter_events.push_back({d, n.node});
+      for (const auto& d : n.counters->dips) s.counter_events.push_back({d, n.name});
     }
     // Every payload byte is sent by exactly one node, so the sum of the senders' tx series is the
     // step's throughput over time. Agents' intervals share the window's start, so the k-th
     // interval of each node covers the same time.
-    Series ns{n.node, {}};
+    Series ns{n.name, {}};
     double sent = 0;
     for (std::size_t k = 0; k < n.intervals.size(); ++k) {
       const auto& p = n.intervals[k];

@@ -93,10 +93,10 @@ json latency_json(const std::optional<ResultLatency>& l, const char* what) {
   return j;
 }
 
-json node_row_json(const ResultNode& n) {
-  return {{json_key(col::node), n.node},
+json node_row_json(const NodeReport& n) {
+  return {{json_key(col::node), n.name},
           {json_key(col::role), n.role},
-          {json_key(col::status), n.status},
+          {json_key(col::status), to_string(n.status)},
           {json_key(col::tx_mb_per_s), n.tx_mb_per_s},
           {json_key(col::rx_mb_per_s), n.rx_mb_per_s},
           {json_key(col::cpu_busy_pct), n.cpu_busy_pct},
@@ -109,7 +109,7 @@ json links_json(const StepView& s) {
   json out = json::array();
   for (const auto& n : s.nodes) {
     for (const auto& l : n.links) {
-      out.push_back({{json_key(col::node), n.node},
+      out.push_back({{json_key(col::node), n.name},
                      {json_key(col::link), l.name},
                      {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
                      {json_key(col::rx_mb_per_s), l.rx_mb_per_s},

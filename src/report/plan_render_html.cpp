@@ -588,9 +588,9 @@ std::string step_charts_html(const PlanReport& r, const StepView& s) {
   std::string out = "<div class=\"charts\">\n";
   std::vector<BarGroup> nodes, links;
   for (const auto& n : s.nodes) {
-    nodes.push_back({n.node, {n.tx_mb_per_s, n.rx_mb_per_s}, subject_failed(r, s, "node", n.node)});
+    nodes.push_back({n.name, {n.tx_mb_per_s, n.rx_mb_per_s}, subject_failed(r, s, "node", n.name)});
     for (const auto& l : n.links) {
-      const std::string name = n.node + "/" + l.name;
+      const std::string name = n.name + "/" + l.name;
       links.push_back({name, {l.tx_mb_per_s, l.rx_mb_per_s}, subject_failed(r, s, "link", name)});
     }
   }
@@ -634,8 +634,8 @@ std::string step_html(const PlanReport& r, const StepView& s) {
               {"node", "role", "status", ">tx MB/s", ">rx MB/s", ">CPU %", ">retrans", ">p50", ">p99", ">max"});
   for (const auto& n : s.nodes) {
     const auto& l = n.latency ? n.latency : n.delay;
-    t.add(subject_failed(r, s, "node", n.node),
-          {esc(n.node), esc(n.role), pill(n.status, n.status == "ok" ? "ok" : "bad"),
+    t.add(subject_failed(r, s, "node", n.name),
+          {esc(n.name), esc(n.role), pill(std::string(to_string(n.status)), n.status == NodeStatus::ok ? "ok" : "bad"),
            fmt::format("{:.1f}", n.tx_mb_per_s), fmt::format("{:.1f}", n.rx_mb_per_s),
            fmt::format("{:.0f}", n.cpu_busy_pct), n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-",
            l ? fmt_us(l->p50_us) : "-", l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-"});

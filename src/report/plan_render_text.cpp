@@ -101,11 +101,11 @@ std::string render_plan_text(const PlanReport& r) {
               col::utilization_pct, col::errors, col::drops});
     for (const auto& n : s.nodes) {
       const auto& l = n.latency ? n.latency : n.delay;
-      nt.add({n.node, n.role, n.status, f1(n.tx_mb_per_s), f1(n.rx_mb_per_s), f0(n.cpu_busy_pct),
-              count_or_dash(n.retrans_segs), l ? us(l->p50_us) : "-", l ? us(l->p99_us) : "-",
+      nt.add({n.name, n.role, std::string(to_string(n.status)), f1(n.tx_mb_per_s), f1(n.rx_mb_per_s),
+              f0(n.cpu_busy_pct), count_or_dash(n.retrans_segs), l ? us(l->p50_us) : "-", l ? us(l->p99_us) : "-",
               l ? us(l->max_us) : "-"});
       for (const auto& ln : n.links) {
-        lt.add({n.node, ln.name, f1(ln.tx_mb_per_s), f1(ln.rx_mb_per_s), f1(payload_mb_per_s_of(ln)),
+        lt.add({n.name, ln.name, f1(ln.tx_mb_per_s), f1(ln.rx_mb_per_s), f1(payload_mb_per_s_of(ln)),
                 ln.speed_mbps > 0 ? std::to_string(ln.speed_mbps) : "-", f1_or_dash(ln.utilization_pct),
                 std::to_string(errors_of(ln)), std::to_string(drops_of(ln))});
       }

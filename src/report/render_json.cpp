@@ -18,21 +18,6 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireAudit, verdict, payload_tx_bytes, wire_tx
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TcpSample, rtt_us, rttvar_us, snd_mss, rcv_mss, pmtu, snd_cwnd, total_retrans)
 
 namespace {
-// Null when not measured; the histogram's non-empty buckets when there is one.
-json latency_json(const std::optional<LatencySummary>& l, const std::optional<LatencyHistogram>& h) {
-  if (!l) return nullptr;
-  ResultLatency out{*l, {}};
-  for (int i = 0; h && i < LatencyHistogram::kBuckets; ++i) {
-    if (h->bucket_count(i)) {
-      out.buckets.push_back(
-          {LatencyHistogram::bucket_lower_ns(i) / 1e3, LatencyHistogram::bucket_upper_ns(i) / 1e3, h->bucket_count(i)});
-    }
-  }
-  json j = doc_json(out);
-  if (!h) j.erase("buckets");
-  return j;
-}
-
 // Every sample of every named counter: the values at the first sample, and for each counter
 // that changed its increase per interval. `categories` holds the window's sums (the KPIs read them).
 json counters_json(const CounterReport& c) {
@@ -65,23 +50,10 @@ void to_json(json& j, const PcieSlotReport& s) {
 }
 
 json node_json(const NodeReport& n) {
-  json j;
-  const DocOut out{j};
-  FABPERF_FIELDS(out, Need::may, n, index, hostname, role, status, error, aborted, window_s, tx_mb_per_s, rx_mb_per_s,
-                 cpu_busy_pct, process_cpu_s, bytes_per_cpu_s, busiest_thread, busiest_thread_pct, host_limited,
-                 clock_offset_us, clock_uncertainty_us, late_ms, intervals, links, bonds, trials, pcie_slots, warnings);
-  out("node", n.name, Need::may);
-  out("window_open_unix_s", n.window_open_unix_s, Need::may, Unknown::not_positive);
-  out("retrans_segs", n.retrans_segs, Need::may, Unknown::negative);
-  j["latency"] = latency_json(n.latency, n.histogram);
-  j["delay"] = latency_json(n.delay, n.delay_histogram);
+  json j = doc_json(n);
   j["rdma_ports"] = rdma_ports_json(n.rdma_ports);
-  j["counters"] = counters_json(n.counters);
+  j["counters"] = counters_json(n.counters.value_or(CounterReport{}));
   return j;
-}
-
-json pair_json(const PairReport& p) {
-  return doc_json(p);
 }
 
 json connection_json(const ConnReport& c) {
@@ -101,11 +73,9 @@ json result_header_json(const Report& r) {
 json result_summary_json(const Report& r) {
   json j;
   FABPERF_FIELDS(DocOut{j}, Need::may, r, complete, interrupted, cli_cpu_pct, srv_cpu_pct, max_clock_uncertainty_us,
-                 findings, counter_movers);
+                 findings, counter_movers, latency, delay);
   j["aggregate"] = doc_json(r.aggregate);
   j["aggregate"]["window_s"] = r.window_s;
-  j["latency"] = latency_json(r.latency, r.histogram);
-  j["delay"] = latency_json(r.delay, r.delay_histogram);
   j["verify"] = r.spec.verify() ? json{{"errors", r.verify_errors}} : json(nullptr);
   j["summary"] = render_summary_line(r);
   if (!r.socksize_basis.empty()) j["socksize_auto"] = {{"socksize", r.spec.socksize()}, {"basis", r.socksize_basis}};
@@ -116,7 +86,7 @@ json render_json(const Report& r) {
   json doc = result_header_json(r);
   doc.update(result_summary_json(r));
   doc["nodes"] = array_json(r.nodes, node_json);
-  doc["pairs"] = array_json(r.pairs, pair_json);
+  doc["pairs"] = doc_json(r.pairs);
   doc["connections"] = array_json(r.connections, connection_json);
   return doc;
 }

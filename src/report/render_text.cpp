@@ -45,7 +45,8 @@ std::string wire_check(const WireAudit& a) {
 std::string render_counters_text(const Report& r) {
   std::string dips;
   for (const auto& n : r.nodes) {
-    for (const auto& d : n.counters.dips) dips += fmt::format("  {} {}\n", n.name, d.text);
+    if (!n.counters) continue;
+    for (const auto& d : n.counters->dips) dips += fmt::format("  {} {}\n", n.name, d.text);
   }
   std::string movers;
   for (const auto& c : r.counter_movers) {

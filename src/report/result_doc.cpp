@@ -14,10 +14,16 @@ namespace {
 
 using nlohmann::json;
 
-template <class T>
-constexpr bool kDocOptional = false;
-template <class T>
-constexpr bool kDocOptional<std::optional<T>> = true;
+bool enum_from(std::string_view name, NodeStatus& out) {
+  for (const auto s : {NodeStatus::ok, NodeStatus::lost, NodeStatus::stalled, NodeStatus::failed}) {
+    if (to_string(s) == name) out = s;
+  }
+  return to_string(out) == name;
+}
+bool enum_from(std::string_view name, CounterCategory& out) {
+  out = counter_category_from_string(name).value_or(out);
+  return to_string(out) == name;
+}
 
 // One object of the document and its path in it ("nodes[1].links[0]"), for the error; the
 // visitor of doc_fields() that reads.
@@ -57,8 +63,8 @@ struct DocReader {
     }
   }
   // Into `out`, which keeps its value (its "unknown") when the field is absent or null and may
-  // be: a number, a string or a flag, an object of a type with a field list (or an optional one),
-  // or a list of them. Other members of a field list are the writer's alone.
+  // be: a number, a string, a flag or an enum's name, an object of a type with a field list (or an
+  // optional one), or a list of them. Other members of a field list are the writer's alone.
   template <typename T>
   void operator()(const char* key, T& out, Need need, Unknown /*unknown*/ = Unknown::never) const {
     if constexpr (requires(const DocReader& r, T& m) { doc_fields(r, m); }) {
@@ -67,6 +73,10 @@ struct DocReader {
       if (const auto o = obj(key, need)) doc_fields(*o, out.emplace());
     } else if constexpr (requires(const DocReader& r, T& m) { doc_fields(r, *m.begin()); }) {
       each(key, need, [&out](const DocReader& r, std::size_t) { doc_fields(r, out.emplace_back()); });
+    } else if constexpr (std::is_enum_v<T>) {
+      std::string name;
+      (*this)(key, name, need);
+      if (!name.empty() && !enum_from(name, out)) fail(key, "is not a known name");
     } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
       const json* v = get(key, need);
       if (v == nullptr) return;
@@ -83,24 +93,21 @@ struct DocReader {
   }
 };
 
-void doc_fields(const DocReader& r, ResultCounters& c) {
-  if (const auto cats = r.obj("categories")) {
-    for (const char* cat : {"pause", "discard", "fec_uncorrected", "ecn"}) (*cats)(cat, c.categories[cat], Need::must);
-  }
-  r.each("movers", Need::must, [&c](const DocReader& m, std::size_t) {
-    std::string category;
-    m("category", category, Need::must);
-    m("top", c.movers[category], Need::must);
-  });
+// The window's sum of each category KPIs read, also where no counter of it is a top mover.
+void doc_fields(const DocReader& r, CounterReport& c) {
   r("dips", c.dips, Need::may);
-}
-
-// index: the node's place in the list unless the document says.
-void doc_fields(const DocReader& r, ResultNode& n) {
-  FABPERF_FIELDS(r, Need::must, n, index, node, role, tx_mb_per_s, rx_mb_per_s);
-  FABPERF_FIELDS(r, Need::may, n, status, cpu_busy_pct, retrans_segs, latency, delay, counters);
-  FABPERF_FIELDS(r, Need::must, n, links);
-  FABPERF_FIELDS(r, Need::may, n, intervals, bonds);
+  r("movers", c.categories, Need::must);
+  if (const auto sums = r.obj("categories")) {
+    for (const auto cat :
+         {CounterCategory::pause, CounterCategory::discard, CounterCategory::fec_uncorrected, CounterCategory::ecn}) {
+      std::uint64_t total = 0;
+      (*sums)(std::string(to_string(cat)).c_str(), total, Need::must);
+      if (total == 0) continue;
+      auto it = std::ranges::find(c.categories, cat, &CategoryMovers::category);
+      if (it == c.categories.end()) it = c.categories.insert(it, {cat, 0, {}});
+      it->total = total;
+    }
+  }
 }
 
 }  // namespace
@@ -131,23 +138,19 @@ ResultDoc read_result_doc(const json& doc, ReadMode mode, const std::string& wha
     d.settings = s->j;
     (*s)("test", d.test, Need::must);
   }
-  FABPERF_FIELDS(r, Need::must, d, complete, clients, servers);
-  FABPERF_FIELDS(r, Need::may, d, summary, interrupted);
-  if (const auto a = r.obj("aggregate")) {
-    (*a)("mb_per_s", d.aggregate_mb_per_s, Need::must);
-    (*a)("gbit_per_s", d.aggregate_gbit_per_s, Need::may);
-    (*a)("msg_per_s", d.aggregate_msg_per_s, Need::may);
-    (*a)("window_s", d.window_s, Need::may);
-  }
-  FABPERF_FIELDS(r, Need::may, d, latency, delay);
+  FABPERF_FIELDS(r, Need::must, d, complete, clients, servers, aggregate);
+  FABPERF_FIELDS(r, Need::may, d, summary, interrupted, latency, delay);
+  if (const auto a = r.obj("aggregate")) (*a)("window_s", d.window_s, Need::may);
   if (const json* f = r.get("findings", Need::may); f != nullptr && f->is_array()) {
     for (const auto& x : *f) {
       if (x.is_string()) d.findings.push_back(x.get<std::string>());
     }
   }
   r.each("nodes", Need::must, [&d](const DocReader& n, std::size_t i) {
-    d.nodes.emplace_back().index = i;
-    doc_fields(n, d.nodes.back());
+    auto& node = d.nodes.emplace_back();
+    node.index = static_cast<std::uint32_t>(i);
+    doc_fields(n, node);
+    n("counters", node.counters, Need::may);
   });
   FABPERF_FIELDS(r, Need::must, d, pairs);
   return d;

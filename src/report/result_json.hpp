@@ -53,6 +53,11 @@ enum class Need { must, nullable, may };
 // written as null, and null reads back as the member's default (which says the same).
 enum class Unknown { never, negative, not_positive, empty };
 
+template <class T>
+constexpr bool kDocOptional = false;
+template <class T>
+constexpr bool kDocOptional<std::optional<T>> = true;
+
 // v(key, member, need[, unknown]) for each field. V::kIn: reading (members are filled).
 template <class V>
 void doc_fields(V& v, IntervalPoint& p) {
@@ -128,6 +133,18 @@ void doc_fields(V& v, BondFlowReport& f) {
   v("member_index", f.member_index, Need::may, Unknown::negative);
   v("member", f.member, Need::may, Unknown::empty);
 }
+// The node's fields but its counters and RDMA ports (render_json.cpp writes them; result_doc.cpp
+// reads the counters).
+template <class V>
+void doc_fields(V& v, NodeReport& n) {
+  v("node", n.name, Need::must);
+  FABPERF_FIELDS(v, Need::must, n, index, role, tx_mb_per_s, rx_mb_per_s, links);
+  FABPERF_FIELDS(v, Need::may, n, status, cpu_busy_pct, latency, delay, intervals, bonds, hostname, error, aborted,
+                 window_s, process_cpu_s, bytes_per_cpu_s, busiest_thread, busiest_thread_pct, host_limited,
+                 clock_offset_us, clock_uncertainty_us, late_ms, trials, pcie_slots, warnings);
+  v("window_open_unix_s", n.window_open_unix_s, Need::may, Unknown::not_positive);
+  v("retrans_segs", n.retrans_segs, Need::may, Unknown::negative);
+}
 template <class V>
 void doc_fields(V& v, BondReport& b) {
   v("bond", b.name, Need::may);
@@ -141,8 +158,8 @@ void doc_fields(V& v, BondReport& b) {
 }
 
 // The writer's visitor: each field as its JSON value (a type with a field list through it, a list
-// of them entry by entry, an enum by its name, anything else by its to_json), null when it says
-// "unknown".
+// of them entry by entry, an optional one or null, an enum by its name, anything else by its
+// to_json), null when it says "unknown".
 template <class T>
 nlohmann::json doc_json(const T& x);
 struct DocOut {
@@ -170,6 +187,8 @@ nlohmann::json doc_json(const T& x) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : x) a.push_back(doc_json(e));
     return a;
+  } else if constexpr (kDocOptional<T>) {
+    return x ? doc_json(*x) : nlohmann::json(nullptr);
   } else if constexpr (std::is_enum_v<T>) {
     return std::string(to_string(x));
   } else if constexpr (requires { to_json(x); }) {
@@ -199,7 +218,6 @@ nlohmann::json positive(T v) {
 }  // namespace jsonu
 
 nlohmann::json node_json(const NodeReport& n);
-nlohmann::json pair_json(const PairReport& p);
 nlohmann::json connection_json(const ConnReport& c);
 // What is known before any result: schema, versions, test id, start time, settings, role counts.
 nlohmann::json result_header_json(const Report& r);

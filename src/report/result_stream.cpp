@@ -178,7 +178,7 @@ Report ResultStream::finish(const RunRecord& run) {
     }
     text = "\n  ],\n  \"pairs\": [";
     bool first = true;
-    for (const auto& p : r.pairs) text += element(first, pair_json(p));
+    for (const auto& p : r.pairs) text += element(first, doc_json(p));
     text += "\n  ],\n";
     json tail = result_summary_json(r);
     const json summary = tail.at("summary");

@@ -234,9 +234,9 @@ TEST(CompareTrials, LoadsResultsPlanResultsAndAbPlans) {
   EXPECT_EQ(s[0].label, "balance-alb");
   EXPECT_EQ(s[1].label, "802.3ad");
   ASSERT_EQ(s[0].trials.size(), 2u);
-  EXPECT_EQ(s[0].trials[0].result.aggregate_mb_per_s, 51);
+  EXPECT_EQ(s[0].trials[0].result.aggregate.mb_per_s, 51);
   EXPECT_EQ(s[0].trials[0].step, "bond/0");
-  EXPECT_EQ(s[0].trials[0].result.nodes[0].node, "h1");
+  EXPECT_EQ(s[0].trials[0].result.nodes[0].name, "h1");
   EXPECT_EQ(s[1].trials.size(), 1u);
   // The plan's [ab] expectations come with the sets, for compare and the plan's own verdict.
   EXPECT_EQ(s[1].planned.links, (std::vector<std::pair<std::string, double>>{{"h1/eth0", 80.0}}));

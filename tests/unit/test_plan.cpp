@@ -299,7 +299,7 @@ roles = ["client"]
   std::vector<StepOutcome> done;
   for (const double mb : {100.0, 70.0}) {
     ResultDoc d;
-    d.aggregate_mb_per_s = mb;
+    d.aggregate.mb_per_s = mb;
     done.push_back({steps[done.size()].id, "b", d});
   }
   const auto sweep = compare_link_steps(p, 0, steps, done);

@@ -277,8 +277,8 @@ TEST(PlanModel, MatrixVerdictAndNames) {
   EXPECT_DOUBLE_EQ(r.kpi_groups[0].worst.value_or(-1), 100);
   // Result nodes are "127.0.0.1:700x": matched to the plan's names through the step's roles.
   ASSERT_EQ(r.steps[0].nodes.size(), 2u);
-  EXPECT_EQ(r.steps[0].nodes[0].node, "n1");
-  EXPECT_EQ(r.steps[0].nodes[1].node, "n2");
+  EXPECT_EQ(r.steps[0].nodes[0].name, "n1");
+  EXPECT_EQ(r.steps[0].nodes[1].name, "n2");
   EXPECT_EQ(r.steps[1].pairs[0].client, "n2");
   ASSERT_EQ(r.matrices.size(), 1u);
   const auto& m = r.matrices[0];
@@ -305,9 +305,9 @@ TEST(PlanModel, NamesMatchedByAddress) {
   s["result"]["nodes"][1]["node"] = "10.0.0.1:6668";
   s["result"]["nodes"][2]["node"] = "n2";
   const auto r = build_plan_report(load(lines({plan_line(1), s, end_line(true)})));
-  EXPECT_EQ(r.steps[0].nodes[0].node, "n3");
-  EXPECT_EQ(r.steps[0].nodes[1].node, "n1");
-  EXPECT_EQ(r.steps[0].nodes[2].node, "n2");
+  EXPECT_EQ(r.steps[0].nodes[0].name, "n3");
+  EXPECT_EQ(r.steps[0].nodes[1].name, "n1");
+  EXPECT_EQ(r.steps[0].nodes[2].name, "n2");
   EXPECT_EQ(r.steps[0].pairs[0].client, "n3");
 }
 

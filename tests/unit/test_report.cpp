@@ -699,13 +699,13 @@ TEST(ResultDoc, ARenderedReportReadsBackStrictlyFigureForFigure) {
   EXPECT_FALSE(d.interrupted);
   EXPECT_EQ(d.clients, 2u);
   EXPECT_EQ(d.servers, 2u);
-  EXPECT_GT(d.aggregate_mb_per_s, 0);
-  EXPECT_DOUBLE_EQ(d.aggregate_mb_per_s, r.aggregate.mb_per_s);
+  EXPECT_GT(d.aggregate.mb_per_s, 0);
+  EXPECT_DOUBLE_EQ(d.aggregate.mb_per_s, r.aggregate.mb_per_s);
   EXPECT_DOUBLE_EQ(d.window_s, j["aggregate"]["window_s"].get<double>());
   ASSERT_EQ(d.nodes.size(), r.nodes.size());
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
     EXPECT_EQ(d.nodes[i].index, r.nodes[i].index);
-    EXPECT_EQ(d.nodes[i].node, r.nodes[i].name);
+    EXPECT_EQ(d.nodes[i].name, r.nodes[i].name);
     EXPECT_EQ(d.nodes[i].role, r.nodes[i].role);
     EXPECT_DOUBLE_EQ(d.nodes[i].tx_mb_per_s, r.nodes[i].tx_mb_per_s);
     EXPECT_DOUBLE_EQ(d.nodes[i].rx_mb_per_s, r.nodes[i].rx_mb_per_s);

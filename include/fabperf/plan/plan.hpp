@@ -190,7 +190,7 @@ struct StepOutcome {
 
 // A node's payload in the direction of test ("write", ...): a client drives it (write: sends), a
 // server takes the other end (write: receives); rw counts both.
-double role_mbps(const ResultNode& node, const std::string& test, bool client);
+double role_mbps(const NodeReport& node, const std::string& test, bool client);
 // The result's node names (host:port) -> plan host names.
 std::map<std::string, std::string> node_names(const Plan& p);
 // A result's node name as `names` (node_names) calls it; unchanged when not a plan host.

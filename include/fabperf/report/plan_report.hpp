@@ -179,7 +179,7 @@ struct StepView : StepHead {
   // The result's nodes, each `node` the plan's host name when it could be matched, else the name
   // the run used; without their intervals, counters and bonds (series and counter_events hold
   // what the report shows of them).
-  std::vector<ResultNode> nodes;
+  std::vector<NodeReport> nodes;
   std::vector<PairRow> pairs;
   std::optional<ResultLatency> latency;  // all clients merged: request latency ("rpc")
   std::optional<ResultLatency> delay;    // ping round trips under load ("delay")

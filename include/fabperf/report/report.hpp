@@ -62,6 +62,14 @@ struct LatencySummary {
   std::uint64_t count{0};
   double mean_us{0}, stddev_us{0}, min_us{0}, p50_us{0}, p90_us{0}, p99_us{0}, p999_us{0}, max_us{0};
 };
+// The latency figures and the histogram's non-empty buckets, as the result document carries them.
+struct ResultLatency : LatencySummary {
+  struct Bucket {
+    double lo_us{0}, hi_us{0};
+    std::uint64_t count{0};
+  };
+  std::vector<Bucket> buckets;  // sorted by lo_us
+};
 
 struct Throughput {
   std::uint64_t bytes{0};
@@ -236,10 +244,12 @@ struct NodeReport {
   double clock_offset_us{0};
   double clock_uncertainty_us{0};
   double late_ms{0};  // the most this agent kept the schedule late (flows' release, window's edges)
-  std::optional<LatencySummary> latency;
-  std::optional<LatencyHistogram> histogram;
-  std::optional<LatencySummary> delay;  // ping round trips to the servers, under load (clients)
-  std::optional<LatencyHistogram> delay_histogram;
+  // The histograms are shared, not inline: a plan report keeps the nodes (read back, without
+  // histograms) of up to a million steps.
+  std::optional<ResultLatency> latency;
+  std::shared_ptr<const LatencyHistogram> histogram;
+  std::optional<ResultLatency> delay;  // ping round trips to the servers, under load (clients)
+  std::shared_ptr<const LatencyHistogram> delay_histogram;
   std::vector<IntervalPoint> intervals;
   std::vector<LinkReport> links;
   std::vector<BondReport> bonds;
@@ -247,7 +257,9 @@ struct NodeReport {
   std::vector<TrialReport> trials;
   std::vector<PcieSlotReport> pcie_slots;
   std::vector<std::string> warnings;
-  CounterReport counters;  // named counters, dips and what rose in them (diagnosis.hpp)
+  // Named counters, dips and what rose in them (diagnosis.hpp); absent in a result read back from
+  // a version before named counters.
+  std::optional<CounterReport> counters;
 };
 
 struct PairReport {
@@ -292,9 +304,9 @@ struct Report {
   double window_s{0};
   double cli_cpu_pct{0};
   double srv_cpu_pct{0};
-  std::optional<LatencySummary> latency;  // all clients merged (rpc mode)
+  std::optional<ResultLatency> latency;  // all clients merged (rpc mode)
   std::optional<LatencyHistogram> histogram;
-  std::optional<LatencySummary> delay;  // all clients merged
+  std::optional<ResultLatency> delay;  // all clients merged
   std::optional<LatencyHistogram> delay_histogram;
   std::vector<NodeReport> nodes;
   std::vector<PairReport> pairs;
