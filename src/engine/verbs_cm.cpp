@@ -140,20 +140,19 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req
   }
   const rdma_cm::Request& r = *checked.request;
   const std::uint32_t node = r.node;
-  const std::uint32_t conn = r.conn;
   const proto::Token tok = derive_client_token(server_plan_.token, node);
   const auto dir = static_cast<Dir>(r.dir);
   {
     std::lock_guard lk(mu_);
     for (const auto& q : qps_) {
-      if (!q->client && q->local.peer == node && q->local.conn == conn)
+      if (!q->client && q->local.peer == node && q->local.conn == r.conn)
         return refuse("this connection is already set up");
     }
   }
   std::unique_ptr<Qp> q;
   try {
     Device& d = cm_device_for(raw);
-    q = create_qp(d, ctx_->spec(), dir, r.rpc, false, node, conn, raw);
+    q = create_qp(d, ctx_->spec(), dir, r.rpc, false, node, r.conn, raw);
     q->cm_id = std::move(id);
     q->remote = {.addr = r.addr, .len = 2 * d.block, .rkey = r.rkey};
     const rdma_cm::ReplyBytes rep = rdma_cm::encode_reply({q->local.rkey, q->local.addr}, tok, checked.mac);

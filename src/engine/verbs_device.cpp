@@ -150,11 +150,10 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
   if (!list || n == 0) throw no_device_error();
   std::vector<DevSel> want;
   if (!spec.rdma_device().empty()) want = parse_device_list(spec.rdma_device());
-  std::vector<std::string> names;
-  names.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(list.get()[i]));
+  std::vector<std::string> names(static_cast<std::size_t>(n));
+  std::ranges::transform(list.get(), list.get() + n, names.begin(), ibv_get_device_name);
   for (const auto& w : want) {
-    if (std::find(names.begin(), names.end(), w.name) == names.end()) {
+    if (std::ranges::find(names, w.name) == names.end()) {
       throw Error(ExitCode::infrastructure,
                   fmt::format("--rdma-device {}: no such RDMA device (found: {})", w.name, fmt::join(names, ", ")));
     }
@@ -165,12 +164,9 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
   std::string problem;
   for (int i = 0; i < n; ++i) {
     const std::string name = names[static_cast<std::size_t>(i)];
-    int only_port = 0;
-    if (!want.empty()) {
-      auto it = std::find_if(want.begin(), want.end(), [&](const DevSel& d) { return d.name == name; });
-      if (it == want.end()) continue;
-      only_port = it->port;
-    }
+    const auto wanted = std::ranges::find(want, name, &DevSel::name);
+    if (!want.empty() && wanted == want.end()) continue;
+    const int only_port = wanted == want.end() ? 0 : wanted->port;
     ContextPtr c(ibv_open_device(list.get()[i]));
     if (!c) {
       problem = verbs_fail("ibv_open_device", name, errno).what();

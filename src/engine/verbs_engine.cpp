@@ -13,10 +13,10 @@
 #include "engine/verbs_engine.hpp"
 #include "engine/verbs_internal.hpp"
 #include "net/sockaddr.hpp"
+#include "sysinfo/file_read.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <fstream>
 
 namespace fabperf {
 namespace verbs {
@@ -184,10 +184,8 @@ void VerbsEngine::seal(RunContext& ctx) {
     if (!q->flow || !q->flow->rdma_port.empty()) continue;
     q->flow->rdma_port = q->dev->label;
     if (!q->dev->infiniband && q->flow->device.empty()) {
-      std::ifstream in(fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/ndevs/{}", q->dev->name, q->dev->port,
-                                   q->dev->gid_index));
-      std::string ndev;
-      if (in && std::getline(in, ndev)) q->flow->device = ndev;
+      q->flow->device = sysfs::read_line(fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/ndevs/{}",
+                                                     q->dev->name, q->dev->port, q->dev->gid_index));
     }
   }
 }

@@ -59,7 +59,9 @@ std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& rece
 // its proof -> the client's proof, checked. Each end posts load only after this returns.
 void VerbsEngine::prove_peer(Qp& q) {
   const std::int64_t deadline = std::min(mono_now_ns() + kProofTimeoutNs, ctx_->hard_deadline() - 1'000'000'000);
-  auto refuse = [&](const qp_proof::Checked& c) { throw unproven(q, c.text); };
+  auto must = [&](const qp_proof::Checked& c) {
+    if (!c.ok()) throw unproven(q, c.text);
+  };
   auto post = [&](std::size_t slot, const qp_proof::Message& m) {
     std::uint8_t* at = q.proof_buf.get() + kProofSlot * slot;
     std::memcpy(at, m.data(), m.size());
@@ -78,21 +80,15 @@ void VerbsEngine::prove_peer(Qp& q) {
   };
   std::uint32_t received = 0;
   const auth::Nonce mine = auth::make_nonce();
+  auth::Nonce theirs{};
   if (q.client) {
     post(0, qp_proof::encode_client_hello(mine));
-    auth::Nonce theirs{};
-    const auto c =
-        qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs);
-    if (!c.ok()) refuse(c);
+    must(qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs));
     post(1, qp_proof::encode_client_proof(q.proof_token, q.binding, mine, theirs));
   } else {
-    auth::Nonce theirs{};
-    const auto h = qp_proof::check_client_hello(next_proof(q, received, deadline), theirs);
-    if (!h.ok()) refuse(h);
+    must(qp_proof::check_client_hello(next_proof(q, received, deadline), theirs));
     post(0, qp_proof::encode_server_proof(q.proof_token, q.binding, theirs, mine));
-    const auto c =
-        qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine);
-    if (!c.ok()) refuse(c);
+    must(qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine));
   }
 }
 

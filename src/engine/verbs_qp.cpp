@@ -8,15 +8,6 @@
 #include <random>
 
 namespace fabperf::verbs {
-namespace {
-
-std::uint32_t random_psn() {
-  std::random_device rd;
-  return rd() & 0xffffff;
-}
-
-}  // namespace
-
 Dir dir_for(const TestSpec& spec, std::uint32_t c) {
   if (spec.test() == TestKind::nwrite) return Dir::nread;
   return pair_writes(spec, c) ? Dir::push : Dir::pull_back;
@@ -70,7 +61,7 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
   q->local = {.peer = peer_node,
               .conn = conn,
               .qpn = q->qp->qp_num,
-              .psn = random_psn(),
+              .psn = std::random_device{}() & 0xffffff,
               .lid = d.lid,
               .addr = reinterpret_cast<std::uintptr_t>(d.buf.get()),
               .len = 2 * d.block,
