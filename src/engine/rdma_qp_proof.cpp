@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace fabperf::qp_proof {
 namespace {
@@ -36,12 +37,8 @@ Message message(Kind k, std::span<const std::uint8_t> nonce, std::span<const std
 }
 
 const char* kind_name(std::uint8_t k) {
-  switch (k) {
-    case static_cast<std::uint8_t>(Kind::client_hello): return "a client hello";
-    case static_cast<std::uint8_t>(Kind::server_proof): return "a server proof";
-    case static_cast<std::uint8_t>(Kind::client_proof): return "a client proof";
-    default: return "an unknown kind";
-  }
+  constexpr const char* kNames[] = {"an unknown kind", "a client hello", "a server proof", "a client proof"};
+  return kNames[k < std::size(kNames) ? k : 0];
 }
 
 // Size, magic, version and kind; the MAC is checked by the caller.

@@ -28,6 +28,12 @@ VerbsError cm_fail(const char* call, const std::string& where, int err) {
       fmt::format("{} {}: {} (--rdma-cm; are rdma_cm and rdma_ucm loaded?)", call, where, errno_text(err)));
 }
 
+// The private data an event carries.
+std::vector<std::uint8_t> private_data(const rdma_cm_event& ev) {
+  const auto* p = static_cast<const std::uint8_t*>(ev.param.conn.private_data);
+  return p ? std::vector<std::uint8_t>(p, p + ev.param.conn.private_data_len) : std::vector<std::uint8_t>();
+}
+
 // Waits for `want` on `id` (events of other ids on the channel are acknowledged and skipped).
 // Returns the event's private data and the peer's QP number; throws naming what came instead.
 struct CmResult {
@@ -44,30 +50,21 @@ CmResult cm_wait(rdma_event_channel* ch, rdma_cm_id* id, rdma_cm_event_type want
     }
     pollfd pfd{ch->fd, POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev) != 0) throw cm_fail("rdma_get_cm_event", where, errno);
-    if (ev->id != id) {
-      rdma_ack_cm_event(ev);
-      continue;
-    }
-    CmResult r;
-    const rdma_cm_event_type got = ev->event;
-    const int status = ev->status;
-    if (ev->param.conn.private_data && ev->param.conn.private_data_len > 0) {
-      const auto* p = static_cast<const std::uint8_t*>(ev->param.conn.private_data);
-      r.data.assign(p, p + ev->param.conn.private_data_len);
-    }
-    r.qp_num = ev->param.conn.qp_num;
-    rdma_ack_cm_event(ev);
-    if (got == want) return r;
+    rdma_cm_event* raw = nullptr;
+    verbs_check<cm_fail>(rdma_get_cm_event(ch, &raw), "rdma_get_cm_event", where);
+    const CmEventPtr ev(raw);
+    if (ev->id != id) continue;
+    CmResult r{private_data(*ev), ev->param.conn.qp_num};
+    if (ev->event == want) return r;
     std::string reason;
-    if (got == RDMA_CM_EVENT_REJECTED && !r.data.empty()) {
+    if (ev->event == RDMA_CM_EVENT_REJECTED && !r.data.empty()) {
       reason.assign(r.data.begin(), r.data.end());
       reason = printable(reason.c_str());  // the remote side's words: defused before any log
       if (!reason.empty()) reason.insert(0, ": refused by the server: ");
     }
-    throw Error(ExitCode::infrastructure, fmt::format("rdma_cm {}: {} (status {}) instead of {}{}", where,
-                                                      rdma_event_str(got), status, rdma_event_str(want), reason));
+    throw Error(ExitCode::infrastructure,
+                fmt::format("rdma_cm {}: {} (status {}) instead of {}{}", where, rdma_event_str(ev->event), ev->status,
+                            rdma_event_str(want), reason));
   }
 }
 
@@ -86,7 +83,7 @@ rdma_conn_param cm_conn_param(const Device& d, const std::uint8_t* data, std::si
 
 CmIdPtr create_cm_id(rdma_event_channel* ch, const std::string& where) {
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) throw cm_fail("rdma_create_id", where, errno);
+  verbs_check<cm_fail>(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), "rdma_create_id", where);
   return CmIdPtr(id);
 }
 
@@ -94,14 +91,13 @@ CmIdPtr create_cm_id(rdma_event_channel* ch, const std::string& where) {
 
 std::uint16_t VerbsEngine::cm_listen(const ServerPlan& plan) {
   const std::string& where = plan.bind_address;
-  cm_listen_ch_.reset(rdma_create_event_channel());
-  if (!cm_listen_ch_) throw cm_fail("rdma_create_event_channel", "on " + where, errno);
+  cm_listen_ch_ =
+      verbs_made<cm_fail>(EventChannelPtr(rdma_create_event_channel()), "rdma_create_event_channel", "on " + where);
   cm_listen_id_ = create_cm_id(cm_listen_ch_.get(), "on " + where);
   sockaddr_storage ss = numeric_sockaddr(plan.bind_address, 0, "resolve RDMA listen address");
-  if (rdma_bind_addr(cm_listen_id_.get(), reinterpret_cast<sockaddr*>(&ss)) != 0) {
-    throw cm_fail("rdma_bind_addr", where + " (no RDMA device has this address?)", errno);
-  }
-  if (rdma_listen(cm_listen_id_.get(), 1024) != 0) throw cm_fail("rdma_listen", "on " + where, errno);
+  verbs_check<cm_fail>(rdma_bind_addr(cm_listen_id_.get(), reinterpret_cast<sockaddr*>(&ss)), "rdma_bind_addr",
+                       where + " (no RDMA device has this address?)");
+  verbs_check<cm_fail>(rdma_listen(cm_listen_id_.get(), 1024), "rdma_listen", "on " + where);
   const std::uint16_t port = ntohs(rdma_get_src_port(cm_listen_id_.get()));
   accept_thread_ = std::thread([this] { cm_accept_loop(); });
   return port;
@@ -111,26 +107,22 @@ void VerbsEngine::cm_accept_loop() {
   while (!accept_stop_) {
     pollfd pfd{cm_listen_ch_->fd, POLLIN, 0};
     if (::poll(&pfd, 1, kTickMs) <= 0) continue;
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(cm_listen_ch_.get(), &ev) != 0) continue;
-    const rdma_cm_event_type type = ev->event;
-    rdma_cm_id* id = ev->id;
-    std::uint8_t req[rdma_cm::kRequestSize] = {};
-    std::size_t len = 0;
-    if (type == RDMA_CM_EVENT_CONNECT_REQUEST && ev->param.conn.private_data) {
-      len = std::min<std::size_t>(ev->param.conn.private_data_len, sizeof req);
-      std::memcpy(req, ev->param.conn.private_data, len);
-    }
-    rdma_ack_cm_event(ev);
+    rdma_cm_event* raw = nullptr;
+    if (rdma_get_cm_event(cm_listen_ch_.get(), &raw) != 0) continue;
+    CmEventPtr ev(raw);
     // ESTABLISHED and DISCONNECTED need nothing: a QP whose peer vanishes fails its completions.
-    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) cm_serve_request(CmIdPtr(id), req, len);
+    if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) continue;
+    const std::vector<std::uint8_t> req = private_data(*ev);
+    rdma_cm_id* const id = ev->id;
+    ev.reset();  // acknowledged first: a refused request's id goes, and rdma_destroy_id waits for that
+    cm_serve_request(CmIdPtr(id), req);
   }
 }
 
 // One QP per connection request: check the client's proof, create the QP on the request's id,
 // accept with our buffer address, rkey and proof. A refused request's id goes when this returns,
 // after the rejection that needs it.
-void VerbsEngine::cm_serve_request(CmIdPtr id, const std::uint8_t* req, std::size_t len) {
+void VerbsEngine::cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req) {
   rdma_cm_id* const raw = id.get();  // the QP that takes the id lives to the end of this function
   auto refuse = [&](const std::string& why) {
     char text[rdma_cm::kRejectSize] = {};
@@ -140,7 +132,7 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, const std::uint8_t* req, std::siz
   sockaddr_storage peer_ss{};  // the peer address is held in a sockaddr_storage-sized union
   if (const sockaddr* pa = rdma_get_peer_addr(raw)) std::memcpy(&peer_ss, pa, sizeof peer_ss);
   const std::string peer_addr = net::numeric_host(peer_ss);
-  const rdma_cm::CheckedRequest checked = rdma_cm::check_request({req, len}, server_plan_.token, ctx_->node_index());
+  const rdma_cm::CheckedRequest checked = rdma_cm::check_request(req, server_plan_.token, ctx_->node_index());
   if (!checked.request) {
     // Reported in the server's result: someone who is not a client of this test tried.
     ctx_->warn(fmt::format("RDMA connection request from {} refused: {}", peer_addr, checked.refusal));
@@ -148,24 +140,24 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, const std::uint8_t* req, std::siz
   }
   const rdma_cm::Request& r = *checked.request;
   const std::uint32_t node = r.node;
-  const std::uint32_t conn = r.conn;
   const proto::Token tok = derive_client_token(server_plan_.token, node);
   const auto dir = static_cast<Dir>(r.dir);
   {
     std::lock_guard lk(mu_);
     for (const auto& q : qps_) {
-      if (!q->client && q->peer_node == node && q->conn == conn) return refuse("this connection is already set up");
+      if (!q->client && q->local.peer == node && q->local.conn == r.conn)
+        return refuse("this connection is already set up");
     }
   }
   std::unique_ptr<Qp> q;
   try {
     Device& d = cm_device_for(raw);
-    q = create_qp(d, ctx_->spec(), dir, r.rpc, false, node, conn, raw);
+    q = create_qp(d, ctx_->spec(), dir, r.rpc, false, node, r.conn, raw);
     q->cm_id = std::move(id);
-    q->remote = {.rkey = r.rkey, .addr = r.addr, .len = 2 * d.block};
+    q->remote = {.addr = r.addr, .len = 2 * d.block, .rkey = r.rkey};
     const rdma_cm::ReplyBytes rep = rdma_cm::encode_reply({q->local.rkey, q->local.addr}, tok, checked.mac);
     rdma_conn_param p = cm_conn_param(d, rep.data(), rep.size());
-    if (rdma_accept(raw, &p) != 0) throw verbs_fail("rdma_accept", d.label, errno);
+    verbs_check(rdma_accept(raw, &p), "rdma_accept", d.label);
     q->peer = fmt::format("node {} ({}) qpn {}", node, peer_addr, q->qp->qp_num);
     add_flow(*q, FlowRole::server, peer_addr);
     std::lock_guard lk(mu_);
@@ -180,8 +172,8 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   const TestSpec& spec = ctx_->spec();
   const std::string where = fmt::format("{}:{}", host, t.port);
   if (!cm_client_ch_) {
-    cm_client_ch_.reset(rdma_create_event_channel());
-    if (!cm_client_ch_) throw cm_fail("rdma_create_event_channel", "for " + where, errno);
+    cm_client_ch_ =
+        verbs_made<cm_fail>(EventChannelPtr(rdma_create_event_channel()), "rdma_create_event_channel", "for " + where);
   }
   rdma_event_channel* const ch = cm_client_ch_.get();
   CmIdPtr owned = create_cm_id(ch, "for " + where);
@@ -190,12 +182,11 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   sockaddr_storage src{};
   const bool bind_src = !plan.source_addrs.empty();
   if (bind_src) src = numeric_sockaddr(plan.source_addrs[c % plan.source_addrs.size()], 0, "resolve source address");
-  if (rdma_resolve_addr(id, bind_src ? reinterpret_cast<sockaddr*>(&src) : nullptr, reinterpret_cast<sockaddr*>(&dst),
-                        kCmTimeoutMs) != 0) {
-    throw cm_fail("rdma_resolve_addr", where, errno);
-  }
+  verbs_check<cm_fail>(rdma_resolve_addr(id, bind_src ? reinterpret_cast<sockaddr*>(&src) : nullptr,
+                                         reinterpret_cast<sockaddr*>(&dst), kCmTimeoutMs),
+                       "rdma_resolve_addr", where);
   (void)cm_wait(ch, id, RDMA_CM_EVENT_ADDR_RESOLVED, "resolving " + where);
-  if (rdma_resolve_route(id, kCmTimeoutMs) != 0) throw cm_fail("rdma_resolve_route", where, errno);
+  verbs_check<cm_fail>(rdma_resolve_route(id, kCmTimeoutMs), "rdma_resolve_route", where);
   (void)cm_wait(ch, id, RDMA_CM_EVENT_ROUTE_RESOLVED, "route to " + where);
   Device& d = cm_device_for(id);
   auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, t.node_index, c, id);
@@ -208,12 +199,12 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   std::uint8_t ack_timeout = 14;
   (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout);
   rdma_conn_param p = cm_conn_param(d, req.data(), req.size());
-  if (rdma_connect(id, &p) != 0) throw cm_fail("rdma_connect", where, errno);
+  verbs_check<cm_fail>(rdma_connect(id, &p), "rdma_connect", where);
   const CmResult r = cm_wait(ch, id, RDMA_CM_EVENT_ESTABLISHED, "connect to " + where);
   std::string why;
   const auto reply = rdma_cm::check_reply(r.data, plan.token, rdma_cm::request_mac(req), why);
   if (!reply) throw Error(ExitCode::infrastructure, fmt::format("rdma_cm connect to {}: {}", where, why));
-  q->remote = {.qpn = r.qp_num, .rkey = reply->rkey, .addr = reply->addr, .len = 2 * d.block};
+  q->remote = {.qpn = r.qp_num, .addr = reply->addr, .len = 2 * d.block, .rkey = reply->rkey};
   q->peer = fmt::format("node {} ({}) qpn {}", t.node_index, host, r.qp_num);
   add_flow(*q, FlowRole::client, host);
   std::lock_guard lk(mu_);

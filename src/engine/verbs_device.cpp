@@ -54,6 +54,10 @@ std::vector<DevSel> parse_device_list(const std::string& text) {
   return out;
 }
 
+void close_fd(const int* fd) {
+  ::close(*fd);
+}
+
 Error no_device_error() {
   return Error(ExitCode::infrastructure,
                "no RDMA device found (ibv_get_device_list: none under /sys/class/infiniband; load a driver or add "
@@ -72,8 +76,7 @@ std::unique_ptr<Device> port_device(ibv_context* ctx, std::uint8_t port, const i
   d->lid = pa.lid;
   d->mtu = pa.active_mtu;
   d->max_rd_atomic = static_cast<std::uint32_t>(std::clamp(rd_atom, 1, 16));
-  d->pd.reset(ibv_alloc_pd(ctx));
-  if (!d->pd) throw verbs_fail("ibv_alloc_pd", d->label, errno);
+  d->pd = verbs_made(PdPtr(ibv_alloc_pd(ctx)), "ibv_alloc_pd", d->label);
   d->block = spec.buffsize();
   d->buf = aligned_buffer(2 * d->block);
   if (!d->buf) {
@@ -81,9 +84,9 @@ std::unique_ptr<Device> port_device(ibv_context* ctx, std::uint8_t port, const i
                 fmt::format("allocating {} for RDMA buffers failed", format_size(2 * d->block)));
   }
   fill_pattern({d->buf.get(), 2 * d->block}, 2 * d->block);
-  d->mr.reset(ibv_reg_mr(d->pd.get(), d->buf.get(), 2 * d->block,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
-  if (!d->mr) throw verbs_fail("ibv_reg_mr", d->label, errno);
+  d->mr = verbs_made(MrPtr(ibv_reg_mr(d->pd.get(), d->buf.get(), 2 * d->block,
+                                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)),
+                     "ibv_reg_mr", d->label);
   return d;
 }
 
@@ -93,9 +96,9 @@ VerbsError verbs_fail(const char* call, const std::string& dev, int err) {
   return VerbsError(call, dev, err, fmt::format("{}: {} on {}", call, errno_text(err), dev));
 }
 
-std::string gid_text(const ibv_gid& g) {
+std::string gid_text(std::span<const std::uint8_t, 16> g) {
   char buf[INET6_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
+  inet_ntop(AF_INET6, g.data(), buf, sizeof buf);
   return buf;
 }
 
@@ -106,9 +109,9 @@ sockaddr_storage numeric_sockaddr(const std::string& host, std::uint16_t port, c
   if (const int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); gai != 0) {
     throw SystemError(what, host, gai_strerror(gai));
   }
+  const Owned<addrinfo, freeaddrinfo> owned(res);
   sockaddr_storage ss{};
   std::memcpy(&ss, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof ss));
-  freeaddrinfo(res);
   return ss;
 }
 
@@ -116,24 +119,21 @@ sockaddr_storage numeric_sockaddr(const std::string& host, std::uint16_t port, c
 // socket sends nothing.
 sockaddr_storage local_address_towards(const std::string& host, const std::string& source) {
   const sockaddr_storage dst = numeric_sockaddr(host, 4791, "resolve RDMA peer address");
+  auto must = [](int rc, const char* what, const std::string& object) {
+    if (rc < 0) throw SystemError(what, object, errno);
+  };
   const int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw SystemError("socket", host, errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  must(fd, "socket", host);
+  const Owned<const int, close_fd> fd_owner(&fd);
   const socklen_t dlen = dst.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   if (!source.empty()) {
     const sockaddr_storage src = numeric_sockaddr(source, 0, "resolve source address");
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&src), dlen) != 0)
-      throw SystemError("bind source address", source, errno);
+    must(::bind(fd, reinterpret_cast<const sockaddr*>(&src), dlen), "bind source address", source);
   }
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen) != 0)
-    throw SystemError("find the local address towards", host, errno);
+  must(::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen), "find the local address towards", host);
   sockaddr_storage local{};
   socklen_t len = sizeof local;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
-    throw SystemError("getsockname towards", host, errno);
+  must(::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len), "getsockname towards", host);
   return local;
 }
 
@@ -150,11 +150,10 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
   if (!list || n == 0) throw no_device_error();
   std::vector<DevSel> want;
   if (!spec.rdma_device().empty()) want = parse_device_list(spec.rdma_device());
-  std::vector<std::string> names;
-  names.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(list.get()[i]));
+  std::vector<std::string> names(static_cast<std::size_t>(n));
+  std::ranges::transform(list.get(), list.get() + n, names.begin(), ibv_get_device_name);
   for (const auto& w : want) {
-    if (std::find(names.begin(), names.end(), w.name) == names.end()) {
+    if (std::ranges::find(names, w.name) == names.end()) {
       throw Error(ExitCode::infrastructure,
                   fmt::format("--rdma-device {}: no such RDMA device (found: {})", w.name, fmt::join(names, ", ")));
     }
@@ -165,12 +164,9 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
   std::string problem;
   for (int i = 0; i < n; ++i) {
     const std::string name = names[static_cast<std::size_t>(i)];
-    int only_port = 0;
-    if (!want.empty()) {
-      auto it = std::find_if(want.begin(), want.end(), [&](const DevSel& d) { return d.name == name; });
-      if (it == want.end()) continue;
-      only_port = it->port;
-    }
+    const auto wanted = std::ranges::find(want, name, &DevSel::name);
+    if (!want.empty() && wanted == want.end()) continue;
+    const int only_port = wanted == want.end() ? 0 : wanted->port;
     ContextPtr c(ibv_open_device(list.get()[i]));
     if (!c) {
       problem = verbs_fail("ibv_open_device", name, errno).what();
@@ -194,37 +190,29 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
         looked.push_back(fmt::format("{} ({})", label, ibv_port_state_str(pa.state)));
         continue;
       }
+      // --gid-index's GID, an InfiniBand port's first, else the RoCE v2 one of the address.
+      auto gid_entry = [&](int g, ibv_gid_entry& e) {
+        return ibv_query_gid_ex(c.get(), static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(g), &e, 0) == 0;
+      };
       int chosen = -1;
-      ibv_gid chosen_gid{};
-      const bool ib = pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+      ibv_gid_entry entry{};
       std::vector<std::string> gids;
       if (spec.gid_index() >= 0) {
-        ibv_gid_entry e{};
-        if (spec.gid_index() >= pa.gid_tbl_len ||
-            ibv_query_gid_ex(c.get(), static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(spec.gid_index()), &e,
-                             0) != 0) {
+        if (spec.gid_index() >= pa.gid_tbl_len || !gid_entry(spec.gid_index(), entry)) {
           throw Error(ExitCode::infrastructure,
                       fmt::format("--gid-index {}: {} has no GID at that index (table size {})", spec.gid_index(),
                                   label, pa.gid_tbl_len));
         }
         chosen = spec.gid_index();
-        std::memcpy(chosen_gid.raw, e.gid.raw, 16);
-      } else if (ib) {
-        ibv_query_gid(c.get(), static_cast<std::uint8_t>(p), 0, &chosen_gid);
+      } else if (pa.link_layer == IBV_LINK_LAYER_INFINIBAND) {
+        ibv_query_gid(c.get(), static_cast<std::uint8_t>(p), 0, &entry.gid);
         chosen = 0;
       } else {
-        for (int g = 0; g < pa.gid_tbl_len; ++g) {
-          ibv_gid_entry e{};
-          if (ibv_query_gid_ex(c.get(), static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(g), &e, 0) != 0)
-            continue;
-          ibv_gid gg{};
-          std::memcpy(gg.raw, e.gid.raw, 16);
-          gids.push_back(fmt::format("{}={}{}", g, gid_text(gg), e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "/v2" : "/v1"));
-          if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && std::memcmp(gg.raw, want_gid.raw, 16) == 0) {
-            chosen = g;
-            chosen_gid = gg;
-            break;
-          }
+        for (int g = 0; g < pa.gid_tbl_len && chosen < 0; ++g) {
+          if (!gid_entry(g, entry)) continue;
+          const bool v2 = entry.gid_type == IBV_GID_TYPE_ROCE_V2;
+          gids.push_back(fmt::format("{}={}{}", g, gid_text(entry.gid.raw), v2 ? "/v2" : "/v1"));
+          if (v2 && std::memcmp(entry.gid.raw, want_gid.raw, 16) == 0) chosen = g;
         }
       }
       if (chosen < 0) {
@@ -234,7 +222,7 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
       auto d = port_device(c.get(), static_cast<std::uint8_t>(p), pa, da.max_qp_rd_atom, spec);
       d->owned_ctx = std::move(c);
       d->gid_index = chosen;
-      d->gid = chosen_gid;
+      d->gid = entry.gid;
       d->key = addr;
       return d;
     }
@@ -249,9 +237,9 @@ std::unique_ptr<Device> open_device(const TestSpec& spec, const sockaddr_storage
 std::unique_ptr<Device> open_cm_device(ibv_context* ctx, std::uint8_t port, const TestSpec& spec) {
   const std::string label = fmt::format("{}:{}", ibv_get_device_name(ctx->device), port);
   ibv_device_attr da{};
-  if (ibv_query_device(ctx, &da) != 0) throw verbs_fail("ibv_query_device", label, errno);
+  verbs_check(ibv_query_device(ctx, &da), "ibv_query_device", label);
   ibv_port_attr pa{};
-  if (ibv_query_port(ctx, port, &pa) != 0) throw verbs_fail("ibv_query_port", label, errno);
+  verbs_check(ibv_query_port(ctx, port, &pa), "ibv_query_port", label);
   // rdma_cm passes these as the connection's responder resources and initiator depth.
   auto d = port_device(ctx, port, pa, std::min(da.max_qp_rd_atom, da.max_qp_init_rd_atom), spec);
   d->key = "cm:" + d->label;

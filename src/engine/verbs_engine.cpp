@@ -13,11 +13,10 @@
 #include "engine/verbs_engine.hpp"
 #include "engine/verbs_internal.hpp"
 #include "net/sockaddr.hpp"
+#include "sysinfo/file_read.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cstring>
-#include <fstream>
 
 namespace fabperf {
 namespace verbs {
@@ -48,8 +47,8 @@ void VerbsEngine::add_flow(Qp& q, FlowRole role, const std::string& remote) {
   const FlowOp op = q.rpc ? FlowOp::rpc : (q.dir == Dir::pull_back ? FlowOp::read : FlowOp::write);
   const std::string local =
       q.cm_id ? fmt::format("{} rdma_cm qpn {}", d.label, q.local.qpn)
-              : fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid), q.local.qpn);
-  auto flow = std::make_unique<Flow>(role, op, q.peer_node, local, fmt::format("{} qpn {}", remote, q.remote.qpn));
+              : fmt::format("{} gid[{}] {} qpn {}", d.label, d.gid_index, gid_text(d.gid.raw), q.local.qpn);
+  auto flow = std::make_unique<Flow>(role, op, q.local.peer, local, fmt::format("{} qpn {}", remote, q.remote.qpn));
   q.flow = flow.get();
   ctx_->add_flow(std::move(flow));
   if (q.rpc && q.client) q.hist = &ctx_->add_histogram();
@@ -62,13 +61,11 @@ void VerbsEngine::connect_to(Qp& q, const proto::RdmaEndpoint& e, const std::str
     throw ProtocolError(fmt::format("{}.len: {} bytes, smaller than the {} this test registers (2 x buffsize)", where,
                                     e.len, 2 * q.dev->block));
   }
-  q.remote = from_wire(e);
+  q.remote = e;
   q.peer = fmt::format("node {} ({}) qpn {}", e.node, host, q.remote.qpn);
-  const Endpoint& server = q.client ? q.remote : q.local;
-  const Endpoint& client = q.client ? q.local : q.remote;
-  q.binding = {q.client ? e.node : e.peer, q.client ? e.peer : e.node, e.conn, server.qpn, client.qpn, {}, {}};
-  std::memcpy(q.binding.server_gid.data(), server.gid.raw, 16);
-  std::memcpy(q.binding.client_gid.data(), client.gid.raw, 16);
+  const proto::RdmaEndpoint& server = q.client ? q.remote : q.local;
+  const proto::RdmaEndpoint& client = q.client ? q.local : q.remote;
+  q.binding = {server.node, client.node, e.conn, server.qpn, client.qpn, server.gid, client.gid};
   connect_qp(q);
   add_flow(q, q.client ? FlowRole::client : FlowRole::server, host);
 }
@@ -88,8 +85,9 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
       Device& d = device_for(numeric_sockaddr(addr, 0, "resolve RDMA server address"));
       const proto::Token key = derive_client_token(plan.token, client);
       auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false, client, c, nullptr, &key);
+      q->local.node = ctx.node_index();
       std::lock_guard lk(mu_);
-      fresh_.push_back(to_wire(q->local, ctx.node_index(), client, c));
+      fresh_.push_back(q->local);
       pending_.push_back(std::move(q));
     }
   }
@@ -113,13 +111,13 @@ std::size_t VerbsEngine::connect_endpoints(RunContext& ctx, const std::vector<pr
       throw ProtocolError(fmt::format("{}.peer: node {}, but this agent is node {}", where, e.peer, ctx.node_index()));
     }
     auto it = std::find_if(pending_.begin(), pending_.end(),
-                           [&](const auto& q) { return q->peer_node == e.node && q->conn == e.conn; });
+                           [&](const auto& q) { return q->local.peer == e.node && q->local.conn == e.conn; });
     if (it == pending_.end()) {
       throw ProtocolError(
           fmt::format("{}: no queue pair of this server waits for node {} connection {} (unknown or already connected)",
                       where, e.node, e.conn));
     }
-    connect_to(**it, e, where, gid_text(from_wire(e).gid));
+    connect_to(**it, e, where, gid_text(e.gid));
     qps_.push_back(std::move(*it));
     pending_.erase(it);
     ++ready;
@@ -128,7 +126,7 @@ std::size_t VerbsEngine::connect_endpoints(RunContext& ctx, const std::vector<pr
     const Qp& q = *pending_.front();
     throw ProtocolError(fmt::format(
         "RDMA_CONNECT: no endpoint for node {} connection {} ({} queue pairs of this server left unconnected)",
-        q.peer_node, q.conn, pending_.size()));
+        q.local.peer, q.local.conn, pending_.size()));
   }
   return ready;
 }
@@ -161,9 +159,10 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       Device& d = device_for(local_address_towards(host, source));
       auto q =
           create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, t.node_index, c, nullptr, &plan.token);
+      q->local.node = ctx.node_index();
       connect_to(*q, *e, list, host);
       std::lock_guard lk(mu_);
-      fresh_.push_back(to_wire(q->local, ctx.node_index(), t.node_index, c));
+      fresh_.push_back(q->local);
       qps_.push_back(std::move(q));
     }
   }
@@ -185,10 +184,8 @@ void VerbsEngine::seal(RunContext& ctx) {
     if (!q->flow || !q->flow->rdma_port.empty()) continue;
     q->flow->rdma_port = q->dev->label;
     if (!q->dev->infiniband && q->flow->device.empty()) {
-      std::ifstream in(fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/ndevs/{}", q->dev->name, q->dev->port,
-                                   q->dev->gid_index));
-      std::string ndev;
-      if (in && std::getline(in, ndev)) q->flow->device = ndev;
+      q->flow->device = sysfs::read_line(fmt::format("/sys/class/infiniband/{}/ports/{}/gid_attrs/ndevs/{}",
+                                                     q->dev->name, q->dev->port, q->dev->gid_index));
     }
   }
 }

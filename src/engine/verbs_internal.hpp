@@ -15,6 +15,7 @@
 
 #include <sys/socket.h>
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -47,6 +48,7 @@ using CqPtr = Owned<ibv_cq, ibv_destroy_cq>;
 using CmIdPtr = Owned<rdma_cm_id, rdma_destroy_id>;
 using EventChannelPtr = Owned<rdma_event_channel, rdma_destroy_event_channel>;
 using BufferPtr = Owned<std::uint8_t, ::free>;
+using CmEventPtr = Owned<rdma_cm_event, rdma_ack_cm_event>;
 
 // A QP that rdma_create_qp made belongs to its cm id's bookkeeping (id->qp) and goes with
 // rdma_destroy_qp, which needs the id still alive: the owner of the id outlives this handle.
@@ -56,10 +58,10 @@ struct QpRelease {
 };
 using QpPtr = std::unique_ptr<ibv_qp, QpRelease>;
 
-// Page-aligned, as registered memory should be; null when the allocation failed.
+// Page-aligned, as registered memory should be; null (with errno) when the allocation failed.
 inline BufferPtr aligned_buffer(std::size_t bytes) {
   void* p = nullptr;
-  if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
+  if (const int e = posix_memalign(&p, 4096, bytes); e != 0) errno = e;
   return BufferPtr(static_cast<std::uint8_t*>(p));
 }
 
@@ -85,7 +87,18 @@ struct Device {
 };
 
 VerbsError verbs_fail(const char* call, const std::string& dev, int err);
-std::string gid_text(const ibv_gid& g);
+// Throws Fail(call, where, errno) when a call failed: a non-zero return (the errno itself when
+// positive, as the verbs return it; -1 leaves it in errno, as rdma_cm does) or a null object.
+template <auto Fail = verbs_fail>
+void verbs_check(int rc, const char* call, const std::string& where) {
+  if (rc != 0) throw Fail(call, where, rc > 0 ? rc : errno);
+}
+template <auto Fail = verbs_fail, class Ptr>
+Ptr verbs_made(Ptr p, const char* call, const std::string& where) {
+  if (!p) throw Fail(call, where, errno);
+  return p;
+}
+std::string gid_text(std::span<const std::uint8_t, 16> g);
 // A numeric address (and port) as a socket address; throws naming what it was for.
 sockaddr_storage numeric_sockaddr(const std::string& host, std::uint16_t port, const char* what);
 // The local address the kernel would use towards `host` (from `source` when given).
@@ -107,19 +120,6 @@ enum class Dir : std::uint8_t {
 };
 // The direction of connection c of a client-server pair (rw alternates).
 Dir dir_for(const TestSpec& spec, std::uint32_t c);
-
-// What one side of a QP tells the other.
-struct Endpoint {
-  std::uint32_t qpn{0};
-  std::uint32_t psn{0};
-  std::uint32_t lid{0};
-  std::uint32_t rkey{0};
-  std::uint64_t addr{0};
-  std::uint64_t len{0};
-  ibv_gid gid{};
-};
-proto::RdmaEndpoint to_wire(const Endpoint& e, std::uint32_t node, std::uint32_t peer, std::uint32_t conn);
-Endpoint from_wire(const proto::RdmaEndpoint& w);
 
 // An RDMA peer did not prove the test token over its queue pair: nothing was posted to it. The
 // message names the peer ("node 1 (198.18.100.2) qpn 17"), the reason and the local QP.
@@ -144,14 +144,14 @@ struct Qp {
   CqPtr cq;
   CmIdPtr cm_id;  // --rdma-cm: the connection; declared before the QP, which needs it to go
   QpPtr qp;
-  Endpoint local;
-  Endpoint remote;
+  // What each end of the QP tells the other; local.peer is the peer's node, local.conn the
+  // connection index within the client-server pair.
+  proto::RdmaEndpoint local;
+  proto::RdmaEndpoint remote;
   Dir dir{Dir::push};
   bool rpc{false};
   bool client{true};
-  std::uint32_t peer_node{0};
-  std::uint32_t conn{0};  // connection index within the client-server pair
-  std::string peer;       // "node N (ADDR) qpn Q"
+  std::string peer;  // "node N (ADDR) qpn Q"
   Flow* flow{nullptr};
   LatencyHistogram* hist{nullptr};
   // The key and what this end knows about the QP (the proof).
@@ -201,7 +201,7 @@ class VerbsEngine final : public Engine, public EndpointExchange {
   // --rdma-cm.
   std::uint16_t cm_listen(const ServerPlan& plan);
   void cm_accept_loop();
-  void cm_serve_request(CmIdPtr id, const std::uint8_t* req, std::size_t len);
+  void cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req);
   void cm_connect(const ClientPlan& plan, const proto::Target& t, std::uint32_t c, const std::string& host);
   // Hot loops.
   int poll(Qp& q, ibv_wc* wc, int n) noexcept;
@@ -236,10 +236,7 @@ class VerbsEngine final : public Engine, public EndpointExchange {
 inline int post_recv(ibv_qp* qp, const std::uint8_t* at, std::size_t len, std::uint32_t lkey,
                      std::uint64_t wr_id = 0) noexcept {
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(at), static_cast<std::uint32_t>(len), lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  ibv_recv_wr wr{.wr_id = wr_id, .next = nullptr, .sg_list = &sge, .num_sge = 1};
   ibv_recv_wr* bad = nullptr;
   return ibv_post_recv(qp, &wr, &bad);
 }

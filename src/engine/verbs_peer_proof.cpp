@@ -22,20 +22,6 @@ PeerProofError unproven(const Qp& q, std::string_view why) {
                   q.peer, why, q.local.qpn, q.dev->label));
 }
 
-int post_proof(Qp& q, std::size_t slot, const qp_proof::Message& m) noexcept {
-  std::uint8_t* at = q.proof_buf.get() + kProofSlot * slot;
-  std::memcpy(at, m.data(), m.size());
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(at), static_cast<std::uint32_t>(m.size()), q.proof_mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = kProofWrId;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  return ibv_post_send(q.qp.get(), &wr, &bad);
-}
-
 }  // namespace
 
 // Completions are taken one at a time and only until the proof message: the data that a proven
@@ -73,30 +59,36 @@ std::span<const std::uint8_t> VerbsEngine::next_proof(Qp& q, std::uint32_t& rece
 // its proof -> the client's proof, checked. Each end posts load only after this returns.
 void VerbsEngine::prove_peer(Qp& q) {
   const std::int64_t deadline = std::min(mono_now_ns() + kProofTimeoutNs, ctx_->hard_deadline() - 1'000'000'000);
-  auto refuse = [&](const qp_proof::Checked& c) { throw unproven(q, c.text); };
+  auto must = [&](const qp_proof::Checked& c) {
+    if (!c.ok()) throw unproven(q, c.text);
+  };
   auto post = [&](std::size_t slot, const qp_proof::Message& m) {
-    if (int e = post_proof(q, slot, m); e != 0) {
+    std::uint8_t* at = q.proof_buf.get() + kProofSlot * slot;
+    std::memcpy(at, m.data(), m.size());
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(at), static_cast<std::uint32_t>(m.size()), q.proof_mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = kProofWrId;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (int e = ibv_post_send(q.qp.get(), &wr, &bad); e != 0) {
       throw PeerProofError(fmt::format("RDMA peer {}: posting the proof of the test token failed: {} on {}", q.peer,
                                        errno_text(e), q.dev->label));
     }
   };
   std::uint32_t received = 0;
   const auth::Nonce mine = auth::make_nonce();
+  auth::Nonce theirs{};
   if (q.client) {
     post(0, qp_proof::encode_client_hello(mine));
-    auth::Nonce theirs{};
-    const auto c =
-        qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs);
-    if (!c.ok()) refuse(c);
+    must(qp_proof::check_server_proof(next_proof(q, received, deadline), q.proof_token, q.binding, mine, theirs));
     post(1, qp_proof::encode_client_proof(q.proof_token, q.binding, mine, theirs));
   } else {
-    auth::Nonce theirs{};
-    const auto h = qp_proof::check_client_hello(next_proof(q, received, deadline), theirs);
-    if (!h.ok()) refuse(h);
+    must(qp_proof::check_client_hello(next_proof(q, received, deadline), theirs));
     post(0, qp_proof::encode_server_proof(q.proof_token, q.binding, theirs, mine));
-    const auto c =
-        qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine);
-    if (!c.ok()) refuse(c);
+    must(qp_proof::check_client_proof(next_proof(q, received, deadline), q.proof_token, q.binding, theirs, mine));
   }
 }
 

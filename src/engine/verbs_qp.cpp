@@ -8,26 +8,6 @@
 #include <random>
 
 namespace fabperf::verbs {
-namespace {
-
-std::uint32_t random_psn() {
-  std::random_device rd;
-  return rd() & 0xffffff;
-}
-
-}  // namespace
-
-proto::RdmaEndpoint to_wire(const Endpoint& e, std::uint32_t node, std::uint32_t peer, std::uint32_t conn) {
-  proto::RdmaEndpoint w{node, peer, conn, e.qpn, e.psn, e.lid, {}, e.addr, e.len, e.rkey};
-  std::memcpy(w.gid.data(), e.gid.raw, 16);
-  return w;
-}
-Endpoint from_wire(const proto::RdmaEndpoint& w) {
-  Endpoint e{w.qpn, w.psn, w.lid, w.rkey, w.addr, w.len, {}};
-  std::memcpy(e.gid.raw, w.gid.data(), 16);
-  return e;
-}
-
 Dir dir_for(const TestSpec& spec, std::uint32_t c) {
   if (spec.test() == TestKind::nwrite) return Dir::nread;
   return pair_writes(spec, c) ? Dir::push : Dir::pull_back;
@@ -48,18 +28,13 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
   q->dir = dir;
   q->rpc = rpc;
   q->client = client;
-  q->peer_node = peer_node;
-  q->conn = conn;
   q->proof = proof != nullptr;
   if (proof) q->proof_token = *proof;
   const std::uint32_t proof_recvs = proof ? (client ? 1u : 2u) : 0u;
   const int depth = static_cast<int>(spec.qdepth());
-  if (spec.rdma_events() || q->stream_passive()) {
-    q->ch.reset(ibv_create_comp_channel(d.ctx));
-    if (!q->ch) throw verbs_fail("ibv_create_comp_channel", d.label, errno);
-  }
-  q->cq.reset(ibv_create_cq(d.ctx, 4 * depth + 8, nullptr, q->ch.get(), 0));
-  if (!q->cq) throw verbs_fail("ibv_create_cq", d.label, errno);
+  if (spec.rdma_events() || q->stream_passive())
+    q->ch = verbs_made(CompChannelPtr(ibv_create_comp_channel(d.ctx)), "ibv_create_comp_channel", d.label);
+  q->cq = verbs_made(CqPtr(ibv_create_cq(d.ctx, 4 * depth + 8, nullptr, q->ch.get(), 0)), "ibv_create_cq", d.label);
   ibv_qp_init_attr ia{};
   ia.send_cq = q->cq.get();
   ia.recv_cq = q->cq.get();
@@ -70,56 +45,53 @@ std::unique_ptr<Qp> create_qp(Device& d, const TestSpec& spec, Dir dir, bool rpc
   ia.cap.max_recv_sge = 1;
   ia.cap.max_inline_data = spec.inline_size();
   if (id) {
-    if (rdma_create_qp(id, d.pd.get(), &ia) != 0) throw verbs_fail("rdma_create_qp", d.label, errno);
+    verbs_check(rdma_create_qp(id, d.pd.get(), &ia), "rdma_create_qp", d.label);
     q->qp = QpPtr(id->qp, QpRelease{id});
   } else {
-    q->qp.reset(ibv_create_qp(d.pd.get(), &ia));
-    if (!q->qp) throw verbs_fail("ibv_create_qp", d.label, errno);
+    q->qp = verbs_made(QpPtr(ibv_create_qp(d.pd.get(), &ia)), "ibv_create_qp", d.label);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = d.port;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (int e = ibv_modify_qp(q->qp.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-        e != 0) {
-      throw verbs_fail("ibv_modify_qp(INIT)", d.label, e);
-    }
+    verbs_check(ibv_modify_qp(q->qp.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+                "ibv_modify_qp(INIT)", d.label);
   }
   d.max_inline = ia.cap.max_inline_data;
-  q->local.qpn = q->qp->qp_num;
-  q->local.psn = random_psn();
-  q->local.lid = d.lid;
-  q->local.rkey = d.mr->rkey;
-  q->local.addr = reinterpret_cast<std::uintptr_t>(d.buf.get());
-  q->local.len = 2 * d.block;
-  q->local.gid = d.gid;
+  q->local = {.peer = peer_node,
+              .conn = conn,
+              .qpn = q->qp->qp_num,
+              .psn = std::random_device{}() & 0xffffff,
+              .lid = d.lid,
+              .addr = reinterpret_cast<std::uintptr_t>(d.buf.get()),
+              .len = 2 * d.block,
+              .rkey = d.mr->rkey};
+  std::memcpy(q->local.gid.data(), d.gid.raw, 16);
   if (proof) {
-    q->proof_buf = aligned_buffer(kProofSlot * kProofSlots);
-    if (!q->proof_buf) throw verbs_fail("allocating the peer proof buffer", d.label, ENOMEM);
+    q->proof_buf = verbs_made(aligned_buffer(kProofSlot * kProofSlots), "allocating the peer proof buffer", d.label);
     std::memset(q->proof_buf.get(), 0, kProofSlot * kProofSlots);
     // Local access only: the peer can SEND into the posted slots, never write or read them.
-    q->proof_mr.reset(
-        ibv_reg_mr(d.pd.get(), q->proof_buf.get(), kProofSlot * kProofSlots, static_cast<int>(IBV_ACCESS_LOCAL_WRITE)));
-    if (!q->proof_mr) throw verbs_fail("ibv_reg_mr(peer proof)", d.label, errno);
+    q->proof_mr = verbs_made(MrPtr(ibv_reg_mr(d.pd.get(), q->proof_buf.get(), kProofSlot * kProofSlots,
+                                              static_cast<int>(IBV_ACCESS_LOCAL_WRITE))),
+                             "ibv_reg_mr(peer proof)", d.label);
     for (std::uint32_t i = 0; i < proof_recvs; ++i) {
       const std::uint8_t* at = q->proof_buf.get() + kProofSlot * (2 + i);
-      if (int e = post_recv(q->qp.get(), at, kProofSlot, q->proof_mr->lkey, kProofWrId + 2 + i); e != 0)
-        throw verbs_fail("ibv_post_recv(peer proof)", d.label, e);
+      verbs_check(post_recv(q->qp.get(), at, kProofSlot, q->proof_mr->lkey, kProofWrId + 2 + i),
+                  "ibv_post_recv(peer proof)", d.label);
     }
   }
-  for (int i = 0; i < 2 * depth + 2; ++i) {
-    if (int e = post_recv(q->qp.get(), d.buf.get() + d.block, d.block, d.mr->lkey); e != 0)
-      throw verbs_fail("ibv_post_recv", d.label, e);
-  }
-  if (q->ch && ibv_req_notify_cq(q->cq.get(), 0) != 0) throw verbs_fail("ibv_req_notify_cq", d.label, errno);
+  for (int i = 0; i < 2 * depth + 2; ++i)
+    verbs_check(post_recv(q->qp.get(), d.buf.get() + d.block, d.block, d.mr->lkey), "ibv_post_recv", d.label);
+  if (q->ch) verbs_check(ibv_req_notify_cq(q->cq.get(), 0), "ibv_req_notify_cq", d.label);
   return q;
 }
 
 void connect_qp(Qp& q) {
   const Device& d = *q.dev;
   // Both transitions name the peer whose endpoint they were given.
-  auto refused = [&](const char* call, int e) {
-    return VerbsError(call, d.label, e, fmt::format("{} (peer {})", verbs_fail(call, d.label, e).what(), q.peer));
+  auto modify_to_peer = [&](ibv_qp_attr& attr, int mask, const char* call) {
+    if (const int e = ibv_modify_qp(q.qp.get(), &attr, mask); e != 0)
+      throw VerbsError(call, d.label, e, fmt::format("{} (peer {})", verbs_fail(call, d.label, e).what(), q.peer));
   };
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
@@ -133,16 +105,14 @@ void connect_qp(Qp& q) {
     a.ah_attr.dlid = static_cast<std::uint16_t>(q.remote.lid);
   } else {
     a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = q.remote.gid;
+    std::memcpy(a.ah_attr.grh.dgid.raw, q.remote.gid.data(), 16);
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(d.gid_index);
     a.ah_attr.grh.hop_limit = 64;
   }
-  if (int e = ibv_modify_qp(q.qp.get(), &a,
-                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-      e != 0) {
-    throw refused("ibv_modify_qp(RTR)", e);
-  }
+  modify_to_peer(a,
+                 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                 "ibv_modify_qp(RTR)");
   ibv_qp_attr r{};
   r.qp_state = IBV_QPS_RTS;
   r.timeout = 14;  // 4.096 us * 2^14 = 67 ms per try: a dead peer is noticed within ~0.5 s
@@ -150,12 +120,9 @@ void connect_qp(Qp& q) {
   r.rnr_retry = 7;
   r.sq_psn = q.local.psn;
   r.max_rd_atomic = static_cast<std::uint8_t>(d.max_rd_atomic);
-  if (int e = ibv_modify_qp(q.qp.get(), &r,
-                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                IBV_QP_MAX_QP_RD_ATOMIC);
-      e != 0) {
-    throw refused("ibv_modify_qp(RTS)", e);
-  }
+  modify_to_peer(
+      r, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+      "ibv_modify_qp(RTS)");
 }
 
 }  // namespace fabperf::verbs
