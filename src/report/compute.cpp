@@ -459,6 +459,7 @@ Report ReportBuilder::finish(bool interrupted) && {
   std::ranges::stable_sort(s_->nodes, {}, &NodeAcc::order);
   std::vector<double> cli_cpu, srv_cpu;
   // Every node's histogram merged; none when no node has one.
+  std::optional<LatencyHistogram> all_delay, all_latency;
   const auto merge = [](std::optional<LatencyHistogram>& all, const std::shared_ptr<const LatencyHistogram>& h) {
     if (!h) return;
     if (!all) all.emplace();
@@ -467,11 +468,13 @@ Report ReportBuilder::finish(bool interrupted) && {
   for (auto& n : s_->nodes) {
     if (n.cli_cpu) cli_cpu.push_back(*n.cli_cpu);
     if (n.srv_cpu) srv_cpu.push_back(*n.srv_cpu);
-    merge(r.delay_histogram, n.report.delay_histogram);
-    merge(r.histogram, n.report.histogram);
+    merge(all_delay, n.report.delay_histogram);
+    merge(all_latency, n.report.histogram);
     for (auto& f : n.findings) r.findings.push_back(std::move(f));
     r.nodes.push_back(std::move(n.report));
   }
+  if (all_delay) r.delay_histogram = std::make_shared<const LatencyHistogram>(*all_delay);
+  if (all_latency) r.histogram = std::make_shared<const LatencyHistogram>(*all_latency);
   s_->nodes.clear();
 
   // Each pair's rate uses its own node's measured window; the aggregate is their sum.

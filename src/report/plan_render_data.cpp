@@ -1,4 +1,5 @@
-// PlanReport -> JSON (the model itself), CSV tables and JUnit XML. Formatting only.
+// PlanReport -> JSON (the model itself), CSV tables and JUnit XML, and the tables the text and
+// HTML reports share. Formatting only.
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/report/plan_report.hpp>
@@ -7,8 +8,10 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "report/result_json.hpp"
+#include "report/text_table.hpp"
 
 namespace fabperf {
 
@@ -56,6 +59,105 @@ std::string csv_field(std::string_view s) {
     out += ch;
   }
   return out + "\"";
+}
+
+std::string PlanCells::num(std::optional<double> v) const {
+  if (!v) return "n/a";
+  const double x = *v;
+  if (!html) return fmt::format("{:g}", std::round(x * 100) / 100);
+  if (x == std::floor(x) || std::fabs(x) >= 100) return fmt::format("{:.0f}", x + 0.0);  // + 0.0: -0 is 0
+  return std::fabs(x) >= 10 ? fmt::format("{:.1f}", x) : fmt::format("{:.2g}", x);
+}
+
+std::string PlanCells::text(std::string_view s) const {
+  return html ? xml_escape(s) : std::string(s);
+}
+
+std::string PlanCells::limit(double v) const {
+  return html ? fmt::format("{:g}", v) : num(v);
+}
+
+std::string PlanCells::us(double v) const {
+  if (!html) return text::us(v);
+  if (v >= 1e6) return fmt::format("{:.3g} s", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.3g} ms", v / 1e3);
+  return fmt::format("{:.3g} us", v);
+}
+
+std::string status_class(const std::string& status) {
+  if (status == "done" || status == "ok" || status == "PASS" || status == "pass") return "ok";
+  if (status == "interrupted" || status == "INCOMPLETE" || status == "NO KPI") return "warn";
+  return "bad";
+}
+
+std::string PlanCells::status(const std::string& s) const {
+  return html ? "<span class=\"pill " + status_class(s) + "\">" + xml_escape(s) + "</span>" : s;
+}
+
+bool subject_failed(const PlanReport& r, const StepView& s, const std::string& scope, const std::string& subject) {
+  return std::ranges::any_of(r.kpis, [&](const KpiCheck& k) {
+    return k.scope == scope && k.subject == subject && !k.pass && (k.step == s.id || (!k.step && k.test == s.test));
+  });
+}
+
+PlanTable kpi_group_table(const PlanReport& r, const PlanCells& c) {
+  PlanTable t{{"KPI", "test", "scope", ">threshold", ">checks", ">failed", ">worst", "worst at", "result"}};
+  for (const auto& g : r.kpi_groups) {
+    t.rows.push_back({g.failed > 0,
+                      {c.text(g.kpi), c.text(g.test.value_or("(plan)")), c.text(g.scope),
+                       fmt::format("{} {} {}", c.text(g.op), c.limit(g.threshold), c.text(g.unit)),
+                       std::to_string(g.passed + g.failed), std::to_string(g.failed), c.num(g.worst),
+                       c.text(g.worst_subject.empty() ? "-" : g.worst_subject), c.status(g.failed ? "FAIL" : "pass")}});
+  }
+  return t;
+}
+
+PlanTable failed_check_table(const PlanReport& r, const PlanCells& c) {
+  PlanTable t{{"KPI", "step", "subject", ">value", c.html ? ">required" : ">threshold", "detail"}};
+  for (const auto& k : r.kpis) {
+    if (k.pass) continue;
+    t.rows.push_back(
+        {true,
+         {c.text(k.kpi), c.text(k.step.value_or(k.test.value_or("(plan)"))),
+          c.text(k.subject.empty() ? "-" : k.subject), fmt::format("{} {}", c.num(k.value), c.text(k.unit)),
+          fmt::format("{} {}", c.text(k.op), c.limit(k.threshold)), c.text(k.detail)}});
+  }
+  return t;
+}
+
+PlanTable step_table(const PlanReport& r, const PlanCells& c) {
+  const char* arrow = c.html ? "&rarr;" : "->";
+  PlanTable t{{">#", "step", "pattern", "status", fmt::format("clients {} servers", arrow), ">MB/s", ">Gbit/s",
+               ">time s", "KPIs"}};
+  for (const auto& s : r.steps) {
+    if (!s.listed) continue;
+    const char* sep = c.html ? ", " : ",";
+    t.rows.push_back(
+        {s.kpi_failed || s.status == "failed",
+         {std::to_string(s.index), c.html ? fmt::format("<a href=\"#step-{}\">{}</a>", s.index, c.text(s.id)) : s.id,
+          c.text(s.pattern), c.status(s.status),
+          fmt::format("{} {} {}", c.text(fmt::format("{}", fmt::join(s.clients, sep))), arrow,
+                      c.text(fmt::format("{}", fmt::join(s.servers, sep)))),
+          s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-",
+          fmt::format("{:.1f}", s.duration_s),
+          s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"}});
+  }
+  return t;
+}
+
+PlanTable node_table(const PlanReport& r, const StepView& s, const PlanCells& c) {
+  const std::string us = c.html ? "" : " us";
+  PlanTable t{
+      {"node", "role", "status", ">tx MB/s", ">rx MB/s", ">CPU %", ">retrans", ">p50" + us, ">p99" + us, ">max" + us}};
+  for (const auto& n : s.nodes) {
+    const auto& l = n.latency ? n.latency : n.delay;
+    t.rows.push_back(
+        {subject_failed(r, s, "node", n.name),
+         {c.text(n.name), c.text(n.role), c.status(std::string(to_string(n.status))), text::f1(n.tx_mb_per_s),
+          text::f1(n.rx_mb_per_s), text::f0(n.cpu_busy_pct), text::count_or_dash(n.retrans_segs),
+          l ? c.us(l->p50_us) : "-", l ? c.us(l->p99_us) : "-", l ? c.us(l->max_us) : "-"}});
+  }
+  return t;
 }
 
 // Keys: the field names.

@@ -16,6 +16,7 @@ namespace fabperf {
 namespace {
 
 constexpr auto* esc = &xml_escape;
+constexpr PlanCells kHtml{true};
 
 constexpr const char* kTx = "#2563eb";
 constexpr const char* kRx = "#14b8a6";
@@ -34,19 +35,6 @@ double nice_step(double max, int n) {
     if (raw <= m * mag) return m * mag;
   }
   return 10 * mag;
-}
-
-std::string fmt_num(double v) {
-  if (v == 0) return "0";
-  if (std::fabs(v) >= 100) return fmt::format("{:.0f}", v);
-  if (std::fabs(v) >= 10 || v == std::floor(v)) return fmt::format("{:.{}f}", v, v == std::floor(v) ? 0 : 1);
-  return fmt::format("{:.2g}", v);
-}
-
-std::string fmt_us(double v) {
-  if (v >= 1e6) return fmt::format("{:.3g} s", v / 1e6);
-  if (v >= 1e3) return fmt::format("{:.3g} ms", v / 1e3);
-  return fmt::format("{:.3g} us", v);
 }
 
 // The y axis' top: 12% above the largest value, rounded up to a whole step.
@@ -99,7 +87,7 @@ std::string y_axis(const Geometry& g, double ymax, const std::string& unit) {
     const double y = g.top + g.ph() * (1 - v / ymax);
     out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"/>", g.left,
                        g.left + g.pw(), y, y, kGrid);
-    out += svg_text(g.left - 6, y + 4, "tick", kEnd, fmt_num(v), "\n");
+    out += svg_text(g.left - 6, y + 4, "tick", kEnd, kHtml.num(v), "\n");
   }
   return out + fmt::format(
                    "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
@@ -186,7 +174,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   const double xs = nice_step(xmax, 6);
   for (double v = 0; v <= xmax * 1.0001; v += xs) {
     const double x = g.left + g.pw() * v / xmax;
-    out += svg_text(x, g.top + g.ph() + 16, "tick", kMiddle, fmt_num(v));
+    out += svg_text(x, g.top + g.ph() + 16, "tick", kMiddle, kHtml.num(v));
   }
   out += svg_text(g.left + g.pw() / 2, g.top + g.ph() + 36, "axis", kMiddle, "seconds into the measured window", "\n");
   for (const auto& ev : events) {
@@ -235,9 +223,9 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
     const double bh = g.ph() * static_cast<double>(b.count) / (ymax > 0 ? ymax : 1);
     const double x = g.left + slot * static_cast<double>(i);
     out += svg_rect("hbar", x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, "#7c3aed", "",
-                    fmt::format("{} - {}: {} samples", fmt_us(b.lo_us), fmt_us(b.hi_us), b.count));
+                    fmt::format("{} - {}: {} samples", kHtml.us(b.lo_us), kHtml.us(b.hi_us), b.count));
     if (i % label_every == 0) {
-      out += svg_text(x + slot / 2, g.top + g.ph() + 16, "tick", kMiddle, fmt_us(b.lo_us));
+      out += svg_text(x + slot / 2, g.top + g.ph() + 16, "tick", kMiddle, kHtml.us(b.lo_us));
     }
   }
   // Percentile markers at the bucket holding each percentile: the last non-empty bucket that
@@ -250,7 +238,7 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
             "<g class=\"pct\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
             "stroke-dasharray=\"3 3\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{} "
             "{}</text></g>\n",
-            x, x, g.top, g.top + g.ph(), kInk, x, g.top - 4, name, fmt_us(v));
+            x, x, g.top, g.top + g.ph(), kInk, x, g.top - 4, name, kHtml.us(v));
         break;
       }
     }
@@ -417,42 +405,20 @@ std::optional<Threshold> step_threshold(const PlanReport& r, const StepView& s, 
   return {};
 }
 
-bool subject_failed(const PlanReport& r, const StepView& s, const std::string& scope, const std::string& subject) {
-  return std::ranges::any_of(r.kpis, [&](const KpiCheck& k) {
-    return k.scope == scope && k.subject == subject && !k.pass && (k.step == s.id || (!k.step && k.test == s.test));
-  });
-}
-
-// A table: `cols` are its header cells, a leading '>' marking a column of numbers (right-aligned, as
-// its cells are); add() takes a row's cells as HTML, `failed` marks the row.
-struct HtmlTable {
-  std::string out;
-  std::vector<bool> num;
-  HtmlTable(std::string_view attrs, std::initializer_list<std::string_view> cols)
-      : out(fmt::format("<table {}><thead><tr>", attrs)) {
-    for (const auto c : cols) {
-      num.push_back(c.starts_with('>'));
-      out += fmt::format("<th{}>{}</th>", num.back() ? " class=\"num\"" : "", c.substr(num.back() ? 1 : 0));
-    }
-    out += "</tr></thead><tbody>\n";
+// A table of the report's: a column of numbers is right-aligned, its header as its cells.
+std::string html_table(std::string_view attrs, const PlanTable& t) {
+  std::string out = fmt::format("<table {}><thead><tr>", attrs);
+  const auto num = [&t](std::size_t i) { return t.heads[i].starts_with('>') ? " class=\"num\"" : ""; };
+  for (std::size_t i = 0; i < t.heads.size(); ++i) {
+    out += fmt::format("<th{}>{}</th>", num(i), std::string_view(t.heads[i]).substr(*num(i) ? 1 : 0));
   }
-  void add(bool failed, std::initializer_list<std::string> cells) {
+  out += "</tr></thead><tbody>\n";
+  for (const auto& [failed, cells] : t.rows) {
     out += failed ? "<tr class=\"failed\">" : "<tr>";
-    std::size_t i = 0;
-    for (const auto& c : cells) out += fmt::format("<td{}>{}</td>", num[i++] ? " class=\"num\"" : "", c);
+    for (std::size_t i = 0; i < cells.size(); ++i) out += fmt::format("<td{}>{}</td>", num(i), cells[i]);
     out += "</tr>\n";
   }
-  [[nodiscard]] std::string str() const { return out + "</tbody></table>\n"; }
-};
-
-std::string pill(const std::string& text, const std::string& cls) {
-  return "<span class=\"pill " + cls + "\">" + esc(text) + "</span>";
-}
-
-std::string status_class(const std::string& status) {
-  if (status == "done" || status == "PASS" || status == "pass") return "ok";
-  if (status == "interrupted" || status == "INCOMPLETE" || status == "NO KPI") return "warn";
-  return "bad";
+  return out + "</tbody></table>\n";
 }
 
 constexpr const char* kStyle = R"CSS(
@@ -544,43 +510,9 @@ std::string head_html(const PlanReport& r) {
 std::string kpi_html(const PlanReport& r) {
   std::string out = "<h2>KPI verdict</h2>\n";
   if (r.kpi_groups.empty()) return out + "<p class=\"muted\">No KPI was checked in these results.</p>\n";
-  HtmlTable t("class=\"verdict-table\"",
-              {"KPI", "test", "scope", ">threshold", ">checks", ">failed", ">worst", "worst at", "result"});
-  for (const auto& g : r.kpi_groups) {
-    t.add(g.failed > 0,
-          {esc(g.kpi), esc(g.test.value_or("(plan)")), esc(g.scope),
-           fmt::format("{} {:g} {}", esc(g.op), g.threshold, esc(g.unit)), std::to_string(g.passed + g.failed),
-           std::to_string(g.failed), g.worst ? fmt_num(*g.worst) : "n/a",
-           esc(g.worst_subject.empty() ? "-" : g.worst_subject), g.failed ? pill("FAIL", "bad") : pill("pass", "ok")});
-  }
-  out += t.str();
+  out += html_table("class=\"verdict-table\"", kpi_group_table(r, kHtml));
   if (!r.kpi_failed) return out;
-  HtmlTable f("class=\"failed-checks\"", {"KPI", "step", "subject", ">value", ">required", "detail"});
-  for (const auto& k : r.kpis) {
-    if (k.pass) continue;
-    f.add(true, {esc(k.kpi), esc(k.step.value_or(k.test.value_or("(plan)"))), esc(k.subject.empty() ? "-" : k.subject),
-                 fmt::format("{} {}", k.value ? fmt_num(*k.value) : "n/a", esc(k.unit)),
-                 fmt::format("{} {:g}", esc(k.op), k.threshold), esc(k.detail)});
-  }
-  return out + "<h2>Failed checks</h2>\n" + f.str();
-}
-
-// One row per step, linking to its section.
-std::string steps_html(const PlanReport& r) {
-  HtmlTable t("class=\"steps\"",
-              {">#", "step", "pattern", "status", "clients &rarr; servers", ">MB/s", ">Gbit/s", ">time s", "KPIs"});
-  for (const auto& s : r.steps) {
-    if (!s.listed) continue;
-    t.add(s.kpi_failed || s.status == "failed",
-          {std::to_string(s.index), fmt::format("<a href=\"#step-{}\">{}</a>", s.index, esc(s.id)), esc(s.pattern),
-           pill(s.status, status_class(s.status)),
-           fmt::format("{} &rarr; {}", esc(fmt::format("{}", fmt::join(s.clients, ", "))),
-                       esc(fmt::format("{}", fmt::join(s.servers, ", ")))),
-           s.measured ? fmt::format("{:.0f}", s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-",
-           fmt::format("{:.1f}", s.duration_s),
-           s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"});
-  }
-  return "<h2>Steps</h2>\n" + t.str();
+  return out + "<h2>Failed checks</h2>\n" + html_table("class=\"failed-checks\"", failed_check_table(r, kHtml));
 }
 
 // A measured step's charts: per node, per link, over time, and the latency histograms.
@@ -613,7 +545,7 @@ std::string step_charts_html(const PlanReport& r, const StepView& s) {
   for (const auto& [what, l] : {std::pair{"Request", &s.latency}, {"Ping under load", &s.delay}}) {
     if (*l && !(*l)->buckets.empty()) {
       out += histogram_chart(fmt::format("{} latency: {} samples, p50 {}, p99 {}, max {}", what, (*l)->count,
-                                         fmt_us((*l)->p50_us), fmt_us((*l)->p99_us), fmt_us((*l)->max_us)),
+                                         kHtml.us((*l)->p50_us), kHtml.us((*l)->p99_us), kHtml.us((*l)->max_us)),
                              **l);
     }
   }
@@ -623,24 +555,14 @@ std::string step_charts_html(const PlanReport& r, const StepView& s) {
 // One step's section: what ran, its charts, its nodes and its findings.
 std::string step_html(const PlanReport& r, const StepView& s) {
   std::string out = fmt::format("<section class=\"step\" id=\"step-{}\">\n<h3>Step {}: {} {}</h3>\n", s.index, s.index,
-                                esc(s.id), pill(s.status, status_class(s.status)));
+                                esc(s.id), kHtml.status(s.status));
   out += "<div class=\"muted\">" + esc(s.pattern) + (s.op.empty() ? "" : " &middot; " + esc(s.op)) +
          " &middot; started " + esc(s.started_at) +
          (s.summary.empty() ? "" : " &middot; <span class=\"mono\">" + esc(s.summary) + "</span>") + "</div>\n";
   if (!s.error.empty()) out += "<p style=\"color:#b91c1c\"><b>error:</b> " + esc(s.error) + "</p>\n";
   if (!s.measured) return out + "<p class=\"muted\">Nothing was measured in this step.</p>\n</section>\n";
   out += step_charts_html(r, s);
-  HtmlTable t("class=\"nodes\" style=\"margin-top:10px\"",
-              {"node", "role", "status", ">tx MB/s", ">rx MB/s", ">CPU %", ">retrans", ">p50", ">p99", ">max"});
-  for (const auto& n : s.nodes) {
-    const auto& l = n.latency ? n.latency : n.delay;
-    t.add(subject_failed(r, s, "node", n.name),
-          {esc(n.name), esc(n.role), pill(std::string(to_string(n.status)), n.status == NodeStatus::ok ? "ok" : "bad"),
-           fmt::format("{:.1f}", n.tx_mb_per_s), fmt::format("{:.1f}", n.rx_mb_per_s),
-           fmt::format("{:.0f}", n.cpu_busy_pct), n.retrans_segs >= 0 ? std::to_string(n.retrans_segs) : "-",
-           l ? fmt_us(l->p50_us) : "-", l ? fmt_us(l->p99_us) : "-", l ? fmt_us(l->max_us) : "-"});
-  }
-  out += t.str();
+  out += html_table("class=\"nodes\" style=\"margin-top:10px\"", node_table(r, s, kHtml));
   if (!s.findings.empty()) out += notes_html(s.findings);
   return out + "</section>\n";
 }
@@ -648,7 +570,8 @@ std::string step_html(const PlanReport& r, const StepView& s) {
 }  // namespace
 
 std::string render_plan_html(const PlanReport& r) {
-  std::string out = head_html(r) + kpi_html(r) + steps_html(r);
+  std::string out =
+      head_html(r) + kpi_html(r) + "<h2>Steps</h2>\n" + html_table("class=\"steps\"", step_table(r, kHtml));
   if (!r.matrices.empty()) {
     out += "<h2>All-pairs matrix</h2>\n";
     for (const auto& m : r.matrices) out += heatmap(m, r.kpis);

@@ -6,7 +6,6 @@
 #include "report/text_table.hpp"
 
 #include <fmt/format.h>
-#include <cmath>
 
 namespace fabperf {
 
@@ -14,8 +13,12 @@ namespace {
 
 using namespace text;  // the table and its number formats
 
-std::string kpi_value(std::optional<double> v) {
-  return v ? fmt::format("{:g}", std::round(*v * 100) / 100) : "n/a";
+std::string text_table(const PlanTable& p) {
+  std::vector<Head> heads;
+  for (const auto& h : p.heads) heads.emplace_back(h.substr(h.starts_with('>') ? 1 : 0));
+  Table t(heads);
+  for (const auto& row : p.rows) t.add(row.second);
+  return t.str();
 }
 
 }  // namespace
@@ -36,39 +39,10 @@ std::string render_plan_text(const PlanReport& r) {
   if (!r.isolation.empty()) out += "\nIsolation\n";
   for (const auto& l : r.isolation) out += "  " + l + "\n";
 
-  if (!r.kpi_groups.empty()) {
-    out += "\nKPI checks\n";
-    Table t({col::kpi, col::test, col::scope, col::threshold, "checks", "failed", "worst", "worst at", col::pass});
-    for (const auto& g : r.kpi_groups) {
-      t.add({g.kpi, g.test.value_or("(plan)"), g.scope, fmt::format("{} {} {}", g.op, kpi_value(g.threshold), g.unit),
-             std::to_string(g.passed + g.failed), std::to_string(g.failed), kpi_value(g.worst),
-             g.worst_subject.empty() ? "-" : g.worst_subject, g.failed ? "FAIL" : "pass"});
-    }
-    out += t.str();
-    if (r.kpi_failed > 0) {
-      out += "\nFailed checks\n";
-      Table f({col::kpi, col::step, col::subject, col::value, col::threshold, col::detail});
-      for (const auto& k : r.kpis) {
-        if (k.pass) continue;
-        f.add({k.kpi, k.step.value_or(k.test.value_or("(plan)")), k.subject.empty() ? "-" : k.subject,
-               fmt::format("{} {}", kpi_value(k.value), k.unit), fmt::format("{} {}", k.op, kpi_value(k.threshold)),
-               k.detail});
-      }
-      out += f.str();
-    }
-  }
-
-  out += "\nSteps\n";
-  Table st({"#", col::step, col::pattern, col::status, "clients -> servers", col::mb_per_s, col::gbit_per_s,
-            col::duration_s, "KPIs"});
-  for (const auto& s : r.steps) {
-    if (!s.listed) continue;
-    st.add({std::to_string(s.index), s.id, s.pattern, s.status,
-            fmt::format("{} -> {}", fmt::join(s.clients, ","), fmt::join(s.servers, ",")),
-            s.measured ? f0(s.mb_per_s) : "-", s.measured ? fmt::format("{:.2f}", s.gbit_per_s) : "-", f1(s.duration_s),
-            s.kpi_passed + s.kpi_failed ? fmt::format("{} ok, {} failed", s.kpi_passed, s.kpi_failed) : "-"});
-  }
-  out += st.str();
+  const PlanCells cells;
+  if (!r.kpi_groups.empty()) out += "\nKPI checks\n" + text_table(kpi_group_table(r, cells));
+  if (r.kpi_failed > 0) out += "\nFailed checks\n" + text_table(failed_check_table(r, cells));
+  out += "\nSteps\n" + text_table(step_table(r, cells));
 
   for (const auto& m : r.matrices) {
     out += fmt::format("\nAll-pairs matrix of '{}' (MB/s, row = client sending to column = server)\n", m.test);
@@ -95,22 +69,16 @@ std::string render_plan_text(const PlanReport& r) {
       continue;
     }
     if (!s.summary.empty()) out += "  " + s.summary + "\n";
-    Table nt({col::node, col::role, col::status, col::tx_mb_per_s, col::rx_mb_per_s, col::cpu_busy_pct,
-              col::retrans_segs, col::p50_us, col::p99_us, col::max_us});
     Table lt({col::node, col::link, col::tx_mb_per_s, col::rx_mb_per_s, col::payload_mb_per_s, col::speed_mbps,
               col::utilization_pct, col::errors, col::drops});
     for (const auto& n : s.nodes) {
-      const auto& l = n.latency ? n.latency : n.delay;
-      nt.add({n.name, n.role, std::string(to_string(n.status)), f1(n.tx_mb_per_s), f1(n.rx_mb_per_s),
-              f0(n.cpu_busy_pct), count_or_dash(n.retrans_segs), l ? us(l->p50_us) : "-", l ? us(l->p99_us) : "-",
-              l ? us(l->max_us) : "-"});
       for (const auto& ln : n.links) {
         lt.add({n.name, ln.name, f1(ln.tx_mb_per_s), f1(ln.rx_mb_per_s), f1(payload_mb_per_s_of(ln)),
                 ln.speed_mbps > 0 ? std::to_string(ln.speed_mbps) : "-", f1_or_dash(ln.utilization_pct),
                 std::to_string(errors_of(ln)), std::to_string(drops_of(ln))});
       }
     }
-    out += nt.str();
+    out += text_table(node_table(r, s, cells));
     if (!s.pairs.empty()) {
       Table pt({col::client, col::server, col::mb_per_s, col::retrans, col::rtt_us});
       for (const auto& p : s.pairs)

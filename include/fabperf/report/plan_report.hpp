@@ -269,6 +269,30 @@ std::string render_plan_csv(const PlanReport& r, const std::string& table);
 std::string render_plan_junit(const PlanReport& r);
 std::string render_plan_html(const PlanReport& r);
 
+// What the text and HTML reports share: how each writes a cell (as it is; HTML: escaped, statuses
+// as pills, its own number formats) and their tables' rows, computed once (plan_render_data.cpp).
+struct PlanCells {
+  bool html{false};
+  [[nodiscard]] std::string text(std::string_view s) const;
+  [[nodiscard]] std::string num(std::optional<double> v) const;  // a KPI's value ("n/a": not measured)
+  [[nodiscard]] std::string limit(double v) const;               // a KPI's threshold
+  [[nodiscard]] std::string us(double v) const;                  // a latency in microseconds
+  [[nodiscard]] std::string status(const std::string& s) const;  // a step's, node's, check's or verdict's
+};
+std::string status_class(const std::string& status);  // its pill's: ok, warn or bad
+// A leading '>' marks a column of numbers (right-aligned in HTML); each row: whether it failed (HTML
+// shades it), its cells.
+struct PlanTable {
+  std::vector<std::string> heads;
+  std::vector<std::pair<bool, std::vector<std::string>>> rows{};
+};
+PlanTable kpi_group_table(const PlanReport& r, const PlanCells& c);
+PlanTable failed_check_table(const PlanReport& r, const PlanCells& c);  // only the checks that failed
+PlanTable step_table(const PlanReport& r, const PlanCells& c);          // only the listed steps
+PlanTable node_table(const PlanReport& r, const StepView& s, const PlanCells& c);
+// Whether a KPI check of `scope` on `subject` failed in this step (its own checks or its test's).
+bool subject_failed(const PlanReport& r, const StepView& s, const std::string& scope, const std::string& subject);
+
 // Text for XML/HTML element content and attribute values.
 std::string xml_escape(std::string_view s);
 // One CSV field: quoted when it holds a comma, quote or line break.

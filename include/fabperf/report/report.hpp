@@ -305,9 +305,11 @@ struct Report {
   double cli_cpu_pct{0};
   double srv_cpu_pct{0};
   std::optional<ResultLatency> latency;  // all clients merged (rpc mode)
-  std::optional<LatencyHistogram> histogram;
+  // Shared, as the nodes' are: a plan keeps every step's report (StepOutcome), and two inline
+  // histograms would add 4 KB to each.
+  std::shared_ptr<const LatencyHistogram> histogram;
   std::optional<ResultLatency> delay;  // all clients merged
-  std::optional<LatencyHistogram> delay_histogram;
+  std::shared_ptr<const LatencyHistogram> delay_histogram;
   std::vector<NodeReport> nodes;
   std::vector<PairReport> pairs;
   std::vector<ConnReport> connections;
