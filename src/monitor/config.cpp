@@ -23,10 +23,11 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-// One [probe] or [latency] table through the settings table, as plan files do.
-TestSpec spec_from_table(const Ctx& c, const toml::table* t, const toml::node* where, SpecParams p) {
-  if (t) {
-    for (const auto& [key, v] : *t) {
+// The [probe] or [latency] table (`name`) through the settings table, as plan files do.
+TestSpec spec_from_table(const Ctx& c, const toml::table& root, const char* name, const toml::node* mon, SpecParams p) {
+  const auto* where = root.get(name);
+  if (where) {
+    for (const auto& [key, v] : c.table(*where, name)) {
       const std::string k(key.str());
       const Setting* st = find_setting(k);
       if (!st)
@@ -34,7 +35,7 @@ TestSpec spec_from_table(const Ctx& c, const toml::table* t, const toml::node* w
       c.apply_setting(*st, v, p);
     }
   }
-  return c.wrap(where, "", [&] {
+  return c.wrap(where ? where : mon, "", [&] {
     refuse_inapplicable(p);
     return TestSpec::make(p);
   });
@@ -144,17 +145,6 @@ void read_hosts(const Ctx& c, const toml::node* hosts, const toml::table& m, Mon
   }
 }
 
-// The latency probe's settings when the [latency] table leaves them out: one small rpc at a
-// time, short (a light round trip measurement, not a load).
-SpecParams default_latency_params() {
-  SpecParams p;
-  p.mode = Mode::rpc;
-  p.buffsize = 4 * 1024;
-  p.threads = 1;
-  p.time = std::chrono::seconds(1);
-  return p;
-}
-
 }  // namespace
 
 std::string_view direction_of(TestKind t) {
@@ -180,17 +170,20 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
   read_hosts(c, hosts, m, cfg);
 
-  // [probe] and [latency]: the settings table.
-  SpecParams probe_defaults;
+  // [probe] and [latency]: the settings table. The latency probe's defaults: one small rpc at a
+  // time, short (a light round trip measurement, not a load).
+  SpecParams probe_defaults, latency_defaults;
   probe_defaults.mode = Mode::stream;
   probe_defaults.time = std::chrono::seconds(2);
   probe_defaults.buffsize = 1024 * 1024;
-  const auto* pr = root.get("probe");
-  cfg.probe = spec_from_table(c, pr ? &c.table(*pr, "probe") : nullptr, pr ? pr : mon, probe_defaults);
-  const auto* la = root.get("latency");
-  cfg.latency = spec_from_table(c, la ? &c.table(*la, "latency") : nullptr, la ? la : mon, default_latency_params());
+  latency_defaults.mode = Mode::rpc;
+  latency_defaults.buffsize = 4 * 1024;
+  latency_defaults.threads = 1;
+  latency_defaults.time = std::chrono::seconds(1);
+  cfg.probe = spec_from_table(c, root, "probe", mon, probe_defaults);
+  cfg.latency = spec_from_table(c, root, "latency", mon, latency_defaults);
   if (cfg.latency.transport() != cfg.probe.transport()) {
-    c.fail(la ? la : mon, "transport",
+    c.fail(root.get("latency") ? root.get("latency") : mon, "transport",
            "the [latency] and [probe] transports differ: the `transport` label would mix them");
   }
   return cfg;

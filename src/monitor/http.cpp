@@ -25,6 +25,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 constexpr std::size_t kMaxConnections = 32;
 constexpr std::size_t kMaxPerSource = 8;
+constexpr std::size_t kMaxRequestHeaderBytes = std::size_t{8} * 1024;
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
 constexpr const char* kPlainText = "text/plain; charset=utf-8";
 

@@ -223,7 +223,7 @@ Schedule::Next Schedule::next(double now_s) const {
     if (done_[i]) continue;
     const auto& t = targets_[i];
     const auto [c, s] = t.pairs.front();
-    const double at = std::max({now_s, ready_at(c, t.link), ready_at(s, t.link)});
+    const double at = std::max({now_s, ready_.at(c * links_ + t.link), ready_.at(s * links_ + t.link)});
     if (at < best_at) {
       best_at = at;
       best = i;

@@ -88,9 +88,7 @@ std::vector<std::uint32_t> Job::hosts() const {
 
 JobResult failed_job(const MonitorConfig& cfg, const Job& job, const std::string& error, double wall_s) {
   JobResult r{job, wall_s, {}, {}, {}, false};
-  for (const auto& [c, s] : job.pairs) {
-    r.pairs.push_back(PairSample{c, s, false, error, {}, {}, {}, 0});
-  }
+  for (const auto& [c, s] : job.pairs) r.pairs.push_back({c, s, false, error, {}, {}, {}, 0});
   // The coordinator's errors name the agent (host:port) they could not reach.
   for (const auto h : job.hosts()) {
     if (error.find(cfg.hosts[h].hp.str()) != std::string::npos) r.unreachable.push_back(h);

@@ -37,11 +37,6 @@ const HostLinkState& MonitorState::host_link(std::uint32_t h, std::uint32_t l) c
   return host_links_.at(static_cast<std::size_t>(h) * cfg_->link_names.size() + l);
 }
 
-std::size_t MonitorState::active_alerts() const {
-  return static_cast<std::size_t>(
-      std::count_if(pairs_.begin(), pairs_.end(), [](const PairState& p) { return p.drift_alert; }));
-}
-
 std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines_changed) {
   std::vector<std::string> log;
   const auto k = static_cast<std::size_t>(r.job.kind);
@@ -99,25 +94,52 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
   return log;
 }
 
-// ---- baselines file ----
+// ---- baselines file: one entry per pair and link, the probe settings it was measured with ----
+namespace {
+
+constexpr const char* kBaselinesSchema = "fabperf.monitor-baselines";
+
+// One entry per pair and link: its names, what the probes measured (a mismatch drops it), its baseline.
+struct BaselineEntry {
+  std::string client, server, link, transport, direction;
+  json bytes_per_second;  // null while fewer than baseline_probes
+  std::vector<double> samples;
+  std::string source, set_at;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BaselineEntry, client, server, link, transport, direction, bytes_per_second, samples,
+                                   source, set_at)
+
+// Median payload throughput per (client, server) name pair over the results in `docs`.
+std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(const std::vector<ResultDoc>& docs) {
+  std::map<std::pair<std::string, std::string>, std::vector<double>> out;
+  for (const auto& r : docs) {
+    std::map<std::uint64_t, std::string> node;
+    for (const auto& n : r.nodes) node[n.index] = n.name;
+    for (const auto& p : r.pairs) {
+      const auto c = node.find(p.client);
+      const auto s = node.find(p.server);
+      if (c == node.end() || s == node.end()) continue;
+      out[{c->second, s->second}].push_back(p.tput.mb_per_s * 1e6);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 json MonitorState::baselines_json() const {
   json arr = json::array();
   const auto n = static_cast<std::uint32_t>(cfg_->hosts.size());
+  const std::string transport(to_string(cfg_->probe.transport()));
+  const std::string direction(direction_of(cfg_->probe.test()));
   for (std::uint32_t c = 0; c < n; ++c) {
     for (std::uint32_t s = 0; s < n; ++s) {
-      if (c == s) continue;
-      for (std::uint32_t l = 0; l < cfg_->link_names.size(); ++l) {
+      for (std::uint32_t l = 0; l < cfg_->link_names.size() && c != s; ++l) {
         const auto& b = pair(c, s, l).baseline;
-        if (!b.bytes_per_s && b.samples.empty()) continue;
-        arr.push_back({{"client", cfg_->hosts[c].name},
-                       {"server", cfg_->hosts[s].name},
-                       {"link", cfg_->link_names[l]},
-                       {"transport", std::string(to_string(cfg_->probe.transport()))},
-                       {"direction", std::string(direction_of(cfg_->probe.test()))},
-                       {"bytes_per_second", b.bytes_per_s ? json(*b.bytes_per_s) : json(nullptr)},
-                       {"samples", b.samples},
-                       {"source", b.source},
-                       {"set_at", b.set_at}});
+        if (b.bytes_per_s || !b.samples.empty())
+          arr.push_back(BaselineEntry{cfg_->hosts[c].name, cfg_->hosts[s].name, cfg_->link_names[l], transport,
+                                      direction, b.bytes_per_s ? json(*b.bytes_per_s) : json(nullptr), b.samples,
+                                      b.source, b.set_at});
       }
     }
   }
@@ -138,54 +160,30 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
     if (it == v.end()) return std::nullopt;
     return static_cast<std::uint32_t>(it - v.begin());
   };
-  const std::string transport(to_string(cfg_->probe.transport()));
-  const std::string direction(direction_of(cfg_->probe.test()));
   std::size_t dropped = 0;
-  for (const auto& e : j["baselines"]) {
+  for (const auto& je : j["baselines"]) {
+    BaselineEntry e;
     try {
-      const auto c = find(cfg_->hosts, e.at("client").get<std::string>(), &MonitorHost::name);
-      const auto s = find(cfg_->hosts, e.at("server").get<std::string>(), &MonitorHost::name);
-      const auto l = find(cfg_->link_names, e.at("link").get<std::string>(), std::identity{});
-      if (!c || !s || !l || *c == *s || e.at("transport").get<std::string>() != transport ||
-          e.at("direction").get<std::string>() != direction) {
-        ++dropped;
-        continue;
-      }
-      auto& b = pair(*c, *s, *l).baseline;
-      const auto& v = e.at("bytes_per_second");
-      if (!v.is_null()) {
-        if (!v.is_number() || !(v.get<double>() > 0)) throw bad("a bytes_per_second that is not a positive number");
-        b.bytes_per_s = v.get<double>();
-      }
-      b.samples = e.at("samples").get<std::vector<double>>();
-      b.source = e.at("source").get<std::string>();
-      b.set_at = e.at("set_at").get<std::string>();
+      e = je.get<BaselineEntry>();
     } catch (const json::exception& ex) {
       throw bad(fmt::format("a baseline entry is malformed ({})", ex.what()));
+    }
+    const auto& v = e.bytes_per_second;
+    if (!v.is_null() && !(v.is_number() && v.get<double>() > 0))
+      throw bad("a bytes_per_second that is not a positive number");
+    const auto c = find(cfg_->hosts, e.client, &MonitorHost::name);
+    const auto s = find(cfg_->hosts, e.server, &MonitorHost::name);
+    const auto l = find(cfg_->link_names, e.link, std::identity{});
+    if (!c || !s || !l || *c == *s || e.transport != to_string(cfg_->probe.transport()) ||
+        e.direction != direction_of(cfg_->probe.test())) {
+      ++dropped;
+    } else {
+      pair(*c, *s, *l).baseline = {v.is_null() ? std::nullopt : std::optional(v.get<double>()), std::move(e.samples),
+                                   std::move(e.source), std::move(e.set_at)};
     }
   }
   return dropped;
 }
-
-namespace {
-
-// Median payload throughput per (client, server) name pair over the results in `docs`.
-std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(const std::vector<ResultDoc>& docs) {
-  std::map<std::pair<std::string, std::string>, std::vector<double>> out;
-  for (const auto& r : docs) {
-    std::map<std::uint64_t, std::string> node;
-    for (const auto& n : r.nodes) node[n.index] = n.name;
-    for (const auto& p : r.pairs) {
-      const auto c = node.find(p.client);
-      const auto s = node.find(p.server);
-      if (c == node.end() || s == node.end()) continue;
-      out[{c->second, s->second}].push_back(p.tput.mb_per_s * 1e6);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::size_t MonitorState::seed_from_acceptance(const std::string& text, const std::string& file) {
   const auto bad = [&](const std::string& what) {

@@ -172,7 +172,7 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
     if (auto v = first_word(read_line(bs + file)); !v.empty()) to = v;
   };
   // An empty or unparsable file leaves a number as it was (to_int's fallback).
-  const auto sysfs_int = [&](const char* file, int& to) { to = to_int(read_line(bs + file), to); };
+  const auto sysfs_int = [&](const char* file, int& to) { to = sysfs::read_int(bs + file, to); };
   sysfs_word("mode", b.mode);
   if (bond_hashes(b)) {
     sysfs_word("xmit_hash_policy", b.hash_policy);
@@ -189,7 +189,7 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
     sysfs_int("ad_num_ports", b.aggregator_ports);
     sysfs_word("ad_partner_mac", b.partner_mac);
   }
-  b.mtu = to_int(read_line(sys + "/mtu"), 0);
+  b.mtu = sysfs::read_int(sys + "/mtu", 0);
   b.mac = read_line(sys + "/address");
   if (b.mii_status.empty()) b.mii_status = read_line(sys + "/operstate") == "up" ? "up" : "down";
   // The slave list in sysfs is the kernel's order; members /proc did not list are added.
@@ -204,15 +204,12 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
     if (x.mii_status.empty()) x.mii_status = read_line(sl + "mii_status");
     if (x.link_failures == 0) x.link_failures = sysfs::read_u64(sl + "link_failure_count").value_or(0);
     if (x.perm_hwaddr.empty()) x.perm_hwaddr = read_line(sl + "perm_hwaddr");
-    if (x.aggregator_id < 0 && b.mode == "802.3ad") x.aggregator_id = to_int(read_line(sl + "ad_aggregator_id"), -1);
-    if (x.actor_port_state < 0) x.actor_port_state = to_int(read_line(sl + "ad_actor_oper_port_state"), -1);
-    if (x.partner_port_state < 0) x.partner_port_state = to_int(read_line(sl + "ad_partner_oper_port_state"), -1);
-    if (x.speed_mbps < 0) {
-      const auto sp = to_i64(read_line(ms + "/speed"), -1);
-      x.speed_mbps = sp > 0 ? sp : -1;
-    }
+    if (x.aggregator_id < 0 && b.mode == "802.3ad") x.aggregator_id = sysfs::read_int(sl + "ad_aggregator_id", -1);
+    if (x.actor_port_state < 0) x.actor_port_state = sysfs::read_int(sl + "ad_actor_oper_port_state", -1);
+    if (x.partner_port_state < 0) x.partner_port_state = sysfs::read_int(sl + "ad_partner_oper_port_state", -1);
+    if (x.speed_mbps < 0) x.speed_mbps = sysfs::read_speed(ms + "/speed");
     if (x.duplex.empty()) x.duplex = read_line(ms + "/duplex");
-    x.mtu = to_int(read_line(ms + "/mtu"), 0);
+    x.mtu = sysfs::read_int(ms + "/mtu", 0);
     x.operstate = read_line(ms + "/operstate");
     ordered.push_back(std::move(x));
   }

@@ -52,6 +52,15 @@ std::int64_t read_i64(const std::string& path, std::int64_t fallback) {
   return to_i64(read_line(path), fallback);
 }
 
+int read_int(const std::string& path, int fallback) {
+  return to_int(read_line(path), fallback);
+}
+
+std::int64_t read_speed(const std::string& path) {
+  const std::int64_t v = read_i64(path, -1);
+  return v > 0 ? v : -1;
+}
+
 std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
   char* end = nullptr;
   errno = 0;

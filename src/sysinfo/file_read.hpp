@@ -28,8 +28,11 @@ std::string read_all(const std::string& path);
 std::optional<std::uint64_t> read_u64(const std::string& path);
 // s as a non-negative decimal integer, digits only (a file's or a folder's name: "12").
 std::optional<std::uint64_t> to_u64(const std::string& s);
-// The first line as a signed integer ("-1" for a virtual link's speed); fallback otherwise.
+// The first line as a signed integer; fallback otherwise (read_int: also when it is no int).
 std::int64_t read_i64(const std::string& path, std::int64_t fallback);
+int read_int(const std::string& path, int fallback);
+// An interface's speed file in Mb/s; -1 when unknown (a virtual link's "-1", or unreadable: EINVAL).
+std::int64_t read_speed(const std::string& path);
 // The decimal integer s starts with (after blanks, as strtoll reads it); fallback when there is
 // none or it does not fit (to_int: in an int).
 std::int64_t to_i64(const std::string& s, std::int64_t fallback);

@@ -67,16 +67,14 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
   if (name.empty() || name.find('/') != std::string::npos || !fs::is_directory(base, ec)) return std::nullopt;
   LinkInfo l;
   l.name = name;
-  l.mtu = static_cast<int>(sysfs::read_i64(base + "/mtu", 0));
+  l.mtu = sysfs::read_int(base + "/mtu", 0);
   l.operstate = sysfs::read_line(base + "/operstate");
   l.mac = sysfs::read_line(base + "/address");
-  // sysfs speed is -1 (or unreadable: EINVAL) for links without one.
-  l.speed_mbps = sysfs::read_i64(base + "/speed", -1);
-  if (l.speed_mbps <= 0) l.speed_mbps = -1;
+  l.speed_mbps = sysfs::read_speed(base + "/speed");
   l.duplex = sysfs::read_line(base + "/duplex");
   l.driver = link_target_name(base + "/device/driver");
   l.master = link_target_name(base + "/master");
-  l.numa_node = static_cast<int>(sysfs::read_i64(base + "/device/numa_node", -1));
+  l.numa_node = sysfs::read_int(base + "/device/numa_node", -1);
   if (fs::exists(base + "/bonding", ec)) {
     l.kind = "bond";
     std::istringstream ss(sysfs::read_line(base + "/bonding/slaves"));

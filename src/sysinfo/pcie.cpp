@@ -92,8 +92,7 @@ void add_ports(const fs::path& fn, std::vector<PciePort>& out) {
     for (const auto& n : sorted_entries(dir)) {
       // IPoIB rides an InfiniBand port counted below (ARPHRD_INFINIBAND).
       if (read_line(dir / n / "type") == "32") continue;
-      const std::int64_t v = sysfs::read_i64(dir / n / "speed", -1);
-      out.push_back({n, v > 0 ? v : -1});
+      out.push_back({n, sysfs::read_speed(dir / n / "speed")});
     }
   }
   // InfiniBand ports have no interface; RoCE ports are counted by theirs.
@@ -115,8 +114,8 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
     if (const auto v = sysfs::to_u64(n); v && *v > 0 && *v <= INT_MAX) irqs.push_back(*v);
   }
   if (irqs.empty()) {
-    const int legacy = sysfs::to_int(read_line(fn / "irq"), 0);
-    if (legacy > 0) irqs.push_back(static_cast<std::uint64_t>(legacy));
+    if (const int legacy = sysfs::read_int(fn / "irq", 0); legacy > 0)
+      irqs.push_back(static_cast<std::uint64_t>(legacy));
   }
   const auto local = cpu_set(p.local_cpus);
   // /proc/interrupts: the CPU columns of the header, then per IRQ number its per-CPU counts.
@@ -241,12 +240,6 @@ std::string pcie_link_key(const PcieInfo& p) {
   return p.port.empty() ? p.address : p.port;
 }
 
-std::vector<PcieFinding> pcie_findings(const PcieInfo& p, const std::string& who) {
-  auto out = pcie_link_findings(p, who);
-  for (auto& f : pcie_irq_findings(p, who)) out.push_back(std::move(f));
-  return out;
-}
-
 std::vector<PcieFinding> pcie_link_findings(const PcieInfo& p, const std::string& who) {
   std::vector<PcieFinding> out;
   const double ceiling = pcie_ceiling_gbps(p);
@@ -327,7 +320,7 @@ std::optional<PcieInfo> read_pcie(const std::string& device, const std::string& 
   p.address = dir.filename().string();
   p.link = read_state(dir, "current");
   p.max = read_state(dir, "max");
-  p.numa_node = std::max(-1, sysfs::to_int(read_line(dir / "numa_node"), -1));
+  p.numa_node = std::max(-1, sysfs::read_int(dir / "numa_node", -1));
   p.max_payload = read_max_payload(dir / "config");
   const fs::path parent = dir.parent_path();
   const bool has_port = is_pci_address(parent.filename().string());

@@ -34,6 +34,13 @@ PcieInfo pcie_of(const std::string& tree, const std::string& iface) {
   return *l->pcie;
 }
 
+// The link's findings and the function's interrupt findings, both named `who`.
+std::vector<PcieFinding> pcie_findings(const PcieInfo& p, const std::string& who) {
+  auto out = pcie_link_findings(p, who);
+  for (auto& f : pcie_irq_findings(p, who)) out.push_back(std::move(f));
+  return out;
+}
+
 }  // namespace
 
 TEST(PcieMath, LineCodesAndCeilings) {

@@ -5,6 +5,7 @@
 // each is tested with a fake clock and fake probe results.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -146,10 +147,6 @@ class Schedule {
   [[nodiscard]] std::uint64_t latency_rounds() const { return latency_rounds_; }
   [[nodiscard]] const std::vector<Job>& bandwidth_targets() const { return targets_; }
   [[nodiscard]] const std::vector<Job>& latency_jobs() const { return latency_; }
-  // Earliest time host link (h, l) may start a bandwidth probe.
-  [[nodiscard]] double ready_at(std::uint32_t host, std::uint32_t link) const {
-    return ready_.at(host * links_ + link);
-  }
 
  private:
   std::size_t links_;
@@ -234,7 +231,9 @@ class MonitorState {
   [[nodiscard]] const HostLinkState& host_link(std::uint32_t host, std::uint32_t link) const;
   [[nodiscard]] bool agent_up(std::uint32_t host) const { return agent_up_.at(host); }
   [[nodiscard]] std::uint64_t rotations() const { return rotations_; }
-  [[nodiscard]] std::size_t active_alerts() const;
+  [[nodiscard]] std::size_t active_alerts() const {
+    return static_cast<std::size_t>(std::ranges::count(pairs_, true, &PairState::drift_alert));
+  }
   [[nodiscard]] const MonitorConfig& config() const { return *cfg_; }
 
   // Baselines as the state file holds them, and back (entries for pairs or links the config
@@ -261,7 +260,6 @@ std::string render_metrics(const MonitorState& s);
 std::size_t max_series(const MonitorConfig& cfg, std::size_t max_bond_members);
 
 // ---- the state file ----
-inline constexpr const char* kBaselinesSchema = "fabperf.monitor-baselines";
 // Writes `content` to `path` so that a kill at any moment leaves either the old or the new file:
 // a temporary file in the same folder, fsync, rename, fsync of the folder. Throws SystemError.
 void write_file_atomic(const std::string& path, const std::string& content);
@@ -275,7 +273,6 @@ struct HttpReply {
 };
 // GET /metrics -> the exposition; other paths 404; other methods 405. Pure.
 HttpReply handle_http(std::string_view method, std::string_view target, const std::function<std::string()>& render);
-inline constexpr std::size_t kMaxRequestHeaderBytes = std::size_t{8} * 1024;
 inline constexpr const char* kExpositionContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 // Listens on host:port (0: a kernel-chosen port) on its own thread until destroyed. Requests are

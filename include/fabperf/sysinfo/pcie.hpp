@@ -90,7 +90,6 @@ struct PcieFinding {
 std::vector<PcieFinding> pcie_link_findings(const PcieInfo& p, const std::string& who);
 // The function's own interrupts (each function of a multi-function card has its own).
 std::vector<PcieFinding> pcie_irq_findings(const PcieInfo& p, const std::string& who);
-std::vector<PcieFinding> pcie_findings(const PcieInfo& p, const std::string& who);  // both
 
 // `device`: a path to the device (a /sys/class/net/NAME/device or /sys/class/infiniband/NAME/device
 // link, or the device's directory) under `root`. nullopt when no PCI function is behind it.
