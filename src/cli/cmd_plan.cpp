@@ -11,7 +11,8 @@ std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_
   return prefix_errors("--bind-dev ", [&] { return plan::parse_bind_devs(text, n_links); });
 }
 
-int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions pro, std::uint32_t repeat) {
+int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions pro, std::uint32_t repeat,
+                const RunParams& run) {
   plan::Plan p;
   if (r.count("hosts")) {
     if (r.count("launch")) throw UsageError("--hosts: not with --launch (give --servers and --clients)");
@@ -25,15 +26,12 @@ int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions
   for (const auto& h : req.servers) p.hosts.push_back({name(h), h, false, true});
   for (const auto& h : req.clients) p.hosts.push_back({name(h), h, true, false});
   const std::string pattern = r.count("pattern") ? get<std::string>(r, "pattern") : "bipartite";
-  const auto concurrent_pairs =
-      static_cast<std::uint32_t>(parse_int(get<std::string>(r, "concurrent-pairs"), "--concurrent-pairs", 1, 4096));
-  const auto ring_k = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "ring-k"), "--ring-k", 1, 65535));
   p.name = "run-" + pattern;
   p.file = "(command line)";
   p.repeat = repeat;
   p.isolate = r.count("isolate") > 0;
   plan::PlanTest t = plan::pattern_test(p, pattern, get_or<std::string>(r, "pairs"), get_or<std::string>(r, "target"),
-                                        concurrent_pairs, ring_k);
+                                        run.concurrent_pairs, run.ring_k);
   t.spec = req.spec;
   t.interval = req.interval;
   if (r.count("kpi-profile")) t.kpis = plan::kpi_profile(get<std::string>(r, "kpi-profile"));
@@ -48,7 +46,7 @@ int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions
       throw UsageError(fmt::format("--kpi '{}': '{}' is not a number", kv, v));
     prefix_errors("--kpi: ", [&] { plan::set_kpi(t.kpis, kv.substr(0, eq), x); });
   }
-  t.per_link_sequential = get<std::string>(r, "per-link") == "sequential";
+  t.per_link_sequential = run.per_link_sequential;
   if (r.count("bind-dev"))
     t.bind_devs = bind_dev_option(get<std::string>(r, "bind-dev"), p.hosts.front().hp.links.size());
   prefix_errors("--", [&] { plan::normalize(p, t); });  // "per-link sequential: ..."

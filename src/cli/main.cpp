@@ -177,10 +177,9 @@ void add_run_options(cxxopts::Options& o) {
       cxxopts::value<std::string>())("clients", "client agents: host[:port],...", cxxopts::value<std::string>())(
       "local", "start N agents on this host (127.0.0.1) and split them into servers and clients",
       cxxopts::value<int>());
-  // Every test setting comes from the one table (include/fabperf/core/settings.hpp).
+  // Every test setting comes from the one table (include/fabperf/core/settings.hpp), as do the run's
+  // own (--interval, --concurrent-pairs, --ring-k, --per-link): each after its group's options above.
   add_setting_options(o);
-  o.add_options("test")("interval", "sampling interval of the time series",
-                        cxxopts::value<std::string>()->default_value("1"));
   // Patterns, plan files, results and KPIs (docs/plans.md): handled by cli/cmd_plan.cpp.
   o.add_options("plan")("plan", "plan file (TOML) to run: fabperf run PLAN", cxxopts::value<std::string>())(
       "pattern",
@@ -189,10 +188,15 @@ void add_run_options(cxxopts::Options& o) {
       "hosts", "agents for a pattern: host[:port][@LINK+LINK],... (instead of --servers/--clients)",
       cxxopts::value<std::string>())("pairs",
                                      "pattern pairs: CLIENT->SERVER,... (host names; n1, n2, ... with --local)",
-                                     cxxopts::value<std::string>())(
-      "concurrent-pairs", "all-pairs: disjoint pairs per step", cxxopts::value<std::string>()->default_value("1"))(
-      "ring-k", "ring: node i loads node i+k", cxxopts::value<std::string>()->default_value("1"))(
-      "target", "incast: the receiver; broadcast: the sender (host name)", cxxopts::value<std::string>())(
+                                     cxxopts::value<std::string>());
+  o.add_options("per-link")(
+      "bind-dev",
+      "SO_BINDTODEVICE for client flows: 'auto' (the device of each link address) or DEV[+DEV...], one per link",
+      cxxopts::value<std::string>());
+  for (const auto& st : run_settings())
+    o.add_options(st.group)(st.name, st.help, cxxopts::value<std::string>()->default_value(st.deflt));
+  o.add_options("plan")("target", "incast: the receiver; broadcast: the sender (host name)",
+                        cxxopts::value<std::string>())(
       "kpi", "threshold NAME=VALUE (may repeat), e.g. min-node-mbps=2000", cxxopts::value<std::vector<std::string>>())(
       "kpi-profile", "ready-made KPI set: ibm-readiness", cxxopts::value<std::string>())(
       "results", "JSON Lines results file (default: NAME-DATE-TIME.jsonl)", cxxopts::value<std::string>())(
@@ -206,12 +210,6 @@ void add_run_options(cxxopts::Options& o) {
       "allow-hooks", "let a plan's [ab] hooks run their commands on this host");
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
-  o.add_options("per-link")(
-      "bind-dev",
-      "SO_BINDTODEVICE for client flows: 'auto' (the device of each link address) or DEV[+DEV...], one per link",
-      cxxopts::value<std::string>())(
-      "per-link", "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
-      cxxopts::value<std::string>()->default_value("all"));
   o.add_options("output")("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)",
                           cxxopts::value<std::string>())("v,verbose", "add the per-connection table")(
       "q,quiet", "print only the nsdperf-style summary line");
@@ -303,13 +301,12 @@ int cmd_run(int argc, char** argv) {
   if (r.count("resume")) pro.resume = get<std::string>(r, "resume");
   pro.allow_hooks = r.count("allow-hooks") > 0;
   const auto repeat = static_cast<std::uint32_t>(parse_int(get<std::string>(r, "repeat"), "--repeat", 1, 1000));
-  const std::string per_link = get<std::string>(r, "per-link");
-  if (per_link != "all" && per_link != "sequential")
-    throw UsageError(fmt::format("--per-link '{}': expected all or sequential", per_link));
+  RunParams run;  // the run settings of the table
+  for (const auto& st : run_settings()) st.apply(run, get<std::string>(r, st.name), fmt::format("--{}", st.name));
   // --repeat N is a one-test plan run N times, --per-link sequential a one-test plan of a step per
   // link: one executor, one results file for every sequence.
   const bool plan_mode = r.count("plan") || r.count("pattern") || r.count("results") || r.count("resume") ||
-                         r.count("kpi") || r.count("kpi-profile") || repeat > 1 || per_link == "sequential";
+                         r.count("kpi") || r.count("kpi-profile") || repeat > 1 || run.per_link_sequential;
   if (r.count("plan")) {
     // A plan sets its own hosts and settings: every other option given here is refused by name,
     // so an option added later cannot be ignored silently either.
@@ -339,8 +336,7 @@ int cmd_run(int argc, char** argv) {
   req.spec = TestSpec::make(p);
   // Fail early and clearly rather than after agents were set up.
   (void)make_engine(req.spec.transport());
-  req.interval = parse_duration(get<std::string>(r, "interval"), "--interval");
-  if (req.interval < std::chrono::milliseconds(10)) throw UsageError("--interval: must be at least 0.01 s");
+  req.interval = run.interval;
   req.connect_timeout = cli::connect_timeout_option(r, true);
 
   // Launched agents get a one-time key instead (cli::start_launch refuses --key-file).
@@ -365,7 +361,7 @@ int cmd_run(int argc, char** argv) {
     req.clients = host_list(get<std::string>(r, "clients"), "--clients");
     if (!plan_mode) check_servers_clients(req);
   }
-  return plan_mode ? cli::run_pattern(r, req, pro, repeat) : run_single(r, req);
+  return plan_mode ? cli::run_pattern(r, req, pro, repeat, run) : run_single(r, req);
 }
 
 int cmd_shell(int argc, char** argv) {

@@ -17,6 +17,7 @@
 
 #include <fabperf/coordinator/coordinator.hpp>
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/settings.hpp>
 #include <fabperf/core/spec.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/launch/launch.hpp>
@@ -93,7 +94,8 @@ int cmd_preflight(int argc, char** argv);
 
 // `fabperf run --pattern ...` (or KPIs, --results, --resume, --repeat, --per-link sequential)
 // without a plan file: a one-test plan, on --hosts or on the request's servers and clients.
-int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions pro, std::uint32_t repeat);
+int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions pro, std::uint32_t repeat,
+                const RunParams& run);
 // --bind-dev auto | DEV[+DEV...] (plan::parse_bind_devs), its errors named by the option.
 std::vector<std::string> bind_dev_option(const std::string& text, std::size_t n_links);
 

@@ -317,6 +317,12 @@ void Coordinator::throw_if_failed(const std::string& phase) {
   throw Error(ExitCode::infrastructure, msg);
 }
 
+asio::awaitable<void> Coordinator::phase(const char* name, const NodeTask& fn, std::function<bool(const Node&)> which,
+                                         std::size_t window) {
+  co_await each(fn, std::move(which), window);
+  throw_if_failed(name);
+}
+
 // Reads frames until `want`, skipping heartbeats; an ERROR from the agent becomes an Error.
 // answer_bound false: the caller bounds the wait itself (RESULT: result_drain + result_grace
 // after the test's end, however long the test). on_heartbeat sees each heartbeat's body; by
@@ -470,31 +476,22 @@ asio::awaitable<RunRecord> Coordinator::flow() {
   rec.started_at = iso8601_utc_now();
 
   const std::int64_t t_begin = mono_now_ns();
-  co_await each([this](Node& n) { return connect(n); }, {}, t_.dial_window);
-  throw_if_failed("connect");
+  co_await phase(
+      "connect", [this](Node& n) { return connect(n); }, {}, t_.dial_window);
   spdlog::info("coordinator: connected to {} agents in {:.3f} s", nodes_.size(), seconds_since(t_begin));
   refuse_duplicates();
   if (interrupted_) throw Interrupted("interrupted before the test started");
-  co_await each([this](Node& n) { return sync_clock(n); });
-  throw_if_failed("clock synchronisation");
+  co_await phase("clock synchronisation", [this](Node& n) { return sync_clock(n); });
   spdlog::info("coordinator: clocks of {} agents synchronised at {:.3f} s", nodes_.size(), seconds_since(t_begin));
-  if (req_.spec.socksize_auto()) {
-    co_await auto_socksize(rec);
-    throw_if_failed("link inventory for --socksize auto");
-  }
+  if (req_.spec.socksize_auto()) co_await auto_socksize(rec);
 
   const proto::Token token = proto::random_token();
   // RDMA queue pairs exchanged through this control channel (not --rdma-cm).
   const bool rdma_cc = rec.spec.transport() == Transport::rdma && !rec.spec.rdma_cm();
   co_await setup_servers(rec, token, rdma_cc);
-  throw_if_failed("server set-up");
   spdlog::info("coordinator: servers set up at {:.3f} s", seconds_since(t_begin));
   co_await setup_clients(rec, token, rdma_cc);
-  throw_if_failed("client set-up");
-  if (rdma_cc) {
-    co_await connect_rdma(rec);
-    throw_if_failed("RDMA queue pair set-up");
-  }
+  if (rdma_cc) co_await connect_rdma(rec);
   spdlog::info("coordinator: {} agents set up in {:.3f} s", nodes_.size(), seconds_since(t_begin));
   // Bond sanity findings are worth reading before the numbers arrive.
   for (const auto& n : nodes_) {

@@ -71,6 +71,9 @@ class Coordinator {
   // window: at most this many nodes in fn at once (0: all of them).
   asio::awaitable<void> each(const NodeTask& fn, std::function<bool(const Node&)> which = {}, std::size_t window = 0);
   void throw_if_failed(const std::string& phase);
+  // each(), then throw_if_failed(name): one phase of the run, ended on any agent's failure.
+  asio::awaitable<void> phase(const char* name, const NodeTask& fn, std::function<bool(const Node&)> which = {},
+                              std::size_t window = 0);
   asio::awaitable<nlohmann::json> expect(Node& n, proto::MsgType want, std::chrono::milliseconds idle,
                                          std::chrono::milliseconds frame, bool answer_bound = true,
                                          std::function<void(const nlohmann::json&)> on_heartbeat = nullptr);

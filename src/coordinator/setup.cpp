@@ -40,7 +40,7 @@ constexpr std::size_t kMinSetupWindow = 16;
 asio::awaitable<void> Coordinator::auto_socksize(RunRecord& rec) {
   std::int64_t speed = -1;  // the slowest link's; 0 once one reports none (the product is unknown)
   std::string slowest;      // "eth0 (address) on host:port"
-  co_await each([&](Node& n) -> asio::awaitable<void> {
+  co_await phase("link inventory for --socksize auto", [&](Node& n) -> asio::awaitable<void> {
     const auto reply = proto::parse_links(co_await request(n, MsgType::links_request, MsgType::links));
     const std::vector<std::string> addrs = n.hp.links.empty() ? std::vector<std::string>{n.rec.address} : n.hp.links;
     for (const auto& a : addrs) {
@@ -65,7 +65,6 @@ asio::awaitable<void> Coordinator::auto_socksize(RunRecord& rec) {
       }
     }
   });
-  if (std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return !n.failure.empty(); })) co_return;
   std::int64_t rtt_c = 0, rtt_s = 0;
   for (const auto& n : nodes_) {
     auto& r = n.rec.is_client ? rtt_c : rtt_s;
@@ -92,7 +91,8 @@ asio::awaitable<void> Coordinator::setup_servers(const RunRecord& rec, const pro
     if (!nodes_[k].rec.is_client) continue;
     for (const std::size_t sn : servers_of(k)) clients[sn].push_back(nodes_[k].rec.index);
   }
-  co_await each(
+  co_await phase(
+      "server set-up",
       [&](Node& n) -> asio::awaitable<void> {
         const std::size_t at = static_cast<std::size_t>(&n - nodes_.data());
         proto::SetupServer m{rec.test_id, token, spec, n.rec.index};
@@ -133,7 +133,8 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
   // Each client set-up opens per_pair connections to a server; the window bounds what one server
   // takes at once (CoordinatorTiming::setup_connections).
   const std::size_t per_pair = rec.spec.connections_per_pair() + (rec.spec.delay_probe().count() != 0 ? 1 : 0);
-  co_await each(
+  co_await phase(
+      "client set-up",
       [&](Node& n) -> asio::awaitable<void> {
         proto::SetupClient m{rec.test_id, token, rec.spec, n.rec.index};
         for (const std::size_t sn : servers_of(static_cast<std::size_t>(&n - nodes_.data()))) {
@@ -168,7 +169,8 @@ asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const pro
 
 // The clients' queue pairs are at RTS; each server brings its own up against them.
 asio::awaitable<void> Coordinator::connect_rdma(const RunRecord& rec) {
-  co_await each(
+  co_await phase(
+      "RDMA queue pair set-up",
       [&](Node& n) -> asio::awaitable<void> {
         proto::RdmaConnect m{rec.test_id, {}};
         for (const auto& c : nodes_) {

@@ -229,7 +229,33 @@ constexpr Setting kSettings[] = {
      set<&SpecParams::rdma_cm, flag_value>, wire<&SpecParams::rdma_cm, &TestSpec::rdma_cm>},
 };
 
+template <auto Member, std::int64_t Lo, std::int64_t Hi>
+void set_run_whole(RunParams& p, std::string_view text, std::string_view what) {
+  p.*Member = static_cast<std::uint32_t>(parse_int(text, what, Lo, Hi));
+}
+
+constexpr RunSetting kRunSettings[] = {
+    {"interval", "interval", "test", "1", "sampling interval of the time series",
+     [](RunParams& p, std::string_view t, std::string_view w) {
+       p.interval = parse_duration(t, w);
+       if (p.interval < std::chrono::milliseconds(10)) throw UsageError(fmt::format("{}: must be at least 0.01 s", w));
+     }},
+    {"concurrent-pairs", "concurrent-pairs", "plan", "1", "all-pairs: disjoint pairs per step",
+     set_run_whole<&RunParams::concurrent_pairs, 1, 4096>},
+    {"ring-k", "k", "plan", "1", "ring: node i loads node i+k", set_run_whole<&RunParams::ring_k, 1, 65535>},
+    {"per-link", "per-link", "per-link", "all",
+     "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
+     [](RunParams& p, std::string_view t, std::string_view w) {
+       if (t != "all" && t != "sequential") throw UsageError(fmt::format("{} '{}': expected all or sequential", w, t));
+       p.per_link_sequential = t == "sequential";
+     }},
+};
+
 }  // namespace
+
+std::span<const RunSetting> run_settings() {
+  return kRunSettings;
+}
 
 std::span<const Setting> spec_settings() {
   return kSettings;

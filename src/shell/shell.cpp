@@ -140,7 +140,23 @@ class ShellSession {
     return true;
   }
   [[nodiscard]] bool quit() const { return quit_; }
-  [[nodiscard]] int last_code() const { return last_code_; }
+  // The exit code after a failed line: the last test's, else a usage error's.
+  [[nodiscard]] int fail_code() const { return last_code_ ? last_code_ : static_cast<int>(ExitCode::usage); }
+
+  // Runs a file's lines (each `nest` deeper in sources) until quit: 0, or the number of the line
+  // that failed (reported already). Throws ShellError when the file cannot be opened.
+  int run_file(const std::string& path, int nest) {
+    std::ifstream in(path);
+    if (!in) throw ShellError(fmt::format("Cannot open {}", path));
+    std::string l;
+    for (int n = 1; std::getline(in, l) && !quit_; ++n) {
+      depth_ += nest;
+      const bool ok = line(l);
+      depth_ -= nest;
+      if (!ok) return n;
+    }
+    return 0;
+  }
 
  private:
   // ';' separates commands, as does a '/' standing alone; '#' starts a comment.
@@ -353,15 +369,7 @@ class ShellSession {
 
   void source(const std::string& path) {
     if (depth_ >= 16) throw ShellError("source: nested more than 16 deep");
-    std::ifstream in(path);
-    if (!in) throw ShellError(fmt::format("Cannot open {}", path));
-    std::string l;
-    for (int n = 1; std::getline(in, l) && !quit_; ++n) {
-      ++depth_;
-      const bool ok = line(l);
-      --depth_;
-      if (!ok) throw ShellError(fmt::format("{}:{}: stopped at this line", path, n));
-    }
+    if (const int n = run_file(path, 1)) throw ShellError(fmt::format("{}:{}: stopped at this line", path, n));
   }
 
   // Every test setting of the table (include/fabperf/core/settings.hpp), by its `fabperf run` name.
@@ -615,26 +623,18 @@ class LineReader {
 
 int run_shell(const ShellOptions& o) {
   ShellSession s(std::cout, std::cerr, o.key_file);  // a bad key file throws a UsageError: exit 2
-  bool scripted = false;
-  if (!o.commands.empty()) {
-    scripted = true;
-    std::string joined;
-    for (const auto& c : o.commands) joined += c + " ";
-    if (!s.line(joined)) return s.last_code() ? s.last_code() : static_cast<int>(ExitCode::usage);
-  }
-  for (const auto& f : o.input_files) {
-    scripted = true;
-    std::ifstream in(f);
-    if (!in) {
-      std::cerr << fmt::format("Cannot open {}\n", f);
-      return static_cast<int>(ExitCode::usage);
+  std::string joined;
+  for (const auto& c : o.commands) joined += c + " ";
+  if (!o.commands.empty() && !s.line(joined)) return s.fail_code();
+  try {
+    for (const auto& f : o.input_files) {
+      if (!s.quit() && s.run_file(f, 0) != 0) return s.fail_code();
     }
-    std::string l;
-    while (!s.quit() && std::getline(in, l)) {
-      if (!s.line(l)) return s.last_code() ? s.last_code() : static_cast<int>(ExitCode::usage);
-    }
+  } catch (const ShellError& e) {  // a file that cannot be opened
+    std::cerr << e.what() << "\n";
+    return static_cast<int>(ExitCode::usage);
   }
-  if (scripted) return 0;
+  if (!o.commands.empty() || !o.input_files.empty()) return 0;
   // On a terminal: line editing and history (libedit) when built with it; otherwise plain reads.
   LineReader reader(::isatty(0) != 0);
   std::string l;

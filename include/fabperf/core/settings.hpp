@@ -8,6 +8,8 @@
 // name: nothing is dropped silently.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,6 +67,26 @@ const Setting* find_setting(std::string_view name);
 // ("--qdepth: RDMA only (this test's transport is tcp)"). Every place that turns user input into
 // SpecParams calls it: the command line, plan files, the shell.
 void refuse_inapplicable(const SpecParams& p);
+
+// The settings of a run beside its test's (not in the spec): its sampling interval and how a
+// pattern or a host's links become steps. Declared once, for `fabperf run --NAME` and plan KEYs.
+struct RunParams {
+  std::chrono::nanoseconds interval{std::chrono::seconds(1)};
+  std::uint32_t concurrent_pairs{1};
+  std::uint32_t ring_k{1};
+  bool per_link_sequential{false};
+};
+struct RunSetting {
+  const char* name;   // `fabperf run --NAME`
+  const char* key;    // its plan key
+  const char* group;  // the --help section
+  const char* deflt;  // the default, as the option's text
+  const char* help;
+  // Parses `text` into p, checking its range; errors as Setting::apply's.
+  void (*apply)(RunParams& p, std::string_view text, std::string_view what);
+};
+// --interval, --concurrent-pairs, --ring-k (plan key k) and --per-link, in help order.
+std::span<const RunSetting> run_settings();
 
 // The docs table (Markdown): name, nsdperf, default, what it does, where it applies.
 std::string settings_markdown();
