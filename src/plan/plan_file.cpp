@@ -25,15 +25,24 @@ using nlohmann::json;
 // (include/fabperf/core/settings.hpp), the sampling interval, the pattern's fields and KPIs.
 const std::set<std::string>& test_keys() {
   static const std::set<std::string> k = [] {
-    std::set<std::string> keys{"interval",         "pattern", "hosts",  "clients",  "servers",  "pairs",
-                               "concurrent-pairs", "k",       "target", "per-link", "bind-dev", "kpis"};
+    std::set<std::string> keys{"pattern", "hosts", "clients", "servers", "pairs", "target", "bind-dev", "kpis"};
     for (const auto& st : spec_settings()) keys.insert(st.name);
+    for (const auto& st : run_settings()) keys.insert(st.key);
     return keys;
   }();
   return k;
 }
 
 using Ctx = TomlReader;
+
+// A run setting's field (interval, concurrent-pairs, k, per-link) through the option's own parser
+// and range (core/settings.cpp's run table).
+RunParams run_setting(const Ctx& c, const toml::node& n, std::string_view key) {
+  RunParams rp;
+  const auto& st = *std::ranges::find_if(run_settings(), [&](const RunSetting& r) { return r.key == key; });
+  c.wrap(&n, key, [&] { st.apply(rp, c.scalar_text(n, key), "value"); });
+  return rp;
+}
 
 KpiSet parse_kpis(const Ctx& c, const toml::table& t) {
   KpiSet k;
@@ -179,13 +188,9 @@ void parse_test_pattern(const Ctx& c, const toml::node& tn, const toml::table& t
   } else if (P == Pattern::pairs) {
     c.fail(&tn, "pairs", "pattern pairs needs a list of pairs such as n1->n2, n3->n4");
   }
-  const auto whole = [&](const toml::node* n, const char* key, std::int64_t hi) {
-    return static_cast<std::uint32_t>(
-        c.wrap(n, key, [&] { return parse_int(c.scalar_text(*n, key), "value", 1, hi); }));
-  };
   if (const auto* n = only_for("concurrent-pairs", {Pattern::all_pairs}))
-    pt.pattern.concurrent_pairs = whole(n, "concurrent-pairs", 4096);
-  if (const auto* n = only_for("k", {Pattern::ring})) pt.pattern.k = whole(n, "k", 65535);
+    pt.pattern.concurrent_pairs = run_setting(c, *n, "concurrent-pairs").concurrent_pairs;
+  if (const auto* n = only_for("k", {Pattern::ring})) pt.pattern.k = run_setting(c, *n, "k").ring_k;
   if (const auto* n = only_for("target", {Pattern::incast, Pattern::broadcast})) {
     pt.pattern.target = local(*n, "target", c.str(*n, "target"));
   }
@@ -288,20 +293,13 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       refuse_inapplicable(p);
       return TestSpec::make(p);
     });
-    if (const auto* n = m.get("interval")) {
-      pt.interval = c.wrap(n, "interval", [&] { return parse_duration(c.scalar_text(*n, "interval"), "value"); });
-      if (pt.interval < std::chrono::milliseconds(10)) c.fail(n, "interval", "must be at least 0.01 s");
-    }
+    if (const auto* n = m.get("interval")) pt.interval = run_setting(c, *n, "interval").interval;
     // KPIs: the defaults' table, then the test's own thresholds over it.
     if (const auto* n = defaults.get("kpis")) pt.kpis = parse_kpis(c, c.table(*n, "kpis"));
     if (const auto* n = t.get("kpis")) pt.kpis = merge(pt.kpis, parse_kpis(c, c.table(*n, "kpis")));
 
     const std::size_t n_links = plan.hosts.front().hp.links.size();
-    if (const auto* n = m.get("per-link")) {
-      const std::string v = c.str(*n, "per-link");
-      if (v != "all" && v != "sequential") c.fail(n, "per-link", fmt::format("'{}': expected all or sequential", v));
-      pt.per_link_sequential = v == "sequential";
-    }
+    if (const auto* n = m.get("per-link")) pt.per_link_sequential = run_setting(c, *n, "per-link").per_link_sequential;
     if (const auto* n = m.get("bind-dev"))
       pt.bind_devs = c.wrap(n, "bind-dev", [&] { return parse_bind_devs(c.str(*n, "bind-dev"), n_links); });
     c.wrap(m.get("per-link") ? m.get("per-link") : &tn, "per-link", [&] { normalize(plan, pt); });
