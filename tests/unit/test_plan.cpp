@@ -356,6 +356,15 @@ TEST(PlanFile, ErrorsNameFileLineAndField) {
       "p.toml:18: field 'send-method': value 'mmap': expected auto, write, zerocopy or sendfile");
   EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"pairs\"\npairs = [\"a-b\"]\n"),
             "p.toml:17: field 'pairs': 'a-b': expected CLIENT->SERVER");
+  // The run settings (interval, concurrent-pairs, k, per-link): the CLI's parsers and ranges.
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\ninterval = \"0.001\"\n"),
+            "p.toml:17: field 'interval': value: must be at least 0.01 s");
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nk = 0\n"),
+            "p.toml:17: field 'k': value 0: out of range (1..65535)");
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"all-pairs\"\nconcurrent-pairs = 5000\n"),
+            "p.toml:17: field 'concurrent-pairs': value 5000: out of range (1..4096)");
+  EXPECT_EQ(plan_error_of(h + "[[tests]]\nname = \"x\"\npattern = \"ring\"\nper-link = \"some\"\n"),
+            "p.toml:17: field 'per-link': value 'some': expected all or sequential");
 }
 
 // Every RDMA option of `fabperf run` is a plan knob with the command line's parser and limits.
