@@ -33,13 +33,6 @@ namespace fabperf {
 using namespace tcp;
 
 namespace {
-using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
-
-void set_port(sockaddr* sa, std::uint16_t port) {
-  if (sa->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(sa)->sin_port = htons(port);
-  if (sa->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(sa)->sin6_port = htons(port);
-}
-
 // --bind-dev: one device per link, every one checked before any connection opens.
 std::vector<std::string> resolve_bind_devs(const ClientPlan& plan) {
   // auto: the interface that owns each link address.
@@ -169,15 +162,9 @@ TcpFlow* TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t
   const std::string& host = t.link_hosts.empty() ? t.host : t.link_hosts[pair_conn % t.link_hosts.size()];
   const std::string source = plan.source_addrs.empty() ? "" : plan.source_addrs[pair_conn % plan.source_addrs.size()];
   const std::string device = bind_devs_.empty() ? "" : bind_devs_[pair_conn % bind_devs_.size()];
-  const std::string where =
-      host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, t.port) : fmt::format("{}:{}", host, t.port);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int gai = getaddrinfo(host.c_str(), std::to_string(t.port).c_str(), &hints, &res);
-  if (gai != 0) throw SystemError("resolve data address", where, gai_strerror(gai));
-  const AddrInfoPtr res_owner(res, freeaddrinfo);
-  UniqueFd sock(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  const std::string where = HostPort{host, t.port, {}}.str();
+  const net::Resolved dst = net::resolve(host, t.port, 0, AF_UNSPEC, "resolve data address", where);
+  UniqueFd sock(::socket(dst.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   const int fd = sock.get();
   if (fd < 0) throw SystemError("socket for", where, errno);
   if (!device.empty() &&
@@ -190,48 +177,39 @@ TcpFlow* TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t
   }
   std::string bind_addr = source;
   std::optional<std::uint16_t> bind_port;
-  sockaddr_storage dst{};
-  std::memcpy(&dst, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof dst));
   if (ctx.spec().spread_ports() && op != FlowOp::probe) {
     // The kernel's choice of source address, asked without sending anything (UDP connect).
     std::string src_ip = source;
     if (src_ip.empty()) {
-      const UniqueFd udp(::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      const UniqueFd udp(::socket(dst.ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
-      if (udp.valid() && ::connect(udp.get(), res->ai_addr, res->ai_addrlen) == 0 &&
+      if (udp.valid() && ::connect(udp.get(), dst.addr(), dst.len) == 0 &&
           getsockname(udp.get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
         src_ip = numeric_host(ss);
       }
     }
     if (!src_ip.empty()) {
       bind_addr = src_ip;
-      bind_port = spread_port(src_ip, numeric_host(dst), t.port, 0);
+      bind_port = spread_port(src_ip, numeric_host(dst.ss), t.port, 0);
     }
   }
   if (!bind_addr.empty()) {
-    addrinfo sh{};
-    sh.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
-    sh.ai_family = res->ai_family;
-    sh.ai_socktype = SOCK_STREAM;
-    addrinfo* src = nullptr;
-    const int g2 = getaddrinfo(bind_addr.c_str(), "0", &sh, &src);
-    const AddrInfoPtr src_owner(src, freeaddrinfo);
-    auto bind_failed = [&](const std::string& why) {
-      return SystemError(bind_port ? "bind data connection to spread port on" : "bind data connection to link address",
-                         bind_port ? fmt::format("{}:{}", bind_addr, *bind_port) : bind_addr, why);
+    const auto what = [&] {
+      return bind_port ? "bind data connection to spread port on" : "bind data connection to link address";
     };
-    if (g2 != 0) throw bind_failed(gai_strerror(g2));
+    const auto object = [&] { return bind_port ? fmt::format("{}:{}", bind_addr, *bind_port) : bind_addr; };
+    net::Resolved src = net::resolve(bind_addr, 0, AI_NUMERICHOST | AI_PASSIVE, dst.ss.ss_family, what(), object());
     const int one = 1;
     if (bind_port) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     // A chosen port may be in use (or in TIME_WAIT from an earlier test): take the next one that
     // lands on the same member.
     for (int attempt = 1;; ++attempt) {
-      if (bind_port) set_port(src->ai_addr, *bind_port);
-      if (::bind(fd, src->ai_addr, src->ai_addrlen) == 0) break;
+      if (bind_port) net::set_port(src.ss, *bind_port);
+      if (::bind(fd, src.addr(), src.len) == 0) break;
       const int e = errno;
-      if (!bind_port || e != EADDRINUSE || attempt == 64) throw bind_failed(errno_text(e));
-      bind_port = spread_port(bind_addr, numeric_host(dst), t.port, attempt);
+      if (!bind_port || e != EADDRINUSE || attempt == 64) throw SystemError(what(), object(), e);
+      bind_port = spread_port(bind_addr, numeric_host(dst.ss), t.port, attempt);
     }
   }
   prepare_socket(fd, ctx, socksize_warned_);
@@ -240,7 +218,7 @@ TcpFlow* TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
-  int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+  int rc = ::connect(fd, dst.addr(), dst.len);
   if (rc != 0 && errno == EINPROGRESS) {
     pollfd pfd{fd, POLLOUT, 0};
     rc = ::poll(&pfd, 1, kConnectTimeoutMs);
@@ -255,7 +233,7 @@ TcpFlow* TcpEngine::connect_one(const proto::Target& t, FlowOp op, std::uint32_t
   client_handshake(fd, where, plan.token, plan.test_id,
                    {static_cast<data_hello::Op>(static_cast<int>(op) + 1), ctx.node_index(), t.node_index, conn_index,
                     auth::make_nonce()});
-  return add_flow(ctx, sock.release(), FlowRole::client, op, t.node_index, sockaddr_text(dst),
+  return add_flow(ctx, sock.release(), FlowRole::client, op, t.node_index, sockaddr_text(dst.ss),
                   op == FlowOp::probe ? "" : device);
 }
 

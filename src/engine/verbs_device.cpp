@@ -4,6 +4,7 @@
 #include "engine/verbs_internal.hpp"
 #include "net/sockaddr.hpp"
 
+#include <fabperf/core/fd.hpp>
 #include <fabperf/core/units.hpp>
 
 #include <arpa/inet.h>
@@ -54,10 +55,6 @@ std::vector<DevSel> parse_device_list(const std::string& text) {
   return out;
 }
 
-void close_fd(const int* fd) {
-  ::close(*fd);
-}
-
 Error no_device_error() {
   return Error(ExitCode::infrastructure,
                "no RDMA device found (ibv_get_device_list: none under /sys/class/infiniband; load a driver or add "
@@ -103,16 +100,7 @@ std::string gid_text(std::span<const std::uint8_t, 16> g) {
 }
 
 sockaddr_storage numeric_sockaddr(const std::string& host, std::uint16_t port, const char* what) {
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo* res = nullptr;
-  if (const int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); gai != 0) {
-    throw SystemError(what, host, gai_strerror(gai));
-  }
-  const Owned<addrinfo, freeaddrinfo> owned(res);
-  sockaddr_storage ss{};
-  std::memcpy(&ss, res->ai_addr, std::min<std::size_t>(res->ai_addrlen, sizeof ss));
-  return ss;
+  return net::resolve(host, port, AI_NUMERICHOST, AF_UNSPEC, what, host).ss;
 }
 
 // The address this connection uses on this node, whose GID picks the RDMA port. A connected UDP
@@ -122,9 +110,9 @@ sockaddr_storage local_address_towards(const std::string& host, const std::strin
   auto must = [](int rc, const char* what, const std::string& object) {
     if (rc < 0) throw SystemError(what, object, errno);
   };
-  const int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const UniqueFd sock(::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const int fd = sock.get();
   must(fd, "socket", host);
-  const Owned<const int, close_fd> fd_owner(&fd);
   const socklen_t dlen = dst.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   if (!source.empty()) {
     const sockaddr_storage src = numeric_sockaddr(source, 0, "resolve source address");

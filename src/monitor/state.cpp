@@ -3,6 +3,7 @@
 #include <fabperf/core/bytes.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/fd.hpp>
 #include <fabperf/monitor/monitor.hpp>
 #include <fabperf/plan/plan.hpp>
 #include <fabperf/report/plan_report.hpp>
@@ -246,28 +247,25 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   // A new file of a name nobody could have prepared (mkostemp: O_EXCL, never through a symlink),
   // not a fixed "PATH.tmp" that a link planted in the state folder would send elsewhere.
   std::string tmp = path + ".XXXXXX";
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  UniqueFd owned(::mkostemp(tmp.data(), O_CLOEXEC));
+  const int fd = owned.get();
   if (fd < 0) throw SystemError("create state file", path + ".XXXXXX", errno);
   auto fail = [&](const char* what, int err) {
-    ::close(fd);
+    owned.reset();
     ::unlink(tmp.c_str());
     throw SystemError(what, tmp, err);
   };
   if (::fchmod(fd, 0644) != 0) fail("set the mode of state file", errno);
   if (const int e = write_all(fd, content); e != 0) fail("write state file", e);
   if (::fsync(fd) != 0) fail("sync state file", errno);
-  ::close(fd);
+  owned.reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     throw SystemError("replace state file", path, err);
   }
   // The rename itself must reach the disk, or a crash could bring back the old name.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  if (const UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); d.valid()) ::fsync(d.get());
 }
 
 }  // namespace fabperf::monitor

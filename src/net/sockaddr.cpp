@@ -1,8 +1,13 @@
 #include "net/sockaddr.hpp"
 
+#include <fabperf/core/error.hpp>
+
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <algorithm>
+#include <cstring>
 
 namespace fabperf::net {
 
@@ -16,11 +21,35 @@ std::string numeric_host(const sockaddr_storage& ss) {
   return host;
 }
 
+std::uint16_t port_of(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
+  return ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port) : 0;
+}
+
+void set_port(sockaddr_storage& ss, std::uint16_t port) {
+  if (ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
+  if (ss.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
+}
+
 std::string sockaddr_text(const sockaddr_storage& ss) {
-  if (ss.ss_family == AF_INET) {
-    return fmt::format("{}:{}", numeric_host(ss), ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port));
-  }
-  return fmt::format("[{}]:{}", numeric_host(ss), ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port));
+  const std::string h = numeric_host(ss);
+  return ss.ss_family == AF_INET ? fmt::format("{}:{}", h, port_of(ss)) : fmt::format("[{}]:{}", h, port_of(ss));
+}
+
+Resolved resolve(const std::string& host, std::uint16_t port, int flags, int family, const std::string& what,
+                 const std::string& object) {
+  addrinfo hints{};
+  hints.ai_flags = flags;
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); gai != 0)
+    throw SystemError(what, object, gai_strerror(gai));
+  Resolved r;
+  r.len = static_cast<socklen_t>(std::min<std::size_t>(res->ai_addrlen, sizeof r.ss));
+  std::memcpy(&r.ss, res->ai_addr, r.len);
+  freeaddrinfo(res);
+  return r;
 }
 
 bool is_loopback(const sockaddr_storage& ss) {

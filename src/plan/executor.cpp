@@ -18,6 +18,7 @@
 #include <fabperf/core/child.hpp>
 #include <fabperf/core/clock.hpp>
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/fd.hpp>
 #include <fabperf/core/stop.hpp>
 #include <fabperf/core/units.hpp>
 #include <fabperf/plan/isolate.hpp>
@@ -40,26 +41,21 @@ class ResultsFile {
   ResultsFile(const std::string& path, bool must_be_new)
       : path_(path),
         fd_(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (must_be_new ? O_EXCL : 0), 0644)) {
-    if (fd_ < 0 && errno == EEXIST) {
+    if (!fd_.valid() && errno == EEXIST) {
       throw UsageError(fmt::format(
           "--results {}: already exists (continue it with --resume {}, or choose another name)", path, path));
     }
-    if (fd_ < 0) throw SystemError("open results file", path, errno);
+    if (!fd_.valid()) throw SystemError("open results file", path, errno);
   }
-  ~ResultsFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ResultsFile(const ResultsFile&) = delete;
-  ResultsFile& operator=(const ResultsFile&) = delete;
 
   void write(const json& j) {
-    if (const int e = write_all(fd_, j.dump() + "\n"); e != 0) throw SystemError("write results file", path_, e);
-    ::fsync(fd_);
+    if (const int e = write_all(fd_.get(), j.dump() + "\n"); e != 0) throw SystemError("write results file", path_, e);
+    ::fsync(fd_.get());
   }
 
  private:
   std::string path_;
-  int fd_{-1};
+  UniqueFd fd_;
 };
 
 std::string hms(double s) {

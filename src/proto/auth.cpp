@@ -1,5 +1,6 @@
 #include <fabperf/core/bytes.hpp>
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/fd.hpp>
 #include <fabperf/proto/auth.hpp>
 #include <fabperf/proto/proto.hpp>
 
@@ -59,9 +60,9 @@ std::optional<std::string> key_file_mode_problem(mode_t mode, uid_t owner, uid_t
 
 Key load_key_file(const std::string& path) {
   auto failed = [&](int e) { return UsageError(fmt::format("key file {}: {}", path, errno_text(e))); };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  const UniqueFd owned(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  const int fd = owned.get();
   if (fd < 0) throw failed(errno);
-  const std::unique_ptr<const int, void (*)(const int*)> closer(&fd, [](const int* f) { ::close(*f); });
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw failed(errno);
   if (auto why = key_file_mode_problem(st.st_mode, st.st_uid, ::geteuid())) {
@@ -109,7 +110,8 @@ void write_key_file(const std::string& path, bool force) {
     }
   }
   // O_EXCL: never write through a pre-existing file or symlink; 0600 from the start.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  UniqueFd owned(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  const int fd = owned.get();
   if (fd < 0) {
     const int e = errno;
     if (e == EEXIST) throw UsageError(fmt::format("keygen {}: file exists (use --force to replace it)", path));
@@ -118,11 +120,11 @@ void write_key_file(const std::string& path, bool force) {
   // The umask may only have removed bits; make sure of exactly 0600.
   (void)::fchmod(fd, 0600);
   if (const int e = write_all(fd, text); e != 0) {
-    ::close(fd);
+    owned.reset();
     ::unlink(path.c_str());
     throw SystemError("write key file", path, e);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw SystemError("write key file", path, errno);
+  if (::fsync(fd) != 0 || ::close(owned.release()) != 0) throw SystemError("write key file", path, errno);
 }
 
 std::string key_file_from_env() {

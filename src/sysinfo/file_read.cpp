@@ -1,5 +1,6 @@
 #include "sysinfo/file_read.hpp"
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/fd.hpp>
 #include <fabperf/core/fields.hpp>
 #include <fabperf/core/spec.hpp>
 
@@ -22,12 +23,11 @@ std::string trim(std::string_view s) {
 // POSIX reads, not std::ifstream: an agent reads some 30 such files at every window edge and
 // interval, and a cold ifstream's construction (its locale) showed in an agent's profile.
 std::string read_all(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   std::string s;
   char buf[4096];
-  for (ssize_t k = 0; (k = ::read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<std::size_t>(k));
-  ::close(fd);
+  for (ssize_t k = 0; fd.valid() && (k = ::read(fd.get(), buf, sizeof buf)) > 0;)
+    s.append(buf, static_cast<std::size_t>(k));
   return s;
 }
 
