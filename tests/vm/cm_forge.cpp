@@ -180,6 +180,7 @@ int main(int argc, char** argv) {
     auto [t, body] = read_frame(*ctl);
     if (t != proto::MsgType::setup_server_ok) die("SETUP_SERVER: " + body.dump());
     const std::uint16_t port = proto::parse_setup_server_ok(body).data_port;
+    keep_alive(*ctl);  // no more reads: the attempts below may outlast the agent's 4 s of patience
     std::printf("rdma_cm listener %s:%u (a test that never starts)\n", addr.c_str(), port);
 
     auto check = [&](const char* name, const Outcome& o, const std::string& want) {

@@ -14,11 +14,16 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -34,7 +39,20 @@ inline constexpr int kStepMs = 10000;  // emulated RDMA is slow: generous, but e
 struct Control {
   int fd{-1};
   std::unique_ptr<test::TlsPeer> tls;
+  std::mutex send_mu;  // the heartbeat thread sends beside the caller (it never reads)
+  std::thread heartbeats;
+  std::mutex beat_mu;
+  std::condition_variable beat_cv;
+  bool stop{false};
   ~Control() {
+    if (heartbeats.joinable()) {
+      {
+        std::lock_guard lk(beat_mu);
+        stop = true;
+      }
+      beat_cv.notify_all();
+      heartbeats.join();
+    }
     tls.reset();
     if (fd >= 0) ::close(fd);
   }
@@ -42,7 +60,22 @@ struct Control {
 
 inline void send_frame(Control& c, proto::MsgType t, const nlohmann::json& body) {
   auto f = proto::encode_frame(t, body);
+  std::lock_guard lk(c.send_mu);
   if (!c.tls->send(f.data(), f.size())) die("control: send failed");
+}
+
+// A coordinator heartbeat every second from now on, as fabperf's own coordinator sends: the agent
+// drops a coordinator silent for 4 s, and a forge's slow steps (rdma_cm on emulated RDMA, under
+// load) can take that long. Only after the last read_frame: TLS reads and writes may not overlap.
+inline void keep_alive(Control& c) {
+  c.heartbeats = std::thread([&c] {
+    std::unique_lock lk(c.beat_mu);
+    while (!c.beat_cv.wait_for(lk, std::chrono::seconds(1), [&c] { return c.stop; })) {
+      const auto f = proto::encode_frame(proto::MsgType::heartbeat, nlohmann::json::object());
+      std::lock_guard send(c.send_mu);
+      if (!c.tls->send(f.data(), f.size())) return;
+    }
+  });
 }
 
 inline std::pair<proto::MsgType, nlohmann::json> read_frame(Control& c) {
