@@ -114,15 +114,16 @@ void VerbsEngine::cm_accept_loop() {
     if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) continue;
     const std::vector<std::uint8_t> req = private_data(*ev);
     rdma_cm_id* const id = ev->id;
+    const std::uint32_t peer_qpn = ev->param.conn.qp_num;  // the client's queue pair
     ev.reset();  // acknowledged first: a refused request's id goes, and rdma_destroy_id waits for that
-    cm_serve_request(CmIdPtr(id), req);
+    cm_serve_request(CmIdPtr(id), req, peer_qpn);
   }
 }
 
 // One QP per connection request: check the client's proof, create the QP on the request's id,
 // accept with our buffer address, rkey and proof. A refused request's id goes when this returns,
 // after the rejection that needs it.
-void VerbsEngine::cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req) {
+void VerbsEngine::cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req, std::uint32_t peer_qpn) {
   rdma_cm_id* const raw = id.get();  // the QP that takes the id lives to the end of this function
   auto refuse = [&](const std::string& why) {
     char text[rdma_cm::kRejectSize] = {};
@@ -154,11 +155,11 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req
     Device& d = cm_device_for(raw);
     q = create_qp(d, ctx_->spec(), dir, r.rpc, false, node, r.conn, raw);
     q->cm_id = std::move(id);
-    q->remote = {.addr = r.addr, .len = 2 * d.block, .rkey = r.rkey};
+    q->remote = {.qpn = peer_qpn, .addr = r.addr, .len = 2 * d.block, .rkey = r.rkey};
     const rdma_cm::ReplyBytes rep = rdma_cm::encode_reply({q->local.rkey, q->local.addr}, tok, checked.mac);
     rdma_conn_param p = cm_conn_param(d, rep.data(), rep.size());
     verbs_check(rdma_accept(raw, &p), "rdma_accept", d.label);
-    q->peer = fmt::format("node {} ({}) qpn {}", node, peer_addr, q->qp->qp_num);
+    q->peer = fmt::format("node {} ({}) qpn {}", node, peer_addr, peer_qpn);
     add_flow(*q, FlowRole::server, peer_addr);
     std::lock_guard lk(mu_);
     qps_.push_back(std::move(q));

@@ -201,7 +201,7 @@ class VerbsEngine final : public Engine, public EndpointExchange {
   // --rdma-cm.
   std::uint16_t cm_listen(const ServerPlan& plan);
   void cm_accept_loop();
-  void cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req);
+  void cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req, std::uint32_t peer_qpn);
   void cm_connect(const ClientPlan& plan, const proto::Target& t, std::uint32_t c, const std::string& host);
   // Hot loops.
   int poll(Qp& q, ibv_wc* wc, int n) noexcept;
