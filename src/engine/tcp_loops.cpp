@@ -427,6 +427,10 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   put_hdr(hdr, kRpcMagic, op, len);
   ctx.wait_for_start();
   std::size_t dead_in_a_row = 0;
+  // One waiter for every request, not one a request: its condition variable's set-up and
+  // tear-down showed in the profile of small-block rpc (3% of the host at 1,024 agents).
+  RpcConn::Waiter w;
+  w.op = op;
   while (!ctx.stopping()) {
     RpcConn& c = *rpc_table_[s][lane];
     if (!sticky) s = (s + 1) % servers;  // swrite/sread: the thread stays with its server
@@ -435,8 +439,7 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
       continue;
     }
     dead_in_a_row = 0;
-    RpcConn::Waiter w;
-    w.op = op;
+    w.done = w.ok = false;  // no receiver holds it: the last one released it before acquire returned
     const std::int64_t t0 = mono_now_ns();
     bool sent = false;
     {
