@@ -380,7 +380,8 @@ void TcpEngine::start(RunContext& ctx) {
   }
 }
 
-// One thread per stream connection, rpc's servers (rpc_serve_threads), testers (and receivers),
+// One thread per stream connection, rpc's servers (rpc_serve_threads), testers (and receivers) or
+// pipelines (tcp::pinned_testers),
 // plus the delay probe. Under mu_.
 void TcpEngine::spawn_data_threads(RunContext& ctx) {
   const TestSpec& spec = ctx.spec();
@@ -405,6 +406,13 @@ void TcpEngine::spawn_data_threads(RunContext& ctx) {
   if (spec.mode() == Mode::stream) {
     for (TcpFlow* f : client_flows_) {
       if (f->op != FlowOp::probe) stream(f, f->op == FlowOp::write);
+    }
+  } else if (const auto pinned = pinned_testers(spec, rpc_table_.size()); !pinned.empty()) {
+    for (std::size_t s = 0; s < pinned.size(); ++s) {
+      for (std::size_t lane = 0; lane < pinned[s].size(); ++lane) {
+        if (pinned[s][lane].empty()) continue;
+        testers_.emplace_back([this, c = rpc_table_[s][lane], ts = pinned[s][lane]] { rpc_pipeline(*c, ts); });
+      }
     }
   } else if (!rpc_table_.empty()) {
     if (!one_tester_per_connection(spec)) {

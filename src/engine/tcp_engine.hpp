@@ -66,6 +66,8 @@ class TcpEngine final : public Engine {
   // Serves its connections: one in a blocking loop, several in a poll loop (tcp::rpc_serve_threads).
   void rpc_server(std::vector<TcpFlow*> flows);
   void rpc_tester(std::uint32_t t);
+  // The testers that only ever use connection c, as one thread (tcp::pinned_testers).
+  void rpc_pipeline(RpcConn& c, std::vector<std::uint32_t> testers);
   void rpc_receiver(RpcConn& c);
   void probe_loop();
 

@@ -466,6 +466,39 @@ void TcpEngine::rpc_tester(std::uint32_t t) {
   }
 }
 
+// Each tester keeps one request in flight and issues the next the moment its reply is in, as a
+// tester thread does; the server answers in order, so the oldest request in flight owns the next reply.
+void TcpEngine::rpc_pipeline(RpcConn& c, std::vector<std::uint32_t> testers) {
+  ctx_->enter_data_thread("rpc", testers.front(), FlowRole::client);
+  tune_socket(c.flow->fd(), *ctx_);
+  const RunContext& ctx = *ctx_;
+  const std::uint32_t op = pair_writes(ctx.spec(), testers.front()) ? kOpWrite : kOpRead;
+  BlockReader rx{ctx, recv_picker(), recv_chunks(ctx.spec()), tx_buf_.data()};
+  ArmPicker method = send_picker();
+  std::uint8_t hdr[kRpcHdrSize];
+  put_hdr(hdr, kRpcMagic, op, ctx.spec().buffsize());
+  std::vector<std::pair<std::uint32_t, std::int64_t>> due;  // (tester, when it issued its request)
+  std::deque<std::pair<std::uint32_t, std::int64_t>> in_flight;
+  ctx.wait_for_start();
+  for (const std::uint32_t t : testers) due.emplace_back(t, mono_now_ns());
+  for (;;) {
+    for (; !due.empty() && !ctx.stopping(); due.pop_back()) {
+      int err = 0;
+      if (!send_rpc(*c.flow, hdr, op == kOpWrite ? ctx.spec().buffsize() : 0, method, err)) {
+        c.break_conn(ctx.aborted() ? std::string() : fmt::format("rpc send: {}", err_text(err)));
+        return;
+      }
+      in_flight.push_back(due.back());
+    }
+    if (in_flight.empty() || take_reply(ctx, c, rx, [op] { return std::optional<std::uint32_t>(op); }) <= 0) return;
+    const auto [t, t0] = in_flight.front();
+    in_flight.pop_front();
+    const std::int64_t t1 = mono_now_ns();
+    if (ctx.in_window(t1)) tester_hist_[t]->record(static_cast<std::uint64_t>(t1 - t0));
+    due.emplace_back(t, t1);
+  }
+}
+
 void TcpEngine::rpc_receiver(RpcConn& c) {
   ctx_->enter_data_thread("reply", c.flow->id, FlowRole::client);
   tune_socket(c.flow->fd(), *ctx_);
