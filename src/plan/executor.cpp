@@ -200,16 +200,12 @@ class PlanRun {
 // The time the pending steps from `from` on will take; once steps have run, their measured
 // set-up cost replaces the estimate.
 double PlanRun::seconds_left(std::size_t from) const {
-  double left = 0;
-  std::size_t n_left = 0;
-  for (std::size_t j = from; j < steps_.size(); ++j) {
-    if (!pending(steps_[j].id)) continue;
-    left += std::chrono::duration<double>(p_.tests[steps_[j].test].spec.time()).count();
-    ++n_left;
-  }
+  std::vector<PlannedStep> left;
+  std::copy_if(steps_.begin() + static_cast<std::ptrdiff_t>(from), steps_.end(), std::back_inserter(left),
+               [&](const PlannedStep& s) { return pending(s.id); });
   const double per_step =
       ran_ == 0 ? kStepOverheadS : std::max(0.0, (ran_s_ - ran_time_s_) / static_cast<double>(ran_));
-  return left + static_cast<double>(n_left) * per_step;
+  return estimate_seconds(p_, left) + static_cast<double>(left.size()) * (per_step - kStepOverheadS);
 }
 
 // The block's configuration first: its hook, on this host, before its first step. False when it
@@ -482,7 +478,7 @@ void PlanRun::run_isolation(std::size_t ti) {
   flush_trace();
   json findings = json::array();
   for (const auto& f : iso.findings()) {
-    findings.push_back(to_json(f));
+    findings.push_back(f);
     if (f.slow) say("SLOW " + f.text);
   }
   out_->write(

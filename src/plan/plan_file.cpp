@@ -311,14 +311,13 @@ Plan parse_plan(std::string_view text, const std::string& file) {
 
 void normalize(const Plan& p, PlanTest& t) {
   const Pattern pat = t.pattern.pattern;
-  const auto name = [&](std::uint32_t local) { return p.hosts[t.hosts[local]].name; };
+  std::vector<std::string> hn;  // by the test's own index
+  for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
   const auto names_of = [&](const std::vector<std::uint32_t>& v) {
     json a = json::array();
-    for (const auto i : v) a.push_back(name(i));
+    for (const auto i : v) a.push_back(hn[i]);
     return a;
   };
-  json hn = json::array();
-  for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
   json tj = {{"name", t.name}, {"pattern", std::string(to_string(pat))}, {"hosts", hn}};
   if (pat == Pattern::bipartite) {
     tj["clients"] = names_of(t.pattern.clients);
@@ -326,11 +325,11 @@ void normalize(const Plan& p, PlanTest& t) {
   }
   if (pat == Pattern::pairs) {
     tj["pairs"] = json::array();
-    for (const auto& f : t.pattern.pairs) tj["pairs"].push_back(name(f.client) + "->" + name(f.server));
+    for (const auto& f : t.pattern.pairs) tj["pairs"].push_back(hn[f.client] + "->" + hn[f.server]);
   }
   if (pat == Pattern::all_pairs) tj["concurrent-pairs"] = t.pattern.concurrent_pairs;
   if (pat == Pattern::ring) tj["k"] = t.pattern.k;
-  if (pat == Pattern::incast || pat == Pattern::broadcast) tj["target"] = name(t.pattern.target);
+  if (pat == Pattern::incast || pat == Pattern::broadcast) tj["target"] = hn[t.pattern.target];
   tj["settings"] = to_json(t.spec);
   tj["interval_s"] = std::chrono::duration<double>(t.interval).count();
   tj["kpis"] = to_json(t.kpis);
