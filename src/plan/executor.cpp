@@ -35,29 +35,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Appends whole lines and syncs each one: a crash or a dead agent loses nothing already written.
-class ResultsFile {
- public:
-  ResultsFile(const std::string& path, bool must_be_new)
-      : path_(path),
-        fd_(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (must_be_new ? O_EXCL : 0), 0644)) {
-    if (!fd_.valid() && errno == EEXIST) {
-      throw UsageError(fmt::format(
-          "--results {}: already exists (continue it with --resume {}, or choose another name)", path, path));
-    }
-    if (!fd_.valid()) throw SystemError("open results file", path, errno);
-  }
-
-  void write(const json& j) {
-    if (const int e = write_all(fd_.get(), j.dump() + "\n"); e != 0) throw SystemError("write results file", path_, e);
-    ::fsync(fd_.get());
-  }
-
- private:
-  std::string path_;
-  UniqueFd fd_;
-};
-
 std::string hms(double s) {
   const auto t = std::lround(s);
   if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
@@ -160,6 +137,11 @@ class PlanRun {
     const auto it = resumed_.find(id);
     return it == resumed_.end() || (*it->second)["status"] != "done";
   }
+  // Appends a whole line and syncs it: a crash or a dead agent loses nothing already written.
+  void write(const json& j) {
+    if (const int e = write_all(out_.get(), j.dump() + "\n"); e != 0) throw SystemError("write results file", path_, e);
+    ::fsync(out_.get());
+  }
   [[nodiscard]] double seconds_left(std::size_t from) const;
   bool run_hook(const PlannedStep& s);
   template <typename Done>
@@ -179,7 +161,7 @@ class PlanRun {
   std::string path_;
   RawResults prior_;                            // the results file resumed (load_results)
   std::map<std::string, const json*> resumed_;  // its last record of each step, by id
-  std::optional<ResultsFile> out_;
+  UniqueFd out_;                                // the results file
   bool tty_{false};
   Clock::time_point t0_;
   std::vector<StepOutcome> outcomes_;  // every done step, plan-wide
@@ -217,17 +199,17 @@ bool PlanRun::run_hook(const PlannedStep& s) {
   if (tty_) os_ << "\r\033[K";
   const std::string started = iso8601_utc_now();
   const auto hr = run_hook_command(cmd, p_.ab->timeout_s);
-  out_->write({{"type", "hook"},
-               {"config", s.config},
-               {"name", cname},
-               {"round", s.trial},
-               {"command", cmd},
-               {"exit_code", hr.exit_code},
-               {"timed_out", hr.timed_out},
-               {"error", hr.error},
-               {"started_at", started},
-               {"duration_s", hr.duration_s},
-               {"output_tail", hr.output}});
+  write({{"type", "hook"},
+         {"config", s.config},
+         {"name", cname},
+         {"round", s.trial},
+         {"command", cmd},
+         {"exit_code", hr.exit_code},
+         {"timed_out", hr.timed_out},
+         {"error", hr.error},
+         {"started_at", started},
+         {"duration_s", hr.duration_s},
+         {"output_tail", hr.output}});
   hook_block_ = s.block;
   const bool ok = hr.exit_code == 0 && !hr.timed_out;
   if (!o_.quiet || !ok) {
@@ -342,7 +324,7 @@ bool PlanRun::run_step(std::size_t i) {
   if (code != ExitCode::ok) step_failed(code);
   rec.duration_s = std::chrono::duration<double>(Clock::now() - st0).count();
   body.update(plan_record("step", rec));
-  out_->write(body);
+  write(body);
   ++ran_in_test_[s.test];
   ran_s_ += rec.duration_s;
   ran_time_s_ += std::chrono::duration<double>(t.spec.time()).count();
@@ -369,7 +351,7 @@ bool PlanRun::judge(const KpiSet& k, const std::vector<StepOutcome>& steps, cons
     return false;
   }
   for (auto& c : evaluate_kpis(k, steps, names_, test)) {
-    out_->write(to_json(c));
+    write(to_json(c));
     checks_.push_back(std::move(c));
   }
   return true;
@@ -379,7 +361,7 @@ void PlanRun::eval_test(std::size_t ti) {
   const auto& t = p_.tests[ti];
   if (t.per_link_sequential && ran_in_test_[ti] > 0) {
     auto sweep = compare_link_steps(p_, ti, steps_, outcomes_);
-    out_->write(sweep.record);
+    write(sweep.record);
     os_ << sweep.text;
   }
   // Isolation follows a test judged (or without KPIs) this time, not the verdicts of a resumed one.
@@ -463,7 +445,7 @@ void PlanRun::run_isolation(std::size_t ti) {
       });
       rec["status"] = status;
       rec["error"] = error;
-      out_->write(rec);
+      write(rec);
       rates.push_back(std::move(r));
       if (interrupted_ || stop::stopped()) break;
     }
@@ -481,8 +463,7 @@ void PlanRun::run_isolation(std::size_t ti) {
     findings.push_back(f);
     if (f.slow) say("SLOW " + f.text);
   }
-  out_->write(
-      {{"type", "isolation"}, {"test", t.name}, {"rounds", iso.rounds()}, {"trace", trace}, {"findings", findings}});
+  write({{"type", "isolation"}, {"test", t.name}, {"rounds", iso.rounds()}, {"trace", trace}, {"findings", findings}});
 }
 
 int PlanRun::run() {
@@ -521,16 +502,22 @@ int PlanRun::run() {
       return static_cast<int>(ExitCode::infrastructure);
     }
   }
-  out_.emplace(path_, o_.resume.empty());
+  out_ = UniqueFd(
+      ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | (o_.resume.empty() ? O_EXCL : 0), 0644));
+  if (!out_.valid() && errno == EEXIST) {
+    throw UsageError(fmt::format("--results {}: already exists (continue it with --resume {}, or choose another name)",
+                                 path_, path_));
+  }
+  if (!out_.valid()) throw SystemError("open results file", path_, errno);
   if (o_.resume.empty()) {
-    out_->write({{"type", "plan"},
-                 {"schema", kPlanResultsSchema},
-                 {"version", kPlanResultsVersion},
-                 {"fabperf_version", FABPERF_VERSION},
-                 {"started_at", iso8601_utc_now()},
-                 {"plan_file", p_.file},
-                 {"plan", plan_obj_},
-                 {"steps_total", steps_.size()}});
+    write({{"type", "plan"},
+           {"schema", kPlanResultsSchema},
+           {"version", kPlanResultsVersion},
+           {"fabperf_version", FABPERF_VERSION},
+           {"started_at", iso8601_utc_now()},
+           {"plan_file", p_.file},
+           {"plan", plan_obj_},
+           {"steps_total", steps_.size()}});
   }
   tty_ = !o_.quiet && o_.progress;
   t0_ = Clock::now();
@@ -575,8 +562,7 @@ int PlanRun::finish() {
                         : interrupted_ || hook_failed_ ? ExitCode::infrastructure
                         : kpi_failed                   ? ExitCode::kpi_failed
                                                        : ExitCode::ok;
-  out_->write(
-      plan_record("end", PlanEnd{iso8601_utc_now(), interrupted_, code == ExitCode::ok, static_cast<int>(code)}));
+  write(plan_record("end", PlanEnd{iso8601_utc_now(), interrupted_, code == ExitCode::ok, static_cast<int>(code)}));
   const std::size_t failed_steps = steps_.size() - outcomes_.size();
   os_ << render_verdicts(checks_) << ab_verdict;
   if (p_.repeat > 1 && !o_.quiet) {

@@ -218,18 +218,14 @@ std::string pcie_link_text(const PcieLinkState& s) {
 }
 
 std::string pcie_ports_text(const PcieInfo& p) {
-  std::vector<std::int64_t> known;
+  std::vector<std::string> known;  // Gbit/s
   for (const auto& x : p.ports) {
-    if (x.speed_mbps > 0) known.push_back(x.speed_mbps);
+    if (x.speed_mbps > 0) known.push_back(fmt::format("{:g}", static_cast<double>(x.speed_mbps) / 1000.0));
   }
   if (known.empty()) return "";
-  const auto g = [](std::int64_t mbps) { return fmt::format("{:g}", static_cast<double>(mbps) / 1000.0); };
-  if (std::all_of(known.begin(), known.end(), [&](std::int64_t v) { return v == known.front(); })) {
-    return fmt::format("{} x {} Gbit/s", known.size(), g(known.front()));
-  }
-  std::string s;
-  for (const auto v : known) s += (s.empty() ? "" : "+") + g(v);
-  return s + " Gbit/s";
+  if (std::ranges::count(known, known.front()) == std::ssize(known))
+    return fmt::format("{} x {} Gbit/s", known.size(), known.front());
+  return fmt::format("{} Gbit/s", fmt::join(known, "+"));
 }
 
 std::string pcie_link_key(const PcieInfo& p) {
