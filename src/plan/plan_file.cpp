@@ -236,7 +236,6 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       c.fail(n, "clock-warn", "must be within 0..3600 seconds");
   }
 
-  // Hosts.
   const auto* hosts = root.get("hosts");
   if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
   const auto* harr = hosts->as_array();
@@ -269,7 +268,6 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   Merged defaults;
   if (const auto* d = root.get("defaults")) merge_keys(c.table(*d, "defaults"), defaults, false);
 
-  // Tests.
   const auto* tests = root.get("tests");
   if (!tests) c.fail(nullptr, "tests", "missing (give one or more [[tests]] tables)");
   const auto* tarr = tests->as_array();
@@ -505,11 +503,9 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
                        t.spec.parallel(), std::chrono::duration<double>(t.spec.warmup()).count(),
                        std::chrono::duration<double>(t.spec.cooldown()).count());
     const auto kp = to_json(t.kpis);
-    if (!kp.empty()) {
-      std::string ks;
-      for (const auto& [k, v] : kp.items()) ks += fmt::format("{}{} {}", ks.empty() ? "" : ", ", k, v.dump());
-      out += "  KPIs: " + ks + "\n";
-    }
+    std::vector<std::string> ks;
+    for (const auto& [k, v] : kp.items()) ks.push_back(k + " " + v.dump());
+    if (!ks.empty()) out += fmt::format("  KPIs: {}\n", fmt::join(ks, ", "));
     // Long tests: the first eight steps and the last one.
     for (std::size_t k = 1; k <= n; ++k) {
       const auto& s = mine[k - 1];

@@ -90,8 +90,7 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
     l.kind = "virtual";
   }
   // A VLAN's parent is its only lower device.
-  for (const auto& e : fs::directory_iterator(base, ec)) {
-    const std::string fn = e.path().filename().string();
+  for (const auto& fn : sysfs::sorted_entries(base)) {
     if (fn.rfind("lower_", 0) == 0 && l.kind != "bond" && l.kind != "bridge") {
       l.vlan_parent = fn.substr(6);
       l.kind = "vlan";
