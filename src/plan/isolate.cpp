@@ -12,8 +12,6 @@
 namespace fabperf::plan {
 namespace {
 
-using nlohmann::json;
-
 // The names of these hosts, comma-separated.
 std::string name_list(const std::vector<std::string>& names, const std::vector<std::uint32_t>& hosts) {
   std::string out;
@@ -235,19 +233,19 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
     IsoFinding f;
     f.node = names_[c];
     f.link = link_of(c);
-    f.out_mb = median_of(out, c);
-    f.in_mb = median_of(in, c);
-    f.median_mb = std::min(f.out_mb, f.in_mb);  // both directions must keep up
+    f.out_mb_per_s = median_of(out, c);
+    f.in_mb_per_s = median_of(in, c);
+    f.mb_per_s = std::min(f.out_mb_per_s, f.in_mb_per_s);  // both directions must keep up
     f.peers = peers[c].size();
-    f.peers_median_mb = baseline;
-    f.slow = f.median_mb < kSlowFraction * baseline;
+    f.peers_median_mb_per_s = baseline;
+    f.slow = f.mb_per_s < kSlowFraction * baseline;
     const std::string who = name_list(names_, peers[c]);
     const std::string subject = f.link.empty() ? f.node : f.node + " " + f.link;
-    f.text = fmt::format(
-        "{}: {} MB/s against {} good peers, whose median is {}{}", subject, figure(f.median_mb), f.peers,
-        figure(baseline),
-        f.slow ? fmt::format(" (sending {}, receiving {}; peers {})", figure(f.out_mb), figure(f.in_mb), who)
-               : fmt::format(": keeps up on its own (peers {})", who));
+    f.text = fmt::format("{}: {} MB/s against {} good peers, whose median is {}{}", subject, figure(f.mb_per_s),
+                         f.peers, figure(baseline),
+                         f.slow ? fmt::format(" (sending {}, receiving {}; peers {})", figure(f.out_mb_per_s),
+                                              figure(f.in_mb_per_s), who)
+                                : fmt::format(": keeps up on its own (peers {})", who));
     trace_.push_back(fmt::format("round {} (confirm {} against {} peers, one at a time): {}", r.number, f.node, f.peers,
                                  f.slow ? "SLOW" : "cleared"));
     findings_.push_back(f);
@@ -285,18 +283,6 @@ void Isolator::record(const std::vector<std::vector<std::optional<double>>>& rat
                   "{} -> suspects: {}{}",
                   r.number, tested.size(), tested.size() + rest.size(), figure(baseline), results,
                   next.empty() ? "none" : next, later.empty() ? "" : "; later: " + later));
-}
-
-json to_json(const IsoFinding& f) {
-  return {{"node", f.node},
-          {"link", f.link},
-          {"slow", f.slow},
-          {"mb_per_s", f.median_mb},
-          {"out_mb_per_s", f.out_mb},
-          {"in_mb_per_s", f.in_mb},
-          {"peers", f.peers},
-          {"peers_median_mb_per_s", f.peers_median_mb},
-          {"text", f.text}};
 }
 
 }  // namespace fabperf::plan

@@ -236,7 +236,6 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       c.fail(n, "clock-warn", "must be within 0..3600 seconds");
   }
 
-  // Hosts.
   const auto* hosts = root.get("hosts");
   if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
   const auto* harr = hosts->as_array();
@@ -269,7 +268,6 @@ Plan parse_plan(std::string_view text, const std::string& file) {
   Merged defaults;
   if (const auto* d = root.get("defaults")) merge_keys(c.table(*d, "defaults"), defaults, false);
 
-  // Tests.
   const auto* tests = root.get("tests");
   if (!tests) c.fail(nullptr, "tests", "missing (give one or more [[tests]] tables)");
   const auto* tarr = tests->as_array();
@@ -311,14 +309,13 @@ Plan parse_plan(std::string_view text, const std::string& file) {
 
 void normalize(const Plan& p, PlanTest& t) {
   const Pattern pat = t.pattern.pattern;
-  const auto name = [&](std::uint32_t local) { return p.hosts[t.hosts[local]].name; };
+  std::vector<std::string> hn;  // by the test's own index
+  for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
   const auto names_of = [&](const std::vector<std::uint32_t>& v) {
     json a = json::array();
-    for (const auto i : v) a.push_back(name(i));
+    for (const auto i : v) a.push_back(hn[i]);
     return a;
   };
-  json hn = json::array();
-  for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
   json tj = {{"name", t.name}, {"pattern", std::string(to_string(pat))}, {"hosts", hn}};
   if (pat == Pattern::bipartite) {
     tj["clients"] = names_of(t.pattern.clients);
@@ -326,11 +323,11 @@ void normalize(const Plan& p, PlanTest& t) {
   }
   if (pat == Pattern::pairs) {
     tj["pairs"] = json::array();
-    for (const auto& f : t.pattern.pairs) tj["pairs"].push_back(name(f.client) + "->" + name(f.server));
+    for (const auto& f : t.pattern.pairs) tj["pairs"].push_back(hn[f.client] + "->" + hn[f.server]);
   }
   if (pat == Pattern::all_pairs) tj["concurrent-pairs"] = t.pattern.concurrent_pairs;
   if (pat == Pattern::ring) tj["k"] = t.pattern.k;
-  if (pat == Pattern::incast || pat == Pattern::broadcast) tj["target"] = name(t.pattern.target);
+  if (pat == Pattern::incast || pat == Pattern::broadcast) tj["target"] = hn[t.pattern.target];
   tj["settings"] = to_json(t.spec);
   tj["interval_s"] = std::chrono::duration<double>(t.interval).count();
   tj["kpis"] = to_json(t.kpis);
@@ -506,11 +503,9 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
                        t.spec.parallel(), std::chrono::duration<double>(t.spec.warmup()).count(),
                        std::chrono::duration<double>(t.spec.cooldown()).count());
     const auto kp = to_json(t.kpis);
-    if (!kp.empty()) {
-      std::string ks;
-      for (const auto& [k, v] : kp.items()) ks += fmt::format("{}{} {}", ks.empty() ? "" : ", ", k, v.dump());
-      out += "  KPIs: " + ks + "\n";
-    }
+    std::vector<std::string> ks;
+    for (const auto& [k, v] : kp.items()) ks.push_back(k + " " + v.dump());
+    if (!ks.empty()) out += fmt::format("  KPIs: {}\n", fmt::join(ks, ", "));
     // Long tests: the first eight steps and the last one.
     for (std::size_t k = 1; k <= n; ++k) {
       const auto& s = mine[k - 1];

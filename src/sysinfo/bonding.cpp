@@ -1,5 +1,6 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/fields.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/sysinfo/bonding.hpp>
 #include "sysinfo/file_read.hpp"
 
@@ -10,7 +11,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -99,8 +99,7 @@ BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
                                                       "Partner Mac Address"};
   Block block = Block::master;
   BondMember* m = nullptr;
-  std::istringstream in{std::string(text)};
-  for (std::string raw; std::getline(in, raw);) {
+  for (const auto& raw : split_list(text, '\n')) {
     const std::string line = trim(raw);
     if (const auto h = kHeads.find(line); h != kHeads.end()) {
       if (m || h->second == Block::active_agg) block = h->second;  // pdus belong to a slave
@@ -149,12 +148,7 @@ BondInfo parse_proc_bonding(std::string_view text, const std::string& name) {
     if (key == "LACP rate") b.lacp_rate = val;
     if (key == "Aggregator selection policy (ad_select)") b.ad_select = val;
     if (key == "Currently Active Slave") b.active_slave = val == "None" ? "" : val;
-    if (key == "ARP IP target/s (n.n.n.n form)") {
-      std::string t = val;
-      std::replace(t.begin(), t.end(), ',', ' ');
-      std::istringstream ts(t);
-      for (std::string a; ts >> a;) b.arp_targets.push_back(a);
-    }
+    if (key == "ARP IP target/s (n.n.n.n form)") b.arp_targets = sysfs::words(val, ", \t");
   }
   return b;
 }
@@ -193,9 +187,8 @@ std::optional<BondInfo> read_bond(const std::string& name, const std::string& ro
   b.mac = read_line(sys + "/address");
   if (b.mii_status.empty()) b.mii_status = read_line(sys + "/operstate") == "up" ? "up" : "down";
   // The slave list in sysfs is the kernel's order; members /proc did not list are added.
-  std::istringstream ss(read_line(bs + "slaves"));
   std::vector<BondMember> ordered;
-  for (std::string s; ss >> s;) {
+  for (const auto& s : sysfs::words(read_line(bs + "slaves"))) {
     auto it = std::find_if(b.members.begin(), b.members.end(), [&](const BondMember& x) { return x.name == s; });
     BondMember x = it != b.members.end() ? *it : BondMember{};
     x.name = s;

@@ -1,6 +1,7 @@
 // Named counter readers (counters.hpp): the ethtool statistics ioctls, the root qdisc over
 // rtnetlink, the MIB files and softnet_stat.
 #include <fabperf/core/fd.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/sysinfo/counters.hpp>
 #include "sysinfo/file_read.hpp"
 
@@ -16,7 +17,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <sstream>
 
 namespace fabperf {
 namespace {
@@ -236,17 +236,14 @@ CounterValues read_link_named_counters(const std::string& ifname) {
 
 CounterValues parse_proc_net_mib(std::string_view text) {
   CounterValues out;
-  std::istringstream in{std::string(text)};
-  std::string header, values;
-  while (std::getline(in, header) && std::getline(in, values)) {
-    std::istringstream hs(header), vs(values);
-    std::string hsec, vsec;
-    if (!(hs >> hsec) || !(vs >> vsec) || hsec != vsec || hsec.empty() || hsec.back() != ':') continue;
-    const std::string section = hsec.substr(0, hsec.size() - 1);
-    std::string name, val;
-    while (hs >> name && vs >> val) {
+  const auto lines = split_list(text, '\n');
+  for (std::size_t i = 0; i + 1 < lines.size(); i += 2) {
+    const auto names = sysfs::words(lines[i]), values = sysfs::words(lines[i + 1]);
+    if (names.empty() || values.empty() || names[0] != values[0] || names[0].back() != ':') continue;
+    const std::string section = names[0].substr(0, names[0].size() - 1);
+    for (std::size_t k = 1; k < std::min(names.size(), values.size()); ++k) {
       // A negative value (Tcp.MaxConn -1) or a field that is not a number is not a counter.
-      if (const auto v = sysfs::to_u64(val)) out.emplace_back(std::string(section).append(".").append(name), *v);
+      if (const auto v = sysfs::to_u64(values[k])) out.emplace_back(section + "." + names[k], *v);
     }
   }
   return out;
@@ -255,15 +252,12 @@ CounterValues parse_proc_net_mib(std::string_view text) {
 CounterValues parse_softnet_stat(std::string_view text) {
   std::uint64_t dropped = 0, squeezed = 0;
   bool any = false;
-  std::istringstream in{std::string(text)};
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string processed, drop, squeeze;
-    if (!(ls >> processed >> drop >> squeeze)) continue;
+  for (const auto& line : split_list(text, '\n')) {
+    const auto w = sysfs::words(line);  // processed, dropped, time squeezed, ...
+    if (w.size() < 3) continue;
     try {
-      dropped += std::stoull(drop, nullptr, 16);
-      squeezed += std::stoull(squeeze, nullptr, 16);
+      dropped += std::stoull(w[1], nullptr, 16);
+      squeezed += std::stoull(w[2], nullptr, 16);
       any = true;
     } catch (...) {
       continue;
@@ -274,33 +268,15 @@ CounterValues parse_softnet_stat(std::string_view text) {
 }
 
 CounterValues read_host_net_counters(const std::string& root) {
-  static constexpr std::string_view kKept[] = {
-      "Tcp.RetransSegs",
-      "Tcp.InErrs",
-      "Tcp.OutRsts",
-      "TcpExt.TCPTimeouts",
-      "TcpExt.TCPLostRetransmit",
-      "TcpExt.TCPFastRetrans",
-      "TcpExt.TCPSlowStartRetrans",
-      "TcpExt.TCPSpuriousRTOs",
-      "TcpExt.TCPDeliveredCE",
-      "TcpExt.ListenDrops",
-      "TcpExt.ListenOverflows",
-      "TcpExt.TCPBacklogDrop",
-      "TcpExt.TCPRcvQDrop",
-      "TcpExt.TCPOFODrop",
-      "TcpExt.TCPZeroWindowDrop",
-      "IpExt.InCEPkts",
-      "IpExt.InECT0Pkts",
-      "IpExt.InECT1Pkts",
-      "Udp.InErrors",
-      "Udp.RcvbufErrors",
-      "Udp.SndbufErrors",
-  };
+  static const auto kKept = sysfs::words(
+      "Tcp.RetransSegs Tcp.InErrs Tcp.OutRsts TcpExt.TCPTimeouts TcpExt.TCPLostRetransmit TcpExt.TCPFastRetrans "
+      "TcpExt.TCPSlowStartRetrans TcpExt.TCPSpuriousRTOs TcpExt.TCPDeliveredCE TcpExt.ListenDrops "
+      "TcpExt.ListenOverflows TcpExt.TCPBacklogDrop TcpExt.TCPRcvQDrop TcpExt.TCPOFODrop TcpExt.TCPZeroWindowDrop "
+      "IpExt.InCEPkts IpExt.InECT0Pkts IpExt.InECT1Pkts Udp.InErrors Udp.RcvbufErrors Udp.SndbufErrors");
   CounterValues all = parse_proc_net_mib(sysfs::read_all(root + "/proc/net/snmp"));
   for (auto& kv : parse_proc_net_mib(sysfs::read_all(root + "/proc/net/netstat"))) all.push_back(std::move(kv));
   CounterValues out;
-  for (const auto name : kKept) {
+  for (const auto& name : kKept) {
     const auto it = std::find_if(all.begin(), all.end(), [&](const auto& kv) { return kv.first == name; });
     if (it != all.end()) out.push_back(*it);
   }

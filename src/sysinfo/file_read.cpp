@@ -48,16 +48,12 @@ std::optional<std::uint64_t> to_u64(const std::string& s) {
   return v;
 }
 
-std::int64_t read_i64(const std::string& path, std::int64_t fallback) {
-  return to_i64(read_line(path), fallback);
-}
-
 int read_int(const std::string& path, int fallback) {
   return to_int(read_line(path), fallback);
 }
 
 std::int64_t read_speed(const std::string& path) {
-  const std::int64_t v = read_i64(path, -1);
+  const std::int64_t v = to_i64(read_line(path), -1);
   return v > 0 ? v : -1;
 }
 
@@ -72,6 +68,16 @@ std::int64_t to_i64(const std::string& s, std::int64_t fallback) {
 int to_int(const std::string& s, int fallback) {
   const std::int64_t v = to_i64(s, INT64_MIN);  // INT64_MIN is no int either
   return v < INT_MIN || v > INT_MAX ? fallback : static_cast<int>(v);
+}
+
+std::vector<std::string> words(std::string_view s, std::string_view seps) {
+  std::vector<std::string> out;
+  for (auto at = s.find_first_not_of(seps); at != std::string_view::npos; at = s.find_first_not_of(seps, at)) {
+    const auto end = std::min(s.find_first_of(seps, at), s.size());
+    out.emplace_back(s.substr(at, end - at));
+    at = end;
+  }
+  return out;
 }
 
 std::vector<int> to_cpus(const std::string& list) {

@@ -28,8 +28,7 @@ std::string read_all(const std::string& path);
 std::optional<std::uint64_t> read_u64(const std::string& path);
 // s as a non-negative decimal integer, digits only (a file's or a folder's name: "12").
 std::optional<std::uint64_t> to_u64(const std::string& s);
-// The first line as a signed integer; fallback otherwise (read_int: also when it is no int).
-std::int64_t read_i64(const std::string& path, std::int64_t fallback);
+// The first line as an int; fallback when it is none.
 int read_int(const std::string& path, int fallback);
 // An interface's speed file in Mb/s; -1 when unknown (a virtual link's "-1", or unreadable: EINVAL).
 std::int64_t read_speed(const std::string& path);
@@ -37,6 +36,8 @@ std::int64_t read_speed(const std::string& path);
 // none or it does not fit (to_int: in an int).
 std::int64_t to_i64(const std::string& s, std::int64_t fallback);
 int to_int(const std::string& s, int fallback);
+// The words of s between any of `seps` (blanks by default), empty ones left out.
+std::vector<std::string> words(std::string_view s, std::string_view seps = " \t\r\n");
 // A cpulist ("0-3,8"); none when it is empty or does not parse.
 std::vector<int> to_cpus(const std::string& list);
 // The names in a folder, sorted; none when it is absent.

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -77,11 +76,10 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
   l.numa_node = sysfs::read_int(base + "/device/numa_node", -1);
   if (fs::exists(base + "/bonding", ec)) {
     l.kind = "bond";
-    std::istringstream ss(sysfs::read_line(base + "/bonding/slaves"));
-    for (std::string m; ss >> m;) l.members.push_back(m);
+    l.members = sysfs::words(sysfs::read_line(base + "/bonding/slaves"));
   } else if (fs::exists(base + "/bridge", ec)) {
     l.kind = "bridge";
-  } else if (name == "lo" || sysfs::read_i64(base + "/type", 0) == 772) {
+  } else if (name == "lo" || sysfs::read_int(base + "/type", 0) == 772) {
     l.kind = "loopback";
   } else if (fs::exists(base + "/device", ec)) {
     l.kind = "physical";
@@ -92,8 +90,7 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
     l.kind = "virtual";
   }
   // A VLAN's parent is its only lower device.
-  for (const auto& e : fs::directory_iterator(base, ec)) {
-    const std::string fn = e.path().filename().string();
+  for (const auto& fn : sysfs::sorted_entries(base)) {
     if (fn.rfind("lower_", 0) == 0 && l.kind != "bond" && l.kind != "bridge") {
       l.vlan_parent = fn.substr(6);
       l.kind = "vlan";
@@ -132,11 +129,11 @@ LinkCounters read_link_counters(const std::string& name, const std::string& root
 
 SocketLimits read_socket_limits(const std::string& root) {
   SocketLimits s;
-  s.rmem_max = static_cast<std::uint64_t>(sysfs::read_i64(root + "/proc/sys/net/core/rmem_max", 0));
-  s.wmem_max = static_cast<std::uint64_t>(sysfs::read_i64(root + "/proc/sys/net/core/wmem_max", 0));
+  s.rmem_max = sysfs::read_u64(root + "/proc/sys/net/core/rmem_max").value_or(0);
+  s.wmem_max = sysfs::read_u64(root + "/proc/sys/net/core/wmem_max").value_or(0);
   for (const auto& [file, to] : {std::pair{"tcp_rmem", s.tcp_rmem}, std::pair{"tcp_wmem", s.tcp_wmem}}) {
-    std::istringstream in(sysfs::read_line(root + "/proc/sys/net/ipv4/" + file));
-    for (int i = 0; i < 3; ++i) in >> to[i];
+    const auto w = sysfs::words(sysfs::read_line(root + "/proc/sys/net/ipv4/" + file));
+    for (std::size_t i = 0; i < 3 && i < w.size(); ++i) to[i] = sysfs::to_u64(w[i]).value_or(0);
   }
   return s;
 }

@@ -8,6 +8,7 @@
 // function under that port shares the link. Ancestors further up are switch ports and root ports:
 // the narrowest of their links bounds the device too (the kernel's pcie_bandwidth_available()).
 #include <fabperf/core/fields.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/sysinfo/pcie.hpp>
 #include <fabperf/sysinfo/rdma_sysfs.hpp>
 #include "sysinfo/file_read.hpp"
@@ -21,7 +22,6 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
-#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -119,29 +119,25 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
   }
   const auto local = cpu_set(p.local_cpus);
   // /proc/interrupts: the CPU columns of the header, then per IRQ number its per-CPU counts.
-  std::istringstream in(sysfs::read_all(root + "/proc/interrupts"));
-  std::string line;
+  const auto lines = split_list(sysfs::read_all(root + "/proc/interrupts"), '\n');
   std::vector<int> cpus;
-  if (std::getline(in, line)) {
-    std::istringstream h(line);
-    for (std::string c; h >> c;) {
-      if (c.rfind("CPU", 0) == 0) cpus.push_back(std::atoi(c.c_str() + 3));
-    }
+  for (const auto& c : sysfs::words(lines.front())) {
+    if (c.rfind("CPU", 0) == 0) cpus.push_back(std::atoi(c.c_str() + 3));
   }
   if (local && !cpus.empty()) {
     p.all_cpus_local = std::all_of(cpus.begin(), cpus.end(), [&](int c) { return local->count(c) > 0; });
   }
-  while (std::getline(in, line)) {
-    std::istringstream l(line);
-    std::string label;
-    if (!(l >> label) || label.back() != ':') continue;
-    const auto irq = sysfs::to_u64(label.substr(0, label.size() - 1));
+  for (std::size_t li = 1; li < lines.size(); ++li) {
+    const auto w = sysfs::words(lines[li]);  // "N:", then the count on each CPU
+    if (w.empty() || w[0].back() != ':') continue;
+    const auto irq = sysfs::to_u64(w[0].substr(0, w[0].size() - 1));
     if (!irq || std::find(irqs.begin(), irqs.end(), *irq) == irqs.end()) continue;  // NMI:, LOC:, others' IRQs
     ++p.irqs;
-    std::uint64_t x = 0;
-    for (std::size_t i = 0; i < cpus.size() && l >> x; ++i) {
-      p.served += x;
-      if (local && local->count(cpus[i])) p.served_local += x;
+    for (std::size_t i = 0; i < cpus.size() && i + 1 < w.size(); ++i) {
+      const auto x = sysfs::to_u64(w[i + 1]);
+      if (!x) break;
+      p.served += *x;
+      if (local && local->count(cpus[i])) p.served_local += *x;
     }
     if (!local) continue;
     // smp_affinity_list is where the interrupt may go, effective_affinity_list where it goes
@@ -222,18 +218,14 @@ std::string pcie_link_text(const PcieLinkState& s) {
 }
 
 std::string pcie_ports_text(const PcieInfo& p) {
-  std::vector<std::int64_t> known;
+  std::vector<std::string> known;  // Gbit/s
   for (const auto& x : p.ports) {
-    if (x.speed_mbps > 0) known.push_back(x.speed_mbps);
+    if (x.speed_mbps > 0) known.push_back(fmt::format("{:g}", static_cast<double>(x.speed_mbps) / 1000.0));
   }
   if (known.empty()) return "";
-  const auto g = [](std::int64_t mbps) { return fmt::format("{:g}", static_cast<double>(mbps) / 1000.0); };
-  if (std::all_of(known.begin(), known.end(), [&](std::int64_t v) { return v == known.front(); })) {
-    return fmt::format("{} x {} Gbit/s", known.size(), g(known.front()));
-  }
-  std::string s;
-  for (const auto v : known) s += (s.empty() ? "" : "+") + g(v);
-  return s + " Gbit/s";
+  if (std::ranges::count(known, known.front()) == std::ssize(known))
+    return fmt::format("{} x {} Gbit/s", known.size(), known.front());
+  return fmt::format("{} Gbit/s", fmt::join(known, "+"));
 }
 
 std::string pcie_link_key(const PcieInfo& p) {

@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <tuple>
 
 namespace fs = std::filesystem;
@@ -102,16 +101,13 @@ std::pair<int, std::string> parse_numbered_state(const std::string& text) {
 }
 
 RdmaRate parse_rdma_rate(const std::string& text) {
-  RdmaRate r;
-  std::istringstream in(text);
-  std::string unit;
-  if (!(in >> r.gbps >> unit)) return RdmaRate{};
-  const auto open = text.find('('), close = text.find(')');
-  if (open != std::string::npos && close != std::string::npos && close > open) {
-    std::istringstream w(text.substr(open + 1, close - open - 1));
-    w >> r.width >> r.speed;
-  }
-  return r;
+  // "100 Gb/sec (4X EDR)": the rate and its unit, then the width and speed in parentheses.
+  const auto w = sysfs::words(text, " ()");
+  char* end = nullptr;
+  const double gbps = w.size() >= 2 ? std::strtod(w[0].c_str(), &end) : 0;
+  if (w.size() < 2 || end == w[0].c_str()) return RdmaRate{};
+  const std::size_t n = text.find('(') == std::string::npos ? 2 : w.size();  // no parentheses: no width or speed
+  return {gbps, n > 2 ? w[2] : "", n > 3 ? w[3] : ""};
 }
 
 int roce_mtu_for_netdev_mtu(int netdev_mtu) {

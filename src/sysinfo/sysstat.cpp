@@ -1,4 +1,5 @@
 #include <fabperf/core/error.hpp>
+#include <fabperf/core/units.hpp>
 #include <fabperf/sysinfo/counters.hpp>
 #include <fabperf/sysinfo/sysstat.hpp>
 #include "sysinfo/file_read.hpp"
@@ -6,22 +7,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <cerrno>
-#include <sstream>
 #include <vector>
 
 namespace fabperf {
 
 CpuTimes read_cpu_times(const std::string& proc_stat) {
-  std::istringstream in(sysfs::read_line(proc_stat));
-  std::string label;
-  in >> label;
+  const auto w = sysfs::words(sysfs::read_line(proc_stat));
   CpuTimes t;
-  if (label != "cpu") return t;
+  if (w.empty() || w[0] != "cpu") return t;
   // user nice system idle iowait irq softirq steal (guest time is already inside user)
   std::uint64_t v[8] = {};
-  for (auto& x : v) {
-    if (!(in >> x)) break;
-  }
+  for (std::size_t i = 0; i < 8 && i + 1 < w.size(); ++i) v[i] = sysfs::to_u64(w[i + 1]).value_or(0);
   t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
   t.total = t.busy + v[3] + v[4];
   return t;
@@ -72,13 +68,10 @@ std::uint64_t raise_fd_limit() noexcept {
 
 std::map<std::string, std::string> read_arp_table(std::string_view dev, const std::string& root) {
   std::map<std::string, std::string> arp;
-  std::istringstream in(sysfs::read_all(root + "/proc/net/arp"));
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string ip, hw, flags, mac, mask, d;
-    if (ss >> ip >> hw >> flags >> mac >> mask >> d && d == dev) arp[ip] = mac;
+  const auto lines = split_list(sysfs::read_all(root + "/proc/net/arp"), '\n');
+  for (std::size_t i = 1; i < lines.size(); ++i) {  // after the header: IP, HW type, flags, MAC, mask, device
+    const auto w = sysfs::words(lines[i]);
+    if (w.size() >= 6 && w[5] == dev) arp[w[0]] = w[3];
   }
   return arp;
 }
@@ -86,14 +79,10 @@ std::map<std::string, std::string> read_arp_table(std::string_view dev, const st
 std::int64_t parse_task_stat_ticks(std::string_view line) {
   const auto close = line.rfind(')');
   if (close == std::string_view::npos || close + 2 > line.size()) return -1;
-  std::istringstream rest{std::string(line.substr(close + 2))};
-  std::string field;
-  long long utime = -1, stime = -1;
   // Fields after the name start at 3 (state); utime and stime are 14 and 15.
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = sysfs::to_i64(field, -1);
-    if (i == 15) stime = sysfs::to_i64(field, -1);
-  }
+  const auto w = sysfs::words(line.substr(close + 2));
+  const std::int64_t utime = w.size() > 12 ? sysfs::to_i64(w[11], -1) : -1;
+  const std::int64_t stime = w.size() > 12 ? sysfs::to_i64(w[12], -1) : -1;
   return utime < 0 || stime < 0 ? -1 : utime + stime;
 }
 

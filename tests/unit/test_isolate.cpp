@@ -64,8 +64,8 @@ TEST(Isolate, LoneSuspectIsConfirmedAgainstFourPeers) {
   EXPECT_TRUE(f.slow);
   EXPECT_EQ(f.node, "n7");
   EXPECT_EQ(f.peers, 4u);
-  EXPECT_DOUBLE_EQ(f.median_mb, 30);
-  EXPECT_DOUBLE_EQ(f.peers_median_mb, 100);
+  EXPECT_DOUBLE_EQ(f.mb_per_s, 30);
+  EXPECT_DOUBLE_EQ(f.peers_median_mb_per_s, 100);
   EXPECT_EQ(f.text.rfind("n7 eth0: 30 MB/s against 4 good peers, whose median is 100", 0), 0u) << f.text;
   EXPECT_EQ(iso.rounds(), 1u);
 }

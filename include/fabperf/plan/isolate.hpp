@@ -58,15 +58,18 @@ struct IsoRound {
   std::vector<IsoStep> steps;
 };
 
+// The JSON keys are the field names.
 struct IsoFinding {
   std::string node, link;
-  double median_mb{0};         // the suspect's rate (min of both directions) against its peers
-  double out_mb{0}, in_mb{0};  // medians of each direction
-  double peers_median_mb{0};   // the good peers' median among themselves
+  double mb_per_s{0};                      // the suspect's rate (min of both directions) against its peers
+  double out_mb_per_s{0}, in_mb_per_s{0};  // medians of each direction
+  double peers_median_mb_per_s{0};         // the good peers' median among themselves
   std::size_t peers{0};
   bool slow{false};
   std::string text;
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(IsoFinding, node, link, slow, mb_per_s, out_mb_per_s, in_mb_per_s, peers,
+                                   peers_median_mb_per_s, text)
 
 class Isolator {
  public:
@@ -95,7 +98,5 @@ class Isolator {
 // The rounds a single slow node among n suspects needs at most: ceil(log2 n) halvings and a
 // confirmation.
 std::size_t isolation_round_bound(std::size_t suspects);
-
-nlohmann::json to_json(const IsoFinding& f);
 
 }  // namespace fabperf::plan
