@@ -92,21 +92,22 @@ auth::Key read_key_from_stdin() {
 
 int cmd_agent(int argc, char** argv) {
   cxxopts::Options o("fabperf agent", "Run a fabperf node agent.");
-  o.add_options()("listen", "address and port to listen on ([::]:6668 = all addresses)",
-                  cxxopts::value<std::string>()->default_value("[::]:6668"))(
-      "ready-fd", "write 'LISTENING host:port' to this file descriptor once listening",
-      cxxopts::value<int>()->default_value("-1"))("max-duration", "longest test this agent accepts",
-                                                  cxxopts::value<std::string>()->default_value("3600"))(
-      "max-buffer-memory", "most buffer memory a test may make this agent allocate",
-      cxxopts::value<std::string>()->default_value("1G"))(
-      "key-file", "shared key (from 'fabperf keygen'); coordinators must prove it. Default: $FABPERF_KEY_FILE",
-      cxxopts::value<std::string>())("insecure",
-                                     "without a key, still listen on non-loopback addresses and obey any coordinator")(
-      "no-remote-kill", "refuse the shell's kill/killall (SHUTDOWN); stop this agent through its launcher")(
-      "key-stdin", "read the shared key (hex) from the first line of stdin, as 'run --launch' passes it")(
-      "exit-on-stdin-eof", "stop when stdin reaches end of file (the launcher holds it open)")(
-      "log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"))(
-      "h,help", "this help");
+  auto add = o.add_options();
+  add("listen", "address and port to listen on ([::]:6668 = all addresses)",
+      cxxopts::value<std::string>()->default_value("[::]:6668"));
+  add("ready-fd", "write 'LISTENING host:port' to this file descriptor once listening",
+      cxxopts::value<int>()->default_value("-1"));
+  add("max-duration", "longest test this agent accepts", cxxopts::value<std::string>()->default_value("3600"));
+  add("max-buffer-memory", "most buffer memory a test may make this agent allocate",
+      cxxopts::value<std::string>()->default_value("1G"));
+  add("key-file", "shared key (from 'fabperf keygen'); coordinators must prove it. Default: $FABPERF_KEY_FILE",
+      cxxopts::value<std::string>());
+  add("insecure", "without a key, still listen on non-loopback addresses and obey any coordinator");
+  add("no-remote-kill", "refuse the shell's kill/killall (SHUTDOWN); stop this agent through its launcher");
+  add("key-stdin", "read the shared key (hex) from the first line of stdin, as 'run --launch' passes it");
+  add("exit-on-stdin-eof", "stop when stdin reaches end of file (the launcher holds it open)");
+  add("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"));
+  add("h,help", "this help");
   auto r = cli::parse_options(o, argc, argv);
   if (cli::help_printed(o, r)) return 0;
   cli::setup_logging(get<std::string>(r, "log-level"));
@@ -225,24 +226,16 @@ void check_servers_clients(const RunRequest& req) {
       throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c.str()));
   }
   // Per-link pinning pairs link i of a client with link i of a server: counts must match.
-  std::size_t links = 0;
-  std::string first, bare;  // the first node with link addresses, the first without
+  const HostPort& first = req.servers.front();
   for (const auto* list : {&req.servers, &req.clients}) {
     for (const auto& h : *list) {
-      if (h.links.empty()) {
-        if (bare.empty()) bare = h.str();
-      } else if (links == 0) {
-        links = h.links.size();
-        first = h.str();
-      } else if (h.links.size() != links) {
-        throw UsageError(fmt::format("{} has {} link addresses but {} has {}: give every node the same number", h.str(),
-                                     h.links.size(), first, links));
+      if (h.links.size() != first.links.size()) {
+        throw UsageError(
+            fmt::format("{} has {} link addresses but {} has {}: give every node the same number "
+                        "(NAME@ADDR+ADDR...)",
+                        h.str(), h.links.size(), first.str(), first.links.size()));
       }
     }
-  }
-  if (links > 0 && !bare.empty()) {
-    throw UsageError(
-        fmt::format("{} has no link addresses while {} has {}: give every node NAME@ADDR+ADDR...", bare, first, links));
   }
 }
 

@@ -54,11 +54,9 @@ class RunTestProber : public Prober {
       const RunRecord rec = run_test(req);
       r = job_result_from_report(cfg_, job, compute_report(rec), unix_now());
       r.interrupted = rec.interrupted;
-    } catch (const Interrupted& e) {
-      r = failed_job(cfg_, job, e.what(), unix_now());
-      r.interrupted = true;
     } catch (const Error& e) {
       r = failed_job(cfg_, job, e.what(), unix_now());
+      r.interrupted = dynamic_cast<const Interrupted*>(&e) != nullptr;
     }
     // A stop request that came during a probe ends the monitor after it.
     r.interrupted = r.interrupted || stop::stopped();

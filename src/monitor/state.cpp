@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "report/result_json.hpp"  // std::optional as a JSON value
+
 namespace fabperf::monitor {
 
 using nlohmann::json;
@@ -103,7 +105,7 @@ constexpr const char* kBaselinesSchema = "fabperf.monitor-baselines";
 // One entry per pair and link: its names, what the probes measured (a mismatch drops it), its baseline.
 struct BaselineEntry {
   std::string client, server, link, transport, direction;
-  json bytes_per_second;  // null while fewer than baseline_probes
+  std::optional<double> bytes_per_second;  // null while fewer than baseline_probes
   std::vector<double> samples;
   std::string source, set_at;
 };
@@ -139,8 +141,7 @@ json MonitorState::baselines_json() const {
         const auto& b = pair(c, s, l).baseline;
         if (b.bytes_per_s || !b.samples.empty())
           arr.push_back(BaselineEntry{cfg_->hosts[c].name, cfg_->hosts[s].name, cfg_->link_names[l], transport,
-                                      direction, b.bytes_per_s ? json(*b.bytes_per_s) : json(nullptr), b.samples,
-                                      b.source, b.set_at});
+                                      direction, b.bytes_per_s, b.samples, b.source, b.set_at});
       }
     }
   }
@@ -169,9 +170,7 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
     } catch (const json::exception& ex) {
       throw bad(fmt::format("a baseline entry is malformed ({})", ex.what()));
     }
-    const auto& v = e.bytes_per_second;
-    if (!v.is_null() && !(v.is_number() && v.get<double>() > 0))
-      throw bad("a bytes_per_second that is not a positive number");
+    if (e.bytes_per_second && !(*e.bytes_per_second > 0)) throw bad("a bytes_per_second that is not a positive number");
     const auto c = find(cfg_->hosts, e.client, &MonitorHost::name);
     const auto s = find(cfg_->hosts, e.server, &MonitorHost::name);
     const auto l = find(cfg_->link_names, e.link, std::identity{});
@@ -179,8 +178,7 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
         e.direction != direction_of(cfg_->probe.test())) {
       ++dropped;
     } else {
-      pair(*c, *s, *l).baseline = {v.is_null() ? std::nullopt : std::optional(v.get<double>()), std::move(e.samples),
-                                   std::move(e.source), std::move(e.set_at)};
+      pair(*c, *s, *l).baseline = {e.bytes_per_second, std::move(e.samples), std::move(e.source), std::move(e.set_at)};
     }
   }
   return dropped;
