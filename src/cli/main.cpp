@@ -162,16 +162,6 @@ SpecParams setting_params(const cxxopts::ParseResult& r) {
   return p;
 }
 
-// Refuses every option given that is not in `allowed`, by name.
-void refuse_unless(const cxxopts::ParseResult& r, std::initializer_list<std::string_view> allowed,
-                   std::string_view why) {
-  for (const auto& kv : r.arguments()) {
-    if (std::find(allowed.begin(), allowed.end(), kv.key()) == allowed.end()) {
-      throw UsageError(fmt::format("--{}: {}", kv.key(), why));
-    }
-  }
-}
-
 void add_run_options(cxxopts::Options& o) {
   o.add_options("hosts")(
       "servers", "server agents: host[:port][@LINKADDR+LINKADDR...],... (port 6668 by default; [v6addr]:port)",
@@ -303,10 +293,12 @@ int cmd_run(int argc, char** argv) {
   if (r.count("plan")) {
     // A plan sets its own hosts and settings: every other option given here is refused by name,
     // so an option added later cannot be ignored silently either.
-    refuse_unless(r,
-                  {"plan", "results", "resume", "no-preflight", "quiet", "key-file", "connect-timeout", "log-level",
-                   "allow-hooks"},
-                  "not with a plan file (set it in the plan; docs/plans.md)");
+    constexpr std::string_view kWithPlan[] = {"plan",     "results",         "resume",    "no-preflight", "quiet",
+                                              "key-file", "connect-timeout", "log-level", "allow-hooks"};
+    for (const auto& kv : r.arguments()) {
+      if (std::ranges::find(kWithPlan, kv.key()) == std::end(kWithPlan))
+        throw UsageError(fmt::format("--{}: not with a plan file (set it in the plan; docs/plans.md)", kv.key()));
+    }
     const auto pl = plan::load_plan(get<std::string>(r, "plan"));
     pro.key = cli::key_option(r);
     pro.connect_timeout = cli::connect_timeout_option(r, false);

@@ -19,9 +19,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <span>
 #include <sstream>
 #include <thread>
 

@@ -5,7 +5,6 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/fd.hpp>
 #include <fabperf/monitor/monitor.hpp>
-#include <fabperf/plan/plan.hpp>
 #include <fabperf/report/plan_report.hpp>
 
 #include <fcntl.h>
@@ -112,22 +111,6 @@ struct BaselineEntry {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BaselineEntry, client, server, link, transport, direction, bytes_per_second, samples,
                                    source, set_at)
 
-// Median payload throughput per (client, server) name pair over the results in `docs`.
-std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(const std::vector<ResultDoc>& docs) {
-  std::map<std::pair<std::string, std::string>, std::vector<double>> out;
-  for (const auto& r : docs) {
-    std::map<std::uint64_t, std::string> node;
-    for (const auto& n : r.nodes) node[n.index] = n.name;
-    for (const auto& p : r.pairs) {
-      const auto c = node.find(p.client);
-      const auto s = node.find(p.server);
-      if (c == node.end() || s == node.end()) continue;
-      out[{c->second, s->second}].push_back(p.tput.mb_per_s * 1e6);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 json MonitorState::baselines_json() const {
@@ -221,13 +204,22 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
   }
   std::map<std::string, std::uint32_t> by_addr;
   for (std::uint32_t i = 0; i < cfg_->hosts.size(); ++i) by_addr[cfg_->hosts[i].hp.str()] = i;
+  // Payload throughputs per (client, server) host pair over the results, nodes matched by host:port.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<double>> values;
+  for (const auto& d : docs) {
+    std::map<std::uint64_t, std::uint32_t> host_of;  // the result's node index -> host
+    for (const auto& n : d.nodes) {
+      if (const auto it = by_addr.find(n.name); it != by_addr.end()) host_of[n.index] = it->second;
+    }
+    for (const auto& p : d.pairs) {
+      if (host_of.count(p.client) && host_of.count(p.server))
+        values[{host_of[p.client], host_of[p.server]}].push_back(p.tput.mb_per_s * 1e6);
+    }
+  }
   std::size_t set = 0;
-  for (const auto& [names, vals] : pair_values(docs)) {
-    const auto c = by_addr.find(names.first);
-    const auto s = by_addr.find(names.second);
-    if (c == by_addr.end() || s == by_addr.end() || c->second == s->second) continue;
-    auto& b = pair(c->second, s->second, 0).baseline;
-    if (b.bytes_per_s) continue;
+  for (const auto& [hosts, vals] : values) {
+    auto& b = pair(hosts.first, hosts.second, 0).baseline;
+    if (hosts.first == hosts.second || b.bytes_per_s) continue;
     const double v = median(vals);
     if (!(v > 0)) continue;
     b.bytes_per_s = v;
