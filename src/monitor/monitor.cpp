@@ -141,8 +141,7 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
       result.pairs.push_back(std::move(p));
     sched.done(job, start, ran ? end : start);
 
-    const bool job_failed =
-        std::any_of(result.pairs.begin(), result.pairs.end(), [](const PairSample& p) { return !p.ok; });
+    const bool job_failed = !std::ranges::all_of(result.pairs, &PairSample::ok);
     failed = failed || job_failed;
     bool baselines_changed = false;
     std::vector<std::string> lines;

@@ -623,9 +623,7 @@ class LineReader {
 
 int run_shell(const ShellOptions& o) {
   ShellSession s(std::cout, std::cerr, o.key_file);  // a bad key file throws a UsageError: exit 2
-  std::string joined;
-  for (const auto& c : o.commands) joined += c + " ";
-  if (!o.commands.empty() && !s.line(joined)) return s.fail_code();
+  if (!o.commands.empty() && !s.line(fmt::format("{}", fmt::join(o.commands, " ")))) return s.fail_code();
   try {
     for (const auto& f : o.input_files) {
       if (!s.quit() && s.run_file(f, 0) != 0) return s.fail_code();
