@@ -522,16 +522,12 @@ class ShellSession {
       const Report r = compute_report(run_test(request(p)));
       last_ = r;
       say(render_summary_line(r));
-      for (const auto& n : r.nodes) {
-        if (n.delay_histogram && n.delay_histogram->count() > 0) {
-          histogram_block(host_of(n.name), "network delay times", *n.delay_histogram, false);
-        }
-      }
-      if (hist_) {
+      // Every client's network delay times, then (hist on) every client's block transmit times.
+      for (const bool transmit : {false, true}) {
         for (const auto& n : r.nodes) {
-          if (n.histogram && n.histogram->count() > 0) {
-            histogram_block(host_of(n.name), "block transmit times", *n.histogram, true);
-          }
+          const auto& h = transmit ? n.histogram : n.delay_histogram;
+          if (h && h->count() > 0 && (hist_ || !transmit))
+            histogram_block(host_of(n.name), transmit ? "block transmit times" : "network delay times", *h, transmit);
         }
       }
       for (const auto& f : r.findings) say("  ! " + f);
