@@ -223,12 +223,10 @@ std::string ssh_remote_command(const SshOptions& o) {
 std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) {
   std::vector<std::string> argv = o.ssh_command;
   const auto secs = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count());
-  for (const std::string a : {"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o"}) argv.push_back(a);
-  argv.push_back(fmt::format("ConnectTimeout={}", secs));
+  argv.insert(argv.end(),
+              {"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", fmt::format("ConnectTimeout={}", secs)});
   argv.insert(argv.end(), o.extra.begin(), o.extra.end());
-  argv.push_back("--");
-  argv.push_back(host);
-  argv.push_back(ssh_remote_command(o));
+  argv.insert(argv.end(), {"--", host, ssh_remote_command(o)});
   return argv;
 }
 
