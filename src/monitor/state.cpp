@@ -136,6 +136,7 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
     return UsageError(fmt::format(
         "state file {}: {} (move it away, or start with --reset-baselines to measure new baselines)", file, what));
   };
+  if (j.is_discarded()) throw bad("not valid JSON");
   if (!j.is_object() || j.value("schema", "") != kBaselinesSchema)
     throw bad(fmt::format("not a {} file", kBaselinesSchema));
   if (!j.contains("version") || j["version"] != 1) throw bad("unknown version (this fabperf reads version 1)");
