@@ -13,16 +13,6 @@
 namespace fabperf::cli {
 namespace {
 
-// Bonds are read only for this host: the LINKS message carries interfaces, not bond state.
-std::vector<BondInfo> local_bonds(const std::vector<LinkInfo>& links) {
-  std::vector<BondInfo> bonds;
-  for (const auto& l : links) {
-    if (l.kind != "bond") continue;
-    if (auto b = read_bond(l.name)) bonds.push_back(std::move(*b));
-  }
-  return bonds;
-}
-
 void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& limits, bool all,
                        const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
   std::cout << fmt::format("{:<16} {:<9} {:<10} {:<6} {:>10} {:<7} {:>6} {:<18} {}\n", "interface", "kind", "driver",
@@ -80,10 +70,15 @@ int cmd_links(int argc, char** argv) {
     const auto links = read_links();
     const auto limits = read_socket_limits();
     const auto rdma = read_local_rdma_devices();
+    // Bonds are read only for this host: the LINKS message carries interfaces, not bond state.
+    std::vector<BondInfo> bonds;
+    for (const auto& l : links) {
+      if (auto b = l.kind == "bond" ? read_bond(l.name) : std::nullopt) bonds.push_back(std::move(*b));
+    }
     if (json_out) {
-      std::cout << links_json(links, limits, local_bonds(links), rdma).dump(2) << "\n";
+      std::cout << links_json(links, limits, bonds, rdma).dump(2) << "\n";
     } else {
-      print_links_table(links, limits, all, local_bonds(links), rdma);
+      print_links_table(links, limits, all, bonds, rdma);
     }
     return 0;
   }

@@ -62,13 +62,8 @@ void load_state(const mon::MonitorConfig& cfg, const std::string& state_file, bo
                     cfg.baseline_probes));
     return;
   }
-  const json j = json::parse(read_text_file(state_file, "state file"), nullptr, false);
-  if (j.is_discarded()) {
-    throw UsageError(fmt::format(
-        "state file {}: not valid JSON (move it away, or start with --reset-baselines to measure new baselines)",
-        state_file));
-  }
-  const auto dropped = state.load_baselines(j, state_file);
+  const auto dropped =
+      state.load_baselines(json::parse(read_text_file(state_file, "state file"), nullptr, false), state_file);
   say(fmt::format("baselines loaded from {}{}", state_file,
                   dropped ? fmt::format(" ({} for pairs or links no longer configured dropped)", dropped) : ""));
 }

@@ -64,10 +64,8 @@ std::vector<HostPort> host_list(const std::string& text, const char* what) {
     if (hp.port == 0) throw UsageError(fmt::format("{} '{}': port 0 is not an agent's port", what, item));
     if (const char* why = resolve_error(hp.host))
       throw UsageError(fmt::format("{} '{}': host does not resolve ({})", what, hp.host, why));
-    for (const auto& x : out) {
-      if (x.host == hp.host && x.port == hp.port)
-        throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
-    }
+    if (std::ranges::any_of(out, [&](const HostPort& x) { return x.host == hp.host && x.port == hp.port; }))
+      throw UsageError(fmt::format("{}: {} is listed twice", what, hp.str()));
     out.push_back(std::move(hp));
   }
   return out;

@@ -19,9 +19,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <span>
 #include <sstream>
 #include <thread>
 
@@ -214,12 +212,8 @@ std::string shell_quote(std::string_view s) {
 
 std::string ssh_remote_command(const SshOptions& o) {
   // POSIX sh (the remote login shell runs it). SSH_CONNECTION = "client port server port".
-  std::string listen;
-  if (o.agent_listen.empty()) {
-    listen = fmt::format("\"[${{3:-::}}]:{}\"", o.agent_port);
-  } else {
-    listen = shell_quote(fmt::format("[{}]:{}", o.agent_listen, o.agent_port));
-  }
+  const std::string listen = o.agent_listen.empty() ? fmt::format("\"[${{3:-::}}]:{}\"", o.agent_port)
+                                                    : shell_quote(fmt::format("[{}]:{}", o.agent_listen, o.agent_port));
   return fmt::format(
       "set -- $SSH_CONNECTION; exec {} agent --listen {} --ready-fd 1 --key-stdin --exit-on-stdin-eof "
       "--log-level warn",
@@ -229,12 +223,10 @@ std::string ssh_remote_command(const SshOptions& o) {
 std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) {
   std::vector<std::string> argv = o.ssh_command;
   const auto secs = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count());
-  for (const std::string a : {"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o"}) argv.push_back(a);
-  argv.push_back(fmt::format("ConnectTimeout={}", secs));
+  argv.insert(argv.end(),
+              {"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", fmt::format("ConnectTimeout={}", secs)});
   argv.insert(argv.end(), o.extra.begin(), o.extra.end());
-  argv.push_back("--");
-  argv.push_back(host);
-  argv.push_back(ssh_remote_command(o));
+  argv.insert(argv.end(), {"--", host, ssh_remote_command(o)});
   return argv;
 }
 
@@ -440,24 +432,14 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
       "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
       "--exit-on-stdin-eof --log-level warn",
       o.agent_port);
-  std::vector<std::string> argv = {"srun",
-                                   "--overlap",
-                                   fmt::format("--nodes={}", nodes.size()),
-                                   fmt::format("--ntasks={}", nodes.size()),
-                                   "--ntasks-per-node=1",
-                                   "--nodelist=" + nodelist,
-                                   "--input=all",
-                                   "--label",
-                                   "--kill-on-bad-exit=0",
-                                   "--job-name=fabperf-agents",
-                                   "sh",
-                                   "-c",
-                                   script,
-                                   agent};
+  const std::string count = std::to_string(nodes.size());
+  std::vector<std::string> argv{"srun", "--overlap", "--nodes=" + count, "--ntasks=" + count, "--ntasks-per-node=1"};
+  argv.insert(argv.end(), {"--nodelist=" + nodelist, "--input=all", "--label", "--kill-on-bad-exit=0"});
+  argv.insert(argv.end(), {"--job-name=fabperf-agents", "sh", "-c", script, agent});
 
   auto agents = std::make_unique<LaunchedAgents>();
   Launched& c = agents->spawn("srun", argv);
-  std::map<int, std::string> node_of;
+  std::map<std::string, int> task_of;  // node name -> srun task
   std::map<int, std::uint16_t> port_of;
   const std::int64_t t0 = mono_now_ns();
   const std::int64_t deadline = t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(o.timeout).count();
@@ -476,7 +458,7 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
       const auto l = parse_labelled(line);
       if (l.task < 0) continue;
       if (l.text.rfind("NODE ", 0) == 0) {
-        node_of[l.task] = l.text.substr(5);
+        task_of[l.text.substr(5)] = l.task;
       } else if (const auto p = ready_port(l.text); p != 0) {
         port_of[l.task] = p;
       }
@@ -491,14 +473,11 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   c.err_text.clear();
   auto& eps = agents->mutable_endpoints();
   for (const auto& n : nodes) {
-    int task = -1;
-    for (const auto& [t, name] : node_of) {
-      if (name == n) task = t;
-    }
-    if (task < 0 || !port_of.count(task)) {
+    const auto task = task_of.find(n);
+    if (task == task_of.end() || !port_of.count(task->second)) {
       throw Error(ExitCode::infrastructure, fmt::format("srun: no agent reported from node {}", n));
     }
-    eps.push_back(HostPort{addrs.at(n), port_of.at(task), {}});
+    eps.push_back(HostPort{addrs.at(n), port_of.at(task->second), {}});
   }
   agents->start_forwarding(nodes.size(), "with srun", t0);
   return agents;

@@ -118,8 +118,7 @@ void read_hosts(const Ctx& c, const toml::node* hosts, const toml::table& m, Mon
   for (const auto& hn : *harr) cfg.hosts.push_back(c.host<MonitorHost>(hn, {}, cfg.hosts));
   const std::size_t planes = std::max<std::size_t>(1, cfg.hosts.front().hp.links.size());
   for (const auto& h : cfg.hosts) {
-    if (std::max<std::size_t>(1, h.hp.links.size()) != planes ||
-        h.hp.links.size() != cfg.hosts.front().hp.links.size()) {
+    if (h.hp.links.size() != cfg.hosts.front().hp.links.size()) {
       c.fail(harr, "links",
              fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
                          h.hp.links.size(), cfg.hosts.front().name, cfg.hosts.front().hp.links.size()));

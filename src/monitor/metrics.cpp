@@ -134,13 +134,9 @@ std::string render_metrics(const MonitorState& s) {
       x.add(fam::nic, ls, hl.nic_errors_total);
       for (const auto& b : hl.bonds) {
         for (const auto& [dir, v] : {std::pair<const char*, double>{"tx", b.tx_ratio}, {"rx", b.rx_ratio}}) {
-          x.add(fam::bond,
-                {{"host", cfg.hosts[h].name},
-                 {"link", cfg.link_names[l]},
-                 {"bond", b.bond},
-                 {"member", b.member},
-                 {"direction", dir}},
-                v);
+          Labels bl(ls.begin(), ls.begin() + 2);  // host and link, then the member's
+          bl.insert(bl.end(), {{"bond", b.bond}, {"member", b.member}, {"direction", dir}});
+          x.add(fam::bond, bl, v);
         }
       }
     }

@@ -54,11 +54,9 @@ class RunTestProber : public Prober {
       const RunRecord rec = run_test(req);
       r = job_result_from_report(cfg_, job, compute_report(rec), unix_now());
       r.interrupted = rec.interrupted;
-    } catch (const Interrupted& e) {
-      r = failed_job(cfg_, job, e.what(), unix_now());
-      r.interrupted = true;
     } catch (const Error& e) {
       r = failed_job(cfg_, job, e.what(), unix_now());
+      r.interrupted = dynamic_cast<const Interrupted*>(&e) != nullptr;
     }
     // A stop request that came during a probe ends the monitor after it.
     r.interrupted = r.interrupted || stop::stopped();
@@ -104,33 +102,28 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
   for (const auto& n : rep.nodes) {
     if (const auto it = by_name.find(n.name); it != by_name.end()) node_of_host[it->second] = &n;
   }
+  // Why a node of the pair has no figures ("" when it has).
+  const auto node_error = [&](std::uint32_t h) -> std::string {
+    const auto it = node_of_host.find(h);
+    if (it == node_of_host.end()) return "the node is missing from the result";
+    const NodeReport& n = *it->second;
+    if (n.status == NodeStatus::ok && !n.aborted) return {};
+    return fmt::format("{} {}: {}", n.name, to_string(n.status), n.error.empty() ? std::string("aborted") : n.error);
+  };
   for (const auto& [c, s] : job.pairs) {
-    PairSample p{c, s, false, {}, {}, {}, {}, 0};
-    const auto cn = node_of_host.find(c);
-    const auto sn = node_of_host.find(s);
-    std::string err;
-    for (const auto& it : {cn, sn}) {
-      if (it == node_of_host.end()) {
-        err = "the node is missing from the result";
-      } else if (it->second->status != NodeStatus::ok || it->second->aborted) {
-        err = fmt::format("{} {}: {}", it->second->name, to_string(it->second->status),
-                          it->second->error.empty() ? std::string("aborted") : it->second->error);
-      }
-      if (!err.empty()) break;
-    }
-    const PairReport* pr = nullptr;
-    for (const auto& x : rep.pairs) {
-      if (err.empty() && x.client == cn->second->index && x.server == sn->second->index) pr = &x;
-    }
-    if (err.empty() && !pr) err = "no figure for the pair in the result";
-    if (!err.empty()) {
-      p.error = err;
-      r.pairs.push_back(std::move(p));
+    PairSample& p = r.pairs.emplace_back(PairSample{c, s, false, {}, {}, {}, {}, 0});
+    if (p.error = node_error(c); p.error.empty()) p.error = node_error(s);
+    if (!p.error.empty()) continue;
+    const auto pr = std::ranges::find_if(rep.pairs, [&](const PairReport& x) {
+      return x.client == node_of_host.at(c)->index && x.server == node_of_host.at(s)->index;
+    });
+    if (pr == rep.pairs.end()) {
+      p.error = "no figure for the pair in the result";
       continue;
     }
     p.ok = true;
     p.retransmits = pr->retrans;
-    const NodeReport& client = *cn->second;
+    const NodeReport& client = *node_of_host.at(c);
     if (job.kind == ProbeKind::bandwidth) {
       p.bytes_per_s = pr->tput.mb_per_s * 1e6;  // what the receivers read (docs/methodology.md)
       if (client.delay && client.delay->count > 0) {
@@ -144,7 +137,6 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
       p.ok = false;
       p.error = "the latency probe completed no round trip";
     }
-    r.pairs.push_back(std::move(p));
   }
   for (const auto& [h, n] : node_of_host) {
     const LinkReport* l = busiest(*n);

@@ -5,7 +5,6 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/fd.hpp>
 #include <fabperf/monitor/monitor.hpp>
-#include <fabperf/plan/plan.hpp>
 #include <fabperf/report/plan_report.hpp>
 
 #include <fcntl.h>
@@ -17,6 +16,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "report/result_json.hpp"  // std::optional as a JSON value
 
 namespace fabperf::monitor {
 
@@ -103,28 +104,12 @@ constexpr const char* kBaselinesSchema = "fabperf.monitor-baselines";
 // One entry per pair and link: its names, what the probes measured (a mismatch drops it), its baseline.
 struct BaselineEntry {
   std::string client, server, link, transport, direction;
-  json bytes_per_second;  // null while fewer than baseline_probes
+  std::optional<double> bytes_per_second;  // null while fewer than baseline_probes
   std::vector<double> samples;
   std::string source, set_at;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BaselineEntry, client, server, link, transport, direction, bytes_per_second, samples,
                                    source, set_at)
-
-// Median payload throughput per (client, server) name pair over the results in `docs`.
-std::map<std::pair<std::string, std::string>, std::vector<double>> pair_values(const std::vector<ResultDoc>& docs) {
-  std::map<std::pair<std::string, std::string>, std::vector<double>> out;
-  for (const auto& r : docs) {
-    std::map<std::uint64_t, std::string> node;
-    for (const auto& n : r.nodes) node[n.index] = n.name;
-    for (const auto& p : r.pairs) {
-      const auto c = node.find(p.client);
-      const auto s = node.find(p.server);
-      if (c == node.end() || s == node.end()) continue;
-      out[{c->second, s->second}].push_back(p.tput.mb_per_s * 1e6);
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -139,8 +124,7 @@ json MonitorState::baselines_json() const {
         const auto& b = pair(c, s, l).baseline;
         if (b.bytes_per_s || !b.samples.empty())
           arr.push_back(BaselineEntry{cfg_->hosts[c].name, cfg_->hosts[s].name, cfg_->link_names[l], transport,
-                                      direction, b.bytes_per_s ? json(*b.bytes_per_s) : json(nullptr), b.samples,
-                                      b.source, b.set_at});
+                                      direction, b.bytes_per_s, b.samples, b.source, b.set_at});
       }
     }
   }
@@ -152,6 +136,7 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
     return UsageError(fmt::format(
         "state file {}: {} (move it away, or start with --reset-baselines to measure new baselines)", file, what));
   };
+  if (j.is_discarded()) throw bad("not valid JSON");
   if (!j.is_object() || j.value("schema", "") != kBaselinesSchema)
     throw bad(fmt::format("not a {} file", kBaselinesSchema));
   if (!j.contains("version") || j["version"] != 1) throw bad("unknown version (this fabperf reads version 1)");
@@ -169,9 +154,7 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
     } catch (const json::exception& ex) {
       throw bad(fmt::format("a baseline entry is malformed ({})", ex.what()));
     }
-    const auto& v = e.bytes_per_second;
-    if (!v.is_null() && !(v.is_number() && v.get<double>() > 0))
-      throw bad("a bytes_per_second that is not a positive number");
+    if (e.bytes_per_second && !(*e.bytes_per_second > 0)) throw bad("a bytes_per_second that is not a positive number");
     const auto c = find(cfg_->hosts, e.client, &MonitorHost::name);
     const auto s = find(cfg_->hosts, e.server, &MonitorHost::name);
     const auto l = find(cfg_->link_names, e.link, std::identity{});
@@ -179,8 +162,7 @@ std::size_t MonitorState::load_baselines(const json& j, const std::string& file)
         e.direction != direction_of(cfg_->probe.test())) {
       ++dropped;
     } else {
-      pair(*c, *s, *l).baseline = {v.is_null() ? std::nullopt : std::optional(v.get<double>()), std::move(e.samples),
-                                   std::move(e.source), std::move(e.set_at)};
+      pair(*c, *s, *l).baseline = {e.bytes_per_second, std::move(e.samples), std::move(e.source), std::move(e.set_at)};
     }
   }
   return dropped;
@@ -223,13 +205,22 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
   }
   std::map<std::string, std::uint32_t> by_addr;
   for (std::uint32_t i = 0; i < cfg_->hosts.size(); ++i) by_addr[cfg_->hosts[i].hp.str()] = i;
+  // Payload throughputs per (client, server) host pair over the results, nodes matched by host:port.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<double>> values;
+  for (const auto& d : docs) {
+    std::map<std::uint64_t, std::uint32_t> host_of;  // the result's node index -> host
+    for (const auto& n : d.nodes) {
+      if (const auto it = by_addr.find(n.name); it != by_addr.end()) host_of[n.index] = it->second;
+    }
+    for (const auto& p : d.pairs) {
+      if (host_of.count(p.client) && host_of.count(p.server))
+        values[{host_of[p.client], host_of[p.server]}].push_back(p.tput.mb_per_s * 1e6);
+    }
+  }
   std::size_t set = 0;
-  for (const auto& [names, vals] : pair_values(docs)) {
-    const auto c = by_addr.find(names.first);
-    const auto s = by_addr.find(names.second);
-    if (c == by_addr.end() || s == by_addr.end() || c->second == s->second) continue;
-    auto& b = pair(c->second, s->second, 0).baseline;
-    if (b.bytes_per_s) continue;
+  for (const auto& [hosts, vals] : values) {
+    auto& b = pair(hosts.first, hosts.second, 0).baseline;
+    if (hosts.first == hosts.second || b.bytes_per_s) continue;
     const double v = median(vals);
     if (!(v > 0)) continue;
     b.bytes_per_s = v;

@@ -480,12 +480,14 @@ class ShellSession {
     say(fmt::format("Plot data written to {}", args[0]));
   }
 
-  // nsdperf's per-client histogram block: average/median/std deviation in msec, then 1-ms rows.
-  void histogram_block(const std::string& host, const std::string& title, const LatencyHistogram& h) {
+  // nsdperf's per-client histogram block: average/median/std deviation in msec, then 1-ms rows;
+  // with `fine`, then every log bucket by its lower bound.
+  void histogram_block(const std::string& host, const std::string& title, const LatencyHistogram& h, bool fine) {
     say(fmt::format("{} {} (average {:.3f} msec, median {:.3f} msec, std deviation {:.3f} msec)", host, title,
                     h.mean_ns() / 1e6, h.percentile_ns(50) / 1e6, h.stddev_ns() / 1e6));
     say("     msec  nevents");
     std::map<std::uint64_t, std::uint64_t> rows;
+    std::string fine_rows;
     for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
       const auto c = h.bucket_count(i);
       if (c == 0) continue;
@@ -493,16 +495,10 @@ class ShellSession {
       double mid = std::sqrt(LatencyHistogram::bucket_lower_ns(i) * LatencyHistogram::bucket_upper_ns(i));
       mid = std::clamp(mid, static_cast<double>(h.min_ns()), static_cast<double>(h.max_ns()));
       rows[static_cast<std::uint64_t>(mid / 1e6)] += c;
+      fine_rows += fmt::format("{:12.1f} {:8}\n", LatencyHistogram::bucket_lower_ns(i) / 1e3, c);
     }
     for (const auto& [ms, c] : rows) say(fmt::format("{:9} {:8}", ms, c));
-  }
-
-  void fine_block(const std::string& host, const LatencyHistogram& h) {
-    say(fmt::format("{} block transmit times, fine buckets (usec lower bound, nevents)", host));
-    for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
-      if (h.bucket_count(i))
-        say(fmt::format("{:12.1f} {:8}", LatencyHistogram::bucket_lower_ns(i) / 1e3, h.bucket_count(i)));
-    }
+    if (fine) out_ << fmt::format("{} {}, fine buckets (usec lower bound, nevents)\n{}", host, title, fine_rows);
   }
 
   void test(const std::vector<std::string>& args) {
@@ -526,17 +522,12 @@ class ShellSession {
       const Report r = compute_report(run_test(request(p)));
       last_ = r;
       say(render_summary_line(r));
-      for (const auto& n : r.nodes) {
-        if (n.delay_histogram && n.delay_histogram->count() > 0) {
-          histogram_block(host_of(n.name), "network delay times", *n.delay_histogram);
-        }
-      }
-      if (hist_) {
+      // Every client's network delay times, then (hist on) every client's block transmit times.
+      for (const bool transmit : {false, true}) {
         for (const auto& n : r.nodes) {
-          if (n.histogram && n.histogram->count() > 0) {
-            histogram_block(host_of(n.name), "block transmit times", *n.histogram);
-            fine_block(host_of(n.name), *n.histogram);
-          }
+          const auto& h = transmit ? n.histogram : n.delay_histogram;
+          if (h && h->count() > 0 && (hist_ || !transmit))
+            histogram_block(host_of(n.name), transmit ? "block transmit times" : "network delay times", *h, transmit);
         }
       }
       for (const auto& f : r.findings) say("  ! " + f);
@@ -623,9 +614,7 @@ class LineReader {
 
 int run_shell(const ShellOptions& o) {
   ShellSession s(std::cout, std::cerr, o.key_file);  // a bad key file throws a UsageError: exit 2
-  std::string joined;
-  for (const auto& c : o.commands) joined += c + " ";
-  if (!o.commands.empty() && !s.line(joined)) return s.fail_code();
+  if (!o.commands.empty() && !s.line(fmt::format("{}", fmt::join(o.commands, " ")))) return s.fail_code();
   try {
     for (const auto& f : o.input_files) {
       if (!s.quit() && s.run_file(f, 0) != 0) return s.fail_code();

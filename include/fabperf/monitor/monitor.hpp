@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
@@ -237,7 +236,7 @@ class MonitorState {
   [[nodiscard]] const MonitorConfig& config() const { return *cfg_; }
 
   // Baselines as the state file holds them, and back (entries for pairs or links the config
-  // no longer has are dropped; their number is returned).
+  // no longer has are dropped; their number is returned; a discarded parse is not valid JSON).
   [[nodiscard]] nlohmann::json baselines_json() const;
   std::size_t load_baselines(const nlohmann::json& j, const std::string& file);
   // Seeds baselines of pairs that have none from an acceptance result (`fabperf run --json`
