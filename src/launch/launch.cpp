@@ -432,10 +432,20 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
       "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
       "--exit-on-stdin-eof --log-level warn",
       o.agent_port);
-  const std::string count = std::to_string(nodes.size());
-  std::vector<std::string> argv{"srun", "--overlap", "--nodes=" + count, "--ntasks=" + count, "--ntasks-per-node=1"};
-  argv.insert(argv.end(), {"--nodelist=" + nodelist, "--input=all", "--label", "--kill-on-bad-exit=0"});
-  argv.insert(argv.end(), {"--job-name=fabperf-agents", "sh", "-c", script, agent});
+  std::vector<std::string> argv = {"srun",
+                                   "--overlap",
+                                   fmt::format("--nodes={}", nodes.size()),
+                                   fmt::format("--ntasks={}", nodes.size()),
+                                   "--ntasks-per-node=1",
+                                   "--nodelist=" + nodelist,
+                                   "--input=all",
+                                   "--label",
+                                   "--kill-on-bad-exit=0",
+                                   "--job-name=fabperf-agents",
+                                   "sh",
+                                   "-c",
+                                   script,
+                                   agent};
 
   auto agents = std::make_unique<LaunchedAgents>();
   Launched& c = agents->spawn("srun", argv);
