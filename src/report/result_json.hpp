@@ -32,13 +32,12 @@ struct nlohmann::adl_serializer<std::optional<T>> {
     NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(FABPERF_FIELD, __VA_ARGS__)) \
   } while (false)
 #define FABPERF_FIELD(f) fabperf_v(#f, fabperf_m.f, fabperf_need);
-// j[#f] = m.f for each field f named: a document only written (comparisons, RDMA port tables).
-#define FABPERF_JSON_FIELDS(j, m, ...)                                                                                 \
-  do {                                                                                                                 \
-    auto& fabperf_j = (j);                                                                                             \
-    FABPERF_FIELDS(                                                                                                    \
-        ([&fabperf_j](const char* fabperf_k, const auto& fabperf_x, int) { fabperf_j[fabperf_k] = fabperf_x; }), 0, m, \
-        __VA_ARGS__);                                                                                                  \
+// j[#f] = m.f for each field f named (nlohmann's step): a document only written (compare, RDMA ports).
+#define FABPERF_JSON_FIELDS(j, m, ...)                                       \
+  do {                                                                       \
+    auto& nlohmann_json_j = (j);                                             \
+    const auto& nlohmann_json_t = (m);                                       \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__)) \
   } while (false)
 
 namespace fabperf {
