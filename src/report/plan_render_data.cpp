@@ -216,7 +216,7 @@ json links_json(const StepView& s) {
                      {json_key(col::tx_mb_per_s), l.tx_mb_per_s},
                      {json_key(col::rx_mb_per_s), l.rx_mb_per_s},
                      {json_key(col::payload_mb_per_s), payload_mb_per_s_of(l)},
-                     {json_key(col::speed_mbps), jsonu::positive(l.speed_mbps)},
+                     {json_key(col::speed_mbps), l.speed_mbps > 0 ? json(l.speed_mbps) : json()},
                      {json_key(col::utilization_pct), jsonu::nonneg(l.utilization_pct)},
                      {json_key(col::errors), errors_of(l)},
                      {json_key(col::drops), drops_of(l)}});

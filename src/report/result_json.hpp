@@ -205,14 +205,10 @@ nlohmann::json array_json(const std::vector<T>& xs, F&& f) {
   for (const auto& x : xs) out.push_back(f(x));
   return out;
 }
-// A figure whose source marks "unknown" by a negative value (nonneg) or by 0 (positive): null.
+// A figure whose source marks "unknown" by a negative value: null.
 template <class T>
 nlohmann::json nonneg(T v) {
   return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
-template <class T>
-nlohmann::json positive(T v) {
-  return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 }  // namespace jsonu
 
