@@ -52,11 +52,6 @@ enum class Need { must, nullable, may };
 // written as null, and null reads back as the member's default (which says the same).
 enum class Unknown { never, negative, not_positive, empty };
 
-template <class T>
-constexpr bool kDocOptional = false;
-template <class T>
-constexpr bool kDocOptional<std::optional<T>> = true;
-
 // v(key, member, need[, unknown]) for each field. V::kIn: reading (members are filled).
 template <class V>
 void doc_fields(V& v, IntervalPoint& p) {
@@ -186,7 +181,7 @@ nlohmann::json doc_json(const T& x) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : x) a.push_back(doc_json(e));
     return a;
-  } else if constexpr (kDocOptional<T>) {
+  } else if constexpr (requires { x.has_value(); }) {
     return x ? doc_json(*x) : nlohmann::json(nullptr);
   } else if constexpr (std::is_enum_v<T>) {
     return std::string(to_string(x));
