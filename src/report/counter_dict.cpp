@@ -151,35 +151,27 @@ std::string direction_of(std::string_view name) {
   return "";
 }
 
-// Each category's name in JSON and KPIs, and in the words of a diagnosis: one row per category,
-// in the enum's order (checked below).
+// Each category's name in JSON and KPIs, and in the words of a diagnosis: row i is the enum's value i.
 struct CategoryNames {
-  C category;
   std::string_view key;
   std::string_view words;
 };
-constexpr std::array kCategoryNames{
-    CategoryNames{C::pause, "pause", "pause"},
-    CategoryNames{C::discard, "discard", "discard"},
-    CategoryNames{C::ecn, "ecn", "ECN mark"},
-    CategoryNames{C::cnp, "cnp", "CNP"},
-    CategoryNames{C::fec_corrected, "fec_corrected", "FEC corrected"},
-    CategoryNames{C::fec_uncorrected, "fec_uncorrected", "FEC uncorrected"},
-    CategoryNames{C::crc, "crc", "CRC/symbol error"},
-    CategoryNames{C::link_down, "link_down", "link down"},
-    CategoryNames{C::retransmit, "retransmit", "retransmit"},
-    CategoryNames{C::timeout, "timeout", "timeout"},
-    CategoryNames{C::error, "error", "error"},
-    CategoryNames{C::traffic, "traffic", "traffic"},
-    CategoryNames{C::other, "other", "unclassified"},
-};
-constexpr bool in_enum_order() {
-  for (std::size_t i = 0; i < kCategoryNames.size(); ++i) {
-    if (static_cast<std::size_t>(kCategoryNames[i].category) != i) return false;
-  }
-  return kCategoryNames.size() == static_cast<std::size_t>(C::other) + 1;
-}
-static_assert(in_enum_order(), "kCategoryNames: one row per CounterCategory, in the enum's order");
+constexpr std::array<CategoryNames, static_cast<std::size_t>(C::other) + 1> kCategoryNames{{
+    {"pause", "pause"},
+    {"discard", "discard"},
+    {"ecn", "ECN mark"},
+    {"cnp", "CNP"},
+    {"fec_corrected", "FEC corrected"},
+    {"fec_uncorrected", "FEC uncorrected"},
+    {"crc", "CRC/symbol error"},
+    {"link_down", "link down"},
+    {"retransmit", "retransmit"},
+    {"timeout", "timeout"},
+    {"error", "error"},
+    {"traffic", "traffic"},
+    {"other", "unclassified"},
+}};
+static_assert(kCategoryNames.back().key == "other", "kCategoryNames: one row per CounterCategory, in the enum's order");
 
 const CategoryNames& names_of(CounterCategory c) {
   const auto i = static_cast<std::size_t>(c);
@@ -194,7 +186,7 @@ std::string_view to_string(CounterCategory c) {
 
 std::optional<CounterCategory> counter_category_from_string(std::string_view s) {
   const auto it = std::ranges::find(kCategoryNames, s, &CategoryNames::key);
-  return it != kCategoryNames.end() ? std::optional(it->category) : std::nullopt;
+  return it != kCategoryNames.end() ? std::optional(static_cast<C>(it - kCategoryNames.begin())) : std::nullopt;
 }
 
 const std::vector<CounterCategory>& symptom_categories() {

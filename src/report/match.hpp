@@ -1,5 +1,5 @@
 // Before and after of a comparison, matched by key (compare.cpp's nodes, pairs and links;
-// compare_bonds.cpp's bonds), the change between them, and how compare and compare_trials judge it.
+// compare_bonds), the change between them, and how compare and compare_trials judge it.
 #pragma once
 
 #include <map>

@@ -88,10 +88,7 @@ class LineError {
   void opt(const char* k, T& x, const A&... a) const {
     if (j_->contains(k)) (*this)(k, x, a...);
   }
-  template <class T, class... A>
-  void sparse(const char* k, T& x, const A&... a) const {
-    opt(k, x, a...);
-  }
+  void sparse(const char* k, auto&&... a) const { opt(k, a...); }
 
  private:
   std::string_view file_;
@@ -99,11 +96,6 @@ class LineError {
   std::string_view record_;
   const json* j_;
 };
-
-// A result as `fabperf run --json` writes it; enough is checked that the model can rely on it.
-void check_run_result(const json& r, const LineError& e) {
-  if (const auto problem = result_doc_problem(r); !problem.empty()) e.fail("'result' has " + problem);
-}
 
 void check_plan(const json& j, const LineError& e) {
   const auto schema = j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
@@ -134,7 +126,8 @@ void check_plan(const json& j, const LineError& e) {
 StepHead read_step(const json& j, const LineError& e) {
   auto s = e.read<StepHead>();
   const bool has_result = j.contains("result") && !j["result"].is_null();
-  if (has_result) check_run_result(j["result"], e);
+  // Enough of the result is checked that the model can rely on it.
+  if (const auto p = has_result ? result_doc_problem(j["result"]) : ""; !p.empty()) e.fail("'result' has " + p);
   if (!has_result && s.status == "done") e.fail("status 'done' but no 'result'");
   return s;
 }
@@ -149,7 +142,7 @@ RawResults from_single_run(json r, const std::string& name) {
   RawResults raw;
   raw.path = name;
   raw.single_run = true;
-  check_run_result(r, LineError(name, 1, ""));
+  if (const auto p = result_doc_problem(r); !p.empty()) LineError(name, 1, "").fail("'result' has " + p);
   StepHead s;
   for (const auto& n : r["nodes"]) {
     const auto role = n.value("role", std::string{});

@@ -124,12 +124,8 @@ StepView step_view(const json& sj, const std::vector<Host>& hosts, bool detail =
   s.msg_per_s = r.aggregate.msg_per_s;
   s.window_s = r.window_s;
   name_nodes(r.nodes, hosts, s.clients, s.servers);
-  std::map<std::uint64_t, std::string> by_index;
-  for (const auto& n : r.nodes) by_index[n.index] = n.name;
-  auto name_of = [&](std::uint64_t i) { return by_index.count(i) ? by_index[i] : fmt::format("node{}", i); };
   for (const auto& p : r.pairs)
-    s.pairs.push_back(
-        {name_of(p.client), name_of(p.server), p.tput.mb_per_s, static_cast<std::uint64_t>(p.retrans), p.rtt_us});
+    s.pairs.push_back({node_name(r, p.client), node_name(r, p.server), p.tput.mb_per_s, p.retrans, p.rtt_us});
   if (!detail) return s;
   s.summary = r.summary;
   s.latency = std::move(r.latency);

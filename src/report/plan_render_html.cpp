@@ -79,9 +79,10 @@ std::string figure_open(double w, double h, const std::string& cls, const std::s
       figure_attrs, esc(title), cls, w, h, svg_attrs, esc(title));
 }
 
-// Horizontal grid lines and y labels from 0 to ymax.
-std::string y_axis(const Geometry& g, double ymax, const std::string& unit) {
-  std::string out;
+// A chart's figure with its horizontal grid lines and y labels from 0 to ymax.
+std::string chart_open(const Geometry& g, const std::string& cls, const std::string& title, double ymax,
+                       const std::string& unit) {
+  std::string out = figure_open(g.w, g.h, cls, title);
   const double step = nice_step(ymax, 5);
   for (double v = 0; v <= ymax * 1.0001; v += step) {
     const double y = g.top + g.ph() * (1 - v / ymax);
@@ -112,8 +113,7 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
   ymax = axis_top(ymax);
   const bool rotate = groups.size() > 8;
   if (rotate) g.bottom = 84;
-  std::string out = figure_open(g.w, g.h, "bars", title);
-  out += y_axis(g, ymax, unit);
+  std::string out = chart_open(g, "bars", title, ymax, unit);
   const double slot = g.pw() / static_cast<double>(std::max<std::size_t>(groups.size(), 1));
   const double bw = std::min(36.0, slot * 0.8 / static_cast<double>(std::max<std::size_t>(series.size(), 1)));
   for (std::size_t i = 0; i < groups.size(); ++i) {
@@ -169,8 +169,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   }
   if (xmax <= 0) xmax = 1;
   ymax = axis_top(ymax);
-  std::string out = figure_open(g.w, g.h, "timeseries", title);
-  out += y_axis(g, ymax, "MB/s");
+  std::string out = chart_open(g, "timeseries", title, ymax, "MB/s");
   const double xs = nice_step(xmax, 6);
   for (double v = 0; v <= xmax * 1.0001; v += xs) {
     const double x = g.left + g.pw() * v / xmax;
@@ -212,15 +211,14 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
   g.bottom = 64;
   std::uint64_t cmax = 0;
   for (const auto& b : l.buckets) cmax = std::max(cmax, b.count);
-  const double ymax = cmax > 0 ? axis_top(static_cast<double>(cmax)) : 0;
-  std::string out = figure_open(g.w, g.h, "histogram", title);
-  out += y_axis(g, ymax > 0 ? ymax : 1, "samples");
+  const double ymax = cmax > 0 ? axis_top(static_cast<double>(cmax)) : 1;
+  std::string out = chart_open(g, "histogram", title, ymax, "samples");
   const auto n = l.buckets.size();
   const double slot = g.pw() / static_cast<double>(std::max<std::size_t>(n, 1));
   const std::size_t label_every = std::max<std::size_t>(1, n / 8);
   for (std::size_t i = 0; i < n; ++i) {
     const auto& b = l.buckets[i];
-    const double bh = g.ph() * static_cast<double>(b.count) / (ymax > 0 ? ymax : 1);
+    const double bh = g.ph() * static_cast<double>(b.count) / ymax;
     const double x = g.left + slot * static_cast<double>(i);
     out += svg_rect("hbar", x + 0.5, g.top + g.ph() - bh, std::max(slot - 1, 0.5), bh, "#7c3aed", "",
                     fmt::format("{} - {}: {} samples", kHtml.us(b.lo_us), kHtml.us(b.hi_us), b.count));

@@ -69,7 +69,7 @@ struct DocReader {
   void operator()(const char* key, T& out, Need need, Unknown /*unknown*/ = Unknown::never) const {
     if constexpr (requires(const DocReader& r, T& m) { doc_fields(r, m); }) {
       if (const auto o = obj(key, need)) doc_fields(*o, out);
-    } else if constexpr (kDocOptional<T>) {
+    } else if constexpr (requires { out.has_value(); }) {
       if (const auto o = obj(key, need)) doc_fields(*o, out.emplace());
     } else if constexpr (requires(const DocReader& r, T& m) { doc_fields(r, *m.begin()); }) {
       each(key, need, [&out](const DocReader& r, std::size_t) { doc_fields(r, out.emplace_back()); });

@@ -32,13 +32,12 @@ struct nlohmann::adl_serializer<std::optional<T>> {
     NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(FABPERF_FIELD, __VA_ARGS__)) \
   } while (false)
 #define FABPERF_FIELD(f) fabperf_v(#f, fabperf_m.f, fabperf_need);
-// j[#f] = m.f for each field f named: a document only written (comparisons, RDMA port tables).
-#define FABPERF_JSON_FIELDS(j, m, ...)                                                                                 \
-  do {                                                                                                                 \
-    auto& fabperf_j = (j);                                                                                             \
-    FABPERF_FIELDS(                                                                                                    \
-        ([&fabperf_j](const char* fabperf_k, const auto& fabperf_x, int) { fabperf_j[fabperf_k] = fabperf_x; }), 0, m, \
-        __VA_ARGS__);                                                                                                  \
+// j[#f] = m.f for each field f named (nlohmann's step): a document only written (compare, RDMA ports).
+#define FABPERF_JSON_FIELDS(j, m, ...)                                       \
+  do {                                                                       \
+    auto& nlohmann_json_j = (j);                                             \
+    const auto& nlohmann_json_t = (m);                                       \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__)) \
   } while (false)
 
 namespace fabperf {
@@ -52,11 +51,6 @@ enum class Need { must, nullable, may };
 // How a figure says "unknown": by a negative value, by 0 or less, or by an empty string. It is
 // written as null, and null reads back as the member's default (which says the same).
 enum class Unknown { never, negative, not_positive, empty };
-
-template <class T>
-constexpr bool kDocOptional = false;
-template <class T>
-constexpr bool kDocOptional<std::optional<T>> = true;
 
 // v(key, member, need[, unknown]) for each field. V::kIn: reading (members are filled).
 template <class V>
@@ -187,7 +181,7 @@ nlohmann::json doc_json(const T& x) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& e : x) a.push_back(doc_json(e));
     return a;
-  } else if constexpr (kDocOptional<T>) {
+  } else if constexpr (requires { x.has_value(); }) {
     return x ? doc_json(*x) : nlohmann::json(nullptr);
   } else if constexpr (std::is_enum_v<T>) {
     return std::string(to_string(x));
@@ -206,14 +200,10 @@ nlohmann::json array_json(const std::vector<T>& xs, F&& f) {
   for (const auto& x : xs) out.push_back(f(x));
   return out;
 }
-// A figure whose source marks "unknown" by a negative value (nonneg) or by 0 (positive): null.
+// A figure whose source marks "unknown" by a negative value: null.
 template <class T>
 nlohmann::json nonneg(T v) {
   return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
-template <class T>
-nlohmann::json positive(T v) {
-  return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 }  // namespace jsonu
 

@@ -155,9 +155,6 @@ Report ResultStream::finish(const RunRecord& run) {
         if (nr.index == idx) write_node(nr);
       }
     }
-  }
-  deferred_.clear();
-  if (out_ && err_ == 0) {
     std::string text = "\n  ],\n  \"connections\": [";
     write(out_, text);
     if (spool_) {

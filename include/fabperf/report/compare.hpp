@@ -95,7 +95,7 @@ Comparison compare_results(const ResultDoc& before, const ResultDoc& after, cons
 // "settings differ: buffsize ..." for each setting that makes two results incomparable.
 std::vector<std::string> settings_differ(const ResultDoc& before, const ResultDoc& after);
 
-// Bonds matched by (node, bond name) between the two results (src/report/compare_bonds.cpp).
+// Bonds matched by (node, bond name) between the two results.
 std::vector<BondDelta> compare_bonds(const ResultDoc& before, const ResultDoc& after);
 
 std::string render_comparison_text(const Comparison& c);
