@@ -157,7 +157,7 @@ class Agent {
       preauth_.erase(it);
     };
     if (from_source >= kMaxPreAuthPerSource) {
-      evict(std::find_if(preauth_.begin(), preauth_.end(), [&](const PreAuth& p) { return p.source == source; }),
+      evict(std::ranges::find(preauth_, source, &PreAuth::source),
             "too many unauthenticated connections from one address");
     } else if (preauth_.size() >= kMaxPreAuth) {
       evict(preauth_.begin(), "too many unauthenticated connections");
@@ -407,10 +407,7 @@ class Agent {
       } else {
         strangers_log_.warn("agent: session {}: {}", who, protocol_error);
       }
-      if (conn->is_open()) {
-        send_error(*conn, proto::ErrorCode::protocol, protocol_error);
-        co_await conn->flush();
-      }
+      if (conn->is_open()) co_await refuse(conn, proto::ErrorCode::protocol, protocol_error);
     }
     conn->close();
     host_.session_ended(conn.get(), who, protocol_error.empty() ? ended : protocol_error);

@@ -384,18 +384,15 @@ asio::awaitable<void> Coordinator::connect(Node& n) {
   n.conn = std::move(d.conn);
   n.conn->send(MsgType::hello, proto::to_json(proto::Hello{proto::kVersion, proto::kVersion, req_.coordinator_name,
                                                            proto::local_capabilities()}));
-  proto::Frame f;
   proto::HelloOk ok;
   try {
-    f = co_await n.conn->read(t_.idle, t_.frame, proto::kMaxPreAuthBody);
-    if (f.type == MsgType::hello_ok) ok = proto::parse_hello_ok(f.body);
+    const proto::Frame f = co_await n.conn->read(t_.idle, t_.frame, proto::kMaxPreAuthBody);
+    if (f.type == MsgType::error) throw_agent_error(n, f.body);
+    if (f.type != MsgType::hello_ok)
+      throw ProtocolError(fmt::format("expected HELLO_OK, got {}", proto::to_string(f.type)));
+    ok = proto::parse_hello_ok(f.body);
   } catch (const ProtocolError& e) {
     throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol ({})", n.rec.name, e.what()));
-  }
-  if (f.type == MsgType::error) throw_agent_error(n, f.body);
-  if (f.type != MsgType::hello_ok) {
-    throw ProtocolError(fmt::format("agent {}: not a fabperf agent or wrong protocol (expected HELLO_OK, got {})",
-                                    n.rec.name, proto::to_string(f.type)));
   }
   // Keyed, the agent's word is authenticated: an agent that answered on another address than
   // the one dialled sits behind a relay, which could hand one host's role to another. (Ports

@@ -125,16 +125,6 @@ static TcpSample tcp_sample(const Fields& f, const char* name) {
   return t;
 }
 
-// histogram_from_json names only "histogram": say which message and field carried it.
-static std::optional<LatencyHistogram> histogram_field(const Fields& f, const char* name) {
-  if (f.get(name).is_null()) return std::nullopt;
-  try {
-    return histogram_from_json(f.get(name));
-  } catch (const ProtocolError& e) {
-    throw ProtocolError(fmt::format("{}: {}", f.ctx(name), e.what()));
-  }
-}
-
 static json to_json(const IntervalSample& s) {
   return {s.t_ns, s.tx_bytes, s.rx_bytes};
 }
@@ -199,10 +189,6 @@ static CounterValues rdma_counter_values(const Fields& f, const char* name) {
     out.emplace_back(printable(k), v.get<std::uint64_t>());
   }
   return out;
-}
-
-static SocketLimits result_socket_limits(const Fields& f, const char* /*name*/) {
-  return proto::parse_socket_limits(f, 1ULL << 48);
 }
 
 // ---- The RESULT's objects, each field once for both directions (fields.hpp) ----------------
@@ -285,15 +271,15 @@ static void fields(auto& v, AgentResult& r) {
   v.opt("start_late_ns", r.start_late_ns, 0, INT64_MAX);
   v.opt("close_late_ns", r.close_late_ns, 0, INT64_MAX);
   v("flows", r.flows, kMaxList);
-  v("latency", r.latency, &histogram_field);
-  v.opt("delay", r.delay, &histogram_field);
+  v("latency", r.latency, &histogram_from_json);
+  v.opt("delay", r.delay, &histogram_from_json);
   v("intervals", r.intervals, 1000000, &interval_sample);
   v("links", r.links, 4096);
   v.opt("bonds", r.bonds, 64);
   v.opt("rdma_ports", r.rdma_ports, 256);
   v.opt("host_counters", r.host_counters, &counter_samples);
   v.opt("threads", r.threads, 100000, &thread_cpu);
-  v("socket_limits", r.socket_limits, &result_socket_limits);
+  v("socket_limits", r.socket_limits, &proto::parse_socket_limits<(1ULL << 48)>);
   v.opt("trials", r.trials, 8);
   v("warnings", r.warnings, 1000);
 }

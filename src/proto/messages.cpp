@@ -52,16 +52,6 @@ std::array<std::uint8_t, 16> gid_from_hex(std::string_view hex, const std::strin
   return gid;
 }
 
-// spec_from_json names only "spec.<field>"; say which message carried it.
-TestSpec spec_field(const Fields& f, const char* name) {
-  const auto& spec = f.object(name);
-  try {
-    return spec_from_json(spec);
-  } catch (const ProtocolError& e) {
-    throw ProtocolError(fmt::format("{}: {}", f.ctx(name), e.what()));
-  }
-}
-
 std::uint32_t node_index_item(const json& e, const std::string& context) {
   if (!e.is_number_unsigned() || e.get<std::uint64_t>() >= kMaxList)
     throw ProtocolError(fmt::format("{}: not a node index", context));
@@ -76,10 +66,6 @@ constexpr std::string_view kErrorCodes[] = {"busy",    "cleaning", "limit",     
 ErrorCode error_code_from(std::string_view s, const std::string& /*context*/) {  // `other` when unknown
   const auto* it = std::ranges::find(kErrorCodes, s);
   return it == std::end(kErrorCodes) ? ErrorCode::other : static_cast<ErrorCode>(it - std::begin(kErrorCodes));
-}
-
-SocketLimits any_socket_limits(const Fields& f, const char* /*name*/) {
-  return parse_socket_limits(f, UINT64_MAX);
 }
 }  // namespace
 
@@ -139,7 +125,7 @@ constexpr auto kEndpoint = &JsonIn::decode<RdmaEndpoint>;  // named "<list>[i]"
 static void spec_fields(auto& v, auto& m) {
   v("test_id", m.test_id, 64);
   v("token", m.token, &token_from_hex);
-  v("spec", m.spec, &spec_field);
+  v("spec", m.spec, &spec_from_json);
   v("node_index", m.node_index, 0, kMaxList);
 }
 
@@ -231,7 +217,7 @@ static void fields(auto& v, LinksReply& m) {
   v("hostname", m.hostname, 256);
   v("links", m.links, 4096, &link_from_json);
   v.opt("rdma", m.rdma, 256, &rdma_device_from_json);  // agents older than the RDMA inventory send none
-  v("socket_limits", m.limits, &any_socket_limits);
+  v("socket_limits", m.limits, &parse_socket_limits<UINT64_MAX>);
 }
 
 static void fields(auto& v, Shutdown& m) {
@@ -252,22 +238,26 @@ json to_json(const RdmaEndpoint& e) {
   return JsonOut::encode(e);
 }
 
-SocketLimits parse_socket_limits(const Fields& f, std::uint64_t max) {
-  Fields g(f.object("socket_limits"), f.ctx("socket_limits"));
+template <std::uint64_t Max>
+SocketLimits parse_socket_limits(const Fields& f, const char* field) {
+  Fields g(f.object(field), f.ctx(field));
   SocketLimits l;
-  l.rmem_max = g.u64("rmem_max", 0, max);
-  l.wmem_max = g.u64("wmem_max", 0, max);
+  l.rmem_max = g.u64("rmem_max", 0, Max);
+  l.wmem_max = g.u64("wmem_max", 0, Max);
   for (const auto& [name, dst] : {std::pair{"tcp_rmem", l.tcp_rmem}, std::pair{"tcp_wmem", l.tcp_wmem}}) {
     const auto& a = g.array(name, 3);
     if (a.size() != 3) throw ProtocolError(fmt::format("{}: expected 3 numbers (min default max)", g.ctx(name)));
     for (std::size_t i = 0; i < 3; ++i) {
       if (!a[i].is_number_unsigned())
         throw ProtocolError(fmt::format("{}[{}]: expected a non-negative integer", g.ctx(name), i));
-      dst[i] = a[i].get<std::uint64_t>();
+      dst[i] = a[i].template get<std::uint64_t>();
     }
   }
   return l;
 }
+
+template SocketLimits parse_socket_limits<UINT64_MAX>(const Fields&, const char*);
+template SocketLimits parse_socket_limits<(1ULL << 48)>(const Fields&, const char*);
 
 void validate_frame(std::span<const std::uint8_t> frame) {
   if (frame.size() < kHeaderSize) throw ProtocolError("frame shorter than its header");

@@ -8,12 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include <fabperf/core/bytes.hpp>
+#include <fabperf/core/error.hpp>
 
 namespace fabperf {
 
@@ -96,9 +98,21 @@ class JsonIn {
   void operator()(const char* k, T& x, T (*from)(const Fields&, const char*)) const {
     x = from(f_, k);
   }
+  // A decoder that names only its own fields ("spec.threads", "histogram: ..."): its errors are
+  // prefixed with this field's context. Into an optional, null decodes as empty.
   template <class T>
   void operator()(const char* k, T& x, T (*from)(const nlohmann::json&)) const {
-    x = from(f_.object(k));
+    const auto& o = f_.object(k);
+    try {
+      x = from(o);
+    } catch (const ProtocolError& e) {
+      throw ProtocolError(f_.ctx(k) + ": " + e.what());
+    }
+  }
+  template <class T>
+  void operator()(const char* k, std::optional<T>& x, T (*from)(const nlohmann::json&)) const {
+    if (f_.get(k).is_null()) return x.reset();
+    (*this)(k, x.emplace(), from);
   }
   template <class T>
   void operator()(const char* k, std::vector<T>& x, std::size_t n, T (*from)(const nlohmann::json&)) const {

@@ -81,21 +81,9 @@ inline constexpr Column wire_check{"wire_audit", "wire check", "payload / interf
 inline constexpr Column errors{"errors", "errors", "packets"};
 inline constexpr Column drops{"drops", "drops", "packets"};
 // fabperf report (plan results)
-inline constexpr Column step{"step", "step", ""};
-inline constexpr Column test{"test", "test", ""};
-inline constexpr Column pattern{"pattern", "pattern", ""};
 inline constexpr Column client{"client", "client", ""};
 inline constexpr Column server{"server", "server", ""};
-inline constexpr Column duration_s{"duration_s", "time s", "s"};
-inline constexpr Column kpi{"kpi", "KPI", ""};
-inline constexpr Column scope{"scope", "scope", ""};
-inline constexpr Column subject{"subject", "subject", ""};
-inline constexpr Column value{"value", "value", ""};
-inline constexpr Column threshold{"threshold", "threshold", ""};
-inline constexpr Column pass{"pass", "result", ""};
-inline constexpr Column detail{"detail", "detail", ""};
 // Bonds.
-inline constexpr Column bond{"bond", "bond", ""};
 inline constexpr Column member{"member", "member", ""};
 inline constexpr Column tx_share_pct{"tx_share_pct", "tx %", "%"};
 inline constexpr Column rx_share_pct{"rx_share_pct", "rx %", "%"};
@@ -111,8 +99,6 @@ inline constexpr Column active_mtu{"active_mtu", "mtu", "B"};
 inline constexpr Column tx_packets{"tx_packets", "tx pkts", "packets"};
 inline constexpr Column rx_packets{"rx_packets", "rx pkts", "packets"};
 inline constexpr Column data_packets{"data_packets", "data pkts", "packets"};
-inline constexpr Column payload_tx_bytes{"payload_tx_bytes", "payload tx B", "B"};
-inline constexpr Column payload_rx_bytes{"payload_rx_bytes", "payload rx B", "B"};
 inline constexpr Column error_counters{"error_counters", "errors", ""};
 }  // namespace col
 

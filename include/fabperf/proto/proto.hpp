@@ -251,9 +251,10 @@ struct ErrorMsg {
 FABPERF_MESSAGES(FABPERF_DECLARE_MESSAGE);
 #undef FABPERF_DECLARE_MESSAGE
 
-// The "socket_limits" object of LINKS and RESULT: rmem_max and wmem_max up to `max`, three
-// non-negative integers each in tcp_rmem and tcp_wmem.
-SocketLimits parse_socket_limits(const Fields& f, std::uint64_t max);
+// The "socket_limits" object of LINKS (Max: UINT64_MAX) and RESULT (1 << 48), a field decoder
+// (fields.hpp): rmem_max and wmem_max up to Max, three non-negative integers each in tcp_rmem and tcp_wmem.
+template <std::uint64_t Max>
+SocketLimits parse_socket_limits(const Fields& f, const char* name);
 
 // Decodes a complete frame (header + body) and validates the body against its message type;
 // the fuzzer's entry point. Throws ProtocolError.
