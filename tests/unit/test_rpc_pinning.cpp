@@ -29,8 +29,8 @@ TEST(RpcPinning, StickyTestsKeepEachTesterWithItsServer) {
 }
 
 TEST(RpcPinning, NoneWhereTestersMoveOrMixOperations) {
-  EXPECT_TRUE(tcp::pinned_testers(spec_of(TestKind::write, 4, 1), 2).empty());  // write cycles over servers
-  EXPECT_TRUE(tcp::pinned_testers(spec_of(TestKind::rw, 4, 1), 1).empty());     // one connection, both ways
+  EXPECT_TRUE(tcp::pinned_testers(spec_of(TestKind::write, 4, 1), 2).empty());   // write cycles over servers
+  EXPECT_TRUE(tcp::pinned_testers(spec_of(TestKind::rw, 4, 1), 1).empty());      // one connection, both ways
   EXPECT_TRUE(tcp::pinned_testers(spec_of(TestKind::swrite, 4, 1), 0).empty());  // no server: not a client
   // rw over two lanes: the even testers write on lane 0, the odd ones read on lane 1.
   EXPECT_EQ(tcp::pinned_testers(spec_of(TestKind::rw, 4, 2), 1)[0], (std::vector<Testers>{{0, 2}, {1, 3}}));
