@@ -114,9 +114,10 @@ JobResult job_result_from_report(const MonitorConfig& cfg, const Job& job, const
     PairSample& p = r.pairs.emplace_back(PairSample{c, s, false, {}, {}, {}, {}, 0});
     if (p.error = node_error(c); p.error.empty()) p.error = node_error(s);
     if (!p.error.empty()) continue;
-    const auto pr = std::ranges::find_if(rep.pairs, [&](const PairReport& x) {
-      return x.client == node_of_host.at(c)->index && x.server == node_of_host.at(s)->index;
-    });
+    // The indexes named first: clang 14 cannot capture a structured binding in a lambda.
+    const std::uint32_t ci = node_of_host.at(c)->index, si = node_of_host.at(s)->index;
+    const auto pr =
+        std::ranges::find_if(rep.pairs, [&](const PairReport& x) { return x.client == ci && x.server == si; });
     if (pr == rep.pairs.end()) {
       p.error = "no figure for the pair in the result";
       continue;
