@@ -480,6 +480,7 @@ void TcpEngine::rpc_pipeline(RpcConn& c, std::vector<std::uint32_t> testers) {
   std::vector<std::pair<std::uint32_t, std::int64_t>> due;  // (tester, when it issued its request)
   std::deque<std::pair<std::uint32_t, std::int64_t>> in_flight;
   ctx.wait_for_start();
+  due.reserve(testers.size());
   for (const std::uint32_t t : testers) due.emplace_back(t, mono_now_ns());
   for (;;) {
     for (; !due.empty() && !ctx.stopping(); due.pop_back()) {
