@@ -236,24 +236,17 @@ void build_matrices(PlanReport& r, const std::vector<Host>& hosts) {
   }
 }
 
-void set_verdict(PlanReport& r) {
-  if (r.kpi_failed > 0) {
-    r.verdict = "FAIL";
-    r.verdict_reason = fmt::format("{} of {} KPI checks failed", r.kpi_failed, r.kpi_failed + r.kpi_passed);
-  } else if (r.steps_failed > 0) {
-    r.verdict = "ERROR";
-    r.verdict_reason = fmt::format("{} step(s) failed to run", r.steps_failed);
-  } else if (!r.finished || r.interrupted || r.steps_missing > 0 || r.steps_interrupted > 0) {
-    r.verdict = "INCOMPLETE";
-    r.verdict_reason = fmt::format("{} of {} steps done; {} KPI checks passed so far", r.steps_done,
-                                   std::max(r.steps_total, static_cast<int>(r.steps.size())), r.kpi_passed);
-  } else if (r.kpis.empty()) {
-    r.verdict = "NO KPI";
-    r.verdict_reason = fmt::format("{} step(s) measured; no KPI was checked", r.steps_done);
-  } else {
-    r.verdict = "PASS";
-    r.verdict_reason = fmt::format("all {} KPI checks passed", r.kpi_passed);
+// The verdict and its reason.
+std::pair<std::string, std::string> verdict(const PlanReport& r) {
+  if (r.kpi_failed > 0)
+    return {"FAIL", fmt::format("{} of {} KPI checks failed", r.kpi_failed, r.kpi_failed + r.kpi_passed)};
+  if (r.steps_failed > 0) return {"ERROR", fmt::format("{} step(s) failed to run", r.steps_failed)};
+  if (!r.finished || r.interrupted || r.steps_missing > 0 || r.steps_interrupted > 0) {
+    return {"INCOMPLETE", fmt::format("{} of {} steps done; {} KPI checks passed so far", r.steps_done,
+                                      std::max(r.steps_total, static_cast<int>(r.steps.size())), r.kpi_passed)};
   }
+  if (r.kpis.empty()) return {"NO KPI", fmt::format("{} step(s) measured; no KPI was checked", r.steps_done)};
+  return {"PASS", fmt::format("all {} KPI checks passed", r.kpi_passed)};
 }
 
 // The report from the file's records, its steps already turned into views (in index order).
@@ -294,25 +287,21 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
 
   build_matrices(r, hosts);
 
-  // Notes and verdict.
-  if (raw.truncated_line > 0) {
-    r.notes.push_back(
-        fmt::format("line {} was cut off mid-write (the writer stopped); it was ignored", raw.truncated_line));
+  // Notes (each when its condition holds) and verdict.
+  for (const auto& [when, note] :
+       {std::pair{
+            raw.truncated_line > 0,
+            fmt::format("line {} was cut off mid-write (the writer stopped); it was ignored", raw.truncated_line)},
+        {r.resumed > 0, fmt::format("the plan was resumed {} time(s); the last record of each step counts", r.resumed)},
+        {raw.superseded_steps > 0,
+         fmt::format("{} step record(s) were replaced by a later record of the same step", raw.superseded_steps)},
+        {!r.finished,
+         "the plan did not finish (no \"end\" record): the results below are what was measured before it stopped"},
+        {r.interrupted, "the plan was interrupted"},
+        {r.steps_missing > 0, fmt::format("{} of {} planned steps have no record", r.steps_missing, r.steps_total)}}) {
+    if (when) r.notes.push_back(note);
   }
-  if (r.resumed > 0)
-    r.notes.push_back(fmt::format("the plan was resumed {} time(s); the last record of each step counts", r.resumed));
-  if (raw.superseded_steps > 0) {
-    r.notes.push_back(
-        fmt::format("{} step record(s) were replaced by a later record of the same step", raw.superseded_steps));
-  }
-  if (!r.finished)
-    r.notes.push_back(
-        "the plan did not finish (no \"end\" record): the results below are what was measured before it stopped");
-  if (r.interrupted) r.notes.push_back("the plan was interrupted");
-  if (r.steps_missing > 0)
-    r.notes.push_back(fmt::format("{} of {} planned steps have no record", r.steps_missing, r.steps_total));
-
-  set_verdict(r);
+  std::tie(r.verdict, r.verdict_reason) = verdict(r);
   r.isolation = raw.isolation;
   if (r.finished && r.kind == "plan" && raw.end->passed != (r.verdict == "PASS" || r.verdict == "NO KPI")) {
     r.notes.push_back(

@@ -60,6 +60,15 @@ std::string svg_text(double x, double y, std::string_view cls, std::string_view 
   return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"{}\"{}>{}</text>{}", x, y, cls, attrs, body, end);
 }
 constexpr std::string_view kMiddle = " text-anchor=\"middle\"", kEnd = " text-anchor=\"end\"";
+// A text's or a line's other attributes: turned by `deg` about (x, y).
+std::string rotated(int deg, double x, double y, std::string_view anchor = kMiddle) {
+  return fmt::format("{} transform=\"rotate({} {:.1f} {:.1f})\"", anchor, deg, x, y);
+}
+// An SVG line from (x1, y1) to (x2, y2): `attrs` as svg_text's.
+std::string svg_line(double x1, double x2, double y1, double y2, std::string_view stroke, std::string_view attrs = "") {
+  return fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"{}/>", x1, x2, y1, y2,
+                     stroke, attrs);
+}
 
 // An SVG rectangle of class `cls` with its tooltip: `attrs` as svg_text's.
 std::string svg_rect(std::string_view cls, double x, double y, double w, double h, std::string_view fill,
@@ -68,6 +77,13 @@ std::string svg_rect(std::string_view cls, double x, double y, double w, double 
       "<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
       "fill=\"{}\"{}><title>{}</title></rect>\n",
       cls, x, y, w, h, fill, attrs, title);
+}
+
+// A legend's entry at `lx`, its swatch then its name `dx` to the right; `lx` moves past it.
+std::string legend_entry(double& lx, const std::string& swatch, double dx, const std::string& name) {
+  std::string out = swatch + svg_text(lx + dx, 17, "tick", "", esc(name));
+  lx += dx + 10 + 7.0 * static_cast<double>(name.size());
+  return out;
 }
 
 // A chart's figure, its caption and the opening of its SVG of w x h.
@@ -86,14 +102,10 @@ std::string chart_open(const Geometry& g, const std::string& cls, const std::str
   const double step = nice_step(ymax, 5);
   for (double v = 0; v <= ymax * 1.0001; v += step) {
     const double y = g.top + g.ph() * (1 - v / ymax);
-    out += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\"/>", g.left,
-                       g.left + g.pw(), y, y, kGrid);
-    out += svg_text(g.left - 6, y + 4, "tick", kEnd, kHtml.num(v), "\n");
+    out +=
+        svg_line(g.left, g.left + g.pw(), y, y, kGrid) + svg_text(g.left - 6, y + 4, "tick", kEnd, kHtml.num(v), "\n");
   }
-  return out + fmt::format(
-                   "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" transform=\"rotate(-90 12 {:.1f})\" "
-                   "text-anchor=\"middle\">{}</text>\n",
-                   g.top + g.ph() / 2, g.top + g.ph() / 2, esc(unit));
+  return out + svg_text(12, g.top + g.ph() / 2, "axis", rotated(-90, 12, g.top + g.ph() / 2), esc(unit), "\n");
 }
 
 struct BarGroup {
@@ -128,29 +140,26 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
     }
     const double cx = g.left + slot * (static_cast<double>(i) + 0.5);
     const double ly = g.top + g.ph() + 16;
-    const std::string label = gr.failed ? gr.label + " \u2717" : gr.label;
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"{}\"{}{}>{}</text>\n", cx, ly,
-                       rotate ? "end" : "middle",
-                       rotate ? fmt::format(" transform=\"rotate(-40 {:.1f} {:.1f})\"", cx, ly) : "",
-                       gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : "", esc(label));
+    out += svg_text(cx, ly, "tick",
+                    (rotate ? rotated(-40, cx, ly, kEnd) : std::string(kMiddle)) +
+                        (gr.failed ? fmt::format(" style=\"fill:{}\"", kFail) : ""),
+                    esc(gr.failed ? gr.label + " \u2717" : gr.label), "\n");
   }
   if (t) {
     const double y = g.top + g.ph() * (1 - t->value / ymax);
-    out += fmt::format(
-        "<g class=\"kpi-line\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
-        "stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"kpi-label\" "
-        "text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" "
-        "stroke-linejoin=\"round\">{}</text></g>\n",
-        g.left, g.left + g.pw(), y, y, kFail, g.left + 6, y - 6, esc(t->label));
+    out += "<g class=\"kpi-line\">" +
+           svg_line(g.left, g.left + g.pw(), y, y, kFail, " stroke-width=\"2\" stroke-dasharray=\"6 4\"") +
+           svg_text(g.left + 6, y - 6, "kpi-label",
+                    " text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" "
+                    "stroke-linejoin=\"round\"",
+                    esc(t->label), "</g>\n");
   }
   // Legend, top left.
   double lx = g.left + 4;
   for (std::size_t k = 0; k < series.size(); ++k) {
-    out += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"8\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"17\" "
-        "class=\"tick\">{}</text>",
-        lx, k == 0 ? kTx : kRx, lx + 14, esc(series[k]));
-    lx += 24 + 7.0 * static_cast<double>(series[k].size());
+    out += legend_entry(
+        lx, fmt::format("<rect x=\"{:.1f}\" y=\"8\" width=\"10\" height=\"10\" fill=\"{}\"/>", lx, k == 0 ? kTx : kRx),
+        14, series[k]);
   }
   return out + "\n</svg>\n</figure>\n";
 }
@@ -195,13 +204,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
         "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" "
         "points=\"{}\"><title>{}</title></polyline>\n",
         color, agg ? 2.5 : 1.5, pts, esc(s.name));
-    if (lx < g.w - 80) {
-      out += fmt::format(
-          "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"13\" y2=\"13\" stroke=\"{}\" stroke-width=\"3\"/><text x=\"{:.1f}\" "
-          "y=\"17\" class=\"tick\">{}</text>",
-          lx, lx + 14, color, lx + 18, esc(s.name));
-      lx += 28 + 7.0 * static_cast<double>(s.name.size());
-    }
+    if (lx < g.w - 80) out += legend_entry(lx, svg_line(lx, lx + 14, 13, 13, color, " stroke-width=\"3\""), 18, s.name);
   }
   return out + "\n</svg>\n</figure>\n";
 }
@@ -232,11 +235,8 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
     for (std::size_t i = n; i-- > 0;) {
       if (v >= l.buckets[i].lo_us || i == 0) {
         const double x = g.left + slot * (static_cast<double>(i) + 0.5);
-        out += fmt::format(
-            "<g class=\"pct\"><line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
-            "stroke-dasharray=\"3 3\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"middle\">{} "
-            "{}</text></g>\n",
-            x, x, g.top, g.top + g.ph(), kInk, x, g.top - 4, name, kHtml.us(v));
+        out += "<g class=\"pct\">" + svg_line(x, x, g.top, g.top + g.ph(), kInk, " stroke-dasharray=\"3 3\"") +
+               svg_text(x, g.top - 4, "tick", kMiddle, fmt::format("{} {}", name, kHtml.us(v)), "</g>\n");
         break;
       }
     }
@@ -317,16 +317,12 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
     out += fmt::format("<stop offset=\"{}%\" stop-color=\"{}\"/>", i * 25, viridis(i / 4.0, nullptr));
   }
   out += "</linearGradient></defs>\n";
-  out += fmt::format("<text x=\"{:.1f}\" y=\"14\" class=\"axis\" text-anchor=\"middle\">server (receives)</text>\n",
-                     left + cell * static_cast<double>(n) / 2);
-  out += fmt::format(
-      "<text x=\"12\" y=\"{:.1f}\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1f})\">client "
-      "(sends)</text>\n",
-      top + cell * static_cast<double>(n) / 2, top + cell * static_cast<double>(n) / 2);
+  const double mid = cell * static_cast<double>(n) / 2;
+  out += svg_text(left + mid, 14, "axis", kMiddle, "server (receives)", "\n") +
+         svg_text(12, top + mid, "axis", rotated(-90, 12, top + mid), "client (sends)", "\n");
   for (std::size_t j = 0; j < n; j += label_every) {
     const double x = left + cell * (static_cast<double>(j) + 0.5);
-    out += svg_text(x, top - 6, "tick", fmt::format(" transform=\"rotate(-45 {:.1f} {:.1f})\"", x, top - 6),
-                    esc(m.nodes[j]), "\n");
+    out += svg_text(x, top - 6, "tick", rotated(-45, x, top - 6, ""), esc(m.nodes[j]), "\n");
     out += svg_text(left - 6, top + cell * (static_cast<double>(j) + 0.5) + 4, "tick", kEnd, esc(m.nodes[j]), "\n");
   }
   const double span = m.max - m.min;
