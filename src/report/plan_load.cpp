@@ -108,12 +108,9 @@ void check_plan(const json& j, const LineError& e) {
   }
   std::string text;
   int steps_total = 0;
-  e("fabperf_version", text);
-  e("started_at", text);
-  e("plan_file", text);
+  for (const char* k : {"fabperf_version", "started_at", "plan_file"}) e(k, text);
   e("steps_total", steps_total, 0, 1 << 24);
-  const auto& plan = e.field("plan");
-  if (!plan.is_object()) e.fail("field 'plan' must be an object");
+  const auto& plan = e.field("plan", &json::is_object, "an object");
   if (plan.contains("hosts")) {
     if (!plan["hosts"].is_array()) e.fail("'plan.hosts' must be a list");
     for (const auto& h : plan["hosts"]) {
@@ -150,13 +147,14 @@ RawResults from_single_run(json r, const std::string& name) {
     if (role.find("client") != std::string::npos) s.clients.push_back(nm);
     if (role.find("server") != std::string::npos) s.servers.push_back(nm);
   }
-  s.test = r.contains("settings") ? r["settings"].value("test", std::string{"run"}) : "run";
+  const json settings = r.contains("settings") && r["settings"].is_object() ? r["settings"] : json::object();
+  s.test = settings.value("test", std::string{"run"});
   s.id = s.base_id = s.test + "/0";
   s.pattern = "bipartite";
   s.status = r.value("interrupted", false) ? "interrupted" : "done";
   s.started_at = r.value("started_at", std::string{});
-  if (r.contains("settings") && r["settings"].contains("time_ns") && r["settings"]["time_ns"].is_number())
-    s.duration_s = r["settings"]["time_ns"].get<double>() / 1e9;
+  if (const auto t = settings.find("time_ns"); t != settings.end() && t->is_number())
+    s.duration_s = t->get<double>() / 1e9;
   raw.plan = {
       {"type", "plan"},
       {"schema", kPlanResultsSchema},
