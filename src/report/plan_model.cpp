@@ -54,17 +54,11 @@ void name_nodes(std::vector<NodeReport>& nodes, const std::vector<Host>& hosts, 
     for (const auto& h : hosts) {
       if (h.name == n.name || h.name == host) found = h.name;
     }
-    if (found.empty()) {
-      int matches = 0;
-      for (const auto& h : hosts) {
-        if (h.address.empty() || std::find(candidates.begin(), candidates.end(), h.name) == candidates.end()) continue;
-        if (h.address == host || h.address == n.name) {
-          found = h.name;
-          ++matches;
-        }
-      }
-      if (matches != 1) found.clear();
-    }
+    const auto by_address = [&](const Host& h) {
+      return !h.address.empty() && (h.address == host || h.address == n.name) && std::ranges::count(candidates, h.name);
+    };
+    if (found.empty() && std::ranges::count_if(hosts, by_address) == 1)
+      found = std::ranges::find_if(hosts, by_address)->name;
     // Role order: a "server+client" node plays both roles, so it takes a place in both lists.
     const std::size_t pos = is_client ? ci : si;
     if (found.empty() && pos < candidates.size()) found = candidates[pos];
