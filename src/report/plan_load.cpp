@@ -179,16 +179,9 @@ void read_lines(std::istream& in, const std::string& name, RawResults& raw, cons
   bool have_plan = false;
   std::size_t lineno = 0;
   std::string line;
-  bool last_unterminated = false;
-  std::streamoff at = -1;  // of `line`
-  auto next = [&] {
-    at = in.tellg();
-    if (!std::getline(in, line)) return false;
-    last_unterminated = in.eof();
+  for (std::streamoff at = in.tellg(); std::getline(in, line); at = in.tellg()) {  // `at`: where `line` starts
+    const bool last_unterminated = in.eof();
     ++lineno;
-    return true;
-  };
-  while (next()) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const LineError bad(name, lineno, "");
@@ -301,15 +294,10 @@ RawResults load_results(std::istream& in, const std::string& name, const StepSin
     const auto begin = text.find_first_not_of(" \t\r\n");
     const auto schema_at = text.find("\"schema\": \"fabperf.result\"");
     if (text[begin] == '{' && schema_at != std::string::npos && schema_at < 64) {
-      std::size_t complete = 0;
       const auto nodes_at = text.find("\n  \"nodes\": [");
-      if (nodes_at != std::string::npos) {
-        const auto nodes_end = text.find("\n  ]", nodes_at);
-        for (auto at = text.find("\n    }", nodes_at); at != std::string::npos && at < nodes_end;
-             at = text.find("\n    }", at + 1)) {
-          ++complete;
-        }
-      }
+      const auto nodes_end = text.find("\n  ]", nodes_at);  // npos, as every find below, without "nodes"
+      std::size_t complete = 0;
+      for (auto at = text.find("\n    }", nodes_at); at < nodes_end; at = text.find("\n    }", at + 1)) ++complete;
       throw UsageError(fmt::format(
           "{}: a partial fabperf result: the run stopped while collecting results ({} complete node section{} written, "
           "no pairs, aggregate or summary); report reads complete results only",
