@@ -180,10 +180,8 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   ymax = axis_top(ymax);
   std::string out = chart_open(g, "timeseries", title, ymax, "MB/s");
   const double xs = nice_step(xmax, 6);
-  for (double v = 0; v <= xmax * 1.0001; v += xs) {
-    const double x = g.left + g.pw() * v / xmax;
-    out += svg_text(x, g.top + g.ph() + 16, "tick", kMiddle, kHtml.num(v));
-  }
+  for (double v = 0; v <= xmax * 1.0001; v += xs)
+    out += svg_text(g.left + g.pw() * v / xmax, g.top + g.ph() + 16, "tick", kMiddle, kHtml.num(v));
   out += svg_text(g.left + g.pw() / 2, g.top + g.ph() + 36, "axis", kMiddle, "seconds into the measured window", "\n");
   for (const auto& ev : events) {
     const double x0 = g.left + g.pw() * std::clamp(ev.t0_s / xmax, 0.0, 1.0);
@@ -232,14 +230,11 @@ std::string histogram_chart(const std::string& title, const ResultLatency& l) {
   // Percentile markers at the bucket holding each percentile: the last non-empty bucket that
   // starts at or below it (only non-empty buckets are drawn, so gaps between them are skipped).
   for (const auto& [name, v] : {std::pair<const char*, double>{"p50", l.p50_us}, {"p99", l.p99_us}}) {
-    for (std::size_t i = n; i-- > 0;) {
-      if (v >= l.buckets[i].lo_us || i == 0) {
-        const double x = g.left + slot * (static_cast<double>(i) + 0.5);
-        out += "<g class=\"pct\">" + svg_line(x, x, g.top, g.top + g.ph(), kInk, " stroke-dasharray=\"3 3\"") +
-               svg_text(x, g.top - 4, "tick", kMiddle, fmt::format("{} {}", name, kHtml.us(v)), "</g>\n");
-        break;
-      }
-    }
+    std::size_t i = n - 1;  // the caller draws no histogram without buckets
+    while (i > 0 && v < l.buckets[i].lo_us) --i;
+    const double x = g.left + slot * (static_cast<double>(i) + 0.5);
+    out += "<g class=\"pct\">" + svg_line(x, x, g.top, g.top + g.ph(), kInk, " stroke-dasharray=\"3 3\"") +
+           svg_text(x, g.top - 4, "tick", kMiddle, fmt::format("{} {}", name, kHtml.us(v)), "</g>\n");
   }
   return out + svg_text(g.left + g.pw() / 2, g.top + g.ph() + 40, "axis", kMiddle, "latency (bucket lower edge)",
                         "\n</svg>\n</figure>\n");
@@ -371,10 +366,8 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
       "<g class=\"legend\"><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\">MB/s</text>"
       "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"16\" height=\"{:.1f}\" fill=\"url(#hm-scale-{})\" stroke=\"{}\"/>",
       lx, top - 8, lx, top, lh, esc(m.test), kGrid);
-  for (int i = 0; i <= 4; ++i) {
-    const double v = m.min + span * i / 4.0;
-    out += svg_text(lx + 22, top + lh * (1 - i / 4.0) + 4, "tick", "", fmt::format("{:.0f}", v));
-  }
+  for (int i = 0; i <= 4; ++i)
+    out += svg_text(lx + 22, top + lh * (1 - i / 4.0) + 4, "tick", "", fmt::format("{:.0f}", m.min + span * i / 4.0));
   out += "</g>\n</svg>\n";
   return out +
          fmt::format(
