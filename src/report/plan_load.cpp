@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -247,8 +248,7 @@ void read_lines(std::istream& in, const std::string& name, RawResults& raw, cons
     }
   }
   for (auto& [id, s] : steps) raw.steps.push_back(std::move(s));
-  std::stable_sort(raw.steps.begin(), raw.steps.end(),
-                   [](const json& a, const json& b) { return a["index"].get<int>() < b["index"].get<int>(); });
+  std::ranges::stable_sort(raw.steps, {}, [](const json& s) { return s["index"].get<int>(); });
 }
 
 }  // namespace
@@ -268,9 +268,7 @@ RawResults load_results(std::istream& in, const std::string& name, const StepSin
     read_lines(in, name, raw, on_step);
     return raw;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text(std::istreambuf_iterator<char>(in), {});
   // A whole-file JSON document (pretty-printed, as `fabperf run --json` writes) is a single run.
   {
     json whole = json::parse(text, nullptr, false);

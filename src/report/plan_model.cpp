@@ -96,11 +96,9 @@ void list_steps(PlanReport& r) {
 }
 
 std::vector<Host> plan_hosts(const json& plan_line) {
-  std::vector<Host> hosts;
-  const auto& plan = plan_line.value("plan", json::object());
-  if (plan.contains("hosts") && plan["hosts"].is_array()) {
-    for (const auto& h : plan["hosts"]) hosts.push_back({str(h, "name"), str(h, "address")});
-  }
+  std::vector<Host> hosts;  // plan_load checked that "plan" is an object and its "hosts", when there, a list
+  for (const auto& h : plan_line.value("plan", json::object()).value("hosts", json::array()))
+    hosts.push_back({str(h, "name"), str(h, "address")});
   return hosts;
 }
 
@@ -248,8 +246,7 @@ PlanReport finish_report(const RawResults& raw, std::vector<KpiCheck> kpis, std:
   PlanReport r;
   r.source = raw.path;
   r.kind = raw.single_run ? "run" : "plan";
-  const auto& plan = raw.plan.value("plan", json::object());
-  r.plan_name = str(plan, "name");
+  r.plan_name = str(raw.plan.value("plan", json::object()), "name");
   r.plan_file = str(raw.plan, "plan_file");
   r.fabperf_version = str(raw.plan, "fabperf_version");
   r.started_at = str(raw.plan, "started_at");
