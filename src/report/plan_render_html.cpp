@@ -43,11 +43,6 @@ double axis_top(double max) {
   return std::ceil(top / nice_step(top, 5)) * nice_step(top, 5);
 }
 
-struct Threshold {  // a KPI's line across a chart
-  double value{0};
-  std::string label;
-};
-
 struct Geometry {
   double w{720}, h{260}, left{64}, right{16}, top{28}, bottom{56};
   [[nodiscard]] double pw() const { return w - left - right; }
@@ -116,9 +111,9 @@ struct BarGroup {
 
 // Vertical grouped bars (one group per node or link), an optional KPI threshold line.
 std::string bar_chart(const std::string& title, const std::vector<std::string>& series,
-                      const std::vector<BarGroup>& groups, const std::optional<Threshold>& t, const std::string& unit) {
+                      const std::vector<BarGroup>& groups, const KpiCheck* t, const std::string& unit) {
   Geometry g;
-  double ymax = t ? t->value : 0;
+  double ymax = t ? t->threshold : 0;
   for (const auto& gr : groups) {
     for (const double v : gr.values) ymax = std::max(ymax, v);
   }
@@ -146,13 +141,15 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
                     esc(gr.failed ? gr.label + " \u2717" : gr.label), "\n");
   }
   if (t) {
-    const double y = g.top + g.ph() * (1 - t->value / ymax);
+    const double y = g.top + g.ph() * (1 - t->threshold / ymax);
+    const auto label =
+        fmt::format("KPI {} {} {:g} {}", t->kpi, t->op == ">=" ? "\u2265" : "\u2264", t->threshold, t->unit);
     out += "<g class=\"kpi-line\">" +
            svg_line(g.left, g.left + g.pw(), y, y, kFail, " stroke-width=\"2\" stroke-dasharray=\"6 4\"") +
            svg_text(g.left + 6, y - 6, "kpi-label",
                     " text-anchor=\"start\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\" "
                     "stroke-linejoin=\"round\"",
-                    esc(t->label), "</g>\n");
+                    esc(label), "</g>\n");
   }
   // Legend, top left.
   double lx = g.left + 4;
@@ -379,17 +376,16 @@ std::string heatmap(const PairMatrix& m, const std::vector<KpiCheck>& kpis) {
                  : "");
 }
 
-// The first MB/s threshold of `scope` that applies to this step (its own checks, else its test's).
-std::optional<Threshold> step_threshold(const PlanReport& r, const StepView& s, const std::string& scope) {
+// The first MB/s check of `scope` that applies to this step (its own, else its test's): a line across its chart.
+const KpiCheck* step_threshold(const PlanReport& r, const StepView& s, const std::string& scope) {
   for (const bool own : {true, false}) {
     for (const auto& k : r.kpis) {
       if (k.scope != scope || k.unit.find("MB/s") == std::string::npos) continue;
       if (own ? k.step != s.id : (k.step || k.test != s.test)) continue;
-      return Threshold{k.threshold, fmt::format("KPI {} {} {:g} {}", k.kpi, k.op == ">=" ? "\u2265" : "\u2264",
-                                                k.threshold, k.unit)};
+      return &k;
     }
   }
-  return {};
+  return nullptr;
 }
 
 // A table of the report's: a column of numbers is right-aligned, its header as its cells.
