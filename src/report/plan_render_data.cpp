@@ -182,12 +182,6 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlanReport, source, kind, plan_name, plan_fil
 namespace {
 using jsonu::array_json;
 
-json counter_events_json(const std::vector<CounterEvent>& events) {
-  return array_json(events, [](const CounterEvent& ev) -> json {
-    return {{"node", ev.node}, {"link", ev.subject}, {"t0_s", ev.t0_s}, {"t1_s", ev.t1_s}, {"text", ev.text}};
-  });
-}
-
 json latency_json(const std::optional<ResultLatency>& l, const char* what) {
   if (!l) return nullptr;
   json j = *l;
@@ -227,11 +221,14 @@ json links_json(const StepView& s) {
 
 json step_json(const StepView& s) {
   json j = s;
-  j.update({{"nodes", array_json(s.nodes, node_row_json)},
-            {"links", links_json(s)},
-            {"latency", latency_json(s.latency, "rpc")},
-            {"delay", latency_json(s.delay, "delay")},
-            {"counter_events", counter_events_json(s.counter_events)}});
+  j.update(
+      {{"nodes", array_json(s.nodes, node_row_json)},
+       {"links", links_json(s)},
+       {"latency", latency_json(s.latency, "rpc")},
+       {"delay", latency_json(s.delay, "delay")},
+       {"counter_events", array_json(s.counter_events, [](const CounterEvent& ev) -> json {
+          return {{"node", ev.node}, {"link", ev.subject}, {"t0_s", ev.t0_s}, {"t1_s", ev.t1_s}, {"text", ev.text}};
+        })}});
   return j;
 }
 
