@@ -1,6 +1,7 @@
 // Plan files in TOML (toml++): every node carries its line, so every mistake is reported as
 // FILE:LINE: field 'x': problem. Values go through the same parsers and the same TestSpec::make
 // as `fabperf run`'s options: a plan cannot express anything the command line could not.
+#include <fabperf/coordinator/coordinator.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/settings.hpp>
 #include <fabperf/core/units.hpp>
@@ -236,19 +237,8 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       c.fail(n, "clock-warn", "must be within 0..3600 seconds");
   }
 
-  const auto* hosts = root.get("hosts");
-  if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
-  const auto* harr = hosts->as_array();
-  if (!harr || harr->empty()) c.fail(hosts, "hosts", "expected one or more [[hosts]] tables");
-  for (const auto& hn : *harr) plan.hosts.push_back(parse_host(c, hn, plan.hosts));
-  // Per-link pinning pairs link i with link i: counts must match (as on the command line).
-  for (const auto& h : plan.hosts) {
-    if (h.hp.links.size() != plan.hosts.front().hp.links.size()) {
-      c.fail(harr, "links",
-             fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
-                         h.hp.links.size(), plan.hosts.front().name, plan.hosts.front().hp.links.size()));
-    }
-  }
+  plan.hosts = c.hosts<PlanHost>(root, 1, "one",
+                                 [&](const toml::node& hn, const auto& before) { return parse_host(c, hn, before); });
 
   // The settings of [defaults], then of each test over them (a test also has its name).
   const auto merge_keys = [&](const toml::table& t, Merged& m, bool test) {
@@ -414,17 +404,8 @@ std::vector<PlannedStep> expand(const Plan& p) {
       ps.config = config;
       ps.block = block;
       ps.test = ti;
-      const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
-        const auto it = std::find(v.begin(), v.end(), h);
-        if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
-        v.push_back(h);
-        return static_cast<std::uint32_t>(v.size() - 1);
-      };
-      for (const auto& f : steps[k].flows) {
-        const auto ci = slot(ps.clients, t.hosts[f.client]);
-        const auto si = slot(ps.servers, t.hosts[f.server]);
-        ps.pairs.emplace_back(ci, si);
-      }
+      for (const auto& f : steps[k].flows)
+        ps.pairs.emplace_back(slot_of(ps.clients, t.hosts[f.client]), slot_of(ps.servers, t.hosts[f.server]));
       out.push_back(std::move(ps));
     }
   };
