@@ -301,15 +301,12 @@ void normalize(const Plan& p, PlanTest& t) {
   const Pattern pat = t.pattern.pattern;
   std::vector<std::string> hn;  // by the test's own index
   for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
-  const auto names_of = [&](const std::vector<std::uint32_t>& v) {
-    json a = json::array();
-    for (const auto i : v) a.push_back(hn[i]);
-    return a;
-  };
   json tj = {{"name", t.name}, {"pattern", std::string(to_string(pat))}, {"hosts", hn}};
   if (pat == Pattern::bipartite) {
-    tj["clients"] = names_of(t.pattern.clients);
-    tj["servers"] = names_of(t.pattern.servers);
+    for (const auto& [key, v] : {std::pair{"clients", &t.pattern.clients}, std::pair{"servers", &t.pattern.servers}}) {
+      tj[key] = json::array();
+      for (const auto i : *v) tj[key].push_back(hn[i]);
+    }
   }
   if (pat == Pattern::pairs) {
     tj["pairs"] = json::array();
