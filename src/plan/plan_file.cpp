@@ -469,8 +469,7 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
   for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
     const auto& t = p.tests[ti];
     std::vector<PlannedStep> mine;
-    std::copy_if(steps.begin(), steps.end(), std::back_inserter(mine),
-                 [&](const PlannedStep& s) { return s.test == ti; });
+    std::ranges::copy_if(steps, std::back_inserter(mine), [&](const PlannedStep& s) { return s.test == ti; });
     const std::size_t n = mine.size();
     const double secs = std::chrono::duration<double>(t.spec.time()).count();
     out += fmt::format("test '{}': pattern {}, {} {} over {}, time {} s, {} steps, about {}\n", t.name,

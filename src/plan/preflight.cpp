@@ -417,9 +417,7 @@ int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds
   }
   const Report rep = compute_report(rec);
   const auto findings = preflight_findings(rec, rep, names, {*sp.socksize, p.clock_warn_s});
-  const auto count = [&](const char* level) {
-    return std::count_if(findings.begin(), findings.end(), [&](const Finding& f) { return f.level == level; });
-  };
+  const auto count = [&](std::string_view level) { return std::ranges::count(findings, level, &Finding::level); };
   const auto errors = count("error"), warnings = count("warning");
   if (!quiet || errors > 0) os << render_findings(findings);
   if (rec.interrupted) {
