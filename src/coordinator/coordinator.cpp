@@ -51,6 +51,15 @@ Error auth_error(const std::string& name, const std::string& why) {
   return Error(ExitCode::infrastructure, fmt::format("authentication failed for {}: {}", name, why));
 }
 
+RunRequest admin_request(const AgentQuery& q) {
+  RunRequest r;
+  r.servers = q.agents;
+  r.connect_timeout = q.connect_timeout;
+  r.coordinator_name = q.coordinator_name;
+  r.key = q.key;
+  return r;
+}
+
 // An agent's ERROR answer as the Error to throw: "cleaning" is waited out by setup_exchange,
 // "key_required" (to HELLO) explains itself.
 [[noreturn]] void throw_agent_error(const Node& n, const json& body) {
@@ -136,23 +145,25 @@ Coordinator::Coordinator(const RunRequest& req, Dialer* dialer, CoordinatorTimin
     own_dialer_ = std::make_unique<TcpDialer>(req_, t_.idle);
     dialer_ = own_dialer_.get();
   }
-  std::uint32_t i = 0;
-  for (const auto& s : req.servers) {
-    server_node_.push_back(nodes_.size());
-    add_node(i++, s, true);
-  }
+  const auto add = [&](const HostPort& hp, bool server) {
+    Node& n = nodes_.emplace_back();
+    n.hp = hp;
+    n.rec.index = static_cast<std::uint32_t>(nodes_.size() - 1);
+    n.rec.name = hp.str();
+    n.rec.links = hp.links;
+    n.rec.is_server = server;
+    n.rec.is_client = !server;
+    return nodes_.size() - 1;
+  };
+  for (const auto& s : req.servers) server_node_.push_back(add(s, true));
   for (const auto& c : req.clients) {
-    std::size_t at = nodes_.size();
-    if (!req.pairs.empty()) {
-      for (std::size_t k = 0; k < req.servers.size(); ++k) {
-        if (req.servers[k] == c) at = server_node_[k];
-      }
-    }
-    client_node_.push_back(at);
-    if (at == nodes_.size()) {
-      add_node(i++, c, false);
+    // With pairs, an agent listed as a server and as a client is one node with both roles.
+    const auto same = std::ranges::find(req.servers, c);
+    if (req.pairs.empty() || same == req.servers.end()) {
+      client_node_.push_back(add(c, false));
     } else {
-      nodes_[at].rec.is_client = true;
+      client_node_.push_back(static_cast<std::size_t>(same - req.servers.begin()));
+      nodes_[client_node_.back()].rec.is_client = true;
     }
   }
   check_pairs();
@@ -199,17 +210,6 @@ RunRecord Coordinator::run() {
   io_.run();
   if (failure) std::rethrow_exception(failure);
   return record;
-}
-
-void Coordinator::add_node(std::uint32_t index, const HostPort& hp, bool server) {
-  Node n;
-  n.hp = hp;
-  n.rec.links = hp.links;
-  n.rec.index = index;
-  n.rec.name = hp.str();
-  n.rec.is_server = server;
-  n.rec.is_client = !server;
-  nodes_.push_back(std::move(n));
 }
 
 // Explicit pairs must name existing agents, never a node with itself, each pair once, and leave
@@ -512,27 +512,11 @@ asio::awaitable<RunRecord> Coordinator::flow() {
 
 }  // namespace coord
 
-namespace {
-
-using coord::Coordinator;
-using coord::Node;
-
-RunRequest admin_request(const AgentQuery& q) {
-  RunRequest r;
-  r.servers = q.agents;
-  r.connect_timeout = q.connect_timeout;
-  r.coordinator_name = q.coordinator_name;
-  r.key = q.key;
-  return r;
-}
-
-}  // namespace
-
 std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
-  const RunRequest req = admin_request(query);
-  Coordinator c(req);
+  const RunRequest req = coord::admin_request(query);
+  coord::Coordinator c(req);
   std::vector<AgentLinks> out(query.agents.size());
-  c.administer([&](Node& n) -> asio::awaitable<void> {
+  c.administer([&](coord::Node& n) -> asio::awaitable<void> {
     try {
       static_cast<proto::LinksReply&>(out[n.rec.index]) =
           proto::parse_links(co_await c.request(n, proto::MsgType::links_request, proto::MsgType::links));
@@ -548,9 +532,9 @@ std::vector<AgentLinks> fetch_links(const AgentQuery& query) {
 }
 
 std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::string& reason) {
-  const RunRequest req = admin_request(query);
-  Coordinator c(req);
-  c.administer([&](Node& n) -> asio::awaitable<void> {
+  const RunRequest req = coord::admin_request(query);
+  coord::Coordinator c(req);
+  c.administer([&](coord::Node& n) -> asio::awaitable<void> {
     const auto body = proto::to_json(proto::Shutdown{reason});  // named: see request()
     (void)co_await c.request(n, proto::MsgType::shutdown, body, proto::MsgType::bye);
     n.conn->close();
@@ -560,17 +544,18 @@ std::vector<AgentShutdown> shutdown_agents(const AgentQuery& query, const std::s
   return out;
 }
 
+std::uint32_t slot_of(std::vector<std::uint32_t>& v, std::uint32_t h) {
+  const auto it = std::ranges::find(v, h);
+  if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
+  v.push_back(h);
+  return static_cast<std::uint32_t>(v.size() - 1);
+}
+
 void set_host_pairs(RunRequest& req, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& host_pairs,
                     const std::function<HostPort(std::uint32_t)>& endpoint) {
   std::vector<std::uint32_t> cl, sv;
-  const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
-    const auto it = std::find(v.begin(), v.end(), h);
-    if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
-    v.push_back(h);
-    return static_cast<std::uint32_t>(v.size() - 1);
-  };
   req.pairs.clear();
-  for (const auto& [c, s] : host_pairs) req.pairs.emplace_back(slot(cl, c), slot(sv, s));
+  for (const auto& [c, s] : host_pairs) req.pairs.emplace_back(slot_of(cl, c), slot_of(sv, s));
   req.clients.clear();
   req.servers.clear();
   for (const auto h : cl) req.clients.push_back(endpoint(h));
@@ -579,13 +564,11 @@ void set_host_pairs(RunRequest& req, const std::vector<std::pair<std::uint32_t, 
 
 RunRecord run_test(const RunRequest& request) {
   raise_fd_limit();
-  Coordinator c(request);
-  return c.run();
+  return coord::Coordinator(request).run();
 }
 
 RunRecord run_test(const RunRequest& request, Dialer& dialer, const CoordinatorTiming& timing) {
-  Coordinator c(request, &dialer, timing);
-  return c.run();
+  return coord::Coordinator(request, &dialer, timing).run();
 }
 
 }  // namespace fabperf

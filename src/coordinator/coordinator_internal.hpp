@@ -62,7 +62,6 @@ class Coordinator {
   RunRecord run();
 
  private:
-  void add_node(std::uint32_t index, const HostPort& hp, bool server);
   void check_pairs();
   [[nodiscard]] std::vector<std::size_t> servers_of(std::size_t cn) const;
   void on_interrupt();

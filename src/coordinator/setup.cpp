@@ -28,11 +28,6 @@ namespace coord {
 using namespace std::chrono_literals;
 using proto::MsgType;
 
-namespace {
-// At least this many clients set up at once, however many connections each one opens.
-constexpr std::size_t kMinSetupWindow = 16;
-}  // namespace
-
 // --socksize auto: the slowest data interface of any node (from each agent's inventory) times
 // the round trip between a client and a server, estimated as the largest client plus the
 // largest server round trip of the control connections (the coordinator sits between them or
@@ -130,6 +125,8 @@ asio::awaitable<void> Coordinator::setup_servers(const RunRecord& rec, const pro
 }
 
 asio::awaitable<void> Coordinator::setup_clients(const RunRecord& rec, const proto::Token& token, bool rdma_cc) {
+  // At least this many clients set up at once, however many connections each one opens.
+  constexpr std::size_t kMinSetupWindow = 16;
   // Each client set-up opens per_pair connections to a server; the window bounds what one server
   // takes at once (CoordinatorTiming::setup_connections).
   const std::size_t per_pair = rec.spec.connections_per_pair() + (rec.spec.delay_probe().count() != 0 ? 1 : 0);

@@ -199,6 +199,18 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
   return c.out_buf;
 }
 
+// stdout closed without a ready line: ssh or the agent failed. Waits for its status and the rest
+// of its error text, and says which failed.
+std::string closed_without_ready(Launched& c) {
+  const std::int64_t until = mono_now_ns() + 2'000'000'000;
+  while (c.err >= 0 && mono_now_ns() < until) c.pump(100, 0);  // stdout is closed already
+  c.close_in();
+  c.reap(2000);
+  const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
+  return fmt::format("{} {}: {}", who, c.exited ? c.describe_status() : "closed its output",
+                     stderr_summary(c.err_text));
+}
+
 }  // namespace
 
 std::string shell_quote(std::string_view s) {
@@ -274,22 +286,6 @@ LabelledLine parse_labelled(std::string_view line) {
   if (i == d || line.substr(i, 2) != ": ") return {-1, std::string(line)};
   return {task, std::string(line.substr(i + 2))};
 }
-
-namespace {
-
-// stdout closed without a ready line: ssh or the agent failed. Waits for its status and the rest
-// of its error text, and says which failed.
-std::string closed_without_ready(Launched& c) {
-  const std::int64_t until = mono_now_ns() + 2'000'000'000;
-  while (c.err >= 0 && mono_now_ns() < until) c.pump(100, 0);  // stdout is closed already
-  c.close_in();
-  c.reap(2000);
-  const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
-  return fmt::format("{} {}: {}", who, c.exited ? c.describe_status() : "closed its output",
-                     stderr_summary(c.err_text));
-}
-
-}  // namespace
 
 std::unique_ptr<Agents> start_ssh(const std::vector<HostPort>& hosts, const SshOptions& o) {
   if (hosts.empty()) throw UsageError("--launch ssh: no hosts");
@@ -432,20 +428,12 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
       "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
       "--exit-on-stdin-eof --log-level warn",
       o.agent_port);
-  std::vector<std::string> argv = {"srun",
-                                   "--overlap",
-                                   fmt::format("--nodes={}", nodes.size()),
-                                   fmt::format("--ntasks={}", nodes.size()),
-                                   "--ntasks-per-node=1",
-                                   "--nodelist=" + nodelist,
-                                   "--input=all",
-                                   "--label",
-                                   "--kill-on-bad-exit=0",
-                                   "--job-name=fabperf-agents",
-                                   "sh",
-                                   "-c",
-                                   script,
-                                   agent};
+  std::vector<std::string> argv = split_list(
+      fmt::format("srun --overlap --nodes={0} --ntasks={0} --ntasks-per-node=1 --nodelist={1} --input=all --label "
+                  "--kill-on-bad-exit=0 --job-name=fabperf-agents sh -c",
+                  nodes.size(), nodelist),
+      ' ');
+  argv.insert(argv.end(), {script, agent});
 
   auto agents = std::make_unique<LaunchedAgents>();
   Launched& c = agents->spawn("srun", argv);

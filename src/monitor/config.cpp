@@ -112,18 +112,10 @@ void read_monitor(const Ctx& c, const toml::node* mon, const toml::table& m, Mon
 }
 
 // [[hosts]] as in plan files, then link-names: one per link address of a host.
-void read_hosts(const Ctx& c, const toml::node* hosts, const toml::table& m, MonitorConfig& cfg) {
-  const auto* harr = hosts->as_array();
-  if (!harr || harr->size() < 2) c.fail(hosts, "hosts", "expected two or more [[hosts]] tables");
-  for (const auto& hn : *harr) cfg.hosts.push_back(c.host<MonitorHost>(hn, {}, cfg.hosts));
+void read_hosts(const Ctx& c, const toml::table& root, const toml::table& m, MonitorConfig& cfg) {
+  cfg.hosts = c.hosts<MonitorHost>(
+      root, 2, "two", [&](const toml::node& hn, const auto& before) { return c.host<MonitorHost>(hn, {}, before); });
   const std::size_t planes = std::max<std::size_t>(1, cfg.hosts.front().hp.links.size());
-  for (const auto& h : cfg.hosts) {
-    if (h.hp.links.size() != cfg.hosts.front().hp.links.size()) {
-      c.fail(harr, "links",
-             fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
-                         h.hp.links.size(), cfg.hosts.front().name, cfg.hosts.front().hp.links.size()));
-    }
-  }
   if (const auto* n = m.get("link-names")) {
     cfg.link_names = c.strings(*n, "link-names");
     if (cfg.link_names.size() != planes) {
@@ -165,9 +157,7 @@ MonitorConfig parse_config(std::string_view text, const std::string& file) {
   if (!mon) c.fail(nullptr, "monitor", "missing (a [monitor] table with at least state-dir)");
   const auto& m = c.table(*mon, "monitor");
   read_monitor(c, mon, m, cfg);
-  const auto* hosts = root.get("hosts");
-  if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
-  read_hosts(c, hosts, m, cfg);
+  read_hosts(c, root, m, cfg);
 
   // [probe] and [latency]: the settings table. The latency probe's defaults: one small rpc at a
   // time, short (a light round trip measurement, not a load).

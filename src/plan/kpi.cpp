@@ -30,63 +30,6 @@ const KpiDef& kpi_def(std::string_view name) {
   return *d;
 }
 
-}  // namespace
-
-std::string figure(double v) {
-  if (std::fabs(v) >= 100 || v == std::floor(v)) return fmt::format("{:.0f}", v);
-  return fmt::format("{:.3g}", v);
-}
-
-bool KpiSet::empty() const {
-  return *this == KpiSet{};
-}
-
-const std::vector<std::string>& kpi_names() {
-#define FABPERF_KPI_NAME(member, name, ...) name,
-  static const std::vector<std::string> names{FABPERF_KPIS(FABPERF_KPI_NAME)};
-#undef FABPERF_KPI_NAME
-  return names;
-}
-
-void set_kpi(KpiSet& k, std::string_view name, double value) {
-  const auto& d = kpi_def(name);
-  if (!(value >= d.lo && value <= d.hi)) {
-    throw UsageError(fmt::format("KPI '{}': {} is out of range ({}..{})", name, value, figure(d.lo), figure(d.hi)));
-  }
-  k.*d.field = value;
-}
-
-KpiSet kpi_profile(std::string_view name) {
-  KpiSet k;
-  if (name == "ibm-readiness") {
-    // IBM's network readiness check: every node >= 2000 MB/s, min/max >= 0.79; retransmits and NIC
-    // errors are reported for information by that tool, so they are not thresholds here.
-    k.min_node_mbps = 2000;
-    k.min_spread = 0.79;
-    return k;
-  }
-  if (name == "none") return k;
-  throw UsageError(fmt::format("unknown KPI profile '{}' (ibm-readiness, none)", name));
-}
-
-KpiSet merge(const KpiSet& base, const KpiSet& over) {
-  KpiSet k = base;
-  for (const auto& d : kKpiDefs) {
-    if (over.*d.field) k.*d.field = over.*d.field;
-  }
-  return k;
-}
-
-json to_json(const KpiSet& k) {
-  json j = json::object();
-  for (const auto& d : kKpiDefs) {
-    if (k.*d.field) j[d.name] = *(k.*d.field);
-  }
-  return j;
-}
-
-namespace {
-
 // The checks of one evaluation: each one judged against its KPI's threshold (none: not checked).
 struct Judge {
   const KpiSet& k;
@@ -158,6 +101,59 @@ void link_checks(Judge& check, const std::vector<std::string>& order, const std:
 }
 
 }  // namespace
+
+std::string figure(double v) {
+  if (std::fabs(v) >= 100 || v == std::floor(v)) return fmt::format("{:.0f}", v);
+  return fmt::format("{:.3g}", v);
+}
+
+bool KpiSet::empty() const {
+  return *this == KpiSet{};
+}
+
+const std::vector<std::string>& kpi_names() {
+#define FABPERF_KPI_NAME(member, name, ...) name,
+  static const std::vector<std::string> names{FABPERF_KPIS(FABPERF_KPI_NAME)};
+#undef FABPERF_KPI_NAME
+  return names;
+}
+
+void set_kpi(KpiSet& k, std::string_view name, double value) {
+  const auto& d = kpi_def(name);
+  if (!(value >= d.lo && value <= d.hi)) {
+    throw UsageError(fmt::format("KPI '{}': {} is out of range ({}..{})", name, value, figure(d.lo), figure(d.hi)));
+  }
+  k.*d.field = value;
+}
+
+KpiSet kpi_profile(std::string_view name) {
+  KpiSet k;
+  if (name == "ibm-readiness") {
+    // IBM's network readiness check: every node >= 2000 MB/s, min/max >= 0.79; retransmits and NIC
+    // errors are reported for information by that tool, so they are not thresholds here.
+    k.min_node_mbps = 2000;
+    k.min_spread = 0.79;
+    return k;
+  }
+  if (name == "none") return k;
+  throw UsageError(fmt::format("unknown KPI profile '{}' (ibm-readiness, none)", name));
+}
+
+KpiSet merge(const KpiSet& base, const KpiSet& over) {
+  KpiSet k = base;
+  for (const auto& d : kKpiDefs) {
+    if (over.*d.field) k.*d.field = over.*d.field;
+  }
+  return k;
+}
+
+json to_json(const KpiSet& k) {
+  json j = json::object();
+  for (const auto& d : kKpiDefs) {
+    if (k.*d.field) j[d.name] = *(k.*d.field);
+  }
+  return j;
+}
 
 std::vector<KpiCheck> evaluate_kpis(const KpiSet& k, const std::vector<StepOutcome>& steps,
                                     const std::map<std::string, std::string>& names,

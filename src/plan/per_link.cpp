@@ -28,13 +28,10 @@ std::vector<std::string> parse_bind_devs(const std::string& text, std::size_t n_
   return devs;
 }
 
-namespace {
-// A step more than this far below the best step of its sweep is named in the findings.
-constexpr double kBehindPct = 10.0;
-}  // namespace
-
 LinkSweep compare_link_steps(const Plan& p, std::size_t test, const std::vector<PlannedStep>& steps,
                              const std::vector<StepOutcome>& outcomes) {
+  // A step more than this far below the best step of its sweep is named in the findings.
+  constexpr double kBehindPct = 10.0;
   struct Row {
     std::string sweep, address, interface = "-";
     std::uint32_t link{0};

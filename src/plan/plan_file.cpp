@@ -1,6 +1,7 @@
 // Plan files in TOML (toml++): every node carries its line, so every mistake is reported as
 // FILE:LINE: field 'x': problem. Values go through the same parsers and the same TestSpec::make
 // as `fabperf run`'s options: a plan cannot express anything the command line could not.
+#include <fabperf/coordinator/coordinator.hpp>
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/settings.hpp>
 #include <fabperf/core/units.hpp>
@@ -236,19 +237,8 @@ Plan parse_plan(std::string_view text, const std::string& file) {
       c.fail(n, "clock-warn", "must be within 0..3600 seconds");
   }
 
-  const auto* hosts = root.get("hosts");
-  if (!hosts) c.fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
-  const auto* harr = hosts->as_array();
-  if (!harr || harr->empty()) c.fail(hosts, "hosts", "expected one or more [[hosts]] tables");
-  for (const auto& hn : *harr) plan.hosts.push_back(parse_host(c, hn, plan.hosts));
-  // Per-link pinning pairs link i with link i: counts must match (as on the command line).
-  for (const auto& h : plan.hosts) {
-    if (h.hp.links.size() != plan.hosts.front().hp.links.size()) {
-      c.fail(harr, "links",
-             fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
-                         h.hp.links.size(), plan.hosts.front().name, plan.hosts.front().hp.links.size()));
-    }
-  }
+  plan.hosts = c.hosts<PlanHost>(root, 1, "one",
+                                 [&](const toml::node& hn, const auto& before) { return parse_host(c, hn, before); });
 
   // The settings of [defaults], then of each test over them (a test also has its name).
   const auto merge_keys = [&](const toml::table& t, Merged& m, bool test) {
@@ -311,15 +301,12 @@ void normalize(const Plan& p, PlanTest& t) {
   const Pattern pat = t.pattern.pattern;
   std::vector<std::string> hn;  // by the test's own index
   for (const auto i : t.hosts) hn.push_back(p.hosts[i].name);
-  const auto names_of = [&](const std::vector<std::uint32_t>& v) {
-    json a = json::array();
-    for (const auto i : v) a.push_back(hn[i]);
-    return a;
-  };
   json tj = {{"name", t.name}, {"pattern", std::string(to_string(pat))}, {"hosts", hn}};
   if (pat == Pattern::bipartite) {
-    tj["clients"] = names_of(t.pattern.clients);
-    tj["servers"] = names_of(t.pattern.servers);
+    for (const auto& [key, v] : {std::pair{"clients", &t.pattern.clients}, std::pair{"servers", &t.pattern.servers}}) {
+      tj[key] = json::array();
+      for (const auto i : *v) tj[key].push_back(hn[i]);
+    }
   }
   if (pat == Pattern::pairs) {
     tj["pairs"] = json::array();
@@ -414,17 +401,8 @@ std::vector<PlannedStep> expand(const Plan& p) {
       ps.config = config;
       ps.block = block;
       ps.test = ti;
-      const auto slot = [](std::vector<std::uint32_t>& v, std::uint32_t h) {
-        const auto it = std::find(v.begin(), v.end(), h);
-        if (it != v.end()) return static_cast<std::uint32_t>(it - v.begin());
-        v.push_back(h);
-        return static_cast<std::uint32_t>(v.size() - 1);
-      };
-      for (const auto& f : steps[k].flows) {
-        const auto ci = slot(ps.clients, t.hosts[f.client]);
-        const auto si = slot(ps.servers, t.hosts[f.server]);
-        ps.pairs.emplace_back(ci, si);
-      }
+      for (const auto& f : steps[k].flows)
+        ps.pairs.emplace_back(slot_of(ps.clients, t.hosts[f.client]), slot_of(ps.servers, t.hosts[f.server]));
       out.push_back(std::move(ps));
     }
   };
@@ -491,8 +469,7 @@ std::string describe_plan(const Plan& p, const std::vector<PlannedStep>& steps) 
   for (std::size_t ti = 0; ti < p.tests.size(); ++ti) {
     const auto& t = p.tests[ti];
     std::vector<PlannedStep> mine;
-    std::copy_if(steps.begin(), steps.end(), std::back_inserter(mine),
-                 [&](const PlannedStep& s) { return s.test == ti; });
+    std::ranges::copy_if(steps, std::back_inserter(mine), [&](const PlannedStep& s) { return s.test == ti; });
     const std::size_t n = mine.size();
     const double secs = std::chrono::duration<double>(t.spec.time()).count();
     out += fmt::format("test '{}': pattern {}, {} {} over {}, time {} s, {} steps, about {}\n", t.name,

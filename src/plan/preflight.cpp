@@ -188,6 +188,20 @@ void clock_findings(const RunRecord& probe, const std::map<std::string, std::str
   }
 }
 
+// Findings of every agent that reported: judge(result, who, out) returns how many things it judged;
+// when there were some and none was found wanting, one "ok" finding with ok_text(that many).
+template <typename Judge, typename Ok>
+std::vector<Finding> per_agent(const RunRecord& probe, const std::map<std::string, std::string>& names, Judge judge,
+                               Ok ok_text) {
+  std::vector<Finding> out;
+  std::size_t judged = 0;
+  for (const auto& n : probe.nodes) {
+    if (n.result) judged += judge(*n.result, label_of(names, n.name), out);
+  }
+  if (judged > 0 && out.empty()) out.push_back({"ok", "", ok_text(judged), ""});
+  return out;
+}
+
 }  // namespace
 
 std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& report,
@@ -293,22 +307,6 @@ std::string agent_error_fix(std::string_view error) {
   return "start 'fabperf agent' there with the same key, and open its port (6668) and data ports";
 }
 
-namespace {
-// Findings of every agent that reported: judge(result, who, out) returns how many things it judged;
-// when there were some and none was found wanting, one "ok" finding with ok_text(that many).
-template <typename Judge, typename Ok>
-std::vector<Finding> per_agent(const RunRecord& probe, const std::map<std::string, std::string>& names, Judge judge,
-                               Ok ok_text) {
-  std::vector<Finding> out;
-  std::size_t judged = 0;
-  for (const auto& n : probe.nodes) {
-    if (n.result) judged += judge(*n.result, label_of(names, n.name), out);
-  }
-  if (judged > 0 && out.empty()) out.push_back({"ok", "", ok_text(judged), ""});
-  return out;
-}
-}  // namespace
-
 std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::map<std::string, std::string>& names) {
   const auto judge = [](const AgentResult& r, const std::string& who, std::vector<Finding>& out) {
     for (const auto& b : r.bonds) {
@@ -370,8 +368,6 @@ std::string render_findings(const std::vector<Finding>& f) {
   return out;
 }
 
-// The probe test: every host loads every other one at once, briefly. Returns the exit code
-// (0 fine or warnings only, 3 errors).
 int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds connect_timeout, bool quiet,
                   std::ostream& os) {
   // The probe's settings: stream writes, one connection per pair and link (connection c of a pair
@@ -421,9 +417,7 @@ int run_preflight(const Plan& p, const auth::Key& key, std::chrono::milliseconds
   }
   const Report rep = compute_report(rec);
   const auto findings = preflight_findings(rec, rep, names, {*sp.socksize, p.clock_warn_s});
-  const auto count = [&](const char* level) {
-    return std::count_if(findings.begin(), findings.end(), [&](const Finding& f) { return f.level == level; });
-  };
+  const auto count = [&](std::string_view level) { return std::ranges::count(findings, level, &Finding::level); };
   const auto errors = count("error"), warnings = count("warning");
   if (!quiet || errors > 0) os << render_findings(findings);
   if (rec.interrupted) {

@@ -154,6 +154,27 @@ class TomlReader {
     return h;
   }
 
+  // The [[hosts]] tables of `root`, at least `min` (`min_text` says it), each read by read(node,
+  // the hosts before it). Per-link pinning pairs link i with link i: every host must give as many
+  // link addresses as the first.
+  template <typename Host, typename Read>
+  std::vector<Host> hosts(const toml::table& root, std::size_t min, std::string_view min_text, Read read) const {
+    const auto* n = root.get("hosts");
+    if (!n) fail(nullptr, "hosts", "missing (give [[hosts]] tables with name and address)");
+    const auto* arr = n->as_array();
+    if (!arr || arr->size() < min) fail(n, "hosts", fmt::format("expected {} or more [[hosts]] tables", min_text));
+    std::vector<Host> out;
+    for (const auto& hn : *arr) out.push_back(read(hn, out));
+    for (const auto& h : out) {
+      if (h.hp.links.size() != out.front().hp.links.size()) {
+        fail(arr, "links",
+             fmt::format("host '{}' has {} link addresses but '{}' has {}: give every host the same number", h.name,
+                         h.hp.links.size(), out.front().name, out.front().hp.links.size()));
+      }
+    }
+    return out;
+  }
+
   // The `name` of table `tn` (a host, a test): given, without the characters of `bad` (`bad_text`
   // says which) and unlike any of `before`'s.
   template <typename Before>

@@ -45,6 +45,8 @@ struct RunRequest {
 // What a terminal shows while a test runs: "4.0 of 10.0 s, 2341 MB/s now".
 std::string progress_text(double elapsed_s, double total_s, double mb_per_s);
 
+// h's index in v, appended when new: each host once per role, in the order it first appears.
+std::uint32_t slot_of(std::vector<std::uint32_t>& v, std::uint32_t h);
 // Fills req.clients, req.servers and req.pairs from (client, server) pairs of host numbers: each
 // host once per role, in the order it first appears; endpoint(h) is host h's address.
 void set_host_pairs(RunRequest& req, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& host_pairs,
