@@ -44,7 +44,6 @@ int cmd_compare(int argc, char** argv) {
   o.parse_positional({"before", "after"});
   o.positional_help("BEFORE AFTER | AB-RESULTS");
   const auto r = cli::parse_options(o, argc, argv);
-  if (help_printed(o, r)) return 0;
   std::vector<std::string> files;
   for (const char* side : {"before", "after"}) {
     if (r.count(side)) files.push_back(get<std::string>(r, side));

@@ -1,6 +1,7 @@
 // `fabperf links [HOST...]`: this host's network interfaces, or those of the agents named.
 #include "cli/options.hpp"
 
+#include <fabperf/core/fields.hpp>
 #include <fabperf/report/report.hpp>
 #include <fabperf/sysinfo/bonding.hpp>
 #include <fabperf/sysinfo/links.hpp>
@@ -38,17 +39,12 @@ void print_links_table(const std::vector<LinkInfo>& links, const SocketLimits& l
 
 nlohmann::json links_json(const std::vector<LinkInfo>& links, const SocketLimits& limits,
                           const std::vector<BondInfo>& bonds, const std::vector<RdmaDevice>& rdma) {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& l : links) arr.push_back(to_json(l));
-  nlohmann::json barr = nlohmann::json::array();
-  for (const auto& b : bonds) {
-    auto j = to_json(b);
-    j["findings"] = bond_findings(b);
-    barr.push_back(std::move(j));
-  }
-  nlohmann::json rarr = nlohmann::json::array();
-  for (const auto& d : rdma) rarr.push_back(to_json(d));
-  return nlohmann::json{{"links", arr}, {"bonds", barr}, {"socket_limits", to_json(limits)}, {"rdma", rarr}};
+  nlohmann::json barr = JsonOut::put(bonds);
+  for (std::size_t i = 0; i < bonds.size(); ++i) barr[i]["findings"] = bond_findings(bonds[i]);
+  return {{"links", JsonOut::put(links)},
+          {"bonds", barr},
+          {"socket_limits", to_json(limits)},
+          {"rdma", JsonOut::put(rdma)}};
 }
 
 }  // namespace
@@ -63,7 +59,6 @@ int cmd_links(int argc, char** argv) {
   o.parse_positional({"hosts"});
   o.positional_help("[HOST[:PORT]...]");
   auto r = parse_options(o, argc, argv);
-  if (help_printed(o, r)) return 0;
   const bool json_out = r.count("json") > 0;
   const bool all = r.count("all") > 0;
   if (!r.count("hosts")) {

@@ -99,7 +99,6 @@ int cmd_monitor(int argc, char** argv) {
   o.parse_positional({"config"});
   o.positional_help("CONFIG.toml");
   const auto r = cli::parse_options(o, argc, argv);
-  if (help_printed(o, r)) return 0;
   if (!r.count("config")) throw UsageError("monitor: usage: fabperf monitor CONFIG.toml [--once] (docs/monitor.md)");
   const auto cfg = mon::load_config(get<std::string>(r, "config"));
   const bool once = r.count("once") > 0;

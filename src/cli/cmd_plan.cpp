@@ -62,7 +62,6 @@ int cmd_plan(int argc, char** argv) {
   o.parse_positional({"args"});
   o.positional_help("check PLAN");
   const auto r = cli::parse_options(o, argc, argv);
-  if (help_printed(o, r)) return 0;
   const auto args = get_or<std::vector<std::string>>(r, "args");
   if (args.size() != 2 || args[0] != "check") throw UsageError("plan: usage: fabperf plan check PLAN");
   const auto p = plan::load_plan(args[1]);
@@ -83,7 +82,6 @@ int cmd_preflight(int argc, char** argv) {
   o.parse_positional({"plan"});
   o.positional_help("[PLAN]");
   const auto r = cli::parse_options(o, argc, argv);
-  if (help_printed(o, r)) return 0;
   auth::Key key = cli::key_option(r);
   const auto timeout = cli::connect_timeout_option(r, false);
   std::unique_ptr<launch::Agents> local;

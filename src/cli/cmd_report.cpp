@@ -25,7 +25,6 @@ int cmd_report(int argc, char** argv) {
   o.parse_positional({"file"});
   o.positional_help("RESULTS");
   const auto r = prefix_errors("report: ", [&] { return parse_options(o, argc, argv); });
-  if (help_printed(o, r)) return 0;
   const auto format = r["format"].as<std::string>();
   const auto table = r["table"].as<std::string>();
   const auto output = get_or<std::string>(r, "output");

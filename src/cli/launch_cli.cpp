@@ -27,6 +27,21 @@ std::vector<std::string> names(const std::string& text, const char* what) {
   return out;
 }
 
+// --servers then --clients (none in both, as `key` tells); n_servers: how many serve.
+template <typename Read, typename Key>
+auto servers_then_clients(const cxxopts::ParseResult& r, Read read, Key key, const char* noun, std::size_t& n_servers) {
+  auto all = read(get<std::string>(r, "servers"), "--servers");
+  const auto clients = read(get<std::string>(r, "clients"), "--clients");
+  for (const auto& c : clients) {
+    if (std::ranges::any_of(all, [&](const auto& s) { return key(s) == key(c); }))
+      throw UsageError(
+          fmt::format("--clients: {} is also a server (a {} is either a client or a server)", key(c), noun));
+  }
+  n_servers = all.size();
+  all.insert(all.end(), clients.begin(), clients.end());
+  return all;
+}
+
 }  // namespace
 
 void add_launch_options(cxxopts::Options& o) {
@@ -74,16 +89,8 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
     so.agent_port = port;
     so.fanout = static_cast<std::size_t>(parse_int(get<std::string>(r, "launch-fanout"), "--launch-fanout", 1, 4096));
     so.timeout = timeout;
-    auto hosts = host_list(get<std::string>(r, "servers"), "--servers");
-    const auto clients = host_list(get<std::string>(r, "clients"), "--clients");
-    for (const auto& c : clients) {
-      if (std::any_of(hosts.begin(), hosts.end(), [&](const HostPort& s) { return s.host == c.host; })) {
-        throw UsageError(fmt::format("--clients: {} is also a server (a host is either a client or a server)", c.host));
-      }
-    }
-    n_servers = hosts.size();
-    hosts.insert(hosts.end(), clients.begin(), clients.end());
-    agents = launch::start_ssh(hosts, so);
+    const auto host = [](const HostPort& h) { return h.host; };
+    agents = launch::start_ssh(servers_then_clients(r, host_list, host, "host", n_servers), so);
   } else {
     for (const char* o : {"ssh-option", "agent-listen"}) {
       if (r.count(o)) throw UsageError(fmt::format("--{}: only for --launch ssh", o));
@@ -96,15 +103,7 @@ std::unique_ptr<launch::Agents> start_launch(const cxxopts::ParseResult& r, RunR
     if (r.count("servers") != r.count("clients"))
       throw UsageError("--launch slurm: give both --servers and --clients (node names) or neither");
     if (r.count("servers")) {
-      nodes = names(get<std::string>(r, "servers"), "--servers");
-      const auto clients = names(get<std::string>(r, "clients"), "--clients");
-      for (const auto& c : clients) {
-        if (std::find(nodes.begin(), nodes.end(), c) != nodes.end()) {
-          throw UsageError(fmt::format("--clients: {} is also a server (a node is either a client or a server)", c));
-        }
-      }
-      n_servers = nodes.size();
-      nodes.insert(nodes.end(), clients.begin(), clients.end());
+      nodes = servers_then_clients(r, names, std::identity{}, "node", n_servers);
     } else {
       // The allocation split like --local: the first half serves.
       nodes = launch::slurm_allocation_nodes();

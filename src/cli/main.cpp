@@ -55,7 +55,6 @@ int cmd_keygen(int argc, char** argv) {
       "h,help", "this help");
   o.parse_positional({"file"});
   auto r = cli::parse_options(o, argc, argv);
-  if (cli::help_printed(o, r)) return 0;
   if (!r.count("file")) throw UsageError("keygen: give the key file to create: fabperf keygen FILE");
   const auto path = get<std::string>(r, "file");
   if (path.empty()) throw UsageError("keygen: empty file name");
@@ -109,7 +108,6 @@ int cmd_agent(int argc, char** argv) {
   add("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("info"));
   add("h,help", "this help");
   auto r = cli::parse_options(o, argc, argv);
-  if (cli::help_printed(o, r)) return 0;
   cli::setup_logging(get<std::string>(r, "log-level"));
   AgentOptions a;
   const auto hp = parse_host_port(get<std::string>(r, "listen"), "--listen");
@@ -269,11 +267,8 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req) {
 int cmd_run(int argc, char** argv) {
   cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
   add_run_options(o);
-  auto r = cli::parse_options(o, argc, argv);
-  if (r.count("help")) {
-    std::cout << o.help({"hosts", "test", "tuning", "per-link", "bonding", "rdma", "plan", "output", "launch"});
-    return 0;
-  }
+  auto r = cli::parse_options(o, argc, argv,
+                              {"hosts", "test", "tuning", "per-link", "bonding", "rdma", "plan", "output", "launch"});
   cli::setup_logging(get<std::string>(r, "log-level"));
 
   plan::RunOptions pro;
@@ -357,7 +352,6 @@ int cmd_shell(int argc, char** argv) {
   o.parse_positional({"commands"});
   o.positional_help("[COMMAND...]");
   auto r = cli::parse_options(o, argc, argv);
-  if (cli::help_printed(o, r)) return 0;
   cli::setup_logging(get<std::string>(r, "log-level"));
   ShellOptions so;
   if (r.count("input")) so.input_files = get<std::vector<std::string>>(r, "input");
@@ -405,6 +399,8 @@ int main(int argc, char** argv) {
   if (cmd != "report" && cmd != "compare" && cmd != "keygen") fabperf::stop::install_stop_handlers();
   try {
     return fabperf::dispatch(argc, argv);
+  } catch (const fabperf::cli::HelpShown&) {
+    return 0;
   } catch (const fabperf::Error& e) {
     std::cerr << "fabperf: " << e.what() << "\n";
     return static_cast<int>(e.code());

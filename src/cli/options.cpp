@@ -6,9 +6,19 @@
 
 namespace fabperf::cli {
 
-bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r) {
-  if (r.count("help")) std::cout << o.help();
-  return r.count("help") > 0;
+cxxopts::ParseResult parse_options(cxxopts::Options& opts, int argc, char** argv,
+                                   const std::vector<std::string>& groups) {
+  try {
+    auto r = opts.parse(argc, argv);
+    if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
+    if (r.count("help")) {
+      std::cout << opts.help(groups);
+      throw HelpShown{};
+    }
+    return r;
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(e.what());
+  }
 }
 
 void setup_logging(const std::string& level) {

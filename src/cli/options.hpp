@@ -26,15 +26,12 @@
 
 namespace fabperf::cli {
 
-inline cxxopts::ParseResult parse_options(cxxopts::Options& opts, int argc, char** argv) {
-  try {
-    auto r = opts.parse(argc, argv);
-    if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));
-    return r;
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(e.what());
-  }
-}
+// --help was given: its help is printed, and the command ends with 0 (main() catches this).
+struct HelpShown {};
+// cxxopts' errors and stray arguments as one-line UsageErrors; --help prints the help (of `groups`
+// where given) and throws HelpShown.
+cxxopts::ParseResult parse_options(cxxopts::Options& opts, int argc, char** argv,
+                                   const std::vector<std::string>& groups = {});
 
 template <typename T>
 T get(const cxxopts::ParseResult& r, const std::string& name) {
@@ -61,8 +58,6 @@ auto prefix_errors(std::string_view prefix, F&& fn) {
   }
 }
 
-// --help: prints the options' help; true when it did (the command then ends with 0).
-bool help_printed(const cxxopts::Options& o, const cxxopts::ParseResult& r);
 // --log-level: spdlog's default logger on stderr at that level.
 void setup_logging(const std::string& level);
 // -h/--help, then the options of every command that talks to agents, declared once (one help text

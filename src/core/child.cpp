@@ -21,18 +21,16 @@ void Child::close_fd(int& fd) {
 Child::Child(std::string label_, const std::vector<std::string>& argv, Stderr err_mode) : label(std::move(label_)) {
   int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};  // its stdin, stdout and stderr
   const int n = err_mode == Stderr::pipe ? 3 : 2;
-  auto close_all = [&] {
+  auto fail = [&](const char* what) {
+    const int e = errno;
     for (auto& p : pipes) {
       close_fd(p[0]);
       close_fd(p[1]);
     }
+    throw SystemError(what, "for " + label, e);
   };
   for (int i = 0; i < n; ++i) {
-    if (::pipe2(pipes[i], O_CLOEXEC) != 0) {
-      const int e = errno;
-      close_all();
-      throw SystemError("pipe", "for " + label, e);
-    }
+    if (::pipe2(pipes[i], O_CLOEXEC) != 0) fail("pipe");
   }
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
@@ -42,11 +40,7 @@ Child::Child(std::string label_, const std::vector<std::string>& argv, Stderr er
   const int child_err = err_mode == Stderr::pipe ? pipes[2][1] : err_mode == Stderr::merged ? pipes[1][1] : 2;
   const pid_t parent = ::getpid();
   pid = ::fork();
-  if (pid < 0) {
-    const int e = errno;
-    close_all();
-    throw SystemError("fork", "for " + label, e);
-  }
+  if (pid < 0) fail("fork");
   if (pid == 0) {
     // Async-signal-safe calls only until exec.
     ::setpgid(0, 0);

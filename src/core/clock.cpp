@@ -26,16 +26,13 @@ std::int64_t wall_now_ns() noexcept {
 
 ClockEstimate estimate_clock_offset(std::span<const ClockSample> samples) noexcept {
   ClockEstimate best;
-  bool have = false;
   for (const auto& s : samples) {
     const std::int64_t rtt = (s.t3 - s.t0) - (s.t2 - s.t1);
     if (rtt < 0) continue;  // impossible sample: agent reports more processing than round trip
-    ++best.samples;
-    if (!have || rtt < best.rtt_ns) {
+    if (++best.samples == 1 || rtt < best.rtt_ns) {
       best.rtt_ns = rtt;
       best.offset_ns = ((s.t1 - s.t0) + (s.t2 - s.t3)) / 2;
       best.uncertainty_ns = rtt / 2;
-      have = true;
     }
   }
   return best;

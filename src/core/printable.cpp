@@ -1,6 +1,7 @@
 #include <fabperf/core/printable.hpp>
 
 #include <fmt/format.h>
+#include <algorithm>
 
 namespace fabperf {
 namespace {
@@ -36,26 +37,15 @@ std::string printable(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) {
-        out += fmt::format("\\x{:02x}", c);
-      } else {
-        out += s[i];
-      }
-      ++i;
-      continue;
-    }
-    const auto [cp, n] = decode_utf8(s, i);
-    if (n == 0) {
-      out += fmt::format("\\x{:02x}", c);  // not UTF-8: each byte shown, none passed on
-      ++i;
+    const auto [cp, n] = c < 0x80 ? std::pair<char32_t, std::size_t>{c, 1} : decode_utf8(s, i);
+    if (n == 0 || cp < 0x20 || cp == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);  // a control character, or not UTF-8: each byte shown, none passed on
     } else if (hidden_control(cp)) {
       out += fmt::format("\\u{:04x}", static_cast<std::uint32_t>(cp));
-      i += n;
     } else {
       out.append(s.substr(i, n));
-      i += n;
     }
+    i += std::max<std::size_t>(n, 1);
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 
@@ -24,7 +25,7 @@ bool flag_value(std::string_view text, std::string_view what) {
 }
 
 // Setting::apply for the usual shapes: a parser of (text, what), or of the text alone (an enum's:
-// its message gets `what` in front); a whole number in [Lo, Hi].
+// its message gets `what` in front); a whole number in [Lo, Hi] (of SpecParams or RunParams).
 template <auto Member, auto Parse>
 void set(SpecParams& p, std::string_view text, std::string_view what) {
   if constexpr (std::is_invocable_v<decltype(Parse), std::string_view>) {
@@ -37,9 +38,9 @@ void set(SpecParams& p, std::string_view text, std::string_view what) {
     p.*Member = Parse(text, what);
   }
 }
-template <auto Member, std::int64_t Lo, std::int64_t Hi>
-void set_whole(SpecParams& p, std::string_view text, std::string_view what) {
-  using T = typename std::remove_reference_t<decltype(p.*Member)>::value_type;
+template <auto Member, std::int64_t Lo, std::int64_t Hi, class Params>
+void set_whole(Params& p, std::string_view text, std::string_view what) {
+  using T = typename decltype(std::optional(p.*Member))::value_type;  // the member's type, or its optional's value
   p.*Member = static_cast<T>(parse_int(text, what, Lo, Hi));
 }
 
@@ -229,11 +230,6 @@ constexpr Setting kSettings[] = {
      set<&SpecParams::rdma_cm, flag_value>, wire<&SpecParams::rdma_cm, &TestSpec::rdma_cm>},
 };
 
-template <auto Member, std::int64_t Lo, std::int64_t Hi>
-void set_run_whole(RunParams& p, std::string_view text, std::string_view what) {
-  p.*Member = static_cast<std::uint32_t>(parse_int(text, what, Lo, Hi));
-}
-
 constexpr RunSetting kRunSettings[] = {
     {"interval", "interval", "test", "1", "sampling interval of the time series",
      [](RunParams& p, std::string_view t, std::string_view w) {
@@ -241,8 +237,8 @@ constexpr RunSetting kRunSettings[] = {
        if (p.interval < std::chrono::milliseconds(10)) throw UsageError(fmt::format("{}: must be at least 0.01 s", w));
      }},
     {"concurrent-pairs", "concurrent-pairs", "plan", "1", "all-pairs: disjoint pairs per step",
-     set_run_whole<&RunParams::concurrent_pairs, 1, 4096>},
-    {"ring-k", "k", "plan", "1", "ring: node i loads node i+k", set_run_whole<&RunParams::ring_k, 1, 65535>},
+     set_whole<&RunParams::concurrent_pairs, 1, 4096>},
+    {"ring-k", "k", "plan", "1", "ring: node i loads node i+k", set_whole<&RunParams::ring_k, 1, 65535>},
     {"per-link", "per-link", "per-link", "all",
      "with several links per host: 'all' at once (default) or 'sequential' (one test step per link)",
      [](RunParams& p, std::string_view t, std::string_view w) {

@@ -209,16 +209,15 @@ Decision decide(const std::vector<double>& a, const std::vector<double>& b, cons
   }
   const bool excludes_zero = d.ci_lo_pct > 0 || d.ci_hi_pct < 0;
   const bool significant = d.test.p < o.alpha && excludes_zero;
-  if (significant && std::abs(d.change_pct) >= o.min_effect_pct) {
-    d.direction = d.change_pct > 0 ? Direction::faster : Direction::slower;
+  const bool large = significant && std::abs(d.change_pct) >= o.min_effect_pct;
+  d.direction = !large ? Direction::no_difference : d.change_pct > 0 ? Direction::faster : Direction::slower;
+  if (large) {
     d.sentence = fmt::format("{} is {} ± {} {} ({}, {})", b_name, pct_text(d.change_pct), pct_text(d.pm_pct), way,
                              format_p(d.test.p), trials);
   } else if (significant) {
-    d.direction = Direction::no_difference;
     d.sentence = fmt::format("no difference larger than {} ({} {:+.1f}% ± {}, {}, {})", pct_text(o.min_effect_pct),
                              b_name, d.change_pct, pct_text(d.pm_pct), format_p(d.test.p), trials);
   } else {
-    d.direction = Direction::no_difference;
     d.sentence = fmt::format("no difference this fabric's noise (±{}) can show ({} {:+.1f}%, {}, {})",
                              pct_text(d.pm_pct), b_name, d.change_pct, format_p(d.test.p), trials);
   }

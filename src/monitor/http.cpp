@@ -145,12 +145,11 @@ MetricsServer::MetricsServer(const std::string& host, std::uint16_t port, std::f
   error_code ec;
   const auto addr = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
   if (ec) throw UsageError(fmt::format("metrics listen address '{}': not a numeric IP address", host));
-  const Tcp::endpoint ep(addr, port);
-  impl_->acceptor.open(ep.protocol(), ec);
-  if (!ec) impl_->acceptor.set_option(Tcp::acceptor::reuse_address(true), ec);
-  if (!ec) impl_->acceptor.bind(ep, ec);
-  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw SystemError("listen for /metrics on", fmt::format("{}:{}", host, port), ec.message());
+  try {
+    impl_->acceptor = Tcp::acceptor(impl_->io, Tcp::endpoint(addr, port));  // SO_REUSEADDR, bound, listening
+  } catch (const boost::system::system_error& e) {
+    throw SystemError("listen for /metrics on", fmt::format("{}:{}", host, port), e.code().message());
+  }
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
   impl_->thread = std::thread([this] {
     try {

@@ -19,17 +19,11 @@ double unix_now() {
 
 // The interface that carried the node's flows: the busiest one that is not loopback.
 const LinkReport* busiest(const NodeReport& n) {
-  const LinkReport* best = nullptr;
-  double most = -1;
-  for (const auto& l : n.links) {
-    if (l.kind == "loopback") continue;
-    const double v = std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
-    if (v > most) {
-      most = v;
-      best = &l;
-    }
-  }
-  return best;
+  const auto load = [](const LinkReport& l) {
+    return l.kind == "loopback" ? -1.0 : std::max(l.payload_tx_mb_per_s, l.payload_rx_mb_per_s);
+  };
+  const auto it = std::ranges::max_element(n.links, {}, load);
+  return it == n.links.end() || load(*it) < 0 ? nullptr : &*it;
 }
 
 class RunTestProber : public Prober {

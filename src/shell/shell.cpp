@@ -579,7 +579,21 @@ class LineReader {
   // Shows the prompt (terminals only) and reads one line; false at end of input.
   bool read(const char* prompt, std::string& line) {
 #if FABPERF_HAVE_LIBEDIT
-    if (tty_) return edit(prompt, line);
+    if (char* raw = tty_ ? readline(prompt) : nullptr) {
+      line = raw;
+      std::free(raw);
+      // Blank lines and immediate repeats would only clutter the recall list. Saved at every line:
+      // a shell ended by a signal keeps its history.
+      if (line.find_first_not_of(" \t") != std::string::npos && line != last_) {
+        add_history(line.c_str());
+        last_ = line;
+        if (!history_.empty()) (void)write_history(history_.c_str());
+      }
+      return true;
+    } else if (tty_) {  // end of input
+      std::cout << "\n";
+      return false;
+    }
 #endif
     if (tty_) std::cout << prompt << std::flush;
     return static_cast<bool>(std::getline(std::cin, line));
@@ -587,23 +601,6 @@ class LineReader {
 
  private:
 #if FABPERF_HAVE_LIBEDIT
-  bool edit(const char* prompt, std::string& line) {
-    char* raw = readline(prompt);
-    if (raw == nullptr) {
-      std::cout << "\n";
-      return false;
-    }
-    line = raw;
-    std::free(raw);
-    // Blank lines and immediate repeats would only clutter the recall list. Saved at every line:
-    // a shell ended by a signal keeps its history.
-    if (line.find_first_not_of(" \t") != std::string::npos && line != last_) {
-      add_history(line.c_str());
-      last_ = line;
-      if (!history_.empty()) (void)write_history(history_.c_str());
-    }
-    return true;
-  }
   std::string history_;
   std::string last_;
 #endif
