@@ -168,11 +168,8 @@ std::map<std::string, double> node_rates(const ResultDoc& d) {
 }
 
 std::map<std::string, double> pair_rates(const ResultDoc& d) {
-  std::map<std::uint64_t, std::string> names;
-  for (const auto& n : d.nodes) names[n.index] = n.name;
-  const auto name = [&names](std::uint64_t i) { return names.contains(i) ? names.at(i) : std::string("?"); };
   std::map<std::string, double> m;
-  for (const auto& p : d.pairs) m[name(p.client) + " -> " + name(p.server)] = p.tput.mb_per_s;
+  for (const auto& p : d.pairs) m[node_name(d, p.client) + " -> " + node_name(d, p.server)] = p.tput.mb_per_s;
   return m;
 }
 
@@ -279,8 +276,8 @@ Comparison compare_results(const ResultDoc& b, const ResultDoc& a, const std::st
   }
   c.before_file = bf;
   c.after_file = af;
-  c.aggregate = {"aggregate", b.aggregate.mb_per_s, a.aggregate.mb_per_s, 0, true};
-  c.aggregate.change_pct = change(c.aggregate.before_mb_per_s, c.aggregate.after_mb_per_s);
+  c.aggregate = {"aggregate", b.aggregate.mb_per_s, a.aggregate.mb_per_s,
+                 change(b.aggregate.mb_per_s, a.aggregate.mb_per_s), true};
   c.nodes = deltas(node_rates(b), node_rates(a));
   if (std::ranges::none_of(c.nodes, &Delta::matched)) {
     throw UsageError(

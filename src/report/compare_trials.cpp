@@ -304,7 +304,6 @@ std::string render_trial_comparison_text(const TrialComparison& c) {
 }
 
 void to_json(json& j, const TrialMetric& m) {
-  const auto or_null = [](const std::string& words) { return words.empty() ? json() : json(words); };
   FABPERF_JSON_FIELDS(j, m, step, kind, subject, alpha, expected_pct, fails);
   FABPERF_JSON_FIELDS(j, m.d, n_a, n_b, cv_a_pct, cv_b_pct, change_pct);
   FABPERF_JSON_FIELDS(j, m.d.test, rank_biserial);
@@ -315,8 +314,8 @@ void to_json(json& j, const TrialMetric& m) {
   j["ci95_hi_pct"] = m.d.ci_hi_pct;
   j["direction"] = stats::to_string(m.d.direction);
   j["verdict"] = m.d.sentence;
-  j["expectation"] = or_null(m.expectation);
-  j["missing_in"] = or_null(m.missing_in);
+  DocOut{j}("expectation", m.expectation, Need::may, Unknown::empty);
+  DocOut{j}("missing_in", m.missing_in, Need::may, Unknown::empty);
 }
 
 json render_trial_comparison_json(const TrialComparison& c) {

@@ -74,11 +74,6 @@ TrialReport trial_report(const TrialResult& t) {
   return r;
 }
 
-std::string role_of(const NodeRecord& n) {
-  if (n.is_server && n.is_client) return "server+client";
-  return n.is_server ? "server" : "client";
-}
-
 constexpr const char* kPayloadAboveWire = "payload above wire";
 
 // The payload on a link against its interface counters over the same window. Both are rates
@@ -90,15 +85,9 @@ WireAudit wire_audit(const LinkResult& l, const CounterWindow& cw, std::uint64_t
   WireAudit au;
   au.payload_tx_bytes = ptx;
   au.payload_rx_bytes = prx;
-  if (l.vanished) {
-    au.verdict = "vanished";
-    return au;
-  }
   const auto& ok = cw.ok;
-  if (ok.size() < 2 || window_s <= 0 || cw.window_s <= 0) {
-    au.verdict = "no counters";
-    return au;
-  }
+  au.verdict = l.vanished ? "vanished" : ok.size() < 2 || window_s <= 0 || cw.window_s <= 0 ? "no counters" : "";
+  if (!au.verdict.empty()) return au;
   au.wire_tx_bytes = cw.tx_bytes;
   au.wire_rx_bytes = cw.rx_bytes;
   // Rates over each one's window, compared as bytes over the flows' window.
@@ -220,8 +209,7 @@ struct PairEnd {
 };
 struct PairAcc {
   PairEnd client, server;
-  std::uint64_t retrans{0};
-  std::uint32_t rtt{0}, mss{0};
+  PairReport report;  // the client's connections' retransmits, largest rtt and smallest MSS
 };
 
 // What finish() needs of each node, kept in the order the caller gave so that sums of doubles,
@@ -244,21 +232,7 @@ ConnReport conn_report(const FlowResult& f, const NodeRecord& n, double window_s
   if (!f.error.empty()) {
     findings.push_back(fmt::format("connection {} -> {} on {}: {}", f.local, f.remote, n.name, f.error));
   }
-  return {.node = n.index,
-          .peer = f.peer_node,
-          .role = f.role,
-          .op = f.op,
-          .local = f.local,
-          .remote = f.remote,
-          .tx_bytes_window = f.tx_bytes_window,
-          .rx_bytes_window = f.rx_bytes_window,
-          .tx_delivered_window = f.tx_delivered_window,
-          .tx_bytes_total = f.tx_bytes_total,
-          .rx_bytes_total = f.rx_bytes_total,
-          .mb_per_s = mb_per_s(f.tx_delivered_window + arrived(f), window_s),
-          .retrans = f.retrans_window,
-          .tcp = f.tcp,
-          .error = f.error};
+  return {f, n.index, f.peer_node, mb_per_s(f.tx_delivered_window + arrived(f), window_s)};
 }
 
 // A data flow's counts into its pair's end, keyed (client, server) whichever end reported it.
@@ -276,10 +250,10 @@ void add_to_pair(PairMap& pairs, const FlowResult& f, std::uint32_t node, double
   e.window = window_s;
   ++e.conns;
   if (client) {
-    p.retrans += f.retrans_window;
+    p.report.retrans += f.retrans_window;
     if (f.tcp.valid) {
-      p.rtt = std::max(p.rtt, f.tcp.rtt_us);
-      p.mss = p.mss == 0 ? f.tcp.snd_mss : std::min(p.mss, f.tcp.snd_mss);
+      p.report.rtt_us = std::max(p.report.rtt_us, f.tcp.rtt_us);
+      p.report.snd_mss = p.report.snd_mss == 0 ? f.tcp.snd_mss : std::min(p.report.snd_mss, f.tcp.snd_mss);
     }
   }
 }
@@ -357,6 +331,10 @@ ReportBuilder::ReportBuilder(const RunRecord& run) : s_(std::make_unique<State>(
   r.socksize_basis = run.socksize_basis;
   r.spec = run.spec;
   r.interrupted = run.interrupted;
+  for (const auto& n : run.nodes) {
+    r.servers += n.is_server ? 1 : 0;
+    r.clients += n.is_client ? 1 : 0;
+  }
   s_->stream = run.spec.mode() == Mode::stream;
   s_->nominal_window = static_cast<double>(run.spec.window().count()) / 1e9;
   s_->buffsize = run.spec.buffsize();
@@ -364,18 +342,20 @@ ReportBuilder::ReportBuilder(const RunRecord& run) : s_(std::make_unique<State>(
 
 ReportBuilder::~ReportBuilder() = default;
 
+const Report& ReportBuilder::header() const {
+  return s_->r;
+}
+
 const NodeReport& ReportBuilder::add(const NodeRecord& n, std::size_t order, std::vector<ConnReport>& conns) {
   Report& r = s_->r;
   NodeAcc acc;
   acc.order = order;
   std::vector<std::string>& findings = acc.findings;
   NodeReport& nr = acc.report;
-  if (n.is_server) ++r.servers;
-  if (n.is_client) ++r.clients;
   nr.index = n.index;
   nr.name = n.name;
   nr.hostname = n.hostname;
-  nr.role = role_of(n);
+  nr.role = n.is_server && n.is_client ? "server+client" : n.is_server ? "server" : "client";
   nr.status = n.status;
   nr.error = n.error;
   nr.clock_offset_us = static_cast<double>(n.clock.offset_ns) / 1e3;
@@ -479,12 +459,9 @@ Report ReportBuilder::finish(bool interrupted) && {
 
   // Each pair's rate uses its own node's measured window; the aggregate is their sum.
   for (const auto& [key, p] : s_->pairs) {
-    PairReport pr;
+    PairReport pr = p.report;
     pr.client = key.first;
     pr.server = key.second;
-    pr.retrans = p.retrans;
-    pr.rtt_us = p.rtt;
-    pr.snd_mss = p.mss;
     pr.sender_bytes = p.client.sent + p.server.sent;
     // Each direction as its receiver read it, over the receiver's window; when one end's result
     // was lost, the other end's reads and what its peer acknowledged.

@@ -38,10 +38,6 @@ json counters_json(const CounterReport& c) {
 
 }  // namespace
 
-void to_json(json& j, const BondReport& b) {
-  j = doc_json(b);
-}
-
 void to_json(json& j, const PcieSlotReport& s) {
   const DocOut out{j};
   FABPERF_FIELDS(out, Need::may, s, address, link, ports, usable_gbps, tx_gbps, rx_gbps, used_pct, at_ceiling);
@@ -59,7 +55,8 @@ json node_json(const NodeReport& n) {
 json connection_json(const ConnReport& c) {
   json j;
   FABPERF_FIELDS(DocOut{j}, Need::may, c, node, peer, role, op, local, remote, tx_bytes_window, tx_delivered_window,
-                 rx_bytes_window, tx_bytes_total, rx_bytes_total, mb_per_s, retrans, error);
+                 rx_bytes_window, tx_bytes_total, rx_bytes_total, mb_per_s, error);
+  DocOut{j}("retrans", c.retrans_window, Need::may);
   j["tcp"] = c.tcp.valid ? json(c.tcp) : json(nullptr);
   return j;
 }

@@ -171,7 +171,7 @@ std::string connections_text(const Report& r) {
       {col::node, "role", "op", "local", "remote", col::mb_per_s, col::retrans, col::rtt_us, col::snd_mss, "error"});
   for (const auto& c : r.connections) {
     conns.add({node_name(r, c.node), std::string(to_string(c.role)), std::string(to_string(c.op)), c.local, c.remote,
-               f1(c.mb_per_s), std::to_string(c.retrans), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
+               f1(c.mb_per_s), std::to_string(c.retrans_window), c.tcp.valid ? std::to_string(c.tcp.rtt_us) : "-",
                c.tcp.valid ? std::to_string(c.tcp.snd_mss) : "-", c.error});
   }
   return "Connections\n" + conns.str() + "\n";

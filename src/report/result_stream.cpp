@@ -1,6 +1,5 @@
 #include <fabperf/report/result_stream.hpp>
 
-#include <fabperf/core/build_config.hpp>
 #include <fabperf/core/error.hpp>
 
 #include "report/result_json.hpp"
@@ -91,16 +90,7 @@ void ResultStream::started(const RunRecord& header) noexcept {
     spool_ = open_spool(path_);
     if (!spool_)
       spdlog::warn("results: no temporary file for the connections ({}): they are kept in memory", errno_text(errno));
-    Report h;
-    h.fabperf_version = FABPERF_VERSION;
-    h.test_id = header.test_id;
-    h.started_at = header.started_at;
-    h.spec = header.spec;
-    for (const auto& n : header.nodes) {
-      h.servers += n.is_server ? 1 : 0;
-      h.clients += n.is_client ? 1 : 0;
-    }
-    const json head = result_header_json(h);
+    const json head = result_header_json(builder_->header());
     std::string text = "{\n";
     for (const char* k :
          {"schema", "schema_version", "fabperf_version", "test_id", "started_at", "settings", "clients", "servers"}) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/unit_helpers.hpp"
+#include "report/result_json.hpp"
 
 using namespace fabperf;
 using namespace fabperf::testutil;
@@ -192,12 +193,12 @@ TEST(BondReport, RenderedAndCompared) {
   const std::string text = render_bonds_text(rep);
   EXPECT_NE(text.find("Bond bond0 on n1:6668: 802.3ad layer3+4"), std::string::npos) << text;
   EXPECT_NE(text.find("198.18.0.1:40002 -> 198.18.0.2:5001: m1"), std::string::npos) << text;
-  const nlohmann::json before = {{"nodes", {{{"node", "n1:6668"}, {"bonds", rep.nodes[0].bonds}}}}};
+  const nlohmann::json before = {{"nodes", {{{"node", "n1:6668"}, {"bonds", doc_json(rep.nodes[0].bonds)}}}}};
   // After: balance-alb with everything on one member at half the rate.
   AgentResult b2 = a;
   b2.links = {member("m0", {25'000'000, 25'000'000, 25'000'000, 25'000'000}, 0), member("m1", {0, 0, 0, 0}, 0)};
   const auto alb = bond_report(BondResult{bond("balance-alb", ""), bond("balance-alb", ""), {}}, b2, n.name, findings);
-  const nlohmann::json after = {{"nodes", {{{"node", "n1:6668"}, {"bonds", std::vector{alb}}}}}};
+  const nlohmann::json after = {{"nodes", {{{"node", "n1:6668"}, {"bonds", doc_json(std::vector{alb})}}}}};
   const auto deltas =
       compare_bonds(read_result_doc(before, ReadMode::lenient), read_result_doc(after, ReadMode::lenient));
   ASSERT_EQ(deltas.size(), 1u);

@@ -36,7 +36,7 @@ struct RunRequest {
   // --bind-dev: per-link devices for client flows ("auto": the device of each link address).
   std::vector<std::string> bind_devs;
   // Not null: results go to it as they arrive, and run_test's RunRecord carries no node results.
-  ResultSink* sink{nullptr};
+  ResultStream* sink{nullptr};
   // Called about once a second while the test runs (coordinator thread; must not throw): the
   // seconds since the start, the test's length and what the nodes received over the last second.
   std::function<void(double elapsed_s, double total_s, double mb_per_s)> progress;

@@ -276,19 +276,10 @@ struct PairReport {
   std::uint32_t snd_mss{0};  // smallest send MSS among the pair's connections
 };
 
-struct ConnReport {
-  std::uint32_t node{0};
-  std::uint32_t peer{0};
-  FlowRole role{FlowRole::client};
-  FlowOp op{FlowOp::write};
-  std::string local, remote;
-  std::uint64_t tx_bytes_window{0}, rx_bytes_window{0};
-  std::uint64_t tx_delivered_window{0};  // of tx_bytes_window, what the peer acknowledged
-  std::uint64_t tx_bytes_total{0}, rx_bytes_total{0};
+// A flow as its node reported it, with the report's names for its ends and its rate.
+struct ConnReport : FlowResult {
+  std::uint32_t node{0}, peer{0};
   double mb_per_s{0};  // delivered tx + rx
-  std::uint64_t retrans{0};
-  TcpSample tcp;
-  std::string error;
 };
 
 struct Report {
@@ -328,8 +319,9 @@ std::string node_name(const Report& r, std::uint32_t index);
 // the same whatever order nodes are added in. compute_report(run) is add() over run.nodes, finish().
 class ReportBuilder {
  public:
-  explicit ReportBuilder(const RunRecord& run);  // the run's header; run.nodes is not read
+  explicit ReportBuilder(const RunRecord& run);  // the run's header; of run.nodes only their roles are read
   ~ReportBuilder();
+  [[nodiscard]] const Report& header() const;  // the run's header and role counts, before any node
   // The node's report; its connections are appended to conns (the builder keeps none).
   const NodeReport& add(const NodeRecord& n, std::size_t order, std::vector<ConnReport>& conns);
   // Nodes in order, pairs, aggregate, merged latency, findings; `connections` is left empty.
@@ -382,9 +374,8 @@ double jain_index(const std::vector<double>& xs);
 std::string render_text(const Report& r, bool verbose);
 std::string render_summary_line(const Report& r);  // nsdperf's one-line result
 nlohmann::json render_json(const Report& r);
-// The bonds section of the text report ("" when no bond carried the test), and a bond's JSON.
+// The bonds section of the text report ("" when no bond carried the test).
 std::string render_bonds_text(const Report& r);
-void to_json(nlohmann::json& j, const BondReport& b);
 // `fabperf links`: each bond's settings and members, then its sanity findings.
 std::string render_bond_inventory_text(const std::vector<BondInfo>& bonds);
 

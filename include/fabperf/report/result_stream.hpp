@@ -18,28 +18,21 @@
 
 namespace fabperf {
 
-// Takes the results of a running test as they arrive (ResultStream writes them to the results
-// file), so the coordinator holds none of them. Called on the coordinator's thread; must not throw.
-class ResultSink {
- public:
-  virtual ~ResultSink() = default;
-  // The test has started: header.nodes are every node, without results.
-  virtual void started(const RunRecord& header) noexcept = 0;
-  // Once per node: its result, or why there is none (status, error).
-  virtual void node(const NodeRecord& n) noexcept = 0;
-};
-
-class ResultStream final : public ResultSink {
+// Takes the results of a running test as they arrive, so the coordinator holds none of them.
+// started() and node() are called on the coordinator's thread and do not throw.
+class ResultStream {
  public:
   // path "": no file (the report alone, still without holding the connections); "-": stdout.
   // keep_connections: the returned Report also holds them (the verbose text table).
   ResultStream(std::string path, bool keep_connections);
-  ~ResultStream() override;
+  ~ResultStream();
   ResultStream(const ResultStream&) = delete;
   ResultStream& operator=(const ResultStream&) = delete;
 
-  void started(const RunRecord& header) noexcept override;
-  void node(const NodeRecord& n) noexcept override;
+  // The test has started: header.nodes are every node, without results.
+  void started(const RunRecord& header) noexcept;
+  // Once per node: its result, or why there is none (status, error).
+  void node(const NodeRecord& n) noexcept;
   // After run_test returned `run` (it carries no node results when this was its sink; when
   // started() was never called, run's nodes are streamed here). Completes and closes the file,
   // and returns the report.
