@@ -4,12 +4,12 @@
 #include <fabperf/core/error.hpp>
 
 #include "agent/result_fit.hpp"
+#include "sysinfo/file_read.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
-#include <fstream>
-#include <sstream>
+#include <algorithm>
 
 namespace fabperf {
 namespace {
@@ -34,13 +34,8 @@ std::uint64_t descriptor_room() {
 // one makes the kernel try to load module tcp_<name> (with CAP_NET_ADMIN it succeeds).
 std::optional<std::string> congestion_problem(const std::string& name) {
   if (name.empty()) return std::nullopt;
-  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
-  std::string available, one;
-  std::getline(in, available);
-  std::istringstream words(available);
-  while (words >> one) {
-    if (one == name) return std::nullopt;
-  }
+  const std::string available = sysfs::read_line("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  if (std::ranges::count(sysfs::words(available), name) > 0) return std::nullopt;
   return fmt::format("--congestion {}: not offered by this host (available: {}); load it as root first if it is wanted",
                      name, available.empty() ? "unknown" : available);
 }

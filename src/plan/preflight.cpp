@@ -316,8 +316,7 @@ std::vector<Finding> preflight_bond_findings(const RunRecord& probe, const std::
         if (f.iface == b.at_open.name && f.op != FlowOp::probe) peers.insert(f.remote.substr(0, f.remote.rfind(':')));
       }
       for (const auto& c : bond_checks(b.at_open, static_cast<int>(peers.size()))) {
-        out.push_back({c.serious ? "error" : "warning", who + "/" + b.at_open.name, c.what,
-                       fmt::format("on {}: {}", who, c.fix)});
+        out.push_back({c.level, who + "/" + b.at_open.name, c.what, fmt::format("on {}: {}", who, c.fix)});
       }
     }
     return r.bonds.size();

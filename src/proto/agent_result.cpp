@@ -70,6 +70,21 @@ static json to_json(const std::vector<CounterSample>& samples) {
   return out;
 }
 
+// A named counters object: at most kCap names of 1..96 bytes (shown printable, never obeyed: the
+// report prints them), each an unsigned integer.
+template <std::size_t kCap>
+static CounterValues counter_values(const Fields& f, const char* name) {
+  const auto& values = f.object(name);
+  if (values.size() > kCap) throw ProtocolError(f.ctx(name) + ": too many counters");
+  CounterValues out;
+  for (const auto& [k, v] : values.items()) {
+    if (k.empty() || k.size() > 96 || !v.is_number_unsigned())
+      throw ProtocolError(f.ctx(name) + ": expected counter name -> unsigned integer");
+    out.emplace_back(printable(k), v.template get<std::uint64_t>());
+  }
+  return out;
+}
+
 // t_counter_cells, the values expanded so far in this RESULT, is checked against kMaxCounterCells
 // before each sample is made whole (the expansion is what costs memory, not the frame).
 static std::vector<CounterSample> counter_samples(const Fields& f, const char* name) {
@@ -83,20 +98,14 @@ static std::vector<CounterSample> counter_samples(const Fields& f, const char* n
     Fields h(e, ctx + "[]");
     CounterSample x;
     x.t_ns = h.i64("t_ns", INT64_MIN / 2, INT64_MAX / 2);
-    const auto& values = h.object("values");
-    if (values.size() > 65536) throw ProtocolError(ctx + "[].values: too many counters");
-    for (const auto& [k, v] : values.items()) {
-      if (k.empty() || k.size() > 96 || !v.is_number_unsigned()) {
-        throw ProtocolError(ctx + "[].values: expected counter name -> unsigned integer");
-      }
-      const auto it = index.find(k);
-      if (it == index.end()) {
-        if (index.size() >= 65536) throw ProtocolError(ctx + "[].values: too many counters");
-        index.emplace(k, current.size());
-        // The report prints counter names: a peer's escape sequences are shown, never obeyed.
-        current.emplace_back(printable(k), v.get<std::uint64_t>());
+    for (auto& [k, v] : counter_values<65536>(h, "values")) {
+      const auto [it, added] = index.try_emplace(k, current.size());
+      if (!added) {
+        current[it->second].second = v;
+      } else if (index.size() > 65536) {
+        throw ProtocolError(ctx + "[].values: too many counters");
       } else {
-        current[it->second].second = v.get<std::uint64_t>();
+        current.emplace_back(std::move(k), v);
       }
     }
     t_counter_cells += current.size();
@@ -179,18 +188,6 @@ static ThreadCpu thread_cpu(const json& e) {
   return {printable(e[0].get_ref<const std::string&>()), e[1].get<double>()};
 }
 
-static CounterValues rdma_counter_values(const Fields& f, const char* name) {
-  const auto& values = f.object(name);
-  if (values.size() > 4096) throw ProtocolError(f.ctx(name) + ": too many counters");
-  CounterValues out;
-  for (const auto& [k, v] : values.items()) {
-    if (k.size() > 96 || !v.is_number_unsigned())
-      throw ProtocolError(f.ctx(name) + ": expected counter name -> unsigned integer");
-    out.emplace_back(printable(k), v.get<std::uint64_t>());
-  }
-  return out;
-}
-
 // ---- The RESULT's objects, each field once for both directions (fields.hpp) ----------------
 
 static void fields(auto& v, FlowResult& x) {
@@ -233,7 +230,7 @@ static void fields(auto& v, BondResult& b) {
 static void fields(auto& v, RdmaPortSample& x) {
   v("t_ns", x.t_ns, INT64_MIN / 2, INT64_MAX / 2);
   v("present", x.counters.present);
-  v("values", x.counters.values, &rdma_counter_values);
+  v("values", x.counters.values, &counter_values<4096>);
   v("unreadable", x.counters.unreadable, 4096, 96);
 }
 

@@ -84,7 +84,6 @@ class FramedConn final : public ControlConn, public std::enable_shared_from_this
   [[nodiscard]] bool is_open() const override { return open_; }
   [[nodiscard]] const std::string& peer() const override { return peer_; }
   [[nodiscard]] Tcp::socket& socket() { return socket_; }
-  [[nodiscard]] bool tls() const { return tls_up_; }
   // The TLS session (nullptr without a key).
   [[nodiscard]] SSL* ssl() { return stream_ ? stream_->native_handle() : nullptr; }
 

@@ -229,13 +229,13 @@ std::vector<std::string> usable_members(const BondInfo& b) {
   return out;
 }
 
-std::vector<BondCheck> bond_checks(const BondInfo& b, int peers) {
-  std::vector<BondCheck> f;
+std::vector<LinkFinding> bond_checks(const BondInfo& b, int peers) {
+  std::vector<LinkFinding> f;
   const std::string who = fmt::format("bond {} ({})", b.name, b.mode.empty() ? "unknown mode" : b.mode);
   const std::string proc = fmt::format("/proc/net/bonding/{}", b.name);
   if (b.members.empty()) {
     f.push_back({fmt::format("{}: has no members", who),
-                 fmt::format("enslave its links (ip link set LINK master {})", b.name), true});
+                 fmt::format("enslave its links (ip link set LINK master {})", b.name), "error"});
     return f;
   }
   std::set<std::int64_t> speeds;
@@ -246,14 +246,14 @@ std::vector<BondCheck> bond_checks(const BondInfo& b, int peers) {
                        m.mii_status.empty() ? "in an unknown state" : m.mii_status, m.link_failures),
            fmt::format("bring {} up (ip link set {} up; check its cable, transceiver and switch port), then check {}",
                        m.name, m.name, proc),
-           true});
+           "error"});
     }
     if (m.speed_mbps > 0) speeds.insert(m.speed_mbps);
     if (b.mtu > 0 && m.mtu > 0 && m.mtu != b.mtu) {
       f.push_back({fmt::format("{}: MTU mismatch: bond {} but member {} has {}", who, b.mtu, m.name, m.mtu),
                    fmt::format("set the MTU on the bond, which passes it to every member: ip link set {} mtu {}",
                                b.name, b.mtu),
-                   false});
+                   "warning"});
     }
   }
   if (speeds.size() > 1) {
@@ -265,20 +265,20 @@ std::vector<BondCheck> bond_checks(const BondInfo& b, int peers) {
         {fmt::format("{}: members run at different speeds ({}): hashing spreads flows, not bytes, evenly", who, list),
          "check the slower member's negotiated speed (ethtool), cable, transceiver and switch port; bond members of "
          "one speed",
-         false});
+         "warning"});
   }
   if (b.mode == "802.3ad") {
     const std::string lacp =
         "configure the switch ports of every member as one LACP (802.3ad) port-channel, mode active";
     if (b.active_aggregator < 0) {
       f.push_back(
-          {fmt::format("{}: no active aggregator: LACP has not come up", who), lacp + ", then check " + proc, true});
+          {fmt::format("{}: no active aggregator: LACP has not come up", who), lacp + ", then check " + proc, "error"});
     } else {
       if (is_zero_mac(b.partner_mac)) {
         f.push_back(
             {fmt::format("{}: no LACP partner (partner MAC {}): the switch side does not run LACP on these ports", who,
                          b.partner_mac.empty() ? "unknown" : b.partner_mac),
-             lacp, true});
+             lacp, "error"});
       }
       for (const auto& m : b.members) {
         if (m.aggregator_id != b.active_aggregator) {
@@ -289,7 +289,7 @@ std::vector<BondCheck> bond_checks(const BondInfo& b, int peers) {
                fmt::format("put {}'s switch port in the same LACP port-channel (same switch or MLAG pair, same "
                            "speed) as the other members, then check {}",
                            m.name, proc),
-               true});
+               "error"});
         }
       }
     }
@@ -304,7 +304,7 @@ std::vector<BondCheck> bond_checks(const BondInfo& b, int peers) {
          fmt::format("hash by addresses and ports: echo layer3+4 > /sys/class/net/{}/bonding/xmit_hash_policy "
                      "(and the same policy in the host's network configuration)",
                      b.name),
-         false});
+         "warning"});
   }
   return f;
 }

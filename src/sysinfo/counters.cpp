@@ -105,12 +105,11 @@ T load(const std::vector<char>& buf, std::size_t off) {
 // Calls f(type, offset, length) for each rtattr in buf[from, to).
 template <typename F>
 void each_attr(const std::vector<char>& buf, std::size_t from, std::size_t to, F&& f) {
-  constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
   for (std::size_t a = from; a + sizeof(rtattr) <= to;) {
     const auto at = load<rtattr>(buf, a);
     if (at.rta_len < sizeof(rtattr) || a + at.rta_len > to) return;
-    f(at.rta_type, a + align4(sizeof(rtattr)), at.rta_len - align4(sizeof(rtattr)));
-    a += align4(at.rta_len);
+    f(at.rta_type, a + RTA_LENGTH(0), at.rta_len - RTA_LENGTH(0));
+    a += RTA_ALIGN(at.rta_len);
   }
 }
 
@@ -136,7 +135,6 @@ bool tc_dump(std::uint16_t type, unsigned ifindex, std::vector<char>& buf, F&& f
   kernel.nl_family = AF_NETLINK;
   if (::sendto(s.get(), &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
     return false;
-  constexpr auto align4 = [](std::size_t n) { return (n + 3) & ~std::size_t{3}; };
   for (;;) {
     const ssize_t len = ::recv(s.get(), buf.data(), buf.size(), 0);
     if (len <= 0) return true;
@@ -145,13 +143,13 @@ bool tc_dump(std::uint16_t type, unsigned ifindex, std::vector<char>& buf, F&& f
       const auto nh = load<nlmsghdr>(buf, off);
       if (nh.nlmsg_len < sizeof(nlmsghdr) || off + nh.nlmsg_len > static_cast<std::size_t>(len)) return true;
       if (nh.nlmsg_type == NLMSG_DONE || nh.nlmsg_type == NLMSG_ERROR) return true;
-      const std::size_t body = off + align4(sizeof(nlmsghdr));
+      const std::size_t body = off + NLMSG_ALIGN(sizeof(nlmsghdr));
       const std::size_t end = off + nh.nlmsg_len;
-      off += align4(nh.nlmsg_len);
+      off += NLMSG_ALIGN(nh.nlmsg_len);
       // The answers are RTM_NEWQDISC / RTM_NEWTCLASS, two below their RTM_GET* requests.
       if (nh.nlmsg_type != type - 2 || body + sizeof(tcmsg) > end) continue;
       const auto tc = load<tcmsg>(buf, body);
-      if (tc.tcm_ifindex == static_cast<int>(ifindex)) f(tc, body + align4(sizeof(tcmsg)), end);
+      if (tc.tcm_ifindex == static_cast<int>(ifindex)) f(tc, body + NLMSG_ALIGN(sizeof(tcmsg)), end);
     }
   }
 }

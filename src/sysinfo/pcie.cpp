@@ -232,8 +232,8 @@ std::string pcie_link_key(const PcieInfo& p) {
   return p.port.empty() ? p.address : p.port;
 }
 
-std::vector<PcieFinding> pcie_link_findings(const PcieInfo& p, const std::string& who) {
-  std::vector<PcieFinding> out;
+std::vector<LinkFinding> pcie_link_findings(const PcieInfo& p, const std::string& who) {
+  std::vector<LinkFinding> out;
   const double ceiling = pcie_ceiling_gbps(p);
   const std::int64_t ports = pcie_ports_mbps(p);
   const std::string ports_text = pcie_ports_text(p);
@@ -246,29 +246,29 @@ std::vector<PcieFinding> pcie_link_findings(const PcieInfo& p, const std::string
     const bool slot_short = p.port_max.width > 0 && p.port_max.gts > 0 &&
                             (p.port_max.width < p.max.width || p.port_max.gts + 1e-9 < p.max.gts);
     out.push_back(
-        {"error",
-         fmt::format("{}: PCIe {}: {} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), gbit(ceiling),
+        {fmt::format("{}: PCIe {}: {} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), gbit(ceiling),
                      ports_text.empty() ? "" : " for " + ports_text + " of ports", p.address, limited),
          slot_short
              ? fmt::format("the slot's port {} supports only {}: move the card to a slot of {}", p.port,
                            pcie_link_text(p.port_max), pcie_link_text(p.max))
              : fmt::format("both ends support {}: reseat the card, check the riser and the slot's link settings in "
                            "the firmware (lspci -vv -s {}: LnkCap vs LnkSta)",
-                           pcie_link_text(p.max), p.address)});
+                           pcie_link_text(p.max), p.address),
+         "error"});
   } else if (ports > 0 && ceiling > 0 && ceiling * 1000.0 < static_cast<double>(ports)) {
-    out.push_back({"warning",
-                   fmt::format("{}: PCIe {} ({}{}): {} Gbit/s usable for {} of ports ({} Gbit/s)", who,
+    out.push_back({fmt::format("{}: PCIe {} ({}{}): {} Gbit/s usable for {} of ports ({} Gbit/s)", who,
                                pcie_link_text(pcie_effective_link(p)), p.address, limited, gbit(ceiling), ports_text,
                                gbit(static_cast<double>(ports) / 1000.0)),
                    fmt::format("together these ports cannot move more than {} Gbit/s each way: judge them one at a "
                                "time, or use a wider or faster slot (and card)",
-                               gbit(ceiling))});
+                               gbit(ceiling)),
+                   "warning"});
   }
   return out;
 }
 
-std::vector<PcieFinding> pcie_irq_findings(const PcieInfo& p, const std::string& who) {
-  std::vector<PcieFinding> out;
+std::vector<LinkFinding> pcie_irq_findings(const PcieInfo& p, const std::string& who) {
+  std::vector<LinkFinding> out;
   const auto& q = p.irq;
   if (p.numa_node >= 0 && !q.local_cpus.empty() && !q.all_cpus_local && q.irqs > 0) {
     constexpr std::uint64_t kMinServed = 100;  // fewer interrupts than this say nothing yet
@@ -285,11 +285,12 @@ std::vector<PcieFinding> pcie_irq_findings(const PcieInfo& p, const std::string&
     }
     if (!what.empty()) {
       out.push_back(
-          {"warning", what,
+          {what,
            fmt::format("move them to the node's CPUs: for N in $(ls /sys/bus/pci/devices/{}/msi_irqs); do echo {} "
                        "> /proc/irq/$N/smp_affinity_list; done (or irqbalance), and keep the test's threads "
                        "there (--cpus {})",
-                       p.address, q.local_cpus, q.local_cpus)});
+                       p.address, q.local_cpus, q.local_cpus),
+           "warning"});
     }
   }
   return out;
@@ -388,7 +389,7 @@ static void fields(auto& v, PcieInfo& p) {
   v.opt("irq", p.irq, &pcie_irq_field);
 }
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PcieFinding, level, what, fix)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkFinding, level, what, fix)
 
 nlohmann::json to_json(const PcieInfo& p) {
   nlohmann::json j = JsonOut::encode(p);

@@ -169,7 +169,7 @@ TEST(BondParseVm, Lacp8023adMemberDown) {
   const auto c = bond_checks(b, 1);
   ASSERT_EQ(c.size(), 1u) << ::testing::PrintToString(bond_findings(b, 1));
   EXPECT_EQ(c[0].what, "bond bond0 (802.3ad): member m1 is down (MII status), 1 link failures so far");
-  EXPECT_TRUE(c[0].serious);
+  EXPECT_EQ(c[0].level, "error");
   EXPECT_EQ(c[0].fix.rfind("bring m1 up (ip link set m1 up", 0), 0u) << c[0].fix;
 }
 

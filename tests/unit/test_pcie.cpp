@@ -35,7 +35,7 @@ PcieInfo pcie_of(const std::string& tree, const std::string& iface) {
 }
 
 // The link's findings and the function's interrupt findings, both named `who`.
-std::vector<PcieFinding> pcie_findings(const PcieInfo& p, const std::string& who) {
+std::vector<LinkFinding> pcie_findings(const PcieInfo& p, const std::string& who) {
   auto out = pcie_link_findings(p, who);
   for (auto& f : pcie_irq_findings(p, who)) out.push_back(std::move(f));
   return out;

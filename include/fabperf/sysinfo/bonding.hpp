@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fabperf/sysinfo/pcie.hpp>
+
 namespace fabperf {
 
 struct BondMember {
@@ -77,14 +79,9 @@ std::vector<std::string> usable_members(const BondInfo& b);
 std::vector<std::string> bond_findings(const BondInfo& b, int peers = -1);
 
 // The same checks with what to do about each (pre-flight names the node, the bond and the fix).
-// `serious`: the bond would carry less than it should (a member down or not aggregated, no LACP
+// "error": the bond would carry less than it should (a member down or not aggregated, no LACP
 // partner), so a test on it measures the fault, not the fabric.
-struct BondCheck {
-  std::string what;
-  std::string fix;
-  bool serious{false};
-};
-std::vector<BondCheck> bond_checks(const BondInfo& b, int peers = -1);
+std::vector<LinkFinding> bond_checks(const BondInfo& b, int peers = -1);
 
 // ---- transmit hash -------------------------------------------------------------------------
 

@@ -79,17 +79,18 @@ std::string pcie_ports_text(const PcieInfo& p);
 // One link, however many of its ports are listed: the device's port when it has one.
 std::string pcie_link_key(const PcieInfo& p);
 
-// What is wrong with a link. `who` names it in the text (the port names). Errors: trained below
-// what the device supports. Warnings: the ceiling below the ports' total; interrupts mostly
-// served by CPUs outside the device's NUMA node.
-struct PcieFinding {
-  std::string level;  // "error" or "warning"
+// What is wrong with a link (a PCIe link here, a bond in bonding.hpp) and what to do about it.
+struct LinkFinding {
   std::string what;
   std::string fix;
+  std::string level;  // "error" or "warning"
 };
-std::vector<PcieFinding> pcie_link_findings(const PcieInfo& p, const std::string& who);
+// `who` names the link in the text (the port names). Errors: trained below what the device
+// supports. Warnings: the ceiling below the ports' total; interrupts mostly served by CPUs
+// outside the device's NUMA node.
+std::vector<LinkFinding> pcie_link_findings(const PcieInfo& p, const std::string& who);
 // The function's own interrupts (each function of a multi-function card has its own).
-std::vector<PcieFinding> pcie_irq_findings(const PcieInfo& p, const std::string& who);
+std::vector<LinkFinding> pcie_irq_findings(const PcieInfo& p, const std::string& who);
 
 // `device`: a path to the device (a /sys/class/net/NAME/device or /sys/class/infiniband/NAME/device
 // link, or the device's directory) under `root`. nullopt when no PCI function is behind it.
