@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace fabperf::data_hello {
 namespace {
@@ -16,16 +15,19 @@ static_assert(kHelloSize == 4 + 2 + 2 + 4 + 4 + 4 + auth::kNonceBytes);
 static_assert(kChallengeSize == 4 + 4 + auth::kNonceBytes + auth::kProofBytes);
 static_assert(kProofSize == 4 + auth::kProofBytes);
 
-// Size and magic, the two checks every message starts with.
-void check_frame(std::span<const std::uint8_t> b, std::size_t size, const char* what) {
+// Size and magic, the two checks every message starts with: a reader at the field after the magic.
+ByteReader opened(std::span<const std::uint8_t> b, std::size_t size, const char* what) {
   if (b.size() != size) {
     throw WireError(Status::bad_hello, fmt::format("data {}: {} bytes, expected {}", what, b.size(), size));
   }
-  if (get_be32(b.data()) != kMagic) {
+  if (get_be<std::uint32_t>(b.data()) != kMagic) {
     throw WireError(Status::bad_hello,
                     fmt::format("data {}: magic {:#010x}, expected {:#010x} (not a fabperf data connection)", what,
-                                get_be32(b.data()), kMagic));
+                                get_be<std::uint32_t>(b.data()), kMagic));
   }
+  ByteReader r{b};
+  r.take(4);
+  return r;
 }
 
 Status checked_status(std::uint32_t v, const char* what) {
@@ -55,71 +57,46 @@ std::string_view status_text(Status s) {
 }
 
 HelloBytes encode_hello(const Hello& h) {
-  HelloBytes b{};
-  put_be32(b.data(), kMagic);
-  put_be16(b.data() + 4, kVersion);
-  put_be16(b.data() + 6, static_cast<std::uint16_t>(h.op));
-  put_be32(b.data() + 8, h.client_node);
-  put_be32(b.data() + 12, h.server_node);
-  put_be32(b.data() + 16, h.conn_index);
-  std::memcpy(b.data() + 20, h.client_nonce.data(), h.client_nonce.size());
-  return b;
+  return pack_be<kHelloSize>(kMagic, kVersion, h.op, h.client_node, h.server_node, h.conn_index, h.client_nonce);
 }
 
 ChallengeBytes encode_challenge(const Challenge& c) {
-  ChallengeBytes b{};
-  put_be32(b.data(), kMagic);
-  put_be32(b.data() + 4, static_cast<std::uint32_t>(c.status));
   // A refusal proves nothing and carries nothing (decode_challenge insists).
-  if (c.status == Status::ok) {
-    std::memcpy(b.data() + 8, c.server_nonce.data(), c.server_nonce.size());
-    std::memcpy(b.data() + 8 + auth::kNonceBytes, c.server_proof.data(), c.server_proof.size());
-  }
-  return b;
+  const bool ok = c.status == Status::ok;
+  return pack_be<kChallengeSize>(kMagic, c.status, ok ? c.server_nonce : auth::Nonce{},
+                                 ok ? c.server_proof : auth::Proof{});
 }
 
 ProofBytes encode_proof(const auth::Proof& client_proof) {
-  ProofBytes b{};
-  put_be32(b.data(), kMagic);
-  std::memcpy(b.data() + 4, client_proof.data(), client_proof.size());
-  return b;
+  return pack_be<kProofSize>(kMagic, client_proof);
 }
 
 VerdictBytes encode_verdict(Status s) {
-  VerdictBytes b{};
-  put_be32(b.data(), kMagic);
-  put_be32(b.data() + 4, static_cast<std::uint32_t>(s));
-  return b;
+  return pack_be<kVerdictSize>(kMagic, s);
 }
 
 Hello decode_hello(std::span<const std::uint8_t> b) {
-  check_frame(b, kHelloSize, "hello");
-  const std::uint16_t version = get_be16(b.data() + 4);
+  std::uint16_t version = 0;
+  Hello h;
+  opened(b, kHelloSize, "hello")(version)(h.op)(h.client_node)(h.server_node)(h.conn_index)(h.client_nonce);
   if (version != kVersion) {
     throw WireError(Status::bad_hello,
                     fmt::format("data hello: version {}, this agent speaks version {} (agents of different fabperf "
                                 "versions?)",
                                 version, kVersion));
   }
-  const std::uint16_t op = get_be16(b.data() + 6);
-  if (op < static_cast<std::uint16_t>(Op::write) || op > static_cast<std::uint16_t>(Op::probe)) {
+  if (const auto op = static_cast<std::uint16_t>(h.op);
+      op < static_cast<std::uint16_t>(Op::write) || op > static_cast<std::uint16_t>(Op::probe)) {
     throw WireError(Status::bad_hello, fmt::format("data hello: unknown operation {}", op));
   }
-  Hello h;
-  h.op = static_cast<Op>(op);
-  h.client_node = get_be32(b.data() + 8);
-  h.server_node = get_be32(b.data() + 12);
-  h.conn_index = get_be32(b.data() + 16);
-  std::memcpy(h.client_nonce.data(), b.data() + 20, h.client_nonce.size());
   return h;
 }
 
 Challenge decode_challenge(std::span<const std::uint8_t> b) {
-  check_frame(b, kChallengeSize, "challenge");
+  std::uint32_t status = 0;
   Challenge c;
-  c.status = checked_status(get_be32(b.data() + 4), "challenge");
-  std::memcpy(c.server_nonce.data(), b.data() + 8, c.server_nonce.size());
-  std::memcpy(c.server_proof.data(), b.data() + 8 + auth::kNonceBytes, c.server_proof.size());
+  opened(b, kChallengeSize, "challenge")(status)(c.server_nonce)(c.server_proof);
+  c.status = checked_status(status, "challenge");
   if (c.status != Status::ok && std::any_of(b.begin() + 8, b.end(), [](std::uint8_t x) { return x != 0; })) {
     throw WireError(Status::bad_hello, "data challenge: a refusal that carries a nonce or proof");
   }
@@ -127,31 +104,26 @@ Challenge decode_challenge(std::span<const std::uint8_t> b) {
 }
 
 auth::Proof decode_proof(std::span<const std::uint8_t> b) {
-  check_frame(b, kProofSize, "proof");
   auth::Proof p{};
-  std::memcpy(p.data(), b.data() + 4, p.size());
+  opened(b, kProofSize, "proof")(p);
   return p;
 }
 
 Status decode_verdict(std::span<const std::uint8_t> b) {
-  check_frame(b, kVerdictSize, "verdict");
-  return checked_status(get_be32(b.data() + 4), "verdict");
+  std::uint32_t status = 0;
+  opened(b, kVerdictSize, "verdict")(status);
+  return checked_status(status, "verdict");
 }
 
 std::vector<std::uint8_t> binding(std::string_view test_id, const Hello& h, const auth::Nonce& server_nonce) {
-  std::vector<std::uint8_t> b;
-  b.reserve(2 * auth::kNonceBytes + 4 + test_id.size() + 16);
-  b.insert(b.end(), h.client_nonce.begin(), h.client_nonce.end());
-  b.insert(b.end(), server_nonce.begin(), server_nonce.end());
-  std::uint8_t n[4];
-  auto add32 = [&](std::uint32_t v) {
-    put_be32(n, v);
-    b.insert(b.end(), n, n + 4);
-  };
   // Length-prefixed, so no two (test id, fields) pairs give the same bytes.
-  add32(static_cast<std::uint32_t>(test_id.size()));
+  const auto fields = pack_be<4 + 16>(static_cast<std::uint32_t>(test_id.size()), h.client_node, h.server_node,
+                                      h.conn_index, static_cast<std::uint32_t>(h.op));
+  std::vector<std::uint8_t> b(h.client_nonce.begin(), h.client_nonce.end());
+  b.insert(b.end(), server_nonce.begin(), server_nonce.end());
+  b.insert(b.end(), fields.begin(), fields.begin() + 4);
   b.insert(b.end(), test_id.begin(), test_id.end());
-  for (const std::uint32_t v : {h.client_node, h.server_node, h.conn_index, static_cast<std::uint32_t>(h.op)}) add32(v);
+  b.insert(b.end(), fields.begin() + 4, fields.end());
   return b;
 }
 

@@ -3,7 +3,6 @@
 #include <fabperf/engine/rdma_cm_wire.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 namespace fabperf::rdma_cm {
@@ -34,18 +33,10 @@ auth::Proof sign_reply(const proto::Token& client_token, const auth::Proof& requ
 }  // namespace
 
 RequestBytes encode_request(const Request& r, const proto::Token& client_token) {
-  RequestBytes b{};
-  put_be16(b.data(), kRequestMagic);
-  b[2] = kVersion;
-  b[3] = static_cast<std::uint8_t>((r.dir << 1) | (r.rpc ? 1 : 0));
-  put_be32(b.data() + 4, r.node);
-  put_be32(b.data() + 8, r.conn);
-  put_be32(b.data() + 12, r.rkey);
-  put_be64(b.data() + 16, r.addr);
-  put_be32(b.data() + 24, r.server);
-  std::memcpy(b.data() + 28, r.nonce.data(), r.nonce.size());
+  auto b = pack_be<kRequestSize>(kRequestMagic, kVersion, static_cast<std::uint8_t>((r.dir << 1) | (r.rpc ? 1 : 0)),
+                                 r.node, r.conn, r.rkey, r.addr, r.server, r.nonce);
   const auto mac = sign_request(client_token, b.data());
-  std::memcpy(b.data() + kRequestSigned, mac.data(), kRequestMacBytes);
+  std::copy_n(mac.begin(), kRequestMacBytes, b.begin() + kRequestSigned);
   return b;
 }
 
@@ -59,7 +50,7 @@ Request make_request(std::uint8_t dir, bool rpc, std::uint32_t node, std::uint32
 
 auth::Proof request_mac(const RequestBytes& req) {
   auth::Proof mac{};
-  std::memcpy(mac.data(), req.data() + kRequestSigned, kRequestMacBytes);
+  std::copy_n(req.begin() + kRequestSigned, kRequestMacBytes, mac.begin());
   return mac;
 }
 
@@ -71,57 +62,50 @@ CheckedRequest check_request(std::span<const std::uint8_t> bytes, const proto::T
     return out;
   };
   const std::uint8_t* p = bytes.data();
-  if (bytes.size() < kRequestSize || get_be16(p) != kRequestMagic || p[2] != kVersion)
+  if (bytes.size() < kRequestSize || get_be<std::uint16_t>(p) != kRequestMagic || p[2] != kVersion)
     return refuse("not a fabperf RDMA connection request of this version");
+  std::uint8_t dir_rpc = 0;
   Request r;
-  r.node = get_be32(p + 4);
+  ByteReader{bytes.subspan(3)}(dir_rpc)(r.node)(r.conn)(r.rkey)(r.addr)(r.server)(r.nonce)(
+      std::span(out.mac.data(), kRequestMacBytes));
   // The proof is checked before any other field is believed: an unauthenticated request learns
   // nothing about what the server would accept.
-  std::memcpy(out.mac.data(), p + kRequestSigned, kRequestMacBytes);
   if (!auth::proofs_equal(sign_request(derive_client_token(test_token, r.node), p), out.mac))
     return refuse("bad proof");
-  r.server = get_be32(p + 24);
   if (r.server != server_node) {
     // Signed by a client of this test for another server: relayed or replayed here.
     return refuse("request meant for node " + std::to_string(r.server) + ", this is node " +
                   std::to_string(server_node));
   }
-  std::memcpy(r.nonce.data(), p + 28, r.nonce.size());
-  r.dir = static_cast<std::uint8_t>(p[3] >> 1);
-  r.rpc = (p[3] & 1) != 0;
+  r.dir = static_cast<std::uint8_t>(dir_rpc >> 1);
+  r.rpc = (dir_rpc & 1) != 0;
   if (r.dir != kDirPush && r.dir != kDirPullBack && r.dir != kDirNread) return refuse("unknown direction");
-  r.conn = get_be32(p + 8);
-  r.rkey = get_be32(p + 12);
-  r.addr = get_be64(p + 16);
   out.request = r;
   return out;
 }
 
 ReplyBytes encode_reply(const Reply& r, const proto::Token& client_token, const auth::Proof& request_mac) {
-  ReplyBytes b{};
-  put_be16(b.data(), kReplyMagic);
-  b[2] = kVersion;
-  put_be32(b.data() + 4, r.rkey);
-  put_be64(b.data() + 8, r.addr);
+  auto b = pack_be<kReplySize>(kReplyMagic, kVersion, std::uint8_t{0}, r.rkey, r.addr);
   const auto proof = sign_reply(client_token, request_mac, b.data());
-  std::memcpy(b.data() + kReplySigned, proof.data(), proof.size());
+  std::ranges::copy(proof, b.begin() + kReplySigned);
   return b;
 }
 
 std::optional<Reply> check_reply(std::span<const std::uint8_t> bytes, const proto::Token& client_token,
                                  const auth::Proof& request_mac, std::string& why) {
   const std::uint8_t* p = bytes.data();
-  if (bytes.size() < kReplySize || get_be16(p) != kReplyMagic || p[2] != kVersion) {
+  if (bytes.size() < kReplySize || get_be<std::uint16_t>(p) != kReplyMagic || p[2] != kVersion) {
     why = "the answer is not from a fabperf agent of this version";
     return std::nullopt;
   }
+  Reply r;
   auth::Proof got{};
-  std::memcpy(got.data(), p + kReplySigned, got.size());
+  ByteReader{bytes.subspan(4)}(r.rkey)(r.addr)(got);
   if (!auth::proofs_equal(sign_reply(client_token, request_mac, p), got)) {
     why = "the server's answer does not prove the test token";
     return std::nullopt;
   }
-  return Reply{get_be32(p + 4), get_be64(p + 8)};
+  return r;
 }
 
 }  // namespace fabperf::rdma_cm

@@ -2,7 +2,6 @@
 #include <fabperf/engine/rdma_qp_proof.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <iterator>
 
 namespace fabperf::qp_proof {
@@ -25,15 +24,9 @@ auth::Proof mac(std::span<const std::uint8_t> label, const proto::Token& client_
   return auth::hmac_sha256(client_token, {label, binding, client_nonce, server_nonce});
 }
 
-// A message of kind k; the field a pass leaves empty (an empty span) stays zeros.
-Message message(Kind k, std::span<const std::uint8_t> nonce, std::span<const std::uint8_t> proof) {
-  Message m{};
-  put_be16(m.data(), kMagic);
-  m[2] = kVersion;
-  m[3] = static_cast<std::uint8_t>(k);
-  std::ranges::copy(nonce, m.begin() + kNonceAt);
-  std::ranges::copy(proof, m.begin() + kMacAt);
-  return m;
+// A message of kind k; the field a pass leaves empty is zeros ({}).
+Message message(Kind k, const auth::Nonce& nonce, const auth::Proof& proof) {
+  return pack_be<kMessageSize>(kMagic, kVersion, k, nonce, proof);
 }
 
 const char* kind_name(std::uint8_t k) {
@@ -47,7 +40,7 @@ Checked check_shape(std::span<const std::uint8_t> bytes, Kind want) {
     return {Refusal::size, "a " + std::to_string(bytes.size()) + "-byte message where the " +
                                std::to_string(kMessageSize) + "-byte proof of the test token belongs"};
   }
-  if (get_be16(bytes.data()) != kMagic || bytes[2] != kVersion)
+  if (get_be<std::uint16_t>(bytes.data()) != kMagic || bytes[2] != kVersion)
     return {Refusal::not_fabperf, "not a fabperf queue pair proof of this version"};
   if (bytes[3] != static_cast<std::uint8_t>(want)) {
     return {Refusal::wrong_kind,
@@ -68,7 +61,7 @@ Checked check_empty(std::span<const std::uint8_t> bytes, std::size_t at, std::si
 
 Checked check_mac(std::span<const std::uint8_t> bytes, const auth::Proof& want) {
   auth::Proof got{};
-  std::memcpy(got.data(), bytes.data() + kMacAt, got.size());
+  std::copy_n(bytes.begin() + kMacAt, got.size(), got.begin());
   if (!auth::proofs_equal(want, got))
     return {Refusal::bad_mac, "its proof does not prove this test's token for this queue pair"};
   return {};
@@ -77,15 +70,8 @@ Checked check_mac(std::span<const std::uint8_t> bytes, const auth::Proof& want) 
 }  // namespace
 
 std::array<std::uint8_t, kBindingSize> encode_binding(const Binding& b) {
-  std::array<std::uint8_t, kBindingSize> out{};
-  put_be32(out.data(), b.server_node);
-  put_be32(out.data() + 4, b.client_node);
-  put_be32(out.data() + 8, b.conn);
-  put_be32(out.data() + 12, b.server_qpn);
-  put_be32(out.data() + 16, b.client_qpn);
-  std::memcpy(out.data() + 20, b.server_gid.data(), 16);
-  std::memcpy(out.data() + 36, b.client_gid.data(), 16);
-  return out;
+  return pack_be<kBindingSize>(b.server_node, b.client_node, b.conn, b.server_qpn, b.client_qpn, b.server_gid,
+                               b.client_gid);
 }
 
 Message encode_client_hello(const auth::Nonce& client_nonce) {

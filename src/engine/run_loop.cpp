@@ -119,20 +119,6 @@ bool RunContext::sleep_until(std::int64_t t) const {
   return !aborted_.load();
 }
 
-std::vector<Flow*> RunContext::flows() const {
-  std::lock_guard lk(mu_);
-  std::vector<Flow*> out(flows_.size());
-  std::ranges::transform(flows_, out.begin(), [](const auto& f) { return f.get(); });
-  return out;
-}
-
-std::vector<const LatencyHistogram*> RunContext::histograms() const {
-  std::lock_guard lk(mu_);
-  std::vector<const LatencyHistogram*> out(histograms_.size());
-  std::ranges::transform(histograms_, out.begin(), [](const auto& h) { return h.get(); });
-  return out;
-}
-
 void RunContext::enter_data_thread(const char* role, std::uint32_t index, FlowRole end, bool pin) noexcept {
   char name[16];
   std::snprintf(name, sizeof name, "fp-%s-%u", role, index);
@@ -155,8 +141,7 @@ void RunContext::enter_data_thread(const char* role, std::uint32_t index, FlowRo
 }
 
 proto::Token derive_client_token(const proto::Token& test_token, std::uint32_t client_node) {
-  std::array<std::uint8_t, 4> node{};
-  put_be32(node.data(), client_node);
+  const auto node = pack_be<4>(client_node);
   const auth::Proof mac = auth::hmac_sha256(test_token, {node});
   proto::Token out{};
   std::copy_n(mac.begin(), out.size(), out.begin());

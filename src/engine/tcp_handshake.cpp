@@ -260,8 +260,9 @@ void tcp::client_handshake(int fd, const std::string& where, const proto::Token&
       }
     }
   };
-  // A received message decoded; `what` says what bytes that do not decode mean.
-  auto decode = [&](auto decoder, const auto& bytes, const char* what) {
+  // The next message received whole and decoded; `what` says what bytes that do not decode mean.
+  auto receive = [&](auto bytes, auto decoder, const char* step, const char* what) {
+    io(bytes, false, step);
     try {
       return decoder(bytes);
     } catch (const dh::WireError& e) {
@@ -270,9 +271,8 @@ void tcp::client_handshake(int fd, const std::string& where, const proto::Token&
   };
   auto hb = dh::encode_hello(hello);
   io(hb, true, "answer");
-  dh::ChallengeBytes cb{};
-  io(cb, false, "challenge");
-  const dh::Challenge ch = decode(dh::decode_challenge, cb, "the peer is not a fabperf agent of this version");
+  const dh::Challenge ch = receive(dh::ChallengeBytes{}, dh::decode_challenge, "challenge",
+                                   "the peer is not a fabperf agent of this version");
   if (ch.status != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(ch.status)));
   if (!auth::proofs_equal(dh::server_proof(client_key, test_id, hello, ch.server_nonce), ch.server_proof)) {
     fail(
@@ -281,9 +281,7 @@ void tcp::client_handshake(int fd, const std::string& where, const proto::Token&
   }
   auto pb = dh::encode_proof(dh::client_proof(client_key, test_id, hello, ch.server_nonce));
   io(pb, true, "verdict");
-  dh::VerdictBytes vb{};
-  io(vb, false, "verdict");
-  const dh::Status verdict = decode(dh::decode_verdict, vb, "malformed verdict");
+  const dh::Status verdict = receive(dh::VerdictBytes{}, dh::decode_verdict, "verdict", "malformed verdict");
   if (verdict != dh::Status::ok) fail(fmt::format("server refused the connection: {}", dh::status_text(verdict)));
 }
 

@@ -48,9 +48,9 @@ std::string err_text(int err) {
 
 // An rpc header: magic, operation (0 in a reply) and length.
 void put_hdr(std::uint8_t* h, std::uint32_t magic, std::uint32_t op, std::uint64_t len) {
-  put_be32(h, magic);
-  put_be32(h + 4, op);
-  put_be64(h + 8, len);
+  put_be(h, magic);
+  put_be(h + 4, op);
+  put_be(h + 8, len);
 }
 
 // The byte count of what is not counted (headers read, pings).
@@ -188,8 +188,8 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
     return rc;
   }
   const std::optional<std::uint32_t> op = op_of();
-  const std::uint64_t len = get_be64(hdr + 8);
-  if (!op || get_be32(hdr) != kReplyMagic || get_be32(hdr + 4) != 0 ||
+  const std::uint64_t len = get_be<std::uint64_t>(hdr + 8);
+  if (!op || get_be<std::uint32_t>(hdr) != kReplyMagic || get_be<std::uint32_t>(hdr + 4) != 0 ||
       len != (*op == kOpRead ? ctx.spec().buffsize() : 0)) {
     c.break_conn("rpc reply: malformed or unexpected reply from server");
     return -1;
@@ -358,13 +358,13 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
       return false;
     }
     if (rc < 0) return failed("rpc request");
-    const std::uint32_t op = get_be32(hdr + 4);
-    const std::uint64_t len = get_be64(hdr + 8);
-    if (get_be32(hdr) == kRpcMagic && op == kOpPing && len == 0) {
+    const std::uint32_t op = get_be<std::uint32_t>(hdr + 4);
+    const std::uint64_t len = get_be<std::uint64_t>(hdr + 8);
+    if (get_be<std::uint32_t>(hdr) == kRpcMagic && op == kOpPing && len == 0) {
       if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return failed("ping reply");
       return true;
     }
-    if (get_be32(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
+    if (get_be<std::uint32_t>(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
       f.fail(fmt::format("rpc request: malformed (op {}, length {}, limit {})", op, len, max_len));
       return false;
     }
@@ -546,7 +546,8 @@ void TcpEngine::probe_loop() {
       const std::int64_t t0 = mono_now_ns();
       if (!send_all(
               f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
-          recv_exact(f.fd(), reply, sizeof reply, ctx, no_count, err) <= 0 || get_be32(reply) != kReplyMagic) {
+          recv_exact(f.fd(), reply, sizeof reply, ctx, no_count, err) <= 0 ||
+          get_be<std::uint32_t>(reply) != kReplyMagic) {
         fail_io(f, ctx, "delay probe", err == 0 ? EPIPE : err);
         dead[i] = true;
         continue;

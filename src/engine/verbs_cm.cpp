@@ -81,9 +81,11 @@ rdma_conn_param cm_conn_param(const Device& d, const std::uint8_t* data, std::si
   return p;
 }
 
-CmIdPtr create_cm_id(rdma_event_channel* ch, const std::string& where) {
+// A cm id on the channel, which is created first when there is none yet.
+CmIdPtr create_cm_id(EventChannelPtr& ch, const std::string& where) {
+  if (!ch) ch = verbs_made<cm_fail>(EventChannelPtr(rdma_create_event_channel()), "rdma_create_event_channel", where);
   rdma_cm_id* id = nullptr;
-  verbs_check<cm_fail>(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), "rdma_create_id", where);
+  verbs_check<cm_fail>(rdma_create_id(ch.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id", where);
   return CmIdPtr(id);
 }
 
@@ -91,9 +93,7 @@ CmIdPtr create_cm_id(rdma_event_channel* ch, const std::string& where) {
 
 std::uint16_t VerbsEngine::cm_listen(const ServerPlan& plan) {
   const std::string& where = plan.bind_address;
-  cm_listen_ch_ =
-      verbs_made<cm_fail>(EventChannelPtr(rdma_create_event_channel()), "rdma_create_event_channel", "on " + where);
-  cm_listen_id_ = create_cm_id(cm_listen_ch_.get(), "on " + where);
+  cm_listen_id_ = create_cm_id(cm_listen_ch_, "on " + where);
   sockaddr_storage ss = numeric_sockaddr(plan.bind_address, 0, "resolve RDMA listen address");
   verbs_check<cm_fail>(rdma_bind_addr(cm_listen_id_.get(), reinterpret_cast<sockaddr*>(&ss)), "rdma_bind_addr",
                        where + " (no RDMA device has this address?)");
@@ -152,7 +152,7 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req
   }
   std::unique_ptr<Qp> q;
   try {
-    Device& d = cm_device_for(raw);
+    Device& d = device_for(raw);
     q = create_qp(d, ctx_->spec(), dir, r.rpc, false, node, r.conn, raw);
     q->cm_id = std::move(id);
     q->remote = {.qpn = peer_qpn, .addr = r.addr, .len = 2 * d.block, .rkey = r.rkey};
@@ -172,12 +172,8 @@ void VerbsEngine::cm_serve_request(CmIdPtr id, std::span<const std::uint8_t> req
 void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std::uint32_t c, const std::string& host) {
   const TestSpec& spec = ctx_->spec();
   const std::string where = fmt::format("{}:{}", host, t.port);
-  if (!cm_client_ch_) {
-    cm_client_ch_ =
-        verbs_made<cm_fail>(EventChannelPtr(rdma_create_event_channel()), "rdma_create_event_channel", "for " + where);
-  }
+  CmIdPtr owned = create_cm_id(cm_client_ch_, "for " + where);
   rdma_event_channel* const ch = cm_client_ch_.get();
-  CmIdPtr owned = create_cm_id(ch, "for " + where);
   rdma_cm_id* const id = owned.get();
   sockaddr_storage dst = numeric_sockaddr(host, t.port, "resolve RDMA server address");
   sockaddr_storage src{};
@@ -189,7 +185,7 @@ void VerbsEngine::cm_connect(const ClientPlan& plan, const proto::Target& t, std
   (void)cm_wait(ch, id, RDMA_CM_EVENT_ADDR_RESOLVED, "resolving " + where);
   verbs_check<cm_fail>(rdma_resolve_route(id, kCmTimeoutMs), "rdma_resolve_route", where);
   (void)cm_wait(ch, id, RDMA_CM_EVENT_ROUTE_RESOLVED, "route to " + where);
-  Device& d = cm_device_for(id);
+  Device& d = device_for(id);
   auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, t.node_index, c, id);
   q->cm_id = std::move(owned);
   const rdma_cm::RequestBytes req =

@@ -21,24 +21,17 @@
 namespace fabperf {
 namespace verbs {
 
-Device& VerbsEngine::device_for(const sockaddr_storage& local) {
-  const std::string key = net::numeric_host(local);
+// The device port a connection uses, opened once: by rdma_cm's choice with an id (--rdma-cm),
+// else by the GID of the local address.
+Device& VerbsEngine::device_for(rdma_cm_id* id, const sockaddr_storage& local) {
+  if (id && !id->verbs) throw Error(ExitCode::infrastructure, "rdma_cm bound the connection to no RDMA device");
+  const std::string key =
+      id ? fmt::format("cm:{}:{}", ibv_get_device_name(id->verbs->device), id->port_num) : net::numeric_host(local);
   std::lock_guard lk(mu_);
   for (auto& d : devices_) {
-    if (d->key == key) return *d;
+    if (d->key == key && (!id || d->ctx == id->verbs)) return *d;
   }
-  devices_.push_back(open_device(ctx_->spec(), local));
-  return *devices_.back();
-}
-
-Device& VerbsEngine::cm_device_for(rdma_cm_id* id) {
-  if (!id->verbs) throw Error(ExitCode::infrastructure, "rdma_cm bound the connection to no RDMA device");
-  const std::string key = fmt::format("cm:{}:{}", ibv_get_device_name(id->verbs->device), id->port_num);
-  std::lock_guard lk(mu_);
-  for (auto& d : devices_) {
-    if (d->key == key && d->ctx == id->verbs) return *d;
-  }
-  devices_.push_back(open_cm_device(id->verbs, id->port_num, ctx_->spec()));
+  devices_.push_back(id ? open_cm_device(id->verbs, id->port_num, ctx_->spec()) : open_device(ctx_->spec(), local));
   return *devices_.back();
 }
 
@@ -82,7 +75,7 @@ std::uint16_t VerbsEngine::prepare_server(RunContext& ctx, const ServerPlan& pla
     for (std::uint32_t c = 0; c < per_pair; ++c) {
       const std::string& addr =
           plan.link_addrs.empty() ? plan.control_address : plan.link_addrs[c % plan.link_addrs.size()];
-      Device& d = device_for(numeric_sockaddr(addr, 0, "resolve RDMA server address"));
+      Device& d = device_for(nullptr, numeric_sockaddr(addr, 0, "resolve RDMA server address"));
       const proto::Token key = derive_client_token(plan.token, client);
       auto q = create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, false, client, c, nullptr, &key);
       q->local.node = ctx.node_index();
@@ -156,7 +149,7 @@ void VerbsEngine::prepare_client(RunContext& ctx, const ClientPlan& plan) {
       }
       const std::string source =
           plan.source_addrs.empty() ? std::string() : plan.source_addrs[c % plan.source_addrs.size()];
-      Device& d = device_for(local_address_towards(host, source));
+      Device& d = device_for(nullptr, local_address_towards(host, source));
       auto q =
           create_qp(d, spec, dir_for(spec, c), spec.mode() == Mode::rpc, true, t.node_index, c, nullptr, &plan.token);
       q->local.node = ctx.node_index();

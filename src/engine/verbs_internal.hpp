@@ -194,8 +194,7 @@ class VerbsEngine final : public Engine, public EndpointExchange {
   void join() override;
 
  private:
-  Device& device_for(const sockaddr_storage& local);
-  Device& cm_device_for(rdma_cm_id* id);
+  Device& device_for(rdma_cm_id* id, const sockaddr_storage& local = {});
   void add_flow(Qp& q, FlowRole role, const std::string& remote);
   void connect_to(Qp& q, const proto::RdmaEndpoint& e, const std::string& where, const std::string& host);
   // --rdma-cm.

@@ -19,21 +19,20 @@ std::string_view to_string(MsgType t) {
 }
 
 Header decode_header(std::span<const std::uint8_t, kHeaderSize> b, std::uint32_t max_body) {
-  const std::uint32_t magic = get_be32(b.data());
+  std::uint32_t magic = 0;
+  std::uint16_t type = 0;
+  Header h;
+  ByteReader{b}(magic)(h.version)(type)(h.length);
   if (magic != kMagic) {
     throw ProtocolError(fmt::format("not a fabperf control frame (magic {:#010x}, expected {:#010x})", magic, kMagic));
   }
-  Header h;
-  h.version = get_be16(b.data() + 4);
   if (h.version != kVersion) {
     throw ProtocolError(
         fmt::format("protocol version mismatch: peer speaks version {}, this fabperf speaks {}", h.version, kVersion));
   }
-  const std::uint16_t type = get_be16(b.data() + 6);
   if (type == 0 || type > kMaxMsgType || type == 15 || type == 16)
     throw ProtocolError(fmt::format("unknown message type {}", type));
   h.type = static_cast<MsgType>(type);
-  h.length = get_be32(b.data() + 8);
   if (h.length > max_body) {
     throw ProtocolError(
         fmt::format("{} frame of {} bytes exceeds the {} byte limit", to_string(h.type), h.length, max_body));
@@ -42,12 +41,7 @@ Header decode_header(std::span<const std::uint8_t, kHeaderSize> b, std::uint32_t
 }
 
 std::array<std::uint8_t, kHeaderSize> encode_header(MsgType type, std::uint32_t length) {
-  std::array<std::uint8_t, kHeaderSize> h{};
-  put_be32(h.data(), kMagic);
-  put_be16(h.data() + 4, kVersion);
-  put_be16(h.data() + 6, static_cast<std::uint16_t>(type));
-  put_be32(h.data() + 8, length);
-  return h;
+  return pack_be<kHeaderSize>(kMagic, kVersion, static_cast<std::uint16_t>(type), length);
 }
 
 std::vector<std::uint8_t> encode_frame(MsgType type, const nlohmann::json& body) {

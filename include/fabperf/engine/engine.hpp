@@ -4,6 +4,7 @@
 // transport, so a new transport is a second implementation, never a fork of the timing logic.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -153,8 +154,10 @@ class RunContext {
   [[nodiscard]] std::vector<ThreadEntry> threads() const { return locked_copy(threads_); }
 
   // Read by the run loop after the data threads were joined.
-  std::vector<Flow*> flows() const;
-  std::vector<const LatencyHistogram*> histograms() const;
+  [[nodiscard]] std::vector<Flow*> flows() const { return locked_raw<Flow*>(flows_); }
+  [[nodiscard]] std::vector<const LatencyHistogram*> histograms() const {
+    return locked_raw<const LatencyHistogram*>(histograms_);
+  }
 
  private:
   const TestSpec spec_;
@@ -167,6 +170,14 @@ class RunContext {
   T locked_copy(const T& member) const {
     std::lock_guard lk(mu_);
     return member;
+  }
+  // The objects an owning member holds, as P pointers, listed under mu_.
+  template <typename P, typename T>
+  std::vector<P> locked_raw(const std::vector<std::unique_ptr<T>>& member) const {
+    std::lock_guard lk(mu_);
+    std::vector<P> out(member.size());
+    std::ranges::transform(member, out.begin(), &std::unique_ptr<T>::get);
+    return out;
   }
   mutable std::condition_variable cv_;
   std::vector<std::unique_ptr<Flow>> flows_;
