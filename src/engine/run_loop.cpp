@@ -168,7 +168,6 @@ struct Snapshot {
   std::int64_t t{0};
   std::vector<FlowSnap> flows;
   CpuTimes cpu;
-  std::int64_t retrans_segs{-1};
   std::int64_t proc_cpu_ns{0};
 };
 
@@ -187,7 +186,6 @@ Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
     s.flows[i].tcp = flows[i]->sample_transport();
   }
   s.cpu = read_cpu_times();
-  s.retrans_segs = read_tcp_retrans_segs();
   s.proc_cpu_ns = process_cpu_ns();
   return s;
 }
@@ -491,8 +489,15 @@ void TestRun::drive(const std::function<void(AgentResult)>& on_done) {
   }
   r.window_s = static_cast<double>(close.t - open.t) / 1e9;
   r.cpu_busy_pct = cpu_busy_pct(open.cpu, close.cpu);
-  if (open.retrans_segs >= 0 && close.retrans_segs >= open.retrans_segs) {
-    r.retrans_segs = close.retrans_segs - open.retrans_segs;
+  // The host's TCP retransmits over the window, from the MIB read at its edges (unknown where the
+  // run was aborted before the window opened).
+  if (r.host_counters.size() >= 2) {
+    const auto retrans = [](const CounterSample& c) -> std::int64_t {
+      const auto it = std::ranges::find(c.values, "Tcp.RetransSegs", &CounterValues::value_type::first);
+      return it == c.values.end() ? -1 : static_cast<std::int64_t>(it->second);
+    };
+    const std::int64_t a = retrans(r.host_counters.front()), b = retrans(r.host_counters.back());
+    if (a >= 0 && b >= a) r.retrans_segs = b - a;
   }
   r.process_cpu_s = static_cast<double>(close.proc_cpu_ns - open.proc_cpu_ns) / 1e9;
   for (std::size_t i = 0; i < flows.size(); ++i)

@@ -1,6 +1,5 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/units.hpp>
-#include <fabperf/sysinfo/counters.hpp>
 #include <fabperf/sysinfo/sysstat.hpp>
 #include "sysinfo/file_read.hpp"
 
@@ -26,13 +25,6 @@ CpuTimes read_cpu_times(const std::string& proc_stat) {
 double cpu_busy_pct(const CpuTimes& a, const CpuTimes& b) noexcept {
   if (b.total <= a.total || b.busy < a.busy) return 0.0;
   return 100.0 * static_cast<double>(b.busy - a.busy) / static_cast<double>(b.total - a.total);
-}
-
-std::int64_t read_tcp_retrans_segs(const std::string& proc_net_snmp) {
-  for (const auto& [name, v] : parse_proc_net_mib(sysfs::read_all(proc_net_snmp))) {
-    if (name == "Tcp.RetransSegs") return static_cast<std::int64_t>(v);
-  }
-  return -1;
 }
 
 std::int64_t process_cpu_ns() noexcept {

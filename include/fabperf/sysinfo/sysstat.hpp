@@ -1,4 +1,4 @@
-// Host counters read from /proc: CPU time (for busy %), TCP retransmitted segments. Readers take
+// Host counters read from /proc: CPU time (for busy %), this process's CPU time. Readers take
 // the root path so tests can feed captured files.
 #pragma once
 
@@ -18,9 +18,6 @@ struct CpuTimes {
 CpuTimes read_cpu_times(const std::string& proc_stat = "/proc/stat");
 // Busy share of all CPUs between two readings, in percent.
 double cpu_busy_pct(const CpuTimes& before, const CpuTimes& after) noexcept;
-
-// Tcp: RetransSegs from /proc/net/snmp; -1 when unreadable.
-std::int64_t read_tcp_retrans_segs(const std::string& proc_net_snmp = "/proc/net/snmp");
 
 // CPU time (user+system) of this process, in nanoseconds, from getrusage.
 std::int64_t process_cpu_ns() noexcept;
