@@ -86,7 +86,11 @@ WireAudit wire_audit(const LinkResult& l, const CounterWindow& cw, std::uint64_t
   au.payload_tx_bytes = ptx;
   au.payload_rx_bytes = prx;
   const auto& ok = cw.ok;
-  au.verdict = l.vanished ? "vanished" : ok.size() < 2 || window_s <= 0 || cw.window_s <= 0 ? "no counters" : "";
+  if (l.vanished) {
+    au.verdict = "vanished";
+  } else if (ok.size() < 2 || window_s <= 0 || cw.window_s <= 0) {
+    au.verdict = "no counters";
+  }
   if (!au.verdict.empty()) return au;
   au.wire_tx_bytes = cw.tx_bytes;
   au.wire_rx_bytes = cw.rx_bytes;
