@@ -63,31 +63,46 @@ void ArmTrial::count(const Cursor& c, std::uint64_t bytes) noexcept {
 }
 
 void ArmTrial::decide() noexcept {
-  std::array<double, kArms> b{}, cpu{};
-  for (int i = 0; i < kSlices; ++i) {
-    b[static_cast<std::size_t>(i % kArms)] += static_cast<double>(bytes_[static_cast<std::size_t>(i)].load());
-    cpu[static_cast<std::size_t>(i % kArms)] += static_cast<double>(cpu_ns_[static_cast<std::size_t>(i)].load());
-  }
-  // Every arm ran for the same time, so bytes compare as throughputs.
   int pick = 0;
   try {
-    if (b[0] <= 0 && b[1] <= 0) {
-      reason_ = "no bytes moved during the trial: the first candidate runs";
-    } else if (b[1] > b[0] * (1 + kMargin) || b[0] > b[1] * (1 + kMargin)) {
-      pick = b[1] > b[0] ? 1 : 0;
-      reason_ = fmt::format("higher throughput ({:+.0f}%)",
-                            100.0 * (b[static_cast<std::size_t>(pick)] / b[static_cast<std::size_t>(1 - pick)] - 1));
+    // Every arm ran for the same time, so bytes compare as throughputs.
+    const auto arms = measured();
+    const double b0 = static_cast<double>(arms[0].bytes), b1 = static_cast<double>(arms[1].bytes);
+    if (b0 <= 0 || b1 <= 0) {
+      // An arm with no bytes was not measured (a call that began in an earlier slice outlasted
+      // its slices, as on a loaded host): no comparison, so the first candidate runs.
+      reason_ = b0 <= 0 && b1 <= 0
+                    ? "no bytes moved during the trial: the first candidate runs"
+                    : fmt::format("not compared: {} moved no bytes in its {:.0f} ms slices: the first candidate runs",
+                                  names_[b0 <= 0 ? 0 : 1], static_cast<double>(slice_ns_) / 1e6);
+    } else if (b1 > b0 * (1 + kMargin) || b0 > b1 * (1 + kMargin)) {
+      pick = b1 > b0 ? 1 : 0;
+      reason_ = fmt::format("higher throughput ({:+.0f}%)", 100.0 * (pick ? b1 / b0 : b0 / b1) - 100);
     } else {
       // Equal within the margin: what a byte costs the threads decides.
-      const double c0 = b[0] > 0 ? cpu[0] / b[0] : 1e300, c1 = b[1] > 0 ? cpu[1] / b[1] : 1e300;
+      const double c0 = arms[0].cpu_s / b0, c1 = arms[1].cpu_s / b1;
       pick = c1 < c0 ? 1 : 0;
       reason_ = fmt::format("equal throughput (within {:.0f}%), less CPU per byte ({:+.0f}%)", 100 * kMargin,
-                            100.0 * ((pick ? c1 : c0) / (pick ? c0 : c1) - 1));
+                            100.0 * (pick ? c1 / c0 : c0 / c1) - 100);
     }
   } catch (...) {
-    reason_.clear();  // formatting failed (out of memory): the choice stands without its words
+    reason_.clear();  // out of memory: the choice stands without its words
   }
   chosen_.store(pick, std::memory_order_release);
+}
+
+std::vector<TrialArm> ArmTrial::measured() const {
+  std::vector<TrialArm> out;
+  for (int a = 0; slice_ns_ > 0 && a < kArms; ++a) {
+    TrialArm& arm = out.emplace_back();
+    arm.name = names_[static_cast<std::size_t>(a)];
+    for (int i = a; i < kSlices; i += kArms) {
+      arm.bytes += bytes_[static_cast<std::size_t>(i)].load();
+      arm.cpu_s += static_cast<double>(cpu_ns_[static_cast<std::size_t>(i)].load()) / 1e9;
+      arm.seconds += static_cast<double>(slice_ns_) / 1e9;
+    }
+  }
+  return out;
 }
 
 TrialResult ArmTrial::result() const {
@@ -96,18 +111,7 @@ TrialResult ArmTrial::result() const {
   const int c = chosen();
   r.chosen = c >= 0 ? names_[static_cast<std::size_t>(c)] : "";
   r.reason = c >= 0 ? reason_ : "the trial had not ended";
-  if (slice_ns_ > 0) {
-    for (int a = 0; a < kArms; ++a) {
-      TrialArm arm;
-      arm.name = names_[static_cast<std::size_t>(a)];
-      for (int i = a; i < kSlices; i += kArms) {
-        arm.bytes += bytes_[static_cast<std::size_t>(i)].load();
-        arm.cpu_s += static_cast<double>(cpu_ns_[static_cast<std::size_t>(i)].load()) / 1e9;
-        arm.seconds += static_cast<double>(slice_ns_) / 1e9;
-      }
-      r.arms.push_back(std::move(arm));
-    }
-  }
+  r.arms = measured();
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <fabperf/proto/agent_result.hpp>
 
@@ -64,6 +65,8 @@ class ArmTrial {
  private:
   [[nodiscard]] int slice_at(std::int64_t now_ns) const noexcept;
   void decide() noexcept;
+  // Each arm's bytes, CPU and time over its slices (none without a trial).
+  [[nodiscard]] std::vector<TrialArm> measured() const;
 
   const std::string what_;
   const std::array<std::string, kArms> names_;

@@ -75,6 +75,20 @@ TEST(ArmTrial, EqualThroughputFallsToCpuPerByte) {
   EXPECT_GT(r.arms[0].cpu_s, r.arms[1].cpu_s);
 }
 
+TEST(ArmTrial, AnArmWithNoBytesIsNotComparedAndSaysSo) {
+  // sendfile's slices see no call (one that began in write's slice outlasted them, as on a loaded
+  // host): no comparison, and the first candidate runs even though it moved fewer bytes.
+  for (const std::array<std::uint64_t, 2> rate : {std::array<std::uint64_t, 2>{1'000'000, 0}, {0, 1'000'000}}) {
+    ArmTrial t("send method", {"write", "sendfile"}, 0, 500 * kMs, true);
+    EXPECT_EQ(drive(t, 0, 600 * kMs, rate), 0);
+    const TrialResult r = t.result();
+    EXPECT_EQ(r.chosen, "write");
+    const std::string idle = rate[0] == 0 ? "write" : "sendfile";
+    EXPECT_NE(r.reason.find("not compared: " + idle + " moved no bytes in its 100 ms slices"), std::string::npos)
+        << r.reason;
+  }
+}
+
 TEST(ArmTrial, TooShortAWarmUpIsNotTriedAndSaysSo) {
   ArmTrial t("send method", {"write", "sendfile"}, 0, 60 * kMs, true);  // 5 slices of 12 ms
   EXPECT_TRUE(t.decided());
