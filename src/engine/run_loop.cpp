@@ -157,8 +157,8 @@ const std::string& cached_interface(std::map<std::string, std::string>& cache, c
 
 namespace {
 // One flow's counters at an instant: what the peer acknowledged (Flow::delivered_tx) and what
-// waits in the receive queue (Flow::queued_rx), nullopt where the transport could not say; msgs
-// and tcp only in a full snapshot.
+// waits in the receive queue (Flow::queued_rx), nullopt where the transport could not say; tcp
+// only in a full snapshot.
 struct FlowSnap {
   std::uint64_t tx{0}, rx{0}, msgs{0};
   std::optional<std::uint64_t> delivered, queued;
@@ -171,20 +171,29 @@ struct Snapshot {
   std::int64_t proc_cpu_ns{0};
 };
 
+// The flows' counts are stamped with the middle of their reads. A reader preempted among them (a
+// loaded host) would credit an edge with bytes that moved after it, so reads that took longer
+// than kEdgeReadNs are taken again, twice at most, and the shortest kept.
+constexpr std::int64_t kEdgeReadNs = 5'000'000;
 Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
   Snapshot s;
-  s.t = mono_now_ns();
-  s.flows.reserve(flows.size());
-  for (const auto* f : flows) {
-    const FlowCounters& c = f->counters;
-    s.flows.push_back({c.tx_bytes.load(std::memory_order_relaxed), c.rx_bytes.load(std::memory_order_relaxed), 0,
-                       f->delivered_tx(), f->queued_rx(), TcpSample()});
+  for (std::int64_t span = INT64_MAX, tries = 0; span > kEdgeReadNs && tries < 3; ++tries) {
+    std::vector<FlowSnap> read;
+    read.reserve(flows.size());
+    const std::int64_t t0 = mono_now_ns();
+    for (const auto* f : flows) {
+      const FlowCounters& c = f->counters;
+      read.push_back({c.tx_bytes.load(std::memory_order_relaxed), c.rx_bytes.load(std::memory_order_relaxed),
+                      c.msgs.load(std::memory_order_relaxed), f->delivered_tx(), f->queued_rx(), TcpSample()});
+    }
+    if (const std::int64_t took = mono_now_ns() - t0; took < span) {
+      span = took;
+      s.t = t0 + took / 2;
+      s.flows = std::move(read);
+    }
   }
   if (!full) return s;
-  for (std::size_t i = 0; i < flows.size(); ++i) {
-    s.flows[i].msgs = flows[i]->counters.msgs.load(std::memory_order_relaxed);
-    s.flows[i].tcp = flows[i]->sample_transport();
-  }
+  for (std::size_t i = 0; i < flows.size(); ++i) s.flows[i].tcp = flows[i]->sample_transport();
   s.cpu = read_cpu_times();
   s.proc_cpu_ns = process_cpu_ns();
   return s;

@@ -25,6 +25,23 @@ struct FakeEngineOptions {
   std::string fail_setup{};               // non-empty: prepare_server and prepare_client throw it
   std::shared_future<void> hold_join{};   // valid: join() waits for it (a slow release)
   std::shared_future<void> hold_start{};  // valid: start() waits for it (threads slow to start)
+  int slow_read = 0;                      // > 0: the first flow's Nth delivered_tx() takes 50 ms
+};
+
+// A flow whose acknowledged count is its sent count, and whose Nth read of it is slow: a reader
+// preempted in the middle of a window edge's reads, while the flow goes on counting.
+class SlowReadFlow final : public Flow {
+ public:
+  SlowReadFlow(int slow_read, std::string where)
+      : Flow(FlowRole::client, FlowOp::write, 1, std::move(where), "127.0.0.1:5000"), slow_read_(slow_read) {}
+  [[nodiscard]] std::optional<std::uint64_t> delivered_tx() const override {
+    if (++reads_ == slow_read_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return counters.tx_bytes.load();
+  }
+
+ private:
+  int slow_read_;
+  mutable std::atomic<int> reads_{0};
 };
 
 struct FakeEngineLog {
@@ -49,8 +66,11 @@ class FakeEngine final : public Engine {
     ++log_->clients;
     if (!o_.fail_setup.empty()) throw Error(ExitCode::infrastructure, o_.fail_setup);
     for (int i = 0; i < o_.flows; ++i) {
-      flows_.push_back(&ctx.add_flow(std::make_unique<Flow>(
-          FlowRole::client, FlowOp::write, 1, "127.0.0.1:" + std::to_string(40000 + i), "127.0.0.1:5000")));
+      const std::string local = "127.0.0.1:" + std::to_string(40000 + i);
+      flows_.push_back(
+          &ctx.add_flow(i == 0 && o_.slow_read > 0
+                            ? std::unique_ptr<Flow>(std::make_unique<SlowReadFlow>(o_.slow_read, local))
+                            : std::make_unique<Flow>(FlowRole::client, FlowOp::write, 1, local, "127.0.0.1:5000")));
     }
   }
   void seal(RunContext&) override { sealed = true; }

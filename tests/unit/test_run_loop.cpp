@@ -27,11 +27,12 @@ using namespace std::chrono_literals;
 namespace {
 
 struct Harness {
-  explicit Harness(int flows, bool stall = false) {
+  explicit Harness(int flows, bool stall = false, int slow_read = 0) {
     SpecParams p;
     p.time = 1s;
     auto ctx = std::make_unique<RunContext>(TestSpec::make(p), 0, "fakehost");
-    auto eng = std::make_unique<FakeEngine>(FakeEngineOptions{.flows = flows, .per_tick = 1000, .stall = stall});
+    auto eng = std::make_unique<FakeEngine>(
+        FakeEngineOptions{.flows = flows, .per_tick = 1000, .stall = stall, .slow_read = slow_read});
     engine = eng.get();
     eng->prepare_client(*ctx, {});
     run = std::make_unique<TestRun>(std::move(eng), std::move(ctx));
@@ -92,6 +93,20 @@ TEST(TestRunFake, WindowIntervalsAndTotalsFollowTheSchedule) {
   EXPECT_EQ(r.trials[0].chosen, "write");
   // Every data thread's CPU time over the window is there.
   EXPECT_EQ(r.threads.size(), 3u);
+}
+
+TEST(TestRunFake, AnEdgeWhoseReadsWerePreemptedIsReadAgain) {
+  // The fifth read of the flow's acknowledged count is the window's close (open, three
+  // intervals, close) and takes 50 ms while the flow goes on counting. Read once, the close
+  // would pair a sent count from before the pause with an acknowledged one from after it: the
+  // window would gain 50 ms of bytes its time does not hold.
+  Harness h(1, false, 5);
+  const AgentResult r = h.go(Harness::schedule());
+  ASSERT_EQ(r.flows.size(), 1u);
+  const FlowResult& f = r.flows[0];
+  ASSERT_GT(f.tx_bytes_window, 0u);
+  // Both counts come from one read of the edge; 1 ms of the flow's bytes (10 ticks) is the slack.
+  EXPECT_LE(f.tx_delivered_window, f.tx_bytes_window + 10 * 1000) << f.tx_bytes_window;
 }
 
 TEST(TestRunFake, AbortEndsTheRunWithItsReason) {
