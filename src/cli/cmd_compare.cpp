@@ -41,9 +41,7 @@ int cmd_compare(int argc, char** argv) {
       "json", "also write the comparison as JSON to FILE ('-' = stdout only)", cxxopts::value<std::string>())(
       // Strings, not a list: cxxopts splits a list's values at commas, and FILE,FILE,... is one side.
       "before", "", cxxopts::value<std::string>())("after", "", cxxopts::value<std::string>())("h,help", "this help");
-  o.parse_positional({"before", "after"});
-  o.positional_help("BEFORE AFTER | AB-RESULTS");
-  const auto r = cli::parse_options(o, argc, argv);
+  const auto r = cli::parse_options(o, argc, argv, {"before", "after"}, "BEFORE AFTER | AB-RESULTS");
   std::vector<std::string> files;
   for (const char* side : {"before", "after"}) {
     if (r.count(side)) files.push_back(get<std::string>(r, side));

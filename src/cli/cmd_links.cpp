@@ -56,9 +56,7 @@ int cmd_links(int argc, char** argv) {
   o.add_options()("json", "print JSON instead of a table")("a,all", "include interfaces that are down")(
       "hosts", "", cxxopts::value<std::vector<std::string>>());
   add_common_options(o, kKeyFile | kConnectTimeout);
-  o.parse_positional({"hosts"});
-  o.positional_help("[HOST[:PORT]...]");
-  auto r = parse_options(o, argc, argv);
+  auto r = parse_options(o, argc, argv, {"hosts"}, "[HOST[:PORT]...]");
   const bool json_out = r.count("json") > 0;
   const bool all = r.count("all") > 0;
   if (!r.count("hosts")) {

@@ -96,9 +96,7 @@ int cmd_monitor(int argc, char** argv) {
       "reset-baselines", "ignore the state file's baselines (also a corrupt one): the first probes set new ones")(
       "probe-log", "append every probe's samples to FILE (JSON Lines)", cxxopts::value<std::string>());
   add_common_options(o, kKeyFile | kLogLevel);
-  o.parse_positional({"config"});
-  o.positional_help("CONFIG.toml");
-  const auto r = cli::parse_options(o, argc, argv);
+  const auto r = cli::parse_options(o, argc, argv, {"config"}, "CONFIG.toml");
   if (!r.count("config")) throw UsageError("monitor: usage: fabperf monitor CONFIG.toml [--once] (docs/monitor.md)");
   const auto cfg = mon::load_config(get<std::string>(r, "config"));
   const bool once = r.count("once") > 0;

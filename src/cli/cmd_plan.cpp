@@ -59,9 +59,7 @@ int run_pattern(const cxxopts::ParseResult& r, RunRequest& req, plan::RunOptions
 int cmd_plan(int argc, char** argv) {
   cxxopts::Options o("fabperf plan", "Plans: 'fabperf plan check PLAN' validates a plan and prints what would run.");
   o.add_options()("args", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
-  o.parse_positional({"args"});
-  o.positional_help("check PLAN");
-  const auto r = cli::parse_options(o, argc, argv);
+  const auto r = cli::parse_options(o, argc, argv, {"args"}, "check PLAN");
   const auto args = get_or<std::vector<std::string>>(r, "args");
   if (args.size() != 2 || args[0] != "check") throw UsageError("plan: usage: fabperf plan check PLAN");
   const auto p = plan::load_plan(args[1]);
@@ -79,9 +77,7 @@ int cmd_preflight(int argc, char** argv) {
       "socksize", "socket buffer size the tests will ask for", cxxopts::value<std::string>()->default_value("0"))(
       "clock-warn", "warn when wall clocks differ by more seconds", cxxopts::value<double>()->default_value("1"));
   cli::add_common_options(o, cli::kKeyFile | cli::kConnectTimeout);
-  o.parse_positional({"plan"});
-  o.positional_help("[PLAN]");
-  const auto r = cli::parse_options(o, argc, argv);
+  const auto r = cli::parse_options(o, argc, argv, {"plan"}, "[PLAN]");
   auth::Key key = cli::key_option(r);
   const auto timeout = cli::connect_timeout_option(r, false);
   std::unique_ptr<launch::Agents> local;

@@ -22,9 +22,7 @@ int cmd_report(int argc, char** argv) {
       "exit-code",
       "exit with the verdict: 0 pass (or no KPI), 1 a KPI failed, 3 a step failed or the plan did not finish")(
       "file", "", cxxopts::value<std::vector<std::string>>())("h,help", "this help");
-  o.parse_positional({"file"});
-  o.positional_help("RESULTS");
-  const auto r = prefix_errors("report: ", [&] { return parse_options(o, argc, argv); });
+  const auto r = prefix_errors("report: ", [&] { return parse_options(o, argc, argv, {"file"}, "RESULTS"); });
   const auto format = r["format"].as<std::string>();
   const auto table = r["table"].as<std::string>();
   const auto output = get_or<std::string>(r, "output");

@@ -50,11 +50,9 @@ using cli::host_list;
 
 int cmd_keygen(int argc, char** argv) {
   cxxopts::Options o("fabperf keygen", "Write a new random shared key for agents and coordinators (mode 0600).");
-  o.positional_help("FILE");
   o.add_options()("file", "key file to create", cxxopts::value<std::string>())("force", "replace an existing file")(
       "h,help", "this help");
-  o.parse_positional({"file"});
-  auto r = cli::parse_options(o, argc, argv);
+  auto r = cli::parse_options(o, argc, argv, {"file"}, "FILE");
   if (!r.count("file")) throw UsageError("keygen: give the key file to create: fabperf keygen FILE");
   const auto path = get<std::string>(r, "file");
   if (path.empty()) throw UsageError("keygen: empty file name");
@@ -197,8 +195,6 @@ void add_run_options(cxxopts::Options& o) {
       "isolate",
       "pattern: when a test fails a KPI or spreads widely, retest the suspects and name the slow node and link")(
       "allow-hooks", "let a plan's [ab] hooks run their commands on this host");
-  o.parse_positional({"plan"});
-  o.positional_help("[PLAN]");
   o.add_options("output")("json", "write the full result as JSON to FILE ('-' = stdout, text report suppressed)",
                           cxxopts::value<std::string>())("v,verbose", "add the per-connection table")(
       "q,quiet", "print only the nsdperf-style summary line");
@@ -267,7 +263,7 @@ int run_single(const cxxopts::ParseResult& r, RunRequest& req) {
 int cmd_run(int argc, char** argv) {
   cxxopts::Options o("fabperf run", "Run a throughput test between fabperf agents.");
   add_run_options(o);
-  auto r = cli::parse_options(o, argc, argv,
+  auto r = cli::parse_options(o, argc, argv, {"plan"}, "[PLAN]",
                               {"hosts", "test", "tuning", "per-link", "bonding", "rdma", "plan", "output", "launch"});
   cli::setup_logging(get<std::string>(r, "log-level"));
 
@@ -349,9 +345,7 @@ int cmd_shell(int argc, char** argv) {
   o.add_options()("i,input", "read commands from FILE (may repeat)", cxxopts::value<std::vector<std::string>>())(
       "commands", "", cxxopts::value<std::vector<std::string>>());
   cli::add_common_options(o, cli::kKeyFile | cli::kLogLevel);
-  o.parse_positional({"commands"});
-  o.positional_help("[COMMAND...]");
-  auto r = cli::parse_options(o, argc, argv);
+  auto r = cli::parse_options(o, argc, argv, {"commands"}, "[COMMAND...]");
   cli::setup_logging(get<std::string>(r, "log-level"));
   ShellOptions so;
   if (r.count("input")) so.input_files = get<std::vector<std::string>>(r, "input");

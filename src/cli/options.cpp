@@ -7,7 +7,12 @@
 namespace fabperf::cli {
 
 cxxopts::ParseResult parse_options(cxxopts::Options& opts, int argc, char** argv,
+                                   const std::vector<std::string>& positional, const std::string& usage,
                                    const std::vector<std::string>& groups) {
+  if (!positional.empty()) {
+    opts.parse_positional(positional);
+    opts.positional_help(usage);
+  }
   try {
     auto r = opts.parse(argc, argv);
     if (!r.unmatched().empty()) throw UsageError(fmt::format("unexpected argument '{}'", r.unmatched().front()));

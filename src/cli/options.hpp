@@ -28,9 +28,11 @@ namespace fabperf::cli {
 
 // --help was given: its help is printed, and the command ends with 0 (main() catches this).
 struct HelpShown {};
-// cxxopts' errors and stray arguments as one-line UsageErrors; --help prints the help (of `groups`
-// where given) and throws HelpShown.
+// cxxopts' errors and stray arguments as one-line UsageErrors; the bare arguments go to the
+// (hidden) `positional` options, shown as `usage` in the help's first line; --help prints the help
+// (of `groups` where given) and throws HelpShown.
 cxxopts::ParseResult parse_options(cxxopts::Options& opts, int argc, char** argv,
+                                   const std::vector<std::string>& positional = {}, const std::string& usage = "",
                                    const std::vector<std::string>& groups = {});
 
 template <typename T>

@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
@@ -66,23 +65,15 @@ auth::Key one_time_key() {
   return auth::Key(std::vector<std::uint8_t>(n.begin(), n.end()));
 }
 
-// The started launchers; stop() ends them all. A thread forwards their stderr (agent warnings)
-// while the test runs, so a chatty agent never blocks on a full pipe.
+// The started launchers; destroying the set ends them all. A thread forwards their stderr (agent
+// warnings) while the test runs, so a chatty agent never blocks on a full pipe.
 class LaunchedAgents final : public Agents {
  public:
   LaunchedAgents() : key_(one_time_key()) {
     if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw SystemError("pipe", "launcher wake-up", errno);
   }
+  // Every launcher's stdin closed, up to 5 s for them to exit, then terminated and killed.
   ~LaunchedAgents() override {
-    stop(std::chrono::milliseconds(5000));
-    ::close(wake_[0]);  // both open: the constructor throws when pipe2 fails
-    ::close(wake_[1]);
-  }
-
-  const std::vector<HostPort>& endpoints() const override { return endpoints_; }
-  const auth::Key& key() const override { return key_; }
-
-  void stop(std::chrono::milliseconds grace) noexcept override {
     stop_forwarding();
     std::lock_guard lock(mu_);
     std::vector<Child*> all;
@@ -93,12 +84,16 @@ class LaunchedAgents final : public Agents {
         if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) c.close_err();
       }
     };
-    stop_all(all, grace, drain, [&](const Child& c) {
-      spdlog::warn("launch: {} (pid {}) did not stop within {:.1f} s; terminating it", c.label, c.pid,
-                   static_cast<double>(grace.count()) / 1e3);
+    stop_all(all, std::chrono::milliseconds(5000), drain, [&](const Child& c) {
+      spdlog::warn("launch: {} (pid {}) did not stop within 5.0 s; terminating it", c.label, c.pid);
     });
     children_.clear();
+    ::close(wake_[0]);  // both open: the constructor throws when pipe2 fails
+    ::close(wake_[1]);
   }
+
+  const std::vector<HostPort>& endpoints() const override { return endpoints_; }
+  const auth::Key& key() const override { return key_; }
 
   // Set-up phase (single-threaded, before forwarding starts).
   std::vector<Launched>& children() { return children_; }
@@ -192,7 +187,7 @@ std::string run_capture(const std::vector<std::string>& argv, const std::string&
     c.pump(200, std::size_t{1} << 20);
   }
   c.stop(std::chrono::milliseconds(5000));
-  if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
+  if (c.exit_code() != 0) {
     throw Error(ExitCode::infrastructure,
                 fmt::format("{}: '{}' {}: {}", what, argv.front(), c.describe_status(), stderr_summary(c.err_text)));
   }
@@ -206,7 +201,7 @@ std::string closed_without_ready(Launched& c) {
   while (c.err >= 0 && mono_now_ns() < until) c.pump(100, 0);  // stdout is closed already
   c.close_in();
   c.reap(2000);
-  const std::string who = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 255 ? "ssh" : "the agent";
+  const std::string who = c.exited && c.exit_code() == 255 ? "ssh" : "the agent";
   return fmt::format("{} {}: {}", who, c.exited ? c.describe_status() : "closed its output",
                      stderr_summary(c.err_text));
 }

@@ -5,8 +5,8 @@
 //
 // Every launched agent gets a one-time key generated here and written to the launcher's stdin
 // (never a command line, never a file); the launcher's stdin then stays open and the agent
-// (--exit-on-stdin-eof) stops when it closes. So agents go away when we close it (stop()), when
-// ssh/srun dies, or when this process dies (the launchers get PR_SET_PDEATHSIG).
+// (--exit-on-stdin-eof) stops when it closes. So agents go away when we close it (the set is
+// destroyed), when ssh/srun dies, or when this process dies (the launchers get PR_SET_PDEATHSIG).
 #pragma once
 
 #include <chrono>
@@ -43,7 +43,8 @@ struct SlurmOptions {
   std::chrono::milliseconds timeout{60000};  // the whole step: all agents ready
 };
 
-// A set of started agents. Destroying it stops them (stop()); stop() is idempotent.
+// A set of started agents. Destroying it stops them: it closes every launcher's stdin, waits up to
+// 5 s for the agents (and ssh/srun) to exit, then terminates and kills what is left.
 class Agents {
  public:
   virtual ~Agents() = default;
@@ -53,9 +54,6 @@ class Agents {
   // One per requested host, in the order asked for, ready to connect to with key().
   [[nodiscard]] virtual const std::vector<HostPort>& endpoints() const = 0;
   [[nodiscard]] virtual const auth::Key& key() const = 0;
-  // Closes every launcher's stdin, waits up to `grace` for the agents (and ssh/srun) to exit,
-  // then terminates and kills what is left. Never throws.
-  virtual void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000)) noexcept = 0;
 };
 
 // Starts one agent per host (hosts[i].host is the ssh destination; .port is ignored, .links are
