@@ -51,10 +51,8 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
                                             to_string(cfg_->probe.transport()));
     if (!s.ok) {
       ++p.failures_total[k];
-      p.last_error = s.error;
       continue;
     }
-    p.last_error.clear();
     p.last_probe_s[k] = r.wall_s;
     p.p50_s[k] = s.p50_s;
     p.p99_s[k] = s.p99_s;

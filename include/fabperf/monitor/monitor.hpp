@@ -204,7 +204,6 @@ struct PairState {
   std::uint64_t probes_total[2]{0, 0};  // by ProbeKind
   std::uint64_t failures_total[2]{0, 0};
   std::optional<double> last_probe_s[2];  // Unix time of the last successful probe, by kind
-  std::string last_error;
   Baseline baseline;
   bool drift_alert{false};
 };
