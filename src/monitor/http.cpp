@@ -125,8 +125,7 @@ struct MetricsServer::Impl {
       }
       const auto remote = sock.remote_endpoint(ec);
       std::string source = ec ? "?" : numeric_address(remote.address());
-      const auto from_source =
-          std::count_if(conns.begin(), conns.end(), [&](const Conn& c) { return c.source == source; });
+      const auto from_source = std::ranges::count(conns, source, &Conn::source);
       // Every connection at a cap is mid-request: each has 10 s at most to finish.
       if ((static_cast<std::size_t>(from_source) >= kMaxPerSource && !evict_idlest(&source)) ||
           (conns.size() >= kMaxConnections && !evict_idlest())) {
