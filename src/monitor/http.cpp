@@ -27,7 +27,6 @@ constexpr std::size_t kMaxConnections = 32;
 constexpr std::size_t kMaxPerSource = 8;
 constexpr std::size_t kMaxRequestHeaderBytes = std::size_t{8} * 1024;
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
-constexpr const char* kPlainText = "text/plain; charset=utf-8";
 
 }  // namespace
 
@@ -69,7 +68,7 @@ struct MetricsServer::Impl {
       unsigned version = 11;
       bool keep_alive = false;
       if (ec) {
-        rep = {400, kPlainText, fmt::format("bad request: {}\n", ec.message()), ""};  // status, type, body, allow
+        rep = {400, kPlainText, fmt::format("bad request: {}\n", ec.message()), ""};
       } else {
         const auto& req = parser.get();
         version = req.version();
@@ -126,8 +125,7 @@ struct MetricsServer::Impl {
       }
       const auto remote = sock.remote_endpoint(ec);
       std::string source = ec ? "?" : numeric_address(remote.address());
-      const auto from_source =
-          std::count_if(conns.begin(), conns.end(), [&](const Conn& c) { return c.source == source; });
+      const auto from_source = std::ranges::count(conns, source, &Conn::source);
       // Every connection at a cap is mid-request: each has 10 s at most to finish.
       if ((static_cast<std::size_t>(from_source) >= kMaxPerSource && !evict_idlest(&source)) ||
           (conns.size() >= kMaxConnections && !evict_idlest())) {

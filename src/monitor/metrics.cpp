@@ -156,23 +156,12 @@ std::size_t max_series(const MonitorConfig& cfg, std::size_t max_bond_members) {
 }
 
 HttpReply handle_http(std::string_view method, std::string_view target, const std::function<std::string()>& render) {
-  HttpReply r;
-  r.content_type = "text/plain; charset=utf-8";
-  const std::string_view path = target.substr(0, target.find('?'));
-  if (method != "GET") {
-    r.status = 405;
-    r.allow = "GET";
-    r.body = fmt::format("method {} not allowed: only GET /metrics\n", method.substr(0, 32));
-    return r;
-  }
-  if (path != "/metrics") {
-    r.status = 404;
-    r.body = "not found: the metrics are at /metrics\n";
-    return r;
-  }
-  r.content_type = kExpositionContentType;
-  r.body = render();
-  return r;
+  // {status, content type, body, allow}
+  if (method != "GET")
+    return {405, kPlainText, fmt::format("method {} not allowed: only GET /metrics\n", method.substr(0, 32)), "GET"};
+  if (target.substr(0, target.find('?')) != "/metrics")
+    return {404, kPlainText, "not found: the metrics are at /metrics\n", ""};
+  return {200, kExpositionContentType, render(), ""};
 }
 
 }  // namespace fabperf::monitor

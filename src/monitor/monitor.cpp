@@ -157,8 +157,7 @@ int run_monitor(const MonitorConfig& cfg, Prober& prober, MonitorClock& clock, M
     if (job_failed && ran) {
       for (const auto& p : result.pairs) {
         // A pair skipped for a backed-off agent: its back-off line said so once, not per job.
-        if (!p.ok && std::find(split.skipped.begin(), split.skipped.end(), HostPair(p.client, p.server)) ==
-                         split.skipped.end()) {
+        if (!p.ok && std::ranges::count(split.skipped, HostPair(p.client, p.server)) == 0) {
           log(fmt::format("probe failed: {} {}->{} {}: {}", to_string(job.kind), cfg.hosts[p.client].name,
                           cfg.hosts[p.server].name, cfg.link_names[job.link], p.error));
         }

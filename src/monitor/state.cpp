@@ -51,10 +51,8 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
                                             to_string(cfg_->probe.transport()));
     if (!s.ok) {
       ++p.failures_total[k];
-      p.last_error = s.error;
       continue;
     }
-    p.last_error.clear();
     p.last_probe_s[k] = r.wall_s;
     p.p50_s[k] = s.p50_s;
     p.p99_s[k] = s.p99_s;
@@ -68,10 +66,7 @@ std::vector<std::string> MonitorState::apply(const JobResult& r, bool& baselines
       b.samples.push_back(v);
       baselines_changed = true;
       if (b.samples.size() >= cfg_->baseline_probes) {
-        b.bytes_per_s = median(b.samples);
-        b.samples.clear();
-        b.source = "probes";
-        b.set_at = iso8601_utc_now();
+        b = {median(b.samples), {}, "probes", iso8601_utc_now()};
         log.push_back(fmt::format("baseline: {} set to {:.3f} MB/s (median of {} probes)", subject,
                                   *b.bytes_per_s / 1e6, cfg_->baseline_probes));
       }
@@ -223,10 +218,7 @@ std::size_t MonitorState::seed_from_acceptance(const std::string& text, const st
     if (hosts.first == hosts.second || b.bytes_per_s) continue;
     const double v = median(vals);
     if (!(v > 0)) continue;
-    b.bytes_per_s = v;
-    b.samples.clear();
-    b.source = "acceptance " + file;
-    b.set_at = iso8601_utc_now();
+    b = {v, {}, "acceptance " + file, iso8601_utc_now()};
     ++set;
   }
   return set;

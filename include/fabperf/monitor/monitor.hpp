@@ -204,7 +204,6 @@ struct PairState {
   std::uint64_t probes_total[2]{0, 0};  // by ProbeKind
   std::uint64_t failures_total[2]{0, 0};
   std::optional<double> last_probe_s[2];  // Unix time of the last successful probe, by kind
-  std::string last_error;
   Baseline baseline;
   bool drift_alert{false};
 };
@@ -273,6 +272,7 @@ struct HttpReply {
 // GET /metrics -> the exposition; other paths 404; other methods 405. Pure.
 HttpReply handle_http(std::string_view method, std::string_view target, const std::function<std::string()>& render);
 inline constexpr const char* kExpositionContentType = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr const char* kPlainText = "text/plain; charset=utf-8";  // the other answers'
 
 // Listens on host:port (0: a kernel-chosen port) on its own thread until destroyed. Requests are
 // bounded (headers 8 KiB, no body, 10 s to send one); at most 32 connections at once.
