@@ -154,10 +154,6 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
   return p;
 }
 
-std::string gbit(double v) {
-  return fmt::format("{:.1f}", v);
-}
-
 // "x4 of x8, Gen3", "Gen2 of Gen3, x8", "x4 Gen2 of x8 Gen3".
 std::string below_text(const PcieLinkState& cur, const PcieLinkState& max) {
   const bool narrow = cur.width < max.width;
@@ -246,7 +242,7 @@ std::vector<LinkFinding> pcie_link_findings(const PcieInfo& p, const std::string
     const bool slot_short = p.port_max.width > 0 && p.port_max.gts > 0 &&
                             (p.port_max.width < p.max.width || p.port_max.gts + 1e-9 < p.max.gts);
     out.push_back(
-        {fmt::format("{}: PCIe {}: {} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), gbit(ceiling),
+        {fmt::format("{}: PCIe {}: {:.1f} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), ceiling,
                      ports_text.empty() ? "" : " for " + ports_text + " of ports", p.address, limited),
          slot_short
              ? fmt::format("the slot's port {} supports only {}: move the card to a slot of {}", p.port,
@@ -256,12 +252,12 @@ std::vector<LinkFinding> pcie_link_findings(const PcieInfo& p, const std::string
                            pcie_link_text(p.max), p.address),
          "error"});
   } else if (ports > 0 && ceiling > 0 && ceiling * 1000.0 < static_cast<double>(ports)) {
-    out.push_back({fmt::format("{}: PCIe {} ({}{}): {} Gbit/s usable for {} of ports ({} Gbit/s)", who,
-                               pcie_link_text(pcie_effective_link(p)), p.address, limited, gbit(ceiling), ports_text,
-                               gbit(static_cast<double>(ports) / 1000.0)),
-                   fmt::format("together these ports cannot move more than {} Gbit/s each way: judge them one at a "
+    out.push_back({fmt::format("{}: PCIe {} ({}{}): {:.1f} Gbit/s usable for {} of ports ({:.1f} Gbit/s)", who,
+                               pcie_link_text(pcie_effective_link(p)), p.address, limited, ceiling, ports_text,
+                               static_cast<double>(ports) / 1000.0),
+                   fmt::format("together these ports cannot move more than {:.1f} Gbit/s each way: judge them one at a "
                                "time, or use a wider or faster slot (and card)",
-                               gbit(ceiling)),
+                               ceiling),
                    "warning"});
   }
   return out;
