@@ -48,14 +48,6 @@ void each_address(F&& f) {
   freeifaddrs(ifa);
 }
 
-std::vector<std::string> addresses_of(const std::string& name) {
-  std::vector<std::string> out;
-  each_address([&](const std::string& ifname, const std::string& ip, int prefix) {
-    if (ifname == name) out.push_back(fmt::format("{}/{}", ip, prefix));
-  });
-  return out;
-}
-
 }  // namespace
 
 std::optional<LinkInfo> read_link(const std::string& name, const std::string& root) {
@@ -99,7 +91,9 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
   if (root.empty()) {
     sysfs::fill_from_ethtool(l);
     if (l.driver == "veth" && l.kind == "virtual") l.kind = "veth";
-    l.addresses = addresses_of(name);
+    each_address([&](const std::string& ifname, const std::string& ip, int prefix) {
+      if (ifname == name) l.addresses.push_back(fmt::format("{}/{}", ip, prefix));
+    });
     l.shaped_mbps = read_shaped_mbps(name);
   }
   if (l.duplex.empty()) l.duplex = "unknown";
