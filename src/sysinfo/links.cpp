@@ -113,11 +113,7 @@ LinkCounters read_link_counters(const std::string& name, const std::string& root
   const std::string base = root + "/sys/class/net/" + name + "/statistics/";
   if (::access((base + "tx_bytes").c_str(), R_OK) != 0) return c;
   c.present = true;
-  const char* const files[] = {"tx_bytes",  "rx_bytes",  "tx_packets", "rx_packets",
-                               "tx_errors", "rx_errors", "tx_dropped", "rx_dropped"};
-  std::uint64_t* const to[] = {&c.tx_bytes,  &c.rx_bytes,  &c.tx_packets, &c.rx_packets,
-                               &c.tx_errors, &c.rx_errors, &c.tx_dropped, &c.rx_dropped};
-  for (std::size_t i = 0; i < std::size(to); ++i) *to[i] = sysfs::read_u64(base + files[i]).value_or(0);
+  for (const auto& [file, to] : kLinkCounterFiles) c.*to = sysfs::read_u64(base + file).value_or(0);
   return c;
 }
 
