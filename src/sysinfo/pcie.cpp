@@ -144,12 +144,11 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
     // now; a changed affinity takes effect at the IRQ's next interrupt, so either set holding no
     // local CPU sends it off the node.
     const std::string base = root + "/proc/irq/" + std::to_string(*irq);
-    bool remote = false;
-    for (const char* f : {"/smp_affinity_list", "/effective_affinity_list"}) {
+    const auto off_node = [&](const char* f) {
       const auto a = cpu_set(read_line(base + f));
-      if (a && std::none_of(a->begin(), a->end(), [&](int c) { return local->count(c) > 0; })) remote = true;
-    }
-    if (remote) ++p.remote_affinity;
+      return a && std::none_of(a->begin(), a->end(), [&](int c) { return local->count(c) > 0; });
+    };
+    if (off_node("/smp_affinity_list") || off_node("/effective_affinity_list")) ++p.remote_affinity;
   }
   return p;
 }
