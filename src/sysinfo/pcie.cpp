@@ -157,11 +157,10 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
 std::string below_text(const PcieLinkState& cur, const PcieLinkState& max) {
   const bool narrow = cur.width < max.width;
   const bool slow = cur.gts + 1e-9 < max.gts;
-  const std::string gc = fmt::format("Gen{}", pcie_generation(cur.gts)),
-                    gm = fmt::format("Gen{}", pcie_generation(max.gts));
-  if (narrow && slow) return fmt::format("x{} {} of x{} {}", cur.width, gc, max.width, gm);
-  if (narrow) return fmt::format("x{} of x{}, {}", cur.width, max.width, gc);
-  return fmt::format("{} of {}, x{}", gc, gm, cur.width);
+  const int gc = pcie_generation(cur.gts), gm = pcie_generation(max.gts);
+  if (narrow && slow) return fmt::format("x{} Gen{} of x{} Gen{}", cur.width, gc, max.width, gm);
+  if (narrow) return fmt::format("x{} of x{}, Gen{}", cur.width, max.width, gc);
+  return fmt::format("Gen{} of Gen{}, x{}", gc, gm, cur.width);
 }
 
 }  // namespace
