@@ -145,13 +145,10 @@ static IntervalSample interval_sample(const json& e) {
   return {e[0].get<std::int64_t>(), e[1].get<std::uint64_t>(), e[2].get<std::uint64_t>()};
 }
 
-// [t_ns, present, the 8 counters in this order].
-constexpr std::uint64_t LinkCounters::*kLinkCounters[] = {
-    &LinkCounters::tx_bytes,  &LinkCounters::rx_bytes,  &LinkCounters::tx_packets, &LinkCounters::rx_packets,
-    &LinkCounters::tx_errors, &LinkCounters::rx_errors, &LinkCounters::tx_dropped, &LinkCounters::rx_dropped};
+// [t_ns, present, the 8 counters in kLinkCounterFiles' order].
 static json to_json(const LinkSample& s) {
   json a = {s.t_ns, s.counters.present};
-  for (const auto counter : kLinkCounters) a.push_back(s.counters.*counter);
+  for (const auto& f : kLinkCounterFiles) a.push_back(s.counters.*f.second);
   return a;
 }
 static LinkSample link_sample(const json& s) {
@@ -164,7 +161,7 @@ static LinkSample link_sample(const json& s) {
   for (std::size_t i = 0; i < 8; ++i) {
     if (!s[i + 2].is_number_unsigned())
       throw ProtocolError("RESULT.links[].samples[]: counters must be unsigned integers");
-    x.counters.*kLinkCounters[i] = s[i + 2].get<std::uint64_t>();
+    x.counters.*kLinkCounterFiles[i].second = s[i + 2].get<std::uint64_t>();
   }
   return x;
 }

@@ -317,7 +317,7 @@ std::vector<std::string> bond_findings(const BondInfo& b, int peers) {
 
 // ---- transmit hash -------------------------------------------------------------------------
 
-// The policies' kernel names, both ways.
+// The policies' kernel names.
 using PolicyName = std::pair<HashPolicy, std::string_view>;
 constexpr PolicyName kPolicyNames[] = {{HashPolicy::layer2, "layer2"},    {HashPolicy::layer23, "layer2+3"},
                                        {HashPolicy::layer34, "layer3+4"}, {HashPolicy::encap23, "encap2+3"},
@@ -326,11 +326,6 @@ constexpr PolicyName kPolicyNames[] = {{HashPolicy::layer2, "layer2"},    {HashP
 std::optional<HashPolicy> parse_hash_policy(std::string_view s) {
   const auto* it = std::ranges::find(kPolicyNames, s, &PolicyName::second);
   return it == std::end(kPolicyNames) ? std::nullopt : std::optional(it->first);
-}
-
-std::string_view to_string(HashPolicy p) {
-  const auto* it = std::ranges::find(kPolicyNames, p, &PolicyName::first);
-  return it == std::end(kPolicyNames) ? "?" : it->second;
 }
 
 std::optional<Mac> parse_mac(std::string_view s) {

@@ -87,7 +87,7 @@ std::optional<CounterValues> read_ethtool_stats(const std::string& ifname) {
 namespace {
 
 // What the root qdisc of an interface says: its queue counters, its kind and, for a token bucket
-// (tbf), its rate. One RTM_GETQDISC dump.
+// (tbf) or htb, its rate. One RTM_GETQDISC dump (and for htb one RTM_GETTCLASS dump).
 struct RootQdisc {
   CounterValues counters;
   std::string kind;

@@ -14,9 +14,8 @@
 namespace fabperf::sysfs {
 
 std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
-    s.remove_suffix(1);
+  s.remove_prefix(std::min(s.find_first_not_of(" \t"), s.size()));
+  s.remove_suffix(s.size() - (s.find_last_not_of(" \t\r\n") + 1));  // npos + 1 == 0: all blank
   return std::string(s);
 }
 

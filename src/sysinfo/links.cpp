@@ -48,14 +48,6 @@ void each_address(F&& f) {
   freeifaddrs(ifa);
 }
 
-std::vector<std::string> addresses_of(const std::string& name) {
-  std::vector<std::string> out;
-  each_address([&](const std::string& ifname, const std::string& ip, int prefix) {
-    if (ifname == name) out.push_back(fmt::format("{}/{}", ip, prefix));
-  });
-  return out;
-}
-
 }  // namespace
 
 std::optional<LinkInfo> read_link(const std::string& name, const std::string& root) {
@@ -99,7 +91,9 @@ std::optional<LinkInfo> read_link(const std::string& name, const std::string& ro
   if (root.empty()) {
     sysfs::fill_from_ethtool(l);
     if (l.driver == "veth" && l.kind == "virtual") l.kind = "veth";
-    l.addresses = addresses_of(name);
+    each_address([&](const std::string& ifname, const std::string& ip, int prefix) {
+      if (ifname == name) l.addresses.push_back(fmt::format("{}/{}", ip, prefix));
+    });
     l.shaped_mbps = read_shaped_mbps(name);
   }
   if (l.duplex.empty()) l.duplex = "unknown";
@@ -119,11 +113,7 @@ LinkCounters read_link_counters(const std::string& name, const std::string& root
   const std::string base = root + "/sys/class/net/" + name + "/statistics/";
   if (::access((base + "tx_bytes").c_str(), R_OK) != 0) return c;
   c.present = true;
-  const char* const files[] = {"tx_bytes",  "rx_bytes",  "tx_packets", "rx_packets",
-                               "tx_errors", "rx_errors", "tx_dropped", "rx_dropped"};
-  std::uint64_t* const to[] = {&c.tx_bytes,  &c.rx_bytes,  &c.tx_packets, &c.rx_packets,
-                               &c.tx_errors, &c.rx_errors, &c.tx_dropped, &c.rx_dropped};
-  for (std::size_t i = 0; i < std::size(to); ++i) *to[i] = sysfs::read_u64(base + files[i]).value_or(0);
+  for (const auto& [file, to] : kLinkCounterFiles) c.*to = sysfs::read_u64(base + file).value_or(0);
   return c;
 }
 

@@ -144,29 +144,23 @@ IrqPlacement read_irqs(const fs::path& fn, const std::string& root) {
     // now; a changed affinity takes effect at the IRQ's next interrupt, so either set holding no
     // local CPU sends it off the node.
     const std::string base = root + "/proc/irq/" + std::to_string(*irq);
-    bool remote = false;
-    for (const char* f : {"/smp_affinity_list", "/effective_affinity_list"}) {
+    const auto off_node = [&](const char* f) {
       const auto a = cpu_set(read_line(base + f));
-      if (a && std::none_of(a->begin(), a->end(), [&](int c) { return local->count(c) > 0; })) remote = true;
-    }
-    if (remote) ++p.remote_affinity;
+      return a && std::none_of(a->begin(), a->end(), [&](int c) { return local->count(c) > 0; });
+    };
+    if (off_node("/smp_affinity_list") || off_node("/effective_affinity_list")) ++p.remote_affinity;
   }
   return p;
-}
-
-std::string gbit(double v) {
-  return fmt::format("{:.1f}", v);
 }
 
 // "x4 of x8, Gen3", "Gen2 of Gen3, x8", "x4 Gen2 of x8 Gen3".
 std::string below_text(const PcieLinkState& cur, const PcieLinkState& max) {
   const bool narrow = cur.width < max.width;
   const bool slow = cur.gts + 1e-9 < max.gts;
-  const std::string gc = fmt::format("Gen{}", pcie_generation(cur.gts)),
-                    gm = fmt::format("Gen{}", pcie_generation(max.gts));
-  if (narrow && slow) return fmt::format("x{} {} of x{} {}", cur.width, gc, max.width, gm);
-  if (narrow) return fmt::format("x{} of x{}, {}", cur.width, max.width, gc);
-  return fmt::format("{} of {}, x{}", gc, gm, cur.width);
+  const int gc = pcie_generation(cur.gts), gm = pcie_generation(max.gts);
+  if (narrow && slow) return fmt::format("x{} Gen{} of x{} Gen{}", cur.width, gc, max.width, gm);
+  if (narrow) return fmt::format("x{} of x{}, Gen{}", cur.width, max.width, gc);
+  return fmt::format("Gen{} of Gen{}, x{}", gc, gm, cur.width);
 }
 
 }  // namespace
@@ -246,7 +240,7 @@ std::vector<LinkFinding> pcie_link_findings(const PcieInfo& p, const std::string
     const bool slot_short = p.port_max.width > 0 && p.port_max.gts > 0 &&
                             (p.port_max.width < p.max.width || p.port_max.gts + 1e-9 < p.max.gts);
     out.push_back(
-        {fmt::format("{}: PCIe {}: {} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), gbit(ceiling),
+        {fmt::format("{}: PCIe {}: {:.1f} Gbit/s usable{} ({}{})", who, below_text(p.link, p.max), ceiling,
                      ports_text.empty() ? "" : " for " + ports_text + " of ports", p.address, limited),
          slot_short
              ? fmt::format("the slot's port {} supports only {}: move the card to a slot of {}", p.port,
@@ -256,12 +250,12 @@ std::vector<LinkFinding> pcie_link_findings(const PcieInfo& p, const std::string
                            pcie_link_text(p.max), p.address),
          "error"});
   } else if (ports > 0 && ceiling > 0 && ceiling * 1000.0 < static_cast<double>(ports)) {
-    out.push_back({fmt::format("{}: PCIe {} ({}{}): {} Gbit/s usable for {} of ports ({} Gbit/s)", who,
-                               pcie_link_text(pcie_effective_link(p)), p.address, limited, gbit(ceiling), ports_text,
-                               gbit(static_cast<double>(ports) / 1000.0)),
-                   fmt::format("together these ports cannot move more than {} Gbit/s each way: judge them one at a "
+    out.push_back({fmt::format("{}: PCIe {} ({}{}): {:.1f} Gbit/s usable for {} of ports ({:.1f} Gbit/s)", who,
+                               pcie_link_text(pcie_effective_link(p)), p.address, limited, ceiling, ports_text,
+                               static_cast<double>(ports) / 1000.0),
+                   fmt::format("together these ports cannot move more than {:.1f} Gbit/s each way: judge them one at a "
                                "time, or use a wider or faster slot (and card)",
-                               gbit(ceiling)),
+                               ceiling),
                    "warning"});
   }
   return out;

@@ -27,11 +27,9 @@ using sysfs::read_line;
 using sysfs::read_u64;
 using sysfs::sorted_entries;
 
-// sysfs LIDs print as hex ("0x1a").
+// sysfs LIDs print as hex ("0x1a"); an absent file reads as "", which strtoul takes as 0.
 std::uint32_t read_hex(const fs::path& p) {
-  const std::string s = read_line(p);
-  if (s.empty()) return 0;
-  return static_cast<std::uint32_t>(std::strtoul(s.c_str(), nullptr, 0));
+  return static_cast<std::uint32_t>(std::strtoul(read_line(p).c_str(), nullptr, 0));
 }
 
 // "fe80:0000:0000:0000:5054:00ff:fe12:3456" -> "fe80::5054:ff:fe12:3456"; "" for the zero GID.

@@ -87,7 +87,6 @@ std::vector<LinkFinding> bond_checks(const BondInfo& b, int peers = -1);
 
 enum class HashPolicy { layer2, layer23, layer34, encap23, encap34, vlan_srcmac };
 std::optional<HashPolicy> parse_hash_policy(std::string_view s);  // "layer3+4" ...; nullopt unknown
-std::string_view to_string(HashPolicy p);
 
 using Mac = std::array<std::uint8_t, 6>;
 std::optional<Mac> parse_mac(std::string_view s);

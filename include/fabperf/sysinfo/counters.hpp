@@ -42,8 +42,8 @@ std::optional<CounterValues> read_ethtool_stats(const std::string& ifname);
 // "qdisc.requeues" (a shaper's drops never reach the interface's own counters); empty when the
 // interface has none or is gone.
 CounterValues read_qdisc_counters(const std::string& ifname);
-// The rate a root token-bucket qdisc (tbf) holds the interface to, in Mbit/s; -1 without one.
-// (htb's rates sit on its classes and are not read.)
+// The rate a root token-bucket qdisc (tbf), or the highest ceil of a root htb's top classes,
+// holds the interface to, in Mbit/s; -1 without one.
 std::int64_t read_shaped_mbps(const std::string& ifname);
 
 // Everything read_ethtool_stats, read_qdisc_counters and the interface's

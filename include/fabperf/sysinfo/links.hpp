@@ -6,6 +6,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fabperf/sysinfo/pcie.hpp>
@@ -42,6 +43,12 @@ struct LinkCounters {
   std::uint64_t tx_bytes{0}, rx_bytes{0}, tx_packets{0}, rx_packets{0};
   std::uint64_t tx_errors{0}, rx_errors{0}, tx_dropped{0}, rx_dropped{0};
 };
+// The counters by their statistics file names, in the order a RESULT's link samples carry them.
+inline constexpr std::pair<const char*, std::uint64_t LinkCounters::*> kLinkCounterFiles[] = {
+    {"tx_bytes", &LinkCounters::tx_bytes},     {"rx_bytes", &LinkCounters::rx_bytes},
+    {"tx_packets", &LinkCounters::tx_packets}, {"rx_packets", &LinkCounters::rx_packets},
+    {"tx_errors", &LinkCounters::tx_errors},   {"rx_errors", &LinkCounters::rx_errors},
+    {"tx_dropped", &LinkCounters::tx_dropped}, {"rx_dropped", &LinkCounters::rx_dropped}};
 
 // `root` prefixes /sys and /proc ("" = this host).
 std::vector<LinkInfo> read_links(const std::string& root = "");

@@ -40,7 +40,6 @@ double read_thread_cpu_s(int tid, const std::string& root = "");
 // The CPUs of a NUMA node (/sys/devices/system/node/nodeN/cpulist); empty when unknown.
 std::vector<int> read_numa_cpus(int node, const std::string& root = "");
 
-// Host name of this machine.
 std::string local_hostname();
 // The running executable (/proc/self/exe), to start agents as copies of this binary; throws SystemError.
 std::string self_exe();
