@@ -51,6 +51,17 @@ std::optional<std::uint64_t> TcpFlow::delivered_tx() const {
 }
 
 std::optional<std::uint64_t> TcpFlow::queued_rx() const {
+  // A stream carries only payload after its handshake, so what arrived and is not counted yet is
+  // the kernel's count of bytes received less the reader's: the queue and a read in progress,
+  // which SIOCINQ misses (a reader preempted between its copy and its count holds a chunk). The
+  // reader's count is taken first, so a read finished in between is not taken off twice. rpc
+  // flows also receive headers the reader does not count: the queue alone.
+  if (op == FlowOp::write || op == FlowOp::read) {
+    const std::uint64_t counted = counters.rx_bytes.load(std::memory_order_relaxed);
+    tcp_info ti{};
+    if (read_tcp_info(fd(), ti) >= offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+      return ti.tcpi_bytes_received > counted ? ti.tcpi_bytes_received - counted : 0;
+  }
   int n = 0;
   if (ioctl(fd(), SIOCINQ, &n) != 0 || n < 0) return std::nullopt;
   return static_cast<std::uint64_t>(n);

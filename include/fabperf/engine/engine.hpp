@@ -61,8 +61,9 @@ class Flow {
   [[nodiscard]] virtual std::optional<std::uint64_t> delivered_tx() const {
     return counters.tx_bytes.load(std::memory_order_relaxed);
   }
-  // Bytes that arrived and wait in the socket to be read (TCP: SIOCINQ); nullopt where the
-  // transport has no such queue. A reader starved of CPU leaves megabytes there at a window's edge.
+  // Bytes that arrived and are not counted yet (a TCP stream: the kernel's bytes received less
+  // the reader's count, so a read in progress too; rpc: SIOCINQ); nullopt where the transport has
+  // no such queue. A reader starved of CPU leaves megabytes there at a window's edge.
   [[nodiscard]] virtual std::optional<std::uint64_t> queued_rx() const { return std::nullopt; }
 
   // Records the first error only; the flow's thread calls it, then ends.

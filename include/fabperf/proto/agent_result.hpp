@@ -51,9 +51,9 @@ struct FlowResult {
   // Payload the peer acknowledged inside the window (Flow::delivered_tx): what crossed, counted
   // on this side. Every tx figure of a report uses it, never what was written into a buffer.
   std::uint64_t tx_delivered_window{0};
-  // What this end's receive queue gained over the window (TCP: SIOCINQ at both edges; 0 where
-  // unknown): rx_bytes_window plus this is what arrived, the wire audit's rx side (the interface
-  // counts arrivals; a reader starved of CPU at an edge reads them in another window).
+  // What arrived but was not counted yet gained over the window (Flow::queued_rx at both edges;
+  // 0 where unknown): rx_bytes_window plus this is what arrived, the wire audit's rx side (the
+  // interface counts arrivals; a reader starved of CPU at an edge reads them in another window).
   std::int64_t rx_queued_delta{0};
   std::uint64_t msgs_window{0};     // completed RPCs (client side, rpc mode)
   std::uint64_t retrans_window{0};  // TCP_INFO total_retrans delta over the window
