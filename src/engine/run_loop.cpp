@@ -157,8 +157,8 @@ const std::string& cached_interface(std::map<std::string, std::string>& cache, c
 
 namespace {
 // One flow's counters at an instant: what the peer acknowledged (Flow::delivered_tx) and what
-// waits in the receive queue (Flow::queued_rx), nullopt where the transport could not say; tcp
-// only in a full snapshot.
+// arrived but is not counted yet (Flow::queued_rx), nullopt where the transport could not say;
+// tcp only in a full snapshot.
 struct FlowSnap {
   std::uint64_t tx{0}, rx{0}, msgs{0};
   std::optional<std::uint64_t> delivered, queued;
