@@ -156,12 +156,11 @@ const std::string& cached_interface(std::map<std::string, std::string>& cache, c
 }
 
 namespace {
-// One flow's counters at an instant: what the peer acknowledged (Flow::delivered_tx) and what
-// arrived but is not counted yet (Flow::queued_rx), nullopt where the transport could not say;
-// tcp only in a full snapshot.
+// One flow's counters at an instant: what the peer acknowledged and what arrived but is not
+// counted in rx yet (Flow::edge); tcp only in a full snapshot.
 struct FlowSnap {
   std::uint64_t tx{0}, rx{0}, msgs{0};
-  std::optional<std::uint64_t> delivered, queued;
+  Flow::Edge edge;
   TcpSample tcp;
 };
 struct Snapshot {
@@ -183,8 +182,9 @@ Snapshot take_snapshot(const std::vector<Flow*>& flows, bool full) {
     const std::int64_t t0 = mono_now_ns();
     for (const auto* f : flows) {
       const FlowCounters& c = f->counters;
-      read.push_back({c.tx_bytes.load(std::memory_order_relaxed), c.rx_bytes.load(std::memory_order_relaxed),
-                      c.msgs.load(std::memory_order_relaxed), f->delivered_tx(), f->queued_rx(), TcpSample()});
+      const std::uint64_t rx = c.rx_bytes.load(std::memory_order_relaxed);
+      read.push_back({c.tx_bytes.load(std::memory_order_relaxed), rx, c.msgs.load(std::memory_order_relaxed),
+                      f->edge(rx), TcpSample()});
     }
     if (const std::int64_t took = mono_now_ns() - t0; took < span) {
       span = took;
@@ -291,7 +291,9 @@ std::vector<RdmaPortResult> flow_rdma_ports(const std::vector<Flow*>& flows) {
 // A flow's payload delivered to its peer between two snapshots: the acknowledged bytes, or the
 // sender's own count where the transport could not say at either end.
 std::uint64_t delivered_between(const FlowSnap& a, const FlowSnap& b) {
-  if (a.delivered && b.delivered) return *b.delivered > *a.delivered ? *b.delivered - *a.delivered : 0;
+  const auto& da = a.edge.delivered;
+  const auto& db = b.edge.delivered;
+  if (da && db) return *db > *da ? *db - *da : 0;
   return b.tx - a.tx;
 }
 
@@ -351,9 +353,9 @@ FlowResult flow_result(const Flow& f, const FlowSnap& open, const FlowSnap& clos
           .tx_bytes_window = close.tx - open.tx,
           .rx_bytes_window = close.rx - open.rx,
           .tx_delivered_window = delivered_between(open, close),
-          .rx_queued_delta = open.queued && close.queued
-                                 ? static_cast<std::int64_t>(*close.queued) - static_cast<std::int64_t>(*open.queued)
-                                 : 0,
+          .rx_queued_delta = open.edge.queued && close.edge.queued ? static_cast<std::int64_t>(*close.edge.queued) -
+                                                                         static_cast<std::int64_t>(*open.edge.queued)
+                                                                   : 0,
           .msgs_window = close.msgs - open.msgs,
           .retrans_window = retrans1 >= retrans0 ? retrans1 - retrans0 : 0,
           .tcp = close.tcp.valid ? close.tcp : f.sample_transport(),

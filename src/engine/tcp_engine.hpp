@@ -23,8 +23,7 @@ class TcpFlow final : public Flow {
  public:
   TcpFlow(int fd, FlowRole role, FlowOp op, std::uint32_t peer_node, std::string local, std::string remote);
   [[nodiscard]] TcpSample sample_transport() const override;
-  [[nodiscard]] std::optional<std::uint64_t> delivered_tx() const override;
-  [[nodiscard]] std::optional<std::uint64_t> queued_rx() const override;
+  [[nodiscard]] Edge edge(std::uint64_t counted_rx) const override;
   [[nodiscard]] int fd() const { return fd_.get(); }
   void shutdown_both() noexcept;
 

@@ -3,10 +3,8 @@
 // clashes with glibc's <netinet/tcp.h>.
 #include "engine/tcp_engine.hpp"
 
-#include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <cstddef>
 
@@ -41,30 +39,20 @@ TcpSample TcpFlow::sample_transport() const {
           .snd_cwnd = ti.tcpi_snd_cwnd};
 }
 
-std::optional<std::uint64_t> TcpFlow::delivered_tx() const {
+Flow::Edge TcpFlow::edge(std::uint64_t counted_rx) const {
+  // Both framing counts are read before the kernel's figures: a header read or written in
+  // between is then in the kernel's count and not yet in ours, the error left (16 bytes).
+  const std::uint64_t framing_tx = counters.framing_tx.load(std::memory_order_relaxed);
+  const std::uint64_t counted = counted_rx + counters.framing_rx.load(std::memory_order_relaxed);
   tcp_info ti{};
-  // Kernels before 4.1 stop short of the field: no answer rather than a zero.
-  if (read_tcp_info(fd(), ti) < offsetof(tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked) return std::nullopt;
-  // Framing written but not yet acknowledged (a few headers in the send queue) is the error left.
-  const std::uint64_t framing = counters.framing_tx.load(std::memory_order_relaxed);
-  return ti.tcpi_bytes_acked > framing ? ti.tcpi_bytes_acked - framing : 0;
-}
-
-std::optional<std::uint64_t> TcpFlow::queued_rx() const {
-  // A stream carries only payload after its handshake, so what arrived and is not counted yet is
-  // the kernel's count of bytes received less the reader's: the queue and a read in progress,
-  // which SIOCINQ misses (a reader preempted between its copy and its count holds a chunk). The
-  // reader's count is taken first, so a read finished in between is not taken off twice. rpc
-  // flows also receive headers the reader does not count: the queue alone.
-  if (op == FlowOp::write || op == FlowOp::read) {
-    const std::uint64_t counted = counters.rx_bytes.load(std::memory_order_relaxed);
-    tcp_info ti{};
-    if (read_tcp_info(fd(), ti) >= offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
-      return ti.tcpi_bytes_received > counted ? ti.tcpi_bytes_received - counted : 0;
-  }
-  int n = 0;
-  if (ioctl(fd(), SIOCINQ, &n) != 0 || n < 0) return std::nullopt;
-  return static_cast<std::uint64_t>(n);
+  const socklen_t len = read_tcp_info(fd(), ti);
+  Edge e;
+  // Kernels before 4.1 stop short of these fields: no answer rather than a zero.
+  if (len >= offsetof(tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)
+    e.delivered = ti.tcpi_bytes_acked > framing_tx ? ti.tcpi_bytes_acked - framing_tx : 0;
+  if (len >= offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+    e.queued = ti.tcpi_bytes_received > counted ? ti.tcpi_bytes_received - counted : 0;
+  return e;
 }
 
 }  // namespace fabperf

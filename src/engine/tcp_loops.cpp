@@ -53,9 +53,6 @@ void put_hdr(std::uint8_t* h, std::uint32_t magic, std::uint32_t op, std::uint64
   put_be(h + 8, len);
 }
 
-// The byte count of what is not counted (headers read, pings).
-constexpr auto no_count = [](std::uint64_t) {};
-
 // Drains MSG_ZEROCOPY completions (they pile up in the error queue and count against optmem).
 // The send buffer never changes, so completions need no matching: only draining. Returns false
 // when the kernel reported that it copied the data anyway (loopback and veth do).
@@ -182,7 +179,8 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
   const int fd = c.flow->fd();
   std::uint8_t hdr[kRpcHdrSize];
   int err = 0;
-  const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, no_count, err);
+  const int rc = recv_exact(
+      fd, hdr, sizeof hdr, ctx, [&c](std::uint64_t k) { c.flow->counters.add_framing_rx(k); }, err);
   if (rc <= 0) {
     if (rc < 0 && !ctx.aborted() && !c.broken) c.break_conn(fmt::format("rpc reply: {}", err_text(err)));
     return rc;
@@ -352,7 +350,8 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
       fail_io(f, ctx, what, err);
       return false;
     };
-    const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, no_count, err);
+    const int rc = recv_exact(
+        fd, hdr, sizeof hdr, ctx, [&f](std::uint64_t k) { f.counters.add_framing_rx(k); }, err);
     if (rc == 0) {
       ::shutdown(fd, SHUT_WR);  // client finished
       return false;
@@ -546,7 +545,8 @@ void TcpEngine::probe_loop() {
       const std::int64_t t0 = mono_now_ns();
       if (!send_all(
               f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
-          recv_exact(f.fd(), reply, sizeof reply, ctx, no_count, err) <= 0 ||
+          recv_exact(
+              f.fd(), reply, sizeof reply, ctx, [&f](std::uint64_t k) { f.counters.add_framing_rx(k); }, err) <= 0 ||
           get_be<std::uint32_t>(reply) != kReplyMagic) {
         fail_io(f, ctx, "delay probe", err == 0 ? EPIPE : err);
         dead[i] = true;

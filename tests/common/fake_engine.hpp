@@ -25,7 +25,7 @@ struct FakeEngineOptions {
   std::string fail_setup{};               // non-empty: prepare_server and prepare_client throw it
   std::shared_future<void> hold_join{};   // valid: join() waits for it (a slow release)
   std::shared_future<void> hold_start{};  // valid: start() waits for it (threads slow to start)
-  int slow_read = 0;                      // > 0: the first flow's Nth delivered_tx() takes 50 ms
+  int slow_read = 0;                      // > 0: the first flow's Nth edge() read takes 50 ms
 };
 
 // A flow whose acknowledged count is its sent count, and whose Nth read of it is slow: a reader
@@ -34,9 +34,9 @@ class SlowReadFlow final : public Flow {
  public:
   SlowReadFlow(int slow_read, std::string where)
       : Flow(FlowRole::client, FlowOp::write, 1, std::move(where), "127.0.0.1:5000"), slow_read_(slow_read) {}
-  [[nodiscard]] std::optional<std::uint64_t> delivered_tx() const override {
+  [[nodiscard]] Edge edge(std::uint64_t /*counted_rx*/) const override {
     if (++reads_ == slow_read_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return counters.tx_bytes.load();
+    return {counters.tx_bytes.load(), std::nullopt};
   }
 
  private:

@@ -79,7 +79,7 @@ TEST(TestRunFake, WindowIntervalsAndTotalsFollowTheSchedule) {
     EXPECT_GT(f.tx_bytes_window, 0u);
     EXPECT_LE(f.tx_bytes_window, f.tx_bytes_total);  // warm-up and tail are outside the window
     EXPECT_LT(f.tx_bytes_window, f.tx_bytes_total);
-    // A fake flow counts a send as delivered (Flow::delivered_tx's default, as RDMA's completions).
+    // A fake flow counts a send as delivered (Flow::edge's default, as RDMA's completions).
     // A snapshot reads the sent and the delivered count one after the other, so a send between the
     // two reads at either edge of the window moves one of them by a tick (CI saw 3,974,000 vs
     // 3,975,000): equal to within a tick per edge is what holds.

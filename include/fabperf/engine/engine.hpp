@@ -36,9 +36,11 @@ struct alignas(64) FlowCounters {
   std::atomic<std::uint64_t> msgs{0};
   // Protocol bytes written beside the payload (rpc request and reply headers, pings): what the
   // peer acknowledges holds them too, so delivered payload is acknowledged bytes less these.
-  std::atomic<std::uint64_t> framing_tx{0};
+  // Read beside it (the rpc headers this end reads): what arrived holds them too.
+  std::atomic<std::uint64_t> framing_tx{0}, framing_rx{0};
   void add_tx(std::uint64_t n) noexcept { tx_bytes.fetch_add(n, std::memory_order_relaxed); }
   void add_framing(std::uint64_t n) noexcept { framing_tx.fetch_add(n, std::memory_order_relaxed); }
+  void add_framing_rx(std::uint64_t n) noexcept { framing_rx.fetch_add(n, std::memory_order_relaxed); }
   void add_rx(std::uint64_t n) noexcept { rx_bytes.fetch_add(n, std::memory_order_relaxed); }
   void add_msg() noexcept { msgs.fetch_add(1, std::memory_order_relaxed); }
   std::atomic<std::uint64_t> verify_errors{0};  // received chunks that differed from the pattern
@@ -53,18 +55,22 @@ class Flow {
 
   // Transport statistics; called by the sampler thread while the flow runs.
   [[nodiscard]] virtual TcpSample sample_transport() const { return {}; }
-  // Payload bytes the peer has received so far, as this end knows it: what the transport says
-  // the peer acknowledged. The sender's own count (tx_bytes) also holds what still sits in a
-  // socket buffer, which over a short window on a slow link can be a third of the figure.
+  // What a window's edge reads of the flow, nullopt where the transport cannot say.
+  // delivered: payload bytes the peer has received so far, as this end knows it: what the
+  // transport says the peer acknowledged. The sender's own count (tx_bytes) also holds what still
+  // sits in a socket buffer, which over a short window on a slow link can be a third of the figure.
   // Only differences are meaningful (set-up bytes may be included). The default is the tx
   // counter, for transports that count a send only when it completed (RDMA RC).
-  [[nodiscard]] virtual std::optional<std::uint64_t> delivered_tx() const {
-    return counters.tx_bytes.load(std::memory_order_relaxed);
+  // queued: bytes that arrived and are not counted in `counted_rx` (the reader's count, read by
+  // the caller just before, so both edges pair one count with one kernel figure): a TCP
+  // connection's bytes received less that count and the framing read, so a read in progress too.
+  // A reader starved of CPU leaves megabytes there at a window's edge.
+  struct Edge {
+    std::optional<std::uint64_t> delivered, queued;
+  };
+  [[nodiscard]] virtual Edge edge(std::uint64_t /*counted_rx*/) const {
+    return {counters.tx_bytes.load(std::memory_order_relaxed), std::nullopt};
   }
-  // Bytes that arrived and are not counted yet (a TCP stream: the kernel's bytes received less
-  // the reader's count, so a read in progress too; rpc: SIOCINQ); nullopt where the transport has
-  // no such queue. A reader starved of CPU leaves megabytes there at a window's edge.
-  [[nodiscard]] virtual std::optional<std::uint64_t> queued_rx() const { return std::nullopt; }
 
   // Records the first error only; the flow's thread calls it, then ends.
   void fail(std::string message);

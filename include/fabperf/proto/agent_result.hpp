@@ -48,10 +48,10 @@ struct FlowResult {
   std::uint64_t rx_bytes_total{0};
   std::uint64_t tx_bytes_window{0};  // what this end wrote (the sender's count)
   std::uint64_t rx_bytes_window{0};  // what arrived and was read: the receiver's count
-  // Payload the peer acknowledged inside the window (Flow::delivered_tx): what crossed, counted
+  // Payload the peer acknowledged inside the window (Flow::edge): what crossed, counted
   // on this side. Every tx figure of a report uses it, never what was written into a buffer.
   std::uint64_t tx_delivered_window{0};
-  // What arrived but was not counted yet gained over the window (Flow::queued_rx at both edges;
+  // What arrived but was not counted yet gained over the window (Flow::edge at both edges;
   // 0 where unknown): rx_bytes_window plus this is what arrived, the wire audit's rx side (the
   // interface counts arrivals; a reader starved of CPU at an edge reads them in another window).
   std::int64_t rx_queued_delta{0};
