@@ -89,16 +89,18 @@ int deadline_err(const RunContext& ctx) {
   return mono_now_ns() >= ctx.schedule().end_at + RunContext::kMaxDrainNs ? kDrainLimit : kStalled;
 }
 
-// Moves n bytes with op(done) (one send/sendfile/recv call for the bytes after `done`), retrying
-// ticks; gives up at the hard deadline or on abort (an rpc sender must finish its block). Returns 1
-// on success, 0 on a clean EOF before the first byte, -1 on error (err set; EPIPE for EOF mid-message).
-template <typename Op, typename Count>
-int move_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op&& op) {
+// Moves n bytes with op(done) (one send/sendfile/recv call for the bytes after `done`), adding
+// each call's to `count` (one of the flow's counters), retrying ticks; gives up at the hard
+// deadline or on abort (an rpc sender must finish its block). Returns 1 on success, 0 on a clean
+// EOF before the first byte, -1 on error (err set; EPIPE for EOF mid-message).
+using Count = std::atomic<std::uint64_t>;
+template <typename Op>
+int move_all(std::size_t n, const RunContext& ctx, Count& count, int& err, Op&& op) {
   std::size_t done = 0;
   while (done < n) {
     const ssize_t k = op(done);
     if (k > 0) {
-      count(static_cast<std::uint64_t>(k));
+      count.fetch_add(static_cast<std::uint64_t>(k), std::memory_order_relaxed);
       done += static_cast<std::size_t>(k);
       if (ctx.stopping()) ctx.note_drain_progress();  // slow past the end, not stalled
       continue;
@@ -116,8 +118,7 @@ int move_all(std::size_t n, const RunContext& ctx, Count&& count, int& err, Op&&
   return 1;
 }
 
-template <typename Count>
-bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err,
+bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ctx, Count& count, int& err,
               int flags = 0) {
   return move_all(n, ctx, count, err,
                   [&](std::size_t done) { return ::send(fd, p + done, n - done, MSG_NOSIGNAL | flags); }) > 0;
@@ -126,9 +127,8 @@ bool send_all(int fd, const std::uint8_t* p, std::size_t n, const RunContext& ct
 // Sends one whole rpc block, the pattern's period repeated, round that one period (cache-hot
 // however large the block): with sendfile(2) from the memfd holding it when there is one (no copy
 // from user space), else from the pattern buffer.
-template <typename Count>
 bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, std::size_t n, const RunContext& ctx,
-                Count&& count, int& err) {
+                Count& count, int& err) {
   return move_all(n, ctx, count, err, [&](std::size_t done) {
            const std::size_t at = done % period;
            const std::size_t len = std::min(n - done, period - at);
@@ -139,8 +139,7 @@ bool send_block(int fd, int memfd, std::size_t period, const std::uint8_t* p, st
 
 // Receives exactly n bytes (move_all's result). With MSG_TRUNC the kernel consumes the bytes
 // without copying them (p is not written).
-template <typename Count>
-int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Count&& count, int& err, int flags = 0) {
+int recv_exact(int fd, std::uint8_t* p, std::size_t n, const RunContext& ctx, Count& count, int& err, int flags = 0) {
   return move_all(n, ctx, count, err, [&](std::size_t got) { return ::recv(fd, p + got, n - got, flags); });
 }
 
@@ -155,13 +154,12 @@ struct BlockReader {
   int flags = ctx.spec().skip_rx_copy() ? MSG_TRUNC : 0;
   bool verify = ctx.spec().verify();
 
-  // One block of len bytes; false with err set (EPIPE for an EOF before its end).
-  template <typename Count>
-  bool read(int fd, std::uint64_t len, Count&& count, int& err, Flow& f) {
+  // One block of len bytes, counted in f's rx; false with err set (EPIPE for an EOF before its end).
+  bool read(int fd, std::uint64_t len, int& err, Flow& f) {
     for (std::uint64_t left = len; left > 0;) {
       const std::size_t n = static_cast<std::size_t>(
           std::min<std::uint64_t>(left, sizes[static_cast<std::size_t>(chunk.arm(mono_now_ns))]));
-      if (recv_exact(fd, buf.data(), n, ctx, count, err, flags) <= 0) return false;
+      if (recv_exact(fd, buf.data(), n, ctx, f.counters.rx_bytes, err, flags) <= 0) return false;
       chunk.count(n);
       if (verify && std::memcmp(buf.data(), pattern + (len - left), n) != 0) f.counters.add_verify_error();
       left -= n;
@@ -179,8 +177,7 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
   const int fd = c.flow->fd();
   std::uint8_t hdr[kRpcHdrSize];
   int err = 0;
-  const int rc = recv_exact(
-      fd, hdr, sizeof hdr, ctx, [&c](std::uint64_t k) { c.flow->counters.add_framing_rx(k); }, err);
+  const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, c.flow->counters.framing_rx, err);
   if (rc <= 0) {
     if (rc < 0 && !ctx.aborted() && !c.broken) c.break_conn(fmt::format("rpc reply: {}", err_text(err)));
     return rc;
@@ -192,8 +189,7 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
     c.break_conn("rpc reply: malformed or unexpected reply from server");
     return -1;
   }
-  if (!rx.read(
-          fd, len, [&c](std::uint64_t k) { c.flow->counters.add_rx(k); }, err, *c.flow)) {
+  if (!rx.read(fd, len, err, *c.flow)) {
     if (!ctx.aborted()) c.break_conn(fmt::format("rpc read block: {}", err_text(err)));
     return -1;
   }
@@ -204,12 +200,10 @@ int take_reply(const RunContext& ctx, Conn& c, BlockReader& rx, OpOf&& op_of) {
 }  // namespace
 
 bool TcpEngine::send_rpc(TcpFlow& f, const std::uint8_t* hdr, std::uint64_t len, ArmPicker& method, int& err) {
-  auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
-  auto tx_count = [&f](std::uint64_t k) { f.counters.add_tx(k); };
-  if (!send_all(f.fd(), hdr, kRpcHdrSize, *ctx_, framing, err, len > 0 ? MSG_MORE : 0)) return false;
+  if (!send_all(f.fd(), hdr, kRpcHdrSize, *ctx_, f.counters.framing_tx, err, len > 0 ? MSG_MORE : 0)) return false;
   if (len == 0) return true;
   if (!send_block(f.fd(), method.arm(mono_now_ns) == 1 ? tx_memfd_.get() : -1, tx_period_, tx_buf_.data(),
-                  static_cast<std::size_t>(len), *ctx_, tx_count, err)) {
+                  static_cast<std::size_t>(len), *ctx_, f.counters.tx_bytes, err)) {
     return false;
   }
   method.count(len);
@@ -343,15 +337,12 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
   // One request of f answered; false when f is done: its client finished, or it failed.
   auto serve_one = [&](TcpFlow& f) {
     const int fd = f.fd();
-    auto rx_count = [&f](std::uint64_t k) { f.counters.add_rx(k); };
-    auto framing = [&f](std::uint64_t k) { f.counters.add_framing(k); };
     int err = 0;
     auto failed = [&](const char* what) {
       fail_io(f, ctx, what, err);
       return false;
     };
-    const int rc = recv_exact(
-        fd, hdr, sizeof hdr, ctx, [&f](std::uint64_t k) { f.counters.add_framing_rx(k); }, err);
+    const int rc = recv_exact(fd, hdr, sizeof hdr, ctx, f.counters.framing_rx, err);
     if (rc == 0) {
       ::shutdown(fd, SHUT_WR);  // client finished
       return false;
@@ -360,7 +351,7 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
     const std::uint32_t op = get_be<std::uint32_t>(hdr + 4);
     const std::uint64_t len = get_be<std::uint64_t>(hdr + 8);
     if (get_be<std::uint32_t>(hdr) == kRpcMagic && op == kOpPing && len == 0) {
-      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return failed("ping reply");
+      if (!send_all(fd, ack, sizeof ack, ctx, f.counters.framing_tx, err)) return failed("ping reply");
       return true;
     }
     if (get_be<std::uint32_t>(hdr) != kRpcMagic || (op != kOpWrite && op != kOpRead) || len == 0 || len > max_len) {
@@ -368,8 +359,8 @@ void TcpEngine::rpc_server(std::vector<TcpFlow*> flows) {
       return false;
     }
     if (op == kOpWrite) {
-      if (!rx.read(fd, len, rx_count, err, f)) return failed("rpc write block");
-      if (!send_all(fd, ack, sizeof ack, ctx, framing, err)) return failed("rpc reply");
+      if (!rx.read(fd, len, err, f)) return failed("rpc write block");
+      if (!send_all(fd, ack, sizeof ack, ctx, f.counters.framing_tx, err)) return failed("rpc reply");
     } else {
       put_hdr(reply, kReplyMagic, 0, len);
       if (!send_rpc(f, reply, len, method, err)) return failed("rpc read block");
@@ -543,10 +534,8 @@ void TcpEngine::probe_loop() {
       TcpFlow& f = *probe_flows_[i];
       int err = 0;
       const std::int64_t t0 = mono_now_ns();
-      if (!send_all(
-              f.fd(), ping, sizeof ping, ctx, [&f](std::uint64_t k) { f.counters.add_framing(k); }, err) ||
-          recv_exact(
-              f.fd(), reply, sizeof reply, ctx, [&f](std::uint64_t k) { f.counters.add_framing_rx(k); }, err) <= 0 ||
+      if (!send_all(f.fd(), ping, sizeof ping, ctx, f.counters.framing_tx, err) ||
+          recv_exact(f.fd(), reply, sizeof reply, ctx, f.counters.framing_rx, err) <= 0 ||
           get_be<std::uint32_t>(reply) != kReplyMagic) {
         fail_io(f, ctx, "delay probe", err == 0 ? EPIPE : err);
         dead[i] = true;

@@ -69,7 +69,7 @@ TEST(TcpFlow, AnRpcConnectionCountsTheHeadersItReadAsRead) {
   send_and_wait(tx, rx, 100'000, 100'000);
   std::vector<char> got(40'000);
   ASSERT_EQ(::recv(rx, got.data(), 16, MSG_WAITALL), 16);
-  f.counters.add_framing_rx(16);
+  f.counters.framing_rx += 16;
   EXPECT_EQ(f.edge(0).queued, 100'000u - 16u);
   // A block's read in progress, not counted yet: still arrived (the queue alone says 59,984).
   ASSERT_EQ(::recv(rx, got.data(), got.size(), MSG_WAITALL), 40'000);
@@ -83,7 +83,7 @@ TEST(TcpFlow, TheSenderKnowsWhatThePeerAcknowledgedLessItsFraming) {
   TcpFlow f(tx, FlowRole::client, FlowOp::rpc, 0, "sender", "receiver");
   const std::optional<std::uint64_t> before = f.edge(0).delivered;  // the SYN is acknowledged too
   ASSERT_TRUE(before);
-  f.counters.add_framing(16);
+  f.counters.framing_tx += 16;
   send_and_wait(tx, rx, 100'000, 100'000);
   // The peer's kernel holds every byte; its acknowledgement may trail by a moment.
   std::uint64_t delivered = 0;

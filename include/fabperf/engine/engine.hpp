@@ -34,13 +34,10 @@ struct alignas(64) FlowCounters {
   std::atomic<std::uint64_t> tx_bytes{0};
   std::atomic<std::uint64_t> rx_bytes{0};
   std::atomic<std::uint64_t> msgs{0};
-  // Protocol bytes written beside the payload (rpc request and reply headers, pings): what the
-  // peer acknowledges holds them too, so delivered payload is acknowledged bytes less these.
-  // Read beside it (the rpc headers this end reads): what arrived holds them too.
+  // Protocol bytes written and read beside the payload (rpc request and reply headers, pings):
+  // the kernel's counts hold them too (Flow::edge takes them off).
   std::atomic<std::uint64_t> framing_tx{0}, framing_rx{0};
   void add_tx(std::uint64_t n) noexcept { tx_bytes.fetch_add(n, std::memory_order_relaxed); }
-  void add_framing(std::uint64_t n) noexcept { framing_tx.fetch_add(n, std::memory_order_relaxed); }
-  void add_framing_rx(std::uint64_t n) noexcept { framing_rx.fetch_add(n, std::memory_order_relaxed); }
   void add_rx(std::uint64_t n) noexcept { rx_bytes.fetch_add(n, std::memory_order_relaxed); }
   void add_msg() noexcept { msgs.fetch_add(1, std::memory_order_relaxed); }
   std::atomic<std::uint64_t> verify_errors{0};  // received chunks that differed from the pattern
