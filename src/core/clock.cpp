@@ -4,9 +4,9 @@
 
 namespace fabperf {
 
-std::int64_t mono_now_ns() noexcept {
+std::int64_t clock_now_ns(clockid_t clock) noexcept {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
@@ -16,12 +16,6 @@ std::string wall_clock_text(const char* strftime_format, bool utc) {
   (void)(utc ? gmtime_r(&t, &tm) : localtime_r(&t, &tm));
   char buf[64];
   return std::strftime(buf, sizeof buf, strftime_format, &tm) > 0 ? buf : "";
-}
-
-std::int64_t wall_now_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 ClockEstimate estimate_clock_offset(std::span<const ClockSample> samples) noexcept {

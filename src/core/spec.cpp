@@ -240,4 +240,11 @@ HostPort parse_host_port(std::string_view text, std::string_view what) {
   return hp;
 }
 
+std::string host_of(std::string_view endpoint) {
+  if (endpoint.starts_with('[') && endpoint.find(']') != std::string_view::npos)
+    return std::string(endpoint.substr(1, endpoint.find(']') - 1));
+  if (std::ranges::count(endpoint, ':') == 1) return std::string(endpoint.substr(0, endpoint.find(':')));
+  return std::string(endpoint);
+}
+
 }  // namespace fabperf

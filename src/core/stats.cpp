@@ -124,6 +124,10 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
   return r;
 }
 
+double min_p(std::size_t n_a, std::size_t n_b) {
+  return std::min(1.0, 2.0 / choose_capped(n_a + n_b, n_a, HUGE_VAL));
+}
+
 RatioInterval bootstrap_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
                               int resamples, std::uint64_t seed) {
   RatioInterval r;
@@ -196,9 +200,9 @@ Decision decide(const std::vector<double>& a, const std::vector<double>& b, cons
         b_name, pct_text(d.change_pct), way, trials);
     return d;
   }
-  // The exact test's floor: n_a vs n_b trials cannot give p below 2 / C(n_a + n_b, n_a). Below
-  // the level asked for, no data could decide, and the sentence must say so, not "no difference".
-  const double floor_p = std::min(1.0, 2.0 / choose_capped(d.n_a + d.n_b, d.n_a, HUGE_VAL));
+  // The exact test's floor: below the level asked for, no data could decide, and the sentence
+  // must say so, not "no difference".
+  const double floor_p = min_p(d.n_a, d.n_b);
   if (floor_p >= o.alpha) {
     d.direction = Direction::no_difference;
     d.sentence = fmt::format(

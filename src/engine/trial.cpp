@@ -1,6 +1,6 @@
 #include "engine/trial.hpp"
 
-#include <time.h>
+#include <fabperf/core/clock.hpp>
 
 #include <fmt/format.h>
 
@@ -23,12 +23,6 @@ ArmTrial::ArmTrial(std::string what, std::array<std::string, kArms> arm_names, s
   end_ = first_ + kSlices * slice;
 }
 
-std::int64_t ArmTrial::thread_cpu_now() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 int ArmTrial::slice_at(std::int64_t now_ns) const noexcept {
   if (now_ns < first_) return -1;
   if (now_ns >= end_) return kSlices;
@@ -44,7 +38,7 @@ int ArmTrial::pick(Cursor& c, std::int64_t now_ns) noexcept {
   }
   const int s = slice_at(now_ns);
   if (s != c.slice) {
-    const std::int64_t cpu = thread_cpu_now();
+    const std::int64_t cpu = clock_now_ns(CLOCK_THREAD_CPUTIME_ID);
     if (c.slice >= 0 && c.slice < kSlices)
       cpu_ns_[static_cast<std::size_t>(c.slice)].fetch_add(cpu - c.cpu_ns, std::memory_order_relaxed);
     c.slice = s;

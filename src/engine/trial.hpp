@@ -59,9 +59,6 @@ class ArmTrial {
   // What was tried and why the choice fell as it did (raw counters; the report derives rates).
   [[nodiscard]] TrialResult result() const;
 
-  // The thread's own CPU clock (CLOCK_THREAD_CPUTIME_ID), ns.
-  static std::int64_t thread_cpu_now() noexcept;
-
  private:
   [[nodiscard]] int slice_at(std::int64_t now_ns) const noexcept;
   void decide() noexcept;

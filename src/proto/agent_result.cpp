@@ -54,14 +54,7 @@ static json to_json(const std::vector<CounterSample>& samples) {
     json values = json::object();
     for (std::size_t i = 0; i < s.values.size(); ++i) {
       const auto& [k, v] = s.values[i];
-      // Sources list their counters in a stable order: compare by position, by name otherwise.
-      const CounterValues::value_type* before = nullptr;
-      if (prev && i < prev->size() && (*prev)[i].first == k) {
-        before = &(*prev)[i];
-      } else if (prev) {
-        const auto it = std::ranges::find(*prev, k, &CounterValues::value_type::first);
-        if (it != prev->end()) before = &*it;
-      }
+      const auto* before = prev ? find_counter(*prev, i, k) : nullptr;
       if (before == nullptr || before->second != v) values[k] = v;
     }
     out.push_back({{"t_ns", s.t_ns}, {"values", std::move(values)}});

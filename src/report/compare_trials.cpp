@@ -124,14 +124,6 @@ std::map<Key, std::vector<double>> samples_of(const TrialSet& s) {
   return out;
 }
 
-// The smallest two-sided p an exact Mann-Whitney test of na vs nb values can reach: 2 / C(n, na).
-double min_p(std::size_t na, std::size_t nb) {
-  double c = 1;
-  const std::size_t n = na + nb, k = std::min(na, nb);
-  for (std::size_t i = 1; i <= k; ++i) c = c * static_cast<double>(n - k + i) / static_cast<double>(i);
-  return std::min(1.0, 2.0 / c);
-}
-
 }  // namespace
 
 std::vector<TrialSet> load_trial_sets(const std::string& paths) {
@@ -221,11 +213,11 @@ TrialComparison compare_trial_sets(const TrialSet& a, const TrialSet& b, const T
   for (const auto& [kind, n] : family) {
     if (n < 2) continue;
     const double need = o.verdict.alpha / static_cast<double>(n);
-    if (min_p(max_a, max_b) > need) {
+    if (stats::min_p(max_a, max_b) > need) {
       c.notes.push_back(
           fmt::format("{} {}s are judged at p < {:.2g} each (0.05 shared among them); {} vs {} trials cannot reach "
                       "it (at best p = {:.2g}): repeat more for a verdict per {}",
-                      n, kind, need, max_a, max_b, min_p(max_a, max_b), kind));
+                      n, kind, need, max_a, max_b, stats::min_p(max_a, max_b), kind));
     }
   }
   for (const auto* side : {&a, &b}) {

@@ -19,29 +19,10 @@ struct Source {
   std::vector<Sample> samples;
 };
 
-// Calls f(name, before, after) for every counter of b that a also holds. Samples of one source
-// list their names in the same order, so the names are matched by position and a map is built
-// only for a sample that differs: linear in the counters, whatever the number of dips.
-template <typename F>
-void each_pair(const CounterValues& a, const CounterValues& b, F&& f) {
-  std::map<std::string_view, std::uint64_t> before;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    const auto& [k, v] = b[i];
-    if (i < a.size() && a[i].first == k) {
-      f(k, a[i].second, v);
-      continue;
-    }
-    if (before.empty()) {
-      for (const auto& [ka, va] : a) before.emplace(ka, va);
-    }
-    if (const auto it = before.find(k); it != before.end()) f(k, it->second, v);
-  }
-}
-
 // Increase of every counter between two samples (counters that went backwards were reset: 0).
 std::vector<std::pair<std::string, std::uint64_t>> increases(const CounterValues& a, const CounterValues& b) {
   std::vector<std::pair<std::string, std::uint64_t>> out;
-  each_pair(a, b, [&](const std::string& k, std::uint64_t x, std::uint64_t y) {
+  each_counter_pair(a, b, [&](const std::string& k, std::uint64_t x, std::uint64_t y) {
     if (y > x) out.emplace_back(k, y - x);
   });
   return out;
@@ -153,16 +134,16 @@ CounterSeries make_series(const Source& s) {
   out.first = *s.samples.front().second;
   std::map<std::string, std::size_t> at;
   for (std::size_t i = 1; i < s.samples.size(); ++i) {
-    each_pair(*s.samples[i - 1].second, *s.samples[i].second,
-              [&](const std::string& k, std::uint64_t x, std::uint64_t v) {
-                if (x == v) return;
-                auto slot = at.find(k);
-                if (slot == at.end()) {
-                  slot = at.emplace(k, out.moved.size()).first;
-                  out.moved.emplace_back(k, std::vector<std::int64_t>(s.samples.size() - 1, 0));
-                }
-                out.moved[slot->second].second[i - 1] = static_cast<std::int64_t>(v) - static_cast<std::int64_t>(x);
-              });
+    each_counter_pair(
+        *s.samples[i - 1].second, *s.samples[i].second, [&](const std::string& k, std::uint64_t x, std::uint64_t v) {
+          if (x == v) return;
+          auto slot = at.find(k);
+          if (slot == at.end()) {
+            slot = at.emplace(k, out.moved.size()).first;
+            out.moved.emplace_back(k, std::vector<std::int64_t>(s.samples.size() - 1, 0));
+          }
+          out.moved[slot->second].second[i - 1] = static_cast<std::int64_t>(v) - static_cast<std::int64_t>(x);
+        });
   }
   return out;
 }

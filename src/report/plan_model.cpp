@@ -29,16 +29,6 @@ struct Host {
   std::string address;
 };
 
-std::string host_part(const std::string& endpoint) {
-  if (!endpoint.empty() && endpoint.front() == '[') {
-    const auto close = endpoint.find(']');
-    return close == std::string::npos ? endpoint : endpoint.substr(1, close - 1);
-  }
-  const auto colon = endpoint.rfind(':');
-  if (colon != std::string::npos && endpoint.find(':') == colon) return endpoint.substr(0, colon);
-  return endpoint;
-}
-
 // Result nodes carry the endpoint the coordinator used ("10.0.0.1:6668"); the plan names hosts.
 // Match by name, then by an address that only one host of the step's role list has (agents
 // sharing an address, as in --local tests, differ only by port), then by role order against the
@@ -47,7 +37,7 @@ void name_nodes(std::vector<NodeReport>& nodes, const std::vector<Host>& hosts, 
                 const std::vector<std::string>& servers) {
   std::size_t ci = 0, si = 0;
   for (auto& n : nodes) {
-    const std::string host = host_part(n.name);
+    const std::string host = host_of(n.name);
     const bool is_client = n.role.find("client") != std::string::npos;
     const std::vector<std::string>& candidates = is_client ? clients : servers;
     std::string found;

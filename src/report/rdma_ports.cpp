@@ -58,15 +58,12 @@ RdmaPortReport rdma_port_report(const RdmaPortResult& p, const AgentResult& a, s
   r.window_s = static_cast<double>(s1->t_ns - s0->t_ns) / 1e9;
   r.unreadable = s1->counters.unreadable;
   std::vector<std::string> grew;
-  const auto& before = s0->counters.values;
-  for (const auto& [k, v1] : s1->counters.values) {
-    const auto v0 = std::ranges::find(before, k, &std::pair<std::string, std::uint64_t>::first);
-    if (v0 == before.end()) continue;
-    // A counter reset mid-window reads as no growth.
-    const auto& d =
-        r.counters.emplace_back(RdmaCounterDelta{k, v1 >= v0->second ? v1 - v0->second : 0, is_rdma_error_counter(k)});
-    if (d.error && d.delta > 0) grew.push_back(fmt::format("{} +{}", k.substr(k.find('/') + 1), d.delta));
-  }
+  each_counter_pair(
+      s0->counters.values, s1->counters.values, [&](const std::string& k, std::uint64_t v0, std::uint64_t v1) {
+        // A counter reset mid-window reads as no growth.
+        const auto& d = r.counters.emplace_back(RdmaCounterDelta{k, v1 >= v0 ? v1 - v0 : 0, is_rdma_error_counter(k)});
+        if (d.error && d.delta > 0) grew.push_back(fmt::format("{} +{}", k.substr(k.find('/') + 1), d.delta));
+      });
   auto delta_of = [&](std::string_view key) -> std::int64_t {
     const auto d = std::ranges::find(r.counters, key, &RdmaCounterDelta::name);
     return d == r.counters.end() ? -1 : static_cast<std::int64_t>(d->delta);

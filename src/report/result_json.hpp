@@ -5,6 +5,7 @@
 // the header and summary objects hold every top-level key but nodes, pairs and connections.
 #pragma once
 
+#include <fabperf/core/fields.hpp>
 #include <fabperf/report/result_doc.hpp>
 
 #include <algorithm>
@@ -146,8 +147,8 @@ void doc_fields(V& v, BondReport& b) {
 }
 
 // The writer's visitor: each field as its JSON value (a type with a field list through it, a list
-// of them entry by entry, an optional one or null, an enum by its name, anything else by its
-// to_json), null when it says "unknown".
+// of them entry by entry, an optional one or null, anything else as JsonOut puts it: an enum by
+// its name, a type by its to_json), null when it says "unknown".
 template <class T>
 nlohmann::json doc_json(const T& x);
 struct DocOut {
@@ -177,12 +178,8 @@ nlohmann::json doc_json(const T& x) {
     return a;
   } else if constexpr (requires { x.has_value(); }) {
     return x ? doc_json(*x) : nlohmann::json(nullptr);
-  } else if constexpr (std::is_enum_v<T>) {
-    return std::string(to_string(x));
-  } else if constexpr (requires { to_json(x); }) {
-    return to_json(x);
   } else {
-    return x;
+    return JsonOut::put(x);
   }
 }
 

@@ -216,6 +216,12 @@ std::int64_t read_shaped_mbps(const std::string& ifname) {
   return static_cast<std::int64_t>(q.rate_bytes_per_s * 8 / 1'000'000);
 }
 
+const CounterValues::value_type* find_counter(const CounterValues& in, std::size_t at, std::string_view name) {
+  if (at < in.size() && in[at].first == name) return &in[at];
+  const auto it = std::ranges::find(in, name, &CounterValues::value_type::first);
+  return it == in.end() ? nullptr : &*it;
+}
+
 std::size_t counter_cells(const std::vector<CounterSample>& samples) {
   std::size_t n = 0;
   for (const auto& s : samples) n += s.values.size();

@@ -1,4 +1,5 @@
 #include <fabperf/core/fields.hpp>
+#include <fabperf/core/spec.hpp>
 #include <fabperf/sysinfo/counters.hpp>
 #include <fabperf/sysinfo/links.hpp>
 #include "sysinfo/file_read.hpp"
@@ -129,12 +130,7 @@ SocketLimits read_socket_limits(const std::string& root) {
 }
 
 std::string interface_of_address(const std::string& address) {
-  std::string ip = address;
-  if (!ip.empty() && ip.front() == '[') {
-    ip = ip.substr(1, ip.find(']') - 1);
-  } else if (std::count(ip.begin(), ip.end(), ':') == 1) {
-    ip = ip.substr(0, ip.find(':'));
-  }
+  const std::string ip = host_of(address);
   // Compared as inet_ntop writes it, the form each_address gives.
   in6_addr a{};  // room for either family
   const int fam = inet_pton(AF_INET, ip.c_str(), &a) == 1    ? AF_INET

@@ -448,3 +448,12 @@ TEST(Diagnosis, CounterKpisReadTheNodeSums) {
   EXPECT_FALSE(by["max-discards b"]->pass);
   EXPECT_FALSE(by["max-discards b"]->value.has_value());
 }
+
+// A counter is found at its own position, elsewhere by name when the order differs, or not at all.
+TEST(CounterValues, FindCounterByPositionThenByName) {
+  const CounterValues v{{"a", 1}, {"b", 2}, {"c", 3}};
+  EXPECT_EQ(find_counter(v, 1, "b"), &v[1]);
+  EXPECT_EQ(find_counter(v, 0, "c"), &v[2]);
+  EXPECT_EQ(find_counter(v, 7, "a"), &v[0]);
+  EXPECT_EQ(find_counter(v, 1, "d"), nullptr);
+}

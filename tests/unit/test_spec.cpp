@@ -597,6 +597,14 @@ TEST(HostPortParse, LinkAddresses) {
   }
 }
 
+TEST(HostPortParse, HostOfAnEndpoint) {
+  EXPECT_EQ(host_of("10.0.0.1:6668"), "10.0.0.1");
+  EXPECT_EQ(host_of("[fd00::1]:6668"), "fd00::1");
+  EXPECT_EQ(host_of("fd00::1"), "fd00::1");
+  EXPECT_EQ(host_of("h1"), "h1");
+  EXPECT_EQ(host_of("[fd00::1"), "[fd00::1");
+}
+
 TEST(SpecRdma, DefaultsRoundTripAndValidation) {
   const auto d = TestSpec::make({});
   EXPECT_EQ(d.rdma_device(), "");

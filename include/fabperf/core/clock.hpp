@@ -4,15 +4,22 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <span>
 #include <string>
 
 namespace fabperf {
 
+// Nanoseconds on one of clock_gettime(2)'s clocks (CLOCK_THREAD_CPUTIME_ID: this thread's CPU time).
+std::int64_t clock_now_ns(clockid_t clock) noexcept;
 // Monotonic nanoseconds on this host.
-std::int64_t mono_now_ns() noexcept;
+inline std::int64_t mono_now_ns() noexcept {
+  return clock_now_ns(CLOCK_MONOTONIC);
+}
 // Wall-clock (CLOCK_REALTIME) nanoseconds since the epoch: only for comparing hosts' clocks.
-std::int64_t wall_now_ns() noexcept;
+inline std::int64_t wall_now_ns() noexcept {
+  return clock_now_ns(CLOCK_REALTIME);
+}
 // The wall clock now, formatted by strftime(3) in UTC or in local time.
 std::string wall_clock_text(const char* strftime_format, bool utc);
 // ISO 8601 UTC to the second ("2026-11-30T01:52:03Z"): result and plan records.

@@ -156,6 +156,9 @@ struct HostPort {
 };
 // NAME[:PORT][@ADDR[+ADDR...]]; throws UsageError.
 HostPort parse_host_port(std::string_view text, std::string_view what);
+// The host of an endpoint's text: "10.0.0.1:6668" -> "10.0.0.1", "[fd00::1]:6668" -> "fd00::1"; a
+// name or a bare IPv6 address alone as it is. Never throws.
+std::string host_of(std::string_view endpoint);
 // Why host does not resolve (getaddrinfo's gai_strerror), or nullptr when it does.
 const char* resolve_error(const std::string& host);
 

@@ -31,6 +31,8 @@ struct MannWhitney {
 // and a continuity correction. Either sample empty: p = 1.
 inline constexpr std::uint64_t kExactLimit = 200000;
 MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>& b);
+// The smallest two-sided p the exact test of n_a vs n_b values can reach: 2 / C(n_a + n_b, n_a).
+double min_p(std::size_t n_a, std::size_t n_b);
 
 // Percentile bootstrap interval of mean(b) / mean(a): both samples resampled with replacement,
 // `resamples` times, from a fixed seed (splitmix64, so every platform draws the same numbers).

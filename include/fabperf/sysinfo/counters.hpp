@@ -18,6 +18,16 @@ namespace fabperf {
 
 // Counter name -> value, in the order the source lists them.
 using CounterValues = std::vector<std::pair<std::string, std::uint64_t>>;
+// The counter of `in` named `name`, looked for at position `at` first: the samples of one source
+// list their counters in one order, so only a sample that differs is searched. nullptr: none.
+const CounterValues::value_type* find_counter(const CounterValues& in, std::size_t at, std::string_view name);
+// Calls f(name, value in a, value in b) for every counter of b that a also holds, in b's order.
+template <typename F>
+void each_counter_pair(const CounterValues& a, const CounterValues& b, F&& f) {
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (const auto* x = find_counter(a, i, b[i].first)) f(b[i].first, x->second, b[i].second);
+  }
+}
 
 // Named counters of one source (an interface's driver statistics and qdisc, or the host's MIB)
 // at one instant; t_ns from the window's open, like LinkSample.
