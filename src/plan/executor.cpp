@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
@@ -20,7 +19,6 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/fd.hpp>
 #include <fabperf/core/stop.hpp>
-#include <fabperf/core/units.hpp>
 #include <fabperf/plan/isolate.hpp>
 #include <fabperf/plan/plan_run.hpp>
 #include <fabperf/report/compare.hpp>
