@@ -60,6 +60,9 @@ bool take_line(std::string& buf, std::string& line) {
   return true;
 }
 
+// An agent's flags after its --listen when ssh or srun starts it (the key comes on stdin).
+constexpr const char* kLaunchedAgentFlags = "--ready-fd 1 --key-stdin --exit-on-stdin-eof --log-level warn";
+
 auth::Key one_time_key() {
   const auto n = auth::make_nonce();  // 32 random bytes from OpenSSL
   return auth::Key(std::vector<std::uint8_t>(n.begin(), n.end()));
@@ -221,10 +224,8 @@ std::string ssh_remote_command(const SshOptions& o) {
   // POSIX sh (the remote login shell runs it). SSH_CONNECTION = "client port server port".
   const std::string listen = o.agent_listen.empty() ? fmt::format("\"[${{3:-::}}]:{}\"", o.agent_port)
                                                     : shell_quote(fmt::format("[{}]:{}", o.agent_listen, o.agent_port));
-  return fmt::format(
-      "set -- $SSH_CONNECTION; exec {} agent --listen {} --ready-fd 1 --key-stdin --exit-on-stdin-eof "
-      "--log-level warn",
-      shell_quote(o.agent_path), listen);
+  return fmt::format("set -- $SSH_CONNECTION; exec {} agent --listen {} {}", shell_quote(o.agent_path), listen,
+                     kLaunchedAgentFlags);
 }
 
 std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) {
@@ -419,10 +420,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   }
   const std::string agent = o.agent_path.empty() ? self_exe() : o.agent_path;
   // The node's name first (task order is Slurm's business), then the agent's ready line.
-  const std::string script = fmt::format(
-      "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
-      "--exit-on-stdin-eof --log-level warn",
-      o.agent_port);
+  const std::string script = fmt::format("echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' {}",
+                                         o.agent_port, kLaunchedAgentFlags);
   std::vector<std::string> argv = split_list(
       fmt::format("srun --overlap --nodes={0} --ntasks={0} --ntasks-per-node=1 --nodelist={1} --input=all --label "
                   "--kill-on-bad-exit=0 --job-name=fabperf-agents sh -c",
