@@ -186,12 +186,9 @@ class PlanRun {
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       const auto& s = steps_[i];
       if (!pending(s.id)) {
-        try {
-          outcomes_.push_back(
-              {s.id, p_.tests[s.test].name, read_result_doc(resumed_.at(s.id)->at("result"), ReadMode::strict)});
-        } catch (const UsageError& e) {
-          throw UsageError(fmt::format("--resume {}: step {}: {}", path_, s.id, e.what()));
-        }
+        outcomes_.push_back({s.id, p_.tests[s.test].name,
+                             read_result_doc(resumed_.at(s.id)->at("result"), ReadMode::strict,
+                                             fmt::format("--resume {}: step {}: step result", path_, s.id))});
       } else if (!run_step(i)) {
         break;
       }
