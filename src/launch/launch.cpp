@@ -35,11 +35,11 @@ void watch(const Child& c, std::vector<pollfd>& fds) {
 struct Launched : Child {
   using Child::Child;
   std::string out_buf;
-  std::string err_text;  // everything it wrote to stderr during set-up (bounded)
+  std::string err_text;  // what it wrote to stderr while not forwarded: set-up, stop (bounded)
   std::string err_line;  // partial line after set-up (forwarded line by line)
 
-  // Set-up: waits up to ms for output, then reads what stderr and stdout have into err_text and
-  // out_buf (up to out_cap); each is closed at its end.
+  // Waits up to ms for output, then reads what stderr and stdout have into err_text and out_buf
+  // (up to out_cap; the rest is dropped); each is closed at its end.
   void pump(int ms, std::size_t out_cap) {
     if (ms > 0) {
       std::vector<pollfd> fds;
@@ -82,10 +82,7 @@ class LaunchedAgents final : public Agents {
     std::vector<Child*> all;
     for (auto& c : children_) all.push_back(&c);
     const auto drain = [&] {
-      for (auto& c : children_) {
-        if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) c.close_out();
-        if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) c.close_err();
-      }
+      for (auto& c : children_) c.pump(0, 0);
     };
     stop_all(all, std::chrono::milliseconds(5000), drain, [&](const Child& c) {
       spdlog::warn("launch: {} (pid {}) did not stop within 5.0 s; terminating it", c.label, c.pid);
@@ -140,8 +137,7 @@ class LaunchedAgents final : public Agents {
       // Every pipe is non-blocking: each is read for what it has, if anything.
       std::lock_guard lock(mu_);
       for (auto& c : children_) {
-        std::string ignored;
-        if (c.out >= 0 && !read_some(c.out, ignored, 0)) c.close_out();
+        if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) c.close_out();  // nothing kept (cap 0)
         if (c.err < 0) continue;
         const bool open = read_some(c.err, c.err_line, 1 << 16);
         for (std::string line; take_line(c.err_line, line);) {
