@@ -491,9 +491,8 @@ class PlanRun {
       flush_trace();
     }
     flush_trace();
-    json findings = json::array();
+    const json findings = iso.findings();
     for (const auto& f : iso.findings()) {
-      findings.push_back(f);
       if (f.slow) say("SLOW " + f.text);
     }
     write(
