@@ -35,11 +35,11 @@ void watch(const Child& c, std::vector<pollfd>& fds) {
 struct Launched : Child {
   using Child::Child;
   std::string out_buf;
-  std::string err_text;  // everything it wrote to stderr during set-up (bounded)
+  std::string err_text;  // what it wrote to stderr while not forwarded: set-up, stop (bounded)
   std::string err_line;  // partial line after set-up (forwarded line by line)
 
-  // Set-up: waits up to ms for output, then reads what stderr and stdout have into err_text and
-  // out_buf (up to out_cap); each is closed at its end.
+  // Waits up to ms for output, then reads what stderr and stdout have into err_text and out_buf
+  // (up to out_cap; the rest is dropped); each is closed at its end.
   void pump(int ms, std::size_t out_cap) {
     if (ms > 0) {
       std::vector<pollfd> fds;
@@ -60,6 +60,9 @@ bool take_line(std::string& buf, std::string& line) {
   return true;
 }
 
+// An agent's flags after its --listen when ssh or srun starts it (the key comes on stdin).
+constexpr const char* kLaunchedAgentFlags = "--ready-fd 1 --key-stdin --exit-on-stdin-eof --log-level warn";
+
 auth::Key one_time_key() {
   const auto n = auth::make_nonce();  // 32 random bytes from OpenSSL
   return auth::Key(std::vector<std::uint8_t>(n.begin(), n.end()));
@@ -79,10 +82,7 @@ class LaunchedAgents final : public Agents {
     std::vector<Child*> all;
     for (auto& c : children_) all.push_back(&c);
     const auto drain = [&] {
-      for (auto& c : children_) {
-        if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) c.close_out();
-        if (c.err >= 0 && !read_some(c.err, c.err_line, 0)) c.close_err();
-      }
+      for (auto& c : children_) c.pump(0, 0);
     };
     stop_all(all, std::chrono::milliseconds(5000), drain, [&](const Child& c) {
       spdlog::warn("launch: {} (pid {}) did not stop within 5.0 s; terminating it", c.label, c.pid);
@@ -137,8 +137,7 @@ class LaunchedAgents final : public Agents {
       // Every pipe is non-blocking: each is read for what it has, if anything.
       std::lock_guard lock(mu_);
       for (auto& c : children_) {
-        std::string ignored;
-        if (c.out >= 0 && !read_some(c.out, ignored, 0)) c.close_out();
+        if (c.out >= 0 && !read_some(c.out, c.out_buf, 0)) c.close_out();  // nothing kept (cap 0)
         if (c.err < 0) continue;
         const bool open = read_some(c.err, c.err_line, 1 << 16);
         for (std::string line; take_line(c.err_line, line);) {
@@ -221,10 +220,8 @@ std::string ssh_remote_command(const SshOptions& o) {
   // POSIX sh (the remote login shell runs it). SSH_CONNECTION = "client port server port".
   const std::string listen = o.agent_listen.empty() ? fmt::format("\"[${{3:-::}}]:{}\"", o.agent_port)
                                                     : shell_quote(fmt::format("[{}]:{}", o.agent_listen, o.agent_port));
-  return fmt::format(
-      "set -- $SSH_CONNECTION; exec {} agent --listen {} --ready-fd 1 --key-stdin --exit-on-stdin-eof "
-      "--log-level warn",
-      shell_quote(o.agent_path), listen);
+  return fmt::format("set -- $SSH_CONNECTION; exec {} agent --listen {} {}", shell_quote(o.agent_path), listen,
+                     kLaunchedAgentFlags);
 }
 
 std::vector<std::string> ssh_argv(const SshOptions& o, const std::string& host) {
@@ -419,10 +416,8 @@ std::unique_ptr<Agents> start_slurm(const std::vector<std::string>& wanted, cons
   }
   const std::string agent = o.agent_path.empty() ? self_exe() : o.agent_path;
   // The node's name first (task order is Slurm's business), then the agent's ready line.
-  const std::string script = fmt::format(
-      "echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' --ready-fd 1 --key-stdin "
-      "--exit-on-stdin-eof --log-level warn",
-      o.agent_port);
+  const std::string script = fmt::format("echo \"NODE $SLURMD_NODENAME\"; exec \"$0\" agent --listen '[::]:{}' {}",
+                                         o.agent_port, kLaunchedAgentFlags);
   std::vector<std::string> argv = split_list(
       fmt::format("srun --overlap --nodes={0} --ntasks={0} --ntasks-per-node=1 --nodelist={1} --input=all --label "
                   "--kill-on-bad-exit=0 --job-name=fabperf-agents sh -c",

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
@@ -20,7 +19,6 @@
 #include <fabperf/core/error.hpp>
 #include <fabperf/core/fd.hpp>
 #include <fabperf/core/stop.hpp>
-#include <fabperf/core/units.hpp>
 #include <fabperf/plan/isolate.hpp>
 #include <fabperf/plan/plan_run.hpp>
 #include <fabperf/report/compare.hpp>
@@ -188,12 +186,9 @@ class PlanRun {
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       const auto& s = steps_[i];
       if (!pending(s.id)) {
-        try {
-          outcomes_.push_back(
-              {s.id, p_.tests[s.test].name, read_result_doc(resumed_.at(s.id)->at("result"), ReadMode::strict)});
-        } catch (const UsageError& e) {
-          throw UsageError(fmt::format("--resume {}: step {}: {}", path_, s.id, e.what()));
-        }
+        outcomes_.push_back({s.id, p_.tests[s.test].name,
+                             read_result_doc(resumed_.at(s.id)->at("result"), ReadMode::strict,
+                                             fmt::format("--resume {}: step {}: step result", path_, s.id))});
       } else if (!run_step(i)) {
         break;
       }
@@ -496,9 +491,8 @@ class PlanRun {
       flush_trace();
     }
     flush_trace();
-    json findings = json::array();
+    const json findings = iso.findings();
     for (const auto& f : iso.findings()) {
-      findings.push_back(f);
       if (f.slow) say("SLOW " + f.text);
     }
     write(

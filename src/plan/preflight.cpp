@@ -30,9 +30,8 @@ void one_value(const std::map<std::string, V>& by_link, std::vector<Finding>& ou
   std::map<std::string, int> counts;
   for (const auto& [sub, v] : by_link) ++counts[std::to_string(v)];
   if (counts.empty()) return;
-  const std::string common = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
-                               return a.second < b.second;
-                             })->first;
+  const std::string common =
+      std::ranges::max_element(counts, {}, &std::map<std::string, int>::value_type::second)->first;
   const std::size_t before = out.size();
   for (const auto& [sub, v] : by_link) {
     if (std::to_string(v) != common) out.push_back(odd(sub, v, common));
@@ -282,8 +281,7 @@ std::vector<Finding> preflight_findings(const RunRecord& probe, const Report& re
   out.insert(out.end(), pcie.begin(), pcie.end());
   // Whatever else the report found (jumbo mismatch, setup warnings, clamps) is worth seeing too.
   for (const auto& f : report.findings) {
-    const bool dup =
-        std::any_of(bonds.begin(), bonds.end(), [&](const Finding& b) { return f.find(b.what) != std::string::npos; });
+    const bool dup = std::ranges::any_of(bonds, [&](const Finding& b) { return f.find(b.what) != std::string::npos; });
     if (!dup) out.push_back({"warning", "", f, ""});
   }
   return out;

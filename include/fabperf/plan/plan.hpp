@@ -1,6 +1,6 @@
 // Acceptance plans: traffic patterns (who loads whom, step by step), plan files (TOML), KPIs with
 // verdicts, and the JSON Lines results file (docs/plans.md, docs/results-format.md).
-// Everything here is pure except load_plan (reads a file): the executor lives in the CLI.
+// Everything here is pure except load_plan (reads a file): the executor is plan_run.hpp.
 #pragma once
 
 #include <chrono>
