@@ -457,3 +457,13 @@ TEST(CounterValues, FindCounterByPositionThenByName) {
   EXPECT_EQ(find_counter(v, 7, "a"), &v[0]);
   EXPECT_EQ(find_counter(v, 1, "d"), nullptr);
 }
+
+TEST(CounterValues, EachPairMatchesByNameWhereTheOrderDiffers) {
+  const CounterValues a{{"x", 1}, {"y", 2}, {"z", 3}};
+  const CounterValues b{{"x", 10}, {"z", 30}, {"new", 5}, {"y", 20}};
+  std::vector<std::string> seen;
+  each_counter_pair(a, b, [&](const std::string& k, std::uint64_t before, std::uint64_t after) {
+    seen.push_back(k + ":" + std::to_string(before) + "->" + std::to_string(after));
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"x:1->10", "z:3->30", "y:2->20"}));
+}

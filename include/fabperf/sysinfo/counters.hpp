@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -22,10 +23,21 @@ using CounterValues = std::vector<std::pair<std::string, std::uint64_t>>;
 // list their counters in one order, so only a sample that differs is searched. nullptr: none.
 const CounterValues::value_type* find_counter(const CounterValues& in, std::size_t at, std::string_view name);
 // Calls f(name, value in a, value in b) for every counter of b that a also holds, in b's order.
+// Matched by position; at the first that differs a's names are indexed once, so the walk stays
+// linear however many differ (thousands of driver counters, a sample per interval).
 template <typename F>
 void each_counter_pair(const CounterValues& a, const CounterValues& b, F&& f) {
+  std::unordered_map<std::string_view, std::uint64_t> by_name;
   for (std::size_t i = 0; i < b.size(); ++i) {
-    if (const auto* x = find_counter(a, i, b[i].first)) f(b[i].first, x->second, b[i].second);
+    const auto& [k, v] = b[i];
+    if (i < a.size() && a[i].first == k) {
+      f(k, a[i].second, v);
+      continue;
+    }
+    if (by_name.empty()) {
+      for (const auto& [ka, va] : a) by_name.emplace(ka, va);
+    }
+    if (const auto it = by_name.find(k); it != by_name.end()) f(k, it->second, v);
   }
 }
 
